@@ -1,0 +1,264 @@
+//! Job specs: the canonical fixed-size encoding stored in every task account.
+//!
+//! Layout of the 64 bytes (all integers little-endian):
+//!
+//! | bytes  | field |
+//! |--------|-------|
+//! | 0      | encoding version, [`JOB_VERSION`] |
+//! | 1      | kind: 1 = `MatMulModP`, 2 = `HashBatch` |
+//! | 2      | input mode: 0 = generated from `input`, 1 = `input` is a content hash (location in the task's input URI) |
+//! | 3      | reserved, 0 |
+//! | 4..16  | three `u32` dimensions: `MatMulModP` (m, k, n); `HashBatch` (tiles, nonces per tile, iterations) |
+//! | 16..48 | input seed or content hash |
+//! | 48..64 | reserved, 0 |
+
+use crate::hash::{digest_u64, hashv, Digest};
+
+/// Size of an encoded job spec.
+pub const JOB_SPEC_LEN: usize = 64;
+/// Current encoding version.
+pub const JOB_VERSION: u8 = 1;
+/// Side of a square `MatMulModP` output tile.
+pub const MATMUL_TILE: u32 = 64;
+/// Largest matrix dimension accepted.
+pub const MAX_MATRIX_DIM: u32 = 8192;
+/// Most `HashBatch` tiles.
+pub const MAX_HASH_TILES: u32 = 65_536;
+/// Most nonces in one `HashBatch` tile.
+pub const MAX_NONCES_PER_TILE: u32 = 4_096;
+/// Most SHA-256 iterations per nonce.
+pub const MAX_HASH_ITERATIONS: u32 = 1_024;
+
+/// What a job computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum JobKind {
+    /// C = A·B mod 2^31−1 with A m×k and B k×n; tiles are 64×64 blocks of C.
+    MatMulModP = 1,
+    /// Tile i holds, for each of its nonces, SHA-256 iterated `iterations` times over
+    /// (seed ‖ nonce).
+    HashBatch = 2,
+}
+
+/// Where a job's inputs come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InputMode {
+    /// Inputs are generated deterministically from the 32-byte seed.
+    Generated = 0,
+    /// The 32 bytes are the SHA-256 of the input file, fetched from the task's input URI.
+    ContentHash = 1,
+}
+
+/// A decoded, validated job spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct JobSpec {
+    /// The job kind.
+    pub kind: JobKind,
+    /// Where inputs come from.
+    pub input_mode: InputMode,
+    /// Three dimensions whose meaning depends on `kind` (see the module docs).
+    pub dims: [u32; 3],
+    /// Input seed or content hash.
+    pub input: [u8; 32],
+}
+
+/// Why an encoded job spec is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobError {
+    /// The version byte is not [`JOB_VERSION`].
+    UnsupportedVersion,
+    /// The kind byte names no known kind.
+    UnknownKind,
+    /// The input-mode byte names no known mode.
+    UnknownInputMode,
+    /// A reserved byte is not zero.
+    ReservedNotZero,
+    /// A dimension is zero or above its bound.
+    DimensionOutOfRange,
+}
+
+impl core::fmt::Display for JobError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            JobError::UnsupportedVersion => "unsupported job-spec version",
+            JobError::UnknownKind => "unknown job kind",
+            JobError::UnknownInputMode => "unknown input mode",
+            JobError::ReservedNotZero => "reserved job-spec bytes must be zero",
+            JobError::DimensionOutOfRange => "job dimension is zero or above its bound",
+        })
+    }
+}
+
+fn u32_at(b: &[u8; JOB_SPEC_LEN], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+impl JobSpec {
+    /// A `MatMulModP` job C = A·B with A m×k, B k×n generated from `seed`.
+    pub fn matmul(m: u32, k: u32, n: u32, seed: [u8; 32]) -> Self {
+        JobSpec { kind: JobKind::MatMulModP, input_mode: InputMode::Generated, dims: [m, k, n], input: seed }
+    }
+
+    /// A `HashBatch` job of `tiles` tiles, `nonces` nonces per tile, `iterations` rounds each.
+    pub fn hash_batch(tiles: u32, nonces: u32, iterations: u32, seed: [u8; 32]) -> Self {
+        JobSpec { kind: JobKind::HashBatch, input_mode: InputMode::Generated, dims: [tiles, nonces, iterations], input: seed }
+    }
+
+    /// Canonical encoding.
+    pub fn encode(&self) -> [u8; JOB_SPEC_LEN] {
+        let mut b = [0u8; JOB_SPEC_LEN];
+        b[0] = JOB_VERSION;
+        b[1] = self.kind as u8;
+        b[2] = self.input_mode as u8;
+        for (i, d) in self.dims.iter().enumerate() {
+            b[4 + 4 * i..8 + 4 * i].copy_from_slice(&d.to_le_bytes());
+        }
+        b[16..48].copy_from_slice(&self.input);
+        b
+    }
+
+    /// Decodes and validates an encoded spec: every byte is checked, so a spec that decodes
+    /// re-encodes to the same bytes.
+    pub fn decode(b: &[u8; JOB_SPEC_LEN]) -> Result<Self, JobError> {
+        if b[0] != JOB_VERSION {
+            return Err(JobError::UnsupportedVersion);
+        }
+        let kind = match b[1] {
+            1 => JobKind::MatMulModP,
+            2 => JobKind::HashBatch,
+            _ => return Err(JobError::UnknownKind),
+        };
+        let input_mode = match b[2] {
+            0 => InputMode::Generated,
+            1 => InputMode::ContentHash,
+            _ => return Err(JobError::UnknownInputMode),
+        };
+        if b[3] != 0 || b[48..].iter().any(|&x| x != 0) {
+            return Err(JobError::ReservedNotZero);
+        }
+        let dims = [u32_at(b, 4), u32_at(b, 8), u32_at(b, 12)];
+        let max = match kind {
+            JobKind::MatMulModP => [MAX_MATRIX_DIM; 3],
+            JobKind::HashBatch => [MAX_HASH_TILES, MAX_NONCES_PER_TILE, MAX_HASH_ITERATIONS],
+        };
+        if dims.iter().zip(max.iter()).any(|(&d, &m)| d == 0 || d > m) {
+            return Err(JobError::DimensionOutOfRange);
+        }
+        let mut input = [0u8; 32];
+        input.copy_from_slice(&b[16..48]);
+        Ok(JobSpec { kind, input_mode, dims, input })
+    }
+
+    /// Number of output tiles T (leaves of the result's Merkle tree). Always ≥ 1.
+    pub fn tile_count(&self) -> u32 {
+        match self.kind {
+            JobKind::MatMulModP | JobKind::HashBatch => {
+                let (rows, cols) = self.tile_grid();
+                rows * cols
+            }
+        }
+    }
+
+    /// `MatMulModP`: tiles along rows and columns of C. `HashBatch`: (tiles, 1).
+    pub fn tile_grid(&self) -> (u32, u32) {
+        match self.kind {
+            JobKind::MatMulModP => (self.dims[0].div_ceil(MATMUL_TILE), self.dims[2].div_ceil(MATMUL_TILE)),
+            JobKind::HashBatch => (self.dims[0], 1),
+        }
+    }
+
+    /// Bytes in every tile: a zero-padded 64×64 block of little-endian `u32`, or 32 bytes per
+    /// nonce of a `HashBatch` tile.
+    pub fn tile_len(&self) -> usize {
+        match self.kind {
+            JobKind::MatMulModP => (MATMUL_TILE * MATMUL_TILE * 4) as usize,
+            JobKind::HashBatch => 32 * self.dims[1] as usize,
+        }
+    }
+
+    /// Abstract work units of the job (multiply-adds, or SHA-256 compressions), used to price
+    /// and benchmark jobs.
+    pub fn work(&self) -> u64 {
+        let [a, b, c] = self.dims.map(u64::from);
+        a * b * c
+    }
+
+    /// Element `idx` of generated input matrix `which` (b'A' or b'B'), in `[0, P)`.
+    pub fn matrix_element(&self, which: u8, idx: u64) -> u32 {
+        matrix_element(&self.matrix_key(which), idx)
+    }
+
+    /// The 64-bit key from which matrix `which` is generated.
+    pub fn matrix_key(&self, which: u8) -> u64 {
+        digest_u64(&hashv(&[b"cm:input:v1", &self.input, &[which]]))
+    }
+
+    /// The output of nonce `nonce` of a `HashBatch` job.
+    pub fn hash_nonce(&self, nonce: u64) -> Digest {
+        let mut h = hashv(&[&self.input, &nonce.to_le_bytes()]);
+        for _ in 1..self.dims[2] {
+            h = hashv(&[&h]);
+        }
+        h
+    }
+}
+
+/// SplitMix64 finaliser: a bijective mixer used to generate inputs (cheap on CPU and GPU).
+#[inline]
+pub fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Generated matrix element `idx` under `key`, in `[0, P)`.
+#[inline]
+pub fn matrix_element(key: &u64, idx: u64) -> u32 {
+    (splitmix64(key ^ idx.wrapping_mul(0xD1B5_4A32_D192_ED03)) % crate::P) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_and_geometry() {
+        let s = JobSpec::matmul(130, 64, 65, [7; 32]);
+        let b = s.encode();
+        assert_eq!(JobSpec::decode(&b).unwrap(), s);
+        assert_eq!(s.tile_grid(), (3, 2));
+        assert_eq!(s.tile_count(), 6);
+        assert_eq!(s.tile_len(), 16384);
+        let h = JobSpec::hash_batch(10, 4, 3, [1; 32]);
+        assert_eq!(h.tile_count(), 10);
+        assert_eq!(h.tile_len(), 128);
+    }
+
+    #[test]
+    fn refuses_bad_bytes() {
+        let good = JobSpec::matmul(64, 64, 64, [0; 32]).encode();
+        let mut b = good;
+        b[0] = 2;
+        assert_eq!(JobSpec::decode(&b), Err(JobError::UnsupportedVersion));
+        let mut b = good;
+        b[1] = 9;
+        assert_eq!(JobSpec::decode(&b), Err(JobError::UnknownKind));
+        let mut b = good;
+        b[2] = 5;
+        assert_eq!(JobSpec::decode(&b), Err(JobError::UnknownInputMode));
+        let mut b = good;
+        b[60] = 1;
+        assert_eq!(JobSpec::decode(&b), Err(JobError::ReservedNotZero));
+        let z = JobSpec::matmul(0, 64, 64, [0; 32]).encode();
+        assert_eq!(JobSpec::decode(&z), Err(JobError::DimensionOutOfRange));
+        let big = JobSpec::matmul(MAX_MATRIX_DIM + 1, 64, 64, [0; 32]).encode();
+        assert_eq!(JobSpec::decode(&big), Err(JobError::DimensionOutOfRange));
+    }
+
+    #[test]
+    fn elements_in_field() {
+        let s = JobSpec::matmul(64, 64, 64, [3; 32]);
+        assert!((0..10_000).all(|i| (s.matrix_element(b'A', i) as u64) < crate::P));
+        assert_ne!(s.matrix_key(b'A'), s.matrix_key(b'B'));
+    }
+}

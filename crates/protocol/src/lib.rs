@@ -1,0 +1,23 @@
+//! # compute-market-protocol
+//!
+//! The rules that the on-chain program and every off-chain role (provider, verifier, cranker)
+//! must compute identically, written once:
+//!
+//! * [`job`]: the canonical 64-byte job-spec encoding, its validation and tile geometry;
+//! * [`merkle`]: leaf and node hashing, the Merkle root over output tiles, proofs;
+//! * [`commit`]: vote commitments, the verification seed and stake-weighted seat sortition;
+//! * [`sampling`]: per-verifier sample indices, Freivalds vectors and vote evidence;
+//! * [`hash`]: SHA-256 (the `sol_sha256` syscall on-chain, `sha2` on the host).
+//!
+//! Public keys are plain `[u8; 32]` so that this crate depends on nothing Solana-specific
+//! except the hasher; it compiles for SBF and for the host.
+#![deny(missing_docs)]
+
+pub mod commit;
+pub mod hash;
+pub mod job;
+pub mod merkle;
+pub mod sampling;
+
+/// The prime of `MatMulModP`: 2^31 − 1 (a Mersenne prime).
+pub const P: u64 = (1 << 31) - 1;
