@@ -1,1 +1,175 @@
-use anchor_lang::prelude::*; declare_id!("Fg6PaFpoGXkYsidMpWTK6W2BeZ7FEfcYkg476zPFsLnS");
+//! # Compute Market — the on-chain program
+//!
+//! Clients post paid compute tasks; staked providers claim them with a bond and commit a
+//! Merkle root of their output; verifiers seated by a seed nobody knew at commit time check a
+//! few samples and vote with commit-reveal; the majority decides who is paid and who is
+//! slashed. Every deadline is enforced here and every settlement is permissionless; the admin
+//! can create markets and propose bounded, delayed parameter changes, nothing else.
+//!
+//! `lib.rs` only dispatches: each instruction lives in `instructions/<name>.rs` with its
+//! accounts, a `validate()` run through `#[access_control]`, and a `handler`.
+#![allow(clippy::result_large_err)]
+
+use anchor_lang::prelude::*;
+
+pub mod constants;
+pub mod errors;
+pub mod events;
+pub mod instructions;
+pub mod math;
+pub mod state;
+pub mod transfer;
+
+use instructions::*;
+use state::{MarketArgs, Params};
+
+declare_id!("C7dNHMTtuzBkddhdpqiXzaWZ2j3HZXPjstDXaY9PnwbJ");
+
+#[program]
+pub mod compute_market {
+    use super::*;
+
+    /// Creates the singleton config: admin, stake mint, treasury, parameters, update delay.
+    #[access_control(ctx.accounts.validate(&args))]
+    pub fn initialize_config(ctx: Context<InitializeConfig>, args: InitializeConfigArgs) -> Result<()> {
+        initialize_config::handler(ctx, args)
+    }
+
+    /// Admin: proposes new parameters (bounded), applicable after the update delay.
+    #[access_control(ctx.accounts.validate(&params))]
+    pub fn propose_params(ctx: Context<ProposeParams>, params: Params) -> Result<()> {
+        propose_params::handler(ctx, params)
+    }
+
+    /// Anyone: applies a proposal whose delay has passed.
+    #[access_control(ctx.accounts.validate())]
+    pub fn apply_params(ctx: Context<ApplyParams>) -> Result<()> {
+        apply_params::handler(ctx)
+    }
+
+    /// Admin: creates a market (GPU class, quorum, samples, windows).
+    #[access_control(ctx.accounts.validate(&args))]
+    pub fn create_market(ctx: Context<CreateMarket>, args: MarketArgs) -> Result<()> {
+        create_market::handler(ctx, args)
+    }
+
+    /// Registers the signer's node in a market with its roles and declared hardware.
+    #[access_control(ctx.accounts.validate(&args))]
+    pub fn register_node(ctx: Context<RegisterNode>, args: RegisterNodeArgs) -> Result<()> {
+        register_node::handler(ctx, args)
+    }
+
+    /// Moves tokens into the node's vault as free stake.
+    #[access_control(ctx.accounts.validate(amount))]
+    pub fn stake(ctx: Context<Stake>, amount: u64) -> Result<()> {
+        stake::handler(ctx, amount)
+    }
+
+    /// Moves free stake to pending unstake; the cooldown starts.
+    #[access_control(ctx.accounts.validate(amount))]
+    pub fn request_unstake(ctx: Context<RequestUnstake>, amount: u64) -> Result<()> {
+        request_unstake::handler(ctx, amount)
+    }
+
+    /// Pays out pending unstake after the cooldown.
+    #[access_control(ctx.accounts.validate())]
+    pub fn withdraw(ctx: Context<Withdraw>) -> Result<()> {
+        withdraw::handler(ctx)
+    }
+
+    /// Pays out the node's earnings.
+    #[access_control(ctx.accounts.validate())]
+    pub fn claim_earnings(ctx: Context<ClaimEarnings>) -> Result<()> {
+        claim_earnings::handler(ctx)
+    }
+
+    /// Anyone: moves a node's accrued protocol fees to the treasury.
+    #[access_control(ctx.accounts.validate())]
+    pub fn sweep_fees(ctx: Context<SweepFees>) -> Result<()> {
+        sweep_fees::handler(ctx)
+    }
+
+    /// Closes an empty node and its vault.
+    #[access_control(ctx.accounts.validate())]
+    pub fn close_node(ctx: Context<CloseNode>) -> Result<()> {
+        close_node::handler(ctx)
+    }
+
+    /// Posts a task; the reward moves into its escrow.
+    #[access_control(ctx.accounts.validate(&args))]
+    pub fn post_task(ctx: Context<PostTask>, args: PostTaskArgs) -> Result<()> {
+        post_task::handler(ctx, args)
+    }
+
+    /// Client: cancels an open task.
+    #[access_control(ctx.accounts.validate())]
+    pub fn cancel_task(ctx: Context<CancelTask>) -> Result<()> {
+        cancel_task::handler(ctx)
+    }
+
+    /// Anyone: expires an open task past its deadline.
+    #[access_control(ctx.accounts.validate())]
+    pub fn expire_task(ctx: Context<ExpireTask>) -> Result<()> {
+        expire_task::handler(ctx)
+    }
+
+    /// Provider: claims an open task, bonding stake.
+    #[access_control(ctx.accounts.validate())]
+    pub fn claim_task(ctx: Context<ClaimTask>) -> Result<()> {
+        claim_task::handler(ctx)
+    }
+
+    /// Provider: commits the result's Merkle root and location.
+    #[access_control(ctx.accounts.validate(&args))]
+    pub fn submit_result(ctx: Context<SubmitResult>, args: SubmitResultArgs) -> Result<()> {
+        submit_result::handler(ctx, args)
+    }
+
+    /// Anyone: reopens a task whose provider missed its submit deadline (late slash).
+    #[access_control(ctx.accounts.validate())]
+    pub fn reclaim_task(ctx: Context<ReclaimTask>) -> Result<()> {
+        reclaim_task::handler(ctx)
+    }
+
+    /// Anyone: draws the round's seed from SlotHashes.
+    #[access_control(ctx.accounts.validate())]
+    pub fn draw_seed(ctx: Context<DrawSeed>) -> Result<()> {
+        draw_seed::handler(ctx)
+    }
+
+    /// Verifier: takes a seat if the seed's sortition admits it, bonding stake.
+    #[access_control(ctx.accounts.validate())]
+    pub fn join_task(ctx: Context<JoinTask>) -> Result<()> {
+        join_task::handler(ctx)
+    }
+
+    /// Verifier: commits to its vote.
+    #[access_control(ctx.accounts.validate(&commitment))]
+    pub fn commit_vote(ctx: Context<CommitVote>, commitment: [u8; 32]) -> Result<()> {
+        commit_vote::handler(ctx, commitment)
+    }
+
+    /// Verifier: reveals its vote, evidence and salt.
+    #[access_control(ctx.accounts.validate(&args))]
+    pub fn reveal_vote(ctx: Context<RevealVote>, args: RevealVoteArgs) -> Result<()> {
+        reveal_vote::handler(ctx, args)
+    }
+
+    /// Anyone: settles the round (accept, reject, escalate, or undecided).
+    #[access_control(ctx.accounts.validate())]
+    pub fn finalize_task(ctx: Context<FinalizeTask>) -> Result<()> {
+        finalize_task::handler(ctx)
+    }
+
+    /// Anyone: settles one vote and closes it.
+    #[access_control(ctx.accounts.validate())]
+    pub fn settle_vote(ctx: Context<SettleVote>) -> Result<()> {
+        settle_vote::handler(ctx)
+    }
+
+    /// Anyone: refunds the client and closes a finished task and its escrow.
+    #[access_control(ctx.accounts.validate())]
+    pub fn close_task(ctx: Context<CloseTask>) -> Result<()> {
+        close_task::handler(ctx)
+    }
+}

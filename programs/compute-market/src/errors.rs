@@ -1,0 +1,137 @@
+//! Every refusal of the program, by name.
+use anchor_lang::prelude::*;
+
+/// Errors of the Compute Market program.
+#[error_code]
+pub enum MarketError {
+    #[msg("a parameter is outside its hard-coded bound")]
+    ParamOutOfBounds,
+    #[msg("the split of a rejected provider's slash must not exceed 100%")]
+    SlashSplitInvalid,
+    #[msg("the unstake cooldown must exceed twice the longest task lifetime of every market")]
+    CooldownTooShort,
+    #[msg("the update delay is outside its bound")]
+    UpdateDelayOutOfBounds,
+    #[msg("no parameter update is pending")]
+    NoPendingUpdate,
+    #[msg("the parameter update delay has not passed")]
+    UpdateNotYetEffective,
+    #[msg("quorum V must be odd and within 1..=15")]
+    QuorumInvalid,
+    #[msg("samples k must be within 1..=256")]
+    SamplesOutOfBounds,
+    #[msg("a window is outside its bound")]
+    WindowOutOfBounds,
+    #[msg("name is longer than 32 bytes")]
+    NameTooLong,
+    #[msg("roles must be provider, verifier or both")]
+    InvalidRoles,
+    #[msg("the node's declared hardware is below the market's minimum")]
+    HardwareBelowMarketMinimum,
+    #[msg("amount must be greater than zero")]
+    ZeroAmount,
+    #[msg("reward must be greater than zero")]
+    ZeroReward,
+    #[msg("not enough free stake")]
+    InsufficientFreeStake,
+    #[msg("nothing is pending unstake")]
+    NothingToWithdraw,
+    #[msg("the unstake cooldown has not passed")]
+    CooldownNotElapsed,
+    #[msg("no earnings to claim")]
+    NoEarnings,
+    #[msg("no fees to sweep")]
+    NoFees,
+    #[msg("the node still holds stake, earnings or fees")]
+    NodeNotEmpty,
+    #[msg("token account mint is not the stake mint")]
+    WrongMint,
+    #[msg("token account is not the expected account")]
+    WrongTokenAccount,
+    #[msg("signer is not the account's authority")]
+    WrongAuthority,
+    #[msg("the account belongs to another market")]
+    WrongMarket,
+    #[msg("the account belongs to another task")]
+    WrongTask,
+    #[msg("the node is not this task's provider")]
+    NotTaskProvider,
+    #[msg("the node does not have the provider role")]
+    NotAProvider,
+    #[msg("the node does not have the verifier role")]
+    NotAVerifier,
+    #[msg("job spec is invalid: unknown version, kind or input mode, a reserved byte set, or a dimension out of range")]
+    InvalidJobSpec,
+    #[msg("URI is longer than 128 bytes")]
+    UriTooLong,
+    #[msg("URI must not be empty")]
+    UriEmpty,
+    #[msg("a content-hash job needs an input URI")]
+    MissingInputUri,
+    #[msg("result root must not be all zeros")]
+    EmptyResultRoot,
+    #[msg("task is not open")]
+    TaskNotOpen,
+    #[msg("task is not claimed")]
+    TaskNotClaimed,
+    #[msg("task is not in verification")]
+    TaskNotVerifying,
+    #[msg("task is not finished")]
+    TaskNotFinished,
+    #[msg("task has not expired yet")]
+    TaskNotExpired,
+    #[msg("task has expired")]
+    TaskExpired,
+    #[msg("the submit deadline has passed")]
+    SubmitDeadlinePassed,
+    #[msg("the submit deadline has not passed")]
+    SubmitDeadlineNotPassed,
+    #[msg("the seed is already drawn")]
+    SeedAlreadyDrawn,
+    #[msg("no slot after the reference slot is in SlotHashes yet")]
+    SeedNotReady,
+    #[msg("the SlotHashes sysvar could not be read")]
+    BadSlotHashes,
+    #[msg("the join window is closed")]
+    JoinWindowClosed,
+    #[msg("all seats are taken")]
+    SeatsFull,
+    #[msg("the provider cannot verify its own task")]
+    ProviderCannotVerify,
+    #[msg("the client cannot verify its own task")]
+    ClientCannotVerify,
+    #[msg("the verifier is not eligible for a seat under this seed")]
+    NotEligibleForSeat,
+    #[msg("the vote belongs to another round")]
+    WrongRound,
+    #[msg("the commit window is closed")]
+    CommitWindowClosed,
+    #[msg("the vote is already committed")]
+    VoteAlreadyCommitted,
+    #[msg("commitment must not be all zeros")]
+    EmptyCommitment,
+    #[msg("the reveal phase has not started")]
+    RevealNotOpen,
+    #[msg("the reveal window is closed")]
+    RevealWindowClosed,
+    #[msg("the vote was not committed")]
+    VoteNotCommitted,
+    #[msg("the vote is already revealed")]
+    VoteAlreadyRevealed,
+    #[msg("vote must be 1 (valid) or 2 (invalid)")]
+    InvalidVoteValue,
+    #[msg("the reveal does not match the commitment")]
+    CommitmentMismatch,
+    #[msg("the task cannot be finalized yet")]
+    FinalizeTooEarly,
+    #[msg("the vote's round is not settled yet")]
+    VoteNotSettleable,
+    #[msg("losing votes must be settled before majority votes are paid")]
+    SlashesPending,
+    #[msg("votes are still unsettled")]
+    VotesOutstanding,
+    #[msg("the provider's accounts are required")]
+    MissingProviderAccounts,
+    #[msg("arithmetic overflow")]
+    MathOverflow,
+}

@@ -1,0 +1,242 @@
+//! One Anchor event per state change; keepers and indexers follow the program through them.
+use anchor_lang::prelude::*;
+
+use crate::state::{MarketArgs, Params};
+
+/// The config was created.
+#[event]
+pub struct ConfigInitialized {
+    pub admin: Pubkey,
+    pub stake_mint: Pubkey,
+    pub treasury: Pubkey,
+    pub params: Params,
+    pub update_delay: u64,
+}
+
+/// The admin proposed new parameters, applicable from `effective_slot`.
+#[event]
+pub struct ParamsProposed {
+    pub params: Params,
+    pub effective_slot: u64,
+}
+
+/// Proposed parameters took effect (applied by anyone).
+#[event]
+pub struct ParamsApplied {
+    pub params: Params,
+    pub slot: u64,
+}
+
+/// A market was created.
+#[event]
+pub struct MarketCreated {
+    pub market: Pubkey,
+    pub id: u16,
+    pub args: MarketArgs,
+}
+
+/// A node registered in a market.
+#[event]
+pub struct NodeRegistered {
+    pub node: Pubkey,
+    pub authority: Pubkey,
+    pub market: Pubkey,
+    pub roles: u8,
+    pub gflops: u32,
+    pub memory_gb: u32,
+    pub bandwidth_gbps: u32,
+    pub region: u16,
+}
+
+/// Tokens moved from the authority into the node's stake.
+#[event]
+pub struct Staked {
+    pub node: Pubkey,
+    pub amount: u64,
+    pub free: u64,
+}
+
+/// Free stake moved to pending unstake.
+#[event]
+pub struct UnstakeRequested {
+    pub node: Pubkey,
+    pub amount: u64,
+    pub pending: u64,
+    pub unlock_slot: u64,
+}
+
+/// Pending unstake paid out after the cooldown.
+#[event]
+pub struct Withdrawn {
+    pub node: Pubkey,
+    pub amount: u64,
+    pub destination: Pubkey,
+}
+
+/// Earnings paid out.
+#[event]
+pub struct EarningsClaimed {
+    pub node: Pubkey,
+    pub amount: u64,
+    pub destination: Pubkey,
+}
+
+/// A node's accrued protocol fees moved to the treasury.
+#[event]
+pub struct FeesSwept {
+    pub node: Pubkey,
+    pub amount: u64,
+    pub treasury: Pubkey,
+}
+
+/// An empty node and its vault were closed.
+#[event]
+pub struct NodeClosed {
+    pub node: Pubkey,
+    pub authority: Pubkey,
+}
+
+/// A client posted a task; its reward is in escrow.
+#[event]
+pub struct TaskPosted {
+    pub task: Pubkey,
+    pub client: Pubkey,
+    pub market: Pubkey,
+    pub task_id: u64,
+    pub job: [u8; 64],
+    pub reward: u64,
+    pub quorum: u8,
+    pub samples: u16,
+    pub open_deadline: u64,
+}
+
+/// The client cancelled an open task.
+#[event]
+pub struct TaskCancelled {
+    pub task: Pubkey,
+}
+
+/// An open task passed its deadline unclaimed.
+#[event]
+pub struct TaskExpired {
+    pub task: Pubkey,
+    pub slot: u64,
+}
+
+/// A provider claimed a task and bonded stake.
+#[event]
+pub struct TaskClaimed {
+    pub task: Pubkey,
+    pub provider: Pubkey,
+    pub bond: u64,
+    pub submit_deadline: u64,
+}
+
+/// The provider committed its result.
+#[event]
+pub struct ResultSubmitted {
+    pub task: Pubkey,
+    pub provider: Pubkey,
+    pub result_root: [u8; 32],
+    pub result_uri: String,
+    pub slot: u64,
+    pub join_deadline: u64,
+    pub commit_deadline: u64,
+    pub reveal_deadline: u64,
+}
+
+/// The provider missed its submit deadline: slashed, task open again.
+#[event]
+pub struct TaskReopened {
+    pub task: Pubkey,
+    pub provider: Pubkey,
+    pub slashed: u64,
+}
+
+/// The round's seed was drawn from SlotHashes.
+#[event]
+pub struct SeedDrawn {
+    pub task: Pubkey,
+    pub round: u8,
+    pub seed: [u8; 32],
+    pub hashed_slot: u64,
+}
+
+/// The slot the seed must come from left SlotHashes undrawn; the reference moved forward.
+#[event]
+pub struct SeedReferenceReset {
+    pub task: Pubkey,
+    pub round: u8,
+    pub reference_slot: u64,
+}
+
+/// A verifier took a seat and bonded stake.
+#[event]
+pub struct VerifierJoined {
+    pub task: Pubkey,
+    pub verifier: Pubkey,
+    pub round: u8,
+    pub bond: u64,
+    pub seats: u8,
+}
+
+/// A verifier committed its vote.
+#[event]
+pub struct VoteCommitted {
+    pub task: Pubkey,
+    pub verifier: Pubkey,
+    pub round: u8,
+    pub commitment: [u8; 32],
+}
+
+/// A verifier revealed its vote.
+#[event]
+pub struct VoteRevealed {
+    pub task: Pubkey,
+    pub verifier: Pubkey,
+    pub round: u8,
+    pub vote: u8,
+    pub evidence: [u8; 32],
+}
+
+/// The round was undecided: a second round with 2V seats and a fresh seed.
+#[event]
+pub struct TaskEscalated {
+    pub task: Pubkey,
+    pub round: u8,
+    pub quorum: u8,
+    pub valid: u8,
+    pub invalid: u8,
+}
+
+/// The task reached its outcome and the provider was settled.
+#[event]
+pub struct TaskFinalized {
+    pub task: Pubkey,
+    pub status: u8,
+    pub valid: u8,
+    pub invalid: u8,
+    pub provider_paid: u64,
+    pub provider_slashed: u64,
+    pub fee: u64,
+    pub majority_share: u64,
+}
+
+/// One vote settled: bond released or slashed, reward paid, vote account closed.
+#[event]
+pub struct VoteSettled {
+    pub task: Pubkey,
+    pub verifier: Pubkey,
+    pub round: u8,
+    pub paid: u64,
+    pub slashed: u64,
+}
+
+/// Task and escrow closed; the client got its refund and the rent.
+#[event]
+pub struct TaskClosed {
+    pub task: Pubkey,
+    pub status: u8,
+    pub refunded: u64,
+    pub dust_to_treasury: u64,
+}

@@ -1,0 +1,40 @@
+//! `commit_vote`: a seated verifier commits to its vote without revealing it.
+use anchor_lang::prelude::*;
+
+use crate::{constants::*, errors::MarketError, events::VoteCommitted, state::*};
+
+#[derive(Accounts)]
+pub struct CommitVote<'info> {
+    #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
+    pub task: Box<Account<'info, Task>>,
+    #[account(
+        mut, seeds = [SEED_VOTE, task.key().as_ref(), vote.node.as_ref(), &[vote.round]], bump = vote.bump,
+        has_one = task @ MarketError::WrongTask,
+        has_one = authority @ MarketError::WrongAuthority,
+    )]
+    pub vote: Account<'info, Vote>,
+    pub authority: Signer<'info>,
+}
+
+impl CommitVote<'_> {
+    /// Current round, commit window open, not yet committed, non-empty commitment.
+    pub fn validate(&self, commitment: &[u8; 32]) -> Result<()> {
+        require!(self.task.status == TaskStatus::Verifying, MarketError::TaskNotVerifying);
+        require!(self.vote.round == self.task.round, MarketError::WrongRound);
+        require!(Clock::get()?.slot <= self.task.commit_deadline, MarketError::CommitWindowClosed);
+        require!(!self.vote.committed, MarketError::VoteAlreadyCommitted);
+        require!(*commitment != [0; 32], MarketError::EmptyCommitment);
+        Ok(())
+    }
+}
+
+pub fn handler(ctx: Context<CommitVote>, commitment: [u8; 32]) -> Result<()> {
+    let vote = &mut ctx.accounts.vote;
+    vote.commitment = commitment;
+    vote.committed = true;
+    let task = &mut ctx.accounts.task;
+    let tally = task.tally_mut();
+    tally.committed = tally.committed.checked_add(1).ok_or(MarketError::MathOverflow)?;
+    emit!(VoteCommitted { task: task.key(), verifier: vote.node, round: vote.round, commitment });
+    Ok(())
+}

@@ -1,0 +1,49 @@
+//! `draw_seed`: anyone draws the round's seed from SlotHashes (the hash of the first slot
+//! after the result or escalation). If that slot aged out of the sysvar, the reference moves
+//! to the current slot and a later call draws. `join_task` draws too when needed.
+use anchor_lang::prelude::*;
+
+
+use crate::{
+    constants::*,
+    errors::MarketError,
+    events::{SeedDrawn, SeedReferenceReset},
+    state::*,
+};
+
+#[derive(Accounts)]
+pub struct DrawSeed<'info> {
+    #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
+    pub task: Box<Account<'info, Task>>,
+    /// CHECK: the SlotHashes sysvar, read raw (address checked).
+    #[account(address = SLOT_HASHES_ID)]
+    pub slot_hashes: UncheckedAccount<'info>,
+}
+
+impl DrawSeed<'_> {
+    /// In verification, before the join deadline.
+    pub fn validate(&self) -> Result<()> {
+        require!(self.task.status == TaskStatus::Verifying, MarketError::TaskNotVerifying);
+        require!(Clock::get()?.slot <= self.task.join_deadline, MarketError::JoinWindowClosed);
+        Ok(())
+    }
+}
+
+/// Draws the seed of `task` and emits what happened; shared with `join_task`.
+pub fn draw(task: &mut Account<Task>, slot_hashes: &AccountInfo, now: u64) -> Result<SeedDraw> {
+    let key = task.key();
+    let outcome = task.draw_seed(&key, &slot_hashes.try_borrow_data()?, now)?;
+    match outcome {
+        SeedDraw::Drawn => emit!(SeedDrawn { task: key, round: task.round, seed: task.seed, hashed_slot: task.hashed_slot }),
+        SeedDraw::ReferenceReset => {
+            emit!(SeedReferenceReset { task: key, round: task.round, reference_slot: task.reference_slot })
+        }
+    }
+    Ok(outcome)
+}
+
+pub fn handler(ctx: Context<DrawSeed>) -> Result<()> {
+    let now = Clock::get()?.slot;
+    draw(&mut ctx.accounts.task, &ctx.accounts.slot_hashes.to_account_info(), now)?;
+    Ok(())
+}

@@ -1,0 +1,71 @@
+//! `reveal_vote`: the verifier opens its commitment once commits are closed.
+use anchor_lang::prelude::*;
+use compute_market_protocol::commit::{vote_commitment, VOTE_INVALID, VOTE_VALID};
+
+use crate::{constants::*, errors::MarketError, events::VoteRevealed, state::*};
+
+/// Arguments of `reveal_vote`.
+#[derive(AnchorSerialize, AnchorDeserialize, Clone)]
+pub struct RevealVoteArgs {
+    /// 1 valid, 2 invalid.
+    pub vote: u8,
+    /// Hash of the verifier's recomputed samples.
+    pub evidence: [u8; 32],
+    /// The salt of the commitment.
+    pub salt: [u8; 32],
+}
+
+#[derive(Accounts)]
+pub struct RevealVote<'info> {
+    #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
+    pub task: Box<Account<'info, Task>>,
+    #[account(
+        mut, seeds = [SEED_VOTE, task.key().as_ref(), vote.node.as_ref(), &[vote.round]], bump = vote.bump,
+        has_one = task @ MarketError::WrongTask,
+        has_one = authority @ MarketError::WrongAuthority,
+    )]
+    pub vote: Account<'info, Vote>,
+    pub authority: Signer<'info>,
+}
+
+impl RevealVote<'_> {
+    /// Current round, reveal phase open, committed once, revealed never, matching commitment.
+    pub fn validate(&self, args: &RevealVoteArgs) -> Result<()> {
+        let (task, vote) = (&self.task, &self.vote);
+        let now = Clock::get()?.slot;
+        require!(task.status == TaskStatus::Verifying, MarketError::TaskNotVerifying);
+        require!(vote.round == task.round, MarketError::WrongRound);
+        require!(vote.committed, MarketError::VoteNotCommitted);
+        require!(!vote.revealed, MarketError::VoteAlreadyRevealed);
+        require!(task.reveal_open(now), MarketError::RevealNotOpen);
+        require!(now <= task.reveal_deadline, MarketError::RevealWindowClosed);
+        require!(args.vote == VOTE_VALID || args.vote == VOTE_INVALID, MarketError::InvalidVoteValue);
+        let expected = vote_commitment(
+            &vote.node.to_bytes(),
+            &task.key().to_bytes(),
+            vote.round,
+            args.vote,
+            &args.evidence,
+            &args.salt,
+        );
+        require!(expected == vote.commitment, MarketError::CommitmentMismatch);
+        Ok(())
+    }
+}
+
+pub fn handler(ctx: Context<RevealVote>, args: RevealVoteArgs) -> Result<()> {
+    let vote = &mut ctx.accounts.vote;
+    vote.revealed = true;
+    vote.vote = args.vote;
+    vote.evidence = args.evidence;
+    let task = &mut ctx.accounts.task;
+    let tally = task.tally_mut();
+    tally.revealed = tally.revealed.checked_add(1).ok_or(MarketError::MathOverflow)?;
+    if args.vote == VOTE_VALID {
+        tally.valid = tally.valid.checked_add(1).ok_or(MarketError::MathOverflow)?;
+    } else {
+        tally.invalid = tally.invalid.checked_add(1).ok_or(MarketError::MathOverflow)?;
+    }
+    emit!(VoteRevealed { task: task.key(), verifier: vote.node, round: vote.round, vote: args.vote, evidence: args.evidence });
+    Ok(())
+}

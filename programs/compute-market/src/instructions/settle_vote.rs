@@ -1,0 +1,86 @@
+//! `settle_vote`: anyone settles one vote of a finished round: majority verifiers get their
+//! bond back plus their share; minority and silent verifiers lose part of their bond; the vote
+//! account is closed and its rent returned to the verifier.
+use anchor_lang::prelude::*;
+use anchor_spl::token::{Token, TokenAccount};
+
+use crate::{constants::*, errors::MarketError, events::VoteSettled, math, state::*, transfer};
+
+#[derive(Accounts)]
+pub struct SettleVote<'info> {
+    #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
+    pub task: Box<Account<'info, Task>>,
+    #[account(mut, seeds = [SEED_ESCROW, task.key().as_ref()], bump = task.escrow_bump)]
+    pub escrow: Box<Account<'info, TokenAccount>>,
+    #[account(
+        mut, close = vote_authority,
+        seeds = [SEED_VOTE, task.key().as_ref(), vote.node.as_ref(), &[vote.round]], bump = vote.bump,
+        has_one = task @ MarketError::WrongTask,
+    )]
+    pub vote: Box<Account<'info, Vote>>,
+    /// CHECK: receives the vote's rent; must be the verifier who paid it.
+    #[account(mut, address = vote.authority @ MarketError::WrongAuthority)]
+    pub vote_authority: UncheckedAccount<'info>,
+    #[account(
+        mut, seeds = [SEED_NODE, node.authority.as_ref()], bump = node.bump,
+        constraint = node.key() == vote.node @ MarketError::WrongAuthority,
+    )]
+    pub node: Box<Account<'info, Node>>,
+    #[account(mut, seeds = [SEED_VAULT, node.key().as_ref()], bump = node.vault_bump)]
+    pub vault: Box<Account<'info, TokenAccount>>,
+    pub token_program: Program<'info, Token>,
+}
+
+impl SettleVote<'_> {
+    /// The vote's round is over: an earlier round of an escalated task, or a decided task.
+    pub fn validate(&self) -> Result<()> {
+        require!(
+            self.vote.round < self.task.round || self.task.status.is_decided(),
+            MarketError::VoteNotSettleable
+        );
+        Ok(())
+    }
+}
+
+pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
+    let a = &mut ctx.accounts;
+    let round = a.vote.round as usize;
+    let majority = a.task.rounds[round].majority;
+    let bond = a.vote.bond;
+    let revealed = a.vote.revealed;
+    let (mut paid, mut slashed) = (0u64, 0u64);
+    if majority != 0 && revealed && a.vote.vote == majority {
+        require!(a.task.rounds[round].losers_pending == 0, MarketError::SlashesPending);
+        paid = math::add(a.task.majority_share, a.task.loser_bonus)?;
+        let id = a.task.task_id.to_le_bytes();
+        let bump = [a.task.bump];
+        transfer::from_pda(&a.token_program, &a.escrow, &a.vault, a.task.to_account_info(), &a.task.signer_seeds(&id, &bump), paid)?;
+        a.task.escrow_balance = math::sub(a.task.escrow_balance, paid)?;
+        a.node.release(bond, 0)?;
+        a.node.earned = math::add(a.node.earned, paid)?;
+    } else if majority != 0 {
+        // minority or silent in a decided round: the slash goes to the majority via the escrow
+        slashed = a.task.loser_slash;
+        a.node.release(bond, slashed)?;
+        let bump = [a.node.bump];
+        transfer::from_pda(&a.token_program, &a.vault, &a.escrow, a.node.to_account_info(), &a.node.signer_seeds(&bump), slashed)?;
+        a.task.escrow_balance = math::add(a.task.escrow_balance, slashed)?;
+        if slashed > 0 {
+            let t = &mut a.task.rounds[round];
+            t.losers_pending = t.losers_pending.checked_sub(1).ok_or(MarketError::MathOverflow)?;
+        }
+    } else if !revealed {
+        // silent in a round without majority: nobody to pay, the slash goes to the treasury
+        slashed = math::bps_of(bond, a.task.terms.verifier_slash_bps as u64)?;
+        a.node.release(bond, slashed)?;
+        a.node.fees_due = math::add(a.node.fees_due, slashed)?;
+    } else {
+        a.node.release(bond, 0)?;
+    }
+    if revealed {
+        a.node.verifications = a.node.verifications.saturating_add(1);
+    }
+    a.task.open_votes = a.task.open_votes.checked_sub(1).ok_or(MarketError::MathOverflow)?;
+    emit!(VoteSettled { task: a.task.key(), verifier: a.node.key(), round: round as u8, paid, slashed });
+    Ok(())
+}

@@ -1,0 +1,12 @@
+//! Account types. Each is one PDA (PROTOCOL §2); none holds an unbounded vector.
+pub mod config;
+pub mod market;
+pub mod node;
+pub mod task;
+pub mod vote;
+
+pub use config::*;
+pub use market::*;
+pub use node::*;
+pub use task::*;
+pub use vote::*;

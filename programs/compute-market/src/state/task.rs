@@ -1,0 +1,251 @@
+use anchor_lang::prelude::*;
+use compute_market_protocol::commit::verification_seed;
+
+use crate::{
+    constants::*,
+    errors::MarketError,
+    math,
+    state::{Params, Windows},
+};
+
+/// Where a task is in its life (PROTOCOL §3). An escalation is round 1 of `Verifying`.
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, PartialEq, Eq, Debug, InitSpace)]
+pub enum TaskStatus {
+    /// Posted, reward in escrow, waiting for a provider.
+    Open,
+    /// A provider bonded stake and computes.
+    Claimed,
+    /// The result is committed; verifiers join, commit and reveal.
+    Verifying,
+    /// Majority valid: provider paid.
+    Accepted,
+    /// Majority invalid: provider slashed, client refunded.
+    Rejected,
+    /// No majority after the escalation: client refunded, bonds released.
+    Undecided,
+    /// Cancelled by the client before any claim.
+    Cancelled,
+    /// Nobody claimed it in time.
+    Expired,
+}
+
+impl TaskStatus {
+    /// Whether the task has reached an end state.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Accepted | TaskStatus::Rejected | TaskStatus::Undecided | TaskStatus::Cancelled | TaskStatus::Expired
+        )
+    }
+
+    /// Whether the outcome came from votes (votes may need settling).
+    pub fn is_decided(self) -> bool {
+        matches!(self, TaskStatus::Accepted | TaskStatus::Rejected | TaskStatus::Undecided)
+    }
+}
+
+/// Votes of one verification round.
+#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, PartialEq, Eq, Debug, Default, InitSpace)]
+pub struct RoundTally {
+    /// Seats of this round: V, or 2V after an escalation.
+    pub quorum: u8,
+    /// Seats taken.
+    pub seats: u8,
+    /// Votes committed.
+    pub committed: u8,
+    /// Votes revealed.
+    pub revealed: u8,
+    /// Revealed "valid".
+    pub valid: u8,
+    /// Revealed "invalid".
+    pub invalid: u8,
+    /// The winning vote (1 valid, 2 invalid), 0 when the round had no majority.
+    pub majority: u8,
+    /// Losing votes whose slash has not reached the escrow yet.
+    pub losers_pending: u8,
+}
+
+/// What a seed draw did.
+pub enum SeedDraw {
+    /// The seed is set.
+    Drawn,
+    /// The slot to draw from aged out of SlotHashes; the reference moved to now.
+    ReferenceReset,
+}
+
+/// A compute task: `[SEED_TASK, client, task_id]`. Its reward sits in its own escrow
+/// (`[SEED_ESCROW, task]`); `escrow_balance` mirrors what that escrow must hold.
+#[account]
+#[derive(InitSpace)]
+pub struct Task {
+    /// Who posted and pays.
+    pub client: Pubkey,
+    /// Client-chosen id (PDA seed).
+    pub task_id: u64,
+    /// The market.
+    pub market: Pubkey,
+    /// Where refunds go (a token account of the stake mint chosen by the client).
+    pub client_token: Pubkey,
+    /// Canonical job-spec encoding (`compute_market_protocol::job`).
+    pub job: [u8; 64],
+    /// Output tiles T.
+    pub tile_count: u32,
+    /// Input location for content-hash jobs, zero-padded.
+    pub input_uri: [u8; MAX_URI_LEN],
+    /// Bytes of `input_uri` in use.
+    pub input_uri_len: u8,
+    /// Reward in escrow.
+    pub reward: u64,
+    /// Provider bond.
+    pub provider_bond: u64,
+    /// Bond of each verifier seat.
+    pub verifier_bond: u64,
+    /// Parameters in force when posted.
+    pub terms: Params,
+    /// Quorum V.
+    pub quorum: u8,
+    /// Samples k per verifier.
+    pub samples: u16,
+    /// Windows in force when posted.
+    pub windows: Windows,
+    /// Status.
+    pub status: TaskStatus,
+    /// Slot posted.
+    pub posted_slot: u64,
+    /// Last slot it can be claimed.
+    pub open_deadline: u64,
+    /// The provider's node (default while open).
+    pub provider: Pubkey,
+    /// Last slot the result can be submitted.
+    pub submit_deadline: u64,
+    /// Merkle root of the output tiles.
+    pub result_root: [u8; 32],
+    /// Where tiles and proofs are served, zero-padded.
+    pub result_uri: [u8; MAX_URI_LEN],
+    /// Bytes of `result_uri` in use.
+    pub result_uri_len: u8,
+    /// Slot of the submission.
+    pub submit_slot: u64,
+    /// Current round: 0, or 1 after an escalation.
+    pub round: u8,
+    /// The seed comes from the first slot after this one.
+    pub reference_slot: u64,
+    /// Whether `seed` is drawn.
+    pub seed_drawn: bool,
+    /// The round's seed.
+    pub seed: [u8; 32],
+    /// Slot whose hash made the seed.
+    pub hashed_slot: u64,
+    /// Last slot to join.
+    pub join_deadline: u64,
+    /// Last slot to commit.
+    pub commit_deadline: u64,
+    /// Last slot to reveal.
+    pub reveal_deadline: u64,
+    /// Tallies of round 0 and round 1.
+    pub rounds: [RoundTally; 2],
+    /// Vote accounts not settled yet (both rounds).
+    pub open_votes: u16,
+    /// Paid to each majority verifier of the deciding round (pool or slash share).
+    pub majority_share: u64,
+    /// Taken from each losing verifier of the deciding round.
+    pub loser_slash: u64,
+    /// Paid to each majority verifier out of the losers' slashes.
+    pub loser_bonus: u64,
+    /// Tokens the escrow holds by the program's accounting.
+    pub escrow_balance: u64,
+    /// Extra owed to the client (late slashes, its share of a rejected provider's bond).
+    pub client_extra: u64,
+    /// Canonical bump of the task PDA.
+    pub bump: u8,
+    /// Canonical bump of the escrow PDA.
+    pub escrow_bump: u8,
+}
+
+impl Task {
+    /// Signer seeds of the task PDA (authority of its escrow).
+    pub fn signer_seeds<'a>(&'a self, id: &'a [u8; 8], bump: &'a [u8; 1]) -> [&'a [u8]; 4] {
+        [SEED_TASK, self.client.as_ref(), id, bump]
+    }
+
+    /// The tally of the current round.
+    pub fn tally(&self) -> &RoundTally {
+        &self.rounds[self.round as usize]
+    }
+
+    /// The tally of the current round, mutable.
+    pub fn tally_mut(&mut self) -> &mut RoundTally {
+        &mut self.rounds[self.round as usize]
+    }
+
+    /// Starts verification round `round` at slot `now`: V seats (2V when escalated), fresh
+    /// seed after `now`, deadlines from `now`.
+    pub fn start_round(&mut self, round: u8, now: u64) -> Result<()> {
+        self.round = round;
+        self.reference_slot = now;
+        self.seed_drawn = false;
+        self.seed = [0; 32];
+        self.hashed_slot = 0;
+        self.join_deadline = math::add(now, self.windows.join as u64)?;
+        self.commit_deadline = math::add(self.join_deadline, self.windows.commit as u64)?;
+        self.reveal_deadline = math::add(self.commit_deadline, self.windows.reveal as u64)?;
+        let quorum = if round == 0 { self.quorum } else { self.quorum.checked_mul(2).ok_or(MarketError::MathOverflow)? };
+        self.rounds[round as usize] = RoundTally { quorum, ..RoundTally::default() };
+        Ok(())
+    }
+
+    /// Draws the round's seed from the raw SlotHashes sysvar: the hash of the first slot
+    /// strictly after `reference_slot`. If that slot may have aged out of the sysvar (it would
+    /// be its oldest entry and the sysvar is full), the reference moves to `now` instead.
+    pub fn draw_seed(&mut self, task: &Pubkey, slot_hashes: &[u8], now: u64) -> Result<SeedDraw> {
+        require!(!self.seed_drawn, MarketError::SeedAlreadyDrawn);
+        require!(slot_hashes.len() >= 8, MarketError::BadSlotHashes);
+        let n = u64::from_le_bytes(slot_hashes[..8].try_into().map_err(|_| MarketError::BadSlotHashes)?);
+        let needed = n.checked_mul(40).and_then(|b| b.checked_add(8)).ok_or(MarketError::BadSlotHashes)?;
+        require!(n <= SLOT_HASHES_MAX_ENTRIES && needed <= slot_hashes.len() as u64, MarketError::BadSlotHashes);
+        // entries are (slot u64, hash [u8; 32]) from newest to oldest
+        let mut found: Option<(usize, u64)> = None;
+        for i in 0..n as usize {
+            let o = 8 + 40 * i;
+            let slot = u64::from_le_bytes(slot_hashes[o..o + 8].try_into().map_err(|_| MarketError::BadSlotHashes)?);
+            if slot <= self.reference_slot {
+                break;
+            }
+            found = Some((i, slot));
+        }
+        let Some((i, slot)) = found else {
+            return err!(MarketError::SeedNotReady);
+        };
+        if i as u64 + 1 == n && n == SLOT_HASHES_MAX_ENTRIES {
+            self.reference_slot = now;
+            return Ok(SeedDraw::ReferenceReset);
+        }
+        let o = 8 + 40 * i + 8;
+        let hash: [u8; 32] = slot_hashes[o..o + 32].try_into().map_err(|_| MarketError::BadSlotHashes)?;
+        self.seed = verification_seed(&hash, &task.to_bytes(), &self.result_root, self.round);
+        self.seed_drawn = true;
+        self.hashed_slot = slot;
+        Ok(SeedDraw::Drawn)
+    }
+
+    /// Reveals may start once commits are closed: after the commit deadline, or as soon as
+    /// every seat is taken and committed (nobody is left to copy a revealed vote).
+    pub fn reveal_open(&self, now: u64) -> bool {
+        let t = self.tally();
+        now > self.commit_deadline || (t.seats == t.quorum && t.committed == t.seats)
+    }
+
+    /// Finalization may run after the reveal deadline, or once every seat has revealed.
+    pub fn finalize_ready(&self, now: u64) -> bool {
+        let t = self.tally();
+        now > self.reveal_deadline || (t.seats == t.quorum && t.revealed == t.quorum)
+    }
+
+    /// What the client gets back when the task is closed.
+    pub fn client_refund(&self) -> Result<u64> {
+        match self.status {
+            TaskStatus::Accepted => Ok(self.client_extra),
+            _ => math::add(self.reward, self.client_extra),
+        }
+    }
+}
