@@ -1,1 +1,552 @@
+//! # compute-market-svm-tests
+//!
+//! A small world around the built `compute_market.so` running in litesvm 0.16 (the Agave
+//! 4.2.2 runtime): a stake mint, a treasury, a config and a market, actors with wallets, a
+//! slot clock that keeps the SlotHashes sysvar honest, and one method per instruction.
+//! Every transaction is recorded (compute units, writable accounts, bytes created and
+//! closed) for the CU report. The tests in `tests/` and the `cu-report` binary use it.
 
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use anchor_lang::{prelude::Pubkey, AccountDeserialize};
+use compute_market::{
+    client,
+    instructions::{InitializeConfigArgs, PostTaskArgs, RegisterNodeArgs, RevealVoteArgs, SubmitResultArgs},
+    pda,
+    state::{Hardware, MarketArgs, Node, Params, Task, Vote, Windows},
+};
+use compute_market_protocol::{commit::vote_commitment, hash::hashv, job::JobSpec};
+use litesvm::LiteSVM;
+use solana_account::Account;
+use solana_hash::Hash;
+use solana_instruction::Instruction;
+use solana_keypair::Keypair;
+use solana_signer::Signer;
+use solana_slot_hashes::SlotHashes;
+use solana_transaction::Transaction;
+
+pub use compute_market;
+pub use compute_market_protocol as protocol;
+
+/// SPL Token program id.
+pub const TOKEN_PROGRAM: Pubkey = anchor_spl::token::ID;
+const SLOT_HASH_WINDOW: u64 = 512;
+
+/// Path of the built program: `$COMPUTE_MARKET_SO`, else `<workspace>/target/deploy/compute_market.so`.
+pub fn program_path() -> PathBuf {
+    std::env::var_os("COMPUTE_MARKET_SO").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/deploy/compute_market.so")
+    })
+}
+
+/// What one transaction did.
+#[derive(Clone, Debug)]
+pub struct TxRecord {
+    /// Label (the instruction's name).
+    pub label: String,
+    /// Compute units consumed.
+    pub cu: u64,
+    /// Whether it succeeded.
+    pub ok: bool,
+    /// Writable accounts, by their registered names.
+    pub writable: Vec<String>,
+    /// Bytes of accounts that did not exist before.
+    pub bytes_created: u64,
+    /// Bytes of accounts that no longer exist.
+    pub bytes_closed: u64,
+    /// Program logs.
+    pub logs: Vec<String>,
+    /// The transaction error, if it failed.
+    pub error: Option<String>,
+}
+
+impl TxRecord {
+    /// Whether the logs name Anchor error `name` (or contain `name` in a runtime error).
+    pub fn has_error(&self, name: &str) -> bool {
+        !self.ok
+            && (self.logs.iter().any(|l| l.contains(&format!("Error Code: {name}.")) || l.contains(name))
+                || self.error.as_deref().is_some_and(|e| e.contains(name)))
+    }
+}
+
+/// A keypair with a wallet token account and (once registered) a node.
+pub struct Actor {
+    /// Name used in reports.
+    pub name: String,
+    /// The signer.
+    pub kp: Keypair,
+    /// Its token account of the stake mint.
+    pub wallet: Pubkey,
+    /// Its node PDA (whether registered or not).
+    pub node: Pubkey,
+    /// Its node's vault PDA.
+    pub vault: Pubkey,
+}
+
+impl Actor {
+    /// The signer's public key.
+    pub fn key(&self) -> Pubkey {
+        self.kp.pubkey()
+    }
+}
+
+/// A sealed vote: what is committed and later revealed.
+#[derive(Clone, Copy, Debug)]
+pub struct Ballot {
+    /// 1 valid, 2 invalid.
+    pub vote: u8,
+    /// Evidence hash.
+    pub evidence: [u8; 32],
+    /// Salt.
+    pub salt: [u8; 32],
+}
+
+impl Ballot {
+    /// A ballot with evidence and salt derived from `tag`.
+    pub fn new(vote: u8, tag: u64) -> Self {
+        Ballot { vote, evidence: hashv(&[b"evidence", &tag.to_le_bytes()]), salt: hashv(&[b"salt", &tag.to_le_bytes()]) }
+    }
+
+    /// Its commitment for `verifier_node` on `task` in `round`.
+    pub fn commitment(&self, verifier_node: &Pubkey, task: &Pubkey, round: u8) -> [u8; 32] {
+        vote_commitment(&verifier_node.to_bytes(), &task.to_bytes(), round, self.vote, &self.evidence, &self.salt)
+    }
+}
+
+/// Default parameters of the test world: PROTOCOL §7 with a short cooldown.
+pub fn test_params() -> Params {
+    Params::defaults(5_000)
+}
+
+/// Default market of the test world.
+pub fn test_market(id: u16) -> MarketArgs {
+    MarketArgs {
+        id,
+        name: "h100-class".into(),
+        min_gflops: 1_000,
+        min_memory_gb: 16,
+        quorum: 3,
+        samples: 16,
+        windows: Windows { submit: 300, join: 100, commit: 100, reveal: 100 },
+        task_ttl: 1_000,
+    }
+}
+
+/// Hardware that meets [`test_market`].
+pub fn gpu() -> Hardware {
+    Hardware { gflops: 60_000, memory_gb: 80, bandwidth_gbps: 3_000, region: 1 }
+}
+
+/// The world: program, mint, treasury, config, one market, a clock.
+pub struct World {
+    /// The runtime.
+    pub svm: LiteSVM,
+    /// The config admin (also mint authority).
+    pub admin: Keypair,
+    /// A permissionless cranker.
+    pub cranker: Keypair,
+    /// The stake mint.
+    pub mint: Pubkey,
+    /// The treasury token account.
+    pub treasury: Pubkey,
+    /// The market used by default.
+    pub market: Pubkey,
+    /// Names of accounts, for reports.
+    pub names: HashMap<Pubkey, String>,
+    /// Accounts shared by all tasks (config, market, treasury, mint).
+    pub shared: Vec<Pubkey>,
+    /// Every transaction sent.
+    pub records: Vec<TxRecord>,
+    /// Every token account created by the world (for conservation checks).
+    pub token_accounts: Vec<Pubkey>,
+    next_key: u64,
+    slot: u64,
+}
+
+fn mint_data(authority: &Pubkey, supply: u64) -> Vec<u8> {
+    let mut d = vec![0u8; 82];
+    d[0..4].copy_from_slice(&1u32.to_le_bytes());
+    d[4..36].copy_from_slice(authority.as_ref());
+    d[36..44].copy_from_slice(&supply.to_le_bytes());
+    d[44] = 6;
+    d[45] = 1;
+    d
+}
+
+fn token_account_data(mint: &Pubkey, owner: &Pubkey, amount: u64) -> Vec<u8> {
+    let mut d = vec![0u8; 165];
+    d[0..32].copy_from_slice(mint.as_ref());
+    d[32..64].copy_from_slice(owner.as_ref());
+    d[64..72].copy_from_slice(&amount.to_le_bytes());
+    d[108] = 1;
+    d
+}
+
+impl World {
+    /// A world with [`test_params`] and [`test_market`].
+    pub fn new() -> Self {
+        Self::with(test_params(), test_market(1))
+    }
+
+    /// A world with the given parameters and first market.
+    pub fn with(params: Params, market: MarketArgs) -> Self {
+        let bytes = std::fs::read(program_path()).unwrap_or_else(|e| {
+            panic!("cannot read {}: {e}; build it first with `cargo build-sbf --manifest-path programs/compute-market/Cargo.toml`", program_path().display())
+        });
+        let mut svm = LiteSVM::new();
+        svm.add_program(compute_market::ID, &bytes).expect("load compute_market.so");
+        let admin = Keypair::new_from_array([1; 32]);
+        let cranker = Keypair::new_from_array([2; 32]);
+        svm.airdrop(&admin.pubkey(), 1_000_000_000_000).unwrap();
+        svm.airdrop(&cranker.pubkey(), 1_000_000_000_000).unwrap();
+        let mut w = World {
+            svm,
+            admin,
+            cranker,
+            mint: Pubkey::default(),
+            treasury: Pubkey::default(),
+            market: pda::market(market.id),
+            names: HashMap::new(),
+            shared: vec![],
+            records: vec![],
+            token_accounts: vec![],
+            next_key: 100,
+            slot: 0,
+        };
+        w.advance(10);
+        w.mint = w.fresh_key();
+        let rent = w.svm.minimum_balance_for_rent_exemption(82);
+        w.svm
+            .set_account(w.mint, Account { lamports: rent, data: mint_data(&w.admin.pubkey(), u64::MAX / 2), owner: TOKEN_PROGRAM, executable: false, rent_epoch: 0 })
+            .unwrap();
+        w.treasury = w.token_account(&w.admin.pubkey(), 0);
+        let (admin_key, mint, treasury) = (w.admin.pubkey(), w.mint, w.treasury);
+        w.names.insert(mint, "mint".into());
+        w.names.insert(treasury, "treasury".into());
+        w.names.insert(pda::config(), "config".into());
+        w.names.insert(w.market, "market".into());
+        w.names.insert(admin_key, "admin".into());
+        w.shared = vec![pda::config(), w.market, treasury, mint];
+        let admin = w.admin.insecure_clone();
+        w.send(
+            "initialize_config",
+            &admin,
+            &[],
+            client::initialize_config(admin_key, mint, treasury, InitializeConfigArgs { params, update_delay: 50 }),
+        )
+        .expect("initialize_config");
+        w.send("create_market", &admin, &[], client::create_market(admin_key, market)).expect("create_market");
+        w
+    }
+
+    fn fresh_key(&mut self) -> Pubkey {
+        self.next_key += 1;
+        Keypair::new_from_array(hashv(&[b"key", &self.next_key.to_le_bytes()])).pubkey()
+    }
+
+    /// A token account of the stake mint owned by `owner` holding `amount`.
+    pub fn token_account(&mut self, owner: &Pubkey, amount: u64) -> Pubkey {
+        self.token_account_of(self.mint, owner, amount)
+    }
+
+    /// A token account of any `mint` owned by `owner`.
+    pub fn token_account_of(&mut self, mint: Pubkey, owner: &Pubkey, amount: u64) -> Pubkey {
+        let key = self.fresh_key();
+        let rent = self.svm.minimum_balance_for_rent_exemption(165);
+        self.svm
+            .set_account(key, Account { lamports: rent, data: token_account_data(&mint, owner, amount), owner: TOKEN_PROGRAM, executable: false, rent_epoch: 0 })
+            .unwrap();
+        if mint == self.mint {
+            self.token_accounts.push(key);
+        }
+        key
+    }
+
+    /// A second mint (for wrong-mint attacks).
+    pub fn other_mint(&mut self) -> Pubkey {
+        let key = self.fresh_key();
+        let rent = self.svm.minimum_balance_for_rent_exemption(82);
+        self.svm
+            .set_account(key, Account { lamports: rent, data: mint_data(&self.admin.pubkey(), u64::MAX / 2), owner: TOKEN_PROGRAM, executable: false, rent_epoch: 0 })
+            .unwrap();
+        key
+    }
+
+    /// A new actor with SOL and `tokens` in its wallet.
+    pub fn actor(&mut self, name: &str, tokens: u64) -> Actor {
+        self.next_key += 1;
+        let kp = Keypair::new_from_array(hashv(&[b"actor", &self.next_key.to_le_bytes()]));
+        self.svm.airdrop(&kp.pubkey(), 100_000_000_000).unwrap();
+        let wallet = self.token_account(&kp.pubkey(), tokens);
+        let node = pda::node(&kp.pubkey());
+        let vault = pda::vault(&node);
+        self.names.insert(kp.pubkey(), format!("{name}"));
+        self.names.insert(wallet, format!("{name}.wallet"));
+        self.names.insert(node, format!("{name}.node"));
+        self.names.insert(vault, format!("{name}.vault"));
+        self.token_accounts.push(vault);
+        Actor { name: name.into(), kp, wallet, node, vault }
+    }
+
+    /// Current slot.
+    pub fn slot(&self) -> u64 {
+        self.slot
+    }
+
+    /// Advances the clock by `n` slots; SlotHashes holds the 512 slots before the current one.
+    pub fn advance(&mut self, n: u64) {
+        self.slot += n;
+        self.svm.warp_to_slot(self.slot);
+        let first = self.slot.saturating_sub(SLOT_HASH_WINDOW).max(0);
+        let entries: Vec<(u64, Hash)> =
+            (first..self.slot).map(|s| (s, Hash::new_from_array(hashv(&[b"slot", &s.to_le_bytes()])))).collect();
+        self.svm.set_sysvar(&SlotHashes::new(&entries));
+    }
+
+    /// The hash this world gives `slot` in SlotHashes.
+    pub fn slot_hash(slot: u64) -> [u8; 32] {
+        hashv(&[b"slot", &slot.to_le_bytes()])
+    }
+
+    /// Sends one instruction signed by `payer` and `extra`; records it.
+    pub fn send(&mut self, label: &str, payer: &Keypair, extra: &[&Keypair], ix: Instruction) -> Result<TxRecord, TxRecord> {
+        let writable: Vec<Pubkey> = ix.accounts.iter().filter(|m| m.is_writable).map(|m| m.pubkey).collect();
+        let before: BTreeMap<Pubkey, usize> =
+            writable.iter().filter_map(|k| self.svm.get_account(k).filter(|a| a.lamports > 0).map(|a| (*k, a.data.len()))).collect();
+        let mut signers = vec![payer];
+        signers.extend_from_slice(extra);
+        let tx = Transaction::new_signed_with_payer(&[ix], Some(&payer.pubkey()), &signers, self.svm.latest_blockhash());
+        let res = self.svm.send_transaction(tx);
+        self.svm.expire_blockhash();
+        let (ok, cu, logs, error) = match res {
+            Ok(m) => (true, m.compute_units_consumed, m.logs, None),
+            Err(e) => (false, e.meta.compute_units_consumed, e.meta.logs, Some(format!("{:?}", e.err))),
+        };
+        let (mut created, mut closed) = (0u64, 0u64);
+        for k in &writable {
+            let after = self.svm.get_account(k).filter(|a| a.lamports > 0).map(|a| a.data.len());
+            match (before.get(k), after) {
+                (None, Some(n)) => created += n as u64,
+                (Some(&n), None) => closed += n as u64,
+                _ => {}
+            }
+        }
+        let names = writable
+            .iter()
+            .map(|k| {
+                let n = self.names.get(k).cloned().unwrap_or_else(|| k.to_string()[..8].to_string());
+                if self.shared.contains(k) { format!("{n}*") } else { n }
+            })
+            .collect();
+        let rec = TxRecord { label: label.into(), cu, ok, writable: names, bytes_created: created, bytes_closed: closed, logs, error };
+        self.records.push(rec.clone());
+        if ok { Ok(rec) } else { Err(rec) }
+    }
+
+    /// Sends `ix` signed by `actor`.
+    pub fn send_as(&mut self, label: &str, actor: &Actor, ix: Instruction) -> Result<TxRecord, TxRecord> {
+        let kp = actor.kp.insecure_clone();
+        self.send(label, &kp, &[], ix)
+    }
+
+    /// Sends `ix` paid and signed by the cranker (a stranger to every task).
+    pub fn crank(&mut self, label: &str, ix: Instruction) -> Result<TxRecord, TxRecord> {
+        let kp = self.cranker.insecure_clone();
+        self.send(label, &kp, &[], ix)
+    }
+
+    /// Token balance of a token account (0 when it does not exist).
+    pub fn balance(&self, account: &Pubkey) -> u64 {
+        self.svm
+            .get_account(account)
+            .filter(|a| a.data.len() >= 72 && a.lamports > 0)
+            .map(|a| u64::from_le_bytes(a.data[64..72].try_into().unwrap()))
+            .unwrap_or(0)
+    }
+
+    /// Balances of every stake-mint token account of the world.
+    pub fn balances(&self) -> BTreeMap<Pubkey, u64> {
+        self.token_accounts.iter().map(|k| (*k, self.balance(k))).collect()
+    }
+
+    /// Whether an account exists (has lamports).
+    pub fn exists(&self, key: &Pubkey) -> bool {
+        self.svm.get_account(key).is_some_and(|a| a.lamports > 0)
+    }
+
+    fn decode<T: AccountDeserialize>(&self, key: &Pubkey) -> Option<T> {
+        let a = self.svm.get_account(key).filter(|a| a.lamports > 0)?;
+        T::try_deserialize(&mut a.data.as_slice()).ok()
+    }
+
+    /// The task account.
+    pub fn task(&self, key: &Pubkey) -> Task {
+        self.decode(key).expect("task account")
+    }
+
+    /// The task account, if it exists.
+    pub fn try_task(&self, key: &Pubkey) -> Option<Task> {
+        self.decode(key)
+    }
+
+    /// The node account.
+    pub fn node(&self, key: &Pubkey) -> Node {
+        self.decode(key).expect("node account")
+    }
+
+    /// The node account, if it exists.
+    pub fn try_node(&self, key: &Pubkey) -> Option<Node> {
+        self.decode(key)
+    }
+
+    /// A vote account.
+    pub fn vote(&self, key: &Pubkey) -> Option<Vote> {
+        self.decode(key)
+    }
+
+    /// The market account.
+    pub fn market_account(&self) -> compute_market::state::Market {
+        self.decode(&self.market).expect("market")
+    }
+
+    /// The config account.
+    pub fn config(&self) -> compute_market::state::Config {
+        self.decode(&pda::config()).expect("config")
+    }
+
+    // ---- one method per instruction -------------------------------------------------------
+
+    /// `register_node` with roles and hardware.
+    pub fn register(&mut self, a: &Actor, roles: u8, hardware: Hardware) -> Result<TxRecord, TxRecord> {
+        let ix = client::register_node(a.key(), self.market, self.mint, RegisterNodeArgs { roles, hardware });
+        self.send_as("register_node", a, ix)
+    }
+
+    /// `stake` from the actor's wallet.
+    pub fn stake(&mut self, a: &Actor, amount: u64) -> Result<TxRecord, TxRecord> {
+        let ix = client::stake(a.key(), self.market, a.wallet, amount);
+        self.send_as("stake", a, ix)
+    }
+
+    /// Registers with `roles` and stakes `amount`.
+    pub fn onboard(&mut self, a: &Actor, roles: u8, amount: u64) {
+        self.register(a, roles, gpu()).expect("register_node");
+        self.stake(a, amount).expect("stake");
+    }
+
+    /// `post_task`; returns the task address.
+    pub fn post(&mut self, client_actor: &Actor, task_id: u64, job: JobSpec, reward: u64) -> Result<Pubkey, TxRecord> {
+        self.post_with(client_actor, PostTaskArgs { task_id, job: job.encode(), reward, quorum: 0, samples: 0, input_uri: String::new() })
+    }
+
+    /// `post_task` with explicit arguments.
+    pub fn post_with(&mut self, c: &Actor, args: PostTaskArgs) -> Result<Pubkey, TxRecord> {
+        let task = pda::task(&c.key(), args.task_id);
+        self.names.insert(task, format!("task{}", args.task_id));
+        self.names.insert(pda::escrow(&task), format!("task{}.escrow", args.task_id));
+        let ix = client::post_task(c.key(), c.wallet, self.mint, self.market, args);
+        self.send_as("post_task", c, ix)?;
+        self.token_accounts.push(pda::escrow(&task));
+        Ok(task)
+    }
+
+    /// `claim_task`.
+    pub fn claim(&mut self, p: &Actor, task: Pubkey) -> Result<TxRecord, TxRecord> {
+        self.send_as("claim_task", p, client::claim_task(p.key(), task))
+    }
+
+    /// `submit_result` with `root`.
+    pub fn submit(&mut self, p: &Actor, task: Pubkey, root: [u8; 32]) -> Result<TxRecord, TxRecord> {
+        let args = SubmitResultArgs { result_root: root, result_uri: "http://127.0.0.1:9000/r/".into() };
+        self.send_as("submit_result", p, client::submit_result(p.key(), task, args))
+    }
+
+    /// `join_task` in the task's current round.
+    pub fn join(&mut self, v: &Actor, task: Pubkey) -> Result<TxRecord, TxRecord> {
+        let round = self.task(&task).round;
+        let vote = pda::vote(&task, &v.node, round);
+        self.names.insert(vote, format!("vote[{}:{}]", self.names.get(&task).cloned().unwrap_or_default(), v.name));
+        let ix = client::join_task(v.key(), task, self.market, round);
+        self.send_as("join_task", v, ix)
+    }
+
+    /// `commit_vote` of `ballot` in the task's current round.
+    pub fn commit(&mut self, v: &Actor, task: Pubkey, ballot: &Ballot) -> Result<TxRecord, TxRecord> {
+        let round = self.task(&task).round;
+        let c = ballot.commitment(&v.node, &task, round);
+        self.send_as("commit_vote", v, client::commit_vote(v.key(), task, round, c))
+    }
+
+    /// `reveal_vote` of `ballot` in the task's current round.
+    pub fn reveal(&mut self, v: &Actor, task: Pubkey, ballot: &Ballot) -> Result<TxRecord, TxRecord> {
+        let round = self.task(&task).round;
+        let args = RevealVoteArgs { vote: ballot.vote, evidence: ballot.evidence, salt: ballot.salt };
+        self.send_as("reveal_vote", v, client::reveal_vote(v.key(), task, round, args))
+    }
+
+    /// `finalize_task`, by the cranker.
+    pub fn finalize(&mut self, task: Pubkey) -> Result<TxRecord, TxRecord> {
+        let provider = self.task(&task).provider;
+        self.crank("finalize_task", client::finalize_task(task, provider))
+    }
+
+    /// `settle_vote` of verifier `v` in `round`, by the cranker.
+    pub fn settle(&mut self, task: Pubkey, v: &Actor, round: u8) -> Result<TxRecord, TxRecord> {
+        self.crank("settle_vote", client::settle_vote(task, v.key(), round))
+    }
+
+    /// `close_task`, by the cranker.
+    pub fn close(&mut self, task: Pubkey) -> Result<TxRecord, TxRecord> {
+        let t = self.task(&task);
+        let provider = (t.provider != Pubkey::default()).then_some(t.provider);
+        self.crank("close_task", client::close_task(task, t.client, t.client_token, provider))
+    }
+
+    /// `sweep_fees` of a node, by the cranker.
+    pub fn sweep(&mut self, node: Pubkey) -> Result<TxRecord, TxRecord> {
+        let treasury = self.treasury;
+        self.crank("sweep_fees", client::sweep_fees(node, treasury))
+    }
+
+    /// Joins and commits `ballot` for each verifier.
+    pub fn join_and_commit(&mut self, task: Pubkey, votes: &[(&Actor, Ballot)]) {
+        for (v, _) in votes {
+            self.join(v, task).unwrap_or_else(|r| panic!("join {}: {:?}", v.name, r.logs));
+        }
+        for (v, b) in votes {
+            self.commit(v, task, b).unwrap_or_else(|r| panic!("commit {}: {:?}", v.name, r.logs));
+        }
+    }
+
+    /// Panics unless the vault invariant holds for `nodes` and every live escrow matches its
+    /// task's accounting.
+    pub fn check_invariants(&self, nodes: &[&Actor], tasks: &[Pubkey]) {
+        for a in nodes {
+            if let Some(n) = self.try_node(&a.node) {
+                assert_eq!(
+                    self.balance(&a.vault),
+                    n.free + n.bonded + n.pending_unstake + n.earned + n.fees_due,
+                    "vault of {} != free + bonded + pending + earned + fees",
+                    a.name
+                );
+            }
+        }
+        for t in tasks {
+            if let Some(task) = self.try_task(t) {
+                assert_eq!(self.balance(&pda::escrow(t)), task.escrow_balance, "escrow of {t} != its accounting");
+            }
+        }
+    }
+}
+
+impl Default for World {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A small `MatMulModP` job.
+pub fn small_job(seed: u8) -> JobSpec {
+    JobSpec::matmul(128, 128, 128, [seed; 32])
+}

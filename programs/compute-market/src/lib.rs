@@ -12,11 +12,15 @@
 
 use anchor_lang::prelude::*;
 
+#[cfg(not(target_os = "solana"))]
+pub mod client;
 pub mod constants;
 pub mod errors;
 pub mod events;
 pub mod instructions;
 pub mod math;
+#[cfg(not(target_os = "solana"))]
+pub mod pda;
 pub mod state;
 pub mod transfer;
 

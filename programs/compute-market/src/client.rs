@@ -1,0 +1,240 @@
+//! Instruction builders for off-chain callers (keeper, tests, dApp): one function per
+//! instruction, PDAs derived here so that callers never spell a seed.
+use anchor_lang::{prelude::*, solana_program::instruction::Instruction, InstructionData};
+use anchor_spl::token;
+
+use crate::{accounts as acc, constants::SLOT_HASHES_ID, instruction as ix, instructions::*, pda, state::*, ID};
+
+fn build(accounts: impl ToAccountMetas, data: impl InstructionData) -> Instruction {
+    Instruction { program_id: ID, accounts: accounts.to_account_metas(None), data: data.data() }
+}
+
+/// `initialize_config`.
+pub fn initialize_config(admin: Pubkey, stake_mint: Pubkey, treasury: Pubkey, args: InitializeConfigArgs) -> Instruction {
+    build(
+        acc::InitializeConfig { config: pda::config(), stake_mint, treasury, admin, system_program: system_program::ID },
+        ix::InitializeConfig { args },
+    )
+}
+
+/// `propose_params`.
+pub fn propose_params(admin: Pubkey, params: Params) -> Instruction {
+    build(acc::ProposeParams { config: pda::config(), admin }, ix::ProposeParams { params })
+}
+
+/// `apply_params`.
+pub fn apply_params() -> Instruction {
+    build(acc::ApplyParams { config: pda::config() }, ix::ApplyParams {})
+}
+
+/// `create_market`.
+pub fn create_market(admin: Pubkey, args: MarketArgs) -> Instruction {
+    build(
+        acc::CreateMarket { config: pda::config(), market: pda::market(args.id), admin, system_program: system_program::ID },
+        ix::CreateMarket { args },
+    )
+}
+
+/// `register_node`.
+pub fn register_node(authority: Pubkey, market: Pubkey, stake_mint: Pubkey, args: RegisterNodeArgs) -> Instruction {
+    let node = pda::node(&authority);
+    build(
+        acc::RegisterNode {
+            config: pda::config(),
+            market,
+            node,
+            vault: pda::vault(&node),
+            stake_mint,
+            authority,
+            token_program: token::ID,
+            system_program: system_program::ID,
+        },
+        ix::RegisterNode { args },
+    )
+}
+
+/// `stake` from `source`.
+pub fn stake(authority: Pubkey, market: Pubkey, source: Pubkey, amount: u64) -> Instruction {
+    let node = pda::node(&authority);
+    build(
+        acc::Stake { market, node, vault: pda::vault(&node), source, authority, token_program: token::ID },
+        ix::Stake { amount },
+    )
+}
+
+/// `request_unstake`.
+pub fn request_unstake(authority: Pubkey, market: Pubkey, amount: u64) -> Instruction {
+    build(
+        acc::RequestUnstake { config: pda::config(), market, node: pda::node(&authority), authority },
+        ix::RequestUnstake { amount },
+    )
+}
+
+/// `withdraw` to `destination`.
+pub fn withdraw(authority: Pubkey, destination: Pubkey) -> Instruction {
+    let node = pda::node(&authority);
+    build(
+        acc::Withdraw { node, vault: pda::vault(&node), destination, authority, token_program: token::ID },
+        ix::Withdraw {},
+    )
+}
+
+/// `claim_earnings` to `destination`.
+pub fn claim_earnings(authority: Pubkey, destination: Pubkey) -> Instruction {
+    let node = pda::node(&authority);
+    build(
+        acc::ClaimEarnings { node, vault: pda::vault(&node), destination, authority, token_program: token::ID },
+        ix::ClaimEarnings {},
+    )
+}
+
+/// `sweep_fees` of `node` into `treasury`.
+pub fn sweep_fees(node: Pubkey, treasury: Pubkey) -> Instruction {
+    build(
+        acc::SweepFees { config: pda::config(), node, vault: pda::vault(&node), treasury, token_program: token::ID },
+        ix::SweepFees {},
+    )
+}
+
+/// `close_node`; stray vault tokens go to `destination`.
+pub fn close_node(authority: Pubkey, market: Pubkey, destination: Pubkey) -> Instruction {
+    let node = pda::node(&authority);
+    build(
+        acc::CloseNode { market, node, vault: pda::vault(&node), destination, authority, token_program: token::ID },
+        ix::CloseNode {},
+    )
+}
+
+/// `post_task`.
+pub fn post_task(client: Pubkey, client_token: Pubkey, stake_mint: Pubkey, market: Pubkey, args: PostTaskArgs) -> Instruction {
+    let task = pda::task(&client, args.task_id);
+    build(
+        acc::PostTask {
+            config: pda::config(),
+            market,
+            task,
+            escrow: pda::escrow(&task),
+            stake_mint,
+            client_token,
+            client,
+            token_program: token::ID,
+            system_program: system_program::ID,
+        },
+        ix::PostTask { args },
+    )
+}
+
+/// `cancel_task`.
+pub fn cancel_task(client: Pubkey, task: Pubkey) -> Instruction {
+    build(acc::CancelTask { task, client }, ix::CancelTask {})
+}
+
+/// `expire_task`.
+pub fn expire_task(task: Pubkey) -> Instruction {
+    build(acc::ExpireTask { task }, ix::ExpireTask {})
+}
+
+/// `claim_task`.
+pub fn claim_task(authority: Pubkey, task: Pubkey) -> Instruction {
+    build(acc::ClaimTask { task, node: pda::node(&authority), authority }, ix::ClaimTask {})
+}
+
+/// `submit_result`.
+pub fn submit_result(authority: Pubkey, task: Pubkey, args: SubmitResultArgs) -> Instruction {
+    build(acc::SubmitResult { task, node: pda::node(&authority), authority }, ix::SubmitResult { args })
+}
+
+/// `reclaim_task` (provider `provider_node` missed its deadline).
+pub fn reclaim_task(task: Pubkey, provider_node: Pubkey) -> Instruction {
+    build(
+        acc::ReclaimTask {
+            task,
+            escrow: pda::escrow(&task),
+            provider_node,
+            provider_vault: pda::vault(&provider_node),
+            token_program: token::ID,
+        },
+        ix::ReclaimTask {},
+    )
+}
+
+/// `draw_seed`.
+pub fn draw_seed(task: Pubkey) -> Instruction {
+    build(acc::DrawSeed { task, slot_hashes: SLOT_HASHES_ID }, ix::DrawSeed {})
+}
+
+/// `join_task` in `round`.
+pub fn join_task(authority: Pubkey, task: Pubkey, market: Pubkey, round: u8) -> Instruction {
+    let node = pda::node(&authority);
+    build(
+        acc::JoinTask {
+            task,
+            market,
+            node,
+            vote: pda::vote(&task, &node, round),
+            slot_hashes: SLOT_HASHES_ID,
+            authority,
+            system_program: system_program::ID,
+        },
+        ix::JoinTask {},
+    )
+}
+
+/// `commit_vote`.
+pub fn commit_vote(authority: Pubkey, task: Pubkey, round: u8, commitment: [u8; 32]) -> Instruction {
+    let vote = pda::vote(&task, &pda::node(&authority), round);
+    build(acc::CommitVote { task, vote, authority }, ix::CommitVote { commitment })
+}
+
+/// `reveal_vote`.
+pub fn reveal_vote(authority: Pubkey, task: Pubkey, round: u8, args: RevealVoteArgs) -> Instruction {
+    let vote = pda::vote(&task, &pda::node(&authority), round);
+    build(acc::RevealVote { task, vote, authority }, ix::RevealVote { args })
+}
+
+/// `finalize_task`.
+pub fn finalize_task(task: Pubkey, provider_node: Pubkey) -> Instruction {
+    build(
+        acc::FinalizeTask {
+            task,
+            escrow: pda::escrow(&task),
+            provider_node,
+            provider_vault: pda::vault(&provider_node),
+            token_program: token::ID,
+        },
+        ix::FinalizeTask {},
+    )
+}
+
+/// `settle_vote` of verifier `authority` (its node derived) in `round`.
+pub fn settle_vote(task: Pubkey, authority: Pubkey, round: u8) -> Instruction {
+    let node = pda::node(&authority);
+    build(
+        acc::SettleVote {
+            task,
+            escrow: pda::escrow(&task),
+            vote: pda::vote(&task, &node, round),
+            vote_authority: authority,
+            node,
+            vault: pda::vault(&node),
+            token_program: token::ID,
+        },
+        ix::SettleVote {},
+    )
+}
+
+/// `close_task`; `provider_node` when the task had a provider.
+pub fn close_task(task: Pubkey, client: Pubkey, client_token: Pubkey, provider_node: Option<Pubkey>) -> Instruction {
+    build(
+        acc::CloseTask {
+            task,
+            escrow: pda::escrow(&task),
+            client,
+            client_token,
+            provider_node,
+            provider_vault: provider_node.map(|n| pda::vault(&n)),
+            token_program: token::ID,
+        },
+        ix::CloseTask {},
+    )
+}

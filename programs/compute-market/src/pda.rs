@@ -1,0 +1,40 @@
+//! Program-derived addresses, for clients (the program itself stores canonical bumps and
+//! never searches for them).
+use anchor_lang::prelude::*;
+
+use crate::{constants::*, ID};
+
+/// The config PDA.
+pub fn config() -> Pubkey {
+    Pubkey::find_program_address(&[SEED_CONFIG], &ID).0
+}
+
+/// Market `id`.
+pub fn market(id: u16) -> Pubkey {
+    Pubkey::find_program_address(&[SEED_MARKET, &id.to_le_bytes()], &ID).0
+}
+
+/// The node of `authority`.
+pub fn node(authority: &Pubkey) -> Pubkey {
+    Pubkey::find_program_address(&[SEED_NODE, authority.as_ref()], &ID).0
+}
+
+/// The stake vault of `node`.
+pub fn vault(node: &Pubkey) -> Pubkey {
+    Pubkey::find_program_address(&[SEED_VAULT, node.as_ref()], &ID).0
+}
+
+/// Task `task_id` of `client`.
+pub fn task(client: &Pubkey, task_id: u64) -> Pubkey {
+    Pubkey::find_program_address(&[SEED_TASK, client.as_ref(), &task_id.to_le_bytes()], &ID).0
+}
+
+/// The escrow of `task`.
+pub fn escrow(task: &Pubkey) -> Pubkey {
+    Pubkey::find_program_address(&[SEED_ESCROW, task.as_ref()], &ID).0
+}
+
+/// The vote of verifier `node` on `task` in `round`.
+pub fn vote(task: &Pubkey, node: &Pubkey, round: u8) -> Pubkey {
+    Pubkey::find_program_address(&[SEED_VOTE, task.as_ref(), node.as_ref(), &[round]], &ID).0
+}
