@@ -385,6 +385,11 @@ impl World {
         self.decode(key).expect("task account")
     }
 
+    /// The task's current round (0 when the task does not exist).
+    pub fn round_of(&self, task: &Pubkey) -> u8 {
+        self.try_task(task).map_or(0, |t| t.round)
+    }
+
     /// The task account, if it exists.
     pub fn try_task(&self, key: &Pubkey) -> Option<Task> {
         self.decode(key)
@@ -464,7 +469,7 @@ impl World {
 
     /// `join_task` in the task's current round.
     pub fn join(&mut self, v: &Actor, task: Pubkey) -> Result<TxRecord, TxRecord> {
-        let round = self.task(&task).round;
+        let round = self.round_of(&task);
         let vote = pda::vote(&task, &v.node, round);
         self.names.insert(vote, format!("vote[{}:{}]", self.names.get(&task).cloned().unwrap_or_default(), v.name));
         let ix = client::join_task(v.key(), task, self.market, round);
@@ -473,21 +478,21 @@ impl World {
 
     /// `commit_vote` of `ballot` in the task's current round.
     pub fn commit(&mut self, v: &Actor, task: Pubkey, ballot: &Ballot) -> Result<TxRecord, TxRecord> {
-        let round = self.task(&task).round;
+        let round = self.round_of(&task);
         let c = ballot.commitment(&v.node, &task, round);
         self.send_as("commit_vote", v, client::commit_vote(v.key(), task, round, c))
     }
 
     /// `reveal_vote` of `ballot` in the task's current round.
     pub fn reveal(&mut self, v: &Actor, task: Pubkey, ballot: &Ballot) -> Result<TxRecord, TxRecord> {
-        let round = self.task(&task).round;
+        let round = self.round_of(&task);
         let args = RevealVoteArgs { vote: ballot.vote, evidence: ballot.evidence, salt: ballot.salt };
         self.send_as("reveal_vote", v, client::reveal_vote(v.key(), task, round, args))
     }
 
     /// `finalize_task`, by the cranker.
     pub fn finalize(&mut self, task: Pubkey) -> Result<TxRecord, TxRecord> {
-        let provider = self.task(&task).provider;
+        let provider = self.try_task(&task).map(|t| t.provider).unwrap_or_default();
         self.crank("finalize_task", client::finalize_task(task, provider))
     }
 
@@ -498,9 +503,11 @@ impl World {
 
     /// `close_task`, by the cranker.
     pub fn close(&mut self, task: Pubkey) -> Result<TxRecord, TxRecord> {
-        let t = self.task(&task);
-        let provider = (t.provider != Pubkey::default()).then_some(t.provider);
-        self.crank("close_task", client::close_task(task, t.client, t.client_token, provider))
+        let (client, client_token, provider) = match self.try_task(&task) {
+            Some(t) => (t.client, t.client_token, (t.provider != Pubkey::default()).then_some(t.provider)),
+            None => (Pubkey::default(), Pubkey::default(), None),
+        };
+        self.crank("close_task", client::close_task(task, client, client_token, provider))
     }
 
     /// `sweep_fees` of a node, by the cranker.

@@ -138,11 +138,13 @@ fn provider_and_client_cannot_take_seats_and_sortition_is_stake_weighted() {
     w.stake(&c.client, STAKE).unwrap();
     refused(w, "ClientCannotVerify", |w| w.join(&c.client, task));
     // a sybil with a sliver of stake is (overwhelmingly) not eligible
-    let sybil = w.actor("sybil", 10);
-    w.onboard(&sybil, 2, 1);
+    let whale = w.actor("whale", 1_000_000_000);
+    w.onboard(&whale, 2, 1_000_000_000);
+    let sybil = w.actor("sybil", R / 2);
+    w.onboard(&sybil, 2, R / 2);
     w.crank("draw_seed", client::draw_seed(task)).unwrap();
     let ticket = compute_market_protocol::commit::seat_ticket(&w.task(&task).seed, &sybil.node.to_bytes());
-    assert!(!compute_market_protocol::commit::seat_eligible(ticket, 1, w.market_account().verifier_stake, 9));
+    assert!(!compute_market_protocol::commit::seat_eligible(ticket, R / 2, w.market_account().verifier_stake, 9));
     refused(w, "NotEligibleForSeat", |w| w.join(&sybil, task));
     // a verifier without the role, or with too little free stake
     let p2 = w.actor("p2", STAKE);
@@ -153,8 +155,11 @@ fn provider_and_client_cannot_take_seats_and_sortition_is_stake_weighted() {
 #[test]
 fn colluding_minority_is_slashed() {
     let mut c = cast(5);
-    let task = submitted(&mut c, 5);
     let w = &mut c.w;
+    let task = w.post_with(&c.client, PostTaskArgs { quorum: 5, ..post_args(5) }).unwrap();
+    w.claim(&c.provider, task).unwrap();
+    w.submit(&c.provider, task, [9; 32]).unwrap();
+    w.advance(2);
     // two colluders vouch for a bad result, three honest verifiers reject it
     let ballots: Vec<Ballot> = (0..5).map(|i| Ballot::new(if i < 2 { VOTE_VALID } else { VOTE_INVALID }, 50 + i)).collect();
     let votes: Vec<(&Actor, Ballot)> = c.verifiers.iter().zip(ballots).collect();
@@ -374,9 +379,9 @@ fn bad_input_is_refused_by_name() {
     let task = w.post(&c.client, 29, small_job(2), R).unwrap();
     // wrong state: commit, finalize, cancel-after-claim, submit before claim
     refused(w, "TaskNotClaimed", |w| w.submit(&c.provider, task, [1; 32]));
-    refused(w, "TaskNotVerifying", |w| w.finalize(task));
     refused(w, "TaskNotFinished", |w| w.close(task));
     w.claim(&c.provider, task).unwrap();
+    refused(w, "TaskNotVerifying", |w| w.finalize(task));
     refused(w, "TaskNotOpen", |w| w.send_as("cancel_task", &c.client, client::cancel_task(c.client.key(), task)));
     // result URI bounds, empty root
     let p = &c.provider;

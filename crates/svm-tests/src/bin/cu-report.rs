@@ -83,6 +83,7 @@ fn main() {
     w.send_as("request_unstake", v, client::request_unstake(v.key(), w.market, 50_000_000)).expect("unstake");
     w.advance(5_000);
     w.send_as("withdraw", v, client::withdraw(v.key(), v.wallet)).expect("withdraw");
+    w.send_as("claim_earnings", v, client::claim_earnings(v.key(), v.wallet)).expect("claim_earnings");
     w.send_as("close_node", v, client::close_node(v.key(), w.market, v.wallet)).expect("close_node");
     w.send("propose_params", &admin, &[], client::propose_params(admin.pubkey(), Params::defaults(6_000))).expect("propose");
     w.advance(50);
