@@ -1,0 +1,8 @@
+# Sourced by the scripts: where builds go and where the program lands.
+# CI and developers may point COMPUTE_MARKET_TARGET at a cache outside the clone.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export CARGO_TARGET_DIR="${COMPUTE_MARKET_TARGET:-${CARGO_TARGET_DIR:-$ROOT/target}}"
+export COMPUTE_MARKET_SO="$CARGO_TARGET_DIR/deploy/compute_market.so"
+SHARED="${COMPUTE_MARKET_SHARED:-$ROOT/../shared}"
+# never let a stray RUSTC_BOOTSTRAP/RUSTFLAGS invalidate the host build cache
+unset RUSTC_BOOTSTRAP RUSTFLAGS
