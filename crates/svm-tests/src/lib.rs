@@ -7,7 +7,6 @@
 //! closed) for the CU report. The tests in `tests/` and the `cu-report` binary use it.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 
 use anchor_lang::{prelude::Pubkey, AccountDeserialize};
 use compute_market::{
@@ -17,28 +16,14 @@ use compute_market::{
     state::{Hardware, MarketArgs, Node, Params, Task, Vote, Windows},
 };
 use compute_market_protocol::{commit::vote_commitment, hash::hashv, job::JobSpec};
-use litesvm::LiteSVM;
-use solana_account::Account;
-use solana_hash::Hash;
+use compute_market_embedded::Cluster;
 use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
-use solana_slot_hashes::SlotHashes;
-use solana_transaction::Transaction;
 
 pub use compute_market;
+pub use compute_market_embedded::{program_path, slot_hash};
 pub use compute_market_protocol as protocol;
-
-/// SPL Token program id.
-pub const TOKEN_PROGRAM: Pubkey = anchor_spl::token::ID;
-const SLOT_HASH_WINDOW: u64 = 512;
-
-/// Path of the built program: `$COMPUTE_MARKET_SO`, else `<workspace>/target/deploy/compute_market.so`.
-pub fn program_path() -> PathBuf {
-    std::env::var_os("COMPUTE_MARKET_SO").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/deploy/compute_market.so")
-    })
-}
 
 /// What one transaction did.
 #[derive(Clone, Debug)]
@@ -140,8 +125,8 @@ pub fn gpu() -> Hardware {
 
 /// The world: program, mint, treasury, config, one market, a clock.
 pub struct World {
-    /// The runtime.
-    pub svm: LiteSVM,
+    /// The embedded cluster (runtime and clock).
+    pub c: Cluster,
     /// The config admin (also mint authority).
     pub admin: Keypair,
     /// A permissionless cranker.
@@ -160,27 +145,6 @@ pub struct World {
     pub records: Vec<TxRecord>,
     /// Every token account created by the world (for conservation checks).
     pub token_accounts: Vec<Pubkey>,
-    next_key: u64,
-    slot: u64,
-}
-
-fn mint_data(authority: &Pubkey, supply: u64) -> Vec<u8> {
-    let mut d = vec![0u8; 82];
-    d[0..4].copy_from_slice(&1u32.to_le_bytes());
-    d[4..36].copy_from_slice(authority.as_ref());
-    d[36..44].copy_from_slice(&supply.to_le_bytes());
-    d[44] = 6;
-    d[45] = 1;
-    d
-}
-
-fn token_account_data(mint: &Pubkey, owner: &Pubkey, amount: u64) -> Vec<u8> {
-    let mut d = vec![0u8; 165];
-    d[0..32].copy_from_slice(mint.as_ref());
-    d[32..64].copy_from_slice(owner.as_ref());
-    d[64..72].copy_from_slice(&amount.to_le_bytes());
-    d[108] = 1;
-    d
 }
 
 impl World {
@@ -191,35 +155,24 @@ impl World {
 
     /// A world with the given parameters and first market.
     pub fn with(params: Params, market: MarketArgs) -> Self {
-        let bytes = std::fs::read(program_path()).unwrap_or_else(|e| {
-            panic!("cannot read {}: {e}; build it first with `cargo build-sbf --manifest-path programs/compute-market/Cargo.toml`", program_path().display())
-        });
-        let mut svm = LiteSVM::new();
-        svm.add_program(compute_market::ID, &bytes).expect("load compute_market.so");
+        let mut c = Cluster::new().unwrap_or_else(|e| panic!("{e}"));
         let admin = Keypair::new_from_array([1; 32]);
         let cranker = Keypair::new_from_array([2; 32]);
-        svm.airdrop(&admin.pubkey(), 1_000_000_000_000).unwrap();
-        svm.airdrop(&cranker.pubkey(), 1_000_000_000_000).unwrap();
+        c.airdrop(&admin.pubkey(), 1_000_000_000_000);
+        c.airdrop(&cranker.pubkey(), 1_000_000_000_000);
+        let mint = c.create_mint(&admin.pubkey());
         let mut w = World {
-            svm,
+            c,
             admin,
             cranker,
-            mint: Pubkey::default(),
+            mint,
             treasury: Pubkey::default(),
             market: pda::market(market.id),
             names: HashMap::new(),
             shared: vec![],
             records: vec![],
             token_accounts: vec![],
-            next_key: 100,
-            slot: 0,
         };
-        w.advance(10);
-        w.mint = w.fresh_key();
-        let rent = w.svm.minimum_balance_for_rent_exemption(82);
-        w.svm
-            .set_account(w.mint, Account { lamports: rent, data: mint_data(&w.admin.pubkey(), u64::MAX / 2), owner: TOKEN_PROGRAM, executable: false, rent_epoch: 0 })
-            .unwrap();
         w.treasury = w.token_account(&w.admin.pubkey(), 0);
         let (admin_key, mint, treasury) = (w.admin.pubkey(), w.mint, w.treasury);
         w.names.insert(mint, "mint".into());
@@ -240,48 +193,35 @@ impl World {
         w
     }
 
-    fn fresh_key(&mut self) -> Pubkey {
-        self.next_key += 1;
-        Keypair::new_from_array(hashv(&[b"key", &self.next_key.to_le_bytes()])).pubkey()
-    }
-
     /// A token account of the stake mint owned by `owner` holding `amount`.
     pub fn token_account(&mut self, owner: &Pubkey, amount: u64) -> Pubkey {
-        self.token_account_of(self.mint, owner, amount)
+        let key = self.c.token_account(&self.mint, owner, amount);
+        self.token_accounts.push(key);
+        key
     }
 
-    /// A token account of any `mint` owned by `owner`.
+    /// A token account of any `mint` owned by `owner` (not counted in conservation checks).
     pub fn token_account_of(&mut self, mint: Pubkey, owner: &Pubkey, amount: u64) -> Pubkey {
-        let key = self.fresh_key();
-        let rent = self.svm.minimum_balance_for_rent_exemption(165);
-        self.svm
-            .set_account(key, Account { lamports: rent, data: token_account_data(&mint, owner, amount), owner: TOKEN_PROGRAM, executable: false, rent_epoch: 0 })
-            .unwrap();
         if mint == self.mint {
-            self.token_accounts.push(key);
+            return self.token_account(owner, amount);
         }
-        key
+        self.c.token_account(&mint, owner, amount)
     }
 
     /// A second mint (for wrong-mint attacks).
     pub fn other_mint(&mut self) -> Pubkey {
-        let key = self.fresh_key();
-        let rent = self.svm.minimum_balance_for_rent_exemption(82);
-        self.svm
-            .set_account(key, Account { lamports: rent, data: mint_data(&self.admin.pubkey(), u64::MAX / 2), owner: TOKEN_PROGRAM, executable: false, rent_epoch: 0 })
-            .unwrap();
-        key
+        let admin = self.admin.pubkey();
+        self.c.create_mint(&admin)
     }
 
     /// A new actor with SOL and `tokens` in its wallet.
     pub fn actor(&mut self, name: &str, tokens: u64) -> Actor {
-        self.next_key += 1;
-        let kp = Keypair::new_from_array(hashv(&[b"actor", &self.next_key.to_le_bytes()]));
-        self.svm.airdrop(&kp.pubkey(), 100_000_000_000).unwrap();
+        let kp = self.c.keypair("actor");
+        self.c.airdrop(&kp.pubkey(), 100_000_000_000);
         let wallet = self.token_account(&kp.pubkey(), tokens);
         let node = pda::node(&kp.pubkey());
         let vault = pda::vault(&node);
-        self.names.insert(kp.pubkey(), format!("{name}"));
+        self.names.insert(kp.pubkey(), name.to_string());
         self.names.insert(wallet, format!("{name}.wallet"));
         self.names.insert(node, format!("{name}.node"));
         self.names.insert(vault, format!("{name}.vault"));
@@ -291,41 +231,26 @@ impl World {
 
     /// Current slot.
     pub fn slot(&self) -> u64 {
-        self.slot
+        self.c.slot()
     }
 
-    /// Advances the clock by `n` slots; SlotHashes holds the 512 slots before the current one.
+    /// Advances the clock by `n` slots.
     pub fn advance(&mut self, n: u64) {
-        self.slot += n;
-        self.svm.warp_to_slot(self.slot);
-        let first = self.slot.saturating_sub(SLOT_HASH_WINDOW).max(0);
-        let entries: Vec<(u64, Hash)> =
-            (first..self.slot).map(|s| (s, Hash::new_from_array(hashv(&[b"slot", &s.to_le_bytes()])))).collect();
-        self.svm.set_sysvar(&SlotHashes::new(&entries));
-    }
-
-    /// The hash this world gives `slot` in SlotHashes.
-    pub fn slot_hash(slot: u64) -> [u8; 32] {
-        hashv(&[b"slot", &slot.to_le_bytes()])
+        self.c.advance(n);
     }
 
     /// Sends one instruction signed by `payer` and `extra`; records it.
     pub fn send(&mut self, label: &str, payer: &Keypair, extra: &[&Keypair], ix: Instruction) -> Result<TxRecord, TxRecord> {
         let writable: Vec<Pubkey> = ix.accounts.iter().filter(|m| m.is_writable).map(|m| m.pubkey).collect();
-        let before: BTreeMap<Pubkey, usize> =
-            writable.iter().filter_map(|k| self.svm.get_account(k).filter(|a| a.lamports > 0).map(|a| (*k, a.data.len()))).collect();
-        let mut signers = vec![payer];
-        signers.extend_from_slice(extra);
-        let tx = Transaction::new_signed_with_payer(&[ix], Some(&payer.pubkey()), &signers, self.svm.latest_blockhash());
-        let res = self.svm.send_transaction(tx);
-        self.svm.expire_blockhash();
-        let (ok, cu, logs, error) = match res {
-            Ok(m) => (true, m.compute_units_consumed, m.logs, None),
-            Err(e) => (false, e.meta.compute_units_consumed, e.meta.logs, Some(format!("{:?}", e.err))),
-        };
+        let before: BTreeMap<Pubkey, usize> = writable
+            .iter()
+            .filter_map(|k| self.c.svm.get_account(k).filter(|a| a.lamports > 0).map(|a| (*k, a.data.len())))
+            .collect();
+        let out = self.c.send(&[ix], payer, extra);
+        let (ok, cu, logs, error) = (out.ok, out.cu, out.logs, out.error);
         let (mut created, mut closed) = (0u64, 0u64);
         for k in &writable {
-            let after = self.svm.get_account(k).filter(|a| a.lamports > 0).map(|a| a.data.len());
+            let after = self.c.svm.get_account(k).filter(|a| a.lamports > 0).map(|a| a.data.len());
             match (before.get(k), after) {
                 (None, Some(n)) => created += n as u64,
                 (Some(&n), None) => closed += n as u64,
@@ -358,11 +283,7 @@ impl World {
 
     /// Token balance of a token account (0 when it does not exist).
     pub fn balance(&self, account: &Pubkey) -> u64 {
-        self.svm
-            .get_account(account)
-            .filter(|a| a.data.len() >= 72 && a.lamports > 0)
-            .map(|a| u64::from_le_bytes(a.data[64..72].try_into().unwrap()))
-            .unwrap_or(0)
+        self.c.balance(account)
     }
 
     /// Balances of every stake-mint token account of the world.
@@ -372,11 +293,11 @@ impl World {
 
     /// Whether an account exists (has lamports).
     pub fn exists(&self, key: &Pubkey) -> bool {
-        self.svm.get_account(key).is_some_and(|a| a.lamports > 0)
+        self.c.exists(key)
     }
 
     fn decode<T: AccountDeserialize>(&self, key: &Pubkey) -> Option<T> {
-        let a = self.svm.get_account(key).filter(|a| a.lamports > 0)?;
+        let a = self.c.svm.get_account(key).filter(|a| a.lamports > 0)?;
         T::try_deserialize(&mut a.data.as_slice()).ok()
     }
 

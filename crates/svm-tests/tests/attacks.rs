@@ -277,6 +277,9 @@ fn wrong_mint_vault_pda_signer_and_owner_are_refused() {
     let fake = w.token_account_of(other, &c.provider.key(), STAKE);
     let p = &c.provider;
     refused(w, "WrongMint", |w| w.send_as("stake", p, client::stake(p.key(), w.market, fake, 1)));
+    // wrong signer: staking out of someone else's wallet
+    let victim = c.client.wallet;
+    refused(w, "WrongAuthority", |w| w.send_as("stake", p, client::stake(p.key(), w.market, victim, 1)));
     let fake_client = w.token_account_of(other, &c.client.key(), 10 * R);
     let ix = client::post_task(c.client.key(), fake_client, w.mint, w.market, post_args(10));
     refused(w, "WrongMint", |w| w.send_as("post_task", &c.client, ix));

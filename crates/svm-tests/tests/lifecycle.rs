@@ -72,7 +72,7 @@ fn accepted_path_pays_provider_and_verifiers_and_closes_everything() {
     let t = w.task(&task);
     assert!(t.seed_drawn);
     assert_eq!(t.hashed_slot, submit_slot + 1, "seed from the first slot after the submit slot");
-    assert_eq!(t.seed, verification_seed(&World::slot_hash(submit_slot + 1), &task.to_bytes(), &[7; 32], 0));
+    assert_eq!(t.seed, verification_seed(&slot_hash(submit_slot + 1), &task.to_bytes(), &[7; 32], 0));
     for v in &c.verifiers {
         let n = w.node(&v.node);
         assert_eq!((n.free, n.bonded), (STAKE - R / 2, R / 2));
@@ -92,21 +92,21 @@ fn accepted_path_pays_provider_and_verifiers_and_closes_everything() {
 
     // settle every vote (a stranger cranks): bond back + 33_333 each, vote accounts closed
     for v in &c.verifiers {
-        let lamports_before = w.svm.get_balance(&v.key()).unwrap();
+        let lamports_before = w.c.svm.get_balance(&v.key()).unwrap();
         w.settle(task, v, 0).unwrap();
         assert_eq!(w.balance(&v.vault), STAKE + 33_333);
         let n = w.node(&v.node);
         assert_eq!((n.free, n.bonded, n.earned, n.verifications), (STAKE, 0, 33_333, 1));
         assert!(!w.exists(&pda::vote(&task, &v.node, 0)));
-        assert!(w.svm.get_balance(&v.key()).unwrap() > lamports_before, "vote rent returned");
+        assert!(w.c.svm.get_balance(&v.key()).unwrap() > lamports_before, "vote rent returned");
     }
     assert_eq!(w.balance(&escrow), 0);
 
     // close: escrow and task closed, client gets the rent
-    let lamports_before = w.svm.get_balance(&c.client.key()).unwrap();
+    let lamports_before = w.c.svm.get_balance(&c.client.key()).unwrap();
     w.close(task).unwrap();
     assert!(!w.exists(&task) && !w.exists(&escrow));
-    assert!(w.svm.get_balance(&c.client.key()).unwrap() > lamports_before);
+    assert!(w.c.svm.get_balance(&c.client.key()).unwrap() > lamports_before);
     assert_eq!(w.balance(&c.client.wallet), client_before - R);
 
     // fees to the treasury, earnings to the provider's wallet

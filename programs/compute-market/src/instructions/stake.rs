@@ -16,7 +16,11 @@ pub struct Stake<'info> {
     pub node: Account<'info, Node>,
     #[account(mut, seeds = [SEED_VAULT, node.key().as_ref()], bump = node.vault_bump)]
     pub vault: Account<'info, TokenAccount>,
-    #[account(mut, constraint = source.mint == vault.mint @ MarketError::WrongMint)]
+    #[account(
+        mut,
+        constraint = source.mint == vault.mint @ MarketError::WrongMint,
+        constraint = source.owner == authority.key() @ MarketError::WrongAuthority,
+    )]
     pub source: Account<'info, TokenAccount>,
     pub authority: Signer<'info>,
     pub token_program: Program<'info, Token>,

@@ -1,0 +1,100 @@
+//! One chain-access trait for every role. The embedded cluster implements it now; the RPC
+//! implementation (solana-client + pubsub) is the next step. Roles never know which one they
+//! talk to.
+
+pub mod embedded;
+
+use anchor_lang::{prelude::Pubkey, AccountDeserialize, Discriminator, Event};
+use anyhow::Result;
+use base64::Engine;
+use compute_market::state::{Node, Task, Vote};
+use solana_instruction::Instruction;
+use solana_keypair::Keypair;
+
+/// What a sent transaction did.
+#[derive(Clone, Debug)]
+pub struct TxReport {
+    /// Whether it succeeded.
+    pub ok: bool,
+    /// Compute units consumed.
+    pub cu: u64,
+    /// Program logs (events are decoded from them).
+    pub logs: Vec<String>,
+    /// The error when it failed.
+    pub error: Option<String>,
+}
+
+impl TxReport {
+    /// The Anchor error name in the logs, if any (`"SeedNotReady"`).
+    pub fn error_code(&self) -> Option<String> {
+        self.logs.iter().find_map(|l| {
+            let i = l.find("Error Code: ")?;
+            Some(l[i + 12..].split('.').next()?.to_string())
+        })
+    }
+
+    /// Events of type `E` emitted by the transaction.
+    pub fn events<E: Event + Discriminator>(&self) -> Vec<E> {
+        decode_events(&self.logs)
+    }
+}
+
+/// Decodes events of type `E` from `Program data:` log lines.
+pub fn decode_events<E: Event + Discriminator>(logs: &[String]) -> Vec<E> {
+    logs.iter()
+        .filter_map(|l| l.strip_prefix("Program data: "))
+        .filter_map(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .filter(|d| d.starts_with(E::DISCRIMINATOR))
+        .filter_map(|d| E::try_from_slice(&d[E::DISCRIMINATOR.len()..]).ok())
+        .collect()
+}
+
+/// Access to a cluster running the Compute Market program.
+pub trait Chain: Send + Sync {
+    /// The current slot.
+    fn slot(&self) -> Result<u64>;
+    /// The data of a live account.
+    fn account(&self, key: &Pubkey) -> Result<Option<Vec<u8>>>;
+    /// Every account of the program whose data starts with `discriminator`.
+    fn program_accounts(&self, discriminator: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>>;
+    /// The balance of an SPL token account (0 when it does not exist).
+    fn token_balance(&self, key: &Pubkey) -> Result<u64>;
+    /// Sends one transaction paid by `payer`. `Ok` with `ok: false` when the program refused it;
+    /// `Err` when it could not be sent.
+    fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport>;
+}
+
+fn decode<T: AccountDeserialize>(data: &[u8]) -> Option<T> {
+    T::try_deserialize(&mut &data[..]).ok()
+}
+
+/// Typed reads shared by every role.
+pub trait ChainExt: Chain {
+    /// All tasks.
+    fn tasks(&self) -> Result<Vec<(Pubkey, Task)>> {
+        Ok(self.program_accounts(Task::DISCRIMINATOR)?.into_iter().filter_map(|(k, d)| Some((k, decode(&d)?))).collect())
+    }
+    /// All votes of `task`.
+    fn votes(&self, task: &Pubkey) -> Result<Vec<(Pubkey, Vote)>> {
+        Ok(self
+            .program_accounts(Vote::DISCRIMINATOR)?
+            .into_iter()
+            .filter_map(|(k, d)| Some((k, decode::<Vote>(&d)?)))
+            .filter(|(_, v)| v.task == *task)
+            .collect())
+    }
+    /// A task.
+    fn task(&self, key: &Pubkey) -> Result<Option<Task>> {
+        Ok(self.account(key)?.and_then(|d| decode(&d)))
+    }
+    /// A node.
+    fn node(&self, key: &Pubkey) -> Result<Option<Node>> {
+        Ok(self.account(key)?.and_then(|d| decode(&d)))
+    }
+    /// All nodes.
+    fn nodes(&self) -> Result<Vec<(Pubkey, Node)>> {
+        Ok(self.program_accounts(Node::DISCRIMINATOR)?.into_iter().filter_map(|(k, d)| Some((k, decode(&d)?))).collect())
+    }
+}
+
+impl<C: Chain + ?Sized> ChainExt for C {}

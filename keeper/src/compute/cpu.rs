@@ -1,0 +1,80 @@
+//! The CPU reference backend: the definition every other backend must match bit for bit.
+
+use anyhow::{ensure, Result};
+use compute_market_protocol::job::{JobKind, JobSpec, MATMUL_TILE};
+use rayon::prelude::*;
+
+use super::{matrix::dot, Backend, FreivaldsProducts, Matrix};
+
+/// Runs jobs on the CPU's cores (rayon).
+#[derive(Clone, Debug, Default)]
+pub struct CpuBackend;
+
+/// One `MatMulModP` tile: block (tr, tc) of A·B, zero-padded to 64×64, little-endian `u32`.
+fn matmul_tile(a: &Matrix, bt: &Matrix, tr: usize, tc: usize) -> Vec<u8> {
+    let t = MATMUL_TILE as usize;
+    let mut out = vec![0u8; t * t * 4];
+    for r in 0..t {
+        let gr = tr * t + r;
+        if gr >= a.rows {
+            break;
+        }
+        let arow = a.row(gr);
+        for c in 0..t {
+            let gc = tc * t + c;
+            if gc >= bt.rows {
+                break;
+            }
+            let v = dot(arow, bt.row(gc));
+            out[4 * (r * t + c)..4 * (r * t + c) + 4].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// One `HashBatch` tile: the 32-byte outputs of its nonces, concatenated.
+fn hash_tile(job: &JobSpec, index: u32) -> Vec<u8> {
+    let nonces = job.dims[1] as u64;
+    let first = index as u64 * nonces;
+    (first..first + nonces).flat_map(|nonce| job.hash_nonce(nonce)).collect()
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> String {
+        format!("cpu({} threads)", rayon::current_num_threads())
+    }
+
+    fn tiles(&self, job: &JobSpec, indices: &[u32]) -> Result<Vec<Vec<u8>>> {
+        let count = job.tile_count();
+        ensure!(indices.iter().all(|&i| i < count), "tile index out of range (T = {count})");
+        Ok(match job.kind {
+            JobKind::MatMulModP => {
+                let a = Matrix::input_a(job);
+                let bt = Matrix::input_b(job).transpose();
+                let (_, cols) = job.tile_grid();
+                indices
+                    .par_iter()
+                    .map(|&i| matmul_tile(&a, &bt, (i / cols) as usize, (i % cols) as usize))
+                    .collect()
+            }
+            JobKind::HashBatch => indices.par_iter().map(|&i| hash_tile(job, i)).collect(),
+        })
+    }
+
+    fn freivalds(&self, job: &JobSpec, c: &Matrix, rs: &[Vec<u32>]) -> Result<Vec<FreivaldsProducts>> {
+        ensure!(job.kind == JobKind::MatMulModP, "Freivalds needs a MatMulModP job");
+        let [m, k, n] = job.dims.map(|d| d as usize);
+        ensure!(c.rows == m && c.cols == n, "C is {}×{}, expected {m}×{n}", c.rows, c.cols);
+        ensure!(rs.iter().all(|r| r.len() == n), "Freivalds vectors must have length n = {n}");
+        let a = Matrix::input_a(job);
+        let b = Matrix::input_b(job);
+        debug_assert_eq!((a.cols, b.rows), (k, k));
+        Ok(rs
+            .par_iter()
+            .map(|r| {
+                let br = b.mul_vec(r);
+                FreivaldsProducts { abr: a.mul_vec(&br), cr: c.mul_vec(r) }
+            })
+            .collect())
+    }
+}

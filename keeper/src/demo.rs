@@ -1,0 +1,397 @@
+//! `keeper demo`: the whole market on the embedded cluster. 3 providers (one corrupts a
+//! fraction of its tiles), 5 verifiers (one votes "valid" without checking), a client posting
+//! tasks of mixed kinds, a cranker; everything runs until every task is closed, then the run is
+//! reported: outcome per task, slashes, payouts, verification vs compute cost, slots per phase,
+//! and the performance model P = N·G·E/(1+L/C) next to the measured throughput.
+
+use std::{collections::HashMap, sync::Arc};
+
+use anchor_lang::prelude::Pubkey;
+use anyhow::{bail, ensure, Context, Result};
+use compute_market::{
+    client,
+    instructions::{InitializeConfigArgs, PostTaskArgs, RegisterNodeArgs},
+    pda,
+    state::{Hardware, MarketArgs, Params, TaskStatus, Windows},
+};
+use compute_market_embedded::Cluster;
+use compute_market_protocol::job::{JobKind, JobSpec};
+use serde::Serialize;
+use solana_keypair::Keypair;
+use solana_signer::Signer;
+
+use crate::{
+    chain::{embedded::EmbeddedChain, Chain, ChainExt},
+    compute::Backend,
+    roles::{cranker::Cranker, provider::Provider, verifier::Verifier},
+    tiles::TileStore,
+};
+
+/// Seconds per slot assumed when turning slots into time (Solana's target).
+pub const SLOT_SECONDS: f64 = 0.4;
+
+/// What the demo runs.
+#[derive(Clone, Debug)]
+pub struct DemoConfig {
+    /// Providers (the last one is dishonest).
+    pub providers: usize,
+    /// Verifiers (the last one is careless).
+    pub verifiers: usize,
+    /// Tasks posted.
+    pub tasks: usize,
+    /// Fraction of tiles the dishonest provider corrupts.
+    pub corrupt_fraction: f64,
+    /// Give up after this many slots.
+    pub max_slots: u64,
+}
+
+impl Default for DemoConfig {
+    fn default() -> Self {
+        DemoConfig { providers: 3, verifiers: 5, tasks: 20, corrupt_fraction: 0.25, max_slots: 5_000 }
+    }
+}
+
+/// One task's story.
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskRow {
+    /// Task number.
+    pub id: u64,
+    /// Job kind and size.
+    pub job: String,
+    /// Reward.
+    pub reward: u64,
+    /// Provider that submitted the result (last claimant).
+    pub provider: String,
+    /// Final status.
+    pub outcome: String,
+    /// Whether it was escalated to 2V seats.
+    pub escalated: bool,
+    /// Revealed valid / invalid votes of the deciding round.
+    pub votes: String,
+    /// Paid to the provider.
+    pub provider_paid: u64,
+    /// Slashed from the provider.
+    pub provider_slashed: u64,
+    /// Slots from post to claim, claim to submit, submit to finalize, finalize to close.
+    pub slots: [u64; 4],
+}
+
+/// One node's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeRow {
+    /// Name.
+    pub name: String,
+    /// Role and behaviour.
+    pub role: String,
+    /// Earned (rewards) over the run.
+    pub earned: u64,
+    /// Slashed over the run.
+    pub slashed: u64,
+    /// Times slashed.
+    pub times_slashed: u32,
+    /// Tasks completed (providers) or votes revealed (verifiers).
+    pub work: u32,
+    /// Tokens staked at the start.
+    pub staked: u64,
+    /// Tokens in the node's vault at the end (stake ± outcomes; fees already swept).
+    pub vault: u64,
+    /// Verifiers: votes against the task's final outcome (valid on a rejected result or
+    /// invalid on an accepted one).
+    pub sided_with_loser: u32,
+}
+
+/// The performance model of the seed, filled with measured values.
+#[derive(Clone, Debug, Serialize)]
+pub struct Model {
+    /// Providers.
+    pub n: f64,
+    /// Work units per second of one provider while computing.
+    pub g: f64,
+    /// Useful fraction: accepted results / submitted results.
+    pub e: f64,
+    /// On-chain latency per task (claim to finalize), seconds at 0.4 s/slot.
+    pub l: f64,
+    /// Compute time per task, seconds.
+    pub c: f64,
+    /// P = N·G·E/(1+L/C), work units per second.
+    pub p: f64,
+    /// Measured: accepted work / (slots run × 0.4 s).
+    pub measured: f64,
+}
+
+/// The report.
+#[derive(Clone, Debug, Serialize)]
+pub struct DemoReport {
+    /// Per task.
+    pub tasks: Vec<TaskRow>,
+    /// Per node.
+    pub nodes: Vec<NodeRow>,
+    /// Seconds verifying / seconds computing, all tasks.
+    pub verification_over_compute: f64,
+    /// The same per job kind.
+    pub verification_over_compute_by_kind: HashMap<String, f64>,
+    /// Slots the run took.
+    pub slots: u64,
+    /// Fees swept to the treasury.
+    pub treasury: u64,
+    /// The model.
+    pub model: Model,
+}
+
+fn job_of(i: u64) -> (JobSpec, u64) {
+    let seed = compute_market_protocol::hash::hashv(&[b"demo job", &i.to_le_bytes()]);
+    let job = match i % 4 {
+        0 => JobSpec::matmul(128, 128, 128, seed),
+        1 => JobSpec::hash_batch(128, 16, 8, seed),
+        2 => JobSpec::matmul(192, 96, 160, seed),
+        _ => JobSpec::matmul(256, 256, 256, seed),
+    };
+    let reward = 1_000_000 + job.work() / 16;
+    (job, reward)
+}
+
+fn describe(job: &JobSpec) -> String {
+    let [a, b, c] = job.dims;
+    match job.kind {
+        JobKind::MatMulModP => format!("MatMulModP {a}×{b}·{b}×{c}"),
+        JobKind::HashBatch => format!("HashBatch {a}×{b}×{c}"),
+    }
+}
+
+/// Runs the demo with `backend` doing every computation.
+pub fn run(cfg: &DemoConfig, backend: Arc<dyn Backend>) -> Result<DemoReport> {
+    ensure!(cfg.providers >= 2 && cfg.verifiers >= 3 && cfg.tasks >= 1, "the demo needs ≥ 2 providers, ≥ 3 verifiers and ≥ 1 task");
+    let cluster = Cluster::new().map_err(anyhow::Error::msg)?;
+    let chain = Arc::new(EmbeddedChain::new(cluster));
+    let store = Arc::new(TileStore::default());
+    let (admin, cranker_kp, client_kp) = chain.with(|c| (c.keypair("admin"), c.keypair("cranker"), c.keypair("client")));
+    let (mint, treasury, client_wallet) = chain.with(|c| {
+        for k in [&admin, &cranker_kp, &client_kp] {
+            c.airdrop(&k.pubkey(), 1_000_000_000_000);
+        }
+        let mint = c.create_mint(&admin.pubkey());
+        let treasury = c.token_account(&mint, &admin.pubkey(), 0);
+        let wallet = c.token_account(&mint, &client_kp.pubkey(), 10_000_000_000_000);
+        (mint, treasury, wallet)
+    });
+    let must = |what: &str, r: crate::chain::TxReport| -> Result<()> {
+        if !r.ok {
+            bail!("{what} refused: {}", r.error_code().or(r.error).unwrap_or_default());
+        }
+        Ok(())
+    };
+    let windows = Windows { submit: 60, join: 20, commit: 20, reveal: 20 };
+    let params = Params::defaults(1_000);
+    must("initialize_config", chain.send(&[client::initialize_config(admin.pubkey(), mint, treasury, InitializeConfigArgs { params, update_delay: 100 })], &admin, &[])?)?;
+    let market_args = MarketArgs { id: 1, name: "demo-gpus".into(), min_gflops: 1_000, min_memory_gb: 16, quorum: 3, samples: 16, windows, task_ttl: 2_000 };
+    must("create_market", chain.send(&[client::create_market(admin.pubkey(), market_args)], &admin, &[])?)?;
+    let market = pda::market(1);
+
+    let hw = Hardware { gflops: 50_000, memory_gb: 80, bandwidth_gbps: 2_000, region: 1 };
+    let stake = 2_000_000_000u64;
+    let onboard = |name: &str, roles: u8| -> Result<(Keypair, Pubkey)> {
+        let kp = chain.with(|c| c.keypair(name));
+        let wallet = chain.with(|c| {
+            c.airdrop(&kp.pubkey(), 100_000_000_000);
+            c.token_account(&mint, &kp.pubkey(), stake)
+        });
+        must("register_node", chain.send(&[client::register_node(kp.pubkey(), market, mint, RegisterNodeArgs { roles, hardware: hw })], &kp, &[])?)?;
+        must("stake", chain.send(&[client::stake(kp.pubkey(), market, wallet, stake)], &kp, &[])?)?;
+        let node = pda::node(&kp.pubkey());
+        Ok((kp, node))
+    };
+    let mut providers = vec![];
+    for i in 0..cfg.providers {
+        let dishonest = i + 1 == cfg.providers;
+        let name = if dishonest { format!("provider{i}(cheats)") } else { format!("provider{i}") };
+        let (kp, node) = onboard(&name, 1)?;
+        providers.push(Provider {
+            name,
+            kp,
+            node,
+            market,
+            backend: backend.clone(),
+            store: store.clone(),
+            corrupt_fraction: if dishonest { cfg.corrupt_fraction } else { 0.0 },
+            max_active: 2,
+            records: vec![],
+        });
+    }
+    let mut verifiers = vec![];
+    for i in 0..cfg.verifiers {
+        let careless = i + 1 == cfg.verifiers;
+        let name = if careless { format!("verifier{i}(careless)") } else { format!("verifier{i}") };
+        let (kp, node) = onboard(&name, 2)?;
+        verifiers.push(Verifier { name, kp, node, market, backend: backend.clone(), store: store.clone(), careless, sealed: HashMap::new(), records: vec![] });
+    }
+    let mut cranker = Cranker { kp: cranker_kp, treasury, ledger: Default::default() };
+
+    // the client posts every task
+    let mut tasks: Vec<(Pubkey, JobSpec, u64)> = vec![];
+    for i in 0..cfg.tasks as u64 {
+        let (job, reward) = job_of(i);
+        let args = PostTaskArgs { task_id: i, job: job.encode(), reward, quorum: 0, samples: 0, input_uri: String::new() };
+        must("post_task", chain.send(&[client::post_task(client_kp.pubkey(), client_wallet, mint, market, args)], &client_kp, &[])?)?;
+        tasks.push((pda::task(&client_kp.pubkey(), i), job, reward));
+    }
+
+    // run: every role steps once per slot, in an order that rotates (who is first to a seat
+    // changes like it does on a real network)
+    let start = chain.slot()?;
+    let mut first_seen: HashMap<(Pubkey, &'static str), u64> = HashMap::new();
+    let mut last_provider: HashMap<Pubkey, Pubkey> = HashMap::new();
+    let mut treasury_total = 0;
+    let mut tick = 0usize;
+    // first slot each task was seen claimed, submitted and finalized
+    let observe = |first_seen: &mut HashMap<(Pubkey, &'static str), u64>, last_provider: &mut HashMap<Pubkey, Pubkey>| -> Result<()> {
+        let now = chain.slot()?;
+        for (key, t) in chain.tasks()? {
+            let phase = match t.status {
+                TaskStatus::Claimed => "claimed",
+                TaskStatus::Verifying => "submitted",
+                s if s.is_terminal() => "finalized",
+                _ => continue,
+            };
+            first_seen.entry((key, phase)).or_insert(now);
+            if t.provider != Pubkey::default() {
+                last_provider.insert(key, t.provider);
+            }
+        }
+        Ok(())
+    };
+    loop {
+        let now = chain.slot()?;
+        let np = providers.len();
+        for i in 0..np {
+            providers[(tick + i) % np].step(chain.as_ref())?;
+        }
+        observe(&mut first_seen, &mut last_provider)?;
+        let nv = verifiers.len();
+        for i in 0..nv {
+            verifiers[(tick + i) % nv].step(chain.as_ref())?;
+        }
+        cranker.step(chain.as_ref())?;
+        observe(&mut first_seen, &mut last_provider)?;
+        if tick % 25 == 0 {
+            treasury_total += cranker.sweep(chain.as_ref())?;
+        }
+        if tasks.iter().all(|(k, _, _)| cranker.ledger.closed.iter().any(|(c, _)| c == k)) {
+            break;
+        }
+        if now - start > cfg.max_slots {
+            bail!("the demo did not finish within {} slots", cfg.max_slots);
+        }
+        chain.advance(1);
+        tick += 1;
+    }
+    treasury_total += cranker.sweep(chain.as_ref())?;
+    let slots = chain.slot()? - start;
+
+    // report
+    let name_of = |node: &Pubkey| -> String {
+        providers.iter().find(|p| p.node == *node).map(|p| p.name.clone()).unwrap_or_else(|| node.to_string())
+    };
+    let status_name = |s: u8| match s {
+        3 => "Accepted",
+        4 => "Rejected",
+        5 => "Undecided",
+        _ => "?",
+    };
+    let mut rows = vec![];
+    for (i, (key, job, reward)) in tasks.iter().enumerate() {
+        let fin = cranker.ledger.finalized.iter().find(|f| f.task == *key);
+        let closed = cranker.ledger.closed.iter().find(|(k, _)| k == key).map(|(_, s)| *s).unwrap_or(0);
+        let posted = start;
+        let claimed = first_seen.get(&(*key, "claimed")).copied().unwrap_or(posted);
+        let submitted = first_seen.get(&(*key, "submitted")).copied().unwrap_or(claimed);
+        let finalized = first_seen.get(&(*key, "finalized")).copied().unwrap_or(submitted);
+        rows.push(TaskRow {
+            id: i as u64,
+            job: describe(job),
+            reward: *reward,
+            provider: last_provider.get(key).map(name_of).unwrap_or_else(|| "-".into()),
+            outcome: fin.map(|f| status_name(f.status).to_string()).unwrap_or_else(|| "Expired/Cancelled".into()),
+            escalated: cranker.ledger.escalated.contains(key),
+            votes: fin.map(|f| format!("{}/{}", f.valid, f.invalid)).unwrap_or_default(),
+            provider_paid: fin.map_or(0, |f| f.provider_paid),
+            provider_slashed: fin.map_or(0, |f| f.provider_slashed),
+            slots: [claimed - posted, submitted - claimed, finalized - submitted, closed.saturating_sub(finalized)],
+        });
+    }
+    let mut nodes = vec![];
+    for p in &providers {
+        let n = chain.node(&p.node)?.context("provider node")?;
+        let slashed: u64 = rows.iter().filter(|r| r.provider == p.name).map(|r| r.provider_slashed).sum();
+        let role = if p.corrupt_fraction > 0.0 { format!("provider, corrupts {:.0}% of tiles", p.corrupt_fraction * 100.0) } else { "provider".into() };
+        nodes.push(NodeRow { name: p.name.clone(), role, earned: n.earned, slashed, times_slashed: n.times_slashed, work: n.tasks_completed, staked: stake, vault: chain.token_balance(&pda::vault(&p.node))?, sided_with_loser: 0 });
+    }
+    for v in &verifiers {
+        let n = chain.node(&v.node)?.context("verifier node")?;
+        let slashed: u64 = cranker.ledger.settled.iter().filter(|s| s.verifier == v.node).map(|s| s.slashed).sum();
+        let role = if v.careless { "verifier, votes valid unchecked".into() } else { "verifier".into() };
+        let outcome_of = |t: &Pubkey| tasks.iter().position(|(k, _, _)| k == t).map(|i| rows[i].outcome.as_str());
+        let sided_with_loser = v
+            .records
+            .iter()
+            .filter(|r| match outcome_of(&r.task) {
+                Some("Accepted") => r.vote == compute_market_protocol::commit::VOTE_INVALID,
+                Some("Rejected") => r.vote == compute_market_protocol::commit::VOTE_VALID,
+                _ => false,
+            })
+            .count() as u32;
+        nodes.push(NodeRow { name: v.name.clone(), role, earned: n.earned, slashed, times_slashed: n.times_slashed, work: n.verifications, staked: stake, vault: chain.token_balance(&pda::vault(&v.node))?, sided_with_loser });
+    }
+    let compute_s: f64 = providers.iter().flat_map(|p| &p.records).map(|r| r.seconds).sum();
+    let verify_s: f64 = verifiers.iter().flat_map(|v| &v.records).map(|r| r.seconds).sum();
+    let mut by_kind: HashMap<String, f64> = HashMap::new();
+    for kind in ["MatMulModP", "HashBatch"] {
+        let of_kind = |t: &Pubkey| tasks.iter().any(|(k, j, _)| k == t && format!("{:?}", j.kind) == kind);
+        let c: f64 = providers.iter().flat_map(|p| &p.records).filter(|r| of_kind(&r.task)).map(|r| r.seconds).sum();
+        let v: f64 = verifiers.iter().flat_map(|v| &v.records).filter(|r| of_kind(&r.task)).map(|r| r.seconds).sum();
+        if c > 0.0 {
+            by_kind.insert(kind.into(), v / c);
+        }
+    }
+    let records: Vec<_> = providers.iter().flat_map(|p| &p.records).collect();
+    let submitted = records.len().max(1) as f64;
+    let accepted: Vec<&TaskRow> = rows.iter().filter(|r| r.outcome == "Accepted").collect();
+    let accepted_work: u64 = tasks.iter().filter(|(k, _, _)| accepted.iter().any(|r| tasks[r.id as usize].0 == *k)).map(|(_, j, _)| j.work()).sum();
+    let g = records.iter().map(|r| r.work as f64).sum::<f64>() / compute_s.max(1e-9);
+    let c = compute_s / submitted;
+    let l = rows.iter().map(|r| (r.slots[1] + r.slots[2]) as f64).sum::<f64>() / rows.len() as f64 * SLOT_SECONDS;
+    let e = accepted.len() as f64 / submitted;
+    let n = providers.len() as f64;
+    let model = Model { n, g, e, l, c, p: n * g * e / (1.0 + l / c.max(1e-9)), measured: accepted_work as f64 / (slots as f64 * SLOT_SECONDS) };
+    Ok(DemoReport { tasks: rows, nodes, verification_over_compute: verify_s / compute_s.max(1e-9), verification_over_compute_by_kind: by_kind, slots, treasury: treasury_total, model })
+}
+
+/// The report as text tables.
+pub fn render(r: &DemoReport) -> String {
+    let mut s = format!(
+        "{:>3} {:<28} {:>9} {:<20} {:<10} {:>4} {:>6} {:>11} {:>11}  {}\n",
+        "id", "job", "reward", "provider", "outcome", "esc", "v/i", "paid", "slashed", "slots claim/submit/final/close"
+    );
+    for t in &r.tasks {
+        s += &format!(
+            "{:>3} {:<28} {:>9} {:<20} {:<10} {:>4} {:>6} {:>11} {:>11}  {}/{}/{}/{}\n",
+            t.id, t.job, t.reward, t.provider, t.outcome, if t.escalated { "yes" } else { "" }, t.votes, t.provider_paid, t.provider_slashed,
+            t.slots[0], t.slots[1], t.slots[2], t.slots[3]
+        );
+    }
+    s += &format!("\n{:<24} {:<34} {:>12} {:>12} {:>8} {:>6} {:>14}\n", "node", "role", "earned", "slashed", "slashes", "work", "sided w/ loser");
+    for n in &r.nodes {
+        s += &format!("{:<24} {:<34} {:>12} {:>12} {:>8} {:>6} {:>14}\n", n.name, n.role, n.earned, n.slashed, n.times_slashed, n.work, n.sided_with_loser);
+    }
+    let m = &r.model;
+    s += &format!(
+        "\nverification / compute: {:.4} overall ({})\nslots run: {}; fees swept to the treasury: {}\n\
+         performance model P = N·G·E/(1+L/C) with N = {}, G = {:.3e} work/s, E = {:.2}, L = {:.1} s, C = {:.3} s  =>  P = {:.3e} work/s\n\
+         measured throughput (accepted work / (slots × {SLOT_SECONDS} s)): {:.3e} work/s\n",
+        r.verification_over_compute,
+        r.verification_over_compute_by_kind.iter().map(|(k, v)| format!("{k} {v:.4}")).collect::<Vec<_>>().join(", "),
+        r.slots,
+        r.treasury,
+        m.n, m.g, m.e, m.l, m.c, m.p, m.measured
+    );
+    s
+}

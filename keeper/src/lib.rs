@@ -1,0 +1,15 @@
+//! # compute-market-keeper
+//!
+//! What providers, verifiers and crankers run: compute backends ([`compute`]), the result
+//! commitment and the verifier's checks ([`verify`]), chain access ([`chain`]), result serving
+//! ([`tiles`]), the roles ([`roles`]), the embedded-cluster demo ([`demo`]) and benchmarks
+//! ([`bench`]).
+#![deny(missing_docs)]
+
+pub mod bench;
+pub mod chain;
+pub mod compute;
+pub mod demo;
+pub mod roles;
+pub mod tiles;
+pub mod verify;

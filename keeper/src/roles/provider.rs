@@ -1,0 +1,121 @@
+//! Provider: claims tasks of its market that it can bond, computes them, serves the tiles and
+//! submits the Merkle root.
+
+use std::{sync::Arc, time::Instant};
+
+use anchor_lang::prelude::Pubkey;
+use anyhow::{Context, Result};
+use compute_market::{client, instructions::SubmitResultArgs, state::TaskStatus};
+use compute_market_protocol::{hash::hashv, job::JobSpec, P};
+use solana_keypair::Keypair;
+use solana_signer::Signer;
+
+use super::send;
+use crate::{
+    chain::{Chain, ChainExt},
+    compute::Backend,
+    tiles::TileStore,
+};
+
+/// Work a provider did on one task.
+#[derive(Clone, Debug)]
+pub struct ComputeRecord {
+    /// The task.
+    pub task: Pubkey,
+    /// Seconds spent computing tiles and the tree.
+    pub seconds: f64,
+    /// Work units of the job.
+    pub work: u64,
+    /// Tiles corrupted on purpose.
+    pub corrupted: u32,
+}
+
+/// A provider.
+pub struct Provider {
+    /// Name for logs.
+    pub name: String,
+    /// Its signer.
+    pub kp: Keypair,
+    /// Its node.
+    pub node: Pubkey,
+    /// Its market.
+    pub market: Pubkey,
+    /// Where it computes.
+    pub backend: Arc<dyn Backend>,
+    /// Where it serves results.
+    pub store: Arc<TileStore>,
+    /// Fraction of tiles it corrupts (0 for an honest provider).
+    pub corrupt_fraction: f64,
+    /// Most tasks held at once.
+    pub max_active: usize,
+    /// What it computed.
+    pub records: Vec<ComputeRecord>,
+}
+
+impl Provider {
+    /// Corrupts about `corrupt_fraction` of the tiles (deterministically, at least one when the
+    /// fraction is positive), keeping each tile well-formed so only a real check notices.
+    fn corrupt(&self, job: &JobSpec, tiles: &mut [Vec<u8>]) -> u32 {
+        if self.corrupt_fraction <= 0.0 {
+            return 0;
+        }
+        let hit = |t: &mut Vec<u8>| {
+            let v = u32::from_le_bytes(t[..4].try_into().expect("4 bytes"));
+            t[..4].copy_from_slice(&(((v as u64 + 1) % P) as u32).to_le_bytes());
+        };
+        let mut n = 0;
+        for (i, t) in tiles.iter_mut().enumerate() {
+            let h = hashv(&[b"corrupt", &job.input, &(i as u32).to_le_bytes()]);
+            if (h[0] as f64) < self.corrupt_fraction * 256.0 {
+                hit(t);
+                n += 1;
+            }
+        }
+        if n == 0 {
+            hit(&mut tiles[0]);
+            n = 1;
+        }
+        n
+    }
+
+    /// One pass: submit what it holds, then claim what it can.
+    pub fn step(&mut self, chain: &dyn Chain) -> Result<()> {
+        let now = chain.slot()?;
+        let tasks = chain.tasks()?;
+        for (key, t) in tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == self.node) {
+            if now > t.submit_deadline {
+                continue;
+            }
+            let job = JobSpec::decode(&t.job).map_err(|e| anyhow::anyhow!("task {key}: malformed job spec: {e}"))?;
+            let start = Instant::now();
+            let mut tiles = self.backend.run(&job).with_context(|| format!("computing task {key}"))?;
+            let corrupted = self.corrupt(&job, &mut tiles);
+            let (root, uri) = self.store.publish(job, tiles);
+            let seconds = start.elapsed().as_secs_f64();
+            let ix = client::submit_result(self.kp.pubkey(), *key, SubmitResultArgs { result_root: root, result_uri: uri });
+            if send(chain, &self.name, "submit_result", key, ix, &self.kp)?.ok {
+                tracing::info!(provider = self.name, task = %key, seconds, corrupted, "result submitted");
+                self.records.push(ComputeRecord { task: *key, seconds, work: job.work(), corrupted });
+            }
+        }
+        let Some(node) = chain.node(&self.node)? else { return Ok(()) };
+        let active = tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == self.node).count();
+        let mut free = node.free;
+        let mut open: Vec<&(Pubkey, compute_market::state::Task)> = tasks
+            .iter()
+            .filter(|(_, t)| t.status == TaskStatus::Open && t.market == self.market && now <= t.open_deadline && t.provider_bond <= free)
+            .collect();
+        // oldest first, then the best-paid
+        open.sort_by_key(|(_, t)| (t.posted_slot, u64::MAX - t.reward));
+        for (key, t) in open.into_iter().take(self.max_active.saturating_sub(active)) {
+            if t.provider_bond > free {
+                continue;
+            }
+            if send(chain, &self.name, "claim_task", key, client::claim_task(self.kp.pubkey(), *key), &self.kp)?.ok {
+                free -= t.provider_bond;
+                tracing::info!(provider = self.name, task = %key, bond = t.provider_bond, "claimed");
+            }
+        }
+        Ok(())
+    }
+}

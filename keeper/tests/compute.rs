@@ -1,0 +1,113 @@
+//! The CPU reference backend against a naive definition, and the verifier's checks against
+//! honest and corrupted results.
+
+use compute_market_keeper::{
+    compute::{cpu::CpuBackend, Backend, Matrix},
+    verify::{check_matmul, check_sampled, commit, ProvenTile},
+};
+use compute_market_protocol::{
+    commit::{VOTE_INVALID, VOTE_VALID},
+    job::JobSpec,
+    merkle::leaf_hash,
+    P,
+};
+
+fn naive(job: &JobSpec) -> Matrix {
+    let a = Matrix::input_a(job);
+    let b = Matrix::input_b(job);
+    let mut c = Matrix::zeros(a.rows, b.cols);
+    for i in 0..a.rows {
+        for j in 0..b.cols {
+            let mut acc: u128 = 0;
+            for l in 0..a.cols {
+                acc += a.data[i * a.cols + l] as u128 * b.data[l * b.cols + j] as u128;
+            }
+            c.data[i * b.cols + j] = (acc % P as u128) as u32;
+        }
+    }
+    c
+}
+
+#[test]
+fn matmul_tiles_match_the_naive_product_for_ragged_sizes() {
+    for (m, k, n) in [(1, 1, 1), (64, 64, 64), (65, 3, 130), (100, 77, 63), (129, 200, 64)] {
+        let job = JobSpec::matmul(m, k, n, [m as u8; 32]);
+        let tiles = CpuBackend.run(&job).unwrap();
+        assert_eq!(tiles.len() as u32, job.tile_count());
+        assert!(tiles.iter().all(|t| t.len() == job.tile_len()));
+        assert_eq!(Matrix::from_tiles(&job, &tiles).unwrap(), naive(&job), "{m}×{k}×{n}");
+        // padding is zero
+        let last = tiles.last().unwrap();
+        if n % 64 != 0 {
+            assert_eq!(&last[4 * 63..4 * 64], &[0, 0, 0, 0]);
+        }
+    }
+}
+
+#[test]
+fn subset_of_tiles_equals_the_same_tiles_of_the_full_run() {
+    let job = JobSpec::matmul(200, 50, 130, [9; 32]);
+    let all = CpuBackend.run(&job).unwrap();
+    let some = CpuBackend.tiles(&job, &[7, 0, 3]).unwrap();
+    assert_eq!(some, vec![all[7].clone(), all[0].clone(), all[3].clone()]);
+    assert!(CpuBackend.tiles(&job, &[job.tile_count()]).is_err());
+}
+
+#[test]
+fn hash_batch_tiles_follow_the_protocol() {
+    let job = JobSpec::hash_batch(5, 3, 4, [1; 32]);
+    let tiles = CpuBackend.run(&job).unwrap();
+    assert_eq!(tiles.len(), 5);
+    assert_eq!(&tiles[2][32..64], &job.hash_nonce(7));
+}
+
+#[test]
+fn freivalds_accepts_honest_and_rejects_one_wrong_element() {
+    let job = JobSpec::matmul(96, 80, 70, [4; 32]);
+    let tiles = CpuBackend.run(&job).unwrap();
+    let root = commit(&tiles).root();
+    let v = check_matmul(&CpuBackend, &job, &tiles, &root, &[1; 32], &[2; 32], 16).unwrap();
+    assert_eq!(v.vote, VOTE_VALID, "{}", v.reason);
+    // one element off by 2^31 - 2 (mod 2^32 Freivalds would miss some such errors; mod p never)
+    let mut bad = tiles.clone();
+    // tile 1 covers columns 64..70 of C: element (0, 67)
+    let x = u32::from_le_bytes(bad[1][12..16].try_into().unwrap());
+    bad[1][12..16].copy_from_slice(&(((x as u64 + P - 1) % P) as u32).to_le_bytes());
+    let bad_root = commit(&bad).root();
+    let v = check_matmul(&CpuBackend, &job, &bad, &bad_root, &[1; 32], &[2; 32], 16).unwrap();
+    assert_eq!(v.vote, VOTE_INVALID);
+    assert!(v.reason.contains("Freivalds"), "{}", v.reason);
+    // honest tiles against a different root
+    let v = check_matmul(&CpuBackend, &job, &tiles, &bad_root, &[1; 32], &[2; 32], 16).unwrap();
+    assert_eq!(v.vote, VOTE_INVALID);
+    assert!(v.reason.contains("root"));
+    // garbage in the padding (column 74 of a 70-column C) is a malformed result
+    let mut padded = tiles.clone();
+    padded[1][40..44].copy_from_slice(&1u32.to_le_bytes());
+    let padded_root = commit(&padded).root();
+    let v = check_matmul(&CpuBackend, &job, &padded, &padded_root, &[1; 32], &[2; 32], 16).unwrap();
+    assert_eq!(v.vote, VOTE_INVALID);
+    assert!(v.reason.contains("padding"), "{}", v.reason);
+}
+
+#[test]
+fn sampled_check_rejects_bad_tiles_and_bad_proofs() {
+    let job = JobSpec::hash_batch(20, 2, 2, [6; 32]);
+    let tiles = CpuBackend.run(&job).unwrap();
+    let tree = commit(&tiles);
+    let serve = |i: u32, tile: Vec<u8>| ProvenTile { index: i, tile, proof: tree.proof(i).unwrap() };
+    let good: Vec<ProvenTile> = [3, 11, 19].iter().map(|&i| serve(i, tiles[i as usize].clone())).collect();
+    assert_eq!(check_sampled(&CpuBackend, &job, &good, &tree.root()).unwrap().vote, VOTE_VALID);
+    // a wrong tile committed honestly in the tree: proof fine, recomputation differs
+    let mut wrong = tiles.clone();
+    wrong[11][0] ^= 0xff;
+    let wrong_tree = commit(&wrong);
+    let served = vec![ProvenTile { index: 11, tile: wrong[11].clone(), proof: wrong_tree.proof(11).unwrap() }];
+    let v = check_sampled(&CpuBackend, &job, &served, &wrong_tree.root()).unwrap();
+    assert_eq!(v.vote, VOTE_INVALID);
+    assert!(v.reason.contains("differs"));
+    // a right tile with a proof that does not reach the root
+    let v = check_sampled(&CpuBackend, &job, &[serve(3, tiles[3].clone())], &leaf_hash(0, b"other")).unwrap();
+    assert_eq!(v.vote, VOTE_INVALID);
+    assert!(v.reason.contains("proof"));
+}
