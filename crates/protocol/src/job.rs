@@ -211,10 +211,22 @@ pub fn splitmix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// `x mod P` by Mersenne folding (exactly `x % P`, without a division).
+#[inline]
+pub const fn mod_p(x: u64) -> u64 {
+    let x = (x & crate::P) + (x >> 31);
+    let x = (x & crate::P) + (x >> 31);
+    if x >= crate::P {
+        x - crate::P
+    } else {
+        x
+    }
+}
+
 /// Generated matrix element `idx` under `key`, in `[0, P)`.
 #[inline]
 pub fn matrix_element(key: &u64, idx: u64) -> u32 {
-    (splitmix64(key ^ idx.wrapping_mul(0xD1B5_4A32_D192_ED03)) % crate::P) as u32
+    mod_p(splitmix64(key ^ idx.wrapping_mul(0xD1B5_4A32_D192_ED03))) as u32
 }
 
 #[cfg(test)]
@@ -253,6 +265,18 @@ mod tests {
         assert_eq!(JobSpec::decode(&z), Err(JobError::DimensionOutOfRange));
         let big = JobSpec::matmul(MAX_MATRIX_DIM + 1, 64, 64, [0; 32]).encode();
         assert_eq!(JobSpec::decode(&big), Err(JobError::DimensionOutOfRange));
+    }
+
+    #[test]
+    fn mod_p_is_remainder() {
+        for x in [0, 1, crate::P - 1, crate::P, crate::P + 1, 2 * crate::P, u64::MAX, u64::MAX - 1, 1 << 62] {
+            assert_eq!(mod_p(x), x % crate::P, "{x}");
+        }
+        let mut z = 1u64;
+        for _ in 0..100_000 {
+            z = splitmix64(z);
+            assert_eq!(mod_p(z), z % crate::P);
+        }
     }
 
     #[test]

@@ -17,12 +17,10 @@ pub struct Matrix {
     pub data: Vec<u32>,
 }
 
-/// Reduces `x` (any `u64`) modulo `P` with two Mersenne folds.
+/// Reduces `x` (any `u64`) modulo `P`.
 #[inline(always)]
 pub fn reduce(x: u64) -> u32 {
-    let x = (x & P) + (x >> 31);
-    let x = (x & P) + (x >> 31);
-    (if x >= P { x - P } else { x }) as u32
+    compute_market_protocol::job::mod_p(x) as u32
 }
 
 /// `Σ a[i]·b[i] mod P`. Two products (< 2^62 each) are added before each fold, so the
