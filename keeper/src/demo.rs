@@ -23,7 +23,7 @@ use solana_signer::Signer;
 use crate::{
     chain::{embedded::EmbeddedChain, Chain, ChainExt},
     compute::Backend,
-    roles::{cranker::Cranker, provider::Provider, verifier::Verifier},
+    roles::{cranker::Cranker, provider::Provider, verifier::Verifier, NodeCtx},
     tiles::TileStore,
 };
 
@@ -206,12 +206,7 @@ pub fn run(cfg: &DemoConfig, backend: Arc<dyn Backend>) -> Result<DemoReport> {
         let name = if dishonest { format!("provider{i}(cheats)") } else { format!("provider{i}") };
         let (kp, node) = onboard(&name, 1)?;
         providers.push(Provider {
-            name,
-            kp,
-            node,
-            market,
-            backend: backend.clone(),
-            store: store.clone(),
+            ctx: NodeCtx { name, kp, node, market, backend: backend.clone(), store: store.clone() },
             corrupt_fraction: if dishonest { cfg.corrupt_fraction } else { 0.0 },
             max_active: 2,
             records: vec![],
@@ -222,7 +217,8 @@ pub fn run(cfg: &DemoConfig, backend: Arc<dyn Backend>) -> Result<DemoReport> {
         let careless = i + 1 == cfg.verifiers;
         let name = if careless { format!("verifier{i}(careless)") } else { format!("verifier{i}") };
         let (kp, node) = onboard(&name, 2)?;
-        verifiers.push(Verifier { name, kp, node, market, backend: backend.clone(), store: store.clone(), careless, sealed: HashMap::new(), records: vec![] });
+        let ctx = NodeCtx { name, kp, node, market, backend: backend.clone(), store: store.clone() };
+        verifiers.push(Verifier { ctx, careless, sealed: HashMap::new(), records: vec![] });
     }
     let mut cranker = Cranker { kp: cranker_kp, treasury, ledger: Default::default() };
 
@@ -289,7 +285,7 @@ pub fn run(cfg: &DemoConfig, backend: Arc<dyn Backend>) -> Result<DemoReport> {
 
     // report
     let name_of = |node: &Pubkey| -> String {
-        providers.iter().find(|p| p.node == *node).map(|p| p.name.clone()).unwrap_or_else(|| node.to_string())
+        providers.iter().find(|p| p.ctx.node == *node).map(|p| p.ctx.name.clone()).unwrap_or_else(|| node.to_string())
     };
     let status_name = |s: u8| match s {
         3 => "Accepted",
@@ -320,14 +316,14 @@ pub fn run(cfg: &DemoConfig, backend: Arc<dyn Backend>) -> Result<DemoReport> {
     }
     let mut nodes = vec![];
     for p in &providers {
-        let n = chain.node(&p.node)?.context("provider node")?;
-        let slashed: u64 = rows.iter().filter(|r| r.provider == p.name).map(|r| r.provider_slashed).sum();
+        let n = chain.node(&p.ctx.node)?.context("provider node")?;
+        let slashed: u64 = rows.iter().filter(|r| r.provider == p.ctx.name).map(|r| r.provider_slashed).sum();
         let role = if p.corrupt_fraction > 0.0 { format!("provider, corrupts {:.0}% of tiles", p.corrupt_fraction * 100.0) } else { "provider".into() };
-        nodes.push(NodeRow { name: p.name.clone(), role, earned: n.earned, slashed, times_slashed: n.times_slashed, work: n.tasks_completed, staked: stake, vault: chain.token_balance(&pda::vault(&p.node))?, sided_with_loser: 0 });
+        nodes.push(NodeRow { name: p.ctx.name.clone(), role, earned: n.earned, slashed, times_slashed: n.times_slashed, work: n.tasks_completed, staked: stake, vault: chain.token_balance(&pda::vault(&p.ctx.node))?, sided_with_loser: 0 });
     }
     for v in &verifiers {
-        let n = chain.node(&v.node)?.context("verifier node")?;
-        let slashed: u64 = cranker.ledger.settled.iter().filter(|s| s.verifier == v.node).map(|s| s.slashed).sum();
+        let n = chain.node(&v.ctx.node)?.context("verifier node")?;
+        let slashed: u64 = cranker.ledger.settled.iter().filter(|s| s.verifier == v.ctx.node).map(|s| s.slashed).sum();
         let role = if v.careless { "verifier, votes valid unchecked".into() } else { "verifier".into() };
         let outcome_of = |t: &Pubkey| tasks.iter().position(|(k, _, _)| k == t).map(|i| rows[i].outcome.as_str());
         let sided_with_loser = v
@@ -339,7 +335,7 @@ pub fn run(cfg: &DemoConfig, backend: Arc<dyn Backend>) -> Result<DemoReport> {
                 _ => false,
             })
             .count() as u32;
-        nodes.push(NodeRow { name: v.name.clone(), role, earned: n.earned, slashed, times_slashed: n.times_slashed, work: n.verifications, staked: stake, vault: chain.token_balance(&pda::vault(&v.node))?, sided_with_loser });
+        nodes.push(NodeRow { name: v.ctx.name.clone(), role, earned: n.earned, slashed, times_slashed: n.times_slashed, work: n.verifications, staked: stake, vault: chain.token_balance(&pda::vault(&v.ctx.node))?, sided_with_loser });
     }
     let compute_s: f64 = providers.iter().flat_map(|p| &p.records).map(|r| r.seconds).sum();
     let verify_s: f64 = verifiers.iter().flat_map(|v| &v.records).map(|r| r.seconds).sum();

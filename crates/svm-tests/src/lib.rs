@@ -474,6 +474,51 @@ impl Default for World {
     }
 }
 
+/// Reward of the scenario tasks.
+pub const R: u64 = 1_000_000;
+/// Stake of every scenario node.
+pub const STAKE: u64 = 10_000_000;
+
+/// A fresh world with a funded client, a staked provider and staked verifiers.
+pub struct Cast {
+    /// The world.
+    pub w: World,
+    /// Posts tasks (100 R in its wallet).
+    pub client: Actor,
+    /// Claims and submits.
+    pub provider: Actor,
+    /// Verifier-only nodes.
+    pub verifiers: Vec<Actor>,
+}
+
+/// A [`Cast`] with `n` verifiers and a provider with roles `provider_roles`.
+pub fn cast(n: usize, provider_roles: u8) -> Cast {
+    let mut w = World::new();
+    let client = w.actor("client", 100 * R);
+    let provider = w.actor("provider", STAKE);
+    w.onboard(&provider, provider_roles, STAKE);
+    let verifiers = (0..n)
+        .map(|i| {
+            let v = w.actor(&format!("v{i}"), STAKE);
+            w.onboard(&v, 2, STAKE);
+            v
+        })
+        .collect();
+    Cast { w, client, provider, verifiers }
+}
+
+impl Cast {
+    /// Posts task `id`, claims it and submits root `[7; 32]`, then moves two slots on so the
+    /// seed can be drawn (at slot N, SlotHashes holds only the slots before N).
+    pub fn submitted(&mut self, id: u64) -> Pubkey {
+        let task = self.w.post(&self.client, id, small_job(id as u8), R).expect("post");
+        self.w.claim(&self.provider, task).expect("claim");
+        self.w.submit(&self.provider, task, [7; 32]).expect("submit");
+        self.w.advance(2);
+        task
+    }
+}
+
 /// A small `MatMulModP` job.
 pub fn small_job(seed: u8) -> JobSpec {
     JobSpec::matmul(128, 128, 128, [seed; 32])

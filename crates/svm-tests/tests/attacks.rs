@@ -14,8 +14,6 @@ use compute_market_svm_tests::*;
 use solana_instruction::Instruction;
 use solana_signer::Signer;
 
-const R: u64 = 1_000_000;
-const STAKE: u64 = 10_000_000;
 
 /// Runs `f`, which must fail with `error`, and checks that no token account changed.
 fn refused(w: &mut World, error: &str, f: impl FnOnce(&mut World) -> Result<TxRecord, TxRecord>) {
@@ -27,35 +25,6 @@ fn refused(w: &mut World, error: &str, f: impl FnOnce(&mut World) -> Result<TxRe
     assert_eq!(before, w.balances(), "a refused instruction moved tokens");
 }
 
-struct Cast {
-    w: World,
-    client: Actor,
-    provider: Actor,
-    verifiers: Vec<Actor>,
-}
-
-fn cast(n: usize) -> Cast {
-    let mut w = World::new();
-    let client = w.actor("client", 100 * R);
-    let provider = w.actor("provider", STAKE);
-    w.onboard(&provider, 3, STAKE);
-    let verifiers = (0..n)
-        .map(|i| {
-            let v = w.actor(&format!("v{i}"), STAKE);
-            w.onboard(&v, 2, STAKE);
-            v
-        })
-        .collect();
-    Cast { w, client, provider, verifiers }
-}
-
-fn submitted(c: &mut Cast, id: u64) -> Pubkey {
-    let task = c.w.post(&c.client, id, small_job(id as u8), R).expect("post");
-    c.w.claim(&c.provider, task).expect("claim");
-    c.w.submit(&c.provider, task, [9; 32]).expect("submit");
-    c.w.advance(2); // SlotHashes at slot N holds slots < N: the slot after the submission is known from N = submit + 2
-    task
-}
 
 fn post_args(id: u64) -> PostTaskArgs {
     PostTaskArgs { task_id: id, job: small_job(1).encode(), reward: R, quorum: 0, samples: 0, input_uri: String::new() }
@@ -63,8 +32,8 @@ fn post_args(id: u64) -> PostTaskArgs {
 
 #[test]
 fn copycat_voting_is_defeated_by_commit_reveal() {
-    let mut c = cast(3);
-    let task = submitted(&mut c, 1);
+    let mut c = cast(3, 3);
+    let task = c.submitted(1);
     let w = &mut c.w;
     let [v0, v1, v2] = [&c.verifiers[0], &c.verifiers[1], &c.verifiers[2]];
     let honest = Ballot::new(VOTE_INVALID, 1);
@@ -85,7 +54,7 @@ fn copycat_voting_is_defeated_by_commit_reveal() {
 
 #[test]
 fn seat_grinding_fails_because_the_seed_comes_after_the_commitment() {
-    let mut c = cast(1);
+    let mut c = cast(1, 3);
     let w = &mut c.w;
     let task = w.post(&c.client, 2, small_job(2), R).unwrap();
     w.claim(&c.provider, task).unwrap();
@@ -128,8 +97,8 @@ fn seed_reference_moves_forward_when_its_slot_left_slot_hashes() {
 
 #[test]
 fn provider_and_client_cannot_take_seats_and_sortition_is_stake_weighted() {
-    let mut c = cast(1);
-    let task = submitted(&mut c, 4);
+    let mut c = cast(1, 3);
+    let task = c.submitted(4);
     let w = &mut c.w;
     // the provider (roles = both) cannot verify its own task
     refused(w, "ProviderCannotVerify", |w| w.join(&c.provider, task));
@@ -154,7 +123,7 @@ fn provider_and_client_cannot_take_seats_and_sortition_is_stake_weighted() {
 
 #[test]
 fn colluding_minority_is_slashed() {
-    let mut c = cast(5);
+    let mut c = cast(5, 3);
     let w = &mut c.w;
     let task = w.post_with(&c.client, PostTaskArgs { quorum: 5, ..post_args(5) }).unwrap();
     w.claim(&c.provider, task).unwrap();
@@ -181,8 +150,8 @@ fn colluding_minority_is_slashed() {
 
 #[test]
 fn windows_are_enforced() {
-    let mut c = cast(3);
-    let task = submitted(&mut c, 6);
+    let mut c = cast(3, 3);
+    let task = c.submitted(6);
     let w = &mut c.w;
     let b = Ballot::new(VOTE_VALID, 60);
     w.join(&c.verifiers[0], task).unwrap();
@@ -201,8 +170,8 @@ fn windows_are_enforced() {
 
 #[test]
 fn late_commit_is_refused() {
-    let mut c = cast(3);
-    let task = submitted(&mut c, 7);
+    let mut c = cast(3, 3);
+    let task = c.submitted(7);
     let w = &mut c.w;
     w.join(&c.verifiers[0], task).unwrap();
     let t = w.task(&task);
@@ -212,7 +181,7 @@ fn late_commit_is_refused() {
 
 #[test]
 fn a_stranger_settles_for_a_client_who_never_does_but_cannot_redirect_the_refund() {
-    let mut c = cast(0);
+    let mut c = cast(0, 3);
     let w = &mut c.w;
     let task = w.post(&c.client, 8, small_job(8), R).unwrap();
     let d = w.task(&task).open_deadline;
@@ -232,7 +201,7 @@ fn a_stranger_settles_for_a_client_who_never_does_but_cannot_redirect_the_refund
 
 #[test]
 fn double_claim_double_vote_unseated_vote_and_replayed_reveal() {
-    let mut c = cast(3);
+    let mut c = cast(3, 3);
     let w = &mut c.w;
     let task = w.post(&c.client, 9, small_job(9), R).unwrap();
     w.claim(&c.provider, task).unwrap();
@@ -270,7 +239,7 @@ fn double_claim_double_vote_unseated_vote_and_replayed_reveal() {
 
 #[test]
 fn wrong_mint_vault_pda_signer_and_owner_are_refused() {
-    let mut c = cast(3);
+    let mut c = cast(3, 3);
     let w = &mut c.w;
     let other = w.other_mint();
     // wrong mint: staking or posting from a token account of another mint
@@ -289,7 +258,7 @@ fn wrong_mint_vault_pda_signer_and_owner_are_refused() {
     let ix = client::post_task(c.client.key(), c.provider.wallet, w.mint, w.market, post_args(10));
     refused(w, "WrongAuthority", |w| w.send_as("post_task", &c.client, ix));
 
-    let task = submitted(&mut c, 11);
+    let task = c.submitted(11);
     let w = &mut c.w;
     // wrong signer: someone else's node for claim/cancel
     let thief = w.actor("thief", 0);
@@ -329,7 +298,7 @@ fn wrong_mint_vault_pda_signer_and_owner_are_refused() {
 
 #[test]
 fn reinitialisation_is_refused() {
-    let mut c = cast(0);
+    let mut c = cast(0, 3);
     let w = &mut c.w;
     let admin = w.admin.insecure_clone();
     let ix = client::initialize_config(
@@ -347,7 +316,7 @@ fn reinitialisation_is_refused() {
 
 #[test]
 fn arithmetic_overflow_on_large_amounts_is_refused() {
-    let mut c = cast(0);
+    let mut c = cast(0, 3);
     let w = &mut c.w;
     let mut a = post_args(13);
     a.reward = u64::MAX / 2 + 1; // bond = 2 × reward overflows u64
@@ -357,7 +326,7 @@ fn arithmetic_overflow_on_large_amounts_is_refused() {
 
 #[test]
 fn bad_input_is_refused_by_name() {
-    let mut c = cast(0);
+    let mut c = cast(0, 3);
     let w = &mut c.w;
     let cases: Vec<(&str, PostTaskArgs)> = vec![
         ("ZeroReward", PostTaskArgs { reward: 0, ..post_args(20) }),

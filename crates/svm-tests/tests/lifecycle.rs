@@ -5,45 +5,13 @@ use compute_market::{client, pda, state::TaskStatus};
 use compute_market_protocol::commit::{verification_seed, VOTE_INVALID, VOTE_VALID};
 use compute_market_svm_tests::*;
 
-const R: u64 = 1_000_000; // reward
-const STAKE: u64 = 10_000_000;
 
-struct Cast {
-    w: World,
-    client: Actor,
-    provider: Actor,
-    verifiers: Vec<Actor>,
-}
-
-fn cast(n_verifiers: usize) -> Cast {
-    let mut w = World::new();
-    let client = w.actor("client", 100 * R);
-    let provider = w.actor("provider", STAKE);
-    w.onboard(&provider, 1, STAKE);
-    let verifiers: Vec<Actor> = (0..n_verifiers)
-        .map(|i| {
-            let v = w.actor(&format!("v{i}"), STAKE);
-            w.onboard(&v, 2, STAKE);
-            v
-        })
-        .collect();
-    Cast { w, client, provider, verifiers }
-}
-
-/// Posts, claims and submits; returns the task.
-fn submitted(c: &mut Cast, id: u64) -> Pubkey {
-    let task = c.w.post(&c.client, id, small_job(id as u8), R).expect("post");
-    c.w.claim(&c.provider, task).expect("claim");
-    c.w.submit(&c.provider, task, [7; 32]).expect("submit");
-    c.w.advance(2); // SlotHashes at slot N holds slots < N: the slot after the submission is known from N = submit + 2
-    task
-}
 
 use anchor_lang::prelude::Pubkey;
 
 #[test]
 fn accepted_path_pays_provider_and_verifiers_and_closes_everything() {
-    let mut c = cast(3);
+    let mut c = cast(3, 1);
     let w = &mut c.w;
     let client_before = w.balance(&c.client.wallet);
 
@@ -121,8 +89,8 @@ fn accepted_path_pays_provider_and_verifiers_and_closes_everything() {
 
 #[test]
 fn rejected_path_slashes_provider_pays_client_and_majority_and_slashes_minority() {
-    let mut c = cast(3);
-    let task = submitted(&mut c, 2);
+    let mut c = cast(3, 1);
+    let task = c.submitted(2);
     let w = &mut c.w;
     let client_before = w.balance(&c.client.wallet);
     // v0 sides with the (bad) provider, v1 and v2 vote invalid
@@ -165,8 +133,8 @@ fn rejected_path_slashes_provider_pays_client_and_majority_and_slashes_minority(
 
 #[test]
 fn non_revealing_verifier_is_slashed_and_majority_rewarded() {
-    let mut c = cast(3);
-    let task = submitted(&mut c, 3);
+    let mut c = cast(3, 1);
+    let task = c.submitted(3);
     let w = &mut c.w;
     let ballots: Vec<Ballot> = (0..3).map(|i| Ballot::new(VOTE_VALID, 20 + i)).collect();
     let votes: Vec<(&Actor, Ballot)> = c.verifiers.iter().zip(ballots.iter().copied()).collect();
@@ -193,8 +161,8 @@ fn non_revealing_verifier_is_slashed_and_majority_rewarded() {
 
 #[test]
 fn escalation_to_2v_seats_then_accepted() {
-    let mut c = cast(7);
-    let task = submitted(&mut c, 4);
+    let mut c = cast(7, 1);
+    let task = c.submitted(4);
     let w = &mut c.w;
     // round 0: 1 valid, 1 invalid, 1 silent -> no majority -> escalated
     let r0 = [Ballot::new(VOTE_VALID, 30), Ballot::new(VOTE_INVALID, 31), Ballot::new(VOTE_VALID, 32)];
@@ -242,8 +210,8 @@ fn escalation_to_2v_seats_then_accepted() {
 
 #[test]
 fn undecided_after_escalation_refunds_client_and_releases_bonds() {
-    let mut c = cast(1);
-    let task = submitted(&mut c, 5);
+    let mut c = cast(1, 1);
+    let task = c.submitted(5);
     let w = &mut c.w;
     let client_before = w.balance(&c.client.wallet);
     // nobody joins either round
@@ -261,7 +229,7 @@ fn undecided_after_escalation_refunds_client_and_releases_bonds() {
 
 #[test]
 fn cancel_and_expire_refund_the_client() {
-    let mut c = cast(0);
+    let mut c = cast(0, 1);
     let w = &mut c.w;
     let before = w.balance(&c.client.wallet);
     let t1 = w.post(&c.client, 6, small_job(6), R).unwrap();
@@ -284,7 +252,7 @@ fn cancel_and_expire_refund_the_client() {
 
 #[test]
 fn missed_submit_deadline_slashes_provider_and_reopens_task() {
-    let mut c = cast(0);
+    let mut c = cast(0, 1);
     let w = &mut c.w;
     let task = w.post(&c.client, 8, small_job(8), R).unwrap();
     w.claim(&c.provider, task).unwrap();
@@ -310,7 +278,7 @@ fn missed_submit_deadline_slashes_provider_and_reopens_task() {
 
 #[test]
 fn unstake_cooldown_withdraw_and_close_node() {
-    let mut c = cast(1);
+    let mut c = cast(1, 1);
     let w = &mut c.w;
     let v = &c.verifiers[0];
     assert_eq!(w.market_account().verifier_stake, STAKE);

@@ -7,12 +7,34 @@ pub mod cranker;
 pub mod provider;
 pub mod verifier;
 
+use std::sync::Arc;
+
 use anchor_lang::prelude::Pubkey;
 use anyhow::Result;
 use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 
-use crate::chain::{Chain, TxReport};
+use crate::{
+    chain::{Chain, TxReport},
+    compute::Backend,
+    tiles::TileStore,
+};
+
+/// Who a provider or verifier acts as, and with what.
+pub struct NodeCtx {
+    /// Name for logs and reports.
+    pub name: String,
+    /// The node's authority (signs and pays).
+    pub kp: Keypair,
+    /// The node PDA.
+    pub node: Pubkey,
+    /// The node's market.
+    pub market: Pubkey,
+    /// Where it computes.
+    pub backend: Arc<dyn Backend>,
+    /// Where results are served and fetched.
+    pub store: Arc<TileStore>,
+}
 
 /// Sends `ix` signed by `kp`; logs refusals with the program's error name.
 pub fn send(chain: &dyn Chain, who: &str, what: &str, task: &Pubkey, ix: Instruction, kp: &Keypair) -> Result<TxReport> {

@@ -1,20 +1,17 @@
 //! Provider: claims tasks of its market that it can bond, computes them, serves the tiles and
 //! submits the Merkle root.
 
-use std::{sync::Arc, time::Instant};
+use std::time::Instant;
 
 use anchor_lang::prelude::Pubkey;
 use anyhow::{Context, Result};
 use compute_market::{client, instructions::SubmitResultArgs, state::TaskStatus};
 use compute_market_protocol::{hash::hashv, job::JobSpec, P};
-use solana_keypair::Keypair;
 use solana_signer::Signer;
 
-use super::send;
+use super::{send, NodeCtx};
 use crate::{
     chain::{Chain, ChainExt},
-    compute::Backend,
-    tiles::TileStore,
 };
 
 /// Work a provider did on one task.
@@ -32,18 +29,8 @@ pub struct ComputeRecord {
 
 /// A provider.
 pub struct Provider {
-    /// Name for logs.
-    pub name: String,
-    /// Its signer.
-    pub kp: Keypair,
-    /// Its node.
-    pub node: Pubkey,
-    /// Its market.
-    pub market: Pubkey,
-    /// Where it computes.
-    pub backend: Arc<dyn Backend>,
-    /// Where it serves results.
-    pub store: Arc<TileStore>,
+    /// Identity, backend and result store.
+    pub ctx: NodeCtx,
     /// Fraction of tiles it corrupts (0 for an honest provider).
     pub corrupt_fraction: f64,
     /// Most tasks held at once.
@@ -82,28 +69,28 @@ impl Provider {
     pub fn step(&mut self, chain: &dyn Chain) -> Result<()> {
         let now = chain.slot()?;
         let tasks = chain.tasks()?;
-        for (key, t) in tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == self.node) {
+        for (key, t) in tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == self.ctx.node) {
             if now > t.submit_deadline {
                 continue;
             }
             let job = JobSpec::decode(&t.job).map_err(|e| anyhow::anyhow!("task {key}: malformed job spec: {e}"))?;
             let start = Instant::now();
-            let mut tiles = self.backend.run(&job).with_context(|| format!("computing task {key}"))?;
+            let mut tiles = self.ctx.backend.run(&job).with_context(|| format!("computing task {key}"))?;
             let corrupted = self.corrupt(&job, &mut tiles);
-            let (root, uri) = self.store.publish(job, tiles);
+            let (root, uri) = self.ctx.store.publish(job, tiles);
             let seconds = start.elapsed().as_secs_f64();
-            let ix = client::submit_result(self.kp.pubkey(), *key, SubmitResultArgs { result_root: root, result_uri: uri });
-            if send(chain, &self.name, "submit_result", key, ix, &self.kp)?.ok {
-                tracing::info!(provider = self.name, task = %key, seconds, corrupted, "result submitted");
+            let ix = client::submit_result(self.ctx.kp.pubkey(), *key, SubmitResultArgs { result_root: root, result_uri: uri });
+            if send(chain, &self.ctx.name, "submit_result", key, ix, &self.ctx.kp)?.ok {
+                tracing::info!(provider = self.ctx.name, task = %key, seconds, corrupted, "result submitted");
                 self.records.push(ComputeRecord { task: *key, seconds, work: job.work(), corrupted });
             }
         }
-        let Some(node) = chain.node(&self.node)? else { return Ok(()) };
-        let active = tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == self.node).count();
+        let Some(node) = chain.node(&self.ctx.node)? else { return Ok(()) };
+        let active = tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == self.ctx.node).count();
         let mut free = node.free;
         let mut open: Vec<&(Pubkey, compute_market::state::Task)> = tasks
             .iter()
-            .filter(|(_, t)| t.status == TaskStatus::Open && t.market == self.market && now <= t.open_deadline && t.provider_bond <= free)
+            .filter(|(_, t)| t.status == TaskStatus::Open && t.market == self.ctx.market && now <= t.open_deadline && t.provider_bond <= free)
             .collect();
         // oldest first, then the best-paid
         open.sort_by_key(|(_, t)| (t.posted_slot, u64::MAX - t.reward));
@@ -111,9 +98,9 @@ impl Provider {
             if t.provider_bond > free {
                 continue;
             }
-            if send(chain, &self.name, "claim_task", key, client::claim_task(self.kp.pubkey(), *key), &self.kp)?.ok {
+            if send(chain, &self.ctx.name, "claim_task", key, client::claim_task(self.ctx.kp.pubkey(), *key), &self.ctx.kp)?.ok {
                 free -= t.provider_bond;
-                tracing::info!(provider = self.name, task = %key, bond = t.provider_bond, "claimed");
+                tracing::info!(provider = self.ctx.name, task = %key, bond = t.provider_bond, "claimed");
             }
         }
         Ok(())

@@ -2,7 +2,7 @@
 //! over the whole product for `MatMulModP`, proven recomputed samples otherwise), commits its
 //! vote, and reveals it once commits are closed.
 
-use std::{collections::HashMap, sync::Arc, time::Instant};
+use std::{collections::HashMap, time::Instant};
 
 use anchor_lang::prelude::Pubkey;
 use anyhow::Result;
@@ -19,14 +19,11 @@ use compute_market_protocol::{
     job::{JobKind, JobSpec},
     sampling::sample_indices,
 };
-use solana_keypair::Keypair;
 use solana_signer::Signer;
 
-use super::send;
+use super::{send, NodeCtx};
 use crate::{
     chain::{Chain, ChainExt},
-    compute::Backend,
-    tiles::TileStore,
     verify::{check_matmul, check_sampled, Verdict},
 };
 
@@ -56,18 +53,8 @@ pub struct VerifyRecord {
 
 /// A verifier.
 pub struct Verifier {
-    /// Name for logs.
-    pub name: String,
-    /// Its signer.
-    pub kp: Keypair,
-    /// Its node.
-    pub node: Pubkey,
-    /// Its market.
-    pub market: Pubkey,
-    /// Where it recomputes.
-    pub backend: Arc<dyn Backend>,
-    /// Where results are fetched.
-    pub store: Arc<TileStore>,
+    /// Identity, backend and result store.
+    pub ctx: NodeCtx,
     /// A careless verifier votes "valid" without checking.
     pub careless: bool,
     /// Sealed votes by (task, round).
@@ -80,14 +67,14 @@ impl Verifier {
     fn check(&self, task: &Pubkey, t: &Task) -> Result<Verdict> {
         let job = JobSpec::decode(&t.job).map_err(|e| anyhow::anyhow!("task {task}: malformed job spec: {e}"))?;
         let uri = std::str::from_utf8(&t.result_uri[..t.result_uri_len as usize]).unwrap_or("");
-        let me = self.node.to_bytes();
+        let me = self.ctx.node.to_bytes();
         let fetched = match job.kind {
-            JobKind::MatMulModP => self.store.fetch_all(uri).map(|tiles| {
-                check_matmul(self.backend.as_ref(), &job, &tiles, &t.result_root, &t.seed, &me, t.samples as u32)
+            JobKind::MatMulModP => self.ctx.store.fetch_all(uri).map(|tiles| {
+                check_matmul(self.ctx.backend.as_ref(), &job, &tiles, &t.result_root, &t.seed, &me, t.samples as u32)
             }),
             JobKind::HashBatch => {
                 let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
-                self.store.fetch(uri, &picked).map(|served| check_sampled(self.backend.as_ref(), &job, &served, &t.result_root))
+                self.ctx.store.fetch(uri, &picked).map(|served| check_sampled(self.ctx.backend.as_ref(), &job, &served, &t.result_root))
             }
         };
         match fetched {
@@ -102,46 +89,46 @@ impl Verifier {
     }
 
     fn seal(&self, task: &Pubkey, round: u8, vote: u8, evidence: Digest) -> Sealed {
-        let salt = hashv(&[b"salt", &self.kp.to_bytes()[..32], task.as_ref(), &[round]]);
+        let salt = hashv(&[b"salt", &self.ctx.kp.to_bytes()[..32], task.as_ref(), &[round]]);
         Sealed { vote, evidence, salt }
     }
 
     /// One pass over the tasks in verification.
     pub fn step(&mut self, chain: &dyn Chain) -> Result<()> {
         let now = chain.slot()?;
-        let Some(node) = chain.node(&self.node)? else { return Ok(()) };
-        let market: Option<Market> = chain.account(&self.market)?.and_then(|d| anchor_lang::AccountDeserialize::try_deserialize(&mut &d[..]).ok());
+        let Some(node) = chain.node(&self.ctx.node)? else { return Ok(()) };
+        let market: Option<Market> = chain.account(&self.ctx.market)?.and_then(|d| anchor_lang::AccountDeserialize::try_deserialize(&mut &d[..]).ok());
         let Some(market) = market else { return Ok(()) };
-        for (key, t) in chain.tasks()?.into_iter().filter(|(_, t)| t.status == TaskStatus::Verifying && t.market == self.market) {
+        for (key, t) in chain.tasks()?.into_iter().filter(|(_, t)| t.status == TaskStatus::Verifying && t.market == self.ctx.market) {
             let round = t.round;
             if let Some(sealed) = self.sealed.get(&(key, round)).copied() {
-                let vote_acc = chain.account(&pda::vote(&key, &self.node, round))?;
+                let vote_acc = chain.account(&pda::vote(&key, &self.ctx.node, round))?;
                 let Some(v) = vote_acc.and_then(|d| anchor_lang::AccountDeserialize::try_deserialize(&mut &d[..]).ok())
                     .map(|v: compute_market::state::Vote| v) else { continue };
                 if !v.committed && now <= t.commit_deadline {
-                    let c = vote_commitment(&self.node.to_bytes(), &key.to_bytes(), round, sealed.vote, &sealed.evidence, &sealed.salt);
-                    send(chain, &self.name, "commit_vote", &key, client::commit_vote(self.kp.pubkey(), key, round, c), &self.kp)?;
+                    let c = vote_commitment(&self.ctx.node.to_bytes(), &key.to_bytes(), round, sealed.vote, &sealed.evidence, &sealed.salt);
+                    send(chain, &self.ctx.name, "commit_vote", &key, client::commit_vote(self.ctx.kp.pubkey(), key, round, c), &self.ctx.kp)?;
                 } else if v.committed && !v.revealed && t.reveal_open(now) && now <= t.reveal_deadline {
                     let args = RevealVoteArgs { vote: sealed.vote, evidence: sealed.evidence, salt: sealed.salt };
-                    send(chain, &self.name, "reveal_vote", &key, client::reveal_vote(self.kp.pubkey(), key, round, args), &self.kp)?;
+                    send(chain, &self.ctx.name, "reveal_vote", &key, client::reveal_vote(self.ctx.kp.pubkey(), key, round, args), &self.ctx.kp)?;
                 }
                 continue;
             }
             let tally = t.tally();
-            let me_excluded = t.provider == self.node || t.client == self.kp.pubkey();
+            let me_excluded = t.provider == self.ctx.node || t.client == self.ctx.kp.pubkey();
             if me_excluded || !t.seed_drawn || now > t.join_deadline || tally.seats >= tally.quorum || node.free < t.verifier_bond {
                 continue;
             }
             let eligible = seat_eligible(
-                seat_ticket(&t.seed, &self.node.to_bytes()),
+                seat_ticket(&t.seed, &self.ctx.node.to_bytes()),
                 node.stake(),
                 market.verifier_stake,
                 SEAT_OVERSAMPLE * tally.quorum as u64,
             );
-            if !eligible || chain.account(&pda::vote(&key, &self.node, round))?.is_some() {
+            if !eligible || chain.account(&pda::vote(&key, &self.ctx.node, round))?.is_some() {
                 continue;
             }
-            if !send(chain, &self.name, "join_task", &key, client::join_task(self.kp.pubkey(), key, self.market, round), &self.kp)?.ok {
+            if !send(chain, &self.ctx.name, "join_task", &key, client::join_task(self.ctx.kp.pubkey(), key, self.ctx.market, round), &self.ctx.kp)?.ok {
                 continue;
             }
             let start = Instant::now();
@@ -151,12 +138,12 @@ impl Verifier {
                 self.check(&key, &t)?
             };
             let seconds = start.elapsed().as_secs_f64();
-            tracing::info!(verifier = self.name, task = %key, round, vote = verdict.vote, reason = verdict.reason, seconds, "checked");
+            tracing::info!(verifier = self.ctx.name, task = %key, round, vote = verdict.vote, reason = verdict.reason, seconds, "checked");
             self.records.push(VerifyRecord { task: key, seconds, vote: verdict.vote, reason: verdict.reason.clone() });
             let sealed = self.seal(&key, round, verdict.vote, verdict.evidence);
             self.sealed.insert((key, round), sealed);
-            let c = vote_commitment(&self.node.to_bytes(), &key.to_bytes(), round, sealed.vote, &sealed.evidence, &sealed.salt);
-            send(chain, &self.name, "commit_vote", &key, client::commit_vote(self.kp.pubkey(), key, round, c), &self.kp)?;
+            let c = vote_commitment(&self.ctx.node.to_bytes(), &key.to_bytes(), round, sealed.vote, &sealed.evidence, &sealed.salt);
+            send(chain, &self.ctx.name, "commit_vote", &key, client::commit_vote(self.ctx.kp.pubkey(), key, round, c), &self.ctx.kp)?;
         }
         Ok(())
     }
