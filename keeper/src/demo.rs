@@ -4,7 +4,11 @@
 //! reported: outcome per task, slashes, payouts, verification vs compute cost, slots per phase,
 //! and the performance model P = N·G·E/(1+L/C) next to the measured throughput.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use anchor_lang::prelude::Pubkey;
 use anyhow::{bail, ensure, Context, Result};
@@ -24,6 +28,7 @@ use crate::{
     chain::{embedded::EmbeddedChain, Chain, ChainExt},
     compute::Backend,
     roles::{cranker::Cranker, provider::Provider, verifier::Verifier, NodeCtx},
+    store::Store,
     tiles::TileStore,
 };
 
@@ -158,207 +163,293 @@ fn describe(job: &JobSpec) -> String {
     }
 }
 
-/// Runs the demo with `backend` doing every computation.
-pub fn run(cfg: &DemoConfig, backend: Arc<dyn Backend>) -> Result<DemoReport> {
-    ensure!(cfg.providers >= 2 && cfg.verifiers >= 3 && cfg.tasks >= 1, "the demo needs ≥ 2 providers, ≥ 3 verifiers and ≥ 1 task");
-    let cluster = Cluster::new().map_err(anyhow::Error::msg)?;
-    let chain = Arc::new(EmbeddedChain::new(cluster));
-    let store = Arc::new(TileStore::default());
-    let (admin, cranker_kp, client_kp) = chain.with(|c| (c.keypair("admin"), c.keypair("cranker"), c.keypair("client")));
-    let (mint, treasury, client_wallet) = chain.with(|c| {
-        for k in [&admin, &cranker_kp, &client_kp] {
-            c.airdrop(&k.pubkey(), 1_000_000_000_000);
-        }
-        let mint = c.create_mint(&admin.pubkey());
-        let treasury = c.token_account(&mint, &admin.pubkey(), 0);
-        let wallet = c.token_account(&mint, &client_kp.pubkey(), 10_000_000_000_000);
-        (mint, treasury, wallet)
-    });
-    let must = |what: &str, r: crate::chain::TxReport| -> Result<()> {
-        if !r.ok {
-            bail!("{what} refused: {}", r.error_code().or(r.error).unwrap_or_default());
-        }
-        Ok(())
-    };
-    let windows = Windows { submit: 60, join: 20, commit: 20, reveal: 20 };
-    let params = Params::defaults(1_000);
-    must("initialize_config", chain.send(&[client::initialize_config(admin.pubkey(), mint, treasury, InitializeConfigArgs { params, update_delay: 100 })], &admin, &[])?)?;
-    let market_args = MarketArgs { id: 1, name: "demo-gpus".into(), min_gflops: 1_000, min_memory_gb: 16, quorum: 3, samples: 16, windows, task_ttl: 2_000 };
-    must("create_market", chain.send(&[client::create_market(admin.pubkey(), market_args)], &admin, &[])?)?;
-    let market = pda::market(1);
+/// A running market on the embedded cluster: set up by [`Scenario::new`], advanced one slot at
+/// a time by [`Scenario::tick`], summarised by [`Scenario::report`]. Roles talk to `roles_chain`
+/// (the cluster itself, or a wrapper that injects faults); role errors are logged and retried on
+/// the next slot, as the daemon does.
+pub struct Scenario {
+    /// The cluster (set-up and clock).
+    pub chain: Arc<EmbeddedChain>,
+    /// What the roles talk to.
+    pub roles_chain: Arc<dyn Chain>,
+    /// Providers (the last one cheats).
+    pub providers: Vec<Provider>,
+    /// Verifiers (the last one is careless).
+    pub verifiers: Vec<Verifier>,
+    /// The cranker.
+    pub cranker: Cranker,
+    /// Posted tasks: address, job, reward.
+    pub tasks: Vec<(Pubkey, JobSpec, u64)>,
+    /// Where the nodes keep their stores.
+    pub dir: PathBuf,
+    /// Role errors seen (and survived).
+    pub errors: usize,
+    stake: u64,
+    start: u64,
+    tick: usize,
+    treasury_total: u64,
+    first_seen: HashMap<(Pubkey, &'static str), u64>,
+    last_provider: HashMap<Pubkey, Pubkey>,
+}
 
-    let hw = Hardware { gflops: 50_000, memory_gb: 80, bandwidth_gbps: 2_000, region: 1 };
-    let stake = 2_000_000_000u64;
-    let onboard = |name: &str, roles: u8| -> Result<(Keypair, Pubkey)> {
-        let kp = chain.with(|c| c.keypair(name));
-        let wallet = chain.with(|c| {
-            c.airdrop(&kp.pubkey(), 100_000_000_000);
-            c.token_account(&mint, &kp.pubkey(), stake)
+impl Scenario {
+    /// Sets up config, market, nodes and stakes in `dir`, and posts every task.
+    pub fn new(cfg: &DemoConfig, backend: Arc<dyn Backend>, dir: &Path) -> Result<Self> {
+        let dir = dir.to_path_buf();
+        ensure!(cfg.providers >= 2 && cfg.verifiers >= 3 && cfg.tasks >= 1, "the demo needs ≥ 2 providers, ≥ 3 verifiers and ≥ 1 task");
+        let cluster = Cluster::new().map_err(anyhow::Error::msg)?;
+        let chain = Arc::new(EmbeddedChain::new(cluster));
+        let store = Arc::new(TileStore::default());
+        let (admin, cranker_kp, client_kp) = chain.with(|c| (c.keypair("admin"), c.keypair("cranker"), c.keypair("client")));
+        let (mint, treasury, client_wallet) = chain.with(|c| {
+            for k in [&admin, &cranker_kp, &client_kp] {
+                c.airdrop(&k.pubkey(), 1_000_000_000_000);
+            }
+            let mint = c.create_mint(&admin.pubkey());
+            let treasury = c.token_account(&mint, &admin.pubkey(), 0);
+            let wallet = c.token_account(&mint, &client_kp.pubkey(), 10_000_000_000_000);
+            (mint, treasury, wallet)
         });
-        must("register_node", chain.send(&[client::register_node(kp.pubkey(), market, mint, RegisterNodeArgs { roles, hardware: hw })], &kp, &[])?)?;
-        must("stake", chain.send(&[client::stake(kp.pubkey(), market, wallet, stake)], &kp, &[])?)?;
-        let node = pda::node(&kp.pubkey());
-        Ok((kp, node))
-    };
-    let mut providers = vec![];
-    for i in 0..cfg.providers {
-        let dishonest = i + 1 == cfg.providers;
-        let name = if dishonest { format!("provider{i}(cheats)") } else { format!("provider{i}") };
-        let (kp, node) = onboard(&name, 1)?;
-        providers.push(Provider {
-            ctx: NodeCtx { name, kp, node, market, backend: backend.clone(), store: store.clone() },
-            corrupt_fraction: if dishonest { cfg.corrupt_fraction } else { 0.0 },
-            max_active: 2,
-            records: vec![],
-        });
-    }
-    let mut verifiers = vec![];
-    for i in 0..cfg.verifiers {
-        let careless = i + 1 == cfg.verifiers;
-        let name = if careless { format!("verifier{i}(careless)") } else { format!("verifier{i}") };
-        let (kp, node) = onboard(&name, 2)?;
-        let ctx = NodeCtx { name, kp, node, market, backend: backend.clone(), store: store.clone() };
-        verifiers.push(Verifier { ctx, careless, sealed: HashMap::new(), records: vec![] });
-    }
-    let mut cranker = Cranker { kp: cranker_kp, treasury, ledger: Default::default() };
+        let must = |what: &str, r: crate::chain::TxReport| -> Result<()> {
+            if !r.ok {
+                bail!("{what} refused: {}", r.error_code().or(r.error).unwrap_or_default());
+            }
+            Ok(())
+        };
+        let windows = Windows { submit: 60, join: 20, commit: 20, reveal: 20 };
+        let params = Params::defaults(1_000);
+        must("initialize_config", chain.send(&[client::initialize_config(admin.pubkey(), mint, treasury, InitializeConfigArgs { params, update_delay: 100 })], &admin, &[])?)?;
+        let market_args = MarketArgs { id: 1, name: "demo-gpus".into(), min_gflops: 1_000, min_memory_gb: 16, quorum: 3, samples: 16, windows, task_ttl: 2_000 };
+        must("create_market", chain.send(&[client::create_market(admin.pubkey(), market_args)], &admin, &[])?)?;
+        let market = pda::market(1);
 
-    // the client posts every task
-    let mut tasks: Vec<(Pubkey, JobSpec, u64)> = vec![];
-    for i in 0..cfg.tasks as u64 {
-        let (job, reward) = job_of(i);
-        let args = PostTaskArgs { task_id: i, job: job.encode(), reward, quorum: 0, samples: 0, input_uri: String::new() };
-        must("post_task", chain.send(&[client::post_task(client_kp.pubkey(), client_wallet, mint, market, args)], &client_kp, &[])?)?;
-        tasks.push((pda::task(&client_kp.pubkey(), i), job, reward));
+        let hw = Hardware { gflops: 50_000, memory_gb: 80, bandwidth_gbps: 2_000, region: 1 };
+        let stake = 2_000_000_000u64;
+        let onboard = |name: &str, roles: u8| -> Result<(Keypair, Pubkey)> {
+            let kp = chain.with(|c| c.keypair(name));
+            let wallet = chain.with(|c| {
+                c.airdrop(&kp.pubkey(), 100_000_000_000);
+                c.token_account(&mint, &kp.pubkey(), stake)
+            });
+            must("register_node", chain.send(&[client::register_node(kp.pubkey(), market, mint, RegisterNodeArgs { roles, hardware: hw })], &kp, &[])?)?;
+            must("stake", chain.send(&[client::stake(kp.pubkey(), market, wallet, stake)], &kp, &[])?)?;
+            let node = pda::node(&kp.pubkey());
+            Ok((kp, node))
+        };
+        let mut providers = vec![];
+        for i in 0..cfg.providers {
+            let dishonest = i + 1 == cfg.providers;
+            let name = if dishonest { format!("provider{i}(cheats)") } else { format!("provider{i}") };
+            let (kp, node) = onboard(&name, 1)?;
+            let db = Arc::new(Store::open(&dir.join(format!("provider{i}.redb")))?);
+            providers.push(Provider {
+                ctx: NodeCtx { name, kp, node, market, backend: backend.clone(), store: store.clone() },
+                corrupt_fraction: if dishonest { cfg.corrupt_fraction } else { 0.0 },
+                max_active: 2,
+                db,
+                records: vec![],
+            });
+        }
+        let mut verifiers = vec![];
+        for i in 0..cfg.verifiers {
+            let careless = i + 1 == cfg.verifiers;
+            let name = if careless { format!("verifier{i}(careless)") } else { format!("verifier{i}") };
+            let (kp, node) = onboard(&name, 2)?;
+            let ctx = NodeCtx { name, kp, node, market, backend: backend.clone(), store: store.clone() };
+            let db = Arc::new(Store::open(&dir.join(format!("verifier{i}.redb")))?);
+            verifiers.push(Verifier { ctx, careless, db, records: vec![] });
+        }
+        let cranker = Cranker { kp: cranker_kp, treasury, ledger: Default::default() };
+
+        // the client posts every task
+        let mut tasks: Vec<(Pubkey, JobSpec, u64)> = vec![];
+        for i in 0..cfg.tasks as u64 {
+            let (job, reward) = job_of(i);
+            let args = PostTaskArgs { task_id: i, job: job.encode(), reward, quorum: 0, samples: 0, input_uri: String::new() };
+            must("post_task", chain.send(&[client::post_task(client_kp.pubkey(), client_wallet, mint, market, args)], &client_kp, &[])?)?;
+            tasks.push((pda::task(&client_kp.pubkey(), i), job, reward));
+        }
+
+        let start = chain.slot()?;
+        let roles_chain: Arc<dyn Chain> = chain.clone();
+        Ok(Scenario {
+            chain,
+            roles_chain,
+            providers,
+            verifiers,
+            cranker,
+            tasks,
+            dir,
+            errors: 0,
+            stake,
+            start,
+            tick: 0,
+            treasury_total: 0,
+            first_seen: HashMap::new(),
+            last_provider: HashMap::new(),
+        })
     }
 
-    // run: every role steps once per slot, in an order that rotates (who is first to a seat
-    // changes like it does on a real network)
-    let start = chain.slot()?;
-    let mut first_seen: HashMap<(Pubkey, &'static str), u64> = HashMap::new();
-    let mut last_provider: HashMap<Pubkey, Pubkey> = HashMap::new();
-    let mut treasury_total = 0;
-    let mut tick = 0usize;
-    // first slot each task was seen claimed, submitted and finalized
-    let observe = |first_seen: &mut HashMap<(Pubkey, &'static str), u64>, last_provider: &mut HashMap<Pubkey, Pubkey>| -> Result<()> {
-        let now = chain.slot()?;
-        for (key, t) in chain.tasks()? {
+    /// Records the first slot each task was seen claimed, submitted and finalized.
+    fn observe(&mut self) -> Result<()> {
+        let now = self.chain.slot()?;
+        for (key, t) in self.chain.tasks()? {
             let phase = match t.status {
                 TaskStatus::Claimed => "claimed",
                 TaskStatus::Verifying => "submitted",
                 s if s.is_terminal() => "finalized",
                 _ => continue,
             };
-            first_seen.entry((key, phase)).or_insert(now);
+            self.first_seen.entry((key, phase)).or_insert(now);
             if t.provider != Pubkey::default() {
-                last_provider.insert(key, t.provider);
+                self.last_provider.insert(key, t.provider);
             }
         }
         Ok(())
-    };
-    loop {
-        let now = chain.slot()?;
-        let np = providers.len();
-        for i in 0..np {
-            providers[(tick + i) % np].step(chain.as_ref())?;
-        }
-        observe(&mut first_seen, &mut last_provider)?;
-        let nv = verifiers.len();
-        for i in 0..nv {
-            verifiers[(tick + i) % nv].step(chain.as_ref())?;
-        }
-        cranker.step(chain.as_ref())?;
-        observe(&mut first_seen, &mut last_provider)?;
-        if tick % 25 == 0 {
-            treasury_total += cranker.sweep(chain.as_ref())?;
-        }
-        if tasks.iter().all(|(k, _, _)| cranker.ledger.closed.iter().any(|(c, _)| c == k)) {
-            break;
-        }
-        if now - start > cfg.max_slots {
-            bail!("the demo did not finish within {} slots", cfg.max_slots);
-        }
-        chain.advance(1);
-        tick += 1;
     }
-    treasury_total += cranker.sweep(chain.as_ref())?;
-    let slots = chain.slot()? - start;
 
-    // report
-    let name_of = |node: &Pubkey| -> String {
-        providers.iter().find(|p| p.ctx.node == *node).map(|p| p.ctx.name.clone()).unwrap_or_else(|| node.to_string())
-    };
-    let status_name = |s: u8| match s {
-        3 => "Accepted",
-        4 => "Rejected",
-        5 => "Undecided",
-        _ => "?",
-    };
-    let mut rows = vec![];
-    for (i, (key, job, reward)) in tasks.iter().enumerate() {
-        let fin = cranker.ledger.finalized.iter().find(|f| f.task == *key);
-        let closed = cranker.ledger.closed.iter().find(|(k, _)| k == key).map(|(_, s)| *s).unwrap_or(0);
-        let posted = start;
-        let claimed = first_seen.get(&(*key, "claimed")).copied().unwrap_or(posted);
-        let submitted = first_seen.get(&(*key, "submitted")).copied().unwrap_or(claimed);
-        let finalized = first_seen.get(&(*key, "finalized")).copied().unwrap_or(submitted);
-        rows.push(TaskRow {
-            id: i as u64,
-            job: describe(job),
-            reward: *reward,
-            provider: last_provider.get(key).map(name_of).unwrap_or_else(|| "-".into()),
-            outcome: fin.map(|f| status_name(f.status).to_string()).unwrap_or_else(|| "Expired/Cancelled".into()),
-            escalated: cranker.ledger.escalated.contains(key),
-            votes: fin.map(|f| format!("{}/{}", f.valid, f.invalid)).unwrap_or_default(),
-            provider_paid: fin.map_or(0, |f| f.provider_paid),
-            provider_slashed: fin.map_or(0, |f| f.provider_slashed),
-            slots: [claimed - posted, submitted - claimed, finalized - submitted, closed.saturating_sub(finalized)],
-        });
-    }
-    let mut nodes = vec![];
-    for p in &providers {
-        let n = chain.node(&p.ctx.node)?.context("provider node")?;
-        let slashed: u64 = rows.iter().filter(|r| r.provider == p.ctx.name).map(|r| r.provider_slashed).sum();
-        let role = if p.corrupt_fraction > 0.0 { format!("provider, corrupts {:.0}% of tiles", p.corrupt_fraction * 100.0) } else { "provider".into() };
-        nodes.push(NodeRow { name: p.ctx.name.clone(), role, earned: n.earned, slashed, times_slashed: n.times_slashed, work: n.tasks_completed, staked: stake, vault: chain.token_balance(&pda::vault(&p.ctx.node))?, sided_with_loser: 0 });
-    }
-    for v in &verifiers {
-        let n = chain.node(&v.ctx.node)?.context("verifier node")?;
-        let slashed: u64 = cranker.ledger.settled.iter().filter(|s| s.verifier == v.ctx.node).map(|s| s.slashed).sum();
-        let role = if v.careless { "verifier, votes valid unchecked".into() } else { "verifier".into() };
-        let outcome_of = |t: &Pubkey| tasks.iter().position(|(k, _, _)| k == t).map(|i| rows[i].outcome.as_str());
-        let sided_with_loser = v
-            .records
-            .iter()
-            .filter(|r| match outcome_of(&r.task) {
-                Some("Accepted") => r.vote == compute_market_protocol::commit::VOTE_INVALID,
-                Some("Rejected") => r.vote == compute_market_protocol::commit::VOTE_VALID,
-                _ => false,
-            })
-            .count() as u32;
-        nodes.push(NodeRow { name: v.ctx.name.clone(), role, earned: n.earned, slashed, times_slashed: n.times_slashed, work: n.verifications, staked: stake, vault: chain.token_balance(&pda::vault(&v.ctx.node))?, sided_with_loser });
-    }
-    let compute_s: f64 = providers.iter().flat_map(|p| &p.records).map(|r| r.seconds).sum();
-    let verify_s: f64 = verifiers.iter().flat_map(|v| &v.records).map(|r| r.seconds).sum();
-    let mut by_kind: HashMap<String, f64> = HashMap::new();
-    for kind in ["MatMulModP", "HashBatch"] {
-        let of_kind = |t: &Pubkey| tasks.iter().any(|(k, j, _)| k == t && format!("{:?}", j.kind) == kind);
-        let c: f64 = providers.iter().flat_map(|p| &p.records).filter(|r| of_kind(&r.task)).map(|r| r.seconds).sum();
-        let v: f64 = verifiers.iter().flat_map(|v| &v.records).filter(|r| of_kind(&r.task)).map(|r| r.seconds).sum();
-        if c > 0.0 {
-            by_kind.insert(kind.into(), v / c);
+    fn survive(errors: &mut usize, who: &str, r: Result<()>) {
+        if let Err(e) = r {
+            *errors += 1;
+            tracing::warn!(who, error = %format!("{e:#}"), "step failed; retrying next slot");
         }
     }
-    let records: Vec<_> = providers.iter().flat_map(|p| &p.records).collect();
-    let submitted = records.len().max(1) as f64;
-    let accepted: Vec<&TaskRow> = rows.iter().filter(|r| r.outcome == "Accepted").collect();
-    let accepted_work: u64 = tasks.iter().filter(|(k, _, _)| accepted.iter().any(|r| tasks[r.id as usize].0 == *k)).map(|(_, j, _)| j.work()).sum();
-    let g = records.iter().map(|r| r.work as f64).sum::<f64>() / compute_s.max(1e-9);
-    let c = compute_s / submitted;
-    let l = rows.iter().map(|r| (r.slots[1] + r.slots[2]) as f64).sum::<f64>() / rows.len() as f64 * SLOT_SECONDS;
-    let e = accepted.len() as f64 / submitted;
-    let n = providers.len() as f64;
-    let model = Model { n, g, e, l, c, p: n * g * e / (1.0 + l / c.max(1e-9)), measured: accepted_work as f64 / (slots as f64 * SLOT_SECONDS) };
-    Ok(DemoReport { tasks: rows, nodes, verification_over_compute: verify_s / compute_s.max(1e-9), verification_over_compute_by_kind: by_kind, slots, treasury: treasury_total, model })
+
+    /// Whether every posted task is closed.
+    pub fn done(&self) -> bool {
+        self.tasks.iter().all(|(k, _, _)| self.cranker.ledger.closed.iter().any(|(c, _)| c == k))
+    }
+
+    /// One slot: every role steps once, in an order that rotates (who reaches a seat first
+    /// changes, as on a real network); then the clock moves on.
+    pub fn tick(&mut self) -> Result<()> {
+        let chain = self.roles_chain.clone();
+        let np = self.providers.len();
+        for i in 0..np {
+            let p = &mut self.providers[(self.tick + i) % np];
+            Self::survive(&mut self.errors, &p.ctx.name.clone(), p.step(chain.as_ref()));
+        }
+        self.observe()?;
+        let nv = self.verifiers.len();
+        for i in 0..nv {
+            let v = &mut self.verifiers[(self.tick + i) % nv];
+            Self::survive(&mut self.errors, &v.ctx.name.clone(), v.step(chain.as_ref()));
+        }
+        Self::survive(&mut self.errors, "cranker", self.cranker.step(chain.as_ref()));
+        self.observe()?;
+        if self.tick % 25 == 0 {
+            match self.cranker.sweep(chain.as_ref()) {
+                Ok(n) => self.treasury_total += n,
+                Err(e) => Self::survive(&mut self.errors, "cranker", Err(e)),
+            }
+        }
+        self.chain.advance(1);
+        self.tick += 1;
+        Ok(())
+    }
+
+    /// Ticks until every task is closed, or fails after `max_slots`.
+    pub fn run_to_end(&mut self, max_slots: u64) -> Result<()> {
+        while !self.done() {
+            if self.chain.slot()? - self.start > max_slots {
+                bail!("the market did not finish within {max_slots} slots");
+            }
+            self.tick()?;
+        }
+        self.treasury_total += self.cranker.sweep(self.chain.as_ref())?;
+        Ok(())
+    }
+
+    /// The report of the run so far.
+    pub fn report(&self) -> Result<DemoReport> {
+        let slots = self.chain.slot()? - self.start;
+        let name_of = |node: &Pubkey| -> String {
+            self.providers.iter().find(|p| p.ctx.node == *node).map(|p| p.ctx.name.clone()).unwrap_or_else(|| node.to_string())
+        };
+        let status_name = |s: u8| match s {
+            3 => "Accepted",
+            4 => "Rejected",
+            5 => "Undecided",
+            _ => "?",
+        };
+        let mut rows = vec![];
+        for (i, (key, job, reward)) in self.tasks.iter().enumerate() {
+            let fin = self.cranker.ledger.finalized.iter().find(|f| f.task == *key);
+            let closed = self.cranker.ledger.closed.iter().find(|(k, _)| k == key).map(|(_, s)| *s).unwrap_or(0);
+            let posted = self.start;
+            let claimed = self.first_seen.get(&(*key, "claimed")).copied().unwrap_or(posted);
+            let submitted = self.first_seen.get(&(*key, "submitted")).copied().unwrap_or(claimed);
+            let finalized = self.first_seen.get(&(*key, "finalized")).copied().unwrap_or(submitted);
+            rows.push(TaskRow {
+                id: i as u64,
+                job: describe(job),
+                reward: *reward,
+                provider: self.last_provider.get(key).map(name_of).unwrap_or_else(|| "-".into()),
+                outcome: fin.map(|f| status_name(f.status).to_string()).unwrap_or_else(|| "Expired/Cancelled".into()),
+                escalated: self.cranker.ledger.escalated.contains(key),
+                votes: fin.map(|f| format!("{}/{}", f.valid, f.invalid)).unwrap_or_default(),
+                provider_paid: fin.map_or(0, |f| f.provider_paid),
+                provider_slashed: fin.map_or(0, |f| f.provider_slashed),
+                slots: [claimed - posted, submitted - claimed, finalized - submitted, closed.saturating_sub(finalized)],
+            });
+        }
+        let mut nodes = vec![];
+        for p in &self.providers {
+            let n = self.chain.node(&p.ctx.node)?.context("provider node")?;
+            let slashed: u64 = rows.iter().filter(|r| r.provider == p.ctx.name).map(|r| r.provider_slashed).sum();
+            let role = if p.corrupt_fraction > 0.0 { format!("provider, corrupts {:.0}% of tiles", p.corrupt_fraction * 100.0) } else { "provider".into() };
+            nodes.push(NodeRow { name: p.ctx.name.clone(), role, earned: n.earned, slashed, times_slashed: n.times_slashed, work: n.tasks_completed, staked: self.stake, vault: self.chain.token_balance(&pda::vault(&p.ctx.node))?, sided_with_loser: 0 });
+        }
+        for v in &self.verifiers {
+            let n = self.chain.node(&v.ctx.node)?.context("verifier node")?;
+            let slashed: u64 = self.cranker.ledger.settled.iter().filter(|s| s.verifier == v.ctx.node).map(|s| s.slashed).sum();
+            let role = if v.careless { "verifier, votes valid unchecked".into() } else { "verifier".into() };
+            let outcome_of = |t: &Pubkey| self.tasks.iter().position(|(k, _, _)| k == t).map(|i| rows[i].outcome.as_str());
+            let sided_with_loser = v
+                .records
+                .iter()
+                .filter(|r| match outcome_of(&r.task) {
+                    Some("Accepted") => r.vote == compute_market_protocol::commit::VOTE_INVALID,
+                    Some("Rejected") => r.vote == compute_market_protocol::commit::VOTE_VALID,
+                    _ => false,
+                })
+                .count() as u32;
+            nodes.push(NodeRow { name: v.ctx.name.clone(), role, earned: n.earned, slashed, times_slashed: n.times_slashed, work: n.verifications, staked: self.stake, vault: self.chain.token_balance(&pda::vault(&v.ctx.node))?, sided_with_loser });
+        }
+        let compute_s: f64 = self.providers.iter().flat_map(|p| &p.records).map(|r| r.seconds).sum();
+        let verify_s: f64 = self.verifiers.iter().flat_map(|v| &v.records).map(|r| r.seconds).sum();
+        let mut by_kind: HashMap<String, f64> = HashMap::new();
+        for kind in ["MatMulModP", "HashBatch"] {
+            let of_kind = |t: &Pubkey| self.tasks.iter().any(|(k, j, _)| k == t && format!("{:?}", j.kind) == kind);
+            let c: f64 = self.providers.iter().flat_map(|p| &p.records).filter(|r| of_kind(&r.task)).map(|r| r.seconds).sum();
+            let v: f64 = self.verifiers.iter().flat_map(|v| &v.records).filter(|r| of_kind(&r.task)).map(|r| r.seconds).sum();
+            if c > 0.0 {
+                by_kind.insert(kind.into(), v / c);
+            }
+        }
+        let records: Vec<_> = self.providers.iter().flat_map(|p| &p.records).collect();
+        let submitted = records.len().max(1) as f64;
+        let accepted: Vec<&TaskRow> = rows.iter().filter(|r| r.outcome == "Accepted").collect();
+        let accepted_work: u64 = self.tasks.iter().filter(|(k, _, _)| accepted.iter().any(|r| self.tasks[r.id as usize].0 == *k)).map(|(_, j, _)| j.work()).sum();
+        let g = records.iter().map(|r| r.work as f64).sum::<f64>() / compute_s.max(1e-9);
+        let c = compute_s / submitted;
+        let l = rows.iter().map(|r| (r.slots[1] + r.slots[2]) as f64).sum::<f64>() / rows.len() as f64 * SLOT_SECONDS;
+        let e = accepted.len() as f64 / submitted;
+        let n = self.providers.len() as f64;
+        let model = Model { n, g, e, l, c, p: n * g * e / (1.0 + l / c.max(1e-9)), measured: accepted_work as f64 / (slots as f64 * SLOT_SECONDS) };
+        Ok(DemoReport { tasks: rows, nodes, verification_over_compute: verify_s / compute_s.max(1e-9), verification_over_compute_by_kind: by_kind, slots, treasury: self.treasury_total, model })
+    }
+}
+
+/// Runs the demo with `backend` doing every computation (stores in a temporary directory).
+pub fn run(cfg: &DemoConfig, backend: Arc<dyn Backend>) -> Result<DemoReport> {
+    let dir = std::env::temp_dir().join(format!("compute-market-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut s = Scenario::new(cfg, backend, &dir)?;
+    s.run_to_end(cfg.max_slots)?;
+    let report = s.report();
+    let _ = std::fs::remove_dir_all(&dir);
+    report
 }
 
 /// The report as text tables.

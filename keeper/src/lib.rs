@@ -11,5 +11,6 @@ pub mod chain;
 pub mod compute;
 pub mod demo;
 pub mod roles;
+pub mod store;
 pub mod tiles;
 pub mod verify;

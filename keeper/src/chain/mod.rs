@@ -3,6 +3,7 @@
 //! talk to.
 
 pub mod embedded;
+pub mod flaky;
 
 use anchor_lang::{prelude::Pubkey, AccountDeserialize, Discriminator, Event};
 use anyhow::Result;

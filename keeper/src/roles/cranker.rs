@@ -38,61 +38,63 @@ pub struct Cranker {
 }
 
 impl Cranker {
+    fn on_task(&mut self, chain: &dyn Chain, now: u64, key: Pubkey, t: compute_market::state::Task) -> Result<()> {
+        match t.status {
+            TaskStatus::Open if now > t.open_deadline => {
+                send(chain, "cranker", "expire_task", &key, client::expire_task(key), &self.kp)?;
+            }
+            TaskStatus::Claimed if now > t.submit_deadline => {
+                send(chain, "cranker", "reclaim_task", &key, client::reclaim_task(key, t.provider), &self.kp)?;
+            }
+            TaskStatus::Verifying => {
+                if !t.seed_drawn && now >= t.reference_slot + 2 && now <= t.join_deadline {
+                    send(chain, "cranker", "draw_seed", &key, client::draw_seed(key), &self.kp)?;
+                }
+                if t.finalize_ready(now) {
+                    let r = send(chain, "cranker", "finalize_task", &key, client::finalize_task(key, t.provider), &self.kp)?;
+                    if r.ok {
+                        self.ledger.finalized.extend(r.events::<TaskFinalized>());
+                        if !r.events::<compute_market::events::TaskEscalated>().is_empty() {
+                            self.ledger.escalated.push(key);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        // settle whatever is settleable: losers of a decided round first
+        let Some(t) = chain.task(&key)? else { return Ok(()) };
+        let mut votes: Vec<_> = chain
+            .votes(&key)?
+            .into_iter()
+            .filter(|(_, v)| v.round < t.round || t.status.is_decided())
+            .collect();
+        votes.sort_by_key(|(_, v)| {
+            let m = t.rounds[v.round as usize].majority;
+            m == 0 || (v.revealed && v.vote == m)
+        });
+        for (_, v) in &votes {
+            let r = send(chain, "cranker", "settle_vote", &key, client::settle_vote(key, v.authority, v.round), &self.kp)?;
+            self.ledger.settled.extend(r.events::<VoteSettled>());
+        }
+        let Some(t) = chain.task(&key)? else { return Ok(()) };
+        if t.status.is_terminal() && t.open_votes == 0 {
+            let provider = (t.provider != Pubkey::default()).then_some(t.provider);
+            let ix = client::close_task(key, t.client, t.client_token, provider);
+            if send(chain, "cranker", "close_task", &key, ix, &self.kp)?.ok {
+                self.ledger.closed.push((key, now));
+            }
+        }
+        Ok(())
+    }
+
     /// One pass over everything due.
     pub fn step(&mut self, chain: &dyn Chain) -> Result<()> {
         let now = chain.slot()?;
         for (key, t) in chain.tasks()? {
-            match t.status {
-                TaskStatus::Open if now > t.open_deadline => {
-                    send(chain, "cranker", "expire_task", &key, client::expire_task(key), &self.kp)?;
-                }
-                TaskStatus::Claimed if now > t.submit_deadline => {
-                    send(chain, "cranker", "reclaim_task", &key, client::reclaim_task(key, t.provider), &self.kp)?;
-                }
-                TaskStatus::Verifying => {
-                    if !t.seed_drawn && now >= t.reference_slot + 2 && now <= t.join_deadline {
-                        send(chain, "cranker", "draw_seed", &key, client::draw_seed(key), &self.kp)?;
-                    }
-                    if t.finalize_ready(now) {
-                        let r = send(chain, "cranker", "finalize_task", &key, client::finalize_task(key, t.provider), &self.kp)?;
-                        if r.ok {
-                            self.ledger.finalized.extend(r.events::<TaskFinalized>());
-                            if !r.events::<compute_market::events::TaskEscalated>().is_empty() {
-                                self.ledger.escalated.push(key);
-                            }
-                        }
-                    }
-                }
-                _ => {}
-            }
-            // settle whatever is settleable: losers of a decided round first
-            let t = match chain.task(&key)? {
-                Some(t) => t,
-                None => continue,
-            };
-            let mut votes: Vec<_> = chain
-                .votes(&key)?
-                .into_iter()
-                .filter(|(_, v)| v.round < t.round || t.status.is_decided())
-                .collect();
-            votes.sort_by_key(|(_, v)| {
-                let m = t.rounds[v.round as usize].majority;
-                m == 0 || (v.revealed && v.vote == m)
-            });
-            for (_, v) in &votes {
-                let r = send(chain, "cranker", "settle_vote", &key, client::settle_vote(key, v.authority, v.round), &self.kp)?;
-                self.ledger.settled.extend(r.events::<VoteSettled>());
-            }
-            let t = match chain.task(&key)? {
-                Some(t) => t,
-                None => continue,
-            };
-            if t.status.is_terminal() && t.open_votes == 0 {
-                let provider = (t.provider != Pubkey::default()).then_some(t.provider);
-                let ix = client::close_task(key, t.client, t.client_token, provider);
-                if send(chain, "cranker", "close_task", &key, ix, &self.kp)?.ok {
-                    self.ledger.closed.push((key, now));
-                }
+            // one task's failure never blocks the others
+            if let Err(e) = self.on_task(chain, now, key, t) {
+                tracing::warn!(task = %key, error = %format!("{e:#}"), "cranker will retry");
             }
         }
         Ok(())

@@ -1,7 +1,7 @@
 //! Provider: claims tasks of its market that it can bond, computes them, serves the tiles and
 //! submits the Merkle root.
 
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
 
 use anchor_lang::prelude::Pubkey;
 use anyhow::{Context, Result};
@@ -10,9 +10,14 @@ use compute_market_protocol::{hash::hashv, job::JobSpec, P};
 use solana_signer::Signer;
 
 use super::{send, NodeCtx};
+use crate::store::Store;
 use crate::{
     chain::{Chain, ChainExt},
 };
+
+fn hex(d: &[u8; 32]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// Work a provider did on one task.
 #[derive(Clone, Debug)]
@@ -35,6 +40,8 @@ pub struct Provider {
     pub corrupt_fraction: f64,
     /// Most tasks held at once.
     pub max_active: usize,
+    /// Crash-safe record of served results.
+    pub db: Arc<Store>,
     /// What it computed.
     pub records: Vec<ComputeRecord>,
 }
@@ -65,24 +72,48 @@ impl Provider {
         n
     }
 
+    /// After a restart: recomputes and serves again every result it recorded.
+    pub fn restore(&mut self) -> Result<usize> {
+        let results = self.db.results()?;
+        for (root, job, _) in &results {
+            let job = JobSpec::decode(job).map_err(|e| anyhow::anyhow!("stored job spec: {e}"))?;
+            let mut tiles = self.ctx.backend.run(&job)?;
+            self.corrupt(&job, &mut tiles);
+            let (again, _) = self.ctx.store.publish(job, tiles);
+            anyhow::ensure!(again == *root, "recomputed result {} does not match its recorded root", hex(root));
+        }
+        Ok(results.len())
+    }
+
+    /// Computes, serves and submits one claimed task.
+    fn submit(&mut self, chain: &dyn Chain, now: u64, key: &Pubkey, t: &compute_market::state::Task) -> Result<()> {
+        if now > t.submit_deadline {
+            return Ok(());
+        }
+        let job = JobSpec::decode(&t.job).map_err(|e| anyhow::anyhow!("task {key}: malformed job spec: {e}"))?;
+        let start = Instant::now();
+        let mut tiles = self.ctx.backend.run(&job).with_context(|| format!("computing task {key}"))?;
+        let corrupted = self.corrupt(&job, &mut tiles);
+        let (root, uri) = self.ctx.store.publish(job, tiles);
+        // recorded before the submission: a restarted provider serves it again
+        self.db.put_result(&root, &t.job, self.corrupt_fraction)?;
+        let seconds = start.elapsed().as_secs_f64();
+        let ix = client::submit_result(self.ctx.kp.pubkey(), *key, SubmitResultArgs { result_root: root, result_uri: uri });
+        if send(chain, &self.ctx.name, "submit_result", key, ix, &self.ctx.kp)?.ok {
+            tracing::info!(provider = self.ctx.name, task = %key, seconds, corrupted, "result submitted");
+            self.records.push(ComputeRecord { task: *key, seconds, work: job.work(), corrupted });
+        }
+        Ok(())
+    }
+
     /// One pass: submit what it holds, then claim what it can.
     pub fn step(&mut self, chain: &dyn Chain) -> Result<()> {
         let now = chain.slot()?;
         let tasks = chain.tasks()?;
-        for (key, t) in tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == self.ctx.node) {
-            if now > t.submit_deadline {
-                continue;
-            }
-            let job = JobSpec::decode(&t.job).map_err(|e| anyhow::anyhow!("task {key}: malformed job spec: {e}"))?;
-            let start = Instant::now();
-            let mut tiles = self.ctx.backend.run(&job).with_context(|| format!("computing task {key}"))?;
-            let corrupted = self.corrupt(&job, &mut tiles);
-            let (root, uri) = self.ctx.store.publish(job, tiles);
-            let seconds = start.elapsed().as_secs_f64();
-            let ix = client::submit_result(self.ctx.kp.pubkey(), *key, SubmitResultArgs { result_root: root, result_uri: uri });
-            if send(chain, &self.ctx.name, "submit_result", key, ix, &self.ctx.kp)?.ok {
-                tracing::info!(provider = self.ctx.name, task = %key, seconds, corrupted, "result submitted");
-                self.records.push(ComputeRecord { task: *key, seconds, work: job.work(), corrupted });
+        let me = self.ctx.node;
+        for (key, t) in tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == me) {
+            if let Err(e) = self.submit(chain, now, key, t) {
+                tracing::warn!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "will retry");
             }
         }
         let Some(node) = chain.node(&self.ctx.node)? else { return Ok(()) };

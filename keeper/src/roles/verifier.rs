@@ -2,7 +2,7 @@
 //! over the whole product for `MatMulModP`, proven recomputed samples otherwise), commits its
 //! vote, and reveals it once commits are closed.
 
-use std::{collections::HashMap, time::Instant};
+use std::{sync::Arc, time::Instant};
 
 use anchor_lang::prelude::Pubkey;
 use anyhow::Result;
@@ -11,7 +11,7 @@ use compute_market::{
     constants::SEAT_OVERSAMPLE,
     instructions::RevealVoteArgs,
     pda,
-    state::{Market, Task, TaskStatus},
+    state::{Market, Task, TaskStatus, Vote},
 };
 use compute_market_protocol::{
     commit::{seat_eligible, seat_ticket, vote_commitment, VOTE_VALID},
@@ -22,6 +22,7 @@ use compute_market_protocol::{
 use solana_signer::Signer;
 
 use super::{send, NodeCtx};
+use crate::store::Store;
 use crate::{
     chain::{Chain, ChainExt},
     verify::{check_matmul, check_sampled, Verdict},
@@ -57,8 +58,8 @@ pub struct Verifier {
     pub ctx: NodeCtx,
     /// A careless verifier votes "valid" without checking.
     pub careless: bool,
-    /// Sealed votes by (task, round).
-    pub sealed: HashMap<(Pubkey, u8), Sealed>,
+    /// Crash-safe store of sealed votes.
+    pub db: Arc<Store>,
     /// What it checked.
     pub records: Vec<VerifyRecord>,
 }
@@ -93,57 +94,79 @@ impl Verifier {
         Sealed { vote, evidence, salt }
     }
 
+    fn commit(&self, chain: &dyn Chain, task: &Pubkey, round: u8, sealed: &Sealed) -> Result<()> {
+        let c = vote_commitment(&self.ctx.node.to_bytes(), &task.to_bytes(), round, sealed.vote, &sealed.evidence, &sealed.salt);
+        send(chain, &self.ctx.name, "commit_vote", task, client::commit_vote(self.ctx.kp.pubkey(), *task, round, c), &self.ctx.kp)?;
+        Ok(())
+    }
+
+    /// Checks the result, seals the vote, persists it, then commits it: a crash at any point
+    /// leaves either nothing committed or a sealed vote on disk to reveal.
+    fn check_seal_commit(&mut self, chain: &dyn Chain, key: &Pubkey, t: &Task) -> Result<()> {
+        let start = Instant::now();
+        let verdict = if self.careless {
+            Verdict { vote: VOTE_VALID, evidence: [0; 32], reason: "careless: did not check".into() }
+        } else {
+            self.check(key, t)?
+        };
+        let seconds = start.elapsed().as_secs_f64();
+        tracing::info!(verifier = self.ctx.name, task = %key, round = t.round, vote = verdict.vote, reason = verdict.reason, seconds, "checked");
+        self.records.push(VerifyRecord { task: *key, seconds, vote: verdict.vote, reason: verdict.reason.clone() });
+        let sealed = self.seal(key, t.round, verdict.vote, verdict.evidence);
+        self.db.put_sealed(key, t.round, &sealed)?;
+        self.commit(chain, key, t.round, &sealed)
+    }
+
+    fn on_task(&mut self, chain: &dyn Chain, now: u64, node: &compute_market::state::Node, market: &Market, key: Pubkey, t: &Task) -> Result<()> {
+        let round = t.round;
+        let seat: Option<Vote> = chain
+            .account(&pda::vote(&key, &self.ctx.node, round))?
+            .and_then(|d| anchor_lang::AccountDeserialize::try_deserialize(&mut &d[..]).ok());
+        if let Some(v) = seat {
+            match self.db.sealed(&key, round)? {
+                Some(sealed) if !v.committed && now <= t.commit_deadline => self.commit(chain, &key, round, &sealed)?,
+                Some(sealed) if v.committed && !v.revealed && t.reveal_open(now) && now <= t.reveal_deadline => {
+                    let args = RevealVoteArgs { vote: sealed.vote, evidence: sealed.evidence, salt: sealed.salt };
+                    send(chain, &self.ctx.name, "reveal_vote", &key, client::reveal_vote(self.ctx.kp.pubkey(), key, round, args), &self.ctx.kp)?;
+                }
+                // joined, then crashed before sealing: nothing was committed, check again
+                None if !v.committed && now <= t.commit_deadline => self.check_seal_commit(chain, &key, t)?,
+                _ => {}
+            }
+            return Ok(());
+        }
+        let tally = t.tally();
+        let me_excluded = t.provider == self.ctx.node || t.client == self.ctx.kp.pubkey();
+        if me_excluded || !t.seed_drawn || now > t.join_deadline || tally.seats >= tally.quorum || node.free < t.verifier_bond {
+            return Ok(());
+        }
+        let eligible = seat_eligible(
+            seat_ticket(&t.seed, &self.ctx.node.to_bytes()),
+            node.stake(),
+            market.verifier_stake,
+            SEAT_OVERSAMPLE * tally.quorum as u64,
+        );
+        if !eligible {
+            return Ok(());
+        }
+        if send(chain, &self.ctx.name, "join_task", &key, client::join_task(self.ctx.kp.pubkey(), key, self.ctx.market, round), &self.ctx.kp)?.ok {
+            self.check_seal_commit(chain, &key, t)?;
+        }
+        Ok(())
+    }
+
     /// One pass over the tasks in verification.
     pub fn step(&mut self, chain: &dyn Chain) -> Result<()> {
         let now = chain.slot()?;
         let Some(node) = chain.node(&self.ctx.node)? else { return Ok(()) };
         let market: Option<Market> = chain.account(&self.ctx.market)?.and_then(|d| anchor_lang::AccountDeserialize::try_deserialize(&mut &d[..]).ok());
         let Some(market) = market else { return Ok(()) };
-        for (key, t) in chain.tasks()?.into_iter().filter(|(_, t)| t.status == TaskStatus::Verifying && t.market == self.ctx.market) {
-            let round = t.round;
-            if let Some(sealed) = self.sealed.get(&(key, round)).copied() {
-                let vote_acc = chain.account(&pda::vote(&key, &self.ctx.node, round))?;
-                let Some(v) = vote_acc.and_then(|d| anchor_lang::AccountDeserialize::try_deserialize(&mut &d[..]).ok())
-                    .map(|v: compute_market::state::Vote| v) else { continue };
-                if !v.committed && now <= t.commit_deadline {
-                    let c = vote_commitment(&self.ctx.node.to_bytes(), &key.to_bytes(), round, sealed.vote, &sealed.evidence, &sealed.salt);
-                    send(chain, &self.ctx.name, "commit_vote", &key, client::commit_vote(self.ctx.kp.pubkey(), key, round, c), &self.ctx.kp)?;
-                } else if v.committed && !v.revealed && t.reveal_open(now) && now <= t.reveal_deadline {
-                    let args = RevealVoteArgs { vote: sealed.vote, evidence: sealed.evidence, salt: sealed.salt };
-                    send(chain, &self.ctx.name, "reveal_vote", &key, client::reveal_vote(self.ctx.kp.pubkey(), key, round, args), &self.ctx.kp)?;
-                }
-                continue;
+        let market_key = self.ctx.market;
+        for (key, t) in chain.tasks()?.into_iter().filter(|(_, t)| t.status == TaskStatus::Verifying && t.market == market_key) {
+            // one task's failure (an RPC error, an unreachable result) never blocks the others
+            if let Err(e) = self.on_task(chain, now, &node, &market, key, &t) {
+                tracing::warn!(verifier = self.ctx.name, task = %key, error = %format!("{e:#}"), "will retry");
             }
-            let tally = t.tally();
-            let me_excluded = t.provider == self.ctx.node || t.client == self.ctx.kp.pubkey();
-            if me_excluded || !t.seed_drawn || now > t.join_deadline || tally.seats >= tally.quorum || node.free < t.verifier_bond {
-                continue;
-            }
-            let eligible = seat_eligible(
-                seat_ticket(&t.seed, &self.ctx.node.to_bytes()),
-                node.stake(),
-                market.verifier_stake,
-                SEAT_OVERSAMPLE * tally.quorum as u64,
-            );
-            if !eligible || chain.account(&pda::vote(&key, &self.ctx.node, round))?.is_some() {
-                continue;
-            }
-            if !send(chain, &self.ctx.name, "join_task", &key, client::join_task(self.ctx.kp.pubkey(), key, self.ctx.market, round), &self.ctx.kp)?.ok {
-                continue;
-            }
-            let start = Instant::now();
-            let verdict = if self.careless {
-                Verdict { vote: VOTE_VALID, evidence: [0; 32], reason: "careless: did not check".into() }
-            } else {
-                self.check(&key, &t)?
-            };
-            let seconds = start.elapsed().as_secs_f64();
-            tracing::info!(verifier = self.ctx.name, task = %key, round, vote = verdict.vote, reason = verdict.reason, seconds, "checked");
-            self.records.push(VerifyRecord { task: key, seconds, vote: verdict.vote, reason: verdict.reason.clone() });
-            let sealed = self.seal(&key, round, verdict.vote, verdict.evidence);
-            self.sealed.insert((key, round), sealed);
-            let c = vote_commitment(&self.ctx.node.to_bytes(), &key.to_bytes(), round, sealed.vote, &sealed.evidence, &sealed.salt);
-            send(chain, &self.ctx.name, "commit_vote", &key, client::commit_vote(self.ctx.kp.pubkey(), key, round, c), &self.ctx.kp)?;
         }
         Ok(())
     }

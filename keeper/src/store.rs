@@ -1,0 +1,105 @@
+//! The keeper's crash-safe store (redb, one file): what must survive a `kill -9`.
+//!
+//! * sealed votes (vote, evidence, salt) by (task, round): written **before** the commit
+//!   transaction is sent, so a restarted verifier can always reveal what it committed;
+//! * served results (job spec and corruption setting) by Merkle root: a restarted provider
+//!   recomputes and serves them again.
+//!
+//! Everything else is derived from chain state on every step.
+
+use std::path::Path;
+
+use anchor_lang::prelude::Pubkey;
+use anyhow::{Context, Result};
+use redb::{Database, ReadableTable, TableDefinition};
+
+use crate::roles::verifier::Sealed;
+
+const SEALED: TableDefinition<&[u8], &[u8]> = TableDefinition::new("sealed_votes");
+const RESULTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("served_results");
+
+/// The store.
+pub struct Store {
+    db: Database,
+}
+
+fn sealed_key(task: &Pubkey, round: u8) -> [u8; 33] {
+    let mut k = [0u8; 33];
+    k[..32].copy_from_slice(task.as_ref());
+    k[32] = round;
+    k
+}
+
+impl Store {
+    /// Opens (or creates) the store at `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let db = Database::create(path).with_context(|| format!("opening the keeper store {}", path.display()))?;
+        let w = db.begin_write()?;
+        w.open_table(SEALED)?;
+        w.open_table(RESULTS)?;
+        w.commit()?;
+        Ok(Store { db })
+    }
+
+    /// Persists a sealed vote (durably, before returning).
+    pub fn put_sealed(&self, task: &Pubkey, round: u8, s: &Sealed) -> Result<()> {
+        let mut v = Vec::with_capacity(65);
+        v.push(s.vote);
+        v.extend_from_slice(&s.evidence);
+        v.extend_from_slice(&s.salt);
+        let w = self.db.begin_write()?;
+        w.open_table(SEALED)?.insert(&sealed_key(task, round)[..], &v[..])?;
+        w.commit()?;
+        Ok(())
+    }
+
+    /// The sealed vote for (task, round), if any.
+    pub fn sealed(&self, task: &Pubkey, round: u8) -> Result<Option<Sealed>> {
+        let r = self.db.begin_read()?;
+        let t = r.open_table(SEALED)?;
+        let Some(v) = t.get(&sealed_key(task, round)[..])? else { return Ok(None) };
+        let v = v.value();
+        anyhow::ensure!(v.len() == 65, "corrupt sealed vote for task {task} round {round}");
+        Ok(Some(Sealed { vote: v[0], evidence: v[1..33].try_into()?, salt: v[33..65].try_into()? }))
+    }
+
+    /// Forgets sealed votes of `task` (after it is settled).
+    pub fn forget_task(&self, task: &Pubkey) -> Result<()> {
+        let w = self.db.begin_write()?;
+        {
+            let mut t = w.open_table(SEALED)?;
+            for round in 0..2u8 {
+                t.remove(&sealed_key(task, round)[..])?;
+            }
+        }
+        w.commit()?;
+        Ok(())
+    }
+
+    /// Records a served result: the encoded job spec and the corruption it was served with.
+    pub fn put_result(&self, root: &[u8; 32], job: &[u8; 64], corrupt_fraction: f64) -> Result<()> {
+        let mut v = job.to_vec();
+        v.extend_from_slice(&corrupt_fraction.to_le_bytes());
+        let w = self.db.begin_write()?;
+        w.open_table(RESULTS)?.insert(&root[..], &v[..])?;
+        w.commit()?;
+        Ok(())
+    }
+
+    /// Every served result recorded: (root, job spec, corruption).
+    pub fn results(&self) -> Result<Vec<([u8; 32], [u8; 64], f64)>> {
+        let r = self.db.begin_read()?;
+        let t = r.open_table(RESULTS)?;
+        let mut out = vec![];
+        for e in t.iter()? {
+            let (k, v) = e?;
+            let (k, v) = (k.value(), v.value());
+            anyhow::ensure!(k.len() == 32 && v.len() == 72, "corrupt served-result record");
+            out.push((k.try_into()?, v[..64].try_into()?, f64::from_le_bytes(v[64..72].try_into()?)));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,132 @@
+//! Crash and restart, injected RPC errors, unreachable result URLs: the keeper recovers from
+//! chain state plus its store, and the protocol's outcome does not change.
+
+use std::sync::Arc;
+
+use compute_market::state::TaskStatus;
+use compute_market_keeper::{
+    chain::{flaky::FlakyChain, Chain, ChainExt},
+    compute::cpu::CpuBackend,
+    demo::{DemoConfig, Scenario},
+    roles::{provider::Provider, verifier::Verifier, NodeCtx},
+    store::Store,
+    tiles::TileStore,
+};
+
+fn scenario(tasks: usize, dir: &std::path::Path) -> Scenario {
+    let cfg = DemoConfig { tasks, ..Default::default() };
+    Scenario::new(&cfg, Arc::new(CpuBackend), dir).expect("scenario")
+}
+
+/// Simulates `kill -9` of every provider and verifier: in-memory state is dropped, new
+/// processes start from the same keys and store files.
+fn restart_all(s: &mut Scenario) {
+    let providers: Vec<Provider> = s.providers.drain(..).collect();
+    let verifiers: Vec<Verifier> = s.verifiers.drain(..).collect();
+    let store = Arc::new(TileStore::default()); // the served results are gone with the process
+    for (i, p) in providers.into_iter().enumerate() {
+        let (ctx, corrupt_fraction, max_active) = (p.ctx, p.corrupt_fraction, p.max_active);
+        drop(p.db);
+        let db = Arc::new(Store::open(&s.dir.join(format!("provider{i}.redb"))).unwrap());
+        let mut p = Provider { ctx: NodeCtx { store: store.clone(), ..ctx }, corrupt_fraction, max_active, db, records: vec![] };
+        p.restore().expect("restore served results");
+        s.providers.push(p);
+    }
+    for (i, v) in verifiers.into_iter().enumerate() {
+        let (ctx, careless) = (v.ctx, v.careless);
+        drop(v.db);
+        let db = Arc::new(Store::open(&s.dir.join(format!("verifier{i}.redb"))).unwrap());
+        s.verifiers.push(Verifier { ctx: NodeCtx { store: store.clone(), ..ctx }, careless, db, records: vec![] });
+    }
+}
+
+#[test]
+fn killed_between_commit_and_reveal_the_keepers_still_reveal_and_never_double_submit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = scenario(2, dir.path());
+    // run until some vote is committed but not revealed
+    let mut crashed = false;
+    for _ in 0..200 {
+        s.tick().unwrap();
+        let pending = s.tasks.iter().any(|(k, _, _)| s.chain.votes(k).unwrap().iter().any(|(_, v)| v.committed && !v.revealed));
+        if pending {
+            restart_all(&mut s);
+            crashed = true;
+            break;
+        }
+    }
+    assert!(crashed, "reached a committed-but-unrevealed vote");
+    s.run_to_end(2_000).unwrap();
+    let r = s.report().unwrap();
+    // every seat revealed: nobody lost stake for silence, outcomes as without the crash
+    for t in &r.tasks {
+        let expected = if t.provider.contains("cheats") { "Rejected" } else { "Accepted" };
+        assert_eq!(t.outcome, expected, "{t:?}");
+        let (valid, invalid): (u32, u32) = {
+            let mut it = t.votes.split('/').map(|x| x.parse::<u32>().unwrap());
+            (it.next().unwrap(), it.next().unwrap())
+        };
+        assert_eq!(valid + invalid, 3, "all three seats revealed after the restart: {t:?}");
+    }
+    // no double submission: one ResultSubmitted per task on chain (a second would be refused)
+    let submits = s.providers.iter().flat_map(|p| &p.records).count();
+    assert!(submits <= 2, "no task was computed and submitted again after the restart");
+}
+
+#[test]
+fn roles_survive_injected_rpc_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = scenario(4, dir.path());
+    let flaky = Arc::new(FlakyChain::new(s.chain.clone(), 7));
+    s.roles_chain = flaky.clone();
+    s.run_to_end(3_000).unwrap();
+    assert!(flaky.failed.load(std::sync::atomic::Ordering::Relaxed) > 10, "errors were injected");
+    assert!(s.errors > 0, "roles saw the errors");
+    let r = s.report().unwrap();
+    for t in &r.tasks {
+        let expected = if t.provider.contains("cheats") { "Rejected" } else { "Accepted" };
+        assert_eq!(t.outcome, expected, "{t:?}");
+    }
+}
+
+#[test]
+fn an_unreachable_result_is_voted_invalid_and_the_provider_slashed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = scenario(1, dir.path());
+    // the providers serve from a store no verifier can reach
+    let hidden = Arc::new(TileStore::default());
+    for p in &mut s.providers {
+        p.ctx.store = hidden.clone();
+    }
+    s.run_to_end(2_000).unwrap();
+    let r = s.report().unwrap();
+    assert_eq!(r.tasks[0].outcome, "Rejected");
+    let reasons: Vec<&str> = s.verifiers.iter().flat_map(|v| &v.records).filter(|r| !r.reason.contains("careless")).map(|r| r.reason.as_str()).collect();
+    assert!(!reasons.is_empty());
+    assert!(reasons.iter().all(|r| r.contains("unreachable")), "{reasons:?}");
+    assert!(s.chain.tasks().unwrap().iter().all(|(_, t)| t.status != TaskStatus::Verifying));
+    let _ = s.chain.slot();
+}
+
+#[test]
+fn bad_result_urls_are_named() {
+    let store = TileStore::default();
+    let e = store.fetch_all("http://nowhere/r").unwrap_err().to_string();
+    assert!(e.contains("unsupported result URL"), "{e}");
+    let e = store.fetch_all("mem://abcd").unwrap_err().to_string();
+    assert!(e.contains("does not name a 32-byte root"), "{e}");
+    let e = store.fetch_all(&format!("mem://{}", "zz".repeat(32))).unwrap_err().to_string();
+    assert!(e.contains("not hex"), "{e}");
+    let e = store.fetch_all(&format!("mem://{}", "00".repeat(32))).unwrap_err().to_string();
+    assert!(e.contains("unreachable"), "{e}");
+}
+
+#[test]
+fn malformed_job_specs_are_named() {
+    use compute_market_protocol::job::{JobError, JobSpec};
+    let mut b = JobSpec::matmul(64, 64, 64, [0; 32]).encode();
+    b[1] = 7;
+    let e = JobSpec::decode(&b).unwrap_err();
+    assert_eq!(e, JobError::UnknownKind);
+    assert_eq!(e.to_string(), "unknown job kind");
+}
