@@ -8,8 +8,13 @@
 
 pub mod bench;
 pub mod chain;
+pub mod cli;
+pub mod config;
 pub mod compute;
+pub mod daemon;
 pub mod demo;
+pub mod http;
+pub mod metrics;
 pub mod roles;
 pub mod store;
 pub mod tiles;

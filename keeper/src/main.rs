@@ -1,23 +1,47 @@
 //! `keeper`: the Compute Market daemon and CLI.
 
-use anyhow::{ensure, Result};
-use clap::{Parser, Subcommand, ValueEnum};
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
-use compute_market_keeper::{bench, compute::cpu::CpuBackend, demo};
+use anchor_lang::prelude::Pubkey;
+use anyhow::{bail, ensure, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use compute_market::state::Hardware;
+use compute_market_keeper::{
+    bench,
+    chain::{rpc::RpcChain, Chain},
+    cli,
+    compute::cpu::CpuBackend,
+    config::{expand, read_keypair, FileConfig},
+    daemon, demo,
+};
+use compute_market_protocol::job::JobSpec;
+use serde_json::Value;
+use solana_signer::Signer;
 
 /// Output format.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 enum Output {
-    /// Human-readable tables.
+    /// Human-readable.
     Text,
-    /// One JSON document.
+    /// JSON, for scripts.
     Json,
 }
 
 #[derive(Parser, Debug)]
 #[command(name = "keeper", version, about = "Compute Market keeper: provider, verifier and cranker daemon and CLI")]
 struct Cli {
+    /// RPC URL or moniker: localhost, devnet, testnet, mainnet-beta.
+    #[arg(short = 'u', long = "url", global = true)]
+    url: Option<String>,
+    /// Keypair file [default: ~/.config/solana/id.json].
+    #[arg(short = 'k', long = "keypair", global = true)]
+    keypair: Option<String>,
+    /// Config file [default: ~/.config/compute-market/keeper.toml].
+    #[arg(short = 'C', long = "config", global = true)]
+    config: Option<String>,
+    /// Priority fee, micro-lamports per compute unit.
+    #[arg(long, global = true)]
+    priority_fee: Option<u64>,
     /// Output format.
     #[arg(long, global = true, value_enum, default_value = "text")]
     output: Output,
@@ -27,6 +51,17 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Provider and verifier nodes.
+    #[command(subcommand)]
+    Node(NodeCmd),
+    /// Client tasks.
+    #[command(subcommand)]
+    Task(TaskCmd),
+    /// Markets.
+    #[command(subcommand)]
+    Market(MarketCmd),
+    /// The daemon: any combination of --provider, --verifier, --crank.
+    Run(RunArgs),
     /// Runs the whole market on an embedded cluster (litesvm with the built program): 3
     /// providers (one cheats), 5 verifiers (one careless), 20 tasks, a cranker; prints the
     /// outcome per task, slashes, payouts, costs, slots per phase and the performance model.
@@ -47,19 +82,208 @@ enum Command {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum NodeCmd {
+    /// Registers this keypair's node in a market.
+    Register {
+        /// Market id.
+        #[arg(long)]
+        market: Option<u16>,
+        /// provider, verifier or both.
+        #[arg(long, default_value = "both")]
+        roles: String,
+        /// Declared compute, GFLOPS.
+        #[arg(long)]
+        gflops: u32,
+        /// Declared device memory, GB.
+        #[arg(long)]
+        memory_gb: u32,
+        /// Declared memory bandwidth, GB/s.
+        #[arg(long, default_value_t = 0)]
+        bandwidth_gbps: u32,
+        /// Region code.
+        #[arg(long, default_value_t = 0)]
+        region: u16,
+    },
+    /// Moves tokens from the wallet (associated token account) into the node's stake.
+    Stake {
+        /// Amount in base units.
+        amount: u64,
+        /// Source token account [default: the associated token account].
+        #[arg(long)]
+        from: Option<Pubkey>,
+    },
+    /// Starts the cooldown for `amount` of free stake.
+    Unstake {
+        /// Amount in base units.
+        amount: u64,
+    },
+    /// Pays out pending unstake (after the cooldown) and earnings.
+    Withdraw {
+        /// Destination token account [default: the associated token account].
+        #[arg(long)]
+        to: Option<Pubkey>,
+    },
+    /// Shows a node [default: this keypair's].
+    Status {
+        /// The node's authority.
+        authority: Option<Pubkey>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TaskCmd {
+    /// Posts a task; the reward moves into its escrow.
+    Post {
+        /// Market id.
+        #[arg(long)]
+        market: Option<u16>,
+        /// Task id (unique per client) [default: the current time in ms].
+        #[arg(long)]
+        id: Option<u64>,
+        /// matmul (m,k,n) or hash (tiles,nonces,iterations).
+        #[arg(long)]
+        kind: String,
+        /// Three dimensions, comma-separated.
+        #[arg(long, value_delimiter = ',', num_args = 3)]
+        dims: Vec<u32>,
+        /// Reward in base units.
+        #[arg(long)]
+        reward: u64,
+        /// Quorum V [default: the market's].
+        #[arg(long, default_value_t = 0)]
+        quorum: u8,
+        /// Samples k [default: the market's].
+        #[arg(long, default_value_t = 0)]
+        samples: u16,
+        /// Input seed, 64 hex digits [default: derived from the id].
+        #[arg(long)]
+        seed: Option<String>,
+    },
+    /// Cancels an open task of this keypair.
+    Cancel {
+        /// Task id.
+        id: u64,
+    },
+    /// Shows a task.
+    Status {
+        /// Task address.
+        task: Pubkey,
+    },
+    /// Lists tasks.
+    List {
+        /// Only this market.
+        #[arg(long)]
+        market: Option<u16>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum MarketCmd {
+    /// Lists markets.
+    List,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Claim, compute and serve tasks.
+    #[arg(long)]
+    provider: bool,
+    /// Verify results and vote.
+    #[arg(long)]
+    verifier: bool,
+    /// Finalize, settle, expire, close and sweep.
+    #[arg(long)]
+    crank: bool,
+    /// Market id.
+    #[arg(long)]
+    market: Option<u16>,
+    /// Store file [default: ~/.local/share/compute-market/<node>.redb].
+    #[arg(long)]
+    store: Option<String>,
+    /// HTTP listen address for results and /metrics.
+    #[arg(long)]
+    listen: Option<String>,
+    /// Public base URL of that server [default: http://<listen>].
+    #[arg(long)]
+    public_url: Option<String>,
+    /// Poll interval, ms.
+    #[arg(long)]
+    poll_ms: Option<u64>,
+    /// Compute backend.
+    #[arg(long, default_value = "auto")]
+    backend: String,
+}
+
+fn print(output: Output, v: &Value) -> Result<()> {
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(v)?),
+        Output::Text => match v {
+            Value::Array(items) if items.is_empty() => println!("(none)"),
+            Value::Array(items) => items.iter().try_for_each(|i| print(output, i))?,
+            Value::Object(map) => {
+                for (k, val) in map {
+                    println!("{k:>16}: {}", match val { Value::String(s) => s.clone(), other => other.to_string() });
+                }
+                println!();
+            }
+            other => println!("{other}"),
+        },
+    }
+    Ok(())
+}
+
+fn parse_roles(s: &str) -> Result<u8> {
+    Ok(match s {
+        "provider" => 1,
+        "verifier" => 2,
+        "both" => 3,
+        other => bail!("--roles must be provider, verifier or both, not {other:?}"),
+    })
+}
+
+fn parse_job(kind: &str, dims: &[u32], seed: [u8; 32]) -> Result<JobSpec> {
+    ensure!(dims.len() == 3, "--dims takes three numbers");
+    let job = match kind {
+        "matmul" => JobSpec::matmul(dims[0], dims[1], dims[2], seed),
+        "hash" => JobSpec::hash_batch(dims[0], dims[1], dims[2], seed),
+        other => bail!("--kind must be matmul or hash, not {other:?}"),
+    };
+    JobSpec::decode(&job.encode()).map_err(|e| anyhow::anyhow!("invalid job: {e}"))
+}
+
+fn parse_seed(s: &str) -> Result<[u8; 32]> {
+    ensure!(s.len() == 64, "--seed takes 64 hex digits");
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).context("--seed is not hex")?;
+    }
+    Ok(out)
+}
+
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    let file = FileConfig::load(cli.config.as_deref())?;
+    let url = cli.url.clone().or(file.url.clone()).unwrap_or_else(|| "localhost".into());
+    let keypair_path = cli.keypair.clone().or(file.keypair.clone()).unwrap_or_else(|| "~/.config/solana/id.json".into());
+    let market = |m: Option<u16>| m.or(file.market).unwrap_or(1);
+    let rpc = || -> Arc<dyn Chain> {
+        let mut c = RpcChain::new(&url);
+        c.priority_fee = cli.priority_fee.or(file.priority_fee).unwrap_or(0);
+        Arc::new(c)
+    };
+    let out = cli.output;
     match cli.command {
         Command::Demo { tasks, corrupt_fraction } => {
             ensure!(tasks >= 1, "--tasks must be at least 1");
             ensure!((0.0..=1.0).contains(&corrupt_fraction), "--corrupt-fraction must be within 0..=1");
             let cfg = demo::DemoConfig { tasks, corrupt_fraction, ..Default::default() };
             let report = demo::run(&cfg, Arc::new(CpuBackend))?;
-            match cli.output {
+            match out {
                 Output::Text => print!("{}", demo::render(&report)),
                 Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
             }
@@ -71,10 +295,64 @@ fn main() -> Result<()> {
                 compute_market_protocol::job::MAX_MATRIX_DIM
             );
             let report = bench::run(&CpuBackend, &sizes)?;
-            match cli.output {
+            match out {
                 Output::Text => print!("{}", bench::render(&report)),
                 Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
             }
+        }
+        Command::Node(cmd) => {
+            let kp = read_keypair(&keypair_path)?;
+            let chain = rpc();
+            let v = match cmd {
+                NodeCmd::Register { market: m, roles, gflops, memory_gb, bandwidth_gbps, region } => {
+                    cli::node_register(chain.as_ref(), &kp, market(m), parse_roles(&roles)?, Hardware { gflops, memory_gb, bandwidth_gbps, region })?
+                }
+                NodeCmd::Stake { amount, from } => cli::node_stake(chain.as_ref(), &kp, amount, from)?,
+                NodeCmd::Unstake { amount } => cli::node_unstake(chain.as_ref(), &kp, amount)?,
+                NodeCmd::Withdraw { to } => cli::node_withdraw(chain.as_ref(), &kp, to)?,
+                NodeCmd::Status { authority } => cli::node_status(chain.as_ref(), &authority.unwrap_or_else(|| kp.pubkey()))?,
+            };
+            print(out, &v)?;
+        }
+        Command::Task(cmd) => {
+            let chain = rpc();
+            let v = match cmd {
+                TaskCmd::Post { market: m, id, kind, dims, reward, quorum, samples, seed } => {
+                    let kp = read_keypair(&keypair_path)?;
+                    let id = id.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0));
+                    let seed = match seed {
+                        Some(s) => parse_seed(&s)?,
+                        None => compute_market_protocol::hash::hashv(&[b"cli seed", kp.pubkey().as_ref(), &id.to_le_bytes()]),
+                    };
+                    cli::task_post(chain.as_ref(), &kp, market(m), id, parse_job(&kind, &dims, seed)?, reward, quorum, samples)?
+                }
+                TaskCmd::Cancel { id } => cli::task_cancel(chain.as_ref(), &read_keypair(&keypair_path)?, id)?,
+                TaskCmd::Status { task } => cli::task_status(chain.as_ref(), &task)?,
+                TaskCmd::List { market: m } => cli::task_list(chain.as_ref(), m.or(file.market))?,
+            };
+            print(out, &v)?;
+        }
+        Command::Market(MarketCmd::List) => print(out, &cli::market_list(rpc().as_ref())?)?,
+        Command::Run(a) => {
+            ensure!(a.provider || a.verifier || a.crank, "choose at least one of --provider, --verifier, --crank");
+            ensure!(a.backend == "auto" || a.backend == "cpu", "--backend {} is not available in this build (auto, cpu)", a.backend);
+            tracing::info!(backend = "cpu", "backend auto: no CUDA backend in this build, using the CPU reference");
+            let kp = read_keypair(&keypair_path)?;
+            let store = a.store.or(file.store.clone()).map(|s| expand(&s)).unwrap_or_else(|| {
+                expand(&format!("~/.local/share/compute-market/{}.redb", kp.pubkey()))
+            });
+            let opts = daemon::DaemonOptions {
+                provider: a.provider,
+                verifier: a.verifier,
+                crank: a.crank,
+                market: market(a.market),
+                store,
+                listen: a.listen.or(file.listen.clone()).unwrap_or_else(|| "127.0.0.1:9100".into()),
+                public_url: a.public_url.or(file.public_url.clone()),
+                poll: Duration::from_millis(a.poll_ms.or(file.poll_ms).unwrap_or(400)),
+                passes: None,
+            };
+            daemon::run(rpc(), kp, Arc::new(CpuBackend), opts)?;
         }
     }
     Ok(())

@@ -26,6 +26,8 @@ pub struct ServedResult {
 #[derive(Default)]
 pub struct TileStore {
     results: RwLock<HashMap<Digest, Arc<ServedResult>>>,
+    /// When set (`http://host:port`), published URLs point at this keeper's HTTP server.
+    pub base_url: Option<String>,
 }
 
 fn hex(d: &Digest) -> String {
@@ -34,7 +36,7 @@ fn hex(d: &Digest) -> String {
 
 fn parse_uri(uri: &str) -> Result<Digest> {
     let Some(h) = uri.strip_prefix("mem://") else {
-        bail!("unsupported result URL {uri:?} (this store serves mem://<root>)");
+        bail!("unsupported result URL {uri:?} (expected mem://<root> or http://host:port/r/<root>)");
     };
     if h.len() != 64 {
         bail!("result URL {uri:?} does not name a 32-byte root");
@@ -47,12 +49,21 @@ fn parse_uri(uri: &str) -> Result<Digest> {
 }
 
 impl TileStore {
+    /// A store whose published URLs point at `base_url` (`http://host:port`).
+    pub fn serving_at(base_url: impl Into<String>) -> Self {
+        TileStore { base_url: Some(base_url.into()), ..Default::default() }
+    }
+
     /// Stores `tiles` of `job`; returns the root and the URL to publish.
     pub fn publish(&self, job: JobSpec, tiles: Vec<Vec<u8>>) -> (Digest, String) {
         let tree = commit(&tiles);
         let root = tree.root();
         self.results.write().expect("store lock").insert(root, Arc::new(ServedResult { job, tiles, tree }));
-        (root, format!("mem://{}", hex(&root)))
+        let uri = match &self.base_url {
+            Some(base) => format!("{base}/r/{}", hex(&root)),
+            None => format!("mem://{}", hex(&root)),
+        };
+        (root, uri)
     }
 
     fn get(&self, uri: &str) -> Result<Arc<ServedResult>> {
@@ -60,13 +71,19 @@ impl TileStore {
         self.results.read().expect("store lock").get(&root).cloned().ok_or_else(|| anyhow!("result URL {uri:?} is unreachable: nothing served under that root"))
     }
 
-    /// Every tile of the result at `uri`.
+    /// Every tile of the result at `uri` (`mem://` from this store, `http://` from a keeper).
     pub fn fetch_all(&self, uri: &str) -> Result<Vec<Vec<u8>>> {
+        if uri.starts_with("http://") || uri.starts_with("https://") {
+            return crate::http::fetch_all(uri);
+        }
         Ok(self.get(uri)?.tiles.clone())
     }
 
     /// Tiles `indices` of the result at `uri`, with Merkle proofs.
     pub fn fetch(&self, uri: &str, indices: &[u32]) -> Result<Vec<ProvenTile>> {
+        if uri.starts_with("http://") || uri.starts_with("https://") {
+            return crate::http::fetch(uri, indices);
+        }
         let r = self.get(uri)?;
         indices
             .iter()

@@ -111,8 +111,10 @@ fn an_unreachable_result_is_voted_invalid_and_the_provider_slashed() {
 #[test]
 fn bad_result_urls_are_named() {
     let store = TileStore::default();
-    let e = store.fetch_all("http://nowhere/r").unwrap_err().to_string();
+    let e = store.fetch_all("ftp://nowhere/r").unwrap_err().to_string();
     assert!(e.contains("unsupported result URL"), "{e}");
+    let e = format!("{:#}", store.fetch_all("http://127.0.0.1:1/r/00").unwrap_err());
+    assert!(e.contains("unreachable"), "{e}");
     let e = store.fetch_all("mem://abcd").unwrap_err().to_string();
     assert!(e.contains("does not name a 32-byte root"), "{e}");
     let e = store.fetch_all(&format!("mem://{}", "zz".repeat(32))).unwrap_err().to_string();
@@ -129,4 +131,36 @@ fn malformed_job_specs_are_named() {
     let e = JobSpec::decode(&b).unwrap_err();
     assert_eq!(e, JobError::UnknownKind);
     assert_eq!(e.to_string(), "unknown job kind");
+}
+
+#[test]
+fn results_travel_over_http_compressed_and_content_addressed() {
+    use compute_market_keeper::{http, metrics::Metrics};
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = scenario(4, dir.path());
+    // bind first, then publish URLs that point at the server
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let served = Arc::new(TileStore::serving_at(format!("http://127.0.0.1:{port}")));
+    let metrics = Arc::new(Metrics::default());
+    http::serve(served.clone(), metrics.clone(), &format!("127.0.0.1:{port}")).unwrap();
+    for p in &mut s.providers {
+        p.ctx.store = served.clone();
+    }
+    // verifiers have nothing locally: everything they check came over HTTP
+    let empty = Arc::new(TileStore::default());
+    for v in &mut s.verifiers {
+        v.ctx.store = empty.clone();
+    }
+    s.run_to_end(2_000).unwrap();
+    let r = s.report().unwrap();
+    for t in &r.tasks {
+        let expected = if t.provider.contains("cheats") { "Rejected" } else { "Accepted" };
+        assert_eq!(t.outcome, expected, "{t:?}");
+    }
+    let metrics_text = ureq::get(&format!("http://127.0.0.1:{port}/metrics")).call().unwrap().into_string().unwrap();
+    assert!(metrics_text.contains("keeper_rpc_latency_seconds_count"), "{metrics_text}");
+    let missing = ureq::get(&format!("http://127.0.0.1:{port}/r/{}/all", "00".repeat(32))).call();
+    assert!(missing.is_err(), "an unknown root is a 404");
 }

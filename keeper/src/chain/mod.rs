@@ -4,6 +4,8 @@
 
 pub mod embedded;
 pub mod flaky;
+pub mod metered;
+pub mod rpc;
 
 use anchor_lang::{prelude::Pubkey, AccountDeserialize, Discriminator, Event};
 use anyhow::Result;

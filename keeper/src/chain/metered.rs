@@ -1,0 +1,56 @@
+//! A [`Chain`] wrapper that feeds the Prometheus [`Metrics`]: RPC latency and errors,
+//! transactions confirmed and refused.
+
+use std::{sync::Arc, time::Instant};
+
+use anchor_lang::prelude::Pubkey;
+use anyhow::Result;
+use solana_instruction::Instruction;
+use solana_keypair::Keypair;
+
+use super::{Chain, TxReport};
+use crate::metrics::Metrics;
+
+/// Measures every call of the wrapped chain.
+pub struct MeteredChain {
+    inner: Arc<dyn Chain>,
+    metrics: Arc<Metrics>,
+}
+
+impl MeteredChain {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn Chain>, metrics: Arc<Metrics>) -> Self {
+        MeteredChain { inner, metrics }
+    }
+
+    fn measure<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let t = Instant::now();
+        let r = f();
+        Metrics::add(&self.metrics.rpc_calls, 1);
+        Metrics::add(&self.metrics.rpc_us, t.elapsed().as_micros() as u64);
+        if r.is_err() {
+            Metrics::add(&self.metrics.rpc_errors, 1);
+        }
+        r
+    }
+}
+
+impl Chain for MeteredChain {
+    fn slot(&self) -> Result<u64> {
+        self.measure(|| self.inner.slot())
+    }
+    fn account(&self, key: &Pubkey) -> Result<Option<Vec<u8>>> {
+        self.measure(|| self.inner.account(key))
+    }
+    fn program_accounts(&self, discriminator: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>> {
+        self.measure(|| self.inner.program_accounts(discriminator))
+    }
+    fn token_balance(&self, key: &Pubkey) -> Result<u64> {
+        self.measure(|| self.inner.token_balance(key))
+    }
+    fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
+        let r = self.measure(|| self.inner.send(ixs, payer, signers))?;
+        Metrics::add(if r.ok { &self.metrics.tx_ok } else { &self.metrics.tx_refused }, 1);
+        Ok(r)
+    }
+}

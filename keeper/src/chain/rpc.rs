@@ -1,0 +1,168 @@
+//! A real cluster over JSON-RPC (Agave 4.2.2's `solana-client`).
+//!
+//! Transactions get a fresh blockhash, an optional priority fee, retries with backoff while the
+//! cluster is unreachable, and confirmation tracking. Re-sending after a timeout cannot
+//! double-apply: every instruction of the program is guarded by the state it moves (a task is
+//! claimed once, a vote committed once, ...), so a duplicate is refused with a named error.
+
+use std::{thread::sleep, time::Duration};
+
+use anchor_lang::prelude::Pubkey;
+use anyhow::{Context, Result};
+use solana_client::{
+    client_error::{ClientError, ClientErrorKind},
+    rpc_client::RpcClient,
+    rpc_config::{RpcAccountInfoConfig, RpcProgramAccountsConfig, RpcTransactionConfig},
+    rpc_filter::{Memcmp, RpcFilterType},
+    rpc_request::{RpcError, RpcResponseErrorData},
+};
+use solana_commitment_config::CommitmentConfig;
+use solana_instruction::Instruction;
+use solana_keypair::Keypair;
+use solana_signer::Signer;
+use solana_transaction::Transaction;
+use solana_transaction_status_client_types::{option_serializer::OptionSerializer, UiTransactionEncoding};
+
+use super::{Chain, TxReport};
+
+/// Expands the Solana CLI's URL monikers.
+pub fn resolve_url(url: &str) -> String {
+    match url {
+        "localhost" | "l" => "http://127.0.0.1:8899".into(),
+        "devnet" | "d" => "https://api.devnet.solana.com".into(),
+        "testnet" | "t" => "https://api.testnet.solana.com".into(),
+        "mainnet-beta" | "m" => "https://api.mainnet-beta.solana.com".into(),
+        other => other.into(),
+    }
+}
+
+/// A cluster reached over RPC.
+pub struct RpcChain {
+    client: RpcClient,
+    /// Micro-lamports per compute unit added to every transaction (0: none).
+    pub priority_fee: u64,
+    /// Attempts for a call while the cluster is unreachable.
+    pub attempts: u32,
+}
+
+fn preflight_logs(e: &ClientError) -> Option<Vec<String>> {
+    match e.kind() {
+        ClientErrorKind::RpcError(RpcError::RpcResponseError {
+            data: RpcResponseErrorData::SendTransactionPreflightFailure(sim), ..
+        }) => Some(sim.logs.clone().unwrap_or_default()),
+        _ => None,
+    }
+}
+
+fn is_transient(e: &ClientError) -> bool {
+    matches!(e.kind(), ClientErrorKind::Io(_) | ClientErrorKind::Reqwest(_))
+}
+
+impl RpcChain {
+    /// A client for `url` (monikers accepted) at `confirmed` commitment.
+    pub fn new(url: &str) -> Self {
+        RpcChain {
+            client: RpcClient::new_with_commitment(resolve_url(url), CommitmentConfig::confirmed()),
+            priority_fee: 0,
+            attempts: 5,
+        }
+    }
+
+    /// The underlying client.
+    pub fn client(&self) -> &RpcClient {
+        &self.client
+    }
+
+    /// Retries `f` with exponential backoff while the error is a transport error.
+    fn retry<T>(&self, what: &str, f: impl Fn() -> Result<T, ClientError>) -> Result<T> {
+        let mut delay = Duration::from_millis(200);
+        for attempt in 1..=self.attempts {
+            match f() {
+                Ok(v) => return Ok(v),
+                Err(e) if is_transient(&e) && attempt < self.attempts => {
+                    tracing::warn!(what, attempt, error = %e, "RPC unreachable, retrying");
+                    sleep(delay);
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+                Err(e) => return Err(e).with_context(|| format!("RPC {what}")),
+            }
+        }
+        unreachable!("the last attempt returns")
+    }
+}
+
+impl Chain for RpcChain {
+    fn slot(&self) -> Result<u64> {
+        self.retry("getSlot", || self.client.get_slot())
+    }
+
+    fn account(&self, key: &Pubkey) -> Result<Option<Vec<u8>>> {
+        let r = self.retry("getAccountInfo", || self.client.get_account_with_commitment(key, self.client.commitment()))?;
+        Ok(r.value.filter(|a| a.lamports > 0).map(|a| a.data))
+    }
+
+    fn program_accounts(&self, discriminator: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>> {
+        let config = RpcProgramAccountsConfig {
+            filters: Some(vec![RpcFilterType::Memcmp(Memcmp::new_raw_bytes(0, discriminator.to_vec()))]),
+            account_config: RpcAccountInfoConfig {
+                encoding: Some(solana_account_decoder_client_types::UiAccountEncoding::Base64),
+                commitment: Some(self.client.commitment()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let accounts = self.retry("getProgramAccounts", || {
+            self.client.get_program_ui_accounts_with_config(&compute_market::ID, config.clone())
+        })?;
+        Ok(accounts.into_iter().filter_map(|(k, a)| Some((k, a.data.decode()?))).collect())
+    }
+
+    fn token_balance(&self, key: &Pubkey) -> Result<u64> {
+        match self.client.get_token_account_balance(key) {
+            Ok(b) => b.amount.parse().context("token balance"),
+            Err(_) if self.account(key)?.is_none() => Ok(0),
+            Err(e) => Err(e).context("RPC getTokenAccountBalance"),
+        }
+    }
+
+    fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
+        let mut all: Vec<Instruction> = vec![];
+        if self.priority_fee > 0 {
+            all.push(solana_compute_budget_interface::ComputeBudgetInstruction::set_compute_unit_price(self.priority_fee));
+        }
+        all.extend_from_slice(ixs);
+        let mut keys = vec![payer];
+        keys.extend_from_slice(signers);
+        let blockhash = self.retry("getLatestBlockhash", || self.client.get_latest_blockhash())?;
+        let tx = Transaction::new_signed_with_payer(&all, Some(&payer.pubkey()), &keys, blockhash);
+        let sig = match self.client.send_and_confirm_transaction(&tx) {
+            Ok(sig) => sig,
+            Err(e) => {
+                if let Some(logs) = preflight_logs(&e) {
+                    return Ok(TxReport { ok: false, cu: 0, logs, error: Some(e.to_string()) });
+                }
+                return Err(e).context("sending the transaction");
+            }
+        };
+        let config = RpcTransactionConfig {
+            encoding: Some(UiTransactionEncoding::Json),
+            commitment: Some(self.client.commitment()),
+            max_supported_transaction_version: Some(0),
+        };
+        let meta = self.retry("getTransaction", || self.client.get_transaction_with_config(&sig, config)).ok().and_then(|t| t.transaction.meta);
+        let (logs, cu) = match meta {
+            Some(m) => (
+                match m.log_messages {
+                    OptionSerializer::Some(l) => l,
+                    _ => vec![],
+                },
+                match m.compute_units_consumed {
+                    OptionSerializer::Some(c) => c,
+                    _ => 0,
+                },
+            ),
+            None => (vec![], 0),
+        };
+        Ok(TxReport { ok: true, cu, logs, error: None })
+    }
+}

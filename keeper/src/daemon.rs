@@ -1,0 +1,124 @@
+//! `keeper run`: the daemon. Any combination of provider, verifier and cranker over one chain,
+//! with results and `/metrics` served over HTTP, a crash-safe store, and a clean shutdown on
+//! Ctrl-C / SIGTERM. Every pass is derived from chain state plus the store, so a restarted
+//! daemon continues where it stopped.
+
+use std::{
+    path::PathBuf,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use anyhow::{Context, Result};
+use compute_market::pda;
+use solana_keypair::Keypair;
+use solana_signer::Signer;
+
+use crate::{
+    chain::{metered::MeteredChain, Chain, ChainExt},
+    compute::Backend,
+    http,
+    metrics::Metrics,
+    roles::{cranker::Cranker, provider::Provider, verifier::Verifier, NodeCtx},
+    store::Store,
+    tiles::TileStore,
+};
+
+/// What to run.
+pub struct DaemonOptions {
+    /// Claim, compute and serve tasks.
+    pub provider: bool,
+    /// Verify and vote.
+    pub verifier: bool,
+    /// Finalize, settle, expire, close, sweep.
+    pub crank: bool,
+    /// Market id.
+    pub market: u16,
+    /// Store file.
+    pub store: PathBuf,
+    /// HTTP listen address.
+    pub listen: String,
+    /// Public base URL of the HTTP server (defaults to `http://<listen>`).
+    pub public_url: Option<String>,
+    /// Poll interval.
+    pub poll: Duration,
+    /// Stop after this many passes (tests); run until signalled when `None`.
+    pub passes: Option<u64>,
+}
+
+/// Runs until Ctrl-C (or `passes`).
+pub fn run(chain: Arc<dyn Chain>, kp: Keypair, backend: Arc<dyn Backend>, opts: DaemonOptions) -> Result<()> {
+    let metrics = Arc::new(Metrics::default());
+    let chain: Arc<dyn Chain> = Arc::new(MeteredChain::new(chain, metrics.clone()));
+    let db = Arc::new(Store::open(&opts.store)?);
+    let market = pda::market(opts.market);
+    let tiles = Arc::new(TileStore::serving_at(opts.public_url.clone().unwrap_or_else(|| format!("http://{}", opts.listen))));
+    let (addr, _handle) = http::serve(tiles.clone(), metrics.clone(), &opts.listen)?;
+    tracing::info!(%addr, public = tiles.base_url.as_deref().unwrap_or(""), "serving results and /metrics");
+    let node = pda::node(&kp.pubkey());
+    let ctx = |name: &str, kp: Keypair| NodeCtx { name: name.into(), kp, node, market, backend: backend.clone(), store: tiles.clone() };
+    let clone = |k: &Keypair| Keypair::try_from(&k.to_bytes()[..]).expect("keypair copy");
+    let mut provider = opts.provider.then(|| Provider { ctx: ctx("provider", clone(&kp)), corrupt_fraction: 0.0, max_active: 1, db: db.clone(), records: vec![] });
+    let mut verifier = opts.verifier.then(|| Verifier { ctx: ctx("verifier", clone(&kp)), careless: false, db: db.clone(), records: vec![] });
+    let treasury = chain
+        .account(&pda::config())?
+        .and_then(|d| anchor_lang::AccountDeserialize::try_deserialize(&mut &d[..]).ok())
+        .map(|c: compute_market::state::Config| c.treasury)
+        .context("the program has no config on this cluster (run the deploy/initialize step first)")?;
+    let mut cranker = opts.crank.then(|| Cranker { kp: clone(&kp), treasury, ledger: Default::default() });
+    if let Some(p) = provider.as_mut() {
+        let n = p.restore()?;
+        tracing::info!(results = n, "restored served results");
+    }
+    tracing::info!(node = %node, provider = opts.provider, verifier = opts.verifier, crank = opts.crank, "keeper running; polling every {:?} (Ctrl-C stops)", opts.poll);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        std::thread::spawn(move || {
+            rt.block_on(async {
+                let _ = tokio::signal::ctrl_c().await;
+            });
+            tracing::info!("shutting down after this pass");
+            stop.store(true, Ordering::SeqCst);
+        });
+    }
+    let mut pass = 0u64;
+    while !stop.load(Ordering::SeqCst) && opts.passes.is_none_or(|n| pass < n) {
+        let survive = |who: &str, r: Result<()>| {
+            if let Err(e) = r {
+                tracing::warn!(who, error = %format!("{e:#}"), "pass failed; retrying");
+            }
+        };
+        if let Some(p) = provider.as_mut() {
+            survive("provider", p.step(chain.as_ref()));
+            metrics.jobs_run.store(p.records.len() as u64, Ordering::Relaxed);
+            metrics.compute_us.store((p.records.iter().map(|r| r.seconds).sum::<f64>() * 1e6) as u64, Ordering::Relaxed);
+        }
+        if let Some(v) = verifier.as_mut() {
+            survive("verifier", v.step(chain.as_ref()));
+            metrics.verifications.store(v.records.len() as u64, Ordering::Relaxed);
+            metrics.verify_us.store((v.records.iter().map(|r| r.seconds).sum::<f64>() * 1e6) as u64, Ordering::Relaxed);
+        }
+        if let Some(c) = cranker.as_mut() {
+            survive("cranker", c.step(chain.as_ref()));
+            if pass % 50 == 0 {
+                survive("cranker", c.sweep(chain.as_ref()).map(|_| ()));
+            }
+        }
+        if let Ok(tasks) = chain.tasks() {
+            let mut by: std::collections::BTreeMap<String, u64> = Default::default();
+            for (_, t) in tasks.iter().filter(|(_, t)| t.market == market) {
+                *by.entry(format!("{:?}", t.status)).or_default() += 1;
+            }
+            *metrics.tasks_by_state.lock().expect("metrics lock") = by.into_iter().collect();
+        }
+        pass += 1;
+        std::thread::sleep(opts.poll);
+    }
+    Ok(())
+}
