@@ -145,7 +145,7 @@ enum TaskCmd {
         #[arg(long)]
         kind: String,
         /// Three dimensions, comma-separated.
-        #[arg(long, value_delimiter = ',', num_args = 3)]
+        #[arg(long, value_delimiter = ',', required = true)]
         dims: Vec<u32>,
         /// Reward in base units.
         #[arg(long)]
@@ -261,7 +261,14 @@ fn parse_seed(s: &str) -> Result<[u8; 32]> {
     Ok(out)
 }
 
-fn main() -> Result<()> {
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
