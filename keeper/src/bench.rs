@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use compute_market_protocol::{
+    commit::{VOTE_INVALID, VOTE_VALID},
     hash::hashv,
     job::JobSpec,
     sampling::sample_indices,
@@ -13,7 +14,7 @@ use serde::Serialize;
 
 use crate::{
     compute::Backend,
-    verify::{check_matmul, check_sampled, commit, ProvenTile},
+    verify::{check_matmul, check_sampled, commit, ProvenTile, Verdict},
 };
 
 /// Samples k per verifier used by the benchmark (the protocol default).
@@ -40,6 +41,22 @@ pub struct JobRow {
     pub honest_accepted: bool,
     /// Whether the verifier rejected a result with one corrupted element (must be true).
     pub corrupt_rejected: bool,
+}
+
+impl JobRow {
+    fn new(backend: &dyn Backend, job: &JobSpec, size: String, compute_s: f64, verify_s: f64, honest: &Verdict, caught: &Verdict) -> Self {
+        JobRow {
+            kind: format!("{:?}", job.kind),
+            size,
+            backend: backend.name(),
+            compute_s,
+            verify_s,
+            ratio: verify_s / compute_s,
+            work_per_s: job.work() as f64 / compute_s,
+            honest_accepted: honest.vote == VOTE_VALID,
+            corrupt_rejected: caught.vote == VOTE_INVALID,
+        }
+    }
 }
 
 /// Merkle commitment speed against raw hashing of the same bytes.
@@ -91,17 +108,7 @@ pub fn matmul(backend: &dyn Backend, n: u32) -> Result<JobRow> {
     corrupt(&mut bad);
     let bad_root = commit(&bad).root();
     let caught = check_matmul(backend, &job, &bad, &bad_root, &seed, &me, BENCH_SAMPLES)?;
-    Ok(JobRow {
-        kind: "MatMulModP".into(),
-        size: format!("n={n}"),
-        backend: backend.name(),
-        compute_s,
-        verify_s,
-        ratio: verify_s / compute_s,
-        work_per_s: job.work() as f64 / compute_s,
-        honest_accepted: honest.vote == compute_market_protocol::commit::VOTE_VALID,
-        corrupt_rejected: caught.vote == compute_market_protocol::commit::VOTE_INVALID,
-    })
+    Ok(JobRow::new(backend, &job, format!("n={n}"), compute_s, verify_s, &honest, &caught))
 }
 
 /// Measures a `HashBatch` job: the verifier recomputes `BENCH_SAMPLES` proven tiles.
@@ -128,17 +135,7 @@ pub fn hash_batch(backend: &dyn Backend, tiles: u32, nonces: u32, iterations: u3
     bad[target][0] ^= 1;
     let bad_tree = commit(&bad);
     let caught = check_sampled(backend, &job, &served(&bad, &bad_tree), &bad_tree.root())?;
-    Ok(JobRow {
-        kind: "HashBatch".into(),
-        size: format!("tiles={tiles}×{nonces}×{iterations}"),
-        backend: backend.name(),
-        compute_s,
-        verify_s,
-        ratio: verify_s / compute_s,
-        work_per_s: job.work() as f64 / compute_s,
-        honest_accepted: honest.vote == compute_market_protocol::commit::VOTE_VALID,
-        corrupt_rejected: caught.vote == compute_market_protocol::commit::VOTE_INVALID,
-    })
+    Ok(JobRow::new(backend, &job, format!("tiles={tiles}×{nonces}×{iterations}"), compute_s, verify_s, &honest, &caught))
 }
 
 /// Merkle commit of `tiles` tiles of 16 KiB against one SHA-256 stream over the same bytes.

@@ -30,7 +30,8 @@ pub struct TileStore {
     pub base_url: Option<String>,
 }
 
-fn hex(d: &Digest) -> String {
+/// Lower-case hex of a digest (how roots appear in URLs).
+pub fn hex(d: &Digest) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -10,14 +10,10 @@ use compute_market_protocol::{hash::hashv, job::JobSpec, P};
 use solana_signer::Signer;
 
 use super::{send, NodeCtx};
-use crate::store::Store;
+use crate::{store::Store, tiles::hex};
 use crate::{
     chain::{Chain, ChainExt},
 };
-
-fn hex(d: &[u8; 32]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// Work a provider did on one task.
 #[derive(Clone, Debug)]

@@ -74,7 +74,7 @@ pub fn request_unstake(authority: Pubkey, market: Pubkey, amount: u64) -> Instru
 pub fn withdraw(authority: Pubkey, destination: Pubkey) -> Instruction {
     let node = pda::node(&authority);
     build(
-        acc::Withdraw { node, vault: pda::vault(&node), destination, authority, token_program: token::ID },
+        acc::Payout { node, vault: pda::vault(&node), destination, authority, token_program: token::ID },
         ix::Withdraw {},
     )
 }
@@ -83,7 +83,7 @@ pub fn withdraw(authority: Pubkey, destination: Pubkey) -> Instruction {
 pub fn claim_earnings(authority: Pubkey, destination: Pubkey) -> Instruction {
     let node = pda::node(&authority);
     build(
-        acc::ClaimEarnings { node, vault: pda::vault(&node), destination, authority, token_program: token::ID },
+        acc::Payout { node, vault: pda::vault(&node), destination, authority, token_program: token::ID },
         ix::ClaimEarnings {},
     )
 }
@@ -183,13 +183,13 @@ pub fn join_task(authority: Pubkey, task: Pubkey, market: Pubkey, round: u8) -> 
 /// `commit_vote`.
 pub fn commit_vote(authority: Pubkey, task: Pubkey, round: u8, commitment: [u8; 32]) -> Instruction {
     let vote = pda::vote(&task, &pda::node(&authority), round);
-    build(acc::CommitVote { task, vote, authority }, ix::CommitVote { commitment })
+    build(acc::SeatedVote { task, vote, authority }, ix::CommitVote { commitment })
 }
 
 /// `reveal_vote`.
 pub fn reveal_vote(authority: Pubkey, task: Pubkey, round: u8, args: RevealVoteArgs) -> Instruction {
     let vote = pda::vote(&task, &pda::node(&authority), round);
-    build(acc::RevealVote { task, vote, authority }, ix::RevealVote { args })
+    build(acc::SeatedVote { task, vote, authority }, ix::RevealVote { args })
 }
 
 /// `finalize_task`.

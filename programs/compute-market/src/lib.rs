@@ -76,14 +76,14 @@ pub mod compute_market {
     }
 
     /// Pays out pending unstake after the cooldown.
-    #[access_control(ctx.accounts.validate())]
-    pub fn withdraw(ctx: Context<Withdraw>) -> Result<()> {
+    #[access_control(ctx.accounts.validate_withdraw())]
+    pub fn withdraw(ctx: Context<Payout>) -> Result<()> {
         withdraw::handler(ctx)
     }
 
     /// Pays out the node's earnings.
-    #[access_control(ctx.accounts.validate())]
-    pub fn claim_earnings(ctx: Context<ClaimEarnings>) -> Result<()> {
+    #[access_control(ctx.accounts.validate_claim())]
+    pub fn claim_earnings(ctx: Context<Payout>) -> Result<()> {
         claim_earnings::handler(ctx)
     }
 
@@ -148,14 +148,14 @@ pub mod compute_market {
     }
 
     /// Verifier: commits to its vote.
-    #[access_control(ctx.accounts.validate(&commitment))]
-    pub fn commit_vote(ctx: Context<CommitVote>, commitment: [u8; 32]) -> Result<()> {
+    #[access_control(ctx.accounts.validate_commit(&commitment))]
+    pub fn commit_vote(ctx: Context<SeatedVote>, commitment: [u8; 32]) -> Result<()> {
         commit_vote::handler(ctx, commitment)
     }
 
     /// Verifier: reveals its vote, evidence and salt.
-    #[access_control(ctx.accounts.validate(&args))]
-    pub fn reveal_vote(ctx: Context<RevealVote>, args: RevealVoteArgs) -> Result<()> {
+    #[access_control(ctx.accounts.validate_reveal(&args))]
+    pub fn reveal_vote(ctx: Context<SeatedVote>, args: RevealVoteArgs) -> Result<()> {
         reveal_vote::handler(ctx, args)
     }
 

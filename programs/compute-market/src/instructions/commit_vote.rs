@@ -1,10 +1,12 @@
-//! `commit_vote`: a seated verifier commits to its vote without revealing it.
+//! `commit_vote`: a seated verifier commits to its vote without revealing it. Its accounts,
+//! [`SeatedVote`], serve `reveal_vote` too.
 use anchor_lang::prelude::*;
 
 use crate::{constants::*, errors::MarketError, events::VoteCommitted, state::*};
 
+/// A seated verifier acting on its own vote.
 #[derive(Accounts)]
-pub struct CommitVote<'info> {
+pub struct SeatedVote<'info> {
     #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
     pub task: Box<Account<'info, Task>>,
     #[account(
@@ -16,9 +18,9 @@ pub struct CommitVote<'info> {
     pub authority: Signer<'info>,
 }
 
-impl CommitVote<'_> {
-    /// Current round, commit window open, not yet committed, non-empty commitment.
-    pub fn validate(&self, commitment: &[u8; 32]) -> Result<()> {
+impl SeatedVote<'_> {
+    /// Commit: current round, commit window open, not yet committed, non-empty commitment.
+    pub fn validate_commit(&self, commitment: &[u8; 32]) -> Result<()> {
         require!(self.task.status == TaskStatus::Verifying, MarketError::TaskNotVerifying);
         require!(self.vote.round == self.task.round, MarketError::WrongRound);
         require!(Clock::get()?.slot <= self.task.commit_deadline, MarketError::CommitWindowClosed);
@@ -28,7 +30,7 @@ impl CommitVote<'_> {
     }
 }
 
-pub fn handler(ctx: Context<CommitVote>, commitment: [u8; 32]) -> Result<()> {
+pub fn handler(ctx: Context<SeatedVote>, commitment: [u8; 32]) -> Result<()> {
     let vote = &mut ctx.accounts.vote;
     vote.commitment = commitment;
     vote.committed = true;

@@ -29,7 +29,6 @@ pub mod withdraw;
 
 pub use apply_params::*;
 pub use cancel_task::*;
-pub use claim_earnings::*;
 pub use claim_task::*;
 pub use close_node::*;
 pub use close_task::*;

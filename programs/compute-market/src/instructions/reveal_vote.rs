@@ -1,8 +1,10 @@
-//! `reveal_vote`: the verifier opens its commitment once commits are closed.
+//! `reveal_vote`: the verifier opens its commitment once commits are closed (accounts:
+//! [`SeatedVote`]).
 use anchor_lang::prelude::*;
 use compute_market_protocol::commit::{vote_commitment, VOTE_INVALID, VOTE_VALID};
 
-use crate::{constants::*, errors::MarketError, events::VoteRevealed, state::*};
+use super::commit_vote::SeatedVote;
+use crate::{errors::MarketError, events::VoteRevealed, state::TaskStatus};
 
 /// Arguments of `reveal_vote`.
 #[derive(AnchorSerialize, AnchorDeserialize, Clone)]
@@ -15,22 +17,10 @@ pub struct RevealVoteArgs {
     pub salt: [u8; 32],
 }
 
-#[derive(Accounts)]
-pub struct RevealVote<'info> {
-    #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
-    pub task: Box<Account<'info, Task>>,
-    #[account(
-        mut, seeds = [SEED_VOTE, task.key().as_ref(), vote.node.as_ref(), &[vote.round]], bump = vote.bump,
-        has_one = task @ MarketError::WrongTask,
-        has_one = authority @ MarketError::WrongAuthority,
-    )]
-    pub vote: Account<'info, Vote>,
-    pub authority: Signer<'info>,
-}
-
-impl RevealVote<'_> {
-    /// Current round, reveal phase open, committed once, revealed never, matching commitment.
-    pub fn validate(&self, args: &RevealVoteArgs) -> Result<()> {
+impl SeatedVote<'_> {
+    /// Reveal: current round, reveal phase open, committed once, revealed never, matching
+    /// commitment.
+    pub fn validate_reveal(&self, args: &RevealVoteArgs) -> Result<()> {
         let (task, vote) = (&self.task, &self.vote);
         let now = Clock::get()?.slot;
         require!(task.status == TaskStatus::Verifying, MarketError::TaskNotVerifying);
@@ -53,7 +43,7 @@ impl RevealVote<'_> {
     }
 }
 
-pub fn handler(ctx: Context<RevealVote>, args: RevealVoteArgs) -> Result<()> {
+pub fn handler(ctx: Context<SeatedVote>, args: RevealVoteArgs) -> Result<()> {
     let vote = &mut ctx.accounts.vote;
     vote.revealed = true;
     vote.vote = args.vote;
