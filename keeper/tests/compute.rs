@@ -111,3 +111,12 @@ fn sampled_check_rejects_bad_tiles_and_bad_proofs() {
     assert_eq!(v.vote, VOTE_INVALID);
     assert!(v.reason.contains("proof"));
 }
+
+#[test]
+fn chunked_run_with_progress_equals_the_plain_run() {
+    let job = JobSpec::matmul(300, 40, 200, [5; 32]);
+    let bar = indicatif::ProgressBar::hidden();
+    let chunked = CpuBackend.run_with_progress(&job, &bar).unwrap();
+    assert_eq!(chunked, CpuBackend.run(&job).unwrap());
+    assert_eq!(bar.position(), job.tile_count() as u64);
+}

@@ -36,6 +36,22 @@ pub trait Backend: Send + Sync {
         self.tiles(job, &all)
     }
 
+    /// Every output tile of `job`, in about 20 chunks, advancing `bar` by tiles done (the bar
+    /// draws only on a terminal).
+    fn run_with_progress(&self, job: &JobSpec, bar: &indicatif::ProgressBar) -> Result<Vec<Vec<u8>>> {
+        let count = job.tile_count();
+        bar.set_length(count as u64);
+        let chunk = count.div_ceil(20).max(1);
+        let mut out = Vec::with_capacity(count as usize);
+        for start in (0..count).step_by(chunk as usize) {
+            let idx: Vec<u32> = (start..(start + chunk).min(count)).collect();
+            out.extend(self.tiles(job, &idx)?);
+            bar.inc(idx.len() as u64);
+        }
+        bar.finish_and_clear();
+        Ok(out)
+    }
+
     /// Freivalds products for each vector of `rs` (each of length n), with `c` the claimed
     /// product of a `MatMulModP` job.
     fn freivalds(&self, job: &JobSpec, c: &Matrix, rs: &[Vec<u32>]) -> Result<Vec<FreivaldsProducts>>;

@@ -88,7 +88,11 @@ impl Provider {
         }
         let job = JobSpec::decode(&t.job).map_err(|e| anyhow::anyhow!("task {key}: malformed job spec: {e}"))?;
         let start = Instant::now();
-        let mut tiles = self.ctx.backend.run(&job).with_context(|| format!("computing task {key}"))?;
+        let bar = indicatif::ProgressBar::new(0).with_style(
+            indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} tiles {elapsed}").expect("template"),
+        );
+        bar.set_prefix(format!("{} task {}", self.ctx.name, &key.to_string()[..8]));
+        let mut tiles = self.ctx.backend.run_with_progress(&job, &bar).with_context(|| format!("computing task {key}"))?;
         let corrupted = self.corrupt(&job, &mut tiles);
         let (root, uri) = self.ctx.store.publish(job, tiles);
         // recorded before the submission: a restarted provider serves it again
