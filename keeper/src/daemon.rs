@@ -47,6 +47,44 @@ pub struct DaemonOptions {
     pub poll: Duration,
     /// Stop after this many passes (tests); run until signalled when `None`.
     pub passes: Option<u64>,
+    /// Websocket URL for program-account notifications (`None`: poll only).
+    pub ws_url: Option<String>,
+}
+
+/// The websocket URL of an RPC URL (the validator's convention: RPC port + 1).
+pub fn ws_url(rpc: &str) -> String {
+    let ws = rpc.replacen("https://", "wss://", 1).replacen("http://", "ws://", 1);
+    match ws.rsplit_once(':') {
+        Some((head, port)) if port.chars().all(|c| c.is_ascii_digit()) && !port.is_empty() => {
+            format!("{head}:{}", port.parse::<u32>().unwrap_or(0) + 1)
+        }
+        _ => ws,
+    }
+}
+
+/// Subscribes to changes of the program's accounts; every notification wakes the loop early.
+/// `None` when the subscription cannot be made (the daemon then polls).
+fn subscribe(url: &str) -> Option<std::sync::mpsc::Receiver<()>> {
+    match solana_client::pubsub_client::PubsubClient::program_subscribe(url, &compute_market::ID, None) {
+        Ok((subscription, notifications)) => {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _keep = subscription;
+                while notifications.recv().is_ok() {
+                    if tx.send(()).is_err() {
+                        break;
+                    }
+                }
+                tracing::warn!("program subscription ended; polling only");
+            });
+            tracing::info!(url, "subscribed to program accounts");
+            Some(rx)
+        }
+        Err(e) => {
+            tracing::warn!(url, error = %e, "cannot subscribe to program accounts; polling only");
+            None
+        }
+    }
 }
 
 /// Runs until Ctrl-C (or `passes`).
@@ -87,6 +125,7 @@ pub fn run(chain: Arc<dyn Chain>, kp: Keypair, backend: Arc<dyn Backend>, opts: 
             stop.store(true, Ordering::SeqCst);
         });
     }
+    let wake = opts.ws_url.as_deref().and_then(subscribe);
     let mut pass = 0u64;
     while !stop.load(Ordering::SeqCst) && opts.passes.is_none_or(|n| pass < n) {
         let survive = |who: &str, r: Result<()>| {
@@ -118,7 +157,14 @@ pub fn run(chain: Arc<dyn Chain>, kp: Keypair, backend: Arc<dyn Backend>, opts: 
             *metrics.tasks_by_state.lock().expect("metrics lock") = by.into_iter().collect();
         }
         pass += 1;
-        std::thread::sleep(opts.poll);
+        match &wake {
+            // a notification (or the poll interval, whichever comes first) starts the next pass
+            Some(rx) => {
+                let _ = rx.recv_timeout(opts.poll);
+                while rx.try_recv().is_ok() {}
+            }
+            None => std::thread::sleep(opts.poll),
+        }
     }
     Ok(())
 }

@@ -358,6 +358,7 @@ fn real_main() -> Result<()> {
                 public_url: a.public_url.or(file.public_url.clone()),
                 poll: Duration::from_millis(a.poll_ms.or(file.poll_ms).unwrap_or(400)),
                 passes: None,
+                ws_url: Some(daemon::ws_url(&compute_market_keeper::chain::rpc::resolve_url(&url))),
             };
             daemon::run(rpc(), kp, Arc::new(CpuBackend), opts)?;
         }

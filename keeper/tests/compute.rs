@@ -120,3 +120,10 @@ fn chunked_run_with_progress_equals_the_plain_run() {
     assert_eq!(chunked, CpuBackend.run(&job).unwrap());
     assert_eq!(bar.position(), job.tile_count() as u64);
 }
+
+#[test]
+fn websocket_urls_follow_the_validator_convention() {
+    use compute_market_keeper::daemon::ws_url;
+    assert_eq!(ws_url("http://127.0.0.1:8899"), "ws://127.0.0.1:8900");
+    assert_eq!(ws_url("https://api.devnet.solana.com"), "wss://api.devnet.solana.com");
+}
