@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod compute;
 pub mod daemon;
+pub mod deploy;
 pub mod demo;
 pub mod http;
 pub mod metrics;

@@ -62,6 +62,17 @@ enum Command {
     Market(MarketCmd),
     /// The daemon: any combination of --provider, --verifier, --crank.
     Run(RunArgs),
+    /// Deploy/initialize (idempotent): checks the program is deployed, creates or reuses the
+    /// stake mint, the treasury, the config and a market.
+    Init(InitArgs),
+    /// Mints stake tokens to OWNER's associated token account (the keypair must be the mint
+    /// authority: localnet/devnet set-ups).
+    Fund {
+        /// Wallet to fund.
+        owner: Pubkey,
+        /// Amount in base units.
+        amount: u64,
+    },
     /// Runs the whole market on an embedded cluster (litesvm with the built program): 3
     /// providers (one cheats), 5 verifiers (one careless), 20 tasks, a cranker; prints the
     /// outcome per task, slashes, payouts, costs, slots per phase and the performance model.
@@ -182,6 +193,46 @@ enum TaskCmd {
 enum MarketCmd {
     /// Lists markets.
     List,
+}
+
+#[derive(Args, Debug)]
+struct InitArgs {
+    /// Use this existing mint instead of creating one (ignored once a config exists).
+    #[arg(long)]
+    mint: Option<Pubkey>,
+    /// Where a newly created mint's keypair is saved.
+    #[arg(long, default_value = "~/.config/compute-market/mint.json")]
+    mint_keypair_out: String,
+    /// Market id.
+    #[arg(long, default_value_t = 1)]
+    market_id: u16,
+    /// Market name.
+    #[arg(long, default_value = "default")]
+    market_name: String,
+    /// Providers' minimum declared GFLOPS.
+    #[arg(long, default_value_t = 1_000)]
+    min_gflops: u32,
+    /// Providers' minimum declared memory, GB.
+    #[arg(long, default_value_t = 16)]
+    min_memory_gb: u32,
+    /// Default quorum V.
+    #[arg(long, default_value_t = 3)]
+    quorum: u8,
+    /// Default samples k.
+    #[arg(long, default_value_t = 16)]
+    samples: u16,
+    /// Windows submit,join,commit,reveal in slots.
+    #[arg(long, value_delimiter = ',', default_value = "300,100,100,100")]
+    windows: Vec<u32>,
+    /// Slots an unclaimed task stays open.
+    #[arg(long, default_value_t = 1_000)]
+    task_ttl: u32,
+    /// Unstake cooldown, slots (must exceed twice the longest task).
+    #[arg(long, default_value_t = 3_000)]
+    cooldown: u64,
+    /// Parameter-update delay, slots.
+    #[arg(long, default_value_t = 100)]
+    update_delay: u64,
 }
 
 #[derive(Args, Debug)]
@@ -338,6 +389,32 @@ fn real_main() -> Result<()> {
                 TaskCmd::List { market: m } => cli::task_list(chain.as_ref(), m.or(file.market))?,
             };
             print(out, &v)?;
+        }
+        Command::Init(a) => {
+            ensure!(a.windows.len() == 4, "--windows takes submit,join,commit,reveal");
+            let kp = read_keypair(&keypair_path)?;
+            let market = compute_market::state::MarketArgs {
+                id: a.market_id,
+                name: a.market_name,
+                min_gflops: a.min_gflops,
+                min_memory_gb: a.min_memory_gb,
+                quorum: a.quorum,
+                samples: a.samples,
+                windows: compute_market::state::Windows { submit: a.windows[0], join: a.windows[1], commit: a.windows[2], reveal: a.windows[3] },
+                task_ttl: a.task_ttl,
+            };
+            let opts = compute_market_keeper::deploy::InitOptions {
+                mint: a.mint,
+                mint_keypair_out: expand(&a.mint_keypair_out),
+                params: compute_market::state::Params::defaults(a.cooldown),
+                update_delay: a.update_delay,
+                market,
+            };
+            print(out, &compute_market_keeper::deploy::init(rpc().as_ref(), &kp, &opts)?)?;
+        }
+        Command::Fund { owner, amount } => {
+            let kp = read_keypair(&keypair_path)?;
+            print(out, &compute_market_keeper::deploy::fund(rpc().as_ref(), &kp, &owner, amount)?)?;
         }
         Command::Market(MarketCmd::List) => print(out, &cli::market_list(rpc().as_ref())?)?,
         Command::Run(a) => {

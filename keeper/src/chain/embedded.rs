@@ -56,6 +56,10 @@ impl Chain for EmbeddedChain {
         Ok(self.with(|c| c.balance(key)))
     }
 
+    fn rent_exempt(&self, len: usize) -> Result<u64> {
+        Ok(self.with(|c| c.svm.minimum_balance_for_rent_exemption(len)))
+    }
+
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
         let o = self.with(|c| c.send(ixs, payer, signers));
         Ok(TxReport { ok: o.ok, cu: o.cu, logs: o.logs, error: o.error })

@@ -57,6 +57,10 @@ impl Chain for FlakyChain {
         self.tick("getTokenAccountBalance")?;
         self.inner.token_balance(key)
     }
+    fn rent_exempt(&self, len: usize) -> Result<u64> {
+        self.tick("getMinimumBalanceForRentExemption")?;
+        self.inner.rent_exempt(len)
+    }
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
         self.tick("sendTransaction")?;
         self.inner.send(ixs, payer, signers)

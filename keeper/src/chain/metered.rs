@@ -48,6 +48,9 @@ impl Chain for MeteredChain {
     fn token_balance(&self, key: &Pubkey) -> Result<u64> {
         self.measure(|| self.inner.token_balance(key))
     }
+    fn rent_exempt(&self, len: usize) -> Result<u64> {
+        self.measure(|| self.inner.rent_exempt(len))
+    }
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
         let r = self.measure(|| self.inner.send(ixs, payer, signers))?;
         Metrics::add(if r.ok { &self.metrics.tx_ok } else { &self.metrics.tx_refused }, 1);

@@ -62,6 +62,8 @@ pub trait Chain: Send + Sync {
     fn program_accounts(&self, discriminator: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>>;
     /// The balance of an SPL token account (0 when it does not exist).
     fn token_balance(&self, key: &Pubkey) -> Result<u64>;
+    /// Lamports that make an account of `len` bytes rent-exempt.
+    fn rent_exempt(&self, len: usize) -> Result<u64>;
     /// Sends one transaction paid by `payer`. `Ok` with `ok: false` when the program refused it;
     /// `Err` when it could not be sent.
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport>;

@@ -125,6 +125,10 @@ impl Chain for RpcChain {
         }
     }
 
+    fn rent_exempt(&self, len: usize) -> Result<u64> {
+        self.retry("getMinimumBalanceForRentExemption", || self.client.get_minimum_balance_for_rent_exemption(len))
+    }
+
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
         let mut all: Vec<Instruction> = vec![];
         if self.priority_fee > 0 {

@@ -1,0 +1,126 @@
+//! `keeper init` and `keeper fund`: the deploy/initialize steps for any cluster (localnet,
+//! devnet), idempotent — run them again and they reuse what exists.
+//!
+//! 1. the program must be deployed at its id (`solana program deploy` or the validator's
+//!    `--bpf-program`); this checks it;
+//! 2. the stake mint: the config's if it exists, else `--mint`, else a new mint whose authority
+//!    is the payer (its keypair saved next to the config file);
+//! 3. the treasury: the payer's associated token account of the mint;
+//! 4. the config (with the given cooldown) and the market, each created only if missing.
+
+use anchor_lang::prelude::Pubkey;
+use anchor_lang::solana_program::system_instruction;
+use anchor_spl::{associated_token, token};
+use anyhow::{bail, Context, Result};
+use compute_market::{
+    client,
+    instructions::InitializeConfigArgs,
+    pda,
+    state::{MarketArgs, Params},
+};
+use serde_json::{json, Value};
+use solana_keypair::Keypair;
+use solana_signer::Signer;
+
+use crate::{
+    chain::{Chain, TxReport},
+    cli,
+};
+
+/// What `keeper init` sets up.
+pub struct InitOptions {
+    /// Use this existing mint (when no config exists yet).
+    pub mint: Option<Pubkey>,
+    /// Where a newly created mint's keypair is written.
+    pub mint_keypair_out: std::path::PathBuf,
+    /// Config parameters (when the config is created).
+    pub params: Params,
+    /// Parameter update delay, slots.
+    pub update_delay: u64,
+    /// The market to create if missing.
+    pub market: MarketArgs,
+}
+
+fn must(what: &str, r: TxReport) -> Result<()> {
+    if !r.ok {
+        bail!("{what} was refused: {}", r.error_code().or(r.error).unwrap_or_default());
+    }
+    Ok(())
+}
+
+/// Runs the idempotent initialization; returns what exists afterwards.
+pub fn init(chain: &dyn Chain, admin: &Keypair, o: &InitOptions) -> Result<Value> {
+    if chain.account(&compute_market::ID)?.is_none() {
+        bail!(
+            "the program {} is not deployed on this cluster: `solana program deploy --program-id keys/compute_market-keypair.json <compute_market.so>` (or start the validator with --bpf-program)",
+            compute_market::ID
+        );
+    }
+    let mut created = vec![];
+    let mint = match cli::config(chain) {
+        Ok(cfg) => cfg.stake_mint,
+        Err(_) => match o.mint {
+            Some(m) => m,
+            None => {
+                let mint = Keypair::new();
+                let rent = chain.rent_exempt(82)?;
+                let ixs = [
+                    system_instruction::create_account(&admin.pubkey(), &mint.pubkey(), rent, 82, &token::ID),
+                    token::spl_token::instruction::initialize_mint2(&token::ID, &mint.pubkey(), &admin.pubkey(), None, 6)?,
+                ];
+                must("create mint", chain.send(&ixs, admin, &[&mint])?)?;
+                if let Some(dir) = o.mint_keypair_out.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(&o.mint_keypair_out, serde_json::to_string(&mint.to_bytes().to_vec())?)
+                    .with_context(|| format!("saving the mint keypair to {}", o.mint_keypair_out.display()))?;
+                created.push("mint");
+                mint.pubkey()
+            }
+        },
+    };
+    let treasury = ensure_ata(chain, admin, &admin.pubkey(), &mint)?;
+    if chain.account(&pda::config())?.is_none() {
+        let args = InitializeConfigArgs { params: o.params, update_delay: o.update_delay };
+        must("initialize_config", chain.send(&[client::initialize_config(admin.pubkey(), mint, treasury, args)], admin, &[])?)?;
+        created.push("config");
+    }
+    let market = pda::market(o.market.id);
+    if chain.account(&market)?.is_none() {
+        must("create_market", chain.send(&[client::create_market(admin.pubkey(), o.market.clone())], admin, &[])?)?;
+        created.push("market");
+    }
+    Ok(json!({
+        "program": compute_market::ID.to_string(),
+        "stake_mint": mint.to_string(),
+        "treasury": treasury.to_string(),
+        "config": pda::config().to_string(),
+        "market": market.to_string(),
+        "created": created,
+    }))
+}
+
+/// The associated token account of `owner` for `mint`, created if missing (paid by `payer`).
+pub fn ensure_ata(chain: &dyn Chain, payer: &Keypair, owner: &Pubkey, mint: &Pubkey) -> Result<Pubkey> {
+    let ata = associated_token::get_associated_token_address(owner, mint);
+    if chain.account(&ata)?.is_none() {
+        let ix = associated_token::spl_associated_token_account::instruction::create_associated_token_account_idempotent(
+            &payer.pubkey(),
+            owner,
+            mint,
+            &token::ID,
+        );
+        must("create token account", chain.send(&[ix], payer, &[])?)?;
+    }
+    Ok(ata)
+}
+
+/// Mints `amount` stake tokens to `owner`'s associated token account (the payer must be the
+/// mint authority: localnet and devnet set-ups).
+pub fn fund(chain: &dyn Chain, authority: &Keypair, owner: &Pubkey, amount: u64) -> Result<Value> {
+    let mint = cli::config(chain)?.stake_mint;
+    let ata = ensure_ata(chain, authority, owner, &mint)?;
+    let ix = token::spl_token::instruction::mint_to(&token::ID, &mint, &ata, &authority.pubkey(), &[], amount)?;
+    must("mint_to", chain.send(&[ix], authority, &[])?)?;
+    Ok(json!({ "owner": owner.to_string(), "token_account": ata.to_string(), "minted": amount, "balance": chain.token_balance(&ata)? }))
+}
