@@ -23,7 +23,7 @@ solana-test-validator --reset --quiet --ledger "$W/ledger" --rpc-port "$RPC_PORT
   --bpf-program C7dNHMTtuzBkddhdpqiXzaWZ2j3HZXPjstDXaY9PnwbJ "$COMPUTE_MARKET_SO" >"$W/validator.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 1 60); do
-  curl -s "$URL" -X POST -H 'content-type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"getHealth"}' | grep -q '"ok"' && break
+  solana -u "$URL" slot >/dev/null 2>&1 && break
   sleep 0.5
 done
 k() { "$KEEPER" -u "$URL" "$@"; }
