@@ -105,7 +105,6 @@ fn an_unreachable_result_is_voted_invalid_and_the_provider_slashed() {
     assert!(!reasons.is_empty());
     assert!(reasons.iter().all(|r| r.contains("unreachable")), "{reasons:?}");
     assert!(s.chain.tasks().unwrap().iter().all(|(_, t)| t.status != TaskStatus::Verifying));
-    let _ = s.chain.slot();
 }
 
 #[test]

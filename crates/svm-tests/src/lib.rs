@@ -113,7 +113,7 @@ pub fn test_market(id: u16) -> MarketArgs {
         min_memory_gb: 16,
         quorum: 3,
         samples: 16,
-        windows: Windows { submit: 300, join: 100, commit: 100, reveal: 100 },
+        windows: Windows::DEFAULT,
         task_ttl: 1_000,
     }
 }
