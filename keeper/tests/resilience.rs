@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use compute_market::state::TaskStatus;
 use compute_market_keeper::{
-    chain::{flaky::FlakyChain, Chain, ChainExt},
+    chain::{flaky::FlakyChain, ChainExt},
     compute::cpu::CpuBackend,
     demo::{DemoConfig, Scenario},
     roles::{provider::Provider, verifier::Verifier, NodeCtx},
