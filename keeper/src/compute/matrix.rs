@@ -1,6 +1,7 @@
 //! Dense matrices over GF(2^31 − 1), generated inputs, and conversion to and from 64×64 tiles.
 
-use anyhow::{ensure, Result};
+use anyhow::{bail, ensure, Result};
+use rayon::prelude::*;
 use compute_market_protocol::{
     job::{matrix_element, JobKind, JobSpec, MATMUL_TILE},
     P,
@@ -60,7 +61,7 @@ impl Matrix {
     }
 
     fn generated(key: u64, rows: usize, cols: usize) -> Self {
-        let data = (0..(rows * cols) as u64).map(|i| matrix_element(&key, i)).collect();
+        let data = (0..(rows * cols) as u64).into_par_iter().map(|i| matrix_element(&key, i)).collect();
         Matrix { rows, cols, data }
     }
 
@@ -92,26 +93,32 @@ impl Matrix {
         let (m, n) = (job.dims[0] as usize, job.dims[2] as usize);
         let (_, grid_cols) = job.tile_grid();
         let t = MATMUL_TILE as usize;
+        if let Some((idx, tile)) = tiles.iter().enumerate().find(|(_, tile)| tile.len() != job.tile_len()) {
+            bail!("tile {idx} has {} bytes, expected {}", tile.len(), job.tile_len());
+        }
         let mut c = Matrix::zeros(m, n);
-        for (idx, tile) in tiles.iter().enumerate() {
-            ensure!(tile.len() == job.tile_len(), "tile {idx} has {} bytes, expected {}", tile.len(), job.tile_len());
-            let (tr, tc) = (idx / grid_cols as usize, idx % grid_cols as usize);
-            for r in 0..t {
-                let gr = tr * t + r;
-                for col in 0..t {
-                    let gc = tc * t + col;
-                    let o = 4 * (r * t + col);
-                    let v = u32::from_le_bytes(tile[o..o + 4].try_into().expect("4 bytes"));
-                    if gr >= m || gc >= n {
-                        // outside C: the padding is part of the committed bytes and must be zero
-                        ensure!(v == 0, "tile {idx} has non-zero padding at ({r}, {col})");
-                        continue;
+        // one band of 64 rows of C per tile row, in parallel
+        c.data.par_chunks_mut(t * n).enumerate().try_for_each(|(tr, band)| -> Result<()> {
+            for tc in 0..grid_cols as usize {
+                let idx = tr * grid_cols as usize + tc;
+                let tile = &tiles[idx];
+                for r in 0..t {
+                    for col in 0..t {
+                        let (gr, gc) = (tr * t + r, tc * t + col);
+                        let o = 4 * (r * t + col);
+                        let v = u32::from_le_bytes(tile[o..o + 4].try_into().expect("4 bytes"));
+                        if gr >= m || gc >= n {
+                            // outside C: the padding is part of the committed bytes and must be zero
+                            ensure!(v == 0, "tile {idx} has non-zero padding at ({r}, {col})");
+                            continue;
+                        }
+                        ensure!((v as u64) < P, "tile {idx} holds {v}, not a field element");
+                        band[r * n + gc] = v;
                     }
-                    ensure!((v as u64) < P, "tile {idx} holds {v}, not a field element");
-                    c.data[gr * n + gc] = v;
                 }
             }
-        }
+            Ok(())
+        })?;
         Ok(c)
     }
 }
