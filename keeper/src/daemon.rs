@@ -49,6 +49,8 @@ pub struct DaemonOptions {
     pub passes: Option<u64>,
     /// Websocket URL for program-account notifications (`None`: poll only).
     pub ws_url: Option<String>,
+    /// Test only: fraction of tiles the provider corrupts.
+    pub corrupt_fraction: f64,
 }
 
 /// The websocket URL of an RPC URL (the validator's convention: RPC port + 1).
@@ -99,7 +101,7 @@ pub fn run(chain: Arc<dyn Chain>, kp: Keypair, backend: Arc<dyn Backend>, opts: 
     let node = pda::node(&kp.pubkey());
     let ctx = |name: &str, kp: Keypair| NodeCtx { name: name.into(), kp, node, market, backend: backend.clone(), store: tiles.clone() };
     let clone = |k: &Keypair| Keypair::try_from(&k.to_bytes()[..]).expect("keypair copy");
-    let mut provider = opts.provider.then(|| Provider { ctx: ctx("provider", clone(&kp)), corrupt_fraction: 0.0, max_active: 1, db: db.clone(), records: vec![] });
+    let mut provider = opts.provider.then(|| Provider { ctx: ctx("provider", clone(&kp)), corrupt_fraction: opts.corrupt_fraction, max_active: 1, db: db.clone(), records: vec![] });
     let mut verifier = opts.verifier.then(|| Verifier { ctx: ctx("verifier", clone(&kp)), careless: false, db: db.clone(), records: vec![] });
     let treasury = chain
         .account(&pda::config())?

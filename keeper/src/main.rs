@@ -264,6 +264,9 @@ struct RunArgs {
     /// Compute backend.
     #[arg(long, default_value = "auto")]
     backend: String,
+    /// Test only: corrupt this fraction of every result's tiles (a dishonest provider).
+    #[arg(long, hide = true, default_value_t = 0.0)]
+    corrupt_fraction: f64,
 }
 
 fn print(output: Output, v: &Value) -> Result<()> {
@@ -435,6 +438,7 @@ fn real_main() -> Result<()> {
                 public_url: a.public_url.or(file.public_url.clone()),
                 poll: Duration::from_millis(a.poll_ms.or(file.poll_ms).unwrap_or(400)),
                 passes: None,
+                corrupt_fraction: a.corrupt_fraction,
                 ws_url: Some(daemon::ws_url(&compute_market_keeper::chain::rpc::resolve_url(&url))),
             };
             daemon::run(rpc(), kp, Arc::new(CpuBackend), opts)?;

@@ -1,0 +1,206 @@
+//! # compute-market-cluster-tests
+//!
+//! Helpers for tests against a real `solana-test-validator` (Agave 4.2.2): each test starts its
+//! own validator (free ports, temporary ledger, `--reset`) with the built program as an
+//! upgradeable program, drives the `keeper` binary as separate OS processes, and reads state
+//! back over RPC. Every process is stopped by its PID when its handle drops, also on failure.
+
+use std::{
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+use compute_market_keeper::chain::{rpc::RpcChain, Chain};
+use solana_keypair::Keypair;
+use solana_signer::Signer;
+
+/// The build's target directory (`$CARGO_TARGET_DIR`, else `<workspace>/target`).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+/// The `keeper` binary built by this workspace.
+pub fn keeper_bin() -> PathBuf {
+    target_dir().join("debug/keeper")
+}
+
+/// The built program (`$COMPUTE_MARKET_SO`, else `<target>/deploy/compute_market.so`).
+pub fn program_so() -> PathBuf {
+    std::env::var_os("COMPUTE_MARKET_SO").map(PathBuf::from).unwrap_or_else(|| target_dir().join("deploy/compute_market.so"))
+}
+
+/// A child process killed (by PID) when dropped.
+pub struct Proc {
+    /// The child.
+    pub child: Child,
+    /// What it is, for messages.
+    pub name: String,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn port_block(len: u16) -> u16 {
+    // a block of consecutive free ports (rpc, ws = rpc + 1, faucet, gossip, dynamic range)
+    for _ in 0..200 {
+        let base = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(20_000);
+        if base < 10_000 || base > 60_000 {
+            continue;
+        }
+        if (0..len).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
+            return base;
+        }
+    }
+    panic!("no block of {len} free ports");
+}
+
+/// A running validator with the program deployed (upgradeable, `keys/` id).
+pub struct Validator {
+    /// RPC URL.
+    pub url: String,
+    /// Working directory (ledger, keypairs, logs).
+    pub dir: tempfile::TempDir,
+    /// The upgrade authority / admin keypair file.
+    pub admin: PathBuf,
+    proc: Option<Proc>,
+}
+
+impl Validator {
+    /// Starts one and waits until it answers.
+    pub fn start() -> Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let so = program_so();
+        anyhow::ensure!(so.exists(), "{} is missing: build it with scripts/build", so.display());
+        let admin = dir.path().join("admin.json");
+        keygen(&admin)?;
+        let base = port_block(120);
+        let log = std::fs::File::create(dir.path().join("validator.log"))?;
+        let child = Command::new("solana-test-validator")
+            .args(["--reset", "--quiet", "--ledger"])
+            .arg(dir.path().join("ledger"))
+            .args(["--rpc-port", &base.to_string(), "--faucet-port", &(base + 2).to_string()])
+            .args(["--gossip-port", &(base + 3).to_string(), "--dynamic-port-range", &format!("{}-{}", base + 10, base + 119)])
+            .arg("--upgradeable-program")
+            .arg(compute_market::ID.to_string())
+            .arg(&so)
+            .arg(&admin)
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("starting solana-test-validator (install it with ../shared/solana-validator/install.sh)")?;
+        let v = Validator { url: format!("http://127.0.0.1:{base}"), dir, admin, proc: Some(Proc { child, name: "validator".into() }) };
+        let chain = RpcChain::new(&v.url);
+        let start = Instant::now();
+        while chain.slot().is_err() {
+            if start.elapsed() > Duration::from_secs(60) {
+                bail!("the validator did not answer within 60 s; see {}", v.dir.path().join("validator.log").display());
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        // wait until the program is executable
+        while chain.account(&compute_market::ID)?.is_none() {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        v.solana(&["airdrop", "1000", &pubkey(&v.admin)?])?;
+        Ok(v)
+    }
+
+    /// An RPC chain to it.
+    pub fn chain(&self) -> RpcChain {
+        RpcChain::new(&self.url)
+    }
+
+    /// Runs the stock `solana` CLI against it; returns stdout.
+    pub fn solana(&self, args: &[&str]) -> Result<String> {
+        let out = Command::new("solana").args(["-u", &self.url, "-k"]).arg(&self.admin).args(args).output()?;
+        if !out.status.success() {
+            bail!("solana {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// A funded keypair file named `name` (SOL from the faucet, stake tokens minted).
+    pub fn wallet(&self, name: &str, tokens: u64) -> Result<PathBuf> {
+        let path = self.dir.path().join(format!("{name}.json"));
+        keygen(&path)?;
+        self.solana(&["airdrop", "100", &pubkey(&path)?])?;
+        if tokens > 0 {
+            self.keeper(&self.admin, &["fund", &pubkey(&path)?, &tokens.to_string()])?;
+        }
+        Ok(path)
+    }
+
+    /// Runs `keeper` once as `keypair` and returns its JSON output.
+    pub fn keeper(&self, keypair: &Path, args: &[&str]) -> Result<serde_json::Value> {
+        let out = Command::new(keeper_bin()).args(["-u", &self.url, "-k"]).arg(keypair).args(["--output", "json"]).args(args).output()?;
+        if !out.status.success() {
+            bail!("keeper {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        serde_json::from_slice(&out.stdout).with_context(|| format!("keeper {args:?} printed no JSON"))
+    }
+
+    /// Starts `keeper run` as `keypair` in the background; its log goes to `<name>.log`.
+    pub fn spawn_keeper(&self, name: &str, keypair: &Path, args: &[&str]) -> Result<Proc> {
+        let log = std::fs::File::create(self.dir.path().join(format!("{name}.log")))?;
+        let port = port_block(1);
+        let child = Command::new(keeper_bin())
+            .args(["-u", &self.url, "-k"])
+            .arg(keypair)
+            .arg("run")
+            .args(args)
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--poll-ms", "200", "--store"])
+            .arg(self.dir.path().join(format!("{name}.redb")))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", keeper_bin().display()))?;
+        Ok(Proc { child, name: name.into() })
+    }
+
+    /// Stops the validator now.
+    pub fn stop(&mut self) {
+        self.proc.take();
+    }
+}
+
+/// `solana-keygen new` into `path`.
+pub fn keygen(path: &Path) -> Result<()> {
+    let st = Command::new("solana-keygen").args(["new", "--no-bip39-passphrase", "-s", "-f", "-o"]).arg(path).stdout(Stdio::null()).status()?;
+    anyhow::ensure!(st.success(), "solana-keygen failed");
+    Ok(())
+}
+
+/// The public key of a keypair file.
+pub fn pubkey(path: &Path) -> Result<String> {
+    let kp = compute_market_keeper::config::read_keypair(path.to_str().context("path")?)?;
+    Ok(kp.pubkey().to_string())
+}
+
+/// Loads a keypair file.
+pub fn keypair(path: &Path) -> Result<Keypair> {
+    compute_market_keeper::config::read_keypair(path.to_str().context("path")?)
+}
+
+/// Polls `f` every 250 ms until it returns `Some`, or fails after `secs`.
+pub fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Result<Option<T>>) -> Result<T> {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f()? {
+            return Ok(v);
+        }
+        if start.elapsed() > Duration::from_secs(secs) {
+            bail!("timed out after {secs} s waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
