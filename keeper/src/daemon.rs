@@ -51,6 +51,8 @@ pub struct DaemonOptions {
     pub ws_url: Option<String>,
     /// Test only: fraction of tiles the provider corrupts.
     pub corrupt_fraction: f64,
+    /// Test only: the verifier aborts right after its first commit lands.
+    pub crash_after_commit: bool,
 }
 
 /// The websocket URL of an RPC URL (the validator's convention: RPC port + 1).
@@ -102,7 +104,7 @@ pub fn run(chain: Arc<dyn Chain>, kp: Keypair, backend: Arc<dyn Backend>, opts: 
     let ctx = |name: &str, kp: Keypair| NodeCtx { name: name.into(), kp, node, market, backend: backend.clone(), store: tiles.clone() };
     let clone = |k: &Keypair| Keypair::try_from(&k.to_bytes()[..]).expect("keypair copy");
     let mut provider = opts.provider.then(|| Provider { ctx: ctx("provider", clone(&kp)), corrupt_fraction: opts.corrupt_fraction, max_active: 1, db: db.clone(), records: vec![] });
-    let mut verifier = opts.verifier.then(|| Verifier { ctx: ctx("verifier", clone(&kp)), careless: false, db: db.clone(), records: vec![] });
+    let mut verifier = opts.verifier.then(|| Verifier { ctx: ctx("verifier", clone(&kp)), careless: false, db: db.clone(), records: vec![], crash_after_commit: opts.crash_after_commit });
     let treasury = chain
         .account(&pda::config())?
         .and_then(|d| anchor_lang::AccountDeserialize::try_deserialize(&mut &d[..]).ok())

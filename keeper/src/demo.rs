@@ -257,7 +257,7 @@ impl Scenario {
             let (kp, node) = onboard(&name, 2)?;
             let ctx = NodeCtx { name, kp, node, market, backend: backend.clone(), store: store.clone() };
             let db = Arc::new(Store::open(&dir.join(format!("verifier{i}.redb")))?);
-            verifiers.push(Verifier { ctx, careless, db, records: vec![] });
+            verifiers.push(Verifier { ctx, careless, db, records: vec![], crash_after_commit: false });
         }
         let cranker = Cranker { kp: cranker_kp, treasury, ledger: Default::default() };
 

@@ -267,6 +267,9 @@ struct RunArgs {
     /// Test only: corrupt this fraction of every result's tiles (a dishonest provider).
     #[arg(long, hide = true, default_value_t = 0.0)]
     corrupt_fraction: f64,
+    /// Test only: abort right after the first vote commit lands (a crash before the reveal).
+    #[arg(long, hide = true)]
+    crash_after_commit: bool,
 }
 
 fn print(output: Output, v: &Value) -> Result<()> {
@@ -439,6 +442,7 @@ fn real_main() -> Result<()> {
                 poll: Duration::from_millis(a.poll_ms.or(file.poll_ms).unwrap_or(400)),
                 passes: None,
                 corrupt_fraction: a.corrupt_fraction,
+                crash_after_commit: a.crash_after_commit,
                 ws_url: Some(daemon::ws_url(&compute_market_keeper::chain::rpc::resolve_url(&url))),
             };
             daemon::run(rpc(), kp, Arc::new(CpuBackend), opts)?;

@@ -36,7 +36,7 @@ fn restart_all(s: &mut Scenario) {
         let (ctx, careless) = (v.ctx, v.careless);
         drop(v.db);
         let db = Arc::new(Store::open(&s.dir.join(format!("verifier{i}.redb"))).unwrap());
-        s.verifiers.push(Verifier { ctx: NodeCtx { store: store.clone(), ..ctx }, careless, db, records: vec![] });
+        s.verifiers.push(Verifier { ctx: NodeCtx { store: store.clone(), ..ctx }, careless, db, records: vec![], crash_after_commit: false });
     }
 }
 

@@ -88,3 +88,39 @@ fn honest_and_cheating_providers_end_with_the_right_balances() -> Result<()> {
 fn ata(owner: &Pubkey, mint: &Pubkey) -> Pubkey {
     anchor_spl::associated_token::get_associated_token_address(owner, mint)
 }
+
+#[test]
+fn a_verifier_killed_between_commit_and_reveal_reveals_after_restart() -> Result<()> {
+    let v = Validator::start()?;
+    let mint_out = v.dir.path().join("mint.json");
+    v.keeper(&v.admin, &["init", "--windows", "40,15,20,20", "--mint-keypair-out", mint_out.to_str().unwrap()])?;
+    let chain = v.chain();
+    let client = v.wallet("client", 100 * REWARD)?;
+    let provider = v.wallet("provider", 100 * REWARD)?;
+    register(&v, &provider, "provider", 50 * REWARD)?;
+    let verifiers: Vec<_> = (0..3).map(|i| v.wallet(&format!("v{i}"), 100 * REWARD)).collect::<Result<_>>()?;
+    for w in &verifiers {
+        register(&v, w, "verifier", 50 * REWARD)?;
+    }
+    let node = |p: &std::path::Path| -> Pubkey { pda::node(&keypair(p).unwrap().pubkey()) };
+    let task = post(&v, &client, 7)?;
+    let _p = v.spawn_keeper("provider", &provider, &["--provider"])?;
+    let _v0 = v.spawn_keeper("v0", &verifiers[0], &["--verifier"])?;
+    let _v1 = v.spawn_keeper("v1", &verifiers[1], &["--verifier"])?;
+    let _crank = v.spawn_keeper("crank", &v.admin, &["--crank"])?;
+    // v2 dies (abort, no clean-up) the moment its commit lands
+    let mut crashing = v.spawn_keeper("v2", &verifiers[2], &["--verifier", "--crash-after-commit"])?;
+    let status = wait_for(90, "v2 to crash after committing", || Ok(crashing.child.try_wait()?))?;
+    assert!(!status.success(), "v2 aborted");
+    let vote = pda::vote(&task, &node(&verifiers[2]), 0);
+    let seat: compute_market::state::Vote = chain.account(&vote)?.and_then(|d| anchor_lang::AccountDeserialize::try_deserialize(&mut &d[..]).ok()).expect("v2's vote");
+    assert!(seat.committed && !seat.revealed, "killed between commit and reveal");
+    // restarted from the same keypair and store: it must reveal
+    let _v2 = v.spawn_keeper("v2", &verifiers[2], &["--verifier"])?;
+    wait_for(120, "the task to be closed", || Ok(chain.task(&task)?.is_none().then_some(())))?;
+    let n = chain.node(&node(&verifiers[2]))?.expect("v2 node");
+    assert_eq!((n.verifications, n.times_slashed, n.earned, n.bonded), (1, 0, 33_333, 0), "v2 revealed and was paid, not slashed");
+    let p = chain.node(&node(&provider))?.expect("provider node");
+    assert_eq!((p.earned, p.tasks_completed), (880_000, 1));
+    Ok(())
+}

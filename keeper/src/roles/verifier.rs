@@ -62,6 +62,9 @@ pub struct Verifier {
     pub db: Arc<Store>,
     /// What it checked.
     pub records: Vec<VerifyRecord>,
+    /// Test only: abort the process right after a commit lands (a crash between commit and
+    /// reveal).
+    pub crash_after_commit: bool,
 }
 
 impl Verifier {
@@ -96,7 +99,11 @@ impl Verifier {
 
     fn commit(&self, chain: &dyn Chain, task: &Pubkey, round: u8, sealed: &Sealed) -> Result<()> {
         let c = vote_commitment(&self.ctx.node.to_bytes(), &task.to_bytes(), round, sealed.vote, &sealed.evidence, &sealed.salt);
-        send(chain, &self.ctx.name, "commit_vote", task, client::commit_vote(self.ctx.kp.pubkey(), *task, round, c), &self.ctx.kp)?;
+        let r = send(chain, &self.ctx.name, "commit_vote", task, client::commit_vote(self.ctx.kp.pubkey(), *task, round, c), &self.ctx.kp)?;
+        if r.ok && self.crash_after_commit {
+            tracing::error!(task = %task, "--crash-after-commit: aborting between commit and reveal");
+            std::process::abort();
+        }
         Ok(())
     }
 
