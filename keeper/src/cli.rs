@@ -13,17 +13,12 @@ use serde_json::{json, Value};
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
-use crate::chain::{Chain, ChainExt, TxReport};
-
-fn decode<T: anchor_lang::AccountDeserialize>(d: &[u8]) -> Option<T> {
-    T::try_deserialize(&mut &d[..]).ok()
-}
+use crate::chain::{decode, Chain, ChainExt, TxReport};
 
 /// The program's config on this cluster.
 pub fn config(chain: &dyn Chain) -> Result<Config> {
     chain
-        .account(&pda::config())?
-        .and_then(|d| decode(&d))
+        .decoded(&pda::config())?
         .context("the Compute Market program has no config on this cluster (deploy and initialize it first)")
 }
 

@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use compute_market::pda;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
@@ -105,11 +105,7 @@ pub fn run(chain: Arc<dyn Chain>, kp: Keypair, backend: Arc<dyn Backend>, opts: 
     let clone = |k: &Keypair| Keypair::try_from(&k.to_bytes()[..]).expect("keypair copy");
     let mut provider = opts.provider.then(|| Provider { ctx: ctx("provider", clone(&kp)), corrupt_fraction: opts.corrupt_fraction, max_active: 1, db: db.clone(), records: vec![] });
     let mut verifier = opts.verifier.then(|| Verifier { ctx: ctx("verifier", clone(&kp)), careless: false, db: db.clone(), records: vec![], crash_after_commit: opts.crash_after_commit });
-    let treasury = chain
-        .account(&pda::config())?
-        .and_then(|d| anchor_lang::AccountDeserialize::try_deserialize(&mut &d[..]).ok())
-        .map(|c: compute_market::state::Config| c.treasury)
-        .context("the program has no config on this cluster (run the deploy/initialize step first)")?;
+    let treasury = crate::cli::config(chain.as_ref())?.treasury;
     let mut cranker = opts.crank.then(|| Cranker { kp: clone(&kp), treasury, ledger: Default::default() });
     if let Some(p) = provider.as_mut() {
         let n = p.restore()?;

@@ -430,7 +430,7 @@ impl Scenario {
         let records: Vec<_> = self.providers.iter().flat_map(|p| &p.records).collect();
         let submitted = records.len().max(1) as f64;
         let accepted: Vec<&TaskRow> = rows.iter().filter(|r| r.outcome == "Accepted").collect();
-        let accepted_work: u64 = self.tasks.iter().filter(|(k, _, _)| accepted.iter().any(|r| self.tasks[r.id as usize].0 == *k)).map(|(_, j, _)| j.work()).sum();
+        let accepted_work: u64 = accepted.iter().map(|r| self.tasks[r.id as usize].1.work()).sum();
         let g = records.iter().map(|r| r.work as f64).sum::<f64>() / compute_s.max(1e-9);
         let c = compute_s / submitted;
         let l = rows.iter().map(|r| (r.slots[1] + r.slots[2]) as f64).sum::<f64>() / rows.len() as f64 * SLOT_SECONDS;

@@ -50,7 +50,7 @@ impl TxRecord {
     /// Whether the logs name Anchor error `name` (or contain `name` in a runtime error).
     pub fn has_error(&self, name: &str) -> bool {
         !self.ok
-            && (self.logs.iter().any(|l| l.contains(&format!("Error Code: {name}.")) || l.contains(name))
+            && (self.logs.iter().any(|l| l.contains(name))
                 || self.error.as_deref().is_some_and(|e| e.contains(name)))
     }
 }

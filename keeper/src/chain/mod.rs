@@ -69,7 +69,8 @@ pub trait Chain: Send + Sync {
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport>;
 }
 
-fn decode<T: AccountDeserialize>(data: &[u8]) -> Option<T> {
+/// Decodes an Anchor account (discriminator checked); `None` when it is not a `T`.
+pub fn decode<T: AccountDeserialize>(data: &[u8]) -> Option<T> {
     T::try_deserialize(&mut &data[..]).ok()
 }
 
@@ -88,13 +89,17 @@ pub trait ChainExt: Chain {
             .filter(|(_, v)| v.task == *task)
             .collect())
     }
+    /// The program account at `key`, decoded as a `T` (`None` when absent or not a `T`).
+    fn decoded<T: AccountDeserialize>(&self, key: &Pubkey) -> Result<Option<T>> {
+        Ok(self.account(key)?.and_then(|d| decode(&d)))
+    }
     /// A task.
     fn task(&self, key: &Pubkey) -> Result<Option<Task>> {
-        Ok(self.account(key)?.and_then(|d| decode(&d)))
+        self.decoded(key)
     }
     /// A node.
     fn node(&self, key: &Pubkey) -> Result<Option<Node>> {
-        Ok(self.account(key)?.and_then(|d| decode(&d)))
+        self.decoded(key)
     }
     /// All nodes.
     fn nodes(&self) -> Result<Vec<(Pubkey, Node)>> {

@@ -126,9 +126,7 @@ impl Verifier {
 
     fn on_task(&mut self, chain: &dyn Chain, now: u64, node: &compute_market::state::Node, market: &Market, key: Pubkey, t: &Task) -> Result<()> {
         let round = t.round;
-        let seat: Option<Vote> = chain
-            .account(&pda::vote(&key, &self.ctx.node, round))?
-            .and_then(|d| anchor_lang::AccountDeserialize::try_deserialize(&mut &d[..]).ok());
+        let seat: Option<Vote> = chain.decoded(&pda::vote(&key, &self.ctx.node, round))?;
         if let Some(v) = seat {
             match self.db.sealed(&key, round)? {
                 Some(sealed) if !v.committed && now <= t.commit_deadline => self.commit(chain, &key, round, &sealed)?,
@@ -166,7 +164,7 @@ impl Verifier {
     pub fn step(&mut self, chain: &dyn Chain) -> Result<()> {
         let now = chain.slot()?;
         let Some(node) = chain.node(&self.ctx.node)? else { return Ok(()) };
-        let market: Option<Market> = chain.account(&self.ctx.market)?.and_then(|d| anchor_lang::AccountDeserialize::try_deserialize(&mut &d[..]).ok());
+        let market: Option<Market> = chain.decoded(&self.ctx.market)?;
         let Some(market) = market else { return Ok(()) };
         let market_key = self.ctx.market;
         for (key, t) in chain.tasks()?.into_iter().filter(|(_, t)| t.status == TaskStatus::Verifying && t.market == market_key) {
