@@ -6,8 +6,9 @@ use std::time::Instant;
 use anyhow::Result;
 use compute_market_protocol::{
     commit::{VOTE_INVALID, VOTE_VALID},
-    hash::hashv,
+    hash::{hashv, Digest},
     job::JobSpec,
+    merkle::MerkleTree,
     sampling::sample_indices,
 };
 use serde::Serialize;
@@ -31,7 +32,7 @@ pub struct JobRow {
     pub backend: String,
     /// Provider side: compute every tile and build the Merkle tree, seconds.
     pub compute_s: f64,
-    /// Verifier side: the checks one verifier runs, seconds.
+    /// Verifier side: the checks one verifier runs, seconds (median of [`VERIFY_RUNS`]).
     pub verify_s: f64,
     /// `verify_s / compute_s`.
     pub ratio: f64,
@@ -41,6 +42,14 @@ pub struct JobRow {
     pub honest_accepted: bool,
     /// Whether the verifier rejected a result with one corrupted element (must be true).
     pub corrupt_rejected: bool,
+    /// `work_per_s` over the devices' 32-bit integer multiply-add peak (`MatMulModP` on a
+    /// backend whose peak is known: GPUs).
+    pub peak_fraction: Option<f64>,
+    /// That peak, operations per second.
+    pub peak_ops: Option<f64>,
+    /// Whether the tiles equal the CPU reference bit for bit (checked for every non-CPU
+    /// backend; `None` on the CPU itself).
+    pub bit_identical: Option<bool>,
 }
 
 impl JobRow {
@@ -55,7 +64,20 @@ impl JobRow {
             work_per_s: job.work() as f64 / compute_s,
             honest_accepted: honest.vote == VOTE_VALID,
             corrupt_rejected: caught.vote == VOTE_INVALID,
+            peak_fraction: None,
+            peak_ops: None,
+            bit_identical: None,
         }
+    }
+
+    /// Adds the peak fraction and the bit-identity check against `reference`'s tiles.
+    fn against(mut self, backend: &dyn Backend, tiles: &[Vec<u8>], reference: Option<&[Vec<u8>]>) -> Self {
+        if self.kind == "MatMulModP" {
+            self.peak_ops = backend.int32_mad_peak();
+            self.peak_fraction = self.peak_ops.map(|p| self.work_per_s / p);
+        }
+        self.bit_identical = reference.map(|r| r == tiles);
+        self
     }
 }
 
@@ -81,10 +103,29 @@ pub struct BenchReport {
     pub jobs: Vec<JobRow>,
     /// Merkle throughput.
     pub merkle: MerkleRow,
+    /// Instruction set the CPU verifier's kernels use (avx512, avx2, baseline).
+    pub simd: String,
 }
 
 fn secs(t: Instant) -> f64 {
     t.elapsed().as_secs_f64()
+}
+
+/// Times the verifier's check this many times and reports the median (a check takes about a
+/// millisecond, so one run is at the mercy of a thread wake-up; the job itself runs once).
+pub const VERIFY_RUNS: usize = 5;
+
+/// Runs `f` `runs` times: its last result and the median time, seconds.
+fn median_of<T>(runs: usize, mut f: impl FnMut() -> Result<T>) -> Result<(T, f64)> {
+    let mut times = Vec::with_capacity(runs);
+    let mut last = None;
+    for _ in 0..runs.max(1) {
+        let t = Instant::now();
+        last = Some(f()?);
+        times.push(secs(t));
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((last.expect("at least one run"), times[times.len() / 2]))
 }
 
 /// Flips one element of tile 0 (keeps it a field element) so the result is wrong.
@@ -93,49 +134,56 @@ fn corrupt(tiles: &mut [Vec<u8>]) {
     tiles[0][..4].copy_from_slice(&((v + 1) % compute_market_protocol::P as u32).to_le_bytes());
 }
 
-/// Measures a `MatMulModP` job of side `n`.
-pub fn matmul(backend: &dyn Backend, n: u32) -> Result<JobRow> {
+/// The bench's seed and verifier key.
+fn bench_keys() -> (Digest, [u8; 32]) {
+    (hashv(&[b"bench seed"]), [7u8; 32])
+}
+
+/// What a provider serves the bench verifier: its sampled tiles with proofs.
+fn served(data: &[Vec<u8>], tree: &MerkleTree) -> Vec<ProvenTile> {
+    let (seed, me) = bench_keys();
+    sample_indices(&seed, &me, BENCH_SAMPLES, data.len() as u32)
+        .into_iter()
+        .map(|i| ProvenTile { index: i, tile: data[i as usize].clone(), proof: tree.proof(i).expect("in range") })
+        .collect()
+}
+
+/// Measures a `MatMulModP` job of side `n`: the provider computes every tile and the tree; the
+/// verifier runs [`check_matmul`] (Freivalds over C, spot-checked proofs).
+pub fn matmul(backend: &dyn Backend, n: u32, reference: Option<&[Vec<u8>]>) -> Result<(JobRow, Vec<Vec<u8>>)> {
     let job = JobSpec::matmul(n, n, n, [n as u8; 32]);
     let t = Instant::now();
     let tiles = backend.run(&job)?;
-    let root = commit(&tiles).root();
+    let tree = commit(&tiles);
     let compute_s = secs(t);
-    let (seed, me) = (hashv(&[b"bench seed"]), [7u8; 32]);
-    let t = Instant::now();
-    let honest = check_matmul(backend, &job, &tiles, &root, &seed, &me, BENCH_SAMPLES)?;
-    let verify_s = secs(t);
+    let (seed, me) = bench_keys();
+    let proven = served(&tiles, &tree);
+    let (honest, verify_s) = median_of(VERIFY_RUNS, || check_matmul(backend, &job, &tiles, &proven, &tree.root(), &seed, &me, BENCH_SAMPLES))?;
     let mut bad = tiles.clone();
     corrupt(&mut bad);
-    let bad_root = commit(&bad).root();
-    let caught = check_matmul(backend, &job, &bad, &bad_root, &seed, &me, BENCH_SAMPLES)?;
-    Ok(JobRow::new(backend, &job, format!("n={n}"), compute_s, verify_s, &honest, &caught))
+    let bad_tree = commit(&bad);
+    let caught = check_matmul(backend, &job, &bad, &served(&bad, &bad_tree), &bad_tree.root(), &seed, &me, BENCH_SAMPLES)?;
+    let row = JobRow::new(backend, &job, format!("n={n}"), compute_s, verify_s, &honest, &caught).against(backend, &tiles, reference);
+    Ok((row, tiles))
 }
 
 /// Measures a `HashBatch` job: the verifier recomputes `BENCH_SAMPLES` proven tiles.
-pub fn hash_batch(backend: &dyn Backend, tiles: u32, nonces: u32, iterations: u32) -> Result<JobRow> {
+pub fn hash_batch(backend: &dyn Backend, tiles: u32, nonces: u32, iterations: u32, reference: Option<&[Vec<u8>]>) -> Result<(JobRow, Vec<Vec<u8>>)> {
     let job = JobSpec::hash_batch(tiles, nonces, iterations, [3; 32]);
     let t = Instant::now();
     let out = backend.run(&job)?;
     let tree = commit(&out);
     let compute_s = secs(t);
-    let (seed, me) = (hashv(&[b"bench seed"]), [7u8; 32]);
-    let served = |data: &[Vec<u8>], tree: &compute_market_protocol::merkle::MerkleTree| -> Vec<ProvenTile> {
-        sample_indices(&seed, &me, BENCH_SAMPLES, tiles)
-            .into_iter()
-            .map(|i| ProvenTile { index: i, tile: data[i as usize].clone(), proof: tree.proof(i).expect("in range") })
-            .collect()
-    };
     let proven = served(&out, &tree);
-    let t = Instant::now();
-    let honest = check_sampled(backend, &job, &proven, &tree.root())?;
-    let verify_s = secs(t);
+    let (honest, verify_s) = median_of(VERIFY_RUNS, || check_sampled(backend, &job, &proven, &tree.root()))?;
     // corrupt exactly the first sampled tile
     let mut bad = out.clone();
     let target = proven[0].index as usize;
     bad[target][0] ^= 1;
     let bad_tree = commit(&bad);
     let caught = check_sampled(backend, &job, &served(&bad, &bad_tree), &bad_tree.root())?;
-    Ok(JobRow::new(backend, &job, format!("tiles={tiles}×{nonces}×{iterations}"), compute_s, verify_s, &honest, &caught))
+    let row = JobRow::new(backend, &job, format!("tiles={tiles}×{nonces}×{iterations}"), compute_s, verify_s, &honest, &caught).against(backend, &out, reference);
+    Ok((row, out))
 }
 
 /// Merkle commit of `tiles` tiles of 16 KiB against one SHA-256 stream over the same bytes.
@@ -154,27 +202,56 @@ pub fn merkle(tiles: u32) -> MerkleRow {
     MerkleRow { bytes, tiles, merkle_mb_s: mb / merkle_s, sha256_mb_s: mb / sha_s, ratio: sha_s / merkle_s }
 }
 
-/// Runs the benchmark for the given `MatMulModP` sizes.
-pub fn run(backend: &dyn Backend, sizes: &[u32]) -> Result<BenchReport> {
+/// Runs the benchmark for the given `MatMulModP` sizes on every backend, side by side. The
+/// first backend is the reference: every other one's tiles are compared with its tiles bit
+/// for bit.
+pub fn run(backends: &[std::sync::Arc<dyn Backend>], sizes: &[u32]) -> Result<BenchReport> {
     let mut jobs = vec![];
     for &n in sizes {
-        tracing::info!(n, "MatMulModP");
-        jobs.push(matmul(backend, n)?);
+        let mut reference: Option<Vec<Vec<u8>>> = None;
+        for b in backends {
+            tracing::info!(n, backend = b.name(), "MatMulModP");
+            let (row, tiles) = matmul(b.as_ref(), n, reference.as_deref())?;
+            jobs.push(row);
+            reference.get_or_insert(tiles);
+        }
     }
-    tracing::info!("HashBatch");
-    jobs.push(hash_batch(backend, 1024, 64, 16)?);
-    Ok(BenchReport { jobs, merkle: merkle(1024) })
+    let mut reference: Option<Vec<Vec<u8>>> = None;
+    for b in backends {
+        tracing::info!(backend = b.name(), "HashBatch");
+        let (row, out) = hash_batch(b.as_ref(), 1024, 64, 16, reference.as_deref())?;
+        jobs.push(row);
+        reference.get_or_insert(out);
+    }
+    Ok(BenchReport { jobs, merkle: merkle(1024), simd: crate::compute::freivalds::simd_level().into() })
+}
+
+/// Hardware figures for `node register --measure`: compute (G mul-adds/s of a `MatMulModP`
+/// job, n = 4096 on a GPU, 512 on the CPU), memory (GB) and measured bandwidth (GB/s).
+pub fn measure_hardware(backend: &dyn Backend) -> Result<compute_market::state::Hardware> {
+    let n = if backend.int32_mad_peak().is_some() { 4096 } else { 512 };
+    let job = JobSpec::matmul(n, n, n, [n as u8; 32]);
+    backend.run(&JobSpec::matmul(64, 64, 64, [1; 32]))?; // warm-up (kernels, inputs, threads)
+    let t = Instant::now();
+    backend.run(&job)?;
+    let gops = job.work() as f64 / secs(t) / 1e9;
+    Ok(compute_market::state::Hardware {
+        gflops: gops.round().clamp(1.0, u32::MAX as f64) as u32,
+        memory_gb: (backend.memory_bytes() >> 30) as u32,
+        bandwidth_gbps: backend.bandwidth_gbps()?.round().clamp(0.0, u32::MAX as f64) as u32,
+        region: 0,
+    })
 }
 
 /// The report as a text table.
 pub fn render(r: &BenchReport) -> String {
     let mut s = format!(
-        "{:<11} {:<20} {:<16} {:>11} {:>11} {:>10} {:>13} {:>6} {:>6}\n",
-        "kind", "size", "backend", "compute s", "verify s", "verify/cmp", "work/s", "honest", "caught"
+        "{:<11} {:<20} {:<24} {:>11} {:>11} {:>10} {:>13} {:>6} {:>6} {:>7} {:>9}\n",
+        "kind", "size", "backend", "compute s", "verify s", "verify/cmp", "work/s", "honest", "caught", "% peak", "same bits"
     );
     for j in &r.jobs {
         s += &format!(
-            "{:<11} {:<20} {:<16} {:>11.4} {:>11.5} {:>10} {:>13.3e} {:>6} {:>6}\n",
+            "{:<11} {:<20} {:<24} {:>11.4} {:>11.5} {:>10} {:>13.3e} {:>6} {:>6} {:>7} {:>9}\n",
             j.kind,
             j.size,
             j.backend,
@@ -184,8 +261,17 @@ pub fn render(r: &BenchReport) -> String {
             j.work_per_s,
             if j.honest_accepted { "yes" } else { "NO" },
             if j.corrupt_rejected { "yes" } else { "NO" },
+            j.peak_fraction.map_or("-".into(), |f| format!("{:.1}", 100.0 * f)),
+            j.bit_identical.map_or("-", |b| if b { "yes" } else { "NO" }),
         );
     }
+    if let Some(p) = r.jobs.iter().find_map(|j| j.peak_ops) {
+        s += &format!(
+            "\n% peak: MatMulModP mul-adds/s over the GPUs' 32-bit integer multiply-add peak, {:.1} T/s = SMs × 64 lanes × clock (CUDA C++ Programming Guide, arithmetic instruction throughput, cc 7.x–9.0)\n",
+            p / 1e12
+        );
+    }
+    s += &format!("CPU verifier kernels: {}\n", r.simd);
     let m = &r.merkle;
     s += &format!(
         "\nMerkle commit of {} tiles ({:.1} MB): {:.0} MB/s; one SHA-256 stream over the same bytes: {:.0} MB/s (ratio {:.2})\n",

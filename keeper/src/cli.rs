@@ -105,14 +105,36 @@ pub fn node_status(chain: &dyn Chain, authority: &Pubkey) -> Result<Value> {
     }))
 }
 
-/// `task post`.
-pub fn task_post(chain: &dyn Chain, kp: &Keypair, market: u16, id: u64, job: JobSpec, reward: u64, quorum: u8, samples: u16) -> Result<Value> {
+/// Terms of the tasks `task post` posts.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskTerms {
+    /// Market id.
+    pub market: u16,
+    /// Reward per task, base units.
+    pub reward: u64,
+    /// Quorum V (0: the market's).
+    pub quorum: u8,
+    /// Samples k (0: the market's).
+    pub samples: u16,
+    /// Preferred region (0: any).
+    pub region: u16,
+}
+
+/// `task post`: one task per `(id, job)`, up to 16 transactions in flight at once. One JSON
+/// object per task, in order; the first refusal is the error.
+pub fn task_post(chain: &dyn Chain, kp: &Keypair, terms: TaskTerms, jobs: Vec<(u64, JobSpec)>) -> Result<Vec<Value>> {
     let cfg = config(chain)?;
     let wallet = wallet(chain, &kp.pubkey())?;
-    let args = PostTaskArgs { task_id: id, job: job.encode(), reward, quorum, samples, input_uri: String::new() };
-    let mut v = send(chain, kp, "post_task", client::post_task(kp.pubkey(), wallet, cfg.stake_mint, pda::market(market), args))?;
-    v["task"] = json!(pda::task(&kp.pubkey(), id).to_string());
-    Ok(v)
+    crate::roles::parallel(16, jobs, |(id, job)| {
+        let TaskTerms { market, reward, quorum, samples, region } = terms;
+        let args = PostTaskArgs { task_id: id, job: job.encode(), reward, quorum, samples, input_uri: String::new(), region };
+        let mut v = send(chain, kp, "post_task", client::post_task(kp.pubkey(), wallet, cfg.stake_mint, pda::market(market), args))
+            .with_context(|| format!("task id {id}"))?;
+        v["task"] = json!(pda::task(&kp.pubkey(), id).to_string());
+        Ok(v)
+    })
+    .into_iter()
+    .collect()
 }
 
 /// `task cancel`.
@@ -124,7 +146,7 @@ fn task_json(key: &Pubkey, t: &Task) -> Value {
     let job = JobSpec::decode(&t.job).map(|j| format!("{:?} {:?}", j.kind, j.dims)).unwrap_or_else(|e| format!("invalid: {e}"));
     json!({
         "task": key.to_string(), "client": t.client.to_string(), "id": t.task_id, "market": t.market.to_string(),
-        "status": format!("{:?}", t.status), "job": job, "reward": t.reward, "quorum": t.quorum, "samples": t.samples,
+        "status": format!("{:?}", t.status), "job": job, "reward": t.reward, "quorum": t.quorum, "samples": t.samples, "region": t.region,
         "provider": (t.provider != Pubkey::default()).then(|| t.provider.to_string()), "round": t.round,
         "valid": t.tally().valid, "invalid": t.tally().invalid, "seats": t.tally().seats,
     })

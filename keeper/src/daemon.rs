@@ -7,9 +7,10 @@ use std::{
     path::PathBuf,
     sync::{
         atomic::{AtomicBool, Ordering},
+        mpsc::{Receiver, RecvTimeoutError},
         Arc,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::Result;
@@ -49,10 +50,16 @@ pub struct DaemonOptions {
     pub passes: Option<u64>,
     /// Websocket URL for program-account notifications (`None`: poll only).
     pub ws_url: Option<String>,
+    /// Tasks handled at once in a pass (RPC round trips overlap).
+    pub parallel: usize,
+    /// Provider: most tasks held at once.
+    pub max_active: usize,
+    /// Provider: least-loaded-first back-off, slots per task held ([`Provider::claim_backoff`]).
+    pub claim_backoff: u64,
     /// Test only: fraction of tiles the provider corrupts.
     pub corrupt_fraction: f64,
-    /// Test only: the verifier aborts right after its first commit lands.
-    pub crash_after_commit: bool,
+    /// Test only: the verifier waits this long after each commit lands.
+    pub hold_after_commit: Option<Duration>,
 }
 
 /// The websocket URL of an RPC URL (the validator's convention: RPC port + 1).
@@ -67,8 +74,8 @@ pub fn ws_url(rpc: &str) -> String {
 }
 
 /// Subscribes to changes of the program's accounts; every notification wakes the loop early.
-/// `None` when the subscription cannot be made (the daemon then polls).
-fn subscribe(url: &str) -> Option<std::sync::mpsc::Receiver<()>> {
+/// `None` when the subscription cannot be made.
+fn subscribe(url: &str) -> Option<Receiver<()>> {
     match solana_client::pubsub_client::PubsubClient::program_subscribe(url, &compute_market::ID, None) {
         Ok((subscription, notifications)) => {
             let (tx, rx) = std::sync::mpsc::channel();
@@ -79,14 +86,57 @@ fn subscribe(url: &str) -> Option<std::sync::mpsc::Receiver<()>> {
                         break;
                     }
                 }
-                tracing::warn!("program subscription ended; polling only");
+                tracing::warn!("program subscription ended; polling until it is back");
             });
             tracing::info!(url, "subscribed to program accounts");
             Some(rx)
         }
         Err(e) => {
-            tracing::warn!(url, error = %e, "cannot subscribe to program accounts; polling only");
+            tracing::warn!(url, error = %e, "cannot subscribe to program accounts; polling until it can");
             None
+        }
+    }
+}
+
+/// What ends the wait between passes: a program-account notification or the poll interval,
+/// whichever comes first. A lost subscription (the validator restarted, the connection
+/// dropped) is re-made every [`Waker::RESUBSCRIBE`]; meanwhile the daemon polls.
+struct Waker {
+    url: Option<String>,
+    rx: Option<Receiver<()>>,
+    last_try: Option<Instant>,
+}
+
+impl Waker {
+    const RESUBSCRIBE: Duration = Duration::from_secs(5);
+
+    fn new(url: Option<String>) -> Self {
+        let mut w = Waker { url, rx: None, last_try: None };
+        w.resubscribe();
+        w
+    }
+
+    fn resubscribe(&mut self) {
+        let Some(url) = &self.url else { return };
+        if self.rx.is_some() || self.last_try.is_some_and(|t| t.elapsed() < Self::RESUBSCRIBE) {
+            return;
+        }
+        self.last_try = Some(Instant::now());
+        self.rx = subscribe(url);
+    }
+
+    fn wait(&mut self, poll: Duration) {
+        self.resubscribe();
+        match &self.rx {
+            Some(rx) => match rx.recv_timeout(poll) {
+                Ok(()) => while rx.try_recv().is_ok() {},
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.rx = None;
+                    std::thread::sleep(poll);
+                }
+            },
+            None => std::thread::sleep(poll),
         }
     }
 }
@@ -101,12 +151,12 @@ pub fn run(chain: Arc<dyn Chain>, kp: Keypair, backend: Arc<dyn Backend>, opts: 
     let (addr, _handle) = http::serve(tiles.clone(), metrics.clone(), &opts.listen)?;
     tracing::info!(%addr, public = tiles.base_url.as_deref().unwrap_or(""), "serving results and /metrics");
     let node = pda::node(&kp.pubkey());
-    let ctx = |name: &str, kp: Keypair| NodeCtx { name: name.into(), kp, node, market, backend: backend.clone(), store: tiles.clone() };
+    let ctx = |name: &str, kp: Keypair| NodeCtx { name: name.into(), kp, node, market, backend: backend.clone(), store: tiles.clone(), parallel: opts.parallel };
     let clone = |k: &Keypair| Keypair::try_from(&k.to_bytes()[..]).expect("keypair copy");
-    let mut provider = opts.provider.then(|| Provider { ctx: ctx("provider", clone(&kp)), corrupt_fraction: opts.corrupt_fraction, max_active: 1, db: db.clone(), records: vec![] });
-    let mut verifier = opts.verifier.then(|| Verifier { ctx: ctx("verifier", clone(&kp)), careless: false, db: db.clone(), records: vec![], crash_after_commit: opts.crash_after_commit });
+    let mut provider = opts.provider.then(|| Provider { ctx: ctx("provider", clone(&kp)), corrupt_fraction: opts.corrupt_fraction, max_active: opts.max_active, claim_backoff: opts.claim_backoff, db: db.clone(), records: vec![] });
+    let mut verifier = opts.verifier.then(|| Verifier { ctx: ctx("verifier", clone(&kp)), careless: false, db: db.clone(), records: vec![], hold_after_commit: opts.hold_after_commit });
     let treasury = crate::cli::config(chain.as_ref())?.treasury;
-    let mut cranker = opts.crank.then(|| Cranker { kp: clone(&kp), treasury, ledger: Default::default() });
+    let mut cranker = opts.crank.then(|| Cranker { kp: clone(&kp), treasury, ledger: Default::default(), parallel: opts.parallel });
     if let Some(p) = provider.as_mut() {
         let n = p.restore()?;
         tracing::info!(results = n, "restored served results");
@@ -125,7 +175,7 @@ pub fn run(chain: Arc<dyn Chain>, kp: Keypair, backend: Arc<dyn Backend>, opts: 
             stop.store(true, Ordering::SeqCst);
         });
     }
-    let wake = opts.ws_url.as_deref().and_then(subscribe);
+    let mut waker = Waker::new(opts.ws_url.clone());
     let mut pass = 0u64;
     while !stop.load(Ordering::SeqCst) && opts.passes.is_none_or(|n| pass < n) {
         let survive = |who: &str, r: Result<()>| {
@@ -157,14 +207,7 @@ pub fn run(chain: Arc<dyn Chain>, kp: Keypair, backend: Arc<dyn Backend>, opts: 
             *metrics.tasks_by_state.lock().expect("metrics lock") = by.into_iter().collect();
         }
         pass += 1;
-        match &wake {
-            // a notification (or the poll interval, whichever comes first) starts the next pass
-            Some(rx) => {
-                let _ = rx.recv_timeout(opts.poll);
-                while rx.try_recv().is_ok() {}
-            }
-            None => std::thread::sleep(opts.poll),
-        }
+        waker.wait(opts.poll);
     }
     Ok(())
 }

@@ -27,7 +27,12 @@ use solana_signer::Signer;
 use crate::{
     chain::{embedded::EmbeddedChain, Chain, ChainExt},
     compute::Backend,
-    roles::{cranker::Cranker, provider::Provider, verifier::Verifier, NodeCtx},
+    roles::{
+        cranker::Cranker,
+        provider::{Provider, CLAIM_BACKOFF},
+        verifier::Verifier,
+        NodeCtx,
+    },
     store::Store,
     tiles::TileStore,
 };
@@ -243,9 +248,10 @@ impl Scenario {
             let (kp, node) = onboard(&name, 1)?;
             let db = Arc::new(Store::open(&dir.join(format!("provider{i}.redb")))?);
             providers.push(Provider {
-                ctx: NodeCtx { name, kp, node, market, backend: backend.clone(), store: store.clone() },
+                ctx: NodeCtx { name, kp, node, market, backend: backend.clone(), store: store.clone(), parallel: 1 },
                 corrupt_fraction: if dishonest { cfg.corrupt_fraction } else { 0.0 },
                 max_active: 2,
+                claim_backoff: CLAIM_BACKOFF,
                 db,
                 records: vec![],
             });
@@ -255,17 +261,17 @@ impl Scenario {
             let careless = i + 1 == cfg.verifiers;
             let name = if careless { format!("verifier{i}(careless)") } else { format!("verifier{i}") };
             let (kp, node) = onboard(&name, 2)?;
-            let ctx = NodeCtx { name, kp, node, market, backend: backend.clone(), store: store.clone() };
+            let ctx = NodeCtx { name, kp, node, market, backend: backend.clone(), store: store.clone(), parallel: 1 };
             let db = Arc::new(Store::open(&dir.join(format!("verifier{i}.redb")))?);
-            verifiers.push(Verifier { ctx, careless, db, records: vec![], crash_after_commit: false });
+            verifiers.push(Verifier { ctx, careless, db, records: vec![], hold_after_commit: None });
         }
-        let cranker = Cranker { kp: cranker_kp, treasury, ledger: Default::default() };
+        let cranker = Cranker { kp: cranker_kp, treasury, ledger: Default::default(), parallel: 1 };
 
         // the client posts every task
         let mut tasks: Vec<(Pubkey, JobSpec, u64)> = vec![];
         for i in 0..cfg.tasks as u64 {
             let (job, reward) = job_of(i);
-            let args = PostTaskArgs { task_id: i, job: job.encode(), reward, quorum: 0, samples: 0, input_uri: String::new() };
+            let args = PostTaskArgs { task_id: i, job: job.encode(), reward, quorum: 0, samples: 0, input_uri: String::new(), region: 0 };
             must("post_task", chain.send(&[client::post_task(client_kp.pubkey(), client_wallet, mint, market, args)], &client_kp, &[])?)?;
             tasks.push((pda::task(&client_kp.pubkey(), i), job, reward));
         }

@@ -2,8 +2,8 @@
 //!
 //! What providers, verifiers and crankers run: compute backends ([`compute`]), the result
 //! commitment and the verifier's checks ([`verify`]), chain access ([`chain`]), result serving
-//! ([`tiles`]), the roles ([`roles`]), the embedded-cluster demo ([`demo`]) and benchmarks
-//! ([`bench`]).
+//! ([`tiles`]), the roles ([`roles`]), the embedded-cluster demo ([`demo`]), benchmarks
+//! ([`bench`]) and the GPU check ([`gpucheck`]).
 #![deny(missing_docs)]
 
 pub mod bench;
@@ -14,6 +14,7 @@ pub mod compute;
 pub mod daemon;
 pub mod deploy;
 pub mod demo;
+pub mod gpucheck;
 pub mod http;
 pub mod metrics;
 pub mod roles;

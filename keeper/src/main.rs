@@ -10,7 +10,10 @@ use compute_market_keeper::{
     bench,
     chain::{rpc::RpcChain, Chain},
     cli,
-    compute::cpu::CpuBackend,
+    compute::{
+        cpu::CpuBackend,
+        cuda::{select, BackendChoice},
+    },
     config::{expand, read_keypair, FileConfig},
     daemon, demo,
 };
@@ -83,6 +86,9 @@ enum Command {
         /// Fraction of tiles the dishonest provider corrupts.
         #[arg(long, default_value_t = 0.25)]
         corrupt_fraction: f64,
+        /// Compute backend of every node.
+        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+        backend: BackendChoice,
     },
     /// Measures compute and verification side by side (per job kind and size) and Merkle
     /// commit throughput next to raw SHA-256.
@@ -90,6 +96,20 @@ enum Command {
         /// MatMulModP sizes n (n×n·n×n), comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "256,512,1024")]
         sizes: Vec<u32>,
+        /// cpu, cuda, or auto: the CPU and, when a GPU passes its self-test, CUDA side by side.
+        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+        backend: BackendChoice,
+    },
+    /// On a GPU machine: every kernel against the CPU bit for bit (ragged sizes included), cold
+    /// and warm start, and the benchmark on CPU and GPU side by side; writes report.json and
+    /// report.md to --out. Fails when there is no usable GPU or a bit differs.
+    GpuCheck {
+        /// MatMulModP sizes benchmarked.
+        #[arg(long, value_delimiter = ',', default_value = "1024,4096")]
+        sizes: Vec<u32>,
+        /// Directory for report.json and report.md.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
     },
 }
 
@@ -103,18 +123,25 @@ enum NodeCmd {
         /// provider, verifier or both.
         #[arg(long, default_value = "both")]
         roles: String,
-        /// Declared compute, GFLOPS.
-        #[arg(long)]
-        gflops: u32,
-        /// Declared device memory, GB.
-        #[arg(long)]
-        memory_gb: u32,
+        /// Declared compute, G mul-adds per second (required unless --measure).
+        #[arg(long, required_unless_present = "measure")]
+        gflops: Option<u32>,
+        /// Declared device memory, GB (required unless --measure).
+        #[arg(long, required_unless_present = "measure")]
+        memory_gb: Option<u32>,
         /// Declared memory bandwidth, GB/s.
-        #[arg(long, default_value_t = 0)]
-        bandwidth_gbps: u32,
-        /// Region code.
+        #[arg(long)]
+        bandwidth_gbps: Option<u32>,
+        /// Region code (continent·100 + zone; 0 = undeclared).
         #[arg(long, default_value_t = 0)]
         region: u16,
+        /// Fill compute, memory and bandwidth from measurements on --backend (values given
+        /// explicitly win).
+        #[arg(long)]
+        measure: bool,
+        /// Backend measured by --measure.
+        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+        backend: BackendChoice,
     },
     /// Moves tokens from the wallet (associated token account) into the node's stake.
     Stake {
@@ -170,6 +197,13 @@ enum TaskCmd {
         /// Input seed, 64 hex digits [default: derived from the id].
         #[arg(long)]
         seed: Option<String>,
+        /// Preferred region code (continent·100 + zone; 0 = any). Providers rank nearer tasks first.
+        #[arg(long, default_value_t = 0)]
+        region: u16,
+        /// Posts this many tasks, ids ID, ID+1, ... (each with its own seed unless --seed is
+        /// given); prints one result per task.
+        #[arg(long, default_value_t = 1)]
+        count: u64,
     },
     /// Cancels an open task of this keypair.
     Cancel {
@@ -261,15 +295,27 @@ struct RunArgs {
     /// Poll interval, ms.
     #[arg(long)]
     poll_ms: Option<u64>,
-    /// Compute backend.
-    #[arg(long, default_value = "auto")]
-    backend: String,
+    /// Compute backend: auto (CUDA when a GPU passes its self-test, else the CPU; the choice is
+    /// logged), cpu or cuda.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    backend: BackendChoice,
+    /// Tasks handled at once in a pass (transactions in flight together).
+    #[arg(long, default_value_t = 16)]
+    parallel: usize,
+    /// Provider: most tasks held (claimed, not yet submitted) at once.
+    #[arg(long, default_value_t = 4)]
+    max_active: usize,
+    /// Provider: slots a fresh task waits per task already held before this provider claims it
+    /// (least-loaded providers claim first).
+    #[arg(long, default_value_t = compute_market_keeper::roles::provider::CLAIM_BACKOFF)]
+    claim_backoff: u64,
     /// Test only: corrupt this fraction of every result's tiles (a dishonest provider).
     #[arg(long, hide = true, default_value_t = 0.0)]
     corrupt_fraction: f64,
-    /// Test only: abort right after the first vote commit lands (a crash before the reveal).
+    /// Test only: after each vote commit lands, wait this many ms before anything else (a test
+    /// kills the process in that window, between commit and reveal).
     #[arg(long, hide = true)]
-    crash_after_commit: bool,
+    hold_after_commit_ms: Option<u64>,
 }
 
 fn print(output: Output, v: &Value) -> Result<()> {
@@ -342,34 +388,70 @@ fn real_main() -> Result<()> {
     };
     let out = cli.output;
     match cli.command {
-        Command::Demo { tasks, corrupt_fraction } => {
+        Command::Demo { tasks, corrupt_fraction, backend } => {
             ensure!(tasks >= 1, "--tasks must be at least 1");
             ensure!((0.0..=1.0).contains(&corrupt_fraction), "--corrupt-fraction must be within 0..=1");
             let cfg = demo::DemoConfig { tasks, corrupt_fraction, ..Default::default() };
-            let report = demo::run(&cfg, Arc::new(CpuBackend))?;
+            let report = demo::run(&cfg, select(backend)?)?;
             match out {
                 Output::Text => print!("{}", demo::render(&report)),
                 Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
             }
         }
-        Command::Bench { sizes } => {
+        Command::Bench { sizes, backend } => {
             ensure!(
                 sizes.iter().all(|&n| (1..=compute_market_protocol::job::MAX_MATRIX_DIM).contains(&n)),
                 "--sizes: each n must be within 1..={}",
                 compute_market_protocol::job::MAX_MATRIX_DIM
             );
-            let report = bench::run(&CpuBackend, &sizes)?;
+            let mut backends: Vec<Arc<dyn compute_market_keeper::compute::Backend>> = vec![];
+            if backend != BackendChoice::Cuda {
+                backends.push(Arc::new(CpuBackend));
+            }
+            if backend != BackendChoice::Cpu {
+                match select(BackendChoice::Cuda) {
+                    Ok(b) => backends.push(b),
+                    Err(e) if backend == BackendChoice::Auto => eprintln!("bench: CPU only ({e:#})"),
+                    Err(e) => return Err(e),
+                }
+            }
+            let report = bench::run(&backends, &sizes)?;
             match out {
                 Output::Text => print!("{}", bench::render(&report)),
                 Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
             }
         }
+        Command::GpuCheck { sizes, out: dir } => {
+            let report = compute_market_keeper::gpucheck::run(&sizes)?;
+            let text = compute_market_keeper::gpucheck::render(&report);
+            if let Some(dir) = dir {
+                std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+                std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&report)?)?;
+                std::fs::write(dir.join("report.md"), &text)?;
+            }
+            match out {
+                Output::Text => print!("{text}"),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+            }
+            ensure!(report.bit_identical, "the GPU's results differ from the CPU's");
+        }
         Command::Node(cmd) => {
             let kp = read_keypair(&keypair_path)?;
             let chain = rpc();
             let v = match cmd {
-                NodeCmd::Register { market: m, roles, gflops, memory_gb, bandwidth_gbps, region } => {
-                    cli::node_register(chain.as_ref(), &kp, market(m), parse_roles(&roles)?, Hardware { gflops, memory_gb, bandwidth_gbps, region })?
+                NodeCmd::Register { market: m, roles, gflops, memory_gb, bandwidth_gbps, region, measure, backend } => {
+                    let measured = if measure { Some(compute_market_keeper::bench::measure_hardware(select(backend)?.as_ref())?) } else { None };
+                    let pick = |given: Option<u32>, m: fn(&Hardware) -> u32| given.or(measured.as_ref().map(m)).unwrap_or(0);
+                    let hardware = Hardware {
+                        gflops: pick(gflops, |h| h.gflops),
+                        memory_gb: pick(memory_gb, |h| h.memory_gb),
+                        bandwidth_gbps: pick(bandwidth_gbps, |h| h.bandwidth_gbps),
+                        region,
+                    };
+                    if let Some(h) = &measured {
+                        tracing::info!(gflops = h.gflops, memory_gb = h.memory_gb, bandwidth_gbps = h.bandwidth_gbps, "measured");
+                    }
+                    cli::node_register(chain.as_ref(), &kp, market(m), parse_roles(&roles)?, hardware)?
                 }
                 NodeCmd::Stake { amount, from } => cli::node_stake(chain.as_ref(), &kp, amount, from)?,
                 NodeCmd::Unstake { amount } => cli::node_unstake(chain.as_ref(), &kp, amount)?,
@@ -381,14 +463,24 @@ fn real_main() -> Result<()> {
         Command::Task(cmd) => {
             let chain = rpc();
             let v = match cmd {
-                TaskCmd::Post { market: m, id, kind, dims, reward, quorum, samples, seed } => {
+                TaskCmd::Post { market: m, id, kind, dims, reward, quorum, samples, seed, region, count } => {
                     let kp = read_keypair(&keypair_path)?;
                     let id = id.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0));
-                    let seed = match seed {
-                        Some(s) => parse_seed(&s)?,
-                        None => compute_market_protocol::hash::hashv(&[b"cli seed", kp.pubkey().as_ref(), &id.to_le_bytes()]),
-                    };
-                    cli::task_post(chain.as_ref(), &kp, market(m), id, parse_job(&kind, &dims, seed)?, reward, quorum, samples)?
+                    anyhow::ensure!(count >= 1, "--count must be at least 1");
+                    let given = seed.as_deref().map(parse_seed).transpose()?;
+                    let jobs = (id..id.checked_add(count).context("--id + --count overflows")?)
+                        .map(|id| {
+                            let seed = given.unwrap_or_else(|| compute_market_protocol::hash::hashv(&[b"cli seed", kp.pubkey().as_ref(), &id.to_le_bytes()]));
+                            Ok((id, parse_job(&kind, &dims, seed)?))
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    let terms = cli::TaskTerms { market: market(m), reward, quorum, samples, region };
+                    let mut posted = cli::task_post(chain.as_ref(), &kp, terms, jobs)?;
+                    if posted.len() == 1 {
+                        posted.remove(0)
+                    } else {
+                        Value::Array(posted)
+                    }
                 }
                 TaskCmd::Cancel { id } => cli::task_cancel(chain.as_ref(), &read_keypair(&keypair_path)?, id)?,
                 TaskCmd::Status { task } => cli::task_status(chain.as_ref(), &task)?,
@@ -425,8 +517,7 @@ fn real_main() -> Result<()> {
         Command::Market(MarketCmd::List) => print(out, &cli::market_list(rpc().as_ref())?)?,
         Command::Run(a) => {
             ensure!(a.provider || a.verifier || a.crank, "choose at least one of --provider, --verifier, --crank");
-            ensure!(a.backend == "auto" || a.backend == "cpu", "--backend {} is not available in this build (auto, cpu)", a.backend);
-            tracing::info!(backend = "cpu", "backend auto: no CUDA backend in this build, using the CPU reference");
+            let backend = select(a.backend)?;
             let kp = read_keypair(&keypair_path)?;
             let store = a.store.or(file.store.clone()).map(|s| expand(&s)).unwrap_or_else(|| {
                 expand(&format!("~/.local/share/compute-market/{}.redb", kp.pubkey()))
@@ -441,11 +532,14 @@ fn real_main() -> Result<()> {
                 public_url: a.public_url.or(file.public_url.clone()),
                 poll: Duration::from_millis(a.poll_ms.or(file.poll_ms).unwrap_or(400)),
                 passes: None,
+                parallel: a.parallel,
+                max_active: a.max_active,
+                claim_backoff: a.claim_backoff,
                 corrupt_fraction: a.corrupt_fraction,
-                crash_after_commit: a.crash_after_commit,
+                hold_after_commit: a.hold_after_commit_ms.map(Duration::from_millis),
                 ws_url: Some(daemon::ws_url(&compute_market_keeper::chain::rpc::resolve_url(&url))),
             };
-            daemon::run(rpc(), kp, Arc::new(CpuBackend), opts)?;
+            daemon::run(rpc(), kp, backend, opts)?;
         }
     }
     Ok(())

@@ -8,7 +8,8 @@ use compute_market_keeper::{
 use compute_market_protocol::{
     commit::{VOTE_INVALID, VOTE_VALID},
     job::JobSpec,
-    merkle::leaf_hash,
+    merkle::{leaf_hash, MerkleTree},
+    sampling::sample_indices,
     P,
 };
 
@@ -61,33 +62,67 @@ fn hash_batch_tiles_follow_the_protocol() {
     assert_eq!(&tiles[2][32..64], &job.hash_nonce(7));
 }
 
+/// The verifier's spot checks: its sampled tiles as the provider serves them, with proofs.
+fn proven(tiles: &[Vec<u8>], tree: &MerkleTree, k: u32) -> Vec<ProvenTile> {
+    sample_indices(&SEED, &ME, k, tiles.len() as u32)
+        .into_iter()
+        .map(|i| ProvenTile { index: i, tile: tiles[i as usize].clone(), proof: tree.proof(i).unwrap() })
+        .collect()
+}
+
+const SEED: [u8; 32] = [1; 32];
+const ME: [u8; 32] = [2; 32];
+
 #[test]
 fn freivalds_accepts_honest_and_rejects_one_wrong_element() {
     let job = JobSpec::matmul(96, 80, 70, [4; 32]);
     let tiles = CpuBackend.run(&job).unwrap();
-    let root = commit(&tiles).root();
-    let v = check_matmul(&CpuBackend, &job, &tiles, &root, &[1; 32], &[2; 32], 16).unwrap();
+    let tree = commit(&tiles);
+    let check = |served: &[Vec<u8>], proven: &[ProvenTile], root: compute_market_protocol::hash::Digest| check_matmul(&CpuBackend, &job, served, proven, &root, &SEED, &ME, 4).unwrap();
+    let v = check(&tiles, &proven(&tiles, &tree, 4), tree.root());
     assert_eq!(v.vote, VOTE_VALID, "{}", v.reason);
     // one element off by 2^31 - 2 (mod 2^32 Freivalds would miss some such errors; mod p never)
     let mut bad = tiles.clone();
     // tile 1 covers columns 64..70 of C: element (0, 67)
     let x = u32::from_le_bytes(bad[1][12..16].try_into().unwrap());
     bad[1][12..16].copy_from_slice(&(((x as u64 + P - 1) % P) as u32).to_le_bytes());
-    let bad_root = commit(&bad).root();
-    let v = check_matmul(&CpuBackend, &job, &bad, &bad_root, &[1; 32], &[2; 32], 16).unwrap();
+    let bad_tree = commit(&bad);
+    let v = check(&bad, &proven(&bad, &bad_tree, 4), bad_tree.root());
     assert_eq!(v.vote, VOTE_INVALID);
     assert!(v.reason.contains("Freivalds"), "{}", v.reason);
-    // honest tiles against a different root
-    let v = check_matmul(&CpuBackend, &job, &tiles, &bad_root, &[1; 32], &[2; 32], 16).unwrap();
+    // honest tiles and proofs against a different root
+    let v = check(&tiles, &proven(&tiles, &tree, 4), bad_tree.root());
     assert_eq!(v.vote, VOTE_INVALID);
-    assert!(v.reason.contains("root"));
+    assert!(v.reason.contains("proof"), "{}", v.reason);
+    // the right C served, a different one committed: the sampled tiles' proven copies differ
+    let mut committed = tiles.clone();
+    for t in committed.iter_mut() {
+        t[0] ^= 1;
+    }
+    let committed_tree = commit(&committed);
+    let v = check(&tiles, &proven(&committed, &committed_tree, 4), committed_tree.root());
+    assert_eq!(v.vote, VOTE_INVALID);
+    assert!(v.reason.contains("differs"), "{}", v.reason);
+    // a server that answers with other tiles than the samples asked for
+    let mut others = proven(&tiles, &tree, 4);
+    others[0] = ProvenTile { index: (others[0].index + 1) % 4, tile: tiles[((others[0].index + 1) % 4) as usize].clone(), proof: tree.proof((others[0].index + 1) % 4).unwrap() };
+    let v = check(&tiles, &others, tree.root());
+    assert_eq!(v.vote, VOTE_INVALID);
+    assert!(v.reason.contains("other tiles"), "{}", v.reason);
     // garbage in the padding (column 74 of a 70-column C) is a malformed result
     let mut padded = tiles.clone();
     padded[1][40..44].copy_from_slice(&1u32.to_le_bytes());
-    let padded_root = commit(&padded).root();
-    let v = check_matmul(&CpuBackend, &job, &padded, &padded_root, &[1; 32], &[2; 32], 16).unwrap();
+    let padded_tree = commit(&padded);
+    let v = check(&padded, &proven(&padded, &padded_tree, 4), padded_tree.root());
     assert_eq!(v.vote, VOTE_INVALID);
     assert!(v.reason.contains("padding"), "{}", v.reason);
+    // a value that is not a field element
+    let mut big = tiles.clone();
+    big[0][0..4].copy_from_slice(&(P as u32).to_le_bytes());
+    let big_tree = commit(&big);
+    let v = check(&big, &proven(&big, &big_tree, 4), big_tree.root());
+    assert_eq!(v.vote, VOTE_INVALID);
+    assert!(v.reason.contains("not a field element"), "{}", v.reason);
 }
 
 #[test]

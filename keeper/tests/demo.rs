@@ -43,3 +43,34 @@ fn demo_slashes_the_cheater_and_the_careless_verifier() {
     assert!(cheater.vault < cheater.staked);
     assert!(r.model.p > 0.0 && r.model.measured > 0.0);
 }
+
+/// Least-loaded first: with every task posted in the same slot, one pass of the providers
+/// leaves each of them holding one task (without the back-off the first would take two).
+#[test]
+fn fresh_tasks_go_to_the_least_loaded_providers() {
+    use compute_market::state::TaskStatus;
+    use compute_market_keeper::{chain::ChainExt, demo::Scenario};
+    let dir = std::env::temp_dir().join(format!("cm-least-loaded-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = DemoConfig { tasks: 6, ..Default::default() };
+    let mut s = Scenario::new(&cfg, Arc::new(CpuBackend), &dir).expect("scenario");
+    let chain = s.roles_chain.clone();
+    let held = |s: &Scenario| -> Vec<usize> {
+        let tasks = chain.tasks().unwrap();
+        s.providers.iter().map(|p| tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == p.ctx.node).count()).collect()
+    };
+    for p in s.providers.iter_mut() {
+        assert!(p.max_active >= 2);
+        p.step(chain.as_ref()).unwrap();
+    }
+    assert_eq!(held(&s), vec![1; cfg.providers], "one fresh task per provider");
+    // next pass: the first provider submits its task (load back to 0) and claims another
+    s.chain.advance(1);
+    s.providers[0].step(chain.as_ref()).unwrap();
+    let tasks = chain.tasks().unwrap();
+    let mine: Vec<_> = tasks.iter().filter(|(_, t)| t.provider == s.providers[0].ctx.node).map(|(_, t)| t.status).collect();
+    assert_eq!(mine.len(), 2, "{mine:?}");
+    assert!(mine.contains(&TaskStatus::Verifying) && mine.contains(&TaskStatus::Claimed), "{mine:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -25,10 +25,10 @@ fn restart_all(s: &mut Scenario) {
     let verifiers: Vec<Verifier> = s.verifiers.drain(..).collect();
     let store = Arc::new(TileStore::default()); // the served results are gone with the process
     for (i, p) in providers.into_iter().enumerate() {
-        let (ctx, corrupt_fraction, max_active) = (p.ctx, p.corrupt_fraction, p.max_active);
+        let (ctx, corrupt_fraction, max_active, claim_backoff) = (p.ctx, p.corrupt_fraction, p.max_active, p.claim_backoff);
         drop(p.db);
         let db = Arc::new(Store::open(&s.dir.join(format!("provider{i}.redb"))).unwrap());
-        let mut p = Provider { ctx: NodeCtx { store: store.clone(), ..ctx }, corrupt_fraction, max_active, db, records: vec![] };
+        let mut p = Provider { ctx: NodeCtx { store: store.clone(), ..ctx }, corrupt_fraction, max_active, claim_backoff, db, records: vec![] };
         p.restore().expect("restore served results");
         s.providers.push(p);
     }
@@ -36,7 +36,7 @@ fn restart_all(s: &mut Scenario) {
         let (ctx, careless) = (v.ctx, v.careless);
         drop(v.db);
         let db = Arc::new(Store::open(&s.dir.join(format!("verifier{i}.redb"))).unwrap());
-        s.verifiers.push(Verifier { ctx: NodeCtx { store: store.clone(), ..ctx }, careless, db, records: vec![], crash_after_commit: false });
+        s.verifiers.push(Verifier { ctx: NodeCtx { store: store.clone(), ..ctx }, careless, db, records: vec![], hold_after_commit: None });
     }
 }
 

@@ -71,47 +71,77 @@ pub struct Validator {
     pub dir: tempfile::TempDir,
     /// The upgrade authority / admin keypair file.
     pub admin: PathBuf,
+    base: u16,
+    with_program: bool,
     proc: Option<Proc>,
 }
 
 impl Validator {
-    /// Starts one and waits until it answers.
+    /// Starts one with the program loaded from the built `.so`, and waits until it answers.
     pub fn start() -> Result<Self> {
+        Self::start_with(true)
+    }
+
+    /// Starts one without the program (a test deploys it), and waits until it answers.
+    pub fn start_bare() -> Result<Self> {
+        Self::start_with(false)
+    }
+
+    fn start_with(with_program: bool) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let so = program_so();
         anyhow::ensure!(so.exists(), "{} is missing: build it with scripts/build", so.display());
         let admin = dir.path().join("admin.json");
         keygen(&admin)?;
         let base = port_block(120);
-        let log = std::fs::File::create(dir.path().join("validator.log"))?;
-        let child = Command::new("solana-test-validator")
-            .args(["--reset", "--quiet", "--ledger"])
-            .arg(dir.path().join("ledger"))
+        let mut v = Validator { url: format!("http://127.0.0.1:{base}"), dir, admin, base, with_program, proc: None };
+        v.launch(true)?;
+        v.solana(&["airdrop", "1000", &pubkey(&v.admin)?])?;
+        Ok(v)
+    }
+
+    /// Starts the process (`reset`: from genesis; otherwise resuming the ledger it left) and
+    /// waits until it answers and, when it was started with it, the program is executable.
+    fn launch(&mut self, reset: bool) -> Result<()> {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("validator.log"))?;
+        let mut cmd = Command::new("solana-test-validator");
+        if reset {
+            cmd.arg("--reset");
+        }
+        let base = self.base;
+        cmd.args(["--quiet", "--ledger"])
+            .arg(self.dir.path().join("ledger"))
             .args(["--rpc-port", &base.to_string(), "--faucet-port", &(base + 2).to_string()])
-            .args(["--gossip-port", &(base + 3).to_string(), "--dynamic-port-range", &format!("{}-{}", base + 10, base + 119)])
-            .arg("--upgradeable-program")
-            .arg(compute_market::ID.to_string())
-            .arg(&so)
-            .arg(&admin)
+            .args(["--gossip-port", &(base + 3).to_string(), "--dynamic-port-range", &format!("{}-{}", base + 10, base + 119)]);
+        if self.with_program {
+            cmd.arg("--upgradeable-program").arg(compute_market::ID.to_string()).arg(program_so()).arg(&self.admin);
+        }
+        let child = cmd
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
             .context("starting solana-test-validator (install it with ../shared/solana-validator/install.sh)")?;
-        let v = Validator { url: format!("http://127.0.0.1:{base}"), dir, admin, proc: Some(Proc { child, name: "validator".into() }) };
-        let chain = RpcChain::new(&v.url);
+        self.proc = Some(Proc { child, name: "validator".into() });
+        let chain = RpcChain::new(&self.url);
         let start = Instant::now();
         while chain.slot().is_err() {
-            if start.elapsed() > Duration::from_secs(60) {
-                bail!("the validator did not answer within 60 s; see {}", v.dir.path().join("validator.log").display());
+            if start.elapsed() > Duration::from_secs(90) {
+                bail!("the validator did not answer within 90 s; see {}", self.dir.path().join("validator.log").display());
             }
             std::thread::sleep(Duration::from_millis(300));
         }
-        // wait until the program is executable
-        while chain.account(&compute_market::ID)?.is_none() {
+        while self.with_program && chain.account(&compute_market::ID)?.is_none() {
             std::thread::sleep(Duration::from_millis(200));
         }
-        v.solana(&["airdrop", "1000", &pubkey(&v.admin)?])?;
-        Ok(v)
+        Ok(())
+    }
+
+    /// Kills the validator (SIGKILL) and starts it again on the same ledger and ports, without
+    /// `--reset`: the chain resumes where it was.
+    pub fn restart(&mut self, down_for: Duration) -> Result<()> {
+        self.proc.take();
+        std::thread::sleep(down_for);
+        self.launch(false)
     }
 
     /// An RPC chain to it.

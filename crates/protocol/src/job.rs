@@ -182,6 +182,16 @@ impl JobSpec {
         a * b * c
     }
 
+    /// Bytes a provider must hold to run the job at once: A, B and C for `MatMulModP` (4 bytes
+    /// per element), the outputs for `HashBatch`. Providers skip tasks larger than their memory.
+    pub fn memory_bytes(&self) -> u64 {
+        let [a, b, c] = self.dims.map(u64::from);
+        match self.kind {
+            JobKind::MatMulModP => 4 * (a * b + b * c + a * c),
+            JobKind::HashBatch => 32 * a * b,
+        }
+    }
+
     /// Element `idx` of generated input matrix `which` (b'A' or b'B'), in `[0, P)`.
     pub fn matrix_element(&self, which: u8, idx: u64) -> u32 {
         matrix_element(&self.matrix_key(which), idx)

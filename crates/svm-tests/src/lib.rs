@@ -363,7 +363,7 @@ impl World {
 
     /// `post_task`; returns the task address.
     pub fn post(&mut self, client_actor: &Actor, task_id: u64, job: JobSpec, reward: u64) -> Result<Pubkey, TxRecord> {
-        self.post_with(client_actor, PostTaskArgs { task_id, job: job.encode(), reward, quorum: 0, samples: 0, input_uri: String::new() })
+        self.post_with(client_actor, PostTaskArgs { task_id, job: job.encode(), reward, quorum: 0, samples: 0, input_uri: String::new(), region: 0 })
     }
 
     /// `post_task` with explicit arguments.

@@ -27,7 +27,7 @@ fn refused(w: &mut World, error: &str, f: impl FnOnce(&mut World) -> Result<TxRe
 
 
 fn post_args(id: u64) -> PostTaskArgs {
-    PostTaskArgs { task_id: id, job: small_job(1).encode(), reward: R, quorum: 0, samples: 0, input_uri: String::new() }
+    PostTaskArgs { task_id: id, job: small_job(1).encode(), reward: R, quorum: 0, samples: 0, input_uri: String::new(), region: 0 }
 }
 
 #[test]

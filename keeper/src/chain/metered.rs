@@ -45,6 +45,9 @@ impl Chain for MeteredChain {
     fn program_accounts(&self, discriminator: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>> {
         self.measure(|| self.inner.program_accounts(discriminator))
     }
+    fn program_accounts_matching(&self, discriminator: &[u8], offset: usize, bytes: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>> {
+        self.measure(|| self.inner.program_accounts_matching(discriminator, offset, bytes))
+    }
     fn token_balance(&self, key: &Pubkey) -> Result<u64> {
         self.measure(|| self.inner.token_balance(key))
     }

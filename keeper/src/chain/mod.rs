@@ -1,6 +1,6 @@
-//! One chain-access trait for every role. The embedded cluster implements it now; the RPC
-//! implementation (solana-client + pubsub) is the next step. Roles never know which one they
-//! talk to.
+//! One chain-access trait for every role, with two implementations: the embedded cluster
+//! (litesvm) and a real cluster over RPC (plus wrappers that meter calls or inject faults).
+//! Roles never know which one they talk to.
 
 pub mod embedded;
 pub mod flaky;
@@ -60,6 +60,11 @@ pub trait Chain: Send + Sync {
     fn account(&self, key: &Pubkey) -> Result<Option<Vec<u8>>>;
     /// Every account of the program whose data starts with `discriminator`.
     fn program_accounts(&self, discriminator: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>>;
+    /// Like [`Chain::program_accounts`], keeping only accounts whose bytes at `offset` equal
+    /// `bytes` (a server-side `memcmp` filter over RPC).
+    fn program_accounts_matching(&self, discriminator: &[u8], offset: usize, bytes: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>> {
+        Ok(self.program_accounts(discriminator)?.into_iter().filter(|(_, d)| d.get(offset..offset + bytes.len()) == Some(bytes)).collect())
+    }
     /// The balance of an SPL token account (0 when it does not exist).
     fn token_balance(&self, key: &Pubkey) -> Result<u64>;
     /// Lamports that make an account of `len` bytes rent-exempt.
@@ -80,14 +85,18 @@ pub trait ChainExt: Chain {
     fn tasks(&self) -> Result<Vec<(Pubkey, Task)>> {
         Ok(self.program_accounts(Task::DISCRIMINATOR)?.into_iter().filter_map(|(k, d)| Some((k, decode(&d)?))).collect())
     }
-    /// All votes of `task`.
+    /// All votes of `task` (filtered on the vote's first field, the task).
     fn votes(&self, task: &Pubkey) -> Result<Vec<(Pubkey, Vote)>> {
         Ok(self
-            .program_accounts(Vote::DISCRIMINATOR)?
+            .program_accounts_matching(Vote::DISCRIMINATOR, Vote::DISCRIMINATOR.len(), task.as_ref())?
             .into_iter()
             .filter_map(|(k, d)| Some((k, decode::<Vote>(&d)?)))
             .filter(|(_, v)| v.task == *task)
             .collect())
+    }
+    /// Every vote of every task.
+    fn all_votes(&self) -> Result<Vec<(Pubkey, Vote)>> {
+        Ok(self.program_accounts(Vote::DISCRIMINATOR)?.into_iter().filter_map(|(k, d)| Some((k, decode(&d)?))).collect())
     }
     /// The program account at `key`, decoded as a `T` (`None` when absent or not a `T`).
     fn decoded<T: AccountDeserialize>(&self, key: &Pubkey) -> Result<Option<T>> {

@@ -73,6 +73,23 @@ impl RpcChain {
         &self.client
     }
 
+    /// The program's accounts that pass every filter.
+    fn program_accounts_filtered(&self, filters: Vec<RpcFilterType>) -> Result<Vec<(Pubkey, Vec<u8>)>> {
+        let config = RpcProgramAccountsConfig {
+            filters: Some(filters),
+            account_config: RpcAccountInfoConfig {
+                encoding: Some(solana_account_decoder_client_types::UiAccountEncoding::Base64),
+                commitment: Some(self.client.commitment()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let accounts = self.retry("getProgramAccounts", || {
+            self.client.get_program_ui_accounts_with_config(&compute_market::ID, config.clone())
+        })?;
+        Ok(accounts.into_iter().filter_map(|(k, a)| Some((k, a.data.decode()?))).collect())
+    }
+
     /// Retries `f` with exponential backoff while the error is a transport error.
     fn retry<T>(&self, what: &str, f: impl Fn() -> Result<T, ClientError>) -> Result<T> {
         let mut delay = Duration::from_millis(200);
@@ -102,20 +119,16 @@ impl Chain for RpcChain {
     }
 
     fn program_accounts(&self, discriminator: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>> {
-        let config = RpcProgramAccountsConfig {
-            filters: Some(vec![RpcFilterType::Memcmp(Memcmp::new_raw_bytes(0, discriminator.to_vec()))]),
-            account_config: RpcAccountInfoConfig {
-                encoding: Some(solana_account_decoder_client_types::UiAccountEncoding::Base64),
-                commitment: Some(self.client.commitment()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let accounts = self.retry("getProgramAccounts", || {
-            self.client.get_program_ui_accounts_with_config(&compute_market::ID, config.clone())
-        })?;
-        Ok(accounts.into_iter().filter_map(|(k, a)| Some((k, a.data.decode()?))).collect())
+        self.program_accounts_filtered(vec![RpcFilterType::Memcmp(Memcmp::new_raw_bytes(0, discriminator.to_vec()))])
     }
+
+    fn program_accounts_matching(&self, discriminator: &[u8], offset: usize, bytes: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>> {
+        self.program_accounts_filtered(vec![
+            RpcFilterType::Memcmp(Memcmp::new_raw_bytes(0, discriminator.to_vec())),
+            RpcFilterType::Memcmp(Memcmp::new_raw_bytes(offset, bytes.to_vec())),
+        ])
+    }
+
 
     fn token_balance(&self, key: &Pubkey) -> Result<u64> {
         match self.client.get_token_account_balance(key) {

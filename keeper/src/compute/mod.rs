@@ -6,21 +6,14 @@
 //! mathematical result; no floating point is involved anywhere.
 
 pub mod cpu;
+pub mod cuda;
+pub mod freivalds;
 pub mod matrix;
 
 use anyhow::Result;
 use compute_market_protocol::job::JobSpec;
 
 pub use matrix::Matrix;
-
-/// Freivalds products of one round: `A·(B·r)` and `C·r`, equal when `C = A·B` (mod p).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FreivaldsProducts {
-    /// `A·(B·r)`, length m.
-    pub abr: Vec<u32>,
-    /// `C·r`, length m.
-    pub cr: Vec<u32>,
-}
 
 /// A device that runs jobs.
 pub trait Backend: Send + Sync {
@@ -52,7 +45,37 @@ pub trait Backend: Send + Sync {
         Ok(out)
     }
 
-    /// Freivalds products for each vector of `rs` (each of length n), with `c` the claimed
-    /// product of a `MatMulModP` job.
-    fn freivalds(&self, job: &JobSpec, c: &Matrix, rs: &[Vec<u32>]) -> Result<Vec<FreivaldsProducts>>;
+    /// The verifier's input-side Freivalds products of a `MatMulModP` job: `A·(B·r)` (length m)
+    /// for each vector `r` of `rs` (each of length n). The other side, `C·r`, is computed from
+    /// the served tiles ([`freivalds::c_times`]); they agree when C = A·B (mod p).
+    fn freivalds(&self, job: &JobSpec, rs: &[Vec<u32>]) -> Result<Vec<Vec<u32>>>;
+
+    /// Memory the backend computes in, bytes (the machine's RAM for the CPU; the GPUs' memory
+    /// for CUDA). 0 when unknown.
+    fn memory_bytes(&self) -> u64 {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| m.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+            .map_or(0, |kib| kib * 1024)
+    }
+
+    /// The 32-bit integer multiply-add peak of the backend's devices, operations per second,
+    /// when known (GPUs: from their SM count and clock).
+    fn int32_mad_peak(&self) -> Option<f64> {
+        None
+    }
+
+    /// Measured memory bandwidth, GB/s (bytes read + written per second by a large copy).
+    fn bandwidth_gbps(&self) -> Result<f64> {
+        let len = 64 << 20; // u32 elements: 256 MiB
+        let src = vec![1u32; len];
+        let mut dst = vec![0u32; len];
+        dst.copy_from_slice(&src); // touch every page first
+        let t = std::time::Instant::now();
+        for _ in 0..4 {
+            dst.copy_from_slice(std::hint::black_box(&src));
+        }
+        std::hint::black_box(&dst);
+        Ok(4.0 * 2.0 * (len * 4) as f64 / t.elapsed().as_secs_f64() / 1e9)
+    }
 }

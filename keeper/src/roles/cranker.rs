@@ -2,12 +2,14 @@
 //! votes (losers first, so the majority's share is in escrow), closes finished tasks and sweeps
 //! fees to the treasury.
 
+use std::collections::HashMap;
+
 use anchor_lang::prelude::Pubkey;
 use anyhow::Result;
 use compute_market::{
     client,
     events::{TaskFinalized, VoteSettled},
-    state::TaskStatus,
+    state::{Task, TaskStatus, Vote},
 };
 use solana_keypair::Keypair;
 
@@ -35,16 +37,31 @@ pub struct Cranker {
     pub treasury: Pubkey,
     /// What it saw.
     pub ledger: Ledger,
+    /// Tasks cranked at once ([`super::parallel`]).
+    pub parallel: usize,
+}
+
+impl Ledger {
+    fn absorb(&mut self, other: Ledger) {
+        self.finalized.extend(other.finalized);
+        self.settled.extend(other.settled);
+        self.closed.extend(other.closed);
+        self.escalated.extend(other.escalated);
+    }
 }
 
 impl Cranker {
-    fn on_task(&mut self, chain: &dyn Chain, now: u64, key: Pubkey, t: compute_market::state::Task) -> Result<()> {
+    /// Everything due on one task; `votes` are the task's vote accounts as read at the start
+    /// of the pass. What it saw lands in `ledger` as it happens, so an error later in the
+    /// pass loses nothing already recorded.
+    fn on_task(&self, chain: &dyn Chain, now: u64, key: Pubkey, t: Task, votes: Vec<(Pubkey, Vote)>, ledger: &mut Ledger) -> Result<()> {
+        let mut sent = false;
         match t.status {
             TaskStatus::Open if now > t.open_deadline => {
-                send(chain, "cranker", "expire_task", &key, client::expire_task(key), &self.kp)?;
+                sent |= send(chain, "cranker", "expire_task", &key, client::expire_task(key), &self.kp)?.ok;
             }
             TaskStatus::Claimed if now > t.submit_deadline => {
-                send(chain, "cranker", "reclaim_task", &key, client::reclaim_task(key, t.provider), &self.kp)?;
+                sent |= send(chain, "cranker", "reclaim_task", &key, client::reclaim_task(key, t.provider), &self.kp)?.ok;
             }
             TaskStatus::Verifying => {
                 if !t.seed_drawn && now >= t.reference_slot + 2 && now <= t.join_deadline {
@@ -53,9 +70,10 @@ impl Cranker {
                 if t.finalize_ready(now) {
                     let r = send(chain, "cranker", "finalize_task", &key, client::finalize_task(key, t.provider), &self.kp)?;
                     if r.ok {
-                        self.ledger.finalized.extend(r.events::<TaskFinalized>());
+                        sent = true;
+                        ledger.finalized.extend(r.events::<TaskFinalized>());
                         if !r.events::<compute_market::events::TaskEscalated>().is_empty() {
-                            self.ledger.escalated.push(key);
+                            ledger.escalated.push(key);
                         }
                     }
                 }
@@ -63,9 +81,18 @@ impl Cranker {
             _ => {}
         }
         // settle whatever is settleable: losers of a decided round first
-        let Some(t) = chain.task(&key)? else { return Ok(()) };
-        let mut votes: Vec<_> = chain
-            .votes(&key)?
+        if votes.is_empty() && !sent && !t.status.is_terminal() {
+            return Ok(());
+        }
+        let t = if sent {
+            match chain.task(&key)? {
+                Some(t) => t,
+                None => return Ok(()),
+            }
+        } else {
+            t
+        };
+        let mut votes: Vec<_> = votes
             .into_iter()
             .filter(|(_, v)| v.round < t.round || t.status.is_decided())
             .collect();
@@ -75,25 +102,39 @@ impl Cranker {
         });
         for (_, v) in &votes {
             let r = send(chain, "cranker", "settle_vote", &key, client::settle_vote(key, v.authority, v.round), &self.kp)?;
-            self.ledger.settled.extend(r.events::<VoteSettled>());
+            ledger.settled.extend(r.events::<VoteSettled>());
+        }
+        if !t.status.is_terminal() {
+            return Ok(());
         }
         let Some(t) = chain.task(&key)? else { return Ok(()) };
         if t.status.is_terminal() && t.open_votes == 0 {
             let provider = (t.provider != Pubkey::default()).then_some(t.provider);
             let ix = client::close_task(key, t.client, t.client_token, provider);
             if send(chain, "cranker", "close_task", &key, ix, &self.kp)?.ok {
-                self.ledger.closed.push((key, now));
+                ledger.closed.push((key, now));
             }
         }
         Ok(())
     }
 
-    /// One pass over everything due.
+    /// One pass over everything due: tasks and their votes are read once, then each task is
+    /// handled on its own (up to `parallel` at once); one task's failure never blocks the others.
     pub fn step(&mut self, chain: &dyn Chain) -> Result<()> {
         let now = chain.slot()?;
-        for (key, t) in chain.tasks()? {
-            // one task's failure never blocks the others
-            if let Err(e) = self.on_task(chain, now, key, t) {
+        let mut votes: HashMap<Pubkey, Vec<(Pubkey, Vote)>> = HashMap::new();
+        for (k, v) in chain.all_votes()? {
+            votes.entry(v.task).or_default().push((k, v));
+        }
+        let work: Vec<_> = chain.tasks()?.into_iter().map(|(k, t)| (k, t, votes.remove(&k).unwrap_or_default())).collect();
+        let results = super::parallel(self.parallel, work, |(key, t, votes)| {
+            let mut ledger = Ledger::default();
+            let r = self.on_task(chain, now, key, t, votes, &mut ledger);
+            (key, ledger, r)
+        });
+        for (key, ledger, r) in results {
+            self.ledger.absorb(ledger);
+            if let Err(e) = r {
                 tracing::warn!(task = %key, error = %format!("{e:#}"), "cranker will retry");
             }
         }

@@ -7,7 +7,7 @@ pub mod cranker;
 pub mod provider;
 pub mod verifier;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anchor_lang::prelude::Pubkey;
 use anyhow::Result;
@@ -34,6 +34,35 @@ pub struct NodeCtx {
     pub backend: Arc<dyn Backend>,
     /// Where results are served and fetched.
     pub store: Arc<TileStore>,
+    /// Tasks handled at once in a pass ([`parallel`]); 1 keeps a pass in order (the embedded
+    /// demo, for reproducible runs).
+    pub parallel: usize,
+}
+
+/// Runs `f` over `items` with up to `width` of them in flight at once (scoped threads: RPC
+/// round trips overlap, so a keeper with hundreds of due tasks does not wait for each
+/// confirmation in turn). `width <= 1` runs them in order on this thread. Results come back in
+/// the order of `items`.
+pub fn parallel<T: Send, R: Send>(width: usize, items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    if width <= 1 || items.len() <= 1 {
+        return items.into_iter().map(f).collect();
+    }
+    let count = items.len();
+    let queue = Mutex::new(items.into_iter().enumerate());
+    let done = Mutex::new(Vec::with_capacity(count));
+    std::thread::scope(|s| {
+        for _ in 0..width.min(count) {
+            s.spawn(|| loop {
+                let next = queue.lock().expect("queue lock").next();
+                let Some((i, item)) = next else { break };
+                let r = f(item);
+                done.lock().expect("results lock").push((i, r));
+            });
+        }
+    });
+    let mut done = done.into_inner().expect("results lock");
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Sends `ix` signed by `kp`; logs refusals with the program's error name.
@@ -45,4 +74,19 @@ pub fn send(chain: &dyn Chain, who: &str, what: &str, task: &Pubkey, ix: Instruc
         tracing::warn!(who, what, %task, error = r.error_code().unwrap_or_else(|| r.error.clone().unwrap_or_default()), "refused");
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parallel_keeps_order_and_runs_everything() {
+        let items: Vec<u64> = (0..100).collect();
+        for width in [0, 1, 3, 16, 200] {
+            let out = super::parallel(width, items.clone(), |x| {
+                std::thread::sleep(std::time::Duration::from_micros(100 - x));
+                x * x
+            });
+            assert_eq!(out, items.iter().map(|x| x * x).collect::<Vec<_>>(), "width {width}");
+        }
+    }
 }

@@ -1,19 +1,28 @@
-//! Provider: claims tasks of its market that it can bond, computes them, serves the tiles and
-//! submits the Merkle root.
+//! Provider: claims tasks of its market that it can bond and that fit its memory, nearest
+//! region first and least-loaded provider first; computes them, serves the tiles and submits
+//! the Merkle root.
 
 use std::{sync::Arc, time::Instant};
 
 use anchor_lang::prelude::Pubkey;
 use anyhow::{Context, Result};
-use compute_market::{client, instructions::SubmitResultArgs, state::TaskStatus};
-use compute_market_protocol::{hash::hashv, job::JobSpec, P};
+use compute_market::{
+    client,
+    instructions::SubmitResultArgs,
+    state::{Node, Task, TaskStatus},
+};
+use compute_market_protocol::{hash::hashv, job::JobSpec, region, P};
 use solana_signer::Signer;
 
 use super::{send, NodeCtx};
-use crate::{store::Store, tiles::hex};
 use crate::{
     chain::{Chain, ChainExt},
+    store::Store,
+    tiles::hex,
 };
+
+/// Default least-loaded back-off ([`Provider::claim_backoff`]), slots per task held.
+pub const CLAIM_BACKOFF: u64 = 2;
 
 /// Work a provider did on one task.
 #[derive(Clone, Debug)]
@@ -36,10 +45,30 @@ pub struct Provider {
     pub corrupt_fraction: f64,
     /// Most tasks held at once.
     pub max_active: usize,
+    /// Least-loaded first: a task becomes claimable for this provider `claim_backoff` slots
+    /// after it was posted for every task the provider already holds (claimed, not yet
+    /// submitted, including those claimed earlier in the same pass), so idle providers win
+    /// fresh tasks and work spreads over the market.
+    pub claim_backoff: u64,
     /// Crash-safe record of served results.
     pub db: Arc<Store>,
     /// What it computed.
     pub records: Vec<ComputeRecord>,
+}
+
+/// Open tasks of `market` that a provider with `node`'s stake and hardware can claim at `now`,
+/// in the order it should try them: nearest region first ([`region::distance`]), then the
+/// oldest, then the best paid. Tasks whose bond exceeds its free stake or whose job does not
+/// fit its declared memory (when declared) are left out.
+pub fn rank_open<'a>(tasks: &'a [(Pubkey, Task)], market: &Pubkey, node: &Node, now: u64) -> Vec<&'a (Pubkey, Task)> {
+    let memory = u64::from(node.hardware.memory_gb) << 30;
+    let mut open: Vec<&(Pubkey, Task)> = tasks
+        .iter()
+        .filter(|(_, t)| t.status == TaskStatus::Open && t.market == *market && now <= t.open_deadline && t.provider_bond <= node.free)
+        .filter(|(_, t)| memory == 0 || JobSpec::decode(&t.job).is_ok_and(|j| j.memory_bytes() <= memory))
+        .collect();
+    open.sort_by_key(|(_, t)| (region::distance(t.region, node.hardware.region), t.posted_slot, u64::MAX - t.reward));
+    open
 }
 
 impl Provider {
@@ -82,9 +111,9 @@ impl Provider {
     }
 
     /// Computes, serves and submits one claimed task.
-    fn submit(&mut self, chain: &dyn Chain, now: u64, key: &Pubkey, t: &compute_market::state::Task) -> Result<()> {
+    fn submit(&self, chain: &dyn Chain, now: u64, key: &Pubkey, t: &Task) -> Result<Option<ComputeRecord>> {
         if now > t.submit_deadline {
-            return Ok(());
+            return Ok(None);
         }
         let job = JobSpec::decode(&t.job).map_err(|e| anyhow::anyhow!("task {key}: malformed job spec: {e}"))?;
         let start = Instant::now();
@@ -99,41 +128,120 @@ impl Provider {
         self.db.put_result(&root, &t.job, self.corrupt_fraction)?;
         let seconds = start.elapsed().as_secs_f64();
         let ix = client::submit_result(self.ctx.kp.pubkey(), *key, SubmitResultArgs { result_root: root, result_uri: uri });
-        if send(chain, &self.ctx.name, "submit_result", key, ix, &self.ctx.kp)?.ok {
-            tracing::info!(provider = self.ctx.name, task = %key, seconds, corrupted, "result submitted");
-            self.records.push(ComputeRecord { task: *key, seconds, work: job.work(), corrupted });
+        if !send(chain, &self.ctx.name, "submit_result", key, ix, &self.ctx.kp)?.ok {
+            return Ok(None);
         }
-        Ok(())
+        tracing::info!(provider = self.ctx.name, task = %key, seconds, corrupted, "result submitted");
+        Ok(Some(ComputeRecord { task: *key, seconds, work: job.work(), corrupted }))
     }
 
-    /// One pass: submit what it holds, then claim what it can.
+    /// One pass: submit what it holds, then claim what it can (up to `parallel` transactions
+    /// in flight at once).
     pub fn step(&mut self, chain: &dyn Chain) -> Result<()> {
         let now = chain.slot()?;
         let tasks = chain.tasks()?;
         let me = self.ctx.node;
-        for (key, t) in tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == me) {
-            if let Err(e) = self.submit(chain, now, key, t) {
-                tracing::warn!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "will retry");
+        let held: Vec<&(Pubkey, Task)> = tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == me).collect();
+        let mut load = held.len();
+        let done = super::parallel(self.ctx.parallel, held, |(key, t)| (key, self.submit(chain, now, key, t)));
+        for (key, r) in done {
+            match r {
+                Ok(Some(record)) => {
+                    load -= 1;
+                    self.records.push(record)
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "will retry"),
             }
         }
         let Some(node) = chain.node(&self.ctx.node)? else { return Ok(()) };
-        let active = tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == self.ctx.node).count();
         let mut free = node.free;
-        let mut open: Vec<&(Pubkey, compute_market::state::Task)> = tasks
-            .iter()
-            .filter(|(_, t)| t.status == TaskStatus::Open && t.market == self.ctx.market && now <= t.open_deadline && t.provider_bond <= free)
-            .collect();
-        // oldest first, then the best-paid
-        open.sort_by_key(|(_, t)| (t.posted_slot, u64::MAX - t.reward));
-        for (key, t) in open.into_iter().take(self.max_active.saturating_sub(active)) {
-            if t.provider_bond > free {
+        let mut picks = vec![];
+        for (key, t) in rank_open(&tasks, &self.ctx.market, &node, now) {
+            if load >= self.max_active {
+                break;
+            }
+            if t.provider_bond > free || now < t.posted_slot.saturating_add(load as u64 * self.claim_backoff) {
                 continue;
             }
-            if send(chain, &self.ctx.name, "claim_task", key, client::claim_task(self.ctx.kp.pubkey(), *key), &self.ctx.kp)?.ok {
-                free -= t.provider_bond;
-                tracing::info!(provider = self.ctx.name, task = %key, bond = t.provider_bond, "claimed");
+            free -= t.provider_bond;
+            load += 1;
+            picks.push((*key, t.provider_bond, load));
+        }
+        let claims = super::parallel(self.ctx.parallel, picks, |(key, bond, load)| {
+            let r = send(chain, &self.ctx.name, "claim_task", &key, client::claim_task(self.ctx.kp.pubkey(), key), &self.ctx.kp);
+            (key, bond, load, r)
+        });
+        for (key, bond, load, r) in claims {
+            match r {
+                Ok(r) if r.ok => tracing::info!(provider = self.ctx.name, task = %key, bond, load, "claimed"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "claim will be retried"),
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use anchor_lang::{AccountDeserialize, Discriminator, Space};
+
+    use super::*;
+
+    /// An account with every field zero (what borsh reads from zero bytes), to fill in.
+    fn blank<T: AccountDeserialize + Discriminator + Space>() -> T {
+        let mut bytes = T::DISCRIMINATOR.to_vec();
+        bytes.resize(8 + T::INIT_SPACE, 0);
+        T::try_deserialize(&mut bytes.as_slice()).expect("zeroed account decodes")
+    }
+
+    fn task(id: u8, market: Pubkey, region: u16, posted: u64, reward: u64, job: JobSpec) -> (Pubkey, Task) {
+        let mut t: Task = blank();
+        (t.market, t.region, t.posted_slot, t.reward, t.job) = (market, region, posted, reward, job.encode());
+        t.status = TaskStatus::Open;
+        t.open_deadline = 1_000;
+        t.provider_bond = 10;
+        (Pubkey::new_from_array([id; 32]), t)
+    }
+
+    #[test]
+    fn nearest_region_first_then_oldest_then_best_paid_and_only_what_fits() {
+        let market = Pubkey::new_unique();
+        let small = JobSpec::matmul(64, 64, 64, [1; 32]);
+        let big = JobSpec::hash_batch(65_536, 4_096, 1, [1; 32]); // 8 GiB of outputs
+        assert_eq!(big.memory_bytes(), 8 << 30);
+        let mut node: Node = blank();
+        node.free = 100;
+        node.hardware.region = 301;
+        let mut other_market = task(9, market, 301, 1, 5, small);
+        other_market.1.market = Pubkey::new_unique();
+        let mut claimed = task(10, market, 301, 1, 5, small);
+        claimed.1.status = TaskStatus::Claimed;
+        let mut expired = task(11, market, 301, 1, 5, small);
+        expired.1.open_deadline = 5;
+        let mut too_big_bond = task(12, market, 301, 1, 5, small);
+        too_big_bond.1.provider_bond = 101;
+        let tasks = vec![
+            task(1, market, 101, 1, 5, small), // other continent
+            task(2, market, 0, 3, 5, small),   // any region, newer
+            task(3, market, 0, 2, 5, small),   // any region, older
+            task(4, market, 302, 1, 5, small), // same continent
+            task(5, market, 301, 4, 5, small), // same region
+            task(6, market, 301, 4, 9, big),   // same region, as old, better paid, 8 GiB
+            other_market,
+            claimed,
+            expired,
+            too_big_bond,
+        ];
+        let order = |node: &Node| rank_open(&tasks, &market, node, 10).iter().map(|(k, _)| k.to_bytes()[0]).collect::<Vec<_>>();
+        // memory undeclared (0): no memory filter
+        assert_eq!(order(&node), vec![6, 5, 3, 2, 4, 1]);
+        node.hardware.memory_gb = 8;
+        assert_eq!(order(&node), vec![6, 5, 3, 2, 4, 1], "8 GiB fits in 8 GB declared");
+        node.hardware.memory_gb = 7;
+        assert_eq!(order(&node), vec![5, 3, 2, 4, 1], "the 8 GiB job does not fit in 7");
+        node.hardware.region = 0;
+        assert_eq!(order(&node), vec![3, 2, 1, 4, 5], "an undeclared node: any-region tasks first, then oldest");
     }
 }

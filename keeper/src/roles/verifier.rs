@@ -62,9 +62,9 @@ pub struct Verifier {
     pub db: Arc<Store>,
     /// What it checked.
     pub records: Vec<VerifyRecord>,
-    /// Test only: abort the process right after a commit lands (a crash between commit and
-    /// reveal).
-    pub crash_after_commit: bool,
+    /// Test only: after a commit lands, wait this long before anything else (a window in
+    /// which a test kills the process between commit and reveal).
+    pub hold_after_commit: Option<std::time::Duration>,
 }
 
 impl Verifier {
@@ -72,12 +72,12 @@ impl Verifier {
         let job = JobSpec::decode(&t.job).map_err(|e| anyhow::anyhow!("task {task}: malformed job spec: {e}"))?;
         let uri = std::str::from_utf8(&t.result_uri[..t.result_uri_len as usize]).unwrap_or("");
         let me = self.ctx.node.to_bytes();
+        let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
         let fetched = match job.kind {
-            JobKind::MatMulModP => self.ctx.store.fetch_all(uri).map(|tiles| {
-                check_matmul(self.ctx.backend.as_ref(), &job, &tiles, &t.result_root, &t.seed, &me, t.samples as u32)
+            JobKind::MatMulModP => self.ctx.store.fetch_all(uri).and_then(|tiles| Ok((tiles, self.ctx.store.fetch(uri, &picked)?))).map(|(tiles, proven)| {
+                check_matmul(self.ctx.backend.as_ref(), &job, &tiles, &proven, &t.result_root, &t.seed, &me, t.samples as u32)
             }),
             JobKind::HashBatch => {
-                let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
                 self.ctx.store.fetch(uri, &picked).map(|served| check_sampled(self.ctx.backend.as_ref(), &job, &served, &t.result_root))
             }
         };
@@ -100,16 +100,16 @@ impl Verifier {
     fn commit(&self, chain: &dyn Chain, task: &Pubkey, round: u8, sealed: &Sealed) -> Result<()> {
         let c = vote_commitment(&self.ctx.node.to_bytes(), &task.to_bytes(), round, sealed.vote, &sealed.evidence, &sealed.salt);
         let r = send(chain, &self.ctx.name, "commit_vote", task, client::commit_vote(self.ctx.kp.pubkey(), *task, round, c), &self.ctx.kp)?;
-        if r.ok && self.crash_after_commit {
-            tracing::error!(task = %task, "--crash-after-commit: aborting between commit and reveal");
-            std::process::abort();
+        if let (true, Some(hold)) = (r.ok, self.hold_after_commit) {
+            tracing::warn!(task = %task, ?hold, "--hold-after-commit-ms: holding between commit and reveal");
+            std::thread::sleep(hold);
         }
         Ok(())
     }
 
     /// Checks the result, seals the vote, persists it, then commits it: a crash at any point
     /// leaves either nothing committed or a sealed vote on disk to reveal.
-    fn check_seal_commit(&mut self, chain: &dyn Chain, key: &Pubkey, t: &Task) -> Result<()> {
+    fn check_seal_commit(&self, chain: &dyn Chain, key: &Pubkey, t: &Task) -> Result<VerifyRecord> {
         let start = Instant::now();
         let verdict = if self.careless {
             Verdict { vote: VOTE_VALID, evidence: [0; 32], reason: "careless: did not check".into() }
@@ -118,13 +118,14 @@ impl Verifier {
         };
         let seconds = start.elapsed().as_secs_f64();
         tracing::info!(verifier = self.ctx.name, task = %key, round = t.round, vote = verdict.vote, reason = verdict.reason, seconds, "checked");
-        self.records.push(VerifyRecord { task: *key, seconds, vote: verdict.vote, reason: verdict.reason.clone() });
         let sealed = self.seal(key, t.round, verdict.vote, verdict.evidence);
         self.db.put_sealed(key, t.round, &sealed)?;
-        self.commit(chain, key, t.round, &sealed)
+        self.commit(chain, key, t.round, &sealed)?;
+        Ok(VerifyRecord { task: *key, seconds, vote: verdict.vote, reason: verdict.reason })
     }
 
-    fn on_task(&mut self, chain: &dyn Chain, now: u64, node: &compute_market::state::Node, market: &Market, key: Pubkey, t: &Task) -> Result<()> {
+    /// What is due on one task; the record of a check when one ran.
+    fn on_task(&self, chain: &dyn Chain, now: u64, node: &compute_market::state::Node, market: &Market, key: Pubkey, t: &Task) -> Result<Option<VerifyRecord>> {
         let round = t.round;
         let seat: Option<Vote> = chain.decoded(&pda::vote(&key, &self.ctx.node, round))?;
         if let Some(v) = seat {
@@ -135,15 +136,15 @@ impl Verifier {
                     send(chain, &self.ctx.name, "reveal_vote", &key, client::reveal_vote(self.ctx.kp.pubkey(), key, round, args), &self.ctx.kp)?;
                 }
                 // joined, then crashed before sealing: nothing was committed, check again
-                None if !v.committed && now <= t.commit_deadline => self.check_seal_commit(chain, &key, t)?,
+                None if !v.committed && now <= t.commit_deadline => return self.check_seal_commit(chain, &key, t).map(Some),
                 _ => {}
             }
-            return Ok(());
+            return Ok(None);
         }
         let tally = t.tally();
         let me_excluded = t.provider == self.ctx.node || t.client == self.ctx.kp.pubkey();
         if me_excluded || !t.seed_drawn || now > t.join_deadline || tally.seats >= tally.quorum || node.free < t.verifier_bond {
-            return Ok(());
+            return Ok(None);
         }
         let eligible = seat_eligible(
             seat_ticket(&t.seed, &self.ctx.node.to_bytes()),
@@ -152,12 +153,12 @@ impl Verifier {
             SEAT_OVERSAMPLE * tally.quorum as u64,
         );
         if !eligible {
-            return Ok(());
+            return Ok(None);
         }
         if send(chain, &self.ctx.name, "join_task", &key, client::join_task(self.ctx.kp.pubkey(), key, self.ctx.market, round), &self.ctx.kp)?.ok {
-            self.check_seal_commit(chain, &key, t)?;
+            return self.check_seal_commit(chain, &key, t).map(Some);
         }
-        Ok(())
+        Ok(None)
     }
 
     /// One pass over the tasks in verification.
@@ -167,10 +168,15 @@ impl Verifier {
         let market: Option<Market> = chain.decoded(&self.ctx.market)?;
         let Some(market) = market else { return Ok(()) };
         let market_key = self.ctx.market;
-        for (key, t) in chain.tasks()?.into_iter().filter(|(_, t)| t.status == TaskStatus::Verifying && t.market == market_key) {
-            // one task's failure (an RPC error, an unreachable result) never blocks the others
-            if let Err(e) = self.on_task(chain, now, &node, &market, key, &t) {
-                tracing::warn!(verifier = self.ctx.name, task = %key, error = %format!("{e:#}"), "will retry");
+        let due: Vec<_> = chain.tasks()?.into_iter().filter(|(_, t)| t.status == TaskStatus::Verifying && t.market == market_key).collect();
+        // up to `parallel` tasks at once; one task's failure (an RPC error, an unreachable
+        // result) never blocks the others
+        let results = super::parallel(self.ctx.parallel, due, |(key, t)| (key, self.on_task(chain, now, &node, &market, key, &t)));
+        for (key, r) in results {
+            match r {
+                Ok(Some(record)) => self.records.push(record),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(verifier = self.ctx.name, task = %key, error = %format!("{e:#}"), "will retry"),
             }
         }
         Ok(())

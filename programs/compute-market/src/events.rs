@@ -108,6 +108,7 @@ pub struct TaskPosted {
     pub quorum: u8,
     pub samples: u16,
     pub open_deadline: u64,
+    pub region: u16,
 }
 
 /// The client cancelled an open task.

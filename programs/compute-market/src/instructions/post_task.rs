@@ -20,6 +20,9 @@ pub struct PostTaskArgs {
     pub samples: u16,
     /// Input location, required for content-hash jobs (≤ 128 bytes).
     pub input_uri: String,
+    /// Region the client wants the work done in (`compute_market_protocol::region`; 0 = any).
+    /// Advisory: providers rank tasks by it, the program does not enforce it.
+    pub region: u16,
 }
 
 #[derive(Accounts)]
@@ -91,6 +94,7 @@ pub fn handler(ctx: Context<PostTask>, args: PostTaskArgs) -> Result<()> {
         tile_count: job.tile_count(),
         input_uri,
         input_uri_len: args.input_uri.len() as u8,
+        region: args.region,
         reward: args.reward,
         provider_bond,
         verifier_bond,
@@ -137,6 +141,7 @@ pub fn handler(ctx: Context<PostTask>, args: PostTaskArgs) -> Result<()> {
         quorum: a.task.quorum,
         samples: a.task.samples,
         open_deadline: a.task.open_deadline,
+        region: args.region,
     });
     Ok(())
 }

@@ -94,6 +94,8 @@ pub struct Task {
     pub input_uri: [u8; MAX_URI_LEN],
     /// Bytes of `input_uri` in use.
     pub input_uri_len: u8,
+    /// Preferred region (`compute_market_protocol::region`; 0 = any).
+    pub region: u16,
     /// Reward in escrow.
     pub reward: u64,
     /// Provider bond.

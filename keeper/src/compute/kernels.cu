@@ -1,0 +1,214 @@
+// Compute Market kernels, compiled at run time by NVRTC (fmad off, no fast math) to a CUBIN
+// for the device's own architecture. Every result is exact integer arithmetic (mod 2^31 - 1,
+// SHA-256), so the bits equal the CPU reference (keeper/src/compute/cpu.rs) whatever the
+// order of evaluation. No floating point, no atomics.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef unsigned char u8;
+
+#define P 2147483647ULL
+#define TILE 64
+#define KSTEP 16
+
+// One Mersenne fold: x < 2^64 -> a value < 2^33 + 2^31, congruent mod P.
+__device__ __forceinline__ u64 fold(u64 x) { return (x & P) + (x >> 31); }
+
+// x mod P exactly (compute_market_protocol::job::mod_p).
+__device__ __forceinline__ u32 reduce(u64 x) {
+    x = fold(x);
+    x = fold(x);
+    return (u32)(x >= P ? x - P : x);
+}
+
+// compute_market_protocol::job::splitmix64
+__device__ __forceinline__ u64 splitmix64(u64 z) {
+    z += 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+// compute_market_protocol::job::matrix_element
+__device__ __forceinline__ u32 element(u64 key, u64 idx) {
+    return reduce(splitmix64(key ^ (idx * 0xD1B54A32D192ED03ULL)));
+}
+
+// out[i] = element(key, i) for i < count: a generated input matrix, row-major.
+extern "C" __global__ void gen_matrix(u64 key, u32* out, u64 count) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (u64)gridDim.x * blockDim.x) {
+        out[i] = element(key, i);
+    }
+}
+
+// C = A·B mod P with A m×k and B k×n (row-major), as the job's output tiles: tile (tr, tc) is
+// the 64×64 block at rows 64·tr, columns 64·tc, zero-padded outside C, row-major. A launch
+// covers tile rows tr0.. and tile columns tc0.. (grid: columns × rows) and writes its tiles
+// contiguously, launch-row-major: out + (blockIdx.y·gridDim.x + blockIdx.x)·4096.
+// Block: 16×16 threads, 4×4 outputs each.
+extern "C" __global__ void __launch_bounds__(256) matmul_tiles(
+    const u32* __restrict__ a, const u32* __restrict__ b, u32* __restrict__ out,
+    u32 m, u32 k, u32 n, u32 tr0, u32 tc0) {
+    __shared__ __align__(16) u32 as[KSTEP][TILE];  // as[kk][r] = A[row0 + r][k0 + kk]
+    __shared__ __align__(16) u32 bs[KSTEP][TILE];  // bs[kk][c] = B[k0 + kk][col0 + c]
+    const u32 tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
+    const u32 tc = tc0 + blockIdx.x, tr = tr0 + blockIdx.y;
+    const u32 row0 = tr * TILE, col0 = tc * TILE;
+    u64 acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[i][j] = 0;
+
+    for (u32 k0 = 0; k0 < k; k0 += KSTEP) {
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            u32 idx = tid + 256 * q;
+            u32 r = idx / KSTEP, kk = idx % KSTEP;  // A: consecutive threads, consecutive k
+            u32 gr = row0 + r, gk = k0 + kk;
+            as[kk][r] = (gr < m && gk < k) ? a[(u64)gr * k + gk] : 0;
+            u32 bk = idx / TILE, c = idx % TILE;    // B: consecutive threads, consecutive columns
+            u32 gk2 = k0 + bk, gc = col0 + c;
+            bs[bk][c] = (gk2 < k && gc < n) ? b[(u64)gk2 * n + gc] : 0;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < KSTEP; kk++) {
+            uint4 av = *reinterpret_cast<const uint4*>(&as[kk][ty * 4]);
+            uint4 bv = *reinterpret_cast<const uint4*>(&bs[kk][tx * 4]);
+            u32 ar[4] = {av.x, av.y, av.z, av.w};
+            u32 br[4] = {bv.x, bv.y, bv.z, bv.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) acc[i][j] += (u64)ar[i] * br[j];
+            // three products (< 2^62 each) on top of a folded value (< 2^34) stay below 2^64
+            if (kk % 3 == 2 || kk == KSTEP - 1) {
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++) acc[i][j] = fold(acc[i][j]);
+            }
+        }
+        __syncthreads();
+    }
+    u32* tile = out + ((u64)blockIdx.y * gridDim.x + blockIdx.x) * (TILE * TILE);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        u32 r = ty * 4 + i;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            u32 c = tx * 4 + j;
+            bool inside = row0 + r < m && col0 + c < n;
+            tile[r * TILE + c] = inside ? reduce(acc[i][j]) : 0;
+        }
+    }
+}
+
+// out[r·rows + i] = Σ_j element(key, i·cols + j) · vs[r·cols + j] mod P for r < nv (≤ 4): the
+// Freivalds products of a generated matrix, one block per row, never storing the matrix.
+extern "C" __global__ void __launch_bounds__(256) gen_rows_dot(
+    u64 key, u32 rows, u32 cols, const u32* __restrict__ vs, u32 nv, u32* __restrict__ out) {
+    __shared__ u64 part[4][256];
+    const u32 row = blockIdx.x, t = threadIdx.x;
+    if (row >= rows) return;
+    u64 acc[4] = {0, 0, 0, 0};
+    const u64 base = (u64)row * cols;
+    for (u32 j = t; j < cols; j += blockDim.x) {
+        u64 e = element(key, base + j);
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            if (r < nv) acc[r] = fold(acc[r] + e * vs[(u64)r * cols + j]);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) part[r][t] = acc[r];
+    __syncthreads();
+    for (u32 s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) {
+#pragma unroll
+            for (int r = 0; r < 4; r++) part[r][t] = fold(part[r][t] + part[r][t + s]);
+        }
+        __syncthreads();
+    }
+    if (t < nv) out[(u64)t * rows + row] = reduce(part[t][0]);
+}
+
+// ---- SHA-256 (FIPS 180-4) ----
+
+__constant__ u32 K256[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+__device__ __forceinline__ u32 rotr(u32 x, u32 n) { return (x >> n) | (x << (32 - n)); }
+
+// One compression of a single 64-byte block given as 16 big-endian words.
+__device__ void sha256_block(u32 w[16], u32 h[8]) {
+    u32 a = 0x6a09e667, b = 0xbb67ae85, c = 0x3c6ef372, d = 0xa54ff53a;
+    u32 e = 0x510e527f, f = 0x9b05688c, g = 0x1f83d9ab, hh = 0x5be0cd19;
+#pragma unroll
+    for (int i = 0; i < 64; i++) {
+        u32 wi;
+        if (i < 16) {
+            wi = w[i];
+        } else {
+            u32 w15 = w[(i - 15) & 15], w2 = w[(i - 2) & 15];
+            u32 s0 = rotr(w15, 7) ^ rotr(w15, 18) ^ (w15 >> 3);
+            u32 s1 = rotr(w2, 17) ^ rotr(w2, 19) ^ (w2 >> 10);
+            wi = w[i & 15] = w[i & 15] + s0 + w[(i - 7) & 15] + s1;
+        }
+        u32 S1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
+        u32 ch = (e & f) ^ (~e & g);
+        u32 t1 = hh + S1 + ch + K256[i] + wi;
+        u32 S0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
+        u32 mj = (a & b) ^ (a & c) ^ (b & c);
+        u32 t2 = S0 + mj;
+        hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+    }
+    h[0] = 0x6a09e667 + a; h[1] = 0xbb67ae85 + b; h[2] = 0x3c6ef372 + c; h[3] = 0xa54ff53a + d;
+    h[4] = 0x510e527f + e; h[5] = 0x9b05688c + f; h[6] = 0x1f83d9ab + g; h[7] = 0x5be0cd19 + hh;
+}
+
+// HashBatch: for nonce = first + i (i < count), SHA-256(seed ‖ nonce as u64 LE) iterated
+// `iterations` times in all (each further round hashes the previous 32-byte digest); the
+// digest goes to out + 32·i. `seed` is 8 big-endian words.
+extern "C" __global__ void hash_batch(const u32* __restrict__ seed, u64 first, u64 count, u32 iterations, u8* __restrict__ out) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    u64 nonce = first + i;
+    u32 w[16];
+#pragma unroll
+    for (int q = 0; q < 8; q++) w[q] = seed[q];
+    // the nonce's 8 little-endian bytes, read as big-endian words
+    u32 lo = (u32)nonce, hi = (u32)(nonce >> 32);
+    w[8] = __byte_perm(lo, 0, 0x0123);
+    w[9] = __byte_perm(hi, 0, 0x0123);
+    w[10] = 0x80000000;  // padding after 40 bytes
+#pragma unroll
+    for (int q = 11; q < 15; q++) w[q] = 0;
+    w[15] = 40 * 8;
+    u32 h[8];
+    sha256_block(w, h);
+    for (u32 it = 1; it < iterations; it++) {
+#pragma unroll
+        for (int q = 0; q < 8; q++) w[q] = h[q];
+        w[8] = 0x80000000;
+#pragma unroll
+        for (int q = 9; q < 15; q++) w[q] = 0;
+        w[15] = 32 * 8;
+        sha256_block(w, h);
+    }
+    u8* o = out + 32 * i;
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        o[4 * q] = (u8)(h[q] >> 24);
+        o[4 * q + 1] = (u8)(h[q] >> 16);
+        o[4 * q + 2] = (u8)(h[q] >> 8);
+        o[4 * q + 3] = (u8)h[q];
+    }
+}

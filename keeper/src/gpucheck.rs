@@ -1,0 +1,148 @@
+//! `keeper gpu-check`: what `scripts/gpu-check.sh` runs on a GPU machine. Opens the CUDA
+//! backend twice (cold: kernels compiled; warm: read from the disk cache), checks every kernel
+//! against the CPU reference bit for bit over [`identity_suite`] (sizes that are and are not
+//! multiples of the tile), then benchmarks CPU and GPU side by side. The report is one JSON
+//! document and a short text summary.
+
+use std::{sync::Arc, time::Instant};
+
+use anyhow::{Context, Result};
+use compute_market_protocol::job::{matrix_element, JobKind, JobSpec};
+use serde::Serialize;
+
+use crate::{
+    bench::{self, BenchReport},
+    compute::{
+        cpu::CpuBackend,
+        cuda::{self, CudaBackend},
+        Backend,
+    },
+};
+
+/// The jobs whose outputs must equal the CPU's bit for bit.
+pub fn identity_suite() -> Vec<JobSpec> {
+    let mut jobs: Vec<JobSpec> = [(1, 1, 1), (63, 65, 127), (64, 64, 64), (130, 70, 200), (1000, 513, 1025), (2048, 2048, 2048), (4095, 31, 4097)]
+        .into_iter()
+        .enumerate()
+        .map(|(i, (m, k, n))| JobSpec::matmul(m, k, n, [i as u8 + 1; 32]))
+        .collect();
+    jobs.extend([(1, 1, 1), (7, 3, 5), (300, 64, 16), (4096, 64, 4)].into_iter().enumerate().map(|(i, (t, nn, it))| JobSpec::hash_batch(t, nn, it, [i as u8 + 50; 32])));
+    jobs
+}
+
+/// One job of the identity suite.
+#[derive(Clone, Debug, Serialize)]
+pub struct IdentityRow {
+    /// Kind and dimensions.
+    pub job: String,
+    /// Every tile equal.
+    pub tiles_equal: bool,
+    /// Freivalds products equal (`MatMulModP` only).
+    pub freivalds_equal: Option<bool>,
+}
+
+/// The whole GPU check.
+#[derive(Clone, Debug, Serialize)]
+pub struct GpuReport {
+    /// Devices in use: ordinal, name, compute capability, SMs, clock MHz, memory GiB.
+    pub devices: Vec<String>,
+    /// Devices the self-test disabled.
+    pub disabled: Vec<String>,
+    /// Seconds to open the backend the first time (kernels compiled unless already cached).
+    pub cold_start_s: f64,
+    /// Whether the first open found its kernels in the disk cache.
+    pub cold_start_cached: bool,
+    /// Seconds to open it again (kernels from the disk cache).
+    pub warm_start_s: f64,
+    /// Bit identity per job.
+    pub identity: Vec<IdentityRow>,
+    /// All of them equal.
+    pub bit_identical: bool,
+    /// CPU and GPU side by side.
+    pub bench: BenchReport,
+}
+
+/// Runs the check (fails when there is no usable GPU, saying why).
+pub fn run(sizes: &[u32]) -> Result<GpuReport> {
+    cuda::probe().map_err(|why| anyhow::anyhow!("no usable GPU: {why}"))?;
+    let t = Instant::now();
+    let first = CudaBackend::open().context("opening the GPUs")?;
+    let cold_start_s = t.elapsed().as_secs_f64();
+    let cold_start_cached = first.devices.iter().all(|d| d.cached);
+    drop(first);
+    let t = Instant::now();
+    let gpu = Arc::new(CudaBackend::open().context("opening the GPUs again")?);
+    let warm_start_s = t.elapsed().as_secs_f64();
+    let devices = gpu
+        .devices
+        .iter()
+        .map(|d| {
+            format!(
+                "{}: {} (sm_{}{}, {} SMs, {} MHz, {:.0} GiB)",
+                d.ordinal,
+                d.name,
+                d.capability.0,
+                d.capability.1,
+                d.sms,
+                d.clock_khz / 1000,
+                d.memory as f64 / (1u64 << 30) as f64
+            )
+        })
+        .collect();
+    let disabled = gpu.disabled.iter().map(|(o, why)| format!("{o}: {why}")).collect();
+    let mut identity = vec![];
+    for job in identity_suite() {
+        tracing::info!(kind = ?job.kind, dims = ?job.dims, "bit identity");
+        let tiles_equal = gpu.run(&job)? == CpuBackend.run(&job)?;
+        let freivalds_equal = if job.kind == JobKind::MatMulModP {
+            let rs: Vec<Vec<u32>> = (0..3u64).map(|s| (0..job.dims[2] as u64).map(|i| matrix_element(&(s + 11), i)).collect()).collect();
+            Some(gpu.freivalds(&job, &rs)? == CpuBackend.freivalds(&job, &rs)?)
+        } else {
+            None
+        };
+        identity.push(IdentityRow { job: format!("{:?} {:?}", job.kind, job.dims), tiles_equal, freivalds_equal });
+    }
+    let bit_identical = identity.iter().all(|r| r.tiles_equal && r.freivalds_equal != Some(false));
+    let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend), gpu];
+    let bench = bench::run(&backends, sizes)?;
+    Ok(GpuReport { devices, disabled, cold_start_s, cold_start_cached, warm_start_s, identity, bit_identical, bench })
+}
+
+/// The short text report.
+pub fn render(r: &GpuReport) -> String {
+    let mut s = String::from("# GPU check\n\n");
+    for d in &r.devices {
+        s += &format!("GPU {d}\n");
+    }
+    for d in &r.disabled {
+        s += &format!("disabled: {d}\n");
+    }
+    s += &format!(
+        "start: {:.2} s cold ({}), {:.2} s warm (kernels from the disk cache)\n",
+        r.cold_start_s,
+        if r.cold_start_cached { "kernels already cached" } else { "kernels compiled by NVRTC" },
+        r.warm_start_s
+    );
+    s += &format!("bit-identical to the CPU: {}\n", if r.bit_identical { "yes" } else { "NO" });
+    for row in r.identity.iter().filter(|row| !row.tiles_equal || row.freivalds_equal == Some(false)) {
+        s += &format!("  differs: {} (tiles equal {}, Freivalds equal {:?})\n", row.job, row.tiles_equal, row.freivalds_equal);
+    }
+    // GPU kernel speed against the CPU, per job
+    for g in r.bench.jobs.iter().filter(|j| j.backend.starts_with("cuda")) {
+        if let Some(c) = r.bench.jobs.iter().find(|j| j.backend.starts_with("cpu") && j.kind == g.kind && j.size == g.size) {
+            s += &format!(
+                "{} {}: GPU {:.1} G ops/s ({}), CPU {:.2} G ops/s, GPU/CPU {:.0}×; verification/compute on the GPU 1/{:.0}\n",
+                g.kind,
+                g.size,
+                g.work_per_s / 1e9,
+                g.peak_fraction.map_or("peak n/a".into(), |f| format!("{:.1}% of the int32 MAD peak", 100.0 * f)),
+                c.work_per_s / 1e9,
+                g.work_per_s / c.work_per_s,
+                1.0 / g.ratio
+            );
+        }
+    }
+    s += "\n";
+    s += &bench::render(&r.bench);
+    s
+}

@@ -1,0 +1,77 @@
+//! The CUDA backend against the CPU reference, bit for bit. Compiled everywhere; executed where
+//! a GPU is present. Without one, each test prints why it did not run (it never passes
+//! silently) and checks what can be checked: `--backend auto` falls back to the CPU and
+//! `--backend cuda` fails with the reason.
+
+use compute_market_keeper::compute::{
+    cpu::CpuBackend,
+    cuda::{probe, select, self_test, BackendChoice, CudaBackend},
+    Backend,
+};
+use compute_market_protocol::job::{matrix_element, JobSpec};
+
+/// `Some(reason)` when there is no usable GPU here.
+fn no_gpu(test: &str) -> Option<String> {
+    match probe() {
+        Ok(()) => None,
+        Err(why) => {
+            eprintln!("SKIPPED {test} on CUDA: {why}");
+            Some(why)
+        }
+    }
+}
+
+#[test]
+fn without_a_gpu_auto_falls_back_to_the_cpu_and_cuda_says_why() {
+    let Some(why) = no_gpu("backend selection") else {
+        let b = select(BackendChoice::Auto).expect("auto");
+        assert!(b.name().starts_with("cuda:"), "auto picks the GPU when it passes its self-test: {}", b.name());
+        return;
+    };
+    assert!(select(BackendChoice::Auto).unwrap().name().starts_with("cpu"));
+    let err = format!("{:#}", select(BackendChoice::Cuda).err().expect("no GPU: cuda must fail"));
+    assert!(err.contains(&why), "the error names the reason: {err}");
+}
+
+#[test]
+fn every_kernel_equals_the_cpu_bit_for_bit_including_ragged_sizes() {
+    if no_gpu("bit identity").is_some() {
+        return;
+    }
+    let gpu = CudaBackend::shared().expect("a machine with a GPU must open it");
+    self_test(gpu.as_ref()).expect("self-test");
+    let jobs = [
+        JobSpec::matmul(1, 1, 1, [1; 32]),
+        JobSpec::matmul(63, 65, 127, [2; 32]),
+        JobSpec::matmul(64, 64, 64, [3; 32]),
+        JobSpec::matmul(130, 70, 200, [4; 32]),
+        JobSpec::matmul(1000, 513, 1025, [5; 32]),
+        JobSpec::hash_batch(1, 1, 1, [6; 32]),
+        JobSpec::hash_batch(7, 3, 5, [7; 32]),
+        JobSpec::hash_batch(300, 64, 16, [8; 32]),
+    ];
+    for job in jobs {
+        assert!(gpu.run(&job).unwrap() == CpuBackend.run(&job).unwrap(), "{:?} {:?}", job.kind, job.dims);
+        // a scattered subset, in a scrambled order, with a repeat
+        let t = job.tile_count();
+        let some: Vec<u32> = [t - 1, 0, t / 2, t - 1].into_iter().collect();
+        assert_eq!(gpu.tiles(&job, &some).unwrap(), CpuBackend.tiles(&job, &some).unwrap(), "{:?} {:?} subset", job.kind, job.dims);
+        if job.kind == compute_market_protocol::job::JobKind::MatMulModP {
+            let rs: Vec<Vec<u32>> = (0..5u64).map(|s| (0..job.dims[2] as u64).map(|i| matrix_element(&(s * 7 + 1), i)).collect()).collect();
+            assert_eq!(gpu.freivalds(&job, &rs).unwrap(), CpuBackend.freivalds(&job, &rs).unwrap(), "Freivalds {:?}", job.dims);
+        }
+    }
+}
+
+#[test]
+fn kernels_are_cached_on_disk_after_the_first_compile() {
+    if no_gpu("kernel cache").is_some() {
+        return;
+    }
+    let gpu = CudaBackend::shared().expect("GPU");
+    let arch = format!("sm_{}{}", gpu.devices[0].capability.0, gpu.devices[0].capability.1);
+    let (first, _) = compute_market_keeper::compute::cuda::cubin(&arch).unwrap();
+    let (again, cached) = compute_market_keeper::compute::cuda::cubin(&arch).unwrap();
+    assert!(cached, "the second compile is read from the cache");
+    assert_eq!(first, again);
+}
