@@ -6,7 +6,8 @@
 #                             [-- KEEPER-INIT-ARGS...]
 #   -u URL                 cluster (solana CLI monikers work: localhost, devnet)
 #   -k AUTHORITY.json      pays, is the upgrade authority and the config admin
-#   --so PATH              program to deploy [default: $COMPUTE_MARKET_SO, scripts/build's output]
+#   --so PATH              program to deploy [default: scripts/build's SBPF v3 build; clusters
+#                          without SIMD-0500 also take the v0 build, $COMPUTE_MARKET_SO]
 #   --program-keypair PATH program id keypair [default: keys/compute_market-keypair.json]
 #   after --                passed to `keeper init` (e.g. --windows 40,15,15,15 --market-name gpus)
 #
@@ -16,7 +17,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 source "$ROOT/scripts/env.sh"
-URL="" AUTH="" SO="$COMPUTE_MARKET_SO" PROGRAM_KP="$ROOT/keys/compute_market-keypair.json"
+URL="" AUTH="" SO="$COMPUTE_MARKET_SO_V3" PROGRAM_KP="$ROOT/keys/compute_market-keypair.json"
 while [ $# -gt 0 ]; do
   case "$1" in
     -u|--url) URL="$2"; shift 2 ;;

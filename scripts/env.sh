@@ -3,6 +3,8 @@
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export CARGO_TARGET_DIR="${COMPUTE_MARKET_TARGET:-${CARGO_TARGET_DIR:-$ROOT/target}}"
 export COMPUTE_MARKET_SO="$CARGO_TARGET_DIR/deploy/compute_market.so"
+# the SBPF v3 build (scripts/build), what migrations/deploy.sh deploys
+export COMPUTE_MARKET_SO_V3="$CARGO_TARGET_DIR/deploy-v3/compute_market.so"
 SHARED="${COMPUTE_MARKET_SHARED:-$ROOT/../shared}"
 # never let a stray RUSTC_BOOTSTRAP/RUSTFLAGS invalidate the host build cache
 unset RUSTC_BOOTSTRAP RUSTFLAGS

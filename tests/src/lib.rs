@@ -34,6 +34,12 @@ pub fn program_so() -> PathBuf {
     std::env::var_os("COMPUTE_MARKET_SO").map(PathBuf::from).unwrap_or_else(|| target_dir().join("deploy/compute_market.so"))
 }
 
+/// The SBPF v3 build (`$COMPUTE_MARKET_SO_V3`, else `<target>/deploy-v3/compute_market.so`),
+/// what `migrations/deploy.sh` deploys.
+pub fn program_so_v3() -> PathBuf {
+    std::env::var_os("COMPUTE_MARKET_SO_V3").map(PathBuf::from).unwrap_or_else(|| target_dir().join("deploy-v3/compute_market.so"))
+}
+
 /// A child process killed (by PID) when dropped.
 pub struct Proc {
     /// The child.
@@ -138,10 +144,16 @@ impl Validator {
 
     /// Kills the validator (SIGKILL) and starts it again on the same ledger and ports, without
     /// `--reset`: the chain resumes where it was.
+    /// Returns once the restarted validator has replayed its ledger past the last slot it
+    /// reported before the kill.
     pub fn restart(&mut self, down_for: Duration) -> Result<()> {
+        let chain = self.chain();
+        let last = chain.slot()?;
         self.proc.take();
         std::thread::sleep(down_for);
-        self.launch(false)
+        self.launch(false)?;
+        // while it replays the ledger it answers slot 0
+        wait_for(90, "the restarted validator to resume its ledger", || Ok(chain.slot().ok().filter(|&s| s >= last).map(|_| ())))
     }
 
     /// An RPC chain to it.

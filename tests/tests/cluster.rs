@@ -279,10 +279,9 @@ fn the_deploy_script_deploys_upgrades_and_initializes_idempotently() -> Result<(
     // again: nothing to do
     let second = run(&[])?;
     assert!(second.contains("up to date") && second.contains("\"created\": []"), "{second}");
-    // a different build is an upgrade (here: the same program with a trailing section byte
-    // changed is not loadable, so use an appended-zero copy: same code, different bytes)
+    // a different build is an upgrade (here the same code with eight zero bytes appended)
     let changed = v.dir.path().join("changed.so");
-    let mut bytes = std::fs::read(program_so())?;
+    let mut bytes = std::fs::read(program_so_v3())?;
     bytes.extend_from_slice(&[0u8; 8]);
     std::fs::write(&changed, &bytes)?;
     let third = run(&["--so", changed.to_str().unwrap()])?;
