@@ -54,5 +54,5 @@ RUST_LOG="${RUST_LOG:-info}" timeout 420 "$KEEPER" gpu-check --sizes "${SIZES:-1
 rc=$?
 set -e
 rm -rf "$COMPUTE_MARKET_KERNEL_CACHE"
-log "done in $(( $(date +%s) - start )) s, exit $rc; report: $DIR/report.md"
+log "done in $(( $(date +%s) - start )) s, exit $rc$([ -f "$DIR/report.md" ] && echo "; report: $DIR/report.md")"
 exit $rc

@@ -42,8 +42,11 @@ pub struct JobRow {
     pub honest_accepted: bool,
     /// Whether the verifier rejected a result with one corrupted element (must be true).
     pub corrupt_rejected: bool,
-    /// `work_per_s` over the devices' 32-bit integer multiply-add peak (`MatMulModP` on a
-    /// backend whose peak is known: GPUs).
+    /// The `MatMulModP` kernel alone on one device (no input generation, copies or Merkle
+    /// tree), seconds, where the backend can time it (GPUs).
+    pub kernel_s: Option<f64>,
+    /// Multiply-adds per second of that kernel over that device's 32-bit integer
+    /// multiply-add peak.
     pub peak_fraction: Option<f64>,
     /// That peak, operations per second.
     pub peak_ops: Option<f64>,
@@ -64,20 +67,24 @@ impl JobRow {
             work_per_s: job.work() as f64 / compute_s,
             honest_accepted: honest.vote == VOTE_VALID,
             corrupt_rejected: caught.vote == VOTE_INVALID,
+            kernel_s: None,
             peak_fraction: None,
             peak_ops: None,
             bit_identical: None,
         }
     }
 
-    /// Adds the peak fraction and the bit-identity check against `reference`'s tiles.
-    fn against(mut self, backend: &dyn Backend, tiles: &[Vec<u8>], reference: Option<&[Vec<u8>]>) -> Self {
-        if self.kind == "MatMulModP" {
-            self.peak_ops = backend.int32_mad_peak();
-            self.peak_fraction = self.peak_ops.map(|p| self.work_per_s / p);
+    /// Adds the kernel time and peak fraction (where the backend has them) and the
+    /// bit-identity check against `reference`'s tiles.
+    fn against(mut self, backend: &dyn Backend, job: &JobSpec, tiles: &[Vec<u8>], reference: Option<&[Vec<u8>]>) -> Result<Self> {
+        if let (Some(kernel), Some(peak)) = (backend.matmul_kernel_seconds(job), backend.int32_mad_peak()) {
+            let kernel = kernel?;
+            self.kernel_s = Some(kernel);
+            self.peak_ops = Some(peak);
+            self.peak_fraction = Some(job.work() as f64 / kernel / peak);
         }
         self.bit_identical = reference.map(|r| r == tiles);
-        self
+        Ok(self)
     }
 }
 
@@ -163,7 +170,7 @@ pub fn matmul(backend: &dyn Backend, n: u32, reference: Option<&[Vec<u8>]>) -> R
     corrupt(&mut bad);
     let bad_tree = commit(&bad);
     let caught = check_matmul(backend, &job, &bad, &served(&bad, &bad_tree), &bad_tree.root(), &seed, &me, BENCH_SAMPLES)?;
-    let row = JobRow::new(backend, &job, format!("n={n}"), compute_s, verify_s, &honest, &caught).against(backend, &tiles, reference);
+    let row = JobRow::new(backend, &job, format!("n={n}"), compute_s, verify_s, &honest, &caught).against(backend, &job, &tiles, reference)?;
     Ok((row, tiles))
 }
 
@@ -182,7 +189,7 @@ pub fn hash_batch(backend: &dyn Backend, tiles: u32, nonces: u32, iterations: u3
     bad[target][0] ^= 1;
     let bad_tree = commit(&bad);
     let caught = check_sampled(backend, &job, &served(&bad, &bad_tree), &bad_tree.root())?;
-    let row = JobRow::new(backend, &job, format!("tiles={tiles}×{nonces}×{iterations}"), compute_s, verify_s, &honest, &caught).against(backend, &out, reference);
+    let row = JobRow::new(backend, &job, format!("tiles={tiles}×{nonces}×{iterations}"), compute_s, verify_s, &honest, &caught).against(backend, &job, &out, reference)?;
     Ok((row, out))
 }
 
@@ -267,7 +274,7 @@ pub fn render(r: &BenchReport) -> String {
     }
     if let Some(p) = r.jobs.iter().find_map(|j| j.peak_ops) {
         s += &format!(
-            "\n% peak: MatMulModP mul-adds/s over the GPUs' 32-bit integer multiply-add peak, {:.1} T/s = SMs × 64 lanes × clock (CUDA C++ Programming Guide, arithmetic instruction throughput, cc 7.x–9.0)\n",
+            "\n% peak: the MatMulModP kernel alone (inputs on the device; no copies, no Merkle tree), mul-adds/s over one GPU's 32-bit integer multiply-add peak, {:.1} T/s = SMs × 64 lanes × clock (CUDA C++ Programming Guide, arithmetic instruction throughput, cc 7.x–9.0)\n",
             p / 1e12
         );
     }

@@ -131,10 +131,11 @@ pub fn render(r: &GpuReport) -> String {
     for g in r.bench.jobs.iter().filter(|j| j.backend.starts_with("cuda")) {
         if let Some(c) = r.bench.jobs.iter().find(|j| j.backend.starts_with("cpu") && j.kind == g.kind && j.size == g.size) {
             s += &format!(
-                "{} {}: GPU {:.1} G ops/s ({}), CPU {:.2} G ops/s, GPU/CPU {:.0}×; verification/compute on the GPU 1/{:.0}\n",
+                "{} {}: GPU {:.1} G ops/s end to end{} ({}), CPU {:.2} G ops/s, GPU/CPU {:.0}×; verification/compute on the GPU 1/{:.0}\n",
                 g.kind,
                 g.size,
                 g.work_per_s / 1e9,
+                g.kernel_s.map_or(String::new(), |k| format!(", kernel alone {:.1} G ops/s", g.work_per_s * g.compute_s / k / 1e9)),
                 g.peak_fraction.map_or("peak n/a".into(), |f| format!("{:.1}% of the int32 MAD peak", 100.0 * f)),
                 c.work_per_s / 1e9,
                 g.work_per_s / c.work_per_s,

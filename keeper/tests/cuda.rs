@@ -5,7 +5,7 @@
 
 use compute_market_keeper::compute::{
     cpu::CpuBackend,
-    cuda::{probe, select, self_test, BackendChoice, CudaBackend},
+    cuda::{cubin_in, nvrtc_probe, probe, select, self_test, BackendChoice, CudaBackend},
     Backend,
 };
 use compute_market_protocol::job::{matrix_element, JobSpec};
@@ -74,4 +74,25 @@ fn kernels_are_cached_on_disk_after_the_first_compile() {
     let (again, cached) = compute_market_keeper::compute::cuda::cubin(&arch).unwrap();
     assert!(cached, "the second compile is read from the cache");
     assert_eq!(first, again);
+}
+
+/// NVRTC needs no GPU: where it is installed (CI installs the PyPI wheel), the kernels are
+/// compiled for the architectures providers run, and the disk cache answers the second time.
+#[test]
+fn kernels_compile_to_cubins_with_nvrtc_even_without_a_gpu() {
+    if let Err(why) = nvrtc_probe() {
+        eprintln!("SKIPPED kernel compilation: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for arch in ["sm_80", "sm_90"] {
+        let (bin, cached) = cubin_in(arch, dir.path()).unwrap_or_else(|e| panic!("{arch}: {e:#}"));
+        assert!(!cached, "{arch}: compiled the first time");
+        assert_eq!(&bin[..4], b"\x7fELF", "{arch}: a CUBIN is an ELF image");
+        for kernel in ["gen_matrix", "matmul_tiles", "gen_rows_dot", "hash_batch"] {
+            assert!(bin.windows(kernel.len()).any(|w| w == kernel.as_bytes()), "{arch}: {kernel} is in the CUBIN");
+        }
+        let (again, cached) = cubin_in(arch, dir.path()).unwrap();
+        assert!(cached && again == bin, "{arch}: read back from the cache");
+    }
 }

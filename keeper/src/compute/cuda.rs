@@ -84,7 +84,19 @@ pub fn probe() -> Result<(), String> {
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err("no NVIDIA driver: libcuda.so not found".into());
     }
-    // SAFETY: as above
+    nvrtc_probe().map_err(|why| format!("the NVIDIA driver is present but {why}"))?;
+    match CudaContext::device_count() {
+        Ok(n) if n > 0 => Ok(()),
+        Ok(_) => Err("the NVIDIA driver reports no GPU".into()),
+        Err(e) => Err(format!("cuInit failed: {e}")),
+    }
+}
+
+/// Whether NVRTC can be used (it needs no GPU: kernels compile anywhere it is installed),
+/// loading the `nvidia-cuda-nvrtc-cu12` wheel's library by absolute path when the system has
+/// none; `Err` says why not.
+pub fn nvrtc_probe() -> Result<(), String> {
+    // SAFETY: only tries to open the library by name
     if !unsafe { nvrtc_sys::is_culib_present() } {
         let preloaded = NVRTC_PRELOAD.get_or_init(|| {
             wheel_candidates().into_iter().filter(|p| p.exists()).find_map(|p| {
@@ -97,15 +109,11 @@ pub fn probe() -> Result<(), String> {
         // SAFETY: as above; a preloaded library is found by its soname
         if preloaded.is_none() || !unsafe { nvrtc_sys::is_culib_present() } {
             return Err(format!(
-                "the NVIDIA driver is present but NVRTC is not: install the CUDA toolkit's libnvrtc.so.12, or `pip install nvidia-cuda-nvrtc-cu12` (or set {NVRTC_ENV} to its libnvrtc.so.12)"
+                "NVRTC is not installed: install the CUDA toolkit's libnvrtc.so.12, or `pip install nvidia-cuda-nvrtc-cu12` (or set {NVRTC_ENV} to its libnvrtc.so.12)"
             ));
         }
     }
-    match CudaContext::device_count() {
-        Ok(n) if n > 0 => Ok(()),
-        Ok(_) => Err("the NVIDIA driver reports no GPU".into()),
-        Err(e) => Err(format!("cuInit failed: {e}")),
-    }
+    Ok(())
 }
 
 /// NVRTC's version (major, minor).
@@ -148,14 +156,19 @@ fn compile_options(arch: &str) -> Vec<String> {
     out
 }
 
-/// Compiles [`KERNELS`] to a CUBIN for `arch`, or reads it from the disk cache. Returns the
-/// CUBIN and whether it came from the cache.
+/// Compiles [`KERNELS`] to a CUBIN for `arch` (e.g. `sm_90`), or reads it from the disk
+/// cache ([`kernel_cache_dir`]). Returns the CUBIN and whether it came from the cache.
 pub fn cubin(arch: &str) -> Result<(Vec<u8>, bool)> {
+    cubin_in(arch, &kernel_cache_dir())
+}
+
+/// [`cubin`] with the cache in `dir`. NVRTC must be present ([`nvrtc_probe`]).
+pub fn cubin_in(arch: &str, dir: &std::path::Path) -> Result<(Vec<u8>, bool)> {
+    nvrtc_probe().map_err(|why| anyhow!(why))?;
     let (major, minor) = nvrtc_version()?;
     let options = compile_options(arch);
     let key = hashv(&[b"cm:kernels:v1", KERNELS.as_bytes(), arch.as_bytes(), &major.to_le_bytes(), &minor.to_le_bytes(), options.join(" ").as_bytes()]);
     let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-    let dir = kernel_cache_dir();
     let path = dir.join(format!("{arch}-nvrtc{major}.{minor}-{}.cubin", &hex[..16]));
     if let Ok(bytes) = std::fs::read(&path) {
         if !bytes.is_empty() {
@@ -186,7 +199,7 @@ pub fn cubin(arch: &str) -> Result<(Vec<u8>, bool)> {
     // SAFETY: destroyed once, after use
     let _ = unsafe { nvrtc_result::destroy_program(prog) };
     let bytes = out?;
-    if std::fs::create_dir_all(&dir).is_ok() {
+    if std::fs::create_dir_all(dir).is_ok() {
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         if std::fs::write(&tmp, &bytes).is_ok() {
             let _ = std::fs::rename(&tmp, &path);
@@ -344,6 +357,32 @@ impl Device {
                 (r * grid_cols + c, tile.iter().flat_map(|v| v.to_le_bytes()).collect())
             })
             .collect())
+    }
+
+    /// Seconds of one `matmul_tiles` launch over the whole job (best of 3, after a warm-up),
+    /// inputs cached on the device.
+    fn time_matmul(&self, job: &JobSpec) -> Result<f64> {
+        let _g = self.lock.lock().expect("device lock");
+        let [m, k, n] = job.dims;
+        let a = self.input(job.matrix_key(b'A'), m as usize, k as usize)?;
+        let b = self.input(job.matrix_key(b'B'), k as usize, n as usize)?;
+        let (gr, gc) = job.tile_grid();
+        let mut out = de(self.stream.alloc_zeros::<u32>(gr as usize * gc as usize * (MATMUL_TILE * MATMUL_TILE) as usize), "alloc tiles")?;
+        let zero = 0u32;
+        let mut best = f64::MAX;
+        for i in 0..4 {
+            de(self.stream.synchronize(), "sync")?;
+            let t = Instant::now();
+            let mut l = self.stream.launch_builder(&self.k.matmul_tiles);
+            l.arg(a.as_ref()).arg(b.as_ref()).arg(&mut out).arg(&m).arg(&k).arg(&n).arg(&zero).arg(&zero);
+            // SAFETY: arguments match the kernel; `out` holds every tile
+            de(unsafe { l.launch(cfg((gc, gr, 1), (16, 16, 1))) }, "matmul_tiles")?;
+            de(self.stream.synchronize(), "sync")?;
+            if i > 0 {
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+        }
+        Ok(best)
     }
 
     /// Tiles `tiles` (a contiguous range) of a `HashBatch` job.
@@ -538,7 +577,12 @@ impl Backend for CudaBackend {
     }
 
     fn int32_mad_peak(&self) -> Option<f64> {
-        Some(self.devices.iter().map(|d| d.int32_mad_peak()).sum())
+        // the kernel timing below runs on one device: its peak is the one to compare with
+        Some(self.devices[0].int32_mad_peak())
+    }
+
+    fn matmul_kernel_seconds(&self, job: &JobSpec) -> Option<Result<f64>> {
+        (job.kind == JobKind::MatMulModP).then(|| self.devices[0].time_matmul(job))
     }
 
     fn bandwidth_gbps(&self) -> Result<f64> {

@@ -65,6 +65,13 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// Seconds the device spends in the `MatMulModP` kernel alone for `job` (inputs already on
+    /// the device, no copies, best of a few launches), where the backend can tell: what the
+    /// peak fraction is computed from. `None` for the CPU.
+    fn matmul_kernel_seconds(&self, _job: &JobSpec) -> Option<Result<f64>> {
+        None
+    }
+
     /// Measured memory bandwidth, GB/s (bytes read + written per second by a large copy).
     fn bandwidth_gbps(&self) -> Result<f64> {
         let len = 64 << 20; // u32 elements: 256 MiB
