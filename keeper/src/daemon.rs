@@ -73,26 +73,59 @@ pub fn ws_url(rpc: &str) -> String {
     }
 }
 
-/// Subscribes to changes of the program's accounts; every notification wakes the loop early.
-/// `None` when the subscription cannot be made.
+/// Subscribes to changes of the program's accounts (`solana-client`'s nonblocking
+/// `PubsubClient`, on its own thread and runtime); every notification wakes the loop early.
+/// `None` when the subscription cannot be made. The channel disconnects when the
+/// subscription ends (the validator went away), and the [`Waker`] makes a new one.
 fn subscribe(url: &str) -> Option<Receiver<()>> {
-    match solana_client::pubsub_client::PubsubClient::program_subscribe(url, &compute_market::ID, None) {
-        Ok((subscription, notifications)) => {
-            let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                let _keep = subscription;
-                while notifications.recv().is_ok() {
-                    if tx.send(()).is_err() {
-                        break;
-                    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let owned = url.to_string();
+    std::thread::spawn(move || {
+        let url = owned;
+        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e.to_string()));
+                return;
+            }
+        };
+        rt.block_on(async move {
+            use futures_util::StreamExt;
+            let client = match solana_client::nonblocking::pubsub_client::PubsubClient::new(&url).await {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.to_string()));
+                    return;
                 }
-                tracing::warn!("program subscription ended; polling until it is back");
-            });
+            };
+            let (mut notifications, _unsubscribe) = match client.program_subscribe(&compute_market::ID, None).await {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.to_string()));
+                    return;
+                }
+            };
+            let _ = ready_tx.send(Ok(()));
+            while notifications.next().await.is_some() {
+                if tx.send(()).is_err() {
+                    return;
+                }
+            }
+            tracing::warn!("program subscription ended; polling until it is back");
+        });
+    });
+    match ready_rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(Ok(())) => {
             tracing::info!(url, "subscribed to program accounts");
             Some(rx)
         }
-        Err(e) => {
+        Ok(Err(e)) => {
             tracing::warn!(url, error = %e, "cannot subscribe to program accounts; polling until it can");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(url, "no answer to the subscription within 10 s; polling until it can");
             None
         }
     }

@@ -169,6 +169,11 @@ fn a_validator_restart_mid_task_keepers_reconnect_and_the_task_completes() -> Re
         assert_eq!((n.earned, n.verifications, n.times_slashed, n.bonded), (2 * 33_333, 2, 0, 0));
     }
     assert!(chain.tasks()?.is_empty());
+    // the keepers noticed: their websocket subscriptions were made again after the restart
+    for name in ["provider", "v0", "crank"] {
+        let log = std::fs::read_to_string(v.dir.path().join(format!("{name}.log")))?;
+        assert!(log.matches("subscribed to program accounts").count() >= 2, "{name} re-subscribed after the restart:\n{log}");
+    }
     Ok(())
 }
 

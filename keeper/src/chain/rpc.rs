@@ -1,4 +1,4 @@
-//! A real cluster over JSON-RPC (Agave 4.2.2's `solana-client`).
+//! A real cluster over JSON-RPC (Agave 4.2.2's `solana-client`, nonblocking client).
 //!
 //! Transactions get a fresh blockhash, an optional priority fee, retries with backoff while the
 //! cluster is unreachable, and confirmation tracking. Re-sending after a timeout cannot
@@ -11,7 +11,7 @@ use anchor_lang::prelude::Pubkey;
 use anyhow::{Context, Result};
 use solana_client::{
     client_error::{ClientError, ClientErrorKind},
-    rpc_client::RpcClient,
+    nonblocking::rpc_client::RpcClient,
     rpc_config::{RpcAccountInfoConfig, RpcProgramAccountsConfig, RpcTransactionConfig},
     rpc_filter::{Memcmp, RpcFilterType},
     rpc_request::{RpcError, RpcResponseErrorData},
@@ -36,9 +36,12 @@ pub fn resolve_url(url: &str) -> String {
     }
 }
 
-/// A cluster reached over RPC.
+/// A cluster reached over RPC: `solana-client`'s nonblocking client on the chain's own tokio
+/// runtime. Roles call it from many threads at once (a pass handles tasks in parallel), each
+/// call driving its request on the runtime's workers.
 pub struct RpcChain {
     client: RpcClient,
+    rt: tokio::runtime::Runtime,
     /// Micro-lamports per compute unit added to every transaction (0: none).
     pub priority_fee: u64,
     /// Attempts for a call while the cluster is unreachable.
@@ -61,16 +64,28 @@ fn is_transient(e: &ClientError) -> bool {
 impl RpcChain {
     /// A client for `url` (monikers accepted) at `confirmed` commitment.
     pub fn new(url: &str) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("rpc")
+            .enable_all()
+            .build()
+            .expect("a tokio runtime for RPC");
         RpcChain {
             client: RpcClient::new_with_commitment(resolve_url(url), CommitmentConfig::confirmed()),
+            rt,
             priority_fee: 0,
             attempts: 5,
         }
     }
 
-    /// The underlying client.
+    /// The underlying (nonblocking) client.
     pub fn client(&self) -> &RpcClient {
         &self.client
+    }
+
+    /// Runs one request to completion.
+    fn wait<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        self.rt.block_on(f)
     }
 
     /// The program's accounts that pass every filter.
@@ -85,7 +100,7 @@ impl RpcChain {
             ..Default::default()
         };
         let accounts = self.retry("getProgramAccounts", || {
-            self.client.get_program_ui_accounts_with_config(&compute_market::ID, config.clone())
+            self.wait(self.client.get_program_ui_accounts_with_config(&compute_market::ID, config.clone()))
         })?;
         Ok(accounts.into_iter().filter_map(|(k, a)| Some((k, a.data.decode()?))).collect())
     }
@@ -110,11 +125,11 @@ impl RpcChain {
 
 impl Chain for RpcChain {
     fn slot(&self) -> Result<u64> {
-        self.retry("getSlot", || self.client.get_slot())
+        self.retry("getSlot", || self.wait(self.client.get_slot()))
     }
 
     fn account(&self, key: &Pubkey) -> Result<Option<Vec<u8>>> {
-        let r = self.retry("getAccountInfo", || self.client.get_account_with_commitment(key, self.client.commitment()))?;
+        let r = self.retry("getAccountInfo", || self.wait(self.client.get_account_with_commitment(key, self.client.commitment())))?;
         Ok(r.value.filter(|a| a.lamports > 0).map(|a| a.data))
     }
 
@@ -131,7 +146,7 @@ impl Chain for RpcChain {
 
 
     fn token_balance(&self, key: &Pubkey) -> Result<u64> {
-        match self.client.get_token_account_balance(key) {
+        match self.wait(self.client.get_token_account_balance(key)) {
             Ok(b) => b.amount.parse().context("token balance"),
             Err(_) if self.account(key)?.is_none() => Ok(0),
             Err(e) => Err(e).context("RPC getTokenAccountBalance"),
@@ -139,7 +154,7 @@ impl Chain for RpcChain {
     }
 
     fn rent_exempt(&self, len: usize) -> Result<u64> {
-        self.retry("getMinimumBalanceForRentExemption", || self.client.get_minimum_balance_for_rent_exemption(len))
+        self.retry("getMinimumBalanceForRentExemption", || self.wait(self.client.get_minimum_balance_for_rent_exemption(len)))
     }
 
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
@@ -150,9 +165,9 @@ impl Chain for RpcChain {
         all.extend_from_slice(ixs);
         let mut keys = vec![payer];
         keys.extend_from_slice(signers);
-        let blockhash = self.retry("getLatestBlockhash", || self.client.get_latest_blockhash())?;
+        let blockhash = self.retry("getLatestBlockhash", || self.wait(self.client.get_latest_blockhash()))?;
         let tx = Transaction::new_signed_with_payer(&all, Some(&payer.pubkey()), &keys, blockhash);
-        let sig = match self.client.send_and_confirm_transaction(&tx) {
+        let sig = match self.wait(self.client.send_and_confirm_transaction(&tx)) {
             Ok(sig) => sig,
             Err(e) => {
                 if let Some(logs) = preflight_logs(&e) {
@@ -166,7 +181,7 @@ impl Chain for RpcChain {
             commitment: Some(self.client.commitment()),
             max_supported_transaction_version: Some(0),
         };
-        let meta = self.retry("getTransaction", || self.client.get_transaction_with_config(&sig, config)).ok().and_then(|t| t.transaction.meta);
+        let meta = self.retry("getTransaction", || self.wait(self.client.get_transaction_with_config(&sig, config))).ok().and_then(|t| t.transaction.meta);
         let (logs, cu) = match meta {
             Some(m) => (
                 match m.log_messages {
