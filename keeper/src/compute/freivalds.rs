@@ -146,6 +146,16 @@ mod avx512 {
     /// The multiplier `matrix_element` applies to the index.
     const IDX_MUL: u64 = 0xD1B5_4A32_D192_ED03;
 
+    /// `idx · IDX_MUL` for the lanes `base..base + 8`, and the step that advances it by eight
+    /// indices (wrapping, like the scalar code): the multiply is done once per row, not per
+    /// element.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn index_mixer(base: u64) -> (__m512i, __m512i) {
+        let idx = _mm512_add_epi64(_mm512_set1_epi64(base as i64), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
+        (_mm512_mullo_epi64(idx, _mm512_set1_epi64(IDX_MUL as i64)), _mm512_set1_epi64(IDX_MUL.wrapping_mul(8) as i64))
+    }
+
     /// [`row_dots`] with 52-bit multiply-accumulates, reduced mod P: each element is left
     /// folded once (< 2^34, congruent to the generated value), and each product (< 2^65) is
     /// split by the instructions into its low 52 bits and the rest (< 2^13), summed apart
@@ -156,9 +166,7 @@ mod avx512 {
         let n = vs[0].len();
         let full = n / 8 * 8;
         let keyv = _mm512_set1_epi64(key as i64);
-        let idx = _mm512_add_epi64(_mm512_set1_epi64(base as i64), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
-        let mut mixed = _mm512_mullo_epi64(idx, _mm512_set1_epi64(IDX_MUL as i64));
-        let step = _mm512_set1_epi64(IDX_MUL.wrapping_mul(8) as i64);
+        let (mut mixed, step) = index_mixer(base);
         let mut lo = [_mm512_setzero_si512(); R];
         let mut hi = [_mm512_setzero_si512(); R];
         let mut j = 0;
@@ -257,20 +265,14 @@ mod avx512 {
         }
     }
 
-    /// `matrix_element(key, idx)` for eight lanes, given `mixed = idx · IDX_MUL` (splitmix64,
-    /// then mod P).
+    /// `matrix_element(key, idx)` for eight lanes, given `mixed = idx · IDX_MUL`: the folded
+    /// value reduced exactly (a second fold, then x − P where that does not wrap).
     #[inline]
     #[target_feature(enable = "avx512f,avx512dq")]
     fn elements(key: __m512i, mixed: __m512i) -> __m512i {
-        let m = |x: u64| _mm512_set1_epi64(x as i64);
-        let mut z = _mm512_xor_si512(key, mixed);
-        z = _mm512_add_epi64(z, m(0x9E37_79B9_7F4A_7C15));
-        z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64::<30>(z)), m(0xBF58_476D_1CE4_E5B9));
-        z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64::<27>(z)), m(0x94D0_49BB_1331_11EB));
-        z = _mm512_xor_si512(z, _mm512_srli_epi64::<31>(z));
-        let p = m(P);
-        let mut x = _mm512_add_epi64(_mm512_and_si512(z, p), _mm512_srli_epi64::<31>(z));
-        x = _mm512_add_epi64(_mm512_and_si512(x, p), _mm512_srli_epi64::<31>(x));
+        let p = _mm512_set1_epi64(P as i64);
+        let x = folded_elements(key, mixed);
+        let x = _mm512_add_epi64(_mm512_and_si512(x, p), _mm512_srli_epi64::<31>(x));
         // x − P wraps above x when x < P: the minimum is x mod P
         _mm512_min_epu64(x, _mm512_sub_epi64(x, p))
     }
@@ -281,10 +283,7 @@ mod avx512 {
         let n = vs[0].len();
         let full = n / 8 * 8;
         let keyv = _mm512_set1_epi64(key as i64);
-        // idx · C for the eight lanes, advanced by 8·C per step (wrapping, like the scalar code)
-        let idx = _mm512_add_epi64(_mm512_set1_epi64(base as i64), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
-        let mut mixed = _mm512_mullo_epi64(idx, _mm512_set1_epi64(IDX_MUL as i64));
-        let step = _mm512_set1_epi64(IDX_MUL.wrapping_mul(8) as i64);
+        let (mut mixed, step) = index_mixer(base);
         let mut acc = [_mm512_setzero_si512(); R];
         let mut j = 0;
         while j < full {

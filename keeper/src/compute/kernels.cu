@@ -82,8 +82,9 @@ extern "C" __global__ void __launch_bounds__(256) matmul_tiles(
             for (int i = 0; i < 4; i++)
 #pragma unroll
                 for (int j = 0; j < 4; j++) acc[i][j] += (u64)ar[i] * br[j];
-            // three products (< 2^62 each) on top of a folded value (< 2^34) stay below 2^64
-            if (kk % 3 == 2 || kk == KSTEP - 1) {
+            // four products (each ≤ (2^31 − 2)^2 < 2^62 − 2^32 + 1) on top of a folded value
+            // (< 2^33 + 2^31) stay below 2^64 − 2^33 + 2^31 + 2: fold every fourth step
+            if (kk % 4 == 3) {
 #pragma unroll
                 for (int i = 0; i < 4; i++)
 #pragma unroll
