@@ -228,7 +228,7 @@ pub fn run(chain: Arc<dyn Chain>, kp: Keypair, backend: Arc<dyn Backend>, opts: 
         }
         if let Some(c) = cranker.as_mut() {
             survive("cranker", c.step(chain.as_ref()));
-            if pass % 50 == 0 {
+            if pass.is_multiple_of(50) {
                 survive("cranker", c.sweep(chain.as_ref()).map(|_| ()));
             }
         }

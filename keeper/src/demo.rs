@@ -343,7 +343,7 @@ impl Scenario {
         }
         Self::survive(&mut self.errors, "cranker", self.cranker.step(chain.as_ref()));
         self.observe()?;
-        if self.tick % 25 == 0 {
+        if self.tick.is_multiple_of(25) {
             match self.cranker.sweep(chain.as_ref()) {
                 Ok(n) => self.treasury_total += n,
                 Err(e) => Self::survive(&mut self.errors, "cranker", Err(e)),

@@ -18,6 +18,9 @@ use crate::roles::verifier::Sealed;
 const SEALED: TableDefinition<&[u8], &[u8]> = TableDefinition::new("sealed_votes");
 const RESULTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("served_results");
 
+/// A served result as recorded: (Merkle root, job spec, fraction of tiles corrupted).
+pub type ServedRecord = ([u8; 32], [u8; 64], f64);
+
 /// The store.
 pub struct Store {
     db: Database,
@@ -89,8 +92,8 @@ impl Store {
         Ok(())
     }
 
-    /// Every served result recorded: (root, job spec, corruption).
-    pub fn results(&self) -> Result<Vec<([u8; 32], [u8; 64], f64)>> {
+    /// Every served result recorded.
+    pub fn results(&self) -> Result<Vec<ServedRecord>> {
         let r = self.db.begin_read()?;
         let t = r.open_table(RESULTS)?;
         let mut out = vec![];

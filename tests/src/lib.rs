@@ -59,7 +59,7 @@ fn port_block(len: u16) -> u16 {
     // a block of consecutive free ports (rpc, ws = rpc + 1, faucet, gossip, dynamic range)
     for _ in 0..200 {
         let base = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(20_000);
-        if base < 10_000 || base > 60_000 {
+        if !(10_000..=60_000).contains(&base) {
             continue;
         }
         if (0..len).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {

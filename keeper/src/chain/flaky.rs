@@ -32,7 +32,7 @@ impl FlakyChain {
 
     fn tick(&self, what: &str) -> Result<()> {
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-        if compute_market_protocol::job::splitmix64(n) % self.every == 0 {
+        if compute_market_protocol::job::splitmix64(n).is_multiple_of(self.every) {
             self.failed.fetch_add(1, Ordering::Relaxed);
             bail!("injected RPC failure #{n} ({what}): connection reset");
         }

@@ -208,6 +208,9 @@ pub fn cubin_in(arch: &str, dir: &std::path::Path) -> Result<(Vec<u8>, bool)> {
     Ok((bytes, false))
 }
 
+/// Tiles with their indices, as one device returns them.
+type IndexedTiles = Vec<(u32, Vec<u8>)>;
+
 /// The kernels of one device.
 struct Kernels {
     gen_matrix: CudaFunction,
@@ -335,7 +338,7 @@ impl Device {
 
     /// Tiles of rows `rows` × columns `cols` (tile coordinates) of a `MatMulModP` job, as
     /// `(tile index, bytes)`.
-    fn matmul(&self, job: &JobSpec, rows: std::ops::Range<u32>, cols: std::ops::Range<u32>) -> Result<Vec<(u32, Vec<u8>)>> {
+    fn matmul(&self, job: &JobSpec, rows: std::ops::Range<u32>, cols: std::ops::Range<u32>) -> Result<IndexedTiles> {
         let _g = self.lock.lock().expect("device lock");
         let [m, k, n] = job.dims;
         let a = self.input(job.matrix_key(b'A'), m as usize, k as usize)?;
@@ -386,7 +389,7 @@ impl Device {
     }
 
     /// Tiles `tiles` (a contiguous range) of a `HashBatch` job.
-    fn hash(&self, job: &JobSpec, tiles: std::ops::Range<u32>) -> Result<Vec<(u32, Vec<u8>)>> {
+    fn hash(&self, job: &JobSpec, tiles: std::ops::Range<u32>) -> Result<IndexedTiles> {
         let _g = self.lock.lock().expect("device lock");
         let per = job.dims[1] as u64;
         let first = tiles.start as u64 * per;
@@ -492,9 +495,9 @@ impl CudaBackend {
     /// Runs `f` on each device's share, in parallel, and gathers the tiles.
     fn each<F>(&self, parts: Vec<(Arc<Device>, std::ops::Range<u32>)>, f: F) -> Result<HashMap<u32, Vec<u8>>>
     where
-        F: Fn(&Device, std::ops::Range<u32>) -> Result<Vec<(u32, Vec<u8>)>> + Sync,
+        F: Fn(&Device, std::ops::Range<u32>) -> Result<IndexedTiles> + Sync,
     {
-        let results: Vec<Result<Vec<(u32, Vec<u8>)>>> = std::thread::scope(|s| {
+        let results: Vec<Result<IndexedTiles>> = std::thread::scope(|s| {
             let f = &f;
             let hs: Vec<_> = parts.into_iter().map(|(d, r)| s.spawn(move || f(&d, r))).collect();
             hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("a GPU worker panicked")))).collect()

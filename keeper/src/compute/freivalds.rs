@@ -188,9 +188,8 @@ mod avx512 {
             let l = _mm512_reduce_add_epi64(lo_folded) as u64; // < 8 · 2^34
             let h = _mm512_reduce_add_epi64(hi[r]) as u64; // < 8 · 1024 · 2^13 = 2^26
             let mut acc = l + super::fold(h << 21);
-            for k in full..n {
-                let e = compute_market_protocol::job::matrix_element(&key, base + k as u64);
-                acc += super::folded_product(e, vs[r][k]);
+            for (k, &v) in vs[r].iter().enumerate().skip(full) {
+                acc += super::folded_product(compute_market_protocol::job::matrix_element(&key, base + k as u64), v);
             }
             out[r] = super::reduce(acc);
         }
@@ -300,8 +299,8 @@ mod avx512 {
         }
         for k in full..n {
             let e = compute_market_protocol::job::matrix_element(&key, base + k as u64);
-            for r in 0..R {
-                out[r] += super::folded_product(e, vs[r][k]);
+            for (o, v) in out.iter_mut().zip(vs) {
+                *o += super::folded_product(e, v[k]);
             }
         }
         out
