@@ -8,8 +8,7 @@ use compute_market_keeper::{
 use compute_market_protocol::{
     commit::{VOTE_INVALID, VOTE_VALID},
     job::JobSpec,
-    merkle::{leaf_hash, MerkleTree},
-    sampling::sample_indices,
+    merkle::leaf_hash,
     P,
 };
 
@@ -62,14 +61,6 @@ fn hash_batch_tiles_follow_the_protocol() {
     assert_eq!(&tiles[2][32..64], &job.hash_nonce(7));
 }
 
-/// The verifier's spot checks: its sampled tiles as the provider serves them, with proofs.
-fn proven(tiles: &[Vec<u8>], tree: &MerkleTree, k: u32) -> Vec<ProvenTile> {
-    sample_indices(&SEED, &ME, k, tiles.len() as u32)
-        .into_iter()
-        .map(|i| ProvenTile { index: i, tile: tiles[i as usize].clone(), proof: tree.proof(i).unwrap() })
-        .collect()
-}
-
 const SEED: [u8; 32] = [1; 32];
 const ME: [u8; 32] = [2; 32];
 
@@ -77,52 +68,104 @@ const ME: [u8; 32] = [2; 32];
 fn freivalds_accepts_honest_and_rejects_one_wrong_element() {
     let job = JobSpec::matmul(96, 80, 70, [4; 32]);
     let tiles = CpuBackend.run(&job).unwrap();
-    let tree = commit(&tiles);
-    let check = |served: &[Vec<u8>], proven: &[ProvenTile], root: compute_market_protocol::hash::Digest| check_matmul(&CpuBackend, &job, served, proven, &root, &SEED, &ME, 4).unwrap();
-    let v = check(&tiles, &proven(&tiles, &tree, 4), tree.root());
+    let root = commit(&tiles).root();
+    let check = |served: &[Vec<u8>], root: compute_market_protocol::hash::Digest| check_matmul(&CpuBackend, &job, served, &root, &SEED, &ME, 4).unwrap();
+    let v = check(&tiles, root);
     assert_eq!(v.vote, VOTE_VALID, "{}", v.reason);
     // one element off by 2^31 - 2 (mod 2^32 Freivalds would miss some such errors; mod p never)
     let mut bad = tiles.clone();
     // tile 1 covers columns 64..70 of C: element (0, 67)
     let x = u32::from_le_bytes(bad[1][12..16].try_into().unwrap());
     bad[1][12..16].copy_from_slice(&(((x as u64 + P - 1) % P) as u32).to_le_bytes());
-    let bad_tree = commit(&bad);
-    let v = check(&bad, &proven(&bad, &bad_tree, 4), bad_tree.root());
+    let v = check(&bad, commit(&bad).root());
     assert_eq!(v.vote, VOTE_INVALID);
     assert!(v.reason.contains("Freivalds"), "{}", v.reason);
-    // honest tiles and proofs against a different root
-    let v = check(&tiles, &proven(&tiles, &tree, 4), bad_tree.root());
+    // the right C served against a different commitment
+    let v = check(&tiles, commit(&bad).root());
     assert_eq!(v.vote, VOTE_INVALID);
-    assert!(v.reason.contains("proof"), "{}", v.reason);
-    // the right C served, a different one committed: the sampled tiles' proven copies differ
-    let mut committed = tiles.clone();
-    for t in committed.iter_mut() {
-        t[0] ^= 1;
-    }
-    let committed_tree = commit(&committed);
-    let v = check(&tiles, &proven(&committed, &committed_tree, 4), committed_tree.root());
-    assert_eq!(v.vote, VOTE_INVALID);
-    assert!(v.reason.contains("differs"), "{}", v.reason);
-    // a server that answers with other tiles than the samples asked for
-    let mut others = proven(&tiles, &tree, 4);
-    others[0] = ProvenTile { index: (others[0].index + 1) % 4, tile: tiles[((others[0].index + 1) % 4) as usize].clone(), proof: tree.proof((others[0].index + 1) % 4).unwrap() };
-    let v = check(&tiles, &others, tree.root());
-    assert_eq!(v.vote, VOTE_INVALID);
-    assert!(v.reason.contains("other tiles"), "{}", v.reason);
+    assert!(v.reason.contains("root"), "{}", v.reason);
     // garbage in the padding (column 74 of a 70-column C) is a malformed result
     let mut padded = tiles.clone();
     padded[1][40..44].copy_from_slice(&1u32.to_le_bytes());
-    let padded_tree = commit(&padded);
-    let v = check(&padded, &proven(&padded, &padded_tree, 4), padded_tree.root());
+    let v = check(&padded, commit(&padded).root());
     assert_eq!(v.vote, VOTE_INVALID);
     assert!(v.reason.contains("padding"), "{}", v.reason);
     // a value that is not a field element
     let mut big = tiles.clone();
     big[0][0..4].copy_from_slice(&(P as u32).to_le_bytes());
-    let big_tree = commit(&big);
-    let v = check(&big, &proven(&big, &big_tree, 4), big_tree.root());
+    let v = check(&big, commit(&big).root());
     assert_eq!(v.vote, VOTE_INVALID);
     assert!(v.reason.contains("not a field element"), "{}", v.reason);
+    // a tile missing
+    let v = check(&tiles[..3], root);
+    assert_eq!(v.vote, VOTE_INVALID);
+}
+
+/// The attack that sampled proofs alone would let through: commit garbage, then — once the
+/// seed (hence the verifier's Freivalds vectors) is public — serve a C that agrees with the
+/// commitment on the verifier's sampled tiles and satisfies C·r = A·(B·r) for its vectors
+/// elsewhere, without computing A·B. The whole-root check refuses it.
+#[test]
+fn a_c_forged_for_public_freivalds_vectors_is_refused() {
+    use compute_market_keeper::compute::freivalds::abr;
+    use compute_market_protocol::sampling::{freivalds_vector, sample_indices};
+    // 64×64·64×128: two tiles side by side; the verifier samples one
+    let job = JobSpec::matmul(64, 64, 128, [9; 32]);
+    let garbage: Vec<Vec<u8>> = (0..2u8).map(|t| (0..64 * 64).flat_map(|i| ((i as u32 * 7 + t as u32) % 1000).to_le_bytes()).collect()).collect();
+    let committed = commit(&garbage).root();
+    let sampled = sample_indices(&SEED, &ME, 1, 2)[0] as usize;
+    let free = 1 - sampled;
+    // the forger knows the vectors and A·(B·r); it solves, row by row, for two columns of the
+    // free tile so that C·r = A·(B·r) for both rounds (mod p), leaving the sampled tile as committed
+    let rs: Vec<Vec<u32>> = (0..2).map(|r| freivalds_vector(&SEED, &ME, r, 128)).collect();
+    let target = abr(&job, &rs).unwrap();
+    let mut forged = garbage.clone();
+    // x^(p−2) = x^−1 (mod p), square-and-multiply
+    let inv = |x: u64| -> u64 {
+        let (mut acc, mut base, mut e) = (1u64, x % P, P - 2);
+        while e > 0 {
+            if e & 1 == 1 {
+                acc = acc * base % P;
+            }
+            base = base * base % P;
+            e >>= 1;
+        }
+        acc
+    };
+    let get = |t: &Vec<Vec<u8>>, tile: usize, row: usize, col: usize| u32::from_le_bytes(t[tile][4 * (row * 64 + col)..4 * (row * 64 + col) + 4].try_into().unwrap()) as u64;
+    for row in 0..64 {
+        // residual of each round without columns (free tile, 0) and (free tile, 1)
+        let res: Vec<u64> = (0..2)
+            .map(|r| {
+                let mut s = 0u64;
+                for col in 0..128 {
+                    let (tile, c) = (col / 64, col % 64);
+                    if tile == free && c < 2 {
+                        continue;
+                    }
+                    s = (s + get(&forged, tile, row, c) * rs[r][col] as u64) % P;
+                }
+                (target[r][row] as u64 + P - s) % P
+            })
+            .collect();
+        // solve [r0a r0b; r1a r1b]·[x; y] = res (mod p) by Cramer's rule
+        let (a, b) = (rs[0][free * 64] as u64, rs[0][free * 64 + 1] as u64);
+        let (c, d) = (rs[1][free * 64] as u64, rs[1][free * 64 + 1] as u64);
+        let det = (a * d % P + P - b * c % P) % P;
+        let x = (res[0] * d % P + P - b * res[1] % P) % P * inv(det) % P;
+        let y = (a * res[1] % P + P - c * res[0] % P) % P * inv(det) % P;
+        for (c, v) in [(0, x), (1, y)] {
+            forged[free][4 * (row * 64 + c)..4 * (row * 64 + c) + 4].copy_from_slice(&(v as u32).to_le_bytes());
+        }
+    }
+    // the forgery does satisfy the verifier's Freivalds equations...
+    let cr = compute_market_keeper::compute::freivalds::c_times(&job, &forged, &rs).unwrap();
+    assert_eq!(cr, target, "the forged C passes Freivalds for these public vectors");
+    assert_eq!(forged[sampled], garbage[sampled], "and agrees with the commitment on the sampled tile");
+    // ...but not the commitment
+    let v = check_matmul(&CpuBackend, &job, &forged, &committed, &SEED, &ME, 1).unwrap();
+    assert_eq!(v.vote, VOTE_INVALID, "{}", v.reason);
+    assert!(v.reason.contains("root"), "{}", v.reason);
 }
 
 #[test]

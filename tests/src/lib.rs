@@ -192,12 +192,15 @@ impl Validator {
 
     /// Starts `keeper run` as `keypair` in the background; its log goes to `<name>.log`.
     pub fn spawn_keeper(&self, name: &str, keypair: &Path, args: &[&str]) -> Result<Proc> {
-        let log = std::fs::File::create(self.dir.path().join(format!("{name}.log")))?;
+        // appended: a restarted keeper's log follows the first one's
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join(format!("{name}.log")))?;
         let port = port_block(1);
         let child = Command::new(keeper_bin())
             .args(["-u", &self.url, "-k"])
             .arg(keypair)
             .arg("run")
+            // the CPU on every machine: a GPU's start-up self-test would eat into the windows
+            .args(["--backend", "cpu"])
             .args(args)
             .args(["--listen", &format!("127.0.0.1:{port}"), "--poll-ms", "200", "--store"])
             .arg(self.dir.path().join(format!("{name}.redb")))

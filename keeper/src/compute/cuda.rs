@@ -540,24 +540,47 @@ impl Backend for CudaBackend {
             return Ok(vec![]);
         }
         let (_, grid_cols) = job.tile_grid();
-        // a tile asked for twice is moved out once, then recomputed on the CPU (rare: sampling
-        // with repeats)
-        let done_again = |job: &JobSpec, i: u32| CpuBackend.tiles(job, &[i]).ok().and_then(|mut v| v.pop());
-        let mut done = match job.kind {
+        let mut done = HashMap::new();
+        match job.kind {
             JobKind::MatMulModP => {
-                // the bounding box of the tiles asked for, its columns spread over the GPUs
-                let rows = indices.iter().map(|i| i / grid_cols);
-                let cols = indices.iter().map(|i| i % grid_cols);
-                let (r0, r1) = (rows.clone().min().unwrap_or(0), rows.max().unwrap_or(0) + 1);
-                let (c0, c1) = (cols.clone().min().unwrap_or(0), cols.max().unwrap_or(0) + 1);
-                self.each(self.split(c0..c1), |d, cs| d.matmul(job, r0..r1, cs))?
+                // per tile row asked for: the span of its columns asked for, spread over the GPUs
+                // (a whole job is one launch per GPU; scattered samples cost a span each)
+                let mut rows: std::collections::BTreeMap<u32, (u32, u32)> = Default::default();
+                for &i in indices {
+                    let (r, c) = (i / grid_cols, i % grid_cols);
+                    let span = rows.entry(r).or_insert((c, c + 1));
+                    *span = (span.0.min(c), span.1.max(c + 1));
+                }
+                // rows asking for the same span go in one launch
+                let mut launches: Vec<(std::ops::Range<u32>, (u32, u32))> = vec![];
+                for (r, span) in rows {
+                    match launches.last_mut() {
+                        Some((rs, s)) if rs.end == r && *s == span => rs.end = r + 1,
+                        _ => launches.push((r..r + 1, span)),
+                    }
+                }
+                for (rs, (c0, c1)) in launches {
+                    done.extend(self.each(self.split(c0..c1), |d, cs| d.matmul(job, rs.clone(), cs))?);
+                }
             }
             JobKind::HashBatch => {
-                let (lo, hi) = (indices.iter().min().copied().unwrap_or(0), indices.iter().max().copied().unwrap_or(0) + 1);
-                self.each(self.split(lo..hi), |d, ts| d.hash(job, ts))?
+                // each run of consecutive tiles asked for, spread over the GPUs
+                let mut sorted: Vec<u32> = indices.to_vec();
+                sorted.sort_unstable();
+                sorted.dedup();
+                let mut runs: Vec<std::ops::Range<u32>> = vec![];
+                for i in sorted {
+                    match runs.last_mut() {
+                        Some(run) if run.end == i => run.end = i + 1,
+                        _ => runs.push(i..i + 1),
+                    }
+                }
+                for run in runs {
+                    done.extend(self.each(self.split(run), |d, ts| d.hash(job, ts))?);
+                }
             }
-        };
-        indices.iter().map(|i| done.remove(i).or_else(|| done_again(job, *i)).ok_or_else(|| anyhow!("tile {i} was not computed"))).collect()
+        }
+        indices.iter().map(|i| done.get(i).cloned().ok_or_else(|| anyhow!("tile {i} was not computed"))).collect()
     }
 
     fn freivalds(&self, job: &JobSpec, rs: &[Vec<u32>]) -> Result<Vec<Vec<u32>>> {
@@ -576,7 +599,8 @@ impl Backend for CudaBackend {
     }
 
     fn memory_bytes(&self) -> u64 {
-        self.devices.iter().map(|d| d.memory).sum()
+        // every GPU holds a job's whole inputs: the smallest one bounds the jobs that fit
+        self.devices.iter().map(|d| d.memory).min().unwrap_or(0)
     }
 
     fn int32_mad_peak(&self) -> Option<f64> {

@@ -45,7 +45,7 @@ fn dot_folded_scalar(a: &[u32], b: &[u32]) -> u64 {
     a.iter().zip(b).map(|(&x, &y)| folded_product(x, y)).sum()
 }
 
-/// [`dot_folded_scalar`] with AVX-512 when the CPU has it.
+/// [`dot_folded_scalar`] with AVX-512 (F, DQ, VL) when the CPU has it.
 #[inline(always)]
 fn dot_folded(a: &[u32], b: &[u32]) -> u64 {
     #[cfg(target_arch = "x86_64")]
@@ -83,7 +83,9 @@ fn row_dots<const R: usize>(key: u64, base: u64, vs: &[&[u32]; R]) -> [u32; R] {
 fn has_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq")
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512vl")
     }
     #[cfg(not(target_arch = "x86_64"))]
     false

@@ -74,8 +74,8 @@ impl Verifier {
         let me = self.ctx.node.to_bytes();
         let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
         let fetched = match job.kind {
-            JobKind::MatMulModP => self.ctx.store.fetch_all(uri).and_then(|tiles| Ok((tiles, self.ctx.store.fetch(uri, &picked)?))).map(|(tiles, proven)| {
-                check_matmul(self.ctx.backend.as_ref(), &job, &tiles, &proven, &t.result_root, &t.seed, &me, t.samples as u32)
+            JobKind::MatMulModP => self.ctx.store.fetch_all(uri).map(|tiles| {
+                check_matmul(self.ctx.backend.as_ref(), &job, &tiles, &t.result_root, &t.seed, &me, t.samples as u32)
             }),
             JobKind::HashBatch => {
                 self.ctx.store.fetch(uri, &picked).map(|served| check_sampled(self.ctx.backend.as_ref(), &job, &served, &t.result_root))
