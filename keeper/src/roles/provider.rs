@@ -71,6 +71,46 @@ pub fn rank_open<'a>(tasks: &'a [(Pubkey, Task)], market: &Pubkey, node: &Node, 
     open
 }
 
+/// What a provider holds when it plans its claims: tasks claimed and not yet submitted, and
+/// the memory their jobs need together.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Holding {
+    /// Tasks held.
+    pub load: usize,
+    /// Bytes their jobs need at once.
+    pub memory: u64,
+}
+
+/// The claims to send this pass, from `ranked` ([`rank_open`]'s order): each with its bond and
+/// the load it brings the provider to. A task is taken when the provider holds fewer than
+/// `max_active`, its free stake covers the bond, the held jobs plus this one fit the declared
+/// memory (held jobs are computed side by side), and — least-loaded first — at least
+/// `load · backoff` slots have passed since it was posted.
+pub fn plan_claims(ranked: Vec<&(Pubkey, Task)>, node: &Node, held: Holding, max_active: usize, backoff: u64, now: u64) -> Vec<(Pubkey, u64, usize)> {
+    let memory = u64::from(node.hardware.memory_gb) << 30;
+    let (mut free, mut held) = (node.free, held);
+    let mut picks = vec![];
+    for (key, t) in ranked {
+        if held.load >= max_active {
+            break;
+        }
+        let need = job_memory(t);
+        if t.provider_bond > free || now < t.posted_slot.saturating_add(held.load as u64 * backoff) || (memory > 0 && held.memory + need > memory) {
+            continue;
+        }
+        free -= t.provider_bond;
+        held = Holding { load: held.load + 1, memory: held.memory + need };
+        picks.push((*key, t.provider_bond, held.load));
+    }
+    picks
+}
+
+/// Bytes the task's job needs at once (0 for a spec that does not decode: such a task fails
+/// on its own when computed).
+fn job_memory(t: &Task) -> u64 {
+    JobSpec::decode(&t.job).map_or(0, |j| j.memory_bytes())
+}
+
 impl Provider {
     /// Corrupts about `corrupt_fraction` of the tiles (deterministically, at least one when the
     /// fraction is positive), keeping each tile well-formed so only a real check notices.
@@ -143,11 +183,13 @@ impl Provider {
         let me = self.ctx.node;
         let held: Vec<&(Pubkey, Task)> = tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == me).collect();
         let mut load = held.len();
-        let done = super::parallel(self.ctx.parallel, held, |(key, t)| (key, self.submit(chain, now, key, t)));
-        for (key, r) in done {
+        let mut memory_held: u64 = held.iter().map(|(_, t)| job_memory(t)).sum();
+        let done = super::parallel(self.ctx.parallel, held, |(key, t)| (key, self.submit(chain, now, key, t), job_memory(t)));
+        for (key, r, memory) in done {
             match r {
                 Ok(Some(record)) => {
                     load -= 1;
+                    memory_held -= memory;
                     self.records.push(record)
                 }
                 Ok(None) => {}
@@ -155,19 +197,8 @@ impl Provider {
             }
         }
         let Some(node) = chain.node(&self.ctx.node)? else { return Ok(()) };
-        let mut free = node.free;
-        let mut picks = vec![];
-        for (key, t) in rank_open(&tasks, &self.ctx.market, &node, now) {
-            if load >= self.max_active {
-                break;
-            }
-            if t.provider_bond > free || now < t.posted_slot.saturating_add(load as u64 * self.claim_backoff) {
-                continue;
-            }
-            free -= t.provider_bond;
-            load += 1;
-            picks.push((*key, t.provider_bond, load));
-        }
+        let held = Holding { load, memory: memory_held };
+        let picks = plan_claims(rank_open(&tasks, &self.ctx.market, &node, now), &node, held, self.max_active, self.claim_backoff, now);
         let claims = super::parallel(self.ctx.parallel, picks, |(key, bond, load)| {
             let r = send(chain, &self.ctx.name, "claim_task", &key, client::claim_task(self.ctx.kp.pubkey(), key), &self.ctx.kp);
             (key, bond, load, r)
@@ -243,5 +274,36 @@ mod tests {
         assert_eq!(order(&node), vec![5, 3, 2, 4, 1], "the 8 GiB job does not fit in 7");
         node.hardware.region = 0;
         assert_eq!(order(&node), vec![3, 2, 1, 4, 5], "an undeclared node: any-region tasks first, then oldest");
+    }
+
+    #[test]
+    fn claims_respect_load_back_off_bond_and_memory_together() {
+        let market = Pubkey::new_unique();
+        let job = JobSpec::hash_batch(1024, 1024, 1, [1; 32]); // 32 MiB of outputs
+        let tasks: Vec<(Pubkey, Task)> = (1..=5).map(|i| task(i, market, 0, 10, 5, job)).collect();
+        let ranked = || tasks.iter().collect::<Vec<_>>();
+        let ids = |p: Vec<(Pubkey, u64, usize)>| p.iter().map(|(k, _, load)| (k.to_bytes()[0], *load)).collect::<Vec<_>>();
+        let mut node: Node = blank();
+        node.free = 100;
+        // idle, at the posting slot: one task (the next would need 1 · 2 slots of back-off)
+        assert_eq!(ids(plan_claims(ranked(), &node, Holding::default(), 4, 2, 10)), vec![(1, 1)]);
+        // 4 slots later: loads 0, 1, 2 are past their back-off (0, 2, 4 slots), load 3 is not
+        assert_eq!(ids(plan_claims(ranked(), &node, Holding::default(), 4, 2, 14)), vec![(1, 1), (2, 2), (3, 3)]);
+        // already holding 2: its first claim waits 4 slots
+        let two = Holding { load: 2, memory: 0 };
+        assert!(plan_claims(ranked(), &node, two, 4, 2, 13).is_empty());
+        assert_eq!(ids(plan_claims(ranked(), &node, two, 4, 2, 14)), vec![(1, 3)]);
+        // at most max_active held
+        assert_eq!(plan_claims(ranked(), &node, Holding::default(), 2, 0, 10).len(), 2);
+        // free stake for two bonds of 10... with 25 free
+        node.free = 25;
+        assert_eq!(plan_claims(ranked(), &node, Holding::default(), 9, 0, 10).len(), 2);
+        // 1 GB declared, 1000 MiB already held: one more 32 MiB job does not fit
+        node.free = 100;
+        node.hardware.memory_gb = 1;
+        let heavy = Holding { load: 0, memory: 1000 << 20 };
+        assert!(plan_claims(ranked(), &node, heavy, 9, 0, 10).is_empty());
+        let light = Holding { load: 0, memory: 950 << 20 };
+        assert_eq!(plan_claims(ranked(), &node, light, 9, 0, 10).len(), 2, "1024 − 950 MiB leaves room for two 32 MiB jobs");
     }
 }
