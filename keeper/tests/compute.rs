@@ -205,3 +205,14 @@ fn websocket_urls_follow_the_validator_convention() {
     assert_eq!(ws_url("http://127.0.0.1:8899"), "ws://127.0.0.1:8900");
     assert_eq!(ws_url("https://api.devnet.solana.com"), "wss://api.devnet.solana.com");
 }
+
+/// `node register --measure`: compute, memory and bandwidth come from measurements.
+#[test]
+fn hardware_is_measured_not_assumed() {
+    let h = compute_market_keeper::bench::measure_hardware(&CpuBackend).unwrap();
+    assert!(h.gflops >= 1, "{h:?}");
+    let ram_gb = CpuBackend.memory_bytes() >> 30;
+    assert!(ram_gb > 0 && u64::from(h.memory_gb) == ram_gb, "{h:?}");
+    assert!(h.bandwidth_gbps >= 1, "{h:?}");
+    assert_eq!(h.region, 0, "the region is declared, not measured");
+}
