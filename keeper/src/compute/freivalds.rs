@@ -8,7 +8,7 @@
 //!   element is a field element and that the zero padding outside C is zero.
 //!
 //! Both have an AVX-512 path (eight 64-bit lanes: the generator, the products and the folds)
-//! picked at run time when the CPU has AVX-512F/DQ, and a scalar path elsewhere; a test holds
+//! picked at run time when the CPU has AVX-512F/DQ/VL, and a scalar path elsewhere; a test holds
 //! them equal. Arithmetic is exact: every product (< 2^62) is folded once to below 2^32 before it is
 //! summed, sums stay far below 2^64, and the result is reduced mod P at the end, so no order
 //! of evaluation changes it.
@@ -34,26 +34,14 @@ fn fold(x: u64) -> u64 {
 /// `a·b` folded once: congruent mod P, below 2^32 (a product is below 2^62).
 #[inline(always)]
 fn folded_product(a: u32, b: u32) -> u64 {
-    let p = a as u64 * b as u64;
-    (p & P) + (p >> 31)
+    fold(a as u64 * b as u64)
 }
 
 /// `Σ a[i]·b[i]`, each product folded: below 2^32 · len, so exact for any row this crate
 /// accepts (≤ 8192 elements).
 #[inline(always)]
-fn dot_folded_scalar(a: &[u32], b: &[u32]) -> u64 {
-    a.iter().zip(b).map(|(&x, &y)| folded_product(x, y)).sum()
-}
-
-/// [`dot_folded_scalar`] with AVX-512 (F, DQ, VL) when the CPU has it.
-#[inline(always)]
 fn dot_folded(a: &[u32], b: &[u32]) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx512() {
-        // SAFETY: the CPU supports AVX-512F/DQ (checked)
-        return unsafe { avx512::dot_folded(a, b) };
-    }
-    dot_folded_scalar(a, b)
+    a.iter().zip(b).map(|(&x, &y)| folded_product(x, y)).sum()
 }
 
 /// `Σ_j M[row][j] · v[r][j]` for each of the `R` vectors, with `M[row][j]` =
@@ -125,24 +113,6 @@ mod avx512 {
         let s = &s[j..j + 8];
         // SAFETY: `s` holds exactly 8 elements; unaligned load
         _mm512_cvtepu32_epi64(unsafe { _mm256_loadu_si256(s.as_ptr() as *const __m256i) })
-    }
-
-    /// `Σ (a[i]·b[i]) folded`, like `dot_folded_scalar`.
-    #[target_feature(enable = "avx512f,avx512dq")]
-    pub fn dot_folded(a: &[u32], b: &[u32]) -> u64 {
-        let n = a.len().min(b.len());
-        let full = n / 8 * 8;
-        let mut acc = _mm512_setzero_si512();
-        let mut j = 0;
-        while j < full {
-            acc = _mm512_add_epi64(acc, folded(load8(a, j), load8(b, j)));
-            j += 8;
-        }
-        let mut s = _mm512_reduce_add_epi64(acc) as u64;
-        for k in full..n {
-            s += super::folded_product(a[k], b[k]);
-        }
-        s
     }
 
     /// The multiplier `matrix_element` applies to the index.
@@ -377,28 +347,40 @@ fn a_fold(acc: &mut [Vec<u64>]) {
     }
 }
 
-/// The first defect of a tile that [`avx512::tile_malformed`] flagged, in words.
-fn describe_defect(idx: usize, tile: &[u8], rows: usize, width: usize) -> anyhow::Error {
+/// Element (row, col) of a 64×64 tile of little-endian u32.
+#[inline(always)]
+fn tile_value(tile: &[u8], row: usize, col: usize) -> u32 {
+    let o = 4 * (64 * row + col);
+    u32::from_le_bytes([tile[o], tile[o + 1], tile[o + 2], tile[o + 3]])
+}
+
+/// The first defect of a tile, in words: a non-zero value outside its `rows × width` corner
+/// (the padding) or a value ≥ P inside it. `None` for a well-formed tile.
+fn tile_defect(idx: usize, tile: &[u8], rows: usize, width: usize) -> Option<anyhow::Error> {
     for row in 0..64 {
         for col in 0..64 {
-            let o = 4 * (64 * row + col);
-            let v = u32::from_le_bytes([tile[o], tile[o + 1], tile[o + 2], tile[o + 3]]);
+            let v = tile_value(tile, row, col);
             if row >= rows || col >= width {
                 if v != 0 {
-                    return anyhow::anyhow!("tile {idx} has non-zero padding at ({row}, {col})");
+                    return Some(anyhow::anyhow!("tile {idx} has non-zero padding at ({row}, {col})"));
                 }
             } else if v as u64 >= P {
-                return anyhow::anyhow!("tile {idx} holds {v}, not a field element");
+                return Some(anyhow::anyhow!("tile {idx} holds {v}, not a field element"));
             }
         }
     }
-    anyhow::anyhow!("tile {idx} is malformed")
+    None
 }
 
 /// `C·r` for every `r` in `rs`, with C read from the served tiles of a `MatMulModP` job. Fails,
 /// naming the tile, when a tile has the wrong size, holds a value ≥ P, or has non-zero padding
 /// outside C: such a result is malformed whatever the products say.
 pub fn c_times(job: &JobSpec, tiles: &[Vec<u8>], rs: &[Vec<u32>]) -> Result<Vec<Vec<u32>>> {
+    c_times_with(job, tiles, rs, has_avx512())
+}
+
+/// [`c_times`] on the AVX-512 path (`simd`, which the CPU must support) or the scalar one.
+fn c_times_with(job: &JobSpec, tiles: &[Vec<u8>], rs: &[Vec<u32>], simd: bool) -> Result<Vec<Vec<u32>>> {
     ensure!(job.kind == JobKind::MatMulModP, "not a MatMulModP job");
     ensure!(tiles.len() == job.tile_count() as usize, "expected {} tiles, got {}", job.tile_count(), tiles.len());
     if let Some((idx, tile)) = tiles.iter().enumerate().find(|(_, tile)| tile.len() != job.tile_len()) {
@@ -420,10 +402,10 @@ pub fn c_times(job: &JobSpec, tiles: &[Vec<u8>], rs: &[Vec<u32>]) -> Result<Vec<
                 let tile = &tiles[idx];
                 let width = t.min(n - tc * t);
                 #[cfg(target_arch = "x86_64")]
-                if has_avx512() {
+                if simd {
                     // SAFETY: the CPU supports AVX-512F/DQ/VL (checked)
                     if unsafe { avx512::tile_malformed(tile, rows_here, width) } {
-                        return Err(describe_defect(idx, tile, rows_here, width));
+                        return Err(tile_defect(idx, tile, rows_here, width).unwrap_or_else(|| anyhow::anyhow!("tile {idx} is malformed")));
                     }
                     for (a, r) in acc.iter_mut().zip(rs) {
                         // SAFETY: as above
@@ -434,30 +416,14 @@ pub fn c_times(job: &JobSpec, tiles: &[Vec<u8>], rs: &[Vec<u32>]) -> Result<Vec<
                     }
                     continue;
                 }
-                for row in 0..t {
-                    let bytes = &tile[4 * t * row..4 * t * (row + 1)];
-                    let mut vals = [0u32; 64];
-                    let mut too_big = false;
-                    for (v, b) in vals.iter_mut().zip(bytes.chunks_exact(4)) {
-                        *v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                        too_big |= *v as u64 >= P;
-                    }
-                    if row >= rows_here || width < t {
-                        let first = if row >= rows_here { 0 } else { width };
-                        if let Some(col) = (first..t).find(|&c| vals[c] != 0) {
-                            bail!("tile {idx} has non-zero padding at ({row}, {col})");
-                        }
-                    }
-                    if too_big {
-                        let col = vals.iter().position(|&v| v as u64 >= P).expect("found above");
-                        bail!("tile {idx} holds {}, not a field element", vals[col]);
-                    }
-                    if row >= rows_here {
-                        continue;
-                    }
+                if let Some(defect) = tile_defect(idx, tile, rows_here, width) {
+                    return Err(defect);
+                }
+                for row in 0..rows_here {
+                    let vals: Vec<u32> = (0..width).map(|col| tile_value(tile, row, col)).collect();
                     for (a, r) in acc.iter_mut().zip(rs) {
                         // ≤ 64 folded products (< 2^38) on a folded value: no overflow
-                        a[row] = fold(a[row] + dot_folded(&vals[..width], &r[tc * t..tc * t + width]));
+                        a[row] = fold(a[row] + dot_folded(&vals, &r[tc * t..tc * t + width]));
                     }
                 }
             }
@@ -510,10 +476,8 @@ mod tests {
         worst[5] = 0;
         let other: Vec<u32> = (0..1003u64).map(|i| matrix_element(&3, i)).collect();
         for len in [0, 1, 7, 8, 9, 64, 1003] {
-            // SAFETY: AVX-512 checked above
-            let simd = unsafe { avx512::dot_folded(&worst[..len], &other[..len]) };
-            assert_eq!(simd, dot_folded_scalar(&worst[..len], &other[..len]), "dot, len {len}");
             let vs = [&worst[..len], &other[..len]];
+            // SAFETY: AVX-512 checked above
             let simd = unsafe { avx512::row_dots::<2>(77, 12_345, &vs) };
             let scalar: Vec<u64> = vs.iter().map(|v| v.iter().enumerate().map(|(j, &x)| folded_product(matrix_element(&77, 12_345 + j as u64), x)).sum()).collect();
             assert_eq!(simd.to_vec(), scalar, "row_dots, len {len}");
@@ -522,6 +486,27 @@ mod tests {
                 let ifma = unsafe { avx512::row_dots_ifma::<2>(77, 12_345, &vs) };
                 assert_eq!(ifma.to_vec(), scalar.iter().map(|&x| reduce(x)).collect::<Vec<_>>(), "row_dots_ifma, len {len}");
             }
+        }
+    }
+
+    #[test]
+    fn c_times_simd_and_scalar_paths_agree() {
+        if !has_avx512() {
+            eprintln!("no AVX-512 on this CPU: only the scalar path runs here");
+            return;
+        }
+        use crate::compute::{cpu::CpuBackend, Backend};
+        for (m, k, n) in [(1, 1, 1), (64, 64, 64), (130, 9, 70), (65, 3, 200)] {
+            let job = JobSpec::matmul(m, k, n, [m as u8; 32]);
+            let tiles = CpuBackend.run(&job).unwrap();
+            let rs: Vec<Vec<u32>> = (0..3u64).map(|s| (0..n as u64).map(|i| matrix_element(&s, i)).collect()).collect();
+            assert_eq!(c_times_with(&job, &tiles, &rs, true).unwrap(), c_times_with(&job, &tiles, &rs, false).unwrap(), "{m}×{k}×{n}");
+            // both name the same defect
+            let mut bad = tiles.clone();
+            let last = bad.len() - 1;
+            bad[last][4 * 4095..].copy_from_slice(&u32::MAX.to_le_bytes()); // padding or not a field element
+            let (a, b) = (c_times_with(&job, &bad, &rs, true).unwrap_err(), c_times_with(&job, &bad, &rs, false).unwrap_err());
+            assert_eq!(format!("{a}"), format!("{b}"));
         }
     }
 }
