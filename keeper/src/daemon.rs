@@ -82,38 +82,25 @@ fn subscribe(url: &str) -> Option<Receiver<()>> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
     let owned = url.to_string();
     std::thread::spawn(move || {
-        let url = owned;
-        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-            Ok(rt) => rt,
-            Err(e) => {
-                let _ = ready_tx.send(Err(e.to_string()));
-                return;
-            }
-        };
-        rt.block_on(async move {
+        let subscribed = ready_tx.clone();
+        let run = async move {
             use futures_util::StreamExt;
-            let client = match solana_client::nonblocking::pubsub_client::PubsubClient::new(&url).await {
-                Ok(c) => c,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e.to_string()));
-                    return;
-                }
-            };
-            let (mut notifications, _unsubscribe) = match client.program_subscribe(&compute_market::ID, None).await {
-                Ok(s) => s,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e.to_string()));
-                    return;
-                }
-            };
-            let _ = ready_tx.send(Ok(()));
+            let client = solana_client::nonblocking::pubsub_client::PubsubClient::new(&owned).await.map_err(|e| e.to_string())?;
+            let (mut notifications, _unsubscribe) = client.program_subscribe(&compute_market::ID, None).await.map_err(|e| e.to_string())?;
+            let _ = subscribed.send(Ok(()));
             while notifications.next().await.is_some() {
                 if tx.send(()).is_err() {
-                    return;
+                    return Ok(());
                 }
             }
             tracing::warn!("program subscription ended; polling until it is back");
-        });
+            Ok::<(), String>(())
+        };
+        let ended = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string()).and_then(|rt| rt.block_on(run));
+        // only read when it failed before subscribing; ignored once the subscription was made
+        if let Err(e) = ended {
+            let _ = ready_tx.send(Err(e));
+        }
     });
     match ready_rx.recv_timeout(Duration::from_secs(10)) {
         Ok(Ok(())) => {

@@ -138,12 +138,12 @@ fn a_c_forged_for_public_freivalds_vectors_is_refused() {
         let res: Vec<u64> = (0..2)
             .map(|r| {
                 let mut s = 0u64;
-                for col in 0..128 {
+                for (col, &rv) in rs[r].iter().enumerate() {
                     let (tile, c) = (col / 64, col % 64);
                     if tile == free && c < 2 {
                         continue;
                     }
-                    s = (s + get(&forged, tile, row, c) * rs[r][col] as u64) % P;
+                    s = (s + get(&forged, tile, row, c) * rv as u64) % P;
                 }
                 (target[r][row] as u64 + P - s) % P
             })

@@ -336,20 +336,27 @@ impl Device {
         Ok(v)
     }
 
-    /// Tiles of rows `rows` × columns `cols` (tile coordinates) of a `MatMulModP` job, as
-    /// `(tile index, bytes)`.
-    fn matmul(&self, job: &JobSpec, rows: std::ops::Range<u32>, cols: std::ops::Range<u32>) -> Result<IndexedTiles> {
-        let _g = self.lock.lock().expect("device lock");
+    /// Launches `matmul_tiles` over tile rows `rows` × tile columns `cols` of a `MatMulModP`
+    /// job into `out` (room for every tile of the launch); the caller holds the device lock.
+    fn launch_matmul(&self, job: &JobSpec, rows: std::ops::Range<u32>, cols: std::ops::Range<u32>, out: &mut CudaSlice<u32>) -> Result<()> {
         let [m, k, n] = job.dims;
         let a = self.input(job.matrix_key(b'A'), m as usize, k as usize)?;
         let b = self.input(job.matrix_key(b'B'), k as usize, n as usize)?;
         let (gr, gc) = (rows.len() as u32, cols.len() as u32);
-        let t = (MATMUL_TILE * MATMUL_TILE) as usize;
-        let mut out = de(self.stream.alloc_zeros::<u32>(gr as usize * gc as usize * t), "alloc tiles")?;
         let mut l = self.stream.launch_builder(&self.k.matmul_tiles);
-        l.arg(a.as_ref()).arg(b.as_ref()).arg(&mut out).arg(&m).arg(&k).arg(&n).arg(&rows.start).arg(&cols.start);
+        l.arg(a.as_ref()).arg(b.as_ref()).arg(out).arg(&m).arg(&k).arg(&n).arg(&rows.start).arg(&cols.start);
         // SAFETY: arguments match the kernel; `out` holds gr·gc tiles
-        de(unsafe { l.launch(cfg((gc, gr, 1), (16, 16, 1))) }, "matmul_tiles")?;
+        de(unsafe { l.launch(cfg((gc, gr, 1), (16, 16, 1))) }, "matmul_tiles").map(|_| ())
+    }
+
+    /// Tiles of rows `rows` × columns `cols` (tile coordinates) of a `MatMulModP` job, as
+    /// `(tile index, bytes)`.
+    fn matmul(&self, job: &JobSpec, rows: std::ops::Range<u32>, cols: std::ops::Range<u32>) -> Result<IndexedTiles> {
+        let _g = self.lock.lock().expect("device lock");
+        let gc = cols.len() as u32;
+        let t = (MATMUL_TILE * MATMUL_TILE) as usize;
+        let mut out = de(self.stream.alloc_zeros::<u32>(rows.len() * cols.len() * t), "alloc tiles")?;
+        self.launch_matmul(job, rows.clone(), cols.clone(), &mut out)?;
         let host = de(self.stream.clone_dtoh(&out), "copy tiles")?;
         let (_, grid_cols) = job.tile_grid();
         Ok(host
@@ -366,20 +373,13 @@ impl Device {
     /// inputs cached on the device.
     fn time_matmul(&self, job: &JobSpec) -> Result<f64> {
         let _g = self.lock.lock().expect("device lock");
-        let [m, k, n] = job.dims;
-        let a = self.input(job.matrix_key(b'A'), m as usize, k as usize)?;
-        let b = self.input(job.matrix_key(b'B'), k as usize, n as usize)?;
         let (gr, gc) = job.tile_grid();
         let mut out = de(self.stream.alloc_zeros::<u32>(gr as usize * gc as usize * (MATMUL_TILE * MATMUL_TILE) as usize), "alloc tiles")?;
-        let zero = 0u32;
         let mut best = f64::MAX;
         for i in 0..4 {
             de(self.stream.synchronize(), "sync")?;
             let t = Instant::now();
-            let mut l = self.stream.launch_builder(&self.k.matmul_tiles);
-            l.arg(a.as_ref()).arg(b.as_ref()).arg(&mut out).arg(&m).arg(&k).arg(&n).arg(&zero).arg(&zero);
-            // SAFETY: arguments match the kernel; `out` holds every tile
-            de(unsafe { l.launch(cfg((gc, gr, 1), (16, 16, 1))) }, "matmul_tiles")?;
+            self.launch_matmul(job, 0..gr, 0..gc, &mut out)?;
             de(self.stream.synchronize(), "sync")?;
             if i > 0 {
                 best = best.min(t.elapsed().as_secs_f64());

@@ -61,7 +61,7 @@ pub struct Provider {
 /// oldest, then the best paid. Tasks whose bond exceeds its free stake or whose job does not
 /// fit its declared memory (when declared) are left out.
 pub fn rank_open<'a>(tasks: &'a [(Pubkey, Task)], market: &Pubkey, node: &Node, now: u64) -> Vec<&'a (Pubkey, Task)> {
-    let memory = u64::from(node.hardware.memory_gb) << 30;
+    let memory = node_memory(node);
     let mut open: Vec<&(Pubkey, Task)> = tasks
         .iter()
         .filter(|(_, t)| t.status == TaskStatus::Open && t.market == *market && now <= t.open_deadline && t.provider_bond <= node.free)
@@ -87,7 +87,7 @@ pub struct Holding {
 /// memory (held jobs are computed side by side), and — least-loaded first — at least
 /// `load · backoff` slots have passed since it was posted.
 pub fn plan_claims(ranked: Vec<&(Pubkey, Task)>, node: &Node, held: Holding, max_active: usize, backoff: u64, now: u64) -> Vec<(Pubkey, u64, usize)> {
-    let memory = u64::from(node.hardware.memory_gb) << 30;
+    let memory = node_memory(node);
     let (mut free, mut held) = (node.free, held);
     let mut picks = vec![];
     for (key, t) in ranked {
@@ -103,6 +103,11 @@ pub fn plan_claims(ranked: Vec<&(Pubkey, Task)>, node: &Node, held: Holding, max
         picks.push((*key, t.provider_bond, held.load));
     }
     picks
+}
+
+/// The memory a node declared, bytes (0: undeclared, no memory limit applies).
+fn node_memory(node: &Node) -> u64 {
+    u64::from(node.hardware.memory_gb) << 30
 }
 
 /// Bytes the task's job needs at once (0 for a spec that does not decode: such a task fails

@@ -72,12 +72,12 @@ impl Verifier {
         let job = JobSpec::decode(&t.job).map_err(|e| anyhow::anyhow!("task {task}: malformed job spec: {e}"))?;
         let uri = std::str::from_utf8(&t.result_uri[..t.result_uri_len as usize]).unwrap_or("");
         let me = self.ctx.node.to_bytes();
-        let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
         let fetched = match job.kind {
             JobKind::MatMulModP => self.ctx.store.fetch_all(uri).map(|tiles| {
                 check_matmul(self.ctx.backend.as_ref(), &job, &tiles, &t.result_root, &t.seed, &me, t.samples as u32)
             }),
             JobKind::HashBatch => {
+                let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
                 self.ctx.store.fetch(uri, &picked).map(|served| check_sampled(self.ctx.backend.as_ref(), &job, &served, &t.result_root))
             }
         };
