@@ -56,7 +56,15 @@ pub struct JobRow {
 }
 
 impl JobRow {
-    fn new(backend: &dyn Backend, job: &JobSpec, size: String, compute_s: f64, verify_s: f64, honest: &Verdict, caught: &Verdict) -> Self {
+    fn new(
+        backend: &dyn Backend,
+        job: &JobSpec,
+        size: String,
+        compute_s: f64,
+        verify_s: f64,
+        honest: &Verdict,
+        caught: &Verdict,
+    ) -> Self {
         JobRow {
             kind: format!("{:?}", job.kind),
             size,
@@ -76,8 +84,16 @@ impl JobRow {
 
     /// Adds the kernel time and peak fraction (where the backend has them) and the
     /// bit-identity check against `reference`'s tiles.
-    fn against(mut self, backend: &dyn Backend, job: &JobSpec, tiles: &[Vec<u8>], reference: Option<&[Vec<u8>]>) -> Result<Self> {
-        if let (Some(kernel), Some(peak)) = (backend.matmul_kernel_seconds(job), backend.int32_mad_peak()) {
+    fn against(
+        mut self,
+        backend: &dyn Backend,
+        job: &JobSpec,
+        tiles: &[Vec<u8>],
+        reference: Option<&[Vec<u8>]>,
+    ) -> Result<Self> {
+        if let (Some(kernel), Some(peak)) =
+            (backend.matmul_kernel_seconds(job), backend.int32_mad_peak())
+        {
             let kernel = kernel?;
             self.kernel_s = Some(kernel);
             self.peak_ops = Some(peak);
@@ -151,50 +167,104 @@ fn served(data: &[Vec<u8>], tree: &MerkleTree) -> Vec<ProvenTile> {
     let (seed, me) = bench_keys();
     sample_indices(&seed, &me, BENCH_SAMPLES, data.len() as u32)
         .into_iter()
-        .map(|i| ProvenTile { index: i, tile: data[i as usize].clone(), proof: tree.proof(i).expect("in range") })
+        .map(|i| ProvenTile {
+            index: i,
+            tile: data[i as usize].clone(),
+            proof: tree.proof(i).expect("in range"),
+        })
         .collect()
 }
 
 /// Measures a `MatMulModP` job of side `n`: the provider computes every tile and the tree; the
 /// verifier runs [`check_matmul`] (the root over the served C, Freivalds over C).
-pub fn matmul(backend: &dyn Backend, n: u32, reference: Option<&[Vec<u8>]>) -> Result<(JobRow, Vec<Vec<u8>>)> {
+pub fn matmul(
+    backend: &dyn Backend,
+    n: u32,
+    reference: Option<&[Vec<u8>]>,
+) -> Result<(JobRow, Vec<Vec<u8>>)> {
     let job = JobSpec::matmul(n, n, n, [n as u8; 32]);
     let t = Instant::now();
     let tiles = backend.run(&job)?;
     let tree = commit(&tiles);
     let compute_s = secs(t);
     let (seed, me) = bench_keys();
-    let (honest, verify_s) = median_of(VERIFY_RUNS, || check_matmul(backend, &job, &tiles, &tree.root(), &seed, &me, BENCH_SAMPLES))?;
+    let (honest, verify_s) = median_of(VERIFY_RUNS, || {
+        check_matmul(
+            backend,
+            &job,
+            &tiles,
+            &tree.root(),
+            &seed,
+            &me,
+            BENCH_SAMPLES,
+        )
+    })?;
     let mut bad = tiles.clone();
     corrupt(&mut bad);
     let bad_tree = commit(&bad);
-    let caught = check_matmul(backend, &job, &bad, &bad_tree.root(), &seed, &me, BENCH_SAMPLES)?;
-    let row = JobRow::new(backend, &job, format!("n={n}"), compute_s, verify_s, &honest, &caught).against(backend, &job, &tiles, reference)?;
+    let caught = check_matmul(
+        backend,
+        &job,
+        &bad,
+        &bad_tree.root(),
+        &seed,
+        &me,
+        BENCH_SAMPLES,
+    )?;
+    let row = JobRow::new(
+        backend,
+        &job,
+        format!("n={n}"),
+        compute_s,
+        verify_s,
+        &honest,
+        &caught,
+    )
+    .against(backend, &job, &tiles, reference)?;
     Ok((row, tiles))
 }
 
 /// Measures a `HashBatch` job: the verifier recomputes `BENCH_SAMPLES` proven tiles.
-pub fn hash_batch(backend: &dyn Backend, tiles: u32, nonces: u32, iterations: u32, reference: Option<&[Vec<u8>]>) -> Result<(JobRow, Vec<Vec<u8>>)> {
+pub fn hash_batch(
+    backend: &dyn Backend,
+    tiles: u32,
+    nonces: u32,
+    iterations: u32,
+    reference: Option<&[Vec<u8>]>,
+) -> Result<(JobRow, Vec<Vec<u8>>)> {
     let job = JobSpec::hash_batch(tiles, nonces, iterations, [3; 32]);
     let t = Instant::now();
     let out = backend.run(&job)?;
     let tree = commit(&out);
     let compute_s = secs(t);
     let proven = served(&out, &tree);
-    let (honest, verify_s) = median_of(VERIFY_RUNS, || check_sampled(backend, &job, &proven, &tree.root()))?;
+    let (honest, verify_s) = median_of(VERIFY_RUNS, || {
+        check_sampled(backend, &job, &proven, &tree.root())
+    })?;
     // corrupt exactly the first sampled tile
     let mut bad = out.clone();
     let target = proven[0].index as usize;
     bad[target][0] ^= 1;
     let bad_tree = commit(&bad);
     let caught = check_sampled(backend, &job, &served(&bad, &bad_tree), &bad_tree.root())?;
-    let row = JobRow::new(backend, &job, format!("tiles={tiles}×{nonces}×{iterations}"), compute_s, verify_s, &honest, &caught).against(backend, &job, &out, reference)?;
+    let row = JobRow::new(
+        backend,
+        &job,
+        format!("tiles={tiles}×{nonces}×{iterations}"),
+        compute_s,
+        verify_s,
+        &honest,
+        &caught,
+    )
+    .against(backend, &job, &out, reference)?;
     Ok((row, out))
 }
 
 /// Merkle commit of `tiles` tiles of 16 KiB against one SHA-256 stream over the same bytes.
 pub fn merkle(tiles: u32) -> MerkleRow {
-    let data: Vec<Vec<u8>> = (0..tiles).map(|i| vec![(i % 251) as u8; 16 * 1024]).collect();
+    let data: Vec<Vec<u8>> = (0..tiles)
+        .map(|i| vec![(i % 251) as u8; 16 * 1024])
+        .collect();
     let bytes: u64 = data.iter().map(|t| t.len() as u64).sum();
     let t = Instant::now();
     let root = commit(&data).root();
@@ -205,7 +275,13 @@ pub fn merkle(tiles: u32) -> MerkleRow {
     let sha_s = secs(t);
     std::hint::black_box((root, stream));
     let mb = bytes as f64 / 1e6;
-    MerkleRow { bytes, tiles, merkle_mb_s: mb / merkle_s, sha256_mb_s: mb / sha_s, ratio: sha_s / merkle_s }
+    MerkleRow {
+        bytes,
+        tiles,
+        merkle_mb_s: mb / merkle_s,
+        sha256_mb_s: mb / sha_s,
+        ratio: sha_s / merkle_s,
+    }
 }
 
 /// Runs the benchmark for the given `MatMulModP` sizes on every backend, side by side. The
@@ -229,13 +305,21 @@ pub fn run(backends: &[std::sync::Arc<dyn Backend>], sizes: &[u32]) -> Result<Be
         jobs.push(row);
         reference.get_or_insert(out);
     }
-    Ok(BenchReport { jobs, merkle: merkle(1024), simd: crate::compute::freivalds::simd_level().into() })
+    Ok(BenchReport {
+        jobs,
+        merkle: merkle(1024),
+        simd: crate::compute::freivalds::simd_level().into(),
+    })
 }
 
 /// Hardware figures for `node register --measure`: compute (G mul-adds/s of a `MatMulModP`
 /// job, n = 4096 on a GPU, 512 on the CPU), memory (GB) and measured bandwidth (GB/s).
 pub fn measure_hardware(backend: &dyn Backend) -> Result<compute_market::state::Hardware> {
-    let n = if backend.int32_mad_peak().is_some() { 4096 } else { 512 };
+    let n = if backend.int32_mad_peak().is_some() {
+        4096
+    } else {
+        512
+    };
     let job = JobSpec::matmul(n, n, n, [n as u8; 32]);
     backend.run(&JobSpec::matmul(64, 64, 64, [1; 32]))?; // warm-up (kernels, inputs, threads)
     let t = Instant::now();
@@ -244,7 +328,10 @@ pub fn measure_hardware(backend: &dyn Backend) -> Result<compute_market::state::
     Ok(compute_market::state::Hardware {
         gflops: gops.round().clamp(1.0, u32::MAX as f64) as u32,
         memory_gb: (backend.memory_bytes() >> 30) as u32,
-        bandwidth_gbps: backend.bandwidth_gbps()?.round().clamp(0.0, u32::MAX as f64) as u32,
+        bandwidth_gbps: backend
+            .bandwidth_gbps()?
+            .round()
+            .clamp(0.0, u32::MAX as f64) as u32,
         region: 0,
     })
 }
@@ -253,7 +340,17 @@ pub fn measure_hardware(backend: &dyn Backend) -> Result<compute_market::state::
 pub fn render(r: &BenchReport) -> String {
     let mut s = format!(
         "{:<11} {:<20} {:<24} {:>11} {:>11} {:>10} {:>13} {:>6} {:>6} {:>7} {:>9}\n",
-        "kind", "size", "backend", "compute s", "verify s", "verify/cmp", "work/s", "honest", "caught", "% peak", "same bits"
+        "kind",
+        "size",
+        "backend",
+        "compute s",
+        "verify s",
+        "verify/cmp",
+        "work/s",
+        "honest",
+        "caught",
+        "% peak",
+        "same bits"
     );
     for j in &r.jobs {
         s += &format!(
@@ -267,8 +364,10 @@ pub fn render(r: &BenchReport) -> String {
             j.work_per_s,
             if j.honest_accepted { "yes" } else { "NO" },
             if j.corrupt_rejected { "yes" } else { "NO" },
-            j.peak_fraction.map_or("-".into(), |f| format!("{:.1}", 100.0 * f)),
-            j.bit_identical.map_or("-", |b| if b { "yes" } else { "NO" }),
+            j.peak_fraction
+                .map_or("-".into(), |f| format!("{:.1}", 100.0 * f)),
+            j.bit_identical
+                .map_or("-", |b| if b { "yes" } else { "NO" }),
         );
     }
     if let Some(p) = r.jobs.iter().find_map(|j| j.peak_ops) {

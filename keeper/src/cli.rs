@@ -17,51 +17,90 @@ use crate::chain::{decode, Chain, ChainExt, TxReport};
 
 /// The program's config on this cluster.
 pub fn config(chain: &dyn Chain) -> Result<Config> {
-    chain
-        .decoded(&pda::config())?
-        .context("the Compute Market program has no config on this cluster (deploy and initialize it first)")
+    chain.decoded(&pda::config())?.context(
+        "the Compute Market program has no config on this cluster (deploy and initialize it first)",
+    )
 }
 
 /// The associated token account of `owner` for the stake mint.
 pub fn wallet(chain: &dyn Chain, owner: &Pubkey) -> Result<Pubkey> {
-    Ok(anchor_spl::associated_token::get_associated_token_address(owner, &config(chain)?.stake_mint))
+    Ok(anchor_spl::associated_token::get_associated_token_address(
+        owner,
+        &config(chain)?.stake_mint,
+    ))
 }
 
 fn must(what: &str, r: TxReport) -> Result<TxReport> {
     if !r.ok {
-        bail!("{what} was refused: {}", r.error_code().or(r.error.clone()).unwrap_or_else(|| "unknown error".into()));
+        bail!(
+            "{what} was refused: {}",
+            r.error_code()
+                .or(r.error.clone())
+                .unwrap_or_else(|| "unknown error".into())
+        );
     }
     Ok(r)
 }
 
-fn send(chain: &dyn Chain, kp: &Keypair, what: &str, ix: anchor_lang::solana_program::instruction::Instruction) -> Result<Value> {
+fn send(
+    chain: &dyn Chain,
+    kp: &Keypair,
+    what: &str,
+    ix: anchor_lang::solana_program::instruction::Instruction,
+) -> Result<Value> {
     let r = must(what, chain.send(&[ix], kp, &[])?)?;
     Ok(json!({ "ok": true, "instruction": what, "compute_units": r.cu }))
 }
 
 /// `node register`.
-pub fn node_register(chain: &dyn Chain, kp: &Keypair, market: u16, roles: u8, hardware: Hardware) -> Result<Value> {
+pub fn node_register(
+    chain: &dyn Chain,
+    kp: &Keypair,
+    market: u16,
+    roles: u8,
+    hardware: Hardware,
+) -> Result<Value> {
     let mint = config(chain)?.stake_mint;
-    let ix = client::register_node(kp.pubkey(), pda::market(market), mint, RegisterNodeArgs { roles, hardware });
+    let ix = client::register_node(
+        kp.pubkey(),
+        pda::market(market),
+        mint,
+        RegisterNodeArgs { roles, hardware },
+    );
     let mut v = send(chain, kp, "register_node", ix)?;
     v["node"] = json!(pda::node(&kp.pubkey()).to_string());
     Ok(v)
 }
 
 /// `node stake`.
-pub fn node_stake(chain: &dyn Chain, kp: &Keypair, amount: u64, from: Option<Pubkey>) -> Result<Value> {
+pub fn node_stake(
+    chain: &dyn Chain,
+    kp: &Keypair,
+    amount: u64,
+    from: Option<Pubkey>,
+) -> Result<Value> {
     let node = node_of(chain, &kp.pubkey())?;
     let from = match from {
         Some(f) => f,
         None => wallet(chain, &kp.pubkey())?,
     };
-    send(chain, kp, "stake", client::stake(kp.pubkey(), node.market, from, amount))
+    send(
+        chain,
+        kp,
+        "stake",
+        client::stake(kp.pubkey(), node.market, from, amount),
+    )
 }
 
 /// `node unstake`.
 pub fn node_unstake(chain: &dyn Chain, kp: &Keypair, amount: u64) -> Result<Value> {
     let node = node_of(chain, &kp.pubkey())?;
-    send(chain, kp, "request_unstake", client::request_unstake(kp.pubkey(), node.market, amount))
+    send(
+        chain,
+        kp,
+        "request_unstake",
+        client::request_unstake(kp.pubkey(), node.market, amount),
+    )
 }
 
 /// `node withdraw` (pending unstake after the cooldown, then earnings).
@@ -77,7 +116,12 @@ pub fn node_withdraw(chain: &dyn Chain, kp: &Keypair, to: Option<Pubkey>) -> Res
         done.push(json!({ "withdrawn": node.pending_unstake }));
     }
     if node.earned > 0 {
-        send(chain, kp, "claim_earnings", client::claim_earnings(kp.pubkey(), to))?;
+        send(
+            chain,
+            kp,
+            "claim_earnings",
+            client::claim_earnings(kp.pubkey(), to),
+        )?;
         done.push(json!({ "earnings": node.earned }));
     }
     if done.is_empty() {
@@ -87,7 +131,9 @@ pub fn node_withdraw(chain: &dyn Chain, kp: &Keypair, to: Option<Pubkey>) -> Res
 }
 
 fn node_of(chain: &dyn Chain, authority: &Pubkey) -> Result<Node> {
-    chain.node(&pda::node(authority))?.with_context(|| format!("{authority} has no node (run `keeper node register` first)"))
+    chain
+        .node(&pda::node(authority))?
+        .with_context(|| format!("{authority} has no node (run `keeper node register` first)"))
 }
 
 /// `node status`.
@@ -122,14 +168,44 @@ pub struct TaskTerms {
 
 /// `task post`: one task per `(id, job)`, up to 16 transactions in flight at once. One JSON
 /// object per task, in order; the first refusal is the error.
-pub fn task_post(chain: &dyn Chain, kp: &Keypair, terms: TaskTerms, jobs: Vec<(u64, JobSpec)>) -> Result<Vec<Value>> {
+pub fn task_post(
+    chain: &dyn Chain,
+    kp: &Keypair,
+    terms: TaskTerms,
+    jobs: Vec<(u64, JobSpec)>,
+) -> Result<Vec<Value>> {
     let cfg = config(chain)?;
     let wallet = wallet(chain, &kp.pubkey())?;
     crate::roles::parallel(16, jobs, |(id, job)| {
-        let TaskTerms { market, reward, quorum, samples, region } = terms;
-        let args = PostTaskArgs { task_id: id, job: job.encode(), reward, quorum, samples, input_uri: String::new(), region };
-        let mut v = send(chain, kp, "post_task", client::post_task(kp.pubkey(), wallet, cfg.stake_mint, pda::market(market), args))
-            .with_context(|| format!("task id {id}"))?;
+        let TaskTerms {
+            market,
+            reward,
+            quorum,
+            samples,
+            region,
+        } = terms;
+        let args = PostTaskArgs {
+            task_id: id,
+            job: job.encode(),
+            reward,
+            quorum,
+            samples,
+            input_uri: String::new(),
+            region,
+        };
+        let mut v = send(
+            chain,
+            kp,
+            "post_task",
+            client::post_task(
+                kp.pubkey(),
+                wallet,
+                cfg.stake_mint,
+                pda::market(market),
+                args,
+            ),
+        )
+        .with_context(|| format!("task id {id}"))?;
         v["task"] = json!(pda::task(&kp.pubkey(), id).to_string());
         Ok(v)
     })
@@ -139,11 +215,18 @@ pub fn task_post(chain: &dyn Chain, kp: &Keypair, terms: TaskTerms, jobs: Vec<(u
 
 /// `task cancel`.
 pub fn task_cancel(chain: &dyn Chain, kp: &Keypair, id: u64) -> Result<Value> {
-    send(chain, kp, "cancel_task", client::cancel_task(kp.pubkey(), pda::task(&kp.pubkey(), id)))
+    send(
+        chain,
+        kp,
+        "cancel_task",
+        client::cancel_task(kp.pubkey(), pda::task(&kp.pubkey(), id)),
+    )
 }
 
 fn task_json(key: &Pubkey, t: &Task) -> Value {
-    let job = JobSpec::decode(&t.job).map(|j| format!("{:?} {:?}", j.kind, j.dims)).unwrap_or_else(|e| format!("invalid: {e}"));
+    let job = JobSpec::decode(&t.job)
+        .map(|j| format!("{:?} {:?}", j.kind, j.dims))
+        .unwrap_or_else(|e| format!("invalid: {e}"));
     json!({
         "task": key.to_string(), "client": t.client.to_string(), "id": t.task_id, "market": t.market.to_string(),
         "status": format!("{:?}", t.status), "job": job, "reward": t.reward, "quorum": t.quorum, "samples": t.samples, "region": t.region,
@@ -154,7 +237,9 @@ fn task_json(key: &Pubkey, t: &Task) -> Value {
 
 /// `task status`.
 pub fn task_status(chain: &dyn Chain, task: &Pubkey) -> Result<Value> {
-    let t = chain.task(task)?.with_context(|| format!("no task at {task} (closed tasks are gone; see the TaskClosed event)"))?;
+    let t = chain.task(task)?.with_context(|| {
+        format!("no task at {task} (closed tasks are gone; see the TaskClosed event)")
+    })?;
     Ok(task_json(task, &t))
 }
 
@@ -164,7 +249,9 @@ pub fn task_list(chain: &dyn Chain, market: Option<u16>) -> Result<Value> {
     let mut tasks = chain.tasks()?;
     tasks.retain(|(_, t)| m.is_none_or(|m| t.market == m));
     tasks.sort_by_key(|(_, t)| t.posted_slot);
-    Ok(Value::Array(tasks.iter().map(|(k, t)| task_json(k, t)).collect()))
+    Ok(Value::Array(
+        tasks.iter().map(|(k, t)| task_json(k, t)).collect(),
+    ))
 }
 
 /// `market list`.

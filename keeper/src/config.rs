@@ -51,15 +51,24 @@ impl FileConfig {
             }
             return Ok(Self::default());
         }
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("config file {} is not valid", path.display()))
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        toml::from_str(&text)
+            .with_context(|| format!("config file {} is not valid", path.display()))
     }
 }
 
 /// Reads a Solana CLI keypair file (a JSON array of 64 bytes).
 pub fn read_keypair(path: &str) -> Result<Keypair> {
     let p = expand(path);
-    let text = std::fs::read_to_string(&p).with_context(|| format!("cannot read keypair file {} (create one with `solana-keygen new`)", p.display()))?;
-    let bytes: Vec<u8> = serde_json::from_str(&text).with_context(|| format!("keypair file {} is not a JSON byte array", p.display()))?;
-    Keypair::try_from(&bytes[..]).map_err(|e| anyhow::anyhow!("keypair file {} is not a valid keypair: {e}", p.display()))
+    let text = std::fs::read_to_string(&p).with_context(|| {
+        format!(
+            "cannot read keypair file {} (create one with `solana-keygen new`)",
+            p.display()
+        )
+    })?;
+    let bytes: Vec<u8> = serde_json::from_str(&text)
+        .with_context(|| format!("keypair file {} is not a JSON byte array", p.display()))?;
+    Keypair::try_from(&bytes[..])
+        .map_err(|e| anyhow::anyhow!("keypair file {} is not a valid keypair: {e}", p.display()))
 }

@@ -64,7 +64,9 @@ pub struct DaemonOptions {
 
 /// The websocket URL of an RPC URL (the validator's convention: RPC port + 1).
 pub fn ws_url(rpc: &str) -> String {
-    let ws = rpc.replacen("https://", "wss://", 1).replacen("http://", "ws://", 1);
+    let ws = rpc
+        .replacen("https://", "wss://", 1)
+        .replacen("http://", "ws://", 1);
     match ws.rsplit_once(':') {
         Some((head, port)) if port.chars().all(|c| c.is_ascii_digit()) && !port.is_empty() => {
             format!("{head}:{}", port.parse::<u32>().unwrap_or(0) + 1)
@@ -85,8 +87,13 @@ fn subscribe(url: &str) -> Option<Receiver<()>> {
         let subscribed = ready_tx.clone();
         let run = async move {
             use futures_util::StreamExt;
-            let client = solana_client::nonblocking::pubsub_client::PubsubClient::new(&owned).await.map_err(|e| e.to_string())?;
-            let (mut notifications, _unsubscribe) = client.program_subscribe(&compute_market::ID, None).await.map_err(|e| e.to_string())?;
+            let client = solana_client::nonblocking::pubsub_client::PubsubClient::new(&owned)
+                .await
+                .map_err(|e| e.to_string())?;
+            let (mut notifications, _unsubscribe) = client
+                .program_subscribe(&compute_market::ID, None)
+                .await
+                .map_err(|e| e.to_string())?;
             let _ = subscribed.send(Ok(()));
             while notifications.next().await.is_some() {
                 if tx.send(()).is_err() {
@@ -96,7 +103,11 @@ fn subscribe(url: &str) -> Option<Receiver<()>> {
             tracing::warn!("program subscription ended; polling until it is back");
             Ok::<(), String>(())
         };
-        let ended = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string()).and_then(|rt| rt.block_on(run));
+        let ended = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+            .and_then(|rt| rt.block_on(run));
         // only read when it failed before subscribing; ignored once the subscription was made
         if let Err(e) = ended {
             let _ = ready_tx.send(Err(e));
@@ -112,7 +123,10 @@ fn subscribe(url: &str) -> Option<Receiver<()>> {
             None
         }
         Err(_) => {
-            tracing::warn!(url, "no answer to the subscription within 10 s; polling until it can");
+            tracing::warn!(
+                url,
+                "no answer to the subscription within 10 s; polling until it can"
+            );
             None
         }
     }
@@ -131,14 +145,22 @@ impl Waker {
     const RESUBSCRIBE: Duration = Duration::from_secs(5);
 
     fn new(url: Option<String>) -> Self {
-        let mut w = Waker { url, rx: None, last_try: None };
+        let mut w = Waker {
+            url,
+            rx: None,
+            last_try: None,
+        };
         w.resubscribe();
         w
     }
 
     fn resubscribe(&mut self) {
         let Some(url) = &self.url else { return };
-        if self.rx.is_some() || self.last_try.is_some_and(|t| t.elapsed() < Self::RESUBSCRIBE) {
+        if self.rx.is_some()
+            || self
+                .last_try
+                .is_some_and(|t| t.elapsed() < Self::RESUBSCRIBE)
+        {
             return;
         }
         self.last_try = Some(Instant::now());
@@ -162,21 +184,56 @@ impl Waker {
 }
 
 /// Runs until Ctrl-C (or `passes`).
-pub fn run(chain: Arc<dyn Chain>, kp: Keypair, backend: Arc<dyn Backend>, opts: DaemonOptions) -> Result<()> {
+pub fn run(
+    chain: Arc<dyn Chain>,
+    kp: Keypair,
+    backend: Arc<dyn Backend>,
+    opts: DaemonOptions,
+) -> Result<()> {
     let metrics = Arc::new(Metrics::default());
     let chain: Arc<dyn Chain> = Arc::new(MeteredChain::new(chain, metrics.clone()));
     let db = Arc::new(Store::open(&opts.store)?);
     let market = pda::market(opts.market);
-    let tiles = Arc::new(TileStore::serving_at(opts.public_url.clone().unwrap_or_else(|| format!("http://{}", opts.listen))));
+    let tiles = Arc::new(TileStore::serving_at(
+        opts.public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", opts.listen)),
+    ));
     let (addr, _handle) = http::serve(tiles.clone(), metrics.clone(), &opts.listen)?;
     tracing::info!(%addr, public = tiles.base_url.as_deref().unwrap_or(""), "serving results and /metrics");
     let node = pda::node(&kp.pubkey());
-    let ctx = |name: &str, kp: Keypair| NodeCtx { name: name.into(), kp, node, market, backend: backend.clone(), store: tiles.clone(), parallel: opts.parallel };
+    let ctx = |name: &str, kp: Keypair| NodeCtx {
+        name: name.into(),
+        kp,
+        node,
+        market,
+        backend: backend.clone(),
+        store: tiles.clone(),
+        parallel: opts.parallel,
+    };
     let clone = |k: &Keypair| Keypair::try_from(&k.to_bytes()[..]).expect("keypair copy");
-    let mut provider = opts.provider.then(|| Provider { ctx: ctx("provider", clone(&kp)), corrupt_fraction: opts.corrupt_fraction, max_active: opts.max_active, claim_backoff: opts.claim_backoff, db: db.clone(), records: vec![] });
-    let mut verifier = opts.verifier.then(|| Verifier { ctx: ctx("verifier", clone(&kp)), careless: false, db: db.clone(), records: vec![], hold_after_commit: opts.hold_after_commit });
+    let mut provider = opts.provider.then(|| Provider {
+        ctx: ctx("provider", clone(&kp)),
+        corrupt_fraction: opts.corrupt_fraction,
+        max_active: opts.max_active,
+        claim_backoff: opts.claim_backoff,
+        db: db.clone(),
+        records: vec![],
+    });
+    let mut verifier = opts.verifier.then(|| Verifier {
+        ctx: ctx("verifier", clone(&kp)),
+        careless: false,
+        db: db.clone(),
+        records: vec![],
+        hold_after_commit: opts.hold_after_commit,
+    });
     let treasury = crate::cli::config(chain.as_ref())?.treasury;
-    let mut cranker = opts.crank.then(|| Cranker { kp: clone(&kp), treasury, ledger: Default::default(), parallel: opts.parallel });
+    let mut cranker = opts.crank.then(|| Cranker {
+        kp: clone(&kp),
+        treasury,
+        ledger: Default::default(),
+        parallel: opts.parallel,
+    });
     if let Some(p) = provider.as_mut() {
         let n = p.restore()?;
         tracing::info!(results = n, "restored served results");
@@ -186,7 +243,9 @@ pub fn run(chain: Arc<dyn Chain>, kp: Keypair, backend: Arc<dyn Backend>, opts: 
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         std::thread::spawn(move || {
             rt.block_on(async {
                 let _ = tokio::signal::ctrl_c().await;
@@ -205,13 +264,23 @@ pub fn run(chain: Arc<dyn Chain>, kp: Keypair, backend: Arc<dyn Backend>, opts: 
         };
         if let Some(p) = provider.as_mut() {
             survive("provider", p.step(chain.as_ref()));
-            metrics.jobs_run.store(p.records.len() as u64, Ordering::Relaxed);
-            metrics.compute_us.store((p.records.iter().map(|r| r.seconds).sum::<f64>() * 1e6) as u64, Ordering::Relaxed);
+            metrics
+                .jobs_run
+                .store(p.records.len() as u64, Ordering::Relaxed);
+            metrics.compute_us.store(
+                (p.records.iter().map(|r| r.seconds).sum::<f64>() * 1e6) as u64,
+                Ordering::Relaxed,
+            );
         }
         if let Some(v) = verifier.as_mut() {
             survive("verifier", v.step(chain.as_ref()));
-            metrics.verifications.store(v.records.len() as u64, Ordering::Relaxed);
-            metrics.verify_us.store((v.records.iter().map(|r| r.seconds).sum::<f64>() * 1e6) as u64, Ordering::Relaxed);
+            metrics
+                .verifications
+                .store(v.records.len() as u64, Ordering::Relaxed);
+            metrics.verify_us.store(
+                (v.records.iter().map(|r| r.seconds).sum::<f64>() * 1e6) as u64,
+                Ordering::Relaxed,
+            );
         }
         if let Some(c) = cranker.as_mut() {
             survive("cranker", c.step(chain.as_ref()));

@@ -57,7 +57,13 @@ pub struct DemoConfig {
 
 impl Default for DemoConfig {
     fn default() -> Self {
-        DemoConfig { providers: 3, verifiers: 5, tasks: 20, corrupt_fraction: 0.25, max_slots: 5_000 }
+        DemoConfig {
+            providers: 3,
+            verifiers: 5,
+            tasks: 20,
+            corrupt_fraction: 0.25,
+            max_slots: 5_000,
+        }
     }
 }
 
@@ -201,11 +207,20 @@ impl Scenario {
     /// Sets up config, market, nodes and stakes in `dir`, and posts every task.
     pub fn new(cfg: &DemoConfig, backend: Arc<dyn Backend>, dir: &Path) -> Result<Self> {
         let dir = dir.to_path_buf();
-        ensure!(cfg.providers >= 2 && cfg.verifiers >= 3 && cfg.tasks >= 1, "the demo needs ≥ 2 providers, ≥ 3 verifiers and ≥ 1 task");
+        ensure!(
+            cfg.providers >= 2 && cfg.verifiers >= 3 && cfg.tasks >= 1,
+            "the demo needs ≥ 2 providers, ≥ 3 verifiers and ≥ 1 task"
+        );
         let cluster = Cluster::new().map_err(anyhow::Error::msg)?;
         let chain = Arc::new(EmbeddedChain::new(cluster));
         let store = Arc::new(TileStore::default());
-        let (admin, cranker_kp, client_kp) = chain.with(|c| (c.keypair("admin"), c.keypair("cranker"), c.keypair("client")));
+        let (admin, cranker_kp, client_kp) = chain.with(|c| {
+            (
+                c.keypair("admin"),
+                c.keypair("cranker"),
+                c.keypair("client"),
+            )
+        });
         let (mint, treasury, client_wallet) = chain.with(|c| {
             for k in [&admin, &cranker_kp, &client_kp] {
                 c.airdrop(&k.pubkey(), 1_000_000_000_000);
@@ -217,18 +232,62 @@ impl Scenario {
         });
         let must = |what: &str, r: crate::chain::TxReport| -> Result<()> {
             if !r.ok {
-                bail!("{what} refused: {}", r.error_code().or(r.error).unwrap_or_default());
+                bail!(
+                    "{what} refused: {}",
+                    r.error_code().or(r.error).unwrap_or_default()
+                );
             }
             Ok(())
         };
-        let windows = Windows { submit: 60, join: 20, commit: 20, reveal: 20 };
+        let windows = Windows {
+            submit: 60,
+            join: 20,
+            commit: 20,
+            reveal: 20,
+        };
         let params = Params::defaults(1_000);
-        must("initialize_config", chain.send(&[client::initialize_config(admin.pubkey(), mint, treasury, InitializeConfigArgs { params, update_delay: 100 })], &admin, &[])?)?;
-        let market_args = MarketArgs { id: 1, name: "demo-gpus".into(), min_gflops: 1_000, min_memory_gb: 16, quorum: 3, samples: 16, windows, task_ttl: 2_000 };
-        must("create_market", chain.send(&[client::create_market(admin.pubkey(), market_args)], &admin, &[])?)?;
+        must(
+            "initialize_config",
+            chain.send(
+                &[client::initialize_config(
+                    admin.pubkey(),
+                    mint,
+                    treasury,
+                    InitializeConfigArgs {
+                        params,
+                        update_delay: 100,
+                    },
+                )],
+                &admin,
+                &[],
+            )?,
+        )?;
+        let market_args = MarketArgs {
+            id: 1,
+            name: "demo-gpus".into(),
+            min_gflops: 1_000,
+            min_memory_gb: 16,
+            quorum: 3,
+            samples: 16,
+            windows,
+            task_ttl: 2_000,
+        };
+        must(
+            "create_market",
+            chain.send(
+                &[client::create_market(admin.pubkey(), market_args)],
+                &admin,
+                &[],
+            )?,
+        )?;
         let market = pda::market(1);
 
-        let hw = Hardware { gflops: 50_000, memory_gb: 80, bandwidth_gbps: 2_000, region: 1 };
+        let hw = Hardware {
+            gflops: 50_000,
+            memory_gb: 80,
+            bandwidth_gbps: 2_000,
+            region: 1,
+        };
         let stake = 2_000_000_000u64;
         let onboard = |name: &str, roles: u8| -> Result<(Keypair, Pubkey)> {
             let kp = chain.with(|c| c.keypair(name));
@@ -236,19 +295,53 @@ impl Scenario {
                 c.airdrop(&kp.pubkey(), 100_000_000_000);
                 c.token_account(&mint, &kp.pubkey(), stake)
             });
-            must("register_node", chain.send(&[client::register_node(kp.pubkey(), market, mint, RegisterNodeArgs { roles, hardware: hw })], &kp, &[])?)?;
-            must("stake", chain.send(&[client::stake(kp.pubkey(), market, wallet, stake)], &kp, &[])?)?;
+            must(
+                "register_node",
+                chain.send(
+                    &[client::register_node(
+                        kp.pubkey(),
+                        market,
+                        mint,
+                        RegisterNodeArgs {
+                            roles,
+                            hardware: hw,
+                        },
+                    )],
+                    &kp,
+                    &[],
+                )?,
+            )?;
+            must(
+                "stake",
+                chain.send(
+                    &[client::stake(kp.pubkey(), market, wallet, stake)],
+                    &kp,
+                    &[],
+                )?,
+            )?;
             let node = pda::node(&kp.pubkey());
             Ok((kp, node))
         };
         let mut providers = vec![];
         for i in 0..cfg.providers {
             let dishonest = i + 1 == cfg.providers;
-            let name = if dishonest { format!("provider{i}(cheats)") } else { format!("provider{i}") };
+            let name = if dishonest {
+                format!("provider{i}(cheats)")
+            } else {
+                format!("provider{i}")
+            };
             let (kp, node) = onboard(&name, 1)?;
             let db = Arc::new(Store::open(&dir.join(format!("provider{i}.redb")))?);
             providers.push(Provider {
-                ctx: NodeCtx { name, kp, node, market, backend: backend.clone(), store: store.clone(), parallel: 1 },
+                ctx: NodeCtx {
+                    name,
+                    kp,
+                    node,
+                    market,
+                    backend: backend.clone(),
+                    store: store.clone(),
+                    parallel: 1,
+                },
                 corrupt_fraction: if dishonest { cfg.corrupt_fraction } else { 0.0 },
                 max_active: 2,
                 claim_backoff: CLAIM_BACKOFF,
@@ -259,20 +352,64 @@ impl Scenario {
         let mut verifiers = vec![];
         for i in 0..cfg.verifiers {
             let careless = i + 1 == cfg.verifiers;
-            let name = if careless { format!("verifier{i}(careless)") } else { format!("verifier{i}") };
+            let name = if careless {
+                format!("verifier{i}(careless)")
+            } else {
+                format!("verifier{i}")
+            };
             let (kp, node) = onboard(&name, 2)?;
-            let ctx = NodeCtx { name, kp, node, market, backend: backend.clone(), store: store.clone(), parallel: 1 };
+            let ctx = NodeCtx {
+                name,
+                kp,
+                node,
+                market,
+                backend: backend.clone(),
+                store: store.clone(),
+                parallel: 1,
+            };
             let db = Arc::new(Store::open(&dir.join(format!("verifier{i}.redb")))?);
-            verifiers.push(Verifier { ctx, careless, db, records: vec![], hold_after_commit: None });
+            verifiers.push(Verifier {
+                ctx,
+                careless,
+                db,
+                records: vec![],
+                hold_after_commit: None,
+            });
         }
-        let cranker = Cranker { kp: cranker_kp, treasury, ledger: Default::default(), parallel: 1 };
+        let cranker = Cranker {
+            kp: cranker_kp,
+            treasury,
+            ledger: Default::default(),
+            parallel: 1,
+        };
 
         // the client posts every task
         let mut tasks: Vec<(Pubkey, JobSpec, u64)> = vec![];
         for i in 0..cfg.tasks as u64 {
             let (job, reward) = job_of(i);
-            let args = PostTaskArgs { task_id: i, job: job.encode(), reward, quorum: 0, samples: 0, input_uri: String::new(), region: 0 };
-            must("post_task", chain.send(&[client::post_task(client_kp.pubkey(), client_wallet, mint, market, args)], &client_kp, &[])?)?;
+            let args = PostTaskArgs {
+                task_id: i,
+                job: job.encode(),
+                reward,
+                quorum: 0,
+                samples: 0,
+                input_uri: String::new(),
+                region: 0,
+            };
+            must(
+                "post_task",
+                chain.send(
+                    &[client::post_task(
+                        client_kp.pubkey(),
+                        client_wallet,
+                        mint,
+                        market,
+                        args,
+                    )],
+                    &client_kp,
+                    &[],
+                )?,
+            )?;
             tasks.push((pda::task(&client_kp.pubkey(), i), job, reward));
         }
 
@@ -323,7 +460,9 @@ impl Scenario {
 
     /// Whether every posted task is closed.
     pub fn done(&self) -> bool {
-        self.tasks.iter().all(|(k, _, _)| self.cranker.ledger.closed.iter().any(|(c, _)| c == k))
+        self.tasks
+            .iter()
+            .all(|(k, _, _)| self.cranker.ledger.closed.iter().any(|(c, _)| c == k))
     }
 
     /// One slot: every role steps once, in an order that rotates (who reaches a seat first
@@ -333,15 +472,27 @@ impl Scenario {
         let np = self.providers.len();
         for i in 0..np {
             let p = &mut self.providers[(self.tick + i) % np];
-            Self::survive(&mut self.errors, &p.ctx.name.clone(), p.step(chain.as_ref()));
+            Self::survive(
+                &mut self.errors,
+                &p.ctx.name.clone(),
+                p.step(chain.as_ref()),
+            );
         }
         self.observe()?;
         let nv = self.verifiers.len();
         for i in 0..nv {
             let v = &mut self.verifiers[(self.tick + i) % nv];
-            Self::survive(&mut self.errors, &v.ctx.name.clone(), v.step(chain.as_ref()));
+            Self::survive(
+                &mut self.errors,
+                &v.ctx.name.clone(),
+                v.step(chain.as_ref()),
+            );
         }
-        Self::survive(&mut self.errors, "cranker", self.cranker.step(chain.as_ref()));
+        Self::survive(
+            &mut self.errors,
+            "cranker",
+            self.cranker.step(chain.as_ref()),
+        );
         self.observe()?;
         if self.tick.is_multiple_of(25) {
             match self.cranker.sweep(chain.as_ref()) {
@@ -370,7 +521,11 @@ impl Scenario {
     pub fn report(&self) -> Result<DemoReport> {
         let slots = self.chain.slot()? - self.start;
         let name_of = |node: &Pubkey| -> String {
-            self.providers.iter().find(|p| p.ctx.node == *node).map(|p| p.ctx.name.clone()).unwrap_or_else(|| node.to_string())
+            self.providers
+                .iter()
+                .find(|p| p.ctx.node == *node)
+                .map(|p| p.ctx.name.clone())
+                .unwrap_or_else(|| node.to_string())
         };
         let status_name = |s: u8| match s {
             3 => "Accepted",
@@ -380,37 +535,111 @@ impl Scenario {
         };
         let mut rows = vec![];
         for (i, (key, job, reward)) in self.tasks.iter().enumerate() {
-            let fin = self.cranker.ledger.finalized.iter().find(|f| f.task == *key);
-            let closed = self.cranker.ledger.closed.iter().find(|(k, _)| k == key).map(|(_, s)| *s).unwrap_or(0);
+            let fin = self
+                .cranker
+                .ledger
+                .finalized
+                .iter()
+                .find(|f| f.task == *key);
+            let closed = self
+                .cranker
+                .ledger
+                .closed
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, s)| *s)
+                .unwrap_or(0);
             let posted = self.start;
-            let claimed = self.first_seen.get(&(*key, "claimed")).copied().unwrap_or(posted);
-            let submitted = self.first_seen.get(&(*key, "submitted")).copied().unwrap_or(claimed);
-            let finalized = self.first_seen.get(&(*key, "finalized")).copied().unwrap_or(submitted);
+            let claimed = self
+                .first_seen
+                .get(&(*key, "claimed"))
+                .copied()
+                .unwrap_or(posted);
+            let submitted = self
+                .first_seen
+                .get(&(*key, "submitted"))
+                .copied()
+                .unwrap_or(claimed);
+            let finalized = self
+                .first_seen
+                .get(&(*key, "finalized"))
+                .copied()
+                .unwrap_or(submitted);
             rows.push(TaskRow {
                 id: i as u64,
                 job: describe(job),
                 reward: *reward,
-                provider: self.last_provider.get(key).map(name_of).unwrap_or_else(|| "-".into()),
-                outcome: fin.map(|f| status_name(f.status).to_string()).unwrap_or_else(|| "Expired/Cancelled".into()),
+                provider: self
+                    .last_provider
+                    .get(key)
+                    .map(name_of)
+                    .unwrap_or_else(|| "-".into()),
+                outcome: fin
+                    .map(|f| status_name(f.status).to_string())
+                    .unwrap_or_else(|| "Expired/Cancelled".into()),
                 escalated: self.cranker.ledger.escalated.contains(key),
-                votes: fin.map(|f| format!("{}/{}", f.valid, f.invalid)).unwrap_or_default(),
+                votes: fin
+                    .map(|f| format!("{}/{}", f.valid, f.invalid))
+                    .unwrap_or_default(),
                 provider_paid: fin.map_or(0, |f| f.provider_paid),
                 provider_slashed: fin.map_or(0, |f| f.provider_slashed),
-                slots: [claimed - posted, submitted - claimed, finalized - submitted, closed.saturating_sub(finalized)],
+                slots: [
+                    claimed - posted,
+                    submitted - claimed,
+                    finalized - submitted,
+                    closed.saturating_sub(finalized),
+                ],
             });
         }
         let mut nodes = vec![];
         for p in &self.providers {
             let n = self.chain.node(&p.ctx.node)?.context("provider node")?;
-            let slashed: u64 = rows.iter().filter(|r| r.provider == p.ctx.name).map(|r| r.provider_slashed).sum();
-            let role = if p.corrupt_fraction > 0.0 { format!("provider, corrupts {:.0}% of tiles", p.corrupt_fraction * 100.0) } else { "provider".into() };
-            nodes.push(NodeRow { name: p.ctx.name.clone(), role, earned: n.earned, slashed, times_slashed: n.times_slashed, work: n.tasks_completed, staked: self.stake, vault: self.chain.token_balance(&pda::vault(&p.ctx.node))?, sided_with_loser: 0 });
+            let slashed: u64 = rows
+                .iter()
+                .filter(|r| r.provider == p.ctx.name)
+                .map(|r| r.provider_slashed)
+                .sum();
+            let role = if p.corrupt_fraction > 0.0 {
+                format!(
+                    "provider, corrupts {:.0}% of tiles",
+                    p.corrupt_fraction * 100.0
+                )
+            } else {
+                "provider".into()
+            };
+            nodes.push(NodeRow {
+                name: p.ctx.name.clone(),
+                role,
+                earned: n.earned,
+                slashed,
+                times_slashed: n.times_slashed,
+                work: n.tasks_completed,
+                staked: self.stake,
+                vault: self.chain.token_balance(&pda::vault(&p.ctx.node))?,
+                sided_with_loser: 0,
+            });
         }
         for v in &self.verifiers {
             let n = self.chain.node(&v.ctx.node)?.context("verifier node")?;
-            let slashed: u64 = self.cranker.ledger.settled.iter().filter(|s| s.verifier == v.ctx.node).map(|s| s.slashed).sum();
-            let role = if v.careless { "verifier, votes valid unchecked".into() } else { "verifier".into() };
-            let outcome_of = |t: &Pubkey| self.tasks.iter().position(|(k, _, _)| k == t).map(|i| rows[i].outcome.as_str());
+            let slashed: u64 = self
+                .cranker
+                .ledger
+                .settled
+                .iter()
+                .filter(|s| s.verifier == v.ctx.node)
+                .map(|s| s.slashed)
+                .sum();
+            let role = if v.careless {
+                "verifier, votes valid unchecked".into()
+            } else {
+                "verifier".into()
+            };
+            let outcome_of = |t: &Pubkey| {
+                self.tasks
+                    .iter()
+                    .position(|(k, _, _)| k == t)
+                    .map(|i| rows[i].outcome.as_str())
+            };
             let sided_with_loser = v
                 .records
                 .iter()
@@ -420,15 +649,51 @@ impl Scenario {
                     _ => false,
                 })
                 .count() as u32;
-            nodes.push(NodeRow { name: v.ctx.name.clone(), role, earned: n.earned, slashed, times_slashed: n.times_slashed, work: n.verifications, staked: self.stake, vault: self.chain.token_balance(&pda::vault(&v.ctx.node))?, sided_with_loser });
+            nodes.push(NodeRow {
+                name: v.ctx.name.clone(),
+                role,
+                earned: n.earned,
+                slashed,
+                times_slashed: n.times_slashed,
+                work: n.verifications,
+                staked: self.stake,
+                vault: self.chain.token_balance(&pda::vault(&v.ctx.node))?,
+                sided_with_loser,
+            });
         }
-        let compute_s: f64 = self.providers.iter().flat_map(|p| &p.records).map(|r| r.seconds).sum();
-        let verify_s: f64 = self.verifiers.iter().flat_map(|v| &v.records).map(|r| r.seconds).sum();
+        let compute_s: f64 = self
+            .providers
+            .iter()
+            .flat_map(|p| &p.records)
+            .map(|r| r.seconds)
+            .sum();
+        let verify_s: f64 = self
+            .verifiers
+            .iter()
+            .flat_map(|v| &v.records)
+            .map(|r| r.seconds)
+            .sum();
         let mut by_kind: HashMap<String, f64> = HashMap::new();
         for kind in ["MatMulModP", "HashBatch"] {
-            let of_kind = |t: &Pubkey| self.tasks.iter().any(|(k, j, _)| k == t && format!("{:?}", j.kind) == kind);
-            let c: f64 = self.providers.iter().flat_map(|p| &p.records).filter(|r| of_kind(&r.task)).map(|r| r.seconds).sum();
-            let v: f64 = self.verifiers.iter().flat_map(|v| &v.records).filter(|r| of_kind(&r.task)).map(|r| r.seconds).sum();
+            let of_kind = |t: &Pubkey| {
+                self.tasks
+                    .iter()
+                    .any(|(k, j, _)| k == t && format!("{:?}", j.kind) == kind)
+            };
+            let c: f64 = self
+                .providers
+                .iter()
+                .flat_map(|p| &p.records)
+                .filter(|r| of_kind(&r.task))
+                .map(|r| r.seconds)
+                .sum();
+            let v: f64 = self
+                .verifiers
+                .iter()
+                .flat_map(|v| &v.records)
+                .filter(|r| of_kind(&r.task))
+                .map(|r| r.seconds)
+                .sum();
             if c > 0.0 {
                 by_kind.insert(kind.into(), v / c);
             }
@@ -436,14 +701,38 @@ impl Scenario {
         let records: Vec<_> = self.providers.iter().flat_map(|p| &p.records).collect();
         let submitted = records.len().max(1) as f64;
         let accepted: Vec<&TaskRow> = rows.iter().filter(|r| r.outcome == "Accepted").collect();
-        let accepted_work: u64 = accepted.iter().map(|r| self.tasks[r.id as usize].1.work()).sum();
+        let accepted_work: u64 = accepted
+            .iter()
+            .map(|r| self.tasks[r.id as usize].1.work())
+            .sum();
         let g = records.iter().map(|r| r.work as f64).sum::<f64>() / compute_s.max(1e-9);
         let c = compute_s / submitted;
-        let l = rows.iter().map(|r| (r.slots[1] + r.slots[2]) as f64).sum::<f64>() / rows.len() as f64 * SLOT_SECONDS;
+        let l = rows
+            .iter()
+            .map(|r| (r.slots[1] + r.slots[2]) as f64)
+            .sum::<f64>()
+            / rows.len() as f64
+            * SLOT_SECONDS;
         let e = accepted.len() as f64 / submitted;
         let n = self.providers.len() as f64;
-        let model = Model { n, g, e, l, c, p: n * g * e / (1.0 + l / c.max(1e-9)), measured: accepted_work as f64 / (slots as f64 * SLOT_SECONDS) };
-        Ok(DemoReport { tasks: rows, nodes, verification_over_compute: verify_s / compute_s.max(1e-9), verification_over_compute_by_kind: by_kind, slots, treasury: self.treasury_total, model })
+        let model = Model {
+            n,
+            g,
+            e,
+            l,
+            c,
+            p: n * g * e / (1.0 + l / c.max(1e-9)),
+            measured: accepted_work as f64 / (slots as f64 * SLOT_SECONDS),
+        };
+        Ok(DemoReport {
+            tasks: rows,
+            nodes,
+            verification_over_compute: verify_s / compute_s.max(1e-9),
+            verification_over_compute_by_kind: by_kind,
+            slots,
+            treasury: self.treasury_total,
+            model,
+        })
     }
 }
 
@@ -462,18 +751,44 @@ pub fn run(cfg: &DemoConfig, backend: Arc<dyn Backend>) -> Result<DemoReport> {
 pub fn render(r: &DemoReport) -> String {
     let mut s = format!(
         "{:>3} {:<28} {:>9} {:<20} {:<10} {:>4} {:>6} {:>11} {:>11}  {}\n",
-        "id", "job", "reward", "provider", "outcome", "esc", "v/i", "paid", "slashed", "slots claim/submit/final/close"
+        "id",
+        "job",
+        "reward",
+        "provider",
+        "outcome",
+        "esc",
+        "v/i",
+        "paid",
+        "slashed",
+        "slots claim/submit/final/close"
     );
     for t in &r.tasks {
         s += &format!(
             "{:>3} {:<28} {:>9} {:<20} {:<10} {:>4} {:>6} {:>11} {:>11}  {}/{}/{}/{}\n",
-            t.id, t.job, t.reward, t.provider, t.outcome, if t.escalated { "yes" } else { "" }, t.votes, t.provider_paid, t.provider_slashed,
-            t.slots[0], t.slots[1], t.slots[2], t.slots[3]
+            t.id,
+            t.job,
+            t.reward,
+            t.provider,
+            t.outcome,
+            if t.escalated { "yes" } else { "" },
+            t.votes,
+            t.provider_paid,
+            t.provider_slashed,
+            t.slots[0],
+            t.slots[1],
+            t.slots[2],
+            t.slots[3]
         );
     }
-    s += &format!("\n{:<24} {:<34} {:>12} {:>12} {:>8} {:>6} {:>14}\n", "node", "role", "earned", "slashed", "slashes", "work", "sided w/ loser");
+    s += &format!(
+        "\n{:<24} {:<34} {:>12} {:>12} {:>8} {:>6} {:>14}\n",
+        "node", "role", "earned", "slashed", "slashes", "work", "sided w/ loser"
+    );
     for n in &r.nodes {
-        s += &format!("{:<24} {:<34} {:>12} {:>12} {:>8} {:>6} {:>14}\n", n.name, n.role, n.earned, n.slashed, n.times_slashed, n.work, n.sided_with_loser);
+        s += &format!(
+            "{:<24} {:<34} {:>12} {:>12} {:>8} {:>6} {:>14}\n",
+            n.name, n.role, n.earned, n.slashed, n.times_slashed, n.work, n.sided_with_loser
+        );
     }
     let m = &r.model;
     s += &format!(

@@ -43,7 +43,10 @@ pub struct InitOptions {
 
 fn must(what: &str, r: TxReport) -> Result<()> {
     if !r.ok {
-        bail!("{what} was refused: {}", r.error_code().or(r.error).unwrap_or_default());
+        bail!(
+            "{what} was refused: {}",
+            r.error_code().or(r.error).unwrap_or_default()
+        );
     }
     Ok(())
 }
@@ -65,15 +68,35 @@ pub fn init(chain: &dyn Chain, admin: &Keypair, o: &InitOptions) -> Result<Value
                 let mint = Keypair::new();
                 let rent = chain.rent_exempt(82)?;
                 let ixs = [
-                    system_instruction::create_account(&admin.pubkey(), &mint.pubkey(), rent, 82, &token::ID),
-                    token::spl_token::instruction::initialize_mint2(&token::ID, &mint.pubkey(), &admin.pubkey(), None, 6)?,
+                    system_instruction::create_account(
+                        &admin.pubkey(),
+                        &mint.pubkey(),
+                        rent,
+                        82,
+                        &token::ID,
+                    ),
+                    token::spl_token::instruction::initialize_mint2(
+                        &token::ID,
+                        &mint.pubkey(),
+                        &admin.pubkey(),
+                        None,
+                        6,
+                    )?,
                 ];
                 must("create mint", chain.send(&ixs, admin, &[&mint])?)?;
                 if let Some(dir) = o.mint_keypair_out.parent() {
                     std::fs::create_dir_all(dir)?;
                 }
-                std::fs::write(&o.mint_keypair_out, serde_json::to_string(&mint.to_bytes().to_vec())?)
-                    .with_context(|| format!("saving the mint keypair to {}", o.mint_keypair_out.display()))?;
+                std::fs::write(
+                    &o.mint_keypair_out,
+                    serde_json::to_string(&mint.to_bytes().to_vec())?,
+                )
+                .with_context(|| {
+                    format!(
+                        "saving the mint keypair to {}",
+                        o.mint_keypair_out.display()
+                    )
+                })?;
                 created.push("mint");
                 mint.pubkey()
             }
@@ -81,13 +104,35 @@ pub fn init(chain: &dyn Chain, admin: &Keypair, o: &InitOptions) -> Result<Value
     };
     let treasury = ensure_ata(chain, admin, &admin.pubkey(), &mint)?;
     if chain.account(&pda::config())?.is_none() {
-        let args = InitializeConfigArgs { params: o.params, update_delay: o.update_delay };
-        must("initialize_config", chain.send(&[client::initialize_config(admin.pubkey(), mint, treasury, args)], admin, &[])?)?;
+        let args = InitializeConfigArgs {
+            params: o.params,
+            update_delay: o.update_delay,
+        };
+        must(
+            "initialize_config",
+            chain.send(
+                &[client::initialize_config(
+                    admin.pubkey(),
+                    mint,
+                    treasury,
+                    args,
+                )],
+                admin,
+                &[],
+            )?,
+        )?;
         created.push("config");
     }
     let market = pda::market(o.market.id);
     if chain.account(&market)?.is_none() {
-        must("create_market", chain.send(&[client::create_market(admin.pubkey(), o.market.clone())], admin, &[])?)?;
+        must(
+            "create_market",
+            chain.send(
+                &[client::create_market(admin.pubkey(), o.market.clone())],
+                admin,
+                &[],
+            )?,
+        )?;
         created.push("market");
     }
     Ok(json!({
@@ -101,7 +146,12 @@ pub fn init(chain: &dyn Chain, admin: &Keypair, o: &InitOptions) -> Result<Value
 }
 
 /// The associated token account of `owner` for `mint`, created if missing (paid by `payer`).
-pub fn ensure_ata(chain: &dyn Chain, payer: &Keypair, owner: &Pubkey, mint: &Pubkey) -> Result<Pubkey> {
+pub fn ensure_ata(
+    chain: &dyn Chain,
+    payer: &Keypair,
+    owner: &Pubkey,
+    mint: &Pubkey,
+) -> Result<Pubkey> {
     let ata = associated_token::get_associated_token_address(owner, mint);
     if chain.account(&ata)?.is_none() {
         let ix = associated_token::spl_associated_token_account::instruction::create_associated_token_account_idempotent(
@@ -120,7 +170,16 @@ pub fn ensure_ata(chain: &dyn Chain, payer: &Keypair, owner: &Pubkey, mint: &Pub
 pub fn fund(chain: &dyn Chain, authority: &Keypair, owner: &Pubkey, amount: u64) -> Result<Value> {
     let mint = cli::config(chain)?.stake_mint;
     let ata = ensure_ata(chain, authority, owner, &mint)?;
-    let ix = token::spl_token::instruction::mint_to(&token::ID, &mint, &ata, &authority.pubkey(), &[], amount)?;
+    let ix = token::spl_token::instruction::mint_to(
+        &token::ID,
+        &mint,
+        &ata,
+        &authority.pubkey(),
+        &[],
+        amount,
+    )?;
     must("mint_to", chain.send(&[ix], authority, &[])?)?;
-    Ok(json!({ "owner": owner.to_string(), "token_account": ata.to_string(), "minted": amount, "balance": chain.token_balance(&ata)? }))
+    Ok(
+        json!({ "owner": owner.to_string(), "token_account": ata.to_string(), "minted": amount, "balance": chain.token_balance(&ata)? }),
+    )
 }

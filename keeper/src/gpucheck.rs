@@ -21,12 +21,25 @@ use crate::{
 
 /// The jobs whose outputs must equal the CPU's bit for bit.
 pub fn identity_suite() -> Vec<JobSpec> {
-    let mut jobs: Vec<JobSpec> = [(1, 1, 1), (63, 65, 127), (64, 64, 64), (130, 70, 200), (1000, 513, 1025), (2048, 2048, 2048), (4095, 31, 4097)]
-        .into_iter()
-        .enumerate()
-        .map(|(i, (m, k, n))| JobSpec::matmul(m, k, n, [i as u8 + 1; 32]))
-        .collect();
-    jobs.extend([(1, 1, 1), (7, 3, 5), (300, 64, 16), (4096, 64, 4)].into_iter().enumerate().map(|(i, (t, nn, it))| JobSpec::hash_batch(t, nn, it, [i as u8 + 50; 32])));
+    let mut jobs: Vec<JobSpec> = [
+        (1, 1, 1),
+        (63, 65, 127),
+        (64, 64, 64),
+        (130, 70, 200),
+        (1000, 513, 1025),
+        (2048, 2048, 2048),
+        (4095, 31, 4097),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, (m, k, n))| JobSpec::matmul(m, k, n, [i as u8 + 1; 32]))
+    .collect();
+    jobs.extend(
+        [(1, 1, 1), (7, 3, 5), (300, 64, 16), (4096, 64, 4)]
+            .into_iter()
+            .enumerate()
+            .map(|(i, (t, nn, it))| JobSpec::hash_batch(t, nn, it, [i as u8 + 50; 32])),
+    );
     jobs
 }
 
@@ -89,23 +102,48 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
             )
         })
         .collect();
-    let disabled = gpu.disabled.iter().map(|(o, why)| format!("{o}: {why}")).collect();
+    let disabled = gpu
+        .disabled
+        .iter()
+        .map(|(o, why)| format!("{o}: {why}"))
+        .collect();
     let mut identity = vec![];
     for job in identity_suite() {
         tracing::info!(kind = ?job.kind, dims = ?job.dims, "bit identity");
         let tiles_equal = gpu.run(&job)? == CpuBackend.run(&job)?;
         let freivalds_equal = if job.kind == JobKind::MatMulModP {
-            let rs: Vec<Vec<u32>> = (0..3u64).map(|s| (0..job.dims[2] as u64).map(|i| matrix_element(&(s + 11), i)).collect()).collect();
+            let rs: Vec<Vec<u32>> = (0..3u64)
+                .map(|s| {
+                    (0..job.dims[2] as u64)
+                        .map(|i| matrix_element(&(s + 11), i))
+                        .collect()
+                })
+                .collect();
             Some(gpu.freivalds(&job, &rs)? == CpuBackend.freivalds(&job, &rs)?)
         } else {
             None
         };
-        identity.push(IdentityRow { job: format!("{:?} {:?}", job.kind, job.dims), tiles_equal, freivalds_equal });
+        identity.push(IdentityRow {
+            job: format!("{:?} {:?}", job.kind, job.dims),
+            tiles_equal,
+            freivalds_equal,
+        });
     }
-    let bit_identical = identity.iter().all(|r| r.tiles_equal && r.freivalds_equal != Some(false));
+    let bit_identical = identity
+        .iter()
+        .all(|r| r.tiles_equal && r.freivalds_equal != Some(false));
     let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend), gpu];
     let bench = bench::run(&backends, sizes)?;
-    Ok(GpuReport { devices, disabled, cold_start_s, cold_start_cached, warm_start_s, identity, bit_identical, bench })
+    Ok(GpuReport {
+        devices,
+        disabled,
+        cold_start_s,
+        cold_start_cached,
+        warm_start_s,
+        identity,
+        bit_identical,
+        bench,
+    })
 }
 
 /// The short text report.
@@ -120,16 +158,40 @@ pub fn render(r: &GpuReport) -> String {
     s += &format!(
         "start: {:.2} s cold ({}), {:.2} s warm (kernels from the disk cache)\n",
         r.cold_start_s,
-        if r.cold_start_cached { "kernels already cached" } else { "kernels compiled by NVRTC" },
+        if r.cold_start_cached {
+            "kernels already cached"
+        } else {
+            "kernels compiled by NVRTC"
+        },
         r.warm_start_s
     );
-    s += &format!("bit-identical to the CPU: {}\n", if r.bit_identical { "yes" } else { "NO" });
-    for row in r.identity.iter().filter(|row| !row.tiles_equal || row.freivalds_equal == Some(false)) {
-        s += &format!("  differs: {} (tiles equal {}, Freivalds equal {:?})\n", row.job, row.tiles_equal, row.freivalds_equal);
+    s += &format!(
+        "bit-identical to the CPU: {}\n",
+        if r.bit_identical { "yes" } else { "NO" }
+    );
+    for row in r
+        .identity
+        .iter()
+        .filter(|row| !row.tiles_equal || row.freivalds_equal == Some(false))
+    {
+        s += &format!(
+            "  differs: {} (tiles equal {}, Freivalds equal {:?})\n",
+            row.job, row.tiles_equal, row.freivalds_equal
+        );
     }
     // GPU kernel speed against the CPU, per job
-    for g in r.bench.jobs.iter().filter(|j| j.backend.starts_with("cuda")) {
-        if let Some(c) = r.bench.jobs.iter().find(|j| j.backend.starts_with("cpu") && j.kind == g.kind && j.size == g.size) {
+    for g in r
+        .bench
+        .jobs
+        .iter()
+        .filter(|j| j.backend.starts_with("cuda"))
+    {
+        if let Some(c) = r
+            .bench
+            .jobs
+            .iter()
+            .find(|j| j.backend.starts_with("cpu") && j.kind == g.kind && j.size == g.size)
+        {
             s += &format!(
                 "{} {}: GPU {:.1} G ops/s end to end{} ({}), CPU {:.2} G ops/s, GPU/CPU {:.0}×; verification/compute on the GPU 1/{:.0}\n",
                 g.kind,

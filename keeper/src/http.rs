@@ -88,7 +88,9 @@ pub fn decode_proven(b: &[u8]) -> Result<Vec<ProvenTile>> {
             let len = r.u32()? as usize;
             let tile = r.bytes(len)?.to_vec();
             let p = r.u32()? as usize;
-            let proof = (0..p).map(|_| Ok(r.bytes(32)?.try_into()?)).collect::<Result<Vec<[u8; 32]>>>()?;
+            let proof = (0..p)
+                .map(|_| Ok(r.bytes(32)?.try_into()?))
+                .collect::<Result<Vec<[u8; 32]>>>()?;
             Ok(ProvenTile { index, tile, proof })
         })
         .collect()
@@ -98,13 +100,18 @@ fn respond(store: &TileStore, metrics: &Metrics, url: &str) -> Result<(Vec<u8>, 
     if url == "/metrics" {
         return Ok((metrics.render().into_bytes(), "text/plain; version=0.0.4"));
     }
-    let rest = url.strip_prefix("/r/").ok_or_else(|| anyhow!("not found"))?;
+    let rest = url
+        .strip_prefix("/r/")
+        .ok_or_else(|| anyhow!("not found"))?;
     let (root, what) = rest.split_once('/').ok_or_else(|| anyhow!("not found"))?;
     let uri = format!("mem://{root}");
     let body = if what == "all" {
         encode_all(&store.fetch_all(&uri)?)
     } else if let Some(q) = what.strip_prefix("tiles?i=") {
-        let idx = q.split(',').map(|x| x.parse::<u32>().context("tile index")).collect::<Result<Vec<_>>>()?;
+        let idx = q
+            .split(',')
+            .map(|x| x.parse::<u32>().context("tile index"))
+            .collect::<Result<Vec<_>>>()?;
         encode_proven(&store.fetch(&uri, &idx)?)
     } else {
         bail!("not found");
@@ -113,17 +120,35 @@ fn respond(store: &TileStore, metrics: &Metrics, url: &str) -> Result<(Vec<u8>, 
 }
 
 /// Serves `store` and `metrics` on `addr` from a background thread; returns the bound address.
-pub fn serve(store: Arc<TileStore>, metrics: Arc<Metrics>, addr: &str) -> Result<(SocketAddr, JoinHandle<()>)> {
-    let server = tiny_http::Server::http(addr).map_err(|e| anyhow!("cannot listen on {addr}: {e}"))?;
-    let bound = server.server_addr().to_ip().ok_or_else(|| anyhow!("not an IP listener"))?;
+pub fn serve(
+    store: Arc<TileStore>,
+    metrics: Arc<Metrics>,
+    addr: &str,
+) -> Result<(SocketAddr, JoinHandle<()>)> {
+    let server =
+        tiny_http::Server::http(addr).map_err(|e| anyhow!("cannot listen on {addr}: {e}"))?;
+    let bound = server
+        .server_addr()
+        .to_ip()
+        .ok_or_else(|| anyhow!("not an IP listener"))?;
     let handle = std::thread::spawn(move || {
         for req in server.incoming_requests() {
             let url = req.url().to_string();
             let resp = match respond(&store, &metrics, &url) {
                 Ok((body, ctype)) => tiny_http::Response::from_data(body)
-                    .with_header(tiny_http::Header::from_bytes("Content-Type", ctype).expect("header"))
-                    .with_header(tiny_http::Header::from_bytes("Cache-Control", "public, max-age=31536000, immutable").expect("header")),
-                Err(e) => tiny_http::Response::from_data(e.to_string().into_bytes()).with_status_code(404),
+                    .with_header(
+                        tiny_http::Header::from_bytes("Content-Type", ctype).expect("header"),
+                    )
+                    .with_header(
+                        tiny_http::Header::from_bytes(
+                            "Cache-Control",
+                            "public, max-age=31536000, immutable",
+                        )
+                        .expect("header"),
+                    ),
+                Err(e) => {
+                    tiny_http::Response::from_data(e.to_string().into_bytes()).with_status_code(404)
+                }
             };
             if let Err(e) = req.respond(resp) {
                 tracing::debug!(error = %e, "client went away");
@@ -134,9 +159,15 @@ pub fn serve(store: Arc<TileStore>, metrics: Arc<Metrics>, addr: &str) -> Result
 }
 
 fn get(url: &str) -> Result<Vec<u8>> {
-    let resp = ureq::get(url).timeout(std::time::Duration::from_secs(30)).call().map_err(|e| anyhow!("result URL {url:?} is unreachable: {e}"))?;
+    let resp = ureq::get(url)
+        .timeout(std::time::Duration::from_secs(30))
+        .call()
+        .map_err(|e| anyhow!("result URL {url:?} is unreachable: {e}"))?;
     let mut compressed = vec![];
-    resp.into_reader().take(MAX_BODY).read_to_end(&mut compressed).with_context(|| format!("reading {url}"))?;
+    resp.into_reader()
+        .take(MAX_BODY)
+        .read_to_end(&mut compressed)
+        .with_context(|| format!("reading {url}"))?;
     zstd::decode_all(&compressed[..]).with_context(|| format!("{url} did not return a zstd body"))
 }
 

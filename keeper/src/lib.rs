@@ -9,11 +9,11 @@
 pub mod bench;
 pub mod chain;
 pub mod cli;
-pub mod config;
 pub mod compute;
+pub mod config;
 pub mod daemon;
-pub mod deploy;
 pub mod demo;
+pub mod deploy;
 pub mod gpucheck;
 pub mod http;
 pub mod metrics;

@@ -31,7 +31,11 @@ enum Output {
 }
 
 #[derive(Parser, Debug)]
-#[command(name = "keeper", version, about = "Compute Market keeper: provider, verifier and cranker daemon and CLI")]
+#[command(
+    name = "keeper",
+    version,
+    about = "Compute Market keeper: provider, verifier and cranker daemon and CLI"
+)]
 struct Cli {
     /// RPC URL or moniker: localhost, devnet, testnet, mainnet-beta.
     #[arg(short = 'u', long = "url", global = true)]
@@ -326,7 +330,13 @@ fn print(output: Output, v: &Value) -> Result<()> {
             Value::Array(items) => items.iter().try_for_each(|i| print(output, i))?,
             Value::Object(map) => {
                 for (k, val) in map {
-                    println!("{k:>16}: {}", match val { Value::String(s) => s.clone(), other => other.to_string() });
+                    println!(
+                        "{k:>16}: {}",
+                        match val {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        }
+                    );
                 }
                 println!();
             }
@@ -373,13 +383,23 @@ fn main() {
 
 fn real_main() -> Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
     let file = FileConfig::load(cli.config.as_deref())?;
-    let url = cli.url.clone().or(file.url.clone()).unwrap_or_else(|| "localhost".into());
-    let keypair_path = cli.keypair.clone().or(file.keypair.clone()).unwrap_or_else(|| "~/.config/solana/id.json".into());
+    let url = cli
+        .url
+        .clone()
+        .or(file.url.clone())
+        .unwrap_or_else(|| "localhost".into());
+    let keypair_path = cli
+        .keypair
+        .clone()
+        .or(file.keypair.clone())
+        .unwrap_or_else(|| "~/.config/solana/id.json".into());
     let market = |m: Option<u16>| m.or(file.market).unwrap_or(1);
     let rpc = || -> Arc<dyn Chain> {
         let mut c = RpcChain::new(&url);
@@ -388,10 +408,21 @@ fn real_main() -> Result<()> {
     };
     let out = cli.output;
     match cli.command {
-        Command::Demo { tasks, corrupt_fraction, backend } => {
+        Command::Demo {
+            tasks,
+            corrupt_fraction,
+            backend,
+        } => {
             ensure!(tasks >= 1, "--tasks must be at least 1");
-            ensure!((0.0..=1.0).contains(&corrupt_fraction), "--corrupt-fraction must be within 0..=1");
-            let cfg = demo::DemoConfig { tasks, corrupt_fraction, ..Default::default() };
+            ensure!(
+                (0.0..=1.0).contains(&corrupt_fraction),
+                "--corrupt-fraction must be within 0..=1"
+            );
+            let cfg = demo::DemoConfig {
+                tasks,
+                corrupt_fraction,
+                ..Default::default()
+            };
             let report = demo::run(&cfg, select(backend)?)?;
             match out {
                 Output::Text => print!("{}", demo::render(&report)),
@@ -400,7 +431,9 @@ fn real_main() -> Result<()> {
         }
         Command::Bench { sizes, backend } => {
             ensure!(
-                sizes.iter().all(|&n| (1..=compute_market_protocol::job::MAX_MATRIX_DIM).contains(&n)),
+                sizes
+                    .iter()
+                    .all(|&n| (1..=compute_market_protocol::job::MAX_MATRIX_DIM).contains(&n)),
                 "--sizes: each n must be within 1..={}",
                 compute_market_protocol::job::MAX_MATRIX_DIM
             );
@@ -411,7 +444,9 @@ fn real_main() -> Result<()> {
             if backend != BackendChoice::Cpu {
                 match select(BackendChoice::Cuda) {
                     Ok(b) => backends.push(b),
-                    Err(e) if backend == BackendChoice::Auto => eprintln!("bench: CPU only ({e:#})"),
+                    Err(e) if backend == BackendChoice::Auto => {
+                        eprintln!("bench: CPU only ({e:#})")
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -425,23 +460,47 @@ fn real_main() -> Result<()> {
             let report = compute_market_keeper::gpucheck::run(&sizes)?;
             let text = compute_market_keeper::gpucheck::render(&report);
             if let Some(dir) = dir {
-                std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-                std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&report)?)?;
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+                std::fs::write(
+                    dir.join("report.json"),
+                    serde_json::to_string_pretty(&report)?,
+                )?;
                 std::fs::write(dir.join("report.md"), &text)?;
             }
             match out {
                 Output::Text => print!("{text}"),
                 Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
             }
-            ensure!(report.bit_identical, "the GPU's results differ from the CPU's");
+            ensure!(
+                report.bit_identical,
+                "the GPU's results differ from the CPU's"
+            );
         }
         Command::Node(cmd) => {
             let kp = read_keypair(&keypair_path)?;
             let chain = rpc();
             let v = match cmd {
-                NodeCmd::Register { market: m, roles, gflops, memory_gb, bandwidth_gbps, region, measure, backend } => {
-                    let measured = if measure { Some(compute_market_keeper::bench::measure_hardware(select(backend)?.as_ref())?) } else { None };
-                    let pick = |given: Option<u32>, m: fn(&Hardware) -> u32| given.or(measured.as_ref().map(m)).unwrap_or(0);
+                NodeCmd::Register {
+                    market: m,
+                    roles,
+                    gflops,
+                    memory_gb,
+                    bandwidth_gbps,
+                    region,
+                    measure,
+                    backend,
+                } => {
+                    let measured = if measure {
+                        Some(compute_market_keeper::bench::measure_hardware(
+                            select(backend)?.as_ref(),
+                        )?)
+                    } else {
+                        None
+                    };
+                    let pick = |given: Option<u32>, m: fn(&Hardware) -> u32| {
+                        given.or(measured.as_ref().map(m)).unwrap_or(0)
+                    };
                     let hardware = Hardware {
                         gflops: pick(gflops, |h| h.gflops),
                         memory_gb: pick(memory_gb, |h| h.memory_gb),
@@ -449,32 +508,75 @@ fn real_main() -> Result<()> {
                         region,
                     };
                     if let Some(h) = &measured {
-                        tracing::info!(gflops = h.gflops, memory_gb = h.memory_gb, bandwidth_gbps = h.bandwidth_gbps, "measured");
+                        tracing::info!(
+                            gflops = h.gflops,
+                            memory_gb = h.memory_gb,
+                            bandwidth_gbps = h.bandwidth_gbps,
+                            "measured"
+                        );
                     }
-                    cli::node_register(chain.as_ref(), &kp, market(m), parse_roles(&roles)?, hardware)?
+                    cli::node_register(
+                        chain.as_ref(),
+                        &kp,
+                        market(m),
+                        parse_roles(&roles)?,
+                        hardware,
+                    )?
                 }
-                NodeCmd::Stake { amount, from } => cli::node_stake(chain.as_ref(), &kp, amount, from)?,
+                NodeCmd::Stake { amount, from } => {
+                    cli::node_stake(chain.as_ref(), &kp, amount, from)?
+                }
                 NodeCmd::Unstake { amount } => cli::node_unstake(chain.as_ref(), &kp, amount)?,
                 NodeCmd::Withdraw { to } => cli::node_withdraw(chain.as_ref(), &kp, to)?,
-                NodeCmd::Status { authority } => cli::node_status(chain.as_ref(), &authority.unwrap_or_else(|| kp.pubkey()))?,
+                NodeCmd::Status { authority } => {
+                    cli::node_status(chain.as_ref(), &authority.unwrap_or_else(|| kp.pubkey()))?
+                }
             };
             print(out, &v)?;
         }
         Command::Task(cmd) => {
             let chain = rpc();
             let v = match cmd {
-                TaskCmd::Post { market: m, id, kind, dims, reward, quorum, samples, seed, region, count } => {
+                TaskCmd::Post {
+                    market: m,
+                    id,
+                    kind,
+                    dims,
+                    reward,
+                    quorum,
+                    samples,
+                    seed,
+                    region,
+                    count,
+                } => {
                     let kp = read_keypair(&keypair_path)?;
-                    let id = id.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0));
+                    let id = id.unwrap_or_else(|| {
+                        std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map(|d| d.as_millis() as u64)
+                            .unwrap_or(0)
+                    });
                     anyhow::ensure!(count >= 1, "--count must be at least 1");
                     let given = seed.as_deref().map(parse_seed).transpose()?;
                     let jobs = (id..id.checked_add(count).context("--id + --count overflows")?)
                         .map(|id| {
-                            let seed = given.unwrap_or_else(|| compute_market_protocol::hash::hashv(&[b"cli seed", kp.pubkey().as_ref(), &id.to_le_bytes()]));
+                            let seed = given.unwrap_or_else(|| {
+                                compute_market_protocol::hash::hashv(&[
+                                    b"cli seed",
+                                    kp.pubkey().as_ref(),
+                                    &id.to_le_bytes(),
+                                ])
+                            });
                             Ok((id, parse_job(&kind, &dims, seed)?))
                         })
                         .collect::<Result<Vec<_>>>()?;
-                    let terms = cli::TaskTerms { market: market(m), reward, quorum, samples, region };
+                    let terms = cli::TaskTerms {
+                        market: market(m),
+                        reward,
+                        quorum,
+                        samples,
+                        region,
+                    };
                     let mut posted = cli::task_post(chain.as_ref(), &kp, terms, jobs)?;
                     if posted.len() == 1 {
                         posted.remove(0)
@@ -482,14 +584,19 @@ fn real_main() -> Result<()> {
                         Value::Array(posted)
                     }
                 }
-                TaskCmd::Cancel { id } => cli::task_cancel(chain.as_ref(), &read_keypair(&keypair_path)?, id)?,
+                TaskCmd::Cancel { id } => {
+                    cli::task_cancel(chain.as_ref(), &read_keypair(&keypair_path)?, id)?
+                }
                 TaskCmd::Status { task } => cli::task_status(chain.as_ref(), &task)?,
                 TaskCmd::List { market: m } => cli::task_list(chain.as_ref(), m.or(file.market))?,
             };
             print(out, &v)?;
         }
         Command::Init(a) => {
-            ensure!(a.windows.len() == 4, "--windows takes submit,join,commit,reveal");
+            ensure!(
+                a.windows.len() == 4,
+                "--windows takes submit,join,commit,reveal"
+            );
             let kp = read_keypair(&keypair_path)?;
             let market = compute_market::state::MarketArgs {
                 id: a.market_id,
@@ -498,7 +605,12 @@ fn real_main() -> Result<()> {
                 min_memory_gb: a.min_memory_gb,
                 quorum: a.quorum,
                 samples: a.samples,
-                windows: compute_market::state::Windows { submit: a.windows[0], join: a.windows[1], commit: a.windows[2], reveal: a.windows[3] },
+                windows: compute_market::state::Windows {
+                    submit: a.windows[0],
+                    join: a.windows[1],
+                    commit: a.windows[2],
+                    reveal: a.windows[3],
+                },
                 task_ttl: a.task_ttl,
             };
             let opts = compute_market_keeper::deploy::InitOptions {
@@ -508,27 +620,46 @@ fn real_main() -> Result<()> {
                 update_delay: a.update_delay,
                 market,
             };
-            print(out, &compute_market_keeper::deploy::init(rpc().as_ref(), &kp, &opts)?)?;
+            print(
+                out,
+                &compute_market_keeper::deploy::init(rpc().as_ref(), &kp, &opts)?,
+            )?;
         }
         Command::Fund { owner, amount } => {
             let kp = read_keypair(&keypair_path)?;
-            print(out, &compute_market_keeper::deploy::fund(rpc().as_ref(), &kp, &owner, amount)?)?;
+            print(
+                out,
+                &compute_market_keeper::deploy::fund(rpc().as_ref(), &kp, &owner, amount)?,
+            )?;
         }
         Command::Market(MarketCmd::List) => print(out, &cli::market_list(rpc().as_ref())?)?,
         Command::Run(a) => {
-            ensure!(a.provider || a.verifier || a.crank, "choose at least one of --provider, --verifier, --crank");
+            ensure!(
+                a.provider || a.verifier || a.crank,
+                "choose at least one of --provider, --verifier, --crank"
+            );
             let backend = select(a.backend)?;
             let kp = read_keypair(&keypair_path)?;
-            let store = a.store.or(file.store.clone()).map(|s| expand(&s)).unwrap_or_else(|| {
-                expand(&format!("~/.local/share/compute-market/{}.redb", kp.pubkey()))
-            });
+            let store = a
+                .store
+                .or(file.store.clone())
+                .map(|s| expand(&s))
+                .unwrap_or_else(|| {
+                    expand(&format!(
+                        "~/.local/share/compute-market/{}.redb",
+                        kp.pubkey()
+                    ))
+                });
             let opts = daemon::DaemonOptions {
                 provider: a.provider,
                 verifier: a.verifier,
                 crank: a.crank,
                 market: market(a.market),
                 store,
-                listen: a.listen.or(file.listen.clone()).unwrap_or_else(|| "127.0.0.1:9100".into()),
+                listen: a
+                    .listen
+                    .or(file.listen.clone())
+                    .unwrap_or_else(|| "127.0.0.1:9100".into()),
                 public_url: a.public_url.or(file.public_url.clone()),
                 poll: Duration::from_millis(a.poll_ms.or(file.poll_ms).unwrap_or(400)),
                 passes: None,
@@ -537,7 +668,9 @@ fn real_main() -> Result<()> {
                 claim_backoff: a.claim_backoff,
                 corrupt_fraction: a.corrupt_fraction,
                 hold_after_commit: a.hold_after_commit_ms.map(Duration::from_millis),
-                ws_url: Some(daemon::ws_url(&compute_market_keeper::chain::rpc::resolve_url(&url))),
+                ws_url: Some(daemon::ws_url(
+                    &compute_market_keeper::chain::rpc::resolve_url(&url),
+                )),
             };
             daemon::run(rpc(), kp, backend, opts)?;
         }

@@ -43,13 +43,41 @@ impl Metrics {
         let mut counter = |name: &str, help: &str, v: f64| {
             s += &format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n");
         };
-        counter("keeper_jobs_run_total", "Jobs computed by this provider.", self.jobs_run.load(Relaxed) as f64);
-        counter("keeper_verifications_total", "Results checked by this verifier.", self.verifications.load(Relaxed) as f64);
-        counter("keeper_compute_seconds_total", "Seconds spent computing jobs.", self.compute_us.load(Relaxed) as f64 / 1e6);
-        counter("keeper_verify_seconds_total", "Seconds spent verifying results.", self.verify_us.load(Relaxed) as f64 / 1e6);
-        counter("keeper_transactions_total", "Transactions confirmed.", self.tx_ok.load(Relaxed) as f64);
-        counter("keeper_transaction_failures_total", "Transactions refused by the program.", self.tx_refused.load(Relaxed) as f64);
-        counter("keeper_rpc_errors_total", "Calls that failed to reach the cluster.", self.rpc_errors.load(Relaxed) as f64);
+        counter(
+            "keeper_jobs_run_total",
+            "Jobs computed by this provider.",
+            self.jobs_run.load(Relaxed) as f64,
+        );
+        counter(
+            "keeper_verifications_total",
+            "Results checked by this verifier.",
+            self.verifications.load(Relaxed) as f64,
+        );
+        counter(
+            "keeper_compute_seconds_total",
+            "Seconds spent computing jobs.",
+            self.compute_us.load(Relaxed) as f64 / 1e6,
+        );
+        counter(
+            "keeper_verify_seconds_total",
+            "Seconds spent verifying results.",
+            self.verify_us.load(Relaxed) as f64 / 1e6,
+        );
+        counter(
+            "keeper_transactions_total",
+            "Transactions confirmed.",
+            self.tx_ok.load(Relaxed) as f64,
+        );
+        counter(
+            "keeper_transaction_failures_total",
+            "Transactions refused by the program.",
+            self.tx_refused.load(Relaxed) as f64,
+        );
+        counter(
+            "keeper_rpc_errors_total",
+            "Calls that failed to reach the cluster.",
+            self.rpc_errors.load(Relaxed) as f64,
+        );
         let calls = self.rpc_calls.load(Relaxed);
         let us = self.rpc_us.load(Relaxed);
         s += &format!(

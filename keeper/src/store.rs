@@ -39,7 +39,8 @@ impl Store {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        let db = Database::create(path).with_context(|| format!("opening the keeper store {}", path.display()))?;
+        let db = Database::create(path)
+            .with_context(|| format!("opening the keeper store {}", path.display()))?;
         let w = db.begin_write()?;
         w.open_table(SEALED)?;
         w.open_table(RESULTS)?;
@@ -54,7 +55,8 @@ impl Store {
         v.extend_from_slice(&s.evidence);
         v.extend_from_slice(&s.salt);
         let w = self.db.begin_write()?;
-        w.open_table(SEALED)?.insert(&sealed_key(task, round)[..], &v[..])?;
+        w.open_table(SEALED)?
+            .insert(&sealed_key(task, round)[..], &v[..])?;
         w.commit()?;
         Ok(())
     }
@@ -63,10 +65,19 @@ impl Store {
     pub fn sealed(&self, task: &Pubkey, round: u8) -> Result<Option<Sealed>> {
         let r = self.db.begin_read()?;
         let t = r.open_table(SEALED)?;
-        let Some(v) = t.get(&sealed_key(task, round)[..])? else { return Ok(None) };
+        let Some(v) = t.get(&sealed_key(task, round)[..])? else {
+            return Ok(None);
+        };
         let v = v.value();
-        anyhow::ensure!(v.len() == 65, "corrupt sealed vote for task {task} round {round}");
-        Ok(Some(Sealed { vote: v[0], evidence: v[1..33].try_into()?, salt: v[33..65].try_into()? }))
+        anyhow::ensure!(
+            v.len() == 65,
+            "corrupt sealed vote for task {task} round {round}"
+        );
+        Ok(Some(Sealed {
+            vote: v[0],
+            evidence: v[1..33].try_into()?,
+            salt: v[33..65].try_into()?,
+        }))
     }
 
     /// Forgets sealed votes of `task` (after it is settled).
@@ -100,8 +111,15 @@ impl Store {
         for e in t.iter()? {
             let (k, v) = e?;
             let (k, v) = (k.value(), v.value());
-            anyhow::ensure!(k.len() == 32 && v.len() == 72, "corrupt served-result record");
-            out.push((k.try_into()?, v[..64].try_into()?, f64::from_le_bytes(v[64..72].try_into()?)));
+            anyhow::ensure!(
+                k.len() == 32 && v.len() == 72,
+                "corrupt served-result record"
+            );
+            out.push((
+                k.try_into()?,
+                v[..64].try_into()?,
+                f64::from_le_bytes(v[64..72].try_into()?),
+            ));
         }
         Ok(out)
     }

@@ -37,14 +37,17 @@ pub fn hex(d: &Digest) -> String {
 
 fn parse_uri(uri: &str) -> Result<Digest> {
     let Some(h) = uri.strip_prefix("mem://") else {
-        bail!("unsupported result URL {uri:?} (expected mem://<root> or http://host:port/r/<root>)");
+        bail!(
+            "unsupported result URL {uri:?} (expected mem://<root> or http://host:port/r/<root>)"
+        );
     };
     if h.len() != 64 {
         bail!("result URL {uri:?} does not name a 32-byte root");
     }
     let mut d = [0u8; 32];
     for (i, b) in d.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&h[2 * i..2 * i + 2], 16).with_context(|| format!("result URL {uri:?} is not hex"))?;
+        *b = u8::from_str_radix(&h[2 * i..2 * i + 2], 16)
+            .with_context(|| format!("result URL {uri:?} is not hex"))?;
     }
     Ok(d)
 }
@@ -52,14 +55,20 @@ fn parse_uri(uri: &str) -> Result<Digest> {
 impl TileStore {
     /// A store whose published URLs point at `base_url` (`http://host:port`).
     pub fn serving_at(base_url: impl Into<String>) -> Self {
-        TileStore { base_url: Some(base_url.into()), ..Default::default() }
+        TileStore {
+            base_url: Some(base_url.into()),
+            ..Default::default()
+        }
     }
 
     /// Stores `tiles` of `job`; returns the root and the URL to publish.
     pub fn publish(&self, job: JobSpec, tiles: Vec<Vec<u8>>) -> (Digest, String) {
         let tree = commit(&tiles);
         let root = tree.root();
-        self.results.write().expect("store lock").insert(root, Arc::new(ServedResult { job, tiles, tree }));
+        self.results
+            .write()
+            .expect("store lock")
+            .insert(root, Arc::new(ServedResult { job, tiles, tree }));
         let uri = match &self.base_url {
             Some(base) => format!("{base}/r/{}", hex(&root)),
             None => format!("mem://{}", hex(&root)),
@@ -69,7 +78,14 @@ impl TileStore {
 
     fn get(&self, uri: &str) -> Result<Arc<ServedResult>> {
         let root = parse_uri(uri)?;
-        self.results.read().expect("store lock").get(&root).cloned().ok_or_else(|| anyhow!("result URL {uri:?} is unreachable: nothing served under that root"))
+        self.results
+            .read()
+            .expect("store lock")
+            .get(&root)
+            .cloned()
+            .ok_or_else(|| {
+                anyhow!("result URL {uri:?} is unreachable: nothing served under that root")
+            })
     }
 
     /// Every tile of the result at `uri` (`mem://` from this store, `http://` from a keeper).
@@ -89,8 +105,16 @@ impl TileStore {
         indices
             .iter()
             .map(|&i| {
-                let tile = r.tiles.get(i as usize).cloned().ok_or_else(|| anyhow!("tile {i} out of range"))?;
-                Ok(ProvenTile { index: i, tile, proof: r.tree.proof(i).expect("in range") })
+                let tile = r
+                    .tiles
+                    .get(i as usize)
+                    .cloned()
+                    .ok_or_else(|| anyhow!("tile {i} out of range"))?;
+                Ok(ProvenTile {
+                    index: i,
+                    tile,
+                    proof: r.tree.proof(i).expect("in range"),
+                })
             })
             .collect()
     }

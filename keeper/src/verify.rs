@@ -17,7 +17,13 @@ pub const FREIVALDS_ROUNDS: u32 = 2;
 
 /// The Merkle tree over `tiles` (leaves hashed in parallel).
 pub fn commit(tiles: &[Vec<u8>]) -> MerkleTree {
-    MerkleTree::new(tiles.par_iter().enumerate().map(|(i, t)| leaf_hash(i as u32, t)).collect())
+    MerkleTree::new(
+        tiles
+            .par_iter()
+            .enumerate()
+            .map(|(i, t)| leaf_hash(i as u32, t))
+            .collect(),
+    )
 }
 
 /// A verifier's conclusion.
@@ -33,7 +39,11 @@ pub struct Verdict {
 
 impl Verdict {
     fn new(ok: bool, evidence: Digest, reason: impl Into<String>) -> Self {
-        Verdict { vote: if ok { VOTE_VALID } else { VOTE_INVALID }, evidence, reason: reason.into() }
+        Verdict {
+            vote: if ok { VOTE_VALID } else { VOTE_INVALID },
+            evidence,
+            reason: reason.into(),
+        }
     }
 }
 
@@ -58,25 +68,61 @@ pub fn check_matmul(
     verifier: &[u8; 32],
     samples: u32,
 ) -> Result<Verdict> {
-    ensure!(job.kind == JobKind::MatMulModP, "check_matmul needs a MatMulModP job");
+    ensure!(
+        job.kind == JobKind::MatMulModP,
+        "check_matmul needs a MatMulModP job"
+    );
     if tiles.len() != job.tile_count() as usize {
-        return Ok(Verdict::new(false, [0; 32], format!("malformed tiles: expected {}, got {}", job.tile_count(), tiles.len())));
+        return Ok(Verdict::new(
+            false,
+            [0; 32],
+            format!(
+                "malformed tiles: expected {}, got {}",
+                job.tile_count(),
+                tiles.len()
+            ),
+        ));
     }
-    let rs: Vec<Vec<u32>> = (0..FREIVALDS_ROUNDS).map(|r| freivalds_vector(seed, verifier, r, job.dims[2])).collect();
+    let rs: Vec<Vec<u32>> = (0..FREIVALDS_ROUNDS)
+        .map(|r| freivalds_vector(seed, verifier, r, job.dims[2]))
+        .collect();
     // hashing C and the input-side products are independent: run them side by side
     let (tree, abr) = rayon::join(|| commit(tiles), || backend.freivalds(job, &rs));
     let picked = sample_indices(seed, verifier, samples, job.tile_count());
-    let evidence = evidence_hash(&picked.iter().map(|&i| (i, tree.leaf(i).expect("in range"))).collect::<Vec<_>>());
+    let evidence = evidence_hash(
+        &picked
+            .iter()
+            .map(|&i| (i, tree.leaf(i).expect("in range")))
+            .collect::<Vec<_>>(),
+    );
     if tree.root() != *root {
-        return Ok(Verdict::new(false, evidence, "served tiles do not hash to the committed root"));
+        return Ok(Verdict::new(
+            false,
+            evidence,
+            "served tiles do not hash to the committed root",
+        ));
     }
     let cr = match c_times(job, tiles, &rs) {
         Ok(cr) => cr,
-        Err(e) => return Ok(Verdict::new(false, evidence, format!("malformed tiles: {e}"))),
+        Err(e) => {
+            return Ok(Verdict::new(
+                false,
+                evidence,
+                format!("malformed tiles: {e}"),
+            ))
+        }
     };
     match abr?.iter().zip(&cr).position(|(a, c)| a != c) {
-        Some(r) => Ok(Verdict::new(false, evidence, format!("Freivalds round {r} failed: C ≠ A·B"))),
-        None => Ok(Verdict::new(true, evidence, format!("root matches, {FREIVALDS_ROUNDS} Freivalds rounds hold"))),
+        Some(r) => Ok(Verdict::new(
+            false,
+            evidence,
+            format!("Freivalds round {r} failed: C ≠ A·B"),
+        )),
+        None => Ok(Verdict::new(
+            true,
+            evidence,
+            format!("root matches, {FREIVALDS_ROUNDS} Freivalds rounds hold"),
+        )),
     }
 }
 
@@ -93,18 +139,41 @@ pub struct ProvenTile {
 
 /// Checks sampled tiles of any job: each proof must lead to `root` and each tile must equal the
 /// verifier's own recomputation.
-pub fn check_sampled(backend: &dyn Backend, job: &JobSpec, served: &[ProvenTile], root: &Digest) -> Result<Verdict> {
+pub fn check_sampled(
+    backend: &dyn Backend,
+    job: &JobSpec,
+    served: &[ProvenTile],
+    root: &Digest,
+) -> Result<Verdict> {
     let count = job.tile_count();
     let indices: Vec<u32> = served.iter().map(|t| t.index).collect();
     let mine = backend.tiles(job, &indices)?;
-    let evidence = evidence_hash(&indices.iter().zip(&mine).map(|(&i, t)| (i, leaf_hash(i, t))).collect::<Vec<_>>());
+    let evidence = evidence_hash(
+        &indices
+            .iter()
+            .zip(&mine)
+            .map(|(&i, t)| (i, leaf_hash(i, t)))
+            .collect::<Vec<_>>(),
+    );
     for (s, own) in served.iter().zip(&mine) {
         if !verify_proof(root, s.index, count, &leaf_hash(s.index, &s.tile), &s.proof) {
-            return Ok(Verdict::new(false, evidence, format!("tile {} has no valid proof to the root", s.index)));
+            return Ok(Verdict::new(
+                false,
+                evidence,
+                format!("tile {} has no valid proof to the root", s.index),
+            ));
         }
         if s.tile != *own {
-            return Ok(Verdict::new(false, evidence, format!("tile {} differs from the recomputation", s.index)));
+            return Ok(Verdict::new(
+                false,
+                evidence,
+                format!("tile {} differs from the recomputation", s.index),
+            ));
         }
     }
-    Ok(Verdict::new(true, evidence, format!("{} sampled tiles proven and recomputed", served.len())))
+    Ok(Verdict::new(
+        true,
+        evidence,
+        format!("{} sampled tiles proven and recomputed", served.len()),
+    ))
 }

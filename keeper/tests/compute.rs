@@ -30,12 +30,22 @@ fn naive(job: &JobSpec) -> Matrix {
 
 #[test]
 fn matmul_tiles_match_the_naive_product_for_ragged_sizes() {
-    for (m, k, n) in [(1, 1, 1), (64, 64, 64), (65, 3, 130), (100, 77, 63), (129, 200, 64)] {
+    for (m, k, n) in [
+        (1, 1, 1),
+        (64, 64, 64),
+        (65, 3, 130),
+        (100, 77, 63),
+        (129, 200, 64),
+    ] {
         let job = JobSpec::matmul(m, k, n, [m as u8; 32]);
         let tiles = CpuBackend.run(&job).unwrap();
         assert_eq!(tiles.len() as u32, job.tile_count());
         assert!(tiles.iter().all(|t| t.len() == job.tile_len()));
-        assert_eq!(Matrix::from_tiles(&job, &tiles).unwrap(), naive(&job), "{m}×{k}×{n}");
+        assert_eq!(
+            Matrix::from_tiles(&job, &tiles).unwrap(),
+            naive(&job),
+            "{m}×{k}×{n}"
+        );
         // padding is zero
         let last = tiles.last().unwrap();
         if n % 64 != 0 {
@@ -69,7 +79,9 @@ fn freivalds_accepts_honest_and_rejects_one_wrong_element() {
     let job = JobSpec::matmul(96, 80, 70, [4; 32]);
     let tiles = CpuBackend.run(&job).unwrap();
     let root = commit(&tiles).root();
-    let check = |served: &[Vec<u8>], root: compute_market_protocol::hash::Digest| check_matmul(&CpuBackend, &job, served, &root, &SEED, &ME, 4).unwrap();
+    let check = |served: &[Vec<u8>], root: compute_market_protocol::hash::Digest| {
+        check_matmul(&CpuBackend, &job, served, &root, &SEED, &ME, 4).unwrap()
+    };
     let v = check(&tiles, root);
     assert_eq!(v.vote, VOTE_VALID, "{}", v.reason);
     // one element off by 2^31 - 2 (mod 2^32 Freivalds would miss some such errors; mod p never)
@@ -111,13 +123,21 @@ fn a_c_forged_for_public_freivalds_vectors_is_refused() {
     use compute_market_protocol::sampling::{freivalds_vector, sample_indices};
     // 64×64·64×128: two tiles side by side; the verifier samples one
     let job = JobSpec::matmul(64, 64, 128, [9; 32]);
-    let garbage: Vec<Vec<u8>> = (0..2u8).map(|t| (0..64 * 64).flat_map(|i| ((i as u32 * 7 + t as u32) % 1000).to_le_bytes()).collect()).collect();
+    let garbage: Vec<Vec<u8>> = (0..2u8)
+        .map(|t| {
+            (0..64 * 64)
+                .flat_map(|i| ((i as u32 * 7 + t as u32) % 1000).to_le_bytes())
+                .collect()
+        })
+        .collect();
     let committed = commit(&garbage).root();
     let sampled = sample_indices(&SEED, &ME, 1, 2)[0] as usize;
     let free = 1 - sampled;
     // the forger knows the vectors and A·(B·r); it solves, row by row, for two columns of the
     // free tile so that C·r = A·(B·r) for both rounds (mod p), leaving the sampled tile as committed
-    let rs: Vec<Vec<u32>> = (0..2).map(|r| freivalds_vector(&SEED, &ME, r, 128)).collect();
+    let rs: Vec<Vec<u32>> = (0..2)
+        .map(|r| freivalds_vector(&SEED, &ME, r, 128))
+        .collect();
     let target = abr(&job, &rs).unwrap();
     let mut forged = garbage.clone();
     // x^(p−2) = x^−1 (mod p), square-and-multiply
@@ -132,7 +152,13 @@ fn a_c_forged_for_public_freivalds_vectors_is_refused() {
         }
         acc
     };
-    let get = |t: &Vec<Vec<u8>>, tile: usize, row: usize, col: usize| u32::from_le_bytes(t[tile][4 * (row * 64 + col)..4 * (row * 64 + col) + 4].try_into().unwrap()) as u64;
+    let get = |t: &Vec<Vec<u8>>, tile: usize, row: usize, col: usize| {
+        u32::from_le_bytes(
+            t[tile][4 * (row * 64 + col)..4 * (row * 64 + col) + 4]
+                .try_into()
+                .unwrap(),
+        ) as u64
+    };
     for row in 0..64 {
         // residual of each round without columns (free tile, 0) and (free tile, 1)
         let res: Vec<u64> = (0..2)
@@ -155,13 +181,20 @@ fn a_c_forged_for_public_freivalds_vectors_is_refused() {
         let x = (res[0] * d % P + P - b * res[1] % P) % P * inv(det) % P;
         let y = (a * res[1] % P + P - c * res[0] % P) % P * inv(det) % P;
         for (c, v) in [(0, x), (1, y)] {
-            forged[free][4 * (row * 64 + c)..4 * (row * 64 + c) + 4].copy_from_slice(&(v as u32).to_le_bytes());
+            forged[free][4 * (row * 64 + c)..4 * (row * 64 + c) + 4]
+                .copy_from_slice(&(v as u32).to_le_bytes());
         }
     }
     // the forgery does satisfy the verifier's Freivalds equations...
     let cr = compute_market_keeper::compute::freivalds::c_times(&job, &forged, &rs).unwrap();
-    assert_eq!(cr, target, "the forged C passes Freivalds for these public vectors");
-    assert_eq!(forged[sampled], garbage[sampled], "and agrees with the commitment on the sampled tile");
+    assert_eq!(
+        cr, target,
+        "the forged C passes Freivalds for these public vectors"
+    );
+    assert_eq!(
+        forged[sampled], garbage[sampled],
+        "and agrees with the commitment on the sampled tile"
+    );
     // ...but not the commitment
     let v = check_matmul(&CpuBackend, &job, &forged, &committed, &SEED, &ME, 1).unwrap();
     assert_eq!(v.vote, VOTE_INVALID, "{}", v.reason);
@@ -173,19 +206,41 @@ fn sampled_check_rejects_bad_tiles_and_bad_proofs() {
     let job = JobSpec::hash_batch(20, 2, 2, [6; 32]);
     let tiles = CpuBackend.run(&job).unwrap();
     let tree = commit(&tiles);
-    let serve = |i: u32, tile: Vec<u8>| ProvenTile { index: i, tile, proof: tree.proof(i).unwrap() };
-    let good: Vec<ProvenTile> = [3, 11, 19].iter().map(|&i| serve(i, tiles[i as usize].clone())).collect();
-    assert_eq!(check_sampled(&CpuBackend, &job, &good, &tree.root()).unwrap().vote, VOTE_VALID);
+    let serve = |i: u32, tile: Vec<u8>| ProvenTile {
+        index: i,
+        tile,
+        proof: tree.proof(i).unwrap(),
+    };
+    let good: Vec<ProvenTile> = [3, 11, 19]
+        .iter()
+        .map(|&i| serve(i, tiles[i as usize].clone()))
+        .collect();
+    assert_eq!(
+        check_sampled(&CpuBackend, &job, &good, &tree.root())
+            .unwrap()
+            .vote,
+        VOTE_VALID
+    );
     // a wrong tile committed honestly in the tree: proof fine, recomputation differs
     let mut wrong = tiles.clone();
     wrong[11][0] ^= 0xff;
     let wrong_tree = commit(&wrong);
-    let served = vec![ProvenTile { index: 11, tile: wrong[11].clone(), proof: wrong_tree.proof(11).unwrap() }];
+    let served = vec![ProvenTile {
+        index: 11,
+        tile: wrong[11].clone(),
+        proof: wrong_tree.proof(11).unwrap(),
+    }];
     let v = check_sampled(&CpuBackend, &job, &served, &wrong_tree.root()).unwrap();
     assert_eq!(v.vote, VOTE_INVALID);
     assert!(v.reason.contains("differs"));
     // a right tile with a proof that does not reach the root
-    let v = check_sampled(&CpuBackend, &job, &[serve(3, tiles[3].clone())], &leaf_hash(0, b"other")).unwrap();
+    let v = check_sampled(
+        &CpuBackend,
+        &job,
+        &[serve(3, tiles[3].clone())],
+        &leaf_hash(0, b"other"),
+    )
+    .unwrap();
     assert_eq!(v.vote, VOTE_INVALID);
     assert!(v.reason.contains("proof"));
 }
@@ -203,7 +258,10 @@ fn chunked_run_with_progress_equals_the_plain_run() {
 fn websocket_urls_follow_the_validator_convention() {
     use compute_market_keeper::daemon::ws_url;
     assert_eq!(ws_url("http://127.0.0.1:8899"), "ws://127.0.0.1:8900");
-    assert_eq!(ws_url("https://api.devnet.solana.com"), "wss://api.devnet.solana.com");
+    assert_eq!(
+        ws_url("https://api.devnet.solana.com"),
+        "wss://api.devnet.solana.com"
+    );
 }
 
 /// `node register --measure`: compute, memory and bandwidth come from measurements.

@@ -25,11 +25,23 @@ fn no_gpu(test: &str) -> Option<String> {
 fn without_a_gpu_auto_falls_back_to_the_cpu_and_cuda_says_why() {
     let Some(why) = no_gpu("backend selection") else {
         let b = select(BackendChoice::Auto).expect("auto");
-        assert!(b.name().starts_with("cuda:"), "auto picks the GPU when it passes its self-test: {}", b.name());
+        assert!(
+            b.name().starts_with("cuda:"),
+            "auto picks the GPU when it passes its self-test: {}",
+            b.name()
+        );
         return;
     };
-    assert!(select(BackendChoice::Auto).unwrap().name().starts_with("cpu"));
-    let err = format!("{:#}", select(BackendChoice::Cuda).err().expect("no GPU: cuda must fail"));
+    assert!(select(BackendChoice::Auto)
+        .unwrap()
+        .name()
+        .starts_with("cpu"));
+    let err = format!(
+        "{:#}",
+        select(BackendChoice::Cuda)
+            .err()
+            .expect("no GPU: cuda must fail")
+    );
     assert!(err.contains(&why), "the error names the reason: {err}");
 }
 
@@ -51,14 +63,36 @@ fn every_kernel_equals_the_cpu_bit_for_bit_including_ragged_sizes() {
         JobSpec::hash_batch(300, 64, 16, [8; 32]),
     ];
     for job in jobs {
-        assert!(gpu.run(&job).unwrap() == CpuBackend.run(&job).unwrap(), "{:?} {:?}", job.kind, job.dims);
+        assert!(
+            gpu.run(&job).unwrap() == CpuBackend.run(&job).unwrap(),
+            "{:?} {:?}",
+            job.kind,
+            job.dims
+        );
         // a scattered subset, in a scrambled order, with a repeat
         let t = job.tile_count();
         let some: Vec<u32> = [t - 1, 0, t / 2, t - 1].into_iter().collect();
-        assert_eq!(gpu.tiles(&job, &some).unwrap(), CpuBackend.tiles(&job, &some).unwrap(), "{:?} {:?} subset", job.kind, job.dims);
+        assert_eq!(
+            gpu.tiles(&job, &some).unwrap(),
+            CpuBackend.tiles(&job, &some).unwrap(),
+            "{:?} {:?} subset",
+            job.kind,
+            job.dims
+        );
         if job.kind == compute_market_protocol::job::JobKind::MatMulModP {
-            let rs: Vec<Vec<u32>> = (0..5u64).map(|s| (0..job.dims[2] as u64).map(|i| matrix_element(&(s * 7 + 1), i)).collect()).collect();
-            assert_eq!(gpu.freivalds(&job, &rs).unwrap(), CpuBackend.freivalds(&job, &rs).unwrap(), "Freivalds {:?}", job.dims);
+            let rs: Vec<Vec<u32>> = (0..5u64)
+                .map(|s| {
+                    (0..job.dims[2] as u64)
+                        .map(|i| matrix_element(&(s * 7 + 1), i))
+                        .collect()
+                })
+                .collect();
+            assert_eq!(
+                gpu.freivalds(&job, &rs).unwrap(),
+                CpuBackend.freivalds(&job, &rs).unwrap(),
+                "Freivalds {:?}",
+                job.dims
+            );
         }
     }
 }
@@ -69,7 +103,10 @@ fn kernels_are_cached_on_disk_after_the_first_compile() {
         return;
     }
     let gpu = CudaBackend::shared().expect("GPU");
-    let arch = format!("sm_{}{}", gpu.devices[0].capability.0, gpu.devices[0].capability.1);
+    let arch = format!(
+        "sm_{}{}",
+        gpu.devices[0].capability.0, gpu.devices[0].capability.1
+    );
     let (first, _) = compute_market_keeper::compute::cuda::cubin(&arch).unwrap();
     let (again, cached) = compute_market_keeper::compute::cuda::cubin(&arch).unwrap();
     assert!(cached, "the second compile is read from the cache");
@@ -90,7 +127,10 @@ fn kernels_compile_to_cubins_with_nvrtc_even_without_a_gpu() {
         assert!(!cached, "{arch}: compiled the first time");
         assert_eq!(&bin[..4], b"\x7fELF", "{arch}: a CUBIN is an ELF image");
         for kernel in ["gen_matrix", "matmul_tiles", "gen_rows_dot", "hash_batch"] {
-            assert!(bin.windows(kernel.len()).any(|w| w == kernel.as_bytes()), "{arch}: {kernel} is in the CUBIN");
+            assert!(
+                bin.windows(kernel.len()).any(|w| w == kernel.as_bytes()),
+                "{arch}: {kernel} is in the CUBIN"
+            );
         }
         let (again, cached) = cubin_in(arch, dir.path()).unwrap();
         assert!(cached && again == bin, "{arch}: read back from the cache");

@@ -11,14 +11,25 @@ use compute_market_keeper::{
 
 #[test]
 fn demo_slashes_the_cheater_and_the_careless_verifier() {
-    let cfg = DemoConfig { tasks: 8, ..Default::default() };
+    let cfg = DemoConfig {
+        tasks: 8,
+        ..Default::default()
+    };
     let r = run(&cfg, Arc::new(CpuBackend)).expect("demo runs to the end");
     assert_eq!(r.tasks.len(), 8);
     let cheater = r.nodes.iter().find(|n| n.name.contains("cheats")).unwrap();
-    let cheats: Vec<_> = r.tasks.iter().filter(|t| t.provider.contains("cheats")).collect();
+    let cheats: Vec<_> = r
+        .tasks
+        .iter()
+        .filter(|t| t.provider.contains("cheats"))
+        .collect();
     assert!(!cheats.is_empty(), "the cheater computed some tasks");
     for t in &cheats {
-        assert_eq!(t.outcome, "Rejected", "task {} by the cheater: {:?}", t.id, t);
+        assert_eq!(
+            t.outcome, "Rejected",
+            "task {} by the cheater: {:?}",
+            t.id, t
+        );
         assert!(t.provider_slashed > 0);
     }
     assert!(cheater.times_slashed as usize >= cheats.len());
@@ -27,17 +38,35 @@ fn demo_slashes_the_cheater_and_the_careless_verifier() {
         assert!(t.provider_paid > 0);
     }
     // the careless verifier always votes valid: every rejected task it sat on cost it stake
-    let careless = r.nodes.iter().find(|n| n.name.contains("careless")).unwrap();
+    let careless = r
+        .nodes
+        .iter()
+        .find(|n| n.name.contains("careless"))
+        .unwrap();
     let honest_verifiers = r.nodes.iter().filter(|n| n.role == "verifier");
-    assert!(honest_verifiers.clone().all(|n| n.times_slashed == 0), "honest verifiers are never slashed");
+    assert!(
+        honest_verifiers.clone().all(|n| n.times_slashed == 0),
+        "honest verifiers are never slashed"
+    );
     assert!(honest_verifiers.map(|n| n.earned).sum::<u64>() > 0);
-    assert!(careless.sided_with_loser > 0, "the careless verifier sat on a rejected task");
-    assert_eq!(careless.times_slashed, careless.sided_with_loser, "slashed exactly when it sided with the loser");
+    assert!(
+        careless.sided_with_loser > 0,
+        "the careless verifier sat on a rejected task"
+    );
+    assert_eq!(
+        careless.times_slashed, careless.sided_with_loser,
+        "slashed exactly when it sided with the loser"
+    );
     assert!(careless.slashed > 0);
     assert!(r.treasury > 0, "fees reached the treasury");
     // balances: every vault holds its stake plus what it earned minus what it lost
     for n in &r.nodes {
-        assert_eq!(n.vault as i128, n.staked as i128 + n.earned as i128 - n.slashed as i128, "vault of {}", n.name);
+        assert_eq!(
+            n.vault as i128,
+            n.staked as i128 + n.earned as i128 - n.slashed as i128,
+            "vault of {}",
+            n.name
+        );
     }
     assert_eq!(cheater.earned, 0);
     assert!(cheater.vault < cheater.staked);
@@ -53,24 +82,46 @@ fn fresh_tasks_go_to_the_least_loaded_providers() {
     let dir = std::env::temp_dir().join(format!("cm-least-loaded-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let cfg = DemoConfig { tasks: 6, ..Default::default() };
+    let cfg = DemoConfig {
+        tasks: 6,
+        ..Default::default()
+    };
     let mut s = Scenario::new(&cfg, Arc::new(CpuBackend), &dir).expect("scenario");
     let chain = s.roles_chain.clone();
     let held = |s: &Scenario| -> Vec<usize> {
         let tasks = chain.tasks().unwrap();
-        s.providers.iter().map(|p| tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == p.ctx.node).count()).collect()
+        s.providers
+            .iter()
+            .map(|p| {
+                tasks
+                    .iter()
+                    .filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == p.ctx.node)
+                    .count()
+            })
+            .collect()
     };
     for p in s.providers.iter_mut() {
         assert!(p.max_active >= 2);
         p.step(chain.as_ref()).unwrap();
     }
-    assert_eq!(held(&s), vec![1; cfg.providers], "one fresh task per provider");
+    assert_eq!(
+        held(&s),
+        vec![1; cfg.providers],
+        "one fresh task per provider"
+    );
     // next pass: the first provider submits its task (load back to 0) and claims another
     s.chain.advance(1);
     s.providers[0].step(chain.as_ref()).unwrap();
     let tasks = chain.tasks().unwrap();
-    let mine: Vec<_> = tasks.iter().filter(|(_, t)| t.provider == s.providers[0].ctx.node).map(|(_, t)| t.status).collect();
+    let mine: Vec<_> = tasks
+        .iter()
+        .filter(|(_, t)| t.provider == s.providers[0].ctx.node)
+        .map(|(_, t)| t.status)
+        .collect();
     assert_eq!(mine.len(), 2, "{mine:?}");
-    assert!(mine.contains(&TaskStatus::Verifying) && mine.contains(&TaskStatus::Claimed), "{mine:?}");
+    assert!(
+        mine.contains(&TaskStatus::Verifying) && mine.contains(&TaskStatus::Claimed),
+        "{mine:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,7 +14,10 @@ use compute_market_keeper::{
 };
 
 fn scenario(tasks: usize, dir: &std::path::Path) -> Scenario {
-    let cfg = DemoConfig { tasks, ..Default::default() };
+    let cfg = DemoConfig {
+        tasks,
+        ..Default::default()
+    };
     Scenario::new(&cfg, Arc::new(CpuBackend), dir).expect("scenario")
 }
 
@@ -25,10 +28,21 @@ fn restart_all(s: &mut Scenario) {
     let verifiers: Vec<Verifier> = s.verifiers.drain(..).collect();
     let store = Arc::new(TileStore::default()); // the served results are gone with the process
     for (i, p) in providers.into_iter().enumerate() {
-        let (ctx, corrupt_fraction, max_active, claim_backoff) = (p.ctx, p.corrupt_fraction, p.max_active, p.claim_backoff);
+        let (ctx, corrupt_fraction, max_active, claim_backoff) =
+            (p.ctx, p.corrupt_fraction, p.max_active, p.claim_backoff);
         drop(p.db);
         let db = Arc::new(Store::open(&s.dir.join(format!("provider{i}.redb"))).unwrap());
-        let mut p = Provider { ctx: NodeCtx { store: store.clone(), ..ctx }, corrupt_fraction, max_active, claim_backoff, db, records: vec![] };
+        let mut p = Provider {
+            ctx: NodeCtx {
+                store: store.clone(),
+                ..ctx
+            },
+            corrupt_fraction,
+            max_active,
+            claim_backoff,
+            db,
+            records: vec![],
+        };
         p.restore().expect("restore served results");
         s.providers.push(p);
     }
@@ -36,7 +50,16 @@ fn restart_all(s: &mut Scenario) {
         let (ctx, careless) = (v.ctx, v.careless);
         drop(v.db);
         let db = Arc::new(Store::open(&s.dir.join(format!("verifier{i}.redb"))).unwrap());
-        s.verifiers.push(Verifier { ctx: NodeCtx { store: store.clone(), ..ctx }, careless, db, records: vec![], hold_after_commit: None });
+        s.verifiers.push(Verifier {
+            ctx: NodeCtx {
+                store: store.clone(),
+                ..ctx
+            },
+            careless,
+            db,
+            records: vec![],
+            hold_after_commit: None,
+        });
     }
 }
 
@@ -48,7 +71,13 @@ fn killed_between_commit_and_reveal_the_keepers_still_reveal_and_never_double_su
     let mut crashed = false;
     for _ in 0..200 {
         s.tick().unwrap();
-        let pending = s.tasks.iter().any(|(k, _, _)| s.chain.votes(k).unwrap().iter().any(|(_, v)| v.committed && !v.revealed));
+        let pending = s.tasks.iter().any(|(k, _, _)| {
+            s.chain
+                .votes(k)
+                .unwrap()
+                .iter()
+                .any(|(_, v)| v.committed && !v.revealed)
+        });
         if pending {
             restart_all(&mut s);
             crashed = true;
@@ -60,17 +89,28 @@ fn killed_between_commit_and_reveal_the_keepers_still_reveal_and_never_double_su
     let r = s.report().unwrap();
     // every seat revealed: nobody lost stake for silence, outcomes as without the crash
     for t in &r.tasks {
-        let expected = if t.provider.contains("cheats") { "Rejected" } else { "Accepted" };
+        let expected = if t.provider.contains("cheats") {
+            "Rejected"
+        } else {
+            "Accepted"
+        };
         assert_eq!(t.outcome, expected, "{t:?}");
         let (valid, invalid): (u32, u32) = {
             let mut it = t.votes.split('/').map(|x| x.parse::<u32>().unwrap());
             (it.next().unwrap(), it.next().unwrap())
         };
-        assert_eq!(valid + invalid, 3, "all three seats revealed after the restart: {t:?}");
+        assert_eq!(
+            valid + invalid,
+            3,
+            "all three seats revealed after the restart: {t:?}"
+        );
     }
     // no double submission: one ResultSubmitted per task on chain (a second would be refused)
     let submits = s.providers.iter().flat_map(|p| &p.records).count();
-    assert!(submits <= 2, "no task was computed and submitted again after the restart");
+    assert!(
+        submits <= 2,
+        "no task was computed and submitted again after the restart"
+    );
 }
 
 #[test]
@@ -80,11 +120,18 @@ fn roles_survive_injected_rpc_errors() {
     let flaky = Arc::new(FlakyChain::new(s.chain.clone(), 7));
     s.roles_chain = flaky.clone();
     s.run_to_end(3_000).unwrap();
-    assert!(flaky.failed.load(std::sync::atomic::Ordering::Relaxed) > 10, "errors were injected");
+    assert!(
+        flaky.failed.load(std::sync::atomic::Ordering::Relaxed) > 10,
+        "errors were injected"
+    );
     assert!(s.errors > 0, "roles saw the errors");
     let r = s.report().unwrap();
     for t in &r.tasks {
-        let expected = if t.provider.contains("cheats") { "Rejected" } else { "Accepted" };
+        let expected = if t.provider.contains("cheats") {
+            "Rejected"
+        } else {
+            "Accepted"
+        };
         assert_eq!(t.outcome, expected, "{t:?}");
     }
 }
@@ -101,10 +148,24 @@ fn an_unreachable_result_is_voted_invalid_and_the_provider_slashed() {
     s.run_to_end(2_000).unwrap();
     let r = s.report().unwrap();
     assert_eq!(r.tasks[0].outcome, "Rejected");
-    let reasons: Vec<&str> = s.verifiers.iter().flat_map(|v| &v.records).filter(|r| !r.reason.contains("careless")).map(|r| r.reason.as_str()).collect();
+    let reasons: Vec<&str> = s
+        .verifiers
+        .iter()
+        .flat_map(|v| &v.records)
+        .filter(|r| !r.reason.contains("careless"))
+        .map(|r| r.reason.as_str())
+        .collect();
     assert!(!reasons.is_empty());
-    assert!(reasons.iter().all(|r| r.contains("unreachable")), "{reasons:?}");
-    assert!(s.chain.tasks().unwrap().iter().all(|(_, t)| t.status != TaskStatus::Verifying));
+    assert!(
+        reasons.iter().all(|r| r.contains("unreachable")),
+        "{reasons:?}"
+    );
+    assert!(s
+        .chain
+        .tasks()
+        .unwrap()
+        .iter()
+        .all(|(_, t)| t.status != TaskStatus::Verifying));
 }
 
 #[test]
@@ -112,13 +173,22 @@ fn bad_result_urls_are_named() {
     let store = TileStore::default();
     let e = store.fetch_all("ftp://nowhere/r").unwrap_err().to_string();
     assert!(e.contains("unsupported result URL"), "{e}");
-    let e = format!("{:#}", store.fetch_all("http://127.0.0.1:1/r/00").unwrap_err());
+    let e = format!(
+        "{:#}",
+        store.fetch_all("http://127.0.0.1:1/r/00").unwrap_err()
+    );
     assert!(e.contains("unreachable"), "{e}");
     let e = store.fetch_all("mem://abcd").unwrap_err().to_string();
     assert!(e.contains("does not name a 32-byte root"), "{e}");
-    let e = store.fetch_all(&format!("mem://{}", "zz".repeat(32))).unwrap_err().to_string();
+    let e = store
+        .fetch_all(&format!("mem://{}", "zz".repeat(32)))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not hex"), "{e}");
-    let e = store.fetch_all(&format!("mem://{}", "00".repeat(32))).unwrap_err().to_string();
+    let e = store
+        .fetch_all(&format!("mem://{}", "00".repeat(32)))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("unreachable"), "{e}");
 }
 
@@ -143,7 +213,12 @@ fn results_travel_over_http_compressed_and_content_addressed() {
     drop(listener);
     let served = Arc::new(TileStore::serving_at(format!("http://127.0.0.1:{port}")));
     let metrics = Arc::new(Metrics::default());
-    http::serve(served.clone(), metrics.clone(), &format!("127.0.0.1:{port}")).unwrap();
+    http::serve(
+        served.clone(),
+        metrics.clone(),
+        &format!("127.0.0.1:{port}"),
+    )
+    .unwrap();
     for p in &mut s.providers {
         p.ctx.store = served.clone();
     }
@@ -155,11 +230,26 @@ fn results_travel_over_http_compressed_and_content_addressed() {
     s.run_to_end(2_000).unwrap();
     let r = s.report().unwrap();
     for t in &r.tasks {
-        let expected = if t.provider.contains("cheats") { "Rejected" } else { "Accepted" };
+        let expected = if t.provider.contains("cheats") {
+            "Rejected"
+        } else {
+            "Accepted"
+        };
         assert_eq!(t.outcome, expected, "{t:?}");
     }
-    let metrics_text = ureq::get(&format!("http://127.0.0.1:{port}/metrics")).call().unwrap().into_string().unwrap();
-    assert!(metrics_text.contains("keeper_rpc_latency_seconds_count"), "{metrics_text}");
-    let missing = ureq::get(&format!("http://127.0.0.1:{port}/r/{}/all", "00".repeat(32))).call();
+    let metrics_text = ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(
+        metrics_text.contains("keeper_rpc_latency_seconds_count"),
+        "{metrics_text}"
+    );
+    let missing = ureq::get(&format!(
+        "http://127.0.0.1:{port}/r/{}/all",
+        "00".repeat(32)
+    ))
+    .call();
     assert!(missing.is_err(), "an unknown root is a 404");
 }

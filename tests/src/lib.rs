@@ -31,13 +31,17 @@ pub fn keeper_bin() -> PathBuf {
 
 /// The built program (`$COMPUTE_MARKET_SO`, else `<target>/deploy/compute_market.so`).
 pub fn program_so() -> PathBuf {
-    std::env::var_os("COMPUTE_MARKET_SO").map(PathBuf::from).unwrap_or_else(|| target_dir().join("deploy/compute_market.so"))
+    std::env::var_os("COMPUTE_MARKET_SO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("deploy/compute_market.so"))
 }
 
 /// The SBPF v3 build (`$COMPUTE_MARKET_SO_V3`, else `<target>/deploy-v3/compute_market.so`),
 /// what `migrations/deploy.sh` deploys.
 pub fn program_so_v3() -> PathBuf {
-    std::env::var_os("COMPUTE_MARKET_SO_V3").map(PathBuf::from).unwrap_or_else(|| target_dir().join("deploy-v3/compute_market.so"))
+    std::env::var_os("COMPUTE_MARKET_SO_V3")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("deploy-v3/compute_market.so"))
 }
 
 /// A child process killed (by PID) when dropped.
@@ -58,7 +62,10 @@ impl Drop for Proc {
 fn port_block(len: u16) -> u16 {
     // a block of consecutive free ports (rpc, ws = rpc + 1, faucet, gossip, dynamic range)
     for _ in 0..200 {
-        let base = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(20_000);
+        let base = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or(20_000);
         if !(10_000..=60_000).contains(&base) {
             continue;
         }
@@ -96,11 +103,22 @@ impl Validator {
     fn start_with(with_program: bool) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let so = program_so();
-        anyhow::ensure!(so.exists(), "{} is missing: build it with scripts/build", so.display());
+        anyhow::ensure!(
+            so.exists(),
+            "{} is missing: build it with scripts/build",
+            so.display()
+        );
         let admin = dir.path().join("admin.json");
         keygen(&admin)?;
         let base = port_block(120);
-        let mut v = Validator { url: format!("http://127.0.0.1:{base}"), dir, admin, base, with_program, proc: None };
+        let mut v = Validator {
+            url: format!("http://127.0.0.1:{base}"),
+            dir,
+            admin,
+            base,
+            with_program,
+            proc: None,
+        };
         v.launch(true)?;
         v.solana(&["airdrop", "1000", &pubkey(&v.admin)?])?;
         Ok(v)
@@ -109,7 +127,10 @@ impl Validator {
     /// Starts the process (`reset`: from genesis; otherwise resuming the ledger it left) and
     /// waits until it answers and, when it was started with it, the program is executable.
     fn launch(&mut self, reset: bool) -> Result<()> {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("validator.log"))?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("validator.log"))?;
         let mut cmd = Command::new("solana-test-validator");
         if reset {
             cmd.arg("--reset");
@@ -117,22 +138,41 @@ impl Validator {
         let base = self.base;
         cmd.args(["--quiet", "--ledger"])
             .arg(self.dir.path().join("ledger"))
-            .args(["--rpc-port", &base.to_string(), "--faucet-port", &(base + 2).to_string()])
-            .args(["--gossip-port", &(base + 3).to_string(), "--dynamic-port-range", &format!("{}-{}", base + 10, base + 119)]);
+            .args([
+                "--rpc-port",
+                &base.to_string(),
+                "--faucet-port",
+                &(base + 2).to_string(),
+            ])
+            .args([
+                "--gossip-port",
+                &(base + 3).to_string(),
+                "--dynamic-port-range",
+                &format!("{}-{}", base + 10, base + 119),
+            ]);
         if self.with_program {
-            cmd.arg("--upgradeable-program").arg(compute_market::ID.to_string()).arg(program_so()).arg(&self.admin);
+            cmd.arg("--upgradeable-program")
+                .arg(compute_market::ID.to_string())
+                .arg(program_so())
+                .arg(&self.admin);
         }
         let child = cmd
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
             .context("starting solana-test-validator (install it with ../shared/solana-validator/install.sh)")?;
-        self.proc = Some(Proc { child, name: "validator".into() });
+        self.proc = Some(Proc {
+            child,
+            name: "validator".into(),
+        });
         let chain = RpcChain::new(&self.url);
         let start = Instant::now();
         while chain.slot().is_err() {
             if start.elapsed() > Duration::from_secs(90) {
-                bail!("the validator did not answer within 90 s; see {}", self.dir.path().join("validator.log").display());
+                bail!(
+                    "the validator did not answer within 90 s; see {}",
+                    self.dir.path().join("validator.log").display()
+                );
             }
             std::thread::sleep(Duration::from_millis(300));
         }
@@ -153,7 +193,9 @@ impl Validator {
         std::thread::sleep(down_for);
         self.launch(false)?;
         // while it replays the ledger it answers slot 0
-        wait_for(90, "the restarted validator to resume its ledger", || Ok(chain.slot().ok().filter(|&s| s >= last).map(|_| ())))
+        wait_for(90, "the restarted validator to resume its ledger", || {
+            Ok(chain.slot().ok().filter(|&s| s >= last).map(|_| ()))
+        })
     }
 
     /// An RPC chain to it.
@@ -163,9 +205,16 @@ impl Validator {
 
     /// Runs the stock `solana` CLI against it; returns stdout.
     pub fn solana(&self, args: &[&str]) -> Result<String> {
-        let out = Command::new("solana").args(["-u", &self.url, "-k"]).arg(&self.admin).args(args).output()?;
+        let out = Command::new("solana")
+            .args(["-u", &self.url, "-k"])
+            .arg(&self.admin)
+            .args(args)
+            .output()?;
         if !out.status.success() {
-            bail!("solana {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "solana {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
@@ -183,17 +232,29 @@ impl Validator {
 
     /// Runs `keeper` once as `keypair` and returns its JSON output.
     pub fn keeper(&self, keypair: &Path, args: &[&str]) -> Result<serde_json::Value> {
-        let out = Command::new(keeper_bin()).args(["-u", &self.url, "-k"]).arg(keypair).args(["--output", "json"]).args(args).output()?;
+        let out = Command::new(keeper_bin())
+            .args(["-u", &self.url, "-k"])
+            .arg(keypair)
+            .args(["--output", "json"])
+            .args(args)
+            .output()?;
         if !out.status.success() {
-            bail!("keeper {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "keeper {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
-        serde_json::from_slice(&out.stdout).with_context(|| format!("keeper {args:?} printed no JSON"))
+        serde_json::from_slice(&out.stdout)
+            .with_context(|| format!("keeper {args:?} printed no JSON"))
     }
 
     /// Starts `keeper run` as `keypair` in the background; its log goes to `<name>.log`.
     pub fn spawn_keeper(&self, name: &str, keypair: &Path, args: &[&str]) -> Result<Proc> {
         // appended: a restarted keeper's log follows the first one's
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join(format!("{name}.log")))?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("{name}.log")))?;
         let port = port_block(1);
         let child = Command::new(keeper_bin())
             .args(["-u", &self.url, "-k"])
@@ -202,14 +263,23 @@ impl Validator {
             // the CPU on every machine: a GPU's start-up self-test would eat into the windows
             .args(["--backend", "cpu"])
             .args(args)
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--poll-ms", "200", "--store"])
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--poll-ms",
+                "200",
+                "--store",
+            ])
             .arg(self.dir.path().join(format!("{name}.redb")))
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .with_context(|| format!("starting {}", keeper_bin().display()))?;
-        Ok(Proc { child, name: name.into() })
+        Ok(Proc {
+            child,
+            name: name.into(),
+        })
     }
 
     /// Stops the validator now.
@@ -220,7 +290,11 @@ impl Validator {
 
 /// `solana-keygen new` into `path`.
 pub fn keygen(path: &Path) -> Result<()> {
-    let st = Command::new("solana-keygen").args(["new", "--no-bip39-passphrase", "-s", "-f", "-o"]).arg(path).stdout(Stdio::null()).status()?;
+    let st = Command::new("solana-keygen")
+        .args(["new", "--no-bip39-passphrase", "-s", "-f", "-o"])
+        .arg(path)
+        .stdout(Stdio::null())
+        .status()?;
     anyhow::ensure!(st.success(), "solana-keygen failed");
     Ok(())
 }

@@ -14,13 +14,39 @@ use solana_signer::Signer;
 const REWARD: u64 = 1_000_000;
 
 fn register(v: &Validator, who: &std::path::Path, roles: &str, stake: u64) -> Result<()> {
-    v.keeper(who, &["node", "register", "--roles", roles, "--gflops", "60000", "--memory-gb", "80"])?;
+    v.keeper(
+        who,
+        &[
+            "node",
+            "register",
+            "--roles",
+            roles,
+            "--gflops",
+            "60000",
+            "--memory-gb",
+            "80",
+        ],
+    )?;
     v.keeper(who, &["node", "stake", &stake.to_string()])?;
     Ok(())
 }
 
 fn post(v: &Validator, client: &std::path::Path, id: u64) -> Result<Pubkey> {
-    let out = v.keeper(client, &["task", "post", "--id", &id.to_string(), "--kind", "matmul", "--dims", "96,64,80", "--reward", &REWARD.to_string()])?;
+    let out = v.keeper(
+        client,
+        &[
+            "task",
+            "post",
+            "--id",
+            &id.to_string(),
+            "--kind",
+            "matmul",
+            "--dims",
+            "96,64,80",
+            "--reward",
+            &REWARD.to_string(),
+        ],
+    )?;
     Ok(out["task"].as_str().expect("task address").parse()?)
 }
 
@@ -28,10 +54,32 @@ fn post(v: &Validator, client: &std::path::Path, id: u64) -> Result<Pubkey> {
 fn honest_and_cheating_providers_end_with_the_right_balances() -> Result<()> {
     let v = Validator::start()?;
     let mint_out = v.dir.path().join("mint.json");
-    v.keeper(&v.admin, &["init", "--windows", "40,15,15,15", "--mint-keypair-out", mint_out.to_str().unwrap()])?;
+    v.keeper(
+        &v.admin,
+        &[
+            "init",
+            "--windows",
+            "40,15,15,15",
+            "--mint-keypair-out",
+            mint_out.to_str().unwrap(),
+        ],
+    )?;
     // `init` again reuses everything
-    let again = v.keeper(&v.admin, &["init", "--windows", "40,15,15,15", "--mint-keypair-out", mint_out.to_str().unwrap()])?;
-    assert_eq!(again["created"].as_array().map(Vec::len), Some(0), "init is idempotent: {again}");
+    let again = v.keeper(
+        &v.admin,
+        &[
+            "init",
+            "--windows",
+            "40,15,15,15",
+            "--mint-keypair-out",
+            mint_out.to_str().unwrap(),
+        ],
+    )?;
+    assert_eq!(
+        again["created"].as_array().map(Vec::len),
+        Some(0),
+        "init is idempotent: {again}"
+    );
     let chain = v.chain();
 
     let client = v.wallet("client", 100 * REWARD)?;
@@ -40,7 +88,9 @@ fn honest_and_cheating_providers_end_with_the_right_balances() -> Result<()> {
     // the honest provider can bond exactly one task at a time, so the second goes to the cheater
     register(&v, &honest, "provider", 2 * REWARD)?;
     register(&v, &cheat, "provider", 50 * REWARD)?;
-    let verifiers: Vec<_> = (0..3).map(|i| v.wallet(&format!("v{i}"), 100 * REWARD)).collect::<Result<_>>()?;
+    let verifiers: Vec<_> = (0..3)
+        .map(|i| v.wallet(&format!("v{i}"), 100 * REWARD))
+        .collect::<Result<_>>()?;
     for w in &verifiers {
         register(&v, w, "verifier", 50 * REWARD)?;
     }
@@ -51,40 +101,99 @@ fn honest_and_cheating_providers_end_with_the_right_balances() -> Result<()> {
 
     let t1 = post(&v, &client, 1)?;
     let _honest = v.spawn_keeper("honest", &honest, &["--provider"])?;
-    wait_for(60, "the honest provider to claim task 1", || Ok(chain.task(&t1)?.filter(|t| t.provider == node(&honest)).map(|_| ())))?;
-    let _cheat = v.spawn_keeper("cheat", &cheat, &["--provider", "--corrupt-fraction", "0.25"])?;
+    wait_for(60, "the honest provider to claim task 1", || {
+        Ok(chain
+            .task(&t1)?
+            .filter(|t| t.provider == node(&honest))
+            .map(|_| ()))
+    })?;
+    let _cheat = v.spawn_keeper(
+        "cheat",
+        &cheat,
+        &["--provider", "--corrupt-fraction", "0.25"],
+    )?;
     let t2 = post(&v, &client, 2)?;
-    wait_for(60, "the cheater to claim task 2", || Ok(chain.task(&t2)?.filter(|t| t.provider == node(&cheat)).map(|_| ())))?;
-    let _v: Vec<_> = verifiers.iter().enumerate().map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"])).collect::<Result<_>>()?;
+    wait_for(60, "the cheater to claim task 2", || {
+        Ok(chain
+            .task(&t2)?
+            .filter(|t| t.provider == node(&cheat))
+            .map(|_| ()))
+    })?;
+    let _v: Vec<_> = verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
+        .collect::<Result<_>>()?;
     let _crank = v.spawn_keeper("crank", &v.admin, &["--crank"])?;
-    wait_for(180, "both tasks to be closed", || Ok((chain.task(&t1)?.is_none() && chain.task(&t2)?.is_none()).then_some(())))?;
+    wait_for(180, "both tasks to be closed", || {
+        Ok((chain.task(&t1)?.is_none() && chain.task(&t2)?.is_none()).then_some(()))
+    })?;
 
     // read back over RPC
     let h = chain.node(&node(&honest))?.expect("honest node");
-    assert_eq!((h.free, h.bonded, h.earned, h.times_slashed, h.tasks_completed), (2 * REWARD, 0, 880_000, 0, 1));
+    assert_eq!(
+        (
+            h.free,
+            h.bonded,
+            h.earned,
+            h.times_slashed,
+            h.tasks_completed
+        ),
+        (2 * REWARD, 0, 880_000, 0, 1)
+    );
     let c = chain.node(&node(&cheat))?.expect("cheater node");
-    assert_eq!((c.free, c.bonded, c.earned, c.times_slashed), (48 * REWARD, 0, 0, 1), "the whole 2× bond slashed");
+    assert_eq!(
+        (c.free, c.bonded, c.earned, c.times_slashed),
+        (48 * REWARD, 0, 0, 1),
+        "the whole 2× bond slashed"
+    );
     for w in &verifiers {
         let n = chain.node(&node(w))?.expect("verifier node");
         // task 1: 100_000 pool / 3; task 2: 40% of the 2_000_000 bond / 3
-        assert_eq!((n.earned, n.times_slashed, n.verifications, n.bonded), (33_333 + 266_666, 0, 2, 0));
+        assert_eq!(
+            (n.earned, n.times_slashed, n.verifications, n.bonded),
+            (33_333 + 266_666, 0, 2, 0)
+        );
     }
     // the client paid task 1 and got task 2's reward back plus half the cheater's bond
-    assert_eq!(chain.token_balance(&client_ata)?, client_before - REWARD + REWARD);
+    assert_eq!(
+        chain.token_balance(&client_ata)?,
+        client_before - REWARD + REWARD
+    );
     assert!(chain.tasks()?.is_empty(), "every task account closed");
-    assert!(chain.votes(&t1)?.is_empty() && chain.votes(&t2)?.is_empty(), "every vote account closed");
+    assert!(
+        chain.votes(&t1)?.is_empty() && chain.votes(&t2)?.is_empty(),
+        "every vote account closed"
+    );
     // every node vault holds exactly what its node accounts for
     for p in [&honest, &cheat].into_iter().chain(verifiers.iter()) {
         let n = chain.node(&node(p))?.unwrap();
-        assert_eq!(chain.token_balance(&pda::vault(&node(p)))?, n.free + n.bonded + n.pending_unstake + n.earned + n.fees_due);
+        assert_eq!(
+            chain.token_balance(&pda::vault(&node(p)))?,
+            n.free + n.bonded + n.pending_unstake + n.earned + n.fees_due
+        );
     }
 
     // the stock CLI sees the same chain
     let show = v.solana(&["program", "show", &compute_market::ID.to_string()])?;
-    assert!(show.contains(&compute_market::ID.to_string()) && show.contains(&pubkey(&v.admin)?), "{show}");
-    assert!(v.solana(&["account", &t1.to_string()]).is_err(), "the closed task has no account");
-    let vault = v.solana(&["account", &pda::vault(&node(&honest)).to_string(), "--output", "json"])?;
-    assert!(vault.contains("TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA"), "vaults are SPL token accounts: {vault}");
+    assert!(
+        show.contains(&compute_market::ID.to_string()) && show.contains(&pubkey(&v.admin)?),
+        "{show}"
+    );
+    assert!(
+        v.solana(&["account", &t1.to_string()]).is_err(),
+        "the closed task has no account"
+    );
+    let vault = v.solana(&[
+        "account",
+        &pda::vault(&node(&honest)).to_string(),
+        "--output",
+        "json",
+    ])?;
+    assert!(
+        vault.contains("TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA"),
+        "vaults are SPL token accounts: {vault}"
+    );
     Ok(())
 }
 
@@ -93,13 +202,31 @@ fn ata(owner: &Pubkey, mint: &Pubkey) -> Pubkey {
 }
 
 /// A market of one provider and three verifiers, staked; returns (client, provider, verifiers).
-fn small_market(v: &Validator, windows: &str) -> Result<(std::path::PathBuf, std::path::PathBuf, Vec<std::path::PathBuf>)> {
+fn small_market(
+    v: &Validator,
+    windows: &str,
+) -> Result<(
+    std::path::PathBuf,
+    std::path::PathBuf,
+    Vec<std::path::PathBuf>,
+)> {
     let mint_out = v.dir.path().join("mint.json");
-    v.keeper(&v.admin, &["init", "--windows", windows, "--mint-keypair-out", mint_out.to_str().unwrap()])?;
+    v.keeper(
+        &v.admin,
+        &[
+            "init",
+            "--windows",
+            windows,
+            "--mint-keypair-out",
+            mint_out.to_str().unwrap(),
+        ],
+    )?;
     let client = v.wallet("client", 100 * REWARD)?;
     let provider = v.wallet("provider", 100 * REWARD)?;
     register(v, &provider, "provider", 50 * REWARD)?;
-    let verifiers: Vec<_> = (0..3).map(|i| v.wallet(&format!("v{i}"), 100 * REWARD)).collect::<Result<_>>()?;
+    let verifiers: Vec<_> = (0..3)
+        .map(|i| v.wallet(&format!("v{i}"), 100 * REWARD))
+        .collect::<Result<_>>()?;
     for w in &verifiers {
         register(v, w, "verifier", 50 * REWARD)?;
     }
@@ -122,19 +249,37 @@ fn a_verifier_killed_with_sigkill_between_commit_and_reveal_reveals_after_restar
     let _v1 = v.spawn_keeper("v1", &verifiers[1], &["--verifier"])?;
     let _crank = v.spawn_keeper("crank", &v.admin, &["--crank"])?;
     // v2 holds still once its commit lands; the test kills it there with SIGKILL
-    let mut v2 = v.spawn_keeper("v2", &verifiers[2], &["--verifier", "--hold-after-commit-ms", "600000"])?;
+    let mut v2 = v.spawn_keeper(
+        "v2",
+        &verifiers[2],
+        &["--verifier", "--hold-after-commit-ms", "600000"],
+    )?;
     let vote = pda::vote(&task, &node_of(&verifiers[2]), 0);
-    wait_for(90, "v2's commit", || Ok(chain.decoded::<Vote>(&vote)?.filter(|s| s.committed).map(|_| ())))?;
+    wait_for(90, "v2's commit", || {
+        Ok(chain
+            .decoded::<Vote>(&vote)?
+            .filter(|s| s.committed)
+            .map(|_| ()))
+    })?;
     v2.child.kill()?; // SIGKILL
     let status = v2.child.wait()?;
     assert_eq!(status.signal(), Some(9), "killed by SIGKILL: {status:?}");
     let seat: Vote = chain.decoded(&vote)?.expect("v2's vote");
-    assert!(seat.committed && !seat.revealed, "killed between commit and reveal");
+    assert!(
+        seat.committed && !seat.revealed,
+        "killed between commit and reveal"
+    );
     // restarted from the same keypair and store: it must reveal
     let _v2 = v.spawn_keeper("v2", &verifiers[2], &["--verifier"])?;
-    wait_for(120, "the task to be closed", || Ok(chain.task(&task)?.is_none().then_some(())))?;
+    wait_for(120, "the task to be closed", || {
+        Ok(chain.task(&task)?.is_none().then_some(()))
+    })?;
     let n = chain.node(&node_of(&verifiers[2]))?.expect("v2 node");
-    assert_eq!((n.verifications, n.times_slashed, n.earned, n.bonded), (1, 0, 33_333, 0), "v2 revealed and was paid, not slashed");
+    assert_eq!(
+        (n.verifications, n.times_slashed, n.earned, n.bonded),
+        (1, 0, 33_333, 0),
+        "v2 revealed and was paid, not slashed"
+    );
     let p = chain.node(&node_of(&provider))?.expect("provider node");
     assert_eq!((p.earned, p.tasks_completed), (880_000, 1));
     Ok(())
@@ -147,11 +292,18 @@ fn a_validator_restart_mid_task_keepers_reconnect_and_the_task_completes() -> Re
     let chain = v.chain();
     let t1 = post(&v, &client, 1)?;
     let _p = v.spawn_keeper("provider", &provider, &["--provider"])?;
-    let _vs: Vec<_> = verifiers.iter().enumerate().map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"])).collect::<Result<_>>()?;
+    let _vs: Vec<_> = verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
+        .collect::<Result<_>>()?;
     let _crank = v.spawn_keeper("crank", &v.admin, &["--crank"])?;
     // mid-task: the result is submitted, verification has not finished
     let before = wait_for(90, "task 1 to be submitted", || {
-        Ok(chain.task(&t1)?.filter(|t| t.status == TaskStatus::Verifying).map(|t| t.submit_slot))
+        Ok(chain
+            .task(&t1)?
+            .filter(|t| t.status == TaskStatus::Verifying)
+            .map(|t| t.submit_slot))
     })?;
     // returns once the validator has replayed its ledger past the slot it had reached
     v.restart(std::time::Duration::from_secs(3))?;
@@ -159,18 +311,29 @@ fn a_validator_restart_mid_task_keepers_reconnect_and_the_task_completes() -> Re
     assert_eq!(t.submit_slot, before, "same ledger");
     // the keepers carry on by themselves, and new work flows too
     let t2 = post(&v, &client, 2)?;
-    wait_for(240, "both tasks to be closed", || Ok((chain.task(&t1)?.is_none() && chain.task(&t2)?.is_none()).then_some(())))?;
+    wait_for(240, "both tasks to be closed", || {
+        Ok((chain.task(&t1)?.is_none() && chain.task(&t2)?.is_none()).then_some(()))
+    })?;
     let p = chain.node(&node_of(&provider))?.expect("provider node");
-    assert_eq!((p.earned, p.tasks_completed, p.times_slashed, p.bonded), (2 * 880_000, 2, 0, 0));
+    assert_eq!(
+        (p.earned, p.tasks_completed, p.times_slashed, p.bonded),
+        (2 * 880_000, 2, 0, 0)
+    );
     for w in &verifiers {
         let n = chain.node(&node_of(w))?.expect("verifier node");
-        assert_eq!((n.earned, n.verifications, n.times_slashed, n.bonded), (2 * 33_333, 2, 0, 0));
+        assert_eq!(
+            (n.earned, n.verifications, n.times_slashed, n.bonded),
+            (2 * 33_333, 2, 0, 0)
+        );
     }
     assert!(chain.tasks()?.is_empty());
     // the keepers noticed: their websocket subscriptions were made again after the restart
     for name in ["provider", "v0", "crank"] {
         let log = std::fs::read_to_string(v.dir.path().join(format!("{name}.log")))?;
-        assert!(log.matches("subscribed to program accounts").count() >= 2, "{name} re-subscribed after the restart:\n{log}");
+        assert!(
+            log.matches("subscribed to program accounts").count() >= 2,
+            "{name} re-subscribed after the restart:\n{log}"
+        );
     }
     Ok(())
 }
@@ -180,14 +343,31 @@ fn two_hundred_small_tasks_posted_at_once_all_finalize() -> Result<()> {
     const TASKS: u64 = 200;
     let v = Validator::start()?;
     let mint_out = v.dir.path().join("mint.json");
-    v.keeper(&v.admin, &["init", "--windows", "300,150,150,150", "--task-ttl", "3000", "--cooldown", "10000", "--mint-keypair-out", mint_out.to_str().unwrap()])?;
+    v.keeper(
+        &v.admin,
+        &[
+            "init",
+            "--windows",
+            "300,150,150,150",
+            "--task-ttl",
+            "3000",
+            "--cooldown",
+            "10000",
+            "--mint-keypair-out",
+            mint_out.to_str().unwrap(),
+        ],
+    )?;
     let chain = v.chain();
     let client = v.wallet("client", TASKS * REWARD)?;
-    let providers: Vec<_> = (0..2).map(|i| v.wallet(&format!("p{i}"), 100 * REWARD)).collect::<Result<_>>()?;
+    let providers: Vec<_> = (0..2)
+        .map(|i| v.wallet(&format!("p{i}"), 100 * REWARD))
+        .collect::<Result<_>>()?;
     for p in &providers {
         register(&v, p, "provider", 100 * REWARD)?;
     }
-    let verifiers: Vec<_> = (0..3).map(|i| v.wallet(&format!("v{i}"), TASKS * REWARD)).collect::<Result<_>>()?;
+    let verifiers: Vec<_> = (0..3)
+        .map(|i| v.wallet(&format!("v{i}"), TASKS * REWARD))
+        .collect::<Result<_>>()?;
     for w in &verifiers {
         register(&v, w, "verifier", TASKS * REWARD)?;
     }
@@ -195,15 +375,44 @@ fn two_hundred_small_tasks_posted_at_once_all_finalize() -> Result<()> {
         .iter()
         .enumerate()
         .map(|(i, p)| v.spawn_keeper(&format!("p{i}"), p, &["--provider", "--max-active", "16"]))
-        .chain(verifiers.iter().enumerate().map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier", "--parallel", "32"])))
-        .chain(std::iter::once(v.spawn_keeper("crank", &v.admin, &["--crank", "--parallel", "32"])))
+        .chain(
+            verifiers.iter().enumerate().map(|(i, w)| {
+                v.spawn_keeper(&format!("v{i}"), w, &["--verifier", "--parallel", "32"])
+            }),
+        )
+        .chain(std::iter::once(v.spawn_keeper(
+            "crank",
+            &v.admin,
+            &["--crank", "--parallel", "32"],
+        )))
         .collect::<Result<_>>()?;
 
     let start = std::time::Instant::now();
     let first_slot = chain.slot()?;
-    let out = v.keeper(&client, &["task", "post", "--id", "1000", "--count", &TASKS.to_string(), "--kind", "matmul", "--dims", "64,64,64", "--reward", &REWARD.to_string()])?;
+    let out = v.keeper(
+        &client,
+        &[
+            "task",
+            "post",
+            "--id",
+            "1000",
+            "--count",
+            &TASKS.to_string(),
+            "--kind",
+            "matmul",
+            "--dims",
+            "64,64,64",
+            "--reward",
+            &REWARD.to_string(),
+        ],
+    )?;
     let posted_s = start.elapsed().as_secs_f64();
-    let tasks: Vec<Pubkey> = out.as_array().expect("one result per task").iter().map(|o| o["task"].as_str().unwrap().parse().unwrap()).collect();
+    let tasks: Vec<Pubkey> = out
+        .as_array()
+        .expect("one result per task")
+        .iter()
+        .map(|o| o["task"].as_str().unwrap().parse().unwrap())
+        .collect();
     assert_eq!(tasks.len() as u64, TASKS);
     let mut posted_slot = std::collections::HashMap::new();
     for (k, t) in chain.tasks()? {
@@ -213,7 +422,8 @@ fn two_hundred_small_tasks_posted_at_once_all_finalize() -> Result<()> {
     let mut closed_at = std::collections::HashMap::new();
     wait_for(900, "all 200 tasks to be closed", || {
         let slot = chain.slot()?;
-        let live: std::collections::HashSet<Pubkey> = chain.tasks()?.into_iter().map(|(k, _)| k).collect();
+        let live: std::collections::HashSet<Pubkey> =
+            chain.tasks()?.into_iter().map(|(k, _)| k).collect();
         for k in &tasks {
             if !live.contains(k) {
                 closed_at.entry(*k).or_insert(slot);
@@ -226,18 +436,37 @@ fn two_hundred_small_tasks_posted_at_once_all_finalize() -> Result<()> {
     drop(keepers);
 
     // every one accepted and paid: read back over RPC
-    let earned: u64 = providers.iter().map(|p| chain.node(&node_of(p)).unwrap().unwrap().earned).sum();
-    let completed: u32 = providers.iter().map(|p| chain.node(&node_of(p)).unwrap().unwrap().tasks_completed).sum();
-    assert_eq!((completed as u64, earned), (TASKS, TASKS * 880_000), "all tasks accepted and paid");
+    let earned: u64 = providers
+        .iter()
+        .map(|p| chain.node(&node_of(p)).unwrap().unwrap().earned)
+        .sum();
+    let completed: u32 = providers
+        .iter()
+        .map(|p| chain.node(&node_of(p)).unwrap().unwrap().tasks_completed)
+        .sum();
+    assert_eq!(
+        (completed as u64, earned),
+        (TASKS, TASKS * 880_000),
+        "all tasks accepted and paid"
+    );
     for p in &providers {
-        assert!(chain.node(&node_of(p))?.unwrap().tasks_completed > 0, "both providers got work (least-loaded first)");
+        assert!(
+            chain.node(&node_of(p))?.unwrap().tasks_completed > 0,
+            "both providers got work (least-loaded first)"
+        );
     }
     for w in &verifiers {
         let n = chain.node(&node_of(w))?.unwrap();
         assert_eq!((n.times_slashed, n.bonded), (0, 0));
     }
-    assert!(chain.tasks()?.is_empty() && chain.all_votes()?.is_empty(), "every account closed");
-    let mut slots: Vec<u64> = tasks.iter().map(|k| closed_at[k] - posted_slot.get(k).copied().unwrap_or(first_slot)).collect();
+    assert!(
+        chain.tasks()?.is_empty() && chain.all_votes()?.is_empty(),
+        "every account closed"
+    );
+    let mut slots: Vec<u64> = tasks
+        .iter()
+        .map(|k| closed_at[k] - posted_slot.get(k).copied().unwrap_or(first_slot))
+        .collect();
     slots.sort_unstable();
     let mean = slots.iter().sum::<u64>() as f64 / slots.len() as f64;
     let report = format!(
@@ -258,7 +487,10 @@ fn two_hundred_small_tasks_posted_at_once_all_finalize() -> Result<()> {
 fn the_deploy_script_deploys_upgrades_and_initializes_idempotently() -> Result<()> {
     let v = Validator::start_bare()?;
     let chain = v.chain();
-    assert!(chain.account(&compute_market::ID)?.is_none(), "no program yet");
+    assert!(
+        chain.account(&compute_market::ID)?.is_none(),
+        "no program yet"
+    );
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/deploy.sh");
     let run = |extra: &[&str]| -> Result<String> {
         let out = std::process::Command::new("bash")
@@ -270,18 +502,31 @@ fn the_deploy_script_deploys_upgrades_and_initializes_idempotently() -> Result<(
             .arg(v.dir.path().join("mint.json"))
             .env("KEEPER", keeper_bin())
             .output()?;
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         anyhow::ensure!(out.status.success(), "deploy.sh failed: {text}");
         Ok(text)
     };
     let first = run(&[])?;
     assert!(first.contains("deploying program"), "{first}");
     let show = v.solana(&["program", "show", &compute_market::ID.to_string()])?;
-    assert!(show.contains(&pubkey(&v.admin)?), "the admin is the upgrade authority: {show}");
-    assert!(compute_market_keeper::cli::config(&chain).is_ok(), "config initialized");
+    assert!(
+        show.contains(&pubkey(&v.admin)?),
+        "the admin is the upgrade authority: {show}"
+    );
+    assert!(
+        compute_market_keeper::cli::config(&chain).is_ok(),
+        "config initialized"
+    );
     // again: nothing to do
     let second = run(&[])?;
-    assert!(second.contains("up to date") && second.contains("\"created\": []"), "{second}");
+    assert!(
+        second.contains("up to date") && second.contains("\"created\": []"),
+        "{second}"
+    );
     // a different build is an upgrade (here the same code with eight zero bytes appended)
     let changed = v.dir.path().join("changed.so");
     let mut bytes = std::fs::read(program_so_v3())?;

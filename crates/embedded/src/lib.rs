@@ -29,9 +29,11 @@ const SLOT_HASH_WINDOW: u64 = 512;
 
 /// Path of the built program: `$COMPUTE_MARKET_SO`, else `<workspace>/target/deploy/compute_market.so`.
 pub fn program_path() -> PathBuf {
-    std::env::var_os("COMPUTE_MARKET_SO").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/deploy/compute_market.so")
-    })
+    std::env::var_os("COMPUTE_MARKET_SO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/deploy/compute_market.so")
+        })
 }
 
 /// The hash the embedded cluster gives `slot` in SlotHashes.
@@ -84,11 +86,19 @@ impl Cluster {
     pub fn new() -> Result<Self, String> {
         let path = program_path();
         let bytes = std::fs::read(&path).map_err(|e| {
-            format!("cannot read {}: {e}; build it first with scripts/build (cargo build-sbf)", path.display())
+            format!(
+                "cannot read {}: {e}; build it first with scripts/build (cargo build-sbf)",
+                path.display()
+            )
         })?;
         let mut svm = LiteSVM::new();
-        svm.add_program(compute_market::ID, &bytes).map_err(|e| format!("loading {}: {e:?}", path.display()))?;
-        let mut c = Cluster { svm, slot: 0, next_key: 100 };
+        svm.add_program(compute_market::ID, &bytes)
+            .map_err(|e| format!("loading {}: {e:?}", path.display()))?;
+        let mut c = Cluster {
+            svm,
+            slot: 0,
+            next_key: 100,
+        };
         c.advance(10);
         Ok(c)
     }
@@ -109,7 +119,9 @@ impl Cluster {
         self.slot += n;
         self.svm.warp_to_slot(self.slot);
         let first = self.slot.saturating_sub(SLOT_HASH_WINDOW);
-        let entries: Vec<(u64, Hash)> = (first..self.slot).map(|s| (s, Hash::new_from_array(slot_hash(s)))).collect();
+        let entries: Vec<(u64, Hash)> = (first..self.slot)
+            .map(|s| (s, Hash::new_from_array(slot_hash(s))))
+            .collect();
         self.svm.set_sysvar(&SlotHashes::new(&entries));
     }
 
@@ -122,7 +134,13 @@ impl Cluster {
     pub fn create_mint(&mut self, authority: &Pubkey) -> Pubkey {
         let key = self.keypair("mint").pubkey();
         let rent = self.svm.minimum_balance_for_rent_exemption(82);
-        let acc = Account { lamports: rent, data: mint_data(authority, u64::MAX / 2), owner: TOKEN_PROGRAM, executable: false, rent_epoch: 0 };
+        let acc = Account {
+            lamports: rent,
+            data: mint_data(authority, u64::MAX / 2),
+            owner: TOKEN_PROGRAM,
+            executable: false,
+            rent_epoch: 0,
+        };
         self.svm.set_account(key, acc).expect("mint");
         key
     }
@@ -131,7 +149,13 @@ impl Cluster {
     pub fn token_account(&mut self, mint: &Pubkey, owner: &Pubkey, amount: u64) -> Pubkey {
         let key = self.keypair("token").pubkey();
         let rent = self.svm.minimum_balance_for_rent_exemption(165);
-        let acc = Account { lamports: rent, data: token_account_data(mint, owner, amount), owner: TOKEN_PROGRAM, executable: false, rent_epoch: 0 };
+        let acc = Account {
+            lamports: rent,
+            data: token_account_data(mint, owner, amount),
+            owner: TOKEN_PROGRAM,
+            executable: false,
+            rent_epoch: 0,
+        };
         self.svm.set_account(key, acc).expect("token account");
         key
     }
@@ -154,12 +178,27 @@ impl Cluster {
     pub fn send(&mut self, ixs: &[Instruction], payer: &Keypair, extra: &[&Keypair]) -> Outcome {
         let mut signers = vec![payer];
         signers.extend_from_slice(extra);
-        let tx = Transaction::new_signed_with_payer(ixs, Some(&payer.pubkey()), &signers, self.svm.latest_blockhash());
+        let tx = Transaction::new_signed_with_payer(
+            ixs,
+            Some(&payer.pubkey()),
+            &signers,
+            self.svm.latest_blockhash(),
+        );
         let res = self.svm.send_transaction(tx);
         self.svm.expire_blockhash();
         match res {
-            Ok(m) => Outcome { ok: true, cu: m.compute_units_consumed, logs: m.logs, error: None },
-            Err(e) => Outcome { ok: false, cu: e.meta.compute_units_consumed, logs: e.meta.logs, error: Some(format!("{:?}", e.err)) },
+            Ok(m) => Outcome {
+                ok: true,
+                cu: m.compute_units_consumed,
+                logs: m.logs,
+                error: None,
+            },
+            Err(e) => Outcome {
+                ok: false,
+                cu: e.meta.compute_units_consumed,
+                logs: e.meta.logs,
+                error: Some(format!("{:?}", e.err)),
+            },
         }
     }
 }

@@ -5,10 +5,15 @@ use std::path::PathBuf;
 
 fn main() {
     let check = std::env::args().any(|a| a == "--check");
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root");
     // a separate target dir: the IDL build uses its own RUSTFLAGS and features and must not
     // invalidate the normal host build
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
     std::env::set_var("CARGO_TARGET_DIR", target.join("idl"));
     // anchor-lang-idl 0.1.4 turns a set RUSTUP_TOOLCHAIN into a literal `+{toolchain}` argument
     std::env::remove_var("RUSTUP_TOOLCHAIN");
@@ -25,13 +30,26 @@ fn main() {
     if check {
         let current = std::fs::read_to_string(&path).unwrap_or_default();
         if current != json {
-            eprintln!("idl-gen: {} is stale; run scripts/idl and commit the result", path.display());
+            eprintln!(
+                "idl-gen: {} is stale; run scripts/idl and commit the result",
+                path.display()
+            );
             std::process::exit(1);
         }
-        println!("idl-gen: {} is up to date ({} instructions)", path.display(), idl.instructions.len());
+        println!(
+            "idl-gen: {} is up to date ({} instructions)",
+            path.display(),
+            idl.instructions.len()
+        );
     } else {
         std::fs::create_dir_all(path.parent().unwrap()).expect("idl dir");
         std::fs::write(&path, json).expect("write IDL");
-        println!("idl-gen: wrote {} ({} instructions, {} events, {} errors)", path.display(), idl.instructions.len(), idl.events.len(), idl.errors.len());
+        println!(
+            "idl-gen: wrote {} ({} instructions, {} events, {} errors)",
+            path.display(),
+            idl.instructions.len(),
+            idl.events.len(),
+            idl.errors.len()
+        );
     }
 }

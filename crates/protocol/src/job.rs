@@ -95,12 +95,22 @@ fn u32_at(b: &[u8; JOB_SPEC_LEN], o: usize) -> u32 {
 impl JobSpec {
     /// A `MatMulModP` job C = A·B with A m×k, B k×n generated from `seed`.
     pub fn matmul(m: u32, k: u32, n: u32, seed: [u8; 32]) -> Self {
-        JobSpec { kind: JobKind::MatMulModP, input_mode: InputMode::Generated, dims: [m, k, n], input: seed }
+        JobSpec {
+            kind: JobKind::MatMulModP,
+            input_mode: InputMode::Generated,
+            dims: [m, k, n],
+            input: seed,
+        }
     }
 
     /// A `HashBatch` job of `tiles` tiles, `nonces` nonces per tile, `iterations` rounds each.
     pub fn hash_batch(tiles: u32, nonces: u32, iterations: u32, seed: [u8; 32]) -> Self {
-        JobSpec { kind: JobKind::HashBatch, input_mode: InputMode::Generated, dims: [tiles, nonces, iterations], input: seed }
+        JobSpec {
+            kind: JobKind::HashBatch,
+            input_mode: InputMode::Generated,
+            dims: [tiles, nonces, iterations],
+            input: seed,
+        }
     }
 
     /// Canonical encoding.
@@ -145,7 +155,12 @@ impl JobSpec {
         }
         let mut input = [0u8; 32];
         input.copy_from_slice(&b[16..48]);
-        Ok(JobSpec { kind, input_mode, dims, input })
+        Ok(JobSpec {
+            kind,
+            input_mode,
+            dims,
+            input,
+        })
     }
 
     /// Number of output tiles T (leaves of the result's Merkle tree). Always ≥ 1.
@@ -161,7 +176,10 @@ impl JobSpec {
     /// `MatMulModP`: tiles along rows and columns of C. `HashBatch`: (tiles, 1).
     pub fn tile_grid(&self) -> (u32, u32) {
         match self.kind {
-            JobKind::MatMulModP => (self.dims[0].div_ceil(MATMUL_TILE), self.dims[2].div_ceil(MATMUL_TILE)),
+            JobKind::MatMulModP => (
+                self.dims[0].div_ceil(MATMUL_TILE),
+                self.dims[2].div_ceil(MATMUL_TILE),
+            ),
             JobKind::HashBatch => (self.dims[0], 1),
         }
     }
@@ -279,7 +297,17 @@ mod tests {
 
     #[test]
     fn mod_p_is_remainder() {
-        for x in [0, 1, crate::P - 1, crate::P, crate::P + 1, 2 * crate::P, u64::MAX, u64::MAX - 1, 1 << 62] {
+        for x in [
+            0,
+            1,
+            crate::P - 1,
+            crate::P,
+            crate::P + 1,
+            2 * crate::P,
+            u64::MAX,
+            u64::MAX - 1,
+            1 << 62,
+        ] {
             assert_eq!(mod_p(x), x % crate::P, "{x}");
         }
         let mut z = 1u64;

@@ -37,7 +37,13 @@ impl MerkleTree {
             let prev = levels.last().expect("non-empty");
             let next: Vec<Digest> = prev
                 .chunks(2)
-                .map(|c| if c.len() == 2 { node_hash(&c[0], &c[1]) } else { c[0] })
+                .map(|c| {
+                    if c.len() == 2 {
+                        node_hash(&c[0], &c[1])
+                    } else {
+                        c[0]
+                    }
+                })
                 .collect();
             levels.push(next);
         }
@@ -83,7 +89,13 @@ impl MerkleTree {
 }
 
 /// Checks that `leaf` is leaf `index` of a tree of `leaf_count` leaves with root `root`.
-pub fn verify_proof(root: &Digest, index: u32, leaf_count: u32, leaf: &Digest, proof: &[Digest]) -> bool {
+pub fn verify_proof(
+    root: &Digest,
+    index: u32,
+    leaf_count: u32,
+    leaf: &Digest,
+    proof: &[Digest],
+) -> bool {
     if index >= leaf_count {
         return false;
     }
@@ -93,7 +105,11 @@ pub fn verify_proof(root: &Digest, index: u32, leaf_count: u32, leaf: &Digest, p
         let sib = i ^ 1;
         if sib < width {
             let Some(s) = it.next() else { return false };
-            acc = if i & 1 == 0 { node_hash(&acc, s) } else { node_hash(s, &acc) };
+            acc = if i & 1 == 0 {
+                node_hash(&acc, s)
+            } else {
+                node_hash(s, &acc)
+            };
         }
         i /= 2;
         width = width.div_ceil(2);
@@ -120,11 +136,20 @@ mod tests {
             let t = MerkleTree::new(leaves(n));
             for i in 0..n {
                 let p = t.proof(i).unwrap();
-                assert!(verify_proof(&t.root(), i, n, &t.leaf(i).unwrap(), &p), "n={n} i={i}");
+                assert!(
+                    verify_proof(&t.root(), i, n, &t.leaf(i).unwrap(), &p),
+                    "n={n} i={i}"
+                );
                 // a wrong leaf, index or count fails
                 assert!(!verify_proof(&t.root(), i, n, &leaf_hash(i, b"x"), &p));
                 if n > 1 {
-                    assert!(!verify_proof(&t.root(), (i + 1) % n, n, &t.leaf(i).unwrap(), &p));
+                    assert!(!verify_proof(
+                        &t.root(),
+                        (i + 1) % n,
+                        n,
+                        &t.leaf(i).unwrap(),
+                        &p
+                    ));
                 }
             }
             assert!(t.proof(n).is_none());

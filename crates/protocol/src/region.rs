@@ -38,7 +38,11 @@ mod tests {
         assert_eq!(distance(ANY, 301), 1);
         assert_eq!(distance(302, 301), 2);
         assert_eq!(distance(101, 301), 3);
-        assert_eq!(distance(301, ANY), 3, "an undeclared node is never near a region");
+        assert_eq!(
+            distance(301, ANY),
+            3,
+            "an undeclared node is never near a region"
+        );
         assert_eq!(distance(ANY, ANY), 1);
     }
 }

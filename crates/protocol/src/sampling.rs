@@ -8,19 +8,29 @@ use crate::hash::{digest_u64, hashv, Digest};
 /// Sample `i` of verifier `verifier` for a result of `tile_count` tiles:
 /// SHA-256("cm:sample:v1" ‖ seed ‖ verifier ‖ i) mod T.
 pub fn sample_index(seed: &Digest, verifier: &[u8; 32], i: u32, tile_count: u32) -> u32 {
-    (digest_u64(&hashv(&[b"cm:sample:v1", seed, verifier, &i.to_le_bytes()])) % tile_count.max(1) as u64) as u32
+    (digest_u64(&hashv(&[b"cm:sample:v1", seed, verifier, &i.to_le_bytes()]))
+        % tile_count.max(1) as u64) as u32
 }
 
 /// The `k` sample indices of a verifier, in draw order (repeats possible when k is close to T).
 pub fn sample_indices(seed: &Digest, verifier: &[u8; 32], k: u32, tile_count: u32) -> Vec<u32> {
-    (0..k).map(|i| sample_index(seed, verifier, i, tile_count)).collect()
+    (0..k)
+        .map(|i| sample_index(seed, verifier, i, tile_count))
+        .collect()
 }
 
 /// Freivalds random vector `r` (length `len`, entries in `[0, P)`) for `round` of a verifier's
 /// check: derived from the seed so that the provider cannot know it when it commits.
 pub fn freivalds_vector(seed: &Digest, verifier: &[u8; 32], round: u32, len: u32) -> Vec<u32> {
-    let key = digest_u64(&hashv(&[b"cm:freivalds:v1", seed, verifier, &round.to_le_bytes()]));
-    (0..len as u64).map(|i| crate::job::matrix_element(&key, i)).collect()
+    let key = digest_u64(&hashv(&[
+        b"cm:freivalds:v1",
+        seed,
+        verifier,
+        &round.to_le_bytes(),
+    ]));
+    (0..len as u64)
+        .map(|i| crate::job::matrix_element(&key, i))
+        .collect()
 }
 
 /// Vote evidence: SHA-256("cm:evidence:v1" ‖ for each checked sample: index ‖ recomputed leaf),
@@ -51,7 +61,11 @@ mod tests {
         assert_eq!(a.len(), 16);
         assert!(a.iter().all(|&i| i < 1000));
         assert_ne!(a, b);
-        assert_eq!(a, sample_indices(&seed, &[2; 32], 16, 1000), "deterministic");
+        assert_eq!(
+            a,
+            sample_indices(&seed, &[2; 32], 16, 1000),
+            "deterministic"
+        );
     }
 
     #[test]

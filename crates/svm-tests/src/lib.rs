@@ -11,12 +11,14 @@ use std::collections::{BTreeMap, HashMap};
 use anchor_lang::{prelude::Pubkey, AccountDeserialize};
 use compute_market::{
     client,
-    instructions::{InitializeConfigArgs, PostTaskArgs, RegisterNodeArgs, RevealVoteArgs, SubmitResultArgs},
+    instructions::{
+        InitializeConfigArgs, PostTaskArgs, RegisterNodeArgs, RevealVoteArgs, SubmitResultArgs,
+    },
     pda,
     state::{Hardware, MarketArgs, Node, Params, Task, Vote, Windows},
 };
-use compute_market_protocol::{commit::vote_commitment, hash::hashv, job::JobSpec};
 use compute_market_embedded::Cluster;
+use compute_market_protocol::{commit::vote_commitment, hash::hashv, job::JobSpec};
 use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
@@ -90,12 +92,23 @@ pub struct Ballot {
 impl Ballot {
     /// A ballot with evidence and salt derived from `tag`.
     pub fn new(vote: u8, tag: u64) -> Self {
-        Ballot { vote, evidence: hashv(&[b"evidence", &tag.to_le_bytes()]), salt: hashv(&[b"salt", &tag.to_le_bytes()]) }
+        Ballot {
+            vote,
+            evidence: hashv(&[b"evidence", &tag.to_le_bytes()]),
+            salt: hashv(&[b"salt", &tag.to_le_bytes()]),
+        }
     }
 
     /// Its commitment for `verifier_node` on `task` in `round`.
     pub fn commitment(&self, verifier_node: &Pubkey, task: &Pubkey, round: u8) -> [u8; 32] {
-        vote_commitment(&verifier_node.to_bytes(), &task.to_bytes(), round, self.vote, &self.evidence, &self.salt)
+        vote_commitment(
+            &verifier_node.to_bytes(),
+            &task.to_bytes(),
+            round,
+            self.vote,
+            &self.evidence,
+            &self.salt,
+        )
     }
 }
 
@@ -120,7 +133,12 @@ pub fn test_market(id: u16) -> MarketArgs {
 
 /// Hardware that meets [`test_market`].
 pub fn gpu() -> Hardware {
-    Hardware { gflops: 60_000, memory_gb: 80, bandwidth_gbps: 3_000, region: 1 }
+    Hardware {
+        gflops: 60_000,
+        memory_gb: 80,
+        bandwidth_gbps: 3_000,
+        region: 1,
+    }
 }
 
 /// The world: program, mint, treasury, config, one market, a clock.
@@ -186,10 +204,24 @@ impl World {
             "initialize_config",
             &admin,
             &[],
-            client::initialize_config(admin_key, mint, treasury, InitializeConfigArgs { params, update_delay: 50 }),
+            client::initialize_config(
+                admin_key,
+                mint,
+                treasury,
+                InitializeConfigArgs {
+                    params,
+                    update_delay: 50,
+                },
+            ),
         )
         .expect("initialize_config");
-        w.send("create_market", &admin, &[], client::create_market(admin_key, market)).expect("create_market");
+        w.send(
+            "create_market",
+            &admin,
+            &[],
+            client::create_market(admin_key, market),
+        )
+        .expect("create_market");
         w
     }
 
@@ -226,7 +258,13 @@ impl World {
         self.names.insert(node, format!("{name}.node"));
         self.names.insert(vault, format!("{name}.vault"));
         self.token_accounts.push(vault);
-        Actor { name: name.into(), kp, wallet, node, vault }
+        Actor {
+            name: name.into(),
+            kp,
+            wallet,
+            node,
+            vault,
+        }
     }
 
     /// Current slot.
@@ -240,17 +278,39 @@ impl World {
     }
 
     /// Sends one instruction signed by `payer` and `extra`; records it.
-    pub fn send(&mut self, label: &str, payer: &Keypair, extra: &[&Keypair], ix: Instruction) -> Result<TxRecord, TxRecord> {
-        let writable: Vec<Pubkey> = ix.accounts.iter().filter(|m| m.is_writable).map(|m| m.pubkey).collect();
+    pub fn send(
+        &mut self,
+        label: &str,
+        payer: &Keypair,
+        extra: &[&Keypair],
+        ix: Instruction,
+    ) -> Result<TxRecord, TxRecord> {
+        let writable: Vec<Pubkey> = ix
+            .accounts
+            .iter()
+            .filter(|m| m.is_writable)
+            .map(|m| m.pubkey)
+            .collect();
         let before: BTreeMap<Pubkey, usize> = writable
             .iter()
-            .filter_map(|k| self.c.svm.get_account(k).filter(|a| a.lamports > 0).map(|a| (*k, a.data.len())))
+            .filter_map(|k| {
+                self.c
+                    .svm
+                    .get_account(k)
+                    .filter(|a| a.lamports > 0)
+                    .map(|a| (*k, a.data.len()))
+            })
             .collect();
         let out = self.c.send(&[ix], payer, extra);
         let (ok, cu, logs, error) = (out.ok, out.cu, out.logs, out.error);
         let (mut created, mut closed) = (0u64, 0u64);
         for k in &writable {
-            let after = self.c.svm.get_account(k).filter(|a| a.lamports > 0).map(|a| a.data.len());
+            let after = self
+                .c
+                .svm
+                .get_account(k)
+                .filter(|a| a.lamports > 0)
+                .map(|a| a.data.len());
             match (before.get(k), after) {
                 (None, Some(n)) => created += n as u64,
                 (Some(&n), None) => closed += n as u64,
@@ -260,17 +320,43 @@ impl World {
         let names = writable
             .iter()
             .map(|k| {
-                let n = self.names.get(k).cloned().unwrap_or_else(|| k.to_string()[..8].to_string());
-                if self.shared.contains(k) { format!("{n}*") } else { n }
+                let n = self
+                    .names
+                    .get(k)
+                    .cloned()
+                    .unwrap_or_else(|| k.to_string()[..8].to_string());
+                if self.shared.contains(k) {
+                    format!("{n}*")
+                } else {
+                    n
+                }
             })
             .collect();
-        let rec = TxRecord { label: label.into(), cu, ok, writable: names, bytes_created: created, bytes_closed: closed, logs, error };
+        let rec = TxRecord {
+            label: label.into(),
+            cu,
+            ok,
+            writable: names,
+            bytes_created: created,
+            bytes_closed: closed,
+            logs,
+            error,
+        };
         self.records.push(rec.clone());
-        if ok { Ok(rec) } else { Err(rec) }
+        if ok {
+            Ok(rec)
+        } else {
+            Err(rec)
+        }
     }
 
     /// Sends `ix` signed by `actor`.
-    pub fn send_as(&mut self, label: &str, actor: &Actor, ix: Instruction) -> Result<TxRecord, TxRecord> {
+    pub fn send_as(
+        &mut self,
+        label: &str,
+        actor: &Actor,
+        ix: Instruction,
+    ) -> Result<TxRecord, TxRecord> {
         let kp = actor.kp.insecure_clone();
         self.send(label, &kp, &[], ix)
     }
@@ -288,7 +374,10 @@ impl World {
 
     /// Balances of every stake-mint token account of the world.
     pub fn balances(&self) -> BTreeMap<Pubkey, u64> {
-        self.token_accounts.iter().map(|k| (*k, self.balance(k))).collect()
+        self.token_accounts
+            .iter()
+            .map(|k| (*k, self.balance(k)))
+            .collect()
     }
 
     /// Whether an account exists (has lamports).
@@ -344,8 +433,18 @@ impl World {
     // ---- one method per instruction -------------------------------------------------------
 
     /// `register_node` with roles and hardware.
-    pub fn register(&mut self, a: &Actor, roles: u8, hardware: Hardware) -> Result<TxRecord, TxRecord> {
-        let ix = client::register_node(a.key(), self.market, self.mint, RegisterNodeArgs { roles, hardware });
+    pub fn register(
+        &mut self,
+        a: &Actor,
+        roles: u8,
+        hardware: Hardware,
+    ) -> Result<TxRecord, TxRecord> {
+        let ix = client::register_node(
+            a.key(),
+            self.market,
+            self.mint,
+            RegisterNodeArgs { roles, hardware },
+        );
         self.send_as("register_node", a, ix)
     }
 
@@ -362,15 +461,33 @@ impl World {
     }
 
     /// `post_task`; returns the task address.
-    pub fn post(&mut self, client_actor: &Actor, task_id: u64, job: JobSpec, reward: u64) -> Result<Pubkey, TxRecord> {
-        self.post_with(client_actor, PostTaskArgs { task_id, job: job.encode(), reward, quorum: 0, samples: 0, input_uri: String::new(), region: 0 })
+    pub fn post(
+        &mut self,
+        client_actor: &Actor,
+        task_id: u64,
+        job: JobSpec,
+        reward: u64,
+    ) -> Result<Pubkey, TxRecord> {
+        self.post_with(
+            client_actor,
+            PostTaskArgs {
+                task_id,
+                job: job.encode(),
+                reward,
+                quorum: 0,
+                samples: 0,
+                input_uri: String::new(),
+                region: 0,
+            },
+        )
     }
 
     /// `post_task` with explicit arguments.
     pub fn post_with(&mut self, c: &Actor, args: PostTaskArgs) -> Result<Pubkey, TxRecord> {
         let task = pda::task(&c.key(), args.task_id);
         self.names.insert(task, format!("task{}", args.task_id));
-        self.names.insert(pda::escrow(&task), format!("task{}.escrow", args.task_id));
+        self.names
+            .insert(pda::escrow(&task), format!("task{}.escrow", args.task_id));
         let ix = client::post_task(c.key(), c.wallet, self.mint, self.market, args);
         self.send_as("post_task", c, ix)?;
         self.token_accounts.push(pda::escrow(&task));
@@ -383,32 +500,73 @@ impl World {
     }
 
     /// `submit_result` with `root`.
-    pub fn submit(&mut self, p: &Actor, task: Pubkey, root: [u8; 32]) -> Result<TxRecord, TxRecord> {
-        let args = SubmitResultArgs { result_root: root, result_uri: "http://127.0.0.1:9000/r/".into() };
-        self.send_as("submit_result", p, client::submit_result(p.key(), task, args))
+    pub fn submit(
+        &mut self,
+        p: &Actor,
+        task: Pubkey,
+        root: [u8; 32],
+    ) -> Result<TxRecord, TxRecord> {
+        let args = SubmitResultArgs {
+            result_root: root,
+            result_uri: "http://127.0.0.1:9000/r/".into(),
+        };
+        self.send_as(
+            "submit_result",
+            p,
+            client::submit_result(p.key(), task, args),
+        )
     }
 
     /// `join_task` in the task's current round.
     pub fn join(&mut self, v: &Actor, task: Pubkey) -> Result<TxRecord, TxRecord> {
         let round = self.round_of(&task);
         let vote = pda::vote(&task, &v.node, round);
-        self.names.insert(vote, format!("vote[{}:{}]", self.names.get(&task).cloned().unwrap_or_default(), v.name));
+        self.names.insert(
+            vote,
+            format!(
+                "vote[{}:{}]",
+                self.names.get(&task).cloned().unwrap_or_default(),
+                v.name
+            ),
+        );
         let ix = client::join_task(v.key(), task, self.market, round);
         self.send_as("join_task", v, ix)
     }
 
     /// `commit_vote` of `ballot` in the task's current round.
-    pub fn commit(&mut self, v: &Actor, task: Pubkey, ballot: &Ballot) -> Result<TxRecord, TxRecord> {
+    pub fn commit(
+        &mut self,
+        v: &Actor,
+        task: Pubkey,
+        ballot: &Ballot,
+    ) -> Result<TxRecord, TxRecord> {
         let round = self.round_of(&task);
         let c = ballot.commitment(&v.node, &task, round);
-        self.send_as("commit_vote", v, client::commit_vote(v.key(), task, round, c))
+        self.send_as(
+            "commit_vote",
+            v,
+            client::commit_vote(v.key(), task, round, c),
+        )
     }
 
     /// `reveal_vote` of `ballot` in the task's current round.
-    pub fn reveal(&mut self, v: &Actor, task: Pubkey, ballot: &Ballot) -> Result<TxRecord, TxRecord> {
+    pub fn reveal(
+        &mut self,
+        v: &Actor,
+        task: Pubkey,
+        ballot: &Ballot,
+    ) -> Result<TxRecord, TxRecord> {
         let round = self.round_of(&task);
-        let args = RevealVoteArgs { vote: ballot.vote, evidence: ballot.evidence, salt: ballot.salt };
-        self.send_as("reveal_vote", v, client::reveal_vote(v.key(), task, round, args))
+        let args = RevealVoteArgs {
+            vote: ballot.vote,
+            evidence: ballot.evidence,
+            salt: ballot.salt,
+        };
+        self.send_as(
+            "reveal_vote",
+            v,
+            client::reveal_vote(v.key(), task, round, args),
+        )
     }
 
     /// `finalize_task`, by the cranker.
@@ -425,10 +583,17 @@ impl World {
     /// `close_task`, by the cranker.
     pub fn close(&mut self, task: Pubkey) -> Result<TxRecord, TxRecord> {
         let (client, client_token, provider) = match self.try_task(&task) {
-            Some(t) => (t.client, t.client_token, (t.provider != Pubkey::default()).then_some(t.provider)),
+            Some(t) => (
+                t.client,
+                t.client_token,
+                (t.provider != Pubkey::default()).then_some(t.provider),
+            ),
             None => (Pubkey::default(), Pubkey::default(), None),
         };
-        self.crank("close_task", client::close_task(task, client, client_token, provider))
+        self.crank(
+            "close_task",
+            client::close_task(task, client, client_token, provider),
+        )
     }
 
     /// `sweep_fees` of a node, by the cranker.
@@ -440,10 +605,12 @@ impl World {
     /// Joins and commits `ballot` for each verifier.
     pub fn join_and_commit(&mut self, task: Pubkey, votes: &[(&Actor, Ballot)]) {
         for (v, _) in votes {
-            self.join(v, task).unwrap_or_else(|r| panic!("join {}: {:?}", v.name, r.logs));
+            self.join(v, task)
+                .unwrap_or_else(|r| panic!("join {}: {:?}", v.name, r.logs));
         }
         for (v, b) in votes {
-            self.commit(v, task, b).unwrap_or_else(|r| panic!("commit {}: {:?}", v.name, r.logs));
+            self.commit(v, task, b)
+                .unwrap_or_else(|r| panic!("commit {}: {:?}", v.name, r.logs));
         }
     }
 
@@ -462,7 +629,11 @@ impl World {
         }
         for t in tasks {
             if let Some(task) = self.try_task(t) {
-                assert_eq!(self.balance(&pda::escrow(t)), task.escrow_balance, "escrow of {t} != its accounting");
+                assert_eq!(
+                    self.balance(&pda::escrow(t)),
+                    task.escrow_balance,
+                    "escrow of {t} != its accounting"
+                );
             }
         }
     }
@@ -504,16 +675,26 @@ pub fn cast(n: usize, provider_roles: u8) -> Cast {
             v
         })
         .collect();
-    Cast { w, client, provider, verifiers }
+    Cast {
+        w,
+        client,
+        provider,
+        verifiers,
+    }
 }
 
 impl Cast {
     /// Posts task `id`, claims it and submits root `[7; 32]`, then moves two slots on so the
     /// seed can be drawn (at slot N, SlotHashes holds only the slots before N).
     pub fn submitted(&mut self, id: u64) -> Pubkey {
-        let task = self.w.post(&self.client, id, small_job(id as u8), R).expect("post");
+        let task = self
+            .w
+            .post(&self.client, id, small_job(id as u8), R)
+            .expect("post");
         self.w.claim(&self.provider, task).expect("claim");
-        self.w.submit(&self.provider, task, [7; 32]).expect("submit");
+        self.w
+            .submit(&self.provider, task, [7; 32])
+            .expect("submit");
         self.w.advance(2);
         task
     }

@@ -14,20 +14,32 @@ use compute_market_svm_tests::*;
 use solana_instruction::Instruction;
 use solana_signer::Signer;
 
-
 /// Runs `f`, which must fail with `error`, and checks that no token account changed.
 fn refused(w: &mut World, error: &str, f: impl FnOnce(&mut World) -> Result<TxRecord, TxRecord>) {
     let before = w.balances();
     match f(w) {
         Ok(r) => panic!("expected {error}, but {} succeeded", r.label),
-        Err(r) => assert!(r.has_error(error), "expected {error} from {}, got {:?}\n{}", r.label, r.error, r.logs.join("\n")),
+        Err(r) => assert!(
+            r.has_error(error),
+            "expected {error} from {}, got {:?}\n{}",
+            r.label,
+            r.error,
+            r.logs.join("\n")
+        ),
     }
     assert_eq!(before, w.balances(), "a refused instruction moved tokens");
 }
 
-
 fn post_args(id: u64) -> PostTaskArgs {
-    PostTaskArgs { task_id: id, job: small_job(1).encode(), reward: R, quorum: 0, samples: 0, input_uri: String::new(), region: 0 }
+    PostTaskArgs {
+        task_id: id,
+        job: small_job(1).encode(),
+        reward: R,
+        quorum: 0,
+        samples: 0,
+        input_uri: String::new(),
+        region: 0,
+    }
 }
 
 #[test]
@@ -45,7 +57,12 @@ fn copycat_voting_is_defeated_by_commit_reveal() {
     refused(w, "RevealNotOpen", |w| w.reveal(v0, task, &honest));
     // a copycat commits v0's commitment bytes verbatim...
     let copied = honest.commitment(&v0.node, &task, 0);
-    w.send_as("commit_vote", v1, client::commit_vote(v1.key(), task, 0, copied)).unwrap();
+    w.send_as(
+        "commit_vote",
+        v1,
+        client::commit_vote(v1.key(), task, 0, copied),
+    )
+    .unwrap();
     w.commit(v2, task, &Ballot::new(VOTE_INVALID, 2)).unwrap();
     w.reveal(v0, task, &honest).unwrap();
     // ...and cannot open it: the commitment binds the verifier
@@ -61,13 +78,19 @@ fn seat_grinding_fails_because_the_seed_comes_after_the_commitment() {
     w.submit(&c.provider, task, [9; 32]).unwrap();
     // same slot as the submission: no slot after it exists yet, so no seed and no seat
     refused(w, "SeedNotReady", |w| w.join(&c.verifiers[0], task));
-    refused(w, "SeedNotReady", |w| w.crank("draw_seed", client::draw_seed(task)));
+    refused(w, "SeedNotReady", |w| {
+        w.crank("draw_seed", client::draw_seed(task))
+    });
     w.advance(1);
     // one slot later the submission slot's own hash is known, but not the next one's
-    refused(w, "SeedNotReady", |w| w.crank("draw_seed", client::draw_seed(task)));
+    refused(w, "SeedNotReady", |w| {
+        w.crank("draw_seed", client::draw_seed(task))
+    });
     w.advance(1);
     w.crank("draw_seed", client::draw_seed(task)).unwrap();
-    refused(w, "SeedAlreadyDrawn", |w| w.crank("draw_seed", client::draw_seed(task)));
+    refused(w, "SeedAlreadyDrawn", |w| {
+        w.crank("draw_seed", client::draw_seed(task))
+    });
     w.join(&c.verifiers[0], task).unwrap();
 }
 
@@ -112,8 +135,14 @@ fn provider_and_client_cannot_take_seats_and_sortition_is_stake_weighted() {
     let sybil = w.actor("sybil", R / 2);
     w.onboard(&sybil, 2, R / 2);
     w.crank("draw_seed", client::draw_seed(task)).unwrap();
-    let ticket = compute_market_protocol::commit::seat_ticket(&w.task(&task).seed, &sybil.node.to_bytes());
-    assert!(!compute_market_protocol::commit::seat_eligible(ticket, R / 2, w.market_account().verifier_stake, 9));
+    let ticket =
+        compute_market_protocol::commit::seat_ticket(&w.task(&task).seed, &sybil.node.to_bytes());
+    assert!(!compute_market_protocol::commit::seat_eligible(
+        ticket,
+        R / 2,
+        w.market_account().verifier_stake,
+        9
+    ));
     refused(w, "NotEligibleForSeat", |w| w.join(&sybil, task));
     // a verifier without the role, or with too little free stake
     let p2 = w.actor("p2", STAKE);
@@ -125,12 +154,22 @@ fn provider_and_client_cannot_take_seats_and_sortition_is_stake_weighted() {
 fn colluding_minority_is_slashed() {
     let mut c = cast(5, 3);
     let w = &mut c.w;
-    let task = w.post_with(&c.client, PostTaskArgs { quorum: 5, ..post_args(5) }).unwrap();
+    let task = w
+        .post_with(
+            &c.client,
+            PostTaskArgs {
+                quorum: 5,
+                ..post_args(5)
+            },
+        )
+        .unwrap();
     w.claim(&c.provider, task).unwrap();
     w.submit(&c.provider, task, [9; 32]).unwrap();
     w.advance(2);
     // two colluders vouch for a bad result, three honest verifiers reject it
-    let ballots: Vec<Ballot> = (0..5).map(|i| Ballot::new(if i < 2 { VOTE_VALID } else { VOTE_INVALID }, 50 + i)).collect();
+    let ballots: Vec<Ballot> = (0..5)
+        .map(|i| Ballot::new(if i < 2 { VOTE_VALID } else { VOTE_INVALID }, 50 + i))
+        .collect();
     let votes: Vec<(&Actor, Ballot)> = c.verifiers.iter().zip(ballots).collect();
     w.join_and_commit(task, &votes);
     for (v, b) in &votes {
@@ -164,7 +203,9 @@ fn windows_are_enforced() {
     w.join(&c.verifiers[0], task).map(|_| ()).unwrap_err();
     refused(w, "FinalizeTooEarly", |w| w.finalize(task));
     w.advance(t.reveal_deadline + 1 - w.slot());
-    refused(w, "RevealWindowClosed", |w| w.reveal(&c.verifiers[0], task, &b));
+    refused(w, "RevealWindowClosed", |w| {
+        w.reveal(&c.verifiers[0], task, &b)
+    });
     w.finalize(task).unwrap();
 }
 
@@ -176,7 +217,9 @@ fn late_commit_is_refused() {
     w.join(&c.verifiers[0], task).unwrap();
     let t = w.task(&task);
     w.advance(t.commit_deadline + 1 - w.slot());
-    refused(w, "CommitWindowClosed", |w| w.commit(&c.verifiers[0], task, &Ballot::new(VOTE_VALID, 1)));
+    refused(w, "CommitWindowClosed", |w| {
+        w.commit(&c.verifiers[0], task, &Ballot::new(VOTE_VALID, 1))
+    });
 }
 
 #[test]
@@ -189,14 +232,29 @@ fn a_stranger_settles_for_a_client_who_never_does_but_cannot_redirect_the_refund
     w.crank("expire_task", client::expire_task(task)).unwrap();
     let thief = w.token_account(&w.cranker.pubkey(), 0);
     let t = w.task(&task);
-    refused(w, "WrongTokenAccount", |w| w.crank("close_task", client::close_task(task, t.client, thief, None)));
+    refused(w, "WrongTokenAccount", |w| {
+        w.crank(
+            "close_task",
+            client::close_task(task, t.client, thief, None),
+        )
+    });
     let cranker = w.cranker.pubkey();
-    refused(w, "WrongAuthority", |w| w.crank("close_task", client::close_task(task, cranker, t.client_token, None)));
+    refused(w, "WrongAuthority", |w| {
+        w.crank(
+            "close_task",
+            client::close_task(task, cranker, t.client_token, None),
+        )
+    });
     let before = w.balance(&c.client.wallet);
     w.close(task).unwrap();
     assert_eq!(w.balance(&c.client.wallet), before + R);
     // closing twice
-    refused(w, "AccountNotInitialized", |w| w.crank("close_task", client::close_task(task, t.client, t.client_token, None)));
+    refused(w, "AccountNotInitialized", |w| {
+        w.crank(
+            "close_task",
+            client::close_task(task, t.client, t.client_token, None),
+        )
+    });
 }
 
 #[test]
@@ -210,7 +268,9 @@ fn double_claim_double_vote_unseated_vote_and_replayed_reveal() {
     refused(w, "TaskNotOpen", |w| w.claim(&p2, task));
     refused(w, "TaskNotOpen", |w| w.claim(&c.provider, task));
     w.submit(&c.provider, task, [9; 32]).unwrap();
-    refused(w, "TaskNotClaimed", |w| w.submit(&c.provider, task, [8; 32]));
+    refused(w, "TaskNotClaimed", |w| {
+        w.submit(&c.provider, task, [8; 32])
+    });
     w.advance(2);
     let v0 = &c.verifiers[0];
     w.join(v0, task).unwrap();
@@ -219,18 +279,26 @@ fn double_claim_double_vote_unseated_vote_and_replayed_reveal() {
     w.commit(v0, task, &b).unwrap();
     refused(w, "VoteAlreadyCommitted", |w| w.commit(v0, task, &b));
     // a node without a seat has no vote account to commit or reveal with
-    refused(w, "AccountNotInitialized", |w| w.commit(&c.verifiers[1], task, &b));
+    refused(w, "AccountNotInitialized", |w| {
+        w.commit(&c.verifiers[1], task, &b)
+    });
     w.join(&c.verifiers[1], task).unwrap();
     w.join(&c.verifiers[2], task).unwrap();
     w.commit(&c.verifiers[1], task, &b).unwrap();
-    refused(w, "VoteNotCommitted", |w| w.reveal(&c.verifiers[2], task, &b));
-    w.commit(&c.verifiers[2], task, &Ballot::new(VOTE_VALID, 92)).unwrap();
+    refused(w, "VoteNotCommitted", |w| {
+        w.reveal(&c.verifiers[2], task, &b)
+    });
+    w.commit(&c.verifiers[2], task, &Ballot::new(VOTE_VALID, 92))
+        .unwrap();
     w.reveal(v0, task, &b).unwrap();
     refused(w, "VoteAlreadyRevealed", |w| w.reveal(v0, task, &b));
     // v1 committed v0's ballot under its own node: that commitment opens fine for v1 only
     w.reveal(&c.verifiers[1], task, &b).unwrap();
-    refused(w, "CommitmentMismatch", |w| w.reveal(&c.verifiers[2], task, &Ballot::new(VOTE_VALID, 93)));
-    w.reveal(&c.verifiers[2], task, &Ballot::new(VOTE_VALID, 92)).unwrap();
+    refused(w, "CommitmentMismatch", |w| {
+        w.reveal(&c.verifiers[2], task, &Ballot::new(VOTE_VALID, 93))
+    });
+    w.reveal(&c.verifiers[2], task, &Ballot::new(VOTE_VALID, 92))
+        .unwrap();
     w.finalize(task).unwrap();
     refused(w, "TaskNotVerifying", |w| w.finalize(task));
     w.settle(task, v0, 0).unwrap();
@@ -245,18 +313,36 @@ fn wrong_mint_vault_pda_signer_and_owner_are_refused() {
     // wrong mint: staking or posting from a token account of another mint
     let fake = w.token_account_of(other, &c.provider.key(), STAKE);
     let p = &c.provider;
-    refused(w, "WrongMint", |w| w.send_as("stake", p, client::stake(p.key(), w.market, fake, 1)));
+    refused(w, "WrongMint", |w| {
+        w.send_as("stake", p, client::stake(p.key(), w.market, fake, 1))
+    });
     // wrong signer: staking out of someone else's wallet
     let victim = c.client.wallet;
-    refused(w, "WrongAuthority", |w| w.send_as("stake", p, client::stake(p.key(), w.market, victim, 1)));
+    refused(w, "WrongAuthority", |w| {
+        w.send_as("stake", p, client::stake(p.key(), w.market, victim, 1))
+    });
     let fake_client = w.token_account_of(other, &c.client.key(), 10 * R);
     let ix = client::post_task(c.client.key(), fake_client, w.mint, w.market, post_args(10));
     refused(w, "WrongMint", |w| w.send_as("post_task", &c.client, ix));
-    let ix = client::post_task(c.client.key(), c.client.wallet, other, w.market, post_args(10));
+    let ix = client::post_task(
+        c.client.key(),
+        c.client.wallet,
+        other,
+        w.market,
+        post_args(10),
+    );
     refused(w, "WrongMint", |w| w.send_as("post_task", &c.client, ix));
     // wrong signer: a client cannot pay from someone else's token account
-    let ix = client::post_task(c.client.key(), c.provider.wallet, w.mint, w.market, post_args(10));
-    refused(w, "WrongAuthority", |w| w.send_as("post_task", &c.client, ix));
+    let ix = client::post_task(
+        c.client.key(),
+        c.provider.wallet,
+        w.mint,
+        w.market,
+        post_args(10),
+    );
+    refused(w, "WrongAuthority", |w| {
+        w.send_as("post_task", &c.client, ix)
+    });
 
     let task = c.submitted(11);
     let w = &mut c.w;
@@ -264,12 +350,20 @@ fn wrong_mint_vault_pda_signer_and_owner_are_refused() {
     let thief = w.actor("thief", 0);
     let mut ix = client::claim_task(thief.key(), task);
     ix.accounts[1].pubkey = c.provider.node;
-    refused(w, "ConstraintSeeds", |w| w.send_as("claim_task", &thief, ix));
+    refused(w, "ConstraintSeeds", |w| {
+        w.send_as("claim_task", &thief, ix)
+    });
     let mut ix = client::cancel_task(thief.key(), task);
     ix.accounts[0].pubkey = task;
-    refused(w, "ConstraintSeeds", |w| w.send_as("cancel_task", &thief, ix));
+    refused(w, "ConstraintSeeds", |w| {
+        w.send_as("cancel_task", &thief, ix)
+    });
     // wrong vault: finalize with a verifier's vault as the provider's vault
-    let votes: Vec<(&Actor, Ballot)> = c.verifiers.iter().map(|v| (v, Ballot::new(VOTE_VALID, 7))).collect();
+    let votes: Vec<(&Actor, Ballot)> = c
+        .verifiers
+        .iter()
+        .map(|v| (v, Ballot::new(VOTE_VALID, 7)))
+        .collect();
     w.join_and_commit(task, &votes);
     for (v, b) in &votes {
         w.reveal(v, task, b).unwrap();
@@ -283,7 +377,9 @@ fn wrong_mint_vault_pda_signer_and_owner_are_refused() {
     // wrong owner: a token account passed where a node is expected
     let mut ix = client::finalize_task(task, c.provider.node);
     ix.accounts[2].pubkey = c.provider.vault;
-    refused(w, "AccountOwnedByWrongProgram", |w| w.crank("finalize_task", ix));
+    refused(w, "AccountOwnedByWrongProgram", |w| {
+        w.crank("finalize_task", ix)
+    });
     // wrong PDA: a vote of another verifier settled against the wrong node
     w.finalize(task).unwrap();
     let mut ix = client::settle_vote(task, c.verifiers[0].key(), 0);
@@ -305,13 +401,28 @@ fn reinitialisation_is_refused() {
         admin.pubkey(),
         w.mint,
         w.treasury,
-        compute_market::instructions::InitializeConfigArgs { params: test_params(), update_delay: 50 },
+        compute_market::instructions::InitializeConfigArgs {
+            params: test_params(),
+            update_delay: 50,
+        },
     );
-    refused(w, "already in use", |w| w.send("initialize_config", &admin, &[], ix));
+    refused(w, "already in use", |w| {
+        w.send("initialize_config", &admin, &[], ix)
+    });
     refused(w, "already in use", |w| w.register(&c.provider, 1, gpu()));
-    refused(w, "already in use", |w| w.send("create_market", &admin, &[], client::create_market(admin.pubkey(), test_market(1))));
+    refused(w, "already in use", |w| {
+        w.send(
+            "create_market",
+            &admin,
+            &[],
+            client::create_market(admin.pubkey(), test_market(1)),
+        )
+    });
     w.post(&c.client, 12, small_job(1), R).unwrap();
-    refused(w, "already in use", |w| w.post(&c.client, 12, small_job(1), R).map(|_| unreachable!()));
+    refused(w, "already in use", |w| {
+        w.post(&c.client, 12, small_job(1), R)
+            .map(|_| unreachable!())
+    });
 }
 
 #[test]
@@ -329,17 +440,62 @@ fn bad_input_is_refused_by_name() {
     let mut c = cast(0, 3);
     let w = &mut c.w;
     let cases: Vec<(&str, PostTaskArgs)> = vec![
-        ("ZeroReward", PostTaskArgs { reward: 0, ..post_args(20) }),
-        ("UriTooLong", PostTaskArgs { input_uri: "x".repeat(129), ..post_args(21) }),
-        ("QuorumInvalid", PostTaskArgs { quorum: 2, ..post_args(22) }),
-        ("QuorumInvalid", PostTaskArgs { quorum: 17, ..post_args(23) }),
-        ("SamplesOutOfBounds", PostTaskArgs { samples: 257, ..post_args(24) }),
-        ("InvalidJobSpec", PostTaskArgs { job: [0; 64], ..post_args(25) }),
-        ("InvalidJobSpec", PostTaskArgs { job: JobSpec::matmul(8193, 1, 1, [0; 32]).encode(), ..post_args(26) }),
+        (
+            "ZeroReward",
+            PostTaskArgs {
+                reward: 0,
+                ..post_args(20)
+            },
+        ),
+        (
+            "UriTooLong",
+            PostTaskArgs {
+                input_uri: "x".repeat(129),
+                ..post_args(21)
+            },
+        ),
+        (
+            "QuorumInvalid",
+            PostTaskArgs {
+                quorum: 2,
+                ..post_args(22)
+            },
+        ),
+        (
+            "QuorumInvalid",
+            PostTaskArgs {
+                quorum: 17,
+                ..post_args(23)
+            },
+        ),
+        (
+            "SamplesOutOfBounds",
+            PostTaskArgs {
+                samples: 257,
+                ..post_args(24)
+            },
+        ),
+        (
+            "InvalidJobSpec",
+            PostTaskArgs {
+                job: [0; 64],
+                ..post_args(25)
+            },
+        ),
+        (
+            "InvalidJobSpec",
+            PostTaskArgs {
+                job: JobSpec::matmul(8193, 1, 1, [0; 32]).encode(),
+                ..post_args(26)
+            },
+        ),
         ("MissingInputUri", {
             let mut j = small_job(1);
             j.input_mode = compute_market_protocol::job::InputMode::ContentHash;
-            PostTaskArgs { job: j.encode(), ..post_args(27) }
+            PostTaskArgs {
+                job: j.encode(),
+                ..post_args(27)
+            }
         }),
     ];
     for (error, args) in cases {
@@ -347,25 +503,67 @@ fn bad_input_is_refused_by_name() {
         refused(w, error, |w| w.send_as("post_task", &c.client, ix));
     }
     // the largest URI is fine
-    w.post_with(&c.client, PostTaskArgs { input_uri: "x".repeat(128), ..post_args(28) }).unwrap();
+    w.post_with(
+        &c.client,
+        PostTaskArgs {
+            input_uri: "x".repeat(128),
+            ..post_args(28)
+        },
+    )
+    .unwrap();
     let task = w.post(&c.client, 29, small_job(2), R).unwrap();
     // wrong state: commit, finalize, cancel-after-claim, submit before claim
-    refused(w, "TaskNotClaimed", |w| w.submit(&c.provider, task, [1; 32]));
+    refused(w, "TaskNotClaimed", |w| {
+        w.submit(&c.provider, task, [1; 32])
+    });
     refused(w, "TaskNotFinished", |w| w.close(task));
     w.claim(&c.provider, task).unwrap();
     refused(w, "TaskNotVerifying", |w| w.finalize(task));
-    refused(w, "TaskNotOpen", |w| w.send_as("cancel_task", &c.client, client::cancel_task(c.client.key(), task)));
+    refused(w, "TaskNotOpen", |w| {
+        w.send_as(
+            "cancel_task",
+            &c.client,
+            client::cancel_task(c.client.key(), task),
+        )
+    });
     // result URI bounds, empty root
     let p = &c.provider;
-    let long = SubmitResultArgs { result_root: [1; 32], result_uri: "u".repeat(129) };
-    refused(w, "UriTooLong", |w| w.send_as("submit_result", p, client::submit_result(p.key(), task, long)));
-    let empty = SubmitResultArgs { result_root: [1; 32], result_uri: String::new() };
-    refused(w, "UriEmpty", |w| w.send_as("submit_result", p, client::submit_result(p.key(), task, empty)));
+    let long = SubmitResultArgs {
+        result_root: [1; 32],
+        result_uri: "u".repeat(129),
+    };
+    refused(w, "UriTooLong", |w| {
+        w.send_as(
+            "submit_result",
+            p,
+            client::submit_result(p.key(), task, long),
+        )
+    });
+    let empty = SubmitResultArgs {
+        result_root: [1; 32],
+        result_uri: String::new(),
+    };
+    refused(w, "UriEmpty", |w| {
+        w.send_as(
+            "submit_result",
+            p,
+            client::submit_result(p.key(), task, empty),
+        )
+    });
     refused(w, "EmptyResultRoot", |w| w.submit(p, task, [0; 32]));
     // registration and staking bounds
     let weak = w.actor("weak", STAKE);
     refused(w, "HardwareBelowMarketMinimum", |w| {
-        w.register(&weak, 1, compute_market::state::Hardware { gflops: 10, memory_gb: 1, bandwidth_gbps: 1, region: 0 })
+        w.register(
+            &weak,
+            1,
+            compute_market::state::Hardware {
+                gflops: 10,
+                memory_gb: 1,
+                bandwidth_gbps: 1,
+                region: 0,
+            },
+        )
     });
     refused(w, "InvalidRoles", |w| w.register(&weak, 4, gpu()));
     refused(w, "InvalidRoles", |w| w.register(&weak, 0, gpu()));
@@ -379,7 +577,10 @@ fn bad_input_is_refused_by_name() {
     // market creation bounds
     let admin = w.admin.insecure_clone();
     for (error, f) in [
-        ("QuorumInvalid", (|m: &mut compute_market::state::MarketArgs| m.quorum = 4) as fn(&mut _)),
+        (
+            "QuorumInvalid",
+            (|m: &mut compute_market::state::MarketArgs| m.quorum = 4) as fn(&mut _),
+        ),
         ("SamplesOutOfBounds", |m| m.samples = 0),
         ("WindowOutOfBounds", |m| m.windows.submit = 5),
         ("WindowOutOfBounds", |m| m.windows.reveal = 10_001),
@@ -388,18 +589,36 @@ fn bad_input_is_refused_by_name() {
     ] {
         let mut m = test_market(2);
         f(&mut m);
-        refused(w, error, |w| w.send("create_market", &admin, &[], client::create_market(admin.pubkey(), m)));
+        refused(w, error, |w| {
+            w.send(
+                "create_market",
+                &admin,
+                &[],
+                client::create_market(admin.pubkey(), m),
+            )
+        });
     }
 }
 
 #[test]
 fn raw_instruction_with_unknown_discriminator_is_refused() {
     let mut w = World::new();
-    let ix = Instruction { program_id: compute_market::ID, accounts: vec![], data: vec![1, 2, 3, 4, 5, 6, 7, 8] };
-    refused(&mut w, "InstructionFallbackNotFound", |w| w.crank("garbage", ix));
+    let ix = Instruction {
+        program_id: compute_market::ID,
+        accounts: vec![],
+        data: vec![1, 2, 3, 4, 5, 6, 7, 8],
+    };
+    refused(&mut w, "InstructionFallbackNotFound", |w| {
+        w.crank("garbage", ix)
+    });
     // an instruction's data must deserialize
     let mut ix = client::expire_task(Pubkey::new_unique());
     ix.data = compute_market::instruction::ExpireTask {}.data();
-    ix.accounts = compute_market::accounts::ExpireTask { task: Pubkey::new_unique() }.to_account_metas(None);
-    refused(&mut w, "AccountNotInitialized", |w| w.crank("expire_task", ix));
+    ix.accounts = compute_market::accounts::ExpireTask {
+        task: Pubkey::new_unique(),
+    }
+    .to_account_metas(None);
+    refused(&mut w, "AccountNotInitialized", |w| {
+        w.crank("expire_task", ix)
+    });
 }

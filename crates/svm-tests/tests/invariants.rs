@@ -19,25 +19,72 @@ const STAKE: u64 = 20_000_000;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Post { client: usize, reward: u64 },
-    Claim { provider: usize, task: usize },
-    Submit { task: usize },
-    Join { verifier: usize, task: usize },
-    Commit { verifier: usize, task: usize, valid: bool },
-    Reveal { verifier: usize, task: usize },
-    Finalize { task: usize },
-    Settle { verifier: usize, task: usize },
-    Close { task: usize },
-    Cancel { task: usize },
-    Expire { task: usize },
-    Reclaim { task: usize },
-    DrawSeed { task: usize },
-    Advance { slots: u64 },
-    Stake { node: usize, amount: u64 },
-    Unstake { node: usize, amount: u64 },
-    Withdraw { node: usize },
-    ClaimEarnings { node: usize },
-    Sweep { node: usize },
+    Post {
+        client: usize,
+        reward: u64,
+    },
+    Claim {
+        provider: usize,
+        task: usize,
+    },
+    Submit {
+        task: usize,
+    },
+    Join {
+        verifier: usize,
+        task: usize,
+    },
+    Commit {
+        verifier: usize,
+        task: usize,
+        valid: bool,
+    },
+    Reveal {
+        verifier: usize,
+        task: usize,
+    },
+    Finalize {
+        task: usize,
+    },
+    Settle {
+        verifier: usize,
+        task: usize,
+    },
+    Close {
+        task: usize,
+    },
+    Cancel {
+        task: usize,
+    },
+    Expire {
+        task: usize,
+    },
+    Reclaim {
+        task: usize,
+    },
+    DrawSeed {
+        task: usize,
+    },
+    Advance {
+        slots: u64,
+    },
+    Stake {
+        node: usize,
+        amount: u64,
+    },
+    Unstake {
+        node: usize,
+        amount: u64,
+    },
+    Withdraw {
+        node: usize,
+    },
+    ClaimEarnings {
+        node: usize,
+    },
+    Sweep {
+        node: usize,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -81,7 +128,9 @@ struct Sim {
 impl Sim {
     fn new() -> Self {
         let mut w = World::new();
-        let clients: Vec<Actor> = (0..2).map(|i| w.actor(&format!("c{i}"), 50_000_000)).collect();
+        let clients: Vec<Actor> = (0..2)
+            .map(|i| w.actor(&format!("c{i}"), 50_000_000))
+            .collect();
         let mut nodes = vec![];
         for i in 0..2 {
             let p = w.actor(&format!("p{i}"), 2 * STAKE);
@@ -94,9 +143,18 @@ impl Sim {
             nodes.push(v);
         }
         let total = w.balances().values().sum();
-        Sim { w, clients, nodes, n_providers: 2, tasks: vec![], ballots: HashMap::new(), next_id: 1, total, applied: 0 }
+        Sim {
+            w,
+            clients,
+            nodes,
+            n_providers: 2,
+            tasks: vec![],
+            ballots: HashMap::new(),
+            next_id: 1,
+            total,
+            applied: 0,
+        }
     }
-
 
     /// Applies `op`; returns the expected wallet deltas (account, signed change) if it succeeds.
     fn apply(&mut self, op: &Op) -> Option<(bool, Vec<(Pubkey, i128)>)> {
@@ -131,11 +189,19 @@ impl Sim {
                 let v = vidx(self.n_providers, self.nodes.len(), verifier);
                 (w.join(&self.nodes[v], t), vec![])
             }
-            Op::Commit { verifier, task, valid } => {
+            Op::Commit {
+                verifier,
+                task,
+                valid,
+            } => {
                 // among seats not yet committed
-                let seats: Vec<(usize, Pubkey, u8)> = self.votes_where(|s, v, t, r| !s.ballots.contains_key(&(v, t, r)));
+                let seats: Vec<(usize, Pubkey, u8)> =
+                    self.votes_where(|s, v, t, r| !s.ballots.contains_key(&(v, t, r)));
                 let &(v, t, round) = seats.get((verifier * 8 + task) % seats.len().max(1))?;
-                let b = Ballot::new(if valid { VOTE_VALID } else { VOTE_INVALID }, self.next_id * 100 + v as u64);
+                let b = Ballot::new(
+                    if valid { VOTE_VALID } else { VOTE_INVALID },
+                    self.next_id * 100 + v as u64,
+                );
                 self.next_id += 1;
                 let w = &mut self.w;
                 let r = w.commit(&self.nodes[v], t, &b);
@@ -146,7 +212,8 @@ impl Sim {
             }
             Op::Reveal { verifier, task } => {
                 // among committed seats
-                let seats: Vec<(usize, Pubkey, u8)> = self.votes_where(|s, v, t, r| s.ballots.contains_key(&(v, t, r)));
+                let seats: Vec<(usize, Pubkey, u8)> =
+                    self.votes_where(|s, v, t, r| s.ballots.contains_key(&(v, t, r)));
                 let &(v, t, round) = seats.get((verifier * 8 + task) % seats.len().max(1))?;
                 let b = self.ballots[&(v, t, round)];
                 (self.w.reveal(&self.nodes[v], t, &b), vec![])
@@ -176,7 +243,10 @@ impl Sim {
                 let t = pick(&self.tasks, task)?;
                 let c = w.try_task(&t)?.client;
                 let a = self.clients.iter().find(|a| a.key() == c)?;
-                (w.send_as("cancel_task", a, client::cancel_task(c, t)), vec![])
+                (
+                    w.send_as("cancel_task", a, client::cancel_task(c, t)),
+                    vec![],
+                )
             }
             Op::Expire { task } => {
                 let t = pick(&self.tasks, task)?;
@@ -185,7 +255,10 @@ impl Sim {
             Op::Reclaim { task } => {
                 let t = pick(&self.tasks, task)?;
                 let prov = w.try_task(&t)?.provider;
-                (w.crank("reclaim_task", client::reclaim_task(t, prov)), vec![])
+                (
+                    w.crank("reclaim_task", client::reclaim_task(t, prov)),
+                    vec![],
+                )
             }
             Op::Advance { slots } => {
                 w.advance(slots);
@@ -197,17 +270,34 @@ impl Sim {
             }
             Op::Unstake { node, amount } => {
                 let a = &self.nodes[node % self.nodes.len()];
-                (w.send_as("request_unstake", a, client::request_unstake(a.key(), w.market, amount)), vec![])
+                (
+                    w.send_as(
+                        "request_unstake",
+                        a,
+                        client::request_unstake(a.key(), w.market, amount),
+                    ),
+                    vec![],
+                )
             }
             Op::Withdraw { node } => {
                 let a = &self.nodes[node % self.nodes.len()];
                 let pending = w.node(&a.node).pending_unstake as i128;
-                (w.send_as("withdraw", a, client::withdraw(a.key(), a.wallet)), vec![(a.wallet, pending)])
+                (
+                    w.send_as("withdraw", a, client::withdraw(a.key(), a.wallet)),
+                    vec![(a.wallet, pending)],
+                )
             }
             Op::ClaimEarnings { node } => {
                 let a = &self.nodes[node % self.nodes.len()];
                 let earned = w.node(&a.node).earned as i128;
-                (w.send_as("claim_earnings", a, client::claim_earnings(a.key(), a.wallet)), vec![(a.wallet, earned)])
+                (
+                    w.send_as(
+                        "claim_earnings",
+                        a,
+                        client::claim_earnings(a.key(), a.wallet),
+                    ),
+                    vec![(a.wallet, earned)],
+                )
             }
             Op::Sweep { node } => {
                 let a = &self.nodes[node % self.nodes.len()];
@@ -221,7 +311,10 @@ impl Sim {
 
     /// Existing vote accounts (verifier index, task, round) of the current round of live
     /// tasks, or of any round for settling, that satisfy `keep`.
-    fn votes_where(&self, keep: impl Fn(&Self, usize, Pubkey, u8) -> bool) -> Vec<(usize, Pubkey, u8)> {
+    fn votes_where(
+        &self,
+        keep: impl Fn(&Self, usize, Pubkey, u8) -> bool,
+    ) -> Vec<(usize, Pubkey, u8)> {
         let mut out = vec![];
         for t in &self.tasks {
             if !self.w.exists(t) {
@@ -229,7 +322,8 @@ impl Sim {
             }
             for v in self.n_providers..self.nodes.len() {
                 for r in 0..2u8 {
-                    if self.w.exists(&pda::vote(t, &self.nodes[v].node, r)) && keep(self, v, *t, r) {
+                    if self.w.exists(&pda::vote(t, &self.nodes[v].node, r)) && keep(self, v, *t, r)
+                    {
                         out.push((v, *t, r));
                     }
                 }
@@ -239,26 +333,41 @@ impl Sim {
     }
 
     fn wallets(&self) -> Vec<Pubkey> {
-        let mut v: Vec<Pubkey> = self.clients.iter().chain(self.nodes.iter()).map(|a| a.wallet).collect();
+        let mut v: Vec<Pubkey> = self
+            .clients
+            .iter()
+            .chain(self.nodes.iter())
+            .map(|a| a.wallet)
+            .collect();
         v.push(self.w.treasury);
         v
     }
 
     fn step(&mut self, op: &Op) {
         let before = self.w.balances();
-        let Some((ok, deltas)) = self.apply(op) else { return };
+        let Some((ok, deltas)) = self.apply(op) else {
+            return;
+        };
         let after = self.w.balances();
         if ok {
             self.applied += 1;
             for k in self.wallets() {
                 let expected: i128 = deltas.iter().filter(|(a, _)| *a == k).map(|(_, d)| d).sum();
                 let got = after[&k] as i128 - before[&k] as i128;
-                assert_eq!(got, expected, "{op:?} changed {} by {got}, the rule says {expected}", self.w.names[&k]);
+                assert_eq!(
+                    got, expected,
+                    "{op:?} changed {} by {got}, the rule says {expected}",
+                    self.w.names[&k]
+                );
             }
         } else {
             assert_eq!(before, after, "refused {op:?} moved tokens");
         }
-        assert_eq!(after.values().sum::<u64>(), self.total, "tokens created or destroyed by {op:?}");
+        assert_eq!(
+            after.values().sum::<u64>(),
+            self.total,
+            "tokens created or destroyed by {op:?}"
+        );
         let nodes: Vec<&Actor> = self.nodes.iter().collect();
         self.w.check_invariants(&nodes, &self.tasks);
     }
@@ -270,7 +379,11 @@ fn pick(tasks: &[Pubkey], i: usize) -> Option<Pubkey> {
     if n == 0 {
         return None;
     }
-    Some(if i < 6 { tasks[n - 1 - i % n.min(3)] } else { tasks[i % n] })
+    Some(if i < 6 {
+        tasks[n - 1 - i % n.min(3)]
+    } else {
+        tasks[i % n]
+    })
 }
 
 fn vidx(n_providers: usize, n_nodes: usize, i: usize) -> usize {
@@ -278,7 +391,16 @@ fn vidx(n_providers: usize, n_nodes: usize, i: usize) -> usize {
 }
 
 fn dummy() -> TxRecord {
-    TxRecord { label: String::new(), cu: 0, ok: true, writable: vec![], bytes_created: 0, bytes_closed: 0, logs: vec![], error: None }
+    TxRecord {
+        label: String::new(),
+        cu: 0,
+        ok: true,
+        writable: vec![],
+        bytes_created: 0,
+        bytes_closed: 0,
+        logs: vec![],
+        error: None,
+    }
 }
 
 proptest! {
@@ -299,20 +421,45 @@ proptest! {
 fn interleavings_reach_settlement() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::{Config, TestRunner};
-    let mut runner = TestRunner::new_with_rng(Config::default(), proptest::test_runner::TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha));
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        proptest::test_runner::TestRng::deterministic_rng(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+        ),
+    );
     let strat = proptest::collection::vec(op(), 600);
     let ops = strat.new_tree(&mut runner).unwrap().current();
     let mut sim = Sim::new();
     for op in &ops {
         sim.step(op);
     }
-    let labels: Vec<&str> = sim.w.records.iter().filter(|r| r.ok).map(|r| r.label.as_str()).collect();
+    let labels: Vec<&str> = sim
+        .w
+        .records
+        .iter()
+        .filter(|r| r.ok)
+        .map(|r| r.label.as_str())
+        .collect();
     let mut counts = std::collections::BTreeMap::new();
     for l in &labels {
         *counts.entry(*l).or_insert(0) += 1;
     }
     println!("successful instructions in {} steps: {counts:?}", ops.len());
-    for needed in ["post_task", "claim_task", "submit_result", "join_task", "commit_vote", "reveal_vote", "finalize_task", "settle_vote", "close_task"] {
-        assert!(labels.contains(&needed), "{needed} never succeeded in {} applied steps: {counts:?}", sim.applied);
+    for needed in [
+        "post_task",
+        "claim_task",
+        "submit_result",
+        "join_task",
+        "commit_vote",
+        "reveal_vote",
+        "finalize_task",
+        "settle_vote",
+        "close_task",
+    ] {
+        assert!(
+            labels.contains(&needed),
+            "{needed} never succeeded in {} applied steps: {counts:?}",
+            sim.applied
+        );
     }
 }

@@ -5,8 +5,6 @@ use compute_market::{client, pda, state::TaskStatus};
 use compute_market_protocol::commit::{verification_seed, VOTE_INVALID, VOTE_VALID};
 use compute_market_svm_tests::*;
 
-
-
 use anchor_lang::prelude::Pubkey;
 
 #[test]
@@ -22,7 +20,10 @@ fn accepted_path_pays_provider_and_verifiers_and_closes_everything() {
     assert_eq!(w.balance(&escrow), R);
     let t = w.task(&task);
     assert_eq!(t.status, TaskStatus::Open);
-    assert_eq!((t.provider_bond, t.verifier_bond, t.tile_count), (2 * R, R / 2, 4));
+    assert_eq!(
+        (t.provider_bond, t.verifier_bond, t.tile_count),
+        (2 * R, R / 2, 4)
+    );
 
     // claim: provider bond free -> bonded, no tokens move
     w.claim(&c.provider, task).unwrap();
@@ -39,8 +40,15 @@ fn accepted_path_pays_provider_and_verifiers_and_closes_everything() {
     w.join_and_commit(task, &votes);
     let t = w.task(&task);
     assert!(t.seed_drawn);
-    assert_eq!(t.hashed_slot, submit_slot + 1, "seed from the first slot after the submit slot");
-    assert_eq!(t.seed, verification_seed(&slot_hash(submit_slot + 1), &task.to_bytes(), &[7; 32], 0));
+    assert_eq!(
+        t.hashed_slot,
+        submit_slot + 1,
+        "seed from the first slot after the submit slot"
+    );
+    assert_eq!(
+        t.seed,
+        verification_seed(&slot_hash(submit_slot + 1), &task.to_bytes(), &[7; 32], 0)
+    );
     for v in &c.verifiers {
         let n = w.node(&v.node);
         assert_eq!((n.free, n.bonded), (STAKE - R / 2, R / 2));
@@ -55,7 +63,10 @@ fn accepted_path_pays_provider_and_verifiers_and_closes_everything() {
     // fee 2% = 20_000, pool 10% = 100_000 split 33_333 ×3 + 1 dust, provider 880_000
     assert_eq!(w.balance(&c.provider.vault), STAKE + 880_000 + 20_000 + 1);
     let n = w.node(&c.provider.node);
-    assert_eq!((n.free, n.bonded, n.earned, n.fees_due, n.tasks_completed), (STAKE, 0, 880_000, 20_001, 1));
+    assert_eq!(
+        (n.free, n.bonded, n.earned, n.fees_due, n.tasks_completed),
+        (STAKE, 0, 880_000, 20_001, 1)
+    );
     assert_eq!(w.balance(&escrow), 100_000 - 1);
 
     // settle every vote (a stranger cranks): bond back + 33_333 each, vote accounts closed
@@ -64,9 +75,15 @@ fn accepted_path_pays_provider_and_verifiers_and_closes_everything() {
         w.settle(task, v, 0).unwrap();
         assert_eq!(w.balance(&v.vault), STAKE + 33_333);
         let n = w.node(&v.node);
-        assert_eq!((n.free, n.bonded, n.earned, n.verifications), (STAKE, 0, 33_333, 1));
+        assert_eq!(
+            (n.free, n.bonded, n.earned, n.verifications),
+            (STAKE, 0, 33_333, 1)
+        );
         assert!(!w.exists(&pda::vote(&task, &v.node, 0)));
-        assert!(w.c.svm.get_balance(&v.key()).unwrap() > lamports_before, "vote rent returned");
+        assert!(
+            w.c.svm.get_balance(&v.key()).unwrap() > lamports_before,
+            "vote rent returned"
+        );
     }
     assert_eq!(w.balance(&escrow), 0);
 
@@ -80,10 +97,17 @@ fn accepted_path_pays_provider_and_verifiers_and_closes_everything() {
     // fees to the treasury, earnings to the provider's wallet
     w.sweep(c.provider.node).unwrap();
     assert_eq!(w.balance(&w.treasury), 20_001);
-    w.send_as("claim_earnings", &c.provider, client::claim_earnings(c.provider.key(), c.provider.wallet)).unwrap();
+    w.send_as(
+        "claim_earnings",
+        &c.provider,
+        client::claim_earnings(c.provider.key(), c.provider.wallet),
+    )
+    .unwrap();
     assert_eq!(w.balance(&c.provider.wallet), 880_000);
     assert_eq!(w.balance(&c.provider.vault), STAKE);
-    let all: Vec<&Actor> = std::iter::once(&c.provider).chain(c.verifiers.iter()).collect();
+    let all: Vec<&Actor> = std::iter::once(&c.provider)
+        .chain(c.verifiers.iter())
+        .collect();
     w.check_invariants(&all, &[task]);
 }
 
@@ -94,7 +118,11 @@ fn rejected_path_slashes_provider_pays_client_and_majority_and_slashes_minority(
     let w = &mut c.w;
     let client_before = w.balance(&c.client.wallet);
     // v0 sides with the (bad) provider, v1 and v2 vote invalid
-    let ballots = [Ballot::new(VOTE_VALID, 10), Ballot::new(VOTE_INVALID, 11), Ballot::new(VOTE_INVALID, 12)];
+    let ballots = [
+        Ballot::new(VOTE_VALID, 10),
+        Ballot::new(VOTE_INVALID, 11),
+        Ballot::new(VOTE_INVALID, 12),
+    ];
     let votes: Vec<(&Actor, Ballot)> = c.verifiers.iter().zip(ballots).collect();
     w.join_and_commit(task, &votes);
     for (v, b) in &votes {
@@ -105,7 +133,10 @@ fn rejected_path_slashes_provider_pays_client_and_majority_and_slashes_minority(
     assert_eq!(t.status, TaskStatus::Rejected);
     // bond 2_000_000: client 1_000_000, verifiers 800_000 (400_000 each), treasury 200_000
     let n = w.node(&c.provider.node);
-    assert_eq!((n.free, n.bonded, n.fees_due, n.times_slashed), (STAKE - 2 * R, 0, 200_000, 1));
+    assert_eq!(
+        (n.free, n.bonded, n.fees_due, n.times_slashed),
+        (STAKE - 2 * R, 0, 200_000, 1)
+    );
     assert_eq!(w.balance(&c.provider.vault), STAKE - 2 * R + 200_000);
     assert_eq!(w.balance(&pda::escrow(&task)), R + 1_000_000 + 800_000);
 
@@ -125,7 +156,11 @@ fn rejected_path_slashes_provider_pays_client_and_majority_and_slashes_minority(
     }
     assert_eq!(w.balance(&pda::escrow(&task)), 2 * R);
     w.close(task).unwrap();
-    assert_eq!(w.balance(&c.client.wallet), client_before + 2 * R, "reward back plus half the provider's bond");
+    assert_eq!(
+        w.balance(&c.client.wallet),
+        client_before + 2 * R,
+        "reward back plus half the provider's bond"
+    );
     assert!(!w.exists(&task));
     w.sweep(c.provider.node).unwrap();
     assert_eq!(w.balance(&w.treasury), 200_000);
@@ -165,7 +200,11 @@ fn escalation_to_2v_seats_then_accepted() {
     let task = c.submitted(4);
     let w = &mut c.w;
     // round 0: 1 valid, 1 invalid, 1 silent -> no majority -> escalated
-    let r0 = [Ballot::new(VOTE_VALID, 30), Ballot::new(VOTE_INVALID, 31), Ballot::new(VOTE_VALID, 32)];
+    let r0 = [
+        Ballot::new(VOTE_VALID, 30),
+        Ballot::new(VOTE_INVALID, 31),
+        Ballot::new(VOTE_VALID, 32),
+    ];
     let votes: Vec<(&Actor, Ballot)> = c.verifiers[..3].iter().zip(r0).collect();
     w.join_and_commit(task, &votes);
     w.reveal(votes[0].0, task, &votes[0].1).unwrap();
@@ -174,7 +213,10 @@ fn escalation_to_2v_seats_then_accepted() {
     w.advance(deadline + 1 - w.slot());
     w.finalize(task).unwrap();
     let t = w.task(&task);
-    assert_eq!((t.status, t.round, t.rounds[1].quorum, t.seed_drawn), (TaskStatus::Verifying, 1, 6, false));
+    assert_eq!(
+        (t.status, t.round, t.rounds[1].quorum, t.seed_drawn),
+        (TaskStatus::Verifying, 1, 6, false)
+    );
     assert_eq!(t.rounds[0].majority, 0);
     // round-0 votes settle now: revealers released, the silent one slashed to the treasury
     w.settle(task, &c.verifiers[0], 0).unwrap();
@@ -187,7 +229,9 @@ fn escalation_to_2v_seats_then_accepted() {
     // round 1: fresh seed from after the escalation slot; 6 seats, 5 valid 1 invalid
     let escalated_at = w.slot();
     w.advance(2);
-    let r1: Vec<Ballot> = (0..6).map(|i| Ballot::new(if i == 5 { VOTE_INVALID } else { VOTE_VALID }, 40 + i)).collect();
+    let r1: Vec<Ballot> = (0..6)
+        .map(|i| Ballot::new(if i == 5 { VOTE_INVALID } else { VOTE_VALID }, 40 + i))
+        .collect();
     let votes: Vec<(&Actor, Ballot)> = c.verifiers[1..7].iter().zip(r1).collect();
     w.join_and_commit(task, &votes);
     assert_eq!(w.task(&task).hashed_slot, escalated_at + 1);
@@ -204,7 +248,9 @@ fn escalation_to_2v_seats_then_accepted() {
         assert_eq!(w.balance(&v.vault), before + 70_000);
     }
     w.close(task).unwrap();
-    let all: Vec<&Actor> = std::iter::once(&c.provider).chain(c.verifiers.iter()).collect();
+    let all: Vec<&Actor> = std::iter::once(&c.provider)
+        .chain(c.verifiers.iter())
+        .collect();
     w.check_invariants(&all, &[task]);
 }
 
@@ -235,15 +281,26 @@ fn cancel_and_expire_refund_the_client() {
     let t1 = w.post(&c.client, 6, small_job(6), R).unwrap();
     let t2 = w.post(&c.client, 7, small_job(7), R).unwrap();
     assert_eq!(w.balance(&c.client.wallet), before - 2 * R);
-    w.send_as("cancel_task", &c.client, client::cancel_task(c.client.key(), t1)).unwrap();
+    w.send_as(
+        "cancel_task",
+        &c.client,
+        client::cancel_task(c.client.key(), t1),
+    )
+    .unwrap();
     assert_eq!(w.task(&t1).status, TaskStatus::Cancelled);
-    assert!(w.crank("expire_task", client::expire_task(t2)).unwrap_err().has_error("TaskNotExpired"));
+    assert!(w
+        .crank("expire_task", client::expire_task(t2))
+        .unwrap_err()
+        .has_error("TaskNotExpired"));
     let ttl = w.task(&t2).open_deadline;
     w.advance(ttl + 1 - w.slot());
     w.crank("expire_task", client::expire_task(t2)).unwrap();
     assert_eq!(w.task(&t2).status, TaskStatus::Expired);
     // an expired task can no longer be claimed
-    assert!(w.claim(&c.provider, t2).unwrap_err().has_error("TaskNotOpen"));
+    assert!(w
+        .claim(&c.provider, t2)
+        .unwrap_err()
+        .has_error("TaskNotOpen"));
     w.close(t1).unwrap();
     w.close(t2).unwrap();
     assert_eq!(w.balance(&c.client.wallet), before);
@@ -257,21 +314,35 @@ fn missed_submit_deadline_slashes_provider_and_reopens_task() {
     let task = w.post(&c.client, 8, small_job(8), R).unwrap();
     w.claim(&c.provider, task).unwrap();
     let reclaim = client::reclaim_task(task, c.provider.node);
-    assert!(w.crank("reclaim_task", reclaim.clone()).unwrap_err().has_error("SubmitDeadlineNotPassed"));
+    assert!(w
+        .crank("reclaim_task", reclaim.clone())
+        .unwrap_err()
+        .has_error("SubmitDeadlineNotPassed"));
     let d = w.task(&task).submit_deadline;
     w.advance(d + 1 - w.slot());
-    assert!(w.submit(&c.provider, task, [1; 32]).unwrap_err().has_error("SubmitDeadlinePassed"));
+    assert!(w
+        .submit(&c.provider, task, [1; 32])
+        .unwrap_err()
+        .has_error("SubmitDeadlinePassed"));
     w.crank("reclaim_task", reclaim).unwrap();
     // 10% of the 2_000_000 bond to the escrow, for the client
     let t = w.task(&task);
-    assert_eq!((t.status, t.client_extra, t.provider), (TaskStatus::Open, 200_000, Pubkey::default()));
+    assert_eq!(
+        (t.status, t.client_extra, t.provider),
+        (TaskStatus::Open, 200_000, Pubkey::default())
+    );
     assert_eq!(w.balance(&pda::escrow(&task)), R + 200_000);
     let n = w.node(&c.provider.node);
     assert_eq!((n.free, n.bonded, n.times_slashed), (STAKE - 200_000, 0, 1));
     assert_eq!(w.balance(&c.provider.vault), STAKE - 200_000);
     // the client cancels the reopened task and gets reward + compensation
     let before = w.balance(&c.client.wallet);
-    w.send_as("cancel_task", &c.client, client::cancel_task(c.client.key(), task)).unwrap();
+    w.send_as(
+        "cancel_task",
+        &c.client,
+        client::cancel_task(c.client.key(), task),
+    )
+    .unwrap();
     w.close(task).unwrap();
     assert_eq!(w.balance(&c.client.wallet), before + R + 200_000);
 }
@@ -282,27 +353,54 @@ fn unstake_cooldown_withdraw_and_close_node() {
     let w = &mut c.w;
     let v = &c.verifiers[0];
     assert_eq!(w.market_account().verifier_stake, STAKE);
-    w.send_as("request_unstake", v, client::request_unstake(v.key(), w.market, STAKE + 1))
-        .map(|_| ())
-        .expect_err("more than free stake");
-    w.send_as("request_unstake", v, client::request_unstake(v.key(), w.market, STAKE)).unwrap();
+    w.send_as(
+        "request_unstake",
+        v,
+        client::request_unstake(v.key(), w.market, STAKE + 1),
+    )
+    .map(|_| ())
+    .expect_err("more than free stake");
+    w.send_as(
+        "request_unstake",
+        v,
+        client::request_unstake(v.key(), w.market, STAKE),
+    )
+    .unwrap();
     let n = w.node(&v.node);
-    assert_eq!((n.free, n.pending_unstake, n.unlock_slot), (0, STAKE, w.slot() + 5_000));
+    assert_eq!(
+        (n.free, n.pending_unstake, n.unlock_slot),
+        (0, STAKE, w.slot() + 5_000)
+    );
     assert_eq!(w.market_account().verifier_stake, 0);
-    let r = w.send_as("withdraw", v, client::withdraw(v.key(), v.wallet)).unwrap_err();
+    let r = w
+        .send_as("withdraw", v, client::withdraw(v.key(), v.wallet))
+        .unwrap_err();
     assert!(r.has_error("CooldownNotElapsed"));
     w.advance(5_000);
-    w.send_as("withdraw", v, client::withdraw(v.key(), v.wallet)).unwrap();
+    w.send_as("withdraw", v, client::withdraw(v.key(), v.wallet))
+        .unwrap();
     assert_eq!(w.balance(&v.wallet), STAKE);
     assert_eq!(w.balance(&v.vault), 0);
     // close: node and vault gone, market counts down
     assert_eq!(w.market_account().verifiers, 1);
-    w.send_as("close_node", v, client::close_node(v.key(), w.market, v.wallet)).unwrap();
+    w.send_as(
+        "close_node",
+        v,
+        client::close_node(v.key(), w.market, v.wallet),
+    )
+    .unwrap();
     assert!(!w.exists(&v.node) && !w.exists(&v.vault));
     assert_eq!(w.market_account().verifiers, 0);
     // a provider with stake cannot close
     let p = &c.provider;
-    assert!(w.send_as("close_node", p, client::close_node(p.key(), w.market, p.wallet)).unwrap_err().has_error("NodeNotEmpty"));
+    assert!(w
+        .send_as(
+            "close_node",
+            p,
+            client::close_node(p.key(), w.market, p.wallet)
+        )
+        .unwrap_err()
+        .has_error("NodeNotEmpty"));
 }
 
 #[test]
@@ -311,23 +409,56 @@ fn parameter_updates_are_bounded_and_delayed() {
     let admin = w.admin.insecure_clone();
     let mut p = test_params();
     p.fee_bps = 1_001;
-    let r = w.send("propose_params", &admin, &[], client::propose_params(admin.pubkey(), p)).unwrap_err();
+    let r = w
+        .send(
+            "propose_params",
+            &admin,
+            &[],
+            client::propose_params(admin.pubkey(), p),
+        )
+        .unwrap_err();
     assert!(r.has_error("ParamOutOfBounds"));
     let mut p = test_params();
     p.unstake_cooldown = 100; // shorter than twice the market's longest task (2 × 900)
-    let r = w.send("propose_params", &admin, &[], client::propose_params(admin.pubkey(), p)).unwrap_err();
+    let r = w
+        .send(
+            "propose_params",
+            &admin,
+            &[],
+            client::propose_params(admin.pubkey(), p),
+        )
+        .unwrap_err();
     assert!(r.has_error("CooldownTooShort"));
     let mut p = test_params();
     p.fee_bps = 500;
-    w.send("propose_params", &admin, &[], client::propose_params(admin.pubkey(), p)).unwrap();
-    assert!(w.crank("apply_params", client::apply_params()).unwrap_err().has_error("UpdateNotYetEffective"));
+    w.send(
+        "propose_params",
+        &admin,
+        &[],
+        client::propose_params(admin.pubkey(), p),
+    )
+    .unwrap();
+    assert!(w
+        .crank("apply_params", client::apply_params())
+        .unwrap_err()
+        .has_error("UpdateNotYetEffective"));
     w.advance(50);
     w.crank("apply_params", client::apply_params()).unwrap();
     assert_eq!(w.config().params.fee_bps, 500);
-    assert!(w.crank("apply_params", client::apply_params()).unwrap_err().has_error("NoPendingUpdate"));
+    assert!(w
+        .crank("apply_params", client::apply_params())
+        .unwrap_err()
+        .has_error("NoPendingUpdate"));
     // a stranger cannot propose
     let stranger = w.cranker.insecure_clone();
-    let r = w.send("propose_params", &stranger, &[], client::propose_params(stranger.pubkey(), test_params())).unwrap_err();
+    let r = w
+        .send(
+            "propose_params",
+            &stranger,
+            &[],
+            client::propose_params(stranger.pubkey(), test_params()),
+        )
+        .unwrap_err();
     assert!(r.has_error("WrongAuthority"));
 }
 

@@ -18,7 +18,9 @@ pub struct EmbeddedChain {
 impl EmbeddedChain {
     /// Wraps a cluster.
     pub fn new(cluster: Cluster) -> Self {
-        EmbeddedChain { cluster: Mutex::new(cluster) }
+        EmbeddedChain {
+            cluster: Mutex::new(cluster),
+        }
     }
 
     /// Runs `f` with the cluster (set-up: mints, token accounts, airdrops).
@@ -38,7 +40,12 @@ impl Chain for EmbeddedChain {
     }
 
     fn account(&self, key: &Pubkey) -> Result<Option<Vec<u8>>> {
-        Ok(self.with(|c| c.svm.get_account(key).filter(|a| a.lamports > 0).map(|a| a.data)))
+        Ok(self.with(|c| {
+            c.svm
+                .get_account(key)
+                .filter(|a| a.lamports > 0)
+                .map(|a| a.data)
+        }))
     }
 
     fn program_accounts(&self, discriminator: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>> {
@@ -62,6 +69,11 @@ impl Chain for EmbeddedChain {
 
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
         let o = self.with(|c| c.send(ixs, payer, signers));
-        Ok(TxReport { ok: o.ok, cu: o.cu, logs: o.logs, error: o.error })
+        Ok(TxReport {
+            ok: o.ok,
+            cu: o.cu,
+            logs: o.logs,
+            error: o.error,
+        })
     }
 }

@@ -27,7 +27,12 @@ pub struct FlakyChain {
 impl FlakyChain {
     /// Wraps `inner`, failing about one call in `every` (`every` ≥ 2).
     pub fn new(inner: Arc<dyn Chain>, every: u64) -> Self {
-        FlakyChain { inner, every: every.max(2), calls: AtomicU64::new(0), failed: AtomicU64::new(0) }
+        FlakyChain {
+            inner,
+            every: every.max(2),
+            calls: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        }
     }
 
     fn tick(&self, what: &str) -> Result<()> {

@@ -45,8 +45,16 @@ impl Chain for MeteredChain {
     fn program_accounts(&self, discriminator: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>> {
         self.measure(|| self.inner.program_accounts(discriminator))
     }
-    fn program_accounts_matching(&self, discriminator: &[u8], offset: usize, bytes: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>> {
-        self.measure(|| self.inner.program_accounts_matching(discriminator, offset, bytes))
+    fn program_accounts_matching(
+        &self,
+        discriminator: &[u8],
+        offset: usize,
+        bytes: &[u8],
+    ) -> Result<Vec<(Pubkey, Vec<u8>)>> {
+        self.measure(|| {
+            self.inner
+                .program_accounts_matching(discriminator, offset, bytes)
+        })
     }
     fn token_balance(&self, key: &Pubkey) -> Result<u64> {
         self.measure(|| self.inner.token_balance(key))
@@ -56,7 +64,14 @@ impl Chain for MeteredChain {
     }
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
         let r = self.measure(|| self.inner.send(ixs, payer, signers))?;
-        Metrics::add(if r.ok { &self.metrics.tx_ok } else { &self.metrics.tx_refused }, 1);
+        Metrics::add(
+            if r.ok {
+                &self.metrics.tx_ok
+            } else {
+                &self.metrics.tx_refused
+            },
+            1,
+        );
         Ok(r)
     }
 }

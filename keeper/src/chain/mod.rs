@@ -62,8 +62,17 @@ pub trait Chain: Send + Sync {
     fn program_accounts(&self, discriminator: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>>;
     /// Like [`Chain::program_accounts`], keeping only accounts whose bytes at `offset` equal
     /// `bytes` (a server-side `memcmp` filter over RPC).
-    fn program_accounts_matching(&self, discriminator: &[u8], offset: usize, bytes: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>> {
-        Ok(self.program_accounts(discriminator)?.into_iter().filter(|(_, d)| d.get(offset..offset + bytes.len()) == Some(bytes)).collect())
+    fn program_accounts_matching(
+        &self,
+        discriminator: &[u8],
+        offset: usize,
+        bytes: &[u8],
+    ) -> Result<Vec<(Pubkey, Vec<u8>)>> {
+        Ok(self
+            .program_accounts(discriminator)?
+            .into_iter()
+            .filter(|(_, d)| d.get(offset..offset + bytes.len()) == Some(bytes))
+            .collect())
     }
     /// The balance of an SPL token account (0 when it does not exist).
     fn token_balance(&self, key: &Pubkey) -> Result<u64>;
@@ -83,12 +92,20 @@ pub fn decode<T: AccountDeserialize>(data: &[u8]) -> Option<T> {
 pub trait ChainExt: Chain {
     /// All tasks.
     fn tasks(&self) -> Result<Vec<(Pubkey, Task)>> {
-        Ok(self.program_accounts(Task::DISCRIMINATOR)?.into_iter().filter_map(|(k, d)| Some((k, decode(&d)?))).collect())
+        Ok(self
+            .program_accounts(Task::DISCRIMINATOR)?
+            .into_iter()
+            .filter_map(|(k, d)| Some((k, decode(&d)?)))
+            .collect())
     }
     /// All votes of `task` (filtered on the vote's first field, the task).
     fn votes(&self, task: &Pubkey) -> Result<Vec<(Pubkey, Vote)>> {
         Ok(self
-            .program_accounts_matching(Vote::DISCRIMINATOR, Vote::DISCRIMINATOR.len(), task.as_ref())?
+            .program_accounts_matching(
+                Vote::DISCRIMINATOR,
+                Vote::DISCRIMINATOR.len(),
+                task.as_ref(),
+            )?
             .into_iter()
             .filter_map(|(k, d)| Some((k, decode::<Vote>(&d)?)))
             .filter(|(_, v)| v.task == *task)
@@ -96,7 +113,11 @@ pub trait ChainExt: Chain {
     }
     /// Every vote of every task.
     fn all_votes(&self) -> Result<Vec<(Pubkey, Vote)>> {
-        Ok(self.program_accounts(Vote::DISCRIMINATOR)?.into_iter().filter_map(|(k, d)| Some((k, decode(&d)?))).collect())
+        Ok(self
+            .program_accounts(Vote::DISCRIMINATOR)?
+            .into_iter()
+            .filter_map(|(k, d)| Some((k, decode(&d)?)))
+            .collect())
     }
     /// The program account at `key`, decoded as a `T` (`None` when absent or not a `T`).
     fn decoded<T: AccountDeserialize>(&self, key: &Pubkey) -> Result<Option<T>> {
@@ -112,7 +133,11 @@ pub trait ChainExt: Chain {
     }
     /// All nodes.
     fn nodes(&self) -> Result<Vec<(Pubkey, Node)>> {
-        Ok(self.program_accounts(Node::DISCRIMINATOR)?.into_iter().filter_map(|(k, d)| Some((k, decode(&d)?))).collect())
+        Ok(self
+            .program_accounts(Node::DISCRIMINATOR)?
+            .into_iter()
+            .filter_map(|(k, d)| Some((k, decode(&d)?)))
+            .collect())
     }
 }
 

@@ -21,7 +21,9 @@ use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 use solana_transaction::Transaction;
-use solana_transaction_status_client_types::{option_serializer::OptionSerializer, UiTransactionEncoding};
+use solana_transaction_status_client_types::{
+    option_serializer::OptionSerializer, UiTransactionEncoding,
+};
 
 use super::{Chain, TxReport};
 
@@ -51,14 +53,18 @@ pub struct RpcChain {
 fn preflight_logs(e: &ClientError) -> Option<Vec<String>> {
     match e.kind() {
         ClientErrorKind::RpcError(RpcError::RpcResponseError {
-            data: RpcResponseErrorData::SendTransactionPreflightFailure(sim), ..
+            data: RpcResponseErrorData::SendTransactionPreflightFailure(sim),
+            ..
         }) => Some(sim.logs.clone().unwrap_or_default()),
         _ => None,
     }
 }
 
 fn is_transient(e: &ClientError) -> bool {
-    matches!(e.kind(), ClientErrorKind::Io(_) | ClientErrorKind::Reqwest(_))
+    matches!(
+        e.kind(),
+        ClientErrorKind::Io(_) | ClientErrorKind::Reqwest(_)
+    )
 }
 
 impl RpcChain {
@@ -89,7 +95,10 @@ impl RpcChain {
     }
 
     /// The program's accounts that pass every filter.
-    fn program_accounts_filtered(&self, filters: Vec<RpcFilterType>) -> Result<Vec<(Pubkey, Vec<u8>)>> {
+    fn program_accounts_filtered(
+        &self,
+        filters: Vec<RpcFilterType>,
+    ) -> Result<Vec<(Pubkey, Vec<u8>)>> {
         let config = RpcProgramAccountsConfig {
             filters: Some(filters),
             account_config: RpcAccountInfoConfig {
@@ -100,9 +109,15 @@ impl RpcChain {
             ..Default::default()
         };
         let accounts = self.retry("getProgramAccounts", || {
-            self.wait(self.client.get_program_ui_accounts_with_config(&compute_market::ID, config.clone()))
+            self.wait(
+                self.client
+                    .get_program_ui_accounts_with_config(&compute_market::ID, config.clone()),
+            )
         })?;
-        Ok(accounts.into_iter().filter_map(|(k, a)| Some((k, a.data.decode()?))).collect())
+        Ok(accounts
+            .into_iter()
+            .filter_map(|(k, a)| Some((k, a.data.decode()?)))
+            .collect())
     }
 
     /// Retries `f` with exponential backoff while the error is a transport error.
@@ -129,21 +144,33 @@ impl Chain for RpcChain {
     }
 
     fn account(&self, key: &Pubkey) -> Result<Option<Vec<u8>>> {
-        let r = self.retry("getAccountInfo", || self.wait(self.client.get_account_with_commitment(key, self.client.commitment())))?;
+        let r = self.retry("getAccountInfo", || {
+            self.wait(
+                self.client
+                    .get_account_with_commitment(key, self.client.commitment()),
+            )
+        })?;
         Ok(r.value.filter(|a| a.lamports > 0).map(|a| a.data))
     }
 
     fn program_accounts(&self, discriminator: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>> {
-        self.program_accounts_filtered(vec![RpcFilterType::Memcmp(Memcmp::new_raw_bytes(0, discriminator.to_vec()))])
+        self.program_accounts_filtered(vec![RpcFilterType::Memcmp(Memcmp::new_raw_bytes(
+            0,
+            discriminator.to_vec(),
+        ))])
     }
 
-    fn program_accounts_matching(&self, discriminator: &[u8], offset: usize, bytes: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>> {
+    fn program_accounts_matching(
+        &self,
+        discriminator: &[u8],
+        offset: usize,
+        bytes: &[u8],
+    ) -> Result<Vec<(Pubkey, Vec<u8>)>> {
         self.program_accounts_filtered(vec![
             RpcFilterType::Memcmp(Memcmp::new_raw_bytes(0, discriminator.to_vec())),
             RpcFilterType::Memcmp(Memcmp::new_raw_bytes(offset, bytes.to_vec())),
         ])
     }
-
 
     fn token_balance(&self, key: &Pubkey) -> Result<u64> {
         match self.wait(self.client.get_token_account_balance(key)) {
@@ -154,24 +181,37 @@ impl Chain for RpcChain {
     }
 
     fn rent_exempt(&self, len: usize) -> Result<u64> {
-        self.retry("getMinimumBalanceForRentExemption", || self.wait(self.client.get_minimum_balance_for_rent_exemption(len)))
+        self.retry("getMinimumBalanceForRentExemption", || {
+            self.wait(self.client.get_minimum_balance_for_rent_exemption(len))
+        })
     }
 
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
         let mut all: Vec<Instruction> = vec![];
         if self.priority_fee > 0 {
-            all.push(solana_compute_budget_interface::ComputeBudgetInstruction::set_compute_unit_price(self.priority_fee));
+            all.push(
+                solana_compute_budget_interface::ComputeBudgetInstruction::set_compute_unit_price(
+                    self.priority_fee,
+                ),
+            );
         }
         all.extend_from_slice(ixs);
         let mut keys = vec![payer];
         keys.extend_from_slice(signers);
-        let blockhash = self.retry("getLatestBlockhash", || self.wait(self.client.get_latest_blockhash()))?;
+        let blockhash = self.retry("getLatestBlockhash", || {
+            self.wait(self.client.get_latest_blockhash())
+        })?;
         let tx = Transaction::new_signed_with_payer(&all, Some(&payer.pubkey()), &keys, blockhash);
         let sig = match self.wait(self.client.send_and_confirm_transaction(&tx)) {
             Ok(sig) => sig,
             Err(e) => {
                 if let Some(logs) = preflight_logs(&e) {
-                    return Ok(TxReport { ok: false, cu: 0, logs, error: Some(e.to_string()) });
+                    return Ok(TxReport {
+                        ok: false,
+                        cu: 0,
+                        logs,
+                        error: Some(e.to_string()),
+                    });
                 }
                 return Err(e).context("sending the transaction");
             }
@@ -181,7 +221,12 @@ impl Chain for RpcChain {
             commitment: Some(self.client.commitment()),
             max_supported_transaction_version: Some(0),
         };
-        let meta = self.retry("getTransaction", || self.wait(self.client.get_transaction_with_config(&sig, config))).ok().and_then(|t| t.transaction.meta);
+        let meta = self
+            .retry("getTransaction", || {
+                self.wait(self.client.get_transaction_with_config(&sig, config))
+            })
+            .ok()
+            .and_then(|t| t.transaction.meta);
         let (logs, cu) = match meta {
             Some(m) => (
                 match m.log_messages {
@@ -195,6 +240,11 @@ impl Chain for RpcChain {
             ),
             None => (vec![], 0),
         };
-        Ok(TxReport { ok: true, cu, logs, error: None })
+        Ok(TxReport {
+            ok: true,
+            cu,
+            logs,
+            error: None,
+        })
     }
 }

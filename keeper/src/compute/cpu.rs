@@ -36,7 +36,9 @@ fn matmul_tile(a: &Matrix, bt: &Matrix, tr: usize, tc: usize) -> Vec<u8> {
 fn hash_tile(job: &JobSpec, index: u32) -> Vec<u8> {
     let nonces = job.dims[1] as u64;
     let first = index as u64 * nonces;
-    (first..first + nonces).flat_map(|nonce| job.hash_nonce(nonce)).collect()
+    (first..first + nonces)
+        .flat_map(|nonce| job.hash_nonce(nonce))
+        .collect()
 }
 
 impl Backend for CpuBackend {
@@ -46,7 +48,10 @@ impl Backend for CpuBackend {
 
     fn tiles(&self, job: &JobSpec, indices: &[u32]) -> Result<Vec<Vec<u8>>> {
         let count = job.tile_count();
-        ensure!(indices.iter().all(|&i| i < count), "tile index out of range (T = {count})");
+        ensure!(
+            indices.iter().all(|&i| i < count),
+            "tile index out of range (T = {count})"
+        );
         Ok(match job.kind {
             JobKind::MatMulModP => {
                 let a = Matrix::input_a(job);

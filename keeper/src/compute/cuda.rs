@@ -31,7 +31,9 @@ use compute_market_protocol::{
     job::{JobKind, JobSpec, MATMUL_TILE},
 };
 use cudarc::{
-    driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg},
+    driver::{
+        CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+    },
     nvrtc::{result as nvrtc_result, sys as nvrtc_sys, CompileOptions, Ptx},
 };
 
@@ -64,12 +66,18 @@ fn wheel_candidates() -> Vec<PathBuf> {
     }
     roots.extend(["/usr/local/lib", "/usr/lib"].map(PathBuf::from));
     for root in roots {
-        let Ok(entries) = std::fs::read_dir(&root) else { continue };
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            continue;
+        };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with("python3") {
                 for site in ["site-packages", "dist-packages"] {
-                    out.push(e.path().join(site).join("nvidia/cuda_nvrtc/lib/libnvrtc.so.12"));
+                    out.push(
+                        e.path()
+                            .join(site)
+                            .join("nvidia/cuda_nvrtc/lib/libnvrtc.so.12"),
+                    );
                 }
             }
         }
@@ -120,7 +128,9 @@ pub fn nvrtc_probe() -> Result<(), String> {
 fn nvrtc_version() -> Result<(i32, i32)> {
     let (mut major, mut minor) = (0, 0);
     // SAFETY: NVRTC is loaded ([`probe`]) and both pointers are valid
-    unsafe { nvrtc_sys::nvrtcVersion(&mut major, &mut minor) }.result().map_err(|e| anyhow!("nvrtcVersion: {e:?}"))?;
+    unsafe { nvrtc_sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| anyhow!("nvrtcVersion: {e:?}"))?;
     Ok((major, minor))
 }
 
@@ -130,7 +140,9 @@ pub fn kernel_cache_dir() -> PathBuf {
     if let Some(d) = std::env::var_os(CACHE_ENV) {
         return PathBuf::from(d);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
     home.join(".cache/compute-market/kernels")
 }
 
@@ -147,7 +159,12 @@ fn compile_options(arch: &str) -> Vec<String> {
     };
     // CompileOptions::build is crate-private: mirror its order here
     let mut out = vec![];
-    for (flag, v) in [("--ftz", opts.ftz), ("--prec-sqrt", opts.prec_sqrt), ("--prec-div", opts.prec_div), ("--fmad", opts.fmad)] {
+    for (flag, v) in [
+        ("--ftz", opts.ftz),
+        ("--prec-sqrt", opts.prec_sqrt),
+        ("--prec-div", opts.prec_div),
+        ("--fmad", opts.fmad),
+    ] {
         if let Some(v) = v {
             out.push(format!("{flag}={v}"));
         }
@@ -167,7 +184,14 @@ pub fn cubin_in(arch: &str, dir: &std::path::Path) -> Result<(Vec<u8>, bool)> {
     nvrtc_probe().map_err(|why| anyhow!(why))?;
     let (major, minor) = nvrtc_version()?;
     let options = compile_options(arch);
-    let key = hashv(&[b"cm:kernels:v1", KERNELS.as_bytes(), arch.as_bytes(), &major.to_le_bytes(), &minor.to_le_bytes(), options.join(" ").as_bytes()]);
+    let key = hashv(&[
+        b"cm:kernels:v1",
+        KERNELS.as_bytes(),
+        arch.as_bytes(),
+        &major.to_le_bytes(),
+        &minor.to_le_bytes(),
+        options.join(" ").as_bytes(),
+    ]);
     let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
     let path = dir.join(format!("{arch}-nvrtc{major}.{minor}-{}.cubin", &hex[..16]));
     if let Ok(bytes) = std::fs::read(&path) {
@@ -177,23 +201,38 @@ pub fn cubin_in(arch: &str, dir: &std::path::Path) -> Result<(Vec<u8>, bool)> {
     }
     let src = std::ffi::CString::new(KERNELS).expect("no NUL in the source");
     let name = std::ffi::CString::new("kernels.cu").expect("no NUL");
-    let prog = nvrtc_result::create_program(&src, Some(&name)).map_err(|e| anyhow!("nvrtcCreateProgram: {e:?}"))?;
+    let prog = nvrtc_result::create_program(&src, Some(&name))
+        .map_err(|e| anyhow!("nvrtcCreateProgram: {e:?}"))?;
     // SAFETY: `prog` is a live program; the options are plain strings
     let compiled = unsafe { nvrtc_result::compile_program(prog, &options) };
     let out = (|| -> Result<Vec<u8>> {
         if let Err(e) = compiled {
             // SAFETY: `prog` is live
             let log = unsafe { nvrtc_result::get_program_log(prog) }.unwrap_or_default();
-            let log: Vec<u8> = log.iter().map(|&c| c as u8).take_while(|&c| c != 0).collect();
-            bail!("NVRTC failed ({e:?}) with {options:?}:\n{}", String::from_utf8_lossy(&log));
+            let log: Vec<u8> = log
+                .iter()
+                .map(|&c| c as u8)
+                .take_while(|&c| c != 0)
+                .collect();
+            bail!(
+                "NVRTC failed ({e:?}) with {options:?}:\n{}",
+                String::from_utf8_lossy(&log)
+            );
         }
         let mut size = 0usize;
         // SAFETY: `prog` compiled; `size` is a valid pointer
-        unsafe { nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size) }.result().map_err(|e| anyhow!("nvrtcGetCUBINSize: {e:?}"))?;
-        ensure!(size > 0, "NVRTC produced no CUBIN for {arch} (is {arch} a real architecture?)");
+        unsafe { nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size) }
+            .result()
+            .map_err(|e| anyhow!("nvrtcGetCUBINSize: {e:?}"))?;
+        ensure!(
+            size > 0,
+            "NVRTC produced no CUBIN for {arch} (is {arch} a real architecture?)"
+        );
         let mut buf = vec![0u8; size];
         // SAFETY: `buf` has the size NVRTC reported
-        unsafe { nvrtc_sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut _) }.result().map_err(|e| anyhow!("nvrtcGetCUBIN: {e:?}"))?;
+        unsafe { nvrtc_sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut _) }
+            .result()
+            .map_err(|e| anyhow!("nvrtcGetCUBIN: {e:?}"))?;
         Ok(buf)
     })();
     // SAFETY: destroyed once, after use
@@ -243,7 +282,14 @@ impl<V: Clone> InputCache<V> {
 
     fn put(&mut self, key: (u64, usize, usize), v: V) {
         self.entries.push((key, v));
-        while self.entries.iter().map(|(k, _)| k.1 * k.2 * 4).sum::<usize>() > INPUT_CACHE_BYTES && self.entries.len() > 1 {
+        while self
+            .entries
+            .iter()
+            .map(|(k, _)| k.1 * k.2 * 4)
+            .sum::<usize>()
+            > INPUT_CACHE_BYTES
+            && self.entries.len() > 1
+        {
             self.entries.remove(0);
         }
     }
@@ -272,7 +318,11 @@ pub struct Device {
 }
 
 fn cfg(grid: (u32, u32, u32), block: (u32, u32, u32)) -> LaunchConfig {
-    LaunchConfig { grid_dim: grid, block_dim: block, shared_mem_bytes: 0 }
+    LaunchConfig {
+        grid_dim: grid,
+        block_dim: block,
+        shared_mem_bytes: 0,
+    }
 }
 
 fn de<T>(r: Result<T, cudarc::driver::DriverError>, what: &str) -> Result<T> {
@@ -320,7 +370,12 @@ impl Device {
 
     /// A generated input matrix on this device (cached).
     fn input(&self, key: u64, rows: usize, cols: usize) -> Result<Arc<CudaSlice<u32>>> {
-        if let Some(v) = self.inputs.lock().expect("cache lock").get((key, rows, cols)) {
+        if let Some(v) = self
+            .inputs
+            .lock()
+            .expect("cache lock")
+            .get((key, rows, cols))
+        {
             return Ok(v);
         }
         let count = rows * cols;
@@ -330,32 +385,63 @@ impl Device {
         b.arg(&key).arg(&mut out).arg(&c);
         let blocks = (count as u64).div_ceil(256).clamp(1, 65_535 * 4) as u32;
         // SAFETY: arguments match the kernel's signature; `out` holds `count` elements
-        de(unsafe { b.launch(cfg((blocks, 1, 1), (256, 1, 1))) }, "gen_matrix")?;
+        de(
+            unsafe { b.launch(cfg((blocks, 1, 1), (256, 1, 1))) },
+            "gen_matrix",
+        )?;
         let v = Arc::new(out);
-        self.inputs.lock().expect("cache lock").put((key, rows, cols), v.clone());
+        self.inputs
+            .lock()
+            .expect("cache lock")
+            .put((key, rows, cols), v.clone());
         Ok(v)
     }
 
     /// Launches `matmul_tiles` over tile rows `rows` × tile columns `cols` of a `MatMulModP`
     /// job into `out` (room for every tile of the launch); the caller holds the device lock.
-    fn launch_matmul(&self, job: &JobSpec, rows: std::ops::Range<u32>, cols: std::ops::Range<u32>, out: &mut CudaSlice<u32>) -> Result<()> {
+    fn launch_matmul(
+        &self,
+        job: &JobSpec,
+        rows: std::ops::Range<u32>,
+        cols: std::ops::Range<u32>,
+        out: &mut CudaSlice<u32>,
+    ) -> Result<()> {
         let [m, k, n] = job.dims;
         let a = self.input(job.matrix_key(b'A'), m as usize, k as usize)?;
         let b = self.input(job.matrix_key(b'B'), k as usize, n as usize)?;
         let (gr, gc) = (rows.len() as u32, cols.len() as u32);
         let mut l = self.stream.launch_builder(&self.k.matmul_tiles);
-        l.arg(a.as_ref()).arg(b.as_ref()).arg(out).arg(&m).arg(&k).arg(&n).arg(&rows.start).arg(&cols.start);
+        l.arg(a.as_ref())
+            .arg(b.as_ref())
+            .arg(out)
+            .arg(&m)
+            .arg(&k)
+            .arg(&n)
+            .arg(&rows.start)
+            .arg(&cols.start);
         // SAFETY: arguments match the kernel; `out` holds gr·gc tiles
-        de(unsafe { l.launch(cfg((gc, gr, 1), (16, 16, 1))) }, "matmul_tiles").map(|_| ())
+        de(
+            unsafe { l.launch(cfg((gc, gr, 1), (16, 16, 1))) },
+            "matmul_tiles",
+        )
+        .map(|_| ())
     }
 
     /// Tiles of rows `rows` × columns `cols` (tile coordinates) of a `MatMulModP` job, as
     /// `(tile index, bytes)`.
-    fn matmul(&self, job: &JobSpec, rows: std::ops::Range<u32>, cols: std::ops::Range<u32>) -> Result<IndexedTiles> {
+    fn matmul(
+        &self,
+        job: &JobSpec,
+        rows: std::ops::Range<u32>,
+        cols: std::ops::Range<u32>,
+    ) -> Result<IndexedTiles> {
         let _g = self.lock.lock().expect("device lock");
         let gc = cols.len() as u32;
         let t = (MATMUL_TILE * MATMUL_TILE) as usize;
-        let mut out = de(self.stream.alloc_zeros::<u32>(rows.len() * cols.len() * t), "alloc tiles")?;
+        let mut out = de(
+            self.stream.alloc_zeros::<u32>(rows.len() * cols.len() * t),
+            "alloc tiles",
+        )?;
         self.launch_matmul(job, rows.clone(), cols.clone(), &mut out)?;
         let host = de(self.stream.clone_dtoh(&out), "copy tiles")?;
         let (_, grid_cols) = job.tile_grid();
@@ -364,7 +450,10 @@ impl Device {
             .enumerate()
             .map(|(i, tile)| {
                 let (r, c) = (rows.start + i as u32 / gc, cols.start + i as u32 % gc);
-                (r * grid_cols + c, tile.iter().flat_map(|v| v.to_le_bytes()).collect())
+                (
+                    r * grid_cols + c,
+                    tile.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                )
             })
             .collect())
     }
@@ -374,7 +463,12 @@ impl Device {
     fn time_matmul(&self, job: &JobSpec) -> Result<f64> {
         let _g = self.lock.lock().expect("device lock");
         let (gr, gc) = job.tile_grid();
-        let mut out = de(self.stream.alloc_zeros::<u32>(gr as usize * gc as usize * (MATMUL_TILE * MATMUL_TILE) as usize), "alloc tiles")?;
+        let mut out = de(
+            self.stream.alloc_zeros::<u32>(
+                gr as usize * gc as usize * (MATMUL_TILE * MATMUL_TILE) as usize,
+            ),
+            "alloc tiles",
+        )?;
         let mut best = f64::MAX;
         for i in 0..4 {
             de(self.stream.synchronize(), "sync")?;
@@ -394,17 +488,35 @@ impl Device {
         let per = job.dims[1] as u64;
         let first = tiles.start as u64 * per;
         let count = tiles.len() as u64 * per;
-        let seed: Vec<u32> = job.input.chunks_exact(4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]])).collect();
+        let seed: Vec<u32> = job
+            .input
+            .chunks_exact(4)
+            .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
         let seed = de(self.stream.clone_htod(&seed), "copy seed")?;
-        let mut out = de(self.stream.alloc_zeros::<u8>((count * 32) as usize), "alloc hashes")?;
+        let mut out = de(
+            self.stream.alloc_zeros::<u8>((count * 32) as usize),
+            "alloc hashes",
+        )?;
         let iterations = job.dims[2];
         let mut l = self.stream.launch_builder(&self.k.hash_batch);
-        l.arg(&seed).arg(&first).arg(&count).arg(&iterations).arg(&mut out);
+        l.arg(&seed)
+            .arg(&first)
+            .arg(&count)
+            .arg(&iterations)
+            .arg(&mut out);
         // SAFETY: arguments match the kernel; `out` holds 32 bytes per nonce
-        de(unsafe { l.launch(cfg((count.div_ceil(128) as u32, 1, 1), (128, 1, 1))) }, "hash_batch")?;
+        de(
+            unsafe { l.launch(cfg((count.div_ceil(128) as u32, 1, 1), (128, 1, 1))) },
+            "hash_batch",
+        )?;
         let host = de(self.stream.clone_dtoh(&out), "copy hashes")?;
         let len = job.tile_len();
-        Ok(host.chunks_exact(len).enumerate().map(|(i, t)| (tiles.start + i as u32, t.to_vec())).collect())
+        Ok(host
+            .chunks_exact(len)
+            .enumerate()
+            .map(|(i, t)| (tiles.start + i as u32, t.to_vec()))
+            .collect())
     }
 
     /// `M·v` for each of `vs` (≤ 4, each of length `cols`), M generated under `key`.
@@ -412,12 +524,18 @@ impl Device {
         let _g = self.lock.lock().expect("device lock");
         let flat: Vec<u32> = vs.iter().flat_map(|v| v.iter().copied()).collect();
         let dv = de(self.stream.clone_htod(&flat), "copy vectors")?;
-        let mut out = de(self.stream.alloc_zeros::<u32>(rows * vs.len()), "alloc products")?;
+        let mut out = de(
+            self.stream.alloc_zeros::<u32>(rows * vs.len()),
+            "alloc products",
+        )?;
         let (r, c, nv) = (rows as u32, cols as u32, vs.len() as u32);
         let mut l = self.stream.launch_builder(&self.k.gen_rows_dot);
         l.arg(&key).arg(&r).arg(&c).arg(&dv).arg(&nv).arg(&mut out);
         // SAFETY: arguments match the kernel; one block per row
-        de(unsafe { l.launch(cfg((r, 1, 1), (256, 1, 1))) }, "gen_rows_dot")?;
+        de(
+            unsafe { l.launch(cfg((r, 1, 1), (256, 1, 1))) },
+            "gen_rows_dot",
+        )?;
         let host = de(self.stream.clone_dtoh(&out), "copy products")?;
         Ok(host.chunks_exact(rows).map(|c| c.to_vec()).collect())
     }
@@ -437,13 +555,20 @@ static SHARED: OnceLock<Result<Arc<CudaBackend>, String>> = OnceLock::new();
 
 /// Jobs the start-up self-test runs on every device: sizes that are not multiples of the tile.
 pub fn self_test_jobs() -> Vec<JobSpec> {
-    vec![JobSpec::matmul(70, 33, 130, [5; 32]), JobSpec::matmul(64, 64, 64, [6; 32]), JobSpec::hash_batch(3, 5, 2, [7; 32])]
+    vec![
+        JobSpec::matmul(70, 33, 130, [5; 32]),
+        JobSpec::matmul(64, 64, 64, [6; 32]),
+        JobSpec::hash_batch(3, 5, 2, [7; 32]),
+    ]
 }
 
 impl CudaBackend {
     /// The process's CUDA backend, opened once ([`CudaBackend::open`]).
     pub fn shared() -> Result<Arc<CudaBackend>> {
-        SHARED.get_or_init(|| Self::open().map(Arc::new).map_err(|e| format!("{e:#}"))).clone().map_err(|e| anyhow!(e))
+        SHARED
+            .get_or_init(|| Self::open().map(Arc::new).map_err(|e| format!("{e:#}")))
+            .clone()
+            .map_err(|e| anyhow!(e))
     }
 
     /// Opens every GPU, compiles or loads the kernels, self-tests each device against the CPU
@@ -463,7 +588,11 @@ impl CudaBackend {
                     continue;
                 }
             };
-            let one = CudaBackend { devices: vec![d.clone()], disabled: vec![], startup_s: 0.0 };
+            let one = CudaBackend {
+                devices: vec![d.clone()],
+                disabled: vec![],
+                startup_s: 0.0,
+            };
             match self_test(&one) {
                 Ok(()) => {
                     tracing::info!(ordinal, name = d.name, arch = ?d.capability, cached_kernels = d.cached, "GPU passed its self-test");
@@ -475,8 +604,15 @@ impl CudaBackend {
                 }
             }
         }
-        ensure!(!devices.is_empty(), "no GPU passed its self-test: {disabled:?}");
-        Ok(CudaBackend { devices, disabled, startup_s: start.elapsed().as_secs_f64() })
+        ensure!(
+            !devices.is_empty(),
+            "no GPU passed its self-test: {disabled:?}"
+        );
+        Ok(CudaBackend {
+            devices,
+            disabled,
+            startup_s: start.elapsed().as_secs_f64(),
+        })
     }
 
     /// Splits `0..len` into one contiguous range per device.
@@ -487,20 +623,38 @@ impl CudaBackend {
         self.devices
             .iter()
             .enumerate()
-            .map(|(i, dev)| (dev.clone(), (range.start + (i as u32 * per).min(len))..(range.start + ((i as u32 + 1) * per).min(len))))
+            .map(|(i, dev)| {
+                (
+                    dev.clone(),
+                    (range.start + (i as u32 * per).min(len))
+                        ..(range.start + ((i as u32 + 1) * per).min(len)),
+                )
+            })
             .filter(|(_, r)| !r.is_empty())
             .collect()
     }
 
     /// Runs `f` on each device's share, in parallel, and gathers the tiles.
-    fn each<F>(&self, parts: Vec<(Arc<Device>, std::ops::Range<u32>)>, f: F) -> Result<HashMap<u32, Vec<u8>>>
+    fn each<F>(
+        &self,
+        parts: Vec<(Arc<Device>, std::ops::Range<u32>)>,
+        f: F,
+    ) -> Result<HashMap<u32, Vec<u8>>>
     where
         F: Fn(&Device, std::ops::Range<u32>) -> Result<IndexedTiles> + Sync,
     {
         let results: Vec<Result<IndexedTiles>> = std::thread::scope(|s| {
             let f = &f;
-            let hs: Vec<_> = parts.into_iter().map(|(d, r)| s.spawn(move || f(&d, r))).collect();
-            hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("a GPU worker panicked")))).collect()
+            let hs: Vec<_> = parts
+                .into_iter()
+                .map(|(d, r)| s.spawn(move || f(&d, r)))
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow!("a GPU worker panicked")))
+                })
+                .collect()
         });
         let mut out = HashMap::new();
         for r in results {
@@ -517,11 +671,24 @@ pub fn self_test(backend: &dyn Backend) -> Result<()> {
         let got = backend.run(&job)?;
         let want = CpuBackend.run(&job)?;
         if let Some(i) = (0..want.len()).find(|&i| got.get(i) != Some(&want[i])) {
-            bail!("{:?} {:?}: tile {i} differs from the CPU", job.kind, job.dims);
+            bail!(
+                "{:?} {:?}: tile {i} differs from the CPU",
+                job.kind,
+                job.dims
+            );
         }
         if job.kind == JobKind::MatMulModP {
-            let rs: Vec<Vec<u32>> = (0..3u64).map(|s| (0..job.dims[2] as u64).map(|i| compute_market_protocol::job::matrix_element(&s, i)).collect()).collect();
-            ensure!(backend.freivalds(&job, &rs)? == CpuBackend.freivalds(&job, &rs)?, "Freivalds products differ from the CPU");
+            let rs: Vec<Vec<u32>> = (0..3u64)
+                .map(|s| {
+                    (0..job.dims[2] as u64)
+                        .map(|i| compute_market_protocol::job::matrix_element(&s, i))
+                        .collect()
+                })
+                .collect();
+            ensure!(
+                backend.freivalds(&job, &rs)? == CpuBackend.freivalds(&job, &rs)?,
+                "Freivalds products differ from the CPU"
+            );
         }
     }
     Ok(())
@@ -535,7 +702,10 @@ impl Backend for CudaBackend {
 
     fn tiles(&self, job: &JobSpec, indices: &[u32]) -> Result<Vec<Vec<u8>>> {
         let count = job.tile_count();
-        ensure!(indices.iter().all(|&i| i < count), "tile index out of range (T = {count})");
+        ensure!(
+            indices.iter().all(|&i| i < count),
+            "tile index out of range (T = {count})"
+        );
         if indices.is_empty() {
             return Ok(vec![]);
         }
@@ -560,7 +730,9 @@ impl Backend for CudaBackend {
                     }
                 }
                 for (rs, (c0, c1)) in launches {
-                    done.extend(self.each(self.split(c0..c1), |d, cs| d.matmul(job, rs.clone(), cs))?);
+                    done.extend(
+                        self.each(self.split(c0..c1), |d, cs| d.matmul(job, rs.clone(), cs))?,
+                    );
                 }
             }
             JobKind::HashBatch => {
@@ -580,13 +752,26 @@ impl Backend for CudaBackend {
                 }
             }
         }
-        indices.iter().map(|i| done.get(i).cloned().ok_or_else(|| anyhow!("tile {i} was not computed"))).collect()
+        indices
+            .iter()
+            .map(|i| {
+                done.get(i)
+                    .cloned()
+                    .ok_or_else(|| anyhow!("tile {i} was not computed"))
+            })
+            .collect()
     }
 
     fn freivalds(&self, job: &JobSpec, rs: &[Vec<u32>]) -> Result<Vec<Vec<u32>>> {
-        ensure!(job.kind == JobKind::MatMulModP, "Freivalds needs a MatMulModP job");
+        ensure!(
+            job.kind == JobKind::MatMulModP,
+            "Freivalds needs a MatMulModP job"
+        );
         let [m, k, n] = job.dims.map(|d| d as usize);
-        ensure!(rs.iter().all(|r| r.len() == n), "Freivalds vectors must have length n = {n}");
+        ensure!(
+            rs.iter().all(|r| r.len() == n),
+            "Freivalds vectors must have length n = {n}"
+        );
         let d = &self.devices[0];
         let mut out = vec![];
         for group in rs.chunks(4) {
@@ -667,7 +852,10 @@ mod tests {
     fn options_are_exact_arithmetic_for_the_device_arch() {
         let o = compile_options("sm_90");
         assert!(o.contains(&"--fmad=false".to_string()), "{o:?}");
-        assert!(o.contains(&"--prec-div=true".to_string()) && o.contains(&"--prec-sqrt=true".to_string()));
+        assert!(
+            o.contains(&"--prec-div=true".to_string())
+                && o.contains(&"--prec-sqrt=true".to_string())
+        );
         assert!(o.contains(&"--gpu-architecture=sm_90".to_string()));
         assert!(!o.iter().any(|x| x.contains("fast-math")));
     }
@@ -678,7 +866,11 @@ mod tests {
         let half = INPUT_CACHE_BYTES / 4 / 2; // elements in half the budget
         c.put((1, half, 1), 1);
         c.put((2, half, 1), 2);
-        assert_eq!(c.get((1, half, 1)), Some(1), "both fit; 1 is now the most recent");
+        assert_eq!(
+            c.get((1, half, 1)),
+            Some(1),
+            "both fit; 1 is now the most recent"
+        );
         c.put((3, 1, 1), 3); // over budget: the least recently used (2) goes
         assert_eq!(c.get((2, half, 1)), None);
         assert_eq!((c.get((1, half, 1)), c.get((3, 1, 1))), (Some(1), Some(3)));
@@ -689,7 +881,10 @@ mod tests {
     #[test]
     fn the_wheel_path_is_a_candidate() {
         std::env::set_var(NVRTC_ENV, "/opt/x/libnvrtc.so.12");
-        assert_eq!(wheel_candidates()[0], PathBuf::from("/opt/x/libnvrtc.so.12"));
+        assert_eq!(
+            wheel_candidates()[0],
+            PathBuf::from("/opt/x/libnvrtc.so.12")
+        );
         std::env::remove_var(NVRTC_ENV);
     }
 }

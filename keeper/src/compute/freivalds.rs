@@ -103,7 +103,10 @@ mod avx512 {
     #[target_feature(enable = "avx512f,avx512dq")]
     fn folded(a: __m512i, b: __m512i) -> __m512i {
         let p = _mm512_mul_epu32(a, b);
-        _mm512_add_epi64(_mm512_and_si512(p, _mm512_set1_epi64(P as i64)), _mm512_srli_epi64::<31>(p))
+        _mm512_add_epi64(
+            _mm512_and_si512(p, _mm512_set1_epi64(P as i64)),
+            _mm512_srli_epi64::<31>(p),
+        )
     }
 
     /// Eight u32 at `s[j..j + 8]`, zero-extended to 64-bit lanes.
@@ -124,8 +127,14 @@ mod avx512 {
     #[inline]
     #[target_feature(enable = "avx512f,avx512dq")]
     fn index_mixer(base: u64) -> (__m512i, __m512i) {
-        let idx = _mm512_add_epi64(_mm512_set1_epi64(base as i64), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
-        (_mm512_mullo_epi64(idx, _mm512_set1_epi64(IDX_MUL as i64)), _mm512_set1_epi64(IDX_MUL.wrapping_mul(8) as i64))
+        let idx = _mm512_add_epi64(
+            _mm512_set1_epi64(base as i64),
+            _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0),
+        );
+        (
+            _mm512_mullo_epi64(idx, _mm512_set1_epi64(IDX_MUL as i64)),
+            _mm512_set1_epi64(IDX_MUL.wrapping_mul(8) as i64),
+        )
     }
 
     /// [`row_dots`] with 52-bit multiply-accumulates, reduced mod P: each element is left
@@ -156,12 +165,16 @@ mod avx512 {
         for r in 0..R {
             // lanes of `lo` may reach 2^62 (8192 columns): fold them before summing
             let p = _mm512_set1_epi64(P as i64);
-            let lo_folded = _mm512_add_epi64(_mm512_and_si512(lo[r], p), _mm512_srli_epi64::<31>(lo[r]));
+            let lo_folded =
+                _mm512_add_epi64(_mm512_and_si512(lo[r], p), _mm512_srli_epi64::<31>(lo[r]));
             let l = _mm512_reduce_add_epi64(lo_folded) as u64; // < 8 · 2^34
             let h = _mm512_reduce_add_epi64(hi[r]) as u64; // < 8 · 1024 · 2^13 = 2^26
             let mut acc = l + super::fold(h << 21);
             for (k, &v) in vs[r].iter().enumerate().skip(full) {
-                acc += super::folded_product(compute_market_protocol::job::matrix_element(&key, base + k as u64), v);
+                acc += super::folded_product(
+                    compute_market_protocol::job::matrix_element(&key, base + k as u64),
+                    v,
+                );
             }
             out[r] = super::reduce(acc);
         }
@@ -175,8 +188,14 @@ mod avx512 {
         let m = |x: u64| _mm512_set1_epi64(x as i64);
         let mut z = _mm512_xor_si512(key, mixed);
         z = _mm512_add_epi64(z, m(0x9E37_79B9_7F4A_7C15));
-        z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64::<30>(z)), m(0xBF58_476D_1CE4_E5B9));
-        z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64::<27>(z)), m(0x94D0_49BB_1331_11EB));
+        z = _mm512_mullo_epi64(
+            _mm512_xor_si512(z, _mm512_srli_epi64::<30>(z)),
+            m(0xBF58_476D_1CE4_E5B9),
+        );
+        z = _mm512_mullo_epi64(
+            _mm512_xor_si512(z, _mm512_srli_epi64::<27>(z)),
+            m(0x94D0_49BB_1331_11EB),
+        );
         z = _mm512_xor_si512(z, _mm512_srli_epi64::<31>(z));
         _mm512_add_epi64(_mm512_and_si512(z, m(P)), _mm512_srli_epi64::<31>(z))
     }
@@ -190,9 +209,15 @@ mod avx512 {
         let mut bad: u16 = 0;
         for row in 0..64 {
             for c in 0..4 {
-                let inside: u16 = if row >= rows { 0 } else { lane_mask16(width.saturating_sub(16 * c)) };
+                let inside: u16 = if row >= rows {
+                    0
+                } else {
+                    lane_mask16(width.saturating_sub(16 * c))
+                };
                 // SAFETY: 64 bytes at this offset are within the tile (length asserted above)
-                let v = unsafe { _mm512_loadu_si512(tile.as_ptr().add(256 * row + 64 * c) as *const __m512i) };
+                let v = unsafe {
+                    _mm512_loadu_si512(tile.as_ptr().add(256 * row + 64 * c) as *const __m512i)
+                };
                 let big = _mm512_cmpge_epu32_mask(v, p);
                 let nonzero = _mm512_test_epi32_mask(v, v);
                 bad |= (big & inside) | (nonzero & !inside);
@@ -223,13 +248,20 @@ mod avx512 {
             let n = (width - 8 * c).min(8);
             *mask = if n == 8 { u8::MAX } else { (1u8 << n) - 1 };
             // SAFETY: masked lanes beyond `width` are not read
-            *reg = _mm512_cvtepu32_epi64(unsafe { _mm256_maskz_loadu_epi32(*mask, r.as_ptr().add(8 * c) as *const i32) });
+            *reg = _mm512_cvtepu32_epi64(unsafe {
+                _mm256_maskz_loadu_epi32(*mask, r.as_ptr().add(8 * c) as *const i32)
+            });
         }
         for (row, o) in out.iter_mut().enumerate().take(rows) {
             let mut acc = _mm512_setzero_si512();
             for c in 0..chunks {
                 // SAFETY: within the tile; masked lanes are not read
-                let v = unsafe { _mm256_maskz_loadu_epi32(masks[c], tile.as_ptr().add(256 * row + 32 * c) as *const i32) };
+                let v = unsafe {
+                    _mm256_maskz_loadu_epi32(
+                        masks[c],
+                        tile.as_ptr().add(256 * row + 32 * c) as *const i32,
+                    )
+                };
                 acc = _mm512_add_epi64(acc, folded(_mm512_cvtepu32_epi64(v), rv[c]));
             }
             *o += _mm512_reduce_add_epi64(acc) as u64;
@@ -282,7 +314,13 @@ mod avx512 {
 /// Rows `first_row..first_row + out.len()` of the generated `? × cols` matrix under `key`,
 /// dotted with each of `vs`.
 #[inline(always)]
-fn rows_block<const R: usize>(key: u64, cols: usize, first_row: usize, vs: &[&[u32]; R], out: &mut [[u32; R]]) {
+fn rows_block<const R: usize>(
+    key: u64,
+    cols: usize,
+    first_row: usize,
+    vs: &[&[u32]; R],
+    out: &mut [[u32; R]],
+) {
     for (i, o) in out.iter_mut().enumerate() {
         *o = row_dots::<R>(key, ((first_row + i) * cols) as u64, vs);
     }
@@ -302,10 +340,17 @@ pub fn simd_level() -> &'static str {
 /// Rows per parallel work item.
 const ROWS_PER_TASK: usize = 16;
 
-fn generated_rows_dot_r<const R: usize>(key: u64, rows: usize, cols: usize, vs: &[&[u32]]) -> Vec<Vec<u32>> {
+fn generated_rows_dot_r<const R: usize>(
+    key: u64,
+    rows: usize,
+    cols: usize,
+    vs: &[&[u32]],
+) -> Vec<Vec<u32>> {
     let vs: &[&[u32]; R] = vs.try_into().expect("R vectors");
     let mut out = vec![[0u32; R]; rows];
-    out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(c, block)| rows_block::<R>(key, cols, c * ROWS_PER_TASK, vs, block));
+    out.par_chunks_mut(ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(c, block)| rows_block::<R>(key, cols, c * ROWS_PER_TASK, vs, block));
     (0..R).map(|r| out.iter().map(|o| o[r]).collect()).collect()
 }
 
@@ -313,7 +358,10 @@ fn generated_rows_dot_r<const R: usize>(key: u64, rows: usize, cols: usize, vs: 
 /// input matrix generated under `key` ([`matrix_element`]), in one pass over M per
 /// [`MAX_ROUNDS`] vectors.
 pub fn generated_rows_dot(key: u64, rows: usize, cols: usize, vs: &[&[u32]]) -> Vec<Vec<u32>> {
-    assert!(vs.iter().all(|v| v.len() == cols), "every vector must have length {cols}");
+    assert!(
+        vs.iter().all(|v| v.len() == cols),
+        "every vector must have length {cols}"
+    );
     let mut out = Vec::with_capacity(vs.len());
     for group in vs.chunks(MAX_ROUNDS) {
         out.extend(match group.len() {
@@ -329,9 +377,15 @@ pub fn generated_rows_dot(key: u64, rows: usize, cols: usize, vs: &[&[u32]]) -> 
 /// `A·(B·r)` for every `r` in `rs` (each of length n) of a `MatMulModP` job, generating A and B
 /// on the fly.
 pub fn abr(job: &JobSpec, rs: &[Vec<u32>]) -> Result<Vec<Vec<u32>>> {
-    ensure!(job.kind == JobKind::MatMulModP, "Freivalds needs a MatMulModP job");
+    ensure!(
+        job.kind == JobKind::MatMulModP,
+        "Freivalds needs a MatMulModP job"
+    );
     let [m, k, n] = job.dims.map(|d| d as usize);
-    ensure!(rs.iter().all(|r| r.len() == n), "Freivalds vectors must have length n = {n}");
+    ensure!(
+        rs.iter().all(|r| r.len() == n),
+        "Freivalds vectors must have length n = {n}"
+    );
     let rs: Vec<&[u32]> = rs.iter().map(|r| r.as_slice()).collect();
     let br = generated_rows_dot(job.matrix_key(b'B'), k, n, &rs);
     let br: Vec<&[u32]> = br.iter().map(|v| v.as_slice()).collect();
@@ -362,7 +416,9 @@ fn tile_defect(idx: usize, tile: &[u8], rows: usize, width: usize) -> Option<any
             let v = tile_value(tile, row, col);
             if row >= rows || col >= width {
                 if v != 0 {
-                    return Some(anyhow::anyhow!("tile {idx} has non-zero padding at ({row}, {col})"));
+                    return Some(anyhow::anyhow!(
+                        "tile {idx} has non-zero padding at ({row}, {col})"
+                    ));
                 }
             } else if v as u64 >= P {
                 return Some(anyhow::anyhow!("tile {idx} holds {v}, not a field element"));
@@ -380,14 +436,35 @@ pub fn c_times(job: &JobSpec, tiles: &[Vec<u8>], rs: &[Vec<u32>]) -> Result<Vec<
 }
 
 /// [`c_times`] on the AVX-512 path (`simd`, which the CPU must support) or the scalar one.
-fn c_times_with(job: &JobSpec, tiles: &[Vec<u8>], rs: &[Vec<u32>], simd: bool) -> Result<Vec<Vec<u32>>> {
+fn c_times_with(
+    job: &JobSpec,
+    tiles: &[Vec<u8>],
+    rs: &[Vec<u32>],
+    simd: bool,
+) -> Result<Vec<Vec<u32>>> {
     ensure!(job.kind == JobKind::MatMulModP, "not a MatMulModP job");
-    ensure!(tiles.len() == job.tile_count() as usize, "expected {} tiles, got {}", job.tile_count(), tiles.len());
-    if let Some((idx, tile)) = tiles.iter().enumerate().find(|(_, tile)| tile.len() != job.tile_len()) {
-        bail!("tile {idx} has {} bytes, expected {}", tile.len(), job.tile_len());
+    ensure!(
+        tiles.len() == job.tile_count() as usize,
+        "expected {} tiles, got {}",
+        job.tile_count(),
+        tiles.len()
+    );
+    if let Some((idx, tile)) = tiles
+        .iter()
+        .enumerate()
+        .find(|(_, tile)| tile.len() != job.tile_len())
+    {
+        bail!(
+            "tile {idx} has {} bytes, expected {}",
+            tile.len(),
+            job.tile_len()
+        );
     }
     let (m, n) = (job.dims[0] as usize, job.dims[2] as usize);
-    ensure!(rs.iter().all(|r| r.len() == n), "Freivalds vectors must have length n = {n}");
+    ensure!(
+        rs.iter().all(|r| r.len() == n),
+        "Freivalds vectors must have length n = {n}"
+    );
     let t = MATMUL_TILE as usize;
     let (grid_rows, grid_cols) = job.tile_grid();
     let (grid_rows, grid_cols) = (grid_rows as usize, grid_cols as usize);
@@ -405,11 +482,14 @@ fn c_times_with(job: &JobSpec, tiles: &[Vec<u8>], rs: &[Vec<u32>], simd: bool) -
                 if simd {
                     // SAFETY: the CPU supports AVX-512F/DQ/VL (checked)
                     if unsafe { avx512::tile_malformed(tile, rows_here, width) } {
-                        return Err(tile_defect(idx, tile, rows_here, width).unwrap_or_else(|| anyhow::anyhow!("tile {idx} is malformed")));
+                        return Err(tile_defect(idx, tile, rows_here, width)
+                            .unwrap_or_else(|| anyhow::anyhow!("tile {idx} is malformed")));
                     }
                     for (a, r) in acc.iter_mut().zip(rs) {
                         // SAFETY: as above
-                        unsafe { avx512::tile_dots(tile, rows_here, width, &r[tc * t..tc * t + width], a) };
+                        unsafe {
+                            avx512::tile_dots(tile, rows_here, width, &r[tc * t..tc * t + width], a)
+                        };
                     }
                     if tc % 8 == 7 {
                         a_fold(&mut acc);
@@ -427,7 +507,10 @@ fn c_times_with(job: &JobSpec, tiles: &[Vec<u8>], rs: &[Vec<u32>], simd: bool) -
                     }
                 }
             }
-            Ok(acc.into_iter().map(|a| a.into_iter().map(reduce).collect()).collect())
+            Ok(acc
+                .into_iter()
+                .map(|a| a.into_iter().map(reduce).collect())
+                .collect())
         })
         .collect();
 
@@ -447,10 +530,22 @@ mod tests {
 
     #[test]
     fn streaming_products_equal_the_materialised_ones() {
-        for (m, k, n) in [(1, 1, 1), (7, 13, 9), (64, 64, 64), (65, 130, 67), (128, 3, 200)] {
+        for (m, k, n) in [
+            (1, 1, 1),
+            (7, 13, 9),
+            (64, 64, 64),
+            (65, 130, 67),
+            (128, 3, 200),
+        ] {
             let job = JobSpec::matmul(m, k, n, [m as u8; 32]);
             let (a, b) = (Matrix::input_a(&job), Matrix::input_b(&job));
-            let rs: Vec<Vec<u32>> = (0..5u64).map(|s| (0..n as u64).map(|i| matrix_element(&(s + 99), i)).collect()).collect();
+            let rs: Vec<Vec<u32>> = (0..5u64)
+                .map(|s| {
+                    (0..n as u64)
+                        .map(|i| matrix_element(&(s + 99), i))
+                        .collect()
+                })
+                .collect();
             let want: Vec<Vec<u32>> = rs.iter().map(|r| a.mul_vec(&b.mul_vec(r))).collect();
             assert_eq!(abr(&job, &rs).unwrap(), want, "{m}×{k}×{n}");
         }
@@ -462,7 +557,9 @@ mod tests {
         let v = vec![(P - 1) as u32; compute_market_protocol::job::MAX_MATRIX_DIM as usize];
         let vs: Vec<&[u32]> = vec![&v, &v];
         let got = row_dots::<2>(0, 0, &[vs[0], vs[1]]);
-        let want = (0..v.len() as u64).fold(0u64, |s, j| (s + matrix_element(&0, j) as u64 * (P - 1)) % P) as u32;
+        let want = (0..v.len() as u64).fold(0u64, |s, j| {
+            (s + matrix_element(&0, j) as u64 * (P - 1)) % P
+        }) as u32;
         assert_eq!(got, [want, want]);
     }
 
@@ -479,12 +576,24 @@ mod tests {
             let vs = [&worst[..len], &other[..len]];
             // SAFETY: AVX-512 checked above
             let simd = unsafe { avx512::row_dots::<2>(77, 12_345, &vs) };
-            let scalar: Vec<u64> = vs.iter().map(|v| v.iter().enumerate().map(|(j, &x)| folded_product(matrix_element(&77, 12_345 + j as u64), x)).sum()).collect();
+            let scalar: Vec<u64> = vs
+                .iter()
+                .map(|v| {
+                    v.iter()
+                        .enumerate()
+                        .map(|(j, &x)| folded_product(matrix_element(&77, 12_345 + j as u64), x))
+                        .sum()
+                })
+                .collect();
             assert_eq!(simd.to_vec(), scalar, "row_dots, len {len}");
             if has_ifma() {
                 // SAFETY: IFMA checked
                 let ifma = unsafe { avx512::row_dots_ifma::<2>(77, 12_345, &vs) };
-                assert_eq!(ifma.to_vec(), scalar.iter().map(|&x| reduce(x)).collect::<Vec<_>>(), "row_dots_ifma, len {len}");
+                assert_eq!(
+                    ifma.to_vec(),
+                    scalar.iter().map(|&x| reduce(x)).collect::<Vec<_>>(),
+                    "row_dots_ifma, len {len}"
+                );
             }
         }
     }
@@ -499,13 +608,22 @@ mod tests {
         for (m, k, n) in [(1, 1, 1), (64, 64, 64), (130, 9, 70), (65, 3, 200)] {
             let job = JobSpec::matmul(m, k, n, [m as u8; 32]);
             let tiles = CpuBackend.run(&job).unwrap();
-            let rs: Vec<Vec<u32>> = (0..3u64).map(|s| (0..n as u64).map(|i| matrix_element(&s, i)).collect()).collect();
-            assert_eq!(c_times_with(&job, &tiles, &rs, true).unwrap(), c_times_with(&job, &tiles, &rs, false).unwrap(), "{m}×{k}×{n}");
+            let rs: Vec<Vec<u32>> = (0..3u64)
+                .map(|s| (0..n as u64).map(|i| matrix_element(&s, i)).collect())
+                .collect();
+            assert_eq!(
+                c_times_with(&job, &tiles, &rs, true).unwrap(),
+                c_times_with(&job, &tiles, &rs, false).unwrap(),
+                "{m}×{k}×{n}"
+            );
             // both name the same defect
             let mut bad = tiles.clone();
             let last = bad.len() - 1;
             bad[last][4 * 4095..].copy_from_slice(&u32::MAX.to_le_bytes()); // padding or not a field element
-            let (a, b) = (c_times_with(&job, &bad, &rs, true).unwrap_err(), c_times_with(&job, &bad, &rs, false).unwrap_err());
+            let (a, b) = (
+                c_times_with(&job, &bad, &rs, true).unwrap_err(),
+                c_times_with(&job, &bad, &rs, false).unwrap_err(),
+            );
             assert_eq!(format!("{a}"), format!("{b}"));
         }
     }

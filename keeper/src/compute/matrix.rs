@@ -1,11 +1,11 @@
 //! Dense matrices over GF(2^31 − 1), generated inputs, and conversion to and from 64×64 tiles.
 
 use anyhow::{bail, ensure, Result};
-use rayon::prelude::*;
 use compute_market_protocol::{
     job::{matrix_element, JobKind, JobSpec, MATMUL_TILE},
     P,
 };
+use rayon::prelude::*;
 
 /// A row-major `rows × cols` matrix of field elements.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,7 +45,11 @@ pub fn dot(a: &[u32], b: &[u32]) -> u32 {
 impl Matrix {
     /// A zero matrix.
     pub fn zeros(rows: usize, cols: usize) -> Self {
-        Matrix { rows, cols, data: vec![0; rows * cols] }
+        Matrix {
+            rows,
+            cols,
+            data: vec![0; rows * cols],
+        }
     }
 
     /// Input `A` (m×k) of a `MatMulModP` job.
@@ -61,7 +65,10 @@ impl Matrix {
     }
 
     fn generated(key: u64, rows: usize, cols: usize) -> Self {
-        let data = (0..(rows * cols) as u64).into_par_iter().map(|i| matrix_element(&key, i)).collect();
+        let data = (0..(rows * cols) as u64)
+            .into_par_iter()
+            .map(|i| matrix_element(&key, i))
+            .collect();
         Matrix { rows, cols, data }
     }
 
@@ -89,36 +96,52 @@ impl Matrix {
     /// Assembles C (m×n) from the tiles of a `MatMulModP` job (zero padding dropped).
     pub fn from_tiles(job: &JobSpec, tiles: &[Vec<u8>]) -> Result<Self> {
         ensure!(job.kind == JobKind::MatMulModP, "not a MatMulModP job");
-        ensure!(tiles.len() == job.tile_count() as usize, "expected {} tiles, got {}", job.tile_count(), tiles.len());
+        ensure!(
+            tiles.len() == job.tile_count() as usize,
+            "expected {} tiles, got {}",
+            job.tile_count(),
+            tiles.len()
+        );
         let (m, n) = (job.dims[0] as usize, job.dims[2] as usize);
         let (_, grid_cols) = job.tile_grid();
         let t = MATMUL_TILE as usize;
-        if let Some((idx, tile)) = tiles.iter().enumerate().find(|(_, tile)| tile.len() != job.tile_len()) {
-            bail!("tile {idx} has {} bytes, expected {}", tile.len(), job.tile_len());
+        if let Some((idx, tile)) = tiles
+            .iter()
+            .enumerate()
+            .find(|(_, tile)| tile.len() != job.tile_len())
+        {
+            bail!(
+                "tile {idx} has {} bytes, expected {}",
+                tile.len(),
+                job.tile_len()
+            );
         }
         let mut c = Matrix::zeros(m, n);
         // one band of 64 rows of C per tile row, in parallel
-        c.data.par_chunks_mut(t * n).enumerate().try_for_each(|(tr, band)| -> Result<()> {
-            for tc in 0..grid_cols as usize {
-                let idx = tr * grid_cols as usize + tc;
-                let tile = &tiles[idx];
-                for r in 0..t {
-                    for col in 0..t {
-                        let (gr, gc) = (tr * t + r, tc * t + col);
-                        let o = 4 * (r * t + col);
-                        let v = u32::from_le_bytes(tile[o..o + 4].try_into().expect("4 bytes"));
-                        if gr >= m || gc >= n {
-                            // outside C: the padding is part of the committed bytes and must be zero
-                            ensure!(v == 0, "tile {idx} has non-zero padding at ({r}, {col})");
-                            continue;
+        c.data
+            .par_chunks_mut(t * n)
+            .enumerate()
+            .try_for_each(|(tr, band)| -> Result<()> {
+                for tc in 0..grid_cols as usize {
+                    let idx = tr * grid_cols as usize + tc;
+                    let tile = &tiles[idx];
+                    for r in 0..t {
+                        for col in 0..t {
+                            let (gr, gc) = (tr * t + r, tc * t + col);
+                            let o = 4 * (r * t + col);
+                            let v = u32::from_le_bytes(tile[o..o + 4].try_into().expect("4 bytes"));
+                            if gr >= m || gc >= n {
+                                // outside C: the padding is part of the committed bytes and must be zero
+                                ensure!(v == 0, "tile {idx} has non-zero padding at ({r}, {col})");
+                                continue;
+                            }
+                            ensure!((v as u64) < P, "tile {idx} holds {v}, not a field element");
+                            band[r * n + gc] = v;
                         }
-                        ensure!((v as u64) < P, "tile {idx} holds {v}, not a field element");
-                        band[r * n + gc] = v;
                     }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            })?;
         Ok(c)
     }
 }

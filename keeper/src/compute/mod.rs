@@ -31,7 +31,11 @@ pub trait Backend: Send + Sync {
 
     /// Every output tile of `job`, in about 20 chunks, advancing `bar` by tiles done (the bar
     /// draws only on a terminal).
-    fn run_with_progress(&self, job: &JobSpec, bar: &indicatif::ProgressBar) -> Result<Vec<Vec<u8>>> {
+    fn run_with_progress(
+        &self,
+        job: &JobSpec,
+        bar: &indicatif::ProgressBar,
+    ) -> Result<Vec<Vec<u8>>> {
         let count = job.tile_count();
         bar.set_length(count as u64);
         let chunk = count.div_ceil(20).max(1);
@@ -55,7 +59,11 @@ pub trait Backend: Send + Sync {
     fn memory_bytes(&self) -> u64 {
         std::fs::read_to_string("/proc/meminfo")
             .ok()
-            .and_then(|m| m.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+            .and_then(|m| {
+                m.lines()
+                    .find(|l| l.starts_with("MemTotal:"))
+                    .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            })
             .map_or(0, |kib| kib * 1024)
     }
 

@@ -54,25 +54,66 @@ impl Cranker {
     /// Everything due on one task; `votes` are the task's vote accounts as read at the start
     /// of the pass. What it saw lands in `ledger` as it happens, so an error later in the
     /// pass loses nothing already recorded.
-    fn on_task(&self, chain: &dyn Chain, now: u64, key: Pubkey, t: Task, votes: Vec<(Pubkey, Vote)>, ledger: &mut Ledger) -> Result<()> {
+    fn on_task(
+        &self,
+        chain: &dyn Chain,
+        now: u64,
+        key: Pubkey,
+        t: Task,
+        votes: Vec<(Pubkey, Vote)>,
+        ledger: &mut Ledger,
+    ) -> Result<()> {
         let mut sent = false;
         match t.status {
             TaskStatus::Open if now > t.open_deadline => {
-                sent |= send(chain, "cranker", "expire_task", &key, client::expire_task(key), &self.kp)?.ok;
+                sent |= send(
+                    chain,
+                    "cranker",
+                    "expire_task",
+                    &key,
+                    client::expire_task(key),
+                    &self.kp,
+                )?
+                .ok;
             }
             TaskStatus::Claimed if now > t.submit_deadline => {
-                sent |= send(chain, "cranker", "reclaim_task", &key, client::reclaim_task(key, t.provider), &self.kp)?.ok;
+                sent |= send(
+                    chain,
+                    "cranker",
+                    "reclaim_task",
+                    &key,
+                    client::reclaim_task(key, t.provider),
+                    &self.kp,
+                )?
+                .ok;
             }
             TaskStatus::Verifying => {
                 if !t.seed_drawn && now >= t.reference_slot + 2 && now <= t.join_deadline {
-                    send(chain, "cranker", "draw_seed", &key, client::draw_seed(key), &self.kp)?;
+                    send(
+                        chain,
+                        "cranker",
+                        "draw_seed",
+                        &key,
+                        client::draw_seed(key),
+                        &self.kp,
+                    )?;
                 }
                 if t.finalize_ready(now) {
-                    let r = send(chain, "cranker", "finalize_task", &key, client::finalize_task(key, t.provider), &self.kp)?;
+                    let r = send(
+                        chain,
+                        "cranker",
+                        "finalize_task",
+                        &key,
+                        client::finalize_task(key, t.provider),
+                        &self.kp,
+                    )?;
                     if r.ok {
                         sent = true;
                         ledger.finalized.extend(r.events::<TaskFinalized>());
-                        if !r.events::<compute_market::events::TaskEscalated>().is_empty() {
+                        if !r
+                            .events::<compute_market::events::TaskEscalated>()
+                            .is_empty()
+                        {
                             ledger.escalated.push(key);
                         }
                     }
@@ -101,13 +142,22 @@ impl Cranker {
             m == 0 || (v.revealed && v.vote == m)
         });
         for (_, v) in &votes {
-            let r = send(chain, "cranker", "settle_vote", &key, client::settle_vote(key, v.authority, v.round), &self.kp)?;
+            let r = send(
+                chain,
+                "cranker",
+                "settle_vote",
+                &key,
+                client::settle_vote(key, v.authority, v.round),
+                &self.kp,
+            )?;
             ledger.settled.extend(r.events::<VoteSettled>());
         }
         if !t.status.is_terminal() {
             return Ok(());
         }
-        let Some(t) = chain.task(&key)? else { return Ok(()) };
+        let Some(t) = chain.task(&key)? else {
+            return Ok(());
+        };
         if t.status.is_terminal() && t.open_votes == 0 {
             let provider = (t.provider != Pubkey::default()).then_some(t.provider);
             let ix = client::close_task(key, t.client, t.client_token, provider);
@@ -126,7 +176,11 @@ impl Cranker {
         for (k, v) in chain.all_votes()? {
             votes.entry(v.task).or_default().push((k, v));
         }
-        let work: Vec<_> = chain.tasks()?.into_iter().map(|(k, t)| (k, t, votes.remove(&k).unwrap_or_default())).collect();
+        let work: Vec<_> = chain
+            .tasks()?
+            .into_iter()
+            .map(|(k, t)| (k, t, votes.remove(&k).unwrap_or_default()))
+            .collect();
         let results = super::parallel(self.parallel, work, |(key, t, votes)| {
             let mut ledger = Ledger::default();
             let r = self.on_task(chain, now, key, t, votes, &mut ledger);
@@ -145,7 +199,17 @@ impl Cranker {
     pub fn sweep(&mut self, chain: &dyn Chain) -> Result<u64> {
         let mut swept = 0;
         for (key, n) in chain.nodes()? {
-            if n.fees_due > 0 && send(chain, "cranker", "sweep_fees", &key, client::sweep_fees(key, self.treasury), &self.kp)?.ok {
+            if n.fees_due > 0
+                && send(
+                    chain,
+                    "cranker",
+                    "sweep_fees",
+                    &key,
+                    client::sweep_fees(key, self.treasury),
+                    &self.kp,
+                )?
+                .ok
+            {
                 swept += n.fees_due;
             }
         }

@@ -43,7 +43,11 @@ pub struct NodeCtx {
 /// round trips overlap, so a keeper with hundreds of due tasks does not wait for each
 /// confirmation in turn). `width <= 1` runs them in order on this thread. Results come back in
 /// the order of `items`.
-pub fn parallel<T: Send, R: Send>(width: usize, items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+pub fn parallel<T: Send, R: Send>(
+    width: usize,
+    items: Vec<T>,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
     if width <= 1 || items.len() <= 1 {
         return items.into_iter().map(f).collect();
     }
@@ -66,7 +70,14 @@ pub fn parallel<T: Send, R: Send>(width: usize, items: Vec<T>, f: impl Fn(T) -> 
 }
 
 /// Sends `ix` signed by `kp`; logs refusals with the program's error name.
-pub fn send(chain: &dyn Chain, who: &str, what: &str, task: &Pubkey, ix: Instruction, kp: &Keypair) -> Result<TxReport> {
+pub fn send(
+    chain: &dyn Chain,
+    who: &str,
+    what: &str,
+    task: &Pubkey,
+    ix: Instruction,
+    kp: &Keypair,
+) -> Result<TxReport> {
     let r = chain.send(&[ix], kp, &[])?;
     if r.ok {
         tracing::debug!(who, what, %task, cu = r.cu, "sent");
@@ -86,7 +97,11 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_micros(100 - x));
                 x * x
             });
-            assert_eq!(out, items.iter().map(|x| x * x).collect::<Vec<_>>(), "width {width}");
+            assert_eq!(
+                out,
+                items.iter().map(|x| x * x).collect::<Vec<_>>(),
+                "width {width}"
+            );
         }
     }
 }

@@ -60,14 +60,32 @@ pub struct Provider {
 /// in the order it should try them: nearest region first ([`region::distance`]), then the
 /// oldest, then the best paid. Tasks whose bond exceeds its free stake or whose job does not
 /// fit its declared memory (when declared) are left out.
-pub fn rank_open<'a>(tasks: &'a [(Pubkey, Task)], market: &Pubkey, node: &Node, now: u64) -> Vec<&'a (Pubkey, Task)> {
+pub fn rank_open<'a>(
+    tasks: &'a [(Pubkey, Task)],
+    market: &Pubkey,
+    node: &Node,
+    now: u64,
+) -> Vec<&'a (Pubkey, Task)> {
     let memory = node_memory(node);
     let mut open: Vec<&(Pubkey, Task)> = tasks
         .iter()
-        .filter(|(_, t)| t.status == TaskStatus::Open && t.market == *market && now <= t.open_deadline && t.provider_bond <= node.free)
-        .filter(|(_, t)| memory == 0 || JobSpec::decode(&t.job).is_ok_and(|j| j.memory_bytes() <= memory))
+        .filter(|(_, t)| {
+            t.status == TaskStatus::Open
+                && t.market == *market
+                && now <= t.open_deadline
+                && t.provider_bond <= node.free
+        })
+        .filter(|(_, t)| {
+            memory == 0 || JobSpec::decode(&t.job).is_ok_and(|j| j.memory_bytes() <= memory)
+        })
         .collect();
-    open.sort_by_key(|(_, t)| (region::distance(t.region, node.hardware.region), t.posted_slot, u64::MAX - t.reward));
+    open.sort_by_key(|(_, t)| {
+        (
+            region::distance(t.region, node.hardware.region),
+            t.posted_slot,
+            u64::MAX - t.reward,
+        )
+    });
     open
 }
 
@@ -86,7 +104,14 @@ pub struct Holding {
 /// `max_active`, its free stake covers the bond, the held jobs plus this one fit the declared
 /// memory (held jobs are computed side by side), and — least-loaded first — at least
 /// `load · backoff` slots have passed since it was posted.
-pub fn plan_claims(ranked: Vec<&(Pubkey, Task)>, node: &Node, held: Holding, max_active: usize, backoff: u64, now: u64) -> Vec<(Pubkey, u64, usize)> {
+pub fn plan_claims(
+    ranked: Vec<&(Pubkey, Task)>,
+    node: &Node,
+    held: Holding,
+    max_active: usize,
+    backoff: u64,
+    now: u64,
+) -> Vec<(Pubkey, u64, usize)> {
     let memory = node_memory(node);
     let (mut free, mut held) = (node.free, held);
     let mut picks = vec![];
@@ -95,11 +120,17 @@ pub fn plan_claims(ranked: Vec<&(Pubkey, Task)>, node: &Node, held: Holding, max
             break;
         }
         let need = job_memory(t);
-        if t.provider_bond > free || now < t.posted_slot.saturating_add(held.load as u64 * backoff) || (memory > 0 && held.memory + need > memory) {
+        if t.provider_bond > free
+            || now < t.posted_slot.saturating_add(held.load as u64 * backoff)
+            || (memory > 0 && held.memory + need > memory)
+        {
             continue;
         }
         free -= t.provider_bond;
-        held = Holding { load: held.load + 1, memory: held.memory + need };
+        held = Holding {
+            load: held.load + 1,
+            memory: held.memory + need,
+        };
         picks.push((*key, t.provider_bond, held.load));
     }
     picks
@@ -150,34 +181,73 @@ impl Provider {
             let mut tiles = self.ctx.backend.run(&job)?;
             self.corrupt(&job, &mut tiles);
             let (again, _) = self.ctx.store.publish(job, tiles);
-            anyhow::ensure!(again == *root, "recomputed result {} does not match its recorded root", hex(root));
+            anyhow::ensure!(
+                again == *root,
+                "recomputed result {} does not match its recorded root",
+                hex(root)
+            );
         }
         Ok(results.len())
     }
 
     /// Computes, serves and submits one claimed task.
-    fn submit(&self, chain: &dyn Chain, now: u64, key: &Pubkey, t: &Task) -> Result<Option<ComputeRecord>> {
+    fn submit(
+        &self,
+        chain: &dyn Chain,
+        now: u64,
+        key: &Pubkey,
+        t: &Task,
+    ) -> Result<Option<ComputeRecord>> {
         if now > t.submit_deadline {
             return Ok(None);
         }
-        let job = JobSpec::decode(&t.job).map_err(|e| anyhow::anyhow!("task {key}: malformed job spec: {e}"))?;
+        let job = JobSpec::decode(&t.job)
+            .map_err(|e| anyhow::anyhow!("task {key}: malformed job spec: {e}"))?;
         let start = Instant::now();
         let bar = indicatif::ProgressBar::new(0).with_style(
-            indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} tiles {elapsed}").expect("template"),
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {pos}/{len} tiles {elapsed}",
+            )
+            .expect("template"),
         );
         bar.set_prefix(format!("{} task {}", self.ctx.name, &key.to_string()[..8]));
-        let mut tiles = self.ctx.backend.run_with_progress(&job, &bar).with_context(|| format!("computing task {key}"))?;
+        let mut tiles = self
+            .ctx
+            .backend
+            .run_with_progress(&job, &bar)
+            .with_context(|| format!("computing task {key}"))?;
         let corrupted = self.corrupt(&job, &mut tiles);
         let (root, uri) = self.ctx.store.publish(job, tiles);
         // recorded before the submission: a restarted provider serves it again
         self.db.put_result(&root, &t.job, self.corrupt_fraction)?;
         let seconds = start.elapsed().as_secs_f64();
-        let ix = client::submit_result(self.ctx.kp.pubkey(), *key, SubmitResultArgs { result_root: root, result_uri: uri });
-        if !send(chain, &self.ctx.name, "submit_result", key, ix, &self.ctx.kp)?.ok {
+        let ix = client::submit_result(
+            self.ctx.kp.pubkey(),
+            *key,
+            SubmitResultArgs {
+                result_root: root,
+                result_uri: uri,
+            },
+        );
+        if !send(
+            chain,
+            &self.ctx.name,
+            "submit_result",
+            key,
+            ix,
+            &self.ctx.kp,
+        )?
+        .ok
+        {
             return Ok(None);
         }
         tracing::info!(provider = self.ctx.name, task = %key, seconds, corrupted, "result submitted");
-        Ok(Some(ComputeRecord { task: *key, seconds, work: job.work(), corrupted }))
+        Ok(Some(ComputeRecord {
+            task: *key,
+            seconds,
+            work: job.work(),
+            corrupted,
+        }))
     }
 
     /// One pass: submit what it holds, then claim what it can (up to `parallel` transactions
@@ -186,10 +256,15 @@ impl Provider {
         let now = chain.slot()?;
         let tasks = chain.tasks()?;
         let me = self.ctx.node;
-        let held: Vec<&(Pubkey, Task)> = tasks.iter().filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == me).collect();
+        let held: Vec<&(Pubkey, Task)> = tasks
+            .iter()
+            .filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == me)
+            .collect();
         let mut load = held.len();
         let mut memory_held: u64 = held.iter().map(|(_, t)| job_memory(t)).sum();
-        let done = super::parallel(self.ctx.parallel, held, |(key, t)| (key, self.submit(chain, now, key, t), job_memory(t)));
+        let done = super::parallel(self.ctx.parallel, held, |(key, t)| {
+            (key, self.submit(chain, now, key, t), job_memory(t))
+        });
         for (key, r, memory) in done {
             match r {
                 Ok(Some(record)) => {
@@ -198,21 +273,46 @@ impl Provider {
                     self.records.push(record)
                 }
                 Ok(None) => {}
-                Err(e) => tracing::warn!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "will retry"),
+                Err(e) => {
+                    tracing::warn!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "will retry")
+                }
             }
         }
-        let Some(node) = chain.node(&self.ctx.node)? else { return Ok(()) };
-        let held = Holding { load, memory: memory_held };
-        let picks = plan_claims(rank_open(&tasks, &self.ctx.market, &node, now), &node, held, self.max_active, self.claim_backoff, now);
+        let Some(node) = chain.node(&self.ctx.node)? else {
+            return Ok(());
+        };
+        let held = Holding {
+            load,
+            memory: memory_held,
+        };
+        let picks = plan_claims(
+            rank_open(&tasks, &self.ctx.market, &node, now),
+            &node,
+            held,
+            self.max_active,
+            self.claim_backoff,
+            now,
+        );
         let claims = super::parallel(self.ctx.parallel, picks, |(key, bond, load)| {
-            let r = send(chain, &self.ctx.name, "claim_task", &key, client::claim_task(self.ctx.kp.pubkey(), key), &self.ctx.kp);
+            let r = send(
+                chain,
+                &self.ctx.name,
+                "claim_task",
+                &key,
+                client::claim_task(self.ctx.kp.pubkey(), key),
+                &self.ctx.kp,
+            );
             (key, bond, load, r)
         });
         for (key, bond, load, r) in claims {
             match r {
-                Ok(r) if r.ok => tracing::info!(provider = self.ctx.name, task = %key, bond, load, "claimed"),
+                Ok(r) if r.ok => {
+                    tracing::info!(provider = self.ctx.name, task = %key, bond, load, "claimed")
+                }
                 Ok(_) => {}
-                Err(e) => tracing::warn!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "claim will be retried"),
+                Err(e) => {
+                    tracing::warn!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "claim will be retried")
+                }
             }
         }
         Ok(())
@@ -232,9 +332,17 @@ mod tests {
         T::try_deserialize(&mut bytes.as_slice()).expect("zeroed account decodes")
     }
 
-    fn task(id: u8, market: Pubkey, region: u16, posted: u64, reward: u64, job: JobSpec) -> (Pubkey, Task) {
+    fn task(
+        id: u8,
+        market: Pubkey,
+        region: u16,
+        posted: u64,
+        reward: u64,
+        job: JobSpec,
+    ) -> (Pubkey, Task) {
         let mut t: Task = blank();
-        (t.market, t.region, t.posted_slot, t.reward, t.job) = (market, region, posted, reward, job.encode());
+        (t.market, t.region, t.posted_slot, t.reward, t.job) =
+            (market, region, posted, reward, job.encode());
         t.status = TaskStatus::Open;
         t.open_deadline = 1_000;
         t.provider_bond = 10;
@@ -270,15 +378,32 @@ mod tests {
             expired,
             too_big_bond,
         ];
-        let order = |node: &Node| rank_open(&tasks, &market, node, 10).iter().map(|(k, _)| k.to_bytes()[0]).collect::<Vec<_>>();
+        let order = |node: &Node| {
+            rank_open(&tasks, &market, node, 10)
+                .iter()
+                .map(|(k, _)| k.to_bytes()[0])
+                .collect::<Vec<_>>()
+        };
         // memory undeclared (0): no memory filter
         assert_eq!(order(&node), vec![6, 5, 3, 2, 4, 1]);
         node.hardware.memory_gb = 8;
-        assert_eq!(order(&node), vec![6, 5, 3, 2, 4, 1], "8 GiB fits in 8 GB declared");
+        assert_eq!(
+            order(&node),
+            vec![6, 5, 3, 2, 4, 1],
+            "8 GiB fits in 8 GB declared"
+        );
         node.hardware.memory_gb = 7;
-        assert_eq!(order(&node), vec![5, 3, 2, 4, 1], "the 8 GiB job does not fit in 7");
+        assert_eq!(
+            order(&node),
+            vec![5, 3, 2, 4, 1],
+            "the 8 GiB job does not fit in 7"
+        );
         node.hardware.region = 0;
-        assert_eq!(order(&node), vec![3, 2, 1, 4, 5], "an undeclared node: any-region tasks first, then oldest");
+        assert_eq!(
+            order(&node),
+            vec![3, 2, 1, 4, 5],
+            "an undeclared node: any-region tasks first, then oldest"
+        );
     }
 
     #[test]
@@ -287,28 +412,57 @@ mod tests {
         let job = JobSpec::hash_batch(1024, 1024, 1, [1; 32]); // 32 MiB of outputs
         let tasks: Vec<(Pubkey, Task)> = (1..=5).map(|i| task(i, market, 0, 10, 5, job)).collect();
         let ranked = || tasks.iter().collect::<Vec<_>>();
-        let ids = |p: Vec<(Pubkey, u64, usize)>| p.iter().map(|(k, _, load)| (k.to_bytes()[0], *load)).collect::<Vec<_>>();
+        let ids = |p: Vec<(Pubkey, u64, usize)>| {
+            p.iter()
+                .map(|(k, _, load)| (k.to_bytes()[0], *load))
+                .collect::<Vec<_>>()
+        };
         let mut node: Node = blank();
         node.free = 100;
         // idle, at the posting slot: one task (the next would need 1 · 2 slots of back-off)
-        assert_eq!(ids(plan_claims(ranked(), &node, Holding::default(), 4, 2, 10)), vec![(1, 1)]);
+        assert_eq!(
+            ids(plan_claims(ranked(), &node, Holding::default(), 4, 2, 10)),
+            vec![(1, 1)]
+        );
         // 4 slots later: loads 0, 1, 2 are past their back-off (0, 2, 4 slots), load 3 is not
-        assert_eq!(ids(plan_claims(ranked(), &node, Holding::default(), 4, 2, 14)), vec![(1, 1), (2, 2), (3, 3)]);
+        assert_eq!(
+            ids(plan_claims(ranked(), &node, Holding::default(), 4, 2, 14)),
+            vec![(1, 1), (2, 2), (3, 3)]
+        );
         // already holding 2: its first claim waits 4 slots
         let two = Holding { load: 2, memory: 0 };
         assert!(plan_claims(ranked(), &node, two, 4, 2, 13).is_empty());
-        assert_eq!(ids(plan_claims(ranked(), &node, two, 4, 2, 14)), vec![(1, 3)]);
+        assert_eq!(
+            ids(plan_claims(ranked(), &node, two, 4, 2, 14)),
+            vec![(1, 3)]
+        );
         // at most max_active held
-        assert_eq!(plan_claims(ranked(), &node, Holding::default(), 2, 0, 10).len(), 2);
+        assert_eq!(
+            plan_claims(ranked(), &node, Holding::default(), 2, 0, 10).len(),
+            2
+        );
         // free stake for two bonds of 10... with 25 free
         node.free = 25;
-        assert_eq!(plan_claims(ranked(), &node, Holding::default(), 9, 0, 10).len(), 2);
+        assert_eq!(
+            plan_claims(ranked(), &node, Holding::default(), 9, 0, 10).len(),
+            2
+        );
         // 1 GB declared, 1000 MiB already held: one more 32 MiB job does not fit
         node.free = 100;
         node.hardware.memory_gb = 1;
-        let heavy = Holding { load: 0, memory: 1000 << 20 };
+        let heavy = Holding {
+            load: 0,
+            memory: 1000 << 20,
+        };
         assert!(plan_claims(ranked(), &node, heavy, 9, 0, 10).is_empty());
-        let light = Holding { load: 0, memory: 950 << 20 };
-        assert_eq!(plan_claims(ranked(), &node, light, 9, 0, 10).len(), 2, "1024 − 950 MiB leaves room for two 32 MiB jobs");
+        let light = Holding {
+            load: 0,
+            memory: 950 << 20,
+        };
+        assert_eq!(
+            plan_claims(ranked(), &node, light, 9, 0, 10).len(),
+            2,
+            "1024 − 950 MiB leaves room for two 32 MiB jobs"
+        );
     }
 }

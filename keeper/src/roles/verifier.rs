@@ -69,16 +69,27 @@ pub struct Verifier {
 
 impl Verifier {
     fn check(&self, task: &Pubkey, t: &Task) -> Result<Verdict> {
-        let job = JobSpec::decode(&t.job).map_err(|e| anyhow::anyhow!("task {task}: malformed job spec: {e}"))?;
+        let job = JobSpec::decode(&t.job)
+            .map_err(|e| anyhow::anyhow!("task {task}: malformed job spec: {e}"))?;
         let uri = std::str::from_utf8(&t.result_uri[..t.result_uri_len as usize]).unwrap_or("");
         let me = self.ctx.node.to_bytes();
         let fetched = match job.kind {
             JobKind::MatMulModP => self.ctx.store.fetch_all(uri).map(|tiles| {
-                check_matmul(self.ctx.backend.as_ref(), &job, &tiles, &t.result_root, &t.seed, &me, t.samples as u32)
+                check_matmul(
+                    self.ctx.backend.as_ref(),
+                    &job,
+                    &tiles,
+                    &t.result_root,
+                    &t.seed,
+                    &me,
+                    t.samples as u32,
+                )
             }),
             JobKind::HashBatch => {
                 let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
-                self.ctx.store.fetch(uri, &picked).map(|served| check_sampled(self.ctx.backend.as_ref(), &job, &served, &t.result_root))
+                self.ctx.store.fetch(uri, &picked).map(|served| {
+                    check_sampled(self.ctx.backend.as_ref(), &job, &served, &t.result_root)
+                })
             }
         };
         match fetched {
@@ -93,13 +104,36 @@ impl Verifier {
     }
 
     fn seal(&self, task: &Pubkey, round: u8, vote: u8, evidence: Digest) -> Sealed {
-        let salt = hashv(&[b"salt", &self.ctx.kp.to_bytes()[..32], task.as_ref(), &[round]]);
-        Sealed { vote, evidence, salt }
+        let salt = hashv(&[
+            b"salt",
+            &self.ctx.kp.to_bytes()[..32],
+            task.as_ref(),
+            &[round],
+        ]);
+        Sealed {
+            vote,
+            evidence,
+            salt,
+        }
     }
 
     fn commit(&self, chain: &dyn Chain, task: &Pubkey, round: u8, sealed: &Sealed) -> Result<()> {
-        let c = vote_commitment(&self.ctx.node.to_bytes(), &task.to_bytes(), round, sealed.vote, &sealed.evidence, &sealed.salt);
-        let r = send(chain, &self.ctx.name, "commit_vote", task, client::commit_vote(self.ctx.kp.pubkey(), *task, round, c), &self.ctx.kp)?;
+        let c = vote_commitment(
+            &self.ctx.node.to_bytes(),
+            &task.to_bytes(),
+            round,
+            sealed.vote,
+            &sealed.evidence,
+            &sealed.salt,
+        );
+        let r = send(
+            chain,
+            &self.ctx.name,
+            "commit_vote",
+            task,
+            client::commit_vote(self.ctx.kp.pubkey(), *task, round, c),
+            &self.ctx.kp,
+        )?;
         if let (true, Some(hold)) = (r.ok, self.hold_after_commit) {
             tracing::warn!(task = %task, ?hold, "--hold-after-commit-ms: holding between commit and reveal");
             std::thread::sleep(hold);
@@ -112,7 +146,11 @@ impl Verifier {
     fn check_seal_commit(&self, chain: &dyn Chain, key: &Pubkey, t: &Task) -> Result<VerifyRecord> {
         let start = Instant::now();
         let verdict = if self.careless {
-            Verdict { vote: VOTE_VALID, evidence: [0; 32], reason: "careless: did not check".into() }
+            Verdict {
+                vote: VOTE_VALID,
+                evidence: [0; 32],
+                reason: "careless: did not check".into(),
+            }
         } else {
             self.check(key, t)?
         };
@@ -121,29 +159,67 @@ impl Verifier {
         let sealed = self.seal(key, t.round, verdict.vote, verdict.evidence);
         self.db.put_sealed(key, t.round, &sealed)?;
         self.commit(chain, key, t.round, &sealed)?;
-        Ok(VerifyRecord { task: *key, seconds, vote: verdict.vote, reason: verdict.reason })
+        Ok(VerifyRecord {
+            task: *key,
+            seconds,
+            vote: verdict.vote,
+            reason: verdict.reason,
+        })
     }
 
     /// What is due on one task; the record of a check when one ran.
-    fn on_task(&self, chain: &dyn Chain, now: u64, node: &compute_market::state::Node, market: &Market, key: Pubkey, t: &Task) -> Result<Option<VerifyRecord>> {
+    fn on_task(
+        &self,
+        chain: &dyn Chain,
+        now: u64,
+        node: &compute_market::state::Node,
+        market: &Market,
+        key: Pubkey,
+        t: &Task,
+    ) -> Result<Option<VerifyRecord>> {
         let round = t.round;
         let seat: Option<Vote> = chain.decoded(&pda::vote(&key, &self.ctx.node, round))?;
         if let Some(v) = seat {
             match self.db.sealed(&key, round)? {
-                Some(sealed) if !v.committed && now <= t.commit_deadline => self.commit(chain, &key, round, &sealed)?,
-                Some(sealed) if v.committed && !v.revealed && t.reveal_open(now) && now <= t.reveal_deadline => {
-                    let args = RevealVoteArgs { vote: sealed.vote, evidence: sealed.evidence, salt: sealed.salt };
-                    send(chain, &self.ctx.name, "reveal_vote", &key, client::reveal_vote(self.ctx.kp.pubkey(), key, round, args), &self.ctx.kp)?;
+                Some(sealed) if !v.committed && now <= t.commit_deadline => {
+                    self.commit(chain, &key, round, &sealed)?
+                }
+                Some(sealed)
+                    if v.committed
+                        && !v.revealed
+                        && t.reveal_open(now)
+                        && now <= t.reveal_deadline =>
+                {
+                    let args = RevealVoteArgs {
+                        vote: sealed.vote,
+                        evidence: sealed.evidence,
+                        salt: sealed.salt,
+                    };
+                    send(
+                        chain,
+                        &self.ctx.name,
+                        "reveal_vote",
+                        &key,
+                        client::reveal_vote(self.ctx.kp.pubkey(), key, round, args),
+                        &self.ctx.kp,
+                    )?;
                 }
                 // joined, then crashed before sealing: nothing was committed, check again
-                None if !v.committed && now <= t.commit_deadline => return self.check_seal_commit(chain, &key, t).map(Some),
+                None if !v.committed && now <= t.commit_deadline => {
+                    return self.check_seal_commit(chain, &key, t).map(Some)
+                }
                 _ => {}
             }
             return Ok(None);
         }
         let tally = t.tally();
         let me_excluded = t.provider == self.ctx.node || t.client == self.ctx.kp.pubkey();
-        if me_excluded || !t.seed_drawn || now > t.join_deadline || tally.seats >= tally.quorum || node.free < t.verifier_bond {
+        if me_excluded
+            || !t.seed_drawn
+            || now > t.join_deadline
+            || tally.seats >= tally.quorum
+            || node.free < t.verifier_bond
+        {
             return Ok(None);
         }
         let eligible = seat_eligible(
@@ -155,7 +231,16 @@ impl Verifier {
         if !eligible {
             return Ok(None);
         }
-        if send(chain, &self.ctx.name, "join_task", &key, client::join_task(self.ctx.kp.pubkey(), key, self.ctx.market, round), &self.ctx.kp)?.ok {
+        if send(
+            chain,
+            &self.ctx.name,
+            "join_task",
+            &key,
+            client::join_task(self.ctx.kp.pubkey(), key, self.ctx.market, round),
+            &self.ctx.kp,
+        )?
+        .ok
+        {
             return self.check_seal_commit(chain, &key, t).map(Some);
         }
         Ok(None)
@@ -164,19 +249,29 @@ impl Verifier {
     /// One pass over the tasks in verification.
     pub fn step(&mut self, chain: &dyn Chain) -> Result<()> {
         let now = chain.slot()?;
-        let Some(node) = chain.node(&self.ctx.node)? else { return Ok(()) };
+        let Some(node) = chain.node(&self.ctx.node)? else {
+            return Ok(());
+        };
         let market: Option<Market> = chain.decoded(&self.ctx.market)?;
         let Some(market) = market else { return Ok(()) };
         let market_key = self.ctx.market;
-        let due: Vec<_> = chain.tasks()?.into_iter().filter(|(_, t)| t.status == TaskStatus::Verifying && t.market == market_key).collect();
+        let due: Vec<_> = chain
+            .tasks()?
+            .into_iter()
+            .filter(|(_, t)| t.status == TaskStatus::Verifying && t.market == market_key)
+            .collect();
         // up to `parallel` tasks at once; one task's failure (an RPC error, an unreachable
         // result) never blocks the others
-        let results = super::parallel(self.ctx.parallel, due, |(key, t)| (key, self.on_task(chain, now, &node, &market, key, &t)));
+        let results = super::parallel(self.ctx.parallel, due, |(key, t)| {
+            (key, self.on_task(chain, now, &node, &market, key, &t))
+        });
         for (key, r) in results {
             match r {
                 Ok(Some(record)) => self.records.push(record),
                 Ok(None) => {}
-                Err(e) => tracing::warn!(verifier = self.ctx.name, task = %key, error = %format!("{e:#}"), "will retry"),
+                Err(e) => {
+                    tracing::warn!(verifier = self.ctx.name, task = %key, error = %format!("{e:#}"), "will retry")
+                }
             }
         }
         Ok(())

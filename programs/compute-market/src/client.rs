@@ -3,40 +3,79 @@
 use anchor_lang::{prelude::*, solana_program::instruction::Instruction, InstructionData};
 use anchor_spl::token;
 
-use crate::{accounts as acc, constants::SLOT_HASHES_ID, instruction as ix, instructions::*, pda, state::*, ID};
+use crate::{
+    accounts as acc, constants::SLOT_HASHES_ID, instruction as ix, instructions::*, pda, state::*,
+    ID,
+};
 
 fn build(accounts: impl ToAccountMetas, data: impl InstructionData) -> Instruction {
-    Instruction { program_id: ID, accounts: accounts.to_account_metas(None), data: data.data() }
+    Instruction {
+        program_id: ID,
+        accounts: accounts.to_account_metas(None),
+        data: data.data(),
+    }
 }
 
 /// `initialize_config`.
-pub fn initialize_config(admin: Pubkey, stake_mint: Pubkey, treasury: Pubkey, args: InitializeConfigArgs) -> Instruction {
+pub fn initialize_config(
+    admin: Pubkey,
+    stake_mint: Pubkey,
+    treasury: Pubkey,
+    args: InitializeConfigArgs,
+) -> Instruction {
     build(
-        acc::InitializeConfig { config: pda::config(), stake_mint, treasury, admin, system_program: system_program::ID },
+        acc::InitializeConfig {
+            config: pda::config(),
+            stake_mint,
+            treasury,
+            admin,
+            system_program: system_program::ID,
+        },
         ix::InitializeConfig { args },
     )
 }
 
 /// `propose_params`.
 pub fn propose_params(admin: Pubkey, params: Params) -> Instruction {
-    build(acc::ProposeParams { config: pda::config(), admin }, ix::ProposeParams { params })
+    build(
+        acc::ProposeParams {
+            config: pda::config(),
+            admin,
+        },
+        ix::ProposeParams { params },
+    )
 }
 
 /// `apply_params`.
 pub fn apply_params() -> Instruction {
-    build(acc::ApplyParams { config: pda::config() }, ix::ApplyParams {})
+    build(
+        acc::ApplyParams {
+            config: pda::config(),
+        },
+        ix::ApplyParams {},
+    )
 }
 
 /// `create_market`.
 pub fn create_market(admin: Pubkey, args: MarketArgs) -> Instruction {
     build(
-        acc::CreateMarket { config: pda::config(), market: pda::market(args.id), admin, system_program: system_program::ID },
+        acc::CreateMarket {
+            config: pda::config(),
+            market: pda::market(args.id),
+            admin,
+            system_program: system_program::ID,
+        },
         ix::CreateMarket { args },
     )
 }
 
 /// `register_node`.
-pub fn register_node(authority: Pubkey, market: Pubkey, stake_mint: Pubkey, args: RegisterNodeArgs) -> Instruction {
+pub fn register_node(
+    authority: Pubkey,
+    market: Pubkey,
+    stake_mint: Pubkey,
+    args: RegisterNodeArgs,
+) -> Instruction {
     let node = pda::node(&authority);
     build(
         acc::RegisterNode {
@@ -57,7 +96,14 @@ pub fn register_node(authority: Pubkey, market: Pubkey, stake_mint: Pubkey, args
 pub fn stake(authority: Pubkey, market: Pubkey, source: Pubkey, amount: u64) -> Instruction {
     let node = pda::node(&authority);
     build(
-        acc::Stake { market, node, vault: pda::vault(&node), source, authority, token_program: token::ID },
+        acc::Stake {
+            market,
+            node,
+            vault: pda::vault(&node),
+            source,
+            authority,
+            token_program: token::ID,
+        },
         ix::Stake { amount },
     )
 }
@@ -65,7 +111,12 @@ pub fn stake(authority: Pubkey, market: Pubkey, source: Pubkey, amount: u64) -> 
 /// `request_unstake`.
 pub fn request_unstake(authority: Pubkey, market: Pubkey, amount: u64) -> Instruction {
     build(
-        acc::RequestUnstake { config: pda::config(), market, node: pda::node(&authority), authority },
+        acc::RequestUnstake {
+            config: pda::config(),
+            market,
+            node: pda::node(&authority),
+            authority,
+        },
         ix::RequestUnstake { amount },
     )
 }
@@ -74,7 +125,13 @@ pub fn request_unstake(authority: Pubkey, market: Pubkey, amount: u64) -> Instru
 pub fn withdraw(authority: Pubkey, destination: Pubkey) -> Instruction {
     let node = pda::node(&authority);
     build(
-        acc::Payout { node, vault: pda::vault(&node), destination, authority, token_program: token::ID },
+        acc::Payout {
+            node,
+            vault: pda::vault(&node),
+            destination,
+            authority,
+            token_program: token::ID,
+        },
         ix::Withdraw {},
     )
 }
@@ -83,7 +140,13 @@ pub fn withdraw(authority: Pubkey, destination: Pubkey) -> Instruction {
 pub fn claim_earnings(authority: Pubkey, destination: Pubkey) -> Instruction {
     let node = pda::node(&authority);
     build(
-        acc::Payout { node, vault: pda::vault(&node), destination, authority, token_program: token::ID },
+        acc::Payout {
+            node,
+            vault: pda::vault(&node),
+            destination,
+            authority,
+            token_program: token::ID,
+        },
         ix::ClaimEarnings {},
     )
 }
@@ -91,7 +154,13 @@ pub fn claim_earnings(authority: Pubkey, destination: Pubkey) -> Instruction {
 /// `sweep_fees` of `node` into `treasury`.
 pub fn sweep_fees(node: Pubkey, treasury: Pubkey) -> Instruction {
     build(
-        acc::SweepFees { config: pda::config(), node, vault: pda::vault(&node), treasury, token_program: token::ID },
+        acc::SweepFees {
+            config: pda::config(),
+            node,
+            vault: pda::vault(&node),
+            treasury,
+            token_program: token::ID,
+        },
         ix::SweepFees {},
     )
 }
@@ -100,13 +169,26 @@ pub fn sweep_fees(node: Pubkey, treasury: Pubkey) -> Instruction {
 pub fn close_node(authority: Pubkey, market: Pubkey, destination: Pubkey) -> Instruction {
     let node = pda::node(&authority);
     build(
-        acc::CloseNode { market, node, vault: pda::vault(&node), destination, authority, token_program: token::ID },
+        acc::CloseNode {
+            market,
+            node,
+            vault: pda::vault(&node),
+            destination,
+            authority,
+            token_program: token::ID,
+        },
         ix::CloseNode {},
     )
 }
 
 /// `post_task`.
-pub fn post_task(client: Pubkey, client_token: Pubkey, stake_mint: Pubkey, market: Pubkey, args: PostTaskArgs) -> Instruction {
+pub fn post_task(
+    client: Pubkey,
+    client_token: Pubkey,
+    stake_mint: Pubkey,
+    market: Pubkey,
+    args: PostTaskArgs,
+) -> Instruction {
     let task = pda::task(&client, args.task_id);
     build(
         acc::PostTask {
@@ -136,12 +218,26 @@ pub fn expire_task(task: Pubkey) -> Instruction {
 
 /// `claim_task`.
 pub fn claim_task(authority: Pubkey, task: Pubkey) -> Instruction {
-    build(acc::ClaimTask { task, node: pda::node(&authority), authority }, ix::ClaimTask {})
+    build(
+        acc::ClaimTask {
+            task,
+            node: pda::node(&authority),
+            authority,
+        },
+        ix::ClaimTask {},
+    )
 }
 
 /// `submit_result`.
 pub fn submit_result(authority: Pubkey, task: Pubkey, args: SubmitResultArgs) -> Instruction {
-    build(acc::SubmitResult { task, node: pda::node(&authority), authority }, ix::SubmitResult { args })
+    build(
+        acc::SubmitResult {
+            task,
+            node: pda::node(&authority),
+            authority,
+        },
+        ix::SubmitResult { args },
+    )
 }
 
 /// `reclaim_task` (provider `provider_node` missed its deadline).
@@ -160,7 +256,13 @@ pub fn reclaim_task(task: Pubkey, provider_node: Pubkey) -> Instruction {
 
 /// `draw_seed`.
 pub fn draw_seed(task: Pubkey) -> Instruction {
-    build(acc::DrawSeed { task, slot_hashes: SLOT_HASHES_ID }, ix::DrawSeed {})
+    build(
+        acc::DrawSeed {
+            task,
+            slot_hashes: SLOT_HASHES_ID,
+        },
+        ix::DrawSeed {},
+    )
 }
 
 /// `join_task` in `round`.
@@ -181,15 +283,39 @@ pub fn join_task(authority: Pubkey, task: Pubkey, market: Pubkey, round: u8) -> 
 }
 
 /// `commit_vote`.
-pub fn commit_vote(authority: Pubkey, task: Pubkey, round: u8, commitment: [u8; 32]) -> Instruction {
+pub fn commit_vote(
+    authority: Pubkey,
+    task: Pubkey,
+    round: u8,
+    commitment: [u8; 32],
+) -> Instruction {
     let vote = pda::vote(&task, &pda::node(&authority), round);
-    build(acc::SeatedVote { task, vote, authority }, ix::CommitVote { commitment })
+    build(
+        acc::SeatedVote {
+            task,
+            vote,
+            authority,
+        },
+        ix::CommitVote { commitment },
+    )
 }
 
 /// `reveal_vote`.
-pub fn reveal_vote(authority: Pubkey, task: Pubkey, round: u8, args: RevealVoteArgs) -> Instruction {
+pub fn reveal_vote(
+    authority: Pubkey,
+    task: Pubkey,
+    round: u8,
+    args: RevealVoteArgs,
+) -> Instruction {
     let vote = pda::vote(&task, &pda::node(&authority), round);
-    build(acc::SeatedVote { task, vote, authority }, ix::RevealVote { args })
+    build(
+        acc::SeatedVote {
+            task,
+            vote,
+            authority,
+        },
+        ix::RevealVote { args },
+    )
 }
 
 /// `finalize_task`.
@@ -224,7 +350,12 @@ pub fn settle_vote(task: Pubkey, authority: Pubkey, round: u8) -> Instruction {
 }
 
 /// `close_task`; `provider_node` when the task had a provider.
-pub fn close_task(task: Pubkey, client: Pubkey, client_token: Pubkey, provider_node: Option<Pubkey>) -> Instruction {
+pub fn close_task(
+    task: Pubkey,
+    client: Pubkey,
+    client_token: Pubkey,
+    provider_node: Option<Pubkey>,
+) -> Instruction {
     build(
         acc::CloseTask {
             task,

@@ -35,7 +35,10 @@ pub mod compute_market {
 
     /// Creates the singleton config: admin, stake mint, treasury, parameters, update delay.
     #[access_control(ctx.accounts.validate(&args))]
-    pub fn initialize_config(ctx: Context<InitializeConfig>, args: InitializeConfigArgs) -> Result<()> {
+    pub fn initialize_config(
+        ctx: Context<InitializeConfig>,
+        args: InitializeConfigArgs,
+    ) -> Result<()> {
         initialize_config::handler(ctx, args)
     }
 

@@ -14,17 +14,20 @@ pub fn bps_of(amount: u64, bps: u64) -> Result<u64> {
 
 /// `a + b`, or [`MarketError::MathOverflow`].
 pub fn add(a: u64, b: u64) -> Result<u64> {
-    a.checked_add(b).ok_or_else(|| error!(MarketError::MathOverflow))
+    a.checked_add(b)
+        .ok_or_else(|| error!(MarketError::MathOverflow))
 }
 
 /// `a − b`, or [`MarketError::MathOverflow`] on underflow.
 pub fn sub(a: u64, b: u64) -> Result<u64> {
-    a.checked_sub(b).ok_or_else(|| error!(MarketError::MathOverflow))
+    a.checked_sub(b)
+        .ok_or_else(|| error!(MarketError::MathOverflow))
 }
 
 /// `a × b`, or [`MarketError::MathOverflow`].
 pub fn mul(a: u64, b: u64) -> Result<u64> {
-    a.checked_mul(b).ok_or_else(|| error!(MarketError::MathOverflow))
+    a.checked_mul(b)
+        .ok_or_else(|| error!(MarketError::MathOverflow))
 }
 
 /// Splits `total` equally among `n` (≥ 1): (share, dust) with `share × n + dust = total`.

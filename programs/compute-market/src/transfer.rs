@@ -13,7 +13,11 @@ pub fn from_wallet<'info>(
     token::transfer(
         CpiContext::new(
             token_program.key(),
-            Transfer { from: from.to_account_info(), to: to.to_account_info(), authority: authority.to_account_info() },
+            Transfer {
+                from: from.to_account_info(),
+                to: to.to_account_info(),
+                authority: authority.to_account_info(),
+            },
         ),
         amount,
     )
@@ -34,7 +38,11 @@ pub fn from_pda<'info>(
     token::transfer(
         CpiContext::new_with_signer(
             token_program.key(),
-            Transfer { from: from.to_account_info(), to: to.to_account_info(), authority: pda },
+            Transfer {
+                from: from.to_account_info(),
+                to: to.to_account_info(),
+                authority: pda,
+            },
             &[seeds],
         ),
         amount,
@@ -51,7 +59,11 @@ pub fn close_pda_account<'info>(
 ) -> Result<()> {
     token::close_account(CpiContext::new_with_signer(
         token_program.key(),
-        CloseAccount { account: account.to_account_info(), destination, authority: pda },
+        CloseAccount {
+            account: account.to_account_info(),
+            destination,
+            authority: pda,
+        },
         &[seeds],
     ))
 }

@@ -48,8 +48,13 @@ fn main() {
     w.claim(&p, task).expect("claim");
     w.submit(&p, task, [3; 32]).expect("submit");
     w.advance(2);
-    w.crank("draw_seed", client::draw_seed(task)).expect("draw_seed");
-    let votes: Vec<(&Actor, Ballot)> = vs.iter().enumerate().map(|(i, v)| (v, Ballot::new(VOTE_VALID, i as u64))).collect();
+    w.crank("draw_seed", client::draw_seed(task))
+        .expect("draw_seed");
+    let votes: Vec<(&Actor, Ballot)> = vs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v, Ballot::new(VOTE_VALID, i as u64)))
+        .collect();
     w.join_and_commit(task, &votes);
     for (v, b) in &votes {
         w.reveal(v, task, b).expect("reveal");
@@ -60,34 +65,74 @@ fn main() {
     }
     w.close(task).expect("close");
     // draw_seed was cranked separately for the table; joins draw the seed themselves
-    let task_txs = w.records[before..].iter().filter(|r| r.label != "draw_seed").count();
-    assert!(!w.exists(&task) && !w.exists(&pda::escrow(&task)), "task accounts closed");
-    assert!(vs.iter().all(|v| !w.exists(&pda::vote(&task, &v.node, 0))), "vote accounts closed");
+    let task_txs = w.records[before..]
+        .iter()
+        .filter(|r| r.label != "draw_seed")
+        .count();
+    assert!(
+        !w.exists(&task) && !w.exists(&pda::escrow(&task)),
+        "task accounts closed"
+    );
+    assert!(
+        vs.iter().all(|v| !w.exists(&pda::vote(&task, &v.node, 0))),
+        "vote accounts closed"
+    );
 
     // the other paths
     w.sweep(p.node).expect("sweep_fees");
-    w.send_as("claim_earnings", &p, client::claim_earnings(p.key(), p.wallet)).expect("claim_earnings");
+    w.send_as(
+        "claim_earnings",
+        &p,
+        client::claim_earnings(p.key(), p.wallet),
+    )
+    .expect("claim_earnings");
     let t2 = w.post(&c, 2, small_job(2), 1_000_000).expect("post");
-    w.send_as("cancel_task", &c, client::cancel_task(c.key(), t2)).expect("cancel");
+    w.send_as("cancel_task", &c, client::cancel_task(c.key(), t2))
+        .expect("cancel");
     w.close(t2).expect("close cancelled");
     let t3 = w.post(&c, 3, small_job(3), 1_000_000).expect("post");
     w.claim(&p, t3).expect("claim");
     let d = w.task(&t3).submit_deadline;
     w.advance(d + 1 - w.slot());
-    w.crank("reclaim_task", client::reclaim_task(t3, p.node)).expect("reclaim");
+    w.crank("reclaim_task", client::reclaim_task(t3, p.node))
+        .expect("reclaim");
     let d = w.task(&t3).open_deadline;
     w.advance(d.saturating_sub(w.slot()) + 1);
-    w.crank("expire_task", client::expire_task(t3)).expect("expire");
+    w.crank("expire_task", client::expire_task(t3))
+        .expect("expire");
     w.close(t3).expect("close expired");
     let v = &vs[0];
-    w.send_as("request_unstake", v, client::request_unstake(v.key(), w.market, 50_000_000)).expect("unstake");
+    w.send_as(
+        "request_unstake",
+        v,
+        client::request_unstake(v.key(), w.market, 50_000_000),
+    )
+    .expect("unstake");
     w.advance(5_000);
-    w.send_as("withdraw", v, client::withdraw(v.key(), v.wallet)).expect("withdraw");
-    w.send_as("claim_earnings", v, client::claim_earnings(v.key(), v.wallet)).expect("claim_earnings");
-    w.send_as("close_node", v, client::close_node(v.key(), w.market, v.wallet)).expect("close_node");
-    w.send("propose_params", &admin, &[], client::propose_params(admin.pubkey(), Params::defaults(6_000))).expect("propose");
+    w.send_as("withdraw", v, client::withdraw(v.key(), v.wallet))
+        .expect("withdraw");
+    w.send_as(
+        "claim_earnings",
+        v,
+        client::claim_earnings(v.key(), v.wallet),
+    )
+    .expect("claim_earnings");
+    w.send_as(
+        "close_node",
+        v,
+        client::close_node(v.key(), w.market, v.wallet),
+    )
+    .expect("close_node");
+    w.send(
+        "propose_params",
+        &admin,
+        &[],
+        client::propose_params(admin.pubkey(), Params::defaults(6_000)),
+    )
+    .expect("propose");
     w.advance(50);
-    w.crank("apply_params", client::apply_params()).expect("apply");
+    w.crank("apply_params", client::apply_params())
+        .expect("apply");
 
     // first successful record of each instruction, in order of appearance
     let mut rows: Vec<&TxRecord> = vec![];
@@ -103,7 +148,10 @@ fn main() {
         }
         if TASK_PATH.contains(&r.label.as_str()) {
             for acc in r.writable.iter().filter(|a| a.ends_with('*')) {
-                failures.push(format!("{} (task path) write-locks shared account {acc}", r.label));
+                failures.push(format!(
+                    "{} (task path) write-locks shared account {acc}",
+                    r.label
+                ));
             }
         }
     }
@@ -132,29 +180,58 @@ fn main() {
             failures.len()
         );
     } else {
-        println!("compute_market.so: {} bytes (litesvm 0.16 = Agave 4.2.2 runtime)", std::fs::metadata(program_path()).map(|m| m.len()).unwrap_or(0));
+        println!(
+            "compute_market.so: {} bytes (litesvm 0.16 = Agave 4.2.2 runtime)",
+            std::fs::metadata(program_path())
+                .map(|m| m.len())
+                .unwrap_or(0)
+        );
         println!();
-        println!("{:<18} {:>8}  {:>4}  {:>8} {:>8}  writable accounts (* = shared by all tasks)", "instruction", "CU", "path", "created", "closed");
+        println!(
+            "{:<18} {:>8}  {:>4}  {:>8} {:>8}  writable accounts (* = shared by all tasks)",
+            "instruction", "CU", "path", "created", "closed"
+        );
         println!("{}", "-".repeat(120));
         for r in &rows {
             println!(
                 "{:<18} {:>8}  {:>4}  {:>8} {:>8}  {}",
                 r.label,
                 r.cu,
-                if TASK_PATH.contains(&r.label.as_str()) { "task" } else { "" },
+                if TASK_PATH.contains(&r.label.as_str()) {
+                    "task"
+                } else {
+                    ""
+                },
                 r.bytes_created,
                 r.bytes_closed,
                 r.writable.join(", ")
             );
         }
         println!();
-        println!("max CU: {} ({})", rows.iter().map(|r| r.cu).max().unwrap_or(0), rows.iter().max_by_key(|r| r.cu).map(|r| r.label.as_str()).unwrap_or(""));
+        println!(
+            "max CU: {} ({})",
+            rows.iter().map(|r| r.cu).max().unwrap_or(0),
+            rows.iter()
+                .max_by_key(|r| r.cu)
+                .map(|r| r.label.as_str())
+                .unwrap_or("")
+        );
         println!("transactions from post to close, V = 3: {task_txs} measured (5 + 4V)");
         for v in [1u64, 3, 5, 7, 15] {
             println!("  V = {v:>2}: {} transactions", tx_per_task(v));
         }
-        let created: u64 = w.records.iter().filter(|r| r.ok).map(|r| r.bytes_created).sum();
-        let closed: u64 = w.records.iter().filter(|r| r.ok).map(|r| r.bytes_closed).sum();
+        let created: u64 = w
+            .records
+            .iter()
+            .filter(|r| r.ok)
+            .map(|r| r.bytes_created)
+            .sum();
+        let closed: u64 = w
+            .records
+            .iter()
+            .filter(|r| r.ok)
+            .map(|r| r.bytes_closed)
+            .sum();
         println!("account bytes created {created}, closed {closed} over the whole run");
     }
     if !failures.is_empty() {
@@ -163,7 +240,11 @@ fn main() {
         }
         std::process::exit(1);
     }
-    assert_eq!(task_txs as u64, tx_per_task(3), "the task took the expected number of transactions");
+    assert_eq!(
+        task_txs as u64,
+        tx_per_task(3),
+        "the task took the expected number of transactions"
+    );
 }
 
 use solana_signer::Signer;

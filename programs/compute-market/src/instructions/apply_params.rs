@@ -14,7 +14,10 @@ impl ApplyParams<'_> {
     pub fn validate(&self) -> Result<()> {
         let c = &self.config;
         require!(c.pending_effective_slot != 0, MarketError::NoPendingUpdate);
-        require!(Clock::get()?.slot >= c.pending_effective_slot, MarketError::UpdateNotYetEffective);
+        require!(
+            Clock::get()?.slot >= c.pending_effective_slot,
+            MarketError::UpdateNotYetEffective
+        );
         c.pending.validate(c.longest_task)
     }
 }
@@ -23,6 +26,9 @@ pub fn handler(ctx: Context<ApplyParams>) -> Result<()> {
     let config = &mut ctx.accounts.config;
     config.params = config.pending;
     config.pending_effective_slot = 0;
-    emit!(ParamsApplied { params: config.params, slot: Clock::get()?.slot });
+    emit!(ParamsApplied {
+        params: config.params,
+        slot: Clock::get()?.slot
+    });
     Ok(())
 }

@@ -16,13 +16,18 @@ pub struct CancelTask<'info> {
 impl CancelTask<'_> {
     /// Only an open task.
     pub fn validate(&self) -> Result<()> {
-        require!(self.task.status == TaskStatus::Open, MarketError::TaskNotOpen);
+        require!(
+            self.task.status == TaskStatus::Open,
+            MarketError::TaskNotOpen
+        );
         Ok(())
     }
 }
 
 pub fn handler(ctx: Context<CancelTask>) -> Result<()> {
     ctx.accounts.task.status = TaskStatus::Cancelled;
-    emit!(TaskCancelled { task: ctx.accounts.task.key() });
+    emit!(TaskCancelled {
+        task: ctx.accounts.task.key()
+    });
     Ok(())
 }

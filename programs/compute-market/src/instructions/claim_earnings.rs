@@ -17,6 +17,10 @@ pub fn handler(ctx: Context<Payout>) -> Result<()> {
     ctx.accounts.node.earned = 0;
     let a = &ctx.accounts;
     a.pay(amount)?;
-    emit!(EarningsClaimed { node: a.node.key(), amount, destination: a.destination.key() });
+    emit!(EarningsClaimed {
+        node: a.node.key(),
+        amount,
+        destination: a.destination.key()
+    });
     Ok(())
 }

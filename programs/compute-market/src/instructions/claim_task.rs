@@ -20,10 +20,16 @@ impl ClaimTask<'_> {
     pub fn validate(&self) -> Result<()> {
         let (task, node) = (&self.task, &self.node);
         require!(task.status == TaskStatus::Open, MarketError::TaskNotOpen);
-        require!(Clock::get()?.slot <= task.open_deadline, MarketError::TaskExpired);
+        require!(
+            Clock::get()?.slot <= task.open_deadline,
+            MarketError::TaskExpired
+        );
         require_keys_eq!(node.market, task.market, MarketError::WrongMarket);
         require!(node.has(ROLE_PROVIDER), MarketError::NotAProvider);
-        require!(node.free >= task.provider_bond, MarketError::InsufficientFreeStake);
+        require!(
+            node.free >= task.provider_bond,
+            MarketError::InsufficientFreeStake
+        );
         Ok(())
     }
 }

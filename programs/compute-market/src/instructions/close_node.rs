@@ -36,8 +36,21 @@ pub fn handler(ctx: Context<CloseNode>) -> Result<()> {
     let a = &ctx.accounts;
     let bump = [a.node.bump];
     let seeds = a.node.signer_seeds(&bump);
-    transfer::from_pda(&a.token_program, &a.vault, &a.destination, a.node.to_account_info(), &seeds, a.vault.amount)?;
-    transfer::close_pda_account(&a.token_program, &a.vault, a.authority.to_account_info(), a.node.to_account_info(), &seeds)?;
+    transfer::from_pda(
+        &a.token_program,
+        &a.vault,
+        &a.destination,
+        a.node.to_account_info(),
+        &seeds,
+        a.vault.amount,
+    )?;
+    transfer::close_pda_account(
+        &a.token_program,
+        &a.vault,
+        a.authority.to_account_info(),
+        a.node.to_account_info(),
+        &seeds,
+    )?;
     let roles = a.node.roles;
     let market = &mut ctx.accounts.market;
     if roles & ROLE_PROVIDER != 0 {
@@ -46,6 +59,9 @@ pub fn handler(ctx: Context<CloseNode>) -> Result<()> {
     if roles & ROLE_VERIFIER != 0 {
         market.verifiers = market.verifiers.saturating_sub(1);
     }
-    emit!(NodeClosed { node: ctx.accounts.node.key(), authority: ctx.accounts.authority.key() });
+    emit!(NodeClosed {
+        node: ctx.accounts.node.key(),
+        authority: ctx.accounts.authority.key()
+    });
     Ok(())
 }

@@ -46,7 +46,8 @@ pub fn handler(mut ctx: Context<CloseTask>) -> Result<()> {
     let leftover = math::sub(a.escrow.amount, refund)?;
     let mut dust = 0;
     if leftover > 0 && a.task.provider != Pubkey::default() {
-        let (Some(node), Some(vault)) = (a.provider_node.as_mut(), a.provider_vault.as_ref()) else {
+        let (Some(node), Some(vault)) = (a.provider_node.as_mut(), a.provider_vault.as_ref())
+        else {
             return err!(MarketError::MissingProviderAccounts);
         };
         require_keys_eq!(node.key(), a.task.provider, MarketError::NotTaskProvider);
@@ -58,7 +59,14 @@ pub fn handler(mut ctx: Context<CloseTask>) -> Result<()> {
         require_keys_eq!(vault.key(), vault_key, MarketError::WrongTokenAccount);
         let id = a.task.task_id.to_le_bytes();
         let bump = [a.task.bump];
-        transfer::from_pda(&a.token_program, &a.escrow, vault, a.task.to_account_info(), &a.task.signer_seeds(&id, &bump), leftover)?;
+        transfer::from_pda(
+            &a.token_program,
+            &a.escrow,
+            vault,
+            a.task.to_account_info(),
+            &a.task.signer_seeds(&id, &bump),
+            leftover,
+        )?;
         node.fees_due = math::add(node.fees_due, leftover)?;
         dust = leftover;
     } else {
@@ -67,9 +75,27 @@ pub fn handler(mut ctx: Context<CloseTask>) -> Result<()> {
     let id = a.task.task_id.to_le_bytes();
     let bump = [a.task.bump];
     let seeds = a.task.signer_seeds(&id, &bump);
-    transfer::from_pda(&a.token_program, &a.escrow, &a.client_token, a.task.to_account_info(), &seeds, refund)?;
-    transfer::close_pda_account(&a.token_program, &a.escrow, a.client.to_account_info(), a.task.to_account_info(), &seeds)?;
+    transfer::from_pda(
+        &a.token_program,
+        &a.escrow,
+        &a.client_token,
+        a.task.to_account_info(),
+        &seeds,
+        refund,
+    )?;
+    transfer::close_pda_account(
+        &a.token_program,
+        &a.escrow,
+        a.client.to_account_info(),
+        a.task.to_account_info(),
+        &seeds,
+    )?;
     a.task.escrow_balance = 0;
-    emit!(TaskClosed { task: a.task.key(), status: a.task.status as u8, refunded: refund, dust_to_treasury: dust });
+    emit!(TaskClosed {
+        task: a.task.key(),
+        status: a.task.status as u8,
+        refunded: refund,
+        dust_to_treasury: dust
+    });
     Ok(())
 }

@@ -21,9 +21,15 @@ pub struct SeatedVote<'info> {
 impl SeatedVote<'_> {
     /// Commit: current round, commit window open, not yet committed, non-empty commitment.
     pub fn validate_commit(&self, commitment: &[u8; 32]) -> Result<()> {
-        require!(self.task.status == TaskStatus::Verifying, MarketError::TaskNotVerifying);
+        require!(
+            self.task.status == TaskStatus::Verifying,
+            MarketError::TaskNotVerifying
+        );
         require!(self.vote.round == self.task.round, MarketError::WrongRound);
-        require!(Clock::get()?.slot <= self.task.commit_deadline, MarketError::CommitWindowClosed);
+        require!(
+            Clock::get()?.slot <= self.task.commit_deadline,
+            MarketError::CommitWindowClosed
+        );
         require!(!self.vote.committed, MarketError::VoteAlreadyCommitted);
         require!(*commitment != [0; 32], MarketError::EmptyCommitment);
         Ok(())
@@ -36,7 +42,15 @@ pub fn handler(ctx: Context<SeatedVote>, commitment: [u8; 32]) -> Result<()> {
     vote.committed = true;
     let task = &mut ctx.accounts.task;
     let tally = task.tally_mut();
-    tally.committed = tally.committed.checked_add(1).ok_or(MarketError::MathOverflow)?;
-    emit!(VoteCommitted { task: task.key(), verifier: vote.node, round: vote.round, commitment });
+    tally.committed = tally
+        .committed
+        .checked_add(1)
+        .ok_or(MarketError::MathOverflow)?;
+    emit!(VoteCommitted {
+        task: task.key(),
+        verifier: vote.node,
+        round: vote.round,
+        commitment
+    });
     Ok(())
 }

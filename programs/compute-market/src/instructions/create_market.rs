@@ -25,7 +25,10 @@ impl CreateMarket<'_> {
         validate_quorum(args.quorum)?;
         validate_samples(args.samples)?;
         args.windows.validate()?;
-        require!((MIN_TASK_TTL..=MAX_TASK_TTL).contains(&args.task_ttl), MarketError::WindowOutOfBounds);
+        require!(
+            (MIN_TASK_TTL..=MAX_TASK_TTL).contains(&args.task_ttl),
+            MarketError::WindowOutOfBounds
+        );
         require!(
             self.config.params.unstake_cooldown > args.windows.longest_task().saturating_mul(2),
             MarketError::CooldownTooShort
@@ -53,7 +56,14 @@ pub fn handler(ctx: Context<CreateMarket>, args: MarketArgs) -> Result<()> {
     });
     let config = &mut ctx.accounts.config;
     config.longest_task = config.longest_task.max(args.windows.longest_task());
-    config.market_count = config.market_count.checked_add(1).ok_or(MarketError::MathOverflow)?;
-    emit!(MarketCreated { market: ctx.accounts.market.key(), id: args.id, args });
+    config.market_count = config
+        .market_count
+        .checked_add(1)
+        .ok_or(MarketError::MathOverflow)?;
+    emit!(MarketCreated {
+        market: ctx.accounts.market.key(),
+        id: args.id,
+        args
+    });
     Ok(())
 }

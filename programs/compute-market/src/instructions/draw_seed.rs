@@ -3,7 +3,6 @@
 //! to the current slot and a later call draws. `join_task` draws too when needed.
 use anchor_lang::prelude::*;
 
-
 use crate::{
     constants::*,
     errors::MarketError,
@@ -23,8 +22,14 @@ pub struct DrawSeed<'info> {
 impl DrawSeed<'_> {
     /// In verification, before the join deadline.
     pub fn validate(&self) -> Result<()> {
-        require!(self.task.status == TaskStatus::Verifying, MarketError::TaskNotVerifying);
-        require!(Clock::get()?.slot <= self.task.join_deadline, MarketError::JoinWindowClosed);
+        require!(
+            self.task.status == TaskStatus::Verifying,
+            MarketError::TaskNotVerifying
+        );
+        require!(
+            Clock::get()?.slot <= self.task.join_deadline,
+            MarketError::JoinWindowClosed
+        );
         Ok(())
     }
 }
@@ -34,9 +39,18 @@ pub fn draw(task: &mut Account<Task>, slot_hashes: &AccountInfo, now: u64) -> Re
     let key = task.key();
     let outcome = task.draw_seed(&key, &slot_hashes.try_borrow_data()?, now)?;
     match outcome {
-        SeedDraw::Drawn => emit!(SeedDrawn { task: key, round: task.round, seed: task.seed, hashed_slot: task.hashed_slot }),
+        SeedDraw::Drawn => emit!(SeedDrawn {
+            task: key,
+            round: task.round,
+            seed: task.seed,
+            hashed_slot: task.hashed_slot
+        }),
         SeedDraw::ReferenceReset => {
-            emit!(SeedReferenceReset { task: key, round: task.round, reference_slot: task.reference_slot })
+            emit!(SeedReferenceReset {
+                task: key,
+                round: task.round,
+                reference_slot: task.reference_slot
+            })
         }
     }
     Ok(outcome)
@@ -44,6 +58,10 @@ pub fn draw(task: &mut Account<Task>, slot_hashes: &AccountInfo, now: u64) -> Re
 
 pub fn handler(ctx: Context<DrawSeed>) -> Result<()> {
     let now = Clock::get()?.slot;
-    draw(&mut ctx.accounts.task, &ctx.accounts.slot_hashes.to_account_info(), now)?;
+    draw(
+        &mut ctx.accounts.task,
+        &ctx.accounts.slot_hashes.to_account_info(),
+        now,
+    )?;
     Ok(())
 }

@@ -12,14 +12,23 @@ pub struct ExpireTask<'info> {
 impl ExpireTask<'_> {
     /// Open and past its deadline.
     pub fn validate(&self) -> Result<()> {
-        require!(self.task.status == TaskStatus::Open, MarketError::TaskNotOpen);
-        require!(Clock::get()?.slot > self.task.open_deadline, MarketError::TaskNotExpired);
+        require!(
+            self.task.status == TaskStatus::Open,
+            MarketError::TaskNotOpen
+        );
+        require!(
+            Clock::get()?.slot > self.task.open_deadline,
+            MarketError::TaskNotExpired
+        );
         Ok(())
     }
 }
 
 pub fn handler(ctx: Context<ExpireTask>) -> Result<()> {
     ctx.accounts.task.status = TaskStatus::Expired;
-    emit!(TaskExpired { task: ctx.accounts.task.key(), slot: Clock::get()?.slot });
+    emit!(TaskExpired {
+        task: ctx.accounts.task.key(),
+        slot: Clock::get()?.slot
+    });
     Ok(())
 }

@@ -33,8 +33,14 @@ pub struct FinalizeTask<'info> {
 impl FinalizeTask<'_> {
     /// In verification and past the reveal deadline (or fully revealed).
     pub fn validate(&self) -> Result<()> {
-        require!(self.task.status == TaskStatus::Verifying, MarketError::TaskNotVerifying);
-        require!(self.task.finalize_ready(Clock::get()?.slot), MarketError::FinalizeTooEarly);
+        require!(
+            self.task.status == TaskStatus::Verifying,
+            MarketError::TaskNotVerifying
+        );
+        require!(
+            self.task.finalize_ready(Clock::get()?.slot),
+            MarketError::FinalizeTooEarly
+        );
         Ok(())
     }
 }
@@ -62,7 +68,13 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
     if majority == 0 && ctx.accounts.task.round == 0 {
         let task = &mut ctx.accounts.task;
         task.start_round(1, now)?;
-        emit!(TaskEscalated { task: task_key, round: 1, quorum: task.tally().quorum, valid: t.valid, invalid: t.invalid });
+        emit!(TaskEscalated {
+            task: task_key,
+            round: 1,
+            quorum: task.tally().quorum,
+            valid: t.valid,
+            invalid: t.invalid
+        });
         return Ok(());
     }
 
@@ -94,7 +106,11 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
             node.tasks_completed = node.tasks_completed.saturating_add(1);
             a.task.escrow_balance = math::sub(a.task.escrow_balance, to_provider)?;
             a.task.majority_share = share;
-            s = Settlement { provider_paid: provider_pay, provider_slashed: 0, fee };
+            s = Settlement {
+                provider_paid: provider_pay,
+                provider_slashed: 0,
+                fee,
+            };
             TaskStatus::Accepted
         }
         VOTE_INVALID => {
@@ -119,7 +135,11 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
             a.task.escrow_balance = math::add(a.task.escrow_balance, to_escrow)?;
             a.task.client_extra = math::add(a.task.client_extra, client_part)?;
             a.task.majority_share = share;
-            s = Settlement { provider_paid: 0, provider_slashed: bond, fee: treasury_part };
+            s = Settlement {
+                provider_paid: 0,
+                provider_slashed: bond,
+                fee: treasury_part,
+            };
             TaskStatus::Rejected
         }
         _ => {
@@ -130,8 +150,15 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
 
     let task = &mut a.task;
     if majority != 0 {
-        let winners = if majority == VOTE_VALID { t.valid } else { t.invalid };
-        let losers = t.seats.checked_sub(winners).ok_or(MarketError::MathOverflow)?;
+        let winners = if majority == VOTE_VALID {
+            t.valid
+        } else {
+            t.invalid
+        };
+        let losers = t
+            .seats
+            .checked_sub(winners)
+            .ok_or(MarketError::MathOverflow)?;
         task.loser_slash = math::bps_of(task.verifier_bond, task.terms.verifier_slash_bps as u64)?;
         let collected = math::mul(task.loser_slash, losers as u64)?;
         task.loser_bonus = math::split(collected, winners as u64)?.0;

@@ -6,10 +6,7 @@ use anchor_lang::prelude::*;
 use compute_market_protocol::commit::{seat_eligible, seat_ticket};
 
 use crate::{
-    constants::*,
-    errors::MarketError,
-    events::VerifierJoined,
-    instructions::draw_seed::draw,
+    constants::*, errors::MarketError, events::VerifierJoined, instructions::draw_seed::draw,
     state::*,
 };
 
@@ -46,14 +43,26 @@ impl JoinTask<'_> {
     /// the provider nor the client, with enough free stake.
     pub fn validate(&self) -> Result<()> {
         let (task, node) = (&self.task, &self.node);
-        require!(task.status == TaskStatus::Verifying, MarketError::TaskNotVerifying);
-        require!(Clock::get()?.slot <= task.join_deadline, MarketError::JoinWindowClosed);
-        require!(task.tally().seats < task.tally().quorum, MarketError::SeatsFull);
+        require!(
+            task.status == TaskStatus::Verifying,
+            MarketError::TaskNotVerifying
+        );
+        require!(
+            Clock::get()?.slot <= task.join_deadline,
+            MarketError::JoinWindowClosed
+        );
+        require!(
+            task.tally().seats < task.tally().quorum,
+            MarketError::SeatsFull
+        );
         require_keys_eq!(node.market, task.market, MarketError::WrongMarket);
         require!(node.has(ROLE_VERIFIER), MarketError::NotAVerifier);
         require_keys_neq!(node.key(), task.provider, MarketError::ProviderCannotVerify);
         require_keys_neq!(node.authority, task.client, MarketError::ClientCannotVerify);
-        require!(node.free >= task.verifier_bond, MarketError::InsufficientFreeStake);
+        require!(
+            node.free >= task.verifier_bond,
+            MarketError::InsufficientFreeStake
+        );
         Ok(())
     }
 }
@@ -92,9 +101,21 @@ pub fn handler(mut ctx: Context<JoinTask>) -> Result<()> {
         bump: ctx.bumps.vote,
     });
     let task = &mut a.task;
-    task.open_votes = task.open_votes.checked_add(1).ok_or(MarketError::MathOverflow)?;
+    task.open_votes = task
+        .open_votes
+        .checked_add(1)
+        .ok_or(MarketError::MathOverflow)?;
     let tally = task.tally_mut();
-    tally.seats = tally.seats.checked_add(1).ok_or(MarketError::MathOverflow)?;
-    emit!(VerifierJoined { task: task.key(), verifier: a.node.key(), round, bond, seats: task.tally().seats });
+    tally.seats = tally
+        .seats
+        .checked_add(1)
+        .ok_or(MarketError::MathOverflow)?;
+    emit!(VerifierJoined {
+        task: task.key(),
+        verifier: a.node.key(),
+        round,
+        bond,
+        seats: task.tally().seats
+    });
     Ok(())
 }

@@ -99,8 +99,16 @@ pub fn handler(ctx: Context<PostTask>, args: PostTaskArgs) -> Result<()> {
         provider_bond,
         verifier_bond,
         terms,
-        quorum: if args.quorum == 0 { market.quorum } else { args.quorum },
-        samples: if args.samples == 0 { market.samples } else { args.samples },
+        quorum: if args.quorum == 0 {
+            market.quorum
+        } else {
+            args.quorum
+        },
+        samples: if args.samples == 0 {
+            market.samples
+        } else {
+            args.samples
+        },
         windows: market.windows,
         status: TaskStatus::Open,
         posted_slot: now,
@@ -130,7 +138,13 @@ pub fn handler(ctx: Context<PostTask>, args: PostTaskArgs) -> Result<()> {
         escrow_bump: ctx.bumps.escrow,
     });
     let a = &ctx.accounts;
-    transfer::from_wallet(&a.token_program, &a.client_token, &a.escrow, &a.client, args.reward)?;
+    transfer::from_wallet(
+        &a.token_program,
+        &a.client_token,
+        &a.escrow,
+        &a.client,
+        args.reward,
+    )?;
     emit!(TaskPosted {
         task: a.task.key(),
         client: a.task.client,

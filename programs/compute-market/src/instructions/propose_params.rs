@@ -22,6 +22,9 @@ pub fn handler(ctx: Context<ProposeParams>, params: Params) -> Result<()> {
     let effective_slot = math::add(Clock::get()?.slot, config.update_delay)?;
     config.pending = params;
     config.pending_effective_slot = effective_slot;
-    emit!(ParamsProposed { params, effective_slot });
+    emit!(ParamsProposed {
+        params,
+        effective_slot
+    });
     Ok(())
 }

@@ -24,8 +24,14 @@ pub struct ReclaimTask<'info> {
 impl ReclaimTask<'_> {
     /// Claimed and past the submit deadline.
     pub fn validate(&self) -> Result<()> {
-        require!(self.task.status == TaskStatus::Claimed, MarketError::TaskNotClaimed);
-        require!(Clock::get()?.slot > self.task.submit_deadline, MarketError::SubmitDeadlineNotPassed);
+        require!(
+            self.task.status == TaskStatus::Claimed,
+            MarketError::TaskNotClaimed
+        );
+        require!(
+            Clock::get()?.slot > self.task.submit_deadline,
+            MarketError::SubmitDeadlineNotPassed
+        );
         Ok(())
     }
 }
@@ -51,6 +57,10 @@ pub fn handler(ctx: Context<ReclaimTask>) -> Result<()> {
     task.status = TaskStatus::Open;
     task.provider = Pubkey::default();
     task.submit_deadline = 0;
-    emit!(TaskReopened { task: task.key(), provider, slashed: slash });
+    emit!(TaskReopened {
+        task: task.key(),
+        provider,
+        slashed: slash
+    });
     Ok(())
 }

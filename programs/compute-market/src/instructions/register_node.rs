@@ -45,7 +45,8 @@ impl RegisterNode<'_> {
         );
         if args.roles & ROLE_PROVIDER != 0 {
             require!(
-                args.hardware.gflops >= self.market.min_gflops && args.hardware.memory_gb >= self.market.min_memory_gb,
+                args.hardware.gflops >= self.market.min_gflops
+                    && args.hardware.memory_gb >= self.market.min_memory_gb,
                 MarketError::HardwareBelowMarketMinimum
             );
         }
@@ -76,10 +77,16 @@ pub fn handler(ctx: Context<RegisterNode>, args: RegisterNodeArgs) -> Result<()>
     });
     let market = &mut ctx.accounts.market;
     if args.roles & ROLE_PROVIDER != 0 {
-        market.providers = market.providers.checked_add(1).ok_or(MarketError::MathOverflow)?;
+        market.providers = market
+            .providers
+            .checked_add(1)
+            .ok_or(MarketError::MathOverflow)?;
     }
     if args.roles & ROLE_VERIFIER != 0 {
-        market.verifiers = market.verifiers.checked_add(1).ok_or(MarketError::MathOverflow)?;
+        market.verifiers = market
+            .verifiers
+            .checked_add(1)
+            .ok_or(MarketError::MathOverflow)?;
     }
     emit!(NodeRegistered {
         node: node.key(),

@@ -28,7 +28,10 @@ impl RequestUnstake<'_> {
 }
 
 pub fn handler(ctx: Context<RequestUnstake>, amount: u64) -> Result<()> {
-    let unlock_slot = math::add(Clock::get()?.slot, ctx.accounts.config.params.unstake_cooldown)?;
+    let unlock_slot = math::add(
+        Clock::get()?.slot,
+        ctx.accounts.config.params.unstake_cooldown,
+    )?;
     let node = &mut ctx.accounts.node;
     node.free = math::sub(node.free, amount)?;
     node.pending_unstake = math::add(node.pending_unstake, amount)?;
@@ -38,6 +41,11 @@ pub fn handler(ctx: Context<RequestUnstake>, amount: u64) -> Result<()> {
         let market = &mut ctx.accounts.market;
         market.verifier_stake = market.verifier_stake.saturating_sub(amount);
     }
-    emit!(UnstakeRequested { node: node.key(), amount, pending: node.pending_unstake, unlock_slot });
+    emit!(UnstakeRequested {
+        node: node.key(),
+        amount,
+        pending: node.pending_unstake,
+        unlock_slot
+    });
     Ok(())
 }

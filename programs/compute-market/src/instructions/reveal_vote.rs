@@ -23,13 +23,19 @@ impl SeatedVote<'_> {
     pub fn validate_reveal(&self, args: &RevealVoteArgs) -> Result<()> {
         let (task, vote) = (&self.task, &self.vote);
         let now = Clock::get()?.slot;
-        require!(task.status == TaskStatus::Verifying, MarketError::TaskNotVerifying);
+        require!(
+            task.status == TaskStatus::Verifying,
+            MarketError::TaskNotVerifying
+        );
         require!(vote.round == task.round, MarketError::WrongRound);
         require!(vote.committed, MarketError::VoteNotCommitted);
         require!(!vote.revealed, MarketError::VoteAlreadyRevealed);
         require!(task.reveal_open(now), MarketError::RevealNotOpen);
         require!(now <= task.reveal_deadline, MarketError::RevealWindowClosed);
-        require!(args.vote == VOTE_VALID || args.vote == VOTE_INVALID, MarketError::InvalidVoteValue);
+        require!(
+            args.vote == VOTE_VALID || args.vote == VOTE_INVALID,
+            MarketError::InvalidVoteValue
+        );
         let expected = vote_commitment(
             &vote.node.to_bytes(),
             &task.key().to_bytes(),
@@ -50,12 +56,27 @@ pub fn handler(ctx: Context<SeatedVote>, args: RevealVoteArgs) -> Result<()> {
     vote.evidence = args.evidence;
     let task = &mut ctx.accounts.task;
     let tally = task.tally_mut();
-    tally.revealed = tally.revealed.checked_add(1).ok_or(MarketError::MathOverflow)?;
+    tally.revealed = tally
+        .revealed
+        .checked_add(1)
+        .ok_or(MarketError::MathOverflow)?;
     if args.vote == VOTE_VALID {
-        tally.valid = tally.valid.checked_add(1).ok_or(MarketError::MathOverflow)?;
+        tally.valid = tally
+            .valid
+            .checked_add(1)
+            .ok_or(MarketError::MathOverflow)?;
     } else {
-        tally.invalid = tally.invalid.checked_add(1).ok_or(MarketError::MathOverflow)?;
+        tally.invalid = tally
+            .invalid
+            .checked_add(1)
+            .ok_or(MarketError::MathOverflow)?;
     }
-    emit!(VoteRevealed { task: task.key(), verifier: vote.node, round: vote.round, vote: args.vote, evidence: args.evidence });
+    emit!(VoteRevealed {
+        task: task.key(),
+        verifier: vote.node,
+        round: vote.round,
+        vote: args.vote,
+        evidence: args.evidence
+    });
     Ok(())
 }

@@ -50,11 +50,21 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
     let revealed = a.vote.revealed;
     let (mut paid, mut slashed) = (0u64, 0u64);
     if majority != 0 && revealed && a.vote.vote == majority {
-        require!(a.task.rounds[round].losers_pending == 0, MarketError::SlashesPending);
+        require!(
+            a.task.rounds[round].losers_pending == 0,
+            MarketError::SlashesPending
+        );
         paid = math::add(a.task.majority_share, a.task.loser_bonus)?;
         let id = a.task.task_id.to_le_bytes();
         let bump = [a.task.bump];
-        transfer::from_pda(&a.token_program, &a.escrow, &a.vault, a.task.to_account_info(), &a.task.signer_seeds(&id, &bump), paid)?;
+        transfer::from_pda(
+            &a.token_program,
+            &a.escrow,
+            &a.vault,
+            a.task.to_account_info(),
+            &a.task.signer_seeds(&id, &bump),
+            paid,
+        )?;
         a.task.escrow_balance = math::sub(a.task.escrow_balance, paid)?;
         a.node.release(bond, 0)?;
         a.node.earned = math::add(a.node.earned, paid)?;
@@ -63,11 +73,21 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
         slashed = a.task.loser_slash;
         a.node.release(bond, slashed)?;
         let bump = [a.node.bump];
-        transfer::from_pda(&a.token_program, &a.vault, &a.escrow, a.node.to_account_info(), &a.node.signer_seeds(&bump), slashed)?;
+        transfer::from_pda(
+            &a.token_program,
+            &a.vault,
+            &a.escrow,
+            a.node.to_account_info(),
+            &a.node.signer_seeds(&bump),
+            slashed,
+        )?;
         a.task.escrow_balance = math::add(a.task.escrow_balance, slashed)?;
         if slashed > 0 {
             let t = &mut a.task.rounds[round];
-            t.losers_pending = t.losers_pending.checked_sub(1).ok_or(MarketError::MathOverflow)?;
+            t.losers_pending = t
+                .losers_pending
+                .checked_sub(1)
+                .ok_or(MarketError::MathOverflow)?;
         }
     } else if !revealed {
         // silent in a round without majority: nobody to pay, the slash goes to the treasury
@@ -80,7 +100,17 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
     if revealed {
         a.node.verifications = a.node.verifications.saturating_add(1);
     }
-    a.task.open_votes = a.task.open_votes.checked_sub(1).ok_or(MarketError::MathOverflow)?;
-    emit!(VoteSettled { task: a.task.key(), verifier: a.node.key(), round: round as u8, paid, slashed });
+    a.task.open_votes = a
+        .task
+        .open_votes
+        .checked_sub(1)
+        .ok_or(MarketError::MathOverflow)?;
+    emit!(VoteSettled {
+        task: a.task.key(),
+        verifier: a.node.key(),
+        round: round as u8,
+        paid,
+        slashed
+    });
     Ok(())
 }

@@ -43,6 +43,10 @@ pub fn handler(ctx: Context<Stake>, amount: u64) -> Result<()> {
         let market = &mut ctx.accounts.market;
         market.verifier_stake = math::add(market.verifier_stake, amount)?;
     }
-    emit!(Staked { node: node.key(), amount, free: node.free });
+    emit!(Staked {
+        node: node.key(),
+        amount,
+        free: node.free
+    });
     Ok(())
 }

@@ -29,12 +29,21 @@ impl SubmitResult<'_> {
     /// Claimed by this node, before the deadline, non-empty root, bounded URI.
     pub fn validate(&self, args: &SubmitResultArgs) -> Result<()> {
         let task = &self.task;
-        require!(task.status == TaskStatus::Claimed, MarketError::TaskNotClaimed);
+        require!(
+            task.status == TaskStatus::Claimed,
+            MarketError::TaskNotClaimed
+        );
         require_keys_eq!(task.provider, self.node.key(), MarketError::NotTaskProvider);
-        require!(Clock::get()?.slot <= task.submit_deadline, MarketError::SubmitDeadlinePassed);
+        require!(
+            Clock::get()?.slot <= task.submit_deadline,
+            MarketError::SubmitDeadlinePassed
+        );
         require!(args.result_root != [0; 32], MarketError::EmptyResultRoot);
         require!(!args.result_uri.is_empty(), MarketError::UriEmpty);
-        require!(args.result_uri.len() <= MAX_URI_LEN, MarketError::UriTooLong);
+        require!(
+            args.result_uri.len() <= MAX_URI_LEN,
+            MarketError::UriTooLong
+        );
         Ok(())
     }
 }

@@ -31,7 +31,18 @@ pub fn handler(ctx: Context<SweepFees>) -> Result<()> {
     ctx.accounts.node.fees_due = 0;
     let a = &ctx.accounts;
     let bump = [a.node.bump];
-    transfer::from_pda(&a.token_program, &a.vault, &a.treasury, a.node.to_account_info(), &a.node.signer_seeds(&bump), amount)?;
-    emit!(FeesSwept { node: a.node.key(), amount, treasury: a.treasury.key() });
+    transfer::from_pda(
+        &a.token_program,
+        &a.vault,
+        &a.treasury,
+        a.node.to_account_info(),
+        &a.node.signer_seeds(&bump),
+        amount,
+    )?;
+    emit!(FeesSwept {
+        node: a.node.key(),
+        amount,
+        treasury: a.treasury.key()
+    });
     Ok(())
 }

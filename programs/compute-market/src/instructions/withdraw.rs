@@ -25,13 +25,26 @@ impl Payout<'_> {
     /// Moves `amount` from the vault to the destination, signed by the node PDA.
     pub fn pay(&self, amount: u64) -> Result<()> {
         let bump = [self.node.bump];
-        transfer::from_pda(&self.token_program, &self.vault, &self.destination, self.node.to_account_info(), &self.node.signer_seeds(&bump), amount)
+        transfer::from_pda(
+            &self.token_program,
+            &self.vault,
+            &self.destination,
+            self.node.to_account_info(),
+            &self.node.signer_seeds(&bump),
+            amount,
+        )
     }
 
     /// Withdraw: something is pending and its cooldown has passed.
     pub fn validate_withdraw(&self) -> Result<()> {
-        require!(self.node.pending_unstake > 0, MarketError::NothingToWithdraw);
-        require!(Clock::get()?.slot >= self.node.unlock_slot, MarketError::CooldownNotElapsed);
+        require!(
+            self.node.pending_unstake > 0,
+            MarketError::NothingToWithdraw
+        );
+        require!(
+            Clock::get()?.slot >= self.node.unlock_slot,
+            MarketError::CooldownNotElapsed
+        );
         Ok(())
     }
 }
@@ -41,6 +54,10 @@ pub fn handler(ctx: Context<Payout>) -> Result<()> {
     ctx.accounts.node.pending_unstake = 0;
     let a = &ctx.accounts;
     a.pay(amount)?;
-    emit!(Withdrawn { node: a.node.key(), amount, destination: a.destination.key() });
+    emit!(Withdrawn {
+        node: a.node.key(),
+        amount,
+        destination: a.destination.key()
+    });
     Ok(())
 }

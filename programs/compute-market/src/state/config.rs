@@ -47,7 +47,10 @@ impl Params {
     /// market (the cooldown must exceed twice it).
     pub fn validate(&self, longest_task: u64) -> Result<()> {
         require!(self.fee_bps <= MAX_FEE_BPS, MarketError::ParamOutOfBounds);
-        require!(self.verifier_pool_bps <= MAX_VERIFIER_POOL_BPS, MarketError::ParamOutOfBounds);
+        require!(
+            self.verifier_pool_bps <= MAX_VERIFIER_POOL_BPS,
+            MarketError::ParamOutOfBounds
+        );
         require!(
             (MIN_PROVIDER_BOND_BPS..=MAX_PROVIDER_BOND_BPS).contains(&self.provider_bond_bps),
             MarketError::ParamOutOfBounds
@@ -60,8 +63,14 @@ impl Params {
             self.reject_client_bps as u64 + self.reject_verifier_bps as u64 <= BPS,
             MarketError::SlashSplitInvalid
         );
-        require!(self.verifier_slash_bps <= MAX_VERIFIER_SLASH_BPS, MarketError::ParamOutOfBounds);
-        require!(self.late_slash_bps <= MAX_LATE_SLASH_BPS, MarketError::ParamOutOfBounds);
+        require!(
+            self.verifier_slash_bps <= MAX_VERIFIER_SLASH_BPS,
+            MarketError::ParamOutOfBounds
+        );
+        require!(
+            self.late_slash_bps <= MAX_LATE_SLASH_BPS,
+            MarketError::ParamOutOfBounds
+        );
         require!(
             self.unstake_cooldown > longest_task.saturating_mul(2),
             MarketError::CooldownTooShort

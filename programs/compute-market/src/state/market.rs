@@ -17,7 +17,12 @@ pub struct Windows {
 
 impl Windows {
     /// PROTOCOL §7 defaults.
-    pub const DEFAULT: Windows = Windows { submit: 300, join: 100, commit: 100, reveal: 100 };
+    pub const DEFAULT: Windows = Windows {
+        submit: 300,
+        join: 100,
+        commit: 100,
+        reveal: 100,
+    };
 
     /// Checks the bounds.
     pub fn validate(&self) -> Result<()> {
@@ -26,7 +31,10 @@ impl Windows {
             MarketError::WindowOutOfBounds
         );
         for w in [self.join, self.commit, self.reveal] {
-            require!((MIN_PHASE_WINDOW..=MAX_PHASE_WINDOW).contains(&w), MarketError::WindowOutOfBounds);
+            require!(
+                (MIN_PHASE_WINDOW..=MAX_PHASE_WINDOW).contains(&w),
+                MarketError::WindowOutOfBounds
+            );
         }
         Ok(())
     }
@@ -44,13 +52,19 @@ impl Windows {
 
 /// Validates a quorum V.
 pub fn validate_quorum(q: u8) -> Result<()> {
-    require!((MIN_QUORUM..=MAX_QUORUM).contains(&q) && q % 2 == 1, MarketError::QuorumInvalid);
+    require!(
+        (MIN_QUORUM..=MAX_QUORUM).contains(&q) && q % 2 == 1,
+        MarketError::QuorumInvalid
+    );
     Ok(())
 }
 
 /// Validates a sample count k.
 pub fn validate_samples(k: u16) -> Result<()> {
-    require!((MIN_SAMPLES..=MAX_SAMPLES).contains(&k), MarketError::SamplesOutOfBounds);
+    require!(
+        (MIN_SAMPLES..=MAX_SAMPLES).contains(&k),
+        MarketError::SamplesOutOfBounds
+    );
     Ok(())
 }
 

@@ -3,7 +3,9 @@ use anchor_lang::prelude::*;
 use crate::{constants::*, errors::MarketError, math};
 
 /// Hardware a node declares at registration.
-#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, PartialEq, Eq, Debug, Default, InitSpace)]
+#[derive(
+    AnchorSerialize, AnchorDeserialize, Clone, Copy, PartialEq, Eq, Debug, Default, InitSpace,
+)]
 pub struct Hardware {
     /// Peak compute, GFLOPS.
     pub gflops: u32,

@@ -34,18 +34,27 @@ impl TaskStatus {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            TaskStatus::Accepted | TaskStatus::Rejected | TaskStatus::Undecided | TaskStatus::Cancelled | TaskStatus::Expired
+            TaskStatus::Accepted
+                | TaskStatus::Rejected
+                | TaskStatus::Undecided
+                | TaskStatus::Cancelled
+                | TaskStatus::Expired
         )
     }
 
     /// Whether the outcome came from votes (votes may need settling).
     pub fn is_decided(self) -> bool {
-        matches!(self, TaskStatus::Accepted | TaskStatus::Rejected | TaskStatus::Undecided)
+        matches!(
+            self,
+            TaskStatus::Accepted | TaskStatus::Rejected | TaskStatus::Undecided
+        )
     }
 }
 
 /// Votes of one verification round.
-#[derive(AnchorSerialize, AnchorDeserialize, Clone, Copy, PartialEq, Eq, Debug, Default, InitSpace)]
+#[derive(
+    AnchorSerialize, AnchorDeserialize, Clone, Copy, PartialEq, Eq, Debug, Default, InitSpace,
+)]
 pub struct RoundTally {
     /// Seats of this round: V, or 2V after an escalation.
     pub quorum: u8,
@@ -191,8 +200,17 @@ impl Task {
         self.join_deadline = math::add(now, self.windows.join as u64)?;
         self.commit_deadline = math::add(self.join_deadline, self.windows.commit as u64)?;
         self.reveal_deadline = math::add(self.commit_deadline, self.windows.reveal as u64)?;
-        let quorum = if round == 0 { self.quorum } else { self.quorum.checked_mul(2).ok_or(MarketError::MathOverflow)? };
-        self.rounds[round as usize] = RoundTally { quorum, ..RoundTally::default() };
+        let quorum = if round == 0 {
+            self.quorum
+        } else {
+            self.quorum
+                .checked_mul(2)
+                .ok_or(MarketError::MathOverflow)?
+        };
+        self.rounds[round as usize] = RoundTally {
+            quorum,
+            ..RoundTally::default()
+        };
         Ok(())
     }
 
@@ -202,14 +220,28 @@ impl Task {
     pub fn draw_seed(&mut self, task: &Pubkey, slot_hashes: &[u8], now: u64) -> Result<SeedDraw> {
         require!(!self.seed_drawn, MarketError::SeedAlreadyDrawn);
         require!(slot_hashes.len() >= 8, MarketError::BadSlotHashes);
-        let n = u64::from_le_bytes(slot_hashes[..8].try_into().map_err(|_| MarketError::BadSlotHashes)?);
-        let needed = n.checked_mul(40).and_then(|b| b.checked_add(8)).ok_or(MarketError::BadSlotHashes)?;
-        require!(n <= SLOT_HASHES_MAX_ENTRIES && needed <= slot_hashes.len() as u64, MarketError::BadSlotHashes);
+        let n = u64::from_le_bytes(
+            slot_hashes[..8]
+                .try_into()
+                .map_err(|_| MarketError::BadSlotHashes)?,
+        );
+        let needed = n
+            .checked_mul(40)
+            .and_then(|b| b.checked_add(8))
+            .ok_or(MarketError::BadSlotHashes)?;
+        require!(
+            n <= SLOT_HASHES_MAX_ENTRIES && needed <= slot_hashes.len() as u64,
+            MarketError::BadSlotHashes
+        );
         // entries are (slot u64, hash [u8; 32]) from newest to oldest
         let mut found: Option<(usize, u64)> = None;
         for i in 0..n as usize {
             let o = 8 + 40 * i;
-            let slot = u64::from_le_bytes(slot_hashes[o..o + 8].try_into().map_err(|_| MarketError::BadSlotHashes)?);
+            let slot = u64::from_le_bytes(
+                slot_hashes[o..o + 8]
+                    .try_into()
+                    .map_err(|_| MarketError::BadSlotHashes)?,
+            );
             if slot <= self.reference_slot {
                 break;
             }
@@ -223,7 +255,9 @@ impl Task {
             return Ok(SeedDraw::ReferenceReset);
         }
         let o = 8 + 40 * i + 8;
-        let hash: [u8; 32] = slot_hashes[o..o + 32].try_into().map_err(|_| MarketError::BadSlotHashes)?;
+        let hash: [u8; 32] = slot_hashes[o..o + 32]
+            .try_into()
+            .map_err(|_| MarketError::BadSlotHashes)?;
         self.seed = verification_seed(&hash, &task.to_bytes(), &self.result_root, self.round);
         self.seed_drawn = true;
         self.hashed_slot = slot;
