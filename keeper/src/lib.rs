@@ -1,7 +1,7 @@
 //! # compute-market-keeper
 //!
 //! What providers, verifiers and crankers run: compute backends ([`compute`]), the result
-//! commitment and the verifier's checks ([`verify`]), chain access ([`chain`]), result serving
+//! commitment and the verifier's checks ([`verify`], leaf hashing in [`leaves`]), chain access ([`chain`]), result serving
 //! ([`tiles`]), the roles ([`roles`]), the embedded-cluster demo ([`demo`]), benchmarks
 //! ([`bench`]) and the GPU check ([`gpucheck`]).
 #![deny(missing_docs)]
@@ -16,6 +16,7 @@ pub mod demo;
 pub mod deploy;
 pub mod gpucheck;
 pub mod http;
+pub mod leaves;
 pub mod metrics;
 pub mod roles;
 pub mod store;

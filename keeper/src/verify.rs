@@ -1,5 +1,9 @@
 //! Building a result commitment (provider) and checking one (verifier).
 
+use crate::{
+    compute::{freivalds::tile_pass, Backend},
+    leaves::par_leaf_hashes,
+};
 use anyhow::{ensure, Result};
 use compute_market_protocol::{
     commit::{VOTE_INVALID, VOTE_VALID},
@@ -8,22 +12,13 @@ use compute_market_protocol::{
     merkle::{leaf_hash, verify_proof, MerkleTree},
     sampling::{evidence_hash, freivalds_vector, sample_indices},
 };
-use rayon::prelude::*;
-
-use crate::compute::{freivalds::c_times, Backend};
 
 /// Freivalds rounds per verification (PROTOCOL §5: at least 2).
 pub const FREIVALDS_ROUNDS: u32 = 2;
 
-/// The Merkle tree over `tiles` (leaves hashed in parallel).
+/// The Merkle tree over `tiles` (leaves hashed sixteen at a time, in parallel).
 pub fn commit(tiles: &[Vec<u8>]) -> MerkleTree {
-    MerkleTree::new(
-        tiles
-            .par_iter()
-            .enumerate()
-            .map(|(i, t)| leaf_hash(i as u32, t))
-            .collect(),
-    )
+    MerkleTree::new(par_leaf_hashes(tiles))
 }
 
 /// A verifier's conclusion.
@@ -86,8 +81,14 @@ pub fn check_matmul(
     let rs: Vec<Vec<u32>> = (0..FREIVALDS_ROUNDS)
         .map(|r| freivalds_vector(seed, verifier, r, job.dims[2]))
         .collect();
-    // hashing C and the input-side products are independent: run them side by side
-    let (tree, abr) = rayon::join(|| commit(tiles), || backend.freivalds(job, &rs));
+    // one pass over C hashes its tiles and multiplies them by the vectors; the input side's
+    // products run beside it
+    let (pass, abr) = rayon::join(
+        || tile_pass(job, tiles, &rs),
+        || backend.freivalds(job, &rs),
+    );
+    let (pass, abr) = (pass?, abr?);
+    let tree = MerkleTree::new(pass.leaves);
     let picked = sample_indices(seed, verifier, samples, job.tile_count());
     let evidence = evidence_hash(
         &picked
@@ -102,7 +103,7 @@ pub fn check_matmul(
             "served tiles do not hash to the committed root",
         ));
     }
-    let cr = match c_times(job, tiles, &rs) {
+    let cr = match pass.products {
         Ok(cr) => cr,
         Err(e) => {
             return Ok(Verdict::new(
@@ -112,7 +113,7 @@ pub fn check_matmul(
             ))
         }
     };
-    match abr?.iter().zip(&cr).position(|(a, c)| a != c) {
+    match abr.iter().zip(&cr).position(|(a, c)| a != c) {
         Some(r) => Ok(Verdict::new(
             false,
             evidence,

@@ -13,14 +13,16 @@
 //! summed, sums stay far below 2^64, and the result is reduced mod P at the end, so no order
 //! of evaluation changes it.
 
-use anyhow::{bail, ensure, Result};
+use anyhow::{anyhow, ensure, Result};
 use compute_market_protocol::{
+    hash::Digest,
     job::{matrix_element, JobKind, JobSpec, MATMUL_TILE},
     P,
 };
 use rayon::prelude::*;
 
 use super::matrix::reduce;
+use crate::leaves::{leaf_hashes_with, LANES};
 
 /// Most vectors handled in one pass (more are processed in groups of this size).
 pub const MAX_ROUNDS: usize = 4;
@@ -268,6 +270,93 @@ mod avx512 {
         }
     }
 
+    /// `C·r` over one band of tiles (tile row) with 52-bit multiply-accumulates: for each of
+    /// the band's first `rows` rows and each `r` in `vs` (length `n`, the whole width of C),
+    /// `out[row][r] = Σ_c C[row][c]·r[c] mod P`, and whether any tile is malformed (a value ≥ P
+    /// inside C, a non-zero value in the padding), checked in the same loads. Sixteen values
+    /// per load; even and odd columns go to the 64-bit lanes' low and high halves' products,
+    /// split by the instructions into bits < 52 (per lane at most n/16 ≤ 512 terms < 2^52:
+    /// < 2^61) and the rest (< 2^10 each), recombined as hi·2^52 ≡ hi·2^21 (mod P) once per
+    /// row. The sums stay in memory per row across the band's tiles; each tile's slice of the
+    /// vectors in registers.
+    #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+    pub fn band_dots_ifma<const R: usize>(
+        tiles: &[&[u8]],
+        rows: usize,
+        n: usize,
+        vs: &[&[u32]; R],
+        out: &mut [[u32; R]],
+    ) -> bool {
+        assert!(tiles.len() == n.div_ceil(64) && rows <= 64 && out.len() >= rows);
+        assert!(tiles.iter().all(|t| t.len() == 64 * 64 * 4) && vs.iter().all(|v| v.len() == n));
+        let p = _mm512_set1_epi32(P as i32);
+        let low32 = _mm512_set1_epi64(0xFFFF_FFFF);
+        // per row and vector: the low-bits and high-bits sums
+        let mut lo = vec![[_mm512_setzero_si512(); R]; rows];
+        let mut hi = vec![[_mm512_setzero_si512(); R]; rows];
+        let mut bad: u16 = 0;
+        for (tc, tile) in tiles.iter().enumerate() {
+            let width = 64.min(n - 64 * tc);
+            let inside: [u16; 4] =
+                std::array::from_fn(|c| lane_mask16(width.saturating_sub(16 * c)));
+            // this tile's columns of every vector, even and odd columns apart
+            let mut r_even = [[_mm512_setzero_si512(); 4]; R];
+            let mut r_odd = [[_mm512_setzero_si512(); 4]; R];
+            for (k, v) in vs.iter().enumerate() {
+                for c in 0..4 {
+                    // SAFETY: masked lanes beyond the vector's end are not read
+                    let x = unsafe {
+                        _mm512_maskz_loadu_epi32(
+                            inside[c],
+                            v.as_ptr().add(64 * tc + 16 * c) as *const i32,
+                        )
+                    };
+                    r_even[k][c] = _mm512_and_si512(x, low32);
+                    r_odd[k][c] = _mm512_srli_epi64::<32>(x);
+                }
+            }
+            for row in 0..64 {
+                let mut x = [_mm512_setzero_si512(); 4];
+                for (c, x) in x.iter_mut().enumerate() {
+                    // SAFETY: 64 bytes at this offset are within the tile (length asserted)
+                    *x = unsafe {
+                        _mm512_loadu_si512(tile.as_ptr().add(256 * row + 64 * c) as *const __m512i)
+                    };
+                    let here = if row < rows { inside[c] } else { 0 };
+                    bad |= (_mm512_cmpge_epu32_mask(*x, p) & here)
+                        | (_mm512_test_epi32_mask(*x, *x) & !here);
+                }
+                if row >= rows {
+                    continue;
+                }
+                for k in 0..R {
+                    let (mut l, mut h) = (lo[row][k], hi[row][k]);
+                    for c in 0..4 {
+                        let (even, odd) =
+                            (_mm512_and_si512(x[c], low32), _mm512_srli_epi64::<32>(x[c]));
+                        l = _mm512_madd52lo_epu64(l, even, r_even[k][c]);
+                        h = _mm512_madd52hi_epu64(h, even, r_even[k][c]);
+                        l = _mm512_madd52lo_epu64(l, odd, r_odd[k][c]);
+                        h = _mm512_madd52hi_epu64(h, odd, r_odd[k][c]);
+                    }
+                    lo[row][k] = l;
+                    hi[row][k] = h;
+                }
+            }
+        }
+        let pp = _mm512_set1_epi64(P as i64);
+        for ((o, l), h) in out.iter_mut().zip(&lo).zip(&hi) {
+            for k in 0..R {
+                let folded =
+                    _mm512_add_epi64(_mm512_and_si512(l[k], pp), _mm512_srli_epi64::<31>(l[k]));
+                let l = _mm512_reduce_add_epi64(folded) as u64; // < 8 · 2^32
+                let h = _mm512_reduce_add_epi64(h[k]) as u64; // < 8 · 512 · 2^10 = 2^22
+                o[k] = super::reduce(l + super::fold(h << 21));
+            }
+        }
+        bad != 0
+    }
+
     /// `matrix_element(key, idx)` for eight lanes, given `mixed = idx · IDX_MUL`: the folded
     /// value reduced exactly (a second fold, then x − P where that does not wrap).
     #[inline]
@@ -323,6 +412,37 @@ fn rows_block<const R: usize>(
 ) {
     for (i, o) in out.iter_mut().enumerate() {
         *o = row_dots::<R>(key, ((first_row + i) * cols) as u64, vs);
+    }
+}
+
+/// The kernels a pass over C runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernels {
+    /// Plain Rust.
+    Scalar,
+    /// AVX-512F/DQ/VL.
+    Avx512,
+    /// AVX-512 with the 52-bit multiply-accumulates.
+    Ifma,
+}
+
+impl Kernels {
+    /// The fastest this CPU runs.
+    fn best() -> Self {
+        match (has_avx512(), has_ifma()) {
+            (true, true) => Kernels::Ifma,
+            (true, false) => Kernels::Avx512,
+            _ => Kernels::Scalar,
+        }
+    }
+
+    /// Every kernel set this CPU runs (tests compare them).
+    #[cfg(test)]
+    fn supported() -> Vec<Self> {
+        [Kernels::Scalar, Kernels::Avx512, Kernels::Ifma]
+            .into_iter()
+            .filter(|&k| k as u8 <= Kernels::best() as u8)
+            .collect()
     }
 }
 
@@ -432,16 +552,35 @@ fn tile_defect(idx: usize, tile: &[u8], rows: usize, width: usize) -> Option<any
 /// naming the tile, when a tile has the wrong size, holds a value ≥ P, or has non-zero padding
 /// outside C: such a result is malformed whatever the products say.
 pub fn c_times(job: &JobSpec, tiles: &[Vec<u8>], rs: &[Vec<u32>]) -> Result<Vec<Vec<u32>>> {
-    c_times_with(job, tiles, rs, has_avx512())
+    pass(job, tiles, rs, Kernels::best(), false)?.products
 }
 
-/// [`c_times`] on the AVX-512 path (`simd`, which the CPU must support) or the scalar one.
-fn c_times_with(
+/// What the verifier's one pass over the served tiles of a `MatMulModP` job yields.
+#[derive(Debug)]
+pub struct TilePass {
+    /// The leaf hash of every tile, in order.
+    pub leaves: Vec<Digest>,
+    /// `C·r` for every `r`, or the first defect of the tiles (as [`c_times`]).
+    pub products: Result<Vec<Vec<u32>>>,
+}
+
+/// The leaf hash of every served tile and [`c_times`], in one pass over C: a few bands of tile
+/// rows at a time (a multiple of sixteen tiles, see [`crate::leaves`]), hashed and then
+/// multiplied while they are still in cache. Fails only when the job, the tile count or a
+/// vector's length is wrong; defects of the tiles are in [`TilePass::products`].
+pub fn tile_pass(job: &JobSpec, tiles: &[Vec<u8>], rs: &[Vec<u32>]) -> Result<TilePass> {
+    pass(job, tiles, rs, Kernels::best(), true)
+}
+
+/// [`tile_pass`] with the given `kernels` (which the CPU must support), the hashing skipped
+/// unless `hash`.
+fn pass(
     job: &JobSpec,
     tiles: &[Vec<u8>],
     rs: &[Vec<u32>],
-    simd: bool,
-) -> Result<Vec<Vec<u32>>> {
+    kernels: Kernels,
+    hash: bool,
+) -> Result<TilePass> {
     ensure!(job.kind == JobKind::MatMulModP, "not a MatMulModP job");
     ensure!(
         tiles.len() == job.tile_count() as usize,
@@ -449,78 +588,185 @@ fn c_times_with(
         job.tile_count(),
         tiles.len()
     );
-    if let Some((idx, tile)) = tiles
-        .iter()
-        .enumerate()
-        .find(|(_, tile)| tile.len() != job.tile_len())
-    {
-        bail!(
-            "tile {idx} has {} bytes, expected {}",
-            tile.len(),
-            job.tile_len()
-        );
-    }
-    let (m, n) = (job.dims[0] as usize, job.dims[2] as usize);
+    let n = job.dims[2] as usize;
     ensure!(
         rs.iter().all(|r| r.len() == n),
         "Freivalds vectors must have length n = {n}"
     );
-    let t = MATMUL_TILE as usize;
+    let wrong_size = tiles
+        .iter()
+        .enumerate()
+        .find(|(_, tile)| tile.len() != job.tile_len());
     let (grid_rows, grid_cols) = job.tile_grid();
     let (grid_rows, grid_cols) = (grid_rows as usize, grid_cols as usize);
-    // per band of 64 rows: the partial sums of each row for each vector, or the first defect
-    let bands: Vec<Result<Vec<Vec<u32>>>> = (0..grid_rows)
+    // bands per work item: enough that each hashes whole groups of sixteen leaves
+    let per_item = if hash {
+        LANES / gcd(grid_cols, LANES)
+    } else {
+        1
+    };
+    let hash_simd = crate::leaves::available();
+    let items: Vec<(Vec<Digest>, Result<Vec<Vec<u32>>>)> = (0..grid_rows.div_ceil(per_item))
         .into_par_iter()
-        .map(|tr| {
-            let rows_here = t.min(m - tr * t);
-            let mut acc = vec![vec![0u64; rows_here]; rs.len()];
-            for tc in 0..grid_cols {
-                let idx = tr * grid_cols + tc;
-                let tile = &tiles[idx];
-                let width = t.min(n - tc * t);
-                #[cfg(target_arch = "x86_64")]
-                if simd {
-                    // SAFETY: the CPU supports AVX-512F/DQ/VL (checked)
-                    if unsafe { avx512::tile_malformed(tile, rows_here, width) } {
-                        return Err(tile_defect(idx, tile, rows_here, width)
-                            .unwrap_or_else(|| anyhow::anyhow!("tile {idx} is malformed")));
-                    }
-                    for (a, r) in acc.iter_mut().zip(rs) {
-                        // SAFETY: as above
-                        unsafe {
-                            avx512::tile_dots(tile, rows_here, width, &r[tc * t..tc * t + width], a)
-                        };
-                    }
-                    if tc % 8 == 7 {
-                        a_fold(&mut acc);
-                    }
-                    continue;
-                }
-                if let Some(defect) = tile_defect(idx, tile, rows_here, width) {
-                    return Err(defect);
-                }
-                for row in 0..rows_here {
-                    let vals: Vec<u32> = (0..width).map(|col| tile_value(tile, row, col)).collect();
-                    for (a, r) in acc.iter_mut().zip(rs) {
-                        // ≤ 64 folded products (< 2^38) on a folded value: no overflow
-                        a[row] = fold(a[row] + dot_folded(&vals, &r[tc * t..tc * t + width]));
-                    }
-                }
-            }
-            Ok(acc
-                .into_iter()
-                .map(|a| a.into_iter().map(reduce).collect())
-                .collect())
+        .map(|item| {
+            let bands = item * per_item..grid_rows.min((item + 1) * per_item);
+            let span = bands.start * grid_cols..bands.end * grid_cols;
+            let leaves = if hash {
+                leaf_hashes_with(span.start as u32, &tiles[span], hash_simd)
+            } else {
+                Vec::new()
+            };
+            let products = match wrong_size {
+                Some(_) => Ok(Vec::new()), // reported once, below
+                None => bands
+                    .map(|tr| band_products(job, tiles, rs, tr, kernels))
+                    .collect::<Result<Vec<_>>>()
+                    .map(|parts| {
+                        (0..rs.len())
+                            .map(|r| {
+                                parts
+                                    .iter()
+                                    .flat_map(|band| band[r].iter().copied())
+                                    .collect()
+                            })
+                            .collect()
+                    }),
+            };
+            (leaves, products)
         })
         .collect();
 
-    let mut out = vec![Vec::with_capacity(m); rs.len()];
-    for band in bands {
-        for (o, part) in out.iter_mut().zip(band?) {
-            o.extend(part);
+    let mut leaves = Vec::with_capacity(if hash { tiles.len() } else { 0 });
+    let mut out: Result<Vec<Vec<u32>>> = match wrong_size {
+        Some((idx, tile)) => Err(anyhow!(
+            "tile {idx} has {} bytes, expected {}",
+            tile.len(),
+            job.tile_len()
+        )),
+        None => Ok(vec![Vec::with_capacity(job.dims[0] as usize); rs.len()]),
+    };
+    for (l, products) in items {
+        leaves.extend(l);
+        if let Ok(o) = &mut out {
+            match products {
+                Ok(part) => o.iter_mut().zip(part).for_each(|(o, p)| o.extend(p)),
+                Err(e) => out = Err(e),
+            }
         }
     }
-    Ok(out)
+    Ok(TilePass {
+        leaves,
+        products: out,
+    })
+}
+
+/// Greatest common divisor.
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// [`avx512::band_dots_ifma`] for the `R` vectors of `group`: whether a tile is malformed, and
+/// the products per vector.
+#[cfg(target_arch = "x86_64")]
+fn band_ifma<const R: usize>(
+    band: &[&[u8]],
+    rows: usize,
+    n: usize,
+    group: &[Vec<u32>],
+) -> (bool, Vec<Vec<u32>>) {
+    let vs: [&[u32]; R] = std::array::from_fn(|k| group[k].as_slice());
+    let mut out = vec![[0u32; R]; rows];
+    // SAFETY: only called where the CPU has AVX-512F/DQ and IFMA
+    let malformed = unsafe { avx512::band_dots_ifma::<R>(band, rows, n, &vs, &mut out) };
+    (
+        malformed,
+        (0..R).map(|k| out.iter().map(|o| o[k]).collect()).collect(),
+    )
+}
+
+/// `C·r` over the rows of band `tr` (tile row `tr`) for every `r`, or the band's first defect.
+/// The tiles must all have the job's tile length.
+fn band_products(
+    job: &JobSpec,
+    tiles: &[Vec<u8>],
+    rs: &[Vec<u32>],
+    tr: usize,
+    kernels: Kernels,
+) -> Result<Vec<Vec<u32>>> {
+    let (m, n) = (job.dims[0] as usize, job.dims[2] as usize);
+    let t = MATMUL_TILE as usize;
+    let grid_cols = job.tile_grid().1 as usize;
+    let rows_here = t.min(m - tr * t);
+    #[cfg(target_arch = "x86_64")]
+    if kernels == Kernels::Ifma && !rs.is_empty() {
+        let band: Vec<&[u8]> = tiles[tr * grid_cols..(tr + 1) * grid_cols]
+            .iter()
+            .map(|t| t.as_slice())
+            .collect();
+        let mut out = Vec::with_capacity(rs.len());
+        for group in rs.chunks(MAX_ROUNDS) {
+            let (malformed, part) = match group.len() {
+                1 => band_ifma::<1>(&band, rows_here, n, group),
+                2 => band_ifma::<2>(&band, rows_here, n, group),
+                3 => band_ifma::<3>(&band, rows_here, n, group),
+                _ => band_ifma::<4>(&band, rows_here, n, group),
+            };
+            if malformed {
+                return Err((0..grid_cols)
+                    .find_map(|tc| {
+                        tile_defect(
+                            tr * grid_cols + tc,
+                            &tiles[tr * grid_cols + tc],
+                            rows_here,
+                            t.min(n - tc * t),
+                        )
+                    })
+                    .unwrap_or_else(|| anyhow!("a tile of row {tr} is malformed")));
+            }
+            out.extend(part);
+        }
+        return Ok(out);
+    }
+    let mut acc = vec![vec![0u64; rows_here]; rs.len()];
+    for tc in 0..grid_cols {
+        let idx = tr * grid_cols + tc;
+        let tile = &tiles[idx];
+        let width = t.min(n - tc * t);
+        #[cfg(target_arch = "x86_64")]
+        if kernels != Kernels::Scalar {
+            // SAFETY: the CPU supports AVX-512F/DQ/VL (checked)
+            if unsafe { avx512::tile_malformed(tile, rows_here, width) } {
+                return Err(tile_defect(idx, tile, rows_here, width)
+                    .unwrap_or_else(|| anyhow!("tile {idx} is malformed")));
+            }
+            for (a, r) in acc.iter_mut().zip(rs) {
+                // SAFETY: as above
+                unsafe { avx512::tile_dots(tile, rows_here, width, &r[tc * t..tc * t + width], a) };
+            }
+            if tc % 8 == 7 {
+                a_fold(&mut acc);
+            }
+            continue;
+        }
+        if let Some(defect) = tile_defect(idx, tile, rows_here, width) {
+            return Err(defect);
+        }
+        for row in 0..rows_here {
+            let vals: Vec<u32> = (0..width).map(|col| tile_value(tile, row, col)).collect();
+            for (a, r) in acc.iter_mut().zip(rs) {
+                // ≤ 64 folded products (< 2^38) on a folded value: no overflow
+                a[row] = fold(a[row] + dot_folded(&vals, &r[tc * t..tc * t + width]));
+            }
+        }
+    }
+    Ok(acc
+        .into_iter()
+        .map(|a| a.into_iter().map(reduce).collect())
+        .collect())
 }
 
 #[cfg(test)]
@@ -600,31 +846,135 @@ mod tests {
 
     #[test]
     fn c_times_simd_and_scalar_paths_agree() {
-        if !has_avx512() {
-            eprintln!("no AVX-512 on this CPU: only the scalar path runs here");
-            return;
+        let kernels = Kernels::supported();
+        if kernels.len() < 3 {
+            eprintln!("this CPU runs only {kernels:?}: the other kernels are not compared here");
         }
         use crate::compute::{cpu::CpuBackend, Backend};
-        for (m, k, n) in [(1, 1, 1), (64, 64, 64), (130, 9, 70), (65, 3, 200)] {
+        for (m, k, n) in [
+            (1, 1, 1),
+            (64, 64, 64),
+            (130, 9, 70),
+            (65, 3, 200),
+            (70, 2, 1070),
+        ] {
             let job = JobSpec::matmul(m, k, n, [m as u8; 32]);
             let tiles = CpuBackend.run(&job).unwrap();
-            let rs: Vec<Vec<u32>> = (0..3u64)
-                .map(|s| (0..n as u64).map(|i| matrix_element(&s, i)).collect())
+            for rounds in [1u64, 2, 5] {
+                let rs: Vec<Vec<u32>> = (0..rounds)
+                    .map(|s| (0..n as u64).map(|i| matrix_element(&s, i)).collect())
+                    .collect();
+                let want = pass(&job, &tiles, &rs, Kernels::Scalar, false)
+                    .unwrap()
+                    .products
+                    .unwrap();
+                assert_eq!(want, abr(&job, &rs).unwrap(), "{m}×{k}×{n}: C = A·B");
+                // worst-case values: every element P − 1 in C and in the vectors
+                let full: Vec<Vec<u8>> = tiles
+                    .iter()
+                    .map(|t| {
+                        t.chunks(4)
+                            .flat_map(|v| {
+                                if v == [0; 4] {
+                                    [0; 4]
+                                } else {
+                                    ((P - 1) as u32).to_le_bytes()
+                                }
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let worst: Vec<Vec<u32>> =
+                    rs.iter().map(|r| vec![(P - 1) as u32; r.len()]).collect();
+                for &kern in &kernels {
+                    assert_eq!(
+                        pass(&job, &tiles, &rs, kern, false)
+                            .unwrap()
+                            .products
+                            .unwrap(),
+                        want,
+                        "{kern:?} {m}×{k}×{n}, {rounds} rounds"
+                    );
+                    assert_eq!(
+                        pass(&job, &full, &worst, kern, false)
+                            .unwrap()
+                            .products
+                            .unwrap(),
+                        pass(&job, &full, &worst, Kernels::Scalar, false)
+                            .unwrap()
+                            .products
+                            .unwrap(),
+                        "{kern:?} {m}×{k}×{n}, worst case"
+                    );
+                }
+            }
+            // all name the same defect: the padding corner, a value ≥ P, the first of two
+            let rs: Vec<Vec<u32>> = vec![(0..n as u64).map(|i| matrix_element(&9, i)).collect(); 2];
+            let last = tiles.len() - 1;
+            for (tile, at) in [(last, 4095), (0, 0), (last, 0)] {
+                let mut bad = tiles.clone();
+                bad[tile][4 * at..4 * at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+                bad[last][4 * 4095..].copy_from_slice(&u32::MAX.to_le_bytes()); // a second defect, later
+                let want = pass(&job, &bad, &rs, Kernels::Scalar, false)
+                    .unwrap()
+                    .products
+                    .unwrap_err()
+                    .to_string();
+                for &kern in &kernels {
+                    let got = pass(&job, &bad, &rs, kern, true)
+                        .unwrap()
+                        .products
+                        .unwrap_err()
+                        .to_string();
+                    assert_eq!(got, want, "{kern:?} {m}×{k}×{n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_pass_gives_the_leaves_and_the_products() {
+        use crate::compute::{cpu::CpuBackend, Backend};
+        use compute_market_protocol::merkle::leaf_hash;
+        // tile grids of 1, 2, 3, 4 and 17 columns: every way bands group into sixteen leaves
+        for (m, k, n) in [
+            (64, 5, 64),
+            (200, 7, 70),
+            (130, 3, 192),
+            (65, 9, 200),
+            (70, 2, 1070),
+        ] {
+            let job = JobSpec::matmul(m, k, n, [n as u8; 32]);
+            let tiles = CpuBackend.run(&job).unwrap();
+            let rs: Vec<Vec<u32>> = (0..2u64)
+                .map(|s| (0..n as u64).map(|i| matrix_element(&(s + 5), i)).collect())
                 .collect();
+            let pass = tile_pass(&job, &tiles, &rs).unwrap();
+            let leaves: Vec<Digest> = tiles
+                .iter()
+                .enumerate()
+                .map(|(i, t)| leaf_hash(i as u32, t))
+                .collect();
+            assert_eq!(pass.leaves, leaves, "{m}×{k}×{n}");
             assert_eq!(
-                c_times_with(&job, &tiles, &rs, true).unwrap(),
-                c_times_with(&job, &tiles, &rs, false).unwrap(),
-                "{m}×{k}×{n}"
+                pass.products.unwrap(),
+                abr(&job, &rs).unwrap(),
+                "{m}×{k}×{n}: C = A·B, so C·r = A·(B·r)"
             );
-            // both name the same defect
-            let mut bad = tiles.clone();
-            let last = bad.len() - 1;
-            bad[last][4 * 4095..].copy_from_slice(&u32::MAX.to_le_bytes()); // padding or not a field element
-            let (a, b) = (
-                c_times_with(&job, &bad, &rs, true).unwrap_err(),
-                c_times_with(&job, &bad, &rs, false).unwrap_err(),
+            // a tile of the wrong size: the leaves still come, the products name the tile
+            let mut short = tiles.clone();
+            short[1 % tiles.len()].pop();
+            let pass = tile_pass(&job, &short, &rs).unwrap();
+            assert_eq!(pass.leaves.len(), tiles.len());
+            assert_eq!(
+                pass.leaves[1 % tiles.len()],
+                leaf_hash((1 % tiles.len()) as u32, &short[1 % tiles.len()])
             );
-            assert_eq!(format!("{a}"), format!("{b}"));
+            let err = pass.products.unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("tile {} has 16383 bytes", 1 % tiles.len())),
+                "{err}"
+            );
         }
     }
 }
