@@ -152,16 +152,35 @@ mod avx512 {
         let (mut mixed, step) = index_mixer(base);
         let mut lo = [_mm512_setzero_si512(); R];
         let mut hi = [_mm512_setzero_si512(); R];
+        // two chunks of eight per step, summed apart: two independent chains
+        let (mut lo2, mut hi2) = (lo, hi);
+        let (mut mixed2, step2) = (_mm512_add_epi64(mixed, step), _mm512_add_epi64(step, step));
         let mut j = 0;
-        while j < full {
+        while j + 16 <= full {
+            let e = folded_elements(keyv, mixed);
+            let e2 = folded_elements(keyv, mixed2);
+            for r in 0..R {
+                let (v, v2) = (load8(vs[r], j), load8(vs[r], j + 8));
+                lo[r] = _mm512_madd52lo_epu64(lo[r], e, v);
+                hi[r] = _mm512_madd52hi_epu64(hi[r], e, v);
+                lo2[r] = _mm512_madd52lo_epu64(lo2[r], e2, v2);
+                hi2[r] = _mm512_madd52hi_epu64(hi2[r], e2, v2);
+            }
+            mixed = _mm512_add_epi64(mixed, step2);
+            mixed2 = _mm512_add_epi64(mixed2, step2);
+            j += 16;
+        }
+        if j < full {
             let e = folded_elements(keyv, mixed);
             for r in 0..R {
                 let v = load8(vs[r], j);
                 lo[r] = _mm512_madd52lo_epu64(lo[r], e, v);
                 hi[r] = _mm512_madd52hi_epu64(hi[r], e, v);
             }
-            mixed = _mm512_add_epi64(mixed, step);
-            j += 8;
+        }
+        for r in 0..R {
+            lo[r] = _mm512_add_epi64(lo[r], lo2[r]);
+            hi[r] = _mm512_add_epi64(hi[r], hi2[r]);
         }
         let mut out = [0u32; R];
         for r in 0..R {
