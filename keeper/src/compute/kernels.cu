@@ -14,6 +14,14 @@ typedef unsigned char u8;
 // One Mersenne fold: x < 2^64 -> a value < 2^33 + 2^31, congruent mod P.
 __device__ __forceinline__ u64 fold(u64 x) { return (x & P) + (x >> 31); }
 
+// A cheaper fold for the matmul accumulators: x = hi·2^32 + lo ≡ 2·hi + lo (mod P, as
+// 2^32 = 2·2^31 ≡ 2), one 32×32+64-bit multiply-add: x < 2^64 -> a value < 2^34.
+__device__ __forceinline__ u64 fold32(u64 x) {
+    u64 r;
+    asm("mad.wide.u32 %0, %1, 2, %2;" : "=l"(r) : "r"((u32)(x >> 32)), "l"(x & 0xFFFFFFFFULL));
+    return r;
+}
+
 // x mod P exactly (compute_market_protocol::job::mod_p).
 __device__ __forceinline__ u32 reduce(u64 x) {
     x = fold(x);
@@ -49,7 +57,10 @@ extern "C" __global__ void gen_matrix(u64 key, u32* out, u64 count) {
 extern "C" __global__ void __launch_bounds__(256) matmul_tiles(
     const u32* __restrict__ a, const u32* __restrict__ b, u32* __restrict__ out,
     u32 m, u32 k, u32 n, u32 tr0, u32 tc0) {
-    __shared__ __align__(16) u32 as[KSTEP][TILE];  // as[kk][r] = A[row0 + r][k0 + kk]
+    // as[kk][r] = A[row0 + r][k0 + kk]; rows padded by 4 words: the 16 threads that store one
+    // row's k-slice hit 16 different banks (unpadded they would all hit one), and the rows stay
+    // 16-byte aligned for the vector loads
+    __shared__ __align__(16) u32 as[KSTEP][TILE + 4];
     __shared__ __align__(16) u32 bs[KSTEP][TILE];  // bs[kk][c] = B[k0 + kk][col0 + c]
     const u32 tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
     const u32 tc = tc0 + blockIdx.x, tr = tr0 + blockIdx.y;
@@ -82,13 +93,13 @@ extern "C" __global__ void __launch_bounds__(256) matmul_tiles(
             for (int i = 0; i < 4; i++)
 #pragma unroll
                 for (int j = 0; j < 4; j++) acc[i][j] += (u64)ar[i] * br[j];
-            // four products (each ≤ (2^31 − 2)^2 < 2^62 − 2^32 + 1) on top of a folded value
-            // (< 2^33 + 2^31) stay below 2^64 − 2^33 + 2^31 + 2: fold every fourth step
+            // four products (each ≤ (2^31 − 2)^2 = 2^62 − 2^33 + 4) on top of a folded value
+            // (< 2^34) stay below 2^64 − 2^34 + 16: fold every fourth step
             if (kk % 4 == 3) {
 #pragma unroll
                 for (int i = 0; i < 4; i++)
 #pragma unroll
-                    for (int j = 0; j < 4; j++) acc[i][j] = fold(acc[i][j]);
+                    for (int j = 0; j < 4; j++) acc[i][j] = fold32(acc[i][j]);
             }
         }
         __syncthreads();
