@@ -31,22 +31,23 @@ pub fn available() -> bool {
 /// tiles[j])`. Runs of sixteen equal-length tiles take the AVX-512 kernel where it exists; the
 /// rest (and every tile elsewhere) take the one-stream hash.
 pub fn leaf_hashes<T: AsRef<[u8]>>(first: u32, tiles: &[T]) -> Vec<Digest> {
-    leaf_hashes_with(first, tiles, available())
+    leaf_hashes_with(first, tiles, true)
 }
 
 /// [`leaf_hashes`] of all `tiles` (numbered from 0), groups of sixteen spread over the rayon pool.
 pub fn par_leaf_hashes<T: AsRef<[u8]> + Sync>(tiles: &[T]) -> Vec<Digest> {
-    let simd = available();
     let groups: Vec<Vec<Digest>> = tiles
         .par_chunks(LANES)
         .enumerate()
-        .map(|(g, c)| leaf_hashes_with((g * LANES) as u32, c, simd))
+        .map(|(g, c)| leaf_hashes_with((g * LANES) as u32, c, true))
         .collect();
     groups.concat()
 }
 
-/// [`leaf_hashes`] with the kernel choice made by the caller (tests compare both paths).
+/// [`leaf_hashes`], with `simd = false` forcing the one-stream hash (tests compare both paths;
+/// `true` still takes the kernel only where the CPU has it).
 pub fn leaf_hashes_with<T: AsRef<[u8]>>(first: u32, tiles: &[T], simd: bool) -> Vec<Digest> {
+    let simd = simd && available();
     let mut out = Vec::with_capacity(tiles.len());
     let mut chunks = tiles.chunks_exact(LANES);
     for (c, chunk) in chunks.by_ref().enumerate() {
@@ -58,7 +59,7 @@ pub fn leaf_hashes_with<T: AsRef<[u8]>>(first: u32, tiles: &[T], simd: bool) -> 
                 .all(|t| t.as_ref().len() == chunk[0].as_ref().len())
         {
             let bodies: [&[u8]; LANES] = std::array::from_fn(|l| chunk[l].as_ref());
-            // SAFETY: `simd` is only true where `available()` said the features exist
+            // SAFETY: `simd` is only true where `available()` found AVX-512F and BW
             out.extend(unsafe { x16::leaf_hashes(base, &bodies) });
             continue;
         }

@@ -624,14 +624,13 @@ fn pass(
     } else {
         1
     };
-    let hash_simd = crate::leaves::available();
     let items: Vec<(Vec<Digest>, Result<Vec<Vec<u32>>>)> = (0..grid_rows.div_ceil(per_item))
         .into_par_iter()
         .map(|item| {
             let bands = item * per_item..grid_rows.min((item + 1) * per_item);
             let span = bands.start * grid_cols..bands.end * grid_cols;
             let leaves = if hash {
-                leaf_hashes_with(span.start as u32, &tiles[span], hash_simd)
+                leaf_hashes_with(span.start as u32, &tiles[span], true)
             } else {
                 Vec::new()
             };
