@@ -1,8 +1,9 @@
 //! `keeper gpu-check`: what `scripts/gpu-check.sh` runs on a GPU machine. Opens the CUDA
 //! backend twice (cold: kernels compiled; warm: read from the disk cache), checks every kernel
 //! against the CPU reference bit for bit over [`identity_suite`] (sizes that are and are not
-//! multiples of the tile), then benchmarks CPU and GPU side by side. The report is one JSON
-//! document and a short text summary.
+//! multiples of the tile) on each `MatMulModP` kernel the GPU has, times each kernel alone at
+//! the largest size, then benchmarks CPU and GPU side by side. The report is one JSON document
+//! and a short text summary.
 
 use std::{sync::Arc, time::Instant};
 
@@ -14,7 +15,7 @@ use crate::{
     bench::{self, BenchReport},
     compute::{
         cpu::CpuBackend,
-        cuda::{self, CudaBackend},
+        cuda::{self, CudaBackend, MatmulKernel},
         Backend,
     },
 };
@@ -54,6 +55,21 @@ pub struct IdentityRow {
     pub freivalds_equal: Option<bool>,
 }
 
+/// One `MatMulModP` kernel timed alone (inputs and their byte planes already on the device).
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelRow {
+    /// [`MatmulKernel::name`].
+    pub kernel: String,
+    /// The job's side n.
+    pub n: u32,
+    /// Seconds of one launch over the whole job (best of 3).
+    pub seconds: f64,
+    /// Multiply-adds mod p per second.
+    pub mad_per_s: f64,
+    /// `mad_per_s` over the device's int32 multiply-add peak.
+    pub peak_fraction: f64,
+}
+
 /// The whole GPU check.
 #[derive(Clone, Debug, Serialize)]
 pub struct GpuReport {
@@ -61,6 +77,12 @@ pub struct GpuReport {
     pub devices: Vec<String>,
     /// Devices the self-test disabled.
     pub disabled: Vec<String>,
+    /// Devices whose tensor-core kernel failed the self-test (they use the CUDA cores).
+    pub fallbacks: Vec<String>,
+    /// The `MatMulModP` kernel the self-test chose (the bench's).
+    pub matmul_kernel: String,
+    /// Each `MatMulModP` kernel alone at the largest size.
+    pub kernels: Vec<KernelRow>,
     /// Seconds to open the backend the first time (kernels compiled unless already cached).
     pub cold_start_s: f64,
     /// Whether the first open found its kernels in the disk cache.
@@ -107,36 +129,81 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
         .iter()
         .map(|(o, why)| format!("{o}: {why}"))
         .collect();
+    let fallbacks = gpu
+        .fallbacks
+        .iter()
+        .map(|(o, why)| format!("{o}: {why}"))
+        .collect();
+    let preferred = gpu.devices[0].matmul_kernel();
+    let kernels = gpu.matmul_kernels();
     let mut identity = vec![];
     for job in identity_suite() {
-        tracing::info!(kind = ?job.kind, dims = ?job.dims, "bit identity");
-        let tiles_equal = gpu.run(&job)? == CpuBackend.run(&job)?;
-        let freivalds_equal = if job.kind == JobKind::MatMulModP {
-            let rs: Vec<Vec<u32>> = (0..3u64)
-                .map(|s| {
-                    (0..job.dims[2] as u64)
-                        .map(|i| matrix_element(&(s + 11), i))
-                        .collect()
-                })
-                .collect();
-            Some(gpu.freivalds(&job, &rs)? == CpuBackend.freivalds(&job, &rs)?)
+        let want = CpuBackend.run(&job)?;
+        // MatMulModP on every kernel; the Freivalds products do not depend on it
+        let on: Vec<Option<MatmulKernel>> = if job.kind == JobKind::MatMulModP {
+            kernels.iter().copied().map(Some).collect()
         } else {
-            None
+            vec![None]
         };
-        identity.push(IdentityRow {
-            job: format!("{:?} {:?}", job.kind, job.dims),
-            tiles_equal,
-            freivalds_equal,
-        });
+        for (i, kernel) in on.into_iter().enumerate() {
+            if let Some(k) = kernel {
+                gpu.use_matmul_kernel(k)?;
+            }
+            let on = kernel.map_or(String::new(), |k| format!(" on the {} kernel", k.name()));
+            tracing::info!(kind = ?job.kind, dims = ?job.dims, "bit identity{on}");
+            let tiles_equal = gpu.run(&job)? == want;
+            let freivalds_equal = if job.kind == JobKind::MatMulModP && i == 0 {
+                let rs: Vec<Vec<u32>> = (0..3u64)
+                    .map(|s| {
+                        (0..job.dims[2] as u64)
+                            .map(|i| matrix_element(&(s + 11), i))
+                            .collect()
+                    })
+                    .collect();
+                Some(gpu.freivalds(&job, &rs)? == CpuBackend.freivalds(&job, &rs)?)
+            } else {
+                None
+            };
+            identity.push(IdentityRow {
+                job: format!("{:?} {:?}{on}", job.kind, job.dims),
+                tiles_equal,
+                freivalds_equal,
+            });
+        }
     }
     let bit_identical = identity
         .iter()
         .all(|r| r.tiles_equal && r.freivalds_equal != Some(false));
+    // each kernel alone at the largest size
+    let mut kernel_rows = vec![];
+    if let Some(&n) = sizes.iter().max() {
+        let job = JobSpec::matmul(n, n, n, [n as u8; 32]);
+        let peak = gpu.int32_mad_peak().unwrap_or(f64::NAN);
+        for &k in &kernels {
+            gpu.use_matmul_kernel(k)?;
+            tracing::info!(n, kernel = k.name(), "kernel timing");
+            let seconds = gpu
+                .matmul_kernel_seconds(&job)
+                .expect("MatMulModP is timed")?;
+            let mad_per_s = (n as f64).powi(3) / seconds;
+            kernel_rows.push(KernelRow {
+                kernel: k.name().into(),
+                n,
+                seconds,
+                mad_per_s,
+                peak_fraction: mad_per_s / peak,
+            });
+        }
+    }
+    gpu.use_matmul_kernel(preferred)?;
     let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend), gpu];
     let bench = bench::run(&backends, sizes)?;
     Ok(GpuReport {
         devices,
         disabled,
+        fallbacks,
+        matmul_kernel: preferred.name().into(),
+        kernels: kernel_rows,
         cold_start_s,
         cold_start_cached,
         warm_start_s,
@@ -154,6 +221,20 @@ pub fn render(r: &GpuReport) -> String {
     }
     for d in &r.disabled {
         s += &format!("disabled: {d}\n");
+    }
+    for d in &r.fallbacks {
+        s += &format!("tensor-core kernel failed its self-test, CUDA cores used: {d}\n");
+    }
+    s += &format!("MatMulModP kernel in use: {}\n", r.matmul_kernel);
+    for k in &r.kernels {
+        s += &format!(
+            "kernel {} alone, n = {}: {:.2} ms, {:.0} G multiply-adds mod p per second, {:.1}% of the int32 multiply-add peak\n",
+            k.kernel,
+            k.n,
+            k.seconds * 1e3,
+            k.mad_per_s / 1e9,
+            100.0 * k.peak_fraction
+        );
     }
     s += &format!(
         "start: {:.2} s cold ({}), {:.2} s warm (kernels from the disk cache)\n",

@@ -52,6 +52,32 @@ fn every_kernel_equals_the_cpu_bit_for_bit_including_ragged_sizes() {
     }
     let gpu = CudaBackend::shared().expect("a machine with a GPU must open it");
     self_test(gpu.as_ref()).expect("self-test");
+    // both MatMulModP kernels where the device has tensor cores, whichever the self-test chose
+    let preferred = gpu.devices[0].matmul_kernel();
+    for kernel in gpu.matmul_kernels() {
+        gpu.use_matmul_kernel(kernel).unwrap();
+        eprintln!("MatMulModP on the {} kernel", kernel.name());
+        for (m, k, n) in [
+            (1, 1, 1),
+            (63, 65, 127),
+            (8, 17, 9),
+            (130, 70, 200),
+            (1000, 513, 1025),
+        ] {
+            let job = JobSpec::matmul(m, k, n, [m as u8; 32]);
+            assert!(
+                gpu.run(&job).unwrap() == CpuBackend.run(&job).unwrap(),
+                "{} kernel, {m}×{k}×{n}",
+                kernel.name()
+            );
+        }
+    }
+    gpu.use_matmul_kernel(preferred).unwrap();
+    assert!(
+        gpu.fallbacks.is_empty(),
+        "the tensor-core kernel failed the self-test: {:?}",
+        gpu.fallbacks
+    );
     let jobs = [
         JobSpec::matmul(1, 1, 1, [1; 32]),
         JobSpec::matmul(63, 65, 127, [2; 32]),
@@ -126,7 +152,14 @@ fn kernels_compile_to_cubins_with_nvrtc_even_without_a_gpu() {
         let (bin, cached) = cubin_in(arch, dir.path()).unwrap_or_else(|e| panic!("{arch}: {e:#}"));
         assert!(!cached, "{arch}: compiled the first time");
         assert_eq!(&bin[..4], b"\x7fELF", "{arch}: a CUBIN is an ELF image");
-        for kernel in ["gen_matrix", "matmul_tiles", "gen_rows_dot", "hash_batch"] {
+        for kernel in [
+            "gen_matrix",
+            "matmul_tiles",
+            "matmul_tiles_imma",
+            "byte_planes",
+            "gen_rows_dot",
+            "hash_batch",
+        ] {
             assert!(
                 bin.windows(kernel.len()).any(|w| w == kernel.as_bytes()),
                 "{arch}: {kernel} is in the CUBIN"

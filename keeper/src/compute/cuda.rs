@@ -17,11 +17,19 @@
 //! * **All GPUs**: a job's tile columns (or nonce ranges) are spread over the healthy devices,
 //!   one thread each. Generated inputs stay on the device in a content-addressed cache keyed
 //!   by (matrix key, shape).
+//! * **Two `MatMulModP` kernels** ([`MatmulKernel`]): 32-bit multiply-adds on the CUDA cores,
+//!   and, from sm_75, the tensor cores over the inputs' byte planes (sixteen exact 8-bit
+//!   products per multiply-add, see `kernels.cu`). A device prefers the tensor cores; if they
+//!   fail its self-test it keeps the CUDA-core kernel (and says so), and it is disabled only
+//!   when that one fails too.
 
 use std::{
     collections::HashMap,
     path::PathBuf,
-    sync::{Arc, Mutex, OnceLock},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex, OnceLock,
+    },
     time::Instant,
 };
 
@@ -250,10 +258,32 @@ pub fn cubin_in(arch: &str, dir: &std::path::Path) -> Result<(Vec<u8>, bool)> {
 /// Tiles with their indices, as one device returns them.
 type IndexedTiles = Vec<(u32, Vec<u8>)>;
 
+/// A `MatMulModP` kernel; both give the same bits (each is held to the CPU reference).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum MatmulKernel {
+    /// `matmul_tiles`: 32×32→64-bit multiply-adds on the CUDA cores, any architecture.
+    CudaCores,
+    /// `matmul_tiles_imma`: 8-bit integer matrix multiply-adds on the tensor cores over the
+    /// inputs' byte planes (sm_75 and later).
+    TensorCores,
+}
+
+impl MatmulKernel {
+    /// Short name for logs and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            MatmulKernel::CudaCores => "cuda-cores",
+            MatmulKernel::TensorCores => "tensor-cores",
+        }
+    }
+}
+
 /// The kernels of one device.
 struct Kernels {
     gen_matrix: CudaFunction,
     matmul_tiles: CudaFunction,
+    matmul_tiles_imma: CudaFunction,
+    byte_planes: CudaFunction,
     gen_rows_dot: CudaFunction,
     hash_batch: CudaFunction,
     _module: Arc<CudaModule>,
@@ -314,6 +344,11 @@ pub struct Device {
     stream: Arc<CudaStream>,
     k: Kernels,
     inputs: Mutex<InputCache<Arc<CudaSlice<u32>>>>,
+    /// Byte planes of inputs for the tensor-core kernel, keyed like `inputs` by (matrix key,
+    /// padded rows, padded k): four bytes per element, as the cache's size accounting assumes.
+    planes: Mutex<InputCache<Arc<CudaSlice<u8>>>>,
+    /// Whether `MatMulModP` runs on the tensor cores ([`MatmulKernel`]).
+    tensor_cores: AtomicBool,
     lock: Mutex<()>,
 }
 
@@ -340,6 +375,8 @@ impl Device {
         let k = Kernels {
             gen_matrix: f("gen_matrix")?,
             matmul_tiles: f("matmul_tiles")?,
+            matmul_tiles_imma: f("matmul_tiles_imma")?,
+            byte_planes: f("byte_planes")?,
             gen_rows_dot: f("gen_rows_dot")?,
             hash_batch: f("hash_batch")?,
             _module: module.clone(),
@@ -357,8 +394,43 @@ impl Device {
             stream: ctx.default_stream(),
             k,
             inputs: Mutex::new(InputCache::default()),
+            planes: Mutex::new(InputCache::default()),
+            tensor_cores: AtomicBool::new(capability >= (7, 5)),
             lock: Mutex::new(()),
         })
+    }
+
+    /// The `MatMulModP` kernels this device can run, preferred first.
+    pub fn matmul_kernels(&self) -> Vec<MatmulKernel> {
+        if self.capability >= (7, 5) {
+            vec![MatmulKernel::TensorCores, MatmulKernel::CudaCores]
+        } else {
+            vec![MatmulKernel::CudaCores]
+        }
+    }
+
+    /// The `MatMulModP` kernel in use.
+    pub fn matmul_kernel(&self) -> MatmulKernel {
+        if self.tensor_cores.load(Ordering::Relaxed) {
+            MatmulKernel::TensorCores
+        } else {
+            MatmulKernel::CudaCores
+        }
+    }
+
+    /// Switches the `MatMulModP` kernel (the tensor cores need sm_75 or later).
+    pub fn set_matmul_kernel(&self, kernel: MatmulKernel) -> Result<()> {
+        ensure!(
+            self.matmul_kernels().contains(&kernel),
+            "GPU {} (sm_{}{}) cannot run the {} kernel",
+            self.ordinal,
+            self.capability.0,
+            self.capability.1,
+            kernel.name()
+        );
+        self.tensor_cores
+            .store(kernel == MatmulKernel::TensorCores, Ordering::Relaxed);
+        Ok(())
     }
 
     /// 32-bit integer multiply-add peak, operations per second: SMs × 64 INT32 lanes × clock
@@ -397,8 +469,63 @@ impl Device {
         Ok(v)
     }
 
-    /// Launches `matmul_tiles` over tile rows `rows` × tile columns `cols` of a `MatMulModP`
-    /// job into `out` (room for every tile of the launch); the caller holds the device lock.
+    /// The four byte planes of a generated input (`byte_planes` in `kernels.cu`): of M = the
+    /// `rows × cols` matrix under `key`, or of its transpose when `transpose`, padded to
+    /// `padded_rows` rows of `ld` bytes (cached).
+    fn planes(
+        &self,
+        key: u64,
+        (rows, cols): (usize, usize),
+        transpose: bool,
+        padded_rows: usize,
+        ld: usize,
+    ) -> Result<Arc<CudaSlice<u8>>> {
+        let cache_key = (key, padded_rows, ld);
+        if let Some(v) = self.planes.lock().expect("cache lock").get(cache_key) {
+            return Ok(v);
+        }
+        let input = self.input(key, rows, cols)?;
+        let count = padded_rows * ld;
+        let mut out = de(self.stream.alloc_zeros::<u8>(4 * count), "alloc planes")?;
+        // M's shape: rows × cols, or cols × rows transposed
+        let (valid_rows, valid_cols) = if transpose {
+            (cols, rows)
+        } else {
+            (rows, cols)
+        };
+        let args = [
+            cols,
+            valid_rows,
+            valid_cols,
+            transpose as usize,
+            padded_rows,
+            ld,
+        ]
+        .map(|v| v as u32);
+        let mut b = self.stream.launch_builder(&self.k.byte_planes);
+        b.arg(input.as_ref())
+            .arg(&args[0])
+            .arg(&args[1])
+            .arg(&args[2])
+            .arg(&args[3]);
+        b.arg(&mut out).arg(&args[4]).arg(&args[5]);
+        let blocks = (count as u64).div_ceil(256).clamp(1, 65_535 * 4) as u32;
+        // SAFETY: arguments match the kernel's signature; `out` holds four planes of `count`
+        de(
+            unsafe { b.launch(cfg((blocks, 1, 1), (256, 1, 1))) },
+            "byte_planes",
+        )?;
+        let v = Arc::new(out);
+        self.planes
+            .lock()
+            .expect("cache lock")
+            .put(cache_key, v.clone());
+        Ok(v)
+    }
+
+    /// Launches the `MatMulModP` kernel in use over tile rows `rows` × tile columns `cols` of a
+    /// `MatMulModP` job into `out` (room for every tile of the launch); the caller holds the
+    /// device lock.
     fn launch_matmul(
         &self,
         job: &JobSpec,
@@ -407,9 +534,38 @@ impl Device {
         out: &mut CudaSlice<u32>,
     ) -> Result<()> {
         let [m, k, n] = job.dims;
+        let (gr, gc) = (rows.len() as u32, cols.len() as u32);
+        if self.matmul_kernel() == MatmulKernel::TensorCores {
+            let (grid_rows, grid_cols) = job.tile_grid();
+            let t = MATMUL_TILE as usize;
+            let ldk = (k as usize).div_ceil(16) * 16;
+            let (a_rows, b_rows) = (grid_rows as usize * t, grid_cols as usize * t);
+            let (mu, ku, nu) = (m as usize, k as usize, n as usize);
+            let ap = self.planes(job.matrix_key(b'A'), (mu, ku), false, a_rows, ldk)?;
+            let bp = self.planes(job.matrix_key(b'B'), (ku, nu), true, b_rows, ldk)?;
+            let (ldk, a_plane, b_plane) =
+                (ldk as u32, (a_rows * ldk) as u64, (b_rows * ldk) as u64);
+            let mut l = self.stream.launch_builder(&self.k.matmul_tiles_imma);
+            l.arg(ap.as_ref())
+                .arg(bp.as_ref())
+                .arg(out)
+                .arg(&m)
+                .arg(&n)
+                .arg(&ldk)
+                .arg(&a_plane)
+                .arg(&b_plane)
+                .arg(&rows.start)
+                .arg(&cols.start);
+            // SAFETY: arguments match the kernel; `out` holds gr·gc tiles; the planes cover
+            // every tile row and column of the job
+            return de(
+                unsafe { l.launch(cfg((gc, gr, 1), (512, 1, 1))) },
+                "matmul_tiles_imma",
+            )
+            .map(|_| ());
+        }
         let a = self.input(job.matrix_key(b'A'), m as usize, k as usize)?;
         let b = self.input(job.matrix_key(b'B'), k as usize, n as usize)?;
-        let (gr, gc) = (rows.len() as u32, cols.len() as u32);
         let mut l = self.stream.launch_builder(&self.k.matmul_tiles);
         l.arg(a.as_ref())
             .arg(b.as_ref())
@@ -547,6 +703,9 @@ pub struct CudaBackend {
     pub devices: Vec<Arc<Device>>,
     /// Devices disabled by the self-test, with why.
     pub disabled: Vec<(usize, String)>,
+    /// Devices kept on the CUDA-core kernel because the tensor-core one failed the self-test,
+    /// with why.
+    pub fallbacks: Vec<(usize, String)>,
     /// Seconds spent opening the devices (compile or cache load, self-test).
     pub startup_s: f64,
 }
@@ -579,6 +738,7 @@ impl CudaBackend {
         let count = de(CudaContext::device_count(), "device count")? as usize;
         let mut devices = vec![];
         let mut disabled = vec![];
+        let mut fallbacks = vec![];
         for ordinal in 0..count {
             let d = match Device::open(ordinal) {
                 Ok(d) => Arc::new(d),
@@ -591,11 +751,20 @@ impl CudaBackend {
             let one = CudaBackend {
                 devices: vec![d.clone()],
                 disabled: vec![],
+                fallbacks: vec![],
                 startup_s: 0.0,
             };
-            match self_test(&one) {
+            let mut tested = self_test(&one);
+            if let (Err(e), MatmulKernel::TensorCores) = (&tested, d.matmul_kernel()) {
+                let why = format!("{e:#}");
+                tracing::warn!(ordinal, name = d.name, error = %why, "tensor-core kernel disabled: its results differ from the CPU's; trying the CUDA-core kernel");
+                d.set_matmul_kernel(MatmulKernel::CudaCores)?;
+                fallbacks.push((ordinal, why));
+                tested = self_test(&one);
+            }
+            match tested {
                 Ok(()) => {
-                    tracing::info!(ordinal, name = d.name, arch = ?d.capability, cached_kernels = d.cached, "GPU passed its self-test");
+                    tracing::info!(ordinal, name = d.name, arch = ?d.capability, cached_kernels = d.cached, matmul = d.matmul_kernel().name(), "GPU passed its self-test");
                     devices.push(d);
                 }
                 Err(e) => {
@@ -611,8 +780,23 @@ impl CudaBackend {
         Ok(CudaBackend {
             devices,
             disabled,
+            fallbacks,
             startup_s: start.elapsed().as_secs_f64(),
         })
+    }
+
+    /// The `MatMulModP` kernels every device in use can run.
+    pub fn matmul_kernels(&self) -> Vec<MatmulKernel> {
+        let mut all = self.devices[0].matmul_kernels();
+        all.retain(|k| self.devices.iter().all(|d| d.matmul_kernels().contains(k)));
+        all
+    }
+
+    /// Switches every device to `kernel` (for comparisons: the self-test chose the default).
+    pub fn use_matmul_kernel(&self, kernel: MatmulKernel) -> Result<()> {
+        self.devices
+            .iter()
+            .try_for_each(|d| d.set_matmul_kernel(kernel))
     }
 
     /// Splits `0..len` into one contiguous range per device.
@@ -697,7 +881,12 @@ pub fn self_test(backend: &dyn Backend) -> Result<()> {
 impl Backend for CudaBackend {
     fn name(&self) -> String {
         let ids: Vec<String> = self.devices.iter().map(|d| d.ordinal.to_string()).collect();
-        format!("cuda:{} ({})", ids.join("+"), self.devices[0].name)
+        format!(
+            "cuda:{} ({}, {})",
+            ids.join("+"),
+            self.devices[0].name,
+            self.devices[0].matmul_kernel().name()
+        )
     }
 
     fn tiles(&self, job: &JobSpec, indices: &[u32]) -> Result<Vec<Vec<u8>>> {

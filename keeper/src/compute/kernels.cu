@@ -117,6 +117,102 @@ extern "C" __global__ void __launch_bounds__(256) matmul_tiles(
     }
 }
 
+// ---- MatMulModP on the tensor cores (sm_75 and later) ----
+//
+// Every value is < 2^31, so it is four bytes: A = Σ_i 2^(8i)·A_i and B = Σ_j 2^(8j)·B_j with
+// byte planes A_i, B_j. Then A·B = Σ_s 2^(8s)·D_s with D_s = Σ_{i+j=s} A_i·B_j: sixteen 8-bit
+// integer products, exact on the tensor cores with 32-bit accumulation. Bound: a byte
+// product is ≤ 255·255 (≤ 255·127 with a top byte, as values are < 2^31), at most four pairs
+// share a shift and K ≤ 8192 (MAX_MATRIX_DIM): D_s ≤ 8192·(2·65025 + 2·32385) < 2^31. The
+// epilogue sums D_s·(2^(8s) mod P) (< 7·2^55) in 64 bits and reduces exactly, so the result is
+// the CPU's bit for bit.
+
+// Byte planes of M (rows × ld, zero where r ≥ valid_rows or c ≥ valid_cols), M[r][c] =
+// in[r·in_cols + c], or in[c·in_cols + r] when `transpose` (B's planes are stored by column,
+// k running along, like A's rows). Each plane is cut into blocks of 8 rows × 16 columns, 128
+// bytes each, row-major inside and ordered by (r / 8, c / 16): byte p of M[r][c] goes to
+// out + p·rows·ld + ((r/8)·(ld/16) + c/16)·128 + (r%8)·16 + c%16. Then lane L of a warp reads
+// its fragment of an 8×16 block (row L/4, bytes 4·(L%4)..+3) at byte 4·L of the block: one
+// 128-byte line per warp-wide load. rows must be a multiple of 8 and ld of 16.
+extern "C" __global__ void byte_planes(const u32* __restrict__ in, u32 in_cols, u32 valid_rows, u32 valid_cols,
+                                       u32 transpose, u8* __restrict__ out, u32 rows, u32 ld) {
+    const u64 count = (u64)rows * ld;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (u64)gridDim.x * blockDim.x) {
+        const u32 r = (u32)(i / ld), c = (u32)(i % ld);
+        u32 v = 0;
+        if (r < valid_rows && c < valid_cols) v = transpose ? in[(u64)c * in_cols + r] : in[(u64)r * in_cols + c];
+        const u64 at = ((u64)(r >> 3) * (ld >> 4) + (c >> 4)) * 128 + (r & 7) * 16 + (c & 15);
+#pragma unroll
+        for (int p = 0; p < 4; p++) out[(u64)p * count + at] = (u8)(v >> (8 * p));
+    }
+}
+
+// D += A·B for one 8×8×16 block of unsigned bytes (PTX mma.m8n8k16): lane L holds A's row
+// L/4, bytes k = 4·(L%4)..+3 (lowest address lowest byte), B's column L/4 with the same k, and
+// D's row L/4, columns 2·(L%4) and 2·(L%4)+1.
+__device__ __forceinline__ void mma_u8(u32& d0, u32& d1, u32 a, u32 b) {
+#if __CUDA_ARCH__ >= 750
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.u8.u8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};"
+                 : "+r"(d0), "+r"(d1) : "r"(a), "r"(b));
+#else
+    asm volatile("trap;");
+#endif
+}
+
+// The tiles of matmul_tiles (same grid, same output layout) from the byte planes of
+// byte_planes: `ap` holds A's four planes (rows padded to whole tiles × ldk, `a_plane` bytes
+// apart), `bp` B's four by column (columns padded to whole tiles × ldk, `b_plane` apart); ldk
+// is k rounded up to 16 and the padding is zero. Block: 16 warps; warp w computes rows
+// 8·(w/2)..+7 and columns 32·(w%2)..+31 of the tile, as four 8×8 blocks, keeping the seven
+// shifts' sums apart.
+extern "C" __global__ void __launch_bounds__(512) matmul_tiles_imma(
+    const u8* __restrict__ ap, const u8* __restrict__ bp, u32* __restrict__ out,
+    u32 m, u32 n, u32 ldk, u64 a_plane, u64 b_plane, u32 tr0, u32 tc0) {
+    const u32 lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const u32 tc = tc0 + blockIdx.x, tr = tr0 + blockIdx.y;
+    const u32 row0 = tr * TILE + 8 * (w >> 1), col0 = tc * TILE + 32 * (w & 1);
+    const u32 quad = lane >> 2;
+    u32 acc[7][4][2];
+#pragma unroll
+    for (int s = 0; s < 7; s++)
+#pragma unroll
+        for (int g = 0; g < 4; g++) acc[s][g][0] = acc[s][g][1] = 0;
+    // this lane's word of the first 8×16 block of its row group (A) and column groups (B); the
+    // next k-step's blocks follow 128 bytes on, a column group's (ldk/16)·128 = 8·ldk further
+    const u8* arow = ap + (u64)(row0 >> 3) * (ldk >> 4) * 128 + 4 * lane;
+    const u8* bcol = bp + (u64)(col0 >> 3) * (ldk >> 4) * 128 + 4 * lane;
+    for (u32 k0 = 0; k0 < ldk; k0 += 16) {
+        const u64 kb = (u64)(k0 >> 4) * 128;
+        u32 a[4], b[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) a[i] = *reinterpret_cast<const u32*>(arow + i * a_plane + kb);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int g = 0; g < 4; g++) b[j][g] = *reinterpret_cast<const u32*>(bcol + j * b_plane + (u64)g * 8 * ldk + kb);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int g = 0; g < 4; g++) mma_u8(acc[i + j][g][0], acc[i + j][g][1], a[i], b[j][g]);
+    }
+    // 2^(8s) mod P: 2^32 ≡ 2, so 2^40 ≡ 2^9 and 2^48 ≡ 2^17
+    const u64 weight[7] = {1ULL, 1ULL << 8, 1ULL << 16, 1ULL << 24, 2ULL, 1ULL << 9, 1ULL << 17};
+    u32* tile = out + ((u64)blockIdx.y * gridDim.x + blockIdx.x) * (TILE * TILE);
+    const u32 r = row0 + quad;
+#pragma unroll
+    for (int g = 0; g < 4; g++)
+#pragma unroll
+        for (int v = 0; v < 2; v++) {
+            const u32 c = col0 + 8 * g + 2 * (lane & 3) + v;
+            u64 sum = 0;
+#pragma unroll
+            for (int s = 0; s < 7; s++) sum += (u64)acc[s][g][v] * weight[s];
+            tile[(r - tr * TILE) * TILE + (c - tc * TILE)] = (r < m && c < n) ? reduce(sum) : 0;
+        }
+}
+
 // out[r·rows + i] = Σ_j element(key, i·cols + j) · vs[r·cols + j] mod P for r < nv (≤ 4): the
 // Freivalds products of a generated matrix, one block per row, never storing the matrix.
 extern "C" __global__ void __launch_bounds__(256) gen_rows_dot(
