@@ -48,6 +48,8 @@ pub fn par_leaf_hashes<T: AsRef<[u8]> + Sync>(tiles: &[T]) -> Vec<Digest> {
 /// `true` still takes the kernel only where the CPU has it).
 pub fn leaf_hashes_with<T: AsRef<[u8]>>(first: u32, tiles: &[T], simd: bool) -> Vec<Digest> {
     let simd = simd && available();
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = simd;
     let mut out = Vec::with_capacity(tiles.len());
     let mut chunks = tiles.chunks_exact(LANES);
     for (c, chunk) in chunks.by_ref().enumerate() {
@@ -175,51 +177,50 @@ mod x16 {
         w
     }
 
-    #[inline(always)]
+    /// Lane-wise 32-bit addition.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
     fn add(a: __m512i, b: __m512i) -> __m512i {
-        unsafe { _mm512_add_epi32(a, b) }
+        _mm512_add_epi32(a, b)
     }
 
     /// Σ0 of the compression rounds.
-    #[inline(always)]
+    #[inline]
+    #[target_feature(enable = "avx512f")]
     fn sigma0(a: __m512i) -> __m512i {
-        unsafe {
-            _mm512_ternarylogic_epi32::<0x96>(
-                _mm512_ror_epi32::<2>(a),
-                _mm512_ror_epi32::<13>(a),
-                _mm512_ror_epi32::<22>(a),
-            )
-        }
+        _mm512_ternarylogic_epi32::<0x96>(
+            _mm512_ror_epi32::<2>(a),
+            _mm512_ror_epi32::<13>(a),
+            _mm512_ror_epi32::<22>(a),
+        )
     }
 
     /// Σ1 of the compression rounds.
-    #[inline(always)]
+    #[inline]
+    #[target_feature(enable = "avx512f")]
     fn sigma1(e: __m512i) -> __m512i {
-        unsafe {
-            _mm512_ternarylogic_epi32::<0x96>(
-                _mm512_ror_epi32::<6>(e),
-                _mm512_ror_epi32::<11>(e),
-                _mm512_ror_epi32::<25>(e),
-            )
-        }
+        _mm512_ternarylogic_epi32::<0x96>(
+            _mm512_ror_epi32::<6>(e),
+            _mm512_ror_epi32::<11>(e),
+            _mm512_ror_epi32::<25>(e),
+        )
     }
 
     /// The message schedule: W[t] from W[t−16], W[t−15], W[t−7] and W[t−2].
-    #[inline(always)]
+    #[inline]
+    #[target_feature(enable = "avx512f")]
     fn schedule(w16: __m512i, w15: __m512i, w7: __m512i, w2: __m512i) -> __m512i {
-        unsafe {
-            let s0 = _mm512_ternarylogic_epi32::<0x96>(
-                _mm512_ror_epi32::<7>(w15),
-                _mm512_ror_epi32::<18>(w15),
-                _mm512_srli_epi32::<3>(w15),
-            );
-            let s1 = _mm512_ternarylogic_epi32::<0x96>(
-                _mm512_ror_epi32::<17>(w2),
-                _mm512_ror_epi32::<19>(w2),
-                _mm512_srli_epi32::<10>(w2),
-            );
-            add(add(w16, s0), add(w7, s1))
-        }
+        let s0 = _mm512_ternarylogic_epi32::<0x96>(
+            _mm512_ror_epi32::<7>(w15),
+            _mm512_ror_epi32::<18>(w15),
+            _mm512_srli_epi32::<3>(w15),
+        );
+        let s1 = _mm512_ternarylogic_epi32::<0x96>(
+            _mm512_ror_epi32::<17>(w2),
+            _mm512_ror_epi32::<19>(w2),
+            _mm512_srli_epi32::<10>(w2),
+        );
+        add(add(w16, s0), add(w7, s1))
     }
 
     /// One compression of sixteen 64-byte blocks into the sixteen states.

@@ -87,7 +87,8 @@ pub fn check_matmul(
         || tile_pass(job, tiles, &rs),
         || backend.freivalds(job, &rs),
     );
-    let (pass, abr) = (pass?, abr?);
+    // the input side's failure (a GPU error) matters only if the tiles leave the vote open
+    let pass = pass?;
     let tree = MerkleTree::new(pass.leaves);
     let picked = sample_indices(seed, verifier, samples, job.tile_count());
     let evidence = evidence_hash(
@@ -113,7 +114,7 @@ pub fn check_matmul(
             ))
         }
     };
-    match abr.iter().zip(&cr).position(|(a, c)| a != c) {
+    match abr?.iter().zip(&cr).position(|(a, c)| a != c) {
         Some(r) => Ok(Verdict::new(
             false,
             evidence,

@@ -294,8 +294,9 @@ mod avx512 {
     /// `out[row][r] = Σ_c C[row][c]·r[c] mod P`, and whether any tile is malformed (a value ≥ P
     /// inside C, a non-zero value in the padding), checked in the same loads. Sixteen values
     /// per load; even and odd columns go to the 64-bit lanes' low and high halves' products,
-    /// split by the instructions into bits < 52 (per lane at most n/16 ≤ 512 terms < 2^52:
-    /// < 2^61) and the rest (< 2^10 each), recombined as hi·2^52 ≡ hi·2^21 (mod P) once per
+    /// split by the instructions into bits < 52 (per lane at most n/8 ≤ 1024 terms, even and
+    /// odd columns together, each < 2^52: < 2^62) and the rest (< 2^10 each: < 2^20 per lane),
+    /// recombined as hi·2^52 ≡ hi·2^21 (mod P) once per
     /// row. The sums stay in memory per row across the band's tiles; each tile's slice of the
     /// vectors in registers.
     #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
@@ -323,12 +324,18 @@ mod avx512 {
             let mut r_odd = [[_mm512_setzero_si512(); 4]; R];
             for (k, v) in vs.iter().enumerate() {
                 for c in 0..4 {
-                    // SAFETY: masked lanes beyond the vector's end are not read
-                    let x = unsafe {
-                        _mm512_maskz_loadu_epi32(
-                            inside[c],
-                            v.as_ptr().add(64 * tc + 16 * c) as *const i32,
-                        )
+                    // chunks wholly past the vector's end are zero (no pointer is formed)
+                    let x = if inside[c] == 0 {
+                        _mm512_setzero_si512()
+                    } else {
+                        // SAFETY: 16·c < width, so the chunk starts inside `v`; masked lanes
+                        // beyond its end are not read
+                        unsafe {
+                            _mm512_maskz_loadu_epi32(
+                                inside[c],
+                                v.as_ptr().add(64 * tc + 16 * c) as *const i32,
+                            )
+                        }
                     };
                     r_even[k][c] = _mm512_and_si512(x, low32);
                     r_odd[k][c] = _mm512_srli_epi64::<32>(x);
@@ -369,7 +376,7 @@ mod avx512 {
                 let folded =
                     _mm512_add_epi64(_mm512_and_si512(l[k], pp), _mm512_srli_epi64::<31>(l[k]));
                 let l = _mm512_reduce_add_epi64(folded) as u64; // < 8 · 2^32
-                let h = _mm512_reduce_add_epi64(h[k]) as u64; // < 8 · 512 · 2^10 = 2^22
+                let h = _mm512_reduce_add_epi64(h[k]) as u64; // < 8 · 2^20 = 2^23
                 o[k] = super::reduce(l + super::fold(h << 21));
             }
         }
@@ -618,17 +625,16 @@ fn pass(
         .find(|(_, tile)| tile.len() != job.tile_len());
     let (grid_rows, grid_cols) = job.tile_grid();
     let (grid_rows, grid_cols) = (grid_rows as usize, grid_cols as usize);
-    // bands per work item: enough that each hashes whole groups of sixteen leaves
-    let per_item = if hash {
-        LANES / gcd(grid_cols, LANES)
-    } else {
-        1
-    };
-    let items: Vec<(Vec<Digest>, Result<Vec<Vec<u32>>>)> = (0..grid_rows.div_ceil(per_item))
+    // one band (tile row) per work item; item i hashes the tiles from the first multiple of
+    // sixteen at or after its band's start to the first at or after its end, so the items'
+    // leaves follow one another, every group of sixteen is whole, and mostly the tiles hashed
+    // are the ones multiplied next
+    let aligned = |t: usize| (t.div_ceil(LANES) * LANES).min(tiles.len());
+    let items: Vec<(Vec<Digest>, Result<Vec<Vec<u32>>>)> = (0..grid_rows)
         .into_par_iter()
-        .map(|item| {
-            let bands = item * per_item..grid_rows.min((item + 1) * per_item);
-            let span = bands.start * grid_cols..bands.end * grid_cols;
+        .map(|tr| {
+            let bands = tr..tr + 1;
+            let span = aligned(tr * grid_cols)..aligned((tr + 1) * grid_cols);
             let leaves = if hash {
                 leaf_hashes_with(span.start as u32, &tiles[span], true)
             } else {
@@ -661,7 +667,9 @@ fn pass(
             tile.len(),
             job.tile_len()
         )),
-        None => Ok(vec![Vec::with_capacity(job.dims[0] as usize); rs.len()]),
+        None => Ok((0..rs.len())
+            .map(|_| Vec::with_capacity(job.dims[0] as usize))
+            .collect()),
     };
     for (l, products) in items {
         leaves.extend(l);
@@ -676,15 +684,6 @@ fn pass(
         leaves,
         products: out,
     })
-}
-
-/// Greatest common divisor.
-fn gcd(a: usize, b: usize) -> usize {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
 }
 
 /// [`avx512::band_dots_ifma`] for the `R` vectors of `group`: whether a tile is malformed, and
@@ -947,6 +946,52 @@ mod tests {
                     assert_eq!(got, want, "{kern:?} {m}×{k}×{n}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn widest_band_and_no_vectors() {
+        // one band 8192 columns wide (MAX_MATRIX_DIM), every value P − 1: the largest sums
+        let n = compute_market_protocol::job::MAX_MATRIX_DIM;
+        let job = JobSpec::matmul(64, 1, n, [1; 32]);
+        let full: Vec<Vec<u8>> = (0..job.tile_count())
+            .map(|_| ((P - 1) as u32).to_le_bytes().repeat(64 * 64))
+            .collect();
+        let rs: Vec<Vec<u32>> = vec![
+            vec![(P - 1) as u32; n as usize],
+            (0..n as u64).map(|i| matrix_element(&4, i)).collect(),
+        ];
+        let want = pass(&job, &full, &rs, Kernels::Scalar, false)
+            .unwrap()
+            .products
+            .unwrap();
+        // Σ (P−1)² over n columns ≡ n (mod P)
+        assert_eq!(want[0], vec![n; 64]);
+        for kern in Kernels::supported() {
+            assert_eq!(
+                pass(&job, &full, &rs, kern, true)
+                    .unwrap()
+                    .products
+                    .unwrap(),
+                want,
+                "{kern:?}"
+            );
+            // no vectors: nothing to multiply, defects still found
+            assert_eq!(
+                pass(&job, &full, &[], kern, false)
+                    .unwrap()
+                    .products
+                    .unwrap(),
+                Vec::<Vec<u32>>::new()
+            );
+            let mut bad = full.clone();
+            bad[3][..4].copy_from_slice(&u32::MAX.to_le_bytes());
+            let err = pass(&job, &bad, &[], kern, false)
+                .unwrap()
+                .products
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("tile 3 holds"), "{kern:?}: {err}");
         }
     }
 

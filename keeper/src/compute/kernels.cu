@@ -58,8 +58,8 @@ extern "C" __global__ void __launch_bounds__(256) matmul_tiles(
     const u32* __restrict__ a, const u32* __restrict__ b, u32* __restrict__ out,
     u32 m, u32 k, u32 n, u32 tr0, u32 tc0) {
     // as[kk][r] = A[row0 + r][k0 + kk]; rows padded by 4 words: the 16 threads that store one
-    // row's k-slice hit 16 different banks (unpadded they would all hit one), and the rows stay
-    // 16-byte aligned for the vector loads
+    // row's k-slice spread over 8 banks, two to a bank (unpadded they would all hit one; a
+    // conflict-free stride would break the rows' 16-byte alignment for the vector loads)
     __shared__ __align__(16) u32 as[KSTEP][TILE + 4];
     __shared__ __align__(16) u32 bs[KSTEP][TILE];  // bs[kk][c] = B[k0 + kk][col0 + c]
     const u32 tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
@@ -127,20 +127,21 @@ extern "C" __global__ void __launch_bounds__(256) matmul_tiles(
 // epilogue sums D_s·(2^(8s) mod P) (< 7·2^55) in 64 bits and reduces exactly, so the result is
 // the CPU's bit for bit.
 
-// Byte planes of M (rows × ld, zero where r ≥ valid_rows or c ≥ valid_cols), M[r][c] =
-// in[r·in_cols + c], or in[c·in_cols + r] when `transpose` (B's planes are stored by column,
-// k running along, like A's rows). Each plane is cut into blocks of 8 rows × 16 columns, 128
-// bytes each, row-major inside and ordered by (r / 8, c / 16): byte p of M[r][c] goes to
-// out + p·rows·ld + ((r/8)·(ld/16) + c/16)·128 + (r%8)·16 + c%16. Then lane L of a warp reads
-// its fragment of an 8×16 block (row L/4, bytes 4·(L%4)..+3) at byte 4·L of the block: one
-// 128-byte line per warp-wide load. rows must be a multiple of 8 and ld of 16.
-extern "C" __global__ void byte_planes(const u32* __restrict__ in, u32 in_cols, u32 valid_rows, u32 valid_cols,
+// Byte planes of M (rows × ld, zero where r ≥ valid_rows or c ≥ valid_cols), generated here:
+// M[r][c] = element(key, r·src_cols + c), or element(key, c·src_cols + r) when `transpose` (B's
+// planes are stored by column, k running along, like A's rows). Each plane is cut into blocks
+// of 8 rows × 16 columns, 128 bytes each, row-major inside and ordered by (r / 8, c / 16): byte
+// p of M[r][c] goes to out + p·rows·ld + ((r/8)·(ld/16) + c/16)·128 + (r%8)·16 + c%16. Then lane
+// L of a warp reads its fragment of an 8×16 block (row L/4, bytes 4·(L%4)..+3) at byte 4·L of
+// the block: one 128-byte line per warp-wide load. rows must be a multiple of 8, ld of 16.
+extern "C" __global__ void byte_planes(u64 key, u32 src_cols, u32 valid_rows, u32 valid_cols,
                                        u32 transpose, u8* __restrict__ out, u32 rows, u32 ld) {
     const u64 count = (u64)rows * ld;
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (u64)gridDim.x * blockDim.x) {
         const u32 r = (u32)(i / ld), c = (u32)(i % ld);
         u32 v = 0;
-        if (r < valid_rows && c < valid_cols) v = transpose ? in[(u64)c * in_cols + r] : in[(u64)r * in_cols + c];
+        if (r < valid_rows && c < valid_cols)
+            v = element(key, transpose ? (u64)c * src_cols + r : (u64)r * src_cols + c);
         const u64 at = ((u64)(r >> 3) * (ld >> 4) + (c >> 4)) * 128 + (r & 7) * 16 + (c & 15);
 #pragma unroll
         for (int p = 0; p < 4; p++) out[(u64)p * count + at] = (u8)(v >> (8 * p));
