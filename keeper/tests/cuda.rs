@@ -52,7 +52,7 @@ fn every_kernel_equals_the_cpu_bit_for_bit_including_ragged_sizes() {
     }
     let gpu = CudaBackend::shared().expect("a machine with a GPU must open it");
     self_test(gpu.as_ref()).expect("self-test");
-    // both MatMulModP kernels where the device has tensor cores, whichever the self-test chose
+    // every MatMulModP kernel the device has, whichever the self-test chose
     let preferred = gpu.devices[0].matmul_kernel();
     for kernel in gpu.matmul_kernels() {
         gpu.use_matmul_kernel(kernel).unwrap();
@@ -75,7 +75,7 @@ fn every_kernel_equals_the_cpu_bit_for_bit_including_ragged_sizes() {
     gpu.use_matmul_kernel(preferred).unwrap();
     assert!(
         gpu.fallbacks.is_empty(),
-        "the tensor-core kernel failed the self-test: {:?}",
+        "a MatMulModP kernel failed the self-test: {:?}",
         gpu.fallbacks
     );
     let jobs = [
@@ -156,6 +156,7 @@ fn kernels_compile_to_cubins_with_nvrtc_even_without_a_gpu() {
             "gen_matrix",
             "matmul_tiles",
             "matmul_tiles_imma",
+            "matmul_tiles_imma_wide",
             "byte_planes",
             "gen_rows_dot",
             "hash_batch",

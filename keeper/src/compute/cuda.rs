@@ -17,17 +17,17 @@
 //! * **All GPUs**: a job's tile columns (or nonce ranges) are spread over the healthy devices,
 //!   one thread each. Generated inputs stay on the device in a content-addressed cache keyed
 //!   by (matrix key, shape).
-//! * **Two `MatMulModP` kernels** ([`MatmulKernel`]): 32-bit multiply-adds on the CUDA cores,
-//!   and, from sm_75, the tensor cores over the inputs' byte planes (sixteen exact 8-bit
-//!   products per multiply-add, see `kernels.cu`). A device prefers the tensor cores; if they
-//!   fail its self-test it keeps the CUDA-core kernel (and says so), and it is disabled only
-//!   when that one fails too.
+//! * **`MatMulModP` kernels** ([`MatmulKernel`]): 32-bit multiply-adds on the CUDA cores, and
+//!   the tensor cores over the inputs' byte planes (sixteen exact 8-bit products per
+//!   multiply-add, see `kernels.cu`) with the m8n8k16 shape from sm_75 and m16n8k32 from sm_80.
+//!   A device takes the first of them, in that order of preference, that passes its self-test
+//!   (and says which failed); it is disabled only when none does.
 
 use std::{
     collections::HashMap,
     path::PathBuf,
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicUsize, Ordering},
         Arc, Mutex, OnceLock,
     },
     time::Instant,
@@ -264,8 +264,11 @@ pub enum MatmulKernel {
     /// `matmul_tiles`: 32×32→64-bit multiply-adds on the CUDA cores, any architecture.
     CudaCores,
     /// `matmul_tiles_imma`: 8-bit integer matrix multiply-adds on the tensor cores over the
-    /// inputs' byte planes (sm_75 and later).
+    /// inputs' byte planes, PTX shape m8n8k16 (sm_75 and later).
     TensorCores,
+    /// `matmul_tiles_imma_wide`: the same with the m16n8k32 shape (sm_80 and later), twice the
+    /// work per instruction.
+    TensorCoresWide,
 }
 
 impl MatmulKernel {
@@ -273,9 +276,26 @@ impl MatmulKernel {
     pub fn name(self) -> &'static str {
         match self {
             MatmulKernel::CudaCores => "cuda-cores",
-            MatmulKernel::TensorCores => "tensor-cores",
+            MatmulKernel::TensorCores => "tensor-cores-m8n8k16",
+            MatmulKernel::TensorCoresWide => "tensor-cores-m16n8k32",
         }
     }
+
+    /// The oldest compute capability that runs it.
+    fn min_capability(self) -> (i32, i32) {
+        match self {
+            MatmulKernel::CudaCores => (0, 0),
+            MatmulKernel::TensorCores => (7, 5),
+            MatmulKernel::TensorCoresWide => (8, 0),
+        }
+    }
+
+    /// Every kernel, preferred first.
+    const ALL: [MatmulKernel; 3] = [
+        MatmulKernel::TensorCoresWide,
+        MatmulKernel::TensorCores,
+        MatmulKernel::CudaCores,
+    ];
 }
 
 /// The kernels of one device.
@@ -283,6 +303,7 @@ struct Kernels {
     gen_matrix: CudaFunction,
     matmul_tiles: CudaFunction,
     matmul_tiles_imma: CudaFunction,
+    matmul_tiles_imma_wide: CudaFunction,
     byte_planes: CudaFunction,
     gen_rows_dot: CudaFunction,
     hash_batch: CudaFunction,
@@ -343,8 +364,8 @@ pub struct Device {
     /// Byte planes of inputs for the tensor-core kernel, keyed like `inputs` by (matrix key,
     /// padded rows, padded k): four bytes per element, as the cache's size accounting assumes.
     planes: Mutex<InputCache<Arc<CudaSlice<u8>>>>,
-    /// Whether `MatMulModP` runs on the tensor cores ([`MatmulKernel`]).
-    tensor_cores: AtomicBool,
+    /// The `MatMulModP` kernel in use: its index in [`MatmulKernel::ALL`].
+    matmul: AtomicUsize,
     lock: Mutex<()>,
 }
 
@@ -372,6 +393,7 @@ impl Device {
             gen_matrix: f("gen_matrix")?,
             matmul_tiles: f("matmul_tiles")?,
             matmul_tiles_imma: f("matmul_tiles_imma")?,
+            matmul_tiles_imma_wide: f("matmul_tiles_imma_wide")?,
             byte_planes: f("byte_planes")?,
             gen_rows_dot: f("gen_rows_dot")?,
             hash_batch: f("hash_batch")?,
@@ -391,27 +413,27 @@ impl Device {
             k,
             inputs: Mutex::new(InputCache::default()),
             planes: Mutex::new(InputCache::default()),
-            tensor_cores: AtomicBool::new(capability >= (7, 5)),
+            matmul: AtomicUsize::new(
+                MatmulKernel::ALL
+                    .iter()
+                    .position(|k| capability >= k.min_capability())
+                    .expect("the CUDA cores run anywhere"),
+            ),
             lock: Mutex::new(()),
         })
     }
 
     /// The `MatMulModP` kernels this device can run, preferred first.
     pub fn matmul_kernels(&self) -> Vec<MatmulKernel> {
-        if self.capability >= (7, 5) {
-            vec![MatmulKernel::TensorCores, MatmulKernel::CudaCores]
-        } else {
-            vec![MatmulKernel::CudaCores]
-        }
+        MatmulKernel::ALL
+            .into_iter()
+            .filter(|k| self.capability >= k.min_capability())
+            .collect()
     }
 
     /// The `MatMulModP` kernel in use.
     pub fn matmul_kernel(&self) -> MatmulKernel {
-        if self.tensor_cores.load(Ordering::Relaxed) {
-            MatmulKernel::TensorCores
-        } else {
-            MatmulKernel::CudaCores
-        }
+        MatmulKernel::ALL[self.matmul.load(Ordering::Relaxed)]
     }
 
     /// Switches the `MatMulModP` kernel (the tensor cores need sm_75 or later).
@@ -424,8 +446,11 @@ impl Device {
             self.capability.1,
             kernel.name()
         );
-        self.tensor_cores
-            .store(kernel == MatmulKernel::TensorCores, Ordering::Relaxed);
+        let i = MatmulKernel::ALL
+            .iter()
+            .position(|k| *k == kernel)
+            .expect("every kernel is in ALL");
+        self.matmul.store(i, Ordering::Relaxed);
         Ok(())
     }
 
@@ -532,17 +557,24 @@ impl Device {
     ) -> Result<()> {
         let [m, k, n] = job.dims;
         let (gr, gc) = (rows.len() as u32, cols.len() as u32);
-        if self.matmul_kernel() == MatmulKernel::TensorCores {
+        let kernel = self.matmul_kernel();
+        if kernel != MatmulKernel::CudaCores {
             let (grid_rows, grid_cols) = job.tile_grid();
             let t = MATMUL_TILE as usize;
-            let ldk = (k as usize).div_ceil(16) * 16;
+            // both tensor-core kernels read the same planes: k padded for the wider one
+            let ldk = (k as usize).div_ceil(32) * 32;
             let (a_rows, b_rows) = (grid_rows as usize * t, grid_cols as usize * t);
             let (mu, ku, nu) = (m as usize, k as usize, n as usize);
             let ap = self.planes(job.matrix_key(b'A'), (mu, ku), false, a_rows, ldk)?;
             let bp = self.planes(job.matrix_key(b'B'), (ku, nu), true, b_rows, ldk)?;
             let (ldk, a_plane, b_plane) =
                 (ldk as u32, (a_rows * ldk) as u64, (b_rows * ldk) as u64);
-            let mut l = self.stream.launch_builder(&self.k.matmul_tiles_imma);
+            let (f, threads) = if kernel == MatmulKernel::TensorCoresWide {
+                (&self.k.matmul_tiles_imma_wide, 256)
+            } else {
+                (&self.k.matmul_tiles_imma, 512)
+            };
+            let mut l = self.stream.launch_builder(f);
             l.arg(ap.as_ref())
                 .arg(bp.as_ref())
                 .arg(out)
@@ -556,8 +588,8 @@ impl Device {
             // SAFETY: arguments match the kernel; `out` holds gr·gc tiles; the planes cover
             // every tile row and column of the job
             return de(
-                unsafe { l.launch(cfg((gc, gr, 1), (512, 1, 1))) },
-                "matmul_tiles_imma",
+                unsafe { l.launch(cfg((gc, gr, 1), (threads, 1, 1))) },
+                kernel.name(),
             )
             .map(|_| ());
         }
@@ -700,8 +732,8 @@ pub struct CudaBackend {
     pub devices: Vec<Arc<Device>>,
     /// Devices disabled by the self-test, with why.
     pub disabled: Vec<(usize, String)>,
-    /// Devices kept on the CUDA-core kernel because the tensor-core one failed the self-test,
-    /// with why.
+    /// MatMulModP kernels that failed a device's self-test while a later one passed (the
+    /// device uses that one), with why.
     pub fallbacks: Vec<(usize, String)>,
     /// Seconds spent opening the devices (compile or cache load, self-test).
     pub startup_s: f64,
@@ -751,20 +783,25 @@ impl CudaBackend {
                 fallbacks: vec![],
                 startup_s: 0.0,
             };
-            let mut tested = self_test(&one);
-            if let (Err(e), MatmulKernel::TensorCores) = (&tested, d.matmul_kernel()) {
-                // a failure elsewhere (HashBatch, Freivalds) fails again below and disables
-                // the device; only a pass on the CUDA cores blames the tensor-core kernel
-                let why = format!("{e:#}");
-                d.set_matmul_kernel(MatmulKernel::CudaCores)?;
-                tested = match self_test(&one) {
-                    Ok(()) => {
-                        tracing::warn!(ordinal, name = d.name, error = %why, "tensor-core kernel disabled: its results differ from the CPU's; the CUDA-core kernel passed");
-                        fallbacks.push((ordinal, why));
-                        Ok(())
-                    }
-                    Err(e2) => Err(anyhow!("{why}; on the CUDA-core kernel too: {e2:#}")),
-                };
+            // the preferred MatMulModP kernel first, the next when one fails; a failure that
+            // is not the kernel's (HashBatch, Freivalds) fails every one and disables the device
+            let mut failed: Vec<String> = vec![];
+            let mut tested = Err(anyhow!("no MatMulModP kernel tried"));
+            for kernel in d.matmul_kernels() {
+                d.set_matmul_kernel(kernel)?;
+                tested = self_test(&one);
+                match &tested {
+                    Ok(()) => break,
+                    Err(e) => failed.push(format!("{}: {e:#}", kernel.name())),
+                }
+            }
+            if tested.is_ok() {
+                for why in failed.iter() {
+                    tracing::warn!(ordinal, name = d.name, error = %why, "MatMulModP kernel disabled: its results differ from the CPU's");
+                    fallbacks.push((ordinal, why.clone()));
+                }
+            } else {
+                tested = Err(anyhow!("{}", failed.join("; ")));
             }
             match tested {
                 Ok(()) => {

@@ -163,7 +163,8 @@ __device__ __forceinline__ void mma_u8(u32& d0, u32& d1, u32 a, u32 b) {
 // The tiles of matmul_tiles (same grid, same output layout) from the byte planes of
 // byte_planes: `ap` holds A's four planes (rows padded to whole tiles × ldk, `a_plane` bytes
 // apart), `bp` B's four by column (columns padded to whole tiles × ldk, `b_plane` apart); ldk
-// is k rounded up to 16 and the padding is zero. Block: 16 warps; warp w computes rows
+// is k rounded up to 32 (a multiple of 16 would do here, 32 for the wide kernel below, and
+// both read the same planes) and the padding is zero. Block: 16 warps; warp w computes rows
 // 8·(w/2)..+7 and columns 32·(w%2)..+31 of the tile, as four 8×8 blocks, keeping the seven
 // shifts' sums apart.
 extern "C" __global__ void __launch_bounds__(512) matmul_tiles_imma(
@@ -210,6 +211,81 @@ extern "C" __global__ void __launch_bounds__(512) matmul_tiles_imma(
             u64 sum = 0;
 #pragma unroll
             for (int s = 0; s < 7; s++) sum += (u64)acc[s][g][v] * weight[s];
+            tile[(r - tr * TILE) * TILE + (c - tc * TILE)] = (r < m && c < n) ? reduce(sum) : 0;
+        }
+}
+
+// D += A·B for one 16×8×32 block of unsigned bytes (PTX mma.m16n8k32, sm_80 and later), which
+// is four m8n8k16 blocks: a0 and a1 hold rows 0–7 and 8–15 of k 0–15, a2 and a3 the same rows of
+// k 16–31, each laid out like mma_u8's A; b0 and b1 hold k 0–15 and 16–31 like its B; d0, d1 are
+// rows 0–7 and d2, d3 rows 8–15 like its D.
+__device__ __forceinline__ void mma_u8_wide(u32 (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    asm volatile("trap;");
+#endif
+}
+
+// matmul_tiles_imma with the m16n8k32 shape (sm_80 and later): the same planes (ldk a multiple
+// of 32), 8 warps; warp w computes rows 16·(w/2)..+15 and columns 32·(w%2)..+31 of the tile.
+extern "C" __global__ void __launch_bounds__(256) matmul_tiles_imma_wide(
+    const u8* __restrict__ ap, const u8* __restrict__ bp, u32* __restrict__ out,
+    u32 m, u32 n, u32 ldk, u64 a_plane, u64 b_plane, u32 tr0, u32 tc0) {
+    const u32 lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const u32 tc = tc0 + blockIdx.x, tr = tr0 + blockIdx.y;
+    const u32 row0 = tr * TILE + 16 * (w >> 1), col0 = tc * TILE + 32 * (w & 1);
+    const u32 quad = lane >> 2;
+    u32 acc[7][4][4];
+#pragma unroll
+    for (int s = 0; s < 7; s++)
+#pragma unroll
+        for (int g = 0; g < 4; g++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[s][g][q] = 0;
+    // block (row group, k block) of a plane: ((group)·(ldk/16) + k block)·128; the next row
+    // group is (ldk/16)·128 = 8·ldk bytes on
+    const u8* arow = ap + (u64)(row0 >> 3) * (ldk >> 4) * 128 + 4 * lane;
+    const u8* bcol = bp + (u64)(col0 >> 3) * (ldk >> 4) * 128 + 4 * lane;
+    for (u32 k0 = 0; k0 < ldk; k0 += 32) {
+        const u64 kb = (u64)(k0 >> 4) * 128;
+        u32 a[4][4], b[4][4][2];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const u8* p = arow + i * a_plane + kb;
+            a[i][0] = *reinterpret_cast<const u32*>(p);
+            a[i][1] = *reinterpret_cast<const u32*>(p + 8 * (u64)ldk);
+            a[i][2] = *reinterpret_cast<const u32*>(p + 128);
+            a[i][3] = *reinterpret_cast<const u32*>(p + 8 * (u64)ldk + 128);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int g = 0; g < 4; g++) {
+                const u8* p = bcol + j * b_plane + (u64)g * 8 * ldk + kb;
+                b[j][g][0] = *reinterpret_cast<const u32*>(p);
+                b[j][g][1] = *reinterpret_cast<const u32*>(p + 128);
+            }
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int g = 0; g < 4; g++) mma_u8_wide(acc[i + j][g], a[i], b[j][g][0], b[j][g][1]);
+    }
+    const u64 weight[7] = {1ULL, 1ULL << 8, 1ULL << 16, 1ULL << 24, 2ULL, 1ULL << 9, 1ULL << 17};
+    u32* tile = out + ((u64)blockIdx.y * gridDim.x + blockIdx.x) * (TILE * TILE);
+#pragma unroll
+    for (int g = 0; g < 4; g++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const u32 r = row0 + quad + 8 * (q >> 1);
+            const u32 c = col0 + 8 * g + 2 * (lane & 3) + (q & 1);
+            u64 sum = 0;
+#pragma unroll
+            for (int s = 0; s < 7; s++) sum += (u64)acc[s][g][q] * weight[s];
             tile[(r - tr * TILE) * TILE + (c - tc * TILE)] = (r < m && c < n) ? reduce(sum) : 0;
         }
 }
