@@ -31,7 +31,9 @@ def emulate(m, k, n, A, B):
     ap = planes(A, k, m, k, 0, a_rows, ldk)
     bp = planes(B, n, n, k, 1, b_rows, ldk)
     a_plane, b_plane = a_rows * ldk, b_rows * ldk
-    def u32(buf, off): return int.from_bytes(buf[off:off + 4], 'little')
+    def u32(buf, off):
+        assert 0 <= off and off + 4 <= len(buf) and off % 4 == 0, "load out of bounds or misaligned"
+        return int.from_bytes(buf[off:off + 4], 'little')
     def mma(d, a, b):  # d: [32][2], a/b: [32] words
         A8 = [[0] * 16 for _ in range(8)]; B8 = [[0] * 8 for _ in range(16)]
         for L in range(32):
@@ -95,7 +97,9 @@ def emulate_wide(m, k, n, A, B):
     ap = planes(A, k, m, k, 0, a_rows, ldk)
     bp = planes(B, n, n, k, 1, b_rows, ldk)
     a_plane, b_plane = a_rows * ldk, b_rows * ldk
-    def u32(buf, off): return int.from_bytes(buf[off:off + 4], 'little')
+    def u32(buf, off):
+        assert 0 <= off and off + 4 <= len(buf) and off % 4 == 0, "load out of bounds or misaligned"
+        return int.from_bytes(buf[off:off + 4], 'little')
     # m16n8k32 as documented: a0 rows g k 0-15 (tig*4+i), a1 rows g+8, a2 rows g k 16+, a3 rows g+8 k 16+;
     # b0 col g k tig*4+i, b1 k 16+tig*4+i; d0,d1 row g cols tig*2+v; d2,d3 row g+8
     def mma(d, a, b0, b1):
@@ -161,7 +165,7 @@ def reference(m, k, n, A, B):
     return out
 
 random.seed(1)
-for (m, k, n) in [(1, 1, 1), (9, 17, 70), (70, 33, 65)]:
+for (m, k, n) in [(1, 1, 1), (9, 17, 70), (70, 33, 65), (64, 64, 64), (130, 40, 129)]:
     A = [random.choice([P - 1, random.randrange(P)]) for _ in range(m * k)]
     B = [random.choice([P - 1, random.randrange(P)]) for _ in range(k * n)]
     want = reference(m, k, n, A, B)
