@@ -126,7 +126,8 @@ pub struct BenchReport {
     pub jobs: Vec<JobRow>,
     /// Merkle throughput.
     pub merkle: MerkleRow,
-    /// Instruction set the CPU verifier's kernels use (avx512, avx2, baseline).
+    /// Instruction sets the CPU verifier's kernels use (scalar, avx512, avx512+ifma) and how
+    /// Merkle leaves are hashed.
     pub simd: String,
 }
 
@@ -310,7 +311,15 @@ pub fn run(backends: &[std::sync::Arc<dyn Backend>], sizes: &[u32]) -> Result<Be
     Ok(BenchReport {
         jobs,
         merkle: merkle(1024),
-        simd: crate::compute::freivalds::simd_level().into(),
+        simd: format!(
+            "{}; Merkle leaves {}",
+            crate::compute::freivalds::simd_level(),
+            if crate::leaves::available() {
+                "sixteen at a time (AVX-512)"
+            } else {
+                "one SHA-256 stream at a time"
+            }
+        ),
     })
 }
 
