@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
-use crate::chain::{decode, Chain, ChainExt, TxReport};
+use crate::chain::{decode, must, Chain, ChainExt};
 
 /// The program's config on this cluster.
 pub fn config(chain: &dyn Chain) -> Result<Config> {
@@ -28,18 +28,6 @@ pub fn wallet(chain: &dyn Chain, owner: &Pubkey) -> Result<Pubkey> {
         owner,
         &config(chain)?.stake_mint,
     ))
-}
-
-fn must(what: &str, r: TxReport) -> Result<TxReport> {
-    if !r.ok {
-        bail!(
-            "{what} was refused: {}",
-            r.error_code()
-                .or(r.error.clone())
-                .unwrap_or_else(|| "unknown error".into())
-        );
-    }
-    Ok(r)
 }
 
 fn send(

@@ -21,11 +21,10 @@ use compute_market::{
 use compute_market_embedded::Cluster;
 use compute_market_protocol::job::{JobKind, JobSpec};
 use serde::Serialize;
-use solana_keypair::Keypair;
 use solana_signer::Signer;
 
 use crate::{
-    chain::{embedded::EmbeddedChain, Chain, ChainExt},
+    chain::{embedded::EmbeddedChain, must, Chain, ChainExt},
     compute::Backend,
     roles::{
         cranker::Cranker,
@@ -230,15 +229,6 @@ impl Scenario {
             let wallet = c.token_account(&mint, &client_kp.pubkey(), 10_000_000_000_000);
             (mint, treasury, wallet)
         });
-        let must = |what: &str, r: crate::chain::TxReport| -> Result<()> {
-            if !r.ok {
-                bail!(
-                    "{what} refused: {}",
-                    r.error_code().or(r.error).unwrap_or_default()
-                );
-            }
-            Ok(())
-        };
         let windows = Windows {
             submit: 60,
             join: 20,
@@ -289,7 +279,8 @@ impl Scenario {
             region: 1,
         };
         let stake = 2_000_000_000u64;
-        let onboard = |name: &str, roles: u8| -> Result<(Keypair, Pubkey)> {
+        // a funded, registered and staked node, as its roles see it
+        let onboard = |name: &str, roles: u8| -> Result<NodeCtx> {
             let kp = chain.with(|c| c.keypair(name));
             let wallet = chain.with(|c| {
                 c.airdrop(&kp.pubkey(), 100_000_000_000);
@@ -319,8 +310,15 @@ impl Scenario {
                     &[],
                 )?,
             )?;
-            let node = pda::node(&kp.pubkey());
-            Ok((kp, node))
+            Ok(NodeCtx {
+                name: name.to_string(),
+                node: pda::node(&kp.pubkey()),
+                kp,
+                market,
+                backend: backend.clone(),
+                store: store.clone(),
+                parallel: 1,
+            })
         };
         let mut providers = vec![];
         for i in 0..cfg.providers {
@@ -330,18 +328,9 @@ impl Scenario {
             } else {
                 format!("provider{i}")
             };
-            let (kp, node) = onboard(&name, 1)?;
             let db = Arc::new(Store::open(&dir.join(format!("provider{i}.redb")))?);
             providers.push(Provider {
-                ctx: NodeCtx {
-                    name,
-                    kp,
-                    node,
-                    market,
-                    backend: backend.clone(),
-                    store: store.clone(),
-                    parallel: 1,
-                },
+                ctx: onboard(&name, 1)?,
                 corrupt_fraction: if dishonest { cfg.corrupt_fraction } else { 0.0 },
                 max_active: 2,
                 claim_backoff: CLAIM_BACKOFF,
@@ -357,16 +346,7 @@ impl Scenario {
             } else {
                 format!("verifier{i}")
             };
-            let (kp, node) = onboard(&name, 2)?;
-            let ctx = NodeCtx {
-                name,
-                kp,
-                node,
-                market,
-                backend: backend.clone(),
-                store: store.clone(),
-                parallel: 1,
-            };
+            let ctx = onboard(&name, 2)?;
             let db = Arc::new(Store::open(&dir.join(format!("verifier{i}.redb")))?);
             verifiers.push(Verifier {
                 ctx,

@@ -23,7 +23,7 @@ use solana_keypair::Keypair;
 use solana_signer::Signer;
 
 use crate::{
-    chain::{Chain, TxReport},
+    chain::{must, Chain},
     cli,
 };
 
@@ -39,16 +39,6 @@ pub struct InitOptions {
     pub update_delay: u64,
     /// The market to create if missing.
     pub market: MarketArgs,
-}
-
-fn must(what: &str, r: TxReport) -> Result<()> {
-    if !r.ok {
-        bail!(
-            "{what} was refused: {}",
-            r.error_code().or(r.error).unwrap_or_default()
-        );
-    }
-    Ok(())
 }
 
 /// Runs the idempotent initialization; returns what exists afterwards.

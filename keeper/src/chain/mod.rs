@@ -42,6 +42,19 @@ impl TxReport {
     }
 }
 
+/// `r` when its transaction succeeded, else an error naming `what` and why it was refused.
+pub fn must(what: &str, r: TxReport) -> Result<TxReport> {
+    if !r.ok {
+        anyhow::bail!(
+            "{what} was refused: {}",
+            r.error_code()
+                .or(r.error.clone())
+                .unwrap_or_else(|| "unknown error".into())
+        );
+    }
+    Ok(r)
+}
+
 /// Decodes events of type `E` from `Program data:` log lines.
 pub fn decode_events<E: Event + Discriminator>(logs: &[String]) -> Vec<E> {
     logs.iter()

@@ -369,6 +369,13 @@ pub struct Device {
     lock: Mutex<()>,
 }
 
+/// 256-thread blocks enough to cover `count` elements, for the grid-stride kernels
+/// (`gen_matrix`, `byte_planes`), capped where the loop takes over.
+fn grid_stride(count: usize) -> LaunchConfig {
+    let blocks = (count as u64).div_ceil(256).clamp(1, 65_535 * 4) as u32;
+    cfg((blocks, 1, 1), (256, 1, 1))
+}
+
 fn cfg(grid: (u32, u32, u32), block: (u32, u32, u32)) -> LaunchConfig {
     LaunchConfig {
         grid_dim: grid,
@@ -476,12 +483,8 @@ impl Device {
         let mut b = self.stream.launch_builder(&self.k.gen_matrix);
         let c = count as u64;
         b.arg(&key).arg(&mut out).arg(&c);
-        let blocks = (count as u64).div_ceil(256).clamp(1, 65_535 * 4) as u32;
         // SAFETY: arguments match the kernel's signature; `out` holds `count` elements
-        de(
-            unsafe { b.launch(cfg((blocks, 1, 1), (256, 1, 1))) },
-            "gen_matrix",
-        )?;
+        de(unsafe { b.launch(grid_stride(count)) }, "gen_matrix")?;
         let v = Arc::new(out);
         self.inputs
             .lock()
@@ -531,12 +534,8 @@ impl Device {
             .arg(&args[2])
             .arg(&args[3]);
         b.arg(&mut out).arg(&args[4]).arg(&args[5]);
-        let blocks = (count as u64).div_ceil(256).clamp(1, 65_535 * 4) as u32;
         // SAFETY: arguments match the kernel's signature; `out` holds four planes of `count`
-        de(
-            unsafe { b.launch(cfg((blocks, 1, 1), (256, 1, 1))) },
-            "byte_planes",
-        )?;
+        de(unsafe { b.launch(grid_stride(count)) }, "byte_planes")?;
         let v = Arc::new(out);
         self.planes
             .lock()
@@ -1002,15 +1001,7 @@ impl Backend for CudaBackend {
     }
 
     fn freivalds(&self, job: &JobSpec, rs: &[Vec<u32>]) -> Result<Vec<Vec<u32>>> {
-        ensure!(
-            job.kind == JobKind::MatMulModP,
-            "Freivalds needs a MatMulModP job"
-        );
-        let [m, k, n] = job.dims.map(|d| d as usize);
-        ensure!(
-            rs.iter().all(|r| r.len() == n),
-            "Freivalds vectors must have length n = {n}"
-        );
+        let [m, k, n] = super::freivalds::checked_dims(job, rs)?;
         let d = &self.devices[0];
         let mut out = vec![];
         for group in rs.chunks(4) {

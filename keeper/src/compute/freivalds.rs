@@ -520,9 +520,9 @@ pub fn generated_rows_dot(key: u64, rows: usize, cols: usize, vs: &[&[u32]]) -> 
     out
 }
 
-/// `A·(B·r)` for every `r` in `rs` (each of length n) of a `MatMulModP` job, generating A and B
-/// on the fly.
-pub fn abr(job: &JobSpec, rs: &[Vec<u32>]) -> Result<Vec<Vec<u32>>> {
+/// The dimensions `[m, k, n]` of a `MatMulModP` job, after checking that it is one and that
+/// every Freivalds vector in `rs` has length n (what every backend's products need).
+pub fn checked_dims(job: &JobSpec, rs: &[Vec<u32>]) -> Result<[usize; 3]> {
     ensure!(
         job.kind == JobKind::MatMulModP,
         "Freivalds needs a MatMulModP job"
@@ -532,6 +532,13 @@ pub fn abr(job: &JobSpec, rs: &[Vec<u32>]) -> Result<Vec<Vec<u32>>> {
         rs.iter().all(|r| r.len() == n),
         "Freivalds vectors must have length n = {n}"
     );
+    Ok([m, k, n])
+}
+
+/// `A·(B·r)` for every `r` in `rs` (each of length n) of a `MatMulModP` job, generating A and B
+/// on the fly.
+pub fn abr(job: &JobSpec, rs: &[Vec<u32>]) -> Result<Vec<Vec<u32>>> {
+    let [m, k, n] = checked_dims(job, rs)?;
     let rs: Vec<&[u32]> = rs.iter().map(|r| r.as_slice()).collect();
     let br = generated_rows_dot(job.matrix_key(b'B'), k, n, &rs);
     let br: Vec<&[u32]> = br.iter().map(|v| v.as_slice()).collect();
@@ -607,17 +614,12 @@ fn pass(
     kernels: Kernels,
     hash: bool,
 ) -> Result<TilePass> {
-    ensure!(job.kind == JobKind::MatMulModP, "not a MatMulModP job");
+    checked_dims(job, rs)?;
     ensure!(
         tiles.len() == job.tile_count() as usize,
         "expected {} tiles, got {}",
         job.tile_count(),
         tiles.len()
-    );
-    let n = job.dims[2] as usize;
-    ensure!(
-        rs.iter().all(|r| r.len() == n),
-        "Freivalds vectors must have length n = {n}"
     );
     let wrong_size = tiles
         .iter()

@@ -160,6 +160,19 @@ __device__ __forceinline__ void mma_u8(u32& d0, u32& d1, u32 a, u32 b) {
 #endif
 }
 
+// The epilogue of both tensor-core kernels: output (r, c) of tile (tr, tc) is
+// Σ_s acc[s][g][q]·2^(8s) mod P from its seven shift sums, or 0 outside C.
+template <int Q>
+__device__ __forceinline__ void store_shifts(u32* tile, const u32 (&acc)[7][4][Q], int g, int q, u32 r, u32 c,
+                                             u32 tr, u32 tc, u32 m, u32 n) {
+    // 2^(8s) mod P: 2^32 ≡ 2, so 2^40 ≡ 2^9 and 2^48 ≡ 2^17
+    const u64 weight[7] = {1ULL, 1ULL << 8, 1ULL << 16, 1ULL << 24, 2ULL, 1ULL << 9, 1ULL << 17};
+    u64 sum = 0;
+#pragma unroll
+    for (int s = 0; s < 7; s++) sum += (u64)acc[s][g][q] * weight[s];
+    tile[(r - tr * TILE) * TILE + (c - tc * TILE)] = (r < m && c < n) ? reduce(sum) : 0;
+}
+
 // The tiles of matmul_tiles (same grid, same output layout) from the byte planes of
 // byte_planes: `ap` holds A's four planes (rows padded to whole tiles × ldk, `a_plane` bytes
 // apart), `bp` B's four by column (columns padded to whole tiles × ldk, `b_plane` apart); ldk
@@ -199,20 +212,12 @@ extern "C" __global__ void __launch_bounds__(512) matmul_tiles_imma(
 #pragma unroll
                 for (int g = 0; g < 4; g++) mma_u8(acc[i + j][g][0], acc[i + j][g][1], a[i], b[j][g]);
     }
-    // 2^(8s) mod P: 2^32 ≡ 2, so 2^40 ≡ 2^9 and 2^48 ≡ 2^17
-    const u64 weight[7] = {1ULL, 1ULL << 8, 1ULL << 16, 1ULL << 24, 2ULL, 1ULL << 9, 1ULL << 17};
     u32* tile = out + ((u64)blockIdx.y * gridDim.x + blockIdx.x) * (TILE * TILE);
-    const u32 r = row0 + quad;
 #pragma unroll
     for (int g = 0; g < 4; g++)
 #pragma unroll
-        for (int v = 0; v < 2; v++) {
-            const u32 c = col0 + 8 * g + 2 * (lane & 3) + v;
-            u64 sum = 0;
-#pragma unroll
-            for (int s = 0; s < 7; s++) sum += (u64)acc[s][g][v] * weight[s];
-            tile[(r - tr * TILE) * TILE + (c - tc * TILE)] = (r < m && c < n) ? reduce(sum) : 0;
-        }
+        for (int v = 0; v < 2; v++)
+            store_shifts(tile, acc, g, v, row0 + quad, col0 + 8 * g + 2 * (lane & 3) + v, tr, tc, m, n);
 }
 
 // D += A·B for one 16×8×32 block of unsigned bytes (PTX mma.m16n8k32, sm_80 and later), which
@@ -275,19 +280,13 @@ extern "C" __global__ void __launch_bounds__(256) matmul_tiles_imma_wide(
 #pragma unroll
                 for (int g = 0; g < 4; g++) mma_u8_wide(acc[i + j][g], a[i], b[j][g][0], b[j][g][1]);
     }
-    const u64 weight[7] = {1ULL, 1ULL << 8, 1ULL << 16, 1ULL << 24, 2ULL, 1ULL << 9, 1ULL << 17};
     u32* tile = out + ((u64)blockIdx.y * gridDim.x + blockIdx.x) * (TILE * TILE);
 #pragma unroll
     for (int g = 0; g < 4; g++)
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const u32 r = row0 + quad + 8 * (q >> 1);
-            const u32 c = col0 + 8 * g + 2 * (lane & 3) + (q & 1);
-            u64 sum = 0;
-#pragma unroll
-            for (int s = 0; s < 7; s++) sum += (u64)acc[s][g][q] * weight[s];
-            tile[(r - tr * TILE) * TILE + (c - tc * TILE)] = (r < m && c < n) ? reduce(sum) : 0;
-        }
+        for (int q = 0; q < 4; q++)
+            store_shifts(tile, acc, g, q, row0 + quad + 8 * (q >> 1), col0 + 8 * g + 2 * (lane & 3) + (q & 1),
+                         tr, tc, m, n);
 }
 
 // out[r·rows + i] = Σ_j element(key, i·cols + j) · vs[r·cols + j] mod P for r < nv (≤ 4): the
