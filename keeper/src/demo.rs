@@ -236,6 +236,8 @@ impl Scenario {
             reveal: 20,
         };
         let params = Params::defaults(1_000);
+        // the embedded program is loaded upgradeable; its upgrade authority initializes
+        chain.with(|c| c.set_upgrade_authority(Some(&admin.pubkey())));
         must(
             "initialize_config",
             chain.send(

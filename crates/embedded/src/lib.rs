@@ -125,6 +125,37 @@ impl Cluster {
         self.svm.set_sysvar(&SlotHashes::new(&entries));
     }
 
+    /// Sets the upgrade authority recorded in the program's program-data account (litesvm
+    /// loads the program upgradeable, with none): `initialize_config` must be signed by it.
+    pub fn set_upgrade_authority(&mut self, authority: Option<&Pubkey>) {
+        let key = compute_market::pda::program_data();
+        let mut acc = self.svm.get_account(&key).expect("program data account");
+        // bincode UpgradeableLoaderState::ProgramData { slot: u64, upgrade_authority: Option<Pubkey> }
+        assert_eq!(acc.data[..4], 3u32.to_le_bytes(), "not a program-data account");
+        match authority {
+            Some(a) => {
+                acc.data[12] = 1;
+                acc.data[13..45].copy_from_slice(a.as_ref());
+            }
+            None => {
+                acc.data[12] = 0;
+                acc.data[13..45].fill(0);
+            }
+        }
+        self.svm.set_account(key, acc).expect("program data account");
+    }
+
+    /// A new SPL mint (6 decimals) with `authority` and a freeze authority (which
+    /// `initialize_config` refuses).
+    pub fn create_mint_with_freeze(&mut self, authority: &Pubkey, freeze: &Pubkey) -> Pubkey {
+        let key = self.create_mint(authority);
+        let mut acc = self.svm.get_account(&key).expect("mint");
+        acc.data[46..50].copy_from_slice(&1u32.to_le_bytes());
+        acc.data[50..82].copy_from_slice(freeze.as_ref());
+        self.svm.set_account(key, acc).expect("mint");
+        key
+    }
+
     /// Lamports for `key`.
     pub fn airdrop(&mut self, key: &Pubkey, lamports: u64) {
         self.svm.airdrop(key, lamports).expect("airdrop");

@@ -1,6 +1,6 @@
-//! Vote commitments, the verification seed and stake-weighted seat sortition.
+//! Vote commitments and the verification seed (seat sortition: [`crate::seats`]).
 
-use crate::hash::{digest_u64, hashv, Digest};
+use crate::hash::{hashv, Digest};
 
 /// A revealed "the result is valid" vote.
 pub const VOTE_VALID: u8 = 1;
@@ -41,29 +41,6 @@ pub fn verification_seed(
     hashv(&[b"cm:seed:v1", slot_hash, task, result_root, &[round]])
 }
 
-/// A verifier's sortition ticket for a seed: uniform in `u64`.
-pub fn seat_ticket(seed: &Digest, verifier: &[u8; 32]) -> u64 {
-    digest_u64(&hashv(&[b"cm:seat:v1", seed, verifier]))
-}
-
-/// Stake-weighted sortition: is a verifier with `stake` out of `total_stake` eligible for a
-/// seat, aiming at `expected` eligible verifiers in all?
-///
-/// Eligible when `ticket < 2^64 · min(1, expected · stake / total_stake)`. The first eligible
-/// verifiers to join take the seats. Computed in `u128` without overflow.
-pub fn seat_eligible(ticket: u64, stake: u64, total_stake: u64, expected: u64) -> bool {
-    if stake == 0 {
-        return false;
-    }
-    let weight = (stake as u128) * (expected as u128);
-    if total_stake == 0 || weight >= total_stake as u128 {
-        return true;
-    }
-    // weight < total_stake <= 2^64 - 1, so the shift cannot overflow
-    let threshold = (weight << 64) / total_stake as u128;
-    (ticket as u128) < threshold
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,25 +72,5 @@ mod tests {
             base,
             vote_commitment(&[1; 32], &[2; 32], 0, VOTE_VALID, &[3; 32], &[9; 32])
         );
-    }
-
-    #[test]
-    fn sortition_is_stake_weighted() {
-        assert!(!seat_eligible(0, 0, 100, 3));
-        assert!(seat_eligible(u64::MAX, 50, 100, 3)); // weight >= total: always
-                                                      // stake 1 of 1000 with 3 expected: probability 0.003
-        let seed = [5u8; 32];
-        let hits = (0..20_000u32)
-            .filter(|i| {
-                let mut v = [0u8; 32];
-                v[..4].copy_from_slice(&i.to_le_bytes());
-                seat_eligible(seat_ticket(&seed, &v), 1, 1000, 3)
-            })
-            .count();
-        assert!(
-            (30..=95).contains(&hits),
-            "expected about 60 of 20000, got {hits}"
-        );
-        assert!(seat_eligible(0, 1, u64::MAX, 1)); // tiny threshold still admits ticket 0
     }
 }

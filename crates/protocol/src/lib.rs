@@ -5,7 +5,8 @@
 //!
 //! * [`job`]: the canonical 64-byte job-spec encoding, its validation and tile geometry;
 //! * [`merkle`]: leaf and node hashing, the Merkle root over output tiles, proofs;
-//! * [`commit`]: vote commitments, the verification seed and stake-weighted seat sortition;
+//! * [`commit`]: vote commitments and the verification seed;
+//! * [`seats`]: stake-weighted seat sortition (tickets, scores, eligibility, displacement);
 //! * [`region`]: region codes and the distance providers rank tasks by;
 //! * [`sampling`]: per-verifier sample indices, Freivalds vectors and vote evidence;
 //! * [`hash`]: SHA-256 (the `sol_sha256` syscall on-chain, `sha2` on the host).
@@ -20,6 +21,7 @@ pub mod job;
 pub mod merkle;
 pub mod region;
 pub mod sampling;
+pub mod seats;
 
 /// The prime of `MatMulModP`: 2^31 − 1 (a Mersenne prime).
 pub const P: u64 = (1 << 31) - 1;

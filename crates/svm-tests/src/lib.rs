@@ -15,7 +15,7 @@ use compute_market::{
         InitializeConfigArgs, PostTaskArgs, RegisterNodeArgs, RevealVoteArgs, SubmitResultArgs,
     },
     pda,
-    state::{Hardware, MarketArgs, Node, Params, Task, Vote, Windows},
+    state::{Hardware, MarketArgs, Node, Params, Task, TaskStatus, Vote, Windows},
 };
 use compute_market_embedded::Cluster;
 use compute_market_protocol::{commit::vote_commitment, hash::hashv, job::JobSpec};
@@ -163,6 +163,8 @@ pub struct World {
     pub records: Vec<TxRecord>,
     /// Every token account created by the world (for conservation checks).
     pub token_accounts: Vec<Pubkey>,
+    /// Tokens sent into vaults and escrows from outside the protocol, per account.
+    pub donated: HashMap<Pubkey, u64>,
 }
 
 impl World {
@@ -190,6 +192,7 @@ impl World {
             shared: vec![],
             records: vec![],
             token_accounts: vec![],
+            donated: HashMap::new(),
         };
         w.treasury = w.token_account(&w.admin.pubkey(), 0);
         let (admin_key, mint, treasury) = (w.admin.pubkey(), w.mint, w.treasury);
@@ -200,6 +203,8 @@ impl World {
         w.names.insert(admin_key, "admin".into());
         w.shared = vec![pda::config(), w.market, treasury, mint];
         let admin = w.admin.insecure_clone();
+        // the program is loaded upgradeable: its upgrade authority initializes the config
+        w.c.set_upgrade_authority(Some(&admin_key));
         w.send(
             "initialize_config",
             &admin,
@@ -510,15 +515,40 @@ impl World {
             result_root: root,
             result_uri: "http://127.0.0.1:9000/r/".into(),
         };
+        let market = self.try_task(&task).map_or(self.market, |t| t.market);
         self.send_as(
             "submit_result",
             p,
-            client::submit_result(p.key(), task, args),
+            client::submit_result(p.key(), task, market, args),
         )
     }
 
-    /// `join_task` in the task's current round.
+    /// The authority of the worst seated verifier when every seat of the task's round is
+    /// taken (the seat a new joiner must displace), else `None`.
+    pub fn worst_seated(&self, task: &Pubkey) -> Option<Pubkey> {
+        let t = self.try_task(task)?;
+        if t.tally().seats < t.tally().quorum {
+            return None;
+        }
+        let scores: Vec<_> = t.seated().iter().map(|s| s.score()).collect();
+        let i = protocol::seats::worst_seat(&scores)?;
+        self.try_node(&t.seated()[i].node).map(|n| n.authority)
+    }
+
+    /// `join_task` in the task's current round, displacing the worst seated verifier when
+    /// every seat is taken.
     pub fn join(&mut self, v: &Actor, task: Pubkey) -> Result<TxRecord, TxRecord> {
+        let displaced = self.worst_seated(&task);
+        self.join_displacing(v, task, displaced)
+    }
+
+    /// `join_task` naming `displaced` (the authority of the seat to take) explicitly.
+    pub fn join_displacing(
+        &mut self,
+        v: &Actor,
+        task: Pubkey,
+        displaced: Option<Pubkey>,
+    ) -> Result<TxRecord, TxRecord> {
         let round = self.round_of(&task);
         let vote = pda::vote(&task, &v.node, round);
         self.names.insert(
@@ -529,7 +559,7 @@ impl World {
                 v.name
             ),
         );
-        let ix = client::join_task(v.key(), task, self.market, round);
+        let ix = client::join_task(v.key(), task, round, displaced);
         self.send_as("join_task", v, ix)
     }
 
@@ -549,8 +579,31 @@ impl World {
         )
     }
 
-    /// `reveal_vote` of `ballot` in the task's current round.
+    /// Advances the clock, if needed, to the first slot where the task's seats are final
+    /// (after its join deadline): reveals and early finalization open only then.
+    pub fn close_join_window(&mut self, task: &Pubkey) {
+        if let Some(t) = self.try_task(task) {
+            let now = self.slot();
+            if t.status == TaskStatus::Verifying && now <= t.join_deadline {
+                self.advance(t.join_deadline + 1 - now);
+            }
+        }
+    }
+
+    /// `reveal_vote` of `ballot` in the task's current round, as soon as reveals may open
+    /// (the clock moves past the join deadline first if needed).
     pub fn reveal(
+        &mut self,
+        v: &Actor,
+        task: Pubkey,
+        ballot: &Ballot,
+    ) -> Result<TxRecord, TxRecord> {
+        self.close_join_window(&task);
+        self.reveal_now(v, task, ballot)
+    }
+
+    /// `reveal_vote` of `ballot` at the current slot.
+    pub fn reveal_now(
         &mut self,
         v: &Actor,
         task: Pubkey,
@@ -571,8 +624,10 @@ impl World {
 
     /// `finalize_task`, by the cranker.
     pub fn finalize(&mut self, task: Pubkey) -> Result<TxRecord, TxRecord> {
-        let provider = self.try_task(&task).map(|t| t.provider).unwrap_or_default();
-        self.crank("finalize_task", client::finalize_task(task, provider))
+        let (provider, market) = self
+            .try_task(&task)
+            .map_or((Pubkey::default(), self.market), |t| (t.provider, t.market));
+        self.crank("finalize_task", client::finalize_task(task, provider, market))
     }
 
     /// `settle_vote` of verifier `v` in `round`, by the cranker.
@@ -580,20 +635,44 @@ impl World {
         self.crank("settle_vote", client::settle_vote(task, v.key(), round))
     }
 
-    /// `close_task`, by the cranker.
+    /// `close_task`, by the cranker; the treasury is passed only when the escrow holds more
+    /// than the refund.
     pub fn close(&mut self, task: Pubkey) -> Result<TxRecord, TxRecord> {
-        let (client, client_token, provider) = match self.try_task(&task) {
-            Some(t) => (
-                t.client,
-                t.client_token,
-                (t.provider != Pubkey::default()).then_some(t.provider),
-            ),
+        let (client, client_token, treasury) = match self.try_task(&task) {
+            Some(t) => {
+                let refund = t.client_refund().unwrap_or(0);
+                let extra = self.balance(&pda::escrow(&task)) > refund;
+                (t.client, t.client_token, extra.then_some(self.treasury))
+            }
             None => (Pubkey::default(), Pubkey::default(), None),
         };
         self.crank(
             "close_task",
-            client::close_task(task, client, client_token, provider),
+            client::close_task(task, client, client_token, treasury),
         )
+    }
+
+    /// `sync_stake` of a node, by the cranker.
+    pub fn sync(&mut self, node: Pubkey) -> Result<TxRecord, TxRecord> {
+        let market = self.try_node(&node).map_or(self.market, |n| n.market);
+        self.crank("sync_stake", client::sync_stake(node, market))
+    }
+
+    /// Sends `amount` stake tokens from `from`'s wallet straight into `to` (a vault or an
+    /// escrow), outside the protocol: what a griefer can always do.
+    pub fn donate(&mut self, from: &Actor, to: Pubkey, amount: u64) -> Result<TxRecord, TxRecord> {
+        let ix = anchor_spl::token::spl_token::instruction::transfer(
+            &anchor_spl::token::ID,
+            &from.wallet,
+            &to,
+            &from.key(),
+            &[],
+            amount,
+        )
+        .expect("transfer instruction");
+        let r = self.send_as("donate", from, ix)?;
+        *self.donated.entry(to).or_default() += amount;
+        Ok(r)
     }
 
     /// `sweep_fees` of a node, by the cranker.
@@ -615,24 +694,27 @@ impl World {
     }
 
     /// Panics unless the vault invariant holds for `nodes` and every live escrow matches its
-    /// task's accounting.
+    /// task's accounting, each plus exactly what strangers sent into it ([`World::donate`]).
     pub fn check_invariants(&self, nodes: &[&Actor], tasks: &[Pubkey]) {
+        let donated = |k: &Pubkey| self.donated.get(k).copied().unwrap_or(0);
         for a in nodes {
             if let Some(n) = self.try_node(&a.node) {
                 assert_eq!(
                     self.balance(&a.vault),
-                    n.free + n.bonded + n.pending_unstake + n.earned + n.fees_due,
-                    "vault of {} != free + bonded + pending + earned + fees",
+                    n.free + n.bonded + n.pending_unstake + n.earned + n.fees_due
+                        + donated(&a.vault),
+                    "vault of {} != free + bonded + pending + earned + fees (+ donations)",
                     a.name
                 );
             }
         }
         for t in tasks {
             if let Some(task) = self.try_task(t) {
+                let e = pda::escrow(t);
                 assert_eq!(
-                    self.balance(&pda::escrow(t)),
-                    task.escrow_balance,
-                    "escrow of {t} != its accounting"
+                    self.balance(&e),
+                    task.escrow_balance + donated(&e),
+                    "escrow of {t} != its accounting (+ donations)"
                 );
             }
         }
@@ -675,6 +757,8 @@ pub fn cast(n: usize, provider_roles: u8) -> Cast {
             v
         })
         .collect();
+    // one slot on: every node above is in the stake snapshot of a task submitted from now
+    w.advance(1);
     Cast {
         w,
         client,
@@ -685,8 +769,10 @@ pub fn cast(n: usize, provider_roles: u8) -> Cast {
 
 impl Cast {
     /// Posts task `id`, claims it and submits root `[7; 32]`, then moves two slots on so the
-    /// seed can be drawn (at slot N, SlotHashes holds only the slots before N).
+    /// seed can be drawn (at slot N, SlotHashes holds only the slots before N). The clock first
+    /// moves one slot so that every node staked so far is in the round's stake snapshot.
     pub fn submitted(&mut self, id: u64) -> Pubkey {
+        self.w.advance(1);
         let task = self
             .w
             .post(&self.client, id, small_job(id as u8), R)

@@ -104,6 +104,7 @@ fn seed_reference_moves_forward_when_its_slot_left_slot_hashes() {
     w.onboard(&p, 1, STAKE);
     let v = w.actor("v", STAKE);
     w.onboard(&v, 2, STAKE);
+    w.advance(1);
     let task = w.post(&client_a, 3, small_job(3), R).unwrap();
     w.claim(&p, task).unwrap();
     w.submit(&p, task, [9; 32]).unwrap();
@@ -121,32 +122,30 @@ fn seed_reference_moves_forward_when_its_slot_left_slot_hashes() {
 #[test]
 fn provider_and_client_cannot_take_seats_and_sortition_is_stake_weighted() {
     let mut c = cast(1, 3);
+    // a client that runs a verifier node, a whale, a sybil with a sliver of stake and a
+    // provider-only node, all in place before the submission
+    c.w.register(&c.client, 2, gpu()).unwrap();
+    c.w.stake(&c.client, STAKE).unwrap();
+    let whale = c.w.actor("whale", 1_000_000_000);
+    c.w.onboard(&whale, 2, 1_000_000_000);
+    let sybil = c.w.actor("sybil", R / 2);
+    c.w.onboard(&sybil, 2, R / 2);
+    let p2 = c.w.actor("p2", STAKE);
+    c.w.onboard(&p2, 1, STAKE);
+    c.w.advance(1);
     let task = c.submitted(4);
     let w = &mut c.w;
     // the provider (roles = both) cannot verify its own task
     refused(w, "ProviderCannotVerify", |w| w.join(&c.provider, task));
     // a client that runs a verifier node cannot verify its own task
-    w.register(&c.client, 2, gpu()).unwrap();
-    w.stake(&c.client, STAKE).unwrap();
     refused(w, "ClientCannotVerify", |w| w.join(&c.client, task));
-    // a sybil with a sliver of stake is (overwhelmingly) not eligible
-    let whale = w.actor("whale", 1_000_000_000);
-    w.onboard(&whale, 2, 1_000_000_000);
-    let sybil = w.actor("sybil", R / 2);
-    w.onboard(&sybil, 2, R / 2);
+    // the sybil is (overwhelmingly) not eligible
     w.crank("draw_seed", client::draw_seed(task)).unwrap();
-    let ticket =
-        compute_market_protocol::commit::seat_ticket(&w.task(&task).seed, &sybil.node.to_bytes());
-    assert!(!compute_market_protocol::commit::seat_eligible(
-        ticket,
-        R / 2,
-        w.market_account().verifier_stake,
-        9
-    ));
+    let t = w.task(&task);
+    let score = protocol::seats::SeatScore::new(&t.seed, &sybil.node.to_bytes(), R / 2);
+    assert!(!protocol::seats::seat_eligible(&score, t.snapshot_stake, 9));
     refused(w, "NotEligibleForSeat", |w| w.join(&sybil, task));
-    // a verifier without the role, or with too little free stake
-    let p2 = w.actor("p2", STAKE);
-    w.onboard(&p2, 1, STAKE);
+    // a node without the verifier role
     refused(w, "NotAVerifier", |w| w.join(&p2, task));
 }
 
@@ -179,8 +178,13 @@ fn colluding_minority_is_slashed() {
     assert_eq!(w.task(&task).status, TaskStatus::Rejected);
     for v in &c.verifiers[..2] {
         w.settle(task, v, 0).unwrap();
-        assert_eq!(w.balance(&v.vault), STAKE - 250_000, "colluder slashed");
+        let n = w.node(&v.node);
+        assert_eq!(n.free, STAKE - 250_000, "colluder slashed");
+        // the split's rounding remainder (500 000 mod 3) stays booked to the treasury
+        assert_eq!(w.balance(&v.vault), n.free + n.fees_due);
     }
+    let dust: u64 = c.verifiers[..2].iter().map(|v| w.node(&v.node).fees_due).sum();
+    assert_eq!(dust, 500_000 % 3, "the losers book exactly the split's remainder");
     for v in &c.verifiers[2..] {
         w.settle(task, v, 0).unwrap();
         assert!(w.balance(&v.vault) > STAKE, "honest verifier rewarded");
@@ -368,14 +372,14 @@ fn wrong_mint_vault_pda_signer_and_owner_are_refused() {
     for (v, b) in &votes {
         w.reveal(v, task, b).unwrap();
     }
-    let mut ix = client::finalize_task(task, c.provider.node);
+    let mut ix = client::finalize_task(task, c.provider.node, w.market);
     ix.accounts[3].pubkey = c.verifiers[0].vault;
     refused(w, "ConstraintSeeds", |w| w.crank("finalize_task", ix));
     // wrong provider node
-    let ix = client::finalize_task(task, c.verifiers[0].node);
+    let ix = client::finalize_task(task, c.verifiers[0].node, w.market);
     refused(w, "NotTaskProvider", |w| w.crank("finalize_task", ix));
     // wrong owner: a token account passed where a node is expected
-    let mut ix = client::finalize_task(task, c.provider.node);
+    let mut ix = client::finalize_task(task, c.provider.node, w.market);
     ix.accounts[2].pubkey = c.provider.vault;
     refused(w, "AccountOwnedByWrongProgram", |w| {
         w.crank("finalize_task", ix)
@@ -536,7 +540,7 @@ fn bad_input_is_refused_by_name() {
         w.send_as(
             "submit_result",
             p,
-            client::submit_result(p.key(), task, long),
+            client::submit_result(p.key(), task, w.market, long),
         )
     });
     let empty = SubmitResultArgs {
@@ -547,7 +551,7 @@ fn bad_input_is_refused_by_name() {
         w.send_as(
             "submit_result",
             p,
-            client::submit_result(p.key(), task, empty),
+            client::submit_result(p.key(), task, w.market, empty),
         )
     });
     refused(w, "EmptyResultRoot", |w| w.submit(p, task, [0; 32]));

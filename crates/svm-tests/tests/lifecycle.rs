@@ -442,7 +442,14 @@ fn parameter_updates_are_bounded_and_delayed() {
         .crank("apply_params", client::apply_params())
         .unwrap_err()
         .has_error("UpdateNotYetEffective"));
-    w.advance(50);
+    // the configured delay (50) is shorter than the cooldown in force (5 000): the proposal
+    // waits longer than the cooldown, so any staker can leave before it applies
+    w.advance(5_000);
+    assert!(w
+        .crank("apply_params", client::apply_params())
+        .unwrap_err()
+        .has_error("UpdateNotYetEffective"));
+    w.advance(1);
     w.crank("apply_params", client::apply_params()).unwrap();
     assert_eq!(w.config().params.fee_bps, 500);
     assert!(w

@@ -16,7 +16,7 @@ fn build(accounts: impl ToAccountMetas, data: impl InstructionData) -> Instructi
     }
 }
 
-/// `initialize_config`.
+/// `initialize_config`, signed by the program's upgrade authority `admin`.
 pub fn initialize_config(
     admin: Pubkey,
     stake_mint: Pubkey,
@@ -29,6 +29,8 @@ pub fn initialize_config(
             stake_mint,
             treasury,
             admin,
+            program: ID,
+            program_data: pda::program_data(),
             system_program: system_program::ID,
         },
         ix::InitializeConfig { args },
@@ -228,11 +230,17 @@ pub fn claim_task(authority: Pubkey, task: Pubkey) -> Instruction {
     )
 }
 
-/// `submit_result`.
-pub fn submit_result(authority: Pubkey, task: Pubkey, args: SubmitResultArgs) -> Instruction {
+/// `submit_result` on `task` of `market`.
+pub fn submit_result(
+    authority: Pubkey,
+    task: Pubkey,
+    market: Pubkey,
+    args: SubmitResultArgs,
+) -> Instruction {
     build(
         acc::SubmitResult {
             task,
+            market,
             node: pda::node(&authority),
             authority,
         },
@@ -265,17 +273,26 @@ pub fn draw_seed(task: Pubkey) -> Instruction {
     )
 }
 
-/// `join_task` in `round`.
-pub fn join_task(authority: Pubkey, task: Pubkey, market: Pubkey, round: u8) -> Instruction {
+/// `join_task` in `round`; `displaced` is the authority of the worst seated verifier when
+/// every seat is taken (its vote and node are derived).
+pub fn join_task(
+    authority: Pubkey,
+    task: Pubkey,
+    round: u8,
+    displaced: Option<Pubkey>,
+) -> Instruction {
     let node = pda::node(&authority);
+    let displaced_node = displaced.map(|a| pda::node(&a));
     build(
         acc::JoinTask {
             task,
-            market,
             node,
             vote: pda::vote(&task, &node, round),
             slot_hashes: SLOT_HASHES_ID,
             authority,
+            displaced_vote: displaced_node.map(|n| pda::vote(&task, &n, round)),
+            displaced_node,
+            displaced_authority: displaced,
             system_program: system_program::ID,
         },
         ix::JoinTask {},
@@ -318,14 +335,15 @@ pub fn reveal_vote(
     )
 }
 
-/// `finalize_task`.
-pub fn finalize_task(task: Pubkey, provider_node: Pubkey) -> Instruction {
+/// `finalize_task` of `task` in `market`.
+pub fn finalize_task(task: Pubkey, provider_node: Pubkey, market: Pubkey) -> Instruction {
     build(
         acc::FinalizeTask {
             task,
             escrow: pda::escrow(&task),
             provider_node,
             provider_vault: pda::vault(&provider_node),
+            market,
             token_program: token::ID,
         },
         ix::FinalizeTask {},
@@ -349,12 +367,13 @@ pub fn settle_vote(task: Pubkey, authority: Pubkey, round: u8) -> Instruction {
     )
 }
 
-/// `close_task`; `provider_node` when the task had a provider.
+/// `close_task`; `treasury` (the config's) only when the escrow holds more than the refund
+/// (tokens sent in from outside), so that closes never write-lock it otherwise.
 pub fn close_task(
     task: Pubkey,
     client: Pubkey,
     client_token: Pubkey,
-    provider_node: Option<Pubkey>,
+    treasury: Option<Pubkey>,
 ) -> Instruction {
     build(
         acc::CloseTask {
@@ -362,10 +381,15 @@ pub fn close_task(
             escrow: pda::escrow(&task),
             client,
             client_token,
-            provider_node,
-            provider_vault: provider_node.map(|n| pda::vault(&n)),
+            config: pda::config(),
+            treasury,
             token_program: token::ID,
         },
         ix::CloseTask {},
     )
+}
+
+/// `sync_stake` of `node` in `market` (anyone).
+pub fn sync_stake(node: Pubkey, market: Pubkey) -> Instruction {
+    build(acc::SyncStake { market, node }, ix::SyncStake {})
 }

@@ -62,10 +62,17 @@ pub const MAX_VERIFIER_BOND_BPS: u32 = 100_000;
 pub const MAX_VERIFIER_SLASH_BPS: u16 = 10_000;
 /// Late provider slash, at most 50% of its bond.
 pub const MAX_LATE_SLASH_BPS: u16 = 5_000;
+/// Longest unstake cooldown, slots (about 4.6 days at 400 ms): the admin can never freeze
+/// stake for longer. Above twice the longest possible task (submit + 2 rounds at the bounds).
+pub const MAX_UNSTAKE_COOLDOWN: u64 = 1_000_000;
 /// Delay before a proposed parameter change can be applied, slots.
 pub const MIN_UPDATE_DELAY: u64 = 10;
 /// Longest parameter-update delay, slots.
 pub const MAX_UPDATE_DELAY: u64 = 10_000_000;
+/// Seats of a round at most: an escalated round seats 2 × [`MAX_QUORUM`].
+pub const MAX_SEATS: usize = 2 * MAX_QUORUM as usize;
+/// Layout version written in every account (first byte after the discriminator).
+pub const ACCOUNT_VERSION: u8 = 1;
 /// Sortition aims at this many eligible verifiers per seat.
 pub const SEAT_OVERSAMPLE: u64 = 3;
 /// Node role bit: may claim tasks.

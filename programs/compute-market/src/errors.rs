@@ -134,4 +134,28 @@ pub enum MarketError {
     MissingProviderAccounts,
     #[msg("arithmetic overflow")]
     MathOverflow,
+    #[msg("unstake cooldown above the hard bound (MAX_UNSTAKE_COOLDOWN)")]
+    CooldownTooLong,
+    #[msg("an unstake is already pending: withdraw it after its cooldown before requesting more")]
+    UnstakeAlreadyPending,
+    #[msg("only the program's upgrade authority may initialize the config")]
+    NotUpgradeAuthority,
+    #[msg("the stake mint has a freeze authority (it could freeze vaults and escrows)")]
+    MintHasFreezeAuthority,
+    #[msg("the node registered at or after the round's stake snapshot")]
+    NodeRegisteredAfterSnapshot,
+    #[msg("the node had no stake in place before the round's stake snapshot")]
+    StakeNotInSnapshot,
+    #[msg("every seat is held by a better ticket")]
+    TicketNotBetterThanSeated,
+    #[msg("the displaced seat's vote, node and authority accounts are required")]
+    MissingDisplacedAccounts,
+    #[msg("the displaced accounts are not those of the worst seated verifier")]
+    WrongDisplacedSeat,
+    #[msg("the escrow holds tokens beyond the refund: the treasury account is required")]
+    TreasuryRequired,
+    #[msg("not the config's treasury")]
+    WrongTreasury,
+    #[msg("the node owes no stake debt to its market")]
+    NoStakeDebt,
 }

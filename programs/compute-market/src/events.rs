@@ -179,6 +179,29 @@ pub struct VerifierJoined {
     pub round: u8,
     pub bond: u64,
     pub seats: u8,
+    /// The verifier's snapshot stake and ticket exponent (its score is exponent / weight).
+    pub weight: u64,
+    pub exponent: u64,
+}
+
+/// A better ticket took the seat of the worst seated verifier: its bond was released and its
+/// vote account closed with the rent returned.
+#[event]
+pub struct VerifierDisplaced {
+    pub task: Pubkey,
+    pub round: u8,
+    pub displaced: Pubkey,
+    pub by: Pubkey,
+    pub released_bond: u64,
+}
+
+/// A node's slashed stake was subtracted from its market's sortition total.
+#[event]
+pub struct StakeSynced {
+    pub node: Pubkey,
+    pub market: Pubkey,
+    pub subtracted: u64,
+    pub verifier_stake: u64,
 }
 
 /// A verifier committed its vote.
@@ -239,5 +262,6 @@ pub struct TaskClosed {
     pub task: Pubkey,
     pub status: u8,
     pub refunded: u64,
-    pub dust_to_treasury: u64,
+    /// Tokens beyond the refund (sent into the escrow from outside), sent to the treasury.
+    pub leftover_to_treasury: u64,
 }

@@ -29,11 +29,22 @@ use state::{MarketArgs, Params};
 
 declare_id!("C7dNHMTtuzBkddhdpqiXzaWZ2j3HZXPjstDXaY9PnwbJ");
 
+#[cfg(not(feature = "no-entrypoint"))]
+solana_security_txt::security_txt! {
+    name: "Compute Market",
+    project_url: "https://github.com/compute-market/compute-market",
+    contacts: "link:https://github.com/compute-market/compute-market/security/advisories/new",
+    policy: "https://github.com/compute-market/compute-market/blob/main/SECURITY.md",
+    preferred_languages: "en",
+    source_code: "https://github.com/compute-market/compute-market"
+}
+
 #[program]
 pub mod compute_market {
     use super::*;
 
-    /// Creates the singleton config: admin, stake mint, treasury, parameters, update delay.
+    /// The program's upgrade authority creates the singleton config: admin, stake mint (no
+    /// freeze authority), treasury, parameters, update delay.
     #[access_control(ctx.accounts.validate(&args))]
     pub fn initialize_config(
         ctx: Context<InitializeConfig>,
@@ -96,6 +107,12 @@ pub mod compute_market {
         sweep_fees::handler(ctx)
     }
 
+    /// Anyone: subtracts a node's slashed stake from its market's sortition total.
+    #[access_control(ctx.accounts.validate())]
+    pub fn sync_stake(ctx: Context<SyncStake>) -> Result<()> {
+        sync_stake::handler(ctx)
+    }
+
     /// Closes an empty node and its vault.
     #[access_control(ctx.accounts.validate())]
     pub fn close_node(ctx: Context<CloseNode>) -> Result<()> {
@@ -144,7 +161,8 @@ pub mod compute_market {
         draw_seed::handler(ctx)
     }
 
-    /// Verifier: takes a seat if the seed's sortition admits it, bonding stake.
+    /// Verifier: takes a seat (or displaces a worse ticket) if its snapshot stake and the
+    /// seed's sortition admit it, bonding stake.
     #[access_control(ctx.accounts.validate())]
     pub fn join_task(ctx: Context<JoinTask>) -> Result<()> {
         join_task::handler(ctx)

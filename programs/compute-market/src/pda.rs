@@ -38,3 +38,12 @@ pub fn escrow(task: &Pubkey) -> Pubkey {
 pub fn vote(task: &Pubkey, node: &Pubkey, round: u8) -> Pubkey {
     Pubkey::find_program_address(&[SEED_VOTE, task.as_ref(), node.as_ref(), &[round]], &ID).0
 }
+
+/// The program-data account of this (upgradeable) program: names its upgrade authority.
+pub fn program_data() -> Pubkey {
+    Pubkey::find_program_address(
+        &[ID.as_ref()],
+        &anchor_lang::solana_program::bpf_loader_upgradeable::ID,
+    )
+    .0
+}

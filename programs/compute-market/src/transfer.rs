@@ -32,6 +32,18 @@ pub fn from_pda<'info>(
     seeds: &[&[u8]],
     amount: u64,
 ) -> Result<()> {
+    from_pda_to_info(token_program, from, to.to_account_info(), pda, seeds, amount)
+}
+
+/// [`from_pda`] into an account checked by the caller (the token program checks it again).
+pub fn from_pda_to_info<'info>(
+    token_program: &Program<'info, Token>,
+    from: &Account<'info, TokenAccount>,
+    to: AccountInfo<'info>,
+    pda: AccountInfo<'info>,
+    seeds: &[&[u8]],
+    amount: u64,
+) -> Result<()> {
     if amount == 0 {
         return Ok(());
     }
@@ -40,7 +52,7 @@ pub fn from_pda<'info>(
             token_program.key(),
             Transfer {
                 from: from.to_account_info(),
-                to: to.to_account_info(),
+                to,
                 authority: pda,
             },
             &[seeds],

@@ -53,6 +53,7 @@ pub fn handler(ctx: Context<CloseNode>) -> Result<()> {
     )?;
     let roles = a.node.roles;
     let market = &mut ctx.accounts.market;
+    ctx.accounts.node.settle_debt(&mut market.verifier_stake);
     if roles & ROLE_PROVIDER != 0 {
         market.providers = market.providers.saturating_sub(1);
     }

@@ -1,6 +1,11 @@
 //! `close_task`: anyone closes a finished task whose votes are all settled: the client gets
-//! its refund, rounding dust goes to the treasury through the provider's node, and the escrow
-//! and task accounts are closed with their rent returned to the client.
+//! its refund, the escrow and task accounts are closed and their rent returned to the client.
+//!
+//! It cannot be blocked by anything a participant does afterwards (PROTOCOL §3, Close): it
+//! needs no provider or verifier account. Rounding dust never reaches the escrow's end (it is
+//! booked at finalize and at the losers' settlements), so the only tokens beyond the refund are
+//! ones a stranger sent in: they go to the treasury, whose account is then required (and
+//! writable only then); if the treasury's owner has closed that account, they go to the client.
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
 
@@ -20,12 +25,13 @@ pub struct CloseTask<'info> {
     pub client: UncheckedAccount<'info>,
     #[account(mut, address = task.client_token @ MarketError::WrongTokenAccount)]
     pub client_token: Box<Account<'info, TokenAccount>>,
-    /// The provider's node, when the task had one and dust remains.
-    #[account(mut)]
-    pub provider_node: Option<Box<Account<'info, Node>>>,
-    /// The provider's vault, with `provider_node`.
-    #[account(mut)]
-    pub provider_vault: Option<Box<Account<'info, TokenAccount>>>,
+    /// Read only: names the treasury.
+    #[account(seeds = [SEED_CONFIG], bump = config.bump)]
+    pub config: Box<Account<'info, Config>>,
+    /// CHECK: the config's treasury, only when the escrow holds more than the refund; read as
+    /// a token account in the handler (it may have been closed by its owner).
+    #[account(mut, address = config.treasury @ MarketError::WrongTreasury)]
+    pub treasury: Option<UncheckedAccount<'info>>,
     pub token_program: Program<'info, Token>,
 }
 
@@ -38,39 +44,45 @@ impl CloseTask<'_> {
     }
 }
 
+/// Whether `info` is a live token account of `mint` (so a transfer into it cannot fail).
+fn live_token_account(info: &AccountInfo, mint: &Pubkey) -> bool {
+    if info.owner != &anchor_spl::token::ID || info.lamports() == 0 {
+        return false;
+    }
+    let Ok(data) = info.try_borrow_data() else {
+        return false;
+    };
+    match TokenAccount::try_deserialize(&mut &data[..]) {
+        Ok(t) => t.mint == *mint && !t.is_frozen(),
+        Err(_) => false,
+    }
+}
+
 pub fn handler(mut ctx: Context<CloseTask>) -> Result<()> {
     let a = &mut ctx.accounts;
     let mut refund = a.task.client_refund()?;
-    // tokens beyond the refund: rounding dust of the verifiers' shares (or tokens sent to the
-    // escrow from outside). They go to the treasury through the provider's node.
     let leftover = math::sub(a.escrow.amount, refund)?;
-    let mut dust = 0;
-    if leftover > 0 && a.task.provider != Pubkey::default() {
-        let (Some(node), Some(vault)) = (a.provider_node.as_mut(), a.provider_vault.as_ref())
-        else {
-            return err!(MarketError::MissingProviderAccounts);
+    let mut to_treasury = 0;
+    if leftover > 0 {
+        let Some(treasury) = a.treasury.as_ref() else {
+            return err!(MarketError::TreasuryRequired);
         };
-        require_keys_eq!(node.key(), a.task.provider, MarketError::NotTaskProvider);
-        let vault_key = Pubkey::create_program_address(
-            &[SEED_VAULT, node.key().as_ref(), &[node.vault_bump]],
-            &crate::ID,
-        )
-        .map_err(|_| MarketError::WrongTokenAccount)?;
-        require_keys_eq!(vault.key(), vault_key, MarketError::WrongTokenAccount);
-        let id = a.task.task_id.to_le_bytes();
-        let bump = [a.task.bump];
-        transfer::from_pda(
-            &a.token_program,
-            &a.escrow,
-            vault,
-            a.task.to_account_info(),
-            &a.task.signer_seeds(&id, &bump),
-            leftover,
-        )?;
-        node.fees_due = math::add(node.fees_due, leftover)?;
-        dust = leftover;
-    } else {
-        refund = math::add(refund, leftover)?;
+        let info = treasury.to_account_info();
+        if live_token_account(&info, &a.escrow.mint) {
+            let id = a.task.task_id.to_le_bytes();
+            let bump = [a.task.bump];
+            transfer::from_pda_to_info(
+                &a.token_program,
+                &a.escrow,
+                info,
+                a.task.to_account_info(),
+                &a.task.signer_seeds(&id, &bump),
+                leftover,
+            )?;
+            to_treasury = leftover;
+        } else {
+            refund = math::add(refund, leftover)?;
+        }
     }
     let id = a.task.task_id.to_le_bytes();
     let bump = [a.task.bump];
@@ -95,7 +107,7 @@ pub fn handler(mut ctx: Context<CloseTask>) -> Result<()> {
         task: a.task.key(),
         status: a.task.status as u8,
         refunded: refund,
-        dust_to_treasury: dust
+        leftover_to_treasury: to_treasury,
     });
     Ok(())
 }

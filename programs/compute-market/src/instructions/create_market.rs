@@ -41,6 +41,7 @@ pub fn handler(ctx: Context<CreateMarket>, args: MarketArgs) -> Result<()> {
     let mut name = [0u8; MAX_NAME_LEN];
     name[..args.name.len()].copy_from_slice(args.name.as_bytes());
     ctx.accounts.market.set_inner(Market {
+        version: ACCOUNT_VERSION,
         id: args.id,
         name,
         min_gflops: args.min_gflops,
@@ -53,6 +54,7 @@ pub fn handler(ctx: Context<CreateMarket>, args: MarketArgs) -> Result<()> {
         verifiers: 0,
         verifier_stake: 0,
         bump: ctx.bumps.market,
+        reserved: [0; 64],
     });
     let config = &mut ctx.accounts.config;
     config.longest_task = config.longest_task.max(args.windows.longest_task());

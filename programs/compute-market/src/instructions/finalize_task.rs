@@ -27,6 +27,12 @@ pub struct FinalizeTask<'info> {
     pub provider_node: Box<Account<'info, Node>>,
     #[account(mut, seeds = [SEED_VAULT, provider_node.key().as_ref()], bump = provider_node.vault_bump)]
     pub provider_vault: Box<Account<'info, TokenAccount>>,
+    /// Read only: the sortition denominator of an escalated round.
+    #[account(
+        seeds = [SEED_MARKET, &market.id.to_le_bytes()], bump = market.bump,
+        constraint = market.key() == task.market @ MarketError::WrongMarket,
+    )]
+    pub market: Box<Account<'info, Market>>,
     pub token_program: Program<'info, Token>,
 }
 
@@ -67,7 +73,7 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
     let task_key = ctx.accounts.task.key();
     if majority == 0 && ctx.accounts.task.round == 0 {
         let task = &mut ctx.accounts.task;
-        task.start_round(1, now)?;
+        task.start_round(1, now, ctx.accounts.market.verifier_stake)?;
         emit!(TaskEscalated {
             task: task_key,
             round: 1,
@@ -84,9 +90,14 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
     let status = match majority {
         VOTE_VALID => {
             let terms = a.task.terms;
-            let fee = math::bps_of(a.task.reward, terms.fee_bps as u64)?;
+            // the provider's and the pool's parts are rounded down; the remainder is the fee,
+            // so rounding dust goes to the treasury (PROTOCOL §4)
             let pool = math::bps_of(a.task.reward, terms.verifier_pool_bps as u64)?;
-            let provider_pay = math::sub(math::sub(a.task.reward, fee)?, pool)?;
+            let provider_bps = BPS
+                .checked_sub(terms.fee_bps as u64 + terms.verifier_pool_bps as u64)
+                .ok_or(MarketError::MathOverflow)?;
+            let provider_pay = math::bps_of(a.task.reward, provider_bps)?;
+            let fee = math::sub(math::sub(a.task.reward, provider_pay)?, pool)?;
             let (share, dust) = math::split(pool, t.valid as u64)?;
             let to_provider = math::add(math::add(provider_pay, fee)?, dust)?;
             let id = a.task.task_id.to_le_bytes();
@@ -161,7 +172,9 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
             .ok_or(MarketError::MathOverflow)?;
         task.loser_slash = math::bps_of(task.verifier_bond, task.terms.verifier_slash_bps as u64)?;
         let collected = math::mul(task.loser_slash, losers as u64)?;
-        task.loser_bonus = math::split(collected, winners as u64)?.0;
+        let (bonus, dust) = math::split(collected, winners as u64)?;
+        task.loser_bonus = bonus;
+        task.loser_dust = if task.loser_slash > 0 { dust } else { 0 };
         task.tally_mut().losers_pending = if task.loser_slash > 0 { losers } else { 0 };
     }
     task.tally_mut().majority = majority;

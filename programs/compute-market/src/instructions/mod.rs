@@ -25,6 +25,7 @@ pub mod settle_vote;
 pub mod stake;
 pub mod submit_result;
 pub mod sweep_fees;
+pub mod sync_stake;
 pub mod withdraw;
 
 pub use apply_params::*;
@@ -49,4 +50,5 @@ pub use settle_vote::*;
 pub use stake::*;
 pub use submit_result::*;
 pub use sweep_fees::*;
+pub use sync_stake::*;
 pub use withdraw::*;

@@ -86,6 +86,7 @@ pub fn handler(ctx: Context<PostTask>, args: PostTaskArgs) -> Result<()> {
     input_uri[..args.input_uri.len()].copy_from_slice(args.input_uri.as_bytes());
     let task = &mut ctx.accounts.task;
     task.set_inner(Task {
+        version: ACCOUNT_VERSION,
         client: ctx.accounts.client.key(),
         task_id: args.task_id,
         market: market.key(),
@@ -127,15 +128,20 @@ pub fn handler(ctx: Context<PostTask>, args: PostTaskArgs) -> Result<()> {
         join_deadline: 0,
         commit_deadline: 0,
         reveal_deadline: 0,
+        snapshot_slot: 0,
+        snapshot_stake: 0,
+        seats: [Seat::default(); MAX_SEATS],
         rounds: [RoundTally::default(); 2],
         open_votes: 0,
         majority_share: 0,
         loser_slash: 0,
         loser_bonus: 0,
+        loser_dust: 0,
         escrow_balance: args.reward,
         client_extra: 0,
         bump: ctx.bumps.task,
         escrow_bump: ctx.bumps.escrow,
+        reserved: [0; 64],
     });
     let a = &ctx.accounts;
     transfer::from_wallet(

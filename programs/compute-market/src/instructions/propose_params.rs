@@ -19,7 +19,8 @@ impl ProposeParams<'_> {
 
 pub fn handler(ctx: Context<ProposeParams>, params: Params) -> Result<()> {
     let config = &mut ctx.accounts.config;
-    let effective_slot = math::add(Clock::get()?.slot, config.update_delay)?;
+    // longer than the cooldown in force: whoever disagrees can leave before it applies
+    let effective_slot = math::add(Clock::get()?.slot, config.effective_delay()?)?;
     config.pending = params;
     config.pending_effective_slot = effective_slot;
     emit!(ParamsProposed {

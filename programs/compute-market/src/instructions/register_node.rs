@@ -57,7 +57,9 @@ impl RegisterNode<'_> {
 pub fn handler(ctx: Context<RegisterNode>, args: RegisterNodeArgs) -> Result<()> {
     let market_key = ctx.accounts.market.key();
     let node = &mut ctx.accounts.node;
+    let now = Clock::get()?.slot;
     node.set_inner(Node {
+        version: ACCOUNT_VERSION,
         authority: ctx.accounts.authority.key(),
         market: market_key,
         roles: args.roles,
@@ -67,13 +69,18 @@ pub fn handler(ctx: Context<RegisterNode>, args: RegisterNodeArgs) -> Result<()>
         unlock_slot: 0,
         earned: 0,
         fees_due: 0,
+        activating: 0,
+        activating_slot: now,
+        settled_slot: now,
+        stake_debt: 0,
         hardware: args.hardware,
         tasks_completed: 0,
         verifications: 0,
         times_slashed: 0,
-        registered_slot: Clock::get()?.slot,
+        registered_slot: now,
         bump: ctx.bumps.node,
         vault_bump: ctx.bumps.vault,
+        reserved: [0; 64],
     });
     let market = &mut ctx.accounts.market;
     if args.roles & ROLE_PROVIDER != 0 {

@@ -23,6 +23,11 @@ impl RequestUnstake<'_> {
     pub fn validate(&self, amount: u64) -> Result<()> {
         require!(amount > 0, MarketError::ZeroAmount);
         require!(amount <= self.node.free, MarketError::InsufficientFreeStake);
+        // a second request would push back the unlock slot of what is already pending
+        require!(
+            self.node.pending_unstake == 0,
+            MarketError::UnstakeAlreadyPending
+        );
         Ok(())
     }
 }
@@ -33,14 +38,9 @@ pub fn handler(ctx: Context<RequestUnstake>, amount: u64) -> Result<()> {
         ctx.accounts.config.params.unstake_cooldown,
     )?;
     let node = &mut ctx.accounts.node;
-    node.free = math::sub(node.free, amount)?;
-    node.pending_unstake = math::add(node.pending_unstake, amount)?;
-    node.unlock_slot = unlock_slot;
-    if node.has(ROLE_VERIFIER) {
-        // a sortition denominator, not a balance: slashes may already have lowered the real sum
-        let market = &mut ctx.accounts.market;
-        market.verifier_stake = market.verifier_stake.saturating_sub(amount);
-    }
+    // books the amount (and any earlier slash) as stake debt, settled against the market now
+    node.unstake(amount, unlock_slot)?;
+    node.settle_debt(&mut ctx.accounts.market.verifier_stake);
     emit!(UnstakeRequested {
         node: node.key(),
         amount,

@@ -69,9 +69,14 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
         a.node.release(bond, 0)?;
         a.node.earned = math::add(a.node.earned, paid)?;
     } else if majority != 0 {
-        // minority or silent in a decided round: the slash goes to the majority via the escrow
+        // minority or silent in a decided round: the slash goes to the majority via the escrow,
+        // but for the rounding remainder of its split, which this node books to the treasury
         slashed = a.task.loser_slash;
         a.node.release(bond, slashed)?;
+        let dust = a.task.loser_dust.min(slashed);
+        a.task.loser_dust = math::sub(a.task.loser_dust, dust)?;
+        a.node.fees_due = math::add(a.node.fees_due, dust)?;
+        let to_escrow = math::sub(slashed, dust)?;
         let bump = [a.node.bump];
         transfer::from_pda(
             &a.token_program,
@@ -79,9 +84,9 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
             &a.escrow,
             a.node.to_account_info(),
             &a.node.signer_seeds(&bump),
-            slashed,
+            to_escrow,
         )?;
-        a.task.escrow_balance = math::add(a.task.escrow_balance, slashed)?;
+        a.task.escrow_balance = math::add(a.task.escrow_balance, to_escrow)?;
         if slashed > 0 {
             let t = &mut a.task.rounds[round];
             t.losers_pending = t

@@ -1,4 +1,5 @@
-//! `stake`: tokens from the authority's wallet into its node's vault, as free stake.
+//! `stake`: tokens from the authority's wallet into its node's vault, as free stake. It
+//! counts for verifier seats only in rounds whose stake snapshot comes later (PROTOCOL §3).
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
 
@@ -37,10 +38,13 @@ impl Stake<'_> {
 pub fn handler(ctx: Context<Stake>, amount: u64) -> Result<()> {
     let a = &ctx.accounts;
     transfer::from_wallet(&a.token_program, &a.source, &a.vault, &a.authority, amount)?;
+    let now = Clock::get()?.slot;
     let node = &mut ctx.accounts.node;
-    node.free = math::add(node.free, amount)?;
+    // counts for sortition only in rounds whose snapshot is after this slot
+    node.add_stake(amount, now)?;
+    let market = &mut ctx.accounts.market;
+    node.settle_debt(&mut market.verifier_stake);
     if node.has(ROLE_VERIFIER) {
-        let market = &mut ctx.accounts.market;
         market.verifier_stake = math::add(market.verifier_stake, amount)?;
     }
     emit!(Staked {

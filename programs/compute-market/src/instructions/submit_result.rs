@@ -1,5 +1,5 @@
 //! `submit_result`: the provider commits the Merkle root of its output tiles and where they
-//! are served; verification round 0 starts.
+//! are served; verification round 0 starts, with its stake snapshot taken now.
 use anchor_lang::prelude::*;
 
 use crate::{constants::*, errors::MarketError, events::ResultSubmitted, state::*};
@@ -17,6 +17,12 @@ pub struct SubmitResultArgs {
 pub struct SubmitResult<'info> {
     #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
     pub task: Box<Account<'info, Task>>,
+    /// Read only: its verifier stake becomes the round's sortition denominator.
+    #[account(
+        seeds = [SEED_MARKET, &market.id.to_le_bytes()], bump = market.bump,
+        constraint = market.key() == task.market @ MarketError::WrongMarket,
+    )]
+    pub market: Account<'info, Market>,
     #[account(
         seeds = [SEED_NODE, authority.key().as_ref()], bump = node.bump,
         has_one = authority @ MarketError::WrongAuthority,
@@ -57,7 +63,7 @@ pub fn handler(ctx: Context<SubmitResult>, args: SubmitResultArgs) -> Result<()>
     task.result_uri_len = args.result_uri.len() as u8;
     task.submit_slot = now;
     task.status = TaskStatus::Verifying;
-    task.start_round(0, now)?;
+    task.start_round(0, now, ctx.accounts.market.verifier_stake)?;
     emit!(ResultSubmitted {
         task: task.key(),
         provider: task.provider,

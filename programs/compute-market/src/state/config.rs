@@ -1,6 +1,6 @@
 use anchor_lang::prelude::*;
 
-use crate::{constants::*, errors::MarketError};
+use crate::{constants::*, errors::MarketError, math};
 
 /// Protocol economics (PROTOCOL §7). Every task copies them when posted, so a later update
 /// never changes the terms of a running task.
@@ -75,6 +75,10 @@ impl Params {
             self.unstake_cooldown > longest_task.saturating_mul(2),
             MarketError::CooldownTooShort
         );
+        require!(
+            self.unstake_cooldown <= MAX_UNSTAKE_COOLDOWN,
+            MarketError::CooldownTooLong
+        );
         Ok(())
     }
 }
@@ -83,6 +87,8 @@ impl Params {
 #[account]
 #[derive(InitSpace)]
 pub struct Config {
+    /// Layout version ([`crate::constants::ACCOUNT_VERSION`]).
+    pub version: u8,
     /// May create markets and propose bounded parameter updates; never moves user funds.
     pub admin: Pubkey,
     /// The SPL token staked, bonded and paid.
@@ -103,4 +109,15 @@ pub struct Config {
     pub market_count: u16,
     /// Canonical bump.
     pub bump: u8,
+    /// Zeroed space for fields of later versions.
+    pub reserved: [u8; 128],
+}
+
+impl Config {
+    /// The delay a proposal made now waits: the configured delay, and always longer than the
+    /// cooldown in force, so a staker who disagrees can request an unstake and withdraw
+    /// before the change applies.
+    pub fn effective_delay(&self) -> Result<u64> {
+        Ok(self.update_delay.max(math::add(self.params.unstake_cooldown, 1)?))
+    }
 }

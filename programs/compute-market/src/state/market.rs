@@ -93,6 +93,8 @@ pub struct MarketArgs {
 #[account]
 #[derive(InitSpace)]
 pub struct Market {
+    /// Layout version ([`crate::constants::ACCOUNT_VERSION`]).
+    pub version: u8,
     /// Market id.
     pub id: u16,
     /// Name, zero-padded.
@@ -113,9 +115,13 @@ pub struct Market {
     pub providers: u32,
     /// Registered nodes with the verifier role.
     pub verifiers: u32,
-    /// Stake of verifier nodes (the sortition denominator). Updated by stake and unstake
-    /// only, never on a task's path, so slashes leave it slightly high (fewer eligible).
+    /// Stake (free + bonded) of verifier nodes: the sortition denominator, copied into each
+    /// task at submit (and escalation). Written by stake, unstake, close_node and sync_stake,
+    /// never on a task's path: a slash is booked in the node's `stake_debt` and subtracted
+    /// here by the node's next stake instruction or by anyone's `sync_stake`.
     pub verifier_stake: u64,
     /// Canonical bump.
     pub bump: u8,
+    /// Zeroed space for fields of later versions.
+    pub reserved: [u8; 64],
 }

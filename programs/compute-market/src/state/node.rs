@@ -23,6 +23,8 @@ pub struct Hardware {
 #[account]
 #[derive(InitSpace)]
 pub struct Node {
+    /// Layout version ([`crate::constants::ACCOUNT_VERSION`]).
+    pub version: u8,
     /// The wallet that controls the node.
     pub authority: Pubkey,
     /// The market the node serves.
@@ -41,6 +43,17 @@ pub struct Node {
     pub earned: u64,
     /// Protocol fees and dust accrued through this node's tasks, swept to the treasury by anyone.
     pub fees_due: u64,
+    /// Part of `free + bonded` added most recently, at `activating_slot` (PROTOCOL §3, the
+    /// stake snapshot): it counts for a task only if `activating_slot` is before the task's
+    /// snapshot slot.
+    pub activating: u64,
+    /// Slot of the stake in `activating`.
+    pub activating_slot: u64,
+    /// Every other part of `free + bonded` was in place at this slot.
+    pub settled_slot: u64,
+    /// Slashed stake not yet subtracted from the market's `verifier_stake` (slashes happen on
+    /// a task's path, where the market is never written; `sync_stake` settles it).
+    pub stake_debt: u64,
     /// Declared hardware.
     pub hardware: Hardware,
     /// Tasks completed and accepted.
@@ -55,6 +68,8 @@ pub struct Node {
     pub bump: u8,
     /// Canonical bump of the vault PDA.
     pub vault_bump: u8,
+    /// Zeroed space for fields of later versions.
+    pub reserved: [u8; 64],
 }
 
 impl Node {
@@ -63,9 +78,67 @@ impl Node {
         self.roles & role != 0
     }
 
-    /// Stake that counts for sortition: free + bonded.
+    /// Stake at risk: free + bonded.
     pub fn stake(&self) -> u64 {
         self.free.saturating_add(self.bonded)
+    }
+
+    /// The node's weight in a sortition whose snapshot is `snapshot_slot`: only stake in
+    /// place before that slot counts, and never more than the node holds now (PROTOCOL §3).
+    /// Conservative: a node that staked twice since the snapshot may count for less.
+    pub fn weight_at(&self, snapshot_slot: u64) -> u64 {
+        let st = self.stake();
+        let recent = self.activating.min(st);
+        let settled = st - recent;
+        let mut w = 0u64;
+        if self.settled_slot < snapshot_slot {
+            w = settled;
+        }
+        if self.activating_slot < snapshot_slot {
+            w = w.saturating_add(recent);
+        }
+        w
+    }
+
+    /// Books `amount` of new stake at `slot`: the previous activating part settles (at its
+    /// own slot) unless it was added in this same slot.
+    pub fn add_stake(&mut self, amount: u64, slot: u64) -> Result<()> {
+        self.free = math::add(self.free, amount)?;
+        if self.activating > 0 && self.activating_slot < slot {
+            self.settled_slot = self.settled_slot.max(self.activating_slot);
+            self.activating = 0;
+        }
+        self.activating = math::add(self.activating, amount)?;
+        self.activating_slot = slot;
+        Ok(())
+    }
+
+    /// Stake leaves `free + bonded` (unstake, slash): taken from the activating part first.
+    fn stake_left(&mut self, amount: u64) {
+        self.activating = self.activating.saturating_sub(amount);
+        if self.has(ROLE_VERIFIER) && amount > 0 {
+            self.stake_debt = self.stake_debt.saturating_add(amount);
+        }
+    }
+
+    /// free → pending unstake.
+    pub fn unstake(&mut self, amount: u64, unlock_slot: u64) -> Result<()> {
+        require!(self.free >= amount, MarketError::InsufficientFreeStake);
+        self.free = math::sub(self.free, amount)?;
+        self.pending_unstake = math::add(self.pending_unstake, amount)?;
+        self.unlock_slot = unlock_slot;
+        self.stake_left(amount);
+        Ok(())
+    }
+
+    /// Moves the node's stake debt off `verifier_stake` (the market's sortition total);
+    /// returns what was subtracted.
+    pub fn settle_debt(&mut self, verifier_stake: &mut u64) -> u64 {
+        let debt = self.stake_debt;
+        // a denominator, not a balance: it can never go below zero
+        *verifier_stake = verifier_stake.saturating_sub(debt);
+        self.stake_debt = 0;
+        debt
     }
 
     /// Everything the vault must hold for this node.
@@ -89,6 +162,7 @@ impl Node {
         self.free = math::add(self.free, math::sub(bond, slash)?)?;
         if slash > 0 {
             self.times_slashed = self.times_slashed.saturating_add(1);
+            self.stake_left(slash);
         }
         Ok(())
     }

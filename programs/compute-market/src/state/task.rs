@@ -1,5 +1,5 @@
 use anchor_lang::prelude::*;
-use compute_market_protocol::commit::verification_seed;
+use compute_market_protocol::{commit::verification_seed, seats::SeatScore};
 
 use crate::{
     constants::*,
@@ -74,6 +74,31 @@ pub struct RoundTally {
     pub losers_pending: u8,
 }
 
+/// One taken verifier seat of the current round: who, and the score it won it with
+/// (`compute_market_protocol::seats`).
+#[derive(
+    AnchorSerialize, AnchorDeserialize, Clone, Copy, PartialEq, Eq, Debug, Default, InitSpace,
+)]
+pub struct Seat {
+    /// The verifier's node.
+    pub node: Pubkey,
+    /// Exponent of its ticket (`ticket_exponent`).
+    pub exponent: u64,
+    /// Its stake in the round's snapshot.
+    pub weight: u64,
+}
+
+impl Seat {
+    /// As the protocol crate scores it.
+    pub fn score(&self) -> SeatScore {
+        SeatScore {
+            exponent: self.exponent,
+            weight: self.weight,
+            node: self.node.to_bytes(),
+        }
+    }
+}
+
 /// What a seed draw did.
 pub enum SeedDraw {
     /// The seed is set.
@@ -87,6 +112,8 @@ pub enum SeedDraw {
 #[account]
 #[derive(InitSpace)]
 pub struct Task {
+    /// Layout version ([`crate::constants::ACCOUNT_VERSION`]).
+    pub version: u8,
     /// Who posted and pays.
     pub client: Pubkey,
     /// Client-chosen id (PDA seed).
@@ -153,6 +180,13 @@ pub struct Task {
     pub commit_deadline: u64,
     /// Last slot to reveal.
     pub reveal_deadline: u64,
+    /// The round's stake snapshot: only stake in place before this slot (the submission, or
+    /// the escalation) counts for its seats.
+    pub snapshot_slot: u64,
+    /// The round's sortition denominator: the market's verifier stake at `snapshot_slot`.
+    pub snapshot_stake: u64,
+    /// Seats of the current round, the first `tally().seats` in use (cleared on escalation).
+    pub seats: [Seat; MAX_SEATS],
     /// Tallies of round 0 and round 1.
     pub rounds: [RoundTally; 2],
     /// Vote accounts not settled yet (both rounds).
@@ -163,6 +197,9 @@ pub struct Task {
     pub loser_slash: u64,
     /// Paid to each majority verifier out of the losers' slashes.
     pub loser_bonus: u64,
+    /// Rounding remainder of the losers' slashes (collected − bonus × winners), booked by the
+    /// losers' settlements to the treasury through their own nodes, never into the escrow.
+    pub loser_dust: u64,
     /// Tokens the escrow holds by the program's accounting.
     pub escrow_balance: u64,
     /// Extra owed to the client (late slashes, its share of a rejected provider's bond).
@@ -171,6 +208,8 @@ pub struct Task {
     pub bump: u8,
     /// Canonical bump of the escrow PDA.
     pub escrow_bump: u8,
+    /// Zeroed space for fields of later versions.
+    pub reserved: [u8; 64],
 }
 
 impl Task {
@@ -190,10 +229,14 @@ impl Task {
     }
 
     /// Starts verification round `round` at slot `now`: V seats (2V when escalated), fresh
-    /// seed after `now`, deadlines from `now`.
-    pub fn start_round(&mut self, round: u8, now: u64) -> Result<()> {
+    /// seed after `now`, deadlines from `now`, and the stake snapshot: `verifier_stake` (the
+    /// market's, read now) is the denominator and only stake in place before `now` counts.
+    pub fn start_round(&mut self, round: u8, now: u64, verifier_stake: u64) -> Result<()> {
         self.round = round;
         self.reference_slot = now;
+        self.snapshot_slot = now;
+        self.snapshot_stake = verifier_stake;
+        self.seats = [Seat::default(); MAX_SEATS];
         self.seed_drawn = false;
         self.seed = [0; 32];
         self.hashed_slot = 0;
@@ -264,17 +307,33 @@ impl Task {
         Ok(SeedDraw::Drawn)
     }
 
-    /// Reveals may start once commits are closed: after the commit deadline, or as soon as
-    /// every seat is taken and committed (nobody is left to copy a revealed vote).
-    pub fn reveal_open(&self, now: u64) -> bool {
-        let t = self.tally();
-        now > self.commit_deadline || (t.seats == t.quorum && t.committed == t.seats)
+    /// The seats taken in the current round.
+    pub fn seated(&self) -> &[Seat] {
+        let n = (self.tally().seats as usize).min(MAX_SEATS);
+        &self.seats[..n]
     }
 
-    /// Finalization may run after the reveal deadline, or once every seat has revealed.
+    /// Whether the seats are final: the join window has closed (until then a better ticket
+    /// may displace a seated verifier).
+    pub fn seats_final(&self, now: u64) -> bool {
+        now > self.join_deadline
+    }
+
+    /// Reveals may start once commits are closed: after the commit deadline, or as soon as the
+    /// seats are final and every one of them is taken and committed (nobody is left to copy a
+    /// revealed vote).
+    pub fn reveal_open(&self, now: u64) -> bool {
+        let t = self.tally();
+        now > self.commit_deadline
+            || (self.seats_final(now) && t.seats == t.quorum && t.committed == t.seats)
+    }
+
+    /// Finalization may run after the reveal deadline, or once the seats are final and every
+    /// one has revealed.
     pub fn finalize_ready(&self, now: u64) -> bool {
         let t = self.tally();
-        now > self.reveal_deadline || (t.seats == t.quorum && t.revealed == t.quorum)
+        now > self.reveal_deadline
+            || (self.seats_final(now) && t.seats == t.quorum && t.revealed == t.quorum)
     }
 
     /// What the client gets back when the task is closed.

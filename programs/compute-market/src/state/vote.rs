@@ -5,6 +5,8 @@ use anchor_lang::prelude::*;
 #[account]
 #[derive(InitSpace)]
 pub struct Vote {
+    /// Layout version ([`crate::constants::ACCOUNT_VERSION`]).
+    pub version: u8,
     /// The task.
     pub task: Pubkey,
     /// The verifier's node.
@@ -29,4 +31,6 @@ pub struct Vote {
     pub joined_slot: u64,
     /// Canonical bump.
     pub bump: u8,
+    /// Zeroed space for fields of later versions.
+    pub reserved: [u8; 32],
 }
