@@ -18,9 +18,11 @@ trap cleanup EXIT
 [ -f "$COMPUTE_MARKET_SO" ] || "$ROOT/scripts/build"
 (cd "$ROOT" && cargo build -q -p compute-market-keeper --bin keeper)
 
+# the admin is the program's upgrade authority: only it may initialize the config
+solana-keygen new --no-bip39-passphrase -s -f -o "$W/admin.json" >/dev/null
 solana-test-validator --reset --quiet --ledger "$W/ledger" --rpc-port "$RPC_PORT" --faucet-port $((RPC_PORT + 1001)) \
   --gossip-port $((RPC_PORT + 101)) --dynamic-port-range $((RPC_PORT + 200))-$((RPC_PORT + 300)) \
-  --bpf-program C7dNHMTtuzBkddhdpqiXzaWZ2j3HZXPjstDXaY9PnwbJ "$COMPUTE_MARKET_SO" >"$W/validator.log" 2>&1 &
+  --upgradeable-program C7dNHMTtuzBkddhdpqiXzaWZ2j3HZXPjstDXaY9PnwbJ "$COMPUTE_MARKET_SO" "$W/admin.json" >"$W/validator.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 1 60); do
   solana -u "$URL" slot >/dev/null 2>&1 && break
@@ -28,7 +30,7 @@ for _ in $(seq 1 60); do
 done
 k() { "$KEEPER" -u "$URL" "$@"; }
 for who in admin client provider v1 v2 v3; do
-  solana-keygen new --no-bip39-passphrase -s -f -o "$W/$who.json" >/dev/null
+  [ "$who" = admin ] || solana-keygen new --no-bip39-passphrase -s -f -o "$W/$who.json" >/dev/null
   solana -u "$URL" airdrop 100 "$W/$who.json" >/dev/null
 done
 k -k "$W/admin.json" init --windows 40,15,15,15 --market-name localnet --mint-keypair-out "$W/mint.json"

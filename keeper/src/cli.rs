@@ -83,6 +83,13 @@ pub fn node_stake(
 /// `node unstake`.
 pub fn node_unstake(chain: &dyn Chain, kp: &Keypair, amount: u64) -> Result<Value> {
     let node = node_of(chain, &kp.pubkey())?;
+    if node.pending_unstake > 0 {
+        anyhow::bail!(
+            "{} tokens are already pending unstake (unlock slot {}): `keeper node withdraw` once the cooldown has passed, then request more",
+            node.pending_unstake,
+            node.unlock_slot
+        );
+    }
     send(
         chain,
         kp,

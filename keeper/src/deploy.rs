@@ -1,12 +1,16 @@
 //! `keeper init` and `keeper fund`: the deploy/initialize steps for any cluster (localnet,
 //! devnet), idempotent — run them again and they reuse what exists.
 //!
-//! 1. the program must be deployed at its id (`solana program deploy` or the validator's
-//!    `--bpf-program`); this checks it;
+//! 1. the program must be deployed at its id, upgradeable, with the payer as its upgrade
+//!    authority (`solana program deploy`, or the validator's `--upgradeable-program`): only the
+//!    upgrade authority may initialize the config;
 //! 2. the stake mint: the config's if it exists, else `--mint`, else a new mint whose authority
-//!    is the payer (its keypair saved next to the config file);
+//!    is the payer (its keypair saved next to the config file), never with a freeze authority;
 //! 3. the treasury: the payer's associated token account of the mint;
-//! 4. the config (with the given cooldown) and the market, each created only if missing.
+//! 4. the config (with the given cooldown) and the market, each created only if missing. An
+//!    existing config must have the payer as admin, the expected mint and the expected
+//!    treasury: anything else means someone else initialized this deployment, and init
+//!    refuses, naming what differs.
 
 use anchor_lang::prelude::Pubkey;
 use anchor_lang::solana_program::system_instruction;
@@ -45,14 +49,19 @@ pub struct InitOptions {
 pub fn init(chain: &dyn Chain, admin: &Keypair, o: &InitOptions) -> Result<Value> {
     if chain.account(&compute_market::ID)?.is_none() {
         bail!(
-            "the program {} is not deployed on this cluster: `solana program deploy --program-id keys/compute_market-keypair.json <compute_market.so>` (or start the validator with --bpf-program)",
+            "the program {} is not deployed on this cluster: `solana program deploy --program-id keys/compute_market-keypair.json <compute_market.so>` (or start the validator with --upgradeable-program)",
             compute_market::ID
         );
     }
     let mut created = vec![];
-    let mint = match cli::config(chain) {
-        Ok(cfg) => cfg.stake_mint,
-        Err(_) => match o.mint {
+    let existing = cli::config(chain).ok();
+    match &existing {
+        Some(cfg) => check_existing_config(cfg, &admin.pubkey(), o.mint)?,
+        None => check_upgrade_authority(chain, &admin.pubkey())?,
+    }
+    let mint = match existing.as_ref() {
+        Some(cfg) => cfg.stake_mint,
+        None => match o.mint {
             Some(m) => m,
             None => {
                 let mint = Keypair::new();
@@ -93,7 +102,15 @@ pub fn init(chain: &dyn Chain, admin: &Keypair, o: &InitOptions) -> Result<Value
         },
     };
     let treasury = ensure_ata(chain, admin, &admin.pubkey(), &mint)?;
-    if chain.account(&pda::config())?.is_none() {
+    if let Some(cfg) = &existing {
+        if cfg.treasury != treasury {
+            bail!(
+                "the config on this cluster has treasury {} but this admin's treasury would be {treasury}: refusing to use a config initialized by someone else",
+                cfg.treasury
+            );
+        }
+    }
+    if existing.is_none() {
         let args = InitializeConfigArgs {
             params: o.params,
             update_delay: o.update_delay,
@@ -133,6 +150,50 @@ pub fn init(chain: &dyn Chain, admin: &Keypair, o: &InitOptions) -> Result<Value
         "market": market.to_string(),
         "created": created,
     }))
+}
+
+/// Only the program's upgrade authority may initialize the config: say so before trying.
+fn check_upgrade_authority(chain: &dyn Chain, admin: &Pubkey) -> Result<()> {
+    let data = chain.account(&pda::program_data())?.unwrap_or_default();
+    // bincode UpgradeableLoaderState::ProgramData: tag 3 (u32), slot (u64), Option<Pubkey>
+    if data.len() < 45 || data[..4] != 3u32.to_le_bytes() {
+        bail!(
+            "the program {} is not upgradeable (no program-data account): deploy it with `solana program deploy` or the validator's --upgradeable-program, so that its upgrade authority can initialize it",
+            compute_market::ID
+        );
+    }
+    let authority = (data[12] == 1).then(|| Pubkey::try_from(&data[13..45]).expect("32 bytes"));
+    if authority != Some(*admin) {
+        bail!(
+            "only the program's upgrade authority may initialize the config: it is {}, this keypair is {admin}",
+            authority.map_or("none (the program is immutable)".into(), |a| a.to_string())
+        );
+    }
+    Ok(())
+}
+
+/// Refuses an existing config that this admin did not create: another admin, or another mint
+/// than the one asked for.
+fn check_existing_config(
+    cfg: &compute_market::state::Config,
+    admin: &Pubkey,
+    mint: Option<Pubkey>,
+) -> Result<()> {
+    if cfg.admin != *admin {
+        bail!(
+            "the config on this cluster was initialized by admin {}, not by this keypair ({admin}): refusing to reuse it (someone else initialized this deployment)",
+            cfg.admin
+        );
+    }
+    if let Some(m) = mint {
+        if cfg.stake_mint != m {
+            bail!(
+                "the config on this cluster has stake mint {}, not the --mint {m} asked for",
+                cfg.stake_mint
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The associated token account of `owner` for `mint`, created if missing (paid by `payer`).

@@ -131,7 +131,11 @@ impl Cluster {
         let key = compute_market::pda::program_data();
         let mut acc = self.svm.get_account(&key).expect("program data account");
         // bincode UpgradeableLoaderState::ProgramData { slot: u64, upgrade_authority: Option<Pubkey> }
-        assert_eq!(acc.data[..4], 3u32.to_le_bytes(), "not a program-data account");
+        assert_eq!(
+            acc.data[..4],
+            3u32.to_le_bytes(),
+            "not a program-data account"
+        );
         match authority {
             Some(a) => {
                 acc.data[12] = 1;
@@ -142,7 +146,9 @@ impl Cluster {
                 acc.data[13..45].fill(0);
             }
         }
-        self.svm.set_account(key, acc).expect("program data account");
+        self.svm
+            .set_account(key, acc)
+            .expect("program data account");
     }
 
     /// A new SPL mint (6 decimals) with `authority` and a freeze authority (which

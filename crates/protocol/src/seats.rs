@@ -177,11 +177,23 @@ mod tests {
 
     #[test]
     fn better_is_a_strict_order() {
-        let a = SeatScore { exponent: 10, weight: 2, node: [1; 32] };
-        let b = SeatScore { exponent: 6, weight: 1, node: [2; 32] };
+        let a = SeatScore {
+            exponent: 10,
+            weight: 2,
+            node: [1; 32],
+        };
+        let b = SeatScore {
+            exponent: 6,
+            weight: 1,
+            node: [2; 32],
+        };
         assert!(a.better_than(&b)); // 5 < 6
         assert!(!b.better_than(&a));
-        let c = SeatScore { exponent: 12, weight: 2, node: [0; 32] };
+        let c = SeatScore {
+            exponent: 12,
+            weight: 2,
+            node: [0; 32],
+        };
         // 12/2 == 6/1: ties go to the lower key
         assert!(c.better_than(&b) && !b.better_than(&c));
         assert!(!a.better_than(&a));
@@ -206,7 +218,10 @@ mod tests {
                 seat_eligible(&SeatScore::new(&seed, &v, 1), 1000, 3)
             })
             .count();
-        assert!((30..=95).contains(&hits), "expected about 60 of 20000, got {hits}");
+        assert!(
+            (30..=95).contains(&hits),
+            "expected about 60 of 20000, got {hits}"
+        );
     }
 
     fn key(set: u8, i: u32) -> [u8; 32] {
@@ -243,7 +258,8 @@ mod tests {
                 .map(|(i, &w)| SeatScore::new(&seed, &key(2, i as u32), w))
                 .collect();
             let fast_first: Vec<SeatScore> = m.iter().chain(&h).copied().collect();
-            let honest_first: Vec<SeatScore> = h.iter().rev().chain(m.iter().rev()).copied().collect();
+            let honest_first: Vec<SeatScore> =
+                h.iter().rev().chain(m.iter().rev()).copied().collect();
             let a = seat_in_order(&fast_first, V, denom, 3 * V as u64);
             let b = seat_in_order(&honest_first, V, denom, 3 * V as u64);
             let mut ka: Vec<_> = a.iter().map(|x| x.node).collect();
@@ -251,7 +267,10 @@ mod tests {
             ka.sort();
             kb.sort();
             assert_eq!(ka, kb, "seed {s}: the arrival order changed the seats");
-            let mine = a.iter().filter(|x| m.iter().any(|y| y.node == x.node)).count() as u64;
+            let mine = a
+                .iter()
+                .filter(|x| m.iter().any(|y| y.node == x.node))
+                .count() as u64;
             seats += a.len() as u64;
             won += mine;
             two += (mine >= 2) as u64;
@@ -261,7 +280,10 @@ mod tests {
                 .filter(|c| seat_eligible(c, denom, 3 * V as u64))
                 .take(V)
                 .collect();
-            let fc_mine = fc.iter().filter(|x| m.iter().any(|y| y.node == x.node)).count() as u64;
+            let fc_mine = fc
+                .iter()
+                .filter(|x| m.iter().any(|y| y.node == x.node))
+                .count() as u64;
             fc_seats += fc.len() as u64;
             fc_won += fc_mine;
             fc_two += (fc_mine >= 2) as u64;
@@ -289,8 +311,14 @@ mod tests {
             assert!((share - qf).abs() < 0.02, "q = {qf}: share {share}");
             // proportional sampling of 3 seats from many small nodes: 3q²(1−q) + q³
             let expect_two = 3.0 * qf * qf * (1.0 - qf) + qf * qf * qf;
-            assert!((two - expect_two).abs() < 0.03, "q = {qf}: P(≥2) {two} vs {expect_two}");
-            assert!(fc_share > share + 0.2, "first-come should favour the fast minority");
+            assert!(
+                (two - expect_two).abs() < 0.03,
+                "q = {qf}: P(≥2) {two} vs {expect_two}"
+            );
+            assert!(
+                fc_share > share + 0.2,
+                "first-come should favour the fast minority"
+            );
         }
     }
 }

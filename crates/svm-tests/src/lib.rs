@@ -627,7 +627,10 @@ impl World {
         let (provider, market) = self
             .try_task(&task)
             .map_or((Pubkey::default(), self.market), |t| (t.provider, t.market));
-        self.crank("finalize_task", client::finalize_task(task, provider, market))
+        self.crank(
+            "finalize_task",
+            client::finalize_task(task, provider, market),
+        )
     }
 
     /// `settle_vote` of verifier `v` in `round`, by the cranker.
@@ -701,7 +704,11 @@ impl World {
             if let Some(n) = self.try_node(&a.node) {
                 assert_eq!(
                     self.balance(&a.vault),
-                    n.free + n.bonded + n.pending_unstake + n.earned + n.fees_due
+                    n.free
+                        + n.bonded
+                        + n.pending_unstake
+                        + n.earned
+                        + n.fees_due
                         + donated(&a.vault),
                     "vault of {} != free + bonded + pending + earned + fees (+ donations)",
                     a.name

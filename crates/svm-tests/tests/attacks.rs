@@ -183,8 +183,15 @@ fn colluding_minority_is_slashed() {
         // the split's rounding remainder (500 000 mod 3) stays booked to the treasury
         assert_eq!(w.balance(&v.vault), n.free + n.fees_due);
     }
-    let dust: u64 = c.verifiers[..2].iter().map(|v| w.node(&v.node).fees_due).sum();
-    assert_eq!(dust, 500_000 % 3, "the losers book exactly the split's remainder");
+    let dust: u64 = c.verifiers[..2]
+        .iter()
+        .map(|v| w.node(&v.node).fees_due)
+        .sum();
+    assert_eq!(
+        dust,
+        500_000 % 3,
+        "the losers book exactly the split's remainder"
+    );
     for v in &c.verifiers[2..] {
         w.settle(task, v, 0).unwrap();
         assert!(w.balance(&v.vault) > STAKE, "honest verifier rewarded");

@@ -9,6 +9,7 @@ use anyhow::Result;
 use compute_market::{
     client,
     events::{TaskFinalized, VoteSettled},
+    pda,
     state::{Task, TaskStatus, Vote},
 };
 use solana_keypair::Keypair;
@@ -104,7 +105,7 @@ impl Cranker {
                         "cranker",
                         "finalize_task",
                         &key,
-                        client::finalize_task(key, t.provider),
+                        client::finalize_task(key, t.provider, t.market),
                         &self.kp,
                     )?;
                     if r.ok {
@@ -159,8 +160,15 @@ impl Cranker {
             return Ok(());
         };
         if t.status.is_terminal() && t.open_votes == 0 {
-            let provider = (t.provider != Pubkey::default()).then_some(t.provider);
-            let ix = client::close_task(key, t.client, t.client_token, provider);
+            // the treasury only when strangers sent tokens into the escrow: otherwise closes
+            // never write-lock it
+            let extra = chain.token_balance(&pda::escrow(&key))? > t.client_refund()?;
+            let ix = client::close_task(
+                key,
+                t.client,
+                t.client_token,
+                extra.then_some(self.treasury),
+            );
             if send(chain, "cranker", "close_task", &key, ix, &self.kp)?.ok {
                 ledger.closed.push((key, now));
             }
@@ -195,10 +203,21 @@ impl Cranker {
         Ok(())
     }
 
-    /// Sweeps every node's accrued fees to the treasury.
+    /// Sweeps every node's accrued fees to the treasury, and subtracts every slashed node's
+    /// stake debt from its market's sortition total (`sync_stake`).
     pub fn sweep(&mut self, chain: &dyn Chain) -> Result<u64> {
         let mut swept = 0;
         for (key, n) in chain.nodes()? {
+            if n.stake_debt > 0 {
+                send(
+                    chain,
+                    "cranker",
+                    "sync_stake",
+                    &key,
+                    client::sync_stake(key, n.market),
+                    &self.kp,
+                )?;
+            }
             if n.fees_due > 0
                 && send(
                     chain,

@@ -224,6 +224,7 @@ impl Provider {
         let ix = client::submit_result(
             self.ctx.kp.pubkey(),
             *key,
+            t.market,
             SubmitResultArgs {
                 result_root: root,
                 result_uri: uri,

@@ -1,6 +1,11 @@
-//! Verifier: takes a seat when the seed's sortition admits it, checks the result (Freivalds
-//! over the whole product for `MatMulModP`, proven recomputed samples otherwise), commits its
-//! vote, and reveals it once commits are closed.
+//! Verifier: competes for a seat when its ticket can still win one (PROTOCOL §3, Seats: its
+//! snapshot stake, the lowest stake-weighted tickets), checks the result (Freivalds over the
+//! whole product for `MatMulModP`, proven recomputed samples otherwise), commits its vote, and
+//! reveals it once commits are closed.
+//!
+//! It checks right after joining, before its seat is final: a better ticket may still displace
+//! it during the join window, which costs it the check only — the program releases a displaced
+//! verifier's bond and returns its vote account's rent.
 
 use std::{sync::Arc, time::Instant};
 
@@ -11,13 +16,14 @@ use compute_market::{
     constants::SEAT_OVERSAMPLE,
     instructions::RevealVoteArgs,
     pda,
-    state::{Market, Task, TaskStatus, Vote},
+    state::{Node, Task, TaskStatus, Vote},
 };
 use compute_market_protocol::{
-    commit::{seat_eligible, seat_ticket, vote_commitment, VOTE_VALID},
+    commit::{vote_commitment, VOTE_VALID},
     hash::{hashv, Digest},
     job::{JobKind, JobSpec},
     sampling::sample_indices,
+    seats::{place, seat_eligible, Placement, SeatScore},
 };
 use solana_signer::Signer;
 
@@ -172,8 +178,7 @@ impl Verifier {
         &self,
         chain: &dyn Chain,
         now: u64,
-        node: &compute_market::state::Node,
-        market: &Market,
+        node: &Node,
         key: Pubkey,
         t: &Task,
     ) -> Result<Option<VerifyRecord>> {
@@ -212,31 +217,23 @@ impl Verifier {
             }
             return Ok(None);
         }
-        let tally = t.tally();
-        let me_excluded = t.provider == self.ctx.node || t.client == self.ctx.kp.pubkey();
-        if me_excluded
-            || !t.seed_drawn
-            || now > t.join_deadline
-            || tally.seats >= tally.quorum
-            || node.free < t.verifier_bond
-        {
+        let Some(plan) = seat_plan(t, node, &self.ctx.node, &self.ctx.kp.pubkey(), now) else {
             return Ok(None);
-        }
-        let eligible = seat_eligible(
-            seat_ticket(&t.seed, &self.ctx.node.to_bytes()),
-            node.stake(),
-            market.verifier_stake,
-            SEAT_OVERSAMPLE * tally.quorum as u64,
-        );
-        if !eligible {
-            return Ok(None);
-        }
+        };
+        // the displaced seat's authority receives its vote's rent: read it from its node
+        let displaced = match plan {
+            SeatPlan::Free => None,
+            SeatPlan::Displace(worst) => match chain.node(&worst)? {
+                Some(n) => Some(n.authority),
+                None => return Ok(None),
+            },
+        };
         if send(
             chain,
             &self.ctx.name,
             "join_task",
             &key,
-            client::join_task(self.ctx.kp.pubkey(), key, self.ctx.market, round),
+            client::join_task(self.ctx.kp.pubkey(), key, round, displaced),
             &self.ctx.kp,
         )?
         .ok
@@ -252,8 +249,6 @@ impl Verifier {
         let Some(node) = chain.node(&self.ctx.node)? else {
             return Ok(());
         };
-        let market: Option<Market> = chain.decoded(&self.ctx.market)?;
-        let Some(market) = market else { return Ok(()) };
         let market_key = self.ctx.market;
         let due: Vec<_> = chain
             .tasks()?
@@ -263,7 +258,7 @@ impl Verifier {
         // up to `parallel` tasks at once; one task's failure (an RPC error, an unreachable
         // result) never blocks the others
         let results = super::parallel(self.ctx.parallel, due, |(key, t)| {
-            (key, self.on_task(chain, now, &node, &market, key, &t))
+            (key, self.on_task(chain, now, &node, key, &t))
         });
         for (key, r) in results {
             match r {
@@ -275,5 +270,52 @@ impl Verifier {
             }
         }
         Ok(())
+    }
+}
+
+/// How a verifier may take a seat of a task's current round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeatPlan {
+    /// A seat is free.
+    Free,
+    /// Every seat is taken; this verifier's score beats the worst seated one, that node's.
+    Displace(Pubkey),
+}
+
+/// Whether the verifier `me` (node `node`, wallet `wallet`) can still win a seat of `t` at slot
+/// `now`, computed exactly as `join_task` will: the task verifying with its seed drawn and its
+/// join window open, neither its provider nor its client, registered before the round's stake
+/// snapshot, free stake for the bond, an eligible score from its snapshot weight, and a free
+/// seat or a better score than the worst seated verifier. `None`: joining would be refused.
+pub fn seat_plan(
+    t: &Task,
+    node: &Node,
+    me: &Pubkey,
+    wallet: &Pubkey,
+    now: u64,
+) -> Option<SeatPlan> {
+    if t.status != TaskStatus::Verifying
+        || !t.seed_drawn
+        || now > t.join_deadline
+        || t.provider == *me
+        || t.client == *wallet
+        || node.registered_slot >= t.snapshot_slot
+        || node.free < t.verifier_bond
+    {
+        return None;
+    }
+    let score = SeatScore::new(&t.seed, &me.to_bytes(), node.weight_at(t.snapshot_slot));
+    let quorum = t.tally().quorum;
+    if !seat_eligible(&score, t.snapshot_stake, SEAT_OVERSAMPLE * quorum as u64) {
+        return None;
+    }
+    let seated: Vec<SeatScore> = t.seated().iter().map(|s| s.score()).collect();
+    if seated.iter().any(|s| s.node == me.to_bytes()) {
+        return None;
+    }
+    match place(&seated, quorum as usize, &score) {
+        Placement::Free => Some(SeatPlan::Free),
+        Placement::Displace(i) => Some(SeatPlan::Displace(t.seated()[i].node)),
+        Placement::Refused => None,
     }
 }

@@ -32,7 +32,14 @@ pub fn from_pda<'info>(
     seeds: &[&[u8]],
     amount: u64,
 ) -> Result<()> {
-    from_pda_to_info(token_program, from, to.to_account_info(), pda, seeds, amount)
+    from_pda_to_info(
+        token_program,
+        from,
+        to.to_account_info(),
+        pda,
+        seeds,
+        amount,
+    )
 }
 
 /// [`from_pda`] into an account checked by the caller (the token program checks it again).

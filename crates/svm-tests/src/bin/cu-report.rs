@@ -19,6 +19,7 @@ const TASK_PATH: &[&str] = &[
     "reclaim_task",
     "draw_seed",
     "join_task",
+    "join_task (displacing, V = 15)",
     "commit_vote",
     "reveal_vote",
     "finalize_task",
@@ -43,6 +44,7 @@ fn main() {
             v
         })
         .collect();
+    w.advance(1); // every node above is in the task's stake snapshot
     let before = w.records.len();
     let task = w.post(&c, 1, small_job(1), 1_000_000).expect("post");
     w.claim(&p, task).expect("claim");
@@ -130,9 +132,82 @@ fn main() {
         client::propose_params(admin.pubkey(), Params::defaults(6_000)),
     )
     .expect("propose");
-    w.advance(50);
+    w.advance(5_001); // the delay is longer than the cooldown in force
     w.crank("apply_params", client::apply_params())
         .expect("apply");
+
+    // the heaviest join: V = 15 seats all taken, the best ticket displaces the worst
+    let big: Vec<Actor> = (0..16)
+        .map(|i| {
+            let v = w.actor(&format!("big{i}"), 50_000_000);
+            w.onboard(&v, 2, 50_000_000);
+            v
+        })
+        .collect();
+    w.advance(1);
+    let t4 = w
+        .post_with(
+            &c,
+            compute_market::instructions::PostTaskArgs {
+                task_id: 4,
+                job: small_job(4).encode(),
+                reward: 1_000_000,
+                quorum: 15,
+                samples: 0,
+                input_uri: String::new(),
+                region: 0,
+            },
+        )
+        .expect("post V = 15");
+    w.claim(&p, t4).expect("claim");
+    w.submit(&p, t4, [4; 32]).expect("submit");
+    w.advance(2);
+    w.crank("draw_seed", client::draw_seed(t4))
+        .expect("draw_seed");
+    let t = w.task(&t4);
+    let mut order: Vec<&Actor> = big.iter().collect();
+    // worst score first, so that the last (best) one displaces a seated verifier
+    order.sort_by(|a, b| {
+        let sa = protocol::seats::SeatScore::new(&t.seed, &a.node.to_bytes(), 50_000_000);
+        let sb = protocol::seats::SeatScore::new(&t.seed, &b.node.to_bytes(), 50_000_000);
+        if sa.better_than(&sb) {
+            std::cmp::Ordering::Greater
+        } else {
+            std::cmp::Ordering::Less
+        }
+    });
+    for v in &order {
+        w.join(v, t4).expect("join");
+    }
+    let last = w.records.last_mut().expect("a record");
+    assert!(
+        last.logs.iter().any(|l| l.contains("Program data")),
+        "events"
+    );
+    last.label = "join_task (displacing, V = 15)".into();
+    assert_eq!(w.task(&t4).tally().seats, 15);
+    // a verifier slashed for not revealing: its debt leaves the market's total by sync_stake
+    let ballot = Ballot::new(VOTE_VALID, 40);
+    let seated: Vec<&Actor> = order[1..].to_vec();
+    for v in &seated {
+        w.commit(v, t4, &ballot).expect("commit");
+    }
+    for v in &seated[1..] {
+        w.reveal(v, t4, &ballot).expect("reveal");
+    }
+    let d = w.task(&t4).reveal_deadline;
+    w.advance(d + 1 - w.slot());
+    w.finalize(t4).expect("finalize");
+    for v in &seated {
+        w.settle(t4, v, 0).expect("settle");
+    }
+    w.sync(seated[0].node).expect("sync_stake");
+    // a stranger sent tokens into the escrow: the close sends them to the treasury (the only
+    // close that write-locks it)
+    w.donate(&c, pda::escrow(&t4), 7).expect("donate");
+    w.close(t4).expect("close with a donation");
+    w.records.last_mut().expect("a record").label = "close_task (donated)".into();
+    assert!(!w.exists(&t4));
 
     // first successful record of each instruction, in order of appearance
     let mut rows: Vec<&TxRecord> = vec![];
@@ -146,6 +221,7 @@ fn main() {
         if r.cu >= CU_LIMIT {
             failures.push(format!("{} uses {} CU (limit {CU_LIMIT})", r.label, r.cu));
         }
+        // "close_task (donated)": only when a stranger sent tokens into the escrow
         if TASK_PATH.contains(&r.label.as_str()) {
             for acc in r.writable.iter().filter(|a| a.ends_with('*')) {
                 failures.push(format!(

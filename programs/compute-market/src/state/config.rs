@@ -118,6 +118,8 @@ impl Config {
     /// cooldown in force, so a staker who disagrees can request an unstake and withdraw
     /// before the change applies.
     pub fn effective_delay(&self) -> Result<u64> {
-        Ok(self.update_delay.max(math::add(self.params.unstake_cooldown, 1)?))
+        Ok(self
+            .update_delay
+            .max(math::add(self.params.unstake_cooldown, 1)?))
     }
 }
