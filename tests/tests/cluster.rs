@@ -541,3 +541,51 @@ fn the_deploy_script_deploys_upgrades_and_initializes_idempotently() -> Result<(
     register(&v, &w, "provider", REWARD)?;
     Ok(())
 }
+
+#[test]
+fn keeper_init_refuses_a_config_initialized_by_someone_else() -> Result<()> {
+    let v = Validator::start()?;
+    let other = v.dir.path().join("other.json");
+    keygen(&other)?;
+    v.solana(&["airdrop", "100", &pubkey(&other)?])?;
+    let init = |who: &std::path::Path| -> Result<(bool, String)> {
+        let out = std::process::Command::new(keeper_bin())
+            .args(["-u", &v.url, "-k"])
+            .arg(who)
+            .args(["init", "--windows", "40,15,15,15", "--mint-keypair-out"])
+            .arg(v.dir.path().join(format!("mint-{}.json", pubkey(who)?)))
+            .output()?;
+        Ok((
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        ))
+    };
+    // before anyone initialized: a stranger is not the upgrade authority
+    let (ok, text) = init(&other)?;
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("upgrade authority") && text.contains(&pubkey(&v.admin)?),
+        "names the upgrade authority: {text}"
+    );
+    assert!(
+        v.chain().account(&pda::config())?.is_none(),
+        "nothing created"
+    );
+    // the upgrade authority initializes; a second run of its own is idempotent
+    let (ok, text) = init(&v.admin)?;
+    assert!(ok, "{text}");
+    let (ok, text) = init(&v.admin)?;
+    assert!(ok && text.contains("\"created\": []"), "{text}");
+    // another operator pointing keeper init at this cluster is refused, naming the admin
+    let (ok, text) = init(&other)?;
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(&format!("initialized by admin {}", pubkey(&v.admin)?)),
+        "{text}"
+    );
+    Ok(())
+}

@@ -290,12 +290,23 @@ impl World {
         extra: &[&Keypair],
         ix: Instruction,
     ) -> Result<TxRecord, TxRecord> {
-        let writable: Vec<Pubkey> = ix
-            .accounts
-            .iter()
-            .filter(|m| m.is_writable)
-            .map(|m| m.pubkey)
-            .collect();
+        self.send_all(label, payer, extra, &[ix])
+    }
+
+    /// Sends `ixs` as one transaction signed by `payer` and `extra`; records it.
+    pub fn send_all(
+        &mut self,
+        label: &str,
+        payer: &Keypair,
+        extra: &[&Keypair],
+        ixs: &[Instruction],
+    ) -> Result<TxRecord, TxRecord> {
+        let mut writable: Vec<Pubkey> = vec![];
+        for m in ixs.iter().flat_map(|ix| ix.accounts.iter()) {
+            if m.is_writable && !writable.contains(&m.pubkey) {
+                writable.push(m.pubkey);
+            }
+        }
         let before: BTreeMap<Pubkey, usize> = writable
             .iter()
             .filter_map(|k| {
@@ -306,7 +317,7 @@ impl World {
                     .map(|a| (*k, a.data.len()))
             })
             .collect();
-        let out = self.c.send(&[ix], payer, extra);
+        let out = self.c.send(ixs, payer, extra);
         let (ok, cu, logs, error) = (out.ok, out.cu, out.logs, out.error);
         let (mut created, mut closed) = (0u64, 0u64);
         for k in &writable {
@@ -732,6 +743,26 @@ impl Default for World {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// Runs `f`, which must fail with `error`, and checks that no token account changed.
+pub fn refused(
+    w: &mut World,
+    error: &str,
+    f: impl FnOnce(&mut World) -> Result<TxRecord, TxRecord>,
+) {
+    let before = w.balances();
+    match f(w) {
+        Ok(r) => panic!("expected {error}, but {} succeeded", r.label),
+        Err(r) => assert!(
+            r.has_error(error),
+            "expected {error} from {}, got {:?}\n{}",
+            r.label,
+            r.error,
+            r.logs.join("\n")
+        ),
+    }
+    assert_eq!(before, w.balances(), "a refused instruction moved tokens");
 }
 
 /// Reward of the scenario tasks.

@@ -14,22 +14,6 @@ use compute_market_svm_tests::*;
 use solana_instruction::Instruction;
 use solana_signer::Signer;
 
-/// Runs `f`, which must fail with `error`, and checks that no token account changed.
-fn refused(w: &mut World, error: &str, f: impl FnOnce(&mut World) -> Result<TxRecord, TxRecord>) {
-    let before = w.balances();
-    match f(w) {
-        Ok(r) => panic!("expected {error}, but {} succeeded", r.label),
-        Err(r) => assert!(
-            r.has_error(error),
-            "expected {error} from {}, got {:?}\n{}",
-            r.label,
-            r.error,
-            r.logs.join("\n")
-        ),
-    }
-    assert_eq!(before, w.balances(), "a refused instruction moved tokens");
-}
-
 fn post_args(id: u64) -> PostTaskArgs {
     PostTaskArgs {
         task_id: id,

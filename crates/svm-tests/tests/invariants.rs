@@ -1,11 +1,19 @@
 //! Property test: random interleavings of every instruction from several clients, providers
 //! and verifiers. After every step:
-//! * each node's vault holds exactly free + bonded + pending + earned + fees (PROTOCOL §2);
-//! * each live escrow holds exactly what its task accounts for;
+//! * each node's vault holds exactly free + bonded + pending + earned + fees (PROTOCOL §2),
+//!   plus exactly what strangers sent into it;
+//! * each live escrow holds exactly what its task accounts for, plus what strangers sent in;
+//! * the market's verifier stake is exactly the verifier nodes' free + bonded plus the slashes
+//!   not yet synced (their stake debt);
 //! * tokens are conserved across all accounts;
 //! * a wallet or the treasury changes only by a rule of §4 (post, close, stake, withdraw,
 //!   claim earnings, sweep fees) and by exactly the amount that rule says;
 //! * a refused instruction changes no token account at all.
+//!
+//! Besides every instruction, the operations include what a hostile participant does: tokens
+//! sent straight into escrows and vaults, nodes closed (and registered again) mid-task, and
+//! stake topped up or unstaked between a submission and the joins (also in the same
+//! transaction as a join).
 
 use std::collections::HashMap;
 
@@ -85,6 +93,26 @@ enum Op {
     Sweep {
         node: usize,
     },
+    CloseNode {
+        node: usize,
+    },
+    Register {
+        node: usize,
+    },
+    Donate {
+        client: usize,
+        to_task: bool,
+        target: usize,
+        amount: u64,
+    },
+    Sync {
+        node: usize,
+    },
+    StakeAndJoin {
+        verifier: usize,
+        task: usize,
+        amount: u64,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -109,6 +137,11 @@ fn op() -> impl Strategy<Value = Op> {
         1 => i().prop_map(|node| Op::Withdraw { node }),
         1 => i().prop_map(|node| Op::ClaimEarnings { node }),
         1 => i().prop_map(|node| Op::Sweep { node }),
+        1 => i().prop_map(|node| Op::CloseNode { node }),
+        1 => i().prop_map(|node| Op::Register { node }),
+        1 => (i(), any::<bool>(), i(), 1u64..1_000).prop_map(|(client, to_task, target, amount)| Op::Donate { client, to_task, target, amount }),
+        1 => i().prop_map(|node| Op::Sync { node }),
+        2 => (i(), i(), 1u64..5_000_000).prop_map(|(verifier, task, amount)| Op::StakeAndJoin { verifier, task, amount }),
     ]
 }
 
@@ -142,6 +175,8 @@ impl Sim {
             w.onboard(&v, 2, STAKE);
             nodes.push(v);
         }
+        // one slot on: the nodes above are in the stake snapshot of every task
+        w.advance(1);
         let total = w.balances().values().sum();
         Sim {
             w,
@@ -185,9 +220,9 @@ impl Sim {
                 (w.crank("draw_seed", client::draw_seed(t)), vec![])
             }
             Op::Join { verifier, task } => {
-                let t = pick(&self.tasks, task)?;
+                let t = self.joinable(task)?;
                 let v = vidx(self.n_providers, self.nodes.len(), verifier);
-                (w.join(&self.nodes[v], t), vec![])
+                (self.w.join(&self.nodes[v], t), vec![])
             }
             Op::Commit {
                 verifier,
@@ -232,12 +267,20 @@ impl Sim {
                 let t = pick(&self.tasks, task)?;
                 let task_acc = w.try_task(&t)?;
                 let escrow = w.balance(&pda::escrow(&t));
-                let refund = if task_acc.provider == Pubkey::default() {
-                    escrow as i128
-                } else {
-                    task_acc.client_refund().ok()? as i128
-                };
-                (w.close(t), vec![(task_acc.client_token, refund)])
+                // the client gets its refund, whatever was sent in beyond it goes to the treasury
+                let refund = task_acc.client_refund().ok()?;
+                let treasury = w.treasury;
+                let r = w.close(t);
+                if r.is_ok() {
+                    w.donated.remove(&pda::escrow(&t));
+                }
+                (
+                    r,
+                    vec![
+                        (task_acc.client_token, refund as i128),
+                        (treasury, escrow as i128 - refund as i128),
+                    ],
+                )
             }
             Op::Cancel { task } => {
                 let t = pick(&self.tasks, task)?;
@@ -281,7 +324,7 @@ impl Sim {
             }
             Op::Withdraw { node } => {
                 let a = &self.nodes[node % self.nodes.len()];
-                let pending = w.node(&a.node).pending_unstake as i128;
+                let pending = w.try_node(&a.node)?.pending_unstake as i128;
                 (
                     w.send_as("withdraw", a, client::withdraw(a.key(), a.wallet)),
                     vec![(a.wallet, pending)],
@@ -289,7 +332,7 @@ impl Sim {
             }
             Op::ClaimEarnings { node } => {
                 let a = &self.nodes[node % self.nodes.len()];
-                let earned = w.node(&a.node).earned as i128;
+                let earned = w.try_node(&a.node)?.earned as i128;
                 (
                     w.send_as(
                         "claim_earnings",
@@ -301,12 +344,150 @@ impl Sim {
             }
             Op::Sweep { node } => {
                 let a = &self.nodes[node % self.nodes.len()];
-                let fees = w.node(&a.node).fees_due as i128;
+                let fees = w.try_node(&a.node)?.fees_due as i128;
                 let treasury = w.treasury;
                 (w.sweep(a.node), vec![(treasury, fees)])
             }
+            Op::CloseNode { node } => {
+                // a node with nothing bonded leaves for good, mid-task for the others: fees
+                // swept, earnings claimed, all stake unstaked and withdrawn after the cooldown
+                // (the clock moves), then the node closed; its vault (with any donation) goes
+                // to its wallet, its fees to the treasury
+                let a = &self.nodes[node % self.nodes.len()];
+                let n = w.try_node(&a.node)?;
+                if n.bonded > 0 {
+                    return None;
+                }
+                let vault = w.balance(&a.vault) as i128;
+                let treasury = w.treasury;
+                let must = |r: Result<TxRecord, TxRecord>| {
+                    r.unwrap_or_else(|e| panic!("leaving: {} {:?}", e.label, e.logs))
+                };
+                if n.fees_due > 0 {
+                    must(w.sweep(a.node));
+                }
+                if n.earned > 0 {
+                    must(w.send_as(
+                        "claim_earnings",
+                        a,
+                        client::claim_earnings(a.key(), a.wallet),
+                    ));
+                }
+                for _ in 0..2 {
+                    let n = w.node(&a.node);
+                    if n.pending_unstake == 0 && n.free > 0 {
+                        let ix = client::request_unstake(a.key(), w.market, n.free);
+                        must(w.send_as("request_unstake", a, ix));
+                    }
+                    let n = w.node(&a.node);
+                    if n.pending_unstake > 0 {
+                        w.advance(n.unlock_slot.saturating_sub(w.slot()));
+                        must(w.send_as("withdraw", a, client::withdraw(a.key(), a.wallet)));
+                    }
+                }
+                let r = w.send_as(
+                    "close_node",
+                    a,
+                    client::close_node(a.key(), w.market, a.wallet),
+                );
+                if r.is_ok() {
+                    w.donated.remove(&a.vault);
+                }
+                let fees = n.fees_due as i128;
+                (r, vec![(a.wallet, vault - fees), (treasury, fees)])
+            }
+            Op::Register { node } => {
+                let i = node % self.nodes.len();
+                let a = &self.nodes[i];
+                if w.try_node(&a.node).is_some() {
+                    return None;
+                }
+                let roles = if i < self.n_providers { 1 } else { 2 };
+                let r = w.register(a, roles, gpu());
+                if r.is_err() {
+                    return Some((false, vec![]));
+                }
+                self.applied += 1;
+                let w = &mut self.w;
+                (
+                    w.stake(a, STAKE / 2),
+                    vec![(a.wallet, -((STAKE / 2) as i128))],
+                )
+            }
+            Op::Donate {
+                client,
+                to_task,
+                target,
+                amount,
+            } => {
+                let c = &self.clients[client % 2];
+                let to = if to_task {
+                    pda::escrow(&pick(&self.tasks, target)?)
+                } else {
+                    self.nodes[target % self.nodes.len()].vault
+                };
+                if !w.exists(&to) {
+                    return None;
+                }
+                (w.donate(c, to, amount), vec![(c.wallet, -(amount as i128))])
+            }
+            Op::Sync { node } => {
+                let a = &self.nodes[node % self.nodes.len()];
+                (w.sync(a.node), vec![])
+            }
+            Op::StakeAndJoin {
+                verifier,
+                task,
+                amount,
+            } => {
+                // the late top-up and the join in one transaction: the top-up must not count
+                let t = self.joinable(task)?;
+                let w = &mut self.w;
+                let v = &self.nodes[vidx(self.n_providers, self.nodes.len(), verifier)];
+                let round = w.round_of(&t);
+                let displaced = w.worst_seated(&t);
+                let ixs = [
+                    client::stake(v.key(), w.market, v.wallet, amount),
+                    client::join_task(v.key(), t, round, displaced),
+                ];
+                let kp = v.kp.insecure_clone();
+                let out = w.send_all("join_task", &kp, &[], &ixs);
+                if out.is_ok() {
+                    let seat = w.task(&t);
+                    let me = seat.seated().iter().find(|s| s.node == v.node)?;
+                    let node = w.node(&v.node);
+                    assert!(
+                        me.weight <= node.stake() - amount,
+                        "a top-up in the joining transaction counted: weight {} > stake before {}",
+                        me.weight,
+                        node.stake() - amount
+                    );
+                }
+                (out, vec![(v.wallet, -(amount as i128))])
+            }
         };
         Some((res.0.is_ok(), res.1))
+    }
+
+    /// Mostly a task in verification whose join window is open (joins elsewhere are refused
+    /// anyway), else any task.
+    fn joinable(&self, i: usize) -> Option<Pubkey> {
+        let now = self.w.slot();
+        let open: Vec<Pubkey> = self
+            .tasks
+            .iter()
+            .filter(|t| {
+                self.w.try_task(t).is_some_and(|t| {
+                    t.status == compute_market::state::TaskStatus::Verifying
+                        && now <= t.join_deadline
+                })
+            })
+            .copied()
+            .collect();
+        if open.is_empty() || i == 7 {
+            return pick(&self.tasks, i);
+        }
+        Some(open[i % open.len()])
     }
 
     /// Existing vote accounts (verifier index, task, round) of the current round of live
@@ -370,6 +551,19 @@ impl Sim {
         );
         let nodes: Vec<&Actor> = self.nodes.iter().collect();
         self.w.check_invariants(&nodes, &self.tasks);
+        // the sortition total is exact: stake of live verifier nodes plus unsynced slashes
+        let expected: u64 = self
+            .nodes
+            .iter()
+            .filter_map(|a| self.w.try_node(&a.node))
+            .filter(|n| n.has(2))
+            .map(|n| n.stake() + n.stake_debt)
+            .sum();
+        assert_eq!(
+            self.w.market_account().verifier_stake,
+            expected,
+            "market verifier stake drifted after {op:?}"
+        );
     }
 }
 
@@ -427,7 +621,7 @@ fn interleavings_reach_settlement() {
             proptest::test_runner::RngAlgorithm::ChaCha,
         ),
     );
-    let strat = proptest::collection::vec(op(), 600);
+    let strat = proptest::collection::vec(op(), 1_000);
     let ops = strat.new_tree(&mut runner).unwrap().current();
     let mut sim = Sim::new();
     for op in &ops {
@@ -455,6 +649,8 @@ fn interleavings_reach_settlement() {
         "finalize_task",
         "settle_vote",
         "close_task",
+        "close_node",
+        "sync_stake",
     ] {
         assert!(
             labels.contains(&needed),

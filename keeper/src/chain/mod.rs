@@ -114,11 +114,7 @@ pub trait ChainExt: Chain {
     /// All votes of `task` (filtered on the vote's first field, the task).
     fn votes(&self, task: &Pubkey) -> Result<Vec<(Pubkey, Vote)>> {
         Ok(self
-            .program_accounts_matching(
-                Vote::DISCRIMINATOR,
-                Vote::DISCRIMINATOR.len(),
-                task.as_ref(),
-            )?
+            .program_accounts_matching(Vote::DISCRIMINATOR, Vote::TASK_OFFSET, task.as_ref())?
             .into_iter()
             .filter_map(|(k, d)| Some((k, decode::<Vote>(&d)?)))
             .filter(|(_, v)| v.task == *task)

@@ -34,3 +34,41 @@ pub struct Vote {
     /// Zeroed space for fields of later versions.
     pub reserved: [u8; 32],
 }
+
+impl Vote {
+    /// Byte offset of `task` in the account data (after the discriminator and the version):
+    /// clients filter a task's votes with a `memcmp` here.
+    pub const TASK_OFFSET: usize = 8 + 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_offset_points_at_the_task_key() {
+        let task = Pubkey::new_from_array([7; 32]);
+        let v = Vote {
+            version: 1,
+            task,
+            node: Pubkey::default(),
+            authority: Pubkey::default(),
+            round: 0,
+            bond: 0,
+            commitment: [0; 32],
+            committed: false,
+            revealed: false,
+            vote: 0,
+            evidence: [0; 32],
+            joined_slot: 0,
+            bump: 0,
+            reserved: [0; 32],
+        };
+        let mut data = vec![];
+        v.try_serialize(&mut data).unwrap();
+        assert_eq!(
+            &data[Vote::TASK_OFFSET..Vote::TASK_OFFSET + 32],
+            task.as_ref()
+        );
+    }
+}

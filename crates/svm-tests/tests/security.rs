@@ -1,0 +1,597 @@
+//! The security round's attacks (PROTOCOL §6, second paragraph), each defeated by a named
+//! error or ending with the attacker unseated:
+//! seats bought after the seed (late top-up, fresh node, denominator shrink, a fast minority),
+//! a refund locked by a closed provider node and a donation, an admin freezing stake, a
+//! front-run initialization and a freezable stake mint.
+
+use anchor_lang::prelude::Pubkey;
+use compute_market::{
+    client,
+    instructions::{InitializeConfigArgs, PostTaskArgs},
+    pda,
+    state::{Params, TaskStatus},
+};
+use compute_market_protocol::{
+    commit::{VOTE_INVALID, VOTE_VALID},
+    seats::{seat_eligible, SeatScore},
+};
+use compute_market_svm_tests::*;
+use solana_signer::Signer;
+
+/// The score `a` would have on `task` with weight `w`.
+fn score(w: &World, task: &Pubkey, a: &Actor, weight: u64) -> SeatScore {
+    SeatScore::new(&w.task(task).seed, &a.node.to_bytes(), weight)
+}
+
+/// Stake of a node and whether it holds a seat of `task`'s current round.
+fn seated(w: &World, task: &Pubkey, a: &Actor) -> bool {
+    w.task(task).seated().iter().any(|s| s.node == a.node)
+}
+
+#[test]
+fn a_late_top_up_joined_in_the_same_transaction_does_not_count() {
+    let mut c = cast(3, 1);
+    // the attacker's node exists before the submission, with almost nothing staked
+    let attacker = c.w.actor("attacker", 100 * STAKE);
+    c.w.onboard(&attacker, 2, 1);
+    let empty = c.w.actor("empty", 100 * STAKE);
+    c.w.register(&empty, 2, gpu()).unwrap();
+    let task = c.submitted(1);
+    let w = &mut c.w;
+    w.crank("draw_seed", client::draw_seed(task)).unwrap();
+    // the seed is public: top up massively and join in one transaction
+    let round = w.round_of(&task);
+    let top_up = |a: &Actor, w: &World| {
+        vec![
+            client::stake(a.key(), w.market, a.wallet, 50 * STAKE),
+            client::join_task(a.key(), task, round, None),
+        ]
+    };
+    let ixs = top_up(&empty, w);
+    let kp = empty.kp.insecure_clone();
+    refused(w, "StakeNotInSnapshot", |w| {
+        w.send_all("stake+join", &kp, &[], &ixs)
+    });
+    // with 1 token in the snapshot the top-up leaves it hopeless: its weight is still 1
+    assert!(!seat_eligible(
+        &score(w, &task, &attacker, 1),
+        w.task(&task).snapshot_stake,
+        9
+    ));
+    let ixs = top_up(&attacker, w);
+    let kp = attacker.kp.insecure_clone();
+    refused(w, "NotEligibleForSeat", |w| {
+        w.send_all("stake+join", &kp, &[], &ixs)
+    });
+    // its node's weight for this round is what it had before the submission
+    w.stake(&attacker, 50 * STAKE).unwrap();
+    let n = w.node(&attacker.node);
+    assert_eq!(n.weight_at(w.task(&task).snapshot_slot), 1);
+    assert_eq!(n.stake(), 50 * STAKE + 1);
+    // the next task's snapshot counts it all
+    w.advance(1);
+    assert_eq!(n.weight_at(w.slot()), 50 * STAKE + 1);
+}
+
+#[test]
+fn a_node_registered_and_staked_after_the_seed_cannot_join() {
+    let mut c = cast(3, 1);
+    let task = c.submitted(2);
+    let w = &mut c.w;
+    w.crank("draw_seed", client::draw_seed(task)).unwrap();
+    // grind a fresh authority offline, then register + stake + join in one transaction
+    let fresh = w.actor("fresh", 100 * STAKE);
+    let round = w.round_of(&task);
+    let ixs = [
+        client::register_node(
+            fresh.key(),
+            w.market,
+            w.mint,
+            compute_market::instructions::RegisterNodeArgs {
+                roles: 2,
+                hardware: gpu(),
+            },
+        ),
+        client::stake(fresh.key(), w.market, fresh.wallet, 100 * STAKE),
+        client::join_task(fresh.key(), task, round, None),
+    ];
+    let kp = fresh.kp.insecure_clone();
+    refused(w, "NodeRegisteredAfterSnapshot", |w| {
+        w.send_all("register+stake+join", &kp, &[], &ixs)
+    });
+    // in separate transactions, later slots: still refused for this round
+    w.register(&fresh, 2, gpu()).unwrap();
+    w.advance(1);
+    w.stake(&fresh, 100 * STAKE).unwrap();
+    refused(w, "NodeRegisteredAfterSnapshot", |w| w.join(&fresh, task));
+}
+
+#[test]
+fn unstaking_after_the_seed_does_not_shrink_the_denominator() {
+    let mut c = cast(0, 1);
+    // honest verifiers, and an attacker: one tiny node that wants a seat and big nodes that
+    // would leave after the seed to make the tiny one look large
+    let honest: Vec<Actor> = (0..4)
+        .map(|i| {
+            let v = c.w.actor(&format!("h{i}"), STAKE);
+            c.w.onboard(&v, 2, STAKE / 10);
+            v
+        })
+        .collect();
+    let tiny = c.w.actor("tiny", STAKE);
+    c.w.onboard(&tiny, 2, STAKE / 10);
+    let big: Vec<Actor> = (0..3)
+        .map(|i| {
+            let v = c.w.actor(&format!("big{i}"), 1_000 * STAKE);
+            c.w.onboard(&v, 2, 1_000 * STAKE);
+            v
+        })
+        .collect();
+    let task = c.submitted(3);
+    let w = &mut c.w;
+    w.crank("draw_seed", client::draw_seed(task)).unwrap();
+    let snapshot = w.task(&task).snapshot_stake;
+    assert_eq!(snapshot, w.market_account().verifier_stake);
+    assert_eq!(snapshot, STAKE / 2 + 3_000 * STAKE);
+    for b in &big {
+        w.send_as(
+            "request_unstake",
+            b,
+            client::request_unstake(b.key(), w.market, 1_000 * STAKE),
+        )
+        .unwrap();
+    }
+    // the market's total shrank; the task's denominator did not
+    let shrunk = w.market_account().verifier_stake;
+    assert_eq!(shrunk, STAKE / 2);
+    assert_eq!(w.task(&task).snapshot_stake, snapshot);
+    let s = score(w, &task, &tiny, STAKE / 10);
+    assert!(
+        !seat_eligible(&s, snapshot, 9),
+        "precondition: ineligible under the snapshot"
+    );
+    assert!(
+        seat_eligible(&s, shrunk, 9),
+        "the shrink would have seated it"
+    );
+    refused(w, "NotEligibleForSeat", |w| w.join(&tiny, task));
+    // unstaking only ever lowers a node's own weight: honest h0 unstakes half after the seed
+    let h0 = &honest[0];
+    w.send_as(
+        "request_unstake",
+        h0,
+        client::request_unstake(h0.key(), w.market, STAKE / 20),
+    )
+    .unwrap();
+    let n = w.node(&h0.node);
+    assert_eq!(n.weight_at(w.task(&task).snapshot_slot), STAKE / 20);
+}
+
+#[test]
+fn a_fast_minority_that_takes_every_seat_first_is_displaced_by_better_tickets() {
+    let mut c = cast(0, 1);
+    // a third of the stake in three fast nodes, the rest in six honest ones (each node holds
+    // 1/9 of the stake, so every one is eligible and only the tickets decide)
+    let minority: Vec<Actor> = (0..3)
+        .map(|i| {
+            let v = c.w.actor(&format!("fast{i}"), 2 * STAKE);
+            c.w.onboard(&v, 2, 2 * STAKE);
+            v
+        })
+        .collect();
+    let honest: Vec<Actor> = (0..6)
+        .map(|i| {
+            let v = c.w.actor(&format!("h{i}"), 2 * STAKE);
+            c.w.onboard(&v, 2, 2 * STAKE);
+            v
+        })
+        .collect();
+    let task = c.submitted(4);
+    let w = &mut c.w;
+    w.crank("draw_seed", client::draw_seed(task)).unwrap();
+    let snapshot = w.task(&task).snapshot_stake;
+    let all: Vec<(&Actor, u64)> = minority
+        .iter()
+        .map(|a| (a, 2 * STAKE))
+        .chain(honest.iter().map(|a| (a, 2 * STAKE)))
+        .collect();
+    // the seats the protocol promises: the 3 lowest scores among eligible verifiers
+    let mut ranked: Vec<(SeatScore, &Actor)> = all
+        .iter()
+        .map(|(a, st)| (score(w, &task, a, *st), *a))
+        .filter(|(s, _)| seat_eligible(s, snapshot, 9))
+        .collect();
+    ranked.sort_by(|a, b| {
+        if a.0.better_than(&b.0) {
+            std::cmp::Ordering::Less
+        } else {
+            std::cmp::Ordering::Greater
+        }
+    });
+    let expected: Vec<Pubkey> = ranked.iter().take(3).map(|(_, a)| a.node).collect();
+    // the minority is faster: it takes every seat and even commits early
+    let mut joined_minority = vec![];
+    for a in &minority {
+        if w.join(a, task).is_ok() {
+            joined_minority.push(a);
+            w.commit(a, task, &Ballot::new(VOTE_INVALID, 1)).unwrap();
+        }
+    }
+    assert!(
+        !joined_minority.is_empty(),
+        "the fast minority got in first"
+    );
+    // then the honest verifiers arrive, in any order; worse tickets are refused by name
+    for a in honest.iter().rev() {
+        match w.join(a, task) {
+            Ok(_) => {}
+            Err(r) => assert!(
+                r.has_error("TicketNotBetterThanSeated") || r.has_error("NotEligibleForSeat"),
+                "{:?}",
+                r.logs
+            ),
+        }
+    }
+    let t = w.task(&task);
+    let mut got: Vec<Pubkey> = t.seated().iter().map(|s| s.node).collect();
+    let mut want = expected.clone();
+    got.sort();
+    want.sort();
+    assert_eq!(
+        got, want,
+        "seats are the lowest tickets, not the first arrivals"
+    );
+    // every displaced minority node got its bond back and its vote account closed; its early
+    // commitment no longer counts
+    let mut displaced = 0;
+    for a in &joined_minority {
+        if !expected.contains(&a.node) {
+            displaced += 1;
+            assert!(!w.exists(&pda::vote(&task, &a.node, 0)), "vote closed");
+            let n = w.node(&a.node);
+            assert_eq!((n.free, n.bonded), (2 * STAKE, 0), "bond released");
+        }
+    }
+    assert!(
+        displaced > 0,
+        "precondition: the minority's tickets are worse"
+    );
+    let still = joined_minority.len() - displaced;
+    assert_eq!(
+        t.tally().committed as usize,
+        still,
+        "displaced commitments dropped"
+    );
+    // seats are final when the join window closes: nobody joins after it
+    w.close_join_window(&task);
+    let late = honest
+        .iter()
+        .find(|a| !expected.contains(&a.node))
+        .expect("an unseated honest verifier");
+    refused(w, "JoinWindowClosed", |w| w.join(late, task));
+}
+
+#[test]
+fn displacing_needs_the_worst_seat_and_its_accounts() {
+    let mut c = cast(4, 1);
+    let task = c.submitted(5);
+    let w = &mut c.w;
+    w.crank("draw_seed", client::draw_seed(task)).unwrap();
+    // V = 3 and 4 equal verifiers, all eligible: join the three worst first
+    let mut order: Vec<&Actor> = c.verifiers.iter().collect();
+    order.sort_by(|a, b| {
+        if score(w, &task, a, STAKE).better_than(&score(w, &task, b, STAKE)) {
+            std::cmp::Ordering::Greater
+        } else {
+            std::cmp::Ordering::Less
+        }
+    });
+    for a in &order[..3] {
+        w.join_displacing(a, task, None).unwrap();
+    }
+    let best = order[3];
+    refused(w, "MissingDisplacedAccounts", |w| {
+        w.join_displacing(best, task, None)
+    });
+    // naming a seat that is not the worst
+    let not_worst = order[2].key();
+    refused(w, "WrongDisplacedSeat", |w| {
+        w.join_displacing(best, task, Some(not_worst))
+    });
+    let worst = order[0];
+    let rent_before = w.c.svm.get_balance(&worst.key()).unwrap();
+    w.join(best, task).unwrap();
+    assert!(!seated(w, &task, worst));
+    assert!(
+        w.c.svm.get_balance(&worst.key()).unwrap() > rent_before,
+        "rent returned"
+    );
+    // the displaced verifier cannot buy its way back
+    refused(w, "TicketNotBetterThanSeated", |w| w.join(worst, task));
+}
+
+#[test]
+fn a_provider_that_closes_its_node_and_donates_cannot_lock_the_refund() {
+    let mut c = cast(3, 1);
+    let task = c.submitted(6);
+    let w = &mut c.w;
+    let client_before = w.balance(&c.client.wallet);
+    let votes: Vec<(&Actor, Ballot)> = c
+        .verifiers
+        .iter()
+        .map(|v| (v, Ballot::new(VOTE_INVALID, 60)))
+        .collect();
+    w.join_and_commit(task, &votes);
+    for (v, b) in &votes {
+        w.reveal(v, task, b).unwrap();
+    }
+    w.finalize(task).unwrap();
+    assert_eq!(w.task(&task).status, TaskStatus::Rejected);
+    // the provider sweeps its fees, leaves, and sends a token into the escrow
+    let p = &c.provider;
+    w.sweep(p.node).unwrap();
+    let free = w.node(&p.node).free;
+    w.send_as(
+        "request_unstake",
+        p,
+        client::request_unstake(p.key(), w.market, free),
+    )
+    .unwrap();
+    w.advance(5_000);
+    w.send_as("withdraw", p, client::withdraw(p.key(), p.wallet))
+        .unwrap();
+    w.send_as(
+        "close_node",
+        p,
+        client::close_node(p.key(), w.market, p.wallet),
+    )
+    .unwrap();
+    assert!(!w.exists(&p.node));
+    w.donate(p, pda::escrow(&task), 1).unwrap();
+    for v in &c.verifiers {
+        w.settle(task, v, 0).unwrap();
+    }
+    // close needs neither the provider's node nor its vault; without the treasury the
+    // donated token is refused by name, with it the close succeeds
+    let t = w.task(&task);
+    let ix = client::close_task(task, t.client, t.client_token, None);
+    refused(w, "TreasuryRequired", |w| w.crank("close_task", ix));
+    let treasury_before = w.balance(&w.treasury);
+    w.close(task).unwrap();
+    assert!(!w.exists(&task) && !w.exists(&pda::escrow(&task)));
+    // refunded in full plus its 50% of the slashed bond (2R)
+    assert_eq!(w.balance(&c.client.wallet), client_before + 2 * R);
+    assert_eq!(w.balance(&w.treasury), treasury_before + 1, "the donation");
+}
+
+#[test]
+fn close_sends_leftovers_to_the_client_when_the_treasury_account_is_gone() {
+    let mut c = cast(0, 1);
+    let task = c.w.post(&c.client, 7, small_job(7), R).unwrap();
+    let w = &mut c.w;
+    w.send_as(
+        "cancel_task",
+        &c.client,
+        client::cancel_task(c.client.key(), task),
+    )
+    .unwrap();
+    let stranger = w.actor("stranger", 10);
+    w.donate(&stranger, pda::escrow(&task), 10).unwrap();
+    // the admin closed its treasury account (nothing in it yet): the close still succeeds
+    let treasury = w.treasury;
+    w.c.svm.set_account(treasury, Default::default()).unwrap();
+    let before = w.balance(&c.client.wallet);
+    w.close(task).unwrap();
+    assert_eq!(w.balance(&c.client.wallet), before + R + 10);
+    // a wrong treasury is refused by name
+    let task = w.post(&c.client, 8, small_job(8), R).unwrap();
+    w.send_as(
+        "cancel_task",
+        &c.client,
+        client::cancel_task(c.client.key(), task),
+    )
+    .unwrap();
+    w.donate(&c.client, pda::escrow(&task), 1).unwrap();
+    let t = w.task(&task);
+    let ix = client::close_task(task, t.client, t.client_token, Some(c.client.wallet));
+    refused(w, "WrongTreasury", |w| w.crank("close_task", ix));
+}
+
+#[test]
+fn the_admin_cannot_freeze_stake() {
+    let mut w = World::new();
+    let admin = w.admin.insecure_clone();
+    let v = w.actor("v", STAKE);
+    w.onboard(&v, 2, STAKE);
+    // a cooldown above the hard bound
+    let mut p = test_params();
+    p.unstake_cooldown = compute_market::constants::MAX_UNSTAKE_COOLDOWN + 1;
+    let ix = client::propose_params(admin.pubkey(), p);
+    refused(&mut w, "CooldownTooLong", |w| {
+        w.send("propose_params", &admin, &[], ix)
+    });
+    // the largest allowed cooldown: a staker who disagrees leaves before it applies
+    let mut p = test_params();
+    p.unstake_cooldown = compute_market::constants::MAX_UNSTAKE_COOLDOWN;
+    w.send(
+        "propose_params",
+        &admin,
+        &[],
+        client::propose_params(admin.pubkey(), p),
+    )
+    .unwrap();
+    w.send_as(
+        "request_unstake",
+        &v,
+        client::request_unstake(v.key(), w.market, STAKE / 2),
+    )
+    .unwrap();
+    // a second request would push back the first one's unlock slot: refused
+    refused(&mut w, "UnstakeAlreadyPending", |w| {
+        w.send_as(
+            "request_unstake",
+            &v,
+            client::request_unstake(v.key(), w.market, 1),
+        )
+    });
+    let unlock = w.node(&v.node).unlock_slot;
+    w.advance(unlock - w.slot());
+    refused(&mut w, "UpdateNotYetEffective", |w| {
+        w.crank("apply_params", client::apply_params())
+    });
+    w.send_as("withdraw", &v, client::withdraw(v.key(), v.wallet))
+        .unwrap();
+    assert_eq!(w.balance(&v.wallet), STAKE / 2);
+    w.advance(1);
+    w.crank("apply_params", client::apply_params()).unwrap();
+    assert_eq!(
+        w.config().params.unstake_cooldown,
+        compute_market::constants::MAX_UNSTAKE_COOLDOWN
+    );
+}
+
+#[test]
+fn only_the_upgrade_authority_initializes_and_never_with_a_freezable_mint() {
+    let mut c = compute_market_embedded::Cluster::new().unwrap();
+    let authority = c.keypair("authority");
+    let squatter = c.keypair("squatter");
+    for k in [&authority, &squatter] {
+        c.airdrop(&k.pubkey(), 10_000_000_000);
+    }
+    c.set_upgrade_authority(Some(&authority.pubkey()));
+    let args = || InitializeConfigArgs {
+        params: Params::defaults(5_000),
+        update_delay: 50,
+    };
+    // between deploy and init, a stranger installs its own mint and treasury: refused
+    let mint = c.create_mint(&squatter.pubkey());
+    let treasury = c.token_account(&mint, &squatter.pubkey(), 0);
+    let out = c.send(
+        &[client::initialize_config(
+            squatter.pubkey(),
+            mint,
+            treasury,
+            args(),
+        )],
+        &squatter,
+        &[],
+    );
+    assert!(!out.ok);
+    assert!(
+        out.logs.iter().any(|l| l.contains("NotUpgradeAuthority")),
+        "{:?}",
+        out.logs
+    );
+    // an immutable program (no upgrade authority): nobody can initialize it
+    c.set_upgrade_authority(None);
+    let out = c.send(
+        &[client::initialize_config(
+            authority.pubkey(),
+            mint,
+            treasury,
+            args(),
+        )],
+        &authority,
+        &[],
+    );
+    assert!(out.logs.iter().any(|l| l.contains("NotUpgradeAuthority")));
+    c.set_upgrade_authority(Some(&authority.pubkey()));
+    // the upgrade authority, with a mint that has a freeze authority: refused
+    let freezable = c.create_mint_with_freeze(&authority.pubkey(), &authority.pubkey());
+    let t2 = c.token_account(&freezable, &authority.pubkey(), 0);
+    let out = c.send(
+        &[client::initialize_config(
+            authority.pubkey(),
+            freezable,
+            t2,
+            args(),
+        )],
+        &authority,
+        &[],
+    );
+    assert!(
+        out.logs
+            .iter()
+            .any(|l| l.contains("MintHasFreezeAuthority")),
+        "{:?}",
+        out.logs
+    );
+    // the upgrade authority with a plain mint: accepted
+    let good = c.create_mint(&authority.pubkey());
+    let t3 = c.token_account(&good, &authority.pubkey(), 0);
+    let out = c.send(
+        &[client::initialize_config(
+            authority.pubkey(),
+            good,
+            t3,
+            args(),
+        )],
+        &authority,
+        &[],
+    );
+    assert!(out.ok, "{:?}", out.logs);
+}
+
+#[test]
+fn rounding_goes_to_the_treasury_and_the_sortition_total_stays_exact_under_slashes() {
+    let mut c = cast(3, 1);
+    // a reward that does not divide: provider floor(88%), pool floor(10%), the fee the rest
+    let w = &mut c.w;
+    w.advance(1);
+    let task = w
+        .post_with(
+            &c.client,
+            PostTaskArgs {
+                task_id: 9,
+                job: small_job(9).encode(),
+                reward: 1_000_003,
+                quorum: 0,
+                samples: 0,
+                input_uri: String::new(),
+                region: 0,
+            },
+        )
+        .unwrap();
+    w.claim(&c.provider, task).unwrap();
+    w.submit(&c.provider, task, [9; 32]).unwrap();
+    w.advance(2);
+    // v0 and v1 valid, v2 silent (slashed)
+    let votes: Vec<(&Actor, Ballot)> = c.verifiers[..2]
+        .iter()
+        .map(|v| (v, Ballot::new(VOTE_VALID, 90)))
+        .collect();
+    w.join(&c.verifiers[2], task).unwrap();
+    w.join_and_commit(task, &votes);
+    // not every seat committed: reveals open after the commit deadline
+    let d = w.task(&task).commit_deadline;
+    w.advance(d + 1 - w.slot());
+    for (v, b) in &votes {
+        w.reveal_now(v, task, b).unwrap();
+    }
+    let d = w.task(&task).reveal_deadline;
+    w.advance(d + 1 - w.slot());
+    w.finalize(task).unwrap();
+    let n = w.node(&c.provider.node);
+    assert_eq!(n.earned, 880_002, "provider: floor(1 000 003 × 88%)");
+    // fee 1 000 003 − 880 002 − 100 000 = 20 001, pool dust 0 (100 000 / 2)
+    assert_eq!(n.fees_due, 20_001);
+    // losers first (the majority's bonus comes out of their slashes)
+    for v in c.verifiers.iter().rev() {
+        w.settle(task, v, 0).unwrap();
+    }
+    let slashed = w.node(&c.verifiers[2].node);
+    assert!(slashed.stake_debt > 0, "the slash is booked as stake debt");
+    let sum = |w: &World| -> u64 {
+        c.verifiers
+            .iter()
+            .map(|v| w.node(&v.node))
+            .map(|n| n.stake() + n.stake_debt)
+            .sum()
+    };
+    assert_eq!(w.market_account().verifier_stake, sum(w));
+    w.sync(c.verifiers[2].node).unwrap();
+    refused(w, "NoStakeDebt", |w| w.sync(c.verifiers[2].node));
+    let exact: u64 = c.verifiers.iter().map(|v| w.node(&v.node).stake()).sum();
+    assert_eq!(w.market_account().verifier_stake, exact, "exact after sync");
+    w.close(task).unwrap();
+}
