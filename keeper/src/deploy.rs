@@ -101,15 +101,16 @@ pub fn init(chain: &dyn Chain, admin: &Keypair, o: &InitOptions) -> Result<Value
             }
         },
     };
-    let treasury = ensure_ata(chain, admin, &admin.pubkey(), &mint)?;
     if let Some(cfg) = &existing {
-        if cfg.treasury != treasury {
+        let expected = associated_token::get_associated_token_address(&admin.pubkey(), &mint);
+        if cfg.treasury != expected {
             bail!(
-                "the config on this cluster has treasury {} but this admin's treasury would be {treasury}: refusing to use a config initialized by someone else",
+                "the config on this cluster has treasury {} but this admin's treasury would be {expected}: refusing to use a config initialized by someone else",
                 cfg.treasury
             );
         }
     }
+    let treasury = ensure_ata(chain, admin, &admin.pubkey(), &mint)?;
     if existing.is_none() {
         let args = InitializeConfigArgs {
             params: o.params,

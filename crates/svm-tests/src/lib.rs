@@ -666,6 +666,13 @@ impl World {
         )
     }
 
+    /// `propose_params`, signed by the admin.
+    pub fn propose(&mut self, params: Params) -> Result<TxRecord, TxRecord> {
+        let admin = self.admin.insecure_clone();
+        let ix = client::propose_params(admin.pubkey(), params);
+        self.send("propose_params", &admin, &[], ix)
+    }
+
     /// `sync_stake` of a node, by the cranker.
     pub fn sync(&mut self, node: Pubkey) -> Result<TxRecord, TxRecord> {
         let market = self.try_node(&node).map_or(self.market, |n| n.market);

@@ -406,45 +406,24 @@ fn unstake_cooldown_withdraw_and_close_node() {
 #[test]
 fn parameter_updates_are_bounded_and_delayed() {
     let mut w = World::new();
-    let admin = w.admin.insecure_clone();
     let mut p = test_params();
     p.fee_bps = 1_001;
-    let r = w
-        .send(
-            "propose_params",
-            &admin,
-            &[],
-            client::propose_params(admin.pubkey(), p),
-        )
-        .unwrap_err();
+    let r = w.propose(p).unwrap_err();
     assert!(r.has_error("ParamOutOfBounds"));
     let mut p = test_params();
     p.unstake_cooldown = 100; // shorter than twice the market's longest task (2 × 900)
-    let r = w
-        .send(
-            "propose_params",
-            &admin,
-            &[],
-            client::propose_params(admin.pubkey(), p),
-        )
-        .unwrap_err();
+    let r = w.propose(p).unwrap_err();
     assert!(r.has_error("CooldownTooShort"));
     let mut p = test_params();
     p.fee_bps = 500;
-    w.send(
-        "propose_params",
-        &admin,
-        &[],
-        client::propose_params(admin.pubkey(), p),
-    )
-    .unwrap();
+    w.propose(p).unwrap();
     assert!(w
         .crank("apply_params", client::apply_params())
         .unwrap_err()
         .has_error("UpdateNotYetEffective"));
-    // the configured delay (50) is shorter than the cooldown in force (5 000): the proposal
-    // waits longer than the cooldown, so any staker can leave before it applies
-    w.advance(5_000);
+    // the configured delay (50) is shorter than the longest task (900) plus the cooldown in
+    // force (5 000): the proposal waits longer, so any staker can leave before it applies
+    w.advance(5_900);
     assert!(w
         .crank("apply_params", client::apply_params())
         .unwrap_err()

@@ -398,28 +398,70 @@ fn close_sends_leftovers_to_the_client_when_the_treasury_account_is_gone() {
 }
 
 #[test]
+fn a_client_that_closed_its_refund_account_is_refunded_to_its_associated_account() {
+    let mut c = cast(0, 1);
+    let task = c.w.post(&c.client, 10, small_job(10), R).unwrap();
+    let w = &mut c.w;
+    w.send_as(
+        "cancel_task",
+        &c.client,
+        client::cancel_task(c.client.key(), task),
+    )
+    .unwrap();
+    // the refund account is gone (its owner emptied and closed it)
+    let gone = c.client.wallet;
+    let before = w.balance(&gone);
+    w.c.svm.set_account(gone, Default::default()).unwrap();
+    let t = w.task(&task);
+    refused(w, "ClientRefundAccountClosed", |w| w.close(task));
+    // anyone creates the client's associated token account, and the close goes through
+    let ata = anchor_spl::associated_token::get_associated_token_address(&c.client.key(), &w.mint);
+    let create = anchor_spl::associated_token::spl_associated_token_account::instruction::create_associated_token_account_idempotent(
+        &w.cranker.pubkey(),
+        &c.client.key(),
+        &w.mint,
+        &anchor_spl::token::ID,
+    );
+    let ix = client::close_task_to(task, t.client, t.client_token, None, Some(w.mint));
+    let cranker = w.cranker.insecure_clone();
+    w.send_all("create ata + close_task", &cranker, &[], &[create, ix])
+        .unwrap();
+    assert_eq!(w.balance(&ata), R);
+    assert!(!w.exists(&task));
+    let _ = before;
+}
+
+#[test]
+fn stake_added_in_the_submitting_slot_is_left_out_of_the_denominator() {
+    let mut c = cast(3, 1);
+    let whale = c.w.actor("whale", 1_000 * STAKE);
+    c.w.register(&whale, 2, gpu()).unwrap();
+    c.w.advance(1);
+    let task = c.w.post(&c.client, 11, small_job(11), R).unwrap();
+    let w = &mut c.w;
+    w.claim(&c.provider, task).unwrap();
+    let before = w.market_account().verifier_stake;
+    // a huge stake in the very slot of the submission would dilute everyone while counting for
+    // nobody in this round: it is not in the snapshot's denominator either
+    w.stake(&whale, 1_000 * STAKE).unwrap();
+    w.submit(&c.provider, task, [11; 32]).unwrap();
+    assert_eq!(w.task(&task).snapshot_stake, before);
+    assert_eq!(w.market_account().verifier_stake, before + 1_000 * STAKE);
+}
+
+#[test]
 fn the_admin_cannot_freeze_stake() {
     let mut w = World::new();
-    let admin = w.admin.insecure_clone();
     let v = w.actor("v", STAKE);
     w.onboard(&v, 2, STAKE);
     // a cooldown above the hard bound
     let mut p = test_params();
     p.unstake_cooldown = compute_market::constants::MAX_UNSTAKE_COOLDOWN + 1;
-    let ix = client::propose_params(admin.pubkey(), p);
-    refused(&mut w, "CooldownTooLong", |w| {
-        w.send("propose_params", &admin, &[], ix)
-    });
+    refused(&mut w, "CooldownTooLong", |w| w.propose(p));
     // the largest allowed cooldown: a staker who disagrees leaves before it applies
     let mut p = test_params();
     p.unstake_cooldown = compute_market::constants::MAX_UNSTAKE_COOLDOWN;
-    w.send(
-        "propose_params",
-        &admin,
-        &[],
-        client::propose_params(admin.pubkey(), p),
-    )
-    .unwrap();
+    w.propose(p).unwrap();
     w.send_as(
         "request_unstake",
         &v,
@@ -442,6 +484,17 @@ fn the_admin_cannot_freeze_stake() {
     w.send_as("withdraw", &v, client::withdraw(v.key(), v.wallet))
         .unwrap();
     assert_eq!(w.balance(&v.wallet), STAKE / 2);
+    // the delay also covers stake bonded to a task that started with the proposal: the
+    // longest task plus the cooldown in force
+    let c = w.config();
+    assert_eq!(
+        c.pending_effective_slot - (unlock - c.params.unstake_cooldown),
+        c.longest_task + c.params.unstake_cooldown + 1
+    );
+    w.advance(c.pending_effective_slot - 1 - w.slot());
+    refused(&mut w, "UpdateNotYetEffective", |w| {
+        w.crank("apply_params", client::apply_params())
+    });
     w.advance(1);
     w.crank("apply_params", client::apply_params()).unwrap();
     assert_eq!(

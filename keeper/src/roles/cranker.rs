@@ -13,6 +13,7 @@ use compute_market::{
     state::{Task, TaskStatus, Vote},
 };
 use solana_keypair::Keypair;
+use solana_signer::Signer;
 
 use super::send;
 use crate::chain::{Chain, ChainExt};
@@ -163,13 +164,31 @@ impl Cranker {
             // the treasury only when strangers sent tokens into the escrow: otherwise closes
             // never write-lock it
             let extra = chain.token_balance(&pda::escrow(&key))? > t.client_refund()?;
-            let ix = client::close_task(
+            let mut ixs = vec![];
+            // the client closed its refund account: refund to its associated token account,
+            // created here if needed (the close can never be blocked)
+            let mut refund_to_ata = None;
+            if chain.account(&t.client_token)?.is_none() {
+                let mint = chain
+                    .decoded::<compute_market::state::Config>(&pda::config())?
+                    .map(|c| c.stake_mint)
+                    .ok_or_else(|| anyhow::anyhow!("no config on this cluster"))?;
+                ixs.push(anchor_spl::associated_token::spl_associated_token_account::instruction::create_associated_token_account_idempotent(
+                    &self.kp.pubkey(),
+                    &t.client,
+                    &mint,
+                    &anchor_spl::token::ID,
+                ));
+                refund_to_ata = Some(mint);
+            }
+            ixs.push(client::close_task_to(
                 key,
                 t.client,
                 t.client_token,
                 extra.then_some(self.treasury),
-            );
-            if send(chain, "cranker", "close_task", &key, ix, &self.kp)?.ok {
+                refund_to_ata,
+            ));
+            if super::send_all(chain, "cranker", "close_task", &key, &ixs, &self.kp)?.ok {
                 ledger.closed.push((key, now));
             }
         }

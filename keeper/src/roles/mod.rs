@@ -78,7 +78,19 @@ pub fn send(
     ix: Instruction,
     kp: &Keypair,
 ) -> Result<TxReport> {
-    let r = chain.send(&[ix], kp, &[])?;
+    send_all(chain, who, what, task, &[ix], kp)
+}
+
+/// [`send`] of several instructions in one transaction.
+pub fn send_all(
+    chain: &dyn Chain,
+    who: &str,
+    what: &str,
+    task: &Pubkey,
+    ixs: &[Instruction],
+    kp: &Keypair,
+) -> Result<TxReport> {
+    let r = chain.send(ixs, kp, &[])?;
     if r.ok {
         tracing::debug!(who, what, %task, cu = r.cu, "sent");
     } else {

@@ -217,6 +217,19 @@ impl Verifier {
             }
             return Ok(None);
         }
+        // draw the seed ourselves rather than wait for a cranker: the sooner it is drawn, the
+        // less anyone can wait for its reference to age out of SlotHashes
+        if !t.seed_drawn && now >= t.reference_slot + 2 && now <= t.join_deadline {
+            send(
+                chain,
+                &self.ctx.name,
+                "draw_seed",
+                &key,
+                client::draw_seed(key),
+                &self.ctx.kp,
+            )?;
+            return Ok(None);
+        }
         let Some(plan) = seat_plan(t, node, &self.ctx.node, &self.ctx.kp.pubkey(), now) else {
             return Ok(None);
         };

@@ -368,12 +368,26 @@ pub fn settle_vote(task: Pubkey, authority: Pubkey, round: u8) -> Instruction {
 }
 
 /// `close_task`; `treasury` (the config's) only when the escrow holds more than the refund
-/// (tokens sent in from outside), so that closes never write-lock it otherwise.
+/// (tokens sent in from outside), so that closes never write-lock it otherwise; `client_ata`
+/// (the client's associated token account of `mint`) only when the client closed its refund
+/// account.
 pub fn close_task(
     task: Pubkey,
     client: Pubkey,
     client_token: Pubkey,
     treasury: Option<Pubkey>,
+) -> Instruction {
+    close_task_to(task, client, client_token, treasury, None)
+}
+
+/// [`close_task`] naming the client's associated token account for `mint` as the refund's
+/// destination when `refund_to_ata` is `Some(mint)` (its refund account was closed).
+pub fn close_task_to(
+    task: Pubkey,
+    client: Pubkey,
+    client_token: Pubkey,
+    treasury: Option<Pubkey>,
+    refund_to_ata: Option<Pubkey>,
 ) -> Instruction {
     build(
         acc::CloseTask {
@@ -381,6 +395,9 @@ pub fn close_task(
             escrow: pda::escrow(&task),
             client,
             client_token,
+            client_ata: refund_to_ata.map(|mint| {
+                anchor_spl::associated_token::get_associated_token_address(&client, &mint)
+            }),
             config: pda::config(),
             treasury,
             token_program: token::ID,

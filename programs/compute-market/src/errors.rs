@@ -158,4 +158,6 @@ pub enum MarketError {
     WrongTreasury,
     #[msg("the node owes no stake debt to its market")]
     NoStakeDebt,
+    #[msg("the client's refund account is closed: pass the client's associated token account (create it first)")]
+    ClientRefundAccountClosed,
 }

@@ -132,7 +132,9 @@ fn main() {
         client::propose_params(admin.pubkey(), Params::defaults(6_000)),
     )
     .expect("propose");
-    w.advance(5_001); // the delay is longer than the cooldown in force
+    // the delay is longer than the longest task plus the cooldown in force
+    let at = w.config().pending_effective_slot;
+    w.advance(at - w.slot());
     w.crank("apply_params", client::apply_params())
         .expect("apply");
 

@@ -6,6 +6,8 @@
 //! booked at finalize and at the losers' settlements), so the only tokens beyond the refund are
 //! ones a stranger sent in: they go to the treasury, whose account is then required (and
 //! writable only then); if the treasury's owner has closed that account, they go to the client.
+//! Should the client have closed its own refund account, the refund goes to the client's
+//! associated token account of the stake mint instead (anyone can create it).
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
 
@@ -23,8 +25,14 @@ pub struct CloseTask<'info> {
     /// CHECK: receives the rent; must be the task's client.
     #[account(mut, address = task.client @ MarketError::WrongAuthority)]
     pub client: UncheckedAccount<'info>,
+    /// CHECK: the task's refund account; read as a token account in the handler (its owner
+    /// may have closed it).
     #[account(mut, address = task.client_token @ MarketError::WrongTokenAccount)]
-    pub client_token: Box<Account<'info, TokenAccount>>,
+    pub client_token: UncheckedAccount<'info>,
+    /// CHECK: only when `client_token` is closed: the client's associated token account of the
+    /// stake mint (address derived and checked in the handler).
+    #[account(mut)]
+    pub client_ata: Option<UncheckedAccount<'info>>,
     /// Read only: names the treasury.
     #[account(seeds = [SEED_CONFIG], bump = config.bump)]
     pub config: Box<Account<'info, Config>>,
@@ -58,8 +66,42 @@ fn live_token_account(info: &AccountInfo, mint: &Pubkey) -> bool {
     }
 }
 
+/// The associated token account of `owner` for `mint` (SPL Token).
+fn associated_token_address(owner: &Pubkey, mint: &Pubkey) -> Pubkey {
+    Pubkey::find_program_address(
+        &[
+            owner.as_ref(),
+            anchor_spl::token::ID.as_ref(),
+            mint.as_ref(),
+        ],
+        &anchor_spl::associated_token::ID,
+    )
+    .0
+}
+
 pub fn handler(mut ctx: Context<CloseTask>) -> Result<()> {
     let a = &mut ctx.accounts;
+    let mint = a.escrow.mint;
+    // where the refund goes: the task's refund account, or the client's associated account
+    let refund_to = if live_token_account(&a.client_token.to_account_info(), &mint) {
+        a.client_token.to_account_info()
+    } else {
+        let ata = a
+            .client_ata
+            .as_ref()
+            .ok_or(MarketError::ClientRefundAccountClosed)?
+            .to_account_info();
+        require_keys_eq!(
+            ata.key(),
+            associated_token_address(&a.task.client, &mint),
+            MarketError::WrongTokenAccount
+        );
+        require!(
+            live_token_account(&ata, &mint),
+            MarketError::ClientRefundAccountClosed
+        );
+        ata
+    };
     let mut refund = a.task.client_refund()?;
     let leftover = math::sub(a.escrow.amount, refund)?;
     let mut to_treasury = 0;
@@ -87,10 +129,10 @@ pub fn handler(mut ctx: Context<CloseTask>) -> Result<()> {
     let id = a.task.task_id.to_le_bytes();
     let bump = [a.task.bump];
     let seeds = a.task.signer_seeds(&id, &bump);
-    transfer::from_pda(
+    transfer::from_pda_to_info(
         &a.token_program,
         &a.escrow,
-        &a.client_token,
+        refund_to,
         a.task.to_account_info(),
         &seeds,
         refund,

@@ -53,6 +53,8 @@ pub fn handler(ctx: Context<CreateMarket>, args: MarketArgs) -> Result<()> {
         providers: 0,
         verifiers: 0,
         verifier_stake: 0,
+        stake_slot: 0,
+        stake_in_slot: 0,
         bump: ctx.bumps.market,
         reserved: [0; 64],
     });

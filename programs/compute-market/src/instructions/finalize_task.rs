@@ -73,7 +73,7 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
     let task_key = ctx.accounts.task.key();
     if majority == 0 && ctx.accounts.task.round == 0 {
         let task = &mut ctx.accounts.task;
-        task.start_round(1, now, ctx.accounts.market.verifier_stake)?;
+        task.start_round(1, now, ctx.accounts.market.snapshot_stake(now))?;
         emit!(TaskEscalated {
             task: task_key,
             round: 1,

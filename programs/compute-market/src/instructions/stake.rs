@@ -3,7 +3,7 @@
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
 
-use crate::{constants::*, errors::MarketError, events::Staked, math, state::*, transfer};
+use crate::{constants::*, errors::MarketError, events::Staked, state::*, transfer};
 
 #[derive(Accounts)]
 pub struct Stake<'info> {
@@ -45,7 +45,7 @@ pub fn handler(ctx: Context<Stake>, amount: u64) -> Result<()> {
     let market = &mut ctx.accounts.market;
     node.settle_debt(&mut market.verifier_stake);
     if node.has(ROLE_VERIFIER) {
-        market.verifier_stake = math::add(market.verifier_stake, amount)?;
+        market.add_verifier_stake(amount, now)?;
     }
     emit!(Staked {
         node: node.key(),

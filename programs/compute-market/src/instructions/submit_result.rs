@@ -63,7 +63,7 @@ pub fn handler(ctx: Context<SubmitResult>, args: SubmitResultArgs) -> Result<()>
     task.result_uri_len = args.result_uri.len() as u8;
     task.submit_slot = now;
     task.status = TaskStatus::Verifying;
-    task.start_round(0, now, ctx.accounts.market.verifier_stake)?;
+    task.start_round(0, now, ctx.accounts.market.snapshot_stake(now))?;
     emit!(ResultSubmitted {
         task: task.key(),
         provider: task.provider,

@@ -115,11 +115,14 @@ pub struct Config {
 
 impl Config {
     /// The delay a proposal made now waits: the configured delay, and always longer than the
-    /// cooldown in force, so a staker who disagrees can request an unstake and withdraw
+    /// longest task plus the cooldown in force, so a staker who disagrees — even one whose
+    /// stake is bonded to a task that just started — can request an unstake and withdraw
     /// before the change applies.
     pub fn effective_delay(&self) -> Result<u64> {
-        Ok(self
-            .update_delay
-            .max(math::add(self.params.unstake_cooldown, 1)?))
+        let leave = math::add(
+            math::add(self.longest_task, self.params.unstake_cooldown)?,
+            1,
+        )?;
+        Ok(self.update_delay.max(leave))
     }
 }

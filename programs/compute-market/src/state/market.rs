@@ -120,8 +120,38 @@ pub struct Market {
     /// never on a task's path: a slash is booked in the node's `stake_debt` and subtracted
     /// here by the node's next stake instruction or by anyone's `sync_stake`.
     pub verifier_stake: u64,
+    /// Slot of the latest stake into a verifier node: a round starting in that very slot
+    /// leaves what was added in it out of its denominator (it has no weight in that round).
+    pub stake_slot: u64,
+    /// Verifier stake added in `stake_slot`.
+    pub stake_in_slot: u64,
     /// Canonical bump.
     pub bump: u8,
     /// Zeroed space for fields of later versions.
     pub reserved: [u8; 64],
+}
+
+impl Market {
+    /// Books `amount` of verifier stake added at `slot`.
+    pub fn add_verifier_stake(&mut self, amount: u64, slot: u64) -> Result<()> {
+        self.verifier_stake = crate::math::add(self.verifier_stake, amount)?;
+        if self.stake_slot == slot {
+            self.stake_in_slot = crate::math::add(self.stake_in_slot, amount)?;
+        } else {
+            self.stake_slot = slot;
+            self.stake_in_slot = amount;
+        }
+        Ok(())
+    }
+
+    /// The sortition denominator of a round whose snapshot is `slot`: verifier stake in place
+    /// before that slot (stake added in the slot itself, say in the submitting transaction,
+    /// would shrink everyone's chance while counting for nobody).
+    pub fn snapshot_stake(&self, slot: u64) -> u64 {
+        if self.stake_slot == slot {
+            self.verifier_stake.saturating_sub(self.stake_in_slot)
+        } else {
+            self.verifier_stake
+        }
+    }
 }
