@@ -125,3 +125,41 @@ fn fresh_tasks_go_to_the_least_loaded_providers() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Seats by lowest tickets (PROTOCOL §3, Seats): five verifiers for three seats join as they
+/// come, so later, better tickets displace seated ones. Every displaced verifier got its bond
+/// back, and every task still ends as it should.
+#[test]
+fn displaced_verifiers_keep_their_bonds_and_tasks_still_finish() {
+    use compute_market_keeper::{chain::ChainExt, demo::Scenario};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = DemoConfig {
+        tasks: 8,
+        ..Default::default()
+    };
+    let mut s = Scenario::new(&cfg, Arc::new(CpuBackend), dir.path()).expect("scenario");
+    s.run_to_end(2_000).unwrap();
+    let displaced: Vec<_> = s
+        .verifiers
+        .iter()
+        .flat_map(|v| &v.records)
+        .filter_map(|r| r.displaced.map(|d| (r.task, d)))
+        .collect();
+    assert!(
+        !displaced.is_empty(),
+        "with five verifiers for three seats some later ticket displaced a seated one"
+    );
+    for v in &s.verifiers {
+        let n = s.chain.node(&v.ctx.node).unwrap().expect("verifier node");
+        assert_eq!(n.bonded, 0, "{}: no bond left behind", v.ctx.name);
+    }
+    let r = s.report().unwrap();
+    for t in &r.tasks {
+        let expected = if t.provider.contains("cheats") {
+            "Rejected"
+        } else {
+            "Accepted"
+        };
+        assert_eq!(t.outcome, expected, "{t:?}");
+    }
+}

@@ -56,6 +56,8 @@ pub struct VerifyRecord {
     pub vote: u8,
     /// Why.
     pub reason: String,
+    /// The node whose seat this verifier took by displacing it (its ticket was worse).
+    pub displaced: Option<Pubkey>,
 }
 
 /// A verifier.
@@ -170,6 +172,7 @@ impl Verifier {
             seconds,
             vote: verdict.vote,
             reason: verdict.reason,
+            displaced: None,
         })
     }
 
@@ -251,7 +254,11 @@ impl Verifier {
         )?
         .ok
         {
-            return self.check_seal_commit(chain, &key, t).map(Some);
+            let mut record = self.check_seal_commit(chain, &key, t)?;
+            if let SeatPlan::Displace(worst) = plan {
+                record.displaced = Some(worst);
+            }
+            return Ok(Some(record));
         }
         Ok(None)
     }
