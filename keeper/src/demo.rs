@@ -111,7 +111,8 @@ pub struct NodeRow {
     /// Tokens in the node's vault at the end (stake ± outcomes; fees already swept).
     pub vault: u64,
     /// Verifiers: votes against the task's final outcome (valid on a rejected result or
-    /// invalid on an accepted one).
+    /// invalid on an accepted one), counting only seats it kept (a displaced verifier's check
+    /// never reached a vote).
     pub sided_with_loser: u32,
 }
 
@@ -622,9 +623,17 @@ impl Scenario {
                     .position(|(k, _, _)| k == t)
                     .map(|i| rows[i].outcome.as_str())
             };
+            let kept = |task: &Pubkey| {
+                self.cranker
+                    .ledger
+                    .settled
+                    .iter()
+                    .any(|s| s.verifier == v.ctx.node && s.task == *task)
+            };
             let sided_with_loser = v
                 .records
                 .iter()
+                .filter(|r| kept(&r.task))
                 .filter(|r| match outcome_of(&r.task) {
                     Some("Accepted") => r.vote == compute_market_protocol::commit::VOTE_INVALID,
                     Some("Rejected") => r.vote == compute_market_protocol::commit::VOTE_VALID,
