@@ -1,11 +1,11 @@
 //! Stake-weighted seat sortition (PROTOCOL §3, Seats): who may sit on a task's verifier seats.
 //!
 //! Each verifier's ticket `H(seed ‖ node)` is turned into an exponent `E = −log2(u)` with
-//! `u = (ticket + 1) / 2^64` uniform in (0, 1], so `E · ln 2` is an exponential variable of rate
-//! 1. Its *score* `E / w`, with `w` the verifier's snapshot stake, is then exponential with rate
+//! `u = (ticket + 1) / 2^64` uniform in (0, 1], so `E · ln 2` is exponential with rate one.
+//! Its *score* `E / w`, with `w` the verifier's snapshot stake, is then exponential with a rate
 //! proportional to `w`: the V lowest scores are a stake-weighted sample without replacement
 //! (an exponential race). Whatever the order in which verifiers arrive, a set holding a
-//! fraction q of the stake expects a fraction q of the seats — arriving first buys nothing.
+//! fraction q of the stake expects a fraction q of the seats: arriving first buys nothing.
 //!
 //! Everything is integer arithmetic (no floats on-chain): `E` is a Q32.32 fixed-point number
 //! computed bit by bit, and scores are compared by cross-multiplying in `u128`.
