@@ -141,6 +141,10 @@ pub fn node_status(chain: &dyn Chain, authority: &Pubkey) -> Result<Value> {
         "roles": match n.roles { 1 => "provider", 2 => "verifier", _ => "provider+verifier" },
         "free": n.free, "bonded": n.bonded, "pending_unstake": n.pending_unstake, "unlock_slot": n.unlock_slot,
         "earned": n.earned, "fees_due": n.fees_due,
+        // the stake snapshot (PROTOCOL §3): the newest stake counts for seats only in rounds
+        // that start after its slot
+        "activating": n.activating, "activating_slot": n.activating_slot, "settled_slot": n.settled_slot,
+        "stake_debt": n.stake_debt,
         "hardware": { "gflops": n.hardware.gflops, "memory_gb": n.hardware.memory_gb, "bandwidth_gbps": n.hardware.bandwidth_gbps, "region": n.hardware.region },
         "tasks_completed": n.tasks_completed, "verifications": n.verifications, "times_slashed": n.times_slashed,
     }))
