@@ -2,6 +2,8 @@
 //! rules (the dishonest provider is slashed, the careless verifier loses stake whenever it
 //! sides with a rejected result).
 
+mod common;
+
 use std::sync::Arc;
 
 use compute_market_keeper::{
@@ -153,13 +155,5 @@ fn displaced_verifiers_keep_their_bonds_and_tasks_still_finish() {
         let n = s.chain.node(&v.ctx.node).unwrap().expect("verifier node");
         assert_eq!(n.bonded, 0, "{}: no bond left behind", v.ctx.name);
     }
-    let r = s.report().unwrap();
-    for t in &r.tasks {
-        let expected = if t.provider.contains("cheats") {
-            "Rejected"
-        } else {
-            "Accepted"
-        };
-        assert_eq!(t.outcome, expected, "{t:?}");
-    }
+    common::assert_outcomes(&s.report().unwrap());
 }

@@ -1,6 +1,8 @@
 //! Crash and restart, injected RPC errors, unreachable result URLs: the keeper recovers from
 //! chain state plus its store, and the protocol's outcome does not change.
 
+mod common;
+
 use std::sync::Arc;
 
 use compute_market::state::TaskStatus;
@@ -88,13 +90,8 @@ fn killed_between_commit_and_reveal_the_keepers_still_reveal_and_never_double_su
     s.run_to_end(2_000).unwrap();
     let r = s.report().unwrap();
     // every seat revealed: nobody lost stake for silence, outcomes as without the crash
+    common::assert_outcomes(&r);
     for t in &r.tasks {
-        let expected = if t.provider.contains("cheats") {
-            "Rejected"
-        } else {
-            "Accepted"
-        };
-        assert_eq!(t.outcome, expected, "{t:?}");
         let (valid, invalid): (u32, u32) = {
             let mut it = t.votes.split('/').map(|x| x.parse::<u32>().unwrap());
             (it.next().unwrap(), it.next().unwrap())

@@ -272,6 +272,18 @@ impl World {
         }
     }
 
+    /// `n` verifier-only actors named `{prefix}{i}`, each with `tokens` in its wallet and
+    /// `stake` of them staked.
+    pub fn verifiers(&mut self, prefix: &str, n: usize, tokens: u64, stake: u64) -> Vec<Actor> {
+        (0..n)
+            .map(|i| {
+                let v = self.actor(&format!("{prefix}{i}"), tokens);
+                self.onboard(&v, 2, stake);
+                v
+            })
+            .collect()
+    }
+
     /// Current slot.
     pub fn slot(&self) -> u64 {
         self.c.slot()
@@ -795,13 +807,7 @@ pub fn cast(n: usize, provider_roles: u8) -> Cast {
     let client = w.actor("client", 100 * R);
     let provider = w.actor("provider", STAKE);
     w.onboard(&provider, provider_roles, STAKE);
-    let verifiers = (0..n)
-        .map(|i| {
-            let v = w.actor(&format!("v{i}"), STAKE);
-            w.onboard(&v, 2, STAKE);
-            v
-        })
-        .collect();
+    let verifiers = w.verifiers("v", n, STAKE, STAKE);
     // one slot on: every node above is in the stake snapshot of a task submitted from now
     w.advance(1);
     Cast {

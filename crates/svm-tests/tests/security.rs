@@ -111,22 +111,10 @@ fn unstaking_after_the_seed_does_not_shrink_the_denominator() {
     let mut c = cast(0, 1);
     // honest verifiers, and an attacker: one tiny node that wants a seat and big nodes that
     // would leave after the seed to make the tiny one look large
-    let honest: Vec<Actor> = (0..4)
-        .map(|i| {
-            let v = c.w.actor(&format!("h{i}"), STAKE);
-            c.w.onboard(&v, 2, STAKE / 10);
-            v
-        })
-        .collect();
+    let honest = c.w.verifiers("h", 4, STAKE, STAKE / 10);
     let tiny = c.w.actor("tiny", STAKE);
     c.w.onboard(&tiny, 2, STAKE / 10);
-    let big: Vec<Actor> = (0..3)
-        .map(|i| {
-            let v = c.w.actor(&format!("big{i}"), 1_000 * STAKE);
-            c.w.onboard(&v, 2, 1_000 * STAKE);
-            v
-        })
-        .collect();
+    let big = c.w.verifiers("big", 3, 1_000 * STAKE, 1_000 * STAKE);
     let task = c.submitted(3);
     let w = &mut c.w;
     w.crank("draw_seed", client::draw_seed(task)).unwrap();
@@ -172,20 +160,8 @@ fn a_fast_minority_that_takes_every_seat_first_is_displaced_by_better_tickets() 
     let mut c = cast(0, 1);
     // a third of the stake in three fast nodes, the rest in six honest ones (each node holds
     // 1/9 of the stake, so every one is eligible and only the tickets decide)
-    let minority: Vec<Actor> = (0..3)
-        .map(|i| {
-            let v = c.w.actor(&format!("fast{i}"), 2 * STAKE);
-            c.w.onboard(&v, 2, 2 * STAKE);
-            v
-        })
-        .collect();
-    let honest: Vec<Actor> = (0..6)
-        .map(|i| {
-            let v = c.w.actor(&format!("h{i}"), 2 * STAKE);
-            c.w.onboard(&v, 2, 2 * STAKE);
-            v
-        })
-        .collect();
+    let minority = c.w.verifiers("fast", 3, 2 * STAKE, 2 * STAKE);
+    let honest = c.w.verifiers("h", 6, 2 * STAKE, 2 * STAKE);
     let task = c.submitted(4);
     let w = &mut c.w;
     w.crank("draw_seed", client::draw_seed(task)).unwrap();

@@ -37,13 +37,7 @@ fn main() {
     let c = w.actor("client", 100_000_000);
     let p = w.actor("provider", 50_000_000);
     w.onboard(&p, 1, 50_000_000);
-    let vs: Vec<Actor> = (0..3)
-        .map(|i| {
-            let v = w.actor(&format!("verifier{i}"), 50_000_000);
-            w.onboard(&v, 2, 50_000_000);
-            v
-        })
-        .collect();
+    let vs = w.verifiers("verifier", 3, 50_000_000, 50_000_000);
     w.advance(1); // every node above is in the task's stake snapshot
     let before = w.records.len();
     let task = w.post(&c, 1, small_job(1), 1_000_000).expect("post");
@@ -139,13 +133,7 @@ fn main() {
         .expect("apply");
 
     // the heaviest join: V = 15 seats all taken, the best ticket displaces the worst
-    let big: Vec<Actor> = (0..16)
-        .map(|i| {
-            let v = w.actor(&format!("big{i}"), 50_000_000);
-            w.onboard(&v, 2, 50_000_000);
-            v
-        })
-        .collect();
+    let big = w.verifiers("big", 16, 50_000_000, 50_000_000);
     w.advance(1);
     let t4 = w
         .post_with(

@@ -1,0 +1,16 @@
+//! Helpers shared by the keeper's integration tests.
+
+use compute_market_keeper::demo::DemoReport;
+
+/// Every task of the demo ends as its provider deserves: the cheater's rejected, the others
+/// accepted.
+pub fn assert_outcomes(r: &DemoReport) {
+    for t in &r.tasks {
+        let expected = if t.provider.contains("cheats") {
+            "Rejected"
+        } else {
+            "Accepted"
+        };
+        assert_eq!(t.outcome, expected, "{t:?}");
+    }
+}
