@@ -122,15 +122,7 @@ fn roles_survive_injected_rpc_errors() {
         "errors were injected"
     );
     assert!(s.errors > 0, "roles saw the errors");
-    let r = s.report().unwrap();
-    for t in &r.tasks {
-        let expected = if t.provider.contains("cheats") {
-            "Rejected"
-        } else {
-            "Accepted"
-        };
-        assert_eq!(t.outcome, expected, "{t:?}");
-    }
+    common::assert_outcomes(&s.report().unwrap());
 }
 
 #[test]

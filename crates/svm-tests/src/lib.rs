@@ -522,6 +522,17 @@ impl World {
         Ok(task)
     }
 
+    /// Posts task `task_id` for `R` and cancels it at once (a task whose escrow holds the
+    /// reward, ready to close).
+    pub fn cancelled(&mut self, c: &Actor, task_id: u64) -> Pubkey {
+        let task = self
+            .post(c, task_id, small_job(task_id as u8), R)
+            .expect("post");
+        self.send_as("cancel_task", c, client::cancel_task(c.key(), task))
+            .expect("cancel");
+        task
+    }
+
     /// `claim_task`.
     pub fn claim(&mut self, p: &Actor, task: Pubkey) -> Result<TxRecord, TxRecord> {
         self.send_as("claim_task", p, client::claim_task(p.key(), task))

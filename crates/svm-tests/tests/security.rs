@@ -343,14 +343,8 @@ fn a_provider_that_closes_its_node_and_donates_cannot_lock_the_refund() {
 #[test]
 fn close_sends_leftovers_to_the_client_when_the_treasury_account_is_gone() {
     let mut c = cast(0, 1);
-    let task = c.w.post(&c.client, 7, small_job(7), R).unwrap();
     let w = &mut c.w;
-    w.send_as(
-        "cancel_task",
-        &c.client,
-        client::cancel_task(c.client.key(), task),
-    )
-    .unwrap();
+    let task = w.cancelled(&c.client, 7);
     let stranger = w.actor("stranger", 10);
     w.donate(&stranger, pda::escrow(&task), 10).unwrap();
     // the admin closed its treasury account (nothing in it yet): the close still succeeds
@@ -360,13 +354,7 @@ fn close_sends_leftovers_to_the_client_when_the_treasury_account_is_gone() {
     w.close(task).unwrap();
     assert_eq!(w.balance(&c.client.wallet), before + R + 10);
     // a wrong treasury is refused by name
-    let task = w.post(&c.client, 8, small_job(8), R).unwrap();
-    w.send_as(
-        "cancel_task",
-        &c.client,
-        client::cancel_task(c.client.key(), task),
-    )
-    .unwrap();
+    let task = w.cancelled(&c.client, 8);
     w.donate(&c.client, pda::escrow(&task), 1).unwrap();
     let t = w.task(&task);
     let ix = client::close_task(task, t.client, t.client_token, Some(c.client.wallet));
@@ -376,14 +364,8 @@ fn close_sends_leftovers_to_the_client_when_the_treasury_account_is_gone() {
 #[test]
 fn a_client_that_closed_its_refund_account_is_refunded_to_its_associated_account() {
     let mut c = cast(0, 1);
-    let task = c.w.post(&c.client, 10, small_job(10), R).unwrap();
     let w = &mut c.w;
-    w.send_as(
-        "cancel_task",
-        &c.client,
-        client::cancel_task(c.client.key(), task),
-    )
-    .unwrap();
+    let task = w.cancelled(&c.client, 10);
     // the refund account is gone (its owner emptied and closed it)
     let gone = c.client.wallet;
     let before = w.balance(&gone);
