@@ -218,14 +218,7 @@ fn results_travel_over_http_compressed_and_content_addressed() {
     }
     s.run_to_end(2_000).unwrap();
     let r = s.report().unwrap();
-    for t in &r.tasks {
-        let expected = if t.provider.contains("cheats") {
-            "Rejected"
-        } else {
-            "Accepted"
-        };
-        assert_eq!(t.outcome, expected, "{t:?}");
-    }
+    common::assert_outcomes(&r);
     let metrics_text = ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
         .call()
         .unwrap()
