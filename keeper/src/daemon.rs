@@ -1,7 +1,9 @@
 //! `keeper run`: the daemon. Any combination of provider, verifier and cranker over one chain,
-//! with results and `/metrics` served over HTTP, a crash-safe store, and a clean shutdown on
-//! Ctrl-C / SIGTERM. Every pass is derived from chain state plus the store, so a restarted
-//! daemon continues where it stopped.
+//! with results and `/metrics` served over HTTP, a crash-safe store, and a clean shutdown when
+//! the `shutdown` future passed in completes (the binary passes [`signals`]: Ctrl-C or
+//! SIGTERM): the pass in hand finishes, the HTTP server stops and releases its port, the store
+//! is closed. Every pass is derived from chain state plus the store, so a restarted daemon
+//! continues where it stopped.
 
 use std::{
     path::PathBuf,
@@ -183,12 +185,37 @@ impl Waker {
     }
 }
 
-/// Runs until Ctrl-C (or `passes`).
+/// Completes on SIGINT (Ctrl-C) or SIGTERM: what `keeper run` stops on.
+pub async fn signals() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; Ctrl-C only");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Runs until `shutdown` completes (or `passes`), then stops cleanly.
 pub fn run(
     chain: Arc<dyn Chain>,
     kp: Keypair,
     backend: Arc<dyn Backend>,
     opts: DaemonOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let metrics = Arc::new(Metrics::default());
     let chain: Arc<dyn Chain> = Arc::new(MeteredChain::new(chain, metrics.clone()));
@@ -199,7 +226,8 @@ pub fn run(
             .clone()
             .unwrap_or_else(|| format!("http://{}", opts.listen)),
     ));
-    let (addr, _handle) = http::serve(tiles.clone(), metrics.clone(), &opts.listen)?;
+    let server = http::serve(tiles.clone(), metrics.clone(), &opts.listen)?;
+    let addr = server.addr;
     tracing::info!(%addr, public = tiles.base_url.as_deref().unwrap_or(""), "serving results and /metrics");
     let node = pda::node(&kp.pubkey());
     let ctx = |name: &str, kp: Keypair| NodeCtx {
@@ -238,7 +266,7 @@ pub fn run(
         let n = p.restore()?;
         tracing::info!(results = n, "restored served results");
     }
-    tracing::info!(node = %node, provider = opts.provider, verifier = opts.verifier, crank = opts.crank, "keeper running; polling every {:?} (Ctrl-C stops)", opts.poll);
+    tracing::info!(node = %node, provider = opts.provider, verifier = opts.verifier, crank = opts.crank, "keeper running; polling every {:?} (Ctrl-C or SIGTERM stops)", opts.poll);
 
     let stop = Arc::new(AtomicBool::new(false));
     {
@@ -247,9 +275,7 @@ pub fn run(
             .enable_all()
             .build()?;
         std::thread::spawn(move || {
-            rt.block_on(async {
-                let _ = tokio::signal::ctrl_c().await;
-            });
+            rt.block_on(shutdown);
             tracing::info!("shutting down after this pass");
             stop.store(true, Ordering::SeqCst);
         });
@@ -296,7 +322,15 @@ pub fn run(
             *metrics.tasks_by_state.lock().expect("metrics lock") = by.into_iter().collect();
         }
         pass += 1;
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
         waker.wait(opts.poll);
     }
+    // the pass in hand is done: stop serving (the port is released), then close the store
+    server.shutdown();
+    drop((provider, verifier, cranker));
+    drop(db);
+    tracing::info!("stopped cleanly");
     Ok(())
 }

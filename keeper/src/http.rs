@@ -120,18 +120,17 @@ fn respond(store: &TileStore, metrics: &Metrics, url: &str) -> Result<(Vec<u8>, 
 }
 
 /// Serves `store` and `metrics` on `addr` from a background thread; returns the bound address.
-pub fn serve(
-    store: Arc<TileStore>,
-    metrics: Arc<Metrics>,
-    addr: &str,
-) -> Result<(SocketAddr, JoinHandle<()>)> {
-    let server =
-        tiny_http::Server::http(addr).map_err(|e| anyhow!("cannot listen on {addr}: {e}"))?;
+pub fn serve(store: Arc<TileStore>, metrics: Arc<Metrics>, addr: &str) -> Result<HttpServer> {
+    let server = Arc::new(
+        tiny_http::Server::http(addr).map_err(|e| anyhow!("cannot listen on {addr}: {e}"))?,
+    );
     let bound = server
         .server_addr()
         .to_ip()
         .ok_or_else(|| anyhow!("not an IP listener"))?;
+    let serving = server.clone();
     let handle = std::thread::spawn(move || {
+        let server = serving;
         for req in server.incoming_requests() {
             let url = req.url().to_string();
             let resp = match respond(&store, &metrics, &url) {
@@ -155,7 +154,40 @@ pub fn serve(
             }
         }
     });
-    Ok((bound, handle))
+    Ok(HttpServer {
+        addr: bound,
+        server,
+        thread: Some(handle),
+    })
+}
+
+/// A running results server: stops (and releases its port) on [`HttpServer::shutdown`] or
+/// when dropped.
+pub struct HttpServer {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    server: Arc<tiny_http::Server>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl HttpServer {
+    /// Stops accepting, finishes the request in hand, and waits for the server thread.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 fn get(url: &str) -> Result<Vec<u8>> {

@@ -672,7 +672,7 @@ fn real_main() -> Result<()> {
                     &compute_market_keeper::chain::rpc::resolve_url(&url),
                 )),
             };
-            daemon::run(rpc(), kp, backend, opts)?;
+            daemon::run(rpc(), kp, backend, opts, daemon::signals())?;
         }
     }
     Ok(())

@@ -202,7 +202,7 @@ fn results_travel_over_http_compressed_and_content_addressed() {
     drop(listener);
     let served = Arc::new(TileStore::serving_at(format!("http://127.0.0.1:{port}")));
     let metrics = Arc::new(Metrics::default());
-    http::serve(
+    let _server = http::serve(
         served.clone(),
         metrics.clone(),
         &format!("127.0.0.1:{port}"),

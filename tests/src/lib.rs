@@ -59,6 +59,11 @@ impl Drop for Proc {
     }
 }
 
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    port_block(1)
+}
+
 fn port_block(len: u16) -> u16 {
     // a block of consecutive free ports (rpc, ws = rpc + 1, faucet, gossip, dynamic range)
     for _ in 0..200 {
@@ -250,12 +255,22 @@ impl Validator {
 
     /// Starts `keeper run` as `keypair` in the background; its log goes to `<name>.log`.
     pub fn spawn_keeper(&self, name: &str, keypair: &Path, args: &[&str]) -> Result<Proc> {
+        self.spawn_keeper_on(name, keypair, port_block(1), args)
+    }
+
+    /// [`Validator::spawn_keeper`] serving HTTP on 127.0.0.1:`port`.
+    pub fn spawn_keeper_on(
+        &self,
+        name: &str,
+        keypair: &Path,
+        port: u16,
+        args: &[&str],
+    ) -> Result<Proc> {
         // appended: a restarted keeper's log follows the first one's
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.dir.path().join(format!("{name}.log")))?;
-        let port = port_block(1);
         let child = Command::new(keeper_bin())
             .args(["-u", &self.url, "-k"])
             .arg(keypair)

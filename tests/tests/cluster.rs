@@ -593,3 +593,30 @@ fn keeper_init_refuses_a_config_initialized_by_someone_else() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn sigterm_stops_keeper_run_cleanly() -> Result<()> {
+    let v = Validator::start()?;
+    let (_client, _provider, verifiers) = small_market(&v, "40,15,15,15")?;
+    let port = free_port();
+    let mut k = v.spawn_keeper_on("v0", &verifiers[0], port, &["--verifier", "--crank"])?;
+    let metrics = format!("http://127.0.0.1:{port}/metrics");
+    wait_for(60, "the keeper to serve /metrics", || {
+        Ok(ureq::get(&metrics).call().ok().map(|_| ()))
+    })?;
+    let pid = k.child.id().to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()?;
+    assert!(status.success(), "kill -TERM {pid}");
+    let exited = wait_for(30, "the keeper to exit after SIGTERM", || {
+        Ok(k.child.try_wait()?)
+    })?;
+    let log = std::fs::read_to_string(v.dir.path().join("v0.log"))?;
+    assert!(exited.success(), "clean exit status, got {exited}: {log}");
+    assert!(log.contains("stopped cleanly"), "{log}");
+    // the HTTP port is released and the store opens again (closed, nothing half-written)
+    std::net::TcpListener::bind(("127.0.0.1", port)).expect("port released");
+    compute_market_keeper::store::Store::open(&v.dir.path().join("v0.redb"))?;
+    Ok(())
+}
