@@ -510,12 +510,6 @@ impl Scenario {
                 .map(|p| p.ctx.name.clone())
                 .unwrap_or_else(|| node.to_string())
         };
-        let status_name = |s: u8| match s {
-            3 => "Accepted",
-            4 => "Rejected",
-            5 => "Undecided",
-            _ => "?",
-        };
         let mut rows = vec![];
         for (i, (key, job, reward)) in self.tasks.iter().enumerate() {
             let fin = self
@@ -558,7 +552,7 @@ impl Scenario {
                     .map(name_of)
                     .unwrap_or_else(|| "-".into()),
                 outcome: fin
-                    .map(|f| status_name(f.status).to_string())
+                    .map(|f| format!("{:?}", f.status))
                     .unwrap_or_else(|| "Expired/Cancelled".into()),
                 escalated: self.cranker.ledger.escalated.contains(key),
                 votes: fin

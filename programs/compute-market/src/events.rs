@@ -1,7 +1,7 @@
 //! One Anchor event per state change; keepers and indexers follow the program through them.
 use anchor_lang::prelude::*;
 
-use crate::state::{MarketArgs, Params};
+use crate::state::{MarketArgs, Params, TaskStatus};
 
 /// The config was created.
 #[event]
@@ -237,7 +237,7 @@ pub struct TaskEscalated {
 #[event]
 pub struct TaskFinalized {
     pub task: Pubkey,
-    pub status: u8,
+    pub status: TaskStatus,
     pub valid: u8,
     pub invalid: u8,
     pub provider_paid: u64,
@@ -260,7 +260,7 @@ pub struct VoteSettled {
 #[event]
 pub struct TaskClosed {
     pub task: Pubkey,
-    pub status: u8,
+    pub status: TaskStatus,
     pub refunded: u64,
     /// Tokens beyond the refund (sent into the escrow from outside), sent to the treasury.
     pub leftover_to_treasury: u64,

@@ -147,7 +147,7 @@ pub fn handler(mut ctx: Context<CloseTask>) -> Result<()> {
     a.task.escrow_balance = 0;
     emit!(TaskClosed {
         task: a.task.key(),
-        status: a.task.status as u8,
+        status: a.task.status,
         refunded: refund,
         leftover_to_treasury: to_treasury,
     });

@@ -181,7 +181,7 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
     task.status = status;
     emit!(TaskFinalized {
         task: task_key,
-        status: status as u8,
+        status,
         valid: t.valid,
         invalid: t.invalid,
         provider_paid: s.provider_paid,
