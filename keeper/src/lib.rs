@@ -4,6 +4,9 @@
 //! commitment and the verifier's checks ([`verify`], leaf hashing in [`leaves`]), chain access ([`chain`]), result serving
 //! ([`tiles`]), the roles ([`roles`]), the embedded-cluster demo ([`demo`]), benchmarks
 //! ([`bench`]) and the GPU check ([`gpucheck`]).
+//!
+//! "PROTOCOL §n" in this crate's comments is section n of `docs/PROTOCOL.md` in this
+//! repository.
 #![deny(missing_docs)]
 
 pub mod bench;

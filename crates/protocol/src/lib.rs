@@ -13,6 +13,9 @@
 //!
 //! Public keys are plain `[u8; 32]` so that this crate depends on nothing Solana-specific
 //! except the hasher; it compiles for SBF and for the host.
+//!
+//! "PROTOCOL §n" in this crate's comments is section n of `docs/PROTOCOL.md` in this
+//! repository.
 #![deny(missing_docs)]
 
 pub mod commit;

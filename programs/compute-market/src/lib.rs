@@ -8,6 +8,9 @@
 //!
 //! `lib.rs` only dispatches: each instruction lives in `instructions/<name>.rs` with its
 //! accounts, a `validate()` run through `#[access_control]`, and a `handler`.
+//!
+//! "PROTOCOL §n" in this crate's comments is section n of `docs/PROTOCOL.md` in this
+//! repository.
 #![allow(clippy::result_large_err)]
 
 use anchor_lang::prelude::*;
