@@ -23,11 +23,10 @@ use solana_signer::Signer;
 use crate::{
     chain::{metered::MeteredChain, Chain, ChainExt},
     compute::Backend,
-    http,
+    db::Db,
     metrics::Metrics,
+    results::ResultStore,
     roles::{cranker::Cranker, provider::Provider, verifier::Verifier, NodeCtx},
-    store::Store,
-    tiles::TileStore,
 };
 
 /// What to run.
@@ -219,14 +218,14 @@ pub fn run(
 ) -> Result<()> {
     let metrics = Arc::new(Metrics::default());
     let chain: Arc<dyn Chain> = Arc::new(MeteredChain::new(chain, metrics.clone()));
-    let db = Arc::new(Store::open(&opts.store)?);
+    let db = Arc::new(Db::open(&opts.store)?);
     let market = pda::market(opts.market);
-    let tiles = Arc::new(TileStore::serving_at(
+    let tiles = Arc::new(ResultStore::serving_at(
         opts.public_url
             .clone()
             .unwrap_or_else(|| format!("http://{}", opts.listen)),
     ));
-    let server = http::serve(tiles.clone(), metrics.clone(), &opts.listen)?;
+    let server = crate::results::serve(tiles.clone(), metrics.clone(), &opts.listen)?;
     let addr = server.addr;
     tracing::info!(%addr, public = tiles.base_url.as_deref().unwrap_or(""), "serving results and /metrics");
     let node = pda::node(&kp.pubkey());

@@ -26,14 +26,14 @@ use solana_signer::Signer;
 use crate::{
     chain::{embedded::EmbeddedChain, must, Chain, ChainExt},
     compute::Backend,
+    db::Db,
+    results::ResultStore,
     roles::{
         cranker::Cranker,
         provider::{Provider, CLAIM_BACKOFF},
         verifier::Verifier,
         NodeCtx,
     },
-    store::Store,
-    tiles::TileStore,
 };
 
 /// Seconds per slot assumed when turning slots into time (Solana's target).
@@ -213,7 +213,7 @@ impl Scenario {
         );
         let cluster = Cluster::new().map_err(anyhow::Error::msg)?;
         let chain = Arc::new(EmbeddedChain::new(cluster));
-        let store = Arc::new(TileStore::default());
+        let store = Arc::new(ResultStore::default());
         let (admin, cranker_kp, client_kp) = chain.with(|c| {
             (
                 c.keypair("admin"),
@@ -331,7 +331,7 @@ impl Scenario {
             } else {
                 format!("provider{i}")
             };
-            let db = Arc::new(Store::open(&dir.join(format!("provider{i}.redb")))?);
+            let db = Arc::new(Db::open(&dir.join(format!("provider{i}.redb")))?);
             providers.push(Provider {
                 ctx: onboard(&name, 1)?,
                 corrupt_fraction: if dishonest { cfg.corrupt_fraction } else { 0.0 },
@@ -350,7 +350,7 @@ impl Scenario {
                 format!("verifier{i}")
             };
             let ctx = onboard(&name, 2)?;
-            let db = Arc::new(Store::open(&dir.join(format!("verifier{i}.redb")))?);
+            let db = Arc::new(Db::open(&dir.join(format!("verifier{i}.redb")))?);
             verifiers.push(Verifier {
                 ctx,
                 careless,

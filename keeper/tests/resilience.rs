@@ -9,10 +9,10 @@ use compute_market::state::TaskStatus;
 use compute_market_keeper::{
     chain::{flaky::FlakyChain, ChainExt},
     compute::cpu::CpuBackend,
+    db::Db,
     demo::{DemoConfig, Scenario},
+    results::ResultStore,
     roles::{provider::Provider, verifier::Verifier, NodeCtx},
-    store::Store,
-    tiles::TileStore,
 };
 
 fn scenario(tasks: usize, dir: &std::path::Path) -> Scenario {
@@ -28,12 +28,12 @@ fn scenario(tasks: usize, dir: &std::path::Path) -> Scenario {
 fn restart_all(s: &mut Scenario) {
     let providers: Vec<Provider> = s.providers.drain(..).collect();
     let verifiers: Vec<Verifier> = s.verifiers.drain(..).collect();
-    let store = Arc::new(TileStore::default()); // the served results are gone with the process
+    let store = Arc::new(ResultStore::default()); // the served results are gone with the process
     for (i, p) in providers.into_iter().enumerate() {
         let (ctx, corrupt_fraction, max_active, claim_backoff) =
             (p.ctx, p.corrupt_fraction, p.max_active, p.claim_backoff);
         drop(p.db);
-        let db = Arc::new(Store::open(&s.dir.join(format!("provider{i}.redb"))).unwrap());
+        let db = Arc::new(Db::open(&s.dir.join(format!("provider{i}.redb"))).unwrap());
         let mut p = Provider {
             ctx: NodeCtx {
                 store: store.clone(),
@@ -51,7 +51,7 @@ fn restart_all(s: &mut Scenario) {
     for (i, v) in verifiers.into_iter().enumerate() {
         let (ctx, careless) = (v.ctx, v.careless);
         drop(v.db);
-        let db = Arc::new(Store::open(&s.dir.join(format!("verifier{i}.redb"))).unwrap());
+        let db = Arc::new(Db::open(&s.dir.join(format!("verifier{i}.redb"))).unwrap());
         s.verifiers.push(Verifier {
             ctx: NodeCtx {
                 store: store.clone(),
@@ -130,7 +130,7 @@ fn an_unreachable_result_is_voted_invalid_and_the_provider_slashed() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = scenario(1, dir.path());
     // the providers serve from a store no verifier can reach
-    let hidden = Arc::new(TileStore::default());
+    let hidden = Arc::new(ResultStore::default());
     for p in &mut s.providers {
         p.ctx.store = hidden.clone();
     }
@@ -159,7 +159,7 @@ fn an_unreachable_result_is_voted_invalid_and_the_provider_slashed() {
 
 #[test]
 fn bad_result_urls_are_named() {
-    let store = TileStore::default();
+    let store = ResultStore::default();
     let e = store.fetch_all("ftp://nowhere/r").unwrap_err().to_string();
     assert!(e.contains("unsupported result URL"), "{e}");
     let e = format!(
@@ -193,16 +193,16 @@ fn malformed_job_specs_are_named() {
 
 #[test]
 fn results_travel_over_http_compressed_and_content_addressed() {
-    use compute_market_keeper::{http, metrics::Metrics};
+    use compute_market_keeper::{metrics::Metrics, results};
     let dir = tempfile::tempdir().unwrap();
     let mut s = scenario(4, dir.path());
     // bind first, then publish URLs that point at the server
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     drop(listener);
-    let served = Arc::new(TileStore::serving_at(format!("http://127.0.0.1:{port}")));
+    let served = Arc::new(ResultStore::serving_at(format!("http://127.0.0.1:{port}")));
     let metrics = Arc::new(Metrics::default());
-    let _server = http::serve(
+    let _server = results::serve(
         served.clone(),
         metrics.clone(),
         &format!("127.0.0.1:{port}"),
@@ -212,7 +212,7 @@ fn results_travel_over_http_compressed_and_content_addressed() {
         p.ctx.store = served.clone();
     }
     // verifiers have nothing locally: everything they check came over HTTP
-    let empty = Arc::new(TileStore::default());
+    let empty = Arc::new(ResultStore::default());
     for v in &mut s.verifiers {
         v.ctx.store = empty.clone();
     }

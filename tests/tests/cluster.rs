@@ -617,6 +617,6 @@ fn sigterm_stops_keeper_run_cleanly() -> Result<()> {
     assert!(log.contains("stopped cleanly"), "{log}");
     // the HTTP port is released and the store opens again (closed, nothing half-written)
     std::net::TcpListener::bind(("127.0.0.1", port)).expect("port released");
-    compute_market_keeper::store::Store::open(&v.dir.path().join("v0.redb"))?;
+    compute_market_keeper::db::Db::open(&v.dir.path().join("v0.redb"))?;
     Ok(())
 }

@@ -17,7 +17,7 @@ use solana_keypair::Keypair;
 use crate::{
     chain::{Chain, TxReport},
     compute::Backend,
-    tiles::TileStore,
+    results::ResultStore,
 };
 
 /// Who a provider or verifier acts as, and with what.
@@ -33,7 +33,7 @@ pub struct NodeCtx {
     /// Where it computes.
     pub backend: Arc<dyn Backend>,
     /// Where results are served and fetched.
-    pub store: Arc<TileStore>,
+    pub store: Arc<ResultStore>,
     /// Tasks handled at once in a pass ([`parallel`]); 1 keeps a pass in order (the embedded
     /// demo, for reproducible runs).
     pub parallel: usize,

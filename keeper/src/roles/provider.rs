@@ -17,8 +17,8 @@ use solana_signer::Signer;
 use super::{send, NodeCtx};
 use crate::{
     chain::{Chain, ChainExt},
-    store::Store,
-    tiles::hex,
+    db::Db,
+    results::hex,
 };
 
 /// Default least-loaded back-off ([`Provider::claim_backoff`]), slots per task held.
@@ -51,7 +51,7 @@ pub struct Provider {
     /// fresh tasks and work spreads over the market.
     pub claim_backoff: u64,
     /// Crash-safe record of served results.
-    pub db: Arc<Store>,
+    pub db: Arc<Db>,
     /// What it computed.
     pub records: Vec<ComputeRecord>,
 }
@@ -176,8 +176,10 @@ impl Provider {
     /// After a restart: recomputes and serves again every result it recorded.
     pub fn restore(&mut self) -> Result<usize> {
         let results = self.db.results()?;
-        for (root, job, _) in &results {
-            let job = JobSpec::decode(job).map_err(|e| anyhow::anyhow!("stored job spec: {e}"))?;
+        for r in &results {
+            let root = &r.root;
+            let job =
+                JobSpec::decode(&r.job).map_err(|e| anyhow::anyhow!("stored job spec: {e}"))?;
             let mut tiles = self.ctx.backend.run(&job)?;
             self.corrupt(&job, &mut tiles);
             let (again, _) = self.ctx.store.publish(job, tiles);

@@ -28,22 +28,11 @@ use compute_market_protocol::{
 use solana_signer::Signer;
 
 use super::{send, NodeCtx};
-use crate::store::Store;
+use crate::db::{Db, Sealed};
 use crate::{
     chain::{Chain, ChainExt},
     verify::{check_matmul, check_sampled, Verdict},
 };
-
-/// A sealed vote kept until it is revealed.
-#[derive(Clone, Copy, Debug)]
-pub struct Sealed {
-    /// The vote.
-    pub vote: u8,
-    /// Evidence hash.
-    pub evidence: Digest,
-    /// Salt.
-    pub salt: [u8; 32],
-}
 
 /// Work a verifier did on one task.
 #[derive(Clone, Debug)]
@@ -67,7 +56,7 @@ pub struct Verifier {
     /// A careless verifier votes "valid" without checking.
     pub careless: bool,
     /// Crash-safe store of sealed votes.
-    pub db: Arc<Store>,
+    pub db: Arc<Db>,
     /// What it checked.
     pub records: Vec<VerifyRecord>,
     /// Test only: after a commit lands, wait this long before anything else (a window in

@@ -1,4 +1,5 @@
-//! The keeper's crash-safe store (redb, one file): what must survive a `kill -9`.
+//! The keeper's crash-safe database (redb, one file): what must survive a `kill -9`. It owns
+//! its record types and imports nothing else of the keeper.
 //!
 //! * sealed votes (vote, evidence, salt) by (task, round): written **before** the commit
 //!   transaction is sent, so a restarted verifier can always reveal what it committed;
@@ -13,16 +14,33 @@ use anchor_lang::prelude::Pubkey;
 use anyhow::{Context, Result};
 use redb::{Database, ReadableTable, TableDefinition};
 
-use crate::roles::verifier::Sealed;
-
 const SEALED: TableDefinition<&[u8], &[u8]> = TableDefinition::new("sealed_votes");
 const RESULTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("served_results");
 
-/// A served result as recorded: (Merkle root, job spec, fraction of tiles corrupted).
-pub type ServedRecord = ([u8; 32], [u8; 64], f64);
+/// A sealed vote kept until it is revealed: what the commitment opens to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sealed {
+    /// The vote.
+    pub vote: u8,
+    /// Evidence hash.
+    pub evidence: [u8; 32],
+    /// Salt.
+    pub salt: [u8; 32],
+}
 
-/// The store.
-pub struct Store {
+/// A served result as recorded.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ServedRecord {
+    /// Its Merkle root.
+    pub root: [u8; 32],
+    /// The encoded job spec.
+    pub job: [u8; 64],
+    /// The fraction of tiles served corrupted (test providers only; 0 otherwise).
+    pub corrupt_fraction: f64,
+}
+
+/// The keeper's database (one redb file).
+pub struct Db {
     db: Database,
 }
 
@@ -33,8 +51,8 @@ fn sealed_key(task: &Pubkey, round: u8) -> [u8; 33] {
     k
 }
 
-impl Store {
-    /// Opens (or creates) the store at `path`.
+impl Db {
+    /// Opens (or creates) the database at `path`.
     pub fn open(path: &Path) -> Result<Self> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -45,7 +63,7 @@ impl Store {
         w.open_table(SEALED)?;
         w.open_table(RESULTS)?;
         w.commit()?;
-        Ok(Store { db })
+        Ok(Db { db })
     }
 
     /// Persists a sealed vote (durably, before returning).
@@ -115,11 +133,11 @@ impl Store {
                 k.len() == 32 && v.len() == 72,
                 "corrupt served-result record"
             );
-            out.push((
-                k.try_into()?,
-                v[..64].try_into()?,
-                f64::from_le_bytes(v[64..72].try_into()?),
-            ));
+            out.push(ServedRecord {
+                root: k.try_into()?,
+                job: v[..64].try_into()?,
+                corrupt_fraction: f64::from_le_bytes(v[64..72].try_into()?),
+            });
         }
         Ok(out)
     }

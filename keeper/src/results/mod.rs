@@ -1,6 +1,10 @@
-//! Serving results: a content-addressed store of computed tiles (by Merkle root) and the
-//! verifier's fetches with proofs. In-process (`mem://<root>`) for the embedded cluster; the
-//! HTTP server (zstd, content-addressed paths) sits on the same store.
+//! Results: a content-addressed store of computed tiles (by Merkle root), the verifier's
+//! fetches with proofs (in-process `mem://<root>` for the embedded cluster, `http://` from
+//! another keeper), the wire format and the HTTP server that serves the store.
+//!
+//! One-way layers: [`wire`] (encoding) ← [`client`] (fetch over HTTP) and [`server`] (serve
+//! over HTTP) ← this module's [`ResultStore`]; nothing here imports the roles, the chain or
+//! the commands.
 
 use std::{
     collections::HashMap,
@@ -11,6 +15,12 @@ use anyhow::{anyhow, bail, Context, Result};
 use compute_market_protocol::{hash::Digest, job::JobSpec, merkle::MerkleTree};
 
 use crate::verify::{commit, ProvenTile};
+
+pub mod client;
+pub mod server;
+pub mod wire;
+
+pub use server::{serve, HttpServer};
 
 /// One served result.
 pub struct ServedResult {
@@ -24,7 +34,7 @@ pub struct ServedResult {
 
 /// Results by Merkle root.
 #[derive(Default)]
-pub struct TileStore {
+pub struct ResultStore {
     results: RwLock<HashMap<Digest, Arc<ServedResult>>>,
     /// When set (`http://host:port`), published URLs point at this keeper's HTTP server.
     pub base_url: Option<String>,
@@ -52,10 +62,10 @@ fn parse_uri(uri: &str) -> Result<Digest> {
     Ok(d)
 }
 
-impl TileStore {
+impl ResultStore {
     /// A store whose published URLs point at `base_url` (`http://host:port`).
     pub fn serving_at(base_url: impl Into<String>) -> Self {
-        TileStore {
+        ResultStore {
             base_url: Some(base_url.into()),
             ..Default::default()
         }
@@ -91,7 +101,7 @@ impl TileStore {
     /// Every tile of the result at `uri` (`mem://` from this store, `http://` from a keeper).
     pub fn fetch_all(&self, uri: &str) -> Result<Vec<Vec<u8>>> {
         if uri.starts_with("http://") || uri.starts_with("https://") {
-            return crate::http::fetch_all(uri);
+            return client::fetch_all(uri);
         }
         Ok(self.get(uri)?.tiles.clone())
     }
@@ -99,7 +109,7 @@ impl TileStore {
     /// Tiles `indices` of the result at `uri`, with Merkle proofs.
     pub fn fetch(&self, uri: &str, indices: &[u32]) -> Result<Vec<ProvenTile>> {
         if uri.starts_with("http://") || uri.starts_with("https://") {
-            return crate::http::fetch(uri, indices);
+            return client::fetch(uri, indices);
         }
         let r = self.get(uri)?;
         indices
