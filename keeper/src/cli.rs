@@ -175,6 +175,15 @@ pub fn task_post(
 ) -> Result<Vec<Value>> {
     let cfg = config(chain)?;
     let wallet = wallet(chain, &kp.pubkey())?;
+    // say what is missing rather than let the transaction fail in simulation
+    let needed = terms.reward.saturating_mul(jobs.len() as u64);
+    let balance = chain.token_balance(&wallet)?;
+    anyhow::ensure!(
+        balance >= needed,
+        "the wallet's stake-token account {wallet} holds {balance}, but {} task(s) at a reward of {} need {needed}",
+        jobs.len(),
+        terms.reward
+    );
     crate::roles::parallel(16, jobs, |(id, job)| {
         let TaskTerms {
             market,

@@ -441,7 +441,15 @@ impl Scenario {
         }
     }
 
-    /// Whether every posted task is closed.
+    /// How many posted tasks are closed.
+    pub fn closed(&self) -> usize {
+        self.tasks
+            .iter()
+            .filter(|(k, _, _)| self.cranker.ledger.closed.iter().any(|(c, _)| c == k))
+            .count()
+    }
+
+    /// Whether every task posted is closed.
     pub fn done(&self) -> bool {
         self.tasks
             .iter()
@@ -490,11 +498,21 @@ impl Scenario {
 
     /// Ticks until every task is closed, or fails after `max_slots`.
     pub fn run_to_end(&mut self, max_slots: u64) -> Result<()> {
+        self.run_to_end_with(max_slots, &mut |_, _| {})
+    }
+
+    /// [`Scenario::run_to_end`], telling `progress(closed, total)` after every slot.
+    pub fn run_to_end_with(
+        &mut self,
+        max_slots: u64,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<()> {
         while !self.done() {
             if self.chain.slot()? - self.start > max_slots {
                 bail!("the market did not finish within {max_slots} slots");
             }
             self.tick()?;
+            progress(self.closed(), self.tasks.len());
         }
         self.treasury_total += self.cranker.sweep(self.chain.as_ref())?;
         Ok(())
@@ -723,10 +741,19 @@ impl Scenario {
 
 /// Runs the demo with `backend` doing every computation (stores in a temporary directory).
 pub fn run(cfg: &DemoConfig, backend: Arc<dyn Backend>) -> Result<DemoReport> {
+    run_with(cfg, backend, &mut |_, _| {})
+}
+
+/// [`run`], telling `progress(closed, total)` as tasks close (the binary draws a bar).
+pub fn run_with(
+    cfg: &DemoConfig,
+    backend: Arc<dyn Backend>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<DemoReport> {
     let dir = std::env::temp_dir().join(format!("compute-market-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut s = Scenario::new(cfg, backend, &dir)?;
-    s.run_to_end(cfg.max_slots)?;
+    s.run_to_end_with(cfg.max_slots, progress)?;
     let report = s.report();
     let _ = std::fs::remove_dir_all(&dir);
     report

@@ -52,6 +52,10 @@ struct Cli {
     /// Output format.
     #[arg(long, global = true, value_enum, default_value = "text")]
     output: Output,
+    /// More log lines: -v info, -vv debug (default: warnings only, info for `run`;
+    /// RUST_LOG overrides).
+    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -76,6 +80,7 @@ enum Command {
     /// authority: localnet/devnet set-ups).
     Fund {
         /// Wallet to fund.
+        #[arg(value_parser = parse_address)]
         owner: Pubkey,
         /// Amount in base units.
         amount: u64,
@@ -152,7 +157,7 @@ enum NodeCmd {
         /// Amount in base units.
         amount: u64,
         /// Source token account [default: the associated token account].
-        #[arg(long)]
+        #[arg(long, value_parser = parse_address)]
         from: Option<Pubkey>,
     },
     /// Starts the cooldown for `amount` of free stake.
@@ -163,12 +168,13 @@ enum NodeCmd {
     /// Pays out pending unstake (after the cooldown) and earnings.
     Withdraw {
         /// Destination token account [default: the associated token account].
-        #[arg(long)]
+        #[arg(long, value_parser = parse_address)]
         to: Option<Pubkey>,
     },
     /// Shows a node [default: this keypair's].
     Status {
         /// The node's authority.
+        #[arg(value_parser = parse_address)]
         authority: Option<Pubkey>,
     },
 }
@@ -217,6 +223,7 @@ enum TaskCmd {
     /// Shows a task.
     Status {
         /// Task address.
+        #[arg(value_parser = parse_address)]
         task: Pubkey,
     },
     /// Lists tasks.
@@ -236,7 +243,7 @@ enum MarketCmd {
 #[derive(Args, Debug)]
 struct InitArgs {
     /// Use this existing mint instead of creating one (ignored once a config exists).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_address)]
     mint: Option<Pubkey>,
     /// Where a newly created mint's keypair is saved.
     #[arg(long, default_value = "~/.config/compute-market/mint.json")]
@@ -346,6 +353,12 @@ fn print(output: Output, v: &Value) -> Result<()> {
     Ok(())
 }
 
+/// An address argument: a base58 public key, or a clear error naming the argument's value.
+fn parse_address(s: &str) -> std::result::Result<Pubkey, String> {
+    s.parse()
+        .map_err(|_| format!("{s:?} is not a base58 address (a 32-byte public key)"))
+}
+
 fn parse_roles(s: &str) -> Result<u8> {
     Ok(match s {
         "provider" => 1,
@@ -382,13 +395,22 @@ fn main() {
 }
 
 fn real_main() -> Result<()> {
+    let cli = Cli::parse();
+    // a daemon logs what it does; a command shows its result (and warnings)
+    let default = match (cli.verbose, &cli.command) {
+        (0, Command::Run(_)) | (1, _) => "info",
+        (0, _) => "warn",
+        _ => "debug",
+    };
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default.into()),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let file = FileConfig::load(cli.config.as_deref())?;
     let url = cli
         .url
@@ -423,7 +445,23 @@ fn real_main() -> Result<()> {
                 corrupt_fraction,
                 ..Default::default()
             };
-            let report = demo::run(&cfg, select(backend)?)?;
+            let backend = select(backend)?;
+            // a bar on the terminal while the market runs, then the table
+            let bar = indicatif::ProgressBar::new(tasks as u64).with_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} {msg} [{bar:30}] {pos}/{len} tasks closed ({elapsed})",
+                )
+                .expect("template")
+                .progress_chars("=> "),
+            );
+            bar.set_message("market running");
+            if !std::io::stderr().is_terminal() {
+                bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+            }
+            let report = demo::run_with(&cfg, backend, &mut |closed, _| {
+                bar.set_position(closed as u64)
+            })?;
+            bar.finish_and_clear();
             match out {
                 Output::Text => print!("{}", demo::render(&report)),
                 Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),

@@ -591,6 +591,19 @@ fn keeper_init_refuses_a_config_initialized_by_someone_else() -> Result<()> {
         text.contains(&format!("initialized by admin {}", pubkey(&v.admin)?)),
         "{text}"
     );
+    // a post whose reward exceeds the wallet says so (balance, need, which account)
+    let out = std::process::Command::new(keeper_bin())
+        .args(["-u", &v.url, "-k"])
+        .arg(&other)
+        .args(["task", "post", "--kind", "matmul", "--dims", "64,64,64"])
+        .args(["--reward", "1000000"])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("holds 0, but 1 task(s) at a reward of 1000000 need 1000000"),
+        "{text}"
+    );
     Ok(())
 }
 

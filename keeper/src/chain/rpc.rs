@@ -127,9 +127,17 @@ impl RpcChain {
             match f() {
                 Ok(v) => return Ok(v),
                 Err(e) if is_transient(&e) && attempt < self.attempts => {
-                    tracing::warn!(what, attempt, error = %e, "RPC unreachable, retrying");
+                    // said once, by the caller, if every attempt fails
+                    tracing::debug!(what, attempt, error = %e, "RPC unreachable, retrying");
                     sleep(delay);
                     delay = (delay * 2).min(Duration::from_secs(5));
+                }
+                Err(e) if is_transient(&e) => {
+                    return Err(anyhow::anyhow!(
+                        "cannot reach the cluster at {} ({} attempts; {what}: {e})",
+                        self.client.url(),
+                        self.attempts
+                    ))
                 }
                 Err(e) => return Err(e).with_context(|| format!("RPC {what}")),
             }
