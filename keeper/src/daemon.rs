@@ -239,28 +239,21 @@ pub fn run(
         parallel: opts.parallel,
     };
     let clone = |k: &Keypair| Keypair::try_from(&k.to_bytes()[..]).expect("keypair copy");
-    let mut provider = opts.provider.then(|| Provider {
-        ctx: ctx("provider", clone(&kp)),
-        corrupt_fraction: opts.corrupt_fraction,
-        max_active: opts.max_active,
-        claim_backoff: opts.claim_backoff,
-        db: db.clone(),
-        records: vec![],
+    let mut provider = opts.provider.then(|| {
+        let mut p = Provider::new(ctx("provider", clone(&kp)), db.clone(), opts.max_active);
+        p.claim_backoff = opts.claim_backoff;
+        p.corrupt_fraction = opts.corrupt_fraction;
+        p
     });
-    let mut verifier = opts.verifier.then(|| Verifier {
-        ctx: ctx("verifier", clone(&kp)),
-        careless: false,
-        db: db.clone(),
-        records: vec![],
-        hold_after_commit: opts.hold_after_commit,
+    let mut verifier = opts.verifier.then(|| {
+        let mut v = Verifier::new(ctx("verifier", clone(&kp)), db.clone());
+        v.hold_after_commit = opts.hold_after_commit;
+        v
     });
     let treasury = crate::cli::config(chain.as_ref())?.treasury;
-    let mut cranker = opts.crank.then(|| Cranker {
-        kp: clone(&kp),
-        treasury,
-        ledger: Default::default(),
-        parallel: opts.parallel,
-    });
+    let mut cranker = opts
+        .crank
+        .then(|| Cranker::new(clone(&kp), treasury, opts.parallel));
     if let Some(p) = provider.as_mut() {
         let n = p.restore()?;
         tracing::info!(results = n, "restored served results");

@@ -28,12 +28,7 @@ use crate::{
     compute::Backend,
     db::Db,
     results::ResultStore,
-    roles::{
-        cranker::Cranker,
-        provider::{Provider, CLAIM_BACKOFF},
-        verifier::Verifier,
-        NodeCtx,
-    },
+    roles::{cranker::Cranker, provider::Provider, verifier::Verifier, NodeCtx},
 };
 
 /// Seconds per slot assumed when turning slots into time (Solana's target).
@@ -332,14 +327,11 @@ impl Scenario {
                 format!("provider{i}")
             };
             let db = Arc::new(Db::open(&dir.join(format!("provider{i}.redb")))?);
-            providers.push(Provider {
-                ctx: onboard(&name, 1)?,
-                corrupt_fraction: if dishonest { cfg.corrupt_fraction } else { 0.0 },
-                max_active: 2,
-                claim_backoff: CLAIM_BACKOFF,
-                db,
-                records: vec![],
-            });
+            let mut p = Provider::new(onboard(&name, 1)?, db, 2);
+            if dishonest {
+                p.corrupt_fraction = cfg.corrupt_fraction;
+            }
+            providers.push(p);
         }
         let mut verifiers = vec![];
         for i in 0..cfg.verifiers {
@@ -351,20 +343,11 @@ impl Scenario {
             };
             let ctx = onboard(&name, 2)?;
             let db = Arc::new(Db::open(&dir.join(format!("verifier{i}.redb")))?);
-            verifiers.push(Verifier {
-                ctx,
-                careless,
-                db,
-                records: vec![],
-                hold_after_commit: None,
-            });
+            let mut v = Verifier::new(ctx, db);
+            v.careless = careless;
+            verifiers.push(v);
         }
-        let cranker = Cranker {
-            kp: cranker_kp,
-            treasury,
-            ledger: Default::default(),
-            parallel: 1,
-        };
+        let cranker = Cranker::new(cranker_kp, treasury, 1);
 
         // the client posts every task
         let mut tasks: Vec<(Pubkey, JobSpec, u64)> = vec![];

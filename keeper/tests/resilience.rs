@@ -34,17 +34,12 @@ fn restart_all(s: &mut Scenario) {
             (p.ctx, p.corrupt_fraction, p.max_active, p.claim_backoff);
         drop(p.db);
         let db = Arc::new(Db::open(&s.dir.join(format!("provider{i}.redb"))).unwrap());
-        let mut p = Provider {
-            ctx: NodeCtx {
-                store: store.clone(),
-                ..ctx
-            },
-            corrupt_fraction,
-            max_active,
-            claim_backoff,
-            db,
-            records: vec![],
+        let ctx = NodeCtx {
+            store: store.clone(),
+            ..ctx
         };
+        let mut p = Provider::new(ctx, db, max_active);
+        (p.corrupt_fraction, p.claim_backoff) = (corrupt_fraction, claim_backoff);
         p.restore().expect("restore served results");
         s.providers.push(p);
     }
@@ -52,16 +47,13 @@ fn restart_all(s: &mut Scenario) {
         let (ctx, careless) = (v.ctx, v.careless);
         drop(v.db);
         let db = Arc::new(Db::open(&s.dir.join(format!("verifier{i}.redb"))).unwrap());
-        s.verifiers.push(Verifier {
-            ctx: NodeCtx {
-                store: store.clone(),
-                ..ctx
-            },
-            careless,
-            db,
-            records: vec![],
-            hold_after_commit: None,
-        });
+        let ctx = NodeCtx {
+            store: store.clone(),
+            ..ctx
+        };
+        let mut v = Verifier::new(ctx, db);
+        v.careless = careless;
+        s.verifiers.push(v);
     }
 }
 

@@ -43,6 +43,18 @@ pub struct Cranker {
     pub parallel: usize,
 }
 
+impl Cranker {
+    /// A cranker signing with `kp`, sweeping fees to `treasury`, `parallel` tasks at once.
+    pub fn new(kp: Keypair, treasury: Pubkey, parallel: usize) -> Self {
+        Cranker {
+            kp,
+            treasury,
+            ledger: Ledger::default(),
+            parallel,
+        }
+    }
+}
+
 impl Ledger {
     fn absorb(&mut self, other: Ledger) {
         self.finalized.extend(other.finalized);

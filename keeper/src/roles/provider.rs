@@ -56,6 +56,20 @@ pub struct Provider {
     pub records: Vec<ComputeRecord>,
 }
 
+impl Provider {
+    /// An honest provider holding at most `max_active` tasks, with the default back-off.
+    pub fn new(ctx: NodeCtx, db: Arc<Db>, max_active: usize) -> Self {
+        Provider {
+            ctx,
+            corrupt_fraction: 0.0,
+            max_active,
+            claim_backoff: CLAIM_BACKOFF,
+            db,
+            records: vec![],
+        }
+    }
+}
+
 /// Open tasks of `market` that a provider with `node`'s stake and hardware can claim at `now`,
 /// in the order it should try them: nearest region first ([`region::distance`]), then the
 /// oldest, then the best paid. Tasks whose bond exceeds its free stake or whose job does not

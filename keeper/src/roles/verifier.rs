@@ -65,6 +65,17 @@ pub struct Verifier {
 }
 
 impl Verifier {
+    /// An honest verifier.
+    pub fn new(ctx: NodeCtx, db: Arc<Db>) -> Self {
+        Verifier {
+            ctx,
+            careless: false,
+            db,
+            records: vec![],
+            hold_after_commit: None,
+        }
+    }
+
     fn check(&self, task: &Pubkey, t: &Task) -> Result<Verdict> {
         let job = JobSpec::decode(&t.job)
             .map_err(|e| anyhow::anyhow!("task {task}: malformed job spec: {e}"))?;
