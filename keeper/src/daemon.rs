@@ -61,6 +61,8 @@ pub struct DaemonOptions {
     pub corrupt_fraction: f64,
     /// Test only: the verifier waits this long after each commit lands.
     pub hold_after_commit: Option<Duration>,
+    /// Where long work (a provider's computation) reports progress.
+    pub progress: Option<Arc<crate::roles::Reporter>>,
 }
 
 /// The websocket URL of an RPC URL (the validator's convention: RPC port + 1).
@@ -237,6 +239,7 @@ pub fn run(
         backend: backend.clone(),
         store: tiles.clone(),
         parallel: opts.parallel,
+        progress: opts.progress.clone(),
     };
     let clone = |k: &Keypair| Keypair::try_from(&k.to_bytes()[..]).expect("keypair copy");
     let mut provider = opts.provider.then(|| {

@@ -316,6 +316,7 @@ impl Scenario {
                 backend: backend.clone(),
                 store: store.clone(),
                 parallel: 1,
+                progress: None,
             })
         };
         let mut providers = vec![];

@@ -12,7 +12,7 @@ use compute_market_keeper::{
     cli,
     compute::{
         cpu::CpuBackend,
-        cuda::{select, BackendChoice},
+        device::{self, BackendChoice},
     },
     config::{expand, read_keypair, FileConfig},
     daemon, demo,
@@ -20,6 +20,31 @@ use compute_market_keeper::{
 use compute_market_protocol::job::JobSpec;
 use serde_json::Value;
 use solana_signer::Signer;
+
+/// `--backend`: the library's [`BackendChoice`], spelled for the command line.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+enum Backend {
+    /// CUDA when a GPU passes its self-test, else the CPU (the choice is logged).
+    Auto,
+    /// The CPU reference.
+    Cpu,
+    /// CUDA, or an error saying why it cannot be used.
+    Cuda,
+}
+
+impl From<Backend> for BackendChoice {
+    fn from(b: Backend) -> Self {
+        match b {
+            Backend::Auto => BackendChoice::Auto,
+            Backend::Cpu => BackendChoice::Cpu,
+            Backend::Cuda => BackendChoice::Cuda,
+        }
+    }
+}
+
+fn select(b: impl Into<BackendChoice>) -> Result<Arc<dyn compute_market_keeper::compute::Backend>> {
+    device::select(b.into())
+}
 
 /// Output format.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -96,8 +121,8 @@ enum Command {
         #[arg(long, default_value_t = 0.25)]
         corrupt_fraction: f64,
         /// Compute backend of every node.
-        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-        backend: BackendChoice,
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
     },
     /// Measures compute and verification side by side (per job kind and size) and Merkle
     /// commit throughput next to raw SHA-256.
@@ -106,8 +131,8 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_value = "256,512,1024")]
         sizes: Vec<u32>,
         /// cpu, cuda, or auto: the CPU and, when a GPU passes its self-test, CUDA side by side.
-        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-        backend: BackendChoice,
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
     },
     /// On a GPU machine: every kernel against the CPU bit for bit (ragged sizes included), cold
     /// and warm start, and the benchmark on CPU and GPU side by side; writes report.json and
@@ -149,8 +174,8 @@ enum NodeCmd {
         #[arg(long)]
         measure: bool,
         /// Backend measured by --measure.
-        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-        backend: BackendChoice,
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
     },
     /// Moves tokens from the wallet (associated token account) into the node's stake.
     Stake {
@@ -308,8 +333,8 @@ struct RunArgs {
     poll_ms: Option<u64>,
     /// Compute backend: auto (CUDA when a GPU passes its self-test, else the CPU; the choice is
     /// logged), cpu or cuda.
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-    backend: BackendChoice,
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    backend: Backend,
     /// Tasks handled at once in a pass (transactions in flight together).
     #[arg(long, default_value_t = 16)]
     parallel: usize,
@@ -357,6 +382,34 @@ fn print(output: Output, v: &Value) -> Result<()> {
 fn parse_address(s: &str) -> std::result::Result<Pubkey, String> {
     s.parse()
         .map_err(|_| format!("{s:?} is not a base58 address (a 32-byte public key)"))
+}
+
+/// Progress bars on the terminal (hidden elsewhere), one per piece of long work, gone when it
+/// is done.
+fn progress_bars() -> Arc<compute_market_keeper::roles::Reporter> {
+    let bars = indicatif::MultiProgress::new();
+    let live =
+        std::sync::Mutex::new(std::collections::HashMap::<String, indicatif::ProgressBar>::new());
+    Arc::new(move |what: &str, done: u64, all: u64| {
+        let mut live = live.lock().expect("progress lock");
+        let bar = live.entry(what.to_string()).or_insert_with(|| {
+            let b = bars.add(indicatif::ProgressBar::new(all));
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{prefix} [{bar:30}] {pos}/{len} tiles {elapsed}",
+                )
+                .expect("template"),
+            );
+            b.set_prefix(what.to_string());
+            b
+        });
+        bar.set_length(all);
+        bar.set_position(done);
+        if done >= all {
+            bar.finish_and_clear();
+            live.remove(what);
+        }
+    })
 }
 
 fn parse_roles(s: &str) -> Result<u8> {
@@ -476,13 +529,13 @@ fn real_main() -> Result<()> {
                 compute_market_protocol::job::MAX_MATRIX_DIM
             );
             let mut backends: Vec<Arc<dyn compute_market_keeper::compute::Backend>> = vec![];
-            if backend != BackendChoice::Cuda {
+            if backend != Backend::Cuda {
                 backends.push(Arc::new(CpuBackend));
             }
-            if backend != BackendChoice::Cpu {
-                match select(BackendChoice::Cuda) {
+            if backend != Backend::Cpu {
+                match select(Backend::Cuda) {
                     Ok(b) => backends.push(b),
-                    Err(e) if backend == BackendChoice::Auto => {
+                    Err(e) if backend == Backend::Auto => {
                         eprintln!("bench: CPU only ({e:#})")
                     }
                     Err(e) => return Err(e),
@@ -706,6 +759,7 @@ fn real_main() -> Result<()> {
                 claim_backoff: a.claim_backoff,
                 corrupt_fraction: a.corrupt_fraction,
                 hold_after_commit: a.hold_after_commit_ms.map(Duration::from_millis),
+                progress: Some(progress_bars()),
                 ws_url: Some(daemon::ws_url(
                     &compute_market_keeper::chain::rpc::resolve_url(&url),
                 )),

@@ -248,10 +248,19 @@ fn sampled_check_rejects_bad_tiles_and_bad_proofs() {
 #[test]
 fn chunked_run_with_progress_equals_the_plain_run() {
     let job = JobSpec::matmul(300, 40, 200, [5; 32]);
-    let bar = indicatif::ProgressBar::hidden();
-    let chunked = CpuBackend.run_with_progress(&job, &bar).unwrap();
+    let seen = std::sync::Mutex::new(vec![]);
+    let chunked = CpuBackend
+        .run_with_progress(&job, &|done, all| seen.lock().unwrap().push((done, all)))
+        .unwrap();
     assert_eq!(chunked, CpuBackend.run(&job).unwrap());
-    assert_eq!(bar.position(), job.tile_count() as u64);
+    let seen = seen.into_inner().unwrap();
+    let all = job.tile_count() as u64;
+    assert_eq!(seen.first(), Some(&(0, all)));
+    assert_eq!(seen.last(), Some(&(all, all)));
+    assert!(
+        seen.windows(2).all(|w| w[0].0 < w[1].0),
+        "monotone: {seen:?}"
+    );
 }
 
 #[test]

@@ -5,7 +5,8 @@
 
 use compute_market_keeper::compute::{
     cpu::CpuBackend,
-    cuda::{cubin_in, nvrtc_probe, probe, select, self_test, BackendChoice, CudaBackend},
+    cuda::{cubin_in, nvrtc_probe, probe, self_test, CudaBackend},
+    device::{select, BackendChoice},
     Backend,
 };
 use compute_market_protocol::job::{matrix_element, JobSpec};

@@ -33,7 +33,7 @@ use std::{
     time::Instant,
 };
 
-use anyhow::{anyhow, bail, ensure, Context, Result};
+use anyhow::{anyhow, bail, ensure, Result};
 use compute_market_protocol::{
     hash::hashv,
     job::{JobKind, JobSpec, MATMUL_TILE},
@@ -1042,35 +1042,6 @@ impl Backend for CudaBackend {
         }
         de(d.stream.synchronize(), "sync")?;
         Ok(4.0 * 2.0 * (len * 4) as f64 / t.elapsed().as_secs_f64() / 1e9)
-    }
-}
-
-/// Which backend a keeper uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BackendChoice {
-    /// CUDA when a GPU passes its self-test, else the CPU (the choice is logged).
-    Auto,
-    /// The CPU reference.
-    Cpu,
-    /// CUDA, or an error saying why it cannot be used.
-    Cuda,
-}
-
-/// The backend for `choice`.
-pub fn select(choice: BackendChoice) -> Result<Arc<dyn Backend>> {
-    match choice {
-        BackendChoice::Cpu => Ok(Arc::new(CpuBackend)),
-        BackendChoice::Cuda => Ok(CudaBackend::shared().context("--backend cuda")?),
-        BackendChoice::Auto => match CudaBackend::shared() {
-            Ok(b) => {
-                tracing::info!(backend = b.name(), "--backend auto: using the GPU(s)");
-                Ok(b)
-            }
-            Err(e) => {
-                tracing::info!(reason = %format!("{e:#}"), "--backend auto: using the CPU");
-                Ok(Arc::new(CpuBackend))
-            }
-        },
     }
 }
 

@@ -1,12 +1,13 @@
-//! The compute-backend abstraction: one trait, a CPU reference implementation now (a CUDA one
-//! behind the same trait later). Every backend must produce the same bits: results are hashed
-//! into Merkle roots and voted on.
+//! The compute-backend abstraction: one trait ([`Backend`]), the CPU reference ([`cpu`]) and
+//! CUDA ([`cuda`]) behind it, and backend selection ([`device`]). Every backend must produce
+//! the same bits: results are hashed into Merkle roots and voted on.
 //!
 //! Arithmetic is exact (integers mod 2^31 − 1, SHA-256), so "the same bits" means the same
 //! mathematical result; no floating point is involved anywhere.
 
 pub mod cpu;
 pub mod cuda;
+pub mod device;
 pub mod freivalds;
 pub mod matrix;
 
@@ -14,6 +15,10 @@ use anyhow::Result;
 use compute_market_protocol::job::JobSpec;
 
 pub use matrix::Matrix;
+
+/// Progress of a long computation: called with (units done, units in all). The library never
+/// draws anything; the binary turns this into a progress bar on a terminal.
+pub type Progress<'a> = dyn Fn(u64, u64) + Send + Sync + 'a;
 
 /// A device that runs jobs.
 pub trait Backend: Send + Sync {
@@ -29,23 +34,18 @@ pub trait Backend: Send + Sync {
         self.tiles(job, &all)
     }
 
-    /// Every output tile of `job`, in about 20 chunks, advancing `bar` by tiles done (the bar
-    /// draws only on a terminal).
-    fn run_with_progress(
-        &self,
-        job: &JobSpec,
-        bar: &indicatif::ProgressBar,
-    ) -> Result<Vec<Vec<u8>>> {
+    /// Every output tile of `job`, in about 20 chunks, telling `progress` (tiles done, tiles
+    /// in all) after each.
+    fn run_with_progress(&self, job: &JobSpec, progress: &Progress<'_>) -> Result<Vec<Vec<u8>>> {
         let count = job.tile_count();
-        bar.set_length(count as u64);
         let chunk = count.div_ceil(20).max(1);
         let mut out = Vec::with_capacity(count as usize);
+        progress(0, count as u64);
         for start in (0..count).step_by(chunk as usize) {
             let idx: Vec<u32> = (start..(start + chunk).min(count)).collect();
             out.extend(self.tiles(job, &idx)?);
-            bar.inc(idx.len() as u64);
+            progress(out.len() as u64, count as u64);
         }
-        bar.finish_and_clear();
         Ok(out)
     }
 

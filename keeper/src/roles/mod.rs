@@ -37,7 +37,12 @@ pub struct NodeCtx {
     /// Tasks handled at once in a pass ([`parallel`]); 1 keeps a pass in order (the embedded
     /// demo, for reproducible runs).
     pub parallel: usize,
+    /// Where long work reports its progress: (what, done, in all). `None`: nowhere.
+    pub progress: Option<Arc<Reporter>>,
 }
+
+/// A progress sink shared by the roles: (what, units done, units in all).
+pub type Reporter = dyn Fn(&str, u64, u64) + Send + Sync;
 
 /// Runs `f` over `items` with up to `width` of them in flight at once (scoped threads: RPC
 /// round trips overlap, so a keeper with hundreds of due tasks does not wait for each

@@ -220,17 +220,16 @@ impl Provider {
         let job = JobSpec::decode(&t.job)
             .map_err(|e| anyhow::anyhow!("task {key}: malformed job spec: {e}"))?;
         let start = Instant::now();
-        let bar = indicatif::ProgressBar::new(0).with_style(
-            indicatif::ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {pos}/{len} tiles {elapsed}",
-            )
-            .expect("template"),
-        );
-        bar.set_prefix(format!("{} task {}", self.ctx.name, &key.to_string()[..8]));
+        let what = format!("{} task {}", self.ctx.name, &key.to_string()[..8]);
+        let report = |done: u64, all: u64| {
+            if let Some(p) = &self.ctx.progress {
+                p(&what, done, all)
+            }
+        };
         let mut tiles = self
             .ctx
             .backend
-            .run_with_progress(&job, &bar)
+            .run_with_progress(&job, &report)
             .with_context(|| format!("computing task {key}"))?;
         let corrupted = self.corrupt(&job, &mut tiles);
         let (root, uri) = self.ctx.store.publish(job, tiles);
