@@ -1,0 +1,57 @@
+//! `keeper demo`: the whole market on an embedded cluster, a progress bar while it runs, then
+//! the report.
+
+use std::io::IsTerminal;
+
+use anyhow::{ensure, Result};
+use clap::Args;
+use compute_market_keeper::demo;
+
+use crate::context::{select, Backend, Ctx};
+
+/// The demo's size and its dishonest provider.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Tasks posted.
+    #[arg(long, default_value_t = 20)]
+    tasks: usize,
+    /// Fraction of tiles the dishonest provider corrupts.
+    #[arg(long, default_value_t = 0.25)]
+    corrupt_fraction: f64,
+    /// Compute backend of every node.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    backend: Backend,
+}
+
+impl DemoArgs {
+    /// Runs the market to the end and prints the report.
+    pub fn execute(self, ctx: &Ctx) -> Result<()> {
+        ensure!(self.tasks >= 1, "--tasks must be at least 1");
+        ensure!(
+            (0.0..=1.0).contains(&self.corrupt_fraction),
+            "--corrupt-fraction must be within 0..=1"
+        );
+        let cfg = demo::DemoConfig {
+            tasks: self.tasks,
+            corrupt_fraction: self.corrupt_fraction,
+            ..Default::default()
+        };
+        let backend = select(self.backend)?;
+        let bar = indicatif::ProgressBar::new(self.tasks as u64).with_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} {msg} [{bar:30}] {pos}/{len} tasks closed ({elapsed})",
+            )
+            .expect("template")
+            .progress_chars("=> "),
+        );
+        bar.set_message("market running");
+        if !std::io::stderr().is_terminal() {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        let report = demo::run_with(&cfg, backend, &mut |closed, _| {
+            bar.set_position(closed as u64)
+        })?;
+        bar.finish_and_clear();
+        ctx.print_report(&demo::render(&report), &report)
+    }
+}

@@ -1,0 +1,106 @@
+//! `keeper run`: the daemon, stopped cleanly by Ctrl-C or SIGTERM.
+
+use std::time::Duration;
+
+use anyhow::{ensure, Result};
+use clap::Args;
+use compute_market_keeper::{config::expand, daemon};
+use solana_signer::Signer;
+
+use crate::context::{progress_bars, select, Backend, Ctx};
+
+/// What the daemon runs.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Claim, compute and serve tasks.
+    #[arg(long)]
+    provider: bool,
+    /// Verify results and vote.
+    #[arg(long)]
+    verifier: bool,
+    /// Finalize, settle, expire, close and sweep.
+    #[arg(long)]
+    crank: bool,
+    /// Market id.
+    #[arg(long)]
+    market: Option<u16>,
+    /// Store file [default: ~/.local/share/compute-market/<node>.redb].
+    #[arg(long)]
+    store: Option<String>,
+    /// HTTP listen address for results and /metrics.
+    #[arg(long)]
+    listen: Option<String>,
+    /// Public base URL of that server [default: http://<listen>].
+    #[arg(long)]
+    public_url: Option<String>,
+    /// Poll interval, ms.
+    #[arg(long)]
+    poll_ms: Option<u64>,
+    /// Compute backend: auto (CUDA when a GPU passes its self-test, else the CPU; the choice is
+    /// logged), cpu or cuda.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    backend: Backend,
+    /// Tasks handled at once in a pass (transactions in flight together).
+    #[arg(long, default_value_t = 16)]
+    parallel: usize,
+    /// Provider: most tasks held (claimed, not yet submitted) at once.
+    #[arg(long, default_value_t = 4)]
+    max_active: usize,
+    /// Provider: slots a fresh task waits per task already held before this provider claims it
+    /// (least-loaded providers claim first).
+    #[arg(long, default_value_t = compute_market_keeper::roles::provider::CLAIM_BACKOFF)]
+    claim_backoff: u64,
+    /// Test only: corrupt this fraction of every result's tiles (a dishonest provider).
+    #[arg(long, hide = true, default_value_t = 0.0)]
+    corrupt_fraction: f64,
+    /// Test only: after each vote commit lands, wait this many ms before anything else (a test
+    /// kills the process in that window, between commit and reveal).
+    #[arg(long, hide = true)]
+    hold_after_commit_ms: Option<u64>,
+}
+
+impl RunArgs {
+    /// Runs the daemon until it is signalled.
+    pub fn execute(self, ctx: &Ctx) -> Result<()> {
+        ensure!(
+            self.provider || self.verifier || self.crank,
+            "choose at least one of --provider, --verifier, --crank"
+        );
+        let backend = select(self.backend)?;
+        let kp = ctx.keypair()?;
+        let store = self
+            .store
+            .or(ctx.file.store.clone())
+            .map(|s| expand(&s))
+            .unwrap_or_else(|| {
+                expand(&format!(
+                    "~/.local/share/compute-market/{}.redb",
+                    kp.pubkey()
+                ))
+            });
+        let opts = daemon::DaemonOptions {
+            provider: self.provider,
+            verifier: self.verifier,
+            crank: self.crank,
+            market: ctx.market(self.market),
+            store,
+            listen: self
+                .listen
+                .or(ctx.file.listen.clone())
+                .unwrap_or_else(|| "127.0.0.1:9100".into()),
+            public_url: self.public_url.or(ctx.file.public_url.clone()),
+            poll: Duration::from_millis(self.poll_ms.or(ctx.file.poll_ms).unwrap_or(400)),
+            passes: None,
+            parallel: self.parallel,
+            max_active: self.max_active,
+            claim_backoff: self.claim_backoff,
+            corrupt_fraction: self.corrupt_fraction,
+            hold_after_commit: self.hold_after_commit_ms.map(Duration::from_millis),
+            progress: Some(progress_bars()),
+            ws_url: Some(daemon::ws_url(
+                &compute_market_keeper::chain::rpc::resolve_url(&ctx.url),
+            )),
+        };
+        daemon::run(ctx.rpc(), kp, backend, opts, daemon::signals())
+    }
+}

@@ -1,0 +1,146 @@
+//! `keeper task`: post (one or a batch), cancel, status, list.
+
+use anchor_lang::prelude::Pubkey;
+use anyhow::{bail, ensure, Context, Result};
+use clap::Subcommand;
+use compute_market_keeper::cli;
+use compute_market_protocol::job::JobSpec;
+use serde_json::Value;
+use solana_signer::Signer;
+
+use crate::context::{parse_address, Ctx};
+
+/// Client tasks.
+#[derive(Subcommand, Debug)]
+pub enum TaskCmd {
+    /// Posts a task; the reward moves into its escrow.
+    Post {
+        /// Market id.
+        #[arg(long)]
+        market: Option<u16>,
+        /// Task id (unique per client) [default: the current time in ms].
+        #[arg(long)]
+        id: Option<u64>,
+        /// matmul (m,k,n) or hash (tiles,nonces,iterations).
+        #[arg(long)]
+        kind: String,
+        /// Three dimensions, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        dims: Vec<u32>,
+        /// Reward in base units.
+        #[arg(long)]
+        reward: u64,
+        /// Quorum V [default: the market's].
+        #[arg(long, default_value_t = 0)]
+        quorum: u8,
+        /// Samples k [default: the market's].
+        #[arg(long, default_value_t = 0)]
+        samples: u16,
+        /// Input seed, 64 hex digits [default: derived from the id].
+        #[arg(long)]
+        seed: Option<String>,
+        /// Preferred region code (continent·100 + zone; 0 = any). Providers rank nearer tasks first.
+        #[arg(long, default_value_t = 0)]
+        region: u16,
+        /// Posts this many tasks, ids ID, ID+1, ... (each with its own seed unless --seed is
+        /// given); prints one result per task.
+        #[arg(long, default_value_t = 1)]
+        count: u64,
+    },
+    /// Cancels an open task of this keypair.
+    Cancel {
+        /// Task id.
+        id: u64,
+    },
+    /// Shows a task.
+    Status {
+        /// Task address.
+        #[arg(value_parser = parse_address)]
+        task: Pubkey,
+    },
+    /// Lists tasks.
+    List {
+        /// Only this market.
+        #[arg(long)]
+        market: Option<u16>,
+    },
+}
+
+impl TaskCmd {
+    /// Runs the command and prints its result.
+    pub fn execute(self, ctx: &Ctx) -> Result<()> {
+        let chain = ctx.rpc();
+        let v = match self {
+            TaskCmd::Post {
+                market: m,
+                id,
+                kind,
+                dims,
+                reward,
+                quorum,
+                samples,
+                seed,
+                region,
+                count,
+            } => {
+                let kp = ctx.keypair()?;
+                let id = id.unwrap_or_else(|| {
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_millis() as u64)
+                        .unwrap_or(0)
+                });
+                anyhow::ensure!(count >= 1, "--count must be at least 1");
+                let given = seed.as_deref().map(parse_seed).transpose()?;
+                let jobs = (id..id.checked_add(count).context("--id + --count overflows")?)
+                    .map(|id| {
+                        let seed = given.unwrap_or_else(|| {
+                            compute_market_protocol::hash::hashv(&[
+                                b"cli seed",
+                                kp.pubkey().as_ref(),
+                                &id.to_le_bytes(),
+                            ])
+                        });
+                        Ok((id, parse_job(&kind, &dims, seed)?))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let terms = cli::TaskTerms {
+                    market: ctx.market(m),
+                    reward,
+                    quorum,
+                    samples,
+                    region,
+                };
+                let mut posted = cli::task_post(chain.as_ref(), &kp, terms, jobs)?;
+                if posted.len() == 1 {
+                    posted.remove(0)
+                } else {
+                    Value::Array(posted)
+                }
+            }
+            TaskCmd::Cancel { id } => cli::task_cancel(chain.as_ref(), &ctx.keypair()?, id)?,
+            TaskCmd::Status { task } => cli::task_status(chain.as_ref(), &task)?,
+            TaskCmd::List { market: m } => cli::task_list(chain.as_ref(), m.or(ctx.file.market))?,
+        };
+        ctx.print(&v)
+    }
+}
+
+fn parse_job(kind: &str, dims: &[u32], seed: [u8; 32]) -> Result<JobSpec> {
+    ensure!(dims.len() == 3, "--dims takes three numbers");
+    let job = match kind {
+        "matmul" => JobSpec::matmul(dims[0], dims[1], dims[2], seed),
+        "hash" => JobSpec::hash_batch(dims[0], dims[1], dims[2], seed),
+        other => bail!("--kind must be matmul or hash, not {other:?}"),
+    };
+    JobSpec::decode(&job.encode()).map_err(|e| anyhow::anyhow!("invalid job: {e}"))
+}
+
+fn parse_seed(s: &str) -> Result<[u8; 32]> {
+    ensure!(s.len() == 64, "--seed takes 64 hex digits");
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).context("--seed is not hex")?;
+    }
+    Ok(out)
+}
