@@ -1,0 +1,60 @@
+//! The demo's report as text tables.
+
+use super::{DemoReport, SLOT_SECONDS};
+
+/// The report as text tables.
+pub fn render(r: &DemoReport) -> String {
+    let mut s = format!(
+        "{:>3} {:<28} {:>9} {:<20} {:<10} {:>4} {:>6} {:>11} {:>11}  {}\n",
+        "id",
+        "job",
+        "reward",
+        "provider",
+        "outcome",
+        "esc",
+        "v/i",
+        "paid",
+        "slashed",
+        "slots claim/submit/final/close"
+    );
+    for t in &r.tasks {
+        s += &format!(
+            "{:>3} {:<28} {:>9} {:<20} {:<10} {:>4} {:>6} {:>11} {:>11}  {}/{}/{}/{}\n",
+            t.id,
+            t.job,
+            t.reward,
+            t.provider,
+            t.outcome,
+            if t.escalated { "yes" } else { "" },
+            t.votes,
+            t.provider_paid,
+            t.provider_slashed,
+            t.slots[0],
+            t.slots[1],
+            t.slots[2],
+            t.slots[3]
+        );
+    }
+    s += &format!(
+        "\n{:<24} {:<34} {:>12} {:>12} {:>8} {:>6} {:>14}\n",
+        "node", "role", "earned", "slashed", "slashes", "work", "sided w/ loser"
+    );
+    for n in &r.nodes {
+        s += &format!(
+            "{:<24} {:<34} {:>12} {:>12} {:>8} {:>6} {:>14}\n",
+            n.name, n.role, n.earned, n.slashed, n.times_slashed, n.work, n.sided_with_loser
+        );
+    }
+    let m = &r.model;
+    s += &format!(
+        "\nverification / compute: {:.4} overall ({})\nslots run: {}; fees swept to the treasury: {}\n\
+         performance model P = N·G·E/(1+L/C) with N = {}, G = {:.3e} work/s, E = {:.2}, L = {:.1} s, C = {:.3} s  =>  P = {:.3e} work/s\n\
+         measured throughput (accepted work / (slots × {SLOT_SECONDS} s)): {:.3e} work/s\n",
+        r.verification_over_compute,
+        r.verification_over_compute_by_kind.iter().map(|(k, v)| format!("{k} {v:.4}")).collect::<Vec<_>>().join(", "),
+        r.slots,
+        r.treasury,
+        m.n, m.g, m.e, m.l, m.c, m.p, m.measured
+    );
+    s
+}
