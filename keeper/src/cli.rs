@@ -1,4 +1,5 @@
-//! The client-side subcommands (`node ...`, `task ...`, `market list`) over any [`Chain`].
+//! The client operations (`node ...`, `task ...`, `market list`) over any [`Chain`]. Each
+//! returns a typed result (serializable); the binary alone turns it into text or JSON.
 
 use anchor_lang::prelude::Pubkey;
 use anyhow::{bail, Context, Result};
@@ -9,7 +10,7 @@ use compute_market::{
     state::{Config, Hardware, Market, Node, Task},
 };
 use compute_market_protocol::job::JobSpec;
-use serde_json::{json, Value};
+use serde::Serialize;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
@@ -30,14 +31,198 @@ pub fn wallet(chain: &dyn Chain, owner: &Pubkey) -> Result<Pubkey> {
     ))
 }
 
+/// A transaction the program accepted.
+#[derive(Clone, Debug, Serialize)]
+pub struct Sent {
+    /// Always true (a refusal is an error).
+    pub ok: bool,
+    /// The instruction.
+    pub instruction: String,
+    /// Compute units it used.
+    pub compute_units: u64,
+}
+
+/// A node registered.
+#[derive(Clone, Debug, Serialize)]
+pub struct Registered {
+    /// The transaction.
+    #[serde(flatten)]
+    pub sent: Sent,
+    /// The node's address.
+    pub node: String,
+}
+
+/// A task posted.
+#[derive(Clone, Debug, Serialize)]
+pub struct Posted {
+    /// The transaction.
+    #[serde(flatten)]
+    pub sent: Sent,
+    /// The task's address.
+    pub task: String,
+}
+
+/// What `node withdraw` paid out.
+#[derive(Clone, Debug, Serialize)]
+pub struct Paid {
+    /// Always true.
+    pub ok: bool,
+    /// Each payout: `withdrawn` (pending unstake) and/or `earnings`.
+    pub paid: Vec<Payout>,
+}
+
+/// One payout of `node withdraw`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Payout {
+    /// Pending unstake paid after its cooldown.
+    Withdrawn(u64),
+    /// Earnings claimed.
+    Earnings(u64),
+}
+
+/// Declared hardware, as shown.
+#[derive(Clone, Debug, Serialize)]
+pub struct HardwareView {
+    /// GFLOPS.
+    pub gflops: u32,
+    /// Memory, GB.
+    pub memory_gb: u32,
+    /// Bandwidth, GB/s.
+    pub bandwidth_gbps: u32,
+    /// Region code.
+    pub region: u16,
+}
+
+/// A node, as `node status` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeView {
+    /// Its address.
+    pub node: String,
+    /// Its authority.
+    pub authority: String,
+    /// Its market.
+    pub market: String,
+    /// provider, verifier or provider+verifier.
+    pub roles: String,
+    /// Free stake.
+    pub free: u64,
+    /// Bonded stake.
+    pub bonded: u64,
+    /// Pending unstake.
+    pub pending_unstake: u64,
+    /// When the pending unstake unlocks.
+    pub unlock_slot: u64,
+    /// Claimable earnings.
+    pub earned: u64,
+    /// Fees due to the treasury.
+    pub fees_due: u64,
+    /// The stake snapshot (PROTOCOL §3): the newest stake counts for seats only in rounds that
+    /// start after `activating_slot`.
+    pub activating: u64,
+    /// Slot of the activating stake.
+    pub activating_slot: u64,
+    /// The rest of the stake was in place at this slot.
+    pub settled_slot: u64,
+    /// Slashed stake not yet subtracted from the market's total.
+    pub stake_debt: u64,
+    /// Declared hardware.
+    pub hardware: HardwareView,
+    /// Tasks completed.
+    pub tasks_completed: u32,
+    /// Votes revealed.
+    pub verifications: u32,
+    /// Times slashed.
+    pub times_slashed: u32,
+}
+
+/// A task, as `task status` and `task list` show it.
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskView {
+    /// Its address.
+    pub task: String,
+    /// Its client.
+    pub client: String,
+    /// Client-chosen id.
+    pub id: u64,
+    /// Its market.
+    pub market: String,
+    /// Its status.
+    pub status: String,
+    /// Kind and dimensions.
+    pub job: String,
+    /// Reward.
+    pub reward: u64,
+    /// Quorum V.
+    pub quorum: u8,
+    /// Samples k.
+    pub samples: u16,
+    /// Preferred region.
+    pub region: u16,
+    /// Its provider, once claimed.
+    pub provider: Option<String>,
+    /// Verification round.
+    pub round: u8,
+    /// Valid votes revealed this round.
+    pub valid: u8,
+    /// Invalid votes revealed this round.
+    pub invalid: u8,
+    /// Seats taken this round.
+    pub seats: u8,
+}
+
+/// Phase windows, as shown.
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowsView {
+    /// Submit window.
+    pub submit: u32,
+    /// Join window.
+    pub join: u32,
+    /// Commit window.
+    pub commit: u32,
+    /// Reveal window.
+    pub reveal: u32,
+}
+
+/// A market, as `market list` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct MarketView {
+    /// Its address.
+    pub market: String,
+    /// Its id.
+    pub id: u16,
+    /// Its name.
+    pub name: String,
+    /// Providers' minimum GFLOPS.
+    pub min_gflops: u32,
+    /// Providers' minimum memory, GB.
+    pub min_memory_gb: u32,
+    /// Default quorum.
+    pub quorum: u8,
+    /// Default samples.
+    pub samples: u16,
+    /// Registered providers.
+    pub providers: u32,
+    /// Registered verifiers.
+    pub verifiers: u32,
+    /// The sortition total.
+    pub verifier_stake: u64,
+    /// Phase windows.
+    pub windows: WindowsView,
+}
+
 fn send(
     chain: &dyn Chain,
     kp: &Keypair,
     what: &str,
     ix: anchor_lang::solana_program::instruction::Instruction,
-) -> Result<Value> {
+) -> Result<Sent> {
     let r = must(what, chain.send(&[ix], kp, &[])?)?;
-    Ok(json!({ "ok": true, "instruction": what, "compute_units": r.cu }))
+    Ok(Sent {
+        ok: true,
+        instruction: what.to_string(),
+        compute_units: r.cu,
+    })
 }
 
 /// `node register`.
@@ -47,7 +232,7 @@ pub fn node_register(
     market: u16,
     roles: u8,
     hardware: Hardware,
-) -> Result<Value> {
+) -> Result<Registered> {
     let mint = config(chain)?.stake_mint;
     let ix = client::register_node(
         kp.pubkey(),
@@ -55,9 +240,10 @@ pub fn node_register(
         mint,
         RegisterNodeArgs { roles, hardware },
     );
-    let mut v = send(chain, kp, "register_node", ix)?;
-    v["node"] = json!(pda::node(&kp.pubkey()).to_string());
-    Ok(v)
+    Ok(Registered {
+        sent: send(chain, kp, "register_node", ix)?,
+        node: pda::node(&kp.pubkey()).to_string(),
+    })
 }
 
 /// `node stake`.
@@ -66,7 +252,7 @@ pub fn node_stake(
     kp: &Keypair,
     amount: u64,
     from: Option<Pubkey>,
-) -> Result<Value> {
+) -> Result<Sent> {
     let node = node_of(chain, &kp.pubkey())?;
     let from = match from {
         Some(f) => f,
@@ -81,7 +267,7 @@ pub fn node_stake(
 }
 
 /// `node unstake`.
-pub fn node_unstake(chain: &dyn Chain, kp: &Keypair, amount: u64) -> Result<Value> {
+pub fn node_unstake(chain: &dyn Chain, kp: &Keypair, amount: u64) -> Result<Sent> {
     let node = node_of(chain, &kp.pubkey())?;
     if node.pending_unstake > 0 {
         anyhow::bail!(
@@ -99,7 +285,7 @@ pub fn node_unstake(chain: &dyn Chain, kp: &Keypair, amount: u64) -> Result<Valu
 }
 
 /// `node withdraw` (pending unstake after the cooldown, then earnings).
-pub fn node_withdraw(chain: &dyn Chain, kp: &Keypair, to: Option<Pubkey>) -> Result<Value> {
+pub fn node_withdraw(chain: &dyn Chain, kp: &Keypair, to: Option<Pubkey>) -> Result<Paid> {
     let node = node_of(chain, &kp.pubkey())?;
     let to = match to {
         Some(t) => t,
@@ -108,7 +294,7 @@ pub fn node_withdraw(chain: &dyn Chain, kp: &Keypair, to: Option<Pubkey>) -> Res
     let mut done = vec![];
     if node.pending_unstake > 0 {
         send(chain, kp, "withdraw", client::withdraw(kp.pubkey(), to))?;
-        done.push(json!({ "withdrawn": node.pending_unstake }));
+        done.push(Payout::Withdrawn(node.pending_unstake));
     }
     if node.earned > 0 {
         send(
@@ -117,12 +303,15 @@ pub fn node_withdraw(chain: &dyn Chain, kp: &Keypair, to: Option<Pubkey>) -> Res
             "claim_earnings",
             client::claim_earnings(kp.pubkey(), to),
         )?;
-        done.push(json!({ "earnings": node.earned }));
+        done.push(Payout::Earnings(node.earned));
     }
     if done.is_empty() {
         bail!("nothing to withdraw: no pending unstake and no earnings");
     }
-    Ok(json!({ "ok": true, "paid": done }))
+    Ok(Paid {
+        ok: true,
+        paid: done,
+    })
 }
 
 fn node_of(chain: &dyn Chain, authority: &Pubkey) -> Result<Node> {
@@ -132,22 +321,38 @@ fn node_of(chain: &dyn Chain, authority: &Pubkey) -> Result<Node> {
 }
 
 /// `node status`.
-pub fn node_status(chain: &dyn Chain, authority: &Pubkey) -> Result<Value> {
+pub fn node_status(chain: &dyn Chain, authority: &Pubkey) -> Result<NodeView> {
     let n = node_of(chain, authority)?;
-    Ok(json!({
-        "node": pda::node(authority).to_string(),
-        "authority": n.authority.to_string(),
-        "market": n.market.to_string(),
-        "roles": match n.roles { 1 => "provider", 2 => "verifier", _ => "provider+verifier" },
-        "free": n.free, "bonded": n.bonded, "pending_unstake": n.pending_unstake, "unlock_slot": n.unlock_slot,
-        "earned": n.earned, "fees_due": n.fees_due,
-        // the stake snapshot (PROTOCOL §3): the newest stake counts for seats only in rounds
-        // that start after its slot
-        "activating": n.activating, "activating_slot": n.activating_slot, "settled_slot": n.settled_slot,
-        "stake_debt": n.stake_debt,
-        "hardware": { "gflops": n.hardware.gflops, "memory_gb": n.hardware.memory_gb, "bandwidth_gbps": n.hardware.bandwidth_gbps, "region": n.hardware.region },
-        "tasks_completed": n.tasks_completed, "verifications": n.verifications, "times_slashed": n.times_slashed,
-    }))
+    Ok(NodeView {
+        node: pda::node(authority).to_string(),
+        authority: n.authority.to_string(),
+        market: n.market.to_string(),
+        roles: match n.roles {
+            1 => "provider",
+            2 => "verifier",
+            _ => "provider+verifier",
+        }
+        .into(),
+        free: n.free,
+        bonded: n.bonded,
+        pending_unstake: n.pending_unstake,
+        unlock_slot: n.unlock_slot,
+        earned: n.earned,
+        fees_due: n.fees_due,
+        activating: n.activating,
+        activating_slot: n.activating_slot,
+        settled_slot: n.settled_slot,
+        stake_debt: n.stake_debt,
+        hardware: HardwareView {
+            gflops: n.hardware.gflops,
+            memory_gb: n.hardware.memory_gb,
+            bandwidth_gbps: n.hardware.bandwidth_gbps,
+            region: n.hardware.region,
+        },
+        tasks_completed: n.tasks_completed,
+        verifications: n.verifications,
+        times_slashed: n.times_slashed,
+    })
 }
 
 /// Terms of the tasks `task post` posts.
@@ -172,7 +377,7 @@ pub fn task_post(
     kp: &Keypair,
     terms: TaskTerms,
     jobs: Vec<(u64, JobSpec)>,
-) -> Result<Vec<Value>> {
+) -> Result<Vec<Posted>> {
     let cfg = config(chain)?;
     let wallet = wallet(chain, &kp.pubkey())?;
     // say what is missing rather than let the transaction fail in simulation
@@ -201,7 +406,7 @@ pub fn task_post(
             input_uri: String::new(),
             region,
         };
-        let mut v = send(
+        let sent = send(
             chain,
             kp,
             "post_task",
@@ -214,15 +419,17 @@ pub fn task_post(
             ),
         )
         .with_context(|| format!("task id {id}"))?;
-        v["task"] = json!(pda::task(&kp.pubkey(), id).to_string());
-        Ok(v)
+        Ok(Posted {
+            sent,
+            task: pda::task(&kp.pubkey(), id).to_string(),
+        })
     })
     .into_iter()
     .collect()
 }
 
 /// `task cancel`.
-pub fn task_cancel(chain: &dyn Chain, kp: &Keypair, id: u64) -> Result<Value> {
+pub fn task_cancel(chain: &dyn Chain, kp: &Keypair, id: u64) -> Result<Sent> {
     send(
         chain,
         kp,
@@ -231,52 +438,71 @@ pub fn task_cancel(chain: &dyn Chain, kp: &Keypair, id: u64) -> Result<Value> {
     )
 }
 
-fn task_json(key: &Pubkey, t: &Task) -> Value {
+fn task_view(key: &Pubkey, t: &Task) -> TaskView {
     let job = JobSpec::decode(&t.job)
         .map(|j| format!("{:?} {:?}", j.kind, j.dims))
         .unwrap_or_else(|e| format!("invalid: {e}"));
-    json!({
-        "task": key.to_string(), "client": t.client.to_string(), "id": t.task_id, "market": t.market.to_string(),
-        "status": format!("{:?}", t.status), "job": job, "reward": t.reward, "quorum": t.quorum, "samples": t.samples, "region": t.region,
-        "provider": (t.provider != Pubkey::default()).then(|| t.provider.to_string()), "round": t.round,
-        "valid": t.tally().valid, "invalid": t.tally().invalid, "seats": t.tally().seats,
-    })
+    TaskView {
+        task: key.to_string(),
+        client: t.client.to_string(),
+        id: t.task_id,
+        market: t.market.to_string(),
+        status: format!("{:?}", t.status),
+        job,
+        reward: t.reward,
+        quorum: t.quorum,
+        samples: t.samples,
+        region: t.region,
+        provider: (t.provider != Pubkey::default()).then(|| t.provider.to_string()),
+        round: t.round,
+        valid: t.tally().valid,
+        invalid: t.tally().invalid,
+        seats: t.tally().seats,
+    }
 }
 
 /// `task status`.
-pub fn task_status(chain: &dyn Chain, task: &Pubkey) -> Result<Value> {
+pub fn task_status(chain: &dyn Chain, task: &Pubkey) -> Result<TaskView> {
     let t = chain.task(task)?.with_context(|| {
         format!("no task at {task} (closed tasks are gone; see the TaskClosed event)")
     })?;
-    Ok(task_json(task, &t))
+    Ok(task_view(task, &t))
 }
 
 /// `task list`.
-pub fn task_list(chain: &dyn Chain, market: Option<u16>) -> Result<Value> {
+pub fn task_list(chain: &dyn Chain, market: Option<u16>) -> Result<Vec<TaskView>> {
     let m = market.map(pda::market);
     let mut tasks = chain.tasks()?;
     tasks.retain(|(_, t)| m.is_none_or(|m| t.market == m));
     tasks.sort_by_key(|(_, t)| t.posted_slot);
-    Ok(Value::Array(
-        tasks.iter().map(|(k, t)| task_json(k, t)).collect(),
-    ))
+    Ok(tasks.iter().map(|(k, t)| task_view(k, t)).collect())
 }
 
 /// `market list`.
-pub fn market_list(chain: &dyn Chain) -> Result<Value> {
-    let markets: Vec<Value> = chain
+pub fn market_list(chain: &dyn Chain) -> Result<Vec<MarketView>> {
+    Ok(chain
         .program_accounts(<Market as anchor_lang::Discriminator>::DISCRIMINATOR)?
         .into_iter()
         .filter_map(|(k, d)| Some((k, decode::<Market>(&d)?)))
-        .map(|(k, m)| {
-            let name = String::from_utf8_lossy(&m.name).trim_end_matches('\0').to_string();
-            json!({
-                "market": k.to_string(), "id": m.id, "name": name, "min_gflops": m.min_gflops, "min_memory_gb": m.min_memory_gb,
-                "quorum": m.quorum, "samples": m.samples, "providers": m.providers, "verifiers": m.verifiers,
-                "verifier_stake": m.verifier_stake,
-                "windows": { "submit": m.windows.submit, "join": m.windows.join, "commit": m.windows.commit, "reveal": m.windows.reveal },
-            })
+        .map(|(k, m)| MarketView {
+            market: k.to_string(),
+            id: m.id,
+            name: String::from_utf8_lossy(&m.name)
+                .trim_end_matches('\0')
+                .to_string(),
+            min_gflops: m.min_gflops,
+            min_memory_gb: m.min_memory_gb,
+            quorum: m.quorum,
+            samples: m.samples,
+            providers: m.providers,
+            verifiers: m.verifiers,
+            verifier_stake: m.verifier_stake,
+            windows: WindowsView {
+                submit: m.windows.submit,
+                join: m.windows.join,
+                commit: m.windows.commit,
+                reveal: m.windows.reveal,
+            },
         })
-        .collect();
-    Ok(Value::Array(markets))
+        .collect())
 }

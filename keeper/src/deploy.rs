@@ -22,7 +22,7 @@ use compute_market::{
     pda,
     state::{MarketArgs, Params},
 };
-use serde_json::{json, Value};
+use serde::Serialize;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
@@ -45,15 +45,45 @@ pub struct InitOptions {
     pub market: MarketArgs,
 }
 
+/// What exists after `keeper init`, and what this run created.
+#[derive(Clone, Debug, Serialize)]
+pub struct InitReport {
+    /// The program id.
+    pub program: String,
+    /// The stake mint.
+    pub stake_mint: String,
+    /// The treasury token account.
+    pub treasury: String,
+    /// The config PDA.
+    pub config: String,
+    /// The market PDA.
+    pub market: String,
+    /// What this run created (`mint`, `config`, `market`); empty when everything existed.
+    pub created: Vec<String>,
+}
+
+/// What `keeper fund` minted.
+#[derive(Clone, Debug, Serialize)]
+pub struct Funded {
+    /// The wallet funded.
+    pub owner: String,
+    /// Its associated token account.
+    pub token_account: String,
+    /// Tokens minted.
+    pub minted: u64,
+    /// The account's balance afterwards.
+    pub balance: u64,
+}
+
 /// Runs the idempotent initialization; returns what exists afterwards.
-pub fn init(chain: &dyn Chain, admin: &Keypair, o: &InitOptions) -> Result<Value> {
+pub fn init(chain: &dyn Chain, admin: &Keypair, o: &InitOptions) -> Result<InitReport> {
     if chain.account(&compute_market::ID)?.is_none() {
         bail!(
             "the program {} is not deployed on this cluster: `solana program deploy --program-id keys/compute_market-keypair.json <compute_market.so>` (or start the validator with --upgradeable-program)",
             compute_market::ID
         );
     }
-    let mut created = vec![];
+    let mut created: Vec<String> = vec![];
     let existing = cli::config(chain).ok();
     match &existing {
         Some(cfg) => check_existing_config(cfg, &admin.pubkey(), o.mint)?,
@@ -96,7 +126,7 @@ pub fn init(chain: &dyn Chain, admin: &Keypair, o: &InitOptions) -> Result<Value
                         o.mint_keypair_out.display()
                     )
                 })?;
-                created.push("mint");
+                created.push("mint".into());
                 mint.pubkey()
             }
         },
@@ -129,7 +159,7 @@ pub fn init(chain: &dyn Chain, admin: &Keypair, o: &InitOptions) -> Result<Value
                 &[],
             )?,
         )?;
-        created.push("config");
+        created.push("config".into());
     }
     let market = pda::market(o.market.id);
     if chain.account(&market)?.is_none() {
@@ -141,16 +171,16 @@ pub fn init(chain: &dyn Chain, admin: &Keypair, o: &InitOptions) -> Result<Value
                 &[],
             )?,
         )?;
-        created.push("market");
+        created.push("market".into());
     }
-    Ok(json!({
-        "program": compute_market::ID.to_string(),
-        "stake_mint": mint.to_string(),
-        "treasury": treasury.to_string(),
-        "config": pda::config().to_string(),
-        "market": market.to_string(),
-        "created": created,
-    }))
+    Ok(InitReport {
+        program: compute_market::ID.to_string(),
+        stake_mint: mint.to_string(),
+        treasury: treasury.to_string(),
+        config: pda::config().to_string(),
+        market: market.to_string(),
+        created,
+    })
 }
 
 /// Only the program's upgrade authority may initialize the config: say so before trying.
@@ -219,7 +249,7 @@ pub fn ensure_ata(
 
 /// Mints `amount` stake tokens to `owner`'s associated token account (the payer must be the
 /// mint authority: localnet and devnet set-ups).
-pub fn fund(chain: &dyn Chain, authority: &Keypair, owner: &Pubkey, amount: u64) -> Result<Value> {
+pub fn fund(chain: &dyn Chain, authority: &Keypair, owner: &Pubkey, amount: u64) -> Result<Funded> {
     let mint = cli::config(chain)?.stake_mint;
     let ata = ensure_ata(chain, authority, owner, &mint)?;
     let ix = token::spl_token::instruction::mint_to(
@@ -231,7 +261,10 @@ pub fn fund(chain: &dyn Chain, authority: &Keypair, owner: &Pubkey, amount: u64)
         amount,
     )?;
     must("mint_to", chain.send(&[ix], authority, &[])?)?;
-    Ok(
-        json!({ "owner": owner.to_string(), "token_account": ata.to_string(), "minted": amount, "balance": chain.token_balance(&ata)? }),
-    )
+    Ok(Funded {
+        owner: owner.to_string(),
+        token_account: ata.to_string(),
+        minted: amount,
+        balance: chain.token_balance(&ata)?,
+    })
 }

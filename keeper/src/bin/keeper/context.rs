@@ -106,9 +106,9 @@ impl Ctx {
         read_keypair(&self.keypair_path)
     }
 
-    /// Prints `v` in the chosen format.
-    pub fn print(&self, v: &Value) -> Result<()> {
-        print(self.output, v)
+    /// Prints a library result in the chosen format.
+    pub fn print(&self, v: &impl serde::Serialize) -> Result<()> {
+        print(self.output, &serde_json::to_value(v)?)
     }
 
     /// Prints a report: `text` as it is, or `report` as JSON.

@@ -5,6 +5,7 @@ use anyhow::{bail, Result};
 use clap::Subcommand;
 use compute_market::state::Hardware;
 use compute_market_keeper::cli;
+use serde_json::to_value;
 use solana_signer::Signer;
 
 use crate::context::{parse_address, select, Backend, Ctx};
@@ -107,20 +108,25 @@ impl NodeCmd {
                         "measured"
                     );
                 }
-                cli::node_register(
+                to_value(cli::node_register(
                     chain.as_ref(),
                     &kp,
                     ctx.market(m),
                     parse_roles(&roles)?,
                     hardware,
-                )?
+                )?)?
             }
-            NodeCmd::Stake { amount, from } => cli::node_stake(chain.as_ref(), &kp, amount, from)?,
-            NodeCmd::Unstake { amount } => cli::node_unstake(chain.as_ref(), &kp, amount)?,
-            NodeCmd::Withdraw { to } => cli::node_withdraw(chain.as_ref(), &kp, to)?,
-            NodeCmd::Status { authority } => {
-                cli::node_status(chain.as_ref(), &authority.unwrap_or_else(|| kp.pubkey()))?
+            NodeCmd::Stake { amount, from } => {
+                to_value(cli::node_stake(chain.as_ref(), &kp, amount, from)?)?
             }
+            NodeCmd::Unstake { amount } => {
+                to_value(cli::node_unstake(chain.as_ref(), &kp, amount)?)?
+            }
+            NodeCmd::Withdraw { to } => to_value(cli::node_withdraw(chain.as_ref(), &kp, to)?)?,
+            NodeCmd::Status { authority } => to_value(cli::node_status(
+                chain.as_ref(),
+                &authority.unwrap_or_else(|| kp.pubkey()),
+            )?)?,
         };
         ctx.print(&v)
     }

@@ -5,7 +5,7 @@ use anyhow::{bail, ensure, Context, Result};
 use clap::Subcommand;
 use compute_market_keeper::cli;
 use compute_market_protocol::job::JobSpec;
-use serde_json::Value;
+use serde_json::to_value;
 use solana_signer::Signer;
 
 use crate::context::{parse_address, Ctx};
@@ -113,14 +113,18 @@ impl TaskCmd {
                 };
                 let mut posted = cli::task_post(chain.as_ref(), &kp, terms, jobs)?;
                 if posted.len() == 1 {
-                    posted.remove(0)
+                    to_value(posted.remove(0))?
                 } else {
-                    Value::Array(posted)
+                    to_value(posted)?
                 }
             }
-            TaskCmd::Cancel { id } => cli::task_cancel(chain.as_ref(), &ctx.keypair()?, id)?,
-            TaskCmd::Status { task } => cli::task_status(chain.as_ref(), &task)?,
-            TaskCmd::List { market: m } => cli::task_list(chain.as_ref(), m.or(ctx.file.market))?,
+            TaskCmd::Cancel { id } => {
+                to_value(cli::task_cancel(chain.as_ref(), &ctx.keypair()?, id)?)?
+            }
+            TaskCmd::Status { task } => to_value(cli::task_status(chain.as_ref(), &task)?)?,
+            TaskCmd::List { market: m } => {
+                to_value(cli::task_list(chain.as_ref(), m.or(ctx.file.market))?)?
+            }
         };
         ctx.print(&v)
     }
