@@ -314,7 +314,7 @@ pub fn run(backends: &[std::sync::Arc<dyn Backend>], sizes: &[u32]) -> Result<Be
         simd: format!(
             "{}; Merkle leaves {}",
             crate::compute::freivalds::simd_level(),
-            if crate::leaves::available() {
+            if crate::compute::leaves::available() {
                 "sixteen at a time (AVX-512)"
             } else {
                 "one SHA-256 stream at a time"

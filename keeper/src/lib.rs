@@ -1,10 +1,27 @@
 //! # compute-market-keeper
 //!
-//! What providers, verifiers and crankers run: compute backends ([`compute`]), the result
-//! commitment and the verifier's checks ([`verify`], leaf hashing in [`leaves`]), chain access
-//! ([`chain`]), results — their store, wire format, HTTP server and client ([`results`]) —,
-//! the crash-safe database ([`db`]), the roles ([`roles`]), the daemon ([`daemon`]), the
-//! embedded-cluster demo ([`demo`]), benchmarks ([`bench`]) and the GPU check ([`gpucheck`]).
+//! What providers, verifiers and crankers run, as a library; the `keeper` binary
+//! (`src/bin/keeper/`) is a thin shell over it: one file per command that calls these modules
+//! and alone prints their typed results.
+//!
+//! # Layout
+//!
+//! Lower layers never import higher ones (`scripts/module-cycles` checks that there is no
+//! cycle at all):
+//!
+//! * [`compute`] — the [`compute::Backend`] trait, the CPU reference, CUDA, backend selection
+//!   ([`compute::device`]), the verifier's streaming Freivalds kernels, SHA-256 Merkle leaves
+//!   sixteen at a time ([`compute::leaves`]); [`verify`] — the commitment and the verifier's
+//!   checks.
+//! * [`results`] — the content-addressed result store, its wire format, HTTP server and client;
+//!   [`db`] — the crash-safe database (sealed votes, served results); [`metrics`].
+//! * [`chain`] — one [`chain::Chain`] trait over RPC or the embedded cluster, plus metered and
+//!   fault-injecting wrappers.
+//! * [`roles`] — provider, verifier, cranker: each a pass over the chain and a backend.
+//! * [`daemon`] — `keeper run` (roles, HTTP, store, shutdown passed in); [`cli`] and
+//!   [`deploy`] — the client operations and `keeper init`/`fund`, typed results; [`config`] —
+//!   the config file and keypairs; [`demo`], [`bench`](mod@bench), [`gpucheck`] — the embedded-cluster
+//!   scenario, the benchmarks and the GPU check, each with its report.
 //!
 //! "PROTOCOL §n" in this crate's comments is section n of `docs/PROTOCOL.md` in this
 //! repository.
@@ -20,7 +37,6 @@ pub mod db;
 pub mod demo;
 pub mod deploy;
 pub mod gpucheck;
-pub mod leaves;
 pub mod metrics;
 pub mod results;
 pub mod roles;

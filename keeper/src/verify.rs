@@ -1,9 +1,6 @@
 //! Building a result commitment (provider) and checking one (verifier).
 
-use crate::{
-    compute::{freivalds::tile_pass, Backend},
-    leaves::par_leaf_hashes,
-};
+use crate::compute::{freivalds::tile_pass, leaves::par_leaf_hashes, Backend};
 use anyhow::{ensure, Result};
 use compute_market_protocol::{
     commit::{VOTE_INVALID, VOTE_VALID},

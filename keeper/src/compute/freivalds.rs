@@ -21,8 +21,8 @@ use compute_market_protocol::{
 };
 use rayon::prelude::*;
 
+use super::leaves::{leaf_hashes_with, LANES};
 use super::matrix::reduce;
-use crate::leaves::{leaf_hashes_with, LANES};
 
 /// Most vectors handled in one pass (more are processed in groups of this size).
 pub const MAX_ROUNDS: usize = 4;
@@ -598,7 +598,7 @@ pub struct TilePass {
 }
 
 /// The leaf hash of every served tile and [`c_times`], in one pass over C: a few bands of tile
-/// rows at a time (a multiple of sixteen tiles, see [`crate::leaves`]), hashed and then
+/// rows at a time (a multiple of sixteen tiles, see [`super::leaves`]), hashed and then
 /// multiplied while they are still in cache. Fails only when the job, the tile count or a
 /// vector's length is wrong; defects of the tiles are in [`TilePass::products`].
 pub fn tile_pass(job: &JobSpec, tiles: &[Vec<u8>], rs: &[Vec<u32>]) -> Result<TilePass> {
