@@ -1,0 +1,52 @@
+//! The start-up self-test: every device against the CPU reference, bit for bit, on sizes that
+//! are not multiples of the tile.
+
+use super::*;
+
+/// Jobs the start-up self-test runs on every device: sizes that are not multiples of the tile.
+pub fn self_test_jobs() -> Vec<JobSpec> {
+    vec![
+        JobSpec::matmul(70, 33, 130, [5; 32]),
+        JobSpec::matmul(64, 64, 64, [6; 32]),
+        JobSpec::hash_batch(3, 5, 2, [7; 32]),
+    ]
+}
+
+/// Runs [`self_test_jobs`] on `backend` and compares every output, and the Freivalds
+/// products, with the CPU reference.
+pub fn self_test(backend: &dyn Backend) -> Result<()> {
+    for job in self_test_jobs() {
+        let got = backend.run(&job)?;
+        let want = CpuBackend.run(&job)?;
+        if let Some(i) = (0..want.len()).find(|&i| got.get(i) != Some(&want[i])) {
+            bail!(
+                "{:?} {:?}: tile {i} differs from the CPU",
+                job.kind,
+                job.dims
+            );
+        }
+        // scattered tiles, as a verifier asks for them (launches that start past tile 0)
+        let t = job.tile_count();
+        let some = [t - 1, t / 2, 0];
+        ensure!(
+            backend.tiles(&job, &some)? == CpuBackend.tiles(&job, &some)?,
+            "{:?} {:?}: tiles {some:?} asked for alone differ from the CPU",
+            job.kind,
+            job.dims
+        );
+        if job.kind == JobKind::MatMulModP {
+            let rs: Vec<Vec<u32>> = (0..3u64)
+                .map(|s| {
+                    (0..job.dims[2] as u64)
+                        .map(|i| compute_market_protocol::job::matrix_element(&s, i))
+                        .collect()
+                })
+                .collect();
+            ensure!(
+                backend.freivalds(&job, &rs)? == CpuBackend.freivalds(&job, &rs)?,
+                "Freivalds products differ from the CPU"
+            );
+        }
+    }
+    Ok(())
+}
