@@ -14,7 +14,7 @@ use anchor_lang::prelude::Pubkey;
 use anyhow::{bail, ensure, Result};
 use compute_market::{
     client,
-    instructions::{InitializeConfigArgs, PostTaskArgs, RegisterNodeArgs},
+    instructions::PostTaskArgs,
     pda,
     state::{Hardware, MarketArgs, Params, TaskStatus, Windows},
 };
@@ -30,8 +30,10 @@ pub use report::{DemoReport, Model, NodeRow, TaskRow};
 
 use crate::{
     chain::{embedded::EmbeddedChain, must, Chain, ChainExt},
+    cli,
     compute::Backend,
     db::Db,
+    deploy,
     results::ResultStore,
     roles::{cranker::Cranker, provider::Provider, verifier::Verifier, NodeCtx},
 };
@@ -133,58 +135,50 @@ impl Scenario {
                 c.keypair("client"),
             )
         });
-        let (mint, treasury, client_wallet) = chain.with(|c| {
+        chain.with(|c| {
             for k in [&admin, &cranker_kp, &client_kp] {
                 c.airdrop(&k.pubkey(), 1_000_000_000_000);
             }
-            let mint = c.create_mint(&admin.pubkey());
-            let treasury = c.token_account(&mint, &admin.pubkey(), 0);
-            let wallet = c.token_account(&mint, &client_kp.pubkey(), 10_000_000_000_000);
-            (mint, treasury, wallet)
+            // the embedded program is loaded upgradeable; its upgrade authority initializes
+            c.set_upgrade_authority(Some(&admin.pubkey()));
         });
+        // the same flows as `keeper init`, `keeper fund` and `keeper node register/stake`
         let windows = Windows {
             submit: 60,
             join: 20,
             commit: 20,
             reveal: 20,
         };
-        let params = Params::defaults(1_000);
-        // the embedded program is loaded upgradeable; its upgrade authority initializes
-        chain.with(|c| c.set_upgrade_authority(Some(&admin.pubkey())));
-        must(
-            "initialize_config",
-            chain.send(
-                &[client::initialize_config(
-                    admin.pubkey(),
-                    mint,
-                    treasury,
-                    InitializeConfigArgs {
-                        params,
-                        update_delay: 100,
-                    },
-                )],
-                &admin,
-                &[],
-            )?,
+        let init = deploy::init(
+            chain.as_ref(),
+            &admin,
+            &deploy::InitOptions {
+                mint: None,
+                mint_keypair_out: dir.join("mint.json"),
+                params: Params::defaults(1_000),
+                update_delay: 100,
+                market: MarketArgs {
+                    id: 1,
+                    name: "demo-gpus".into(),
+                    min_gflops: 1_000,
+                    min_memory_gb: 16,
+                    quorum: 3,
+                    samples: 16,
+                    windows,
+                    task_ttl: 2_000,
+                },
+            },
         )?;
-        let market_args = MarketArgs {
-            id: 1,
-            name: "demo-gpus".into(),
-            min_gflops: 1_000,
-            min_memory_gb: 16,
-            quorum: 3,
-            samples: 16,
-            windows,
-            task_ttl: 2_000,
-        };
-        must(
-            "create_market",
-            chain.send(
-                &[client::create_market(admin.pubkey(), market_args)],
-                &admin,
-                &[],
-            )?,
-        )?;
+        let mint: Pubkey = init.stake_mint.parse()?;
+        let treasury: Pubkey = init.treasury.parse()?;
+        let client_wallet = deploy::fund(
+            chain.as_ref(),
+            &admin,
+            &client_kp.pubkey(),
+            10_000_000_000_000,
+        )?
+        .token_account
+        .parse()?;
         let market = pda::market(1);
 
         let hw = Hardware {
@@ -196,35 +190,14 @@ impl Scenario {
         let stake = 2_000_000_000u64;
         // a funded, registered and staked node, as its roles see it
         let onboard = |name: &str, roles: u8| -> Result<NodeCtx> {
-            let kp = chain.with(|c| c.keypair(name));
-            let wallet = chain.with(|c| {
+            let kp = chain.with(|c| {
+                let kp = c.keypair(name);
                 c.airdrop(&kp.pubkey(), 100_000_000_000);
-                c.token_account(&mint, &kp.pubkey(), stake)
+                kp
             });
-            must(
-                "register_node",
-                chain.send(
-                    &[client::register_node(
-                        kp.pubkey(),
-                        market,
-                        mint,
-                        RegisterNodeArgs {
-                            roles,
-                            hardware: hw,
-                        },
-                    )],
-                    &kp,
-                    &[],
-                )?,
-            )?;
-            must(
-                "stake",
-                chain.send(
-                    &[client::stake(kp.pubkey(), market, wallet, stake)],
-                    &kp,
-                    &[],
-                )?,
-            )?;
+            deploy::fund(chain.as_ref(), &admin, &kp.pubkey(), stake)?;
+            cli::node_register(chain.as_ref(), &kp, 1, roles, hw)?;
+            cli::node_stake(chain.as_ref(), &kp, stake, None)?;
             Ok(NodeCtx {
                 name: name.to_string(),
                 node: pda::node(&kp.pubkey()),
