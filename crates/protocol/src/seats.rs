@@ -132,31 +132,31 @@ pub fn place(seated: &[SeatScore], quorum: usize, candidate: &SeatScore) -> Plac
     }
 }
 
-/// Seats `arrivals` one by one with [`place`] (what `join_task` does), keeping only eligible
-/// candidates; returns the seated nodes. Used by the seat-share simulation and the keeper.
-pub fn seat_in_order(
-    arrivals: &[SeatScore],
-    quorum: usize,
-    total_stake: u64,
-    expected: u64,
-) -> Vec<SeatScore> {
-    let mut seated: Vec<SeatScore> = Vec::with_capacity(quorum);
-    for c in arrivals {
-        if !seat_eligible(c, total_stake, expected) {
-            continue;
-        }
-        match place(&seated, quorum, c) {
-            Placement::Free => seated.push(*c),
-            Placement::Displace(i) => seated[i] = *c,
-            Placement::Refused => {}
-        }
-    }
-    seated
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Seats `arrivals` one by one with [`place`] (what `join_task` does), keeping only
+    /// eligible candidates; returns the seated nodes.
+    fn seat_in_order(
+        arrivals: &[SeatScore],
+        quorum: usize,
+        total_stake: u64,
+        expected: u64,
+    ) -> Vec<SeatScore> {
+        let mut seated: Vec<SeatScore> = Vec::with_capacity(quorum);
+        for c in arrivals {
+            if !seat_eligible(c, total_stake, expected) {
+                continue;
+            }
+            match place(&seated, quorum, c) {
+                Placement::Free => seated.push(*c),
+                Placement::Displace(i) => seated[i] = *c,
+                Placement::Refused => {}
+            }
+        }
+        seated
+    }
 
     #[test]
     fn exponent_is_minus_log2() {

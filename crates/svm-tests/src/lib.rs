@@ -496,18 +496,7 @@ impl World {
         job: JobSpec,
         reward: u64,
     ) -> Result<Pubkey, TxRecord> {
-        self.post_with(
-            client_actor,
-            PostTaskArgs {
-                task_id,
-                job: job.encode(),
-                reward,
-                quorum: 0,
-                samples: 0,
-                input_uri: String::new(),
-                region: 0,
-            },
-        )
+        self.post_with(client_actor, PostTaskArgs::new(task_id, &job, reward))
     }
 
     /// `post_task` with explicit arguments.

@@ -15,15 +15,7 @@ use solana_instruction::Instruction;
 use solana_signer::Signer;
 
 fn post_args(id: u64) -> PostTaskArgs {
-    PostTaskArgs {
-        task_id: id,
-        job: small_job(1).encode(),
-        reward: R,
-        quorum: 0,
-        samples: 0,
-        input_uri: String::new(),
-        region: 0,
-    }
+    PostTaskArgs::new(id, &small_job(1), R)
 }
 
 #[test]

@@ -550,18 +550,7 @@ fn rounding_goes_to_the_treasury_and_the_sortition_total_stays_exact_under_slash
     let w = &mut c.w;
     w.advance(1);
     let task = w
-        .post_with(
-            &c.client,
-            PostTaskArgs {
-                task_id: 9,
-                job: small_job(9).encode(),
-                reward: 1_000_003,
-                quorum: 0,
-                samples: 0,
-                input_uri: String::new(),
-                region: 0,
-            },
-        )
+        .post_with(&c.client, PostTaskArgs::new(9, &small_job(9), 1_000_003))
         .unwrap();
     w.claim(&c.provider, task).unwrap();
     w.submit(&c.provider, task, [9; 32]).unwrap();

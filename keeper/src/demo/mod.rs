@@ -244,15 +244,7 @@ impl Scenario {
         let mut tasks: Vec<(Pubkey, JobSpec, u64)> = vec![];
         for i in 0..cfg.tasks as u64 {
             let (job, reward) = job_of(i);
-            let args = PostTaskArgs {
-                task_id: i,
-                job: job.encode(),
-                reward,
-                quorum: 0,
-                samples: 0,
-                input_uri: String::new(),
-                region: 0,
-            };
+            let args = PostTaskArgs::new(i, &job, reward);
             must(
                 "post_task",
                 chain.send(

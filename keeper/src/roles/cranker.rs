@@ -176,31 +176,28 @@ impl Cranker {
             // the treasury only when strangers sent tokens into the escrow: otherwise closes
             // never write-lock it
             let extra = chain.token_balance(&pda::escrow(&key))? > t.client_refund()?;
-            let mut ixs = vec![];
-            // the client closed its refund account: refund to its associated token account,
-            // created here if needed (the close can never be blocked)
-            let mut refund_to_ata = None;
-            if chain.account(&t.client_token)?.is_none() {
+            let treasury = extra.then_some(self.treasury);
+            let ix = client::close_task(key, t.client, t.client_token, treasury);
+            let mut r = send(chain, "cranker", "close_task", &key, ix, &self.kp)?;
+            if r.error_code().as_deref() == Some("ClientRefundAccountClosed") {
+                // the client closed its refund account: refund to its associated token
+                // account, created here (the close can never be blocked)
                 let mint = chain
                     .decoded::<compute_market::state::Config>(&pda::config())?
                     .map(|c| c.stake_mint)
                     .ok_or_else(|| anyhow::anyhow!("no config on this cluster"))?;
-                ixs.push(anchor_spl::associated_token::spl_associated_token_account::instruction::create_associated_token_account_idempotent(
-                    &self.kp.pubkey(),
-                    &t.client,
-                    &mint,
-                    &anchor_spl::token::ID,
-                ));
-                refund_to_ata = Some(mint);
+                let ixs = [
+                    anchor_spl::associated_token::spl_associated_token_account::instruction::create_associated_token_account_idempotent(
+                        &self.kp.pubkey(),
+                        &t.client,
+                        &mint,
+                        &anchor_spl::token::ID,
+                    ),
+                    client::close_task_to(key, t.client, t.client_token, treasury, Some(mint)),
+                ];
+                r = super::send_all(chain, "cranker", "close_task", &key, &ixs, &self.kp)?;
             }
-            ixs.push(client::close_task_to(
-                key,
-                t.client,
-                t.client_token,
-                extra.then_some(self.treasury),
-                refund_to_ata,
-            ));
-            if super::send_all(chain, "cranker", "close_task", &key, &ixs, &self.kp)?.ok {
+            if r.ok {
                 ledger.closed.push((key, now));
             }
         }

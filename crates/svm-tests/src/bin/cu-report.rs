@@ -139,13 +139,8 @@ fn main() {
         .post_with(
             &c,
             compute_market::instructions::PostTaskArgs {
-                task_id: 4,
-                job: small_job(4).encode(),
-                reward: 1_000_000,
                 quorum: 15,
-                samples: 0,
-                input_uri: String::new(),
-                region: 0,
+                ..compute_market::instructions::PostTaskArgs::new(4, &small_job(4), 1_000_000)
             },
         )
         .expect("post V = 15");

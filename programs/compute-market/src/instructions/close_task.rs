@@ -66,19 +66,6 @@ fn live_token_account(info: &AccountInfo, mint: &Pubkey) -> bool {
     }
 }
 
-/// The associated token account of `owner` for `mint` (SPL Token).
-fn associated_token_address(owner: &Pubkey, mint: &Pubkey) -> Pubkey {
-    Pubkey::find_program_address(
-        &[
-            owner.as_ref(),
-            anchor_spl::token::ID.as_ref(),
-            mint.as_ref(),
-        ],
-        &anchor_spl::associated_token::ID,
-    )
-    .0
-}
-
 pub fn handler(mut ctx: Context<CloseTask>) -> Result<()> {
     let a = &mut ctx.accounts;
     let mint = a.escrow.mint;
@@ -93,7 +80,7 @@ pub fn handler(mut ctx: Context<CloseTask>) -> Result<()> {
             .to_account_info();
         require_keys_eq!(
             ata.key(),
-            associated_token_address(&a.task.client, &mint),
+            anchor_spl::associated_token::get_associated_token_address(&a.task.client, &mint),
             MarketError::WrongTokenAccount
         );
         require!(

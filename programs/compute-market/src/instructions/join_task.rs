@@ -16,7 +16,6 @@ use crate::{
     errors::MarketError,
     events::{VerifierDisplaced, VerifierJoined},
     instructions::draw_seed::draw,
-    math,
     state::*,
 };
 
@@ -182,7 +181,10 @@ fn displace(a: &mut JoinTask<'_>, index: usize) -> Result<()> {
     node.release(vote.bond, 0)?;
     if vote.committed {
         let t = a.task.tally_mut();
-        t.committed = math::sub(t.committed as u64, 1)? as u8;
+        t.committed = t
+            .committed
+            .checked_sub(1)
+            .ok_or(MarketError::MathOverflow)?;
     }
     emit!(VerifierDisplaced {
         task: a.task.key(),

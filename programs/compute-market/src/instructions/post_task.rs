@@ -25,6 +25,22 @@ pub struct PostTaskArgs {
     pub region: u16,
 }
 
+impl PostTaskArgs {
+    /// Task `task_id` running `job` for `reward`, with the market's quorum and samples, no
+    /// input location and no preferred region.
+    pub fn new(task_id: u64, job: &JobSpec, reward: u64) -> Self {
+        PostTaskArgs {
+            task_id,
+            job: job.encode(),
+            reward,
+            quorum: 0,
+            samples: 0,
+            input_uri: String::new(),
+            region: 0,
+        }
+    }
+}
+
 #[derive(Accounts)]
 #[instruction(args: PostTaskArgs)]
 pub struct PostTask<'info> {
