@@ -164,9 +164,15 @@ fn bench_keys() -> (Digest, [u8; 32]) {
 }
 
 /// What a provider serves the bench verifier: its sampled tiles with proofs.
-fn served(data: &[Vec<u8>], tree: &MerkleTree) -> Vec<ProvenTile> {
+/// The verifier's draws for a result of `count` tiles.
+fn picked(count: usize) -> Vec<u32> {
     let (seed, me) = bench_keys();
-    sample_indices(&seed, &me, BENCH_SAMPLES, data.len() as u32)
+    sample_indices(&seed, &me, BENCH_SAMPLES, count as u32)
+}
+
+/// What an honest provider serves for those draws: each distinct one, in draw order.
+fn served(data: &[Vec<u8>], tree: &MerkleTree) -> Vec<ProvenTile> {
+    crate::results::distinct(&picked(data.len()))
         .into_iter()
         .map(|i| ProvenTile {
             index: i,
@@ -240,14 +246,20 @@ pub fn hash_batch(
     let compute_s = secs(t);
     let proven = served(&out, &tree);
     let (honest, verify_s) = median_of(VERIFY_RUNS, || {
-        check_sampled(backend, &job, &proven, &tree.root())
+        check_sampled(backend, &job, &picked(out.len()), &proven, &tree.root())
     })?;
     // corrupt exactly the first sampled tile
     let mut bad = out.clone();
     let target = proven[0].index as usize;
     bad[target][0] ^= 1;
     let bad_tree = commit(&bad);
-    let caught = check_sampled(backend, &job, &served(&bad, &bad_tree), &bad_tree.root())?;
+    let caught = check_sampled(
+        backend,
+        &job,
+        &picked(bad.len()),
+        &served(&bad, &bad_tree),
+        &bad_tree.root(),
+    )?;
     let row = JobRow::new(
         backend,
         &job,

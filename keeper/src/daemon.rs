@@ -10,13 +10,14 @@ use std::{
     sync::{
         atomic::{AtomicBool, Ordering},
         mpsc::{Receiver, RecvTimeoutError},
-        Arc,
+        Arc, Condvar, Mutex,
     },
     time::{Duration, Instant},
 };
 
+use anchor_lang::prelude::Pubkey;
 use anyhow::Result;
-use compute_market::pda;
+use compute_market::{pda, state::Task};
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
@@ -25,7 +26,7 @@ use crate::{
     compute::Backend,
     db::Db,
     metrics::Metrics,
-    results::ResultStore,
+    results::{FetchPolicy, ResultStore},
     roles::{cranker::Cranker, provider::Provider, verifier::Verifier, NodeCtx},
 };
 
@@ -63,6 +64,48 @@ pub struct DaemonOptions {
     pub hold_after_commit: Option<Duration>,
     /// Where long work (a provider's computation) reports progress.
     pub progress: Option<Arc<crate::roles::Reporter>>,
+    /// Directory of served results [default: the store file's path with `.results`].
+    pub results_dir: Option<PathBuf>,
+    /// Most bytes of served results kept on disk.
+    pub disk_budget: u64,
+    /// How long a result is kept once its task no longer needs it.
+    pub retention: Duration,
+    /// What remote results may be fetched from.
+    pub fetch: FetchPolicy,
+    /// Provider: least reward per 10^9 work units.
+    pub min_reward_per_gwork: u64,
+}
+
+/// Default disk budget for served results, bytes.
+pub const DISK_BUDGET: u64 = 16 << 30;
+
+impl DaemonOptions {
+    /// Options for `market` with the store at `store`, every role off, the defaults otherwise.
+    pub fn new(market: u16, store: PathBuf) -> Self {
+        DaemonOptions {
+            provider: false,
+            verifier: false,
+            crank: false,
+            market,
+            store,
+            listen: "127.0.0.1:9100".into(),
+            public_url: None,
+            poll: Duration::from_millis(400),
+            passes: None,
+            ws_url: None,
+            parallel: 16,
+            max_active: 4,
+            claim_backoff: crate::roles::provider::CLAIM_BACKOFF,
+            corrupt_fraction: 0.0,
+            hold_after_commit: None,
+            progress: None,
+            results_dir: None,
+            disk_budget: DISK_BUDGET,
+            retention: crate::roles::provider::RETENTION,
+            fetch: FetchPolicy::default(),
+            min_reward_per_gwork: 0,
+        }
+    }
 }
 
 /// The websocket URL of an RPC URL (the validator's convention: RPC port + 1).
@@ -210,7 +253,58 @@ pub async fn signals() {
     }
 }
 
-/// Runs until `shutdown` completes (or `passes`), then stops cleanly.
+/// One read of the market's tasks shared by the roles: a role asking within [`TaskCache`]'s
+/// age of the last read gets that read (one filtered `getProgramAccounts` per pass for every
+/// role together, not one per role).
+struct TaskCache {
+    market: Pubkey,
+    max_age: Duration,
+    last: Mutex<Option<(Instant, u64, Arc<Vec<(Pubkey, Task)>>)>>,
+}
+
+impl TaskCache {
+    fn read(&self, chain: &dyn Chain) -> Result<(u64, Arc<Vec<(Pubkey, Task)>>)> {
+        let mut last = self.last.lock().expect("cache lock");
+        if let Some((at, slot, tasks)) = last.as_ref() {
+            if at.elapsed() < self.max_age {
+                return Ok((*slot, tasks.clone()));
+            }
+        }
+        let slot = chain.slot()?;
+        let tasks = Arc::new(chain.tasks_of(&self.market)?);
+        *last = Some((Instant::now(), slot, tasks.clone()));
+        Ok((slot, tasks))
+    }
+}
+
+/// Wakes the role threads: a generation counter bumped on every program-account notification
+/// or poll tick.
+#[derive(Default)]
+struct Pulse {
+    generation: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Pulse {
+    fn bump(&self) {
+        *self.generation.lock().expect("pulse lock") += 1;
+        self.cv.notify_all();
+    }
+
+    /// Waits until the generation passes `seen` or `timeout`; the generation now.
+    fn wait(&self, seen: u64, timeout: Duration) -> u64 {
+        let g = self.generation.lock().expect("pulse lock");
+        let (g, _) = self
+            .cv
+            .wait_timeout_while(g, timeout, |g| *g <= seen)
+            .expect("pulse lock");
+        *g
+    }
+}
+
+/// Runs until `shutdown` completes (or `passes`), then stops cleanly. Each role runs on its
+/// own thread, and the provider's computations and the verifier's checks on threads of their
+/// own: a long computation never delays a reveal.
 pub fn run(
     chain: Arc<dyn Chain>,
     kp: Keypair,
@@ -222,14 +316,24 @@ pub fn run(
     let chain: Arc<dyn Chain> = Arc::new(MeteredChain::new(chain, metrics.clone()));
     let db = Arc::new(Db::open(&opts.store)?);
     let market = pda::market(opts.market);
-    let tiles = Arc::new(ResultStore::serving_at(
-        opts.public_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{}", opts.listen)),
-    ));
+    let results_dir = opts
+        .results_dir
+        .clone()
+        .unwrap_or_else(|| opts.store.with_extension("results"));
+    let base = opts
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", opts.listen));
+    let started = Instant::now();
+    let tiles = Arc::new(
+        ResultStore::open(&results_dir, opts.disk_budget, Some(base))?
+            .with_policy(opts.fetch.clone()),
+    );
     let server = crate::results::serve(tiles.clone(), metrics.clone(), &opts.listen)?;
     let addr = server.addr;
-    tracing::info!(%addr, public = tiles.base_url.as_deref().unwrap_or(""), "serving results and /metrics");
+    let stats = tiles.stats();
+    metrics.store_bytes.set(stats.bytes as i64);
+    tracing::info!(%addr, public = tiles.base_url.as_deref().unwrap_or(""), results = stats.results, bytes = stats.bytes, ms = started.elapsed().as_millis() as u64, "serving results and /metrics");
     let node = pda::node(&kp.pubkey());
     let ctx = |name: &str, kp: Keypair| NodeCtx {
         name: name.into(),
@@ -242,25 +346,25 @@ pub fn run(
         progress: opts.progress.clone(),
     };
     let clone = |k: &Keypair| Keypair::try_from(&k.to_bytes()[..]).expect("keypair copy");
-    let mut provider = opts.provider.then(|| {
+    let provider = opts.provider.then(|| {
         let mut p = Provider::new(ctx("provider", clone(&kp)), db.clone(), opts.max_active);
         p.claim_backoff = opts.claim_backoff;
         p.corrupt_fraction = opts.corrupt_fraction;
+        p.background = true;
+        p.retention = opts.retention;
+        p.policy.min_reward_per_gwork = opts.min_reward_per_gwork;
         p
     });
-    let mut verifier = opts.verifier.then(|| {
+    let verifier = opts.verifier.then(|| {
         let mut v = Verifier::new(ctx("verifier", clone(&kp)), db.clone());
         v.hold_after_commit = opts.hold_after_commit;
+        v.background = true;
         v
     });
     let treasury = crate::cli::config(chain.as_ref())?.treasury;
-    let mut cranker = opts
+    let cranker = opts
         .crank
-        .then(|| Cranker::new(clone(&kp), treasury, opts.parallel));
-    if let Some(p) = provider.as_mut() {
-        let n = p.restore()?;
-        tracing::info!(results = n, "restored served results");
-    }
+        .then(|| Cranker::new(clone(&kp), treasury, market, opts.parallel));
     tracing::info!(node = %node, provider = opts.provider, verifier = opts.verifier, crank = opts.crank, "keeper running; polling every {:?} (Ctrl-C or SIGTERM stops)", opts.poll);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -275,56 +379,118 @@ pub fn run(
             stop.store(true, Ordering::SeqCst);
         });
     }
-    let mut waker = Waker::new(opts.ws_url.clone());
-    let mut pass = 0u64;
-    while !stop.load(Ordering::SeqCst) && opts.passes.is_none_or(|n| pass < n) {
-        let survive = |who: &str, r: Result<()>| {
-            if let Err(e) = r {
-                tracing::warn!(who, error = %format!("{e:#}"), "pass failed; retrying");
-            }
+    let cache = Arc::new(TaskCache {
+        market,
+        max_age: opts.poll / 2,
+        last: Mutex::new(None),
+    });
+    let pulse = Arc::new(Pulse::default());
+    let survive = |who: &str, r: Result<()>| {
+        if let Err(e) = r {
+            tracing::warn!(who, error = %format!("{e:#}"), "pass failed; retrying");
+        }
+    };
+    // one loop per role: `step` runs a pass over the tasks read (or shared) this pass
+    let role_loop =
+        |who: &'static str,
+         mut step: Box<dyn FnMut(u64, &[(Pubkey, Task)], u64) -> Result<()> + Send>| {
+            let (chain, cache, pulse, stop, metrics) = (
+                chain.clone(),
+                cache.clone(),
+                pulse.clone(),
+                stop.clone(),
+                metrics.clone(),
+            );
+            let (passes, poll) = (opts.passes, opts.poll);
+            std::thread::Builder::new()
+                .name(format!("keeper-{who}"))
+                .spawn(move || {
+                    let (mut pass, mut seen) = (0u64, 0u64);
+                    while !stop.load(Ordering::SeqCst) && passes.is_none_or(|n| pass < n) {
+                        let r = crate::roles::guard(|| {
+                            let (now, tasks) = cache.read(chain.as_ref())?;
+                            step(now, &tasks, pass)
+                        });
+                        if r.as_ref()
+                            .is_err_and(|e| e.to_string().starts_with("panicked"))
+                        {
+                            metrics.panics.inc();
+                        }
+                        survive(who, r);
+                        pass += 1;
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        seen = pulse.wait(seen, poll);
+                    }
+                })
         };
-        if let Some(p) = provider.as_mut() {
-            survive("provider", p.step(chain.as_ref()));
-            metrics
-                .jobs_run
-                .store(p.records.len() as u64, Ordering::Relaxed);
-            metrics.compute_us.store(
-                (p.records.iter().map(|r| r.seconds).sum::<f64>() * 1e6) as u64,
-                Ordering::Relaxed,
-            );
-        }
-        if let Some(v) = verifier.as_mut() {
-            survive("verifier", v.step(chain.as_ref()));
-            metrics
-                .verifications
-                .store(v.records.len() as u64, Ordering::Relaxed);
-            metrics.verify_us.store(
-                (v.records.iter().map(|r| r.seconds).sum::<f64>() * 1e6) as u64,
-                Ordering::Relaxed,
-            );
-        }
-        if let Some(c) = cranker.as_mut() {
-            survive("cranker", c.step(chain.as_ref()));
-            if pass.is_multiple_of(50) {
-                survive("cranker", c.sweep(chain.as_ref()).map(|_| ()));
-            }
-        }
-        if let Ok(tasks) = chain.tasks() {
+    let mut threads = vec![];
+    if let Some(mut p) = provider {
+        let (chain, metrics) = (chain.clone(), metrics.clone());
+        let mut reported = (0usize, 0.0f64);
+        threads.push(role_loop(
+            "provider",
+            Box::new(move |now, tasks, _| {
+                let r = p.step_with(chain.as_ref(), now, tasks);
+                let new = &p.records[reported.0..];
+                metrics.jobs_run.inc_by(new.len() as u64);
+                let secs: f64 = new.iter().map(|r| r.seconds).sum();
+                metrics.compute_seconds.inc_by(secs);
+                reported = (p.records.len(), reported.1 + secs);
+                metrics.store_bytes.set(p.ctx.store.stats().bytes as i64);
+                r
+            }),
+        )?);
+    }
+    if let Some(mut v) = verifier {
+        let (chain, metrics) = (chain.clone(), metrics.clone());
+        let mut reported = 0usize;
+        threads.push(role_loop(
+            "verifier",
+            Box::new(move |now, tasks, _| {
+                let r = v.step_with(chain.as_ref(), now, tasks);
+                let new = &v.records[reported..];
+                metrics.verifications.inc_by(new.len() as u64);
+                metrics
+                    .verify_seconds
+                    .inc_by(new.iter().map(|r| r.seconds).sum::<f64>());
+                reported = v.records.len();
+                r
+            }),
+        )?);
+    }
+    if let Some(mut c) = cranker {
+        let chain = chain.clone();
+        threads.push(role_loop(
+            "cranker",
+            Box::new(move |now, tasks, pass| {
+                let r = c.step_with(chain.as_ref(), now, tasks.to_vec());
+                if pass.is_multiple_of(50) {
+                    survive("cranker", c.sweep(chain.as_ref()).map(|_| ()));
+                }
+                r
+            }),
+        )?);
+    }
+    // this thread wakes the roles and keeps the task gauges; it ends when they all have
+    let mut waker = Waker::new(opts.ws_url.clone());
+    while threads.iter().any(|t| !t.is_finished()) {
+        waker.wait(opts.poll);
+        pulse.bump();
+        if let Some((_, _, tasks)) = cache.last.lock().expect("cache lock").as_ref() {
             let mut by: std::collections::BTreeMap<String, u64> = Default::default();
-            for (_, t) in tasks.iter().filter(|(_, t)| t.market == market) {
+            for (_, t) in tasks.iter() {
                 *by.entry(format!("{:?}", t.status)).or_default() += 1;
             }
-            *metrics.tasks_by_state.lock().expect("metrics lock") = by.into_iter().collect();
+            metrics.set_tasks(&by.into_iter().collect::<Vec<_>>());
         }
-        pass += 1;
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        waker.wait(opts.poll);
     }
-    // the pass in hand is done: stop serving (the port is released), then close the store
+    for t in threads {
+        let _ = t.join();
+    }
+    // every role's pass in hand is done: stop serving (the port is released), then close
     server.shutdown();
-    drop((provider, verifier, cranker));
     drop(db);
     tracing::info!("stopped cleanly");
     Ok(())

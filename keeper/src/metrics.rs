@@ -1,97 +1,188 @@
-//! Prometheus metrics (text exposition format), served at `/metrics` by the keeper's HTTP
-//! server: tasks by state, jobs run, verification cost ratio, transaction failures, RPC latency.
+//! Prometheus metrics (`prometheus-client`, the Prometheus project's Rust client; OpenMetrics
+//! text), served at `/metrics` by the keeper's HTTP server: tasks by state, jobs run, the
+//! verification cost ratio, transaction outcomes, RPC latency, and what the HTTP server turned
+//! away.
 
-use std::sync::{
-    atomic::{AtomicU64, Ordering::Relaxed},
-    Mutex,
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::{
+    encoding::{text::encode, EncodeLabelSet},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::Registry,
 };
 
-/// Counters and gauges of one keeper process.
-#[derive(Default)]
+/// The label of [`Metrics::tasks`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    /// The task state (`Open`, `Verifying`, …).
+    pub state: String,
+}
+
+/// Counters and gauges of one keeper process (cheap to clone: every metric is shared).
 pub struct Metrics {
+    registry: Registry,
     /// Jobs computed (provider).
-    pub jobs_run: AtomicU64,
+    pub jobs_run: Counter,
     /// Results checked (verifier).
-    pub verifications: AtomicU64,
-    /// Microseconds spent computing.
-    pub compute_us: AtomicU64,
-    /// Microseconds spent verifying.
-    pub verify_us: AtomicU64,
+    pub verifications: Counter,
+    /// Seconds spent computing.
+    pub compute_seconds: Counter<f64, AtomicU64>,
+    /// Seconds spent verifying.
+    pub verify_seconds: Counter<f64, AtomicU64>,
     /// Transactions sent and confirmed.
-    pub tx_ok: AtomicU64,
+    pub tx_ok: Counter,
     /// Transactions refused by the program.
-    pub tx_refused: AtomicU64,
+    pub tx_refused: Counter,
     /// Calls that failed to reach the cluster.
-    pub rpc_errors: AtomicU64,
-    /// Sum and count of RPC round trips, microseconds.
-    pub rpc_us: AtomicU64,
-    /// Number of RPC round trips.
-    pub rpc_calls: AtomicU64,
-    /// Tasks per state, as last seen.
-    pub tasks_by_state: Mutex<Vec<(String, u64)>>,
+    pub rpc_errors: Counter,
+    /// RPC round trips, seconds.
+    pub rpc_latency: Histogram,
+    /// Program accounts returned by account scans (`getProgramAccounts`).
+    pub accounts_read: Counter,
+    /// Tasks of this keeper's market per state, as last seen.
+    pub tasks: Family<StateLabel, Gauge>,
+    /// Result transfers refused because too many were in flight (per peer or in all).
+    pub http_busy: Counter,
+    /// Connections closed on accept because too many were open.
+    pub http_connections_refused: Counter,
+    /// Bytes of served results held on disk.
+    pub store_bytes: Gauge,
+    /// Panics caught in one task's work (that task failed; the process went on).
+    pub panics: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("keeper");
+        let m = Metrics {
+            jobs_run: Counter::default(),
+            verifications: Counter::default(),
+            compute_seconds: Counter::default(),
+            verify_seconds: Counter::default(),
+            tx_ok: Counter::default(),
+            tx_refused: Counter::default(),
+            rpc_errors: Counter::default(),
+            rpc_latency: Histogram::new(
+                [
+                    0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                ]
+                .into_iter(),
+            ),
+            accounts_read: Counter::default(),
+            tasks: Family::default(),
+            http_busy: Counter::default(),
+            http_connections_refused: Counter::default(),
+            store_bytes: Gauge::default(),
+            panics: Counter::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "jobs_run",
+            "Jobs computed by this provider",
+            m.jobs_run.clone(),
+        );
+        registry.register(
+            "verifications",
+            "Results checked by this verifier",
+            m.verifications.clone(),
+        );
+        registry.register(
+            "compute_seconds",
+            "Seconds spent computing jobs",
+            m.compute_seconds.clone(),
+        );
+        registry.register(
+            "verify_seconds",
+            "Seconds spent verifying results",
+            m.verify_seconds.clone(),
+        );
+        registry.register("transactions", "Transactions confirmed", m.tx_ok.clone());
+        registry.register(
+            "transaction_failures",
+            "Transactions refused by the program",
+            m.tx_refused.clone(),
+        );
+        registry.register(
+            "rpc_errors",
+            "Calls that failed to reach the cluster",
+            m.rpc_errors.clone(),
+        );
+        registry.register(
+            "rpc_latency_seconds",
+            "RPC round trips",
+            m.rpc_latency.clone(),
+        );
+        registry.register(
+            "accounts_read",
+            "Program accounts returned by account scans",
+            m.accounts_read.clone(),
+        );
+        registry.register(
+            "tasks",
+            "Tasks of this keeper's market by state, as last seen",
+            m.tasks.clone(),
+        );
+        registry.register(
+            "http_busy",
+            "Result transfers refused with 503: too many in flight",
+            m.http_busy.clone(),
+        );
+        registry.register(
+            "http_connections_refused",
+            "Connections closed on accept: too many open",
+            m.http_connections_refused.clone(),
+        );
+        registry.register(
+            "store_bytes",
+            "Bytes of served results held on disk",
+            m.store_bytes.clone(),
+        );
+        registry.register(
+            "panics",
+            "Panics caught in one task's work",
+            m.panics.clone(),
+        );
+        Metrics { registry, ..m }
+    }
 }
 
 impl Metrics {
-    /// Adds `v` to a counter.
-    pub fn add(c: &AtomicU64, v: u64) {
-        c.fetch_add(v, Relaxed);
+    /// Sets the per-state task gauges to `by` (states not listed drop to zero).
+    pub fn set_tasks(&self, by: &[(String, u64)]) {
+        self.tasks.clear();
+        for (state, n) in by {
+            self.tasks
+                .get_or_create(&StateLabel {
+                    state: state.clone(),
+                })
+                .set(*n as i64);
+        }
     }
 
-    /// The exposition text.
+    /// Seconds verifying per second computing (0 before any compute).
+    pub fn verification_cost_ratio(&self) -> f64 {
+        let c = self.compute_seconds.get();
+        if c > 0.0 {
+            self.verify_seconds.get() / c
+        } else {
+            0.0
+        }
+    }
+
+    /// The exposition text (OpenMetrics).
     pub fn render(&self) -> String {
         let mut s = String::new();
-        let mut counter = |name: &str, help: &str, v: f64| {
-            s += &format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n");
-        };
-        counter(
-            "keeper_jobs_run_total",
-            "Jobs computed by this provider.",
-            self.jobs_run.load(Relaxed) as f64,
-        );
-        counter(
-            "keeper_verifications_total",
-            "Results checked by this verifier.",
-            self.verifications.load(Relaxed) as f64,
-        );
-        counter(
-            "keeper_compute_seconds_total",
-            "Seconds spent computing jobs.",
-            self.compute_us.load(Relaxed) as f64 / 1e6,
-        );
-        counter(
-            "keeper_verify_seconds_total",
-            "Seconds spent verifying results.",
-            self.verify_us.load(Relaxed) as f64 / 1e6,
-        );
-        counter(
-            "keeper_transactions_total",
-            "Transactions confirmed.",
-            self.tx_ok.load(Relaxed) as f64,
-        );
-        counter(
-            "keeper_transaction_failures_total",
-            "Transactions refused by the program.",
-            self.tx_refused.load(Relaxed) as f64,
-        );
-        counter(
-            "keeper_rpc_errors_total",
-            "Calls that failed to reach the cluster.",
-            self.rpc_errors.load(Relaxed) as f64,
-        );
-        let calls = self.rpc_calls.load(Relaxed);
-        let us = self.rpc_us.load(Relaxed);
-        s += &format!(
-            "# HELP keeper_rpc_latency_seconds RPC round trips.\n# TYPE keeper_rpc_latency_seconds summary\nkeeper_rpc_latency_seconds_sum {}\nkeeper_rpc_latency_seconds_count {calls}\n",
-            us as f64 / 1e6
-        );
-        let (c, v) = (self.compute_us.load(Relaxed), self.verify_us.load(Relaxed));
-        s += &format!(
+        if encode(&mut s, &self.registry).is_err() {
+            return "# metrics could not be encoded\n".into();
+        }
+        // a ratio of two counters, computed at scrape time
+        let ratio = format!(
             "# HELP keeper_verification_cost_ratio Seconds verifying per second computing.\n# TYPE keeper_verification_cost_ratio gauge\nkeeper_verification_cost_ratio {}\n",
-            if c > 0 { v as f64 / c as f64 } else { 0.0 }
+            self.verification_cost_ratio()
         );
-        s += "# HELP keeper_tasks Tasks on chain by state, as last seen.\n# TYPE keeper_tasks gauge\n";
-        for (state, n) in self.tasks_by_state.lock().expect("metrics lock").iter() {
-            s += &format!("keeper_tasks{{state=\"{state}\"}} {n}\n");
+        match s.rfind("# EOF") {
+            Some(i) => s.insert_str(i, &ratio),
+            None => s.push_str(&ratio),
         }
         s
     }

@@ -136,33 +136,43 @@ pub struct ProvenTile {
     pub proof: Vec<Digest>,
 }
 
-/// Checks sampled tiles of any job: each proof must lead to `root` and each tile must equal the
-/// verifier's own recomputation.
+/// Checks sampled tiles of any job (PROTOCOL §5): `served` must be exactly the verifier's
+/// `picked` draws without repeats ([`crate::results::distinct`]), in draw order, each a tile of
+/// the job's length whose proof leads to `root`; all of that is checked **before** anything is
+/// recomputed, so a hostile answer (no tiles, other tiles, an index `≥ T`, a million entries)
+/// costs the verifier nothing and is an INVALID vote with its reason, never an error. Only
+/// then are the sampled tiles recomputed and compared. The evidence is the verifier's own
+/// leaves at its draws.
 pub fn check_sampled(
     backend: &dyn Backend,
     job: &JobSpec,
+    picked: &[u32],
     served: &[ProvenTile],
     root: &Digest,
 ) -> Result<Verdict> {
     let count = job.tile_count();
-    let indices: Vec<u32> = served.iter().map(|t| t.index).collect();
-    let mine = backend.tiles(job, &indices)?;
-    let evidence = evidence_hash(
-        &indices
-            .iter()
-            .zip(&mine)
-            .map(|(&i, t)| (i, leaf_hash(i, t)))
-            .collect::<Vec<_>>(),
-    );
-    for (s, own) in served.iter().zip(&mine) {
+    let want = crate::results::distinct(picked);
+    if let Some(bad) = want.iter().find(|&&i| i >= count) {
+        anyhow::bail!("sample index {bad} is out of range (T = {count})");
+    }
+    let refuse = |why: String| Ok(Verdict::new(false, [0; 32], why));
+    if let Err(e) = crate::results::wire::check_proven_shape(job, &want, served) {
+        return refuse(e.to_string());
+    }
+    for s in served {
         if !verify_proof(root, s.index, count, &leaf_hash(s.index, &s.tile), &s.proof) {
-            return Ok(Verdict::new(
-                false,
-                evidence,
-                format!("tile {} has no valid proof to the root", s.index),
-            ));
+            return refuse(format!("tile {} has no valid proof to the root", s.index));
         }
-        if s.tile != *own {
+    }
+    let mine = backend.tiles(job, &want)?;
+    let own: std::collections::HashMap<u32, Digest> = want
+        .iter()
+        .zip(&mine)
+        .map(|(&i, t)| (i, leaf_hash(i, t)))
+        .collect();
+    let evidence = evidence_hash(&picked.iter().map(|&i| (i, own[&i])).collect::<Vec<_>>());
+    for (s, mine) in served.iter().zip(&mine) {
+        if s.tile != *mine {
             return Ok(Verdict::new(
                 false,
                 evidence,

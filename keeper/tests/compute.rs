@@ -211,16 +211,14 @@ fn sampled_check_rejects_bad_tiles_and_bad_proofs() {
         tile,
         proof: tree.proof(i).unwrap(),
     };
+    // draws with a repeat: the answer holds each distinct draw once, in draw order
+    let picked = [3, 11, 3, 19];
     let good: Vec<ProvenTile> = [3, 11, 19]
         .iter()
         .map(|&i| serve(i, tiles[i as usize].clone()))
         .collect();
-    assert_eq!(
-        check_sampled(&CpuBackend, &job, &good, &tree.root())
-            .unwrap()
-            .vote,
-        VOTE_VALID
-    );
+    let v = check_sampled(&CpuBackend, &job, &picked, &good, &tree.root()).unwrap();
+    assert_eq!(v.vote, VOTE_VALID, "{}", v.reason);
     // a wrong tile committed honestly in the tree: proof fine, recomputation differs
     let mut wrong = tiles.clone();
     wrong[11][0] ^= 0xff;
@@ -230,19 +228,74 @@ fn sampled_check_rejects_bad_tiles_and_bad_proofs() {
         tile: wrong[11].clone(),
         proof: wrong_tree.proof(11).unwrap(),
     }];
-    let v = check_sampled(&CpuBackend, &job, &served, &wrong_tree.root()).unwrap();
+    let v = check_sampled(&CpuBackend, &job, &[11], &served, &wrong_tree.root()).unwrap();
     assert_eq!(v.vote, VOTE_INVALID);
     assert!(v.reason.contains("differs"));
     // a right tile with a proof that does not reach the root
     let v = check_sampled(
         &CpuBackend,
         &job,
+        &[3],
         &[serve(3, tiles[3].clone())],
         &leaf_hash(0, b"other"),
     )
     .unwrap();
     assert_eq!(v.vote, VOTE_INVALID);
     assert!(v.reason.contains("proof"));
+}
+
+/// A hostile provider answers a sampled fetch with what it likes; every answer but exactly
+/// the sampled tiles is an INVALID vote with its reason — never an error, never a VALID vote
+/// from tiles the verifier did not pick.
+#[test]
+fn sampled_check_refuses_answers_that_are_not_exactly_the_samples() {
+    let job = JobSpec::hash_batch(20, 2, 2, [6; 32]);
+    let tiles = CpuBackend.run(&job).unwrap();
+    let tree = commit(&tiles);
+    let serve = |i: u32| ProvenTile {
+        index: i,
+        tile: tiles[i as usize].clone(),
+        proof: tree.proof(i).unwrap(),
+    };
+    let picked = [3, 11, 19];
+    let invalid = |served: &[ProvenTile], why: &str| {
+        let v = check_sampled(&CpuBackend, &job, &picked, served, &tree.root()).unwrap();
+        assert_eq!(v.vote, VOTE_INVALID, "{why}: {}", v.reason);
+        assert!(!v.reason.is_empty());
+        v.reason
+    };
+    // zero tiles: nothing to check is not a pass
+    let r = invalid(&[], "zero tiles");
+    assert!(r.contains("served 0 tiles, 3 were sampled"), "{r}");
+    // only tiles the provider computed (honest ones, valid proofs), not the sampled ones
+    let r = invalid(&[serve(0), serve(1), serve(2)], "other tiles");
+    assert!(r.contains("served tile 0 where tile 3 was sampled"), "{r}");
+    // the right tiles in another order
+    let r = invalid(&[serve(11), serve(3), serve(19)], "reordered");
+    assert!(r.contains("where tile 3 was sampled"), "{r}");
+    // an index ≥ T
+    let mut beyond = serve(19);
+    beyond.index = 20;
+    let r = invalid(&[serve(3), serve(11), beyond], "index ≥ T");
+    assert!(
+        r.contains("served tile 20 where tile 19 was sampled"),
+        "{r}"
+    );
+    // a million entries: refused on the count, before anything is recomputed
+    let million: Vec<ProvenTile> = (0..1_000_000).map(|_| serve(3)).collect();
+    let t = std::time::Instant::now();
+    let r = invalid(&million, "a million entries");
+    assert!(r.contains("served 1000000 tiles, 3 were sampled"), "{r}");
+    assert!(
+        t.elapsed() < std::time::Duration::from_millis(500),
+        "refused without recomputing: {:?}",
+        t.elapsed()
+    );
+    // a tile of the wrong length
+    let mut short = serve(19);
+    short.tile.pop();
+    let r = invalid(&[serve(3), serve(11), short], "short tile");
+    assert!(r.contains("bytes"), "{r}");
 }
 
 #[test]

@@ -28,7 +28,8 @@ fn scenario(tasks: usize, dir: &std::path::Path) -> Scenario {
 fn restart_all(s: &mut Scenario) {
     let providers: Vec<Provider> = s.providers.drain(..).collect();
     let verifiers: Vec<Verifier> = s.verifiers.drain(..).collect();
-    let store = Arc::new(ResultStore::default()); // the served results are gone with the process
+    // what the processes held in memory is gone; the served results are on disk
+    let store = Arc::new(ResultStore::open(&s.dir.join("results"), u64::MAX, None).unwrap());
     for (i, p) in providers.into_iter().enumerate() {
         let (ctx, corrupt_fraction, max_active, claim_backoff) =
             (p.ctx, p.corrupt_fraction, p.max_active, p.claim_backoff);
@@ -151,23 +152,39 @@ fn an_unreachable_result_is_voted_invalid_and_the_provider_slashed() {
 
 #[test]
 fn bad_result_urls_are_named() {
+    use compute_market_keeper::results::FetchError;
+    use compute_market_protocol::job::JobSpec;
+    let job = JobSpec::hash_batch(4, 1, 1, [0; 32]);
     let store = ResultStore::default();
-    let e = store.fetch_all("ftp://nowhere/r").unwrap_err().to_string();
-    assert!(e.contains("unsupported result URL"), "{e}");
-    let e = format!(
-        "{:#}",
-        store.fetch_all("http://127.0.0.1:1/r/00").unwrap_err()
-    );
-    assert!(e.contains("unreachable"), "{e}");
-    let e = store.fetch_all("mem://abcd").unwrap_err().to_string();
+    let e = store.fetch_all("ftp://nowhere/r", &job).unwrap_err();
+    assert!(e.to_string().contains("unsupported result URL"), "{e}");
+    assert!(!e.is_transient());
+    // a closed port: unreachable now, worth retrying until the deadline
+    let lo =
+        ResultStore::default().with_policy(compute_market_keeper::results::FetchPolicy::loopback());
+    let e = lo.fetch_all("http://127.0.0.1:1/r/00", &job).unwrap_err();
+    assert!(e.to_string().contains("unreachable"), "{e}");
+    assert!(e.is_transient(), "{e:?}");
+    let e = store.fetch_all("mem://abcd", &job).unwrap_err().to_string();
     assert!(e.contains("does not name a 32-byte root"), "{e}");
     let e = store
-        .fetch_all(&format!("mem://{}", "zz".repeat(32)))
+        .fetch_all(&format!("mem://{}", "zz".repeat(32)), &job)
         .unwrap_err()
         .to_string();
     assert!(e.contains("not hex"), "{e}");
+    // multi-byte characters: 64 bytes but not 64 hex characters; never a panic
+    for weird in [
+        "é".repeat(32),
+        format!("{}é", "0".repeat(62)),
+        "💥".repeat(16),
+    ] {
+        let e = store
+            .fetch_all(&format!("mem://{weird}"), &job)
+            .unwrap_err();
+        assert!(matches!(e, FetchError::Invalid(_)), "{e:?}");
+    }
     let e = store
-        .fetch_all(&format!("mem://{}", "00".repeat(32)))
+        .fetch_all(&format!("mem://{}", "00".repeat(32)), &job)
         .unwrap_err()
         .to_string();
     assert!(e.contains("unreachable"), "{e}");
@@ -203,27 +220,27 @@ fn results_travel_over_http_compressed_and_content_addressed() {
     for p in &mut s.providers {
         p.ctx.store = served.clone();
     }
-    // verifiers have nothing locally: everything they check came over HTTP
-    let empty = Arc::new(ResultStore::default());
+    // verifiers have nothing locally: everything they check came over HTTP (from loopback,
+    // allowed explicitly)
+    let empty = Arc::new(
+        ResultStore::default().with_policy(compute_market_keeper::results::FetchPolicy::loopback()),
+    );
     for v in &mut s.verifiers {
         v.ctx.store = empty.clone();
     }
     s.run_to_end(2_000).unwrap();
     let r = s.report().unwrap();
     common::assert_outcomes(&r);
-    let metrics_text = ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
-        .call()
+    let metrics_text = reqwest::blocking::get(format!("http://127.0.0.1:{port}/metrics"))
         .unwrap()
-        .into_string()
+        .text()
         .unwrap();
     assert!(
         metrics_text.contains("keeper_rpc_latency_seconds_count"),
         "{metrics_text}"
     );
-    let missing = ureq::get(&format!(
-        "http://127.0.0.1:{port}/r/{}/all",
-        "00".repeat(32)
-    ))
-    .call();
-    assert!(missing.is_err(), "an unknown root is a 404");
+    let missing =
+        reqwest::blocking::get(format!("http://127.0.0.1:{port}/r/{}/all", "00".repeat(32)))
+            .unwrap();
+    assert_eq!(missing.status(), 404, "an unknown root is a 404");
 }

@@ -277,6 +277,8 @@ impl Validator {
             .arg("run")
             // the CPU on every machine: a GPU's start-up self-test would eat into the windows
             .args(["--backend", "cpu"])
+            // every keeper of a local cluster serves on 127.0.0.1
+            .arg("--allow-loopback-urls")
             .args(args)
             .args([
                 "--listen",

@@ -26,10 +26,9 @@ impl MeteredChain {
     fn measure<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
         let t = Instant::now();
         let r = f();
-        Metrics::add(&self.metrics.rpc_calls, 1);
-        Metrics::add(&self.metrics.rpc_us, t.elapsed().as_micros() as u64);
+        self.metrics.rpc_latency.observe(t.elapsed().as_secs_f64());
         if r.is_err() {
-            Metrics::add(&self.metrics.rpc_errors, 1);
+            self.metrics.rpc_errors.inc();
         }
         r
     }
@@ -43,7 +42,9 @@ impl Chain for MeteredChain {
         self.measure(|| self.inner.account(key))
     }
     fn program_accounts(&self, discriminator: &[u8]) -> Result<Vec<(Pubkey, Vec<u8>)>> {
-        self.measure(|| self.inner.program_accounts(discriminator))
+        let r = self.measure(|| self.inner.program_accounts(discriminator))?;
+        self.metrics.accounts_read.inc_by(r.len() as u64);
+        Ok(r)
     }
     fn program_accounts_matching(
         &self,
@@ -51,10 +52,12 @@ impl Chain for MeteredChain {
         offset: usize,
         bytes: &[u8],
     ) -> Result<Vec<(Pubkey, Vec<u8>)>> {
-        self.measure(|| {
+        let r = self.measure(|| {
             self.inner
                 .program_accounts_matching(discriminator, offset, bytes)
-        })
+        })?;
+        self.metrics.accounts_read.inc_by(r.len() as u64);
+        Ok(r)
     }
     fn token_balance(&self, key: &Pubkey) -> Result<u64> {
         self.measure(|| self.inner.token_balance(key))
@@ -64,14 +67,11 @@ impl Chain for MeteredChain {
     }
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
         let r = self.measure(|| self.inner.send(ixs, payer, signers))?;
-        Metrics::add(
-            if r.ok {
-                &self.metrics.tx_ok
-            } else {
-                &self.metrics.tx_refused
-            },
-            1,
-        );
+        if r.ok {
+            self.metrics.tx_ok.inc();
+        } else {
+            self.metrics.tx_refused.inc();
+        }
         Ok(r)
     }
 }

@@ -111,6 +111,25 @@ pub trait ChainExt: Chain {
             .filter_map(|(k, d)| Some((k, decode(&d)?)))
             .collect())
     }
+    /// The tasks of `market` (filtered on the task's market field, server-side over RPC:
+    /// other markets' tasks, spam included, are never sent).
+    fn tasks_of(&self, market: &Pubkey) -> Result<Vec<(Pubkey, Task)>> {
+        Ok(self
+            .program_accounts_matching(Task::DISCRIMINATOR, Task::MARKET_OFFSET, market.as_ref())?
+            .into_iter()
+            .filter_map(|(k, d)| Some((k, decode::<Task>(&d)?)))
+            .filter(|(_, t)| t.market == *market)
+            .collect())
+    }
+    /// The nodes of `market` (filtered on the node's market field).
+    fn nodes_of(&self, market: &Pubkey) -> Result<Vec<(Pubkey, Node)>> {
+        Ok(self
+            .program_accounts_matching(Node::DISCRIMINATOR, Node::MARKET_OFFSET, market.as_ref())?
+            .into_iter()
+            .filter_map(|(k, d)| Some((k, decode::<Node>(&d)?)))
+            .filter(|(_, n)| n.market == *market)
+            .collect())
+    }
     /// All votes of `task` (filtered on the vote's first field, the task).
     fn votes(&self, task: &Pubkey) -> Result<Vec<(Pubkey, Vote)>> {
         Ok(self
@@ -151,3 +170,32 @@ pub trait ChainExt: Chain {
 }
 
 impl<C: Chain + ?Sized> ChainExt for C {}
+
+#[cfg(test)]
+mod tests {
+    use anchor_lang::{AccountDeserialize, AccountSerialize, Discriminator, Space};
+    use compute_market::state::{Node, Task};
+
+    use super::*;
+
+    fn blank<T: AccountDeserialize + Discriminator + Space>() -> T {
+        let mut bytes = T::DISCRIMINATOR.to_vec();
+        bytes.resize(8 + T::INIT_SPACE, 0);
+        T::try_deserialize(&mut bytes.as_slice()).expect("zeroed account decodes")
+    }
+
+    #[test]
+    fn market_offsets_point_at_the_market_key() {
+        let market = Pubkey::new_from_array([7; 32]);
+        let mut t: Task = blank();
+        t.market = market;
+        let mut data = vec![];
+        t.try_serialize(&mut data).unwrap();
+        assert_eq!(&data[Task::MARKET_OFFSET..][..32], market.as_ref());
+        let mut n: Node = blank();
+        n.market = market;
+        let mut data = vec![];
+        n.try_serialize(&mut data).unwrap();
+        assert_eq!(&data[Node::MARKET_OFFSET..][..32], market.as_ref());
+    }
+}

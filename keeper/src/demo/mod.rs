@@ -127,7 +127,8 @@ impl Scenario {
         );
         let cluster = Cluster::new().map_err(anyhow::Error::msg)?;
         let chain = Arc::new(EmbeddedChain::new(cluster));
-        let store = Arc::new(ResultStore::default());
+        // served results on disk, as the daemon keeps them
+        let store = Arc::new(ResultStore::open(&dir.join("results"), u64::MAX, None)?);
         let (admin, cranker_kp, client_kp) = chain.with(|c| {
             (
                 c.keypair("admin"),
@@ -238,7 +239,7 @@ impl Scenario {
             v.careless = careless;
             verifiers.push(v);
         }
-        let cranker = Cranker::new(cranker_kp, treasury, 1);
+        let cranker = Cranker::new(cranker_kp, treasury, market, 1);
 
         // the client posts every task
         let mut tasks: Vec<(Pubkey, JobSpec, u64)> = vec![];

@@ -1,36 +1,185 @@
-//! Fetching a result from another keeper over HTTP, bounded: one request with a timeout, at
-//! most [`MAX_BODY`] compressed bytes read.
+//! Fetching a result from another keeper over HTTP(S) (`reqwest`), bounded in every way a
+//! hostile server could stretch it: addresses ([`FetchPolicy`]: checked for the URL, every
+//! address its name resolves to and every redirect), redirects, time (connect and whole
+//! request, body included), and bytes — the body is read, decompressed, to at most what the
+//! job implies and refused beyond it, so a decompression bomb costs its limit and no more.
 
-use std::io::Read;
+use std::{io::Read, net::SocketAddr, sync::Arc};
 
-use anyhow::{anyhow, Context, Result};
+use compute_market_protocol::job::JobSpec;
+use reqwest::{
+    dns::{Addrs, Name, Resolve, Resolving},
+    redirect, StatusCode, Url,
+};
 
-use super::wire::{decode_all, decode_proven};
+use super::{
+    net::FetchPolicy,
+    wire::{all_len, decode_all, decode_proven, proven_len},
+    FetchError,
+};
 use crate::verify::ProvenTile;
 
-/// Largest response body accepted (compressed), bytes.
-pub const MAX_BODY: u64 = 1 << 30;
+/// A resolver that drops the addresses the policy refuses (and fails when none is left).
+struct Guarded(FetchPolicy);
 
-fn get(url: &str) -> Result<Vec<u8>> {
-    let resp = ureq::get(url)
-        .timeout(std::time::Duration::from_secs(30))
-        .call()
-        .map_err(|e| anyhow!("result URL {url:?} is unreachable: {e}"))?;
-    let mut compressed = vec![];
-    resp.into_reader()
-        .take(MAX_BODY)
-        .read_to_end(&mut compressed)
-        .with_context(|| format!("reading {url}"))?;
-    zstd::decode_all(&compressed[..]).with_context(|| format!("{url} did not return a zstd body"))
+impl Resolve for Guarded {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.0.clone();
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let all: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let (ok, refused): (Vec<_>, Vec<_>) = all
+                .into_iter()
+                .partition(|a| policy.refuses(a.ip()).is_none());
+            if ok.is_empty() {
+                let why = refused
+                    .first()
+                    .and_then(|a| policy.refuses(a.ip()))
+                    .unwrap_or("no address");
+                return Err(format!("{host} resolves only to refused addresses ({why})").into());
+            }
+            Ok(Box::new(ok.into_iter()) as Addrs)
+        })
+    }
 }
 
-/// Every tile of the result at `base` (`http://host:port/r/<root>`).
-pub fn fetch_all(base: &str) -> Result<Vec<Vec<u8>>> {
-    decode_all(&get(&format!("{base}/all"))?)
+/// Checks the scheme and, for an address written in the URL, its range.
+fn check_url(url: &Url, policy: &FetchPolicy) -> Result<(), String> {
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(format!("scheme {:?} is not http(s)", url.scheme()));
+    }
+    let ip = match url.host() {
+        Some(url::Host::Ipv4(v4)) => Some(std::net::IpAddr::V4(v4)),
+        Some(url::Host::Ipv6(v6)) => Some(std::net::IpAddr::V6(v6)),
+        Some(url::Host::Domain(_)) => None,
+        None => return Err("no host".into()),
+    };
+    if let Some(why) = ip.and_then(|ip| policy.refuses(ip)) {
+        return Err(format!(
+            "{} is a {why} address",
+            url.host_str().unwrap_or("")
+        ));
+    }
+    Ok(())
 }
 
-/// Tiles `indices` with proofs of the result at `base`.
-pub fn fetch(base: &str, indices: &[u32]) -> Result<Vec<ProvenTile>> {
-    let q: Vec<String> = indices.iter().map(|i| i.to_string()).collect();
-    decode_proven(&get(&format!("{base}/tiles?i={}", q.join(",")))?)
+/// An HTTP client under a [`FetchPolicy`].
+pub struct Client {
+    http: reqwest::blocking::Client,
+    policy: FetchPolicy,
+}
+
+impl Client {
+    /// Builds the client (connection pool, resolver, redirect policy).
+    pub fn new(policy: &FetchPolicy) -> anyhow::Result<Self> {
+        let p = policy.clone();
+        let redirects = redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() > p.max_redirects {
+                attempt.error(format!("more than {} redirects", p.max_redirects))
+            } else if let Err(e) = check_url(attempt.url(), &p) {
+                attempt.error(format!("redirect refused: {e}"))
+            } else {
+                attempt.follow()
+            }
+        });
+        let http = reqwest::blocking::Client::builder()
+            .timeout(policy.timeout)
+            .connect_timeout(policy.connect_timeout)
+            .redirect(redirects)
+            .dns_resolver(Arc::new(Guarded(policy.clone())))
+            .user_agent(concat!("compute-market-keeper/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Client {
+            http,
+            policy: policy.clone(),
+        })
+    }
+
+    /// GETs `url` and reads at most `limit` (decompressed) bytes of its body.
+    fn get(&self, url: &str, limit: u64) -> Result<Vec<u8>, FetchError> {
+        let parsed = Url::parse(url)
+            .map_err(|e| FetchError::Invalid(format!("result URL {url:?} is not a URL: {e}")))?;
+        check_url(&parsed, &self.policy)
+            .map_err(|e| FetchError::Invalid(format!("result URL {url:?} is refused: {e}")))?;
+        let resp = self.http.get(parsed).send().map_err(|e| {
+            let chain = error_chain(&e);
+            if e.is_redirect() || chain.contains("refused addresses") || e.is_builder() {
+                FetchError::Invalid(format!("result URL {url:?} is refused: {chain}"))
+            } else {
+                FetchError::Unavailable(format!("result URL {url:?} is unreachable: {chain}"))
+            }
+        })?;
+        let status = resp.status();
+        if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+            return Err(FetchError::Unavailable(format!(
+                "result URL {url:?} is busy: HTTP {status}"
+            )));
+        }
+        if !status.is_success() {
+            return Err(FetchError::Invalid(format!(
+                "result URL {url:?} is unreachable: HTTP {status}"
+            )));
+        }
+        if resp.content_length().is_some_and(|n| n > limit) {
+            return Err(FetchError::Invalid(format!(
+                "{url} announces {} bytes, the job implies at most {limit}",
+                resp.content_length().unwrap_or(0)
+            )));
+        }
+        let mut body = Vec::new();
+        match resp.take(limit + 1).read_to_end(&mut body) {
+            Ok(_) if body.len() as u64 > limit => Err(FetchError::Invalid(format!(
+                "{url} sent more than the {limit} bytes the job implies"
+            ))),
+            Ok(_) => Ok(body),
+            Err(e) => {
+                let chain = error_chain(&e);
+                if e.kind() == std::io::ErrorKind::InvalidData || chain.contains("decod") {
+                    Err(FetchError::Invalid(format!(
+                        "{url} sent a malformed body: {chain}"
+                    )))
+                } else {
+                    Err(FetchError::Unavailable(format!(
+                        "reading {url} failed: {chain}"
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Every tile of `job`'s result at `base` (`http://host:port/r/<root>`).
+    pub fn fetch_all(&self, base: &str, job: &JobSpec) -> Result<Vec<Vec<u8>>, FetchError> {
+        decode_all(job, &self.get(&format!("{base}/all"), all_len(job))?)
+    }
+
+    /// Tiles `indices` of `job`'s result at `base`, with proofs.
+    pub fn fetch(
+        &self,
+        base: &str,
+        job: &JobSpec,
+        indices: &[u32],
+    ) -> Result<Vec<ProvenTile>, FetchError> {
+        let q: Vec<String> = indices.iter().map(|i| i.to_string()).collect();
+        let url = format!("{base}/tiles?i={}", q.join(","));
+        decode_proven(
+            job,
+            indices.len(),
+            &self.get(&url, proven_len(job, indices.len()))?,
+        )
+    }
+}
+
+/// An error with its sources, one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s += ": ";
+            s += &m;
+        }
+        src = c.source();
+    }
+    s
 }

@@ -1,43 +1,57 @@
 //! Results: a content-addressed store of computed tiles (by Merkle root), the verifier's
-//! fetches with proofs (in-process `mem://<root>` for the embedded cluster, `http://` from
+//! fetches with proofs (in-process `mem://<root>` for the embedded cluster, `http(s)://` from
 //! another keeper), the wire format and the HTTP server that serves the store.
 //!
-//! One-way layers: [`wire`] (encoding) ← [`client`] (fetch over HTTP) and [`server`] (serve
-//! over HTTP) ← this module's [`ResultStore`]; nothing here imports the roles, the chain or
-//! the commands.
+//! Everything fetched is bounded by what the job implies before it is read: a result of T
+//! tiles of `tile_len` bytes is never read past T·`tile_len` bytes, however it is compressed,
+//! and a sampled fetch never past the sampled tiles with their proofs (PROTOCOL §5).
+//!
+//! One-way layers: [`wire`] (encoding) and [`net`] (which addresses may be fetched) ←
+//! [`store`] (memory or disk) ← [`client`] (fetch over HTTP) and [`server`] (serve over HTTP)
+//! ← this module's [`ResultStore`]; nothing here imports the roles, the chain or the commands.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, RwLock},
-};
+use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Context, Result};
-use compute_market_protocol::{hash::Digest, job::JobSpec, merkle::MerkleTree};
+use compute_market_protocol::{hash::Digest, job::JobSpec};
 
 use crate::verify::{commit, ProvenTile};
 
 pub mod client;
+pub mod net;
 pub mod server;
+pub mod store;
 pub mod wire;
 
-pub use server::{serve, HttpServer};
+pub use net::FetchPolicy;
+pub use server::{serve, HttpServer, ServerLimits};
+pub use store::{Entry, StoreStats};
 
-/// One served result.
-pub struct ServedResult {
-    /// The job.
-    pub job: JobSpec,
-    /// Its tiles.
-    pub tiles: Vec<Vec<u8>>,
-    /// The tree over them.
-    pub tree: MerkleTree,
+/// Why a result could not be fetched, split by what a verifier should do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchError {
+    /// Not now (connection refused, a timeout, a busy server): retry until the check's
+    /// deadline, then vote INVALID.
+    Unavailable(String),
+    /// The URL or what was served breaks the protocol (too large, malformed, the wrong tiles,
+    /// a forbidden address, nothing under that root): vote INVALID at once.
+    Invalid(String),
 }
 
-/// Results by Merkle root.
-#[derive(Default)]
-pub struct ResultStore {
-    results: RwLock<HashMap<Digest, Arc<ServedResult>>>,
-    /// When set (`http://host:port`), published URLs point at this keeper's HTTP server.
-    pub base_url: Option<String>,
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FetchError::Unavailable(m) | FetchError::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for FetchError {}
+
+impl FetchError {
+    /// Whether retrying later may help.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, FetchError::Unavailable(_))
+    }
 }
 
 /// Lower-case hex of a digest (how roots appear in URLs).
@@ -45,87 +59,191 @@ pub fn hex(d: &Digest) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn parse_uri(uri: &str) -> Result<Digest> {
-    let Some(h) = uri.strip_prefix("mem://") else {
-        bail!(
-            "unsupported result URL {uri:?} (expected mem://<root> or http://host:port/r/<root>)"
-        );
-    };
-    if h.len() != 64 {
-        bail!("result URL {uri:?} does not name a 32-byte root");
+/// Parses 64 hex characters into a digest; `None` for anything else (checked on characters,
+/// so no input can make it slice inside a multi-byte character).
+pub fn parse_hex_digest(s: &str) -> Option<Digest> {
+    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
     }
     let mut d = [0u8; 32];
-    for (i, b) in d.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&h[2 * i..2 * i + 2], 16)
-            .with_context(|| format!("result URL {uri:?} is not hex"))?;
+    for (i, pair) in s.as_bytes().chunks(2).enumerate() {
+        let hi = (pair[0] as char).to_digit(16)?;
+        let lo = (pair[1] as char).to_digit(16)?;
+        d[i] = (hi * 16 + lo) as u8;
     }
-    Ok(d)
+    Some(d)
+}
+
+fn parse_mem_uri(uri: &str) -> Result<Digest, FetchError> {
+    let Some(h) = uri.strip_prefix("mem://") else {
+        return Err(FetchError::Invalid(format!(
+            "unsupported result URL {uri:?} (expected mem://<root> or http(s)://host/r/<root>)"
+        )));
+    };
+    if h.chars().count() != 64 {
+        return Err(FetchError::Invalid(format!(
+            "result URL {uri:?} does not name a 32-byte root"
+        )));
+    }
+    parse_hex_digest(h).ok_or_else(|| FetchError::Invalid(format!("result URL {uri:?} is not hex")))
+}
+
+/// The sample indices a verifier asks for: its draws without repeats, in draw order. A served
+/// answer must hold exactly these, in this order.
+pub fn distinct(indices: &[u32]) -> Vec<u32> {
+    let mut seen = std::collections::HashSet::new();
+    indices
+        .iter()
+        .copied()
+        .filter(|i| seen.insert(*i))
+        .collect()
+}
+
+/// Results by Merkle root, in memory or in a directory, with the fetch policy its verifiers
+/// use for `http(s)://` results.
+pub struct ResultStore {
+    store: store::Store,
+    /// When set (`http://host:port`), published URLs point at this keeper's HTTP server.
+    pub base_url: Option<String>,
+    /// What remote results may be fetched from, and how long a fetch may take.
+    pub policy: FetchPolicy,
+    client: std::sync::OnceLock<Result<client::Client, String>>,
+}
+
+impl Default for ResultStore {
+    fn default() -> Self {
+        ResultStore::with(store::Store::memory(), None)
+    }
 }
 
 impl ResultStore {
-    /// A store whose published URLs point at `base_url` (`http://host:port`).
-    pub fn serving_at(base_url: impl Into<String>) -> Self {
+    fn with(store: store::Store, base_url: Option<String>) -> Self {
         ResultStore {
-            base_url: Some(base_url.into()),
-            ..Default::default()
+            store,
+            base_url,
+            policy: FetchPolicy::default(),
+            client: Default::default(),
         }
     }
 
-    /// Stores `tiles` of `job`; returns the root and the URL to publish.
-    pub fn publish(&self, job: JobSpec, tiles: Vec<Vec<u8>>) -> (Digest, String) {
+    /// A store in memory whose published URLs point at `base_url` (`http://host:port`).
+    pub fn serving_at(base_url: impl Into<String>) -> Self {
+        ResultStore::with(store::Store::memory(), Some(base_url.into()))
+    }
+
+    /// A store kept in `dir` within `budget` bytes of disk, publishing under `base_url` (or
+    /// as `mem://` when `None`). What the directory holds is served at once: nothing is
+    /// recomputed, and a file that cannot be read back is logged and skipped.
+    pub fn open(
+        dir: &std::path::Path,
+        budget: u64,
+        base_url: Option<String>,
+    ) -> anyhow::Result<Self> {
+        Ok(ResultStore::with(
+            store::Store::open(dir, budget)?,
+            base_url,
+        ))
+    }
+
+    /// Replaces the fetch policy (a new HTTP client is built on the next fetch).
+    pub fn with_policy(mut self, policy: FetchPolicy) -> Self {
+        self.policy = policy;
+        self.client = Default::default();
+        self
+    }
+
+    /// The URL under which `root` is published.
+    pub fn uri(&self, root: &Digest) -> String {
+        match &self.base_url {
+            Some(base) => format!("{base}/r/{}", hex(root)),
+            None => format!("mem://{}", hex(root)),
+        }
+    }
+
+    /// Stores `tiles` of `job` computed for `task` (written through to disk, durably, when
+    /// the store has a directory); returns the root and the URL to publish.
+    pub fn publish(
+        &self,
+        task: [u8; 32],
+        job: JobSpec,
+        tiles: Vec<Vec<u8>>,
+    ) -> anyhow::Result<(Digest, String)> {
         let tree = commit(&tiles);
         let root = tree.root();
-        self.results
-            .write()
-            .expect("store lock")
-            .insert(root, Arc::new(ServedResult { job, tiles, tree }));
-        let uri = match &self.base_url {
-            Some(base) => format!("{base}/r/{}", hex(&root)),
-            None => format!("mem://{}", hex(&root)),
+        self.store.put(root, task, job, tiles, tree)?;
+        Ok((root, self.uri(&root)))
+    }
+
+    /// The stored result under `root`.
+    pub fn entry(&self, root: &Digest) -> Option<Arc<Entry>> {
+        self.store.get(root)
+    }
+
+    /// Every stored result.
+    pub fn entries(&self) -> Vec<Arc<Entry>> {
+        self.store.all()
+    }
+
+    /// Deletes the result under `root` (its file too).
+    pub fn remove(&self, root: &Digest) -> anyhow::Result<()> {
+        self.store.remove(root)
+    }
+
+    /// Bytes held and the budget.
+    pub fn stats(&self) -> StoreStats {
+        self.store.stats()
+    }
+
+    fn http(&self) -> Result<&client::Client, FetchError> {
+        self.client
+            .get_or_init(|| client::Client::new(&self.policy).map_err(|e| format!("{e:#}")))
+            .as_ref()
+            .map_err(|e| FetchError::Unavailable(format!("cannot build the HTTP client: {e}")))
+    }
+
+    fn local(&self, uri: &str) -> Result<Arc<Entry>, FetchError> {
+        let root = parse_mem_uri(uri)?;
+        self.store.get(&root).ok_or_else(|| {
+            FetchError::Invalid(format!(
+                "result URL {uri:?} is unreachable: nothing served under that root"
+            ))
+        })
+    }
+
+    fn is_http(uri: &str) -> bool {
+        uri.starts_with("http://") || uri.starts_with("https://")
+    }
+
+    /// Every tile of `job`'s result at `uri`: exactly `T` tiles of the job's tile length, or
+    /// an error (nothing past that many bytes is read).
+    pub fn fetch_all(&self, uri: &str, job: &JobSpec) -> Result<Vec<Vec<u8>>, FetchError> {
+        if Self::is_http(uri) {
+            return self.http()?.fetch_all(uri, job);
+        }
+        let e = self.local(uri)?;
+        let tiles = e
+            .tiles()
+            .map_err(|e| FetchError::Unavailable(format!("{e:#}")))?;
+        wire::check_all_shape(job, &tiles)?;
+        Ok(tiles)
+    }
+
+    /// Tiles `indices` (distinct) of `job`'s result at `uri`, with Merkle proofs, exactly in
+    /// that order, or an error: an answer with other tiles, more or fewer, is refused.
+    pub fn fetch(
+        &self,
+        uri: &str,
+        job: &JobSpec,
+        indices: &[u32],
+    ) -> Result<Vec<ProvenTile>, FetchError> {
+        let served = if Self::is_http(uri) {
+            self.http()?.fetch(uri, job, indices)?
+        } else {
+            let e = self.local(uri)?;
+            e.proven(indices)
+                .map_err(|e| FetchError::Invalid(format!("{e:#}")))?
         };
-        (root, uri)
-    }
-
-    fn get(&self, uri: &str) -> Result<Arc<ServedResult>> {
-        let root = parse_uri(uri)?;
-        self.results
-            .read()
-            .expect("store lock")
-            .get(&root)
-            .cloned()
-            .ok_or_else(|| {
-                anyhow!("result URL {uri:?} is unreachable: nothing served under that root")
-            })
-    }
-
-    /// Every tile of the result at `uri` (`mem://` from this store, `http://` from a keeper).
-    pub fn fetch_all(&self, uri: &str) -> Result<Vec<Vec<u8>>> {
-        if uri.starts_with("http://") || uri.starts_with("https://") {
-            return client::fetch_all(uri);
-        }
-        Ok(self.get(uri)?.tiles.clone())
-    }
-
-    /// Tiles `indices` of the result at `uri`, with Merkle proofs.
-    pub fn fetch(&self, uri: &str, indices: &[u32]) -> Result<Vec<ProvenTile>> {
-        if uri.starts_with("http://") || uri.starts_with("https://") {
-            return client::fetch(uri, indices);
-        }
-        let r = self.get(uri)?;
-        indices
-            .iter()
-            .map(|&i| {
-                let tile = r
-                    .tiles
-                    .get(i as usize)
-                    .cloned()
-                    .ok_or_else(|| anyhow!("tile {i} out of range"))?;
-                Ok(ProvenTile {
-                    index: i,
-                    tile,
-                    proof: r.tree.proof(i).expect("in range"),
-                })
-            })
-            .collect()
+        wire::check_proven_shape(job, indices, &served)?;
+        Ok(served)
     }
 }

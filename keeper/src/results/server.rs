@@ -1,82 +1,426 @@
-//! The keeper's HTTP server: results content-addressed by Merkle root and compressed with
-//! zstd, plus `/metrics`.
+//! The keeper's HTTP server (hyper under `axum`, layers from `tower-http`): results
+//! content-addressed by Merkle root, plus `/metrics`.
 //!
-//! * `GET /r/<root>/all` — every tile of the result;
-//! * `GET /r/<root>/tiles?i=3,17,42` — those tiles with their Merkle proofs;
+//! * `GET /r/<root>/all` — every tile of the result, streamed;
+//! * `GET /r/<root>/tiles?i=3,17,42` — those tiles (distinct, each `< T`, at most
+//!   [`ServerLimits::max_indices`]) with their Merkle proofs;
 //! * `GET /metrics` — Prometheus text.
+//!
+//! Any client may connect, so nothing one client does may keep the others from being served:
+//! each connection is its own task (a reader that stops reading stalls only itself, and only
+//! until [`ServerLimits::connection_lifetime`]); request heads are bounded in size and in the
+//! time they may take to arrive; open connections are capped; transfers are capped per peer
+//! (an IPv4 address or an IPv6 /64) and in all, refused with 503 and `Retry-After` beyond
+//! that; bodies are compressed as the client's `Accept-Encoding` asks (zstd, gzip); CORS lets
+//! a dApp in a browser fetch results.
 
-use std::{net::SocketAddr, sync::Arc, thread::JoinHandle};
-
-use anyhow::{anyhow, bail, Context, Result};
-
-use super::{
-    wire::{encode_all, encode_proven, ZSTD_LEVEL},
-    ResultStore,
+use std::{
+    collections::HashMap,
+    convert::Infallible,
+    net::{IpAddr, SocketAddr},
+    sync::{Arc, Mutex},
+    thread::JoinHandle,
+    time::{Duration, Instant},
 };
+
+use anyhow::{Context, Result};
+use axum::{
+    body::Body,
+    extract::{Path, RawQuery, State},
+    http::{header, HeaderValue, Request, StatusCode},
+    response::{IntoResponse, Response},
+    routing::get,
+    Extension, Router,
+};
+use bytes::Bytes;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tower::ServiceExt;
+use tower_http::{
+    compression::{CompressionLayer, CompressionLevel},
+    cors::CorsLayer,
+    timeout::TimeoutLayer,
+};
+
+use super::{parse_hex_digest, wire::encode_one, ResultStore};
 use crate::metrics::Metrics;
 
-fn respond(store: &ResultStore, metrics: &Metrics, url: &str) -> Result<(Vec<u8>, &'static str)> {
-    if url == "/metrics" {
-        return Ok((metrics.render().into_bytes(), "text/plain; version=0.0.4"));
-    }
-    let rest = url
-        .strip_prefix("/r/")
-        .ok_or_else(|| anyhow!("not found"))?;
-    let (root, what) = rest.split_once('/').ok_or_else(|| anyhow!("not found"))?;
-    let uri = format!("mem://{root}");
-    let body = if what == "all" {
-        encode_all(&store.fetch_all(&uri)?)
-    } else if let Some(q) = what.strip_prefix("tiles?i=") {
-        let idx = q
-            .split(',')
-            .map(|x| x.parse::<u32>().context("tile index"))
-            .collect::<Result<Vec<_>>>()?;
-        encode_proven(&store.fetch(&uri, &idx)?)
-    } else {
-        bail!("not found");
-    };
-    Ok((zstd::encode_all(&body[..], ZSTD_LEVEL)?, "application/zstd"))
+/// How much of the server one client can take.
+#[derive(Clone, Debug)]
+pub struct ServerLimits {
+    /// Connections open at once; further ones are closed on accept.
+    pub max_connections: usize,
+    /// Result transfers in flight at once, in all.
+    pub transfers: usize,
+    /// Result transfers in flight at once from one peer.
+    pub transfers_per_peer: usize,
+    /// Longest a request head may take to arrive (idle and slow-header connections end).
+    pub header_timeout: Duration,
+    /// Longest a connection may stay open, whatever it does (a reader that stops reading).
+    pub connection_lifetime: Duration,
+    /// Longest a response may take to start.
+    pub response_timeout: Duration,
+    /// Largest request head, bytes (the request line with its query included).
+    pub max_request_head: usize,
+    /// Most tiles one `/tiles` request may ask for.
+    pub max_indices: usize,
 }
 
-/// Serves `store` and `metrics` on `addr` from a background thread; returns the bound address.
-pub fn serve(store: Arc<ResultStore>, metrics: Arc<Metrics>, addr: &str) -> Result<HttpServer> {
-    let server = Arc::new(
-        tiny_http::Server::http(addr).map_err(|e| anyhow!("cannot listen on {addr}: {e}"))?,
-    );
-    let bound = server
-        .server_addr()
-        .to_ip()
-        .ok_or_else(|| anyhow!("not an IP listener"))?;
-    let serving = server.clone();
-    let handle = std::thread::spawn(move || {
-        let server = serving;
-        for req in server.incoming_requests() {
-            let url = req.url().to_string();
-            let resp = match respond(&store, &metrics, &url) {
-                Ok((body, ctype)) => tiny_http::Response::from_data(body)
-                    .with_header(
-                        tiny_http::Header::from_bytes("Content-Type", ctype).expect("header"),
-                    )
-                    .with_header(
-                        tiny_http::Header::from_bytes(
-                            "Cache-Control",
-                            "public, max-age=31536000, immutable",
-                        )
-                        .expect("header"),
-                    ),
-                Err(e) => {
-                    tiny_http::Response::from_data(e.to_string().into_bytes()).with_status_code(404)
-                }
-            };
-            if let Err(e) = req.respond(resp) {
-                tracing::debug!(error = %e, "client went away");
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_connections: 4096,
+            transfers: 64,
+            transfers_per_peer: 8,
+            header_timeout: Duration::from_secs(10),
+            connection_lifetime: Duration::from_secs(300),
+            response_timeout: Duration::from_secs(30),
+            max_request_head: 64 << 10,
+            max_indices: 4096,
+        }
+    }
+}
+
+/// The peer of a connection.
+#[derive(Clone, Copy)]
+struct Peer(SocketAddr);
+
+/// Transfers in flight, per peer and in all.
+#[derive(Default)]
+struct Transfers {
+    by_peer: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One transfer's place; released when the body is done or dropped.
+struct Permit {
+    transfers: Arc<Transfers>,
+    key: IpAddr,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let mut m = self.transfers.by_peer.lock().expect("transfers lock");
+        if let Some(n) = m.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.key);
             }
         }
+        if let Some(n) = m.get_mut(&ALL) {
+            *n -= 1;
+        }
+    }
+}
+
+/// The key counting every transfer.
+const ALL: IpAddr = IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED);
+
+/// A peer's key: its IPv4 address, or its IPv6 /64 (one host usually holds a whole /64).
+fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 1))
+            }
+        },
+        v4 => v4,
+    }
+}
+
+impl Transfers {
+    fn acquire(self: &Arc<Self>, ip: IpAddr, limits: &ServerLimits) -> Option<Permit> {
+        let key = peer_key(ip);
+        let mut m = self.by_peer.lock().expect("transfers lock");
+        let all = m.get(&ALL).copied().unwrap_or(0);
+        let mine = m.get(&key).copied().unwrap_or(0);
+        if all >= limits.transfers || mine >= limits.transfers_per_peer {
+            return None;
+        }
+        *m.entry(ALL).or_default() += 1;
+        *m.entry(key).or_default() += 1;
+        Some(Permit {
+            transfers: self.clone(),
+            key,
+        })
+    }
+}
+
+#[derive(Clone)]
+struct App {
+    store: Arc<ResultStore>,
+    metrics: Arc<Metrics>,
+    limits: Arc<ServerLimits>,
+    transfers: Arc<Transfers>,
+}
+
+fn refuse(status: StatusCode, msg: impl Into<String>) -> Response {
+    (status, msg.into()).into_response()
+}
+
+fn busy() -> Response {
+    let mut r = refuse(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too many transfers in flight; retry",
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
+}
+
+fn immutable(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=31536000, immutable"),
+    );
+    r
+}
+
+fn lookup(app: &App, root: &str) -> Result<Arc<super::Entry>, Response> {
+    let d = parse_hex_digest(root)
+        .ok_or_else(|| refuse(StatusCode::BAD_REQUEST, "a root is 64 hex characters"))?;
+    app.store
+        .entry(&d)
+        .ok_or_else(|| refuse(StatusCode::NOT_FOUND, "nothing served under that root"))
+}
+
+/// Tiles per chunk of a streamed `/all` body.
+const CHUNK_TILES: u32 = 16;
+
+async fn all(
+    State(app): State<App>,
+    Extension(Peer(peer)): Extension<Peer>,
+    Path(root): Path<String>,
+) -> Response {
+    let entry = match lookup(&app, &root) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let Some(permit) = app.transfers.acquire(peer.ip(), &app.limits) else {
+        app.metrics.http_busy.inc();
+        return busy();
+    };
+    let len = super::wire::all_len(&entry.job);
+    let count = entry.count();
+    let deadline = Instant::now() + app.limits.connection_lifetime;
+    // the permit travels with the body: released when the transfer ends, however it ends
+    let stream = futures_util::stream::unfold(
+        (0u32, entry, permit),
+        move |(i, entry, permit)| async move {
+            if i >= count {
+                return None;
+            }
+            if Instant::now() > deadline {
+                let e = std::io::Error::new(std::io::ErrorKind::TimedOut, "transfer too slow");
+                return Some((Err(e), (count, entry, permit)));
+            }
+            let end = (i + CHUNK_TILES).min(count);
+            let e = entry.clone();
+            let chunk = tokio::task::spawn_blocking(move || {
+                let mut out = Vec::with_capacity((end - i) as usize * e.tile_len());
+                for t in i..end {
+                    out.extend_from_slice(&e.tile(t)?);
+                }
+                Ok::<_, anyhow::Error>(Bytes::from(out))
+            })
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|r| r.map_err(std::io::Error::other));
+            Some((chunk, (end, entry, permit)))
+        },
+    );
+    let mut r = Body::from_stream(futures_util::StreamExt::fuse(stream)).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    immutable(r)
+}
+
+async fn tiles(
+    State(app): State<App>,
+    Extension(Peer(peer)): Extension<Peer>,
+    Path(root): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let entry = match lookup(&app, &root) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let count = entry.count();
+    let Some(list) = query.as_deref().and_then(|q| q.strip_prefix("i=")) else {
+        return refuse(StatusCode::BAD_REQUEST, "expected ?i=<index>,<index>,…");
+    };
+    let most = app.limits.max_indices.min(count as usize);
+    let mut indices = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for part in list.split(',') {
+        if indices.len() == most {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!("at most {most} tiles per request"),
+            );
+        }
+        let Ok(i) = part.parse::<u32>() else {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!("{part:?} is not a tile index"),
+            );
+        };
+        if i >= count {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!("tile {i} out of range (T = {count})"),
+            );
+        }
+        if !seen.insert(i) {
+            return refuse(StatusCode::BAD_REQUEST, format!("tile {i} asked twice"));
+        }
+        indices.push(i);
+    }
+    let Some(permit) = app.transfers.acquire(peer.ip(), &app.limits) else {
+        app.metrics.http_busy.inc();
+        return busy();
+    };
+    let body = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let proven = entry.proven(&indices)?;
+        let mut out = Vec::new();
+        for t in &proven {
+            encode_one(&mut out, t);
+        }
+        Ok::<_, anyhow::Error>(out)
+    })
+    .await;
+    match body {
+        Ok(Ok(b)) => immutable(Body::from(b).into_response()),
+        Ok(Err(e)) => refuse(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
+        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+async fn metrics(State(app): State<App>) -> Response {
+    let mut r = app.metrics.render().into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    r
+}
+
+fn router(app: App) -> Router {
+    let limits = app.limits.clone();
+    Router::new()
+        .route("/r/{root}/all", get(all))
+        .route("/r/{root}/tiles", get(tiles))
+        .route("/metrics", get(metrics))
+        .with_state(app)
+        .layer(CompressionLayer::new().quality(CompressionLevel::Fastest))
+        .layer(CorsLayer::permissive())
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            limits.response_timeout,
+        ))
+}
+
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: Arc<ServerLimits>,
+    metrics: Arc<Metrics>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.changed() => break,
+            a = listener.accept() => a,
+        };
+        // reap finished connections so the set does not grow
+        while conns.try_join_next().is_some() {}
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // out of descriptors or a reset before accept: wait a little, go on
+                tracing::debug!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            metrics.http_connections_refused.inc();
+            drop(stream);
+            continue;
+        };
+        let app = app.clone();
+        let limits = limits.clone();
+        conns.spawn(async move {
+            let _permit = permit;
+            let svc = hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(Peer(peer));
+                let app = app.clone();
+                async move { Ok::<_, Infallible>(app.oneshot(req).await.into_response()) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .max_buf_size(limits.max_request_head.max(8192))
+                .serve_connection(TokioIo::new(stream), svc);
+            let _ = tokio::time::timeout(limits.connection_lifetime, conn).await;
+        });
+    }
+    // dropping the set aborts every connection
+}
+
+/// Serves `store` and `metrics` on `addr` with the default [`ServerLimits`].
+pub fn serve(store: Arc<ResultStore>, metrics: Arc<Metrics>, addr: &str) -> Result<HttpServer> {
+    serve_with(store, metrics, addr, ServerLimits::default())
+}
+
+/// Serves `store` and `metrics` on `addr` from a background thread (its own tokio runtime);
+/// returns once it listens.
+pub fn serve_with(
+    store: Arc<ResultStore>,
+    metrics: Arc<Metrics>,
+    addr: &str,
+    limits: ServerLimits,
+) -> Result<HttpServer> {
+    let std_listener =
+        std::net::TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+    std_listener.set_nonblocking(true)?;
+    let bound = std_listener.local_addr()?;
+    let limits = Arc::new(limits);
+    let app = router(App {
+        store,
+        metrics: metrics.clone(),
+        limits: limits.clone(),
+        transfers: Default::default(),
     });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("keeper-http")
+        .enable_all()
+        .build()?;
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let thread = std::thread::Builder::new()
+        .name("keeper-http".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                match tokio::net::TcpListener::from_std(std_listener) {
+                    Ok(l) => accept_loop(l, app, limits, metrics, rx).await,
+                    Err(e) => tracing::error!(error = %e, "cannot serve"),
+                }
+            });
+            rt.shutdown_timeout(Duration::from_secs(1));
+        })?;
     Ok(HttpServer {
         addr: bound,
-        server,
-        thread: Some(handle),
+        stop: tx,
+        thread: Some(thread),
     })
 }
 
@@ -85,18 +429,18 @@ pub fn serve(store: Arc<ResultStore>, metrics: Arc<Metrics>, addr: &str) -> Resu
 pub struct HttpServer {
     /// Where it listens.
     pub addr: SocketAddr,
-    server: Arc<tiny_http::Server>,
+    stop: tokio::sync::watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl HttpServer {
-    /// Stops accepting, finishes the request in hand, and waits for the server thread.
+    /// Stops accepting, ends every connection, and waits for the server thread.
     pub fn shutdown(mut self) {
-        self.stop();
+        self.halt();
     }
 
-    fn stop(&mut self) {
-        self.server.unblock();
+    fn halt(&mut self) {
+        let _ = self.stop.send(true);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -105,6 +449,6 @@ impl HttpServer {
 
 impl Drop for HttpServer {
     fn drop(&mut self) {
-        self.stop();
+        self.halt();
     }
 }

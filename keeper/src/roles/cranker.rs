@@ -2,8 +2,6 @@
 //! votes (losers first, so the majority's share is in escrow), closes finished tasks and sweeps
 //! fees to the treasury.
 
-use std::collections::HashMap;
-
 use anchor_lang::prelude::Pubkey;
 use anyhow::Result;
 use compute_market::{
@@ -41,16 +39,20 @@ pub struct Cranker {
     pub ledger: Ledger,
     /// Tasks cranked at once ([`super::parallel`]).
     pub parallel: usize,
+    /// The market it cranks (others' tasks are never read, nor paid for).
+    pub market: Pubkey,
 }
 
 impl Cranker {
-    /// A cranker signing with `kp`, sweeping fees to `treasury`, `parallel` tasks at once.
-    pub fn new(kp: Keypair, treasury: Pubkey, parallel: usize) -> Self {
+    /// A cranker of `market` signing with `kp`, sweeping fees to `treasury`, `parallel` tasks
+    /// at once.
+    pub fn new(kp: Keypair, treasury: Pubkey, market: Pubkey, parallel: usize) -> Self {
         Cranker {
             kp,
             treasury,
             ledger: Ledger::default(),
             parallel,
+            market,
         }
     }
 }
@@ -65,8 +67,8 @@ impl Ledger {
 }
 
 impl Cranker {
-    /// Everything due on one task; `votes` are the task's vote accounts as read at the start
-    /// of the pass. What it saw lands in `ledger` as it happens, so an error later in the
+    /// Everything due on one task. Its votes are read (filtered on the task) only when some
+    /// are settleable. What it saw lands in `ledger` as it happens, so an error later in the
     /// pass loses nothing already recorded.
     fn on_task(
         &self,
@@ -74,7 +76,6 @@ impl Cranker {
         now: u64,
         key: Pubkey,
         t: Task,
-        votes: Vec<(Pubkey, Vote)>,
         ledger: &mut Ledger,
     ) -> Result<()> {
         let mut sent = false;
@@ -136,9 +137,6 @@ impl Cranker {
             _ => {}
         }
         // settle whatever is settleable: losers of a decided round first
-        if votes.is_empty() && !sent && !t.status.is_terminal() {
-            return Ok(());
-        }
         let t = if sent {
             match chain.task(&key)? {
                 Some(t) => t,
@@ -147,6 +145,15 @@ impl Cranker {
         } else {
             t
         };
+        let votes: Vec<(Pubkey, Vote)> =
+            if t.open_votes > 0 && (t.round > 0 || t.status.is_decided()) {
+                chain.votes(&key)?
+            } else {
+                vec![]
+            };
+        if votes.is_empty() && !t.status.is_terminal() {
+            return Ok(());
+        }
         let mut votes: Vec<_> = votes
             .into_iter()
             .filter(|(_, v)| v.round < t.round || t.status.is_decided())
@@ -204,22 +211,25 @@ impl Cranker {
         Ok(())
     }
 
-    /// One pass over everything due: tasks and their votes are read once, then each task is
-    /// handled on its own (up to `parallel` at once); one task's failure never blocks the others.
+    /// One pass over everything due in its market: the market's tasks are read once (votes
+    /// only of tasks with settleable ones), then each task is handled on its own (up to
+    /// `parallel` at once); one task's failure never blocks the others.
     pub fn step(&mut self, chain: &dyn Chain) -> Result<()> {
         let now = chain.slot()?;
-        let mut votes: HashMap<Pubkey, Vec<(Pubkey, Vote)>> = HashMap::new();
-        for (k, v) in chain.all_votes()? {
-            votes.entry(v.task).or_default().push((k, v));
-        }
-        let work: Vec<_> = chain
-            .tasks()?
-            .into_iter()
-            .map(|(k, t)| (k, t, votes.remove(&k).unwrap_or_default()))
-            .collect();
-        let results = super::parallel(self.parallel, work, |(key, t, votes)| {
+        let tasks = chain.tasks_of(&self.market)?;
+        self.step_with(chain, now, tasks)
+    }
+
+    /// [`Cranker::step`] over tasks already read (the daemon reads them once per pass).
+    pub fn step_with(
+        &mut self,
+        chain: &dyn Chain,
+        now: u64,
+        tasks: Vec<(Pubkey, Task)>,
+    ) -> Result<()> {
+        let results = super::parallel(self.parallel, tasks, |(key, t)| {
             let mut ledger = Ledger::default();
-            let r = self.on_task(chain, now, key, t, votes, &mut ledger);
+            let r = super::guard(|| self.on_task(chain, now, key, t, &mut ledger));
             (key, ledger, r)
         });
         for (key, ledger, r) in results {
@@ -231,11 +241,11 @@ impl Cranker {
         Ok(())
     }
 
-    /// Sweeps every node's accrued fees to the treasury, and subtracts every slashed node's
-    /// stake debt from its market's sortition total (`sync_stake`).
+    /// Sweeps the accrued fees of its market's nodes to the treasury, and subtracts every
+    /// slashed node's stake debt from the market's sortition total (`sync_stake`).
     pub fn sweep(&mut self, chain: &dyn Chain) -> Result<u64> {
         let mut swept = 0;
-        for (key, n) in chain.nodes()? {
+        for (key, n) in chain.nodes_of(&self.market)? {
             if n.stake_debt > 0 {
                 send(
                     chain,

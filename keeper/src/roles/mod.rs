@@ -74,6 +74,22 @@ pub fn parallel<T: Send, R: Send>(
     done.into_iter().map(|(_, r)| r).collect()
 }
 
+/// Runs one task's work, turning a panic in it (hostile input reaching a bug) into that task's
+/// error: the process, and every other task, goes on.
+pub fn guard<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            anyhow::bail!("panicked: {msg}")
+        }
+    }
+}
+
 /// Sends `ix` signed by `kp`; logs refusals with the program's error name.
 pub fn send(
     chain: &dyn Chain,

@@ -1,8 +1,15 @@
-//! Provider: claims tasks of its market that it can bond and that fit its memory, nearest
-//! region first and least-loaded provider first; computes them, serves the tiles and submits
-//! the Merkle root.
+//! Provider: claims tasks of its market that it can bond, that fit its memory, its disk budget
+//! and — from its measured throughput — its submit window, that pay at least its minimum, nearest
+//! region first and least-loaded provider first; computes them (in the background in the
+//! daemon, so nothing else waits for a computation), keeps the tiles on disk, serves them and
+//! submits the Merkle root.
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
 
 use anchor_lang::prelude::Pubkey;
 use anyhow::{Context, Result};
@@ -11,18 +18,32 @@ use compute_market::{
     instructions::SubmitResultArgs,
     state::{Node, Task, TaskStatus},
 };
-use compute_market_protocol::{hash::hashv, job::JobSpec, region, P};
+use compute_market_protocol::{
+    hash::{hashv, Digest},
+    job::{JobKind, JobSpec},
+    region, P,
+};
 use solana_signer::Signer;
 
-use super::{send, NodeCtx};
+use super::{send, NodeCtx, Reporter};
 use crate::{
     chain::{Chain, ChainExt},
+    compute::Backend,
     db::Db,
-    results::hex,
+    results::{store::file_len, ResultStore},
 };
 
 /// Default least-loaded back-off ([`Provider::claim_backoff`]), slots per task held.
 pub const CLAIM_BACKOFF: u64 = 2;
+
+/// Seconds per slot assumed when a window in slots is turned into time (Solana's 400 ms).
+pub const SLOT_SECONDS: f64 = 0.4;
+
+/// A claim must be expected to finish within this fraction of its submit window.
+pub const WINDOW_MARGIN: f64 = 0.5;
+
+/// Default retention of a served result after its task is closed (or no longer uses it).
+pub const RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 /// Work a provider did on one task.
 #[derive(Clone, Debug)]
@@ -35,6 +56,105 @@ pub struct ComputeRecord {
     pub work: u64,
     /// Tiles corrupted on purpose.
     pub corrupted: u32,
+}
+
+/// A provider's own speed, work units per second per job kind: measured on a small job of
+/// each kind when first needed, then kept as a running figure from the jobs it computes.
+#[derive(Default)]
+pub struct Throughput {
+    rates: Mutex<HashMap<JobKind, f64>>,
+}
+
+impl Throughput {
+    /// Work units per second for `kind`, when known.
+    pub fn rate(&self, kind: JobKind) -> Option<f64> {
+        self.rates.lock().expect("rates lock").get(&kind).copied()
+    }
+
+    /// Sets the rate of `kind`.
+    pub fn set(&self, kind: JobKind, rate: f64) {
+        self.rates.lock().expect("rates lock").insert(kind, rate);
+    }
+
+    /// Folds a computed job in (a running mean weighting the newest job by 1/4).
+    pub fn record(&self, kind: JobKind, work: u64, seconds: f64) {
+        if seconds <= 0.0 || work == 0 {
+            return;
+        }
+        let seen = work as f64 / seconds;
+        let mut r = self.rates.lock().expect("rates lock");
+        let rate = r.get(&kind).map_or(seen, |old| 0.75 * old + 0.25 * seen);
+        r.insert(kind, rate);
+    }
+
+    /// Measures `backend` on a small job of every kind whose rate is unknown (tens of ms).
+    pub fn measure(&self, backend: &dyn Backend) -> Result<()> {
+        for job in [
+            JobSpec::matmul(256, 256, 256, [7; 32]),
+            JobSpec::hash_batch(64, 64, 16, [7; 32]),
+        ] {
+            if self.rate(job.kind).is_some() {
+                continue;
+            }
+            // once to warm up (kernels compiled, caches filled), once measured
+            backend.run(&job)?;
+            let t = Instant::now();
+            backend.run(&job)?;
+            self.set(
+                job.kind,
+                job.work() as f64 / t.elapsed().as_secs_f64().max(1e-6),
+            );
+        }
+        Ok(())
+    }
+
+    /// Expected seconds to compute `job` (infinite when its kind was never measured).
+    pub fn seconds(&self, job: &JobSpec) -> f64 {
+        match self.rate(job.kind) {
+            Some(r) if r > 0.0 => job.work() as f64 / r,
+            _ => f64::INFINITY,
+        }
+    }
+}
+
+/// What a provider agrees to claim besides bond and memory.
+#[derive(Clone, Debug)]
+pub struct ClaimPolicy {
+    /// Least reward per 10^9 work units, token base units (0: any reward).
+    pub min_reward_per_gwork: u64,
+    /// Seconds per slot ([`SLOT_SECONDS`]).
+    pub slot_seconds: f64,
+    /// Fraction of the submit window a claim may be expected to take ([`WINDOW_MARGIN`]).
+    pub margin: f64,
+}
+
+impl Default for ClaimPolicy {
+    fn default() -> Self {
+        ClaimPolicy {
+            min_reward_per_gwork: 0,
+            slot_seconds: SLOT_SECONDS,
+            margin: WINDOW_MARGIN,
+        }
+    }
+}
+
+/// A computed result, stored and ready to submit.
+#[derive(Clone, Debug)]
+struct Computed {
+    root: Digest,
+    uri: String,
+    record: ComputeRecord,
+}
+
+/// What a computation needs, owned (it may run on its own thread).
+#[derive(Clone)]
+struct Work {
+    name: String,
+    backend: Arc<dyn Backend>,
+    store: Arc<ResultStore>,
+    progress: Option<Arc<Reporter>>,
+    corrupt_fraction: f64,
+    throughput: Arc<Throughput>,
 }
 
 /// A provider.
@@ -50,10 +170,21 @@ pub struct Provider {
     /// submitted, including those claimed earlier in the same pass), so idle providers win
     /// fresh tasks and work spreads over the market.
     pub claim_backoff: u64,
-    /// Crash-safe record of served results.
+    /// Crash-safe database (shared with the verifier).
     pub db: Arc<Db>,
     /// What it computed.
     pub records: Vec<ComputeRecord>,
+    /// Its measured speed.
+    pub throughput: Arc<Throughput>,
+    /// Reward floor and window margin.
+    pub policy: ClaimPolicy,
+    /// Compute on background threads (the daemon): a pass only starts computations and
+    /// submits finished ones. Off, a pass computes in line (the embedded demo, in order).
+    pub background: bool,
+    /// How long a result is kept once its task no longer needs it ([`RETENTION`]).
+    pub retention: Duration,
+    running: HashMap<Pubkey, JoinHandle<Result<Computed>>>,
+    unneeded_since: HashMap<Digest, Instant>,
 }
 
 impl Provider {
@@ -66,21 +197,43 @@ impl Provider {
             claim_backoff: CLAIM_BACKOFF,
             db,
             records: vec![],
+            throughput: Arc::default(),
+            policy: ClaimPolicy::default(),
+            background: false,
+            retention: RETENTION,
+            running: HashMap::new(),
+            unneeded_since: HashMap::new(),
         }
+    }
+
+    fn work(&self) -> Work {
+        Work {
+            name: self.ctx.name.clone(),
+            backend: self.ctx.backend.clone(),
+            store: self.ctx.store.clone(),
+            progress: self.ctx.progress.clone(),
+            corrupt_fraction: self.corrupt_fraction,
+            throughput: self.throughput.clone(),
+        }
+    }
+
+    /// Tasks being computed in the background now.
+    pub fn computing(&self) -> usize {
+        self.running.len()
     }
 }
 
 /// Open tasks of `market` that a provider with `node`'s stake and hardware can claim at `now`,
 /// in the order it should try them: nearest region first ([`region::distance`]), then the
 /// oldest, then the best paid. Tasks whose bond exceeds its free stake or whose job does not
-/// fit its declared memory (when declared) are left out.
+/// fit `memory` bytes are left out.
 pub fn rank_open<'a>(
     tasks: &'a [(Pubkey, Task)],
     market: &Pubkey,
     node: &Node,
+    memory: u64,
     now: u64,
 ) -> Vec<&'a (Pubkey, Task)> {
-    let memory = node_memory(node);
     let mut open: Vec<&(Pubkey, Task)> = tasks
         .iter()
         .filter(|(_, t)| {
@@ -89,9 +242,7 @@ pub fn rank_open<'a>(
                 && now <= t.open_deadline
                 && t.provider_bond <= node.free
         })
-        .filter(|(_, t)| {
-            memory == 0 || JobSpec::decode(&t.job).is_ok_and(|j| j.memory_bytes() <= memory)
-        })
+        .filter(|(_, t)| JobSpec::decode(&t.job).is_ok_and(|j| j.memory_bytes() <= memory))
         .collect();
     open.sort_by_key(|(_, t)| {
         (
@@ -103,21 +254,77 @@ pub fn rank_open<'a>(
     open
 }
 
-/// What a provider holds when it plans its claims: tasks claimed and not yet submitted, and
-/// the memory their jobs need together.
+/// What a provider holds when it plans its claims: tasks claimed and not yet submitted, the
+/// memory their jobs need together, the seconds they take together on this node, and the
+/// disk its result store has left.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Holding {
     /// Tasks held.
     pub load: usize,
     /// Bytes their jobs need at once.
     pub memory: u64,
+    /// Expected seconds to compute them all (they share the device).
+    pub seconds: f64,
+    /// Bytes the result store may still take.
+    pub disk: u64,
+}
+
+/// What limits a provider's claims besides its stake: its memory (declared, or measured when
+/// undeclared), its speed, its reward floor.
+pub struct Capacity<'a> {
+    /// Bytes it computes in.
+    pub memory: u64,
+    /// Its speed.
+    pub throughput: &'a Throughput,
+    /// Its reward floor and window margin.
+    pub policy: &'a ClaimPolicy,
+}
+
+/// Why a task is not claimed (for logs and tests); `None`: it can be.
+pub fn refusal(t: &Task, job: &JobSpec, held: &Holding, cap: &Capacity) -> Option<String> {
+    let window = f64::from(t.windows.submit) * cap.policy.slot_seconds * cap.policy.margin;
+    let seconds = cap.throughput.seconds(job);
+    if held.seconds + seconds > window {
+        return Some(format!(
+            "expected {seconds:.1} s (plus {:.1} s held) exceeds {:.0}% of its {:.0} s submit window",
+            held.seconds,
+            cap.policy.margin * 100.0,
+            f64::from(t.windows.submit) * cap.policy.slot_seconds
+        ));
+    }
+    if held.memory + job.memory_bytes() > cap.memory {
+        return Some(format!(
+            "needs {} MiB with {} MiB held, {} MiB available",
+            job.memory_bytes() >> 20,
+            held.memory >> 20,
+            cap.memory >> 20
+        ));
+    }
+    if file_len(job) > held.disk {
+        return Some(format!(
+            "its result takes {} MiB, the store has {} MiB left",
+            file_len(job) >> 20,
+            held.disk >> 20
+        ));
+    }
+    let floor = u128::from(cap.policy.min_reward_per_gwork) * u128::from(job.work());
+    if u128::from(t.reward) * 1_000_000_000 < floor {
+        return Some(format!(
+            "pays {} for {} work units, below the floor of {} per 10^9",
+            t.reward,
+            job.work(),
+            cap.policy.min_reward_per_gwork
+        ));
+    }
+    None
 }
 
 /// The claims to send this pass, from `ranked` ([`rank_open`]'s order): each with its bond and
 /// the load it brings the provider to. A task is taken when the provider holds fewer than
-/// `max_active`, its free stake covers the bond, the held jobs plus this one fit the declared
-/// memory (held jobs are computed side by side), and — least-loaded first — at least
-/// `load · backoff` slots have passed since it was posted.
+/// `max_active`, its free stake covers the bond, the held jobs plus this one fit its memory
+/// and its disk and are expected to finish within the margin of the submit window (held jobs
+/// are computed side by side), it pays at least the floor, and — least-loaded first — at
+/// least `load · backoff` slots have passed since it was posted.
 pub fn plan_claims(
     ranked: Vec<&(Pubkey, Task)>,
     node: &Node,
@@ -125,34 +332,44 @@ pub fn plan_claims(
     max_active: usize,
     backoff: u64,
     now: u64,
+    cap: &Capacity,
 ) -> Vec<(Pubkey, u64, usize)> {
-    let memory = node_memory(node);
     let (mut free, mut held) = (node.free, held);
     let mut picks = vec![];
     for (key, t) in ranked {
         if held.load >= max_active {
             break;
         }
-        let need = job_memory(t);
-        if t.provider_bond > free
-            || now < t.posted_slot.saturating_add(held.load as u64 * backoff)
-            || (memory > 0 && held.memory + need > memory)
+        let Ok(job) = JobSpec::decode(&t.job) else {
+            continue;
+        };
+        if t.provider_bond > free || now < t.posted_slot.saturating_add(held.load as u64 * backoff)
         {
+            continue;
+        }
+        if let Some(why) = refusal(t, &job, &held, cap) {
+            tracing::debug!(task = %key, why, "not claimed");
             continue;
         }
         free -= t.provider_bond;
         held = Holding {
             load: held.load + 1,
-            memory: held.memory + need,
+            memory: held.memory + job.memory_bytes(),
+            seconds: held.seconds + cap.throughput.seconds(&job),
+            disk: held.disk - file_len(&job),
         };
         picks.push((*key, t.provider_bond, held.load));
     }
     picks
 }
 
-/// The memory a node declared, bytes (0: undeclared, no memory limit applies).
-fn node_memory(node: &Node) -> u64 {
-    u64::from(node.hardware.memory_gb) << 30
+/// The memory a node may compute in: what it declared, or — undeclared — three quarters of
+/// what its backend has.
+pub fn node_memory(node: &Node, backend: &dyn Backend) -> u64 {
+    match u64::from(node.hardware.memory_gb) << 30 {
+        0 => backend.memory_bytes() / 4 * 3,
+        declared => declared,
+    }
 }
 
 /// Bytes the task's job needs at once (0 for a spec that does not decode: such a task fails
@@ -161,7 +378,7 @@ fn job_memory(t: &Task) -> u64 {
     JobSpec::decode(&t.job).map_or(0, |j| j.memory_bytes())
 }
 
-impl Provider {
+impl Work {
     /// Corrupts about `corrupt_fraction` of the tiles (deterministically, at least one when the
     /// fraction is positive), keeping each tile well-formed so only a real check notices.
     fn corrupt(&self, job: &JobSpec, tiles: &mut [Vec<u8>]) -> u32 {
@@ -187,65 +404,86 @@ impl Provider {
         n
     }
 
-    /// After a restart: recomputes and serves again every result it recorded.
-    pub fn restore(&mut self) -> Result<usize> {
-        let results = self.db.results()?;
-        for r in &results {
-            let root = &r.root;
-            let job =
-                JobSpec::decode(&r.job).map_err(|e| anyhow::anyhow!("stored job spec: {e}"))?;
-            let mut tiles = self.ctx.backend.run(&job)?;
-            self.corrupt(&job, &mut tiles);
-            let (again, _) = self.ctx.store.publish(job, tiles);
-            anyhow::ensure!(
-                again == *root,
-                "recomputed result {} does not match its recorded root",
-                hex(root)
-            );
-        }
-        Ok(results.len())
-    }
-
-    /// Computes, serves and submits one claimed task.
-    fn submit(
-        &self,
-        chain: &dyn Chain,
-        now: u64,
-        key: &Pubkey,
-        t: &Task,
-    ) -> Result<Option<ComputeRecord>> {
-        if now > t.submit_deadline {
-            return Ok(None);
-        }
-        let job = JobSpec::decode(&t.job)
-            .map_err(|e| anyhow::anyhow!("task {key}: malformed job spec: {e}"))?;
+    /// Computes the job of `key`, stores the tiles (on disk, before anything is submitted: a
+    /// restarted provider serves them again without recomputing) and folds the time into the
+    /// throughput figure.
+    fn compute(&self, key: Pubkey, job: JobSpec) -> Result<Computed> {
         let start = Instant::now();
-        let what = format!("{} task {}", self.ctx.name, &key.to_string()[..8]);
+        let what = format!("{} task {}", self.name, &key.to_string()[..8]);
         let report = |done: u64, all: u64| {
-            if let Some(p) = &self.ctx.progress {
+            if let Some(p) = &self.progress {
                 p(&what, done, all)
             }
         };
         let mut tiles = self
-            .ctx
             .backend
             .run_with_progress(&job, &report)
             .with_context(|| format!("computing task {key}"))?;
         let corrupted = self.corrupt(&job, &mut tiles);
-        let (root, uri) = self.ctx.store.publish(job, tiles);
-        // recorded before the submission: a restarted provider serves it again
-        self.db.put_result(&root, &t.job, self.corrupt_fraction)?;
+        let (root, uri) = self.store.publish(key.to_bytes(), job, tiles)?;
         let seconds = start.elapsed().as_secs_f64();
+        self.throughput.record(job.kind, job.work(), seconds);
+        Ok(Computed {
+            root,
+            uri,
+            record: ComputeRecord {
+                task: key,
+                seconds,
+                work: job.work(),
+                corrupted,
+            },
+        })
+    }
+}
+
+/// What a held task needs this pass.
+enum Due {
+    /// Its result is stored: submit it.
+    Submit(Computed),
+    /// Compute it in line, then submit.
+    Compute(JobSpec),
+}
+
+impl Provider {
+    /// After a restart: what the store holds is served at once, nothing recomputed; returns
+    /// how many results it holds.
+    pub fn restore(&mut self) -> Result<usize> {
+        Ok(self.ctx.store.stats().results)
+    }
+
+    /// The stored result computed for task `key` with job `job` (a restart, or a submission
+    /// that was refused or lost: never computed twice).
+    fn stored(&self, key: &Pubkey, job: &JobSpec) -> Option<Computed> {
+        let e = self
+            .ctx
+            .store
+            .entries()
+            .into_iter()
+            .find(|e| e.task == key.to_bytes() && e.job == *job)?;
+        Some(Computed {
+            root: e.root,
+            uri: self.ctx.store.uri(&e.root),
+            record: ComputeRecord {
+                task: *key,
+                seconds: 0.0,
+                work: job.work(),
+                corrupted: 0,
+            },
+        })
+    }
+
+    /// Submits a stored result.
+    fn submit(&self, chain: &dyn Chain, key: &Pubkey, t: &Task, c: &Computed) -> Result<bool> {
         let ix = client::submit_result(
             self.ctx.kp.pubkey(),
             *key,
             t.market,
             SubmitResultArgs {
-                result_root: root,
-                result_uri: uri,
+                result_root: c.root,
+                result_uri: c.uri.clone(),
             },
         );
-        if !send(
+        let ok = send(
             chain,
             &self.ctx.name,
             "submit_result",
@@ -253,24 +491,119 @@ impl Provider {
             ix,
             &self.ctx.kp,
         )?
-        .ok
-        {
-            return Ok(None);
+        .ok;
+        if ok {
+            tracing::info!(provider = self.ctx.name, task = %key, seconds = c.record.seconds, corrupted = c.record.corrupted, "result submitted");
         }
-        tracing::info!(provider = self.ctx.name, task = %key, seconds, corrupted, "result submitted");
-        Ok(Some(ComputeRecord {
-            task: *key,
-            seconds,
-            work: job.work(),
-            corrupted,
-        }))
+        Ok(ok)
     }
 
-    /// One pass: submit what it holds, then claim what it can (up to `parallel` transactions
-    /// in flight at once).
+    /// What each held task needs now: a stored or finished result to submit, a computation
+    /// to run in line, or (background) a computation started or still running.
+    fn due(&mut self, now: u64, held: &[&(Pubkey, Task)]) -> Vec<(Pubkey, Task, Due)> {
+        let mut due = vec![];
+        for (key, t) in held.iter().map(|kt| (&kt.0, &kt.1)) {
+            if now > t.submit_deadline {
+                // too late: reclaim_task will settle it; a computation still running is
+                // abandoned (its result, if it ever lands, is evicted like any unneeded one)
+                self.running.remove(key);
+                continue;
+            }
+            let Ok(job) = JobSpec::decode(&t.job) else {
+                tracing::warn!(provider = self.ctx.name, task = %key, "malformed job spec; not computed");
+                continue;
+            };
+            if let Some(h) = self.running.remove(key) {
+                if !h.is_finished() {
+                    self.running.insert(*key, h);
+                    continue;
+                }
+                match h.join() {
+                    Ok(Ok(c)) => {
+                        self.records.push(c.record.clone());
+                        due.push((*key, t.clone(), Due::Submit(c)));
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "computation failed; will retry")
+                    }
+                    Err(_) => {
+                        tracing::warn!(provider = self.ctx.name, task = %key, "computation panicked; will retry")
+                    }
+                }
+                continue;
+            }
+            if let Some(c) = self.stored(key, &job) {
+                due.push((*key, t.clone(), Due::Submit(c)));
+            } else if self.background {
+                let (w, k) = (self.work(), *key);
+                let h = std::thread::Builder::new()
+                    .name(format!("compute-{}", &k.to_string()[..8]))
+                    .spawn(move || super::guard(|| w.compute(k, job)));
+                match h {
+                    Ok(h) => {
+                        self.running.insert(*key, h);
+                    }
+                    Err(e) => {
+                        tracing::warn!(provider = self.ctx.name, task = %key, error = %e, "cannot start a computation")
+                    }
+                }
+            } else {
+                due.push((*key, t.clone(), Due::Compute(job)));
+            }
+        }
+        due
+    }
+
+    /// Deletes results no task needs any more (closed, reopened for another provider, given
+    /// up) once [`Provider::retention`] has passed since that was first seen. `tasks` are the
+    /// tasks of the market as read this pass; a task not among them is asked for by key.
+    pub fn evict(&mut self, chain: &dyn Chain, tasks: &[(Pubkey, Task)]) -> Result<usize> {
+        let by_key: HashMap<Pubkey, &Task> = tasks.iter().map(|(k, t)| (*k, t)).collect();
+        let mut evicted = 0;
+        for e in self.ctx.store.entries() {
+            let key = Pubkey::new_from_array(e.task);
+            // a task outside this pass's read is asked for once: once unneeded, a result
+            // stays so (its task was closed or moved on)
+            let needed = match by_key.get(&key) {
+                Some(t) => needed(t, &self.ctx.node, &e),
+                None if self.unneeded_since.contains_key(&e.root) => false,
+                None => chain
+                    .task(&key)?
+                    .is_some_and(|t| needed(&t, &self.ctx.node, &e)),
+            };
+            if needed {
+                self.unneeded_since.remove(&e.root);
+                continue;
+            }
+            let since = *self
+                .unneeded_since
+                .entry(e.root)
+                .or_insert_with(Instant::now);
+            if since.elapsed() >= self.retention && !self.running.contains_key(&key) {
+                self.ctx.store.remove(&e.root)?;
+                self.unneeded_since.remove(&e.root);
+                evicted += 1;
+                tracing::info!(provider = self.ctx.name, task = %key, root = %crate::results::hex(&e.root), "evicted a served result");
+            }
+        }
+        Ok(evicted)
+    }
+
+    /// One pass: submit what it holds (starting or finishing computations), then claim what
+    /// it can (up to `parallel` transactions in flight at once), then evict what no task needs.
     pub fn step(&mut self, chain: &dyn Chain) -> Result<()> {
         let now = chain.slot()?;
-        let tasks = chain.tasks()?;
+        let tasks = chain.tasks_of(&self.ctx.market)?;
+        self.step_with(chain, now, &tasks)
+    }
+
+    /// [`Provider::step`] over tasks already read (the daemon reads them once per pass).
+    pub fn step_with(
+        &mut self,
+        chain: &dyn Chain,
+        now: u64,
+        tasks: &[(Pubkey, Task)],
+    ) -> Result<()> {
         let me = self.ctx.node;
         let held: Vec<&(Pubkey, Task)> = tasks
             .iter()
@@ -278,17 +611,41 @@ impl Provider {
             .collect();
         let mut load = held.len();
         let mut memory_held: u64 = held.iter().map(|(_, t)| job_memory(t)).sum();
-        let done = super::parallel(self.ctx.parallel, held, |(key, t)| {
-            (key, self.submit(chain, now, key, t), job_memory(t))
+        let mut seconds_held: f64 = held
+            .iter()
+            .filter_map(|(_, t)| JobSpec::decode(&t.job).ok())
+            .map(|j| self.throughput.seconds(&j))
+            .filter(|s| s.is_finite())
+            .sum();
+        let due = self.due(now, &held);
+        let done = super::parallel(self.ctx.parallel, due, |(key, t, due)| {
+            let r = super::guard(|| {
+                let (c, computed) = match due {
+                    Due::Submit(c) => (c, false),
+                    Due::Compute(job) => (self.work().compute(key, job)?, true),
+                };
+                Ok((
+                    self.submit(chain, &key, &t, &c)?,
+                    computed.then_some(c.record),
+                ))
+            });
+            (key, r, t)
         });
-        for (key, r, memory) in done {
+        for (key, r, t) in done {
             match r {
-                Ok(Some(record)) => {
-                    load -= 1;
-                    memory_held -= memory;
-                    self.records.push(record)
+                Ok((submitted, record)) => {
+                    self.records.extend(record);
+                    if submitted {
+                        load -= 1;
+                        memory_held -= job_memory(&t);
+                        if let Ok(j) = JobSpec::decode(&t.job) {
+                            let s = self.throughput.seconds(&j);
+                            if s.is_finite() {
+                                seconds_held = (seconds_held - s).max(0.0);
+                            }
+                        }
+                    }
                 }
-                Ok(None) => {}
                 Err(e) => {
                     tracing::warn!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "will retry")
                 }
@@ -297,17 +654,31 @@ impl Provider {
         let Some(node) = chain.node(&self.ctx.node)? else {
             return Ok(());
         };
+        if let Err(e) = self.throughput.measure(self.ctx.backend.as_ref()) {
+            tracing::warn!(provider = self.ctx.name, error = %format!("{e:#}"), "cannot measure the backend; claiming nothing");
+            return Ok(());
+        }
+        let stats = self.ctx.store.stats();
         let held = Holding {
             load,
             memory: memory_held,
+            seconds: seconds_held,
+            disk: stats.budget.saturating_sub(stats.bytes),
+        };
+        let memory = node_memory(&node, self.ctx.backend.as_ref());
+        let cap = Capacity {
+            memory,
+            throughput: &self.throughput,
+            policy: &self.policy,
         };
         let picks = plan_claims(
-            rank_open(&tasks, &self.ctx.market, &node, now),
+            rank_open(tasks, &self.ctx.market, &node, memory, now),
             &node,
             held,
             self.max_active,
             self.claim_backoff,
             now,
+            &cap,
         );
         let claims = super::parallel(self.ctx.parallel, picks, |(key, bond, load)| {
             let r = send(
@@ -331,8 +702,18 @@ impl Provider {
                 }
             }
         }
+        if let Err(e) = self.evict(chain, tasks) {
+            tracing::warn!(provider = self.ctx.name, error = %format!("{e:#}"), "eviction will be retried");
+        }
         Ok(())
     }
+}
+
+/// Whether task `t` still needs the stored result `e` of provider `me`: held and not yet
+/// submitted by `me`, or submitted with this root and not closed.
+fn needed(t: &Task, me: &Pubkey, e: &crate::results::Entry) -> bool {
+    (t.status == TaskStatus::Claimed && t.provider == *me && t.job == e.job.encode())
+        || t.result_root == e.root
 }
 
 #[cfg(test)]
@@ -362,6 +743,7 @@ mod tests {
         t.status = TaskStatus::Open;
         t.open_deadline = 1_000;
         t.provider_bond = 10;
+        t.windows.submit = 300;
         (Pubkey::new_from_array([id; 32]), t)
     }
 
@@ -395,12 +777,16 @@ mod tests {
             too_big_bond,
         ];
         let order = |node: &Node| {
-            rank_open(&tasks, &market, node, 10)
+            let memory = match u64::from(node.hardware.memory_gb) << 30 {
+                0 => u64::MAX,
+                m => m,
+            };
+            rank_open(&tasks, &market, node, memory, 10)
                 .iter()
                 .map(|(k, _)| k.to_bytes()[0])
                 .collect::<Vec<_>>()
         };
-        // memory undeclared (0): no memory filter
+        // memory undeclared (0): what the backend has (here: no limit)
         assert_eq!(order(&node), vec![6, 5, 3, 2, 4, 1]);
         node.hardware.memory_gb = 8;
         assert_eq!(
@@ -428,6 +814,18 @@ mod tests {
         let job = JobSpec::hash_batch(1024, 1024, 1, [1; 32]); // 32 MiB of outputs
         let tasks: Vec<(Pubkey, Task)> = (1..=5).map(|i| task(i, market, 0, 10, 5, job)).collect();
         let ranked = || tasks.iter().collect::<Vec<_>>();
+        let fast = Throughput::default();
+        fast.set(JobKind::HashBatch, 1e12);
+        let policy = ClaimPolicy::default();
+        let cap = Capacity {
+            memory: u64::MAX,
+            throughput: &fast,
+            policy: &policy,
+        };
+        let idle = Holding {
+            disk: u64::MAX,
+            ..Holding::default()
+        };
         let ids = |p: Vec<(Pubkey, u64, usize)>| {
             p.iter()
                 .map(|(k, _, load)| (k.to_bytes()[0], *load))
@@ -437,46 +835,43 @@ mod tests {
         node.free = 100;
         // idle, at the posting slot: one task (the next would need 1 · 2 slots of back-off)
         assert_eq!(
-            ids(plan_claims(ranked(), &node, Holding::default(), 4, 2, 10)),
+            ids(plan_claims(ranked(), &node, idle, 4, 2, 10, &cap)),
             vec![(1, 1)]
         );
         // 4 slots later: loads 0, 1, 2 are past their back-off (0, 2, 4 slots), load 3 is not
         assert_eq!(
-            ids(plan_claims(ranked(), &node, Holding::default(), 4, 2, 14)),
+            ids(plan_claims(ranked(), &node, idle, 4, 2, 14, &cap)),
             vec![(1, 1), (2, 2), (3, 3)]
         );
         // already holding 2: its first claim waits 4 slots
-        let two = Holding { load: 2, memory: 0 };
-        assert!(plan_claims(ranked(), &node, two, 4, 2, 13).is_empty());
+        let two = Holding { load: 2, ..idle };
+        assert!(plan_claims(ranked(), &node, two, 4, 2, 13, &cap).is_empty());
         assert_eq!(
-            ids(plan_claims(ranked(), &node, two, 4, 2, 14)),
+            ids(plan_claims(ranked(), &node, two, 4, 2, 14, &cap)),
             vec![(1, 3)]
         );
         // at most max_active held
-        assert_eq!(
-            plan_claims(ranked(), &node, Holding::default(), 2, 0, 10).len(),
-            2
-        );
+        assert_eq!(plan_claims(ranked(), &node, idle, 2, 0, 10, &cap).len(), 2);
         // free stake for two bonds of 10... with 25 free
         node.free = 25;
-        assert_eq!(
-            plan_claims(ranked(), &node, Holding::default(), 9, 0, 10).len(),
-            2
-        );
-        // 1 GB declared, 1000 MiB already held: one more 32 MiB job does not fit
+        assert_eq!(plan_claims(ranked(), &node, idle, 9, 0, 10, &cap).len(), 2);
+        // 1 GiB to compute in, 1000 MiB already held: one more 32 MiB job does not fit
         node.free = 100;
-        node.hardware.memory_gb = 1;
-        let heavy = Holding {
-            load: 0,
-            memory: 1000 << 20,
+        let cap = Capacity {
+            memory: 1 << 30,
+            ..cap
         };
-        assert!(plan_claims(ranked(), &node, heavy, 9, 0, 10).is_empty());
+        let heavy = Holding {
+            memory: 1000 << 20,
+            ..idle
+        };
+        assert!(plan_claims(ranked(), &node, heavy, 9, 0, 10, &cap).is_empty());
         let light = Holding {
-            load: 0,
             memory: 950 << 20,
+            ..idle
         };
         assert_eq!(
-            plan_claims(ranked(), &node, light, 9, 0, 10).len(),
+            plan_claims(ranked(), &node, light, 9, 0, 10, &cap).len(),
             2,
             "1024 − 950 MiB leaves room for two 32 MiB jobs"
         );

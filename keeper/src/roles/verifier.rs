@@ -7,7 +7,12 @@
 //! it during the join window, which costs it the check only — the program releases a displaced
 //! verifier's bond and returns its vote account's rent.
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    thread::JoinHandle,
+    time::Instant,
+};
 
 use anchor_lang::prelude::Pubkey;
 use anyhow::Result;
@@ -31,8 +36,13 @@ use super::{send, NodeCtx};
 use crate::db::{Db, Sealed};
 use crate::{
     chain::{Chain, ChainExt},
+    results::distinct,
     verify::{check_matmul, check_sampled, Verdict},
 };
+
+/// A verifier stops retrying an unreachable result this many slots before the commit deadline
+/// and votes it invalid (time left to seal and land the commit).
+pub const GIVE_UP_SLOTS: u64 = 8;
 
 /// Work a verifier did on one task.
 #[derive(Clone, Debug)]
@@ -62,6 +72,23 @@ pub struct Verifier {
     /// Test only: after a commit lands, wait this long before anything else (a window in
     /// which a test kills the process between commit and reveal).
     pub hold_after_commit: Option<std::time::Duration>,
+    /// Check on background threads (the daemon): a pass only starts checks and commits the
+    /// finished ones, so a long check never delays another task's commit or reveal. Off, a
+    /// pass checks in line (the embedded demo, in order).
+    pub background: bool,
+    running: Mutex<HashMap<(Pubkey, u8), JoinHandle<Result<(VerifyRecord, Sealed)>>>>,
+}
+
+/// What a check needs, owned (it may run on its own thread).
+#[derive(Clone)]
+struct Checker {
+    name: String,
+    node: Pubkey,
+    secret: [u8; 32],
+    backend: Arc<dyn crate::compute::Backend>,
+    store: Arc<crate::results::ResultStore>,
+    db: Arc<Db>,
+    careless: bool,
 }
 
 impl Verifier {
@@ -73,56 +100,28 @@ impl Verifier {
             db,
             records: vec![],
             hold_after_commit: None,
+            background: false,
+            running: Mutex::new(HashMap::new()),
         }
     }
 
-    fn check(&self, task: &Pubkey, t: &Task) -> Result<Verdict> {
-        let job = JobSpec::decode(&t.job)
-            .map_err(|e| anyhow::anyhow!("task {task}: malformed job spec: {e}"))?;
-        let uri = std::str::from_utf8(&t.result_uri[..t.result_uri_len as usize]).unwrap_or("");
-        let me = self.ctx.node.to_bytes();
-        let fetched = match job.kind {
-            JobKind::MatMulModP => self.ctx.store.fetch_all(uri).map(|tiles| {
-                check_matmul(
-                    self.ctx.backend.as_ref(),
-                    &job,
-                    &tiles,
-                    &t.result_root,
-                    &t.seed,
-                    &me,
-                    t.samples as u32,
-                )
-            }),
-            JobKind::HashBatch => {
-                let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
-                self.ctx.store.fetch(uri, &picked).map(|served| {
-                    check_sampled(self.ctx.backend.as_ref(), &job, &served, &t.result_root)
-                })
-            }
-        };
-        match fetched {
-            Ok(verdict) => verdict,
-            // a result that cannot be fetched is a result that cannot be verified: invalid
-            Err(e) => Ok(Verdict {
-                vote: compute_market_protocol::commit::VOTE_INVALID,
-                evidence: [0; 32],
-                reason: format!("fetching the result failed: {e}"),
-            }),
+    fn checker(&self) -> Checker {
+        let mut secret = [0u8; 32];
+        secret.copy_from_slice(&self.ctx.kp.to_bytes()[..32]);
+        Checker {
+            name: self.ctx.name.clone(),
+            node: self.ctx.node,
+            secret,
+            backend: self.ctx.backend.clone(),
+            store: self.ctx.store.clone(),
+            db: self.db.clone(),
+            careless: self.careless,
         }
     }
 
-    fn seal(&self, task: &Pubkey, round: u8, vote: u8, evidence: Digest) -> Sealed {
-        let salt = hashv(&[
-            b"salt",
-            &self.ctx.kp.to_bytes()[..32],
-            task.as_ref(),
-            &[round],
-        ]);
-        Sealed {
-            vote,
-            evidence,
-            salt,
-        }
+    /// Checks being run in the background now.
+    pub fn checking(&self) -> usize {
+        self.running.lock().expect("running lock").len()
     }
 
     fn commit(&self, chain: &dyn Chain, task: &Pubkey, round: u8, sealed: &Sealed) -> Result<()> {
@@ -149,31 +148,44 @@ impl Verifier {
         Ok(())
     }
 
-    /// Checks the result, seals the vote, persists it, then commits it: a crash at any point
-    /// leaves either nothing committed or a sealed vote on disk to reveal.
-    fn check_seal_commit(&self, chain: &dyn Chain, key: &Pubkey, t: &Task) -> Result<VerifyRecord> {
-        let start = Instant::now();
-        let verdict = if self.careless {
-            Verdict {
-                vote: VOTE_VALID,
-                evidence: [0; 32],
-                reason: "careless: did not check".into(),
+    /// Checks, seals, persists, then commits: a crash at any point leaves either nothing
+    /// committed or a sealed vote on disk to reveal. In the background, the check runs on its
+    /// own thread and a later pass commits it; `None` until then.
+    fn check_then_commit(
+        &self,
+        chain: &dyn Chain,
+        now: u64,
+        key: &Pubkey,
+        t: &Task,
+    ) -> Result<Option<VerifyRecord>> {
+        if !self.background {
+            let (record, sealed) = self.checker().check_and_seal(now, key, t)?;
+            self.commit(chain, key, t.round, &sealed)?;
+            return Ok(Some(record));
+        }
+        let mut running = self.running.lock().expect("running lock");
+        match running.remove(&(*key, t.round)) {
+            Some(h) if !h.is_finished() => {
+                running.insert((*key, t.round), h);
+                Ok(None)
             }
-        } else {
-            self.check(key, t)?
-        };
-        let seconds = start.elapsed().as_secs_f64();
-        tracing::info!(verifier = self.ctx.name, task = %key, round = t.round, vote = verdict.vote, reason = verdict.reason, seconds, "checked");
-        let sealed = self.seal(key, t.round, verdict.vote, verdict.evidence);
-        self.db.put_sealed(key, t.round, &sealed)?;
-        self.commit(chain, key, t.round, &sealed)?;
-        Ok(VerifyRecord {
-            task: *key,
-            seconds,
-            vote: verdict.vote,
-            reason: verdict.reason,
-            displaced: None,
-        })
+            Some(h) => {
+                drop(running);
+                let (record, sealed) = h
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("the check of task {key} panicked"))??;
+                self.commit(chain, key, t.round, &sealed)?;
+                Ok(Some(record))
+            }
+            None => {
+                let (c, k, task) = (self.checker(), *key, t.clone());
+                let h = std::thread::Builder::new()
+                    .name(format!("check-{}", &k.to_string()[..8]))
+                    .spawn(move || super::guard(|| c.check_and_seal(now, &k, &task)))?;
+                running.insert((*key, t.round), h);
+                Ok(None)
+            }
+        }
     }
 
     /// What is due on one task; the record of a check when one ran.
@@ -214,7 +226,7 @@ impl Verifier {
                 }
                 // joined, then crashed before sealing: nothing was committed, check again
                 None if !v.committed && now <= t.commit_deadline => {
-                    return self.check_seal_commit(chain, &key, t).map(Some)
+                    return self.check_then_commit(chain, now, &key, t)
                 }
                 _ => {}
             }
@@ -254,31 +266,50 @@ impl Verifier {
         )?
         .ok
         {
-            let mut record = self.check_seal_commit(chain, &key, t)?;
-            if let SeatPlan::Displace(worst) = plan {
-                record.displaced = Some(worst);
+            let mut record = self.check_then_commit(chain, now, &key, t)?;
+            if let (Some(r), SeatPlan::Displace(worst)) = (record.as_mut(), plan) {
+                r.displaced = Some(worst);
             }
-            return Ok(Some(record));
+            return Ok(record);
         }
         Ok(None)
     }
 
-    /// One pass over the tasks in verification.
+    /// One pass over the tasks of its market in verification.
     pub fn step(&mut self, chain: &dyn Chain) -> Result<()> {
         let now = chain.slot()?;
+        let tasks = chain.tasks_of(&self.ctx.market)?;
+        self.step_with(chain, now, &tasks)
+    }
+
+    /// [`Verifier::step`] over tasks already read (the daemon reads them once per pass).
+    /// Time-critical work goes first: tasks where it holds a seat (a sealed vote to commit or
+    /// reveal before its deadline) come before seats to compete for, nearest deadline first.
+    pub fn step_with(
+        &mut self,
+        chain: &dyn Chain,
+        now: u64,
+        tasks: &[(Pubkey, Task)],
+    ) -> Result<()> {
         let Some(node) = chain.node(&self.ctx.node)? else {
             return Ok(());
         };
-        let market_key = self.ctx.market;
-        let due: Vec<_> = chain
-            .tasks()?
-            .into_iter()
-            .filter(|(_, t)| t.status == TaskStatus::Verifying && t.market == market_key)
+        let mut due: Vec<(Pubkey, Task)> = tasks
+            .iter()
+            .filter(|(_, t)| t.status == TaskStatus::Verifying && t.market == self.ctx.market)
+            .cloned()
             .collect();
+        due.sort_by_key(|(k, t)| {
+            let seated = t.seated().iter().any(|s| s.node == self.ctx.node);
+            (!seated, t.reveal_deadline, *k)
+        });
         // up to `parallel` tasks at once; one task's failure (an RPC error, an unreachable
-        // result) never blocks the others
+        // result, a panic) never blocks the others
         let results = super::parallel(self.ctx.parallel, due, |(key, t)| {
-            (key, self.on_task(chain, now, &node, key, &t))
+            (
+                key,
+                super::guard(|| self.on_task(chain, now, &node, key, &t)),
+            )
         });
         for (key, r) in results {
             match r {
@@ -290,6 +321,100 @@ impl Verifier {
             }
         }
         Ok(())
+    }
+}
+
+impl Checker {
+    /// Fetches and checks the result of `t`. A result that cannot be verified is invalid: what
+    /// was served breaks the protocol, or it stayed unreachable until [`GIVE_UP_SLOTS`] before
+    /// the commit deadline (until then a transient failure is an error, and the check is
+    /// tried again on the next pass).
+    fn check(&self, task: &Pubkey, t: &Task, now: u64) -> Result<Verdict> {
+        let job = JobSpec::decode(&t.job)
+            .map_err(|e| anyhow::anyhow!("task {task}: malformed job spec: {e}"))?;
+        let uri = t
+            .result_uri
+            .get(..t.result_uri_len as usize)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .unwrap_or("");
+        let me = self.node.to_bytes();
+        let fetched = match job.kind {
+            JobKind::MatMulModP => self.store.fetch_all(uri, &job).map(|tiles| {
+                check_matmul(
+                    self.backend.as_ref(),
+                    &job,
+                    &tiles,
+                    &t.result_root,
+                    &t.seed,
+                    &me,
+                    t.samples as u32,
+                )
+            }),
+            JobKind::HashBatch => {
+                let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
+                let want = distinct(&picked);
+                self.store.fetch(uri, &job, &want).map(|served| {
+                    check_sampled(
+                        self.backend.as_ref(),
+                        &job,
+                        &picked,
+                        &served,
+                        &t.result_root,
+                    )
+                })
+            }
+        };
+        match fetched {
+            Ok(verdict) => verdict,
+            Err(e) if e.is_transient() && now.saturating_add(GIVE_UP_SLOTS) < t.commit_deadline => {
+                Err(anyhow::anyhow!(e).context(format!(
+                    "fetching the result of task {task} (retrying until slot {})",
+                    t.commit_deadline.saturating_sub(GIVE_UP_SLOTS)
+                )))
+            }
+            Err(e) => Ok(Verdict {
+                vote: compute_market_protocol::commit::VOTE_INVALID,
+                evidence: [0; 32],
+                reason: format!("fetching the result failed: {e}"),
+            }),
+        }
+    }
+
+    fn seal(&self, task: &Pubkey, round: u8, vote: u8, evidence: Digest) -> Sealed {
+        let salt = hashv(&[b"salt", &self.secret, task.as_ref(), &[round]]);
+        Sealed {
+            vote,
+            evidence,
+            salt,
+        }
+    }
+
+    /// Checks the result and seals the vote, persisted before it returns.
+    fn check_and_seal(&self, now: u64, key: &Pubkey, t: &Task) -> Result<(VerifyRecord, Sealed)> {
+        let start = Instant::now();
+        let verdict = if self.careless {
+            Verdict {
+                vote: VOTE_VALID,
+                evidence: [0; 32],
+                reason: "careless: did not check".into(),
+            }
+        } else {
+            self.check(key, t, now)?
+        };
+        let seconds = start.elapsed().as_secs_f64();
+        tracing::info!(verifier = self.name, task = %key, round = t.round, vote = verdict.vote, reason = verdict.reason, seconds, "checked");
+        let sealed = self.seal(key, t.round, verdict.vote, verdict.evidence);
+        self.db.put_sealed(key, t.round, &sealed)?;
+        Ok((
+            VerifyRecord {
+                task: *key,
+                seconds,
+                vote: verdict.vote,
+                reason: verdict.reason,
+                displaced: None,
+            },
+            sealed,
+        ))
     }
 }
 

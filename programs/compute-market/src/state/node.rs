@@ -73,6 +73,10 @@ pub struct Node {
 }
 
 impl Node {
+    /// Byte offset of `market` in the account data (after the discriminator, the version and
+    /// the authority): clients read one market's nodes with a `memcmp` here.
+    pub const MARKET_OFFSET: usize = 8 + 1 + 32;
+
     /// Whether the node has `role`.
     pub fn has(&self, role: u8) -> bool {
         self.roles & role != 0

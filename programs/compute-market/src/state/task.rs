@@ -213,6 +213,10 @@ pub struct Task {
 }
 
 impl Task {
+    /// Byte offset of `market` in the account data (after the discriminator, the version, the
+    /// client and the task id): clients read one market's tasks with a `memcmp` here.
+    pub const MARKET_OFFSET: usize = 8 + 1 + 32 + 8;
+
     /// Signer seeds of the task PDA (authority of its escrow).
     pub fn signer_seeds<'a>(&'a self, id: &'a [u8; 8], bump: &'a [u8; 1]) -> [&'a [u8]; 4] {
         [SEED_TASK, self.client.as_ref(), id, bump]

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Result};
 use clap::Args;
-use compute_market_keeper::{config::expand, daemon};
+use compute_market_keeper::{config::expand, daemon, results::FetchPolicy};
 use solana_signer::Signer;
 
 use crate::context::{progress_bars, select, Backend, Ctx};
@@ -50,6 +50,29 @@ pub struct RunArgs {
     /// (least-loaded providers claim first).
     #[arg(long, default_value_t = compute_market_keeper::roles::provider::CLAIM_BACKOFF)]
     claim_backoff: u64,
+    /// Directory of served results [default: the store file's path with `.results`].
+    #[arg(long)]
+    results_dir: Option<String>,
+    /// Most disk served results may take, MiB (claims whose result would not fit are skipped).
+    #[arg(long, default_value_t = daemon::DISK_BUDGET >> 20)]
+    disk_budget_mib: u64,
+    /// Hours a served result is kept after its task is closed (the client may still fetch it).
+    #[arg(long, default_value_t = 24.0)]
+    retain_hours: f64,
+    /// Provider: least reward per 10^9 work units (multiply-adds or SHA-256 compressions),
+    /// token base units; cheaper tasks are not claimed.
+    #[arg(long, default_value_t = 0)]
+    min_reward_per_gwork: u64,
+    /// Fetch results from loopback addresses (a single-machine cluster, tests).
+    #[arg(long)]
+    allow_loopback_urls: bool,
+    /// Fetch results from private, link-local and other non-global addresses (a private
+    /// network; implies loopback).
+    #[arg(long)]
+    allow_private_urls: bool,
+    /// Seconds a result fetch may take, body included.
+    #[arg(long, default_value_t = 30)]
+    fetch_timeout_s: u64,
     /// Test only: corrupt this fraction of every result's tiles (a dishonest provider).
     #[arg(long, hide = true, default_value_t = 0.0)]
     corrupt_fraction: f64,
@@ -78,28 +101,36 @@ impl RunArgs {
                     kp.pubkey()
                 ))
             });
-        let opts = daemon::DaemonOptions {
-            provider: self.provider,
-            verifier: self.verifier,
-            crank: self.crank,
-            market: ctx.market(self.market),
-            store,
-            listen: self
-                .listen
-                .or(ctx.file.listen.clone())
-                .unwrap_or_else(|| "127.0.0.1:9100".into()),
-            public_url: self.public_url.or(ctx.file.public_url.clone()),
-            poll: Duration::from_millis(self.poll_ms.or(ctx.file.poll_ms).unwrap_or(400)),
-            passes: None,
-            parallel: self.parallel,
-            max_active: self.max_active,
-            claim_backoff: self.claim_backoff,
-            corrupt_fraction: self.corrupt_fraction,
-            hold_after_commit: self.hold_after_commit_ms.map(Duration::from_millis),
-            progress: Some(progress_bars()),
-            ws_url: Some(daemon::ws_url(
-                &compute_market_keeper::chain::rpc::resolve_url(&ctx.url),
-            )),
+        let mut opts = daemon::DaemonOptions::new(ctx.market(self.market), store);
+        (opts.provider, opts.verifier, opts.crank) = (self.provider, self.verifier, self.crank);
+        opts.listen = self
+            .listen
+            .or(ctx.file.listen.clone())
+            .unwrap_or_else(|| "127.0.0.1:9100".into());
+        opts.public_url = self.public_url.or(ctx.file.public_url.clone());
+        opts.poll = Duration::from_millis(self.poll_ms.or(ctx.file.poll_ms).unwrap_or(400));
+        opts.parallel = self.parallel;
+        opts.max_active = self.max_active;
+        opts.claim_backoff = self.claim_backoff;
+        opts.corrupt_fraction = self.corrupt_fraction;
+        opts.hold_after_commit = self.hold_after_commit_ms.map(Duration::from_millis);
+        opts.progress = Some(progress_bars());
+        opts.ws_url = Some(daemon::ws_url(
+            &compute_market_keeper::chain::rpc::resolve_url(&ctx.url),
+        ));
+        opts.results_dir = self.results_dir.map(|d| expand(&d));
+        opts.disk_budget = self.disk_budget_mib << 20;
+        ensure!(
+            self.retain_hours.is_finite() && self.retain_hours >= 0.0,
+            "--retain-hours must be a non-negative number of hours"
+        );
+        opts.retention = Duration::from_secs_f64(self.retain_hours * 3600.0);
+        opts.min_reward_per_gwork = self.min_reward_per_gwork;
+        opts.fetch = FetchPolicy {
+            allow_loopback: self.allow_loopback_urls,
+            allow_private: self.allow_private_urls,
+            timeout: Duration::from_secs(self.fetch_timeout_s.max(1)),
+            ..FetchPolicy::default()
         };
         daemon::run(ctx.rpc(), kp, backend, opts, daemon::signals())
     }
