@@ -45,6 +45,8 @@ pub struct Metrics {
     pub http_busy: Counter,
     /// Connections closed on accept because too many were open.
     pub http_connections_refused: Counter,
+    /// Connections closed because their transfer stood still (a reader that stopped reading).
+    pub http_stalled: Counter,
     /// Bytes of served results held on disk.
     pub store_bytes: Gauge,
     /// Panics caught in one task's work (that task failed; the process went on).
@@ -72,6 +74,7 @@ impl Default for Metrics {
             tasks: Family::default(),
             http_busy: Counter::default(),
             http_connections_refused: Counter::default(),
+            http_stalled: Counter::default(),
             store_bytes: Gauge::default(),
             panics: Counter::default(),
             registry: Registry::default(),
@@ -131,6 +134,11 @@ impl Default for Metrics {
             "http_connections_refused",
             "Connections closed on accept: too many open",
             m.http_connections_refused.clone(),
+        );
+        registry.register(
+            "http_stalled",
+            "Connections closed: their transfer stood still",
+            m.http_stalled.clone(),
         );
         registry.register(
             "store_bytes",

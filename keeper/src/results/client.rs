@@ -101,6 +101,7 @@ impl Client {
             .map_err(|e| FetchError::Invalid(format!("result URL {url:?} is not a URL: {e}")))?;
         check_url(&parsed, &self.policy)
             .map_err(|e| FetchError::Invalid(format!("result URL {url:?} is refused: {e}")))?;
+        let started = std::time::Instant::now();
         let resp = self.http.get(parsed).send().map_err(|e| {
             let chain = error_chain(&e);
             if e.is_redirect() || chain.contains("refused addresses") || e.is_builder() {
@@ -126,25 +127,40 @@ impl Client {
                 resp.content_length().unwrap_or(0)
             )));
         }
+        // the client's timeout bounds each read; the whole body gets the same time in all, so
+        // a body trickled a byte at a time is cut off too
         let mut body = Vec::new();
-        match resp.take(limit + 1).read_to_end(&mut body) {
-            Ok(_) if body.len() as u64 > limit => Err(FetchError::Invalid(format!(
-                "{url} sent more than the {limit} bytes the job implies"
-            ))),
-            Ok(_) => Ok(body),
-            Err(e) => {
-                let chain = error_chain(&e);
-                if e.kind() == std::io::ErrorKind::InvalidData || chain.contains("decod") {
-                    Err(FetchError::Invalid(format!(
-                        "{url} sent a malformed body: {chain}"
-                    )))
-                } else {
-                    Err(FetchError::Unavailable(format!(
-                        "reading {url} failed: {chain}"
-                    )))
+        let mut reader = resp.take(limit + 1);
+        let mut chunk = vec![0u8; 64 << 10];
+        loop {
+            if started.elapsed() > self.policy.timeout {
+                return Err(FetchError::Unavailable(format!(
+                    "{url} is too slow: the body took more than {:?}",
+                    self.policy.timeout
+                )));
+            }
+            match reader.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => body.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let chain = error_chain(&e);
+                    return Err(
+                        if e.kind() == std::io::ErrorKind::InvalidData || chain.contains("decod") {
+                            FetchError::Invalid(format!("{url} sent a malformed body: {chain}"))
+                        } else {
+                            FetchError::Unavailable(format!("reading {url} failed: {chain}"))
+                        },
+                    );
                 }
             }
         }
+        if body.len() as u64 > limit {
+            return Err(FetchError::Invalid(format!(
+                "{url} sent more than the {limit} bytes the job implies"
+            )));
+        }
+        Ok(body)
     }
 
     /// Every tile of `job`'s result at `base` (`http://host:port/r/<root>`).

@@ -33,6 +33,7 @@ use axum::{
     Extension, Router,
 };
 use bytes::Bytes;
+use futures_util::StreamExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tower::ServiceExt;
 use tower_http::{
@@ -55,8 +56,11 @@ pub struct ServerLimits {
     pub transfers_per_peer: usize,
     /// Longest a request head may take to arrive (idle and slow-header connections end).
     pub header_timeout: Duration,
-    /// Longest a connection may stay open, whatever it does (a reader that stops reading).
+    /// Longest a connection may stay open, whatever it does.
     pub connection_lifetime: Duration,
+    /// Longest a transfer may make no progress (a reader that stops reading) before its
+    /// connection is closed and its place freed.
+    pub stall_timeout: Duration,
     /// Longest a response may take to start.
     pub response_timeout: Duration,
     /// Largest request head, bytes (the request line with its query included).
@@ -73,6 +77,7 @@ impl Default for ServerLimits {
             transfers_per_peer: 8,
             header_timeout: Duration::from_secs(10),
             connection_lifetime: Duration::from_secs(300),
+            stall_timeout: Duration::from_secs(10),
             response_timeout: Duration::from_secs(30),
             max_request_head: 64 << 10,
             max_indices: 4096,
@@ -83,6 +88,78 @@ impl Default for ServerLimits {
 /// The peer of a connection.
 #[derive(Clone, Copy)]
 struct Peer(SocketAddr);
+
+/// When a connection's transfer last moved: the body stream marks every chunk it hands to
+/// hyper, and a watchdog closes the connection when an active transfer stands still.
+struct Progress {
+    born: Instant,
+    last_ms: std::sync::atomic::AtomicU64,
+    active: std::sync::atomic::AtomicUsize,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Progress {
+            born: Instant::now(),
+            last_ms: Default::default(),
+            active: Default::default(),
+        }
+    }
+
+    fn touch(&self) {
+        self.last_ms.store(
+            self.born.elapsed().as_millis() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    fn stalled(&self, limit: Duration) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.active.load(Relaxed) > 0
+            && self.born.elapsed().as_millis() as u64 - self.last_ms.load(Relaxed)
+                > limit.as_millis() as u64
+    }
+}
+
+/// A transfer in flight: its place among the peer's transfers, and its connection's progress.
+struct Transfer {
+    _permit: Permit,
+    progress: Arc<Progress>,
+}
+
+impl Transfer {
+    fn new(permit: Permit, progress: Arc<Progress>) -> Self {
+        progress
+            .active
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        progress.touch();
+        Transfer {
+            _permit: permit,
+            progress,
+        }
+    }
+}
+
+impl Drop for Transfer {
+    fn drop(&mut self) {
+        self.progress
+            .active
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// `body` in chunks, each marking the transfer's progress; the transfer ends with the body.
+fn chunked(body: Bytes, transfer: Transfer) -> Body {
+    const CHUNK: usize = 64 << 10;
+    let chunks: Vec<Bytes> = (0..body.len().div_ceil(CHUNK))
+        .map(|i| body.slice(i * CHUNK..((i + 1) * CHUNK).min(body.len())))
+        .collect();
+    let stream = futures_util::stream::iter(chunks).map(move |c| {
+        transfer.progress.touch();
+        Ok::<_, Infallible>(c)
+    });
+    Body::from_stream(stream)
+}
 
 /// Transfers in flight, per peer and in all.
 #[derive(Default)]
@@ -195,6 +272,7 @@ const CHUNK_TILES: u32 = 16;
 async fn all(
     State(app): State<App>,
     Extension(Peer(peer)): Extension<Peer>,
+    Extension(progress): Extension<Arc<Progress>>,
     Path(root): Path<String>,
 ) -> Response {
     let entry = match lookup(&app, &root) {
@@ -205,20 +283,22 @@ async fn all(
         app.metrics.http_busy.inc();
         return busy();
     };
+    let transfer = Transfer::new(permit, progress);
     let len = super::wire::all_len(&entry.job);
     let count = entry.count();
     let deadline = Instant::now() + app.limits.connection_lifetime;
-    // the permit travels with the body: released when the transfer ends, however it ends
+    // the transfer travels with the body: released when it ends, however it ends
     let stream = futures_util::stream::unfold(
-        (0u32, entry, permit),
-        move |(i, entry, permit)| async move {
+        (0u32, entry, transfer),
+        move |(i, entry, transfer)| async move {
             if i >= count {
                 return None;
             }
             if Instant::now() > deadline {
                 let e = std::io::Error::new(std::io::ErrorKind::TimedOut, "transfer too slow");
-                return Some((Err(e), (count, entry, permit)));
+                return Some((Err(e), (count, entry, transfer)));
             }
+            transfer.progress.touch();
             let end = (i + CHUNK_TILES).min(count);
             let e = entry.clone();
             let chunk = tokio::task::spawn_blocking(move || {
@@ -231,10 +311,10 @@ async fn all(
             .await
             .map_err(std::io::Error::other)
             .and_then(|r| r.map_err(std::io::Error::other));
-            Some((chunk, (end, entry, permit)))
+            Some((chunk, (end, entry, transfer)))
         },
     );
-    let mut r = Body::from_stream(futures_util::StreamExt::fuse(stream)).into_response();
+    let mut r = Body::from_stream(stream.fuse()).into_response();
     r.headers_mut()
         .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     immutable(r)
@@ -243,6 +323,7 @@ async fn all(
 async fn tiles(
     State(app): State<App>,
     Extension(Peer(peer)): Extension<Peer>,
+    Extension(progress): Extension<Arc<Progress>>,
     Path(root): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
@@ -285,8 +366,8 @@ async fn tiles(
         app.metrics.http_busy.inc();
         return busy();
     };
+    let transfer = Transfer::new(permit, progress);
     let body = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
         let proven = entry.proven(&indices)?;
         let mut out = Vec::new();
         for t in &proven {
@@ -296,7 +377,7 @@ async fn tiles(
     })
     .await;
     match body {
-        Ok(Ok(b)) => immutable(Body::from(b).into_response()),
+        Ok(Ok(b)) => immutable(chunked(Bytes::from(b), transfer).into_response()),
         Ok(Err(e)) => refuse(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
         Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
@@ -358,10 +439,14 @@ async fn accept_loop(
         };
         let app = app.clone();
         let limits = limits.clone();
+        let metrics = metrics.clone();
         conns.spawn(async move {
             let _permit = permit;
+            let progress = Arc::new(Progress::new());
+            let watched = progress.clone();
             let svc = hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(Peer(peer));
+                req.extensions_mut().insert(progress.clone());
                 let app = app.clone();
                 async move { Ok::<_, Infallible>(app.oneshot(req).await.into_response()) }
             });
@@ -370,7 +455,22 @@ async fn accept_loop(
                 .header_read_timeout(limits.header_timeout)
                 .max_buf_size(limits.max_request_head.max(8192))
                 .serve_connection(TokioIo::new(stream), svc);
-            let _ = tokio::time::timeout(limits.connection_lifetime, conn).await;
+            let stall = limits.stall_timeout;
+            let watchdog = async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(250).min(stall)).await;
+                    if watched.stalled(stall) {
+                        return;
+                    }
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::timeout(limits.connection_lifetime, conn) => {}
+                _ = watchdog => {
+                    metrics.http_stalled.inc();
+                    tracing::debug!(%peer, "closed a connection whose transfer stood still");
+                }
+            }
         });
     }
     // dropping the set aborts every connection

@@ -14,3 +14,6 @@ pub fn assert_outcomes(r: &DemoReport) {
         assert_eq!(t.outcome, expected, "{t:?}");
     }
 }
+
+#[allow(dead_code)]
+pub mod hostile;

@@ -1,0 +1,245 @@
+//! Hostile clients against a provider's results server: a reader that stops reading, huge
+//! `tiles?i=` lists, a thousand idle connections. While they run, verifiers still fetch their
+//! samples in time and the honest providers are Accepted. Attackers connect from other
+//! loopback addresses (127.0.0.2, …), so they are other peers than the verifiers.
+
+mod common;
+
+use std::{
+    io::{Read, Write},
+    net::{SocketAddr, TcpStream},
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use compute_market_keeper::{
+    compute::{cpu::CpuBackend, Backend},
+    demo::{DemoConfig, Scenario},
+    metrics::Metrics,
+    results::{self, hex, FetchPolicy, ResultStore, ServerLimits},
+};
+use compute_market_protocol::job::JobSpec;
+
+/// A TCP connection to `to` from the loopback address `from`.
+fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    // a small receive buffer: a reader that stops reading stalls the sender sooner
+    s.set_recv_buffer_size(4096).unwrap();
+    s.bind(&SocketAddr::new(from.parse().unwrap(), 0).into())
+        .unwrap();
+    s.connect(&to.into()).unwrap();
+    s.into()
+}
+
+/// Sends a GET of `path` on `s`.
+fn get(s: &mut TcpStream, path: &str) -> std::io::Result<()> {
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n")
+}
+
+/// The status code of the response on `s` (0 when the connection closed first).
+fn status(s: &mut TcpStream) -> u16 {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut b = [0u8; 12];
+    match s.read_exact(&mut b) {
+        Ok(()) => std::str::from_utf8(&b[9..12])
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0),
+        Err(_) => 0,
+    }
+}
+
+/// A large result (16 MiB of tiles) in `store`: what the attackers ask for.
+fn big(store: &ResultStore) -> ([u8; 32], JobSpec) {
+    let job = JobSpec::hash_batch(2048, 256, 1, [9; 32]);
+    let tiles = CpuBackend.run(&job).unwrap();
+    let (root, _) = store.publish([9; 32], job, tiles).unwrap();
+    (root, job)
+}
+
+#[test]
+fn hostile_clients_do_not_keep_verifiers_from_their_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = DemoConfig {
+        tasks: 8,
+        ..Default::default()
+    };
+    let mut s = Scenario::new(&cfg, Arc::new(CpuBackend), dir.path()).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let served = Arc::new(ResultStore::serving_at(format!("http://127.0.0.1:{port}")));
+    let metrics = Arc::new(Metrics::default());
+    let server = results::serve(
+        served.clone(),
+        metrics.clone(),
+        &format!("127.0.0.1:{port}"),
+    )
+    .unwrap();
+    let addr = server.addr;
+    for p in &mut s.providers {
+        p.ctx.store = served.clone();
+    }
+    let fetching = Arc::new(ResultStore::default().with_policy(FetchPolicy::loopback()));
+    for v in &mut s.verifiers {
+        v.ctx.store = fetching.clone();
+    }
+    let (root, job) = big(&served);
+    let all = format!("/r/{}/all", hex(&root));
+
+    // 1. readers that stop reading: 16 requests for the whole 16 MiB, never read
+    let mut stalled = vec![];
+    for _ in 0..16 {
+        let mut c = connect_from("127.0.0.2", addr);
+        get(&mut c, &all).unwrap();
+        stalled.push(c);
+    }
+    // 2. a thousand idle connections (half a request head, then nothing)
+    let mut idle = vec![];
+    for _ in 0..1000 {
+        let mut c = connect_from("127.0.0.3", addr);
+        c.write_all(b"GET /r/").unwrap();
+        idle.push(c);
+    }
+    // 3. huge index lists, sent over and over while the market runs
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let hammer = {
+        let (stop, sent) = (stop.clone(), sent.clone());
+        let path = format!(
+            "/r/{}/tiles?i={}",
+            hex(&root),
+            vec!["0"; 512 * 1024].join(",")
+        );
+        std::thread::spawn(move || {
+            let mut statuses = vec![];
+            while !stop.load(Ordering::Relaxed) {
+                let mut c = connect_from("127.0.0.4", addr);
+                if get(&mut c, &path).is_ok() {
+                    statuses.push(status(&mut c));
+                }
+                sent.fetch_add(1, Ordering::Relaxed);
+            }
+            statuses
+        })
+    };
+
+    // the market runs, its verifiers fetching from the attacked server
+    let t = Instant::now();
+    s.run_to_end(3_000).unwrap();
+    let ran = t.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let statuses = hammer.join().unwrap();
+    let r = s.report().unwrap();
+    common::assert_outcomes(&r);
+
+    // what a verifier's sampled fetch costs while the attack goes on
+    let picked: Vec<u32> = (0..16).map(|i| i * 97 % job.tile_count()).collect();
+    let mut lat = vec![];
+    for _ in 0..20 {
+        let t = Instant::now();
+        let served_tiles = fetching
+            .fetch(&format!("http://{addr}/r/{}", hex(&root)), &job, &picked)
+            .unwrap();
+        lat.push(t.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(served_tiles.len(), 16);
+    }
+    lat.sort_by(f64::total_cmp);
+    let checks: Vec<f64> = s
+        .verifiers
+        .iter()
+        .flat_map(|v| &v.records)
+        .filter(|r| !r.reason.contains("careless"))
+        .map(|r| r.seconds)
+        .collect();
+    let worst_check = checks.iter().copied().fold(0.0, f64::max);
+    println!(
+        "under attack: market of {} tasks ran in {:.2} s; {} honest checks, slowest {:.3} s; \
+         sampled fetch of 16 tiles p50 {:.2} ms, max {:.2} ms; {} huge-list requests ({:?} …); \
+         transfers refused {}",
+        r.tasks.len(),
+        ran.as_secs_f64(),
+        checks.len(),
+        worst_check,
+        lat[lat.len() / 2],
+        lat[lat.len() - 1],
+        sent.load(Ordering::Relaxed),
+        &statuses[..statuses.len().min(3)],
+        metrics.http_busy.get(),
+    );
+    assert!(worst_check < 5.0, "every check fetched in time: {checks:?}");
+    assert!(lat[lat.len() - 1] < 2_000.0, "{lat:?}");
+    assert!(
+        statuses.iter().all(|&c| c == 431 || c == 400 || c == 0),
+        "huge lists are refused: {statuses:?}"
+    );
+    assert!(
+        metrics.http_busy.get() >= 8,
+        "the stalled peer got at most its share of transfers"
+    );
+    drop((stalled, idle));
+}
+
+#[test]
+fn index_lists_are_bounded_and_checked() {
+    let served = Arc::new(ResultStore::default());
+    let (root, job) = big(&served);
+    let server = results::serve(served, Arc::new(Metrics::default()), "127.0.0.1:0").unwrap();
+    let ask = |list: &str| {
+        let mut c = TcpStream::connect(server.addr).unwrap();
+        get(&mut c, &format!("/r/{}/tiles?i={list}", hex(&root))).unwrap();
+        status(&mut c)
+    };
+    let t = Instant::now();
+    // 1 MiB of request line: refused by the head limit before anything is parsed
+    let huge = ask(&vec!["0"; 512 * 1024].join(","));
+    assert!(huge == 431 || huge == 0, "{huge}");
+    // under the head limit, but repeats, out-of-range indices and junk are refused
+    assert_eq!(ask(&vec!["0"; 20_000].join(",")), 400);
+    assert_eq!(ask(&job.tile_count().to_string()), 400);
+    assert_eq!(ask("1,x"), 400);
+    assert_eq!(ask(""), 400);
+    // more distinct indices than one request may carry
+    let many: Vec<String> = (0..2048).map(|i| i.to_string()).collect();
+    assert_eq!(ask(&many.join(",")), 200);
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
+#[test]
+fn a_stalled_reader_loses_its_transfer_and_its_peer_is_capped() {
+    let served = Arc::new(ResultStore::default());
+    let (root, _) = big(&served);
+    let metrics = Arc::new(Metrics::default());
+    let limits = ServerLimits {
+        transfers_per_peer: 1,
+        stall_timeout: Duration::from_secs(1),
+        ..ServerLimits::default()
+    };
+    let server =
+        results::server::serve_with(served, metrics.clone(), "127.0.0.1:0", limits).unwrap();
+    let all = format!("/r/{}/all", hex(&root));
+    let mut stalled = connect_from("127.0.0.2", server.addr);
+    get(&mut stalled, &all).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // the same peer's second transfer is refused while the first holds its place...
+    let mut second = connect_from("127.0.0.2", server.addr);
+    get(&mut second, &all).unwrap();
+    assert_eq!(status(&mut second), 503);
+    // ...another peer is served
+    let mut other = connect_from("127.0.0.5", server.addr);
+    get(&mut other, &format!("/r/{}/tiles?i=1,2", hex(&root))).unwrap();
+    assert_eq!(status(&mut other), 200);
+    // once the stalled transfer stood still for the stall timeout, it is closed
+    let t = Instant::now();
+    while metrics.http_stalled.get() == 0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "never closed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut third = connect_from("127.0.0.2", server.addr);
+    get(&mut third, &format!("/r/{}/tiles?i=1", hex(&root))).unwrap();
+    assert_eq!(status(&mut third), 200, "its place was freed");
+    drop(stalled);
+}
