@@ -16,7 +16,7 @@ use std::{
 };
 
 use anchor_lang::prelude::Pubkey;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use compute_market::{pda, state::Task};
 use solana_keypair::Keypair;
 use solana_signer::Signer;
@@ -320,16 +320,24 @@ pub fn run(
         .results_dir
         .clone()
         .unwrap_or_else(|| opts.store.with_extension("results"));
+    // bound first: published URLs name the address actually bound (`--listen …:0` works)
+    let listener = std::net::TcpListener::bind(&opts.listen)
+        .with_context(|| format!("cannot listen on {}", opts.listen))?;
     let base = opts
         .public_url
         .clone()
-        .unwrap_or_else(|| format!("http://{}", opts.listen));
+        .unwrap_or(format!("http://{}", listener.local_addr()?));
     let started = Instant::now();
     let tiles = Arc::new(
         ResultStore::open(&results_dir, opts.disk_budget, Some(base))?
             .with_policy(opts.fetch.clone()),
     );
-    let server = crate::results::serve(tiles.clone(), metrics.clone(), &opts.listen)?;
+    let server = crate::results::server::serve_listener(
+        tiles.clone(),
+        metrics.clone(),
+        listener,
+        Default::default(),
+    )?;
     let addr = server.addr;
     let stats = tiles.stats();
     metrics.store_bytes.set(stats.bytes as i64);

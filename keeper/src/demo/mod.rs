@@ -20,6 +20,7 @@ use compute_market::{
 };
 use compute_market_embedded::Cluster;
 use compute_market_protocol::job::{JobKind, JobSpec};
+use solana_keypair::Keypair;
 use solana_signer::Signer;
 
 pub mod render;
@@ -54,6 +55,8 @@ pub struct DemoConfig {
     pub corrupt_fraction: f64,
     /// Give up after this many slots.
     pub max_slots: u64,
+    /// The market's windows, slots.
+    pub windows: Windows,
 }
 
 impl Default for DemoConfig {
@@ -64,6 +67,12 @@ impl Default for DemoConfig {
             tasks: 20,
             corrupt_fraction: 0.25,
             max_slots: 5_000,
+            windows: Windows {
+                submit: 60,
+                join: 20,
+                commit: 20,
+                reveal: 20,
+            },
         }
     }
 }
@@ -115,7 +124,26 @@ pub struct Scenario {
     treasury_total: u64,
     first_seen: HashMap<(Pubkey, &'static str), u64>,
     last_provider: HashMap<Pubkey, Pubkey>,
+    /// The admin (mint authority: funds new nodes).
+    pub admin: Keypair,
+    /// The client that posted the tasks.
+    pub client: Keypair,
+    /// The results store its nodes share.
+    pub store: Arc<ResultStore>,
+    /// The backend its nodes compute on.
+    pub backend: Arc<dyn Backend>,
 }
+
+/// Stake of every node of the scenario.
+pub const STAKE: u64 = 2_000_000_000;
+
+/// Hardware every node of the scenario declares.
+const HARDWARE: Hardware = Hardware {
+    gflops: 50_000,
+    memory_gb: 80,
+    bandwidth_gbps: 2_000,
+    region: 1,
+};
 
 impl Scenario {
     /// Sets up config, market, nodes and stakes in `dir`, and posts every task.
@@ -144,12 +172,7 @@ impl Scenario {
             c.set_upgrade_authority(Some(&admin.pubkey()));
         });
         // the same flows as `keeper init`, `keeper fund` and `keeper node register/stake`
-        let windows = Windows {
-            submit: 60,
-            join: 20,
-            commit: 20,
-            reveal: 20,
-        };
+        let windows = cfg.windows;
         let init = deploy::init(
             chain.as_ref(),
             &admin,
@@ -182,34 +205,28 @@ impl Scenario {
         .parse()?;
         let market = pda::market(1);
 
-        let hw = Hardware {
-            gflops: 50_000,
-            memory_gb: 80,
-            bandwidth_gbps: 2_000,
-            region: 1,
+        let stake = STAKE;
+        let mut s = Scenario {
+            chain: chain.clone(),
+            roles_chain: chain.clone(),
+            providers: vec![],
+            verifiers: vec![],
+            cranker: Cranker::new(cranker_kp, treasury, market, 1),
+            tasks: vec![],
+            dir: dir.clone(),
+            errors: 0,
+            stake,
+            start: 0,
+            tick: 0,
+            treasury_total: 0,
+            first_seen: HashMap::new(),
+            last_provider: HashMap::new(),
+            admin,
+            client: client_kp,
+            store: store.clone(),
+            backend: backend.clone(),
         };
-        let stake = 2_000_000_000u64;
-        // a funded, registered and staked node, as its roles see it
-        let onboard = |name: &str, roles: u8| -> Result<NodeCtx> {
-            let kp = chain.with(|c| {
-                let kp = c.keypair(name);
-                c.airdrop(&kp.pubkey(), 100_000_000_000);
-                kp
-            });
-            deploy::fund(chain.as_ref(), &admin, &kp.pubkey(), stake)?;
-            cli::node_register(chain.as_ref(), &kp, 1, roles, hw)?;
-            cli::node_stake(chain.as_ref(), &kp, stake, None)?;
-            Ok(NodeCtx {
-                name: name.to_string(),
-                node: pda::node(&kp.pubkey()),
-                kp,
-                market,
-                backend: backend.clone(),
-                store: store.clone(),
-                parallel: 1,
-                progress: None,
-            })
-        };
+        let onboard = |name: &str, roles: u8| s.onboard(name, roles);
         let mut providers = vec![];
         for i in 0..cfg.providers {
             let dishonest = i + 1 == cfg.providers;
@@ -239,10 +256,9 @@ impl Scenario {
             v.careless = careless;
             verifiers.push(v);
         }
-        let cranker = Cranker::new(cranker_kp, treasury, market, 1);
-
         // the client posts every task
         let mut tasks: Vec<(Pubkey, JobSpec, u64)> = vec![];
+        let client_kp = &s.client;
         for i in 0..cfg.tasks as u64 {
             let (job, reward) = job_of(i);
             let args = PostTaskArgs::new(i, &job, reward);
@@ -256,30 +272,41 @@ impl Scenario {
                         market,
                         args,
                     )],
-                    &client_kp,
+                    client_kp,
                     &[],
                 )?,
             )?;
             tasks.push((pda::task(&client_kp.pubkey(), i), job, reward));
         }
+        s.providers = providers;
+        s.verifiers = verifiers;
+        s.tasks = tasks;
+        s.start = chain.slot()?;
+        Ok(s)
+    }
 
-        let start = chain.slot()?;
-        let roles_chain: Arc<dyn Chain> = chain.clone();
-        Ok(Scenario {
-            chain,
-            roles_chain,
-            providers,
-            verifiers,
-            cranker,
-            tasks,
-            dir,
-            errors: 0,
-            stake,
-            start,
-            tick: 0,
-            treasury_total: 0,
-            first_seen: HashMap::new(),
-            last_provider: HashMap::new(),
+    /// A new node of the market named `name` with `roles`: funded, registered and staked with
+    /// [`STAKE`], as its roles see it (computing on the scenario's backend, serving from its
+    /// store).
+    pub fn onboard(&self, name: &str, roles: u8) -> Result<NodeCtx> {
+        let chain = &self.chain;
+        let kp = chain.with(|c| {
+            let kp = c.keypair(name);
+            c.airdrop(&kp.pubkey(), 100_000_000_000);
+            kp
+        });
+        deploy::fund(chain.as_ref(), &self.admin, &kp.pubkey(), STAKE)?;
+        cli::node_register(chain.as_ref(), &kp, 1, roles, HARDWARE)?;
+        cli::node_stake(chain.as_ref(), &kp, STAKE, None)?;
+        Ok(NodeCtx {
+            name: name.to_string(),
+            node: pda::node(&kp.pubkey()),
+            kp,
+            market: pda::market(1),
+            backend: self.backend.clone(),
+            store: self.store.clone(),
+            parallel: 1,
+            progress: None,
         })
     }
 

@@ -489,8 +489,19 @@ pub fn serve_with(
     addr: &str,
     limits: ServerLimits,
 ) -> Result<HttpServer> {
-    let std_listener =
+    let listener =
         std::net::TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+    serve_listener(store, metrics, listener, limits)
+}
+
+/// [`serve_with`] on a listener already bound (its address known before the store publishes
+/// URLs under it).
+pub fn serve_listener(
+    store: Arc<ResultStore>,
+    metrics: Arc<Metrics>,
+    std_listener: std::net::TcpListener,
+    limits: ServerLimits,
+) -> Result<HttpServer> {
     std_listener.set_nonblocking(true)?;
     let bound = std_listener.local_addr()?;
     let limits = Arc::new(limits);

@@ -658,12 +658,23 @@ impl Provider {
             tracing::warn!(provider = self.ctx.name, error = %format!("{e:#}"), "cannot measure the backend; claiming nothing");
             return Ok(());
         }
+        // the store's room, less what the held tasks not yet stored will take
         let stats = self.ctx.store.stats();
+        let pending: u64 = tasks
+            .iter()
+            .filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == me)
+            .filter_map(|(k, t)| Some((k, JobSpec::decode(&t.job).ok()?)))
+            .filter(|(k, j)| self.stored(k, j).is_none())
+            .map(|(_, j)| file_len(&j))
+            .sum();
         let held = Holding {
             load,
             memory: memory_held,
             seconds: seconds_held,
-            disk: stats.budget.saturating_sub(stats.bytes),
+            disk: stats
+                .budget
+                .saturating_sub(stats.bytes)
+                .saturating_sub(pending),
         };
         let memory = node_memory(&node, self.ctx.backend.as_ref());
         let cap = Capacity {
