@@ -50,7 +50,7 @@ k -k "$W/provider.json" run --provider --store "$W/provider.redb" --listen "127.
 PIDS+=($!)
 for v in v1 v2 v3; do
   port=$((port + 1))
-  k -k "$W/$v.json" run --verifier --store "$W/$v.redb" --listen "127.0.0.1:$port" --poll-ms 200 >"$W/$v.log" 2>&1 &
+  k -k "$W/$v.json" run --verifier --allow-loopback-urls --store "$W/$v.redb" --listen "127.0.0.1:$port" --poll-ms 200 >"$W/$v.log" 2>&1 &
   PIDS+=($!)
 done
 k -k "$W/admin.json" run --crank --store "$W/crank.redb" --listen "127.0.0.1:$((port + 1))" --poll-ms 200 >"$W/crank.log" 2>&1 &

@@ -2,20 +2,18 @@
 //! its record types and imports nothing else of the keeper.
 //!
 //! * sealed votes (vote, evidence, salt) by (task, round): written **before** the commit
-//!   transaction is sent, so a restarted verifier can always reveal what it committed;
-//! * served results (job spec and corruption setting) by Merkle root: a restarted provider
-//!   recomputes and serves them again.
+//!   transaction is sent, so a restarted verifier can always reveal what it committed.
 //!
-//! Everything else is derived from chain state on every step.
+//! Served results live in the result store's directory (`results::store`), written before
+//! the submission; everything else is derived from chain state on every step.
 
 use std::path::Path;
 
 use anchor_lang::prelude::Pubkey;
 use anyhow::{Context, Result};
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::{Database, TableDefinition};
 
 const SEALED: TableDefinition<&[u8], &[u8]> = TableDefinition::new("sealed_votes");
-const RESULTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("served_results");
 
 /// A sealed vote kept until it is revealed: what the commitment opens to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,17 +24,6 @@ pub struct Sealed {
     pub evidence: [u8; 32],
     /// Salt.
     pub salt: [u8; 32],
-}
-
-/// A served result as recorded.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ServedRecord {
-    /// Its Merkle root.
-    pub root: [u8; 32],
-    /// The encoded job spec.
-    pub job: [u8; 64],
-    /// The fraction of tiles served corrupted (test providers only; 0 otherwise).
-    pub corrupt_fraction: f64,
 }
 
 /// The keeper's database (one redb file).
@@ -61,7 +48,6 @@ impl Db {
             .with_context(|| format!("opening the keeper store {}", path.display()))?;
         let w = db.begin_write()?;
         w.open_table(SEALED)?;
-        w.open_table(RESULTS)?;
         w.commit()?;
         Ok(Db { db })
     }
@@ -109,36 +95,5 @@ impl Db {
         }
         w.commit()?;
         Ok(())
-    }
-
-    /// Records a served result: the encoded job spec and the corruption it was served with.
-    pub fn put_result(&self, root: &[u8; 32], job: &[u8; 64], corrupt_fraction: f64) -> Result<()> {
-        let mut v = job.to_vec();
-        v.extend_from_slice(&corrupt_fraction.to_le_bytes());
-        let w = self.db.begin_write()?;
-        w.open_table(RESULTS)?.insert(&root[..], &v[..])?;
-        w.commit()?;
-        Ok(())
-    }
-
-    /// Every served result recorded.
-    pub fn results(&self) -> Result<Vec<ServedRecord>> {
-        let r = self.db.begin_read()?;
-        let t = r.open_table(RESULTS)?;
-        let mut out = vec![];
-        for e in t.iter()? {
-            let (k, v) = e?;
-            let (k, v) = (k.value(), v.value());
-            anyhow::ensure!(
-                k.len() == 32 && v.len() == 72,
-                "corrupt served-result record"
-            );
-            out.push(ServedRecord {
-                root: k.try_into()?,
-                job: v[..64].try_into()?,
-                corrupt_fraction: f64::from_le_bytes(v[64..72].try_into()?),
-            });
-        }
-        Ok(out)
     }
 }

@@ -615,7 +615,7 @@ fn sigterm_stops_keeper_run_cleanly() -> Result<()> {
     let mut k = v.spawn_keeper_on("v0", &verifiers[0], port, &["--verifier", "--crank"])?;
     let metrics = format!("http://127.0.0.1:{port}/metrics");
     wait_for(60, "the keeper to serve /metrics", || {
-        Ok(ureq::get(&metrics).call().ok().map(|_| ()))
+        Ok(reqwest::blocking::get(&metrics).ok().map(|_| ()))
     })?;
     let pid = k.child.id().to_string();
     let status = std::process::Command::new("kill")
@@ -631,5 +631,109 @@ fn sigterm_stops_keeper_run_cleanly() -> Result<()> {
     // the HTTP port is released and the store opens again (closed, nothing half-written)
     std::net::TcpListener::bind(("127.0.0.1", port)).expect("port released");
     compute_market_keeper::db::Db::open(&v.dir.path().join("v0.redb"))?;
+    Ok(())
+}
+
+/// A hostile front for a provider's results server: `/all` relayed as it is, but every
+/// sampled request answered with the provider's first tiles instead of the ones asked for —
+/// honest tiles, valid proofs, the provider's choice.
+fn hostile_front(provider: u16) -> Result<u16> {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let port = l.local_addr()?.port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            std::thread::spawn(move || {
+                let mut head = vec![0u8; 64 << 10];
+                let mut n = 0;
+                while !head[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut head[n..]) {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => n += k,
+                    }
+                }
+                let line = String::from_utf8_lossy(&head[..n]).to_string();
+                let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let asked = match path.split_once("?i=") {
+                    Some((base, list)) => {
+                        let k = list.split(',').count();
+                        let first: Vec<String> = (0..k).map(|i| i.to_string()).collect();
+                        format!("{base}?i={}", first.join(","))
+                    }
+                    None => path,
+                };
+                let body = reqwest::blocking::get(format!("http://127.0.0.1:{provider}{asked}"))
+                    .and_then(|r| r.bytes())
+                    .map(|b| b.to_vec())
+                    .unwrap_or_default();
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(&body);
+            });
+        }
+    });
+    Ok(port)
+}
+
+#[test]
+fn a_provider_serving_tiles_other_than_the_sampled_ones_is_slashed() -> Result<()> {
+    let v = Validator::start()?;
+    let (client, provider, verifiers) = small_market(&v, "60,30,30,30")?;
+    let chain = v.chain();
+    let out = v.keeper(
+        &client,
+        &[
+            "task",
+            "post",
+            "--id",
+            "1",
+            "--kind",
+            "hash",
+            "--dims",
+            "512,16,4",
+            "--reward",
+            &REWARD.to_string(),
+        ],
+    )?;
+    let task: Pubkey = out["task"].as_str().expect("task address").parse()?;
+    // the provider computes honestly but publishes its results behind the hostile front
+    let port = free_port();
+    let front = hostile_front(port)?;
+    let _p = v.spawn_keeper_on(
+        "provider",
+        &provider,
+        port,
+        &[
+            "--provider",
+            "--public-url",
+            &format!("http://127.0.0.1:{front}"),
+        ],
+    )?;
+    let _vs: Vec<_> = verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
+        .collect::<Result<_>>()?;
+    let _crank = v.spawn_keeper("crank", &v.admin, &["--crank"])?;
+    wait_for(180, "the task to be closed", || {
+        Ok(chain.task(&task)?.is_none().then_some(()))
+    })?;
+    let p = chain.node(&node_of(&provider))?.expect("provider node");
+    assert_eq!(
+        (p.times_slashed, p.tasks_completed, p.bonded),
+        (1, 0, 0),
+        "the provider lost its bond"
+    );
+    for (i, w) in verifiers.iter().enumerate() {
+        let n = chain.node(&node_of(w))?.expect("verifier node");
+        assert_eq!((n.times_slashed, n.bonded), (0, 0), "v{i} kept its bond");
+        assert_eq!(n.verifications, 1, "v{i} voted");
+        let log = std::fs::read_to_string(v.dir.path().join(format!("v{i}.log")))?;
+        assert!(log.contains("was sampled"), "v{i} said why:\n{log}");
+    }
     Ok(())
 }

@@ -76,6 +76,10 @@ pub struct Verifier {
     /// finished ones, so a long check never delays another task's commit or reveal. Off, a
     /// pass checks in line (the embedded demo, in order).
     pub background: bool,
+    /// Background checks run at once, at most (the machine's cores by default): beyond them
+    /// the verifier does not compete for new seats, so it never holds seats it cannot check in
+    /// time.
+    pub max_checks: usize,
     running: Mutex<HashMap<(Pubkey, u8), JoinHandle<Result<(VerifyRecord, Sealed)>>>>,
 }
 
@@ -101,6 +105,7 @@ impl Verifier {
             records: vec![],
             hold_after_commit: None,
             background: false,
+            max_checks: std::thread::available_parallelism().map_or(2, |n| n.get()),
             running: Mutex::new(HashMap::new()),
         }
     }
@@ -243,6 +248,9 @@ impl Verifier {
                 client::draw_seed(key),
                 &self.ctx.kp,
             )?;
+            return Ok(None);
+        }
+        if self.background && self.checking() >= self.max_checks {
             return Ok(None);
         }
         let Some(plan) = seat_plan(t, node, &self.ctx.node, &self.ctx.kp.pubkey(), now) else {
