@@ -172,7 +172,7 @@ fn picked(count: usize) -> Vec<u32> {
 
 /// What an honest provider serves for those draws: each distinct one, in draw order.
 fn served(data: &[Vec<u8>], tree: &MerkleTree) -> Vec<ProvenTile> {
-    crate::results::distinct(&picked(data.len()))
+    crate::verify::distinct(&picked(data.len()))
         .into_iter()
         .map(|i| ProvenTile {
             index: i,

@@ -253,6 +253,26 @@ pub async fn signals() {
     }
 }
 
+/// Raises the soft limit on open files to the hard one: every HTTP connection is a descriptor,
+/// and a results server at the usual soft limit (1 024) would run out long before its
+/// connection cap.
+fn raise_open_files() {
+    #[cfg(unix)]
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
+    unsafe {
+        let mut l = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
+                tracing::warn!("cannot raise the open-file limit");
+            }
+        }
+    }
+}
+
 /// One read of the market's tasks shared by the roles: a role asking within [`TaskCache`]'s
 /// age of the last read gets that read (one filtered `getProgramAccounts` per pass for every
 /// role together, not one per role).
@@ -312,6 +332,7 @@ pub fn run(
     opts: DaemonOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    raise_open_files();
     let metrics = Arc::new(Metrics::default());
     let chain: Arc<dyn Chain> = Arc::new(MeteredChain::new(chain, metrics.clone()));
     let db = Arc::new(Db::open(&opts.store)?);
@@ -339,6 +360,19 @@ pub fn run(
         Default::default(),
     )?;
     let addr = server.addr;
+    if opts.provider {
+        if let Some(host) = tiles
+            .base_url
+            .as_deref()
+            .and_then(|b| reqwest::Url::parse(b).ok())
+            .and_then(|u| u.host_str().map(str::to_string))
+        {
+            let ip = host.trim_matches(['[', ']']).parse::<std::net::IpAddr>();
+            if let Some(class) = ip.ok().and_then(crate::results::net::classify) {
+                tracing::warn!(base = tiles.base_url.as_deref().unwrap_or(""), class, "results are published under a {class} address: verifiers elsewhere cannot fetch them (set --public-url)");
+            }
+        }
+    }
     let stats = tiles.stats();
     metrics.store_bytes.set(stats.bytes as i64);
     tracing::info!(%addr, public = tiles.base_url.as_deref().unwrap_or(""), results = stats.results, bytes = stats.bytes, ms = started.elapsed().as_millis() as u64, "serving results and /metrics");

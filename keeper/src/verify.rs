@@ -18,6 +18,46 @@ pub fn commit(tiles: &[Vec<u8>]) -> MerkleTree {
     MerkleTree::new(par_leaf_hashes(tiles))
 }
 
+/// The sample indices a verifier asks for: its draws without repeats, in draw order. A served
+/// answer must hold exactly these, in this order.
+pub fn distinct(indices: &[u32]) -> Vec<u32> {
+    let mut seen = std::collections::HashSet::new();
+    indices
+        .iter()
+        .copied()
+        .filter(|i| seen.insert(*i))
+        .collect()
+}
+
+/// Whether `served` is exactly the `asked` tiles, in that order, each of `job`'s tile length;
+/// the reason when it is not.
+pub fn proven_shape(job: &JobSpec, asked: &[u32], served: &[ProvenTile]) -> Result<(), String> {
+    if served.len() != asked.len() {
+        return Err(format!(
+            "served {} tiles, {} were sampled",
+            served.len(),
+            asked.len()
+        ));
+    }
+    for (s, &want) in served.iter().zip(asked) {
+        if s.index != want {
+            return Err(format!(
+                "served tile {} where tile {want} was sampled",
+                s.index
+            ));
+        }
+        if s.tile.len() != job.tile_len() {
+            return Err(format!(
+                "served tile {} is {} bytes, the job's tiles are {}",
+                s.index,
+                s.tile.len(),
+                job.tile_len()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A verifier's conclusion.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
@@ -137,7 +177,7 @@ pub struct ProvenTile {
 }
 
 /// Checks sampled tiles of any job (PROTOCOL §5): `served` must be exactly the verifier's
-/// `picked` draws without repeats ([`crate::results::distinct`]), in draw order, each a tile of
+/// `picked` draws without repeats ([`distinct`]), in draw order, each a tile of
 /// the job's length whose proof leads to `root`; all of that is checked **before** anything is
 /// recomputed, so a hostile answer (no tiles, other tiles, an index `≥ T`, a million entries)
 /// costs the verifier nothing and is an INVALID vote with its reason, never an error. Only
@@ -151,13 +191,13 @@ pub fn check_sampled(
     root: &Digest,
 ) -> Result<Verdict> {
     let count = job.tile_count();
-    let want = crate::results::distinct(picked);
+    let want = distinct(picked);
     if let Some(bad) = want.iter().find(|&&i| i >= count) {
         anyhow::bail!("sample index {bad} is out of range (T = {count})");
     }
     let refuse = |why: String| Ok(Verdict::new(false, [0; 32], why));
-    if let Err(e) = crate::results::wire::check_proven_shape(job, &want, served) {
-        return refuse(e.to_string());
+    if let Err(e) = proven_shape(job, &want, served) {
+        return refuse(e);
     }
     for s in served {
         if !verify_proof(root, s.index, count, &leaf_hash(s.index, &s.tile), &s.proof) {

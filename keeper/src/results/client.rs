@@ -4,7 +4,7 @@
 //! request, body included), and bytes — the body is read, decompressed, to at most what the
 //! job implies and refused beyond it, so a decompression bomb costs its limit and no more.
 
-use std::{io::Read, net::SocketAddr, sync::Arc};
+use std::{io::Read, net::SocketAddr, sync::Arc, time::Instant};
 
 use compute_market_protocol::job::JobSpec;
 use reqwest::{
@@ -87,6 +87,8 @@ impl Client {
             .connect_timeout(policy.connect_timeout)
             .redirect(redirects)
             .dns_resolver(Arc::new(Guarded(policy.clone())))
+            // a proxy would resolve names itself, past the guarded resolver
+            .no_proxy()
             .user_agent(concat!("compute-market-keeper/", env!("CARGO_PKG_VERSION")))
             .build()?;
         Ok(Client {
@@ -95,21 +97,32 @@ impl Client {
         })
     }
 
-    /// GETs `url` and reads at most `limit` (decompressed) bytes of its body.
-    fn get(&self, url: &str, limit: u64) -> Result<Vec<u8>, FetchError> {
+    /// GETs `url` and reads at most `limit` (decompressed) bytes of its body, all of it by
+    /// `deadline`.
+    fn get(&self, url: &str, limit: u64, deadline: Instant) -> Result<Vec<u8>, FetchError> {
         let parsed = Url::parse(url)
             .map_err(|e| FetchError::Invalid(format!("result URL {url:?} is not a URL: {e}")))?;
         check_url(&parsed, &self.policy)
             .map_err(|e| FetchError::Invalid(format!("result URL {url:?} is refused: {e}")))?;
-        let started = std::time::Instant::now();
-        let resp = self.http.get(parsed).send().map_err(|e| {
-            let chain = error_chain(&e);
-            if e.is_redirect() || chain.contains("refused addresses") || e.is_builder() {
-                FetchError::Invalid(format!("result URL {url:?} is refused: {chain}"))
-            } else {
-                FetchError::Unavailable(format!("result URL {url:?} is unreachable: {chain}"))
-            }
-        })?;
+        let left = |what: &str| {
+            deadline
+                .checked_duration_since(Instant::now())
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| FetchError::Unavailable(format!("{url}: no time left {what}")))
+        };
+        let resp = self
+            .http
+            .get(parsed)
+            .timeout(left("to ask")?)
+            .send()
+            .map_err(|e| {
+                let chain = error_chain(&e);
+                if e.is_redirect() || chain.contains("refused addresses") || e.is_builder() {
+                    FetchError::Invalid(format!("result URL {url:?} is refused: {chain}"))
+                } else {
+                    FetchError::Unavailable(format!("result URL {url:?} is unreachable: {chain}"))
+                }
+            })?;
         let status = resp.status();
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
             return Err(FetchError::Unavailable(format!(
@@ -127,31 +140,26 @@ impl Client {
                 resp.content_length().unwrap_or(0)
             )));
         }
-        // the client's timeout bounds each read; the whole body gets the same time in all, so
-        // a body trickled a byte at a time is cut off too
+        // the client's timeout bounds each read; the deadline bounds the whole body, so a
+        // body trickled a byte at a time is cut off too
         let mut body = Vec::new();
         let mut reader = resp.take(limit + 1);
         let mut chunk = vec![0u8; 64 << 10];
         loop {
-            if started.elapsed() > self.policy.timeout {
-                return Err(FetchError::Unavailable(format!(
-                    "{url} is too slow: the body took more than {:?}",
-                    self.policy.timeout
-                )));
-            }
+            left("to read the body").map_err(|_| {
+                FetchError::Unavailable(format!("{url} is too slow: the body missed its deadline"))
+            })?;
             match reader.read(&mut chunk) {
                 Ok(0) => break,
                 Ok(n) => body.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     let chain = error_chain(&e);
-                    return Err(
-                        if e.kind() == std::io::ErrorKind::InvalidData || chain.contains("decod") {
-                            FetchError::Invalid(format!("{url} sent a malformed body: {chain}"))
-                        } else {
-                            FetchError::Unavailable(format!("reading {url} failed: {chain}"))
-                        },
-                    );
+                    return Err(if transient(&e) {
+                        FetchError::Unavailable(format!("reading {url} failed: {chain}"))
+                    } else {
+                        FetchError::Invalid(format!("{url} sent a malformed body: {chain}"))
+                    });
                 }
             }
         }
@@ -163,26 +171,67 @@ impl Client {
         Ok(body)
     }
 
-    /// Every tile of `job`'s result at `base` (`http://host:port/r/<root>`).
-    pub fn fetch_all(&self, base: &str, job: &JobSpec) -> Result<Vec<Vec<u8>>, FetchError> {
-        decode_all(job, &self.get(&format!("{base}/all"), all_len(job))?)
+    /// Every tile of `job`'s result at `base` (`http://host:port/r/<root>`), by `deadline`.
+    pub fn fetch_all(
+        &self,
+        base: &str,
+        job: &JobSpec,
+        deadline: Instant,
+    ) -> Result<Vec<Vec<u8>>, FetchError> {
+        decode_all(
+            job,
+            &self.get(&format!("{base}/all"), all_len(job), deadline)?,
+        )
     }
 
-    /// Tiles `indices` of `job`'s result at `base`, with proofs.
+    /// Tiles `indices` of `job`'s result at `base`, with proofs, by `deadline`.
     pub fn fetch(
         &self,
         base: &str,
         job: &JobSpec,
         indices: &[u32],
+        deadline: Instant,
     ) -> Result<Vec<ProvenTile>, FetchError> {
         let q: Vec<String> = indices.iter().map(|i| i.to_string()).collect();
         let url = format!("{base}/tiles?i={}", q.join(","));
-        decode_proven(
-            job,
-            indices.len(),
-            &self.get(&url, proven_len(job, indices.len()))?,
-        )
+        let limit = proven_len(job, indices.len());
+        decode_proven(job, indices.len(), &self.get(&url, limit, deadline)?)
     }
+}
+
+/// Whether a failure while reading a body may pass (a timeout, a dropped connection), as
+/// opposed to a body that is malformed (a corrupt compressed stream): judged on the error
+/// kinds in its source chain, never on its words.
+fn transient(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = src {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                TimedOut
+                    | ConnectionReset
+                    | ConnectionAborted
+                    | BrokenPipe
+                    | UnexpectedEof
+                    | WouldBlock
+            ) {
+                return true;
+            }
+        }
+        if let Some(r) = c.downcast_ref::<reqwest::Error>() {
+            if r.is_timeout() || r.is_connect() {
+                return true;
+            }
+        }
+        if let Some(h) = c.downcast_ref::<hyper::Error>() {
+            if h.is_incomplete_message() || h.is_closed() || h.is_timeout() {
+                return true;
+            }
+        }
+        src = c.source();
+    }
+    false
 }
 
 /// An error with its sources, one line.

@@ -88,16 +88,7 @@ fn parse_mem_uri(uri: &str) -> Result<Digest, FetchError> {
     parse_hex_digest(h).ok_or_else(|| FetchError::Invalid(format!("result URL {uri:?} is not hex")))
 }
 
-/// The sample indices a verifier asks for: its draws without repeats, in draw order. A served
-/// answer must hold exactly these, in this order.
-pub fn distinct(indices: &[u32]) -> Vec<u32> {
-    let mut seen = std::collections::HashSet::new();
-    indices
-        .iter()
-        .copied()
-        .filter(|i| seen.insert(*i))
-        .collect()
-}
+pub use crate::verify::distinct;
 
 /// Results by Merkle root, in memory or in a directory, with the fetch policy its verifiers
 /// use for `http(s)://` results.
@@ -201,6 +192,13 @@ impl ResultStore {
             .map_err(|e| FetchError::Unavailable(format!("cannot build the HTTP client: {e}")))
     }
 
+    /// When a fetch of `bytes` must be done: the policy's time for that size, or `deadline`
+    /// when sooner.
+    fn deadline(&self, bytes: u64, deadline: Option<std::time::Instant>) -> std::time::Instant {
+        let by_size = std::time::Instant::now() + self.policy.time_for(bytes);
+        deadline.map_or(by_size, |d| d.min(by_size))
+    }
+
     fn local(&self, uri: &str) -> Result<Arc<Entry>, FetchError> {
         let root = parse_mem_uri(uri)?;
         self.store.get(&root).ok_or_else(|| {
@@ -215,10 +213,22 @@ impl ResultStore {
     }
 
     /// Every tile of `job`'s result at `uri`: exactly `T` tiles of the job's tile length, or
-    /// an error (nothing past that many bytes is read).
+    /// an error (nothing past that many bytes is read), within the policy's time for that size.
     pub fn fetch_all(&self, uri: &str, job: &JobSpec) -> Result<Vec<Vec<u8>>, FetchError> {
+        self.fetch_all_by(uri, job, None)
+    }
+
+    /// [`ResultStore::fetch_all`], finished by `deadline` when one is given (the earlier of it
+    /// and the policy's time applies).
+    pub fn fetch_all_by(
+        &self,
+        uri: &str,
+        job: &JobSpec,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Vec<Vec<u8>>, FetchError> {
         if Self::is_http(uri) {
-            return self.http()?.fetch_all(uri, job);
+            let d = self.deadline(wire::all_len(job), deadline);
+            return self.http()?.fetch_all(uri, job, d);
         }
         let e = self.local(uri)?;
         let tiles = e
@@ -236,8 +246,20 @@ impl ResultStore {
         job: &JobSpec,
         indices: &[u32],
     ) -> Result<Vec<ProvenTile>, FetchError> {
+        self.fetch_by(uri, job, indices, None)
+    }
+
+    /// [`ResultStore::fetch`], finished by `deadline` when one is given.
+    pub fn fetch_by(
+        &self,
+        uri: &str,
+        job: &JobSpec,
+        indices: &[u32],
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Vec<ProvenTile>, FetchError> {
         let served = if Self::is_http(uri) {
-            self.http()?.fetch(uri, job, indices)?
+            let d = self.deadline(wire::proven_len(job, indices.len()), deadline);
+            self.http()?.fetch(uri, job, indices, d)?
         } else {
             let e = self.local(uri)?;
             e.proven(indices)

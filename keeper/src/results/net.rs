@@ -22,6 +22,9 @@ pub struct FetchPolicy {
     pub connect_timeout: Duration,
     /// Redirects followed (each checked like the first URL).
     pub max_redirects: usize,
+    /// Least transfer rate a large result is given time for, bytes per second: a fetch of
+    /// `n` bytes may take `timeout + n / min_rate` (within the check's own deadline).
+    pub min_rate: u64,
 }
 
 impl Default for FetchPolicy {
@@ -32,6 +35,7 @@ impl Default for FetchPolicy {
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             max_redirects: 3,
+            min_rate: 8 << 20,
         }
     }
 }
@@ -43,6 +47,11 @@ impl FetchPolicy {
             allow_loopback: true,
             ..Default::default()
         }
+    }
+
+    /// How long a fetch of `bytes` may take.
+    pub fn time_for(&self, bytes: u64) -> Duration {
+        self.timeout + Duration::from_secs_f64(bytes as f64 / self.min_rate.max(1) as f64)
     }
 
     /// `None` when `ip` may be fetched from; else the range it falls in.
@@ -86,6 +95,10 @@ fn classify_v4(ip: Ipv4Addr) -> Option<&'static str> {
     })
 }
 
+fn v4_at(hi: u16, lo: u16) -> Ipv4Addr {
+    Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8)
+}
+
 fn classify_v6(ip: Ipv6Addr) -> Option<&'static str> {
     let s = ip.segments();
     Some(match () {
@@ -93,13 +106,23 @@ fn classify_v6(ip: Ipv6Addr) -> Option<&'static str> {
         _ if ip.is_unspecified() => "unspecified",
         _ if (s[0] & 0xfe00) == 0xfc00 => "unique local",
         _ if (s[0] & 0xffc0) == 0xfe80 => "link-local",
+        _ if (s[0] & 0xffc0) == 0xfec0 => "site-local",
         _ if ip.is_multicast() => "multicast",
         _ if s[0] == 0x2001 && s[1] == 0x0db8 => "documentation",
-        // NAT64 and IPv4-compatible forms reach IPv4 addresses: judged by those
-        _ if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..6] == [0; 6] => {
-            let v4 = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
-            return classify_v4(v4);
+        // Teredo tunnels reach hosts behind NATs: never a result server
+        _ if s[0] == 0x2001 && s[1] == 0 => "Teredo",
+        _ if s[..4] == [0x100, 0, 0, 0] => "discard-only",
+        // NAT64 (well-known and local-use prefixes), IPv4-compatible and IPv4-translated forms
+        // reach IPv4 addresses: judged by those
+        _ if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
+            || s[..3] == [0x64, 0xff9b, 1]
+            || s[..6] == [0; 6]
+            || s[..6] == [0, 0, 0, 0, 0xffff, 0] =>
+        {
+            return classify_v4(v4_at(s[6], s[7]));
         }
+        // 6to4 embeds an IPv4 address after its prefix
+        _ if s[0] == 0x2002 => return classify_v4(v4_at(s[1], s[2])),
         _ => return None,
     })
 }
@@ -129,6 +152,12 @@ mod tests {
             ("fd00::1", Some("unique local")),
             ("fe80::1", Some("link-local")),
             ("64:ff9b::a00:1", Some("private")),
+            ("64:ff9b:1::a00:1", Some("private")),
+            ("2002:7f00:1::1", Some("loopback")),
+            ("2002:a00:1::1", Some("private")),
+            ("2001:0:4136:e378::1", Some("Teredo")),
+            ("fec0::1", Some("site-local")),
+            ("::ffff:0:a00:1", Some("private")),
             ("8.8.8.8", None),
             ("2606:4700::1111", None),
         ] {

@@ -44,6 +44,7 @@ use tower_http::{
 
 use super::{parse_hex_digest, wire::encode_one, ResultStore};
 use crate::metrics::Metrics;
+use crate::verify::ProvenTile;
 
 /// How much of the server one client can take.
 #[derive(Clone, Debug)]
@@ -58,15 +59,20 @@ pub struct ServerLimits {
     pub header_timeout: Duration,
     /// Longest a connection may stay open, whatever it does.
     pub connection_lifetime: Duration,
-    /// Longest a transfer may make no progress (a reader that stops reading) before its
-    /// connection is closed and its place freed.
+    /// The window over which a transfer's rate is judged ([`ServerLimits::min_rate`]).
     pub stall_timeout: Duration,
     /// Longest a response may take to start.
     pub response_timeout: Duration,
     /// Largest request head, bytes (the request line with its query included).
     pub max_request_head: usize,
-    /// Most tiles one `/tiles` request may ask for.
+    /// Most tiles one `/tiles` request may ask for (a verifier's k ≤ `MAX_SAMPLES`).
     pub max_indices: usize,
+    /// Connections open at once from one peer.
+    pub connections_per_peer: usize,
+    /// Least rate a transfer must keep, bytes per second averaged over each
+    /// [`ServerLimits::stall_timeout`]: a reader slower than that (or stopped) loses its
+    /// connection, so a few slow readers cannot hold every transfer for the connection's life.
+    pub min_rate: u64,
 }
 
 impl Default for ServerLimits {
@@ -80,7 +86,9 @@ impl Default for ServerLimits {
             stall_timeout: Duration::from_secs(10),
             response_timeout: Duration::from_secs(30),
             max_request_head: 64 << 10,
-            max_indices: 4096,
+            max_indices: compute_market::constants::MAX_SAMPLES as usize,
+            connections_per_peer: 32,
+            min_rate: 32 << 10,
         }
     }
 }
@@ -94,6 +102,7 @@ struct Peer(SocketAddr);
 struct Progress {
     born: Instant,
     last_ms: std::sync::atomic::AtomicU64,
+    bytes: std::sync::atomic::AtomicU64,
     active: std::sync::atomic::AtomicUsize,
 }
 
@@ -102,22 +111,18 @@ impl Progress {
         Progress {
             born: Instant::now(),
             last_ms: Default::default(),
+            bytes: Default::default(),
             active: Default::default(),
         }
     }
 
-    fn touch(&self) {
+    fn touch(&self, bytes: u64) {
+        self.bytes
+            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
         self.last_ms.store(
             self.born.elapsed().as_millis() as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
-    }
-
-    fn stalled(&self, limit: Duration) -> bool {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.active.load(Relaxed) > 0
-            && self.born.elapsed().as_millis() as u64 - self.last_ms.load(Relaxed)
-                > limit.as_millis() as u64
     }
 }
 
@@ -132,7 +137,7 @@ impl Transfer {
         progress
             .active
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        progress.touch();
+        progress.touch(0);
         Transfer {
             _permit: permit,
             progress,
@@ -148,20 +153,7 @@ impl Drop for Transfer {
     }
 }
 
-/// `body` in chunks, each marking the transfer's progress; the transfer ends with the body.
-fn chunked(body: Bytes, transfer: Transfer) -> Body {
-    const CHUNK: usize = 64 << 10;
-    let chunks: Vec<Bytes> = (0..body.len().div_ceil(CHUNK))
-        .map(|i| body.slice(i * CHUNK..((i + 1) * CHUNK).min(body.len())))
-        .collect();
-    let stream = futures_util::stream::iter(chunks).map(move |c| {
-        transfer.progress.touch();
-        Ok::<_, Infallible>(c)
-    });
-    Body::from_stream(stream)
-}
-
-/// Transfers in flight, per peer and in all.
+/// Places in use (transfers, or connections), per peer and in all.
 #[derive(Default)]
 struct Transfers {
     by_peer: Mutex<HashMap<IpAddr, usize>>,
@@ -207,11 +199,16 @@ fn peer_key(ip: IpAddr) -> IpAddr {
 
 impl Transfers {
     fn acquire(self: &Arc<Self>, ip: IpAddr, limits: &ServerLimits) -> Option<Permit> {
+        self.take(ip, limits.transfers_per_peer, limits.transfers)
+    }
+
+    /// A place for `ip`'s peer: at most `per_peer` of them, `all` in all.
+    fn take(self: &Arc<Self>, ip: IpAddr, per_peer: usize, all: usize) -> Option<Permit> {
         let key = peer_key(ip);
         let mut m = self.by_peer.lock().expect("transfers lock");
-        let all = m.get(&ALL).copied().unwrap_or(0);
+        let total = m.get(&ALL).copied().unwrap_or(0);
         let mine = m.get(&key).copied().unwrap_or(0);
-        if all >= limits.transfers || mine >= limits.transfers_per_peer {
+        if total >= all || mine >= per_peer {
             return None;
         }
         *m.entry(ALL).or_default() += 1;
@@ -298,7 +295,6 @@ async fn all(
                 let e = std::io::Error::new(std::io::ErrorKind::TimedOut, "transfer too slow");
                 return Some((Err(e), (count, entry, transfer)));
             }
-            transfer.progress.touch();
             let end = (i + CHUNK_TILES).min(count);
             let e = entry.clone();
             let chunk = tokio::task::spawn_blocking(move || {
@@ -311,6 +307,9 @@ async fn all(
             .await
             .map_err(std::io::Error::other)
             .and_then(|r| r.map_err(std::io::Error::other));
+            if let Ok(b) = &chunk {
+                transfer.progress.touch(b.len() as u64);
+            }
             Some((chunk, (end, entry, transfer)))
         },
     );
@@ -336,7 +335,7 @@ async fn tiles(
         return refuse(StatusCode::BAD_REQUEST, "expected ?i=<index>,<index>,…");
     };
     let most = app.limits.max_indices.min(count as usize);
-    let mut indices = Vec::new();
+    let mut indices: Vec<u32> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for part in list.split(',') {
         if indices.len() == most {
@@ -366,21 +365,44 @@ async fn tiles(
         app.metrics.http_busy.inc();
         return busy();
     };
+    let indices = Arc::new(indices);
     let transfer = Transfer::new(permit, progress);
-    let body = tokio::task::spawn_blocking(move || {
-        let proven = entry.proven(&indices)?;
-        let mut out = Vec::new();
-        for t in &proven {
-            encode_one(&mut out, t);
-        }
-        Ok::<_, anyhow::Error>(out)
-    })
-    .await;
-    match body {
-        Ok(Ok(b)) => immutable(chunked(Bytes::from(b), transfer).into_response()),
-        Ok(Err(e)) => refuse(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
-        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
+    // the tree first (rebuilt from the stored leaves when not cached), then one tile at a time
+    let e = entry.clone();
+    let tree = match tokio::task::spawn_blocking(move || e.tree()).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
+        Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let stream = futures_util::stream::unfold(
+        (0usize, entry, tree, transfer),
+        move |(n, entry, tree, transfer)| {
+            let indices = indices.clone();
+            async move {
+                let &i = indices.get(n)?;
+                let e = entry.clone();
+                let t = tree.clone();
+                let chunk = tokio::task::spawn_blocking(move || {
+                    let tile = ProvenTile {
+                        index: i,
+                        tile: e.tile(i)?,
+                        proof: t.proof(i).context("tile out of range")?,
+                    };
+                    let mut out = Vec::with_capacity(12 + tile.tile.len() + 32 * tile.proof.len());
+                    encode_one(&mut out, &tile);
+                    Ok::<_, anyhow::Error>(Bytes::from(out))
+                })
+                .await
+                .map_err(std::io::Error::other)
+                .and_then(|r| r.map_err(std::io::Error::other));
+                if let Ok(b) = &chunk {
+                    transfer.progress.touch(b.len() as u64);
+                }
+                Some((chunk, (n + 1, entry, tree, transfer)))
+            }
+        },
+    );
+    immutable(Body::from_stream(stream.fuse()).into_response())
 }
 
 async fn metrics(State(app): State<App>) -> Response {
@@ -415,6 +437,7 @@ async fn accept_loop(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let peers = Arc::new(Transfers::default());
     let mut conns = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
@@ -437,11 +460,16 @@ async fn accept_loop(
             drop(stream);
             continue;
         };
+        let Some(peer_slot) = peers.take(peer.ip(), limits.connections_per_peer, usize::MAX) else {
+            metrics.http_connections_refused.inc();
+            drop(stream);
+            continue;
+        };
         let app = app.clone();
         let limits = limits.clone();
         let metrics = metrics.clone();
         conns.spawn(async move {
-            let _permit = permit;
+            let _permit = (permit, peer_slot);
             let progress = Arc::new(Progress::new());
             let watched = progress.clone();
             let svc = hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
@@ -455,12 +483,23 @@ async fn accept_loop(
                 .header_read_timeout(limits.header_timeout)
                 .max_buf_size(limits.max_request_head.max(8192))
                 .serve_connection(TokioIo::new(stream), svc);
-            let stall = limits.stall_timeout;
+            let (window, min_rate) = (limits.stall_timeout, limits.min_rate);
             let watchdog = async move {
+                use std::sync::atomic::Ordering::Relaxed;
+                let mut mark = (Instant::now(), watched.bytes.load(Relaxed));
                 loop {
-                    tokio::time::sleep(Duration::from_millis(250).min(stall)).await;
-                    if watched.stalled(stall) {
-                        return;
+                    tokio::time::sleep(Duration::from_millis(250).min(window)).await;
+                    let bytes = watched.bytes.load(Relaxed);
+                    if watched.active.load(Relaxed) == 0 {
+                        mark = (Instant::now(), bytes);
+                        continue;
+                    }
+                    if mark.0.elapsed() >= window {
+                        let needed = (min_rate as f64 * window.as_secs_f64()) as u64;
+                        if bytes - mark.1 < needed {
+                            return;
+                        }
+                        mark = (Instant::now(), bytes);
                     }
                 }
             };

@@ -46,7 +46,7 @@ enum Tiles {
 pub struct Entry {
     /// Its Merkle root.
     pub root: Digest,
-    /// The task it was computed for.
+    /// The task it was first computed for (others with the same job share it).
     pub task: [u8; 32],
     /// The job.
     pub job: JobSpec,
@@ -302,6 +302,11 @@ impl Store {
                 && tiles.iter().all(|t| t.len() == job.tile_len()),
             "the tiles do not have the job's shape"
         );
+        // the same job gives the same root: a result already held is held once
+        if self.entries.read().expect("store lock").contains_key(&root) {
+            self.touch(root);
+            return Ok(());
+        }
         let tree = Arc::new(tree);
         let entry = match &self.dir {
             None => Entry {
@@ -314,7 +319,10 @@ impl Store {
             },
             Some(dir) => {
                 let path = dir.join(format!("{}.res", hex(&root)));
-                let tmp = dir.join(format!("{}.tmp", hex(&root)));
+                // a name no other write uses, even of the same root at the same time
+                static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let tmp = dir.join(format!("{}.{}.{n}.tmp", hex(&root), std::process::id()));
                 {
                     let mut f = std::io::BufWriter::with_capacity(
                         1 << 20,
@@ -343,10 +351,9 @@ impl Store {
                 }
             }
         };
-        self.entries
-            .write()
-            .expect("store lock")
-            .insert(root, Arc::new(entry));
+        let mut entries = self.entries.write().expect("store lock");
+        entries.entry(root).or_insert_with(|| Arc::new(entry));
+        drop(entries);
         self.touch(root);
         Ok(())
     }

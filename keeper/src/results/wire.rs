@@ -130,34 +130,11 @@ pub fn check_all_shape(job: &JobSpec, tiles: &[Vec<u8>]) -> Result<(), FetchErro
 }
 
 /// A sampled answer must be exactly the `asked` tiles, in that order, each of the job's tile
-/// length.
+/// length ([`crate::verify::proven_shape`]).
 pub fn check_proven_shape(
     job: &JobSpec,
     asked: &[u32],
     served: &[ProvenTile],
 ) -> Result<(), FetchError> {
-    if served.len() != asked.len() {
-        return Err(FetchError::Invalid(format!(
-            "served {} tiles, {} were sampled",
-            served.len(),
-            asked.len()
-        )));
-    }
-    for (s, &want) in served.iter().zip(asked) {
-        if s.index != want {
-            return Err(FetchError::Invalid(format!(
-                "served tile {} where tile {want} was sampled",
-                s.index
-            )));
-        }
-        if s.tile.len() != job.tile_len() {
-            return Err(FetchError::Invalid(format!(
-                "served tile {} is {} bytes, the job's tiles are {}",
-                s.index,
-                s.tile.len(),
-                job.tile_len()
-            )));
-        }
-    }
-    Ok(())
+    crate::verify::proven_shape(job, asked, served).map_err(FetchError::Invalid)
 }

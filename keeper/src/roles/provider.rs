@@ -451,15 +451,16 @@ impl Provider {
         Ok(self.ctx.store.stats().results)
     }
 
-    /// The stored result computed for task `key` with job `job` (a restart, or a submission
-    /// that was refused or lost: never computed twice).
+    /// The stored result of `job` for task `key` (a restart, or a submission that was refused
+    /// or lost: never computed twice). The same job gives the same tiles, whichever task it
+    /// was computed for.
     fn stored(&self, key: &Pubkey, job: &JobSpec) -> Option<Computed> {
         let e = self
             .ctx
             .store
             .entries()
             .into_iter()
-            .find(|e| e.task == key.to_bytes() && e.job == *job)?;
+            .find(|e| e.job == *job)?;
         Some(Computed {
             root: e.root,
             uri: self.ctx.store.uri(&e.root),
@@ -501,12 +502,16 @@ impl Provider {
     /// What each held task needs now: a stored or finished result to submit, a computation
     /// to run in line, or (background) a computation started or still running.
     fn due(&mut self, now: u64, held: &[&(Pubkey, Task)]) -> Vec<(Pubkey, Task, Due)> {
+        // computations of tasks no longer held (reclaimed, given up) are dropped once they
+        // finish; until then they count against the provider's capacity
+        let keys: std::collections::HashSet<Pubkey> = held.iter().map(|(k, _)| *k).collect();
+        self.running
+            .retain(|k, h| keys.contains(k) || !h.is_finished());
         let mut due = vec![];
         for (key, t) in held.iter().map(|kt| (&kt.0, &kt.1)) {
             if now > t.submit_deadline {
-                // too late: reclaim_task will settle it; a computation still running is
-                // abandoned (its result, if it ever lands, is evicted like any unneeded one)
-                self.running.remove(key);
+                // too late: reclaim_task will settle it; its result, if it ever lands, is
+                // evicted like any unneeded one
                 continue;
             }
             let Ok(job) = JobSpec::decode(&t.job) else {
@@ -556,22 +561,21 @@ impl Provider {
 
     /// Deletes results no task needs any more (closed, reopened for another provider, given
     /// up) once [`Provider::retention`] has passed since that was first seen. `tasks` are the
-    /// tasks of the market as read this pass; a task not among them is asked for by key.
-    pub fn evict(&mut self, chain: &dyn Chain, tasks: &[(Pubkey, Task)]) -> Result<usize> {
-        let by_key: HashMap<Pubkey, &Task> = tasks.iter().map(|(k, t)| (*k, t)).collect();
+    /// tasks of its market as read this pass (a result is only ever computed for one of them):
+    /// a result is needed while any of them names its root, or while this provider holds a
+    /// task with its job.
+    pub fn evict(&mut self, tasks: &[(Pubkey, Task)]) -> Result<usize> {
+        let me = self.ctx.node;
+        let roots: std::collections::HashSet<Digest> =
+            tasks.iter().map(|(_, t)| t.result_root).collect();
+        let held: std::collections::HashSet<[u8; 64]> = tasks
+            .iter()
+            .filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == me)
+            .map(|(_, t)| t.job)
+            .collect();
         let mut evicted = 0;
         for e in self.ctx.store.entries() {
-            let key = Pubkey::new_from_array(e.task);
-            // a task outside this pass's read is asked for once: once unneeded, a result
-            // stays so (its task was closed or moved on)
-            let needed = match by_key.get(&key) {
-                Some(t) => needed(t, &self.ctx.node, &e),
-                None if self.unneeded_since.contains_key(&e.root) => false,
-                None => chain
-                    .task(&key)?
-                    .is_some_and(|t| needed(&t, &self.ctx.node, &e)),
-            };
-            if needed {
+            if roots.contains(&e.root) || held.contains(&e.job.encode()) {
                 self.unneeded_since.remove(&e.root);
                 continue;
             }
@@ -579,11 +583,11 @@ impl Provider {
                 .unneeded_since
                 .entry(e.root)
                 .or_insert_with(Instant::now);
-            if since.elapsed() >= self.retention && !self.running.contains_key(&key) {
+            if since.elapsed() >= self.retention {
                 self.ctx.store.remove(&e.root)?;
                 self.unneeded_since.remove(&e.root);
                 evicted += 1;
-                tracing::info!(provider = self.ctx.name, task = %key, root = %crate::results::hex(&e.root), "evicted a served result");
+                tracing::info!(provider = self.ctx.name, root = %crate::results::hex(&e.root), "evicted a served result");
             }
         }
         Ok(evicted)
@@ -618,6 +622,12 @@ impl Provider {
             .filter(|s| s.is_finite())
             .sum();
         let due = self.due(now, &held);
+        // computations still running for tasks it no longer holds take their share too
+        load += self
+            .running
+            .keys()
+            .filter(|k| !held.iter().any(|(h, _)| h == *k))
+            .count();
         let done = super::parallel(self.ctx.parallel, due, |(key, t, due)| {
             let r = super::guard(|| {
                 let (c, computed) = match due {
@@ -713,18 +723,11 @@ impl Provider {
                 }
             }
         }
-        if let Err(e) = self.evict(chain, tasks) {
+        if let Err(e) = self.evict(tasks) {
             tracing::warn!(provider = self.ctx.name, error = %format!("{e:#}"), "eviction will be retried");
         }
         Ok(())
     }
-}
-
-/// Whether task `t` still needs the stored result `e` of provider `me`: held and not yet
-/// submitted by `me`, or submitted with this root and not closed.
-fn needed(t: &Task, me: &Pubkey, e: &crate::results::Entry) -> bool {
-    (t.status == TaskStatus::Claimed && t.provider == *me && t.job == e.job.encode())
-        || t.result_root == e.root
 }
 
 #[cfg(test)]

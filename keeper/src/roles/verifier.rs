@@ -32,7 +32,7 @@ use compute_market_protocol::{
 };
 use solana_signer::Signer;
 
-use super::{send, NodeCtx};
+use super::{provider::SLOT_SECONDS, send, NodeCtx};
 use crate::db::{Db, Sealed};
 use crate::{
     chain::{Chain, ChainExt},
@@ -41,8 +41,16 @@ use crate::{
 };
 
 /// A verifier stops retrying an unreachable result this many slots before the commit deadline
-/// and votes it invalid (time left to seal and land the commit).
+/// (at most half the commit window) and votes it invalid: time left to seal and land the
+/// commit.
 pub const GIVE_UP_SLOTS: u64 = 8;
+
+/// The slot by which a verifier must have fetched `t`'s result: [`GIVE_UP_SLOTS`] before the
+/// commit deadline, or half the commit window when that is shorter.
+pub fn give_up_slot(t: &Task) -> u64 {
+    let margin = GIVE_UP_SLOTS.min(u64::from(t.windows.commit) / 2);
+    t.commit_deadline.saturating_sub(margin)
+}
 
 /// Work a verifier did on one task.
 #[derive(Clone, Debug)]
@@ -124,9 +132,38 @@ impl Verifier {
         }
     }
 
-    /// Checks being run in the background now.
+    /// Checks being run in the background now (finished ones waiting for their commit are
+    /// not counted).
     pub fn checking(&self) -> usize {
-        self.running.lock().expect("running lock").len()
+        self.running
+            .lock()
+            .expect("running lock")
+            .values()
+            .filter(|h| !h.is_finished())
+            .count()
+    }
+
+    /// Drops finished checks no pass will commit: their task left verification, moved to
+    /// another round, or no longer seats this verifier (displaced), or its commit window
+    /// closed.
+    fn reap(&self, now: u64, due: &[(Pubkey, Task)]) {
+        let me = self.ctx.node;
+        let live: std::collections::HashSet<(Pubkey, u8)> = due
+            .iter()
+            .filter(|(_, t)| now <= t.commit_deadline && t.seated().iter().any(|s| s.node == me))
+            .map(|(k, t)| (*k, t.round))
+            .collect();
+        let mut running = self.running.lock().expect("running lock");
+        let dead: Vec<(Pubkey, u8)> = running
+            .iter()
+            .filter(|(k, h)| h.is_finished() && !live.contains(k))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in dead {
+            if let Some(h) = running.remove(&k) {
+                let _ = h.join();
+            }
+        }
     }
 
     fn commit(&self, chain: &dyn Chain, task: &Pubkey, round: u8, sealed: &Sealed) -> Result<()> {
@@ -203,7 +240,19 @@ impl Verifier {
         t: &Task,
     ) -> Result<Option<VerifyRecord>> {
         let round = t.round;
-        let seat: Option<Vote> = chain.decoded(&pda::vote(&key, &self.ctx.node, round))?;
+        // the task's seats say whether this verifier holds one: its vote account is read only
+        // then (or while its check runs, the seat newer than the task read)
+        let seated = t.seated().iter().any(|s| s.node == self.ctx.node)
+            || self
+                .running
+                .lock()
+                .expect("running lock")
+                .contains_key(&(key, round));
+        let seat: Option<Vote> = if seated {
+            chain.decoded(&pda::vote(&key, &self.ctx.node, round))?
+        } else {
+            None
+        };
         if let Some(v) = seat {
             match self.db.sealed(&key, round)? {
                 Some(sealed) if !v.committed && now <= t.commit_deadline => {
@@ -307,6 +356,7 @@ impl Verifier {
             .filter(|(_, t)| t.status == TaskStatus::Verifying && t.market == self.ctx.market)
             .cloned()
             .collect();
+        self.reap(now, &due);
         due.sort_by_key(|(k, t)| {
             let seated = t.seated().iter().any(|s| s.node == self.ctx.node);
             (!seated, t.reveal_deadline, *k)
@@ -346,38 +396,50 @@ impl Checker {
             .and_then(|b| std::str::from_utf8(b).ok())
             .unwrap_or("");
         let me = self.node.to_bytes();
+        // every fetch ends by the give-up slot (one slot from now when that has passed): a
+        // provider that holds a connection open cannot make the verifier miss its commit
+        let give_up = give_up_slot(t);
+        let deadline = Instant::now()
+            + std::time::Duration::from_secs_f64(
+                give_up.saturating_sub(now).max(1) as f64 * SLOT_SECONDS,
+            );
         let fetched = match job.kind {
-            JobKind::MatMulModP => self.store.fetch_all(uri, &job).map(|tiles| {
-                check_matmul(
-                    self.backend.as_ref(),
-                    &job,
-                    &tiles,
-                    &t.result_root,
-                    &t.seed,
-                    &me,
-                    t.samples as u32,
-                )
-            }),
+            JobKind::MatMulModP => {
+                self.store
+                    .fetch_all_by(uri, &job, Some(deadline))
+                    .map(|tiles| {
+                        check_matmul(
+                            self.backend.as_ref(),
+                            &job,
+                            &tiles,
+                            &t.result_root,
+                            &t.seed,
+                            &me,
+                            t.samples as u32,
+                        )
+                    })
+            }
             JobKind::HashBatch => {
                 let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
                 let want = distinct(&picked);
-                self.store.fetch(uri, &job, &want).map(|served| {
-                    check_sampled(
-                        self.backend.as_ref(),
-                        &job,
-                        &picked,
-                        &served,
-                        &t.result_root,
-                    )
-                })
+                self.store
+                    .fetch_by(uri, &job, &want, Some(deadline))
+                    .map(|served| {
+                        check_sampled(
+                            self.backend.as_ref(),
+                            &job,
+                            &picked,
+                            &served,
+                            &t.result_root,
+                        )
+                    })
             }
         };
         match fetched {
             Ok(verdict) => verdict,
-            Err(e) if e.is_transient() && now.saturating_add(GIVE_UP_SLOTS) < t.commit_deadline => {
+            Err(e) if e.is_transient() && now < give_up && Instant::now() < deadline => {
                 Err(anyhow::anyhow!(e).context(format!(
-                    "fetching the result of task {task} (retrying until slot {})",
-                    t.commit_deadline.saturating_sub(GIVE_UP_SLOTS)
+                    "fetching the result of task {task} (retrying until slot {give_up})"
                 )))
             }
             Err(e) => Ok(Verdict {
