@@ -379,17 +379,23 @@ async fn tiles(
         move |(n, entry, tree, transfer)| {
             let indices = indices.clone();
             async move {
-                let &i = indices.get(n)?;
-                let e = entry.clone();
-                let t = tree.clone();
+                if n >= indices.len() {
+                    return None;
+                }
+                // as many tiles as make about 1 MiB per chunk (at least one)
+                let per = ((1usize << 20) / entry.tile_len().max(1)).max(1);
+                let end = (n + per).min(indices.len());
+                let (e, t, idx) = (entry.clone(), tree.clone(), indices.clone());
                 let chunk = tokio::task::spawn_blocking(move || {
-                    let tile = ProvenTile {
-                        index: i,
-                        tile: e.tile(i)?,
-                        proof: t.proof(i).context("tile out of range")?,
-                    };
-                    let mut out = Vec::with_capacity(12 + tile.tile.len() + 32 * tile.proof.len());
-                    encode_one(&mut out, &tile);
+                    let mut out = Vec::new();
+                    for &i in &idx[n..end] {
+                        let tile = ProvenTile {
+                            index: i,
+                            tile: e.tile(i)?,
+                            proof: t.proof(i).context("tile out of range")?,
+                        };
+                        encode_one(&mut out, &tile);
+                    }
                     Ok::<_, anyhow::Error>(Bytes::from(out))
                 })
                 .await
@@ -398,7 +404,7 @@ async fn tiles(
                 if let Ok(b) = &chunk {
                     transfer.progress.touch(b.len() as u64);
                 }
-                Some((chunk, (n + 1, entry, tree, transfer)))
+                Some((chunk, (end, entry, tree, transfer)))
             }
         },
     );
