@@ -163,10 +163,10 @@ fn a_long_compute_does_not_delay_the_same_keepers_reveals() {
     for v in &mut s.verifiers {
         v.ctx.store = fetching.clone();
     }
-    // the keeper under test: provider and verifier in one daemon, every computation 3 s
+    // the keeper under test: provider and verifier in one daemon, every computation 6 s
     let both = s.onboard("both", 3).unwrap();
     let slow = Arc::new(Slow {
-        delay: Duration::from_secs(3),
+        delay: Duration::from_secs(6),
         computed: Mutex::new(vec![]),
     });
     let mut opts = DaemonOptions::new(1, dir.path().join("both.redb"));
@@ -181,13 +181,13 @@ fn a_long_compute_does_not_delay_the_same_keepers_reveals() {
     });
     let (stop, daemon) = spawn_daemon(watching.clone(), &both.kp, slow.clone(), opts);
 
-    // the rest of the market, one slot every 50 ms: the honest provider, two honest
+    // the rest of the market, one slot every 100 ms: the honest provider, two honest
     // verifiers and the cranker (the cheater and the careless verifier stay idle)
     let chain = s.chain.clone();
     let me = both.node;
     let (mut theirs, mut mine) = (None, None);
     let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(60) {
+    while t0.elapsed() < Duration::from_secs(90) {
         let roles_chain = s.roles_chain.clone();
         s.providers[0].step(roles_chain.as_ref()).ok();
         for v in &mut s.verifiers[..2] {
@@ -215,14 +215,14 @@ fn a_long_compute_does_not_delay_the_same_keepers_reveals() {
             break;
         }
         chain.advance(1);
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(100));
     }
     let _ = stop.send(());
     daemon.join().unwrap().unwrap();
     let computed = slow.computed.lock().unwrap().clone();
     let (start, end) = *computed
         .iter()
-        .find(|(s, e)| e.duration_since(*s) >= Duration::from_secs(3))
+        .find(|(s, e)| e.duration_since(*s) >= Duration::from_secs(6))
         .expect("the keeper computed its task");
     let revealed = *watching
         .reveals

@@ -2,6 +2,8 @@
 //! votes (losers first, so the majority's share is in escrow), closes finished tasks and sweeps
 //! fees to the treasury.
 
+use std::collections::HashMap;
+
 use anchor_lang::prelude::Pubkey;
 use anyhow::Result;
 use compute_market::{
@@ -15,6 +17,14 @@ use solana_signer::Signer;
 
 use super::send;
 use crate::chain::{Chain, ChainExt};
+
+/// More tasks than this with settleable votes in a pass: every vote is read at once.
+const BULK_VOTES: usize = 4;
+
+/// Whether `t` has votes to settle (losers of a past round, or any of a decided one).
+fn settleable(t: &Task) -> bool {
+    t.open_votes > 0 && (t.round > 0 || t.status.is_decided())
+}
 
 /// What the cranker saw settle.
 #[derive(Default)]
@@ -76,6 +86,7 @@ impl Cranker {
         now: u64,
         key: Pubkey,
         t: Task,
+        read: Option<Vec<(Pubkey, Vote)>>,
         ledger: &mut Ledger,
     ) -> Result<()> {
         let mut sent = false;
@@ -145,12 +156,15 @@ impl Cranker {
         } else {
             t
         };
-        let votes: Vec<(Pubkey, Vote)> =
-            if t.open_votes > 0 && (t.round > 0 || t.status.is_decided()) {
-                chain.votes(&key)?
-            } else {
-                vec![]
-            };
+        let votes: Vec<(Pubkey, Vote)> = if !settleable(&t) {
+            vec![]
+        } else {
+            match read {
+                // read with every other vote at the start of the pass (finalizing closes none)
+                Some(v) => v,
+                None => chain.votes(&key)?,
+            }
+        };
         if votes.is_empty() && !t.status.is_terminal() {
             return Ok(());
         }
@@ -227,9 +241,32 @@ impl Cranker {
         now: u64,
         tasks: Vec<(Pubkey, Task)>,
     ) -> Result<()> {
-        let results = super::parallel(self.parallel, tasks, |(key, t)| {
+        // votes are read per task (a `memcmp` on the task) when few tasks have settleable
+        // ones; when many do, one read of every vote costs the cluster less than a scan each
+        let due = tasks
+            .iter()
+            .filter(|(_, t)| {
+                settleable(t) || (t.status == TaskStatus::Verifying && t.finalize_ready(now))
+            })
+            .count();
+        let mut all: Option<HashMap<Pubkey, Vec<(Pubkey, Vote)>>> = None;
+        if due > BULK_VOTES {
+            let mut by: HashMap<Pubkey, Vec<(Pubkey, Vote)>> = HashMap::new();
+            for (k, v) in chain.all_votes()? {
+                by.entry(v.task).or_default().push((k, v));
+            }
+            all = Some(by);
+        }
+        let work: Vec<_> = tasks
+            .into_iter()
+            .map(|(k, t)| {
+                let read = all.as_mut().map(|a| a.remove(&k).unwrap_or_default());
+                (k, t, read)
+            })
+            .collect();
+        let results = super::parallel(self.parallel, work, |(key, t, read)| {
             let mut ledger = Ledger::default();
-            let r = super::guard(|| self.on_task(chain, now, key, t, &mut ledger));
+            let r = super::guard(|| self.on_task(chain, now, key, t, read, &mut ledger));
             (key, ledger, r)
         });
         for (key, ledger, r) in results {

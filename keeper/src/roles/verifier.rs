@@ -84,9 +84,9 @@ pub struct Verifier {
     /// finished ones, so a long check never delays another task's commit or reveal. Off, a
     /// pass checks in line (the embedded demo, in order).
     pub background: bool,
-    /// Background checks run at once, at most (the machine's cores by default): beyond them
-    /// the verifier does not compete for new seats, so it never holds seats it cannot check in
-    /// time.
+    /// Background checks run at once, at most (four per core by default: most checks take
+    /// milliseconds, and a pass joins many tasks at once): beyond them the verifier does not
+    /// compete for new seats, so it never holds seats it cannot check in time.
     pub max_checks: usize,
     running: Mutex<HashMap<(Pubkey, u8), JoinHandle<Result<(VerifyRecord, Sealed)>>>>,
 }
@@ -113,7 +113,7 @@ impl Verifier {
             records: vec![],
             hold_after_commit: None,
             background: false,
-            max_checks: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            max_checks: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
             running: Mutex::new(HashMap::new()),
         }
     }
