@@ -11,6 +11,7 @@ use compute_market::{
 };
 use compute_market_protocol::job::JobSpec;
 use serde::Serialize;
+use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
@@ -389,43 +390,74 @@ pub fn task_post(
         jobs.len(),
         terms.reward
     );
-    crate::roles::parallel(16, jobs, |(id, job)| {
-        let TaskTerms {
-            market,
-            reward,
-            quorum,
-            samples,
-            region,
-        } = terms;
-        let args = PostTaskArgs {
-            task_id: id,
-            job: job.encode(),
-            reward,
-            quorum,
-            samples,
-            input_uri: String::new(),
-            region,
-        };
-        let sent = send(
-            chain,
-            kp,
-            "post_task",
-            client::post_task(
+    let TaskTerms {
+        market,
+        reward,
+        quorum,
+        samples,
+        region,
+    } = terms;
+    let ixs: Vec<(u64, Instruction)> = jobs
+        .into_iter()
+        .map(|(id, job)| {
+            let args = PostTaskArgs {
+                task_id: id,
+                job: job.encode(),
+                reward,
+                quorum,
+                samples,
+                input_uri: String::new(),
+                region,
+            };
+            let ix = client::post_task(
                 kp.pubkey(),
                 wallet,
                 cfg.stake_mint,
                 pda::market(market),
                 args,
-            ),
-        )
-        .with_context(|| format!("task id {id}"))?;
-        Ok(Posted {
-            sent,
-            task: pda::task(&kp.pubkey(), id).to_string(),
+            );
+            (id, ix)
         })
-    })
-    .into_iter()
-    .collect()
+        .collect();
+    // as many posts per transaction as fit (one fee, one confirmation for several tasks),
+    // up to 16 transactions in flight
+    let mut batches: Vec<Vec<(u64, Instruction)>> = vec![];
+    let mut rest = ixs;
+    while !rest.is_empty() {
+        let group = crate::chain::pack::pack(
+            rest.iter().map(|(_, ix)| ix.clone()).collect(),
+            &kp.pubkey(),
+        );
+        let n = group[0].len() - 1;
+        let tail = rest.split_off(n);
+        batches.push(rest);
+        rest = tail;
+    }
+    let sent = crate::roles::parallel(16, batches, |batch| {
+        let ids: Vec<u64> = batch.iter().map(|(id, _)| *id).collect();
+        let group =
+            crate::chain::pack::pack(batch.into_iter().map(|(_, ix)| ix).collect(), &kp.pubkey());
+        let r = chain
+            .send(&group[0], kp, &[])
+            .and_then(|r| must("post_task", r))
+            .with_context(|| format!("task ids {ids:?}"));
+        (ids, r)
+    });
+    let mut out = vec![];
+    for (ids, r) in sent {
+        let r = r?;
+        for id in ids {
+            out.push(Posted {
+                sent: Sent {
+                    ok: true,
+                    instruction: "post_task".into(),
+                    compute_units: r.cu,
+                },
+                task: pda::task(&kp.pubkey(), id).to_string(),
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// `task cancel`.

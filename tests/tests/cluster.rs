@@ -463,6 +463,27 @@ fn two_hundred_small_tasks_posted_at_once_all_finalize() -> Result<()> {
         chain.tasks()?.is_empty() && chain.all_votes()?.is_empty(),
         "every account closed"
     );
+    // transactions per task, read from the chain: every signature that touched a task's
+    // address (a batch of posts counts once for the batch)
+    let rpc = solana_client::rpc_client::RpcClient::new(v.url.clone());
+    let mut all_sigs = std::collections::HashSet::new();
+    let mut failed = std::collections::HashSet::new();
+    let mut most = 0;
+    for k in &tasks {
+        let sigs = rpc.get_signatures_for_address(k)?;
+        most = most.max(sigs.len());
+        for s in sigs {
+            // a transaction that lost a race (another keeper was first) still pays its fee
+            if s.err.is_some() {
+                failed.insert(s.signature.clone());
+            }
+            all_sigs.insert(s.signature);
+        }
+    }
+    let per_task = all_sigs.len() as f64 / TASKS as f64;
+    // one signature per transaction, no priority fee: 5,000 lamports each
+    let fee_per_task = per_task * 5_000.0;
+    let quorum = 3.0;
     let mut slots: Vec<u64> = tasks
         .iter()
         .map(|k| closed_at[k] - posted_slot.get(k).copied().unwrap_or(first_slot))
@@ -470,16 +491,46 @@ fn two_hundred_small_tasks_posted_at_once_all_finalize() -> Result<()> {
     slots.sort_unstable();
     let mean = slots.iter().sum::<u64>() as f64 / slots.len() as f64;
     let report = format!(
-        "200-task run: posted in {posted_s:.1} s; all closed after {wall:.1} s ({:.2} tasks/s end to end), {} slots ({:.3} s/slot); slots per task (post → close): mean {mean:.1}, median {}, p90 {}, max {}",
+        "200-task run: posted in {posted_s:.1} s; all closed after {wall:.1} s ({:.2} tasks/s end to end), {} slots ({:.3} s/slot); slots per task (post → close): mean {mean:.1}, median {}, p90 {}, max {}; transactions per task {per_task:.2} amortised ({} in all, {} of them failed races, at most {most} touching one task), fees {fee_per_task:.0} lamports per task",
         TASKS as f64 / wall,
         last_slot - first_slot,
         wall / (last_slot - first_slot) as f64,
         slots[slots.len() / 2],
         slots[slots.len() * 9 / 10],
         slots[slots.len() - 1],
+        all_sigs.len(),
+        failed.len(),
     );
     println!("{report}");
     std::fs::write(target_dir().join("cluster-200-tasks.txt"), &report)?;
+    // what the transactions of ten tasks carried (from their logs)
+    let mut kinds: std::collections::BTreeMap<String, u32> = Default::default();
+    let ten: std::collections::HashSet<String> = tasks[..10]
+        .iter()
+        .flat_map(|k| rpc.get_signatures_for_address(k).unwrap_or_default())
+        .map(|s| s.signature)
+        .collect();
+    for sig in &ten {
+        let tx = rpc.get_transaction(
+            &sig.parse()?,
+            solana_transaction_status_client_types::UiTransactionEncoding::Json,
+        )?;
+        let logs: Vec<String> = tx
+            .transaction
+            .meta
+            .and_then(|m| Option::<Vec<String>>::from(m.log_messages))
+            .unwrap_or_default();
+        let names: Vec<&str> = logs
+            .iter()
+            .filter_map(|l| l.strip_prefix("Program log: Instruction: "))
+            .collect();
+        *kinds.entry(names.join("+")).or_default() += 1;
+    }
+    println!("transactions of 10 tasks by what they carried: {kinds:?}");
+    assert!(
+        per_task <= 3.0 + 3.0 * quorum,
+        "{per_task:.2} transactions per task, more than 3 + 3V"
+    );
     Ok(())
 }
 

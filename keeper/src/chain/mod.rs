@@ -5,6 +5,7 @@
 pub mod embedded;
 pub mod flaky;
 pub mod metered;
+pub mod pack;
 pub mod rpc;
 
 use anchor_lang::{prelude::Pubkey, AccountDeserialize, Discriminator, Event};

@@ -111,6 +111,17 @@ impl Scenario {
                 .map(|p| p.ctx.name.clone())
                 .unwrap_or_else(|| node.to_string())
         };
+        // a round is finalized by the cranker, or by the verifier whose reveal was its last
+        let by_verifiers: Vec<_> = self
+            .verifiers
+            .iter()
+            .map(|v| v.finalized.lock().expect("finalized lock"))
+            .collect();
+        let escalated_by_verifiers: Vec<Pubkey> = self
+            .verifiers
+            .iter()
+            .flat_map(|v| v.escalated.lock().expect("escalated lock").clone())
+            .collect();
         let mut rows = vec![];
         for (i, (key, job, reward)) in self.tasks.iter().enumerate() {
             let fin = self
@@ -118,6 +129,7 @@ impl Scenario {
                 .ledger
                 .finalized
                 .iter()
+                .chain(by_verifiers.iter().flat_map(|g| g.iter()))
                 .find(|f| f.task == *key);
             let closed = self
                 .cranker
@@ -155,7 +167,8 @@ impl Scenario {
                 outcome: fin
                     .map(|f| format!("{:?}", f.status))
                     .unwrap_or_else(|| "Expired/Cancelled".into()),
-                escalated: self.cranker.ledger.escalated.contains(key),
+                escalated: self.cranker.ledger.escalated.contains(key)
+                    || escalated_by_verifiers.contains(key),
                 votes: fin
                     .map(|f| format!("{}/{}", f.valid, f.invalid))
                     .unwrap_or_default(),

@@ -125,22 +125,46 @@ impl Cranker {
                     )?;
                 }
                 if t.finalize_ready(now) {
-                    let r = send(
-                        chain,
-                        "cranker",
-                        "finalize_task",
-                        &key,
-                        client::finalize_task(key, t.provider, t.market),
-                        &self.kp,
-                    )?;
-                    if r.ok {
-                        sent = true;
-                        ledger.finalized.extend(r.events::<TaskFinalized>());
-                        if !r
-                            .events::<compute_market::events::TaskEscalated>()
-                            .is_empty()
-                        {
-                            ledger.escalated.push(key);
+                    // a full round revealed and unanimous has no losers: its settlements need
+                    // no order and travel with the finalize (one transaction for all of them)
+                    let tally = t.tally();
+                    let mut ixs = vec![client::finalize_task(key, t.provider, t.market)];
+                    if tally.seats == tally.quorum && tally.revealed == tally.quorum {
+                        let votes = match read.as_ref() {
+                            Some(v) => v.clone(),
+                            None => chain.votes(&key)?,
+                        };
+                        let round: Vec<&Vote> = votes
+                            .iter()
+                            .map(|(_, v)| v)
+                            .filter(|v| v.round == t.round)
+                            .collect();
+                        let unanimous = round.len() == tally.quorum as usize
+                            && round.iter().all(|v| v.revealed && v.vote == round[0].vote);
+                        if unanimous {
+                            ixs.extend(
+                                round
+                                    .iter()
+                                    .map(|v| client::settle_vote(key, v.authority, v.round)),
+                            );
+                        }
+                    }
+                    let what = if ixs.len() > 1 {
+                        "finalize_task+settle_vote"
+                    } else {
+                        "finalize_task"
+                    };
+                    for r in super::send_packed(chain, "cranker", what, &key, ixs, &self.kp)? {
+                        if r.ok {
+                            sent = true;
+                            ledger.finalized.extend(r.events::<TaskFinalized>());
+                            ledger.settled.extend(r.events::<VoteSettled>());
+                            if !r
+                                .events::<compute_market::events::TaskEscalated>()
+                                .is_empty()
+                            {
+                                ledger.escalated.push(key);
+                            }
                         }
                     }
                 }
@@ -160,9 +184,9 @@ impl Cranker {
             vec![]
         } else {
             match read {
-                // read with every other vote at the start of the pass (finalizing closes none)
-                Some(v) => v,
-                None => chain.votes(&key)?,
+                // read with every other vote at the start of the pass, nothing sent since
+                Some(v) if !sent => v,
+                _ => chain.votes(&key)?,
             }
         };
         if votes.is_empty() && !t.status.is_terminal() {
@@ -176,16 +200,15 @@ impl Cranker {
             let m = t.rounds[v.round as usize].majority;
             m == 0 || (v.revealed && v.vote == m)
         });
-        for (_, v) in &votes {
-            let r = send(
-                chain,
-                "cranker",
-                "settle_vote",
-                &key,
-                client::settle_vote(key, v.authority, v.round),
-                &self.kp,
-            )?;
-            ledger.settled.extend(r.events::<VoteSettled>());
+        // every settlement of the task in as few transactions as fit, in this order
+        let settles: Vec<_> = votes
+            .iter()
+            .map(|(_, v)| client::settle_vote(key, v.authority, v.round))
+            .collect();
+        if !settles.is_empty() {
+            for r in super::send_packed(chain, "cranker", "settle_vote", &key, settles, &self.kp)? {
+                ledger.settled.extend(r.events::<VoteSettled>());
+            }
         }
         if !t.status.is_terminal() {
             return Ok(());

@@ -120,6 +120,29 @@ pub fn send_all(
     Ok(r)
 }
 
+/// Sends `ixs` packed into as few transactions as fit ([`crate::chain::pack`]), in order,
+/// stopping at the first refused one; the reports of those sent.
+pub fn send_packed(
+    chain: &dyn Chain,
+    who: &str,
+    what: &str,
+    task: &Pubkey,
+    ixs: Vec<Instruction>,
+    kp: &Keypair,
+) -> Result<Vec<TxReport>> {
+    use solana_signer::Signer;
+    let mut out = vec![];
+    for group in crate::chain::pack::pack(ixs, &kp.pubkey()) {
+        let r = send_all(chain, who, what, task, &group, kp)?;
+        let ok = r.ok;
+        out.push(r);
+        if !ok {
+            break;
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -3,8 +3,9 @@
 //! whole product for `MatMulModP`, proven recomputed samples otherwise), commits its vote, and
 //! reveals it once commits are closed.
 //!
-//! It checks right after joining, before its seat is final: a better ticket may still displace
-//! it during the join window, which costs it the check only — the program releases a displaced
+//! It checks before joining, then joins and commits in one transaction (one fee, one slot),
+//! at its own risk: the seat may be taken meanwhile, or a better ticket may still displace it
+//! during the join window, which costs it the check only — the program releases a displaced
 //! verifier's bond and returns its vote account's rent.
 
 use std::{
@@ -19,6 +20,7 @@ use anyhow::Result;
 use compute_market::{
     client,
     constants::SEAT_OVERSAMPLE,
+    events::{TaskEscalated, TaskFinalized},
     instructions::RevealVoteArgs,
     pda,
     state::{Node, Task, TaskStatus, Vote},
@@ -44,6 +46,14 @@ use crate::{
 /// (at most half the commit window) and votes it invalid: time left to seal and land the
 /// commit.
 pub const GIVE_UP_SLOTS: u64 = 8;
+
+/// The slot by which a verifier that has no seat yet must have checked `t`'s result, to join
+/// (and commit) before the join deadline: a quarter of the join window before it, at most 4
+/// slots.
+pub fn join_by(t: &Task) -> u64 {
+    let margin = 4u64.min(u64::from(t.windows.join) / 4);
+    t.join_deadline.saturating_sub(margin)
+}
 
 /// The slot by which a verifier must have fetched `t`'s result: [`GIVE_UP_SLOTS`] before the
 /// commit deadline, or half the commit window when that is shorter.
@@ -89,6 +99,11 @@ pub struct Verifier {
     /// compete for new seats, so it never holds seats it cannot check in time.
     pub max_checks: usize,
     running: Mutex<HashMap<(Pubkey, u8), JoinHandle<Result<(VerifyRecord, Sealed)>>>>,
+    finalize_tried: Mutex<std::collections::HashSet<(Pubkey, u8)>>,
+    /// Rounds it finalized with its own last reveal.
+    pub finalized: Mutex<Vec<TaskFinalized>>,
+    /// Tasks whose round it escalated with its own last reveal.
+    pub escalated: Mutex<Vec<Pubkey>>,
 }
 
 /// What a check needs, owned (it may run on its own thread).
@@ -115,6 +130,9 @@ impl Verifier {
             background: false,
             max_checks: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
             running: Mutex::new(HashMap::new()),
+            finalize_tried: Mutex::default(),
+            finalized: Mutex::default(),
+            escalated: Mutex::default(),
         }
     }
 
@@ -143,14 +161,12 @@ impl Verifier {
             .count()
     }
 
-    /// Drops finished checks no pass will commit: their task left verification, moved to
-    /// another round, or no longer seats this verifier (displaced), or its commit window
-    /// closed.
+    /// Drops finished checks no pass will commit: their task left verification or moved to
+    /// another round, or its commit window closed (their sealed votes stay on disk).
     fn reap(&self, now: u64, due: &[(Pubkey, Task)]) {
-        let me = self.ctx.node;
         let live: std::collections::HashSet<(Pubkey, u8)> = due
             .iter()
-            .filter(|(_, t)| now <= t.commit_deadline && t.seated().iter().any(|s| s.node == me))
+            .filter(|(_, t)| now <= t.commit_deadline)
             .map(|(k, t)| (*k, t.round))
             .collect();
         let mut running = self.running.lock().expect("running lock");
@@ -166,7 +182,16 @@ impl Verifier {
         }
     }
 
-    fn commit(&self, chain: &dyn Chain, task: &Pubkey, round: u8, sealed: &Sealed) -> Result<()> {
+    /// Commits `sealed`; with `join`, joins in the same transaction (one fee, one slot).
+    /// Whether it landed.
+    fn commit(
+        &self,
+        chain: &dyn Chain,
+        task: &Pubkey,
+        round: u8,
+        sealed: &Sealed,
+        join: Option<solana_instruction::Instruction>,
+    ) -> Result<bool> {
         let c = vote_commitment(
             &self.ctx.node.to_bytes(),
             &task.to_bytes(),
@@ -175,35 +200,45 @@ impl Verifier {
             &sealed.evidence,
             &sealed.salt,
         );
-        let r = send(
-            chain,
-            &self.ctx.name,
-            "commit_vote",
-            task,
-            client::commit_vote(self.ctx.kp.pubkey(), *task, round, c),
-            &self.ctx.kp,
-        )?;
-        if let (true, Some(hold)) = (r.ok, self.hold_after_commit) {
+        let what = if join.is_some() {
+            "join_task+commit_vote"
+        } else {
+            "commit_vote"
+        };
+        let mut ixs: Vec<_> = join.into_iter().collect();
+        ixs.push(client::commit_vote(self.ctx.kp.pubkey(), *task, round, c));
+        let ok = super::send_packed(chain, &self.ctx.name, what, task, ixs, &self.ctx.kp)?
+            .iter()
+            .all(|r| r.ok);
+        if let (true, Some(hold)) = (ok, self.hold_after_commit) {
             tracing::warn!(task = %task, ?hold, "--hold-after-commit-ms: holding between commit and reveal");
             std::thread::sleep(hold);
         }
-        Ok(())
+        Ok(ok)
     }
 
-    /// Checks, seals, persists, then commits: a crash at any point leaves either nothing
-    /// committed or a sealed vote on disk to reveal. In the background, the check runs on its
-    /// own thread and a later pass commits it; `None` until then.
-    fn check_then_commit(
+    /// The sealed vote on `t`: already on disk (checked before: a refused join, a restart),
+    /// or checked, sealed and persisted now — in line, or in the background, where the check
+    /// runs on its own thread and `None` comes back until a later pass finds it finished. The
+    /// record comes with a check run now. A crash at any point leaves either nothing sealed or
+    /// a sealed vote on disk, written before anything commits to it.
+    fn sealed_vote(
         &self,
-        chain: &dyn Chain,
         now: u64,
         key: &Pubkey,
         t: &Task,
-    ) -> Result<Option<VerifyRecord>> {
+        by: u64,
+    ) -> Result<Option<(Option<VerifyRecord>, Sealed)>> {
+        if let Some(sealed) = self.db.sealed(key, t.round)? {
+            self.running
+                .lock()
+                .expect("running lock")
+                .remove(&(*key, t.round));
+            return Ok(Some((None, sealed)));
+        }
         if !self.background {
-            let (record, sealed) = self.checker().check_and_seal(now, key, t)?;
-            self.commit(chain, key, t.round, &sealed)?;
-            return Ok(Some(record));
+            let (record, sealed) = self.checker().check_and_seal(now, key, t, by)?;
+            return Ok(Some((Some(record), sealed)));
         }
         let mut running = self.running.lock().expect("running lock");
         match running.remove(&(*key, t.round)) {
@@ -216,14 +251,13 @@ impl Verifier {
                 let (record, sealed) = h
                     .join()
                     .map_err(|_| anyhow::anyhow!("the check of task {key} panicked"))??;
-                self.commit(chain, key, t.round, &sealed)?;
-                Ok(Some(record))
+                Ok(Some((Some(record), sealed)))
             }
             None => {
                 let (c, k, task) = (self.checker(), *key, t.clone());
                 let h = std::thread::Builder::new()
                     .name(format!("check-{}", &k.to_string()[..8]))
-                    .spawn(move || super::guard(|| c.check_and_seal(now, &k, &task)))?;
+                    .spawn(move || super::guard(|| c.check_and_seal(now, &k, &task, by)))?;
                 running.insert((*key, t.round), h);
                 Ok(None)
             }
@@ -256,7 +290,7 @@ impl Verifier {
         if let Some(v) = seat {
             match self.db.sealed(&key, round)? {
                 Some(sealed) if !v.committed && now <= t.commit_deadline => {
-                    self.commit(chain, &key, round, &sealed)?
+                    self.commit(chain, &key, round, &sealed, None)?;
                 }
                 Some(sealed)
                     if v.committed
@@ -269,18 +303,61 @@ impl Verifier {
                         evidence: sealed.evidence,
                         salt: sealed.salt,
                     };
-                    send(
-                        chain,
-                        &self.ctx.name,
-                        "reveal_vote",
-                        &key,
-                        client::reveal_vote(self.ctx.kp.pubkey(), key, round, args),
-                        &self.ctx.kp,
-                    )?;
+                    let reveal = client::reveal_vote(self.ctx.kp.pubkey(), key, round, args);
+                    // the last reveal of a full round finalizes it in the same transaction (one
+                    // transaction fewer per task); once such a pair was refused, the reveal
+                    // goes alone, so a finalize that cannot land never holds a reveal back
+                    let tally = t.tally();
+                    let last = tally.seats == tally.quorum && tally.revealed + 1 == tally.quorum;
+                    let tried = self
+                        .finalize_tried
+                        .lock()
+                        .expect("tried lock")
+                        .contains(&(key, round));
+                    if last && !tried {
+                        let finalize = client::finalize_task(key, t.provider, t.market);
+                        let r = super::send_packed(
+                            chain,
+                            &self.ctx.name,
+                            "reveal_vote+finalize_task",
+                            &key,
+                            vec![reveal, finalize],
+                            &self.ctx.kp,
+                        )?;
+                        for r in &r {
+                            self.finalized
+                                .lock()
+                                .expect("finalized lock")
+                                .extend(r.events::<TaskFinalized>());
+                            if !r.events::<TaskEscalated>().is_empty() {
+                                self.escalated.lock().expect("escalated lock").push(key);
+                            }
+                        }
+                        if !r.iter().all(|r| r.ok) {
+                            self.finalize_tried
+                                .lock()
+                                .expect("tried lock")
+                                .insert((key, round));
+                        }
+                    } else {
+                        super::send_packed(
+                            chain,
+                            &self.ctx.name,
+                            "reveal_vote",
+                            &key,
+                            vec![reveal],
+                            &self.ctx.kp,
+                        )?;
+                    }
                 }
                 // joined, then crashed before sealing: nothing was committed, check again
                 None if !v.committed && now <= t.commit_deadline => {
-                    return self.check_then_commit(chain, now, &key, t)
+                    if let Some((record, sealed)) =
+                        self.sealed_vote(now, &key, t, give_up_slot(t))?
+                    {
+                        self.commit(chain, &key, round, &sealed, None)?;
+                        return Ok(record);
+                    }
                 }
                 _ => {}
             }
@@ -288,7 +365,10 @@ impl Verifier {
         }
         // draw the seed ourselves rather than wait for a cranker: the sooner it is drawn, the
         // less anyone can wait for its reference to age out of SlotHashes
-        if !t.seed_drawn && now >= t.reference_slot + 2 && now <= t.join_deadline {
+        // a few slots after a cranker would (staggered by key), so that one draw lands
+        // rather than one per keeper
+        let stagger = 4 + u64::from(self.ctx.node.to_bytes()[0] % 4);
+        if !t.seed_drawn && now >= t.reference_slot + 2 + stagger && now <= t.join_deadline {
             send(
                 chain,
                 &self.ctx.name,
@@ -313,21 +393,25 @@ impl Verifier {
                 None => return Ok(None),
             },
         };
-        if send(
-            chain,
-            &self.ctx.name,
-            "join_task",
-            &key,
-            client::join_task(self.ctx.kp.pubkey(), key, round, displaced),
-            &self.ctx.kp,
-        )?
-        .ok
-        {
-            let mut record = self.check_then_commit(chain, now, &key, t)?;
-            if let (Some(r), SeatPlan::Displace(worst)) = (record.as_mut(), plan) {
-                r.displaced = Some(worst);
+        // check first, at its own risk (the seat may be taken meanwhile, or displaced until
+        // the join window closes), then join and commit in one transaction
+        // unseated, the check must end in time to join
+        let Some((record, sealed)) = self.sealed_vote(now, &key, t, join_by(t))? else {
+            return Ok(None);
+        };
+        let join = client::join_task(self.ctx.kp.pubkey(), key, round, displaced);
+        if self.commit(chain, &key, round, &sealed, Some(join))? {
+            let mut record = record.unwrap_or(VerifyRecord {
+                task: key,
+                seconds: 0.0,
+                vote: sealed.vote,
+                reason: "checked before a refused join or a restart".into(),
+                displaced: None,
+            });
+            if let SeatPlan::Displace(worst) = plan {
+                record.displaced = Some(worst);
             }
-            return Ok(record);
+            return Ok(Some(record));
         }
         Ok(None)
     }
@@ -387,7 +471,7 @@ impl Checker {
     /// was served breaks the protocol, or it stayed unreachable until [`GIVE_UP_SLOTS`] before
     /// the commit deadline (until then a transient failure is an error, and the check is
     /// tried again on the next pass).
-    fn check(&self, task: &Pubkey, t: &Task, now: u64) -> Result<Verdict> {
+    fn check(&self, task: &Pubkey, t: &Task, now: u64, give_up: u64) -> Result<Verdict> {
         let job = JobSpec::decode(&t.job)
             .map_err(|e| anyhow::anyhow!("task {task}: malformed job spec: {e}"))?;
         let uri = t
@@ -398,7 +482,6 @@ impl Checker {
         let me = self.node.to_bytes();
         // every fetch ends by the give-up slot (one slot from now when that has passed): a
         // provider that holds a connection open cannot make the verifier miss its commit
-        let give_up = give_up_slot(t);
         let deadline = Instant::now()
             + std::time::Duration::from_secs_f64(
                 give_up.saturating_sub(now).max(1) as f64 * SLOT_SECONDS,
@@ -460,7 +543,13 @@ impl Checker {
     }
 
     /// Checks the result and seals the vote, persisted before it returns.
-    fn check_and_seal(&self, now: u64, key: &Pubkey, t: &Task) -> Result<(VerifyRecord, Sealed)> {
+    fn check_and_seal(
+        &self,
+        now: u64,
+        key: &Pubkey,
+        t: &Task,
+        give_up: u64,
+    ) -> Result<(VerifyRecord, Sealed)> {
         let start = Instant::now();
         let verdict = if self.careless {
             Verdict {
@@ -469,7 +558,7 @@ impl Checker {
                 reason: "careless: did not check".into(),
             }
         } else {
-            self.check(key, t, now)?
+            self.check(key, t, now, give_up)?
         };
         let seconds = start.elapsed().as_secs_f64();
         tracing::info!(verifier = self.name, task = %key, round = t.round, vote = verdict.vote, reason = verdict.reason, seconds, "checked");
