@@ -8,7 +8,7 @@ use compute_market_protocol::{
     commit::{VOTE_INVALID, VOTE_VALID},
     hash::{hashv, Digest},
     job::JobSpec,
-    merkle::MerkleTree,
+    merkle::{leaf_hash, verify_proof, MerkleTree},
     sampling::sample_indices,
 };
 use serde::Serialize;
@@ -119,9 +119,25 @@ pub struct MerkleRow {
     pub ratio: f64,
 }
 
+/// One commitment form measured on the same tiles: the provider's commit, the verifier's
+/// whole-root check (recompute the root from every served tile) and a k-tile proof check.
+#[derive(Clone, Debug, Serialize)]
+pub struct HashFormRow {
+    /// The form.
+    pub form: String,
+    /// Threads.
+    pub threads: usize,
+    /// Commit (= whole-root check: the same work), MB/s.
+    pub root_mb_s: f64,
+    /// Checking k proven tiles against the root, microseconds.
+    pub k_proofs_us: f64,
+}
+
 /// The whole report.
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchReport {
+    /// Commitment forms side by side ([`hash_forms`]).
+    pub hashes: Vec<HashFormRow>,
     /// Jobs measured.
     pub jobs: Vec<JobRow>,
     /// Merkle throughput.
@@ -299,6 +315,197 @@ pub fn merkle(tiles: u32) -> MerkleRow {
     }
 }
 
+/// The commitment forms side by side on `tiles` tiles of 16 KiB (a `MatMulModP` output of
+/// (64·√tiles)²), 1 and 2 threads, `k` proofs: the current SHA-256 tree with leaves sixteen at a
+/// time; BLAKE3 leaves per tile with BLAKE3 inner nodes; and the whole output as one BLAKE3
+/// tree (`blake3`'s own chunk tree: a tile is an aligned 16-chunk subtree, its proof the
+/// sibling chaining values, checked with `blake3::hazmat`). Medians of [`VERIFY_RUNS`] runs.
+pub fn hash_forms(tiles: u32, k: u32) -> Result<Vec<HashFormRow>> {
+    use blake3::hazmat::{merge_subtrees_non_root, HasherExt, Mode};
+    const TILE: usize = 16 * 1024;
+    let data: Vec<Vec<u8>> = (0..tiles)
+        .map(|i| {
+            (0..TILE)
+                .map(|j| (splitmix(i as u64 * 65_537 + j as u64) & 0xff) as u8)
+                .collect()
+        })
+        .collect();
+    let whole: Vec<u8> = data.concat();
+    let mb = whole.len() as f64 / 1e6;
+    let picks: Vec<u32> = (0..k).map(|i| i * 7919 % tiles).collect();
+    let median = |f: &(dyn Fn() -> Digest + Sync), threads: usize| -> Result<f64> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?;
+        pool.install(|| {
+            std::hint::black_box(f());
+            Ok(median_of(VERIFY_RUNS, || Ok(f()))?.1)
+        })
+    };
+    let b3_leaf = |i: u32, t: &[u8]| -> Digest {
+        let mut h = blake3::Hasher::new();
+        h.update(&[0]).update(&i.to_le_bytes()).update(t);
+        *h.finalize().as_bytes()
+    };
+    let b3_node = |l: &Digest, r: &Digest| -> Digest {
+        let mut h = blake3::Hasher::new();
+        h.update(&[1]).update(l).update(r);
+        *h.finalize().as_bytes()
+    };
+    let b3_tree = |leaves: Vec<Digest>| -> Vec<Vec<Digest>> {
+        let mut levels = vec![leaves];
+        while levels.last().map_or(0, Vec::len) > 1 {
+            let next = levels
+                .last()
+                .expect("a level")
+                .chunks(2)
+                .map(|c| {
+                    if c.len() == 2 {
+                        b3_node(&c[0], &c[1])
+                    } else {
+                        c[0]
+                    }
+                })
+                .collect();
+            levels.push(next);
+        }
+        levels
+    };
+    let b3_leaves = || -> Vec<Digest> {
+        use rayon::prelude::*;
+        data.par_iter()
+            .enumerate()
+            .map(|(i, t)| b3_leaf(i as u32, t))
+            .collect()
+    };
+    // the proofs each form serves, built once
+    let sha_tree = commit(&data);
+    let b3_levels = b3_tree(b3_leaves());
+    let b3_root = b3_levels.last().expect("a root")[0];
+    let cv = |i: u32| -> [u8; 32] {
+        blake3::Hasher::new()
+            .set_input_offset(i as u64 * TILE as u64)
+            .update(&data[i as usize])
+            .finalize_non_root()
+    };
+    // the whole output's chunk tree over tiles that are aligned subtrees: its levels of
+    // chaining values (tiles a power of two, so every level is full)
+    anyhow::ensure!(
+        tiles.is_power_of_two(),
+        "hash_forms needs a power-of-two tile count"
+    );
+    let mut cv_levels: Vec<Vec<[u8; 32]>> = vec![(0..tiles).map(cv).collect()];
+    while cv_levels.last().expect("a level").len() > 2 {
+        let next = cv_levels
+            .last()
+            .expect("a level")
+            .chunks(2)
+            .map(|c| merge_subtrees_non_root(&c[0], &c[1], Mode::Hash))
+            .collect();
+        cv_levels.push(next);
+    }
+    let whole_root = *blake3::hash(&whole).as_bytes();
+    let mut rows = vec![];
+    for threads in [1, 2] {
+        let sha_root = median(&|| commit(&data).root(), threads)?;
+        let sha_proofs = median(
+            &|| {
+                for &i in &picks {
+                    let ok = verify_proof(
+                        &sha_tree.root(),
+                        i,
+                        tiles,
+                        &leaf_hash(i, &data[i as usize]),
+                        &sha_tree.proof(i).expect("in range"),
+                    );
+                    assert!(ok);
+                }
+                [0; 32]
+            },
+            threads,
+        )?;
+        rows.push(HashFormRow {
+            form: "SHA-256 Merkle, leaves 16 at a time (current)".into(),
+            threads,
+            root_mb_s: mb / sha_root,
+            k_proofs_us: sha_proofs * 1e6,
+        });
+        let b3_root_s = median(&|| b3_tree(b3_leaves()).last().expect("a root")[0], threads)?;
+        let b3_proofs = median(
+            &|| {
+                for &i in &picks {
+                    let mut acc = b3_leaf(i, &data[i as usize]);
+                    let mut j = i as usize;
+                    for level in &b3_levels[..b3_levels.len() - 1] {
+                        let sib = j ^ 1;
+                        if sib < level.len() {
+                            acc = if j & 1 == 0 {
+                                b3_node(&acc, &level[sib])
+                            } else {
+                                b3_node(&level[sib], &acc)
+                            };
+                        }
+                        j /= 2;
+                    }
+                    assert_eq!(acc, b3_root);
+                }
+                [0; 32]
+            },
+            threads,
+        )?;
+        rows.push(HashFormRow {
+            form: "BLAKE3 per-tile leaves + BLAKE3 nodes".into(),
+            threads,
+            root_mb_s: mb / b3_root_s,
+            k_proofs_us: b3_proofs * 1e6,
+        });
+        let whole_s = median(
+            &|| {
+                let mut h = blake3::Hasher::new();
+                if threads > 1 {
+                    h.update_rayon(&whole);
+                } else {
+                    h.update(&whole);
+                }
+                *h.finalize().as_bytes()
+            },
+            threads,
+        )?;
+        let whole_proofs = median(
+            &|| {
+                for &i in &picks {
+                    let mut acc = cv(i);
+                    let mut j = i as usize;
+                    for level in &cv_levels {
+                        let sib = level[j ^ 1];
+                        let (l, r) = if j & 1 == 0 { (acc, sib) } else { (sib, acc) };
+                        acc = if level.len() == 2 {
+                            *blake3::hazmat::merge_subtrees_root(&l, &r, Mode::Hash).as_bytes()
+                        } else {
+                            merge_subtrees_non_root(&l, &r, Mode::Hash)
+                        };
+                        j /= 2;
+                    }
+                    assert_eq!(acc, whole_root);
+                }
+                [0; 32]
+            },
+            threads,
+        )?;
+        rows.push(HashFormRow {
+            form: "BLAKE3 of the whole output (tile = subtree)".into(),
+            threads,
+            root_mb_s: mb / whole_s,
+            k_proofs_us: whole_proofs * 1e6,
+        });
+    }
+    Ok(rows)
+}
+
+fn splitmix(x: u64) -> u64 {
+    compute_market_protocol::job::splitmix64(x)
+}
+
 /// Runs the benchmark for the given `MatMulModP` sizes on every backend, side by side. The
 /// first backend is the reference: every other one's tiles are compared with its tiles bit
 /// for bit.
@@ -323,6 +530,7 @@ pub fn run(backends: &[std::sync::Arc<dyn Backend>], sizes: &[u32]) -> Result<Be
     Ok(BenchReport {
         jobs,
         merkle: merkle(1024),
+        hashes: hash_forms(1024, 16)?,
         simd: format!(
             "{}; Merkle leaves {}",
             crate::compute::freivalds::simd_level(),
@@ -409,5 +617,29 @@ pub fn render(r: &BenchReport) -> String {
         m.sha256_mb_s,
         m.ratio
     );
+    s += &format!(
+        "\nCommitment forms, {:.1} MB of tiles (16 KiB each), side by side:\n{:<48} {:>7} {:>16} {:>14}\n",
+        m.bytes as f64 / 1e6,
+        "form",
+        "threads",
+        "root MB/s",
+        "16 proofs µs"
+    );
+    let base = |threads: usize| {
+        r.hashes
+            .iter()
+            .find(|h| h.threads == threads)
+            .map_or(1.0, |h| h.root_mb_s)
+    };
+    for h in &r.hashes {
+        s += &format!(
+            "{:<48} {:>7} {:>9.0} ({:.2}×) {:>14.1}\n",
+            h.form,
+            h.threads,
+            h.root_mb_s,
+            h.root_mb_s / base(h.threads),
+            h.k_proofs_us
+        );
+    }
     s
 }

@@ -336,3 +336,15 @@ fn hardware_is_measured_not_assumed() {
     assert!(h.bandwidth_gbps >= 1, "{h:?}");
     assert_eq!(h.region, 0, "the region is declared, not measured");
 }
+
+#[test]
+fn commitment_forms_are_measured_on_proofs_that_check() {
+    // each form's proofs are checked against its root inside (the whole-output BLAKE3 tree
+    // against `blake3::hash` of the concatenated tiles)
+    let rows = compute_market_keeper::bench::hash_forms(64, 4).unwrap();
+    assert_eq!(rows.len(), 6, "three forms, 1 and 2 threads");
+    assert!(rows
+        .iter()
+        .all(|r| r.root_mb_s > 0.0 && r.k_proofs_us > 0.0));
+    assert!(compute_market_keeper::bench::hash_forms(48, 4).is_err());
+}
