@@ -420,25 +420,24 @@ pub fn task_post(
         })
         .collect();
     // as many posts per transaction as fit (one fee, one confirmation for several tasks),
-    // up to 16 transactions in flight
-    let mut batches: Vec<Vec<(u64, Instruction)>> = vec![];
-    let mut rest = ixs;
-    while !rest.is_empty() {
-        let group = crate::chain::pack::pack(
-            rest.iter().map(|(_, ix)| ix.clone()).collect(),
-            &kp.pubkey(),
-        );
-        let n = group[0].len() - 1;
-        let tail = rest.split_off(n);
-        batches.push(rest);
-        rest = tail;
-    }
-    let sent = crate::roles::parallel(16, batches, |batch| {
-        let ids: Vec<u64> = batch.iter().map(|(id, _)| *id).collect();
-        let group =
-            crate::chain::pack::pack(batch.into_iter().map(|(_, ix)| ix).collect(), &kp.pubkey());
+    // up to 16 transactions in flight; packing keeps the order, so each transaction's posts
+    // are the next ids
+    let groups =
+        crate::chain::pack::pack(ixs.iter().map(|(_, ix)| ix.clone()).collect(), &kp.pubkey());
+    let mut ids = ixs.into_iter().map(|(id, _)| id);
+    let batches: Vec<(Vec<u64>, Vec<Instruction>)> = groups
+        .into_iter()
+        .map(|g| {
+            let posts = g
+                .iter()
+                .filter(|i| i.program_id == compute_market::ID)
+                .count();
+            (ids.by_ref().take(posts).collect(), g)
+        })
+        .collect();
+    let sent = crate::roles::parallel(16, batches, |(ids, group)| {
         let r = chain
-            .send(&group[0], kp, &[])
+            .send(&group, kp, &[])
             .and_then(|r| must("post_task", r))
             .with_context(|| format!("task ids {ids:?}"));
         (ids, r)

@@ -24,6 +24,10 @@ pub struct Sealed {
     pub evidence: [u8; 32],
     /// Salt.
     pub salt: [u8; 32],
+    /// The round's seed the vote was checked under: a task re-posted at the same address (the
+    /// client reuses its id) has another, so its vote is never reused for it (zero in records
+    /// written before it was kept).
+    pub seed: [u8; 32],
 }
 
 /// The keeper's database (one redb file).
@@ -54,10 +58,11 @@ impl Db {
 
     /// Persists a sealed vote (durably, before returning).
     pub fn put_sealed(&self, task: &Pubkey, round: u8, s: &Sealed) -> Result<()> {
-        let mut v = Vec::with_capacity(65);
+        let mut v = Vec::with_capacity(97);
         v.push(s.vote);
         v.extend_from_slice(&s.evidence);
         v.extend_from_slice(&s.salt);
+        v.extend_from_slice(&s.seed);
         let w = self.db.begin_write()?;
         w.open_table(SEALED)?
             .insert(&sealed_key(task, round)[..], &v[..])?;
@@ -74,13 +79,14 @@ impl Db {
         };
         let v = v.value();
         anyhow::ensure!(
-            v.len() == 65,
+            v.len() == 65 || v.len() == 97,
             "corrupt sealed vote for task {task} round {round}"
         );
         Ok(Some(Sealed {
             vote: v[0],
             evidence: v[1..33].try_into()?,
             salt: v[33..65].try_into()?,
+            seed: v.get(65..97).map_or(Ok([0; 32]), |s| s.try_into())?,
         }))
     }
 

@@ -64,8 +64,8 @@ pub fn tx_size(ixs: &[Instruction], payer: &Pubkey) -> usize {
         + body
 }
 
-/// Compute units to ask for `i`: the worst case `scripts/cu-report` measured for its
-/// instruction, plus half again (account sizes and seat counts vary); [`DEFAULT_CU`] for
+/// Compute units to ask for `i`: twice the worst case `scripts/cu-report` measured for its
+/// instruction (account sizes, seat counts and the deployed build vary); [`DEFAULT_CU`] for
 /// anything else.
 pub fn cu_of(i: &Instruction) -> u32 {
     let measured: &[(&[u8], u32)] = &[
@@ -86,7 +86,7 @@ pub fn cu_of(i: &Instruction) -> u32 {
     ];
     if i.program_id == compute_market::ID {
         if let Some((_, cu)) = measured.iter().find(|(d, _)| i.data.starts_with(d)) {
-            return cu + cu / 2;
+            return 2 * cu;
         }
     }
     DEFAULT_CU
@@ -103,8 +103,8 @@ pub fn cu_limit(ixs: &[Instruction]) -> Instruction {
 const PRICE_ROOM: usize = 1 + 1 + 1 + 9 + 32;
 
 /// `ixs` in order, cut into transactions that each fit the packet size and the compute limit,
-/// each led by its compute-limit instruction. An instruction too large to travel with any
-/// other travels alone.
+/// each of several instructions led by its compute-limit instruction. An instruction too large
+/// to travel with any other travels alone.
 pub fn pack(ixs: Vec<Instruction>, payer: &Pubkey) -> Vec<Vec<Instruction>> {
     let fits = |group: &[Instruction]| {
         let mut with = vec![cu_limit(group)];
@@ -125,8 +125,14 @@ pub fn pack(ixs: Vec<Instruction>, payer: &Pubkey) -> Vec<Vec<Instruction>> {
     if !group.is_empty() {
         out.push(group);
     }
+    // one instruction alone keeps the runtime's default (200,000 units, more than any of
+    // ours): a limit would only narrow the margin of what is often a deadline-bound commit or
+    // reveal, for no saving without a priority fee
     out.into_iter()
         .map(|g| {
+            if g.len() == 1 {
+                return g;
+            }
             let mut with = vec![cu_limit(&g)];
             with.extend(g);
             with
@@ -178,8 +184,11 @@ mod tests {
         let mut flat = vec![];
         for g in &groups {
             assert!(tx_size(g, &payer) + PRICE_ROOM <= PACKET_DATA_SIZE);
-            assert_eq!(g[0].program_id, solana_compute_budget_interface::ID);
-            flat.extend(g[1..].iter().cloned());
+            let skip = usize::from(g.len() > 1);
+            if skip == 1 {
+                assert_eq!(g[0].program_id, solana_compute_budget_interface::ID);
+            }
+            flat.extend(g[skip..].iter().cloned());
         }
         assert_eq!(flat, ixs, "every instruction, once, in order");
         // three settlements of a V = 3 round and the close travel together

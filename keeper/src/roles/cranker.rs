@@ -51,6 +51,8 @@ pub struct Cranker {
     pub parallel: usize,
     /// The market it cranks (others' tasks are never read, nor paid for).
     pub market: Pubkey,
+    /// Tasks whose finalize-and-settle transaction was refused: finalized alone from then on.
+    combined_refused: std::sync::Mutex<std::collections::HashSet<Pubkey>>,
 }
 
 impl Cranker {
@@ -63,6 +65,7 @@ impl Cranker {
             ledger: Ledger::default(),
             parallel,
             market,
+            combined_refused: Default::default(),
         }
     }
 }
@@ -129,7 +132,12 @@ impl Cranker {
                     // no order and travel with the finalize (one transaction for all of them)
                     let tally = t.tally();
                     let mut ixs = vec![client::finalize_task(key, t.provider, t.market)];
-                    if tally.seats == tally.quorum && tally.revealed == tally.quorum {
+                    let tried = self
+                        .combined_refused
+                        .lock()
+                        .expect("refused lock")
+                        .contains(&key);
+                    if !tried && tally.seats == tally.quorum && tally.revealed == tally.quorum {
                         let votes = match read.as_ref() {
                             Some(v) => v.clone(),
                             None => chain.votes(&key)?,
@@ -154,7 +162,15 @@ impl Cranker {
                     } else {
                         "finalize_task"
                     };
+                    let combined = ixs.len() > 1;
                     for r in super::send_packed(chain, "cranker", what, &key, ixs, &self.kp)? {
+                        if !r.ok && combined {
+                            // next time the finalize goes alone
+                            self.combined_refused
+                                .lock()
+                                .expect("refused lock")
+                                .insert(key);
+                        }
                         if r.ok {
                             sent = true;
                             ledger.finalized.extend(r.events::<TaskFinalized>());
@@ -206,8 +222,30 @@ impl Cranker {
             .map(|(_, v)| client::settle_vote(key, v.authority, v.round))
             .collect();
         if !settles.is_empty() {
-            for r in super::send_packed(chain, "cranker", "settle_vote", &key, settles, &self.kp)? {
+            let reports = super::send_packed(
+                chain,
+                "cranker",
+                "settle_vote",
+                &key,
+                settles.clone(),
+                &self.kp,
+            )?;
+            let landed: usize = reports
+                .iter()
+                .filter(|r| r.ok)
+                .map(|r| r.events::<VoteSettled>().len())
+                .sum();
+            for r in &reports {
                 ledger.settled.extend(r.events::<VoteSettled>());
+            }
+            // a refused batch: the rest one at a time, so one settlement that cannot land
+            // never holds back the others
+            if reports.iter().any(|r| !r.ok) {
+                for ix in settles.into_iter().skip(landed) {
+                    let r =
+                        super::send_all(chain, "cranker", "settle_vote", &key, &[ix], &self.kp)?;
+                    ledger.settled.extend(r.events::<VoteSettled>());
+                }
             }
         }
         if !t.status.is_terminal() {

@@ -217,6 +217,16 @@ impl Verifier {
         Ok(ok)
     }
 
+    /// The sealed vote on disk for `t`'s current round, when it was checked under `t`'s seed (a
+    /// task re-posted at the same address has another seed: its vote is never reused). With
+    /// `legacy`, a record written before seeds were kept counts too (a seat already holds it).
+    fn sealed_for(&self, key: &Pubkey, t: &Task, legacy: bool) -> Result<Option<Sealed>> {
+        Ok(self
+            .db
+            .sealed(key, t.round)?
+            .filter(|s| s.seed == t.seed || (legacy && s.seed == [0; 32])))
+    }
+
     /// The sealed vote on `t`: already on disk (checked before: a refused join, a restart),
     /// or checked, sealed and persisted now — in line, or in the background, where the check
     /// runs on its own thread and `None` comes back until a later pass finds it finished. The
@@ -228,8 +238,9 @@ impl Verifier {
         key: &Pubkey,
         t: &Task,
         by: u64,
+        may_give_up: bool,
     ) -> Result<Option<(Option<VerifyRecord>, Sealed)>> {
-        if let Some(sealed) = self.db.sealed(key, t.round)? {
+        if let Some(sealed) = self.sealed_for(key, t, may_give_up)? {
             self.running
                 .lock()
                 .expect("running lock")
@@ -237,7 +248,9 @@ impl Verifier {
             return Ok(Some((None, sealed)));
         }
         if !self.background {
-            let (record, sealed) = self.checker().check_and_seal(now, key, t, by)?;
+            let (record, sealed) = self
+                .checker()
+                .check_and_seal(now, key, t, by, may_give_up)?;
             return Ok(Some((Some(record), sealed)));
         }
         let mut running = self.running.lock().expect("running lock");
@@ -257,7 +270,9 @@ impl Verifier {
                 let (c, k, task) = (self.checker(), *key, t.clone());
                 let h = std::thread::Builder::new()
                     .name(format!("check-{}", &k.to_string()[..8]))
-                    .spawn(move || super::guard(|| c.check_and_seal(now, &k, &task, by)))?;
+                    .spawn(move || {
+                        super::guard(|| c.check_and_seal(now, &k, &task, by, may_give_up))
+                    })?;
                 running.insert((*key, t.round), h);
                 Ok(None)
             }
@@ -288,7 +303,7 @@ impl Verifier {
             None
         };
         if let Some(v) = seat {
-            match self.db.sealed(&key, round)? {
+            match self.sealed_for(&key, t, true)? {
                 Some(sealed) if !v.committed && now <= t.commit_deadline => {
                     self.commit(chain, &key, round, &sealed, None)?;
                 }
@@ -353,7 +368,7 @@ impl Verifier {
                 // joined, then crashed before sealing: nothing was committed, check again
                 None if !v.committed && now <= t.commit_deadline => {
                     if let Some((record, sealed)) =
-                        self.sealed_vote(now, &key, t, give_up_slot(t))?
+                        self.sealed_vote(now, &key, t, give_up_slot(t), true)?
                     {
                         self.commit(chain, &key, round, &sealed, None)?;
                         return Ok(record);
@@ -395,11 +410,29 @@ impl Verifier {
         };
         // check first, at its own risk (the seat may be taken meanwhile, or displaced until
         // the join window closes), then join and commit in one transaction
-        // unseated, the check must end in time to join
-        let Some((record, sealed)) = self.sealed_vote(now, &key, t, join_by(t))? else {
-            return Ok(None);
-        };
+        // unseated, the check must end in time to join; running out of time is no verdict:
+        // then it joins alone and goes on checking seated, until the commit's give-up slot
         let join = client::join_task(self.ctx.kp.pubkey(), key, round, displaced);
+        let checked = self.sealed_vote(now, &key, t, join_by(t), false);
+        let (record, sealed) = match checked {
+            Ok(Some(done)) => done,
+            Ok(None) | Err(_) if now >= join_by(t) => {
+                if let Err(e) = &checked {
+                    tracing::info!(verifier = self.ctx.name, task = %key, error = %format!("{e:#}"), "not checked before the join window closes: joining, checking seated");
+                }
+                super::send_packed(
+                    chain,
+                    &self.ctx.name,
+                    "join_task",
+                    &key,
+                    vec![join],
+                    &self.ctx.kp,
+                )?;
+                return Ok(None);
+            }
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(e),
+        };
         if self.commit(chain, &key, round, &sealed, Some(join))? {
             let mut record = record.unwrap_or(VerifyRecord {
                 task: key,
@@ -471,7 +504,14 @@ impl Checker {
     /// was served breaks the protocol, or it stayed unreachable until [`GIVE_UP_SLOTS`] before
     /// the commit deadline (until then a transient failure is an error, and the check is
     /// tried again on the next pass).
-    fn check(&self, task: &Pubkey, t: &Task, now: u64, give_up: u64) -> Result<Verdict> {
+    fn check(
+        &self,
+        task: &Pubkey,
+        t: &Task,
+        now: u64,
+        give_up: u64,
+        may_give_up: bool,
+    ) -> Result<Verdict> {
         let job = JobSpec::decode(&t.job)
             .map_err(|e| anyhow::anyhow!("task {task}: malformed job spec: {e}"))?;
         let uri = t
@@ -520,7 +560,10 @@ impl Checker {
         };
         match fetched {
             Ok(verdict) => verdict,
-            Err(e) if e.is_transient() && now < give_up && Instant::now() < deadline => {
+            Err(e)
+                if e.is_transient()
+                    && (!may_give_up || (now < give_up && Instant::now() < deadline)) =>
+            {
                 Err(anyhow::anyhow!(e).context(format!(
                     "fetching the result of task {task} (retrying until slot {give_up})"
                 )))
@@ -533,12 +576,13 @@ impl Checker {
         }
     }
 
-    fn seal(&self, task: &Pubkey, round: u8, vote: u8, evidence: Digest) -> Sealed {
-        let salt = hashv(&[b"salt", &self.secret, task.as_ref(), &[round]]);
+    fn seal(&self, task: &Pubkey, t: &Task, vote: u8, evidence: Digest) -> Sealed {
+        let salt = hashv(&[b"salt", &self.secret, task.as_ref(), &[t.round], &t.seed]);
         Sealed {
             vote,
             evidence,
             salt,
+            seed: t.seed,
         }
     }
 
@@ -549,6 +593,7 @@ impl Checker {
         key: &Pubkey,
         t: &Task,
         give_up: u64,
+        may_give_up: bool,
     ) -> Result<(VerifyRecord, Sealed)> {
         let start = Instant::now();
         let verdict = if self.careless {
@@ -558,11 +603,11 @@ impl Checker {
                 reason: "careless: did not check".into(),
             }
         } else {
-            self.check(key, t, now, give_up)?
+            self.check(key, t, now, give_up, may_give_up)?
         };
         let seconds = start.elapsed().as_secs_f64();
         tracing::info!(verifier = self.name, task = %key, round = t.round, vote = verdict.vote, reason = verdict.reason, seconds, "checked");
-        let sealed = self.seal(key, t.round, verdict.vote, verdict.evidence);
+        let sealed = self.seal(key, t, verdict.vote, verdict.evidence);
         self.db.put_sealed(key, t.round, &sealed)?;
         Ok((
             VerifyRecord {
