@@ -113,8 +113,31 @@ fn hostile_scenario(
     }));
     let s = scenario(dir, &h.url());
     let _ = slot.set(s.providers[0].ctx.store.clone());
-    std::mem::forget(h);
     s
+}
+
+/// A hostile server that relays `/all` honestly and answers `/tiles?i=…` with what
+/// `answer(entry, asked)` makes of the honest store (404 for anything else).
+fn tiles_served_as(
+    dir: &std::path::Path,
+    answer: impl Fn(&ResultStore, &compute_market_keeper::results::Entry, &[u32]) -> Vec<ProvenTile>
+        + Send
+        + Sync
+        + 'static,
+) -> Scenario {
+    hostile_scenario(dir, move |store, path, sock| {
+        let Some((root, what)) = split_path(path) else {
+            return respond(sock, "404 Not Found", &[], b"");
+        };
+        let Some(e) = store.entry(&root) else {
+            return respond(sock, "404 Not Found", &[], b"");
+        };
+        if what == "all" {
+            return respond(sock, "200 OK", &[], &e.tiles().unwrap().concat());
+        }
+        let served = answer(store, &e, &indices(&what));
+        respond(sock, "200 OK", &[], &encode_proven(&served));
+    })
 }
 
 #[test]
@@ -128,24 +151,9 @@ fn zero_tiles_are_voted_invalid() {
 fn tiles_other_than_the_sampled_ones_are_voted_invalid() {
     let dir = tempfile::tempdir().unwrap();
     // valid tiles with valid proofs, but the provider's choice: each sampled index + 1
-    let s = hostile_scenario(dir.path(), |store, path, sock| {
-        let Some((root, what)) = split_path(path) else {
-            return respond(sock, "404 Not Found", &[], b"");
-        };
-        let Some(e) = store.entry(&root) else {
-            return respond(sock, "404 Not Found", &[], b"");
-        };
-        if what == "all" {
-            return respond(sock, "200 OK", &[], &e.tiles().unwrap().concat());
-        }
-        let t = e.count();
-        let other: Vec<u32> = indices(&what).iter().map(|i| (i + 1) % t).collect();
-        respond(
-            sock,
-            "200 OK",
-            &[],
-            &encode_proven(&honest(store, &root, &other)),
-        );
+    let s = tiles_served_as(dir.path(), |store, e, asked| {
+        let other: Vec<u32> = asked.iter().map(|i| (i + 1) % e.count()).collect();
+        honest(store, &e.root, &other)
     });
     caught(s, &["HashBatch"], "was sampled");
 }
@@ -153,21 +161,12 @@ fn tiles_other_than_the_sampled_ones_are_voted_invalid() {
 #[test]
 fn an_index_beyond_the_tile_count_is_voted_invalid() {
     let dir = tempfile::tempdir().unwrap();
-    let s = hostile_scenario(dir.path(), |store, path, sock| {
-        let Some((root, what)) = split_path(path) else {
-            return respond(sock, "404 Not Found", &[], b"");
-        };
-        let Some(e) = store.entry(&root) else {
-            return respond(sock, "404 Not Found", &[], b"");
-        };
-        if what == "all" {
-            return respond(sock, "200 OK", &[], &e.tiles().unwrap().concat());
-        }
-        let mut served = honest(store, &root, &indices(&what));
+    let s = tiles_served_as(dir.path(), |store, e, asked| {
+        let mut served = honest(store, &e.root, asked);
         for t in &mut served {
             t.index += e.count();
         }
-        respond(sock, "200 OK", &[], &encode_proven(&served));
+        served
     });
     caught(s, &["HashBatch"], "was sampled");
 }

@@ -88,8 +88,6 @@ fn parse_mem_uri(uri: &str) -> Result<Digest, FetchError> {
     parse_hex_digest(h).ok_or_else(|| FetchError::Invalid(format!("result URL {uri:?} is not hex")))
 }
 
-pub use crate::verify::distinct;
-
 /// Results by Merkle root, in memory or in a directory, with the fetch policy its verifiers
 /// use for `http(s)://` results.
 pub struct ResultStore {

@@ -97,32 +97,19 @@ impl Default for ServerLimits {
 #[derive(Clone, Copy)]
 struct Peer(SocketAddr);
 
-/// When a connection's transfer last moved: the body stream marks every chunk it hands to
-/// hyper, and a watchdog closes the connection when an active transfer stands still.
+/// How far a connection's transfers have moved: the body streams count every byte they hand
+/// to hyper, and a watchdog closes the connection when an active transfer falls below the
+/// minimum rate.
+#[derive(Default)]
 struct Progress {
-    born: Instant,
-    last_ms: std::sync::atomic::AtomicU64,
     bytes: std::sync::atomic::AtomicU64,
     active: std::sync::atomic::AtomicUsize,
 }
 
 impl Progress {
-    fn new() -> Self {
-        Progress {
-            born: Instant::now(),
-            last_ms: Default::default(),
-            bytes: Default::default(),
-            active: Default::default(),
-        }
-    }
-
     fn touch(&self, bytes: u64) {
         self.bytes
             .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
-        self.last_ms.store(
-            self.born.elapsed().as_millis() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
     }
 }
 
@@ -476,7 +463,7 @@ async fn accept_loop(
         let metrics = metrics.clone();
         conns.spawn(async move {
             let _permit = (permit, peer_slot);
-            let progress = Arc::new(Progress::new());
+            let progress = Arc::new(Progress::default());
             let watched = progress.clone();
             let svc = hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(Peer(peer));

@@ -38,8 +38,7 @@ use super::{provider::SLOT_SECONDS, send, NodeCtx};
 use crate::db::{Db, Sealed};
 use crate::{
     chain::{Chain, ChainExt},
-    results::distinct,
-    verify::{check_matmul, check_sampled, Verdict},
+    verify::{check_matmul, check_sampled, distinct, Verdict},
 };
 
 /// A verifier stops retrying an unreachable result this many slots before the commit deadline
