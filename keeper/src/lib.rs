@@ -10,9 +10,8 @@
 //! cycle at all):
 //!
 //! * [`compute`] — the [`compute::Backend`] trait, the CPU reference, CUDA, backend selection
-//!   ([`compute::device`]), the verifier's streaming Freivalds kernels, SHA-256 Merkle leaves
-//!   sixteen at a time ([`compute::leaves`]); [`verify`] — the commitment and the verifier's
-//!   checks.
+//!   ([`compute::device`]), the verifier's streaming Freivalds kernels; [`verify`] — the
+//!   commitment (BLAKE3, `compute_market_protocol::merkle`) and the verifier's checks.
 //! * [`results`] — the content-addressed result store, its wire format, HTTP server and client;
 //!   [`db`] — the crash-safe database (sealed votes, served results); [`metrics`].
 //! * [`chain`] — one [`chain::Chain`] trait over RPC or the embedded cluster, plus metered and

@@ -1,6 +1,6 @@
 //! Building a result commitment (provider) and checking one (verifier).
 
-use crate::compute::{freivalds::tile_pass, leaves::par_leaf_hashes, Backend};
+use crate::compute::{freivalds::tile_pass, Backend};
 use anyhow::{ensure, Result};
 use compute_market_protocol::{
     commit::{VOTE_INVALID, VOTE_VALID},
@@ -13,9 +13,17 @@ use compute_market_protocol::{
 /// Freivalds rounds per verification (PROTOCOL §5: at least 2).
 pub const FREIVALDS_ROUNDS: u32 = 2;
 
-/// The Merkle tree over `tiles` (leaves hashed sixteen at a time, in parallel).
+/// The commitment tree over `tiles` (PROTOCOL §5), its leaves hashed in parallel.
 pub fn commit(tiles: &[Vec<u8>]) -> MerkleTree {
-    MerkleTree::new(par_leaf_hashes(tiles))
+    use rayon::prelude::*;
+    let count = tiles.len() as u32;
+    MerkleTree::new(
+        tiles
+            .par_iter()
+            .enumerate()
+            .map(|(i, t)| leaf_hash(i as u32, count, t))
+            .collect(),
+    )
 }
 
 /// The sample indices a verifier asks for: its draws without repeats, in draw order. A served
@@ -200,7 +208,13 @@ pub fn check_sampled(
         return refuse(e);
     }
     for s in served {
-        if !verify_proof(root, s.index, count, &leaf_hash(s.index, &s.tile), &s.proof) {
+        if !verify_proof(
+            root,
+            s.index,
+            count,
+            &leaf_hash(s.index, count, &s.tile),
+            &s.proof,
+        ) {
             return refuse(format!("tile {} has no valid proof to the root", s.index));
         }
     }
@@ -208,7 +222,7 @@ pub fn check_sampled(
     let own: std::collections::HashMap<u32, Digest> = want
         .iter()
         .zip(&mine)
-        .map(|(&i, t)| (i, leaf_hash(i, t)))
+        .map(|(&i, t)| (i, leaf_hash(i, count, t)))
         .collect();
     let evidence = evidence_hash(&picked.iter().map(|&i| (i, own[&i])).collect::<Vec<_>>());
     for (s, mine) in served.iter().zip(&mine) {

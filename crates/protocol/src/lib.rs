@@ -4,7 +4,8 @@
 //! must compute identically, written once:
 //!
 //! * [`job`]: the canonical 64-byte job-spec encoding, its validation and tile geometry;
-//! * [`merkle`]: leaf and node hashing, the Merkle root over output tiles, proofs;
+//! * [`merkle`] (host only): the result commitment, BLAKE3 of the output with tiles as subtrees,
+//!   and tile proofs;
 //! * [`commit`]: vote commitments and the verification seed;
 //! * [`seats`]: stake-weighted seat sortition (tickets, scores, eligibility, displacement);
 //! * [`region`]: region codes and the distance providers rank tasks by;
@@ -12,7 +13,8 @@
 //! * [`hash`]: SHA-256 (the `sol_sha256` syscall on-chain, `sha2` on the host).
 //!
 //! Public keys are plain `[u8; 32]` so that this crate depends on nothing Solana-specific
-//! except the hasher; it compiles for SBF and for the host.
+//! except the hasher; it compiles for SBF and for the host (the commitment, which the program
+//! never computes, only for the host).
 //!
 //! "PROTOCOL §n" in this crate's comments is section n of `docs/PROTOCOL.md` in this
 //! repository.
@@ -21,6 +23,7 @@
 pub mod commit;
 pub mod hash;
 pub mod job;
+#[cfg(not(target_os = "solana"))]
 pub mod merkle;
 pub mod region;
 pub mod sampling;

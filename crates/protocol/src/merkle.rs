@@ -1,22 +1,78 @@
-//! The result commitment: a binary SHA-256 Merkle tree over output tiles.
+//! The result commitment (PROTOCOL §5): the output as one BLAKE3 hash, each tile a subtree of it.
 //!
-//! * leaf `i` = SHA-256(0x00 ‖ i as u32 LE ‖ tile bytes);
-//! * node = SHA-256(0x01 ‖ left ‖ right);
-//! * a level with an odd number of nodes promotes its last node unchanged (no duplication, so
-//!   no two different leaf lists share a root).
+//! The committed byte string is the job's tiles in index order, each followed by zeros up to
+//! its *slot* of [`slot_len`] bytes (the smallest power-of-two multiple of BLAKE3's 1 KiB chunk
+//! that holds a tile). The root is plain BLAKE3 of that string, so any BLAKE3 library computes
+//! it in one call. Because every slot is a power-of-two number of chunks at an offset that is
+//! a multiple of its own length, BLAKE3's own chunk tree has each tile as a complete subtree:
 //!
-//! The domain bytes keep a leaf from ever being read as an inner node.
+//! * leaf `i` = the BLAKE3 chaining value of slot `i` at input offset `i · S` (the chunk
+//!   counters bind the tile to its index; BLAKE3's chunk and parent flags keep a leaf from
+//!   ever being read as an inner node); a one-tile output has the root as its only leaf;
+//! * node = BLAKE3's parent compression of (left, right) — with the root flag for the last one;
+//! * a level with an odd number of nodes promotes its last node unchanged. Pairing with
+//!   promotion builds exactly BLAKE3's left-balanced tree (the left subtree of every node holds
+//!   the largest power of two of slots below its width), so the root equals `blake3(string)`.
+//!
+//! A tile's proof is the chaining values of its siblings, bottom-up. Verifiers check proofs of
+//! sampled tiles; a `MatMulModP` verifier hashes all of C, at BLAKE3's SIMD speed (`keeper
+//! bench` measures it against the SHA-256 tree this replaced).
 
-use crate::hash::{hashv, Digest};
+use blake3::hazmat::{merge_subtrees_non_root, merge_subtrees_root, HasherExt, Mode};
 
-/// Hash of tile `index` with contents `tile`.
-pub fn leaf_hash(index: u32, tile: &[u8]) -> Digest {
-    hashv(&[&[0u8], &index.to_le_bytes(), tile])
+use crate::hash::Digest;
+
+/// BLAKE3's chunk: slots are power-of-two multiples of it.
+pub const CHUNK_LEN: usize = 1024;
+
+/// Bytes each tile occupies in the committed string: the smallest power-of-two multiple of
+/// [`CHUNK_LEN`] that is at least `tile_len`.
+pub fn slot_len(tile_len: usize) -> usize {
+    tile_len.next_power_of_two().max(CHUNK_LEN)
 }
 
-/// Hash of an inner node.
-pub fn node_hash(left: &Digest, right: &Digest) -> Digest {
-    hashv(&[&[1u8], left, right])
+/// Hashes `tile` followed by zeros up to its slot into `h`.
+fn absorb_slot(h: &mut blake3::Hasher, tile: &[u8]) {
+    h.update(tile);
+    let mut pad = slot_len(tile.len()) - tile.len();
+    const ZEROS: [u8; CHUNK_LEN] = [0; CHUNK_LEN];
+    while pad > 0 {
+        let n = pad.min(CHUNK_LEN);
+        h.update(&ZEROS[..n]);
+        pad -= n;
+    }
+}
+
+/// Leaf `index` of an output of `count` tiles, tile contents `tile` (every tile of a job has the
+/// same length): the chaining value of its slot, or the root when `count` is 1.
+pub fn leaf_hash(index: u32, count: u32, tile: &[u8]) -> Digest {
+    let mut h = blake3::Hasher::new();
+    if count <= 1 {
+        absorb_slot(&mut h, tile);
+        return *h.finalize().as_bytes();
+    }
+    h.set_input_offset(index as u64 * slot_len(tile.len()) as u64);
+    absorb_slot(&mut h, tile);
+    h.finalize_non_root()
+}
+
+/// Hash of an inner node; `root` for the topmost.
+pub fn node_hash(left: &Digest, right: &Digest, root: bool) -> Digest {
+    if root {
+        *merge_subtrees_root(left, right, Mode::Hash).as_bytes()
+    } else {
+        merge_subtrees_non_root(left, right, Mode::Hash)
+    }
+}
+
+/// The root straight from the tiles, in index order (one BLAKE3 pass over the committed string;
+/// what [`MerkleTree`] over their leaves must equal).
+pub fn root_of_tiles<T: AsRef<[u8]>>(tiles: &[T]) -> Digest {
+    let mut h = blake3::Hasher::new();
+    for t in tiles {
+        absorb_slot(&mut h, t.as_ref());
+    }
+    *h.finalize().as_bytes()
 }
 
 /// A complete tree, every level kept, for serving proofs.
@@ -26,7 +82,7 @@ pub struct MerkleTree {
 }
 
 impl MerkleTree {
-    /// Builds the tree over `leaves` (at least one).
+    /// Builds the tree over `leaves` (at least one, each from [`leaf_hash`] with the same count).
     ///
     /// # Panics
     /// If `leaves` is empty.
@@ -35,11 +91,12 @@ impl MerkleTree {
         let mut levels = vec![leaves];
         while levels.last().map_or(0, Vec::len) > 1 {
             let prev = levels.last().expect("non-empty");
+            let top = prev.len() == 2;
             let next: Vec<Digest> = prev
                 .chunks(2)
                 .map(|c| {
                     if c.len() == 2 {
-                        node_hash(&c[0], &c[1])
+                        node_hash(&c[0], &c[1], top)
                     } else {
                         c[0]
                     }
@@ -105,10 +162,11 @@ pub fn verify_proof(
         let sib = i ^ 1;
         if sib < width {
             let Some(s) = it.next() else { return false };
+            let top = width == 2;
             acc = if i & 1 == 0 {
-                node_hash(&acc, s)
+                node_hash(&acc, s, top)
             } else {
-                node_hash(s, &acc)
+                node_hash(s, &acc, top)
             };
         }
         i /= 2;
@@ -126,45 +184,93 @@ pub fn root_of(leaves: Vec<Digest>) -> Digest {
 mod tests {
     use super::*;
 
-    fn leaves(n: u32) -> Vec<Digest> {
-        (0..n).map(|i| leaf_hash(i, &i.to_be_bytes())).collect()
+    fn tiles(n: u32, len: usize) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| (0..len).map(|j| (i as usize * 31 + j * 7) as u8).collect())
+            .collect()
+    }
+
+    fn leaves(t: &[Vec<u8>]) -> Vec<Digest> {
+        let n = t.len() as u32;
+        t.iter()
+            .enumerate()
+            .map(|(i, t)| leaf_hash(i as u32, n, t))
+            .collect()
+    }
+
+    #[test]
+    fn slots_are_power_of_two_chunks() {
+        assert_eq!(slot_len(1), 1024);
+        assert_eq!(slot_len(1024), 1024);
+        assert_eq!(slot_len(1025), 2048);
+        assert_eq!(slot_len(16 * 1024), 16 * 1024);
+        assert_eq!(slot_len(3 * 1024), 4 * 1024);
+    }
+
+    #[test]
+    fn the_tree_is_blake3_of_the_padded_output() {
+        // tile lengths below, at and above a chunk, not powers of two, and whole 16-chunk tiles
+        for len in [1, 128, 1000, 1024, 1500, 2048, 3000, 16 * 1024] {
+            for n in [1u32, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17] {
+                let t = tiles(n, len);
+                let root = root_of(leaves(&t));
+                assert_eq!(root, root_of_tiles(&t), "len={len} n={n}");
+                // and that is plain BLAKE3 of tiles padded to their slots
+                let mut s = Vec::new();
+                for tile in &t {
+                    s.extend_from_slice(tile);
+                    s.resize(s.len() + slot_len(len) - len, 0);
+                }
+                assert_eq!(root, *blake3::hash(&s).as_bytes(), "len={len} n={n}");
+            }
+        }
     }
 
     #[test]
     fn proofs_verify_for_all_shapes() {
         for n in 1..=33u32 {
-            let t = MerkleTree::new(leaves(n));
+            let t = tiles(n, 200);
+            let tree = MerkleTree::new(leaves(&t));
             for i in 0..n {
-                let p = t.proof(i).unwrap();
-                assert!(
-                    verify_proof(&t.root(), i, n, &t.leaf(i).unwrap(), &p),
-                    "n={n} i={i}"
-                );
-                // a wrong leaf, index or count fails
-                assert!(!verify_proof(&t.root(), i, n, &leaf_hash(i, b"x"), &p));
+                let p = tree.proof(i).unwrap();
+                let leaf = leaf_hash(i, n, &t[i as usize]);
+                assert_eq!(tree.leaf(i), Some(leaf));
+                assert!(verify_proof(&tree.root(), i, n, &leaf, &p), "n={n} i={i}");
+                // a wrong tile, index or count fails
+                assert!(!verify_proof(
+                    &tree.root(),
+                    i,
+                    n,
+                    &leaf_hash(i, n, b"x"),
+                    &p
+                ));
                 if n > 1 {
-                    assert!(!verify_proof(
-                        &t.root(),
-                        (i + 1) % n,
-                        n,
-                        &t.leaf(i).unwrap(),
-                        &p
-                    ));
+                    let j = (i + 1) % n;
+                    assert!(!verify_proof(&tree.root(), j, n, &leaf, &p));
+                    // the same tile moved to another index hashes differently
+                    assert_ne!(leaf_hash(j, n, &t[i as usize]), leaf);
                 }
             }
-            assert!(t.proof(n).is_none());
+            assert!(tree.proof(n).is_none());
         }
     }
 
     #[test]
-    fn single_leaf_root_is_leaf() {
-        let l = leaves(1);
-        assert_eq!(root_of(l.clone()), l[0]);
+    fn the_tile_length_comes_from_the_job_not_the_root() {
+        // a tile and the same tile with trailing zeros up to its slot hash alike: the root binds
+        // the slot's bytes, and the job fixes every tile's length (verifiers refuse a served
+        // tile of any other length before they look at its proof)
+        let a = vec![5u8; 100];
+        let mut b = a.clone();
+        b.resize(200, 0);
+        assert_eq!(root_of_tiles(&[&a]), root_of_tiles(&[&b]));
+        assert_eq!(slot_len(a.len()), slot_len(b.len()));
     }
 
     #[test]
     fn odd_promotion_not_duplication() {
-        let l = leaves(3);
+        let t = tiles(3, 64);
+        let l = leaves(&t);
         let mut dup = l.clone();
         dup.push(l[2]);
         assert_ne!(root_of(l), root_of(dup));

@@ -21,8 +21,8 @@ use compute_market_protocol::{
 };
 use rayon::prelude::*;
 
-use super::leaves::{leaf_hashes_with, LANES};
 use super::matrix::reduce;
+use compute_market_protocol::merkle::leaf_hash;
 
 /// Most vectors handled in one pass (more are processed in groups of this size).
 pub const MAX_ROUNDS: usize = 4;
@@ -59,6 +59,11 @@ fn row_dots<const R: usize>(key: u64, base: u64, vs: &[&[u32]; R]) -> [u32; R] {
         // SAFETY: the CPU supports AVX-512F/DQ (checked)
         return unsafe { avx512::row_dots::<R>(key, base, vs) }.map(reduce);
     }
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the CPU supports AVX2 (checked)
+        return unsafe { avx2::row_dots::<R>(key, base, vs) }.map(reduce);
+    }
     let mut acc = [0u64; R];
     for (j, e) in (0..vs[0].len()).map(|j| (j, matrix_element(&key, base + j as u64))) {
         for r in 0..R {
@@ -81,6 +86,17 @@ fn has_avx512() -> bool {
     false
 }
 
+/// Whether the AVX2 kernels can run here.
+#[inline(always)]
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Whether the AVX-512 IFMA (52-bit multiply-accumulate) kernel can run here.
 #[inline(always)]
 fn has_ifma() -> bool {
@@ -90,6 +106,216 @@ fn has_ifma() -> bool {
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
+}
+
+/// The AVX2 kernels: the scalar arithmetic in loops shaped for the compiler to vectorize
+/// (four 64-bit lanes; 64-bit products of the generator built from 32-bit ones), compiled with
+/// AVX2 enabled and picked at run time. A test holds them equal to the scalar code.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use compute_market_protocol::{job::matrix_element, P};
+
+    /// The generator's index multiplier (`compute_market_protocol::job::matrix_element`).
+    const IDX_MUL: u64 = 0xD1B5_4A32_D192_ED03;
+
+    /// `x · c` (mod 2^64) per 64-bit lane from three 32×32→64 products (AVX2 has no 64-bit
+    /// multiply): lo·lo + ((hi(x)·lo(c) + lo(x)·hi(c)) << 32).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn mul64(x: __m256i, c_lo: __m256i, c_hi: __m256i) -> __m256i {
+        let lo = _mm256_mul_epu32(x, c_lo);
+        let cross = _mm256_add_epi64(
+            _mm256_mul_epu32(_mm256_srli_epi64::<32>(x), c_lo),
+            _mm256_mul_epu32(x, c_hi),
+        );
+        _mm256_add_epi64(lo, _mm256_slli_epi64::<32>(cross))
+    }
+
+    /// A 64-bit constant as the (low, high) halves [`mul64`] takes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn halves(c: u64) -> (__m256i, __m256i) {
+        (
+            _mm256_set1_epi64x((c & 0xffff_ffff) as i64),
+            _mm256_set1_epi64x((c >> 32) as i64),
+        )
+    }
+
+    /// `x mod P` for lanes below 2^64: two folds, then x − P where x ≥ P (the lanes are then
+    /// below 2^33, so the signed compare is exact).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn mod_p4(x: __m256i) -> __m256i {
+        let p = _mm256_set1_epi64x(P as i64);
+        let x = _mm256_add_epi64(_mm256_and_si256(x, p), _mm256_srli_epi64::<31>(x));
+        let x = _mm256_add_epi64(_mm256_and_si256(x, p), _mm256_srli_epi64::<31>(x));
+        let ge = _mm256_cmpgt_epi64(x, _mm256_set1_epi64x(P as i64 - 1));
+        _mm256_sub_epi64(x, _mm256_and_si256(ge, p))
+    }
+
+    /// One Mersenne fold per lane.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn fold4(x: __m256i) -> __m256i {
+        let p = _mm256_set1_epi64x(P as i64);
+        _mm256_add_epi64(_mm256_and_si256(x, p), _mm256_srli_epi64::<31>(x))
+    }
+
+    /// Four u32 of `s` from `j`, zero-extended to 64-bit lanes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn load4(s: &[u32], j: usize) -> __m256i {
+        assert!(j + 4 <= s.len());
+        // SAFETY: 16 bytes at `j` are within `s` (asserted)
+        _mm256_cvtepu32_epi64(unsafe { _mm_loadu_si128(s.as_ptr().add(j) as *const __m128i) })
+    }
+
+    /// `matrix_element` for four lanes given `mixed = idx · IDX_MUL` (the protocol's
+    /// generator: SplitMix64 of key ⊕ mixed, reduced mod P).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn elements(
+        key: __m256i,
+        mixed: __m256i,
+        m1: (__m256i, __m256i),
+        m2: (__m256i, __m256i),
+    ) -> __m256i {
+        let z = _mm256_add_epi64(
+            _mm256_xor_si256(key, mixed),
+            _mm256_set1_epi64x(0x9E37_79B9_7F4A_7C15u64 as i64),
+        );
+        let z = mul64(_mm256_xor_si256(z, _mm256_srli_epi64::<30>(z)), m1.0, m1.1);
+        let z = mul64(_mm256_xor_si256(z, _mm256_srli_epi64::<27>(z)), m2.0, m2.1);
+        mod_p4(_mm256_xor_si256(z, _mm256_srli_epi64::<31>(z)))
+    }
+
+    /// Unreduced sums `Σ_j folded(matrix_element(key, base + j) · vs[r][j])`: eight elements
+    /// per step in two independent chains of four lanes.
+    #[target_feature(enable = "avx2")]
+    pub fn row_dots<const R: usize>(key: u64, base: u64, vs: &[&[u32]; R]) -> [u64; R] {
+        let n = vs[0].len();
+        let full = n / 8 * 8;
+        let keyv = _mm256_set1_epi64x(key as i64);
+        let (m1, m2) = (halves(0xBF58_476D_1CE4_E5B9), halves(0x94D0_49BB_1331_11EB));
+        let (i_lo, i_hi) = halves(IDX_MUL);
+        let idx = _mm256_add_epi64(
+            _mm256_set1_epi64x(base as i64),
+            _mm256_set_epi64x(3, 2, 1, 0),
+        );
+        let mut mixed = mul64(idx, i_lo, i_hi);
+        let step = _mm256_set1_epi64x(IDX_MUL.wrapping_mul(4) as i64);
+        let mut acc = [_mm256_setzero_si256(); R];
+        let mut acc2 = [_mm256_setzero_si256(); R];
+        let mut j = 0;
+        while j < full {
+            let mixed2 = _mm256_add_epi64(mixed, step);
+            let e = elements(keyv, mixed, m1, m2);
+            let e2 = elements(keyv, mixed2, m1, m2);
+            for r in 0..R {
+                acc[r] = _mm256_add_epi64(acc[r], fold4(_mm256_mul_epu32(e, load4(vs[r], j))));
+                acc2[r] =
+                    _mm256_add_epi64(acc2[r], fold4(_mm256_mul_epu32(e2, load4(vs[r], j + 4))));
+            }
+            mixed = _mm256_add_epi64(mixed2, step);
+            j += 8;
+        }
+        let mut out = [0u64; R];
+        for r in 0..R {
+            let mut lanes = [0u64; 4];
+            // SAFETY: 32 bytes into a [u64; 4]
+            unsafe {
+                _mm256_storeu_si256(
+                    lanes.as_mut_ptr() as *mut __m256i,
+                    _mm256_add_epi64(acc[r], acc2[r]),
+                )
+            };
+            out[r] = lanes.iter().sum();
+            for k in full..n {
+                out[r] += super::folded_product(matrix_element(&key, base + k as u64), vs[r][k]);
+            }
+        }
+        out
+    }
+
+    /// Eight u32 of row `row` of a 64×64 tile from column `col` (a multiple of eight).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn tile8(tile: &[u8; 64 * 64 * 4], row: usize, col: usize) -> __m256i {
+        assert!(row < 64 && col + 8 <= 64);
+        // SAFETY: 32 bytes at this offset are within the tile (asserted)
+        unsafe { _mm256_loadu_si256(tile.as_ptr().add(256 * row + 4 * col) as *const __m256i) }
+    }
+
+    /// Lanes of eight u32 that lie in the first `n` columns of a group of eight (all ones).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn inside8(n: usize) -> __m256i {
+        let n = n.min(8) as i32;
+        _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(n),
+            _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0),
+        )
+    }
+
+    /// Whether a 64×64 tile is malformed: a value ≥ P in its `rows × width` corner, or a
+    /// non-zero value outside it (the padding).
+    #[target_feature(enable = "avx2")]
+    pub fn tile_malformed(tile: &[u8], rows: usize, width: usize) -> bool {
+        let tile: &[u8; 64 * 64 * 4] = tile.try_into().expect("a 64×64 tile");
+        // values ≥ P are those with the top bit set or equal to P: (v ^ 2^31) > (P − 1) ^ 2^31
+        // as signed; flip the top bit so the signed compare orders them as unsigned
+        let top = _mm256_set1_epi32(i32::MIN);
+        let limit = _mm256_set1_epi32((P as u32 - 1) as i32 ^ i32::MIN);
+        let zero = _mm256_setzero_si256();
+        let masks: [__m256i; 8] = std::array::from_fn(|c| inside8(width.saturating_sub(8 * c)));
+        let mut bad = zero;
+        for row in 0..64 {
+            for (c, &inside) in masks.iter().enumerate() {
+                let inside = if row < rows { inside } else { zero };
+                let v = tile8(tile, row, 8 * c);
+                let big = _mm256_cmpgt_epi32(_mm256_xor_si256(v, top), limit);
+                let nonzero = _mm256_xor_si256(_mm256_cmpeq_epi32(v, zero), _mm256_set1_epi32(-1));
+                bad = _mm256_or_si256(
+                    bad,
+                    _mm256_or_si256(
+                        _mm256_and_si256(big, inside),
+                        _mm256_andnot_si256(inside, nonzero),
+                    ),
+                );
+            }
+        }
+        _mm256_testz_si256(bad, bad) == 0
+    }
+
+    /// For each of the first `rows` rows of a 64×64 tile: `out[row] += Σ_{c < width}
+    /// folded(tile[row][c] · r[c])`.
+    #[target_feature(enable = "avx2")]
+    pub fn tile_dots(tile: &[u8], rows: usize, width: usize, r: &[u32], out: &mut [u64]) {
+        let tile: &[u8; 64 * 64 * 4] = tile.try_into().expect("a 64×64 tile");
+        assert!(width <= 64 && r.len() >= width && out.len() >= rows);
+        // r as 64-bit lanes, zero beyond `width` (so the padding, zero or not, adds nothing)
+        let mut rp = [0u32; 64];
+        rp[..width].copy_from_slice(&r[..width]);
+        let groups = width.div_ceil(8);
+        let rv: [(__m256i, __m256i); 8] =
+            std::array::from_fn(|c| (load4(&rp, 8 * c), load4(&rp, 8 * c + 4)));
+        for (row, o) in out.iter_mut().enumerate().take(rows) {
+            let mut acc = _mm256_setzero_si256();
+            for (c, &(lo, hi)) in rv.iter().enumerate().take(groups) {
+                let v = tile8(tile, row, 8 * c);
+                let v_lo = _mm256_cvtepu32_epi64(_mm256_castsi256_si128(v));
+                let v_hi = _mm256_cvtepu32_epi64(_mm256_extracti128_si256::<1>(v));
+                acc = _mm256_add_epi64(acc, fold4(_mm256_mul_epu32(v_lo, lo)));
+                acc = _mm256_add_epi64(acc, fold4(_mm256_mul_epu32(v_hi, hi)));
+            }
+            let mut lanes = [0u64; 4];
+            // SAFETY: 32 bytes into a [u64; 4]
+            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, acc) };
+            *o += lanes.iter().sum::<u64>();
+        }
+    }
 }
 
 /// The AVX-512 kernels: 8 elements per instruction, the same arithmetic as the scalar code.
@@ -446,6 +672,8 @@ fn rows_block<const R: usize>(
 enum Kernels {
     /// Plain Rust.
     Scalar,
+    /// AVX2.
+    Avx2,
     /// AVX-512F/DQ/VL.
     Avx512,
     /// AVX-512 with the 52-bit multiply-accumulates.
@@ -455,9 +683,10 @@ enum Kernels {
 impl Kernels {
     /// The fastest this CPU runs.
     fn best() -> Self {
-        match (has_avx512(), has_ifma()) {
-            (true, true) => Kernels::Ifma,
-            (true, false) => Kernels::Avx512,
+        match (has_avx512(), has_ifma(), has_avx2()) {
+            (true, true, _) => Kernels::Ifma,
+            (true, false, _) => Kernels::Avx512,
+            (false, _, true) => Kernels::Avx2,
             _ => Kernels::Scalar,
         }
     }
@@ -465,10 +694,15 @@ impl Kernels {
     /// Every kernel set this CPU runs (tests compare them).
     #[cfg(test)]
     fn supported() -> Vec<Self> {
-        [Kernels::Scalar, Kernels::Avx512, Kernels::Ifma]
-            .into_iter()
-            .filter(|&k| k as u8 <= Kernels::best() as u8)
-            .collect()
+        [
+            Kernels::Scalar,
+            Kernels::Avx2,
+            Kernels::Avx512,
+            Kernels::Ifma,
+        ]
+        .into_iter()
+        .filter(|&k| k as u8 <= Kernels::best() as u8)
+        .collect()
     }
 }
 
@@ -478,6 +712,8 @@ pub fn simd_level() -> &'static str {
         "avx512+ifma"
     } else if has_avx512() {
         "avx512"
+    } else if has_avx2() {
+        "avx2"
     } else {
         "scalar"
     }
@@ -597,9 +833,8 @@ pub struct TilePass {
     pub products: Result<Vec<Vec<u32>>>,
 }
 
-/// The leaf hash of every served tile and [`c_times`], in one pass over C: a few bands of tile
-/// rows at a time (a multiple of sixteen tiles, see [`super::leaves`]), hashed and then
-/// multiplied while they are still in cache. Fails only when the job, the tile count or a
+/// The leaf hash of every served tile and [`c_times`], in one pass over C: a band of tiles at a
+/// time, hashed and then multiplied while they are still in cache. Fails only when the job, the tile count or a
 /// vector's length is wrong; defects of the tiles are in [`TilePass::products`].
 pub fn tile_pass(job: &JobSpec, tiles: &[Vec<u8>], rs: &[Vec<u32>]) -> Result<TilePass> {
     pass(job, tiles, rs, Kernels::best(), true)
@@ -627,18 +862,20 @@ fn pass(
         .find(|(_, tile)| tile.len() != job.tile_len());
     let (grid_rows, grid_cols) = job.tile_grid();
     let (grid_rows, grid_cols) = (grid_rows as usize, grid_cols as usize);
-    // one band (tile row) per work item; item i hashes the tiles from the first multiple of
-    // sixteen at or after its band's start to the first at or after its end, so the items'
-    // leaves follow one another, every group of sixteen is whole, and mostly the tiles hashed
-    // are the ones multiplied next
-    let aligned = |t: usize| (t.div_ceil(LANES) * LANES).min(tiles.len());
+    // one band (tile row) per work item: its tiles are hashed, then multiplied while they are
+    // still in cache
+    let count = tiles.len() as u32;
     let items: Vec<(Vec<Digest>, Result<Vec<Vec<u32>>>)> = (0..grid_rows)
         .into_par_iter()
         .map(|tr| {
             let bands = tr..tr + 1;
-            let span = aligned(tr * grid_cols)..aligned((tr + 1) * grid_cols);
+            let span = tr * grid_cols..(tr + 1) * grid_cols;
             let leaves = if hash {
-                leaf_hashes_with(span.start as u32, &tiles[span], true)
+                tiles[span.clone()]
+                    .iter()
+                    .zip(span)
+                    .map(|(t, i)| leaf_hash(i as u32, count, t))
+                    .collect()
             } else {
                 Vec::new()
             };
@@ -756,6 +993,22 @@ fn band_products(
         let tile = &tiles[idx];
         let width = t.min(n - tc * t);
         #[cfg(target_arch = "x86_64")]
+        if kernels == Kernels::Avx2 {
+            // SAFETY: the CPU supports AVX2 (checked)
+            if unsafe { avx2::tile_malformed(tile, rows_here, width) } {
+                return Err(tile_defect(idx, tile, rows_here, width)
+                    .unwrap_or_else(|| anyhow!("tile {idx} is malformed")));
+            }
+            for (a, r) in acc.iter_mut().zip(rs) {
+                // SAFETY: as above
+                unsafe { avx2::tile_dots(tile, rows_here, width, &r[tc * t..tc * t + width], a) };
+            }
+            if tc % 8 == 7 {
+                a_fold(&mut acc);
+            }
+            continue;
+        }
+        #[cfg(target_arch = "x86_64")]
         if kernels != Kernels::Scalar {
             // SAFETY: the CPU supports AVX-512F/DQ/VL (checked)
             if unsafe { avx512::tile_malformed(tile, rows_here, width) } {
@@ -830,17 +1083,15 @@ mod tests {
 
     #[test]
     fn simd_and_scalar_paths_agree() {
-        if !has_avx512() {
-            eprintln!("no AVX-512 on this CPU: only the scalar path runs here");
+        if !has_avx2() {
+            eprintln!("no AVX2 on this CPU: only the scalar path runs here");
             return;
         }
         let mut worst = vec![(P - 1) as u32; 1003];
         worst[5] = 0;
         let other: Vec<u32> = (0..1003u64).map(|i| matrix_element(&3, i)).collect();
-        for len in [0, 1, 7, 8, 9, 64, 1003] {
+        for len in [0, 1, 7, 8, 9, 15, 16, 17, 64, 1003] {
             let vs = [&worst[..len], &other[..len]];
-            // SAFETY: AVX-512 checked above
-            let simd = unsafe { avx512::row_dots::<2>(77, 12_345, &vs) };
             let scalar: Vec<u64> = vs
                 .iter()
                 .map(|v| {
@@ -850,6 +1101,27 @@ mod tests {
                         .sum()
                 })
                 .collect();
+            // keys and bases whose 64-bit products carry across the halves
+            for (key, base) in [(77u64, 12_345u64), (u64::MAX, u64::MAX - 2_000)] {
+                let want: Vec<u64> = vs
+                    .iter()
+                    .map(|v| {
+                        v.iter()
+                            .enumerate()
+                            .map(|(j, &x)| folded_product(matrix_element(&key, base + j as u64), x))
+                            .sum()
+                    })
+                    .collect();
+                // SAFETY: AVX2 checked above
+                let avx2 = unsafe { avx2::row_dots::<2>(key, base, &vs) };
+                assert_eq!(avx2.to_vec(), want, "avx2 row_dots, len {len}, key {key}");
+            }
+            if !has_avx512() {
+                eprintln!("no AVX-512 on this CPU: its kernels are not compared here");
+                continue;
+            }
+            // SAFETY: AVX-512 checked above
+            let simd = unsafe { avx512::row_dots::<2>(77, 12_345, &vs) };
             assert_eq!(simd.to_vec(), scalar, "row_dots, len {len}");
             if has_ifma() {
                 // SAFETY: IFMA checked
@@ -930,9 +1202,16 @@ mod tests {
             // all name the same defect: the padding corner, a value ≥ P, the first of two
             let rs: Vec<Vec<u32>> = vec![(0..n as u64).map(|i| matrix_element(&9, i)).collect(); 2];
             let last = tiles.len() - 1;
-            for (tile, at) in [(last, 4095), (0, 0), (last, 0)] {
+            // values just at and above P (the unsigned compares of the SIMD paths) and the top
+            for (tile, at, value) in [
+                (last, 4095, u32::MAX),
+                (0, 0, P as u32),
+                (0, 0, 1 << 31),
+                (0, 0, u32::MAX),
+                (last, 0, P as u32 + 1),
+            ] {
                 let mut bad = tiles.clone();
-                bad[tile][4 * at..4 * at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+                bad[tile][4 * at..4 * at + 4].copy_from_slice(&value.to_le_bytes());
                 bad[last][4 * 4095..].copy_from_slice(&u32::MAX.to_le_bytes()); // a second defect, later
                 let want = pass(&job, &bad, &rs, Kernels::Scalar, false)
                     .unwrap()
@@ -1000,8 +1279,7 @@ mod tests {
     #[test]
     fn one_pass_gives_the_leaves_and_the_products() {
         use crate::compute::{cpu::CpuBackend, Backend};
-        use compute_market_protocol::merkle::leaf_hash;
-        // tile grids of 1, 2, 3, 4 and 17 columns: every way bands group into sixteen leaves
+        // tile grids of 1, 2, 3, 4 and 17 columns; one tile alone (its leaf is the root)
         for (m, k, n) in [
             (64, 5, 64),
             (200, 7, 70),
@@ -1018,7 +1296,7 @@ mod tests {
             let leaves: Vec<Digest> = tiles
                 .iter()
                 .enumerate()
-                .map(|(i, t)| leaf_hash(i as u32, t))
+                .map(|(i, t)| leaf_hash(i as u32, tiles.len() as u32, t))
                 .collect();
             assert_eq!(pass.leaves, leaves, "{m}×{k}×{n}");
             assert_eq!(
@@ -1033,7 +1311,11 @@ mod tests {
             assert_eq!(pass.leaves.len(), tiles.len());
             assert_eq!(
                 pass.leaves[1 % tiles.len()],
-                leaf_hash((1 % tiles.len()) as u32, &short[1 % tiles.len()])
+                leaf_hash(
+                    (1 % tiles.len()) as u32,
+                    tiles.len() as u32,
+                    &short[1 % tiles.len()]
+                )
             );
             let err = pass.products.unwrap_err().to_string();
             assert!(

@@ -9,7 +9,6 @@ pub mod cpu;
 pub mod cuda;
 pub mod device;
 pub mod freivalds;
-pub mod leaves;
 pub mod matrix;
 
 use anyhow::Result;

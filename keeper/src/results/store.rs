@@ -1,9 +1,10 @@
 //! Where served results live: in memory (the embedded cluster, tests) or one file per result
 //! in a directory, within a byte budget.
 //!
-//! A result file is `<root-hex>.res`: a 144-byte header (`b"CMRS"`, version 1, three zero
+//! A result file is `<root-hex>.res`: a 144-byte header (`b"CMRS"`, version 2, three zero
 //! bytes, the root, the task, the 64-byte job spec, T and the tile length as u32 LE), the T
-//! leaf hashes, then the T tiles. It is written to a temporary name, synced and renamed, so a
+//! leaf hashes, then the T tiles. Version 2 is the BLAKE3 commitment; files of version 1 (the
+//! SHA-256 tree before it) are skipped like any other unreadable file. It is written to a temporary name, synced and renamed, so a
 //! crash leaves either the whole file or none. On start every file is indexed from its header
 //! and size alone; its tree is rebuilt from the stored leaves when first asked for a proof,
 //! and tiles are read from disk when served (the kernel's page cache keeps the hot ones), so
@@ -29,7 +30,7 @@ use super::hex;
 use crate::verify::ProvenTile;
 
 const MAGIC: &[u8; 4] = b"CMRS";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 /// Bytes before the leaves.
 pub const HEADER_LEN: u64 = 8 + 32 + 32 + JOB_SPEC_LEN as u64 + 8;
 /// Trees of disk results kept in memory at once (each at most 2T·32 bytes: 4 MiB at the
@@ -220,7 +221,7 @@ fn index(path: &Path) -> Result<Entry> {
     f.read_exact(&mut h).context("shorter than a header")?;
     ensure!(
         &h[..4] == MAGIC && h[4] == VERSION,
-        "not a version-1 result file"
+        "not a version-{VERSION} result file"
     );
     let root: Digest = h[8..40].try_into()?;
     let task: [u8; 32] = h[40..72].try_into()?;
