@@ -54,6 +54,21 @@ pub struct JobRow {
     /// Whether the tiles equal the CPU reference bit for bit (checked for every non-CPU
     /// backend; `None` on the CPU itself).
     pub bit_identical: Option<bool>,
+    /// `MatMulModP`: the parts of the check, each alone on every thread (medians), seconds —
+    /// hashing C to the root, C·r with the field and padding checks, A·(B·r). The check runs
+    /// the first two in one pass beside the third.
+    pub check_parts: Option<CheckParts>,
+}
+
+/// The parts of a `MatMulModP` check, seconds (see [`JobRow::check_parts`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckParts {
+    /// The root over every served tile.
+    pub hash_s: f64,
+    /// C·r for the Freivalds vectors, with the field and padding checks.
+    pub c_r_s: f64,
+    /// A·(B·r), A and B generated on the fly.
+    pub a_b_r_s: f64,
 }
 
 impl JobRow {
@@ -80,6 +95,7 @@ impl JobRow {
             peak_fraction: None,
             peak_ops: None,
             bit_identical: None,
+            check_parts: None,
         }
     }
 
@@ -236,7 +252,18 @@ pub fn matmul(
         &me,
         BENCH_SAMPLES,
     )?;
-    let row = JobRow::new(
+    let rs: Vec<Vec<u32>> = (0..crate::verify::FREIVALDS_ROUNDS)
+        .map(|r| compute_market_protocol::sampling::freivalds_vector(&seed, &me, r, n))
+        .collect();
+    let check_parts = CheckParts {
+        hash_s: median_of(VERIFY_RUNS, || Ok(commit(&tiles).root()))?.1,
+        c_r_s: median_of(VERIFY_RUNS, || {
+            crate::compute::freivalds::c_times(&job, &tiles, &rs)
+        })?
+        .1,
+        a_b_r_s: median_of(VERIFY_RUNS, || backend.freivalds(&job, &rs))?.1,
+    };
+    let mut row = JobRow::new(
         backend,
         &job,
         format!("n={n}"),
@@ -246,6 +273,7 @@ pub fn matmul(
         &caught,
     )
     .against(backend, &job, &tiles, reference)?;
+    row.check_parts = Some(check_parts);
     Ok((row, tiles))
 }
 
@@ -423,7 +451,8 @@ pub fn hash_forms(tiles: u32, k: u32) -> Result<Vec<HashFormRow>> {
         "the commitment is not BLAKE3 of the output"
     );
     type Leaf = fn(u32, &[u8]) -> Digest;
-    let others: [(&str, Leaf, fn(&Digest, &Digest) -> Digest); 2] = [
+    type Node = fn(&Digest, &Digest) -> Digest;
+    let others: [(&str, Leaf, Node); 2] = [
         (
             "SHA-256 Merkle tree (the commitment before)",
             sha_leaf,
@@ -570,6 +599,19 @@ pub fn render(r: &BenchReport) -> String {
         );
     }
     s += &format!("CPU verifier kernels: {}\n", r.simd);
+    for j in &r.jobs {
+        if let Some(p) = &j.check_parts {
+            s += &format!(
+                "  check parts, {} {}, each alone: root over C {:.2} ms, C·r {:.2} ms, A·(B·r) {:.2} ms (the check: {:.2} ms)\n",
+                j.size,
+                j.backend,
+                p.hash_s * 1e3,
+                p.c_r_s * 1e3,
+                p.a_b_r_s * 1e3,
+                j.verify_s * 1e3
+            );
+        }
+    }
     let m = &r.merkle;
     s += &format!(
         "\nCommitment of {} tiles ({:.1} MB) on {} threads: {:.0} MB/s; raw BLAKE3 over the same bytes in one buffer: {:.0} MB/s on one thread, {:.0} MB/s on {} (commit / raw {:.2})\n",

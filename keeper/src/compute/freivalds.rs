@@ -232,8 +232,8 @@ mod avx2 {
                 )
             };
             out[r] = lanes.iter().sum();
-            for k in full..n {
-                out[r] += super::folded_product(matrix_element(&key, base + k as u64), vs[r][k]);
+            for (k, &v) in vs[r].iter().enumerate().skip(full) {
+                out[r] += super::folded_product(matrix_element(&key, base + k as u64), v);
             }
         }
         out
