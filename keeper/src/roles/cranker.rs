@@ -8,10 +8,11 @@ use anchor_lang::prelude::Pubkey;
 use anyhow::Result;
 use compute_market::{
     client,
-    events::{TaskFinalized, VoteSettled},
+    events::{TaskClosed, TaskFinalized, VoteSettled},
     pda,
     state::{Task, TaskStatus, Vote},
 };
+use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
@@ -24,6 +25,25 @@ const BULK_VOTES: usize = 4;
 /// Whether `t` has votes to settle (losers of a past round, or any of a decided one).
 fn settleable(t: &Task) -> bool {
     t.open_votes > 0 && (t.round > 0 || t.status.is_decided())
+}
+
+/// `close_task` of `t` to travel after its settlements: the treasury is named only when
+/// strangers sent tokens into the escrow (beyond what the task's accounting says it holds,
+/// which the settlements before the close move in step with the escrow), so closes never
+/// write-lock it otherwise.
+fn close_in_pack(
+    chain: &dyn Chain,
+    key: Pubkey,
+    t: &Task,
+    treasury: Pubkey,
+) -> Result<Instruction> {
+    let extra = chain.token_balance(&pda::escrow(&key))? > t.escrow_balance;
+    Ok(client::close_task(
+        key,
+        t.client,
+        t.client_token,
+        extra.then_some(treasury),
+    ))
 }
 
 /// What the cranker saw settle.
@@ -155,6 +175,10 @@ impl Cranker {
                                     .iter()
                                     .map(|v| client::settle_vote(key, v.authority, v.round)),
                             );
+                            // and the close, when no other round's vote is open
+                            if t.open_votes as usize == round.len() {
+                                ixs.push(close_in_pack(chain, key, &t, self.treasury)?);
+                            }
                         }
                     }
                     let what = if ixs.len() > 1 {
@@ -175,6 +199,9 @@ impl Cranker {
                             sent = true;
                             ledger.finalized.extend(r.events::<TaskFinalized>());
                             ledger.settled.extend(r.events::<VoteSettled>());
+                            if !r.events::<TaskClosed>().is_empty() {
+                                ledger.closed.push((key, now));
+                            }
                             if !r
                                 .events::<compute_market::events::TaskEscalated>()
                                 .is_empty()
@@ -216,20 +243,25 @@ impl Cranker {
             let m = t.rounds[v.round as usize].majority;
             m == 0 || (v.revealed && v.vote == m)
         });
-        // every settlement of the task in as few transactions as fit, in this order
+        // every settlement of the task in as few transactions as fit, in this order, and the
+        // close after the last when these are all its open votes
         let settles: Vec<_> = votes
             .iter()
             .map(|(_, v)| client::settle_vote(key, v.authority, v.round))
             .collect();
         if !settles.is_empty() {
-            let reports = super::send_packed(
-                chain,
-                "cranker",
-                "settle_vote",
-                &key,
-                settles.clone(),
-                &self.kp,
-            )?;
+            let mut packed = settles.clone();
+            if t.status.is_terminal() && votes.len() == t.open_votes as usize {
+                packed.push(close_in_pack(chain, key, &t, self.treasury)?);
+            }
+            let reports =
+                super::send_packed(chain, "cranker", "settle_vote", &key, packed, &self.kp)?;
+            if reports
+                .iter()
+                .any(|r| r.ok && !r.events::<TaskClosed>().is_empty())
+            {
+                ledger.closed.push((key, now));
+            }
             let landed: usize = reports
                 .iter()
                 .filter(|r| r.ok)

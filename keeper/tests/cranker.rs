@@ -1,0 +1,191 @@
+//! The cranker at the program's limits: the largest quorum (V = 15), an escalated round of 30
+//! seats, and every settlement and the close of the task packed into transactions that fit the
+//! packet size and the compute limit — split, never refused.
+
+use std::sync::Mutex;
+
+use anchor_lang::prelude::Pubkey;
+use compute_market::{pda, state::TaskStatus};
+use compute_market_keeper::{
+    chain::{embedded::EmbeddedChain, pack::PACKET_DATA_SIZE, Chain, TxReport},
+    roles::cranker::Cranker,
+};
+use compute_market_protocol::commit::{VOTE_INVALID, VOTE_VALID};
+use compute_market_svm_tests::{
+    small_job, test_market, test_params, Actor, Ballot, World, R, STAKE,
+};
+use solana_instruction::Instruction;
+use solana_keypair::Keypair;
+use solana_signer::Signer;
+
+/// The embedded chain, recording every transaction sent: its instructions, wire size, outcome.
+struct Recorder {
+    inner: EmbeddedChain,
+    sent: Mutex<Vec<(usize, usize, TxReport)>>,
+}
+
+impl Chain for Recorder {
+    fn slot(&self) -> anyhow::Result<u64> {
+        self.inner.slot()
+    }
+    fn account(&self, key: &Pubkey) -> anyhow::Result<Option<Vec<u8>>> {
+        self.inner.account(key)
+    }
+    fn program_accounts(&self, d: &[u8]) -> anyhow::Result<Vec<(Pubkey, Vec<u8>)>> {
+        self.inner.program_accounts(d)
+    }
+    fn token_balance(&self, key: &Pubkey) -> anyhow::Result<u64> {
+        self.inner.token_balance(key)
+    }
+    fn rent_exempt(&self, len: usize) -> anyhow::Result<u64> {
+        self.inner.rent_exempt(len)
+    }
+    fn send(
+        &self,
+        ixs: &[Instruction],
+        payer: &Keypair,
+        signers: &[&Keypair],
+    ) -> anyhow::Result<TxReport> {
+        let msg = solana_transaction::Transaction::new_with_payer(ixs, Some(&payer.pubkey()));
+        let size = bincode::serialize(&msg).expect("serializes").len();
+        let r = self.inner.send(ixs, payer, signers)?;
+        self.sent.lock().unwrap().push((ixs.len(), size, r.clone()));
+        Ok(r)
+    }
+}
+
+#[test]
+fn fifteen_seats_then_thirty_escalated_are_settled_and_closed_in_transactions_that_fit() {
+    // round 1 unanimous (finalized with its 30 settlements, then round 0's 15 and the close),
+    // and split 20–10 (finalized alone, then 45 settlements losers first and the close)
+    for invalid in [0, 10] {
+        escalated_round(invalid);
+    }
+}
+
+/// V = 15, escalated to 30 seats of which `invalid` vote INVALID; the keeper's cranker takes
+/// it from the end of round 1's reveals to the closed task.
+fn escalated_round(invalid: usize) {
+    let mut market = test_market(1);
+    market.quorum = 15;
+    let mut w = World::with(test_params(), market);
+    let client = w.actor("client", 100 * R);
+    let provider = w.actor("provider", STAKE);
+    w.onboard(&provider, 1, STAKE);
+    let verifiers: Vec<Actor> = w.verifiers("v", 45, STAKE, STAKE);
+    w.advance(2);
+    let task = w.post(&client, 1, small_job(1), R).expect("post");
+    w.claim(&provider, task).expect("claim");
+    w.submit(&provider, task, [7; 32]).expect("submit");
+    w.advance(2);
+
+    // takes free seats of the current round in order until all `seats` are taken (a
+    // verifier whose ticket is not eligible is refused and skipped)
+    let seat = |w: &mut World, seats: u8, tag: u64, vote: &dyn Fn(usize) -> u8| {
+        let mut seated: Vec<(&Actor, Ballot)> = vec![];
+        for v in &verifiers {
+            if w.task(&task).tally().seats == seats {
+                break;
+            }
+            if w.join(v, task).is_ok() {
+                let b = Ballot::new(vote(seated.len()), tag + seated.len() as u64);
+                seated.push((v, b));
+            }
+        }
+        assert_eq!(
+            w.task(&task).tally().seats,
+            seats,
+            "not enough eligible verifiers"
+        );
+        for (v, b) in &seated {
+            w.commit(v, task, b).expect("commit");
+        }
+        seated
+    };
+    // round 0: 7 valid, 7 invalid, 1 silent — no majority, escalated to 30 seats
+    let r0 = seat(&mut w, 15, 100, &|i| {
+        if i % 2 == 0 {
+            VOTE_VALID
+        } else {
+            VOTE_INVALID
+        }
+    });
+    for (v, b) in &r0[..14] {
+        w.reveal(v, task, b).expect("reveal");
+    }
+    let deadline = w.task(&task).reveal_deadline;
+    w.advance(deadline + 1 - w.slot());
+    w.finalize(task).expect("finalize (escalation)");
+    let t = w.task(&task);
+    assert_eq!((t.round, t.tally().quorum), (1, 30));
+    w.advance(2);
+    // round 1: 30 seats, the last `invalid` INVALID
+    let r1 = seat(&mut w, 30, 200, &|i| {
+        if i >= 30 - invalid {
+            VOTE_INVALID
+        } else {
+            VOTE_VALID
+        }
+    });
+    for (v, b) in &r1 {
+        w.reveal(v, task, b).expect("reveal");
+    }
+    assert_eq!(w.task(&task).open_votes, 45);
+
+    // the keeper's cranker does the rest: finalize, 45 settlements, the close
+    let cranker_kp = Keypair::new();
+    w.c.airdrop(&cranker_kp.pubkey(), 10_000_000_000);
+    let (treasury, market) = (w.treasury, w.market);
+    let votes: Vec<Pubkey> = r0
+        .iter()
+        .map(|(v, _)| pda::vote(&task, &v.node, 0))
+        .chain(r1.iter().map(|(v, _)| pda::vote(&task, &v.node, 1)))
+        .collect();
+    let chain = Recorder {
+        inner: EmbeddedChain::new(w.c),
+        sent: Mutex::new(vec![]),
+    };
+    let mut cranker = Cranker::new(cranker_kp, treasury, market, 4);
+    for _ in 0..3 {
+        cranker.step(&chain).expect("a pass");
+        chain.inner.advance(1);
+    }
+    let sent = chain.sent.lock().unwrap();
+    for (ixs, size, r) in sent.iter() {
+        assert!(r.ok, "a cranker transaction was refused: {:?}", r.error);
+        assert!(
+            *size <= PACKET_DATA_SIZE,
+            "{size} bytes, {ixs} instructions"
+        );
+    }
+    assert!(
+        chain.account(&task).unwrap().is_none(),
+        "the task is closed"
+    );
+    assert!(
+        votes.iter().all(|v| chain.account(v).unwrap().is_none()),
+        "every vote is closed"
+    );
+    let finalized = &cranker.ledger.finalized;
+    assert_eq!(finalized.len(), 1);
+    assert_eq!(finalized[0].status, TaskStatus::Accepted);
+    assert_eq!(cranker.ledger.settled.len(), 45);
+    assert_eq!(cranker.ledger.closed.len(), 1);
+    // 47 instructions (finalize, 45 settlements, close) in a handful of transactions
+    let txs = sent.len();
+    let ixs: usize = sent.iter().map(|(n, _, _)| n).sum();
+    assert!(
+        (3..=10).contains(&txs),
+        "{txs} transactions for {ixs} instructions"
+    );
+    let (largest, most_cu) = (
+        sent.iter().map(|(_, s, _)| *s).max().unwrap(),
+        sent.iter().map(|(_, _, r)| r.cu).max().unwrap(),
+    );
+    println!(
+        "cranker, round 1 {valid}–{invalid}: {txs} transactions for finalize + 45 settlements + \
+         close ({ixs} instructions with their compute limits), largest {largest} bytes, most CU \
+         {most_cu}",
+        valid = 30 - invalid
+    );
+}
