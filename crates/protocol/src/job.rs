@@ -16,8 +16,10 @@ use crate::hash::{digest_u64, hashv, Digest};
 
 /// Size of an encoded job spec.
 pub const JOB_SPEC_LEN: usize = 64;
-/// Current encoding version.
-pub const JOB_VERSION: u8 = 1;
+/// Current encoding version. It names the result commitment too: 2 = BLAKE3 of the output
+/// ([`crate::merkle`]); version 1 (a SHA-256 tree) is refused, so no task posted for one
+/// scheme is ever judged under the other.
+pub const JOB_VERSION: u8 = 2;
 /// Side of a square `MatMulModP` output tile.
 pub const MATMUL_TILE: u32 = 64;
 /// Largest matrix dimension accepted.
@@ -277,9 +279,12 @@ mod tests {
     #[test]
     fn refuses_bad_bytes() {
         let good = JobSpec::matmul(64, 64, 64, [0; 32]).encode();
-        let mut b = good;
-        b[0] = 2;
-        assert_eq!(JobSpec::decode(&b), Err(JobError::UnsupportedVersion));
+        // version 1 (the SHA-256 commitment) and any other
+        for v in [0, 1, 3] {
+            let mut b = good;
+            b[0] = v;
+            assert_eq!(JobSpec::decode(&b), Err(JobError::UnsupportedVersion));
+        }
         let mut b = good;
         b[1] = 9;
         assert_eq!(JobSpec::decode(&b), Err(JobError::UnknownKind));

@@ -6,6 +6,7 @@
 //! * [`job`]: the canonical 64-byte job-spec encoding, its validation and tile geometry;
 //! * [`merkle`] (host only): the result commitment, BLAKE3 of the output with tiles as subtrees,
 //!   and tile proofs;
+//! * [`manifest`]: the canonical input manifest of a job on the client's own data;
 //! * [`commit`]: vote commitments and the verification seed;
 //! * [`seats`]: stake-weighted seat sortition (tickets, scores, eligibility, displacement);
 //! * [`region`]: region codes and the distance providers rank tasks by;
@@ -23,6 +24,7 @@
 pub mod commit;
 pub mod hash;
 pub mod job;
+pub mod manifest;
 #[cfg(not(target_os = "solana"))]
 pub mod merkle;
 pub mod region;

@@ -67,7 +67,16 @@ pub fn node_hash(left: &Digest, right: &Digest, root: bool) -> Digest {
 
 /// The root straight from the tiles, in index order (one BLAKE3 pass over the committed string;
 /// what [`MerkleTree`] over their leaves must equal).
+///
+/// # Panics
+/// If the tiles are not all of one length (a job's tiles are).
 pub fn root_of_tiles<T: AsRef<[u8]>>(tiles: &[T]) -> Digest {
+    assert!(
+        tiles
+            .windows(2)
+            .all(|w| w[0].as_ref().len() == w[1].as_ref().len()),
+        "a job's tiles all have its tile length"
+    );
     let mut h = blake3::Hasher::new();
     for t in tiles {
         absorb_slot(&mut h, t.as_ref());

@@ -54,12 +54,12 @@ impl Backend for CpuBackend {
         );
         Ok(match job.kind {
             JobKind::MatMulModP => {
-                let a = Matrix::input_a(job);
-                let bt = Matrix::input_b(job).transpose();
+                let inputs = super::inputs::matrices(job)?;
+                let (a, bt) = (&inputs.a, inputs.b.transpose());
                 let (_, cols) = job.tile_grid();
                 indices
                     .par_iter()
-                    .map(|&i| matmul_tile(&a, &bt, (i / cols) as usize, (i % cols) as usize))
+                    .map(|&i| matmul_tile(a, &bt, (i / cols) as usize, (i % cols) as usize))
                     .collect()
             }
             JobKind::HashBatch => indices.par_iter().map(|&i| hash_tile(job, i)).collect(),

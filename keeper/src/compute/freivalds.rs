@@ -772,9 +772,17 @@ pub fn checked_dims(job: &JobSpec, rs: &[Vec<u32>]) -> Result<[usize; 3]> {
 }
 
 /// `A·(B·r)` for every `r` in `rs` (each of length n) of a `MatMulModP` job, generating A and B
-/// on the fly.
+/// on the fly (or reading the client's, [`super::inputs`]).
 pub fn abr(job: &JobSpec, rs: &[Vec<u32>]) -> Result<Vec<Vec<u32>>> {
     let [m, k, n] = checked_dims(job, rs)?;
+    if job.input_mode == compute_market_protocol::job::InputMode::ContentHash {
+        // the client's matrices, held after they were fetched and checked
+        let inputs = super::inputs::matrices(job)?;
+        return Ok(rs
+            .par_iter()
+            .map(|r| inputs.a.mul_vec(&inputs.b.mul_vec(r)))
+            .collect());
+    }
     let rs: Vec<&[u32]> = rs.iter().map(|r| r.as_slice()).collect();
     let br = generated_rows_dot(job.matrix_key(b'B'), k, n, &rs);
     let br: Vec<&[u32]> = br.iter().map(|v| v.as_slice()).collect();
@@ -1202,14 +1210,21 @@ mod tests {
             // all name the same defect: the padding corner, a value ≥ P, the first of two
             let rs: Vec<Vec<u32>> = vec![(0..n as u64).map(|i| matrix_element(&9, i)).collect(); 2];
             let last = tiles.len() - 1;
+            let grid_cols = job.tile_grid().1 as usize;
             // values just at and above P (the unsigned compares of the SIMD paths) and the top
-            for (tile, at, value) in [
+            let mut defects = vec![
                 (last, 4095, u32::MAX),
                 (0, 0, P as u32),
                 (0, 0, 1 << 31),
                 (0, 0, u32::MAX),
                 (last, 0, P as u32 + 1),
-            ] {
+            ];
+            if (1..=6).contains(&(n % 64)) {
+                // non-zero padding within a group of eight columns: columns 6 and 7 (and the
+                // second row's 7) of the last tile column are padding here
+                defects.extend([(grid_cols - 1, 6, 1), (grid_cols - 1, 64 + 7, 1)]);
+            }
+            for (tile, at, value) in defects {
                 let mut bad = tiles.clone();
                 bad[tile][4 * at..4 * at + 4].copy_from_slice(&value.to_le_bytes());
                 bad[last][4 * 4095..].copy_from_slice(&u32::MAX.to_le_bytes()); // a second defect, later

@@ -9,6 +9,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod device;
 pub mod freivalds;
+pub mod inputs;
 pub mod matrix;
 
 use anyhow::Result;

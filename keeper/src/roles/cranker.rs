@@ -30,15 +30,19 @@ fn settleable(t: &Task) -> bool {
 /// `close_task` of `t` to travel after its settlements: the treasury is named only when
 /// strangers sent tokens into the escrow (beyond what the task's accounting says it holds,
 /// which the settlements before the close move in step with the escrow), so closes never
-/// write-lock it otherwise.
+/// write-lock it otherwise. `None` — the close then goes alone once the votes are settled, with
+/// its fallbacks — when a read fails or the client's refund account is no longer a token
+/// account (the refund then goes to its associated account, created by that close).
 fn close_in_pack(
     chain: &dyn Chain,
     key: Pubkey,
     t: &Task,
     treasury: Pubkey,
-) -> Result<Instruction> {
-    let extra = chain.token_balance(&pda::escrow(&key))? > t.escrow_balance;
-    Ok(client::close_task(
+) -> Option<Instruction> {
+    let refund_account = chain.account(&t.client_token).ok()??;
+    crate::chain::decode::<anchor_spl::token::TokenAccount>(&refund_account)?;
+    let extra = chain.token_balance(&pda::escrow(&key)).ok()? > t.escrow_balance;
+    Some(client::close_task(
         key,
         t.client,
         t.client_token,
@@ -177,7 +181,7 @@ impl Cranker {
                             );
                             // and the close, when no other round's vote is open
                             if t.open_votes as usize == round.len() {
-                                ixs.push(close_in_pack(chain, key, &t, self.treasury)?);
+                                ixs.extend(close_in_pack(chain, key, &t, self.treasury));
                             }
                         }
                     }
@@ -252,7 +256,7 @@ impl Cranker {
         if !settles.is_empty() {
             let mut packed = settles.clone();
             if t.status.is_terminal() && votes.len() == t.open_votes as usize {
-                packed.push(close_in_pack(chain, key, &t, self.treasury)?);
+                packed.extend(close_in_pack(chain, key, &t, self.treasury));
             }
             let reports =
                 super::send_packed(chain, "cranker", "settle_vote", &key, packed, &self.kp)?;

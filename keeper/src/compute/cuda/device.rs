@@ -241,6 +241,32 @@ impl Device {
         Ok(v)
     }
 
+    /// A client's input matrix (`which` of the inputs named by `manifest`) on this device,
+    /// copied once and cached like generated ones (keyed by the manifest and the role).
+    pub(crate) fn uploaded(
+        &self,
+        manifest: &[u8; 32],
+        which: u8,
+        m: &crate::compute::Matrix,
+    ) -> Result<Arc<CudaSlice<u32>>> {
+        let key =
+            compute_market_protocol::hash::digest_u64(&compute_market_protocol::hash::hashv(&[
+                b"cm:uploaded",
+                manifest,
+                &[which],
+            ]));
+        let cache_key = (key, m.rows, m.cols);
+        if let Some(v) = self.inputs.lock().expect("cache lock").get(cache_key) {
+            return Ok(v);
+        }
+        let v = Arc::new(de(self.stream.clone_htod(&m.data), "copy input")?);
+        self.inputs
+            .lock()
+            .expect("cache lock")
+            .put(cache_key, v.clone(), m.data.len() * 4);
+        Ok(v)
+    }
+
     /// The four byte planes of a generated input (`byte_planes` in `kernels.cu`, which
     /// generates the elements itself): of M = the `rows × cols` matrix under `key`, or of its
     /// transpose when `transpose`, padded to `padded_rows` rows of `ld` bytes. Cached by the
@@ -305,7 +331,10 @@ impl Device {
         let [m, k, n] = job.dims;
         let (gr, gc) = (rows.len() as u32, cols.len() as u32);
         let kernel = self.matmul_kernel();
-        if kernel != MatmulKernel::CudaCores {
+        let content = job.input_mode == compute_market_protocol::job::InputMode::ContentHash;
+        // the client's own matrices run on the CUDA-core kernel (the tensor-core kernels
+        // generate their byte planes from the seed)
+        if kernel != MatmulKernel::CudaCores && !content {
             let (grid_rows, grid_cols) = job.tile_grid();
             let t = MATMUL_TILE as usize;
             // both tensor-core kernels read the same planes: k padded for the wider one
@@ -340,8 +369,18 @@ impl Device {
             )
             .map(|_| ());
         }
-        let a = self.input(job.matrix_key(b'A'), m as usize, k as usize)?;
-        let b = self.input(job.matrix_key(b'B'), k as usize, n as usize)?;
+        let (a, b) = if content {
+            let held = crate::compute::inputs::matrices(job)?;
+            (
+                self.uploaded(&job.input, b'A', &held.a)?,
+                self.uploaded(&job.input, b'B', &held.b)?,
+            )
+        } else {
+            (
+                self.input(job.matrix_key(b'A'), m as usize, k as usize)?,
+                self.input(job.matrix_key(b'B'), k as usize, n as usize)?,
+            )
+        };
         let mut l = self.stream.launch_builder(&self.k.matmul_tiles);
         l.arg(a.as_ref())
             .arg(b.as_ref())

@@ -1,0 +1,318 @@
+//! Input manifests (PROTOCOL §5, Inputs): what a job with [`InputMode::ContentHash`] computes on.
+//!
+//! The job's 32 input bytes are the SHA-256 of a small canonical *manifest* that lists the
+//! job's input parts, each by role, format, exact length and SHA-256. The manifest and every
+//! part are fetched as `<input_uri>/c/<sha256-hex>` and hashed, exactly as fetched, before
+//! anything parses them. The encoding is fixed-width binary, so two implementations produce
+//! the same bytes for the same parts:
+//!
+//! ```text
+//! [0..4]  b"CMIN"
+//! [4]     version 1
+//! [5]     number of parts n, 1..=MAX_PARTS
+//! [6..8]  0
+//! then n entries of 44 bytes, in strictly increasing role order:
+//!   [0]      role (1 = A, 2 = B)
+//!   [1]      format (1 = safetensors)
+//!   [2..4]   0
+//!   [4..12]  length in bytes, u64 little-endian, ≥ 1
+//!   [12..44] SHA-256 of the part
+//! ```
+//!
+//! [`InputMode::ContentHash`]: crate::job::InputMode::ContentHash
+
+use crate::{
+    hash::{hashv, Digest},
+    job::{JobKind, JobSpec},
+};
+
+/// The manifest's magic bytes.
+pub const MAGIC: &[u8; 4] = b"CMIN";
+/// The manifest version this crate writes and reads.
+pub const VERSION: u8 = 1;
+/// Most parts a manifest lists.
+pub const MAX_PARTS: usize = 8;
+/// Bytes of the manifest header.
+pub const HEADER_LEN: usize = 8;
+/// Bytes of one entry.
+pub const ENTRY_LEN: usize = 44;
+/// The longest manifest.
+pub const MAX_LEN: usize = HEADER_LEN + MAX_PARTS * ENTRY_LEN;
+/// Most bytes of a safetensors header (its JSON, after the 8-byte length) a part may carry.
+pub const MAX_SAFETENSORS_HEADER: u64 = 64 * 1024;
+
+/// What a part is to its job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// `MatMulModP`'s left matrix, m × k.
+    A = 1,
+    /// `MatMulModP`'s right matrix, k × n.
+    B = 2,
+}
+
+impl Role {
+    fn from_byte(b: u8) -> Option<Self> {
+        match b {
+            1 => Some(Role::A),
+            2 => Some(Role::B),
+            _ => None,
+        }
+    }
+
+    /// The name of the part's tensor in its safetensors file ("A", "B").
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::A => "A",
+            Role::B => "B",
+        }
+    }
+}
+
+/// How a part is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// A safetensors file (Hugging Face) holding one tensor named after the role.
+    Safetensors = 1,
+}
+
+/// One input part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Part {
+    /// Its role.
+    pub role: Role,
+    /// Its encoding.
+    pub format: Format,
+    /// Its exact length in bytes.
+    pub len: u64,
+    /// SHA-256 of its bytes.
+    pub hash: Digest,
+}
+
+/// A decoded manifest: its parts in role order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Manifest {
+    /// The parts, strictly increasing by role.
+    pub parts: Vec<Part>,
+}
+
+/// Why a manifest is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ManifestError {
+    /// Not a manifest: wrong length, magic, version or reserved bytes.
+    Malformed(String),
+    /// It does not fit the job: a role missing or extra, a part longer than the job implies.
+    WrongForJob(String),
+}
+
+impl std::fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ManifestError::Malformed(m) => write!(f, "malformed input manifest: {m}"),
+            ManifestError::WrongForJob(m) => write!(f, "input manifest does not fit the job: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for ManifestError {}
+
+impl Manifest {
+    /// A manifest of `parts` (sorted by role here).
+    pub fn new(mut parts: Vec<Part>) -> Self {
+        parts.sort_by_key(|p| p.role);
+        Manifest { parts }
+    }
+
+    /// The canonical bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(HEADER_LEN + ENTRY_LEN * self.parts.len());
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&[VERSION, self.parts.len() as u8, 0, 0]);
+        for p in &self.parts {
+            b.extend_from_slice(&[p.role as u8, p.format as u8, 0, 0]);
+            b.extend_from_slice(&p.len.to_le_bytes());
+            b.extend_from_slice(&p.hash);
+        }
+        b
+    }
+
+    /// SHA-256 of the canonical bytes: the job's `input` field.
+    pub fn hash(&self) -> Digest {
+        hashv(&[&self.encode()])
+    }
+
+    /// Decodes canonical bytes, checking every byte.
+    pub fn decode(b: &[u8]) -> Result<Self, ManifestError> {
+        let bad = |m: &str| Err(ManifestError::Malformed(m.into()));
+        if b.len() < HEADER_LEN || b.len() > MAX_LEN {
+            return bad(&format!("{} bytes (at most {MAX_LEN})", b.len()));
+        }
+        if &b[..4] != MAGIC {
+            return bad("no CMIN magic");
+        }
+        if b[4] != VERSION {
+            return bad(&format!("version {} (this keeper reads {VERSION})", b[4]));
+        }
+        let n = b[5] as usize;
+        if n == 0 || n > MAX_PARTS || b[6..8] != [0, 0] {
+            return bad(&format!("{n} parts or non-zero reserved bytes"));
+        }
+        if b.len() != HEADER_LEN + n * ENTRY_LEN {
+            return bad(&format!("{} bytes for {n} parts", b.len()));
+        }
+        let mut parts: Vec<Part> = Vec::with_capacity(n);
+        for (i, e) in b[HEADER_LEN..].chunks_exact(ENTRY_LEN).enumerate() {
+            let Some(role) = Role::from_byte(e[0]) else {
+                return bad(&format!("part {i} has unknown role {}", e[0]));
+            };
+            if e[1] != Format::Safetensors as u8 {
+                return bad(&format!("part {i} has unknown format {}", e[1]));
+            }
+            if e[2..4] != [0, 0] {
+                return bad(&format!("part {i} has non-zero reserved bytes"));
+            }
+            let len = u64::from_le_bytes(e[4..12].try_into().expect("8 bytes"));
+            if len == 0 {
+                return bad(&format!("part {i} is empty"));
+            }
+            if parts.last().is_some_and(|p| p.role >= role) {
+                return bad("parts are not in strictly increasing role order");
+            }
+            parts.push(Part {
+                role,
+                format: Format::Safetensors,
+                len,
+                hash: e[12..44].try_into().expect("32 bytes"),
+            });
+        }
+        Ok(Manifest { parts })
+    }
+
+    /// The part of `role`.
+    pub fn part(&self, role: Role) -> Option<&Part> {
+        self.parts.iter().find(|p| p.role == role)
+    }
+
+    /// Checks that the manifest is what `job` computes on: exactly its roles, each no longer
+    /// than [`part_bound`] (so nothing longer is ever fetched).
+    pub fn check_for(&self, job: &JobSpec) -> Result<(), ManifestError> {
+        let want = roles_of(job).ok_or_else(|| {
+            ManifestError::WrongForJob(format!("{:?} takes no input parts", job.kind))
+        })?;
+        let have: Vec<Role> = self.parts.iter().map(|p| p.role).collect();
+        if have != want {
+            return Err(ManifestError::WrongForJob(format!(
+                "parts {have:?}, the job takes {want:?}"
+            )));
+        }
+        for p in &self.parts {
+            let bound = part_bound(job, p.role).expect("a role of the job");
+            if p.len > bound {
+                return Err(ManifestError::WrongForJob(format!(
+                    "part {} is {} bytes, more than the {bound} its shape allows",
+                    p.role.name(),
+                    p.len
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The roles a job kind takes, in order; `None` for kinds whose inputs are generated only.
+pub fn roles_of(job: &JobSpec) -> Option<Vec<Role>> {
+    match job.kind {
+        JobKind::MatMulModP => Some(vec![Role::A, Role::B]),
+        JobKind::HashBatch => None,
+    }
+}
+
+/// `[rows, cols]` of the matrix of `role` in `job`.
+pub fn shape_of(job: &JobSpec, role: Role) -> Option<[u64; 2]> {
+    let [m, k, n] = job.dims.map(u64::from);
+    match (job.kind, role) {
+        (JobKind::MatMulModP, Role::A) => Some([m, k]),
+        (JobKind::MatMulModP, Role::B) => Some([k, n]),
+        _ => None,
+    }
+}
+
+/// The most bytes a part of `role` may have for `job`: a safetensors file of its one `u32`
+/// tensor with a header of at most [`MAX_SAFETENSORS_HEADER`] bytes.
+pub fn part_bound(job: &JobSpec, role: Role) -> Option<u64> {
+    let [r, c] = shape_of(job, role)?;
+    Some(8 + MAX_SAFETENSORS_HEADER + r * c * 4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(role: Role, len: u64, h: u8) -> Part {
+        Part {
+            role,
+            format: Format::Safetensors,
+            len,
+            hash: [h; 32],
+        }
+    }
+
+    #[test]
+    fn round_trips_byte_exact_and_sorted() {
+        let m = Manifest::new(vec![part(Role::B, 9, 2), part(Role::A, 1000, 1)]);
+        let b = m.encode();
+        assert_eq!(b.len(), HEADER_LEN + 2 * ENTRY_LEN);
+        assert_eq!(&b[..8], b"CMIN\x01\x02\x00\x00");
+        assert_eq!(&b[8..20], &[1, 1, 0, 0, 0xe8, 3, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(Manifest::decode(&b).unwrap(), m);
+        assert_eq!(m.hash(), hashv(&[&b]));
+    }
+
+    #[test]
+    fn refuses_every_malformed_byte() {
+        let good = Manifest::new(vec![part(Role::A, 5, 1), part(Role::B, 6, 2)]).encode();
+        for (at, v) in [
+            (0, b'X'),
+            (4, 2),
+            (5, 0),
+            (5, 3),
+            (6, 1),
+            (8, 9),
+            (9, 2),
+            (10, 1),
+        ] {
+            let mut b = good.clone();
+            b[at] = v;
+            assert!(Manifest::decode(&b).is_err(), "byte {at} = {v}");
+        }
+        // zero length, roles out of order or repeated, truncated, too long
+        let mut b = good.clone();
+        b[12..20].copy_from_slice(&0u64.to_le_bytes());
+        assert!(Manifest::decode(&b).is_err());
+        let mut b = good.clone();
+        b[8 + ENTRY_LEN] = 1;
+        assert!(Manifest::decode(&b).is_err());
+        assert!(Manifest::decode(&good[..good.len() - 1]).is_err());
+        assert!(Manifest::decode(&[good.clone(), vec![0]].concat()).is_err());
+        assert!(Manifest::decode(&vec![0; MAX_LEN + 1]).is_err());
+    }
+
+    #[test]
+    fn parts_must_fit_the_job() {
+        let job = JobSpec::matmul(100, 70, 3, [0; 32]);
+        let bound_a = part_bound(&job, Role::A).unwrap();
+        assert_eq!(bound_a, 8 + MAX_SAFETENSORS_HEADER + 100 * 70 * 4);
+        let ok = Manifest::new(vec![part(Role::A, bound_a, 1), part(Role::B, 900, 2)]);
+        ok.check_for(&job).unwrap();
+        let long = Manifest::new(vec![part(Role::A, bound_a + 1, 1), part(Role::B, 900, 2)]);
+        let e = long.check_for(&job).unwrap_err().to_string();
+        assert!(e.contains("part A is") && e.contains("more than"), "{e}");
+        let missing = Manifest::new(vec![part(Role::A, 10, 1)]);
+        assert!(missing
+            .check_for(&job)
+            .unwrap_err()
+            .to_string()
+            .contains("parts [A]"));
+        let hb = JobSpec::hash_batch(1, 1, 1, [0; 32]);
+        assert!(ok.check_for(&hb).is_err());
+    }
+}

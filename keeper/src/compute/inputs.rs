@@ -1,0 +1,264 @@
+//! What a job computes on: matrices generated from its seed, or the client's own parts
+//! (PROTOCOL §5, Inputs), parsed from safetensors and checked, then held by content hash.
+//!
+//! Fetching is a higher layer's business (`results::inputs`): it hashes what it fetched,
+//! parses it here ([`parse_matrix`]) and hands the checked matrices to [`hold`]. Backends only
+//! ever read verified inputs ([`matrices`]): a job on client data whose inputs are not held is
+//! an error, never a computation on something else. The held set is process-wide and keyed by
+//! the manifest's SHA-256 (the job's `input` field), so every role of a keeper and every job on
+//! the same data share one copy; it is bounded by bytes and evicts the least recently used.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, OnceLock},
+};
+
+use anyhow::{anyhow, bail, ensure, Result};
+use compute_market_protocol::{
+    hash::{hashv, Digest},
+    job::{InputMode, JobKind, JobSpec},
+    manifest::{shape_of, Role, MAX_SAFETENSORS_HEADER},
+    P,
+};
+use safetensors::{Dtype, SafeTensors};
+
+use super::Matrix;
+
+/// A `MatMulModP` job's inputs.
+#[derive(Clone, Debug)]
+pub struct MatrixInputs {
+    /// A, m × k.
+    pub a: Arc<Matrix>,
+    /// B, k × n.
+    pub b: Arc<Matrix>,
+}
+
+/// Parses part `role` of `job` from the exact bytes fetched: a safetensors file whose only
+/// tensor is named after the role, dtype `U32`, shaped as the job says, every element a field
+/// element (the first one that is not is named by its index).
+pub fn parse_matrix(job: &JobSpec, role: Role, bytes: &[u8]) -> Result<Matrix> {
+    let [rows, cols] = shape_of(job, role)
+        .ok_or_else(|| anyhow!("a {:?} job has no input {}", job.kind, role.name()))?;
+    let name = role.name();
+    ensure!(
+        bytes.len() >= 8,
+        "input {name}: not a safetensors file ({} bytes)",
+        bytes.len()
+    );
+    let header = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+    ensure!(
+        header <= MAX_SAFETENSORS_HEADER,
+        "input {name}: its safetensors header is {header} bytes (at most {MAX_SAFETENSORS_HEADER})"
+    );
+    let st = SafeTensors::deserialize(bytes)
+        .map_err(|e| anyhow!("input {name}: malformed safetensors: {e}"))?;
+    let names = st.names();
+    ensure!(
+        names.len() == 1 && names[0] == name,
+        "input {name}: the file must hold exactly one tensor named {name:?}, it holds {names:?}"
+    );
+    let t = st
+        .tensor(name)
+        .map_err(|e| anyhow!("input {name}: malformed safetensors: {e}"))?;
+    ensure!(
+        t.dtype() == Dtype::U32,
+        "input {name}: dtype {:?}, the job takes U32 field elements",
+        t.dtype()
+    );
+    ensure!(
+        t.shape() == [rows as usize, cols as usize],
+        "input {name}: shape {:?}, the job's is [{rows}, {cols}]",
+        t.shape()
+    );
+    let data: Vec<u32> = t
+        .data()
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect();
+    if let Some(i) = data.iter().position(|&v| v as u64 >= P) {
+        bail!(
+            "input {name}: element {i} (row {}, column {}) is {}, not below 2^31 − 1",
+            i as u64 / cols,
+            i as u64 % cols,
+            data[i]
+        );
+    }
+    Ok(Matrix {
+        rows: rows as usize,
+        cols: cols as usize,
+        data,
+    })
+}
+
+/// The safetensors bytes of `m` as the tensor of `role` (what clients upload).
+pub fn matrix_file(role: Role, m: &Matrix) -> Result<Vec<u8>> {
+    let bytes: Vec<u8> = m.data.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let view = safetensors::tensor::TensorView::new(Dtype::U32, vec![m.rows, m.cols], &bytes)
+        .map_err(|e| anyhow!("{e}"))?;
+    safetensors::serialize([(role.name(), view)], None).map_err(|e| anyhow!("{e}"))
+}
+
+/// The SHA-256 of `bytes` (content addresses).
+pub fn content_hash(bytes: &[u8]) -> Digest {
+    hashv(&[bytes])
+}
+
+/// Bytes of verified inputs held at most (least recently used evicted beyond it).
+pub const HELD_BYTES: usize = 4 << 30;
+
+#[derive(Default)]
+struct Held {
+    sets: HashMap<Digest, (MatrixInputs, u64)>,
+    clock: u64,
+    bytes: usize,
+}
+
+fn held() -> &'static Mutex<Held> {
+    static HELD: OnceLock<Mutex<Held>> = OnceLock::new();
+    HELD.get_or_init(Default::default)
+}
+
+fn size_of(m: &MatrixInputs) -> usize {
+    4 * (m.a.data.len() + m.b.data.len())
+}
+
+/// Holds the verified inputs of every job whose manifest hashes to `manifest`.
+pub fn hold(manifest: Digest, inputs: MatrixInputs) {
+    let mut h = held().lock().expect("held lock");
+    h.clock += 1;
+    let (clock, size) = (h.clock, size_of(&inputs));
+    if let Some((old, _)) = h.sets.insert(manifest, (inputs, clock)) {
+        h.bytes -= size_of(&old);
+    }
+    h.bytes += size;
+    while h.bytes > HELD_BYTES && h.sets.len() > 1 {
+        let oldest = *h
+            .sets
+            .iter()
+            .min_by_key(|(_, (_, used))| *used)
+            .map(|(k, _)| k)
+            .expect("non-empty");
+        if let Some((gone, _)) = h.sets.remove(&oldest) {
+            h.bytes -= size_of(&gone);
+        }
+    }
+}
+
+/// Whether the inputs of `job` are at hand: generated ones always are; a client's when held.
+pub fn is_held(job: &JobSpec) -> bool {
+    match job.input_mode {
+        InputMode::Generated => true,
+        InputMode::ContentHash => held()
+            .lock()
+            .expect("held lock")
+            .sets
+            .contains_key(&job.input),
+    }
+}
+
+/// The inputs of a `MatMulModP` job: generated from its seed, or the client's, held by
+/// [`hold`] after they were fetched and checked.
+pub fn matrices(job: &JobSpec) -> Result<MatrixInputs> {
+    ensure!(job.kind == JobKind::MatMulModP, "not a MatMulModP job");
+    match job.input_mode {
+        InputMode::Generated => Ok(MatrixInputs {
+            a: Arc::new(Matrix::input_a(job)),
+            b: Arc::new(Matrix::input_b(job)),
+        }),
+        InputMode::ContentHash => {
+            let mut h = held().lock().expect("held lock");
+            h.clock += 1;
+            let clock = h.clock;
+            let (m, used) = h.sets.get_mut(&job.input).ok_or_else(|| {
+                anyhow!(
+                    "the inputs of this job (manifest {}) are not held: fetch and verify them first",
+                    job.input.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                )
+            })?;
+            *used = clock;
+            Ok(m.clone())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(m: u32, k: u32, n: u32) -> JobSpec {
+        let mut j = JobSpec::matmul(m, k, n, [9; 32]);
+        j.input_mode = InputMode::ContentHash;
+        j
+    }
+
+    fn mat(rows: usize, cols: usize, f: impl Fn(usize) -> u32) -> Matrix {
+        Matrix {
+            rows,
+            cols,
+            data: (0..rows * cols).map(f).collect(),
+        }
+    }
+
+    #[test]
+    fn a_written_file_parses_back() {
+        let j = job(3, 5, 2);
+        let a = mat(3, 5, |i| i as u32 * 1000);
+        let f = matrix_file(Role::A, &a).unwrap();
+        assert_eq!(parse_matrix(&j, Role::A, &f).unwrap(), a);
+    }
+
+    #[test]
+    fn bad_parts_are_refused_by_name() {
+        let j = job(3, 5, 2);
+        let refuse = |bytes: &[u8], role: Role, want: &str| {
+            let e = parse_matrix(&j, role, bytes).unwrap_err().to_string();
+            assert!(e.contains(want), "{e} (wanted {want})");
+        };
+        let mut big = mat(3, 5, |_| 1);
+        big.data[7] = P as u32;
+        refuse(
+            &matrix_file(Role::A, &big).unwrap(),
+            Role::A,
+            "element 7 (row 1, column 2) is 2147483647",
+        );
+        refuse(
+            &matrix_file(Role::A, &mat(5, 3, |_| 0)).unwrap(),
+            Role::A,
+            "shape [5, 3]",
+        );
+        refuse(
+            &matrix_file(Role::B, &mat(3, 5, |_| 0)).unwrap(),
+            Role::A,
+            "named \"A\"",
+        );
+        refuse(b"garbage!garbage", Role::A, "safetensors");
+        refuse(b"abc", Role::A, "not a safetensors file");
+        let mut huge = vec![0u8; 16];
+        huge[..8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        refuse(&huge, Role::A, "header is");
+        // a float tensor of the right shape
+        let floats = vec![0u8; 15 * 4];
+        let v = safetensors::tensor::TensorView::new(Dtype::F32, vec![3, 5], &floats).unwrap();
+        let f = safetensors::serialize([("A", v)], None).unwrap();
+        refuse(&f, Role::A, "dtype F32");
+    }
+
+    #[test]
+    fn client_inputs_are_used_only_once_held() {
+        let j = job(2, 2, 2);
+        let mut other = j;
+        other.input = [8; 32];
+        let e = matrices(&other).unwrap_err().to_string();
+        assert!(e.contains("not held"), "{e}");
+        let a = Arc::new(mat(2, 2, |i| i as u32));
+        hold(
+            j.input,
+            MatrixInputs {
+                a: a.clone(),
+                b: a.clone(),
+            },
+        );
+        assert!(is_held(&j) && !is_held(&other));
+        assert_eq!(*matrices(&j).unwrap().a, *a);
+    }
+}
