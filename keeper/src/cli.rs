@@ -357,8 +357,11 @@ pub fn node_status(chain: &dyn Chain, authority: &Pubkey) -> Result<NodeView> {
 }
 
 /// Terms of the tasks `task post` posts.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct TaskTerms {
+    /// Where a job on the client's data finds its inputs (a content store's base URL; empty
+    /// for generated inputs).
+    pub input_uri: String,
     /// Market id.
     pub market: u16,
     /// Reward per task, base units.
@@ -391,6 +394,7 @@ pub fn task_post(
         terms.reward
     );
     let TaskTerms {
+        input_uri,
         market,
         reward,
         quorum,
@@ -406,7 +410,7 @@ pub fn task_post(
                 reward,
                 quorum,
                 samples,
-                input_uri: String::new(),
+                input_uri: input_uri.clone(),
                 region,
             };
             let ix = client::post_task(

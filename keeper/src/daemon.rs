@@ -353,6 +353,7 @@ pub fn run(
         ResultStore::open(&results_dir, opts.disk_budget, Some(base))?
             .with_policy(opts.fetch.clone()),
     );
+    let _ = tiles.metrics.set(metrics.clone());
     let server = crate::results::server::serve_listener(
         tiles.clone(),
         metrics.clone(),

@@ -29,6 +29,7 @@
 pub mod bench;
 pub mod chain;
 pub mod cli;
+pub mod clientdata;
 pub mod compute;
 pub mod config;
 pub mod daemon;

@@ -43,6 +43,12 @@ pub struct Metrics {
     pub tasks: Family<StateLabel, Gauge>,
     /// Result transfers refused because too many were in flight (per peer or in all).
     pub http_busy: Counter,
+    /// Objects stored by `PUT /c/<hash>`.
+    pub content_uploads: Counter,
+    /// Input objects found in the content store (no fetch).
+    pub content_hits: Counter,
+    /// Input objects fetched from the network.
+    pub content_fetches: Counter,
     /// Connections closed on accept because too many were open.
     pub http_connections_refused: Counter,
     /// Connections closed because their transfer stood still (a reader that stopped reading).
@@ -73,6 +79,9 @@ impl Default for Metrics {
             accounts_read: Counter::default(),
             tasks: Family::default(),
             http_busy: Counter::default(),
+            content_uploads: Counter::default(),
+            content_hits: Counter::default(),
+            content_fetches: Counter::default(),
             http_connections_refused: Counter::default(),
             http_stalled: Counter::default(),
             store_bytes: Gauge::default(),
@@ -129,6 +138,21 @@ impl Default for Metrics {
             "http_busy",
             "Result transfers refused with 503: too many in flight",
             m.http_busy.clone(),
+        );
+        registry.register(
+            "content_uploads",
+            "Objects stored by PUT /c/<hash>",
+            m.content_uploads.clone(),
+        );
+        registry.register(
+            "content_cache_hits",
+            "Input objects found in the content store, not fetched",
+            m.content_hits.clone(),
+        );
+        registry.register(
+            "content_fetches",
+            "Input objects fetched from the network",
+            m.content_fetches.clone(),
         );
         registry.register(
             "http_connections_refused",

@@ -283,6 +283,7 @@ fn a_job_the_provider_cannot_finish_in_its_window_is_not_claimed() {
         quorum: 0,
         samples: 0,
         region: 0,
+        ..Default::default()
     };
     cli::task_post(s.chain.as_ref(), &s.client, terms, vec![(100, huge)]).unwrap();
     let key = pda::task(&s.client.pubkey(), 100);

@@ -132,6 +132,7 @@ fn a_thousand_spam_tasks_in_another_market_cost_a_keeper_nothing() {
         quorum: 0,
         samples: 0,
         region: 0,
+        ..Default::default()
     };
     let spam: Vec<(u64, JobSpec)> = (0..1000)
         .map(|i| (10_000 + i, JobSpec::hash_batch(1, 1, 1, [i as u8; 32])))

@@ -89,6 +89,32 @@ impl RpcChain {
         &self.client
     }
 
+    /// The program logs of every successful transaction that touched `address`, oldest
+    /// first (events of a closed task are read from them).
+    pub fn logs_of(&self, address: &Pubkey) -> Result<Vec<Vec<String>>> {
+        use solana_rpc_client_api::config::RpcTransactionConfig;
+        let sigs = self.retry("getSignaturesForAddress", || {
+            self.wait(self.client.get_signatures_for_address(address))
+        })?;
+        let mut out = vec![];
+        for s in sigs.into_iter().rev().filter(|s| s.err.is_none()) {
+            let signature = s.signature.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let config = RpcTransactionConfig {
+                encoding: Some(solana_transaction_status_client_types::UiTransactionEncoding::Json),
+                commitment: Some(self.client.commitment()),
+                max_supported_transaction_version: Some(0),
+            };
+            let tx = self.retry("getTransaction", || {
+                self.wait(self.client.get_transaction_with_config(&signature, config))
+            })?;
+            if let Some(meta) = tx.transaction.meta {
+                let logs: Option<Vec<String>> = meta.log_messages.into();
+                out.push(logs.unwrap_or_default());
+            }
+        }
+        Ok(out)
+    }
+
     /// Runs one request to completion.
     fn wait<T>(&self, f: impl std::future::Future<Output = T>) -> T {
         self.rt.block_on(f)

@@ -199,6 +199,48 @@ impl Client {
     }
 }
 
+impl Client {
+    /// The object `hash` at `base` (`<base>/c/<hex>`): at most `limit` bytes, refused unless
+    /// its SHA-256 is `hash`.
+    pub fn fetch_content(
+        &self,
+        base: &str,
+        hash: &compute_market_protocol::hash::Digest,
+        limit: u64,
+        deadline: Instant,
+    ) -> Result<Vec<u8>, FetchError> {
+        let url = format!("{}/c/{}", base.trim_end_matches('/'), super::hex(hash));
+        let b = self.get(&url, limit, deadline)?;
+        if compute_market_protocol::hash::hashv(&[&b]) != *hash {
+            return Err(FetchError::Invalid(format!(
+                "{url} served bytes whose SHA-256 is not the one asked for"
+            )));
+        }
+        Ok(b)
+    }
+
+    /// Uploads `bytes` as `<base>/c/<hex of their SHA-256>` (a content store: `keeper serve`).
+    pub fn put_content(&self, base: &str, bytes: Vec<u8>) -> Result<(), FetchError> {
+        let hash = compute_market_protocol::hash::hashv(&[&bytes]);
+        let url = format!("{}/c/{}", base.trim_end_matches('/'), super::hex(&hash));
+        let parsed = Url::parse(&url)
+            .map_err(|e| FetchError::Invalid(format!("{url:?} is not a URL: {e}")))?;
+        check_url(&parsed, &self.policy)
+            .map_err(|e| FetchError::Invalid(format!("{url:?} is refused: {e}")))?;
+        let resp = self.http.put(parsed).body(bytes).send().map_err(|e| {
+            FetchError::Unavailable(format!("{url} is unreachable: {}", error_chain(&e)))
+        })?;
+        if !resp.status().is_success() {
+            let status = resp.status();
+            let why = resp.text().unwrap_or_default();
+            return Err(FetchError::Invalid(format!(
+                "{url} refused the upload: HTTP {status}: {why}"
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Whether a failure while reading a body may pass (a timeout, a dropped connection), as
 /// opposed to a body that is malformed (a corrupt compressed stream): judged on the error
 /// kinds in its source chain, never on its words.

@@ -17,6 +17,7 @@ use compute_market_protocol::{hash::Digest, job::JobSpec};
 use crate::verify::{commit, ProvenTile};
 
 pub mod client;
+pub mod content;
 pub mod net;
 pub mod server;
 pub mod store;
@@ -88,14 +89,21 @@ fn parse_mem_uri(uri: &str) -> Result<Digest, FetchError> {
     parse_hex_digest(h).ok_or_else(|| FetchError::Invalid(format!("result URL {uri:?} is not hex")))
 }
 
+/// The content store's budget in memory (the embedded cluster, tests).
+pub const DEFAULT_CONTENT_BUDGET: u64 = 1 << 30;
+
 /// Results by Merkle root, in memory or in a directory, with the fetch policy its verifiers
 /// use for `http(s)://` results.
 pub struct ResultStore {
     store: store::Store,
+    /// Objects by SHA-256: clients' input parts and manifests (`/c/<hash>`).
+    pub content: content::ContentStore,
     /// When set (`http://host:port`), published URLs point at this keeper's HTTP server.
     pub base_url: Option<String>,
     /// What remote results may be fetched from, and how long a fetch may take.
     pub policy: FetchPolicy,
+    /// Where content fetches and hits are counted (set by the daemon).
+    pub metrics: std::sync::OnceLock<Arc<crate::metrics::Metrics>>,
     client: std::sync::OnceLock<Result<client::Client, String>>,
 }
 
@@ -107,10 +115,24 @@ impl Default for ResultStore {
 
 impl ResultStore {
     fn with(store: store::Store, base_url: Option<String>) -> Self {
+        Self::with_content(
+            store,
+            content::ContentStore::memory(DEFAULT_CONTENT_BUDGET),
+            base_url,
+        )
+    }
+
+    fn with_content(
+        store: store::Store,
+        content: content::ContentStore,
+        base_url: Option<String>,
+    ) -> Self {
         ResultStore {
             store,
+            content,
             base_url,
             policy: FetchPolicy::default(),
+            metrics: Default::default(),
             client: Default::default(),
         }
     }
@@ -128,8 +150,9 @@ impl ResultStore {
         budget: u64,
         base_url: Option<String>,
     ) -> anyhow::Result<Self> {
-        Ok(ResultStore::with(
+        Ok(ResultStore::with_content(
             store::Store::open(dir, budget)?,
+            content::ContentStore::open(&dir.join("content"), budget)?,
             base_url,
         ))
     }
@@ -266,4 +289,110 @@ impl ResultStore {
         wire::check_proven_shape(job, indices, &served)?;
         Ok(served)
     }
+
+    /// The object `hash` (at most `limit` bytes): from the content store, else from the first
+    /// of `bases` (`<base>/c/<hex>`) that serves it, checked against its hash and kept. A hit
+    /// counts in `hits`.
+    pub fn fetch_content(
+        &self,
+        bases: &[String],
+        hash: &Digest,
+        limit: u64,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<(Arc<Vec<u8>>, bool), FetchError> {
+        if let Some(b) = self.content.get(hash) {
+            if let Some(m) = self.metrics.get() {
+                m.content_hits.inc();
+            }
+            return Ok((b, true));
+        }
+        let mut last = FetchError::Unavailable("no input location to fetch from".into());
+        for base in bases {
+            if !Self::is_http(base) {
+                last = FetchError::Invalid(format!("input location {base:?} is not http(s)"));
+                continue;
+            }
+            let d = self.deadline(limit, deadline);
+            match self.http()?.fetch_content(base, hash, limit, d) {
+                Ok(b) => {
+                    if let Some(m) = self.metrics.get() {
+                        m.content_fetches.inc();
+                    }
+                    if let Err(e) = self.content.put(hash, &b, false) {
+                        tracing::warn!(object = %hex(hash), error = %e, "fetched content not kept");
+                    }
+                    return Ok((Arc::new(b), false));
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Makes the inputs of `job` held ([`crate::compute::inputs`]): for a job on the client's
+    /// data, its manifest and every part from the content store or the first of `bases` that
+    /// serves them, each bounded by what the job implies before it is read, hashed, then
+    /// parsed and checked. What it fetched and found: `(objects fetched, objects found)`.
+    /// Generated inputs need nothing.
+    pub fn ensure_inputs(
+        &self,
+        job: &JobSpec,
+        bases: &[String],
+        deadline: Option<std::time::Instant>,
+    ) -> Result<(u32, u32), FetchError> {
+        use crate::compute::inputs;
+        use compute_market_protocol::manifest::{Manifest, MAX_LEN};
+        if inputs::is_held(job) {
+            return Ok((0, 0));
+        }
+        let mut counts = (0u32, 0u32);
+        let mut count = |hit: bool| if hit { counts.1 += 1 } else { counts.0 += 1 };
+        let (raw, hit) = self.fetch_content(bases, &job.input, MAX_LEN as u64, deadline)?;
+        count(hit);
+        let manifest = Manifest::decode(&raw).map_err(|e| FetchError::Invalid(e.to_string()))?;
+        manifest
+            .check_for(job)
+            .map_err(|e| FetchError::Invalid(e.to_string()))?;
+        let mut parsed = vec![];
+        for part in &manifest.parts {
+            let (bytes, hit) = self.fetch_content(bases, &part.hash, part.len, deadline)?;
+            count(hit);
+            if bytes.len() as u64 != part.len {
+                return Err(FetchError::Invalid(format!(
+                    "input {} is {} bytes, its manifest says {}",
+                    part.role.name(),
+                    bytes.len(),
+                    part.len
+                )));
+            }
+            let m = inputs::parse_matrix(job, part.role, &bytes)
+                .map_err(|e| FetchError::Invalid(format!("{e:#}")))?;
+            parsed.push(Arc::new(m));
+        }
+        let [a, b]: [Arc<crate::compute::Matrix>; 2] = parsed
+            .try_into()
+            .map_err(|_| FetchError::Invalid("a MatMulModP job takes two matrices".into()))?;
+        inputs::hold(job.input, inputs::MatrixInputs { a, b });
+        Ok(counts)
+    }
+}
+
+/// Where the inputs of a task may be fetched from: its input URI, then the keepers that
+/// serve its result (a provider holds the inputs it computed on), given as result URLs
+/// (`<base>/r/<root>`) or bases.
+pub fn input_bases(input_uri: &str, result_uris: &[&str]) -> Vec<String> {
+    let mut out = vec![];
+    if !input_uri.is_empty() {
+        out.push(input_uri.trim_end_matches('/').to_string());
+    }
+    for u in result_uris {
+        let base = match u.rfind("/r/") {
+            Some(i) => &u[..i],
+            None => u,
+        };
+        if !base.is_empty() && !out.iter().any(|o| o == base) {
+            out.push(base.to_string());
+        }
+    }
+    out
 }

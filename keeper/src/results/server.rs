@@ -398,6 +398,96 @@ async fn tiles(
     immutable(Body::from_stream(stream.fuse()).into_response())
 }
 
+/// Bytes per chunk of a streamed `/c/<hash>` body.
+const CONTENT_CHUNK: usize = 256 << 10;
+
+/// `GET /c/<hash>`: an object of the content store, streamed.
+async fn content_get(
+    State(app): State<App>,
+    Extension(Peer(peer)): Extension<Peer>,
+    Extension(progress): Extension<Arc<Progress>>,
+    Path(hash): Path<String>,
+) -> Response {
+    let Some(d) = parse_hex_digest(&hash) else {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "a content hash is 64 hex characters",
+        );
+    };
+    let Some(permit) = app.transfers.acquire(peer.ip(), &app.limits) else {
+        app.metrics.http_busy.inc();
+        return busy();
+    };
+    let store = app.store.clone();
+    let Ok(Some(obj)) = tokio::task::spawn_blocking(move || store.content.get(&d)).await else {
+        return refuse(StatusCode::NOT_FOUND, "no object under that hash");
+    };
+    let transfer = Transfer::new(permit, progress);
+    let len = obj.len();
+    let stream =
+        futures_util::stream::unfold((0usize, obj, transfer), |(at, obj, transfer)| async move {
+            if at >= obj.len() {
+                return None;
+            }
+            let end = (at + CONTENT_CHUNK).min(obj.len());
+            let chunk = Bytes::copy_from_slice(&obj[at..end]);
+            transfer.progress.touch(chunk.len() as u64);
+            Some((Ok::<_, std::io::Error>(chunk), (end, obj, transfer)))
+        });
+    let mut r = Body::from_stream(stream).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    immutable(r)
+}
+
+/// `PUT /c/<hash>`: stores the body if it hashes to `<hash>`, within the object size cap and
+/// the store's budget (an upload never evicts what is in use).
+async fn content_put(
+    State(app): State<App>,
+    Extension(Peer(peer)): Extension<Peer>,
+    Extension(progress): Extension<Arc<Progress>>,
+    Path(hash): Path<String>,
+    body: Body,
+) -> Response {
+    let Some(d) = parse_hex_digest(&hash) else {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "a content hash is 64 hex characters",
+        );
+    };
+    let Some(permit) = app.transfers.acquire(peer.ip(), &app.limits) else {
+        app.metrics.http_busy.inc();
+        return busy();
+    };
+    let _transfer = Transfer::new(permit, progress);
+    let max = app.store.content.max_object;
+    let bytes = match axum::body::to_bytes(body, max as usize).await {
+        Ok(b) => b,
+        Err(_) => {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("an object is at most {max} bytes here, or the upload broke off"),
+            )
+        }
+    };
+    let store = app.store.clone();
+    let put = tokio::task::spawn_blocking(move || store.content.put(&d, &bytes, true)).await;
+    use super::content::PutError;
+    match put {
+        Ok(Ok(())) => {
+            app.metrics.content_uploads.inc();
+            StatusCode::CREATED.into_response()
+        }
+        Ok(Err(e @ PutError::HashMismatch)) => refuse(StatusCode::BAD_REQUEST, e.to_string()),
+        Ok(Err(e @ PutError::TooLarge(_))) => refuse(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
+        Ok(Err(e @ PutError::OverBudget)) => {
+            refuse(StatusCode::INSUFFICIENT_STORAGE, e.to_string())
+        }
+        Ok(Err(e)) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
 async fn metrics(State(app): State<App>) -> Response {
     let mut r = app.metrics.render().into_response();
     r.headers_mut().insert(
@@ -412,6 +502,7 @@ fn router(app: App) -> Router {
     Router::new()
         .route("/r/{root}/all", get(all))
         .route("/r/{root}/tiles", get(tiles))
+        .route("/c/{hash}", get(content_get).put(content_put))
         .route("/metrics", get(metrics))
         .with_state(app)
         .layer(CompressionLayer::new().quality(CompressionLevel::Fastest))

@@ -41,6 +41,14 @@ pub struct NodeCtx {
     pub progress: Option<Arc<Reporter>>,
 }
 
+/// The task's input URI (empty when it has none or it is not UTF-8).
+pub fn input_uri(t: &compute_market::state::Task) -> &str {
+    t.input_uri
+        .get(..t.input_uri_len as usize)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .unwrap_or("")
+}
+
 /// A progress sink shared by the roles: (what, units done, units in all).
 pub type Reporter = dyn Fn(&str, u64, u64) + Send + Sync;
 

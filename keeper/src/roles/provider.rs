@@ -404,6 +404,25 @@ impl Work {
         n
     }
 
+    /// Makes the inputs of task `key` (one of `tasks`) held: nothing for generated inputs; the
+    /// client's parts from its input URI, checked, for a job on its data.
+    fn inputs_of(&self, tasks: &[(Pubkey, Task)], key: &Pubkey) -> Result<()> {
+        let Some((_, t)) = tasks.iter().find(|(k, _)| k == key) else {
+            return Ok(());
+        };
+        let job =
+            JobSpec::decode(&t.job).map_err(|e| anyhow::anyhow!("malformed job spec: {e}"))?;
+        let bases = crate::results::input_bases(super::input_uri(t), &[]);
+        let (fetched, found) = self
+            .store
+            .ensure_inputs(&job, &bases, None)
+            .map_err(|e| anyhow::anyhow!("its inputs: {e}"))?;
+        if fetched + found > 0 {
+            tracing::info!(provider = self.name, task = %key, fetched, found, "inputs held and checked");
+        }
+        Ok(())
+    }
+
     /// Computes the job of `key`, stores the tiles (on disk, before anything is submitted: a
     /// restarted provider serves them again without recomputing) and folds the time into the
     /// throughput figure.
@@ -702,6 +721,11 @@ impl Provider {
             &cap,
         );
         let claims = super::parallel(self.ctx.parallel, picks, |(key, bond, load)| {
+            // never bond stake on data it cannot get: a job on the client's data is claimed
+            // only once its inputs are fetched, hashed and checked here
+            if let Err(e) = self.work().inputs_of(tasks, &key) {
+                return (key, bond, load, Err(e));
+            }
             let r = send(
                 chain,
                 &self.ctx.name,
@@ -719,7 +743,7 @@ impl Provider {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "claim will be retried")
+                    tracing::warn!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "not claimed; will retry")
                 }
             }
         }

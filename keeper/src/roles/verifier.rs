@@ -38,6 +38,7 @@ use super::{provider::SLOT_SECONDS, send, NodeCtx};
 use crate::db::{Db, Sealed};
 use crate::{
     chain::{Chain, ChainExt},
+    results::input_bases,
     verify::{check_matmul, check_sampled, distinct, Verdict},
 };
 
@@ -525,8 +526,16 @@ impl Checker {
             + std::time::Duration::from_secs_f64(
                 give_up.saturating_sub(now).max(1) as f64 * SLOT_SECONDS,
             );
-        let fetched = match job.kind {
-            JobKind::MatMulModP => {
+        // a job on the client's data: its inputs first, from the task's input URI or from
+        // the provider (which serves what it computed on)
+        let inputs = self.store.ensure_inputs(
+            &job,
+            &input_bases(super::input_uri(t), &[uri]),
+            Some(deadline),
+        );
+        let fetched = match (job.kind, inputs) {
+            (_, Err(e)) => Err(e),
+            (JobKind::MatMulModP, Ok(_)) => {
                 self.store
                     .fetch_all_by(uri, &job, Some(deadline))
                     .map(|tiles| {
@@ -541,7 +550,7 @@ impl Checker {
                         )
                     })
             }
-            JobKind::HashBatch => {
+            (JobKind::HashBatch, Ok(_)) => {
                 let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
                 let want = distinct(&picked);
                 self.store
@@ -564,13 +573,13 @@ impl Checker {
                     && (!may_give_up || (now < give_up && Instant::now() < deadline)) =>
             {
                 Err(anyhow::anyhow!(e).context(format!(
-                    "fetching the result of task {task} (retrying until slot {give_up})"
+                    "fetching the inputs or the result of task {task} (retrying until slot {give_up})"
                 )))
             }
             Err(e) => Ok(Verdict {
                 vote: compute_market_protocol::commit::VOTE_INVALID,
                 evidence: [0; 32],
-                reason: format!("fetching the result failed: {e}"),
+                reason: format!("fetching the inputs or the result failed: {e}"),
             }),
         }
     }

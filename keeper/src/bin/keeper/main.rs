@@ -9,7 +9,10 @@ use clap::Parser;
 
 fn main() {
     let cli = command::Cli::parse();
-    let daemon = matches!(cli.command, command::Command::Run(_));
+    let daemon = matches!(
+        cli.command,
+        command::Command::Run(_) | command::Command::Serve(_)
+    );
     context::init_logging(cli.verbose, daemon);
     if let Err(e) = cli.execute() {
         eprintln!("error: {e:#}");

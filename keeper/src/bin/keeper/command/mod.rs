@@ -14,6 +14,7 @@ pub mod init;
 pub mod market;
 pub mod node;
 pub mod run;
+pub mod serve;
 pub mod task;
 
 /// The command line: global flags and one command.
@@ -61,6 +62,8 @@ pub enum Command {
     Market(market::MarketCmd),
     /// The daemon: any combination of --provider, --verifier, --crank.
     Run(run::RunArgs),
+    /// A content store for clients' inputs (PUT/GET /c/<sha256>), no role.
+    Serve(serve::ServeArgs),
     /// Deploy/initialize (idempotent): checks the program is deployed, creates or reuses the
     /// stake mint, the treasury, the config and a market.
     Init(init::InitArgs),
@@ -95,6 +98,7 @@ impl Cli {
             Command::Task(c) => c.execute(&ctx),
             Command::Market(c) => c.execute(&ctx),
             Command::Run(c) => c.execute(&ctx),
+            Command::Serve(c) => c.execute(&ctx),
             Command::Init(c) => c.execute(&ctx),
             Command::Fund(c) => c.execute(&ctx),
             Command::Demo(c) => c.execute(&ctx),

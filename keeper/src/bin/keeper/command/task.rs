@@ -1,9 +1,10 @@
-//! `keeper task`: post (one or a batch), cancel, status, list.
+//! `keeper task`: post (one or a batch, generated inputs or the client's own), result, cancel,
+//! status, list.
 
 use anchor_lang::prelude::Pubkey;
 use anyhow::{bail, ensure, Context, Result};
 use clap::Subcommand;
-use compute_market_keeper::cli;
+use compute_market_keeper::{cli, clientdata, results::FetchPolicy};
 use compute_market_protocol::job::JobSpec;
 use serde_json::to_value;
 use solana_signer::Signer;
@@ -21,12 +22,22 @@ pub enum TaskCmd {
         /// Task id (unique per client) [default: the current time in ms].
         #[arg(long)]
         id: Option<u64>,
-        /// matmul (m,k,n) or hash (tiles,nonces,iterations).
-        #[arg(long)]
-        kind: String,
-        /// Three dimensions, comma-separated.
-        #[arg(long, value_delimiter = ',', required = true)]
+        /// matmul (m,k,n) or hash (tiles,nonces,iterations) on generated inputs (not with
+        /// --input).
+        #[arg(long, required_unless_present = "input")]
+        kind: Option<String>,
+        /// Three dimensions, comma-separated (not with --input: they come from the files).
+        #[arg(long, value_delimiter = ',', required_unless_present = "input")]
         dims: Vec<u32>,
+        /// The client's own matrices: A.safetensors,B.safetensors (one U32 tensor each,
+        /// named "A" and "B", every element below 2^31 − 1); a MatMulModP of A·B is posted on
+        /// them after they are checked and uploaded to --store.
+        #[arg(long, value_delimiter = ',', conflicts_with_all = ["kind", "dims", "seed"])]
+        input: Vec<std::path::PathBuf>,
+        /// The content store the inputs are uploaded to and fetched from
+        /// (`http(s)://host:port`, e.g. a `keeper serve`); the task's input URI.
+        #[arg(long, requires = "input")]
+        store: Option<String>,
         /// Reward in base units.
         #[arg(long)]
         reward: u64,
@@ -46,6 +57,26 @@ pub enum TaskCmd {
         /// given); prints one result per task.
         #[arg(long, default_value_t = 1)]
         count: u64,
+    },
+    /// Downloads an Accepted task's result, checks every tile against the root on chain, and
+    /// writes it (safetensors for matrices); nothing is written unless all of it matched.
+    Result {
+        /// Task address.
+        #[arg(value_parser = parse_address)]
+        task: Pubkey,
+        /// Output file [default: <task>.safetensors].
+        #[arg(short = 'o', long = "out")]
+        out: Option<std::path::PathBuf>,
+        /// Only these tiles (comma-separated indices), with their proofs.
+        #[arg(long, value_delimiter = ',')]
+        tiles: Vec<u32>,
+        /// Other keepers that hold the result (result URLs `<base>/r/<root>`), tried when the
+        /// provider's fails.
+        #[arg(long = "from")]
+        from: Vec<String>,
+        /// Fetch from loopback and private addresses (a local cluster).
+        #[arg(long)]
+        allow_private_urls: bool,
     },
     /// Cancels an open task of this keypair.
     Cancel {
@@ -76,6 +107,8 @@ impl TaskCmd {
                 id,
                 kind,
                 dims,
+                input,
+                store,
                 reward,
                 quorum,
                 samples,
@@ -91,20 +124,40 @@ impl TaskCmd {
                         .unwrap_or(0)
                 });
                 anyhow::ensure!(count >= 1, "--count must be at least 1");
-                let given = seed.as_deref().map(parse_seed).transpose()?;
-                let jobs = (id..id.checked_add(count).context("--id + --count overflows")?)
-                    .map(|id| {
-                        let seed = given.unwrap_or_else(|| {
-                            compute_market_protocol::hash::hashv(&[
-                                b"cli seed",
-                                kp.pubkey().as_ref(),
-                                &id.to_le_bytes(),
-                            ])
-                        });
-                        Ok((id, parse_job(&kind, &dims, seed)?))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                let mut input_uri = String::new();
+                let mut uploaded = None;
+                let jobs = if !input.is_empty() {
+                    ensure!(count == 1, "--input posts one task (--count 1)");
+                    let store = store.context(
+                        "--input needs --store URL: the content store the inputs are uploaded to (keeper serve)",
+                    )?;
+                    let prepared = clientdata::prepare_inputs(&input)?;
+                    let policy = FetchPolicy {
+                        allow_loopback: true,
+                        allow_private: true,
+                        ..FetchPolicy::default()
+                    };
+                    uploaded = Some(clientdata::upload(&store, &prepared, &policy)?);
+                    input_uri = store.trim_end_matches('/').to_string();
+                    vec![(id, prepared.job)]
+                } else {
+                    let kind = kind.context("--kind is needed without --input")?;
+                    let given = seed.as_deref().map(parse_seed).transpose()?;
+                    (id..id.checked_add(count).context("--id + --count overflows")?)
+                        .map(|id| {
+                            let seed = given.unwrap_or_else(|| {
+                                compute_market_protocol::hash::hashv(&[
+                                    b"cli seed",
+                                    kp.pubkey().as_ref(),
+                                    &id.to_le_bytes(),
+                                ])
+                            });
+                            Ok((id, parse_job(&kind, &dims, seed)?))
+                        })
+                        .collect::<Result<Vec<_>>>()?
+                };
                 let terms = cli::TaskTerms {
+                    input_uri,
                     market: ctx.market(m),
                     reward,
                     quorum,
@@ -112,11 +165,33 @@ impl TaskCmd {
                     region,
                 };
                 let mut posted = cli::task_post(chain.as_ref(), &kp, terms, jobs)?;
-                if posted.len() == 1 {
+                if let Some(up) = uploaded {
+                    serde_json::json!({ "posted": posted.remove(0), "inputs": up })
+                } else if posted.len() == 1 {
                     to_value(posted.remove(0))?
                 } else {
                     to_value(posted)?
                 }
+            }
+            TaskCmd::Result {
+                task,
+                out,
+                tiles,
+                from,
+                allow_private_urls,
+            } => {
+                let rpc = compute_market_keeper::chain::rpc::RpcChain::new(&ctx.url);
+                let c = clientdata::committed(&rpc, &task, || rpc.logs_of(&task))?;
+                let out = out.unwrap_or_else(|| format!("{task}.safetensors").into());
+                let policy = FetchPolicy {
+                    allow_loopback: allow_private_urls,
+                    allow_private: allow_private_urls,
+                    ..FetchPolicy::default()
+                };
+                let tiles = (!tiles.is_empty()).then_some(tiles);
+                to_value(clientdata::task_result(
+                    &task, &c, tiles, &from, &out, policy,
+                )?)?
             }
             TaskCmd::Cancel { id } => {
                 to_value(cli::task_cancel(chain.as_ref(), &ctx.keypair()?, id)?)?

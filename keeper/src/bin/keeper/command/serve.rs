@@ -1,0 +1,43 @@
+//! `keeper serve`: a content store for clients (`PUT /c/<hash>`, `GET /c/<hash>`) and the
+//! results it holds, without any role; stopped cleanly by Ctrl-C or SIGTERM.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use clap::Args;
+use compute_market_keeper::{config::expand, daemon, metrics::Metrics, results::ResultStore};
+
+use crate::context::Ctx;
+
+/// Where and how much it stores.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// HTTP listen address.
+    #[arg(long, default_value = "127.0.0.1:9200")]
+    listen: String,
+    /// Directory of the store (objects under `<dir>/content`).
+    #[arg(long, default_value = "~/.local/share/compute-market/serve")]
+    dir: String,
+    /// Most disk the store may take, MiB (uploads that would need more are refused).
+    #[arg(long, default_value_t = 16 << 10)]
+    budget_mib: u64,
+}
+
+impl ServeArgs {
+    /// Serves until signalled.
+    pub fn execute(self, _ctx: &Ctx) -> Result<()> {
+        let dir = expand(&self.dir);
+        let store = Arc::new(ResultStore::open(&dir, self.budget_mib << 20, None)?);
+        let metrics = Arc::new(Metrics::default());
+        let _ = store.metrics.set(metrics.clone());
+        let server = compute_market_keeper::results::serve(store.clone(), metrics, &self.listen)?;
+        tracing::info!(addr = %server.addr, dir = %dir.display(), objects_bytes = store.content.bytes(), "serving /c/<hash>");
+        eprintln!("serving the content store at http://{}", server.addr);
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(daemon::signals());
+        server.shutdown();
+        Ok(())
+    }
+}

@@ -1,0 +1,328 @@
+//! A client's own data in, its verified result out (PROTOCOL §5, Inputs and Serving):
+//! `task post --input` ([`prepare_inputs`], [`upload`]) and `task result` ([`task_result`]).
+//!
+//! Inputs are checked here before anything is paid for (shape, dtype, every element in the
+//! field), then uploaded to a content store as `PUT <store>/c/<sha256>` with the manifest
+//! last, so a store never names a manifest whose parts it lacks. Results are written only
+//! after every tile fetched was checked against the root committed on chain.
+
+use std::path::{Path, PathBuf};
+
+use anchor_lang::prelude::Pubkey;
+use anyhow::{bail, ensure, Context, Result};
+use compute_market::{events, state::TaskStatus};
+use compute_market_protocol::{
+    hash::Digest,
+    job::{InputMode, JobKind, JobSpec},
+    manifest::{part_bound, Format, Manifest, Part, Role},
+    merkle::{leaf_hash, verify_proof},
+};
+use serde::Serialize;
+
+use crate::{
+    chain::{decode_events, Chain, ChainExt},
+    compute::{inputs, Matrix},
+    results::{client::Client, content::read_object, hex, FetchPolicy, ResultStore},
+    verify::commit,
+};
+
+/// A client's inputs, read and checked, ready to upload.
+pub struct PreparedInputs {
+    /// The job on them (input mode 1, `input` = the manifest's hash).
+    pub job: JobSpec,
+    /// The manifest.
+    pub manifest: Manifest,
+    /// The parts' bytes, in manifest order.
+    pub parts: Vec<Vec<u8>>,
+}
+
+/// `[rows, cols]` of the one tensor of a safetensors file (any name), for sizing the job.
+fn shape_in(path: &Path, bytes: &[u8]) -> Result<[u32; 2]> {
+    let st = safetensors::SafeTensors::deserialize(bytes)
+        .map_err(|e| anyhow::anyhow!("{}: malformed safetensors: {e}", path.display()))?;
+    let names = st.names();
+    ensure!(
+        names.len() == 1,
+        "{}: holds {} tensors, one is expected",
+        path.display(),
+        names.len()
+    );
+    let t = st.tensor(names[0]).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let shape = t.shape();
+    ensure!(
+        shape.len() == 2,
+        "{}: a matrix has two dimensions, not {shape:?}",
+        path.display()
+    );
+    Ok([shape[0] as u32, shape[1] as u32])
+}
+
+/// Reads A (m × k) and B (k × n) from `files` (safetensors, one `U32` tensor each, named
+/// "A" and "B"), checks them as providers and verifiers will, and builds the manifest.
+pub fn prepare_inputs(files: &[PathBuf]) -> Result<PreparedInputs> {
+    ensure!(
+        files.len() == 2,
+        "--input takes two files, A and B (a MatMulModP job computes A·B)"
+    );
+    let max = crate::results::content::MAX_OBJECT;
+    let (_, a) = read_object(&files[0], max)?;
+    let (_, b) = read_object(&files[1], max)?;
+    let [m, k] = shape_in(&files[0], &a)?;
+    let [k2, n] = shape_in(&files[1], &b)?;
+    ensure!(
+        k == k2,
+        "A is {m}×{k} and B is {k2}×{n}: A's columns must equal B's rows"
+    );
+    let mut job = JobSpec::matmul(m, k, n, [0; 32]);
+    job.input_mode = InputMode::ContentHash;
+    JobSpec::decode(&job.encode()).map_err(|e| anyhow::anyhow!("{m}×{k}·{k}×{n}: {e}"))?;
+    let mut parts = vec![];
+    for (role, (path, bytes)) in [Role::A, Role::B]
+        .into_iter()
+        .zip([(&files[0], &a), (&files[1], &b)])
+    {
+        let bound = part_bound(&job, role).expect("a MatMulModP role");
+        ensure!(
+            bytes.len() as u64 <= bound,
+            "{}: {} bytes, more than the {bound} its shape allows",
+            path.display(),
+            bytes.len()
+        );
+        inputs::parse_matrix(&job, role, bytes).with_context(|| format!("{}", path.display()))?;
+        parts.push(Part {
+            role,
+            format: Format::Safetensors,
+            len: bytes.len() as u64,
+            hash: inputs::content_hash(bytes),
+        });
+    }
+    let manifest = Manifest::new(parts);
+    job.input = manifest.hash();
+    Ok(PreparedInputs {
+        job,
+        manifest,
+        parts: vec![a, b],
+    })
+}
+
+/// What was uploaded.
+#[derive(Clone, Debug, Serialize)]
+pub struct Uploaded {
+    /// The content store.
+    pub store: String,
+    /// The manifest's SHA-256 (the job's input).
+    pub manifest: String,
+    /// Bytes sent, parts and manifest.
+    pub bytes: u64,
+}
+
+/// Uploads the parts, then the manifest, to the content store at `store`.
+pub fn upload(store: &str, p: &PreparedInputs, policy: &FetchPolicy) -> Result<Uploaded> {
+    let client = Client::new(policy)?;
+    let mut bytes = 0;
+    for part in &p.parts {
+        client
+            .put_content(store, part.clone())
+            .map_err(|e| anyhow::anyhow!("uploading an input part: {e}"))?;
+        bytes += part.len() as u64;
+    }
+    let m = p.manifest.encode();
+    bytes += m.len() as u64;
+    client
+        .put_content(store, m)
+        .map_err(|e| anyhow::anyhow!("uploading the input manifest: {e}"))?;
+    Ok(Uploaded {
+        store: store.to_string(),
+        manifest: hex(&p.job.input),
+        bytes,
+    })
+}
+
+/// The safetensors bytes of one `U32` tensor `name` of shape `[rows, cols]`.
+pub fn tensor_file(name: &str, rows: usize, cols: usize, data: &[u32]) -> Result<Vec<u8>> {
+    let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let view =
+        safetensors::tensor::TensorView::new(safetensors::Dtype::U32, vec![rows, cols], &bytes)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    safetensors::serialize([(name, view)], None).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// A finished task's result as the chain records it.
+#[derive(Clone, Debug)]
+pub struct Committed {
+    /// The job.
+    pub job: JobSpec,
+    /// The root the verifiers accepted.
+    pub root: Digest,
+    /// Where the provider serves it.
+    pub uri: String,
+}
+
+/// The result of `task` if it was Accepted: from its account while it is open, else from the
+/// events of its transactions (`logs`, oldest first: a closed task's account is gone). Any
+/// other outcome is an error that says what happened.
+pub fn committed(
+    chain: &dyn Chain,
+    task: &Pubkey,
+    logs: impl FnOnce() -> Result<Vec<Vec<String>>>,
+) -> Result<Committed> {
+    if let Some(t) = chain.task(task)? {
+        let job = JobSpec::decode(&t.job).map_err(|e| anyhow::anyhow!("its job spec: {e}"))?;
+        ensure!(
+            t.status == TaskStatus::Accepted,
+            "task {task} is {:?}: only an Accepted task has a verified result",
+            t.status
+        );
+        let uri = String::from_utf8_lossy(&t.result_uri[..t.result_uri_len as usize]).to_string();
+        return Ok(Committed {
+            job,
+            root: t.result_root,
+            uri,
+        });
+    }
+    let logs: Vec<String> = logs()?.concat();
+    let posted = decode_events::<events::TaskPosted>(&logs);
+    let Some(p) = posted.iter().rev().find(|e| e.task == *task) else {
+        bail!("no task at {task}, and no record of one in its transactions");
+    };
+    let job = JobSpec::decode(&p.job).map_err(|e| anyhow::anyhow!("its job spec: {e}"))?;
+    let status = decode_events::<events::TaskFinalized>(&logs)
+        .into_iter()
+        .rev()
+        .find(|e| e.task == *task)
+        .map(|e| e.status);
+    ensure!(
+        status == Some(TaskStatus::Accepted),
+        "task {task} is closed and was {}: only an Accepted task has a verified result",
+        status.map_or("never finalized".to_string(), |s| format!("{s:?}"))
+    );
+    let s = decode_events::<events::ResultSubmitted>(&logs)
+        .into_iter()
+        .rev()
+        .find(|e| e.task == *task)
+        .context("no ResultSubmitted event for an Accepted task")?;
+    Ok(Committed {
+        job,
+        root: s.result_root,
+        uri: s.result_uri,
+    })
+}
+
+/// What `task result` wrote.
+#[derive(Clone, Debug, Serialize)]
+pub struct Retrieved {
+    /// The task.
+    pub task: String,
+    /// The root every tile was checked against.
+    pub root: String,
+    /// Where it came from.
+    pub from: String,
+    /// Tiles fetched and checked.
+    pub tiles: u32,
+    /// The file written.
+    pub output: String,
+    /// Its bytes.
+    pub bytes: u64,
+}
+
+/// Downloads the result `c` of `task` (all of it, or `tiles` with their proofs) from its
+/// provider's URI, else from `others` (result URLs `<base>/r/<root>` of keepers that hold it),
+/// checks every tile against the root, and writes `out`: C as a safetensors `U32` tensor "C"
+/// (m × n) for a whole `MatMulModP` result, one tensor per tile (`tile_<i>`, 64 × 64 or the
+/// tile's bytes as u32) for a partial one, the raw tiles for `HashBatch`. Nothing is written
+/// unless everything matched.
+pub fn task_result(
+    task: &Pubkey,
+    c: &Committed,
+    tiles: Option<Vec<u32>>,
+    others: &[String],
+    out: &Path,
+    policy: FetchPolicy,
+) -> Result<Retrieved> {
+    let store = ResultStore::default().with_policy(policy);
+    let mut sources = vec![c.uri.clone()];
+    sources.extend(others.iter().cloned());
+    let count = c.job.tile_count();
+    let mut errors = vec![];
+    for from in &sources {
+        let got: Result<Vec<u8>> = match &tiles {
+            None => store
+                .fetch_all(from, &c.job)
+                .map_err(anyhow::Error::from)
+                .and_then(|t| {
+                    ensure!(
+                        commit(&t).root() == c.root,
+                        "the result served does not hash to the root on chain"
+                    );
+                    match c.job.kind {
+                        JobKind::MatMulModP => {
+                            let m = Matrix::from_tiles(&c.job, &t)?;
+                            tensor_file("C", m.rows, m.cols, &m.data)
+                        }
+                        JobKind::HashBatch => Ok(t.concat()),
+                    }
+                }),
+            Some(want) => {
+                if let Some(bad) = want.iter().find(|&&i| i >= count) {
+                    bail!("tile {bad} is out of range: the result has {count} tiles");
+                }
+                let want = crate::verify::distinct(want);
+                store
+                    .fetch(from, &c.job, &want)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|served| {
+                        for s in &served {
+                            let leaf = leaf_hash(s.index, count, &s.tile);
+                            ensure!(
+                                verify_proof(&c.root, s.index, count, &leaf, &s.proof),
+                                "tile {} has no valid proof to the root on chain",
+                                s.index
+                            );
+                        }
+                        let views: Vec<(String, Vec<u8>)> = served
+                            .iter()
+                            .map(|s| (format!("tile_{}", s.index), s.tile.clone()))
+                            .collect();
+                        let tensors: Vec<(String, safetensors::tensor::TensorView<'_>)> = views
+                            .iter()
+                            .map(|(name, bytes)| {
+                                let shape = match c.job.kind {
+                                    JobKind::MatMulModP => vec![64, 64],
+                                    JobKind::HashBatch => vec![bytes.len() / 4],
+                                };
+                                safetensors::tensor::TensorView::new(
+                                    safetensors::Dtype::U32,
+                                    shape,
+                                    bytes,
+                                )
+                                .map(|v| (name.clone(), v))
+                                .map_err(|e| anyhow::anyhow!("{e}"))
+                            })
+                            .collect::<Result<_>>()?;
+                        safetensors::serialize(tensors, None).map_err(|e| anyhow::anyhow!("{e}"))
+                    })
+            }
+        };
+        match got {
+            Ok(bytes) => {
+                let tmp = out.with_extension("part");
+                std::fs::write(&tmp, &bytes)
+                    .with_context(|| format!("writing {}", tmp.display()))?;
+                std::fs::rename(&tmp, out)?;
+                return Ok(Retrieved {
+                    task: task.to_string(),
+                    root: hex(&c.root),
+                    from: from.clone(),
+                    tiles: tiles.map_or(count, |t| crate::verify::distinct(&t).len() as u32),
+                    output: out.display().to_string(),
+                    bytes: bytes.len() as u64,
+                });
+            }
+            Err(e) => errors.push(format!("{from}: {e:#}")),
+        }
+    }
+    bail!(
+        "no source served a result matching the root on chain; nothing written ({})",
+        errors.join("; ")
+    )
+}

@@ -1,0 +1,335 @@
+//! The content store: objects named by their SHA-256 (clients' input parts and manifests), in
+//! memory or one file per object in a directory, within a byte budget, least recently used
+//! evicted first. One per keeper, shared by every role, served as `GET /c/<hash>` and filled by
+//! `PUT /c/<hash>` and by the keeper's own fetches (PROTOCOL §5, Inputs).
+//!
+//! Every object is checked against its name when it comes in, and again when read back from
+//! disk (a corrupted file is deleted, never served). Files are written to a temporary name,
+//! synced and renamed, so a crash leaves the whole object or none; on start the directory is
+//! indexed from names and sizes alone (oldest modification first in the eviction order).
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, ensure, Context, Result};
+use compute_market_protocol::hash::{hashv, Digest};
+
+use super::{hex, parse_hex_digest};
+
+/// Why an object was not stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutError {
+    /// Its bytes do not hash to its name.
+    HashMismatch,
+    /// It is larger than one object may be.
+    TooLarge(u64),
+    /// Making room would evict objects still in use: the store is over its budget.
+    OverBudget,
+    /// The disk failed.
+    Io(String),
+}
+
+impl std::fmt::Display for PutError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PutError::HashMismatch => f.write_str("the body does not hash to its name (SHA-256)"),
+            PutError::TooLarge(max) => write!(f, "an object is at most {max} bytes here"),
+            PutError::OverBudget => f.write_str("the content store is over its budget"),
+            PutError::Io(e) => write!(f, "the content store cannot write: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for PutError {}
+
+struct Meta {
+    len: u64,
+    used: u64,
+    at: Instant,
+}
+
+#[derive(Default)]
+struct Index {
+    objects: HashMap<Digest, Meta>,
+    memory: HashMap<Digest, Arc<Vec<u8>>>,
+    bytes: u64,
+    clock: u64,
+}
+
+/// The store.
+pub struct ContentStore {
+    dir: Option<PathBuf>,
+    /// Bytes held at most.
+    pub budget: u64,
+    /// Largest object.
+    pub max_object: u64,
+    /// An upload from the network may evict only objects unused for this long (the keeper's
+    /// own fetches may evict any): strangers cannot flush what tasks in flight need.
+    pub protect: Duration,
+    index: Mutex<Index>,
+}
+
+/// The default largest object: a 8192 × 8192 matrix of `u32` in safetensors, header included.
+pub const MAX_OBJECT: u64 =
+    8 + compute_market_protocol::manifest::MAX_SAFETENSORS_HEADER + 8192 * 8192 * 4;
+
+impl ContentStore {
+    /// A store in memory.
+    pub fn memory(budget: u64) -> Self {
+        ContentStore {
+            dir: None,
+            budget,
+            max_object: MAX_OBJECT.min(budget),
+            protect: Duration::from_secs(600),
+            index: Default::default(),
+        }
+    }
+
+    /// A store in `dir` (created), indexing what it holds.
+    pub fn open(dir: &Path, budget: u64) -> Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut found = vec![];
+        for e in std::fs::read_dir(dir)? {
+            let e = e?;
+            let name = e.file_name().to_string_lossy().to_string();
+            let Some(d) = parse_hex_digest(&name) else {
+                if name.ends_with(".tmp") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+                continue;
+            };
+            let m = e.metadata()?;
+            found.push((m.modified().ok(), d, m.len()));
+        }
+        found.sort_by_key(|(t, _, _)| *t);
+        let mut index = Index::default();
+        for (_, d, len) in found {
+            index.clock += 1;
+            index.bytes += len;
+            index.objects.insert(
+                d,
+                Meta {
+                    len,
+                    used: index.clock,
+                    at: Instant::now() - Duration::from_secs(3600),
+                },
+            );
+        }
+        Ok(ContentStore {
+            dir: Some(dir.to_path_buf()),
+            budget,
+            max_object: MAX_OBJECT.min(budget),
+            protect: Duration::from_secs(600),
+            index: Mutex::new(index),
+        })
+    }
+
+    fn path(&self, d: &Digest) -> Option<PathBuf> {
+        self.dir.as_ref().map(|p| p.join(hex(d)))
+    }
+
+    /// Whether `d` is held.
+    pub fn contains(&self, d: &Digest) -> bool {
+        self.index
+            .lock()
+            .expect("content lock")
+            .objects
+            .contains_key(d)
+    }
+
+    /// The length of `d`, when held.
+    pub fn len_of(&self, d: &Digest) -> Option<u64> {
+        self.index
+            .lock()
+            .expect("content lock")
+            .objects
+            .get(d)
+            .map(|m| m.len)
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> u64 {
+        self.index.lock().expect("content lock").bytes
+    }
+
+    /// The object `d`, checked against its name (a file that no longer matches is deleted).
+    pub fn get(&self, d: &Digest) -> Option<Arc<Vec<u8>>> {
+        {
+            let mut ix = self.index.lock().expect("content lock");
+            ix.clock += 1;
+            let clock = ix.clock;
+            let meta = ix.objects.get_mut(d)?;
+            meta.used = clock;
+            meta.at = Instant::now();
+            if let Some(b) = ix.memory.get(d) {
+                return Some(b.clone());
+            }
+        }
+        let p = self.path(d)?;
+        match std::fs::read(&p) {
+            Ok(b) if hashv(&[&b]) == *d => Some(Arc::new(b)),
+            other => {
+                tracing::warn!(object = %hex(d), ok = other.is_ok(), "content file unreadable or corrupt: dropped");
+                self.forget(d);
+                None
+            }
+        }
+    }
+
+    fn forget(&self, d: &Digest) {
+        let mut ix = self.index.lock().expect("content lock");
+        if let Some(m) = ix.objects.remove(d) {
+            ix.bytes -= m.len;
+        }
+        ix.memory.remove(d);
+        if let Some(p) = self.path(d) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+
+    /// Stores `bytes` under `d` after checking the hash; evicts the least recently used to make
+    /// room (only objects idle for [`ContentStore::protect`] when `from_network`).
+    pub fn put(&self, d: &Digest, bytes: &[u8], from_network: bool) -> Result<(), PutError> {
+        let len = bytes.len() as u64;
+        if len > self.max_object {
+            return Err(PutError::TooLarge(self.max_object));
+        }
+        if hashv(&[bytes]) != *d {
+            return Err(PutError::HashMismatch);
+        }
+        if self.contains(d) {
+            return Ok(());
+        }
+        // make room first (under the lock), then write
+        let evicted = {
+            let mut ix = self.index.lock().expect("content lock");
+            let mut victims: Vec<(u64, Digest, u64, Instant)> = ix
+                .objects
+                .iter()
+                .map(|(k, m)| (m.used, *k, m.len, m.at))
+                .collect();
+            victims.sort_unstable_by_key(|v| v.0);
+            let mut freed = 0u64;
+            let mut out = vec![];
+            let mut it = victims.into_iter();
+            while ix.bytes - freed + len > self.budget {
+                match it.next() {
+                    Some((_, k, l, at)) if !from_network || at.elapsed() >= self.protect => {
+                        freed += l;
+                        out.push(k);
+                    }
+                    Some(_) => continue,
+                    None => return Err(PutError::OverBudget),
+                }
+            }
+            for k in &out {
+                if let Some(m) = ix.objects.remove(k) {
+                    ix.bytes -= m.len;
+                }
+                ix.memory.remove(k);
+            }
+            out
+        };
+        for k in &evicted {
+            if let Some(p) = self.path(k) {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        if let Some(p) = self.path(d) {
+            write_durably(&p, bytes).map_err(|e| PutError::Io(format!("{e:#}")))?;
+        }
+        let mut ix = self.index.lock().expect("content lock");
+        ix.clock += 1;
+        let used = ix.clock;
+        ix.bytes += len;
+        ix.objects.insert(
+            *d,
+            Meta {
+                len,
+                used,
+                at: Instant::now(),
+            },
+        );
+        if self.dir.is_none() {
+            ix.memory.insert(*d, Arc::new(bytes.to_vec()));
+        }
+        Ok(())
+    }
+}
+
+fn write_durably(p: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let tmp = p.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, p)?;
+    Ok(())
+}
+
+/// Reads `path` as an object to upload: its bytes and SHA-256 (refused past `max` bytes).
+pub fn read_object(path: &Path, max: u64) -> Result<(Digest, Vec<u8>)> {
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len();
+    ensure!(
+        len <= max,
+        "{} is {len} bytes, more than {max}",
+        path.display()
+    );
+    let b = std::fs::read(path)?;
+    if b.is_empty() {
+        bail!("{} is empty", path.display());
+    }
+    Ok((hashv(&[&b]), b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(n: usize, v: u8) -> (Digest, Vec<u8>) {
+        let b = vec![v; n];
+        (hashv(&[&b]), b)
+    }
+
+    #[test]
+    fn checks_names_evicts_lru_and_protects_from_strangers() {
+        for dir in [None, Some(tempfile::tempdir().unwrap())] {
+            let s = match &dir {
+                None => ContentStore::memory(300),
+                Some(d) => ContentStore::open(d.path(), 300).unwrap(),
+            };
+            let (a, ab) = obj(100, 1);
+            let (b, bb) = obj(100, 2);
+            let (c, cb) = obj(100, 3);
+            assert_eq!(s.put(&a, &bb, false), Err(PutError::HashMismatch));
+            s.put(&a, &ab, false).unwrap();
+            s.put(&b, &bb, false).unwrap();
+            s.put(&c, &cb, false).unwrap();
+            assert_eq!(s.get(&a).unwrap().as_slice(), &ab[..]); // a is now the most recent
+                                                                // from the network: b, c and a are all in use, nothing may go
+            let (d, db) = obj(100, 4);
+            assert_eq!(s.put(&d, &db, true), Err(PutError::OverBudget));
+            // the keeper's own fetch evicts the least recently used (b)
+            s.put(&d, &db, false).unwrap();
+            assert!(!s.contains(&b) && s.contains(&a) && s.contains(&c) && s.contains(&d));
+            assert_eq!(s.bytes(), 300);
+            let (e, eb) = obj(301, 5);
+            assert_eq!(s.put(&e, &eb, false), Err(PutError::TooLarge(300)));
+            if let Some(dir) = &dir {
+                // a restart indexes what is there; a corrupted file is never served
+                drop(s);
+                let s = ContentStore::open(dir.path(), 300).unwrap();
+                assert!(s.contains(&a) && s.contains(&d));
+                std::fs::write(dir.path().join(hex(&a)), b"tampered").unwrap();
+                assert!(s.get(&a).is_none() && !s.contains(&a));
+                assert_eq!(s.get(&d).unwrap().as_slice(), &db[..]);
+            }
+        }
+    }
+}
