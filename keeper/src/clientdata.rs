@@ -180,20 +180,30 @@ pub fn committed(
             uri,
         });
     }
-    let logs: Vec<String> = logs()?.concat();
+    let txs = logs()?;
+    let read = txs.len();
+    let logs: Vec<String> = txs.concat();
     let posted = decode_events::<events::TaskPosted>(&logs);
     let Some(p) = posted.iter().rev().find(|e| e.task == *task) else {
         bail!("no task at {task}, and no record of one in its transactions");
     };
     let job = JobSpec::decode(&p.job).map_err(|e| anyhow::anyhow!("its job spec: {e}"))?;
-    let status = decode_events::<events::TaskFinalized>(&logs)
+    // the close names the outcome; the finalize too (either's log may be cut short on a busy
+    // transaction, so both are read)
+    let closed = decode_events::<events::TaskClosed>(&logs)
         .into_iter()
         .rev()
         .find(|e| e.task == *task)
         .map(|e| e.status);
+    let finalized = decode_events::<events::TaskFinalized>(&logs)
+        .into_iter()
+        .rev()
+        .find(|e| e.task == *task)
+        .map(|e| e.status);
+    let status = closed.or(finalized);
     ensure!(
         status == Some(TaskStatus::Accepted),
-        "task {task} is closed and was {}: only an Accepted task has a verified result",
+        "task {task} is closed and was {}: only an Accepted task has a verified result ({read} transactions read)",
         status.map_or("never finalized".to_string(), |s| format!("{s:?}"))
     );
     let s = decode_events::<events::ResultSubmitted>(&logs)

@@ -788,3 +788,204 @@ fn a_provider_serving_tiles_other_than_the_sampled_ones_is_slashed() -> Result<(
     }
     Ok(())
 }
+
+/// The last lines of the named keepers' logs (for a failure's message).
+fn log_tails(v: &Validator, names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| {
+            let log =
+                std::fs::read_to_string(v.dir.path().join(format!("{n}.log"))).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            format!(
+                "--- {n}.log\n{}",
+                lines[lines.len().saturating_sub(15)..].join("\n")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `keeper serve` on a free port, logging to `<name>.log`.
+fn spawn_serve(v: &Validator, name: &str) -> Result<(Proc, String)> {
+    let port = free_port();
+    let log = std::fs::File::create(v.dir.path().join(format!("{name}.log")))?;
+    let child = std::process::Command::new(keeper_bin())
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--dir"])
+        .arg(v.dir.path().join(name))
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()?;
+    let url = format!("http://127.0.0.1:{port}");
+    wait_for(30, "keeper serve to listen", || {
+        Ok(std::net::TcpStream::connect(("127.0.0.1", port))
+            .ok()
+            .map(|_| ()))
+    })?;
+    Ok((
+        Proc {
+            child,
+            name: name.into(),
+        },
+        url,
+    ))
+}
+
+/// A pseudo-random `rows × cols` matrix of field elements (the client's own data).
+fn client_matrix(rows: usize, cols: usize, salt: u64) -> Vec<u32> {
+    (0..(rows * cols) as u64)
+        .map(|i| {
+            (compute_market_protocol::job::splitmix64(i ^ (salt << 40)) % 2_147_483_647) as u32
+        })
+        .collect()
+}
+
+/// C = A·B mod 2^31 − 1, computed here the plain way (not the keeper's code path).
+fn reference_product(a: &[u32], b: &[u32], m: usize, k: usize, n: usize) -> Vec<u32> {
+    let p = 2_147_483_647u128;
+    let mut c = vec![0u32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let s: u128 = (0..k)
+                .map(|x| a[i * k + x] as u128 * b[x * n + j] as u128)
+                .sum();
+            c[i * n + j] = (s % p) as u32;
+        }
+    }
+    c
+}
+
+/// The one `U32` tensor `name` of a safetensors file: its shape and elements.
+fn read_tensor(path: &std::path::Path, name: &str) -> Result<(Vec<usize>, Vec<u32>)> {
+    let bytes = std::fs::read(path)?;
+    let st = safetensors::SafeTensors::deserialize(&bytes)?;
+    let t = st.tensor(name)?;
+    let data = t
+        .data()
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    Ok((t.shape().to_vec(), data))
+}
+
+/// Posts A·B on the client's own A and B (written here, hosted by `keeper serve`); returns the
+/// task and the matrices.
+fn post_own_matrices(
+    v: &Validator,
+    client: &std::path::Path,
+    store: &str,
+    (m, k, n): (usize, usize, usize),
+) -> Result<(Pubkey, Vec<u32>, Vec<u32>)> {
+    let (a, b) = (client_matrix(m, k, 1), client_matrix(k, n, 2));
+    let dir = v.dir.path();
+    for (name, rows, cols, data) in [("A", m, k, &a), ("B", k, n, &b)] {
+        let f = compute_market_keeper::clientdata::tensor_file(name, rows, cols, data)?;
+        std::fs::write(dir.join(format!("{name}.safetensors")), f)?;
+    }
+    let out = v.keeper(
+        client,
+        &[
+            "task",
+            "post",
+            "--id",
+            "7",
+            "--input",
+            &format!(
+                "{},{}",
+                dir.join("A.safetensors").display(),
+                dir.join("B.safetensors").display()
+            ),
+            "--store",
+            store,
+            "--reward",
+            &REWARD.to_string(),
+        ],
+    )?;
+    let task = out["posted"]["task"]
+        .as_str()
+        .expect("task address")
+        .parse()?;
+    Ok((task, a, b))
+}
+
+#[test]
+fn a_client_posts_its_own_matrices_and_gets_the_verified_product_back() -> Result<()> {
+    let v = Validator::start()?;
+    let (client, provider, verifiers) = small_market(&v, "60,30,30,30")?;
+    let chain = v.chain();
+    let (_store, store_url) = spawn_serve(&v, "client-store")?;
+    // dimensions that are not multiples of 64: ragged tiles on both sides
+    let (m, k, n) = (100, 70, 130);
+    let (task, a, b) = post_own_matrices(&v, &client, &store_url, (m, k, n))?;
+    let t = chain.task(&task)?.expect("posted");
+    assert_eq!(
+        compute_market_protocol::job::JobSpec::decode(&t.job)
+            .unwrap()
+            .input_mode,
+        compute_market_protocol::job::InputMode::ContentHash
+    );
+    let _p = v.spawn_keeper("provider", &provider, &["--provider"])?;
+    let _vs: Vec<_> = verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
+        .collect::<Result<_>>()?;
+    let _crank = v.spawn_keeper("crank", &v.admin, &["--crank"])?;
+    wait_for(180, "the task to be closed", || {
+        Ok(chain.task(&task)?.is_none().then_some(()))
+    })
+    .map_err(|e| e.context(log_tails(&v, &["provider", "v0", "crank", "client-store"])))?;
+    let p = chain.node(&node_of(&provider))?.expect("provider node");
+    assert_eq!((p.tasks_completed, p.times_slashed), (1, 0), "accepted");
+    // the whole product, checked against the root and then against A·B computed here
+    let out = v.dir.path().join("C.safetensors");
+    let r = v.keeper(
+        &client,
+        &[
+            "task",
+            "result",
+            &task.to_string(),
+            "-o",
+            out.to_str().unwrap(),
+            "--allow-private-urls",
+        ],
+    )?;
+    assert_eq!(r["tiles"], 6, "{r}");
+    let (shape, c) = read_tensor(&out, "C")?;
+    assert_eq!(shape, vec![m, n]);
+    let want = reference_product(&a, &b, m, k, n);
+    assert!(c == want, "C differs from A·B mod p");
+    // two tiles only, with their proofs: tile 1 is rows 0..64, columns 64..128; tile 5 is rows
+    // 64..100 (zero below), columns 128..130 (zero beyond)
+    let part = v.dir.path().join("tiles.safetensors");
+    v.keeper(
+        &client,
+        &[
+            "task",
+            "result",
+            &task.to_string(),
+            "-o",
+            part.to_str().unwrap(),
+            "--tiles",
+            "1,5",
+            "--allow-private-urls",
+        ],
+    )?;
+    for (tile, (r0, c0)) in [(1usize, (0usize, 64usize)), (5, (64, 128))] {
+        let (shape, got) = read_tensor(&part, &format!("tile_{tile}"))?;
+        assert_eq!(shape, vec![64, 64]);
+        for r in 0..64 {
+            for col in 0..64 {
+                let (gr, gc) = (r0 + r, c0 + col);
+                let want = if gr < m && gc < n {
+                    want[gr * n + gc]
+                } else {
+                    0
+                };
+                assert_eq!(got[r * 64 + col], want, "tile {tile} ({r}, {col})");
+            }
+        }
+    }
+    Ok(())
+}

@@ -434,7 +434,8 @@ async fn content_get(
             transfer.progress.touch(chunk.len() as u64);
             Some((Ok::<_, std::io::Error>(chunk), (end, obj, transfer)))
         });
-    let mut r = Body::from_stream(stream).into_response();
+    // fused: hyper may poll once more after the end
+    let mut r = Body::from_stream(stream.fuse()).into_response();
     r.headers_mut()
         .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     immutable(r)

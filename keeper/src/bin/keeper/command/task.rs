@@ -4,7 +4,7 @@
 use anchor_lang::prelude::Pubkey;
 use anyhow::{bail, ensure, Context, Result};
 use clap::Subcommand;
-use compute_market_keeper::{cli, clientdata, results::FetchPolicy};
+use compute_market_keeper::{chain::ChainExt, cli, clientdata, results::FetchPolicy};
 use compute_market_protocol::job::JobSpec;
 use serde_json::to_value;
 use solana_signer::Signer;
@@ -181,7 +181,25 @@ impl TaskCmd {
                 allow_private_urls,
             } => {
                 let rpc = compute_market_keeper::chain::rpc::RpcChain::new(&ctx.url);
-                let c = clientdata::committed(&rpc, &task, || rpc.logs_of(&task))?;
+                // a closed task is read from its transactions, which the node indexes a few
+                // seconds after they land: an incomplete history is read again for a while
+                let mut tries = 0;
+                // (a history that names the outcome, "closed and was Rejected", is final)
+                let c = loop {
+                    match clientdata::committed(&rpc, &task, || rpc.logs_of(&task)) {
+                        Ok(c) => break c,
+                        Err(e)
+                            if tries < 10
+                                && rpc.task(&task)?.is_none()
+                                && !format!("{e}").contains(" and was ") =>
+                        {
+                            tracing::info!(error = %format!("{e:#}"), "reading the task's history again");
+                            tries += 1;
+                            std::thread::sleep(std::time::Duration::from_secs(3));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                };
                 let out = out.unwrap_or_else(|| format!("{task}.safetensors").into());
                 let policy = FetchPolicy {
                     allow_loopback: allow_private_urls,
