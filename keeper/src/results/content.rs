@@ -89,11 +89,15 @@ impl ContentStore {
         }
     }
 
-    /// A store in `dir` (created), indexing what it holds.
+    /// A store in `dir` (created with the first object), indexing what it holds.
     pub fn open(dir: &Path, budget: u64) -> Result<Self> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut found = vec![];
-        for e in std::fs::read_dir(dir)? {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e.collect::<Vec<_>>(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => vec![],
+            Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+        };
+        for e in entries {
             let e = e?;
             let name = e.file_name().to_string_lossy().to_string();
             let Some(d) = parse_hex_digest(&name) else {
@@ -263,6 +267,9 @@ impl ContentStore {
 
 fn write_durably(p: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
+    if let Some(dir) = p.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     let tmp = p.with_extension("tmp");
     let mut f = std::fs::File::create(&tmp)?;
     f.write_all(bytes)?;

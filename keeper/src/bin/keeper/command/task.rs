@@ -184,14 +184,16 @@ impl TaskCmd {
                 // a closed task is read from its transactions, which the node indexes a few
                 // seconds after they land: an incomplete history is read again for a while
                 let mut tries = 0;
-                // (a history that names the outcome, "closed and was Rejected", is final)
+                // (a history that names another outcome, "closed and was Rejected", is final)
                 let c = loop {
                     match clientdata::committed(&rpc, &task, || rpc.logs_of(&task)) {
                         Ok(c) => break c,
                         Err(e)
                             if tries < 10
                                 && rpc.task(&task)?.is_none()
-                                && !format!("{e}").contains(" and was ") =>
+                                && ["never finalized", "no record", "no ResultSubmitted"]
+                                    .iter()
+                                    .any(|m| format!("{e}").contains(m)) =>
                         {
                             tracing::info!(error = %format!("{e:#}"), "reading the task's history again");
                             tries += 1;
