@@ -103,3 +103,157 @@ fn a_clients_inputs_are_fetched_checked_and_held() {
     let e = clientdata::prepare_inputs(&[pa, pb]).err().unwrap();
     assert!(format!("{e:#}").contains("safetensors"), "{e:#}");
 }
+
+/// Every bad input a client can post, refused by name; no provider claims such a task, so no
+/// stake moves and the reward stays in escrow for the client.
+#[test]
+fn bad_inputs_are_refused_by_name_and_never_claimed() {
+    use anchor_lang::prelude::Pubkey;
+    use compute_market::{pda, state::TaskStatus};
+    use compute_market_keeper::{
+        chain::{Chain, ChainExt},
+        cli::{self, TaskTerms},
+        compute::cpu::CpuBackend,
+        demo::{DemoConfig, Scenario},
+    };
+    use compute_market_protocol::{
+        job::{InputMode, JobSpec},
+        manifest::{part_bound, Format, Manifest, Part, Role},
+    };
+    use solana_signer::Signer;
+
+    let (_store, _server, url) = served();
+    let client = results::client::Client::new(&loopback()).unwrap();
+    let (m, k, n) = (3usize, 4usize, 2usize);
+    let job_on = |manifest: &[u8]| {
+        let mut j = JobSpec::matmul(m as u32, k as u32, n as u32, hashv(&[manifest]));
+        j.input_mode = InputMode::ContentHash;
+        j
+    };
+    let good_b = clientdata::tensor_file("B", k, n, &vec![1; k * n]).unwrap();
+    client.put_content(&url, good_b.clone()).unwrap();
+    let part = |role: Role, bytes: &[u8]| Part {
+        role,
+        format: Format::Safetensors,
+        len: bytes.len() as u64,
+        hash: hashv(&[bytes]),
+    };
+    // (what the store holds as A, the manifest's entry for A, the message)
+    let mut big = vec![1u32; m * k];
+    big[5] = 2_147_483_647;
+    let cases: Vec<(Option<Vec<u8>>, Option<Part>, &str)> = vec![
+        (
+            Some(clientdata::tensor_file("A", m, k, &big).unwrap()),
+            None,
+            "element 5 (row 1, column 1) is 2147483647",
+        ),
+        (
+            Some(clientdata::tensor_file("A", k, m, &vec![1; m * k]).unwrap()),
+            None,
+            "shape [4, 3], the job's is [3, 4]",
+        ),
+        (
+            Some(b"not a safetensors file".to_vec()),
+            None,
+            "its safetensors header is",
+        ),
+        (None, Some(part(Role::A, b"never uploaded")), "HTTP 404"),
+        (
+            None,
+            Some(Part {
+                len: part_bound(&job_on(b""), Role::A).unwrap() + 1,
+                ..part(Role::A, b"x")
+            }),
+            "more than the",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Scenario::new(
+        &DemoConfig {
+            tasks: 1,
+            ..Default::default()
+        },
+        Arc::new(CpuBackend),
+        dir.path(),
+    )
+    .unwrap();
+    // the demo's own task first: from then on no stake is bonded
+    s.run_to_end(3_000).unwrap();
+    for p in &mut s.providers {
+        p.ctx.store = Arc::new(ResultStore::default().with_policy(loopback()));
+    }
+    let mut posted: Vec<(Pubkey, &str)> = vec![];
+    let mut manifests: Vec<Vec<u8>> = cases
+        .iter()
+        .map(|(a, entry, _)| {
+            if let Some(a) = a {
+                client.put_content(&url, a.clone()).unwrap();
+            }
+            let entry = entry.unwrap_or_else(|| part(Role::A, a.as_deref().unwrap()));
+            Manifest::new(vec![entry, part(Role::B, &good_b)]).encode()
+        })
+        .collect();
+    manifests.push(b"CMIN garbage".to_vec());
+    let whys: Vec<&str> = cases
+        .iter()
+        .map(|c| c.2)
+        .chain(["malformed input manifest"])
+        .collect();
+    for (i, (manifest, why)) in manifests.iter().zip(&whys).enumerate() {
+        client.put_content(&url, manifest.clone()).unwrap();
+        let job = job_on(manifest);
+        // what a provider or verifier is told
+        let fresh = ResultStore::default().with_policy(loopback());
+        let e = fresh
+            .ensure_inputs(&job, &[url.clone()], None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why), "case {i}: {e} (wanted {why})");
+        let terms = TaskTerms {
+            input_uri: url.clone(),
+            market: 1,
+            reward: 1_000_000,
+            ..Default::default()
+        };
+        let id = 500 + i as u64;
+        cli::task_post(s.chain.as_ref(), &s.client, terms, vec![(id, job)]).unwrap();
+        posted.push((pda::task(&s.client.pubkey(), id), why));
+    }
+    let stakes: Vec<_> = s
+        .providers
+        .iter()
+        .map(|p| {
+            (
+                s.chain.node(&p.ctx.node).unwrap().unwrap().free,
+                p.records.len(),
+            )
+        })
+        .collect();
+    for _ in 0..40 {
+        s.tick().unwrap();
+    }
+    for (key, why) in &posted {
+        let t = s.chain.task(key).unwrap().expect("still posted");
+        assert_eq!(t.status, TaskStatus::Open, "{why}: nobody claimed it");
+        assert_eq!(
+            s.chain.token_balance(&pda::escrow(key)).unwrap(),
+            1_000_000,
+            "{why}: the reward is in escrow"
+        );
+    }
+    for (p, (free, computed)) in s.providers.iter().zip(stakes) {
+        let n = s.chain.node(&p.ctx.node).unwrap().unwrap();
+        assert_eq!(
+            (n.free, n.bonded),
+            (free, 0),
+            "{}: no stake moved",
+            p.ctx.name
+        );
+        assert_eq!(
+            p.records.len(),
+            computed,
+            "{}: computed nothing",
+            p.ctx.name
+        );
+    }
+}

@@ -876,6 +876,7 @@ fn post_own_matrices(
     client: &std::path::Path,
     store: &str,
     (m, k, n): (usize, usize, usize),
+    id: u64,
 ) -> Result<(Pubkey, Vec<u32>, Vec<u32>)> {
     let (a, b) = (client_matrix(m, k, 1), client_matrix(k, n, 2));
     let dir = v.dir.path();
@@ -889,7 +890,7 @@ fn post_own_matrices(
             "task",
             "post",
             "--id",
-            "7",
+            &id.to_string(),
             "--input",
             &format!(
                 "{},{}",
@@ -917,7 +918,7 @@ fn a_client_posts_its_own_matrices_and_gets_the_verified_product_back() -> Resul
     let (_store, store_url) = spawn_serve(&v, "client-store")?;
     // dimensions that are not multiples of 64: ragged tiles on both sides
     let (m, k, n) = (100, 70, 130);
-    let (task, a, b) = post_own_matrices(&v, &client, &store_url, (m, k, n))?;
+    let (task, a, b) = post_own_matrices(&v, &client, &store_url, (m, k, n), 7)?;
     let t = chain.task(&task)?.expect("posted");
     assert_eq!(
         compute_market_protocol::job::JobSpec::decode(&t.job)
@@ -925,7 +926,8 @@ fn a_client_posts_its_own_matrices_and_gets_the_verified_product_back() -> Resul
             .input_mode,
         compute_market_protocol::job::InputMode::ContentHash
     );
-    let _p = v.spawn_keeper("provider", &provider, &["--provider"])?;
+    let provider_port = free_port();
+    let _p = v.spawn_keeper_on("provider", &provider, provider_port, &["--provider"])?;
     let _vs: Vec<_> = verifiers
         .iter()
         .enumerate()
@@ -936,8 +938,36 @@ fn a_client_posts_its_own_matrices_and_gets_the_verified_product_back() -> Resul
         Ok(chain.task(&task)?.is_none().then_some(()))
     })
     .map_err(|e| e.context(log_tails(&v, &["provider", "v0", "crank", "client-store"])))?;
+    // a second task on the same inputs: the provider fetches nothing
+    let fetched = |what: &str| -> Result<u64> {
+        let m =
+            reqwest::blocking::get(format!("http://127.0.0.1:{provider_port}/metrics"))?.text()?;
+        Ok(m.lines()
+            .find_map(|l| l.strip_prefix(&format!("{what}_total ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0))
+    };
+    assert_eq!(
+        fetched("content_fetches")?,
+        3,
+        "the manifest and two parts, once"
+    );
+    let (again, _, _) = post_own_matrices(&v, &client, &store_url, (m, k, n), 8)?;
+    wait_for(180, "the second task to be closed", || {
+        Ok(chain.task(&again)?.is_none().then_some(()))
+    })?;
+    assert_eq!(
+        fetched("content_fetches")?,
+        3,
+        "nothing fetched for the second task"
+    );
+    assert!(fetched("content_cache_hits")? >= 1, "its inputs were a hit");
     let p = chain.node(&node_of(&provider))?.expect("provider node");
-    assert_eq!((p.tasks_completed, p.times_slashed), (1, 0), "accepted");
+    assert_eq!(
+        (p.tasks_completed, p.times_slashed),
+        (2, 0),
+        "both accepted"
+    );
     // the whole product, checked against the root and then against A·B computed here
     let out = v.dir.path().join("C.safetensors");
     let r = v.keeper(
@@ -986,6 +1016,45 @@ fn a_client_posts_its_own_matrices_and_gets_the_verified_product_back() -> Resul
                 assert_eq!(got[r * 64 + col], want, "tile {tile} ({r}, {col})");
             }
         }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_clients_host_gone_after_the_claim_verifiers_get_the_inputs_from_the_provider() -> Result<()>
+{
+    let v = Validator::start()?;
+    let (client, provider, verifiers) = small_market(&v, "60,30,30,30")?;
+    let chain = v.chain();
+    let (store, store_url) = spawn_serve(&v, "client-store")?;
+    let (task, _, _) = post_own_matrices(&v, &client, &store_url, (70, 64, 65), 9)?;
+    let _p = v.spawn_keeper("provider", &provider, &["--provider"])?;
+    wait_for(60, "the claim", || {
+        Ok(chain
+            .task(&task)?
+            .filter(|t| t.status != TaskStatus::Open)
+            .map(|_| ()))
+    })?;
+    drop(store); // the client's host goes away
+    let _vs: Vec<_> = verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
+        .collect::<Result<_>>()?;
+    let _crank = v.spawn_keeper("crank", &v.admin, &["--crank"])?;
+    wait_for(180, "the task to be closed", || {
+        Ok(chain.task(&task)?.is_none().then_some(()))
+    })
+    .map_err(|e| e.context(log_tails(&v, &["provider", "v0", "crank"])))?;
+    let p = chain.node(&node_of(&provider))?.expect("provider node");
+    assert_eq!((p.tasks_completed, p.times_slashed), (1, 0), "accepted");
+    for (i, w) in verifiers.iter().enumerate() {
+        let n = chain.node(&node_of(w))?.expect("verifier node");
+        assert_eq!(
+            (n.verifications, n.times_slashed),
+            (1, 0),
+            "v{i} voted with the majority"
+        );
     }
     Ok(())
 }

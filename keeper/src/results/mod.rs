@@ -343,6 +343,13 @@ impl ResultStore {
         use crate::compute::inputs;
         use compute_market_protocol::manifest::{Manifest, MAX_LEN};
         if inputs::is_held(job) {
+            if job.input_mode == compute_market_protocol::job::InputMode::ContentHash {
+                // held already, checked: a hit
+                if let Some(m) = self.metrics.get() {
+                    m.content_hits.inc();
+                }
+                return Ok((0, 1));
+            }
             return Ok((0, 0));
         }
         let mut counts = (0u32, 0u32);
