@@ -163,6 +163,73 @@ pub struct BenchReport {
     pub merkle: MerkleRow,
     /// Instruction sets the CPU verifier's Freivalds kernels use (scalar, avx512, avx512+ifma).
     pub simd: String,
+    /// A client's input fetched over loopback and checked, against raw SHA-256.
+    pub input_fetch: InputFetchRow,
+}
+
+/// One client input part fetched from a content store over loopback HTTP, hashed and parsed
+/// ([`input_fetch`]), next to raw SHA-256 of the same bytes.
+#[derive(Clone, Debug, Serialize)]
+pub struct InputFetchRow {
+    /// Bytes of the part.
+    pub bytes: u64,
+    /// Fetch (body read, SHA-256 checked, kept in the fetching store), MB/s.
+    pub fetch_mb_s: f64,
+    /// Parse and field check of the safetensors part, MB/s.
+    pub parse_mb_s: f64,
+    /// SHA-256 of the same bytes in memory, MB/s.
+    pub sha256_mb_s: f64,
+}
+
+/// Measures [`InputFetchRow`] on an `n × n` matrix part: medians of [`VERIFY_RUNS`] fresh
+/// fetches (each into an empty store, so nothing is a cache hit).
+pub fn input_fetch(n: usize) -> Result<InputFetchRow> {
+    use crate::{
+        compute::{inputs, Matrix},
+        results::{FetchPolicy, ResultStore},
+    };
+    use compute_market_protocol::manifest::Role;
+    let m = Matrix {
+        rows: n,
+        cols: n,
+        data: (0..(n * n) as u64)
+            .map(|i| (splitmix(i) % compute_market_protocol::P) as u32)
+            .collect(),
+    };
+    let part = inputs::matrix_file(Role::A, &m)?;
+    let hash = inputs::content_hash(&part);
+    let policy = FetchPolicy {
+        allow_loopback: true,
+        ..FetchPolicy::default()
+    };
+    let host = std::sync::Arc::new(ResultStore::default());
+    host.content
+        .put(&hash, &part, false)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let server = crate::results::serve(
+        host,
+        std::sync::Arc::new(crate::metrics::Metrics::default()),
+        "127.0.0.1:0",
+    )?;
+    let base = vec![format!("http://{}", server.addr)];
+    let (_, fetch_s) = median_of(VERIFY_RUNS, || {
+        let fresh = ResultStore::default().with_policy(policy.clone());
+        fresh
+            .fetch_content(&base, &hash, part.len() as u64, None)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    })?;
+    let mut job = JobSpec::matmul(n as u32, n as u32, n as u32, [0; 32]);
+    job.input_mode = compute_market_protocol::job::InputMode::ContentHash;
+    let (_, parse_s) = median_of(VERIFY_RUNS, || inputs::parse_matrix(&job, Role::A, &part))?;
+    let (_, sha_s) = median_of(VERIFY_RUNS, || Ok(hashv(&[&part])))?;
+    server.shutdown();
+    let mb = part.len() as f64 / 1e6;
+    Ok(InputFetchRow {
+        bytes: part.len() as u64,
+        fetch_mb_s: mb / fetch_s,
+        parse_mb_s: mb / parse_s,
+        sha256_mb_s: mb / sha_s,
+    })
 }
 
 fn secs(t: Instant) -> f64 {
@@ -531,6 +598,7 @@ pub fn run(backends: &[std::sync::Arc<dyn Backend>], sizes: &[u32]) -> Result<Be
         merkle: merkle(1024)?,
         hashes: hash_forms(1024, 16)?,
         simd: crate::compute::freivalds::simd_level().to_string(),
+        input_fetch: input_fetch(2048)?,
     })
 }
 
@@ -631,6 +699,14 @@ pub fn render(r: &BenchReport) -> String {
         "threads",
         "root MB/s",
         "16 proofs µs"
+    );
+    let f = &r.input_fetch;
+    s += &format!(
+        "\nA client's input part ({:.1} MB, a 2048 × 2048 U32 safetensors) fetched over loopback, hashed and kept: {:.0} MB/s; parsed and field-checked: {:.0} MB/s; raw SHA-256 of the same bytes: {:.0} MB/s\n",
+        f.bytes as f64 / 1e6,
+        f.fetch_mb_s,
+        f.parse_mb_s,
+        f.sha256_mb_s
     );
     let base = |threads: usize| {
         r.hashes

@@ -257,3 +257,45 @@ fn bad_inputs_are_refused_by_name_and_never_claimed() {
         );
     }
 }
+
+/// A body is compressed only when a sample of it shrinks: random field elements go as they
+/// are, a zero-padded or low-entropy one is compressed (the client asked for zstd both times).
+#[test]
+fn compression_is_used_only_when_it_pays() {
+    use std::io::{Read, Write};
+    let (store, _server, url) = served();
+    let random: Vec<u8> = (0..256u64 << 10)
+        .map(|i| (compute_market_protocol::job::splitmix64(i) & 0xff) as u8)
+        .collect();
+    let zeros = vec![0u8; 256 << 10];
+    let addr = url.trim_start_matches("http://").to_string();
+    for (body, compressed) in [(random, false), (zeros, true)] {
+        let h = hashv(&[&body]);
+        store.content.put(&h, &body, false).unwrap();
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        write!(
+            s,
+            "GET /c/{} HTTP/1.1\r\nHost: x\r\nAccept-Encoding: zstd\r\nConnection: close\r\n\r\n",
+            results::hex(&h)
+        )
+        .unwrap();
+        let mut resp = vec![];
+        s.read_to_end(&mut resp).unwrap();
+        let head = String::from_utf8_lossy(&resp[..resp.len().min(1024)]).to_lowercase();
+        assert_eq!(
+            head.contains("content-encoding: zstd"),
+            compressed,
+            "{head}"
+        );
+        if !compressed {
+            assert!(head.contains("content-encoding: identity"), "{head}");
+            assert!(resp.len() > body.len(), "sent as it is");
+        } else {
+            assert!(
+                resp.len() < body.len() / 10,
+                "compressed: {} bytes",
+                resp.len()
+            );
+        }
+    }
+}

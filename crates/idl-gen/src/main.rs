@@ -5,10 +5,20 @@ use std::path::PathBuf;
 
 fn main() {
     let check = std::env::args().any(|a| a == "--check");
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("workspace root");
+    // the workspace is found from where it runs (`scripts/idl` runs it at the root), not from
+    // where it was built: a cached build may come from another clone sharing the target dir
+    let here = std::env::current_dir().expect("a current directory");
+    let root = here
+        .ancestors()
+        .find(|d| d.join("programs/compute-market/Cargo.toml").is_file())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            eprintln!(
+                "idl-gen: run it inside the workspace ({} is not)",
+                here.display()
+            );
+            std::process::exit(2)
+        });
     // a separate target dir: the IDL build uses its own RUSTFLAGS and features and must not
     // invalidate the normal host build
     let target = std::env::var_os("CARGO_TARGET_DIR")

@@ -229,6 +229,32 @@ fn busy() -> Response {
     r
 }
 
+/// Bytes of a body sampled to decide whether compressing it pays.
+const SAMPLE: usize = 64 << 10;
+
+/// Whether compressing a body that starts with `sample` pays: zstd at its fastest level must
+/// shrink the sample below 90% (random field elements do not compress; int8 activations and
+/// zero padding do). A body that does not pay is sent as it is (`Content-Encoding: identity`
+/// keeps the compression layer off it), saving both sides the CPU.
+pub fn compression_pays(sample: &[u8]) -> bool {
+    let sample = &sample[..sample.len().min(SAMPLE)];
+    if sample.len() < 1024 {
+        return true;
+    }
+    zstd::bulk::compress(sample, 1).is_ok_and(|c| (c.len() as f64) < 0.9 * sample.len() as f64)
+}
+
+/// Marks `r` as sent uncompressed unless `pays`.
+fn encoding(mut r: Response, pays: bool) -> Response {
+    if !pays {
+        r.headers_mut().insert(
+            header::CONTENT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+    }
+    r
+}
+
 fn immutable(mut r: Response) -> Response {
     let h = r.headers_mut();
     h.insert(
@@ -267,6 +293,14 @@ async fn all(
         app.metrics.http_busy.inc();
         return busy();
     };
+    let first = {
+        let e = entry.clone();
+        tokio::task::spawn_blocking(move || e.tile(0)).await
+    };
+    let pays = match first {
+        Ok(Ok(t)) => compression_pays(&t),
+        _ => true,
+    };
     let transfer = Transfer::new(permit, progress);
     let len = super::wire::all_len(&entry.job);
     let count = entry.count();
@@ -303,7 +337,7 @@ async fn all(
     let mut r = Body::from_stream(stream.fuse()).into_response();
     r.headers_mut()
         .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    immutable(r)
+    immutable(encoding(r, pays))
 }
 
 async fn tiles(
@@ -424,6 +458,7 @@ async fn content_get(
     };
     let transfer = Transfer::new(permit, progress);
     let len = obj.len();
+    let pays = compression_pays(&obj);
     let stream =
         futures_util::stream::unfold((0usize, obj, transfer), |(at, obj, transfer)| async move {
             if at >= obj.len() {
@@ -438,7 +473,7 @@ async fn content_get(
     let mut r = Body::from_stream(stream.fuse()).into_response();
     r.headers_mut()
         .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    immutable(r)
+    immutable(encoding(r, pays))
 }
 
 /// `PUT /c/<hash>`: stores the body if it hashes to `<hash>`, within the object size cap and
