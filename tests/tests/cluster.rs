@@ -943,7 +943,7 @@ fn a_client_posts_its_own_matrices_and_gets_the_verified_product_back() -> Resul
         let m =
             reqwest::blocking::get(format!("http://127.0.0.1:{provider_port}/metrics"))?.text()?;
         Ok(m.lines()
-            .find_map(|l| l.strip_prefix(&format!("{what}_total ")))
+            .find_map(|l| l.strip_prefix(&format!("keeper_{what}_total ")))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0))
     };
