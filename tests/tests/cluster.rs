@@ -764,15 +764,7 @@ fn a_provider_serving_tiles_other_than_the_sampled_ones_is_slashed() -> Result<(
             &format!("http://127.0.0.1:{front}"),
         ],
     )?;
-    let _vs: Vec<_> = verifiers
-        .iter()
-        .enumerate()
-        .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
-        .collect::<Result<_>>()?;
-    let _crank = v.spawn_keeper("crank", &v.admin, &["--crank"])?;
-    wait_for(180, "the task to be closed", || {
-        Ok(chain.task(&task)?.is_none().then_some(()))
-    })?;
+    let _vs = verify_until_closed(&v, &verifiers, &task, &["provider", "v0", "crank"])?;
     let p = chain.node(&node_of(&provider))?.expect("provider node");
     assert_eq!(
         (p.times_slashed, p.tasks_completed, p.bonded),
@@ -787,6 +779,28 @@ fn a_provider_serving_tiles_other_than_the_sampled_ones_is_slashed() -> Result<(
         assert!(log.contains("was sampled"), "v{i} said why:\n{log}");
     }
     Ok(())
+}
+
+/// Starts a `keeper run --verifier` per wallet and a cranker, and waits until `task` is closed
+/// (the named keepers' last log lines in the error); the processes stay up while they are held.
+fn verify_until_closed(
+    v: &Validator,
+    verifiers: &[std::path::PathBuf],
+    task: &Pubkey,
+    logs: &[&str],
+) -> Result<Vec<Proc>> {
+    let mut procs: Vec<Proc> = verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
+        .collect::<Result<_>>()?;
+    procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    let chain = v.chain();
+    wait_for(180, "the task to be closed", || {
+        Ok(chain.task(task)?.is_none().then_some(()))
+    })
+    .map_err(|e| e.context(log_tails(v, logs)))?;
+    Ok(procs)
 }
 
 /// The last lines of the named keepers' logs (for a failure's message).
@@ -928,16 +942,12 @@ fn a_client_posts_its_own_matrices_and_gets_the_verified_product_back() -> Resul
     );
     let provider_port = free_port();
     let _p = v.spawn_keeper_on("provider", &provider, provider_port, &["--provider"])?;
-    let _vs: Vec<_> = verifiers
-        .iter()
-        .enumerate()
-        .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
-        .collect::<Result<_>>()?;
-    let _crank = v.spawn_keeper("crank", &v.admin, &["--crank"])?;
-    wait_for(180, "the task to be closed", || {
-        Ok(chain.task(&task)?.is_none().then_some(()))
-    })
-    .map_err(|e| e.context(log_tails(&v, &["provider", "v0", "crank", "client-store"])))?;
+    let _vs = verify_until_closed(
+        &v,
+        &verifiers,
+        &task,
+        &["provider", "v0", "crank", "client-store"],
+    )?;
     // a second task on the same inputs: the provider fetches nothing
     let fetched = |what: &str| -> Result<u64> {
         let m =
@@ -1036,16 +1046,7 @@ fn the_clients_host_gone_after_the_claim_verifiers_get_the_inputs_from_the_provi
             .map(|_| ()))
     })?;
     drop(store); // the client's host goes away
-    let _vs: Vec<_> = verifiers
-        .iter()
-        .enumerate()
-        .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
-        .collect::<Result<_>>()?;
-    let _crank = v.spawn_keeper("crank", &v.admin, &["--crank"])?;
-    wait_for(180, "the task to be closed", || {
-        Ok(chain.task(&task)?.is_none().then_some(()))
-    })
-    .map_err(|e| e.context(log_tails(&v, &["provider", "v0", "crank"])))?;
+    let _vs = verify_until_closed(&v, &verifiers, &task, &["provider", "v0", "crank"])?;
     let p = chain.node(&node_of(&provider))?.expect("provider node");
     assert_eq!((p.tasks_completed, p.times_slashed), (1, 0), "accepted");
     for (i, w) in verifiers.iter().enumerate() {

@@ -255,6 +255,18 @@ fn encoding(mut r: Response, pays: bool) -> Response {
     r
 }
 
+/// A streamed, immutable body of `len` bytes, compressed only when it `pays` (fused: hyper may
+/// poll a stream once more after its end).
+fn streamed<S>(stream: S, len: u64, pays: bool) -> Response
+where
+    S: futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+{
+    let mut r = Body::from_stream(stream.fuse()).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    immutable(encoding(r, pays))
+}
+
 fn immutable(mut r: Response) -> Response {
     let h = r.headers_mut();
     h.insert(
@@ -334,10 +346,7 @@ async fn all(
             Some((chunk, (end, entry, transfer)))
         },
     );
-    let mut r = Body::from_stream(stream.fuse()).into_response();
-    r.headers_mut()
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    immutable(encoding(r, pays))
+    streamed(stream, len, pays)
 }
 
 async fn tiles(
@@ -469,11 +478,7 @@ async fn content_get(
             transfer.progress.touch(chunk.len() as u64);
             Some((Ok::<_, std::io::Error>(chunk), (end, obj, transfer)))
         });
-    // fused: hyper may poll once more after the end
-    let mut r = Body::from_stream(stream.fuse()).into_response();
-    r.headers_mut()
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    immutable(encoding(r, pays))
+    streamed(stream, len as u64, pays)
 }
 
 /// `PUT /c/<hash>`: stores the body if it hashes to `<hash>`, within the object size cap and
