@@ -441,6 +441,28 @@ async fn tiles(
     immutable(Body::from_stream(stream.fuse()).into_response())
 }
 
+/// The object named by `hash` and a transfer place for `peer`, or the answer refusing them.
+fn admit(
+    app: &App,
+    peer: SocketAddr,
+    hash: &str,
+) -> Result<(compute_market_protocol::hash::Digest, Permit), Response> {
+    let d = parse_hex_digest(hash).ok_or_else(|| {
+        refuse(
+            StatusCode::BAD_REQUEST,
+            "a content hash is 64 hex characters",
+        )
+    })?;
+    let permit = app
+        .transfers
+        .acquire(peer.ip(), &app.limits)
+        .ok_or_else(|| {
+            app.metrics.http_busy.inc();
+            busy()
+        })?;
+    Ok((d, permit))
+}
+
 /// Bytes per chunk of a streamed `/c/<hash>` body.
 const CONTENT_CHUNK: usize = 256 << 10;
 
@@ -451,15 +473,9 @@ async fn content_get(
     Extension(progress): Extension<Arc<Progress>>,
     Path(hash): Path<String>,
 ) -> Response {
-    let Some(d) = parse_hex_digest(&hash) else {
-        return refuse(
-            StatusCode::BAD_REQUEST,
-            "a content hash is 64 hex characters",
-        );
-    };
-    let Some(permit) = app.transfers.acquire(peer.ip(), &app.limits) else {
-        app.metrics.http_busy.inc();
-        return busy();
+    let (d, permit) = match admit(&app, peer, &hash) {
+        Ok(v) => v,
+        Err(r) => return r,
     };
     let store = app.store.clone();
     let Ok(Some(obj)) = tokio::task::spawn_blocking(move || store.content.get(&d)).await else {
@@ -490,15 +506,9 @@ async fn content_put(
     Path(hash): Path<String>,
     body: Body,
 ) -> Response {
-    let Some(d) = parse_hex_digest(&hash) else {
-        return refuse(
-            StatusCode::BAD_REQUEST,
-            "a content hash is 64 hex characters",
-        );
-    };
-    let Some(permit) = app.transfers.acquire(peer.ip(), &app.limits) else {
-        app.metrics.http_busy.inc();
-        return busy();
+    let (d, permit) = match admit(&app, peer, &hash) {
+        Ok(v) => v,
+        Err(r) => return r,
     };
     let _transfer = Transfer::new(permit, progress);
     let max = app.store.content.max_object;
