@@ -247,3 +247,55 @@ fn a_stalled_reader_loses_its_transfer_and_its_peer_is_capped() {
     assert_eq!(status(&mut third), 200, "its place was freed");
     drop(stalled);
 }
+
+/// Bulk transfers (a client pulling a finished result) fill the server's bulk pool; a verifier
+/// fetching a result in its voting window still gets its samples at once, from the urgent pool.
+#[test]
+fn bulk_downloads_do_not_keep_a_verifier_from_a_result_in_its_voting_window() {
+    let store = Arc::new(ResultStore::default());
+    let limits = ServerLimits {
+        transfers: 2,
+        transfers_per_peer: 2,
+        urgent_transfers: 4,
+        urgent_per_peer: 2,
+        ..ServerLimits::default()
+    };
+    let server = results::server::serve_with(
+        store.clone(),
+        Arc::new(Metrics::default()),
+        "127.0.0.1:0",
+        limits,
+    )
+    .unwrap();
+    let addr = server.addr;
+    let (cold, _) = big(&store);
+    let hot_job = JobSpec::hash_batch(64, 16, 1, [4; 32]);
+    let (hot, _) = store
+        .publish([4; 32], hot_job, CpuBackend.run(&hot_job).unwrap())
+        .unwrap();
+    store.set_hot(hot, Instant::now() + Duration::from_secs(60));
+    // two bulk downloads that are not read: the bulk pool is full
+    let mut bulk = vec![];
+    for from in ["127.0.0.2", "127.0.0.3"] {
+        let mut c = connect_from(from, addr);
+        get(&mut c, &format!("/r/{}/all", hex(&cold))).unwrap();
+        bulk.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let mut third = connect_from("127.0.0.5", addr);
+    get(&mut third, &format!("/r/{}/all", hex(&cold))).unwrap();
+    assert_eq!(status(&mut third), 503, "the bulk pool is full");
+    // the verifier's sampled fetch of the hot result
+    let t = Instant::now();
+    let mut v = connect_from("127.0.0.4", addr);
+    get(&mut v, &format!("/r/{}/tiles?i=3,1,7", hex(&hot))).unwrap();
+    assert_eq!(status(&mut v), 200, "served from the urgent pool");
+    let waited = t.elapsed();
+    println!("verifier's samples answered in {waited:?} with the bulk pool full");
+    assert!(waited < Duration::from_secs(2), "{waited:?}");
+    // and its whole result too (a MatMulModP verifier reads all of C)
+    let mut v = connect_from("127.0.0.4", addr);
+    get(&mut v, &format!("/r/{}/all", hex(&hot))).unwrap();
+    assert_eq!(status(&mut v), 200);
+    drop(bulk);
+}

@@ -104,6 +104,8 @@ pub struct ResultStore {
     pub policy: FetchPolicy,
     /// Where content fetches and hits are counted (set by the daemon).
     pub metrics: std::sync::OnceLock<Arc<crate::metrics::Metrics>>,
+    /// Results in their voting window, until when ([`ResultStore::set_hot`]).
+    hot: std::sync::Mutex<std::collections::HashMap<Digest, std::time::Instant>>,
     client: std::sync::OnceLock<Result<client::Client, String>>,
 }
 
@@ -133,6 +135,7 @@ impl ResultStore {
             base_url,
             policy: FetchPolicy::default(),
             metrics: Default::default(),
+            hot: Default::default(),
             client: Default::default(),
         }
     }
@@ -184,6 +187,25 @@ impl ResultStore {
         let root = tree.root();
         self.store.put(root, task, job, tiles, tree)?;
         Ok((root, self.uri(&root)))
+    }
+
+    /// Marks the result under `root` as in its voting window until `until`: its transfers take
+    /// the server's urgent pool, ahead of bulk traffic (its provider calls this while its task
+    /// is being verified).
+    pub fn set_hot(&self, root: Digest, until: std::time::Instant) {
+        let mut h = self.hot.lock().expect("hot lock");
+        let now = std::time::Instant::now();
+        h.retain(|_, t| *t > now);
+        h.insert(root, until);
+    }
+
+    /// Whether `root` is in its voting window.
+    pub fn is_hot(&self, root: &Digest) -> bool {
+        self.hot
+            .lock()
+            .expect("hot lock")
+            .get(root)
+            .is_some_and(|t| *t > std::time::Instant::now())
     }
 
     /// The stored result under `root`.

@@ -55,6 +55,13 @@ pub struct ServerLimits {
     pub transfers: usize,
     /// Result transfers in flight at once from one peer.
     pub transfers_per_peer: usize,
+    /// Transfers of results in their voting window (marked hot by their provider,
+    /// [`ResultStore::set_hot`]) in flight at once, in all: a pool of their own, so bulk
+    /// traffic (clients pulling results, keepers fetching inputs) cannot make a verifier miss
+    /// its commit deadline.
+    pub urgent_transfers: usize,
+    /// The same from one peer.
+    pub urgent_per_peer: usize,
     /// Longest a request head may take to arrive (idle and slow-header connections end).
     pub header_timeout: Duration,
     /// Longest a connection may stay open, whatever it does.
@@ -81,6 +88,8 @@ impl Default for ServerLimits {
             max_connections: 4096,
             transfers: 64,
             transfers_per_peer: 8,
+            urgent_transfers: 64,
+            urgent_per_peer: 8,
             header_timeout: Duration::from_secs(10),
             connection_lifetime: Duration::from_secs(300),
             stall_timeout: Duration::from_secs(10),
@@ -213,6 +222,27 @@ struct App {
     metrics: Arc<Metrics>,
     limits: Arc<ServerLimits>,
     transfers: Arc<Transfers>,
+    urgent: Arc<Transfers>,
+}
+
+impl App {
+    /// A transfer place for `ip` to fetch the result under `root`: from the urgent pool while
+    /// the result is in its voting window, else from the bulk one.
+    fn place_for(
+        &self,
+        root: &compute_market_protocol::hash::Digest,
+        ip: IpAddr,
+    ) -> Option<Permit> {
+        if self.store.is_hot(root) {
+            self.urgent.take(
+                ip,
+                self.limits.urgent_per_peer,
+                self.limits.urgent_transfers,
+            )
+        } else {
+            self.transfers.acquire(ip, &self.limits)
+        }
+    }
 }
 
 fn refuse(status: StatusCode, msg: impl Into<String>) -> Response {
@@ -301,7 +331,7 @@ async fn all(
         Ok(e) => e,
         Err(r) => return r,
     };
-    let Some(permit) = app.transfers.acquire(peer.ip(), &app.limits) else {
+    let Some(permit) = app.place_for(&entry.root, peer.ip()) else {
         app.metrics.http_busy.inc();
         return busy();
     };
@@ -391,7 +421,7 @@ async fn tiles(
         }
         indices.push(i);
     }
-    let Some(permit) = app.transfers.acquire(peer.ip(), &app.limits) else {
+    let Some(permit) = app.place_for(&entry.root, peer.ip()) else {
         app.metrics.http_busy.inc();
         return busy();
     };
@@ -684,6 +714,7 @@ pub fn serve_listener(
         metrics: metrics.clone(),
         limits: limits.clone(),
         transfers: Default::default(),
+        urgent: Default::default(),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

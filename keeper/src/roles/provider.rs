@@ -640,6 +640,17 @@ impl Provider {
             .map(|j| self.throughput.seconds(&j))
             .filter(|s| s.is_finite())
             .sum();
+        // its results being verified go ahead of bulk transfers until their commit deadline
+        for (_, t) in tasks
+            .iter()
+            .filter(|(_, t)| t.status == TaskStatus::Verifying && t.provider == me)
+        {
+            let left = t.commit_deadline.saturating_sub(now) as f64 * SLOT_SECONDS;
+            self.ctx.store.set_hot(
+                t.result_root,
+                Instant::now() + std::time::Duration::from_secs_f64(left + SLOT_SECONDS),
+            );
+        }
         let due = self.due(now, &held);
         // computations still running for tasks it no longer holds take their share too
         load += self
