@@ -299,3 +299,85 @@ fn compression_is_used_only_when_it_pays() {
         }
     }
 }
+
+/// Events are read only from the Compute Market program's own log lines: another program can
+/// log the same bytes in a transaction that names a task (to fake a closed task's outcome).
+#[test]
+fn events_logged_by_another_program_are_not_ours() {
+    use anchor_lang::{prelude::Pubkey, Event};
+    use base64::Engine;
+    use compute_market::{events::TaskClosed, state::TaskStatus};
+    let fake = TaskClosed {
+        task: Pubkey::new_unique(),
+        status: TaskStatus::Accepted,
+        refunded: 0,
+        leftover_to_treasury: 0,
+    };
+    let data = format!(
+        "Program data: {}",
+        base64::engine::general_purpose::STANDARD.encode(fake.data())
+    );
+    let other = Pubkey::new_unique().to_string();
+    let ours = compute_market::ID.to_string();
+    let logs: Vec<String> = vec![
+        format!("Program {other} invoke [1]"),
+        data.clone(),
+        format!("Program {other} success"),
+        format!("Program {ours} invoke [1]"),
+        format!("Program {other} invoke [2]"),
+        data.clone(),
+        format!("Program {other} success"),
+        format!("Program {ours} success"),
+    ];
+    let got = compute_market_keeper::chain::decode_events::<TaskClosed>(&logs);
+    assert!(got.is_empty(), "a stranger's log line was read as an event");
+    let logs = vec![
+        format!("Program {ours} invoke [1]"),
+        data,
+        format!("Program {ours} success"),
+    ];
+    assert_eq!(
+        compute_market_keeper::chain::decode_events::<TaskClosed>(&logs).len(),
+        1
+    );
+}
+
+/// Inputs held for one job serve another job naming the same manifest only at the same shape.
+#[test]
+fn held_inputs_serve_only_the_shape_they_were_checked_for() {
+    use compute_market_keeper::compute::{inputs, Matrix};
+    use compute_market_protocol::job::{InputMode, JobSpec};
+    let mut small = JobSpec::matmul(2, 2, 2, [0x5a; 32]);
+    small.input_mode = InputMode::ContentHash;
+    let m = Arc::new(Matrix {
+        rows: 2,
+        cols: 2,
+        data: vec![1, 2, 3, 4],
+    });
+    inputs::hold(small.input, inputs::MatrixInputs { a: m.clone(), b: m });
+    assert!(inputs::is_held(&small));
+    let mut large = small;
+    large.dims = [64, 2, 2];
+    assert!(!inputs::is_held(&large), "another shape is not held");
+    let e = inputs::matrices(&large).unwrap_err().to_string();
+    assert!(e.contains("are not 64×2·2×2"), "{e}");
+}
+
+/// An upload announced larger than an object may be is refused before its body is read.
+#[test]
+fn an_oversized_upload_is_refused_before_it_is_read() {
+    use std::io::{Read, Write};
+    let (_store, _server, url) = served();
+    let mut s = std::net::TcpStream::connect(url.trim_start_matches("http://")).unwrap();
+    write!(
+        s,
+        "PUT /c/{} HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n",
+        results::hex(&[7; 32])
+    )
+    .unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut b = [0u8; 12];
+    s.read_exact(&mut b).unwrap();
+    assert_eq!(&b[9..12], b"413");
+}

@@ -56,14 +56,42 @@ pub fn must(what: &str, r: TxReport) -> Result<TxReport> {
     Ok(r)
 }
 
-/// Decodes events of type `E` from `Program data:` log lines.
+/// Decodes events of type `E` from `Program data:` log lines written by the Compute Market
+/// program itself: the runtime's `Program <id> invoke` / `success` / `failed` lines are followed
+/// as a stack, and a data line counts only while this program is the one running — any other
+/// program can log bytes that look like its events (a transaction that merely names a task's
+/// address can carry them).
 pub fn decode_events<E: Event + Discriminator>(logs: &[String]) -> Vec<E> {
-    logs.iter()
-        .filter_map(|l| l.strip_prefix("Program data: "))
-        .filter_map(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-        .filter(|d| d.starts_with(E::DISCRIMINATOR))
-        .filter_map(|d| E::try_from_slice(&d[E::DISCRIMINATOR.len()..]).ok())
-        .collect()
+    let ours = compute_market::ID.to_string();
+    let mut stack: Vec<&str> = vec![];
+    let mut out = vec![];
+    for l in logs {
+        if let Some(rest) = l.strip_prefix("Program ") {
+            let mut words = rest.split(' ');
+            let (id, what) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+            match what {
+                "invoke" => stack.push(id),
+                "success" | "failed" | "failed:" if stack.last() == Some(&id) => {
+                    stack.pop();
+                }
+                _ => {}
+            }
+        }
+        let Some(b) = l.strip_prefix("Program data: ") else {
+            continue;
+        };
+        if stack.last() != Some(&ours.as_str()) {
+            continue;
+        }
+        if let Ok(d) = base64::engine::general_purpose::STANDARD.decode(b) {
+            if d.starts_with(E::DISCRIMINATOR) {
+                if let Ok(e) = E::try_from_slice(&d[E::DISCRIMINATOR.len()..]) {
+                    out.push(e);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Access to a cluster running the Compute Market program.

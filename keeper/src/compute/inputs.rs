@@ -144,7 +144,17 @@ pub fn hold(manifest: Digest, inputs: MatrixInputs) {
     }
 }
 
-/// Whether the inputs of `job` are at hand: generated ones always are; a client's when held.
+/// Whether `m` has the shapes `job` computes on (the same manifest can be named by jobs of
+/// other dimensions: held inputs serve only the shape they were checked for).
+fn fits(job: &JobSpec, m: &MatrixInputs) -> bool {
+    let [rows, inner, cols] = job.dims.map(|d| d as usize);
+    (m.a.rows, m.a.cols, m.b.rows, m.b.cols) == (rows, inner, inner, cols)
+        && m.a.data.len() == rows * inner
+        && m.b.data.len() == inner * cols
+}
+
+/// Whether the inputs of `job` are at hand: generated ones always are; a client's when held
+/// with this job's shapes.
 pub fn is_held(job: &JobSpec) -> bool {
     match job.input_mode {
         InputMode::Generated => true,
@@ -152,7 +162,8 @@ pub fn is_held(job: &JobSpec) -> bool {
             .lock()
             .expect("held lock")
             .sets
-            .contains_key(&job.input),
+            .get(&job.input)
+            .is_some_and(|(m, _)| fits(job, m)),
     }
 }
 
@@ -175,6 +186,14 @@ pub fn matrices(job: &JobSpec) -> Result<MatrixInputs> {
                     job.input.iter().map(|b| format!("{b:02x}")).collect::<String>()
                 )
             })?;
+            ensure!(
+                fits(job, m),
+                "the inputs held for this manifest are not {}×{}·{}×{}: fetch and verify them for this job",
+                job.dims[0],
+                job.dims[1],
+                job.dims[1],
+                job.dims[2]
+            );
             *used = clock;
             Ok(m.clone())
         }

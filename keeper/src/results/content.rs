@@ -71,6 +71,8 @@ pub struct ContentStore {
     /// own fetches may evict any): strangers cannot flush what tasks in flight need.
     pub protect: Duration,
     index: Mutex<Index>,
+    /// One put at a time (the check, the room made, the write and the insert are one step).
+    writing: Mutex<()>,
 }
 
 /// The default largest object: a 8192 × 8192 matrix of `u32` in safetensors, header included.
@@ -86,6 +88,7 @@ impl ContentStore {
             max_object: MAX_OBJECT.min(budget),
             protect: Duration::from_secs(600),
             index: Default::default(),
+            writing: Mutex::new(()),
         }
     }
 
@@ -116,10 +119,12 @@ impl ContentStore {
             index.bytes += len;
             index.objects.insert(
                 d,
+                // protected as if just used: a restart never hands strangers' uploads what
+                // tasks in flight may still need
                 Meta {
                     len,
                     used: index.clock,
-                    at: Instant::now() - Duration::from_secs(3600),
+                    at: Instant::now(),
                 },
             );
         }
@@ -129,6 +134,7 @@ impl ContentStore {
             max_object: MAX_OBJECT.min(budget),
             protect: Duration::from_secs(600),
             index: Mutex::new(index),
+            writing: Mutex::new(()),
         })
     }
 
@@ -205,6 +211,7 @@ impl ContentStore {
         if hashv(&[bytes]) != *d {
             return Err(PutError::HashMismatch);
         }
+        let _one = self.writing.lock().expect("writing lock");
         if self.contains(d) {
             return Ok(());
         }

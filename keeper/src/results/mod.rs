@@ -328,13 +328,19 @@ impl ResultStore {
             }
             return Ok((b, true));
         }
-        let mut last = FetchError::Unavailable("no input location to fetch from".into());
-        for base in bases {
+        // each source gets its share of the time left, so one that trickles (a client's host
+        // turned hostile) cannot use it all before the next (the provider) is asked; no source
+        // serving it is "not now", retried by the caller until its deadline
+        let mut errors = vec![];
+        for (i, base) in bases.iter().enumerate() {
             if !Self::is_http(base) {
-                last = FetchError::Invalid(format!("input location {base:?} is not http(s)"));
+                errors.push(format!("input location {base:?} is not http(s)"));
                 continue;
             }
-            let d = self.deadline(limit, deadline);
+            let end = self.deadline(limit, deadline);
+            let share =
+                end.saturating_duration_since(std::time::Instant::now()) / (bases.len() - i) as u32;
+            let d = std::time::Instant::now() + share;
             match self.http()?.fetch_content(base, hash, limit, d) {
                 Ok(b) => {
                     if let Some(m) = self.metrics.get() {
@@ -345,10 +351,14 @@ impl ResultStore {
                     }
                     return Ok((Arc::new(b), false));
                 }
-                Err(e) => last = e,
+                Err(e) => errors.push(e.to_string()),
             }
         }
-        Err(last)
+        Err(FetchError::Unavailable(if errors.is_empty() {
+            "no input location to fetch from".into()
+        } else {
+            format!("no source served {}: {}", hex(hash), errors.join("; "))
+        }))
     }
 
     /// Makes the inputs of `job` held ([`crate::compute::inputs`]): for a job on the client's

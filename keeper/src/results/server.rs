@@ -62,6 +62,14 @@ pub struct ServerLimits {
     pub urgent_transfers: usize,
     /// The same from one peer.
     pub urgent_per_peer: usize,
+    /// Uploads (`PUT /c/<hash>`) in flight at once, in all: a pool of their own, so uploads
+    /// that send nothing cannot hold the transfers downloads need.
+    pub uploads: usize,
+    /// The same from one peer.
+    pub uploads_per_peer: usize,
+    /// Bytes of content objects being served at once (each is read whole to be checked
+    /// against its hash): beyond it a `GET /c/` is answered `503`.
+    pub content_bytes_in_flight: u64,
     /// Longest a request head may take to arrive (idle and slow-header connections end).
     pub header_timeout: Duration,
     /// Longest a connection may stay open, whatever it does.
@@ -90,6 +98,9 @@ impl Default for ServerLimits {
             transfers_per_peer: 8,
             urgent_transfers: 64,
             urgent_per_peer: 8,
+            uploads: 8,
+            uploads_per_peer: 2,
+            content_bytes_in_flight: 1 << 30,
             header_timeout: Duration::from_secs(10),
             connection_lifetime: Duration::from_secs(300),
             stall_timeout: Duration::from_secs(10),
@@ -223,6 +234,22 @@ struct App {
     limits: Arc<ServerLimits>,
     transfers: Arc<Transfers>,
     urgent: Arc<Transfers>,
+    uploads: Arc<Transfers>,
+    /// Bytes of content objects held by `GET /c/` bodies now.
+    reading: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A share of [`App::reading`], given back when the body that holds it is done.
+struct Reading {
+    bytes: u64,
+    total: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        self.total
+            .fetch_sub(self.bytes, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl App {
@@ -476,6 +503,7 @@ fn admit(
     app: &App,
     peer: SocketAddr,
     hash: &str,
+    upload: bool,
 ) -> Result<(compute_market_protocol::hash::Digest, Permit), Response> {
     let d = parse_hex_digest(hash).ok_or_else(|| {
         refuse(
@@ -483,13 +511,16 @@ fn admit(
             "a content hash is 64 hex characters",
         )
     })?;
-    let permit = app
-        .transfers
-        .acquire(peer.ip(), &app.limits)
-        .ok_or_else(|| {
-            app.metrics.http_busy.inc();
-            busy()
-        })?;
+    let permit = if upload {
+        app.uploads
+            .take(peer.ip(), app.limits.uploads_per_peer, app.limits.uploads)
+    } else {
+        app.transfers.acquire(peer.ip(), &app.limits)
+    };
+    let permit = permit.ok_or_else(|| {
+        app.metrics.http_busy.inc();
+        busy()
+    })?;
     Ok((d, permit))
 }
 
@@ -503,9 +534,24 @@ async fn content_get(
     Extension(progress): Extension<Arc<Progress>>,
     Path(hash): Path<String>,
 ) -> Response {
-    let (d, permit) = match admit(&app, peer, &hash) {
+    let (d, permit) = match admit(&app, peer, &hash, false) {
         Ok(v) => v,
         Err(r) => return r,
+    };
+    // the object is read whole (to be checked against its hash): a bounded number of bytes
+    // at once, so slow readers of large objects cannot exhaust memory
+    let Some(len) = app.store.content.len_of(&d) else {
+        return refuse(StatusCode::NOT_FOUND, "no object under that hash");
+    };
+    use std::sync::atomic::Ordering;
+    if app.reading.fetch_add(len, Ordering::Relaxed) + len > app.limits.content_bytes_in_flight {
+        app.reading.fetch_sub(len, Ordering::Relaxed);
+        app.metrics.http_busy.inc();
+        return busy();
+    }
+    let reading = Reading {
+        bytes: len,
+        total: app.reading.clone(),
     };
     let store = app.store.clone();
     let Ok(Some(obj)) = tokio::task::spawn_blocking(move || store.content.get(&d)).await else {
@@ -514,16 +560,21 @@ async fn content_get(
     let transfer = Transfer::new(permit, progress);
     let len = obj.len();
     let pays = compression_pays(&obj);
-    let stream =
-        futures_util::stream::unfold((0usize, obj, transfer), |(at, obj, transfer)| async move {
+    let stream = futures_util::stream::unfold(
+        (0usize, obj, transfer, reading),
+        |(at, obj, transfer, reading)| async move {
             if at >= obj.len() {
                 return None;
             }
             let end = (at + CONTENT_CHUNK).min(obj.len());
             let chunk = Bytes::copy_from_slice(&obj[at..end]);
             transfer.progress.touch(chunk.len() as u64);
-            Some((Ok::<_, std::io::Error>(chunk), (end, obj, transfer)))
-        });
+            Some((
+                Ok::<_, std::io::Error>(chunk),
+                (end, obj, transfer, reading),
+            ))
+        },
+    );
     streamed(stream, len as u64, pays)
 }
 
@@ -534,23 +585,46 @@ async fn content_put(
     Extension(Peer(peer)): Extension<Peer>,
     Extension(progress): Extension<Arc<Progress>>,
     Path(hash): Path<String>,
+    headers: axum::http::HeaderMap,
     body: Body,
 ) -> Response {
-    let (d, permit) = match admit(&app, peer, &hash) {
+    let (d, permit) = match admit(&app, peer, &hash, true) {
         Ok(v) => v,
         Err(r) => return r,
     };
-    let _transfer = Transfer::new(permit, progress);
     let max = app.store.content.max_object;
-    let bytes = match axum::body::to_bytes(body, max as usize).await {
-        Ok(b) => b,
-        Err(_) => {
+    // refused before a byte of the body is read: too large as announced, or held already
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > max) {
+        return refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("an object is at most {max} bytes here"),
+        );
+    }
+    if app.store.content.contains(&d) {
+        return StatusCode::CREATED.into_response();
+    }
+    let transfer = Transfer::new(permit, progress);
+    // read frame by frame, counted by the stall watchdog: an upload that sends nothing loses
+    // its connection like a reader that reads nothing
+    let mut bytes = Vec::new();
+    let mut frames = body.into_data_stream();
+    while let Some(frame) = frames.next().await {
+        let Ok(frame) = frame else {
+            return refuse(StatusCode::BAD_REQUEST, "the upload broke off");
+        };
+        if (bytes.len() + frame.len()) as u64 > max {
             return refuse(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                format!("an object is at most {max} bytes here, or the upload broke off"),
-            )
+                format!("an object is at most {max} bytes here"),
+            );
         }
-    };
+        transfer.progress.touch(frame.len() as u64);
+        bytes.extend_from_slice(&frame);
+    }
     let store = app.store.clone();
     let put = tokio::task::spawn_blocking(move || store.content.put(&d, &bytes, true)).await;
     use super::content::PutError;
@@ -715,6 +789,8 @@ pub fn serve_listener(
         limits: limits.clone(),
         transfers: Default::default(),
         urgent: Default::default(),
+        uploads: Default::default(),
+        reading: Default::default(),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -662,7 +662,13 @@ impl Provider {
             let r = super::guard(|| {
                 let (c, computed) = match due {
                     Due::Submit(c) => (c, false),
-                    Due::Compute(job) => (self.work().compute(key, job)?, true),
+                    Due::Compute(job) => {
+                        // the inputs again (from its own content store after a restart or an
+                        // eviction, else from the client): a claimed task is always computed
+                        self.work()
+                            .inputs_of(std::slice::from_ref(&(key, t.clone())), &key)?;
+                        (self.work().compute(key, job)?, true)
+                    }
                 };
                 Ok((
                     self.submit(chain, &key, &t, &c)?,
