@@ -289,6 +289,11 @@ fn busy() -> Response {
 /// Bytes of a body sampled to decide whether compressing it pays.
 const SAMPLE: usize = 64 << 10;
 
+/// Largest body compressed on the fly: compression runs once per request on the server's few
+/// worker threads, so larger bodies go as they are (a stranger asking again and again for a
+/// large compressible object must not cost the server a compression each time).
+pub const COMPRESS_MAX: u64 = 16 << 20;
+
 /// Whether compressing a body that starts with `sample` pays: zstd at its fastest level must
 /// shrink the sample below 90% (random field elements do not compress; int8 activations and
 /// zero padding do). A body that does not pay is sent as it is (`Content-Encoding: identity`
@@ -366,10 +371,11 @@ async fn all(
         let e = entry.clone();
         tokio::task::spawn_blocking(move || e.tile(0)).await
     };
-    let pays = match first {
-        Ok(Ok(t)) => compression_pays(&t),
-        _ => true,
-    };
+    let pays = super::wire::all_len(&entry.job) <= COMPRESS_MAX
+        && match first {
+            Ok(Ok(t)) => compression_pays(&t),
+            _ => true,
+        };
     let transfer = Transfer::new(permit, progress);
     let len = super::wire::all_len(&entry.job);
     let count = entry.count();
@@ -559,7 +565,7 @@ async fn content_get(
     };
     let transfer = Transfer::new(permit, progress);
     let len = obj.len();
-    let pays = compression_pays(&obj);
+    let pays = len as u64 <= COMPRESS_MAX && compression_pays(&obj);
     let stream = futures_util::stream::unfold(
         (0usize, obj, transfer, reading),
         |(at, obj, transfer, reading)| async move {
