@@ -138,14 +138,7 @@ pub fn upload(store: &str, p: &PreparedInputs, policy: &FetchPolicy) -> Result<U
     })
 }
 
-/// The safetensors bytes of one `U32` tensor `name` of shape `[rows, cols]`.
-pub fn tensor_file(name: &str, rows: usize, cols: usize, data: &[u32]) -> Result<Vec<u8>> {
-    let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let view =
-        safetensors::tensor::TensorView::new(safetensors::Dtype::U32, vec![rows, cols], &bytes)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-    safetensors::serialize([(name, view)], None).map_err(|e| anyhow::anyhow!("{e}"))
-}
+pub use crate::compute::inputs::tensor_file;
 
 /// A finished task's result as the chain records it.
 #[derive(Clone, Debug)]

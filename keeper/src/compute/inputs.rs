@@ -92,10 +92,15 @@ pub fn parse_matrix(job: &JobSpec, role: Role, bytes: &[u8]) -> Result<Matrix> {
 
 /// The safetensors bytes of `m` as the tensor of `role` (what clients upload).
 pub fn matrix_file(role: Role, m: &Matrix) -> Result<Vec<u8>> {
-    let bytes: Vec<u8> = m.data.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let view = safetensors::tensor::TensorView::new(Dtype::U32, vec![m.rows, m.cols], &bytes)
+    tensor_file(role.name(), m.rows, m.cols, &m.data)
+}
+
+/// The safetensors bytes of one `U32` tensor `name` of shape `[rows, cols]`.
+pub fn tensor_file(name: &str, rows: usize, cols: usize, data: &[u32]) -> Result<Vec<u8>> {
+    let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let view = safetensors::tensor::TensorView::new(Dtype::U32, vec![rows, cols], &bytes)
         .map_err(|e| anyhow!("{e}"))?;
-    safetensors::serialize([(role.name(), view)], None).map_err(|e| anyhow!("{e}"))
+    safetensors::serialize([(name, view)], None).map_err(|e| anyhow!("{e}"))
 }
 
 /// The SHA-256 of `bytes` (content addresses).

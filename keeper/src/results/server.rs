@@ -367,17 +367,16 @@ async fn all(
         app.metrics.http_busy.inc();
         return busy();
     };
-    let first = {
+    let len = super::wire::all_len(&entry.job);
+    // the first tile is read for the sample only when the body is small enough to compress
+    let pays = len <= COMPRESS_MAX && {
         let e = entry.clone();
-        tokio::task::spawn_blocking(move || e.tile(0)).await
-    };
-    let pays = super::wire::all_len(&entry.job) <= COMPRESS_MAX
-        && match first {
+        match tokio::task::spawn_blocking(move || e.tile(0)).await {
             Ok(Ok(t)) => compression_pays(&t),
             _ => true,
-        };
+        }
+    };
     let transfer = Transfer::new(permit, progress);
-    let len = super::wire::all_len(&entry.job);
     let count = entry.count();
     let deadline = Instant::now() + app.limits.connection_lifetime;
     // the transfer travels with the body: released when it ends, however it ends
