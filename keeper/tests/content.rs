@@ -34,7 +34,7 @@ fn objects_go_up_and_come_back_checked() {
     let h = hashv(&[b"hello"]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     assert_eq!(
-        client.fetch_content(&url, &h, 100, deadline).unwrap(),
+        client.fetch_content(&url, &h, 100, deadline, None).unwrap(),
         b"hello"
     );
     // a body that does not hash to its name is refused, and so is a fetch past its bound
@@ -383,4 +383,140 @@ fn an_oversized_upload_is_refused_before_it_is_read() {
     let mut b = [0u8; 12];
     s.read_exact(&mut b).unwrap();
     assert_eq!(&b[9..12], b"413");
+}
+
+/// A front for a content store that relays requests (their `Range` included) and records each
+/// one's `Range` and the body bytes it passed on; the first response is cut off after
+/// `cut` body bytes (the connection drops: a crash, a network fault).
+fn cutting_front(
+    origin: String,
+    cut: usize,
+) -> (String, Arc<std::sync::Mutex<Vec<(Option<String>, usize)>>>) {
+    use std::io::{Read, Write};
+    let seen = Arc::new(std::sync::Mutex::new(vec![]));
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for (n, s) in l.incoming().enumerate() {
+            let Ok(mut s) = s else { continue };
+            let mut head = vec![0u8; 16 << 10];
+            let mut got = 0;
+            while !head[..got].windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut head[got..]) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => got += k,
+                }
+            }
+            let text = String::from_utf8_lossy(&head[..got]).to_string();
+            let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
+            let range = text
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("range: ")
+                        .or_else(|| l.strip_prefix("Range: "))
+                })
+                .map(|r| r.trim().to_string());
+            let mut req = reqwest::blocking::Client::new().get(format!("{origin}{path}"));
+            if let Some(r) = &range {
+                req = req.header("range", r).header("accept-encoding", "identity");
+            }
+            let resp = req.send().unwrap();
+            let status = resp.status();
+            let content_range = resp
+                .headers()
+                .get("content-range")
+                .map(|v| v.to_str().unwrap().to_string());
+            let body = resp.bytes().unwrap().to_vec();
+            let send = if n == 0 {
+                cut.min(body.len())
+            } else {
+                body.len()
+            };
+            let mut head = format!(
+                "HTTP/1.1 {} {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+                status.as_u16(),
+                status.canonical_reason().unwrap_or(""),
+                body.len()
+            );
+            if let Some(c) = content_range {
+                head += &format!("Content-Range: {c}\r\n");
+            }
+            head += "\r\n";
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(&body[..send]);
+            log.lock().unwrap().push((range, send));
+        }
+    });
+    (format!("http://127.0.0.1:{port}"), seen)
+}
+
+#[test]
+fn a_download_cut_off_resumes_after_a_restart_from_what_it_had() {
+    let (origin, _server, url) = served();
+    // 3 MiB of an object (over the resumable size), cut after 1 MiB and a bit
+    let object: Vec<u8> = (0..3u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let h = hashv(&[&object]);
+    origin.content.put(&h, &object, false).unwrap();
+    let cut = (1 << 20) + 12_345;
+    let (front, seen) = cutting_front(url, cut);
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let first = ResultStore::open(dir.path(), 1 << 30, None)
+            .unwrap()
+            .with_policy(loopback());
+        let e = first
+            .fetch_content(&[front.clone()], &h, object.len() as u64, None)
+            .unwrap_err();
+        assert!(e.is_transient(), "a cut download is worth retrying: {e}");
+        assert!(
+            !first.content.contains(&h),
+            "nothing half-kept as the object"
+        );
+    } // the keeper stops here; what it had is on disk
+    let partial = std::fs::read_dir(dir.path().join("content/partial"))
+        .unwrap()
+        .count();
+    assert_eq!(partial, 1, "the bytes received are kept for the resume");
+    let restarted = ResultStore::open(dir.path(), 1 << 30, None)
+        .unwrap()
+        .with_policy(loopback());
+    let (got, hit) = restarted
+        .fetch_content(&[front.clone()], &h, object.len() as u64, None)
+        .unwrap();
+    assert!(!hit);
+    assert!(*got == object, "the resumed object is the object");
+    assert!(restarted.content.contains(&h), "kept whole");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![
+            (None, cut),
+            (Some(format!("bytes={cut}-")), object.len() - cut)
+        ],
+        "asked only for what it did not have, and got exactly that"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("content/partial"))
+            .unwrap()
+            .count(),
+        0,
+        "nothing left to resume"
+    );
+    // a partial holding bytes of something else (another source lied) is fetched again whole
+    let p = restarted.content.partial_path(&[7; 32]).unwrap();
+    let other: Vec<u8> = vec![9u8; 2 << 20];
+    let oh = hashv(&[&other]);
+    origin.content.put(&oh, &other, false).unwrap();
+    let p = p.with_file_name(results::hex(&oh));
+    std::fs::write(&p, vec![1u8; 1 << 20]).unwrap();
+    let (got, _) = restarted
+        .fetch_content(&[front], &oh, other.len() as u64, None)
+        .unwrap();
+    assert!(
+        *got == other,
+        "a poisoned prefix is dropped, the object fetched whole"
+    );
 }

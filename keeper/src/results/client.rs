@@ -100,58 +100,108 @@ impl Client {
     /// GETs `url` and reads at most `limit` (decompressed) bytes of its body, all of it by
     /// `deadline`.
     fn get(&self, url: &str, limit: u64, deadline: Instant) -> Result<Vec<u8>, FetchError> {
+        let mut sink = Sink::default();
+        self.get_into(url, limit, deadline, &mut sink)?;
+        Ok(sink.body)
+    }
+
+    /// [`Client::get`] into `sink`: a sink already holding bytes asks for the rest only
+    /// (`Range: bytes=<held>-`, uncompressed); a server that answers with the whole body
+    /// (200) starts it again. What arrived before a failure stays in the sink.
+    fn get_into(
+        &self,
+        url: &str,
+        limit: u64,
+        deadline: Instant,
+        sink: &mut Sink,
+    ) -> Result<(), FetchError> {
         let parsed = Url::parse(url)
-            .map_err(|e| FetchError::Invalid(format!("result URL {url:?} is not a URL: {e}")))?;
+            .map_err(|e| FetchError::Invalid(format!("{url:?} is not a URL: {e}")))?;
         check_url(&parsed, &self.policy)
-            .map_err(|e| FetchError::Invalid(format!("result URL {url:?} is refused: {e}")))?;
+            .map_err(|e| FetchError::Invalid(format!("{url:?} is refused: {e}")))?;
         let left = |what: &str| {
             deadline
                 .checked_duration_since(Instant::now())
                 .filter(|d| !d.is_zero())
                 .ok_or_else(|| FetchError::Unavailable(format!("{url}: no time left {what}")))
         };
-        let resp = self
-            .http
-            .get(parsed)
-            .timeout(left("to ask")?)
-            .send()
-            .map_err(|e| {
-                let chain = error_chain(&e);
-                if e.is_redirect() || chain.contains("refused addresses") || e.is_builder() {
-                    FetchError::Invalid(format!("result URL {url:?} is refused: {chain}"))
-                } else {
-                    FetchError::Unavailable(format!("result URL {url:?} is unreachable: {chain}"))
-                }
-            })?;
+        let held = sink.body.len() as u64;
+        let mut req = self.http.get(parsed).timeout(left("to ask")?);
+        if held > 0 {
+            req = req
+                .header(reqwest::header::RANGE, format!("bytes={held}-"))
+                .header(reqwest::header::ACCEPT_ENCODING, "identity");
+        }
+        let resp = req.send().map_err(|e| {
+            let chain = error_chain(&e);
+            if e.is_redirect() || chain.contains("refused addresses") || e.is_builder() {
+                FetchError::Invalid(format!("{url:?} is refused: {chain}"))
+            } else {
+                FetchError::Unavailable(format!("{url:?} is unreachable: {chain}"))
+            }
+        })?;
         let status = resp.status();
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
             return Err(FetchError::Unavailable(format!(
-                "result URL {url:?} is busy: HTTP {status}"
+                "{url:?} is busy: HTTP {status}"
             )));
         }
-        if !status.is_success() {
+        // what the body holds: the rest after `held` (206), or all of it (200)
+        let from = if held > 0 && status == StatusCode::PARTIAL_CONTENT {
+            let range = resp
+                .headers()
+                .get(reqwest::header::CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(content_range);
+            match range {
+                Some((start, total)) if start == held && total <= limit => held,
+                Some((start, total)) => {
+                    return Err(FetchError::Invalid(format!(
+                        "{url} answered a request for bytes {held}- with bytes {start}- of {total} (the job implies at most {limit})"
+                    )))
+                }
+                None => {
+                    return Err(FetchError::Invalid(format!(
+                        "{url} answered a range request without a valid Content-Range"
+                    )))
+                }
+            }
+        } else if held > 0 && status == StatusCode::RANGE_NOT_SATISFIABLE {
+            // nothing after what is held: the caller's hash check judges it
+            return Ok(());
+        } else if status.is_success() {
+            sink.restart();
+            0
+        } else {
             return Err(FetchError::Invalid(format!(
-                "result URL {url:?} is unreachable: HTTP {status}"
+                "{url:?} is unreachable: HTTP {status}"
             )));
-        }
-        if resp.content_length().is_some_and(|n| n > limit) {
+        };
+        let room = limit - from;
+        if resp.content_length().is_some_and(|n| n > room) {
             return Err(FetchError::Invalid(format!(
                 "{url} announces {} bytes, the job implies at most {limit}",
-                resp.content_length().unwrap_or(0)
+                from + resp.content_length().unwrap_or(0)
             )));
         }
         // the client's timeout bounds each read; the deadline bounds the whole body, so a
         // body trickled a byte at a time is cut off too
-        let mut body = Vec::new();
-        let mut reader = resp.take(limit + 1);
+        let mut reader = resp.take(room + 1);
         let mut chunk = vec![0u8; 64 << 10];
+        let mut got = 0u64;
         loop {
             left("to read the body").map_err(|_| {
                 FetchError::Unavailable(format!("{url} is too slow: the body missed its deadline"))
             })?;
             match reader.read(&mut chunk) {
                 Ok(0) => break,
-                Ok(n) => body.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    got += n as u64;
+                    if got > room {
+                        break;
+                    }
+                    sink.push(&chunk[..n]);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     let chain = error_chain(&e);
@@ -163,12 +213,13 @@ impl Client {
                 }
             }
         }
-        if body.len() as u64 > limit {
+        if got > room {
+            sink.restart();
             return Err(FetchError::Invalid(format!(
                 "{url} sent more than the {limit} bytes the job implies"
             )));
         }
-        Ok(body)
+        Ok(())
     }
 
     /// Every tile of `job`'s result at `base` (`http://host:port/r/<root>`), by `deadline`.
@@ -201,22 +252,43 @@ impl Client {
 
 impl Client {
     /// The object `hash` at `base` (`<base>/c/<hex>`): at most `limit` bytes, refused unless
-    /// its SHA-256 is `hash`.
+    /// its SHA-256 is `hash`. With a `partial` file, every byte is also written there as it
+    /// arrives, and a download cut off (a dropped connection, a crash, a restart) resumes from
+    /// what that file holds; a resumed object that does not hash right is fetched again whole
+    /// once (the bytes held may have come from another source). The caller removes the file
+    /// once the object is kept.
     pub fn fetch_content(
         &self,
         base: &str,
         hash: &compute_market_protocol::hash::Digest,
         limit: u64,
         deadline: Instant,
+        partial: Option<&std::path::Path>,
     ) -> Result<Vec<u8>, FetchError> {
         let url = format!("{}/c/{}", base.trim_end_matches('/'), super::hex(hash));
-        let b = self.get(&url, limit, deadline)?;
-        if compute_market_protocol::hash::hashv(&[&b]) != *hash {
-            return Err(FetchError::Invalid(format!(
-                "{url} served bytes whose SHA-256 is not the one asked for"
-            )));
+        let mut sink = Sink::resume(partial, limit);
+        let resumed = sink.body.len();
+        if resumed > 0 {
+            tracing::info!(object = %super::hex(hash), at = resumed, "resuming a download");
         }
-        Ok(b)
+        let fetched = self.get_into(&url, limit, deadline, &mut sink);
+        let ok = fetched.is_ok() && compute_market_protocol::hash::hashv(&[&sink.body]) == *hash;
+        if ok {
+            return Ok(sink.body);
+        }
+        fetched?;
+        sink.restart();
+        if resumed > 0 {
+            tracing::warn!(object = %super::hex(hash), at = resumed, "a resumed download did not hash right: fetching it whole");
+            self.get_into(&url, limit, deadline, &mut sink)?;
+            if compute_market_protocol::hash::hashv(&[&sink.body]) == *hash {
+                return Ok(sink.body);
+            }
+            sink.restart();
+        }
+        Err(FetchError::Invalid(format!(
+            "{url} served bytes whose SHA-256 is not the one asked for"
+        )))
     }
 
     /// Uploads `bytes` as `<base>/c/<hex of their SHA-256>` (a content store: `keeper serve`).
@@ -239,6 +311,75 @@ impl Client {
         }
         Ok(())
     }
+}
+
+/// Where a body goes as it arrives: memory, and a file when the download may be resumed
+/// (each chunk appended as it comes, so a process killed mid-download leaves what it had).
+#[derive(Default)]
+struct Sink {
+    body: Vec<u8>,
+    file: Option<std::fs::File>,
+}
+
+impl Sink {
+    /// A sink over `partial` (none: memory only), holding what the file already has when
+    /// that is at most `limit` bytes (anything longer is not a prefix of this object).
+    fn resume(partial: Option<&std::path::Path>, limit: u64) -> Self {
+        let Some(p) = partial else {
+            return Sink::default();
+        };
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(p);
+        let Ok(mut file) = file else {
+            tracing::warn!(file = %p.display(), "cannot write a partial download: it will not resume");
+            return Sink::default();
+        };
+        let mut body = vec![];
+        let fits = file.metadata().is_ok_and(|m| m.len() <= limit);
+        if !fits || (&mut file).take(limit).read_to_end(&mut body).is_err() {
+            body.clear();
+            let _ = file.set_len(0);
+        }
+        Sink {
+            body,
+            file: Some(file),
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        use std::io::Write;
+        self.body.extend_from_slice(bytes);
+        if let Some(f) = &mut self.file {
+            if f.write_all(bytes).is_err() {
+                // a disk that fails only costs the resume
+                let _ = f.set_len(0);
+                self.file = None;
+            }
+        }
+    }
+
+    /// Drops what is held (the next bytes start the object again).
+    fn restart(&mut self) {
+        self.body.clear();
+        if let Some(f) = &self.file {
+            let _ = f.set_len(0);
+        }
+    }
+}
+
+/// `(first byte, total length)` of a `Content-Range: bytes <first>-<last>/<total>` header.
+fn content_range(v: &str) -> Option<(u64, u64)> {
+    let (range, total) = v.strip_prefix("bytes ")?.split_once('/')?;
+    let (first, last) = range.split_once('-')?;
+    let (first, last, total): (u64, u64, u64) =
+        (first.parse().ok()?, last.parse().ok()?, total.parse().ok()?);
+    (first <= last && last < total).then_some((first, total))
 }
 
 /// Whether a failure while reading a body may pass (a timeout, a dropped connection), as

@@ -112,6 +112,7 @@ impl ContentStore {
             let m = e.metadata()?;
             found.push((m.modified().ok(), d, m.len()));
         }
+        sweep_partials(&dir.join(PARTIAL_DIR));
         found.sort_by_key(|(t, _, _)| *t);
         let mut index = Index::default();
         for (_, d, len) in found {
@@ -140,6 +141,12 @@ impl ContentStore {
 
     fn path(&self, d: &Digest) -> Option<PathBuf> {
         self.dir.as_ref().map(|p| p.join(hex(d)))
+    }
+
+    /// Where a download of `d` keeps its bytes until it is whole, so that it resumes after a
+    /// dropped connection or a restart (a store on disk only).
+    pub fn partial_path(&self, d: &Digest) -> Option<PathBuf> {
+        self.dir.as_ref().map(|p| p.join(PARTIAL_DIR).join(hex(d)))
     }
 
     /// Whether `d` is held.
@@ -204,12 +211,26 @@ impl ContentStore {
     /// Stores `bytes` under `d` after checking the hash; evicts the least recently used to make
     /// room (only objects idle for [`ContentStore::protect`] when `from_network`).
     pub fn put(&self, d: &Digest, bytes: &[u8], from_network: bool) -> Result<(), PutError> {
-        let len = bytes.len() as u64;
-        if len > self.max_object {
+        if bytes.len() as u64 > self.max_object {
             return Err(PutError::TooLarge(self.max_object));
         }
         if hashv(&[bytes]) != *d {
             return Err(PutError::HashMismatch);
+        }
+        self.put_checked(d, bytes, from_network)
+    }
+
+    /// [`ContentStore::put`] of bytes the caller has just checked against `d` (a fetch hashes
+    /// what it downloads once).
+    pub(crate) fn put_checked(
+        &self,
+        d: &Digest,
+        bytes: &[u8],
+        from_network: bool,
+    ) -> Result<(), PutError> {
+        let len = bytes.len() as u64;
+        if len > self.max_object {
+            return Err(PutError::TooLarge(self.max_object));
         }
         let _one = self.writing.lock().expect("writing lock");
         if self.contains(d) {
@@ -269,6 +290,31 @@ impl ContentStore {
             ix.memory.insert(*d, Arc::new(bytes.to_vec()));
         }
         Ok(())
+    }
+}
+
+/// The folder (inside the store's) of downloads not yet whole.
+const PARTIAL_DIR: &str = "partial";
+
+/// A partial download untouched this long is given up.
+const PARTIAL_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// Deletes partial downloads that cannot be resumed: names that are not a hash, and files
+/// untouched for [`PARTIAL_TTL`].
+fn sweep_partials(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let stale = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .map(|t| t.elapsed().unwrap_or_default() >= PARTIAL_TTL)
+            .unwrap_or(true);
+        if parse_hex_digest(&name).is_none() || stale {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
 }
 

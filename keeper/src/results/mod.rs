@@ -341,13 +341,23 @@ impl ResultStore {
             let share =
                 end.saturating_duration_since(std::time::Instant::now()) / (bases.len() - i) as u32;
             let d = std::time::Instant::now() + share;
-            match self.http()?.fetch_content(base, hash, limit, d) {
+            let partial = (limit >= RESUMABLE)
+                .then(|| self.content.partial_path(hash))
+                .flatten();
+            match self
+                .http()?
+                .fetch_content(base, hash, limit, d, partial.as_deref())
+            {
                 Ok(b) => {
                     if let Some(m) = self.metrics.get() {
                         m.content_fetches.inc();
                     }
-                    if let Err(e) = self.content.put(hash, &b, false) {
+                    if let Err(e) = self.content.put_checked(hash, &b, false) {
                         tracing::warn!(object = %hex(hash), error = %e, "fetched content not kept");
+                    }
+                    // kept (or not keepable): nothing left to resume
+                    if let Some(p) = partial {
+                        let _ = std::fs::remove_file(p);
                     }
                     return Ok((Arc::new(b), false));
                 }
@@ -415,6 +425,10 @@ impl ResultStore {
         Ok(counts)
     }
 }
+
+/// Objects at least this large are downloaded through a partial file in the content store,
+/// resumed after a dropped connection or a restart; smaller ones are fetched again.
+pub const RESUMABLE: u64 = 1 << 20;
 
 /// Where the inputs of a task may be fetched from: its input URI, then the keepers that
 /// serve its result (a provider holds the inputs it computed on), given as result URLs

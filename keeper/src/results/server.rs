@@ -538,6 +538,7 @@ async fn content_get(
     Extension(Peer(peer)): Extension<Peer>,
     Extension(progress): Extension<Arc<Progress>>,
     Path(hash): Path<String>,
+    headers: axum::http::HeaderMap,
 ) -> Response {
     let (d, permit) = match admit(&app, peer, &hash, false) {
         Ok(v) => v,
@@ -564,14 +565,34 @@ async fn content_get(
     };
     let transfer = Transfer::new(permit, progress);
     let len = obj.len();
-    let pays = len as u64 <= COMPRESS_MAX && compression_pays(&obj);
+    // a download resuming after a cut asks for the rest: one range, sent uncompressed
+    let range = match headers
+        .get(header::RANGE)
+        .map(|v| byte_range(v.as_bytes(), len))
+    {
+        None | Some(Range::Ignored) => None,
+        Some(Range::Unsatisfiable) => {
+            let mut r = refuse(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                "the range asked for is not within the object",
+            );
+            r.headers_mut().insert(
+                header::CONTENT_RANGE,
+                HeaderValue::from_str(&format!("bytes */{len}")).expect("ascii"),
+            );
+            return r;
+        }
+        Some(Range::Bytes(a, b)) => Some((a, b)),
+    };
+    let (start, end) = range.unwrap_or((0, len));
+    let pays = range.is_none() && len as u64 <= COMPRESS_MAX && compression_pays(&obj);
     let stream = futures_util::stream::unfold(
-        (0usize, obj, transfer, reading),
-        |(at, obj, transfer, reading)| async move {
-            if at >= obj.len() {
+        (start, obj, transfer, reading),
+        move |(at, obj, transfer, reading)| async move {
+            if at >= end {
                 return None;
             }
-            let end = (at + CONTENT_CHUNK).min(obj.len());
+            let end = (at + CONTENT_CHUNK).min(end);
             let chunk = Bytes::copy_from_slice(&obj[at..end]);
             transfer.progress.touch(chunk.len() as u64);
             Some((
@@ -580,7 +601,69 @@ async fn content_get(
             ))
         },
     );
-    streamed(stream, len as u64, pays)
+    let mut r = streamed(stream, (end - start) as u64, pays);
+    r.headers_mut()
+        .insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    if range.is_some() {
+        *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+        r.headers_mut().insert(
+            header::CONTENT_RANGE,
+            HeaderValue::from_str(&format!("bytes {start}-{}/{len}", end - 1)).expect("ascii"),
+        );
+    }
+    r
+}
+
+/// A `Range` header read against an object of `len` bytes.
+#[derive(Debug, PartialEq, Eq)]
+enum Range {
+    /// Bytes `start..end`.
+    Bytes(usize, usize),
+    /// Outside the object: 416.
+    Unsatisfiable,
+    /// Not one byte range (several, another unit, malformed): the whole object is sent, as
+    /// RFC 9110 §14.2 allows.
+    Ignored,
+}
+
+/// Reads `bytes=<first>-[<last>]` or `bytes=-<suffix>` (one range only).
+fn byte_range(v: &[u8], len: usize) -> Range {
+    let Some(spec) = std::str::from_utf8(v)
+        .ok()
+        .and_then(|v| v.trim().strip_prefix("bytes="))
+    else {
+        return Range::Ignored;
+    };
+    if spec.contains(',') {
+        return Range::Ignored;
+    }
+    let Some((a, b)) = spec.trim().split_once('-') else {
+        return Range::Ignored;
+    };
+    let num = |x: &str| x.trim().parse::<u64>().ok();
+    match (a.trim().is_empty(), b.trim().is_empty()) {
+        // the last `b` bytes
+        (true, false) => match num(b) {
+            Some(0) => Range::Unsatisfiable,
+            Some(n) => Range::Bytes(len.saturating_sub(n.min(len as u64) as usize), len),
+            None => Range::Ignored,
+        },
+        (false, _) => {
+            let (Some(first), last) = (num(a), if b.trim().is_empty() { None } else { num(b) })
+            else {
+                return Range::Ignored;
+            };
+            if !b.trim().is_empty() && last.is_none_or(|l| l < first) {
+                return Range::Ignored;
+            }
+            if first >= len as u64 {
+                return Range::Unsatisfiable;
+            }
+            let end = last.map_or(len as u64, |l| l.saturating_add(1).min(len as u64));
+            Range::Bytes(first as usize, end as usize)
+        }
+        (true, true) => Range::Ignored,
+    }
 }
 
 /// `PUT /c/<hash>`: stores the body if it hashes to `<hash>`, within the object size cap and
@@ -847,5 +930,32 @@ impl HttpServer {
 impl Drop for HttpServer {
     fn drop(&mut self) {
         self.halt();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{byte_range, Range};
+
+    #[test]
+    fn one_byte_range_is_read_everything_else_is_the_whole_object() {
+        let r = |v: &str| byte_range(v.as_bytes(), 100);
+        assert_eq!(r("bytes=10-"), Range::Bytes(10, 100));
+        assert_eq!(r("bytes=10-19"), Range::Bytes(10, 20));
+        assert_eq!(r("bytes=90-500"), Range::Bytes(90, 100));
+        assert_eq!(r("bytes=-30"), Range::Bytes(70, 100));
+        assert_eq!(r("bytes=-300"), Range::Bytes(0, 100));
+        assert_eq!(r("bytes=100-"), Range::Unsatisfiable);
+        assert_eq!(r("bytes=-0"), Range::Unsatisfiable);
+        for ignored in [
+            "bytes=1-2,5-6",
+            "items=1-",
+            "bytes=x-",
+            "bytes=5-4",
+            "bytes=-",
+            "10-",
+        ] {
+            assert_eq!(r(ignored), Range::Ignored, "{ignored}");
+        }
     }
 }
