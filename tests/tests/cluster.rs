@@ -889,6 +889,18 @@ fn post_own_matrices(
     v: &Validator,
     client: &std::path::Path,
     store: &str,
+    dims: (usize, usize, usize),
+    id: u64,
+) -> Result<(Pubkey, Vec<u32>, Vec<u32>)> {
+    post_own_matrices_at(v, client, store, None, dims, id)
+}
+
+/// [`post_own_matrices`] with the inputs uploaded to `store` and fetched from `uri`.
+fn post_own_matrices_at(
+    v: &Validator,
+    client: &std::path::Path,
+    store: &str,
+    uri: Option<&str>,
     (m, k, n): (usize, usize, usize),
     id: u64,
 ) -> Result<(Pubkey, Vec<u32>, Vec<u32>)> {
@@ -898,25 +910,20 @@ fn post_own_matrices(
         let f = compute_market_keeper::clientdata::tensor_file(name, rows, cols, data)?;
         std::fs::write(dir.join(format!("{name}.safetensors")), f)?;
     }
-    let out = v.keeper(
-        client,
-        &[
-            "task",
-            "post",
-            "--id",
-            &id.to_string(),
-            "--input",
-            &format!(
-                "{},{}",
-                dir.join("A.safetensors").display(),
-                dir.join("B.safetensors").display()
-            ),
-            "--store",
-            store,
-            "--reward",
-            &REWARD.to_string(),
-        ],
-    )?;
+    let inputs = format!(
+        "{},{}",
+        dir.join("A.safetensors").display(),
+        dir.join("B.safetensors").display()
+    );
+    let id = id.to_string();
+    let reward = REWARD.to_string();
+    let mut args = vec![
+        "task", "post", "--id", &id, "--input", &inputs, "--store", store, "--reward", &reward,
+    ];
+    if let Some(uri) = uri {
+        args.extend(["--input-uri", uri]);
+    }
+    let out = v.keeper(client, &args)?;
     let task = out["posted"]["task"]
         .as_str()
         .expect("task address")
@@ -1057,5 +1064,162 @@ fn the_clients_host_gone_after_the_claim_verifiers_get_the_inputs_from_the_provi
             "v{i} voted with the majority"
         );
     }
+    Ok(())
+}
+
+/// What [`slow_front`] passed on for one request: its path, its `Range` header, body bytes.
+type Relayed = (String, Option<String>, usize);
+
+/// A front for a content store that relays every request (its `Range` included) at about
+/// `bytes_per_s`, recording what it sent: a client's host on a slow link.
+fn slow_front(
+    origin: String,
+    bytes_per_s: usize,
+) -> Result<(String, std::sync::Arc<std::sync::Mutex<Vec<Relayed>>>)> {
+    use std::io::{Read, Write};
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Relayed>::new()));
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let port = l.local_addr()?.port();
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let (origin, log) = (origin.clone(), log.clone());
+            std::thread::spawn(move || {
+                let mut head = vec![0u8; 16 << 10];
+                let mut got = 0;
+                while !head[..got].windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut head[got..]) {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => got += k,
+                    }
+                }
+                let text = String::from_utf8_lossy(&head[..got]).to_string();
+                let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let range = text.lines().find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("range")
+                        .then(|| v.trim().to_string())
+                });
+                let mut req = reqwest::blocking::Client::new().get(format!("{origin}{path}"));
+                if let Some(r) = &range {
+                    req = req.header("range", r);
+                }
+                let Ok(resp) = req.send() else { return };
+                let status = resp.status();
+                let content_range = resp
+                    .headers()
+                    .get("content-range")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string);
+                let Ok(body) = resp.bytes() else { return };
+                let mut head = format!(
+                    "HTTP/1.1 {} {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+                    status.as_u16(),
+                    status.canonical_reason().unwrap_or(""),
+                    body.len()
+                );
+                if let Some(c) = content_range {
+                    head += &format!("Content-Range: {c}\r\n");
+                }
+                head += "\r\n";
+                if s.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                let i = {
+                    let mut l = log.lock().unwrap();
+                    l.push((path, range, 0));
+                    l.len() - 1
+                };
+                let chunk = (bytes_per_s / 50).max(1);
+                for c in body.chunks(chunk) {
+                    if s.write_all(c).is_err() {
+                        return;
+                    }
+                    log.lock().unwrap()[i].2 += c.len();
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            });
+        }
+    });
+    Ok((format!("http://127.0.0.1:{port}"), seen))
+}
+
+#[test]
+fn a_provider_killed_mid_download_resumes_from_what_it_had() -> Result<()> {
+    let v = Validator::start()?;
+    let (client, provider, verifiers) = small_market(&v, "60,30,30,30")?;
+    let chain = v.chain();
+    let (_store, store_url) = spawn_serve(&v, "client-store")?;
+    // A is 4 MiB, served at 2 MB/s from the client's host
+    let (front, seen) = slow_front(store_url.clone(), 2_000_000)?;
+    let (m, k, n) = (1024, 1024, 64);
+    let (task, _, _) = post_own_matrices_at(&v, &client, &store_url, Some(&front), (m, k, n), 11)?;
+    let a_len = std::fs::metadata(v.dir.path().join("A.safetensors"))?.len() as usize;
+    let a_path = {
+        let bytes = std::fs::read(v.dir.path().join("A.safetensors"))?;
+        format!(
+            "/c/{}",
+            compute_market_keeper::results::hex(&compute_market_protocol::hash::hashv(&[&bytes]))
+        )
+    };
+    let sent_of_a = || -> Vec<Relayed> {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.0 == a_path)
+            .cloned()
+            .collect()
+    };
+    let mut p = v.spawn_keeper("provider", &provider, &["--provider"])?;
+    wait_for(60, "a quarter of A to reach the provider", || {
+        Ok(sent_of_a().first().filter(|r| r.2 >= a_len / 4).map(|_| ()))
+    })?;
+    p.child.kill()?; // SIGKILL, mid-download
+    p.child.wait()?;
+    let before = sent_of_a();
+    assert_eq!(before.len(), 1, "one download of A so far: {before:?}");
+    assert!(before[0].2 < a_len, "killed before A was whole");
+    assert_eq!(
+        chain.task(&task)?.expect("posted").status,
+        TaskStatus::Open,
+        "nothing claimed without its inputs"
+    );
+    let _p = v.spawn_keeper("provider", &provider, &["--provider"])?;
+    wait_for(60, "the claim", || {
+        Ok(chain
+            .task(&task)?
+            .filter(|t| t.status != TaskStatus::Open)
+            .map(|_| ()))
+    })
+    .map_err(|e| e.context(log_tails(&v, &["provider"])))?;
+    let fetches = sent_of_a();
+    assert_eq!(
+        fetches.len(),
+        2,
+        "A fetched once more after the restart: {fetches:?}"
+    );
+    let at: usize = fetches[1]
+        .1
+        .as_deref()
+        .and_then(|r| r.strip_prefix("bytes="))
+        .and_then(|r| r.strip_suffix('-'))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("the restarted provider asked for the rest only: {fetches:?}"));
+    assert!(
+        at >= a_len / 8 && at <= fetches[0].2,
+        "resumed from what it had written ({at} of {} sent before the kill)",
+        fetches[0].2
+    );
+    assert_eq!(fetches[1].2, a_len - at, "only the rest travelled again");
+    println!(
+        "A: {a_len} bytes; {} relayed before the kill; resumed at byte {at}; {} relayed after",
+        fetches[0].2, fetches[1].2
+    );
+    let log = std::fs::read_to_string(v.dir.path().join("provider.log"))?;
+    assert!(log.contains("resuming a download"), "said so:\n{log}");
+    let _vs = verify_until_closed(&v, &verifiers, &task, &["provider", "v0", "crank"])?;
+    let p = chain.node(&node_of(&provider))?.expect("provider node");
+    assert_eq!((p.tasks_completed, p.times_slashed), (1, 0), "accepted");
     Ok(())
 }

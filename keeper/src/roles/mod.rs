@@ -4,6 +4,7 @@
 //! keeper picks up where the chain is.
 
 pub mod cranker;
+pub mod prefetch;
 pub mod provider;
 pub mod verifier;
 

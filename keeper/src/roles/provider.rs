@@ -25,7 +25,10 @@ use compute_market_protocol::{
 };
 use solana_signer::Signer;
 
-use super::{send, NodeCtx, Reporter};
+use super::{
+    prefetch::{Prefetcher, Ready},
+    send, NodeCtx, Reporter,
+};
 use crate::{
     chain::{Chain, ChainExt},
     compute::Backend,
@@ -44,6 +47,9 @@ pub const WINDOW_MARGIN: f64 = 0.5;
 
 /// Default retention of a served result after its task is closed (or no longer uses it).
 pub const RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// Inputs fetched at once ahead of claims ([`super::prefetch`]).
+pub const PREFETCH_PARALLEL: usize = 2;
 
 /// Work a provider did on one task.
 #[derive(Clone, Debug)]
@@ -185,6 +191,7 @@ pub struct Provider {
     pub retention: Duration,
     running: HashMap<Pubkey, JoinHandle<Result<Computed>>>,
     unneeded_since: HashMap<Digest, Instant>,
+    prefetcher: Prefetcher,
 }
 
 impl Provider {
@@ -203,6 +210,7 @@ impl Provider {
             retention: RETENTION,
             running: HashMap::new(),
             unneeded_since: HashMap::new(),
+            prefetcher: Prefetcher::new(PREFETCH_PARALLEL),
         }
     }
 
@@ -404,29 +412,32 @@ impl Work {
         n
     }
 
-    /// Makes the inputs of task `key` (one of `tasks`) held: nothing for generated inputs; the
-    /// client's parts from its input URI, checked, for a job on its data.
-    fn inputs_of(&self, tasks: &[(Pubkey, Task)], key: &Pubkey) -> Result<()> {
-        let Some((_, t)) = tasks.iter().find(|(k, _)| k == key) else {
-            return Ok(());
-        };
-        let job =
-            JobSpec::decode(&t.job).map_err(|e| anyhow::anyhow!("malformed job spec: {e}"))?;
+    /// Makes the inputs of task `key` held: nothing for generated inputs; the client's parts
+    /// from its input URI, checked, for a job on its data.
+    fn fetch_inputs(&self, key: &Pubkey, t: &Task) -> Result<(), crate::results::FetchError> {
+        let job = JobSpec::decode(&t.job)
+            .map_err(|e| crate::results::FetchError::Invalid(format!("malformed job spec: {e}")))?;
         let bases = crate::results::input_bases(super::input_uri(t), &[]);
-        let (fetched, found) = self
-            .store
-            .ensure_inputs(&job, &bases, None)
-            .map_err(|e| anyhow::anyhow!("its inputs: {e}"))?;
-        if fetched + found > 0 {
+        let (fetched, found) = self.store.ensure_inputs(&job, &bases, None)?;
+        if fetched > 0 {
             tracing::info!(provider = self.name, task = %key, fetched, found, "inputs held and checked");
         }
         Ok(())
     }
 
+    /// [`Work::fetch_inputs`], as an error that names what failed.
+    fn inputs(&self, key: &Pubkey, t: &Task) -> Result<()> {
+        self.fetch_inputs(key, t)
+            .map_err(|e| anyhow::anyhow!("its inputs: {e}"))
+    }
+
     /// Computes the job of `key`, stores the tiles (on disk, before anything is submitted: a
     /// restarted provider serves them again without recomputing) and folds the time into the
     /// throughput figure.
-    fn compute(&self, key: Pubkey, job: JobSpec) -> Result<Computed> {
+    fn compute(&self, key: Pubkey, t: &Task, job: JobSpec) -> Result<Computed> {
+        // the inputs again (from its own content store after a restart or an eviction, else
+        // from the client): a claimed task is always computed
+        self.inputs(&key, t)?;
         let start = Instant::now();
         let what = format!("{} task {}", self.name, &key.to_string()[..8]);
         let report = |done: u64, all: u64| {
@@ -559,10 +570,10 @@ impl Provider {
             if let Some(c) = self.stored(key, &job) {
                 due.push((*key, t.clone(), Due::Submit(c)));
             } else if self.background {
-                let (w, k) = (self.work(), *key);
+                let (w, k, t) = (self.work(), *key, t.clone());
                 let h = std::thread::Builder::new()
                     .name(format!("compute-{}", &k.to_string()[..8]))
-                    .spawn(move || super::guard(|| w.compute(k, job)));
+                    .spawn(move || super::guard(|| w.compute(k, &t, job)));
                 match h {
                     Ok(h) => {
                         self.running.insert(*key, h);
@@ -610,6 +621,65 @@ impl Provider {
             }
         }
         Ok(evicted)
+    }
+
+    /// The picks whose inputs are held (claimed now); the others' inputs, and those of the
+    /// next best-ranked open tasks that would fit this provider on their own, are fetched in
+    /// the background ([`super::prefetch`]) and claimed in a later pass.
+    fn prefetch(
+        &mut self,
+        tasks: &[(Pubkey, Task)],
+        ranked: &[&(Pubkey, Task)],
+        picks: Vec<(Pubkey, u64, usize)>,
+        held: Holding,
+        cap: &Capacity,
+    ) -> Vec<(Pubkey, u64, usize)> {
+        let mut ready = vec![];
+        for (key, bond, load) in picks {
+            let Some((_, t)) = tasks.iter().find(|(k, _)| *k == key) else {
+                continue;
+            };
+            let Ok(job) = JobSpec::decode(&t.job) else {
+                continue;
+            };
+            let (w, k, task) = (self.work(), key, t.clone());
+            match self
+                .prefetcher
+                .ready(&job, move || w.fetch_inputs(&k, &task))
+            {
+                Ready::Held => ready.push((key, bond, load)),
+                Ready::Fetching => {
+                    tracing::debug!(provider = self.ctx.name, task = %key, "inputs being fetched; claimed once held")
+                }
+                Ready::Failed(why) => {
+                    tracing::debug!(provider = self.ctx.name, task = %key, why, "inputs not held; not claimed")
+                }
+            }
+        }
+        // the tasks it would claim next, as soon as it has room
+        let alone = Holding {
+            disk: held.disk,
+            ..Holding::default()
+        };
+        let next: Vec<&(Pubkey, Task)> = ranked
+            .iter()
+            .copied()
+            .filter(|(_, t)| {
+                JobSpec::decode(&t.job).is_ok_and(|j| {
+                    j.input_mode == compute_market_protocol::job::InputMode::ContentHash
+                        && refusal(t, &j, &alone, cap).is_none()
+                })
+            })
+            .take(self.max_active)
+            .collect();
+        for (key, t) in next {
+            let job = JobSpec::decode(&t.job).expect("decoded above");
+            let (w, k, task) = (self.work(), *key, t.clone());
+            let _ = self
+                .prefetcher
+                .ready(&job, move || w.fetch_inputs(&k, &task));
+        }
+        ready
     }
 
     /// One pass: submit what it holds (starting or finishing computations), then claim what
@@ -662,13 +732,7 @@ impl Provider {
             let r = super::guard(|| {
                 let (c, computed) = match due {
                     Due::Submit(c) => (c, false),
-                    Due::Compute(job) => {
-                        // the inputs again (from its own content store after a restart or an
-                        // eviction, else from the client): a claimed task is always computed
-                        self.work()
-                            .inputs_of(std::slice::from_ref(&(key, t.clone())), &key)?;
-                        (self.work().compute(key, job)?, true)
-                    }
+                    Due::Compute(job) => (self.work().compute(key, &t, job)?, true),
                 };
                 Ok((
                     self.submit(chain, &key, &t, &c)?,
@@ -723,13 +787,15 @@ impl Provider {
                 .saturating_sub(pending),
         };
         let memory = node_memory(&node, self.ctx.backend.as_ref());
+        let (throughput, policy) = (self.throughput.clone(), self.policy.clone());
         let cap = Capacity {
             memory,
-            throughput: &self.throughput,
-            policy: &self.policy,
+            throughput: &throughput,
+            policy: &policy,
         };
-        let picks = plan_claims(
-            rank_open(tasks, &self.ctx.market, &node, memory, now),
+        let ranked = rank_open(tasks, &self.ctx.market, &node, memory, now);
+        let mut picks = plan_claims(
+            ranked.clone(),
             &node,
             held,
             self.max_active,
@@ -737,11 +803,17 @@ impl Provider {
             now,
             &cap,
         );
+        if self.background {
+            picks = self.prefetch(tasks, &ranked, picks, held, &cap);
+        }
         let claims = super::parallel(self.ctx.parallel, picks, |(key, bond, load)| {
             // never bond stake on data it cannot get: a job on the client's data is claimed
-            // only once its inputs are fetched, hashed and checked here
-            if let Err(e) = self.work().inputs_of(tasks, &key) {
-                return (key, bond, load, Err(e));
+            // only once its inputs are fetched, hashed and checked here (in the background
+            // pass the prefetcher has done it and this finds them held)
+            if let Some((_, t)) = tasks.iter().find(|(k, _)| *k == key) {
+                if let Err(e) = self.work().inputs(&key, t) {
+                    return (key, bond, load, Err(e));
+                }
             }
             let r = send(
                 chain,

@@ -38,6 +38,11 @@ pub enum TaskCmd {
         /// (`http(s)://host:port`, e.g. a `keeper serve`); the task's input URI.
         #[arg(long, requires = "input")]
         store: Option<String>,
+        /// Where providers and verifiers fetch the inputs from, when not --store itself (a
+        /// public address in front of the store: a CDN, a gateway, a reverse proxy); it must
+        /// serve `GET <uri>/c/<sha256-hex>` with the uploaded objects.
+        #[arg(long, requires = "store")]
+        input_uri: Option<String>,
         /// Reward in base units.
         #[arg(long)]
         reward: u64,
@@ -109,6 +114,7 @@ impl TaskCmd {
                 dims,
                 input,
                 store,
+                input_uri: public_uri,
                 reward,
                 quorum,
                 samples,
@@ -138,7 +144,15 @@ impl TaskCmd {
                         ..FetchPolicy::default()
                     };
                     uploaded = Some(clientdata::upload(&store, &prepared, &policy)?);
-                    input_uri = store.trim_end_matches('/').to_string();
+                    input_uri = public_uri
+                        .as_deref()
+                        .unwrap_or(&store)
+                        .trim_end_matches('/')
+                        .to_string();
+                    anyhow::ensure!(
+                        input_uri.starts_with("http://") || input_uri.starts_with("https://"),
+                        "--input-uri must be an http(s) URL, got {input_uri:?}"
+                    );
                     vec![(id, prepared.job)]
                 } else {
                     let kind = kind.context("--kind is needed without --input")?;

@@ -1,0 +1,218 @@
+//! Inputs fetched ahead of claims (PROTOCOL §5, Inputs: pre-fetch).
+//!
+//! A provider claims a task on a client's data only once that task's inputs are held and
+//! checked: an honest provider never bonds stake on data it cannot get. Fetching them inside
+//! the claim pass would hold every other claim and submission of the pass behind one slow
+//! host, and fetching only once a task is picked leaves the provider's capacity idle while the
+//! bytes arrive. So the inputs are fetched here, on threads of their own and a few at a time,
+//! for the tasks the provider is about to claim (this pass's picks) and for the next
+//! best-ranked open tasks it would claim as soon as it has room; a pick whose inputs are held
+//! is claimed at once, the others in a later pass once their fetch is done.
+//!
+//! Fetches are keyed by the job's manifest hash (two tasks on the same data share one fetch
+//! and one held copy). A fetch that failed is not tried again before a pause (longer when what
+//! was served broke the protocol than when the host was only unreachable), so a bad task does
+//! not cost a download every pass.
+
+use std::{
+    collections::HashMap,
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use compute_market_protocol::{
+    hash::Digest,
+    job::{InputMode, JobSpec},
+};
+
+use crate::{compute::inputs, results::FetchError};
+
+/// Pause before inputs that could not be fetched are tried again.
+pub const RETRY_UNAVAILABLE: Duration = Duration::from_secs(3);
+
+/// Pause before inputs whose source served something the protocol refuses (a hash
+/// mismatch, a malformed file, an element out of the field) are tried again: the input URI is
+/// fixed on chain, but another source (a provider that holds them) may appear.
+pub const RETRY_INVALID: Duration = Duration::from_secs(60);
+
+/// Where a job's inputs stand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ready {
+    /// Held and checked (or generated from the job's seed): it may be claimed.
+    Held,
+    /// Being fetched, or waiting for a free fetch.
+    Fetching,
+    /// The last fetch failed, for this reason; tried again after a pause.
+    Failed(String),
+}
+
+struct Failure {
+    retry_at: Instant,
+    why: String,
+}
+
+/// The provider's fetches ahead of claims.
+pub struct Prefetcher {
+    /// Fetches running at once.
+    pub parallel: usize,
+    running: HashMap<Digest, JoinHandle<Result<(), FetchError>>>,
+    failed: HashMap<Digest, Failure>,
+}
+
+impl Prefetcher {
+    /// At most `parallel` fetches at once.
+    pub fn new(parallel: usize) -> Self {
+        Prefetcher {
+            parallel: parallel.max(1),
+            running: HashMap::new(),
+            failed: HashMap::new(),
+        }
+    }
+
+    /// Fetches running now.
+    pub fn fetching(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Collects finished fetches: a failure is kept (with its pause), a success forgets any.
+    fn reap(&mut self) {
+        let done: Vec<Digest> = self
+            .running
+            .iter()
+            .filter(|(_, h)| h.is_finished())
+            .map(|(k, _)| *k)
+            .collect();
+        for k in done {
+            let h = self.running.remove(&k).expect("listed");
+            let failure = match h.join() {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some((
+                    if e.is_transient() {
+                        RETRY_UNAVAILABLE
+                    } else {
+                        RETRY_INVALID
+                    },
+                    e.to_string(),
+                )),
+                Err(_) => Some((RETRY_INVALID, "the fetch panicked".to_string())),
+            };
+            match failure {
+                None => {
+                    self.failed.remove(&k);
+                }
+                Some((pause, why)) => {
+                    tracing::warn!(manifest = %crate::results::hex(&k), error = %why, retry_s = pause.as_secs(), "inputs not fetched; their tasks are not claimed");
+                    self.failed.insert(
+                        k,
+                        Failure {
+                            retry_at: Instant::now() + pause,
+                            why,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// Where the inputs of `job` stand. When they are neither held nor being fetched, nor in
+    /// their pause after a failure, `fetch` is started on a thread of its own if fewer than
+    /// [`Prefetcher::parallel`] are running.
+    pub fn ready(
+        &mut self,
+        job: &JobSpec,
+        fetch: impl FnOnce() -> Result<(), FetchError> + Send + 'static,
+    ) -> Ready {
+        if job.input_mode != InputMode::ContentHash || inputs::is_held(job) {
+            return Ready::Held;
+        }
+        self.reap();
+        let key = job.input;
+        if self.running.contains_key(&key) {
+            return Ready::Fetching;
+        }
+        if let Some(f) = self.failed.get(&key) {
+            if Instant::now() < f.retry_at {
+                return Ready::Failed(f.why.clone());
+            }
+        }
+        if self.running.len() >= self.parallel {
+            return Ready::Fetching;
+        }
+        let h = std::thread::Builder::new()
+            .name(format!("prefetch-{}", &crate::results::hex(&key)[..8]))
+            .spawn(fetch);
+        match h {
+            Ok(h) => {
+                self.running.insert(key, h);
+                Ready::Fetching
+            }
+            Err(e) => Ready::Failed(format!("cannot start a fetch: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(tag: u8) -> JobSpec {
+        let mut j = JobSpec::matmul(64, 64, 64, [tag; 32]);
+        j.input_mode = InputMode::ContentHash;
+        j
+    }
+
+    fn until(p: &mut Prefetcher, j: &JobSpec, want: impl Fn(&Ready) -> bool) -> Ready {
+        let t = Instant::now();
+        loop {
+            let r = p.ready(j, || Err(FetchError::Invalid("never asked again".into())));
+            if want(&r) || t.elapsed() > Duration::from_secs(10) {
+                return r;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn fetches_run_a_few_at_a_time_and_failures_wait_their_pause() {
+        let mut p = Prefetcher::new(2);
+        // generated inputs need nothing
+        assert_eq!(
+            p.ready(&JobSpec::matmul(64, 64, 64, [1; 32]), || unreachable!()),
+            Ready::Held
+        );
+        let gate = std::sync::Arc::new(std::sync::Barrier::new(3));
+        for tag in [201, 202] {
+            let g = gate.clone();
+            assert_eq!(
+                p.ready(&job(tag), move || {
+                    g.wait();
+                    Err(FetchError::Unavailable(format!("host {tag} down")))
+                }),
+                Ready::Fetching
+            );
+        }
+        // a third waits for a free place: its fetch is not started
+        let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = started.clone();
+        assert_eq!(
+            p.ready(&job(203), move || {
+                s.store(true, std::sync::atomic::Ordering::SeqCst);
+                Ok(())
+            }),
+            Ready::Fetching
+        );
+        assert!(!started.load(std::sync::atomic::Ordering::SeqCst));
+        assert_eq!(p.fetching(), 2);
+        // asked again while running: not started twice
+        assert_eq!(p.ready(&job(201), || unreachable!()), Ready::Fetching);
+        gate.wait();
+        let r = until(&mut p, &job(201), |r| matches!(r, Ready::Failed(_)));
+        assert_eq!(r, Ready::Failed("host 201 down".into()), "its reason, kept");
+        assert_eq!(p.fetching(), 0);
+        // within its pause the failure stands and nothing is fetched
+        assert_eq!(
+            p.ready(&job(202), || unreachable!()),
+            Ready::Failed("host 202 down".into())
+        );
+    }
+}
