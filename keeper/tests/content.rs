@@ -232,6 +232,14 @@ fn bad_inputs_are_refused_by_name_and_never_claimed() {
     for _ in 0..40 {
         s.tick().unwrap();
     }
+    // and as the daemon runs them: inputs fetched ahead of claims, on threads of their own
+    for p in &mut s.providers {
+        p.background = true;
+    }
+    for _ in 0..40 {
+        s.tick().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     for (key, why) in &posted {
         let t = s.chain.task(key).unwrap().expect("still posted");
         assert_eq!(t.status, TaskStatus::Open, "{why}: nobody claimed it");
@@ -518,5 +526,154 @@ fn a_download_cut_off_resumes_after_a_restart_from_what_it_had() {
     assert!(
         *got == other,
         "a poisoned prefix is dropped, the object fetched whole"
+    );
+}
+
+/// The CPU backend, except that jobs on `held_seed` wait until `open` is set (a long
+/// computation the test controls).
+struct Gated {
+    open: Arc<std::sync::atomic::AtomicBool>,
+    held_seed: [u8; 32],
+}
+
+impl compute_market_keeper::compute::Backend for Gated {
+    fn name(&self) -> String {
+        "gated cpu".into()
+    }
+    fn tiles(
+        &self,
+        job: &compute_market_protocol::job::JobSpec,
+        indices: &[u32],
+    ) -> anyhow::Result<Vec<Vec<u8>>> {
+        while job.input == self.held_seed && !self.open.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        compute_market_keeper::compute::cpu::CpuBackend.tiles(job, indices)
+    }
+    fn freivalds(
+        &self,
+        job: &compute_market_protocol::job::JobSpec,
+        rs: &[Vec<u32>],
+    ) -> anyhow::Result<Vec<Vec<u32>>> {
+        compute_market_keeper::compute::cpu::CpuBackend.freivalds(job, rs)
+    }
+}
+
+#[test]
+fn a_busy_provider_fetches_the_next_tasks_inputs_before_it_can_claim_it() {
+    use compute_market::{pda, state::TaskStatus};
+    use compute_market_keeper::{
+        chain::ChainExt,
+        cli::{self, TaskTerms},
+        compute::{cpu::CpuBackend, inputs},
+        demo::{DemoConfig, Scenario},
+    };
+    use compute_market_protocol::job::JobSpec;
+    use solana_signer::Signer;
+
+    let (_origin, _server, url) = served();
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Scenario::new(
+        &DemoConfig {
+            providers: 2,
+            tasks: 1,
+            ..Default::default()
+        },
+        Arc::new(CpuBackend),
+        dir.path(),
+    )
+    .unwrap();
+    s.run_to_end(3_000).unwrap();
+    // one provider, holding one task at a time, computing in the background as the daemon does
+    let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let held_seed = [0x5a; 32];
+    s.providers[1].max_active = 0;
+    let p = &mut s.providers[0];
+    (p.max_active, p.background, p.corrupt_fraction) = (1, true, 0.0);
+    p.ctx.backend = Arc::new(Gated {
+        open: open.clone(),
+        held_seed,
+    });
+    p.ctx.store = Arc::new(ResultStore::default().with_policy(loopback()));
+    let store = p.ctx.store.clone();
+    let me = p.ctx.node;
+    let terms = |input_uri: String| TaskTerms {
+        input_uri,
+        market: 1,
+        reward: 1_000_000,
+        ..Default::default()
+    };
+    let (chain, client) = (s.chain.clone(), s.client.pubkey());
+    let status = |id: u64| {
+        chain
+            .task(&pda::task(&client, id))
+            .unwrap()
+            .map(|t| (t.status, t.provider))
+    };
+    // the task that keeps it busy
+    cli::task_post(
+        s.chain.as_ref(),
+        &s.client,
+        terms(String::new()),
+        vec![(700, JobSpec::matmul(64, 64, 64, held_seed))],
+    )
+    .unwrap();
+    for _ in 0..5 {
+        s.tick().unwrap();
+    }
+    assert_eq!(status(700), Some((TaskStatus::Claimed, me)), "busy now");
+    // the next task, on the client's data
+    let f = |name: &str, rows: usize, cols: usize, salt: u32| {
+        let d: Vec<u32> = (0..(rows * cols) as u32).map(|x| x * 7 + salt).collect();
+        let p = dir.path().join(format!("{name}.safetensors"));
+        std::fs::write(&p, clientdata::tensor_file(name, rows, cols, &d).unwrap()).unwrap();
+        p
+    };
+    let prepared = clientdata::prepare_inputs(&[f("A", 65, 70, 1), f("B", 70, 3, 2)]).unwrap();
+    clientdata::upload(&url, &prepared, &loopback()).unwrap();
+    cli::task_post(
+        s.chain.as_ref(),
+        &s.client,
+        terms(url.clone()),
+        vec![(701, prepared.job)],
+    )
+    .unwrap();
+    let mut ticks = 0;
+    while !inputs::is_held(&prepared.job) && ticks < 30 {
+        s.tick().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        ticks += 1;
+    }
+    assert!(
+        inputs::is_held(&prepared.job),
+        "its inputs were fetched and checked while the provider was busy"
+    );
+    assert_eq!(
+        store.content.bytes(),
+        prepared.parts.iter().map(|p| p.len() as u64).sum::<u64>()
+            + prepared.manifest.encode().len() as u64,
+        "the manifest and both parts are in its content store"
+    );
+    assert_eq!(
+        status(701).map(|s| s.0),
+        Some(TaskStatus::Open),
+        "not claimed while it holds as many tasks as it may"
+    );
+    assert_eq!(
+        status(700),
+        Some((TaskStatus::Claimed, me)),
+        "still computing"
+    );
+    open.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut ticks = 0;
+    while status(701).is_some_and(|s| s.0 == TaskStatus::Open) && ticks < 100 {
+        s.tick().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        ticks += 1;
+    }
+    let claimed = status(701).expect("posted");
+    assert!(
+        claimed.0 != TaskStatus::Open && claimed.1 == me,
+        "claimed once it had room: {claimed:?}"
     );
 }
