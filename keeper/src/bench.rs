@@ -165,6 +165,12 @@ pub struct BenchReport {
     pub simd: String,
     /// A client's input fetched over loopback and checked, against raw SHA-256.
     pub input_fetch: InputFetchRow,
+    /// Claim → submit with the inputs fetched after the claim and pre-fetched before it.
+    pub claim_to_submit: Vec<ClaimRow>,
+    /// Size of the job [`BenchReport::claim_to_submit`] ran (n × n · n × n).
+    pub claim_n: usize,
+    /// Outputs fetched with and without compression.
+    pub transfer: Vec<TransferRow>,
 }
 
 /// One client input part fetched from a content store over loopback HTTP, hashed and parsed
@@ -230,6 +236,265 @@ pub fn input_fetch(n: usize) -> Result<InputFetchRow> {
         parse_mb_s: mb / parse_s,
         sha256_mb_s: mb / sha_s,
     })
+}
+
+/// A loopback TCP relay to `upstream` that passes at most `bytes_per_s` toward the client (a
+/// link of that speed, for the transfer rows). Its threads live as long as the process.
+fn shaped_link(upstream: std::net::SocketAddr, bytes_per_s: f64) -> Result<std::net::SocketAddr> {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = l.local_addr()?;
+    std::thread::spawn(move || {
+        for client in l.incoming().flatten() {
+            let Ok(server) = std::net::TcpStream::connect(upstream) else {
+                continue;
+            };
+            let (mut c_in, mut s_out) = match (client.try_clone(), server.try_clone()) {
+                (Ok(c), Ok(s)) => (c, s),
+                _ => continue,
+            };
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c_in, &mut s_out);
+                let _ = s_out.shutdown(std::net::Shutdown::Write);
+            });
+            let (mut s_in, mut c_out) = (server, client);
+            std::thread::spawn(move || {
+                // each chunk takes its time on the link; an idle link earns at most 2 ms of
+                // burst, and a sleep that overshoots is made up by the next chunks
+                let burst = std::time::Duration::from_millis(2);
+                let (mut free_at, mut buf) = (Instant::now(), vec![0u8; 16 << 10]);
+                while let Ok(n) = s_in.read(&mut buf) {
+                    if n == 0 || c_out.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                    let now = Instant::now();
+                    if now > free_at + burst {
+                        free_at = now - burst;
+                    }
+                    free_at += std::time::Duration::from_secs_f64(n as f64 / bytes_per_s);
+                    if let Some(wait) = free_at.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                }
+                let _ = c_out.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    Ok(addr)
+}
+
+/// The shaped links of the transfer rows, bytes per second: 1 Gbit/s (a data centre) and
+/// 100 Mbit/s (a client's own host).
+pub const LINKS: [(&str, f64); 2] = [("1 Gbit/s", 125e6), ("100 Mbit/s", 12.5e6)];
+
+/// Loopback to `server`, then a [`shaped_link`] to it for each of [`LINKS`].
+fn links_to(server: std::net::SocketAddr) -> Result<Vec<(String, std::net::SocketAddr)>> {
+    let mut out = vec![("loopback".to_string(), server)];
+    for (name, rate) in LINKS {
+        out.push((name.to_string(), shaped_link(server, rate)?));
+    }
+    Ok(out)
+}
+
+/// One way of getting to a provider's submit, timed from its claim ([`claim_to_submit`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct ClaimRow {
+    /// Link to the client's content store ("loopback", "1 Gbit/s").
+    pub link: String,
+    /// Inputs fetched, hashed and checked after the claim, then computed and committed:
+    /// seconds from claim to submit (median).
+    pub fetch_after_s: f64,
+    /// Inputs pre-fetched before the claim: the same, seconds (median).
+    pub prefetched_s: f64,
+}
+
+/// Claim → submit for an `n × n · n × n` `MatMulModP` on a client's own matrices, with the
+/// inputs fetched after the claim and with them pre-fetched (held) before it, side by side:
+/// the time the provider's bond is at stake before its result can be submitted.
+pub fn claim_to_submit(backend: &dyn Backend, n: usize) -> Result<Vec<ClaimRow>> {
+    use crate::{
+        compute::{inputs, Matrix},
+        results::{FetchPolicy, ResultStore},
+    };
+    use compute_market_protocol::manifest::{Format, Manifest, Part, Role};
+    let matrix = |salt: u64| Matrix {
+        rows: n,
+        cols: n,
+        data: (0..(n * n) as u64)
+            .map(|i| (splitmix(i ^ (salt << 40)) % compute_market_protocol::P) as u32)
+            .collect(),
+    };
+    let host = std::sync::Arc::new(ResultStore::default());
+    let mut parts = vec![];
+    for (role, salt) in [(Role::A, 1), (Role::B, 2)] {
+        let f = inputs::matrix_file(role, &matrix(salt))?;
+        let hash = inputs::content_hash(&f);
+        host.content
+            .put(&hash, &f, false)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        parts.push(Part {
+            role,
+            format: Format::Safetensors,
+            len: f.len() as u64,
+            hash,
+        });
+    }
+    let manifest = Manifest::new(parts).encode();
+    let mhash = inputs::content_hash(&manifest);
+    host.content
+        .put(&mhash, &manifest, false)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut job = JobSpec::matmul(n as u32, n as u32, n as u32, mhash);
+    job.input_mode = compute_market_protocol::job::InputMode::ContentHash;
+    let server = crate::results::serve(
+        host,
+        std::sync::Arc::new(crate::metrics::Metrics::default()),
+        "127.0.0.1:0",
+    )?;
+    let policy = FetchPolicy {
+        allow_loopback: true,
+        ..FetchPolicy::default()
+    };
+    let links = links_to(server.addr)?;
+    let mut rows = vec![];
+    for (link, addr) in links {
+        let bases = vec![format!("http://{addr}")];
+        let submit_ready = |store: &ResultStore| -> Result<Digest> {
+            store
+                .ensure_inputs(&job, &bases, None)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            Ok(commit(&backend.run(&job)?).root())
+        };
+        let (_, after) = median_of(3, || {
+            let fresh = ResultStore::default().with_policy(policy.clone());
+            inputs::release(&mhash);
+            submit_ready(&fresh)
+        })?;
+        // the fetch happens before the clock starts
+        let mut ahead = vec![];
+        for _ in 0..3 {
+            let fresh = ResultStore::default().with_policy(policy.clone());
+            inputs::release(&mhash);
+            fresh
+                .ensure_inputs(&job, &bases, None)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let t = Instant::now();
+            submit_ready(&fresh)?;
+            ahead.push(secs(t));
+        }
+        ahead.sort_by(f64::total_cmp);
+        let ahead = ahead[1];
+        rows.push(ClaimRow {
+            link,
+            fetch_after_s: after,
+            prefetched_s: ahead,
+        });
+    }
+    inputs::release(&mhash);
+    server.shutdown();
+    Ok(rows)
+}
+
+/// One output fetched whole (`/all`) with and without compression ([`transfer`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct TransferRow {
+    /// What the output is.
+    pub output: String,
+    /// Link ("loopback", "1 Gbit/s").
+    pub link: String,
+    /// Bytes of the output.
+    pub bytes: u64,
+    /// Bytes on the wire asking for zstd.
+    pub zstd_wire: u64,
+    /// Seconds asking for zstd (decompression included), median.
+    pub zstd_s: f64,
+    /// Bytes on the wire asking for identity.
+    pub identity_wire: u64,
+    /// Seconds asking for identity, median.
+    pub identity_s: f64,
+}
+
+/// A whole `n × n` `MatMulModP` output fetched from a provider's server asking for zstd and
+/// asking for identity, side by side, over loopback and a shaped link: a compressible output
+/// (elements below 256, as small integer activations are) and an incompressible one (random
+/// field elements, which the server sends uncompressed whatever is asked).
+pub fn transfer(n: u32) -> Result<Vec<TransferRow>> {
+    use crate::results::ResultStore;
+    let job = JobSpec::matmul(n, n, n, [9; 32]);
+    let outputs = [
+        ("elements below 256", 256u64),
+        ("random field elements", compute_market_protocol::P),
+    ];
+    let store = std::sync::Arc::new(ResultStore::default());
+    let mut published = vec![];
+    for (i, (name, modulus)) in outputs.iter().enumerate() {
+        let tiles: Vec<Vec<u8>> = (0..job.tile_count() as u64)
+            .map(|t| {
+                (0..job.tile_len() as u64 / 4)
+                    .flat_map(|j| {
+                        ((splitmix(t << 20 ^ j ^ (i as u64) << 50) % modulus) as u32).to_le_bytes()
+                    })
+                    .collect()
+            })
+            .collect();
+        let bytes = tiles.iter().map(|t| t.len() as u64).sum::<u64>();
+        let (root, _) = store.publish([i as u8; 32], job, tiles)?;
+        published.push((name.to_string(), crate::results::hex(&root), bytes));
+    }
+    let server = crate::results::serve(
+        store.clone(),
+        std::sync::Arc::new(crate::metrics::Metrics::default()),
+        "127.0.0.1:0",
+    )?;
+    let links = links_to(server.addr)?;
+    // raw bytes on the wire: this client decompresses nothing itself
+    let http = reqwest::blocking::Client::builder()
+        .no_zstd()
+        .no_gzip()
+        .no_proxy()
+        .build()?;
+    let mut rows = vec![];
+    for (link, addr) in &links {
+        for (output, root, bytes) in &published {
+            let url = format!("http://{addr}/r/{root}/all");
+            let get = |encoding: &str| -> Result<u64> {
+                let r = http
+                    .get(&url)
+                    .header(reqwest::header::ACCEPT_ENCODING, encoding)
+                    .send()?
+                    .error_for_status()?;
+                let zstd = r
+                    .headers()
+                    .get(reqwest::header::CONTENT_ENCODING)
+                    .is_some_and(|v| v == "zstd");
+                let wire = r.bytes()?;
+                let body = if zstd {
+                    zstd::stream::decode_all(&wire[..])?
+                } else {
+                    wire.to_vec()
+                };
+                anyhow::ensure!(
+                    body.len() as u64 >= *bytes,
+                    "{output}: {} bytes came back, the output is {bytes}",
+                    body.len()
+                );
+                Ok(wire.len() as u64)
+            };
+            let (zstd_wire, zstd_s) = median_of(3, || get("zstd"))?;
+            let (identity_wire, identity_s) = median_of(3, || get("identity"))?;
+            rows.push(TransferRow {
+                output: output.clone(),
+                link: link.clone(),
+                bytes: *bytes,
+                zstd_wire,
+                zstd_s,
+                identity_wire,
+                identity_s,
+            });
+        }
+    }
+    server.shutdown();
+    Ok(rows)
 }
 
 fn secs(t: Instant) -> f64 {
@@ -572,6 +837,9 @@ fn splitmix(x: u64) -> u64 {
     compute_market_protocol::job::splitmix64(x)
 }
 
+/// Size of the claim → submit rows' job: n = 1024 (two 4 MiB input parts).
+pub const CLAIM_N: usize = 1024;
+
 /// Runs the benchmark for the given `MatMulModP` sizes on every backend, side by side. The
 /// first backend is the reference: every other one's tiles are compared with its tiles bit
 /// for bit.
@@ -599,6 +867,9 @@ pub fn run(backends: &[std::sync::Arc<dyn Backend>], sizes: &[u32]) -> Result<Be
         hashes: hash_forms(1024, 16)?,
         simd: crate::compute::freivalds::simd_level().to_string(),
         input_fetch: input_fetch(2048)?,
+        claim_to_submit: claim_to_submit(backends[0].as_ref(), CLAIM_N)?,
+        claim_n: CLAIM_N,
+        transfer: transfer(1024)?,
     })
 }
 
@@ -724,5 +995,41 @@ pub fn render(r: &BenchReport) -> String {
         f.parse_mb_s,
         f.sha256_mb_s
     );
+    s += &format!(
+        "\nClaim → submit, MatMulModP n = {} on a client's two {:.1} MB parts (fetch, hash, check, compute, commit), medians of 3:\n{:<12} {:>18} {:>16} {:>8}\n",
+        r.claim_n,
+        (8 + r.claim_n * r.claim_n * 4) as f64 / 1e6,
+        "link",
+        "fetched after, s",
+        "pre-fetched, s",
+        "ratio"
+    );
+    for c in &r.claim_to_submit {
+        s += &format!(
+            "{:<12} {:>18.3} {:>16.3} {:>7.2}×\n",
+            c.link,
+            c.fetch_after_s,
+            c.prefetched_s,
+            c.fetch_after_s / c.prefetched_s
+        );
+    }
+    s += &format!(
+        "\nA whole output fetched (/all, n = 1024), asking for zstd and for identity, medians of 3 (a link is shaped to at most its speed; plain MB/s is what it carried):\n{:<24} {:<12} {:>10} {:>12} {:>9} {:>12} {:>9} {:>10} {:>8}\n",
+        "output", "link", "bytes", "zstd wire", "zstd s", "plain wire", "plain s", "plain MB/s", "zstd ×"
+    );
+    for t in &r.transfer {
+        s += &format!(
+            "{:<24} {:<12} {:>10} {:>12} {:>9.3} {:>12} {:>9.3} {:>10.0} {:>7.2}×\n",
+            t.output,
+            t.link,
+            t.bytes,
+            t.zstd_wire,
+            t.zstd_s,
+            t.identity_wire,
+            t.identity_s,
+            t.identity_wire as f64 / t.identity_s / 1e6,
+            t.identity_s / t.zstd_s
+        );
+    }
     s
 }

@@ -149,6 +149,15 @@ pub fn hold(manifest: Digest, inputs: MatrixInputs) {
     }
 }
 
+/// Drops the inputs held for `manifest`: the next job on them fetches and checks them again
+/// (`keeper bench` measures that path).
+pub fn release(manifest: &Digest) {
+    let mut h = held().lock().expect("held lock");
+    if let Some((gone, _)) = h.sets.remove(manifest) {
+        h.bytes -= size_of(&gone);
+    }
+}
+
 /// Whether `m` has the shapes `job` computes on (the same manifest can be named by jobs of
 /// other dimensions: held inputs serve only the shape they were checked for).
 fn fits(job: &JobSpec, m: &MatrixInputs) -> bool {
