@@ -13,7 +13,7 @@ use anyhow::{bail, ensure, Context, Result};
 use compute_market::{events, state::TaskStatus};
 use compute_market_protocol::{
     hash::Digest,
-    job::{InputMode, JobKind, JobSpec},
+    job::{InputMode, JobKind, JobSpec, MATMUL_TILE},
     manifest::{part_bound, Format, Manifest, Part, Role},
     merkle::{leaf_hash, verify_proof},
 };
@@ -138,7 +138,7 @@ pub fn upload(store: &str, p: &PreparedInputs, policy: &FetchPolicy) -> Result<U
     })
 }
 
-pub use crate::compute::inputs::tensor_file;
+pub use crate::compute::inputs::{tensor_file, tensor_file_with};
 
 /// A finished task's result as the chain records it.
 #[derive(Clone, Debug)]
@@ -228,16 +228,115 @@ pub struct Retrieved {
     pub bytes: u64,
 }
 
-/// Downloads the result `c` of `task` (all of it, or `tiles` with their proofs) from its
-/// provider's URI, else from `others` (result URLs `<base>/r/<root>` of keepers that hold it),
-/// checks every tile against the root, and writes `out`: C as a safetensors `U32` tensor "C"
-/// (m × n) for a whole `MatMulModP` result, one tensor per tile (`tile_<i>`, 64 × 64 or the
-/// tile's bytes as u32) for a partial one, the raw tiles for `HashBatch`. Nothing is written
-/// unless everything matched.
+/// What `task result` fetches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Wanted {
+    /// Every tile.
+    All,
+    /// These tiles, with their proofs.
+    Tiles(Vec<u32>),
+    /// Rows `start..end` of the output (of C for `MatMulModP`, of the digests for
+    /// `HashBatch`): the tiles that hold them, with their proofs.
+    Rows(std::ops::Range<u32>),
+}
+
+impl Wanted {
+    /// Reads `a..b` (rows a to b − 1).
+    pub fn parse_rows(s: &str) -> Result<std::ops::Range<u32>> {
+        let (a, b) = s
+            .split_once("..")
+            .with_context(|| format!("--rows {s:?}: expected START..END (END excluded)"))?;
+        let (a, b): (u32, u32) = (
+            a.trim()
+                .parse()
+                .with_context(|| format!("--rows {s:?}: {a:?} is not a row number"))?,
+            b.trim()
+                .parse()
+                .with_context(|| format!("--rows {s:?}: {b:?} is not a row number"))?,
+        );
+        ensure!(a < b, "--rows {s:?}: START must be below END");
+        Ok(a..b)
+    }
+}
+
+/// Rows of `job`'s output, and rows per tile row.
+fn output_rows(job: &JobSpec) -> (u32, u32) {
+    match job.kind {
+        JobKind::MatMulModP => (job.dims[0], MATMUL_TILE),
+        JobKind::HashBatch => (job.dims[0] * job.dims[1], job.dims[1]),
+    }
+}
+
+/// The tiles that hold `rows` of `job`'s output, in order.
+fn tiles_of_rows(job: &JobSpec, rows: &std::ops::Range<u32>) -> Result<Vec<u32>> {
+    let (all, per) = output_rows(job);
+    ensure!(
+        rows.end <= all,
+        "rows {}..{} are out of range: the output has {all} rows",
+        rows.start,
+        rows.end
+    );
+    let (_, cols) = job.tile_grid();
+    Ok((rows.start / per..rows.end.div_ceil(per))
+        .flat_map(|tr| (0..cols).map(move |tc| tr * cols + tc))
+        .collect())
+}
+
+/// Rows `rows` of `job`'s output from `served` (the tiles [`tiles_of_rows`] named, checked):
+/// the `U32` tensor "C" of `rows.len() × n` for `MatMulModP`, the digests' bytes for
+/// `HashBatch`.
+fn assemble_rows(
+    job: &JobSpec,
+    rows: &std::ops::Range<u32>,
+    served: &[crate::verify::ProvenTile],
+) -> Result<Vec<u8>> {
+    let tile = |i: u32| {
+        served
+            .iter()
+            .find(|s| s.index == i)
+            .map(|s| &s.tile)
+            .with_context(|| format!("tile {i} was not served"))
+    };
+    match job.kind {
+        JobKind::MatMulModP => {
+            let (n, t) = (job.dims[2] as usize, MATMUL_TILE as usize);
+            let (_, cols) = job.tile_grid();
+            let mut out = Vec::with_capacity(rows.len() * n);
+            for r in rows.clone() {
+                let (tr, rr) = (r as usize / t, r as usize % t);
+                for c in 0..n {
+                    let bytes = tile(tr as u32 * cols + (c / t) as u32)?;
+                    let at = 4 * (rr * t + c % t);
+                    out.push(u32::from_le_bytes(
+                        bytes[at..at + 4].try_into().expect("4 bytes"),
+                    ));
+                }
+            }
+            let meta = [("rows".to_string(), format!("{}..{}", rows.start, rows.end))];
+            tensor_file_with("C", rows.len(), n, &out, meta.into_iter().collect())
+        }
+        JobKind::HashBatch => {
+            let per = job.dims[1];
+            let mut out = Vec::with_capacity(rows.len() * 32);
+            for r in rows.clone() {
+                let at = 32 * (r % per) as usize;
+                out.extend_from_slice(&tile(r / per)?[at..at + 32]);
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Downloads the result `c` of `task` (all of it, some tiles, or some rows: those with their
+/// proofs) from its provider's URI, else from `others` (result URLs `<base>/r/<root>` of
+/// keepers that hold it), checks every tile against the root, and writes `out`: C as a
+/// safetensors `U32` tensor "C" (m × n, or the rows asked for) for a `MatMulModP` result, one
+/// tensor per tile (`tile_<i>`, 64 × 64 or the tile's bytes as u32) for tiles, the raw digests
+/// for `HashBatch`. Nothing is written unless everything matched.
 pub fn task_result(
     task: &Pubkey,
     c: &Committed,
-    tiles: Option<Vec<u32>>,
+    wanted: Wanted,
     others: &[String],
     out: &Path,
     policy: FetchPolicy,
@@ -246,9 +345,20 @@ pub fn task_result(
     let mut sources = vec![c.uri.clone()];
     sources.extend(others.iter().cloned());
     let count = c.job.tile_count();
+    // the tiles to fetch with proofs (none: all of them, checked against the root together)
+    let proven: Option<Vec<u32>> = match &wanted {
+        Wanted::All => None,
+        Wanted::Tiles(want) => {
+            if let Some(bad) = want.iter().find(|&&i| i >= count) {
+                bail!("tile {bad} is out of range: the result has {count} tiles");
+            }
+            Some(crate::verify::distinct(want))
+        }
+        Wanted::Rows(rows) => Some(tiles_of_rows(&c.job, rows)?),
+    };
     let mut errors = vec![];
     for from in &sources {
-        let got: Result<Vec<u8>> = match &tiles {
+        let got: Result<Vec<u8>> = match &proven {
             None => store
                 .fetch_all(from, &c.job)
                 .map_err(anyhow::Error::from)
@@ -265,46 +375,23 @@ pub fn task_result(
                         JobKind::HashBatch => Ok(t.concat()),
                     }
                 }),
-            Some(want) => {
-                if let Some(bad) = want.iter().find(|&&i| i >= count) {
-                    bail!("tile {bad} is out of range: the result has {count} tiles");
-                }
-                let want = crate::verify::distinct(want);
-                store
-                    .fetch(from, &c.job, &want)
-                    .map_err(anyhow::Error::from)
-                    .and_then(|served| {
-                        for s in &served {
-                            let leaf = leaf_hash(s.index, count, &s.tile);
-                            ensure!(
-                                verify_proof(&c.root, s.index, count, &leaf, &s.proof),
-                                "tile {} has no valid proof to the root on chain",
-                                s.index
-                            );
-                        }
-                        let views: Vec<(String, Vec<u8>)> = served
-                            .iter()
-                            .map(|s| (format!("tile_{}", s.index), s.tile.clone()))
-                            .collect();
-                        let tensors: Vec<(String, safetensors::tensor::TensorView<'_>)> = views
-                            .iter()
-                            .map(|(name, bytes)| {
-                                let shape = match c.job.kind {
-                                    JobKind::MatMulModP => vec![64, 64],
-                                    JobKind::HashBatch => vec![bytes.len() / 4],
-                                };
-                                safetensors::tensor::TensorView::new(
-                                    safetensors::Dtype::U32,
-                                    shape,
-                                    bytes,
-                                )
-                                .map(|v| (name.clone(), v))
-                                .map_err(|e| anyhow::anyhow!("{e}"))
-                            })
-                            .collect::<Result<_>>()?;
-                        safetensors::serialize(tensors, None).map_err(|e| anyhow::anyhow!("{e}"))
-                    })
-            }
+            Some(want) => store
+                .fetch(from, &c.job, want)
+                .map_err(anyhow::Error::from)
+                .and_then(|served| {
+                    for s in &served {
+                        let leaf = leaf_hash(s.index, count, &s.tile);
+                        ensure!(
+                            verify_proof(&c.root, s.index, count, &leaf, &s.proof),
+                            "tile {} has no valid proof to the root on chain",
+                            s.index
+                        );
+                    }
+                    match &wanted {
+                        Wanted::Rows(rows) => assemble_rows(&c.job, rows, &served),
+                        _ => tiles_file(&c.job, &served),
+                    }
+                }),
         };
         match got {
             Ok(bytes) => {
@@ -316,7 +403,7 @@ pub fn task_result(
                     task: task.to_string(),
                     root: hex(&c.root),
                     from: from.clone(),
-                    tiles: tiles.map_or(count, |t| crate::verify::distinct(&t).len() as u32),
+                    tiles: proven.as_ref().map_or(count, |t| t.len() as u32),
                     output: out.display().to_string(),
                     bytes: bytes.len() as u64,
                 });
@@ -328,4 +415,93 @@ pub fn task_result(
         "no source served a result matching the root on chain; nothing written ({})",
         errors.join("; ")
     )
+}
+
+/// Tiles (checked) as one safetensors tensor each, `tile_<i>`: 64 × 64 for `MatMulModP`, the
+/// tile's bytes as `u32` for `HashBatch`.
+fn tiles_file(job: &JobSpec, served: &[crate::verify::ProvenTile]) -> Result<Vec<u8>> {
+    let tensors: Vec<(String, safetensors::tensor::TensorView<'_>)> = served
+        .iter()
+        .map(|s| {
+            let shape = match job.kind {
+                JobKind::MatMulModP => vec![64, 64],
+                JobKind::HashBatch => vec![s.tile.len() / 4],
+            };
+            safetensors::tensor::TensorView::new(safetensors::Dtype::U32, shape, &s.tile)
+                .map(|v| (format!("tile_{}", s.index), v))
+                .map_err(|e| anyhow::anyhow!("{e}"))
+        })
+        .collect::<Result<_>>()?;
+    safetensors::serialize(tensors, None).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_name_the_tiles_that_hold_them_and_come_back_in_order() {
+        assert_eq!(Wanted::parse_rows("60..70").unwrap(), 60..70);
+        for (bad, why) in [
+            ("60-70", "expected START..END"),
+            ("7..7", "START must be below END"),
+            ("a..9", "is not a row number"),
+        ] {
+            let e = Wanted::parse_rows(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        // C is 100 × 130: a 2 × 3 grid of tiles
+        let job = JobSpec::matmul(100, 8, 130, [0; 32]);
+        assert_eq!(
+            tiles_of_rows(&job, &(60..70)).unwrap(),
+            vec![0, 1, 2, 3, 4, 5]
+        );
+        assert_eq!(tiles_of_rows(&job, &(64..100)).unwrap(), vec![3, 4, 5]);
+        assert_eq!(tiles_of_rows(&job, &(0..1)).unwrap(), vec![0, 1, 2]);
+        let e = tiles_of_rows(&job, &(99..101)).unwrap_err().to_string();
+        assert!(e.contains("the output has 100 rows"), "{e}");
+        // element (r, c) of C is r·1000 + c, laid out in zero-padded 64 × 64 tiles
+        let tiles: Vec<crate::verify::ProvenTile> = (0..6u32)
+            .map(|i| {
+                let (tr, tc) = (i / 3, i % 3);
+                let tile = (0..64 * 64u32)
+                    .flat_map(|x| {
+                        let (r, c) = (tr * 64 + x / 64, tc * 64 + x % 64);
+                        let v = if r < 100 && c < 130 { r * 1000 + c } else { 0 };
+                        v.to_le_bytes()
+                    })
+                    .collect();
+                crate::verify::ProvenTile {
+                    index: i,
+                    tile,
+                    proof: vec![],
+                }
+            })
+            .collect();
+        let file = assemble_rows(&job, &(62..66), &tiles).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&file).unwrap();
+        let c = st.tensor("C").unwrap();
+        assert_eq!(c.shape(), [4, 130]);
+        let got: Vec<u32> = c
+            .data()
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let want: Vec<u32> = (62..66u32)
+            .flat_map(|r| (0..130u32).map(move |c| r * 1000 + c))
+            .collect();
+        assert_eq!(got, want);
+        // a HashBatch of 4 tiles × 3 digests: rows are digests
+        let hb = JobSpec::hash_batch(4, 3, 1, [0; 32]);
+        assert_eq!(tiles_of_rows(&hb, &(2..4)).unwrap(), vec![0, 1]);
+        let tiles: Vec<crate::verify::ProvenTile> = (0..2u32)
+            .map(|i| crate::verify::ProvenTile {
+                index: i,
+                tile: (0..96u32).map(|b| (i * 96 + b) as u8).collect(),
+                proof: vec![],
+            })
+            .collect();
+        let got = assemble_rows(&hb, &(2..4), &tiles).unwrap();
+        assert_eq!(got, (64..128u8).collect::<Vec<u8>>(), "digests 2 and 3");
+    }
 }

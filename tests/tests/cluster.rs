@@ -1034,6 +1034,45 @@ fn a_client_posts_its_own_matrices_and_gets_the_verified_product_back() -> Resul
             }
         }
     }
+    // rows 60..70 only, across a tile boundary: tiles 0..=5 with their proofs, then the rows
+    let rows = v.dir.path().join("rows.safetensors");
+    let r = v.keeper(
+        &client,
+        &[
+            "task",
+            "result",
+            &task.to_string(),
+            "-o",
+            rows.to_str().unwrap(),
+            "--rows",
+            "60..70",
+            "--allow-private-urls",
+        ],
+    )?;
+    assert_eq!(r["tiles"], 6, "{r}");
+    let (shape, got) = read_tensor(&rows, "C")?;
+    assert_eq!(shape, vec![10, n]);
+    assert!(got == want[60 * n..70 * n], "rows 60..70 of A·B mod p");
+    // rows past the end are refused by name, and nothing is written
+    let past = v.dir.path().join("past.safetensors");
+    let e = v
+        .keeper(
+            &client,
+            &[
+                "task",
+                "result",
+                &task.to_string(),
+                "-o",
+                past.to_str().unwrap(),
+                "--rows",
+                "90..101",
+                "--allow-private-urls",
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("the output has 100 rows"), "{e}");
+    assert!(!past.exists());
     Ok(())
 }
 

@@ -97,10 +97,22 @@ pub fn matrix_file(role: Role, m: &Matrix) -> Result<Vec<u8>> {
 
 /// The safetensors bytes of one `U32` tensor `name` of shape `[rows, cols]`.
 pub fn tensor_file(name: &str, rows: usize, cols: usize, data: &[u32]) -> Result<Vec<u8>> {
+    tensor_file_with(name, rows, cols, data, HashMap::new())
+}
+
+/// [`tensor_file`] with `metadata` in the header (`__metadata__`).
+pub fn tensor_file_with(
+    name: &str,
+    rows: usize,
+    cols: usize,
+    data: &[u32],
+    metadata: HashMap<String, String>,
+) -> Result<Vec<u8>> {
     let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
     let view = safetensors::tensor::TensorView::new(Dtype::U32, vec![rows, cols], &bytes)
         .map_err(|e| anyhow!("{e}"))?;
-    safetensors::serialize([(name, view)], None).map_err(|e| anyhow!("{e}"))
+    let meta = (!metadata.is_empty()).then_some(metadata);
+    safetensors::serialize([(name, view)], meta).map_err(|e| anyhow!("{e}"))
 }
 
 /// The SHA-256 of `bytes` (content addresses).

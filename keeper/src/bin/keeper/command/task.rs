@@ -73,8 +73,12 @@ pub enum TaskCmd {
         #[arg(short = 'o', long = "out")]
         out: Option<std::path::PathBuf>,
         /// Only these tiles (comma-separated indices), with their proofs.
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, value_delimiter = ',', conflicts_with = "rows")]
         tiles: Vec<u32>,
+        /// Only rows START..END of the output (END excluded; rows of C, or digests of a
+        /// HashBatch): the tiles that hold them are fetched with their proofs.
+        #[arg(long, value_parser = clientdata::Wanted::parse_rows)]
+        rows: Option<std::ops::Range<u32>>,
         /// Other keepers that hold the result (result URLs `<base>/r/<root>`), tried when the
         /// provider's fails.
         #[arg(long = "from")]
@@ -191,6 +195,7 @@ impl TaskCmd {
                 task,
                 out,
                 tiles,
+                rows,
                 from,
                 allow_private_urls,
             } => {
@@ -222,9 +227,13 @@ impl TaskCmd {
                     allow_private: allow_private_urls,
                     ..FetchPolicy::default()
                 };
-                let tiles = (!tiles.is_empty()).then_some(tiles);
+                let wanted = match (rows, tiles.is_empty()) {
+                    (Some(r), _) => clientdata::Wanted::Rows(r),
+                    (None, false) => clientdata::Wanted::Tiles(tiles),
+                    (None, true) => clientdata::Wanted::All,
+                };
                 to_value(clientdata::task_result(
-                    &task, &c, tiles, &from, &out, policy,
+                    &task, &c, wanted, &from, &out, policy,
                 )?)?
             }
             TaskCmd::Cancel { id } => {
