@@ -106,6 +106,56 @@ fn a_clients_inputs_are_fetched_checked_and_held() {
 
 /// Every bad input a client can post, refused by name; no provider claims such a task, so no
 /// stake moves and the reward stays in escrow for the client.
+/// A client's host in front of `origin` that serves other bytes for object `lie` and sends
+/// object `trickle` one byte every 50 ms; everything else is relayed.
+fn hostile_front(origin: String, lie: String, trickle: String) -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let (origin, lie, trickle) = (origin.clone(), lie.clone(), trickle.clone());
+            std::thread::spawn(move || {
+                let mut head = vec![0u8; 16 << 10];
+                let mut got = 0;
+                while !head[..got].windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut head[got..]) {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => got += k,
+                    }
+                }
+                let text = String::from_utf8_lossy(&head[..got]).to_string();
+                let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let Ok(resp) = reqwest::blocking::get(format!("{origin}{path}")) else {
+                    return;
+                };
+                let status = resp.status().as_u16();
+                let mut body = resp.bytes().map(|b| b.to_vec()).unwrap_or_default();
+                if path.ends_with(&lie) {
+                    body.iter_mut().rev().take(4).for_each(|b| *b ^= 1);
+                }
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                if path.ends_with(&trickle) {
+                    for b in body {
+                        if s.write_all(&[b]).is_err() {
+                            return;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                } else {
+                    let _ = s.write_all(&body);
+                }
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
 #[test]
 fn bad_inputs_are_refused_by_name_and_never_claimed() {
     use anchor_lang::prelude::Pubkey;
@@ -122,16 +172,30 @@ fn bad_inputs_are_refused_by_name_and_never_claimed() {
     };
     use solana_signer::Signer;
 
-    let (_store, _server, url) = served();
+    let (_store, _server, origin) = served();
     let client = results::client::Client::new(&loopback()).unwrap();
     let (m, k, n) = (3usize, 4usize, 2usize);
+    // two more A's, honest at the origin, that the client's host (a front) lies about or
+    // trickles; every task's input URI is the front
+    let lied = clientdata::tensor_file("A", m, k, &vec![3; m * k]).unwrap();
+    let trickled = clientdata::tensor_file("A", m, k, &vec![4; m * k]).unwrap();
+    let url = hostile_front(
+        origin.clone(),
+        results::hex(&hashv(&[&lied])),
+        results::hex(&hashv(&[&trickled])),
+    );
+    // a second's patience, so the trickle is cut off soon
+    let policy = FetchPolicy {
+        timeout: std::time::Duration::from_secs(1),
+        ..loopback()
+    };
     let job_on = |manifest: &[u8]| {
         let mut j = JobSpec::matmul(m as u32, k as u32, n as u32, hashv(&[manifest]));
         j.input_mode = InputMode::ContentHash;
         j
     };
     let good_b = clientdata::tensor_file("B", k, n, &vec![1; k * n]).unwrap();
-    client.put_content(&url, good_b.clone()).unwrap();
+    client.put_content(&origin, good_b.clone()).unwrap();
     let part = |role: Role, bytes: &[u8]| Part {
         role,
         format: Format::Safetensors,
@@ -159,6 +223,12 @@ fn bad_inputs_are_refused_by_name_and_never_claimed() {
         ),
         (None, Some(part(Role::A, b"never uploaded")), "HTTP 404"),
         (
+            Some(lied),
+            None,
+            "served bytes whose SHA-256 is not the one asked for",
+        ),
+        (Some(trickled), None, "is too slow"),
+        (
             None,
             Some(Part {
                 len: part_bound(&job_on(b""), Role::A).unwrap() + 1,
@@ -180,14 +250,14 @@ fn bad_inputs_are_refused_by_name_and_never_claimed() {
     // the demo's own task first: from then on no stake is bonded
     s.run_to_end(3_000).unwrap();
     for p in &mut s.providers {
-        p.ctx.store = Arc::new(ResultStore::default().with_policy(loopback()));
+        p.ctx.store = Arc::new(ResultStore::default().with_policy(policy.clone()));
     }
     let mut posted: Vec<(Pubkey, &str)> = vec![];
     let mut manifests: Vec<Vec<u8>> = cases
         .iter()
         .map(|(a, entry, _)| {
             if let Some(a) = a {
-                client.put_content(&url, a.clone()).unwrap();
+                client.put_content(&origin, a.clone()).unwrap();
             }
             let entry = entry.unwrap_or_else(|| part(Role::A, a.as_deref().unwrap()));
             Manifest::new(vec![entry, part(Role::B, &good_b)]).encode()
@@ -200,10 +270,10 @@ fn bad_inputs_are_refused_by_name_and_never_claimed() {
         .chain(["malformed input manifest"])
         .collect();
     for (i, (manifest, why)) in manifests.iter().zip(&whys).enumerate() {
-        client.put_content(&url, manifest.clone()).unwrap();
+        client.put_content(&origin, manifest.clone()).unwrap();
         let job = job_on(manifest);
         // what a provider or verifier is told
-        let fresh = ResultStore::default().with_policy(loopback());
+        let fresh = ResultStore::default().with_policy(policy.clone());
         let e = fresh
             .ensure_inputs(&job, &[url.clone()], None)
             .unwrap_err()
@@ -675,5 +745,43 @@ fn a_busy_provider_fetches_the_next_tasks_inputs_before_it_can_claim_it() {
     assert!(
         claimed.0 != TaskStatus::Open && claimed.1 == me,
         "claimed once it had room: {claimed:?}"
+    );
+}
+
+#[test]
+fn an_upload_to_a_full_store_is_refused_naming_its_budget() {
+    let mut host = ResultStore::default().with_policy(loopback());
+    host.content.budget = 4096;
+    let host = Arc::new(host);
+    let server = results::serve(host.clone(), Arc::new(Metrics::default()), "127.0.0.1:0").unwrap();
+    let url = format!("http://{}", server.addr);
+    let client = results::client::Client::new(&loopback()).unwrap();
+    // what is in use (uploaded just now) is never evicted for a stranger's upload
+    client.put_content(&url, vec![7u8; 3000]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (pa, pb) = (
+        dir.path().join("A.safetensors"),
+        dir.path().join("B.safetensors"),
+    );
+    std::fs::write(
+        &pa,
+        clientdata::tensor_file("A", 10, 20, &vec![1; 200]).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        &pb,
+        clientdata::tensor_file("B", 20, 3, &vec![2; 60]).unwrap(),
+    )
+    .unwrap();
+    let prepared = clientdata::prepare_inputs(&[pa, pb]).unwrap();
+    let e = clientdata::upload(&url, &prepared, &loopback())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("uploading an input part"), "{e}");
+    assert!(e.contains("507"), "{e}");
+    assert!(e.contains("the content store is over its budget"), "{e}");
+    assert!(
+        host.content.bytes() <= 4096,
+        "nothing stored past the budget"
     );
 }

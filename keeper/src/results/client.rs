@@ -205,7 +205,11 @@ impl Client {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     let chain = error_chain(&e);
-                    return Err(if transient(&e) {
+                    return Err(if timed_out(&e) {
+                        FetchError::Unavailable(format!(
+                            "{url} is too slow: {got} bytes of the body came before the time ran out ({chain})"
+                        ))
+                    } else if transient(&e) {
                         FetchError::Unavailable(format!("reading {url} failed: {chain}"))
                     } else {
                         FetchError::Invalid(format!("{url} sent a malformed body: {chain}"))
@@ -380,6 +384,25 @@ fn content_range(v: &str) -> Option<(u64, u64)> {
     let (first, last, total): (u64, u64, u64) =
         (first.parse().ok()?, last.parse().ok()?, total.parse().ok()?);
     (first <= last && last < total).then_some((first, total))
+}
+
+/// Whether a read failed because its time ran out (judged on the error kinds in its source
+/// chain).
+fn timed_out(e: &std::io::Error) -> bool {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = src {
+        if c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+            || c.downcast_ref::<reqwest::Error>()
+                .is_some_and(|r| r.is_timeout())
+            || c.downcast_ref::<hyper::Error>()
+                .is_some_and(|h| h.is_timeout())
+        {
+            return true;
+        }
+        src = c.source();
+    }
+    false
 }
 
 /// Whether a failure while reading a body may pass (a timeout, a dropped connection), as

@@ -84,34 +84,63 @@ impl Prefetcher {
             .collect();
         for k in done {
             let h = self.running.remove(&k).expect("listed");
-            let failure = match h.join() {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => Some((
-                    if e.is_transient() {
-                        RETRY_UNAVAILABLE
-                    } else {
-                        RETRY_INVALID
+            let outcome = h
+                .join()
+                .unwrap_or_else(|_| Err(FetchError::Invalid("the fetch panicked".into())));
+            self.record(k, outcome);
+        }
+    }
+
+    /// Keeps the outcome of a fetch of `key`: a failure with its pause, a success forgets any.
+    fn record(&mut self, key: Digest, outcome: Result<(), FetchError>) -> Ready {
+        match outcome {
+            Ok(()) => {
+                self.failed.remove(&key);
+                Ready::Held
+            }
+            Err(e) => {
+                let pause = if e.is_transient() {
+                    RETRY_UNAVAILABLE
+                } else {
+                    RETRY_INVALID
+                };
+                let why = e.to_string();
+                tracing::warn!(manifest = %crate::results::hex(&key), error = %why, retry_s = pause.as_secs(), "inputs not fetched; their tasks are not claimed");
+                self.failed.insert(
+                    key,
+                    Failure {
+                        retry_at: Instant::now() + pause,
+                        why: why.clone(),
                     },
-                    e.to_string(),
-                )),
-                Err(_) => Some((RETRY_INVALID, "the fetch panicked".to_string())),
-            };
-            match failure {
-                None => {
-                    self.failed.remove(&k);
-                }
-                Some((pause, why)) => {
-                    tracing::warn!(manifest = %crate::results::hex(&k), error = %why, retry_s = pause.as_secs(), "inputs not fetched; their tasks are not claimed");
-                    self.failed.insert(
-                        k,
-                        Failure {
-                            retry_at: Instant::now() + pause,
-                            why,
-                        },
-                    );
-                }
+                );
+                Ready::Failed(why)
             }
         }
+    }
+
+    /// A failure of `key` still in its pause.
+    fn pausing(&self, key: &Digest) -> Option<Ready> {
+        self.failed
+            .get(key)
+            .filter(|f| Instant::now() < f.retry_at)
+            .map(|f| Ready::Failed(f.why.clone()))
+    }
+
+    /// [`Prefetcher::ready`] in line: `fetch` runs now, on this thread, unless the inputs are
+    /// held or a failure is in its pause (the in-order demo, whose passes must not race).
+    pub fn ready_now(
+        &mut self,
+        job: &JobSpec,
+        fetch: impl FnOnce() -> Result<(), FetchError>,
+    ) -> Ready {
+        if job.input_mode != InputMode::ContentHash || inputs::is_held(job) {
+            return Ready::Held;
+        }
+        if let Some(r) = self.pausing(&job.input) {
+            return r;
+        }
+        let outcome = fetch();
+        self.record(job.input, outcome)
     }
 
     /// Where the inputs of `job` stand. When they are neither held nor being fetched, nor in
@@ -130,10 +159,8 @@ impl Prefetcher {
         if self.running.contains_key(&key) {
             return Ready::Fetching;
         }
-        if let Some(f) = self.failed.get(&key) {
-            if Instant::now() < f.retry_at {
-                return Ready::Failed(f.why.clone());
-            }
+        if let Some(r) = self.pausing(&key) {
+            return r;
         }
         if self.running.len() >= self.parallel {
             return Ready::Fetching;

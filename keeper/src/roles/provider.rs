@@ -805,6 +805,18 @@ impl Provider {
         );
         if self.background {
             picks = self.prefetch(tasks, &ranked, picks, held, &cap);
+        } else {
+            // in line, in order; a failure still waits its pause
+            picks.retain(|(key, _, _)| {
+                let Some((_, t)) = tasks.iter().find(|(k, _)| k == key) else {
+                    return false;
+                };
+                let Ok(job) = JobSpec::decode(&t.job) else {
+                    return true;
+                };
+                let w = self.work();
+                self.prefetcher.ready_now(&job, || w.fetch_inputs(key, t)) == Ready::Held
+            });
         }
         let claims = super::parallel(self.ctx.parallel, picks, |(key, bond, load)| {
             // never bond stake on data it cannot get: a job on the client's data is claimed
