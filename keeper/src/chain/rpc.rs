@@ -40,6 +40,9 @@ pub fn resolve_url(url: &str) -> String {
 
 /// A cluster reached over RPC: `solana-client`'s nonblocking client on the chain's own tokio
 /// runtime. Roles call it from many threads at once (a pass handles tasks in parallel), each
+/// Most signatures [`RpcChain::logs_of`] reads for one address (five pages).
+pub const MAX_SIGNATURES: usize = 5_000;
+
 /// call driving its request on the runtime's workers.
 pub struct RpcChain {
     client: RpcClient,
@@ -90,12 +93,37 @@ impl RpcChain {
     }
 
     /// The program logs of every successful transaction that touched `address`, oldest
-    /// first (events of a closed task are read from them).
+    /// first (events of a closed task are read from them), among its newest
+    /// [`MAX_SIGNATURES`]: the signatures are read a page of 1,000 at a time, so transactions
+    /// a stranger sends naming the address cannot push a task's own out of view for less than
+    /// that many fees.
     pub fn logs_of(&self, address: &Pubkey) -> Result<Vec<Vec<String>>> {
+        use solana_client::rpc_client::GetConfirmedSignaturesForAddress2Config;
         use solana_rpc_client_api::config::RpcTransactionConfig;
-        let sigs = self.retry("getSignaturesForAddress", || {
-            self.wait(self.client.get_signatures_for_address(address))
-        })?;
+        let mut sigs = vec![];
+        let mut before = None;
+        while sigs.len() < MAX_SIGNATURES {
+            let config = || GetConfirmedSignaturesForAddress2Config {
+                before,
+                until: None,
+                limit: Some(1_000),
+                commitment: Some(self.client.commitment()),
+            };
+            let page = self.retry("getSignaturesForAddress", || {
+                self.wait(
+                    self.client
+                        .get_signatures_for_address_with_config(address, config()),
+                )
+            })?;
+            let last = page.last().and_then(|s| s.signature.parse().ok());
+            let full = page.len() == 1_000;
+            sigs.extend(page);
+            match last {
+                Some(l) if full => before = Some(l),
+                _ => break,
+            }
+        }
+        sigs.truncate(MAX_SIGNATURES);
         let mut out = vec![];
         for s in sigs.into_iter().rev().filter(|s| s.err.is_none()) {
             let signature = s.signature.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
