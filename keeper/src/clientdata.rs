@@ -290,11 +290,12 @@ fn assemble_rows(
     rows: &std::ops::Range<u32>,
     served: &[crate::verify::ProvenTile],
 ) -> Result<Vec<u8>> {
+    let by_index: std::collections::HashMap<u32, &Vec<u8>> =
+        served.iter().map(|s| (s.index, &s.tile)).collect();
     let tile = |i: u32| {
-        served
-            .iter()
-            .find(|s| s.index == i)
-            .map(|s| &s.tile)
+        by_index
+            .get(&i)
+            .copied()
             .with_context(|| format!("tile {i} was not served"))
     };
     match job.kind {

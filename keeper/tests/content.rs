@@ -584,11 +584,10 @@ fn a_download_cut_off_resumes_after_a_restart_from_what_it_had() {
         "nothing left to resume"
     );
     // a partial holding bytes of something else (another source lied) is fetched again whole
-    let p = restarted.content.partial_path(&[7; 32]).unwrap();
     let other: Vec<u8> = vec![9u8; 2 << 20];
     let oh = hashv(&[&other]);
     origin.content.put(&oh, &other, false).unwrap();
-    let p = p.with_file_name(results::hex(&oh));
+    let p = restarted.content.partial_path(&oh, &front).unwrap();
     std::fs::write(&p, vec![1u8; 1 << 20]).unwrap();
     let (got, _) = restarted
         .fetch_content(&[front], &oh, other.len() as u64, None)
@@ -784,4 +783,74 @@ fn an_upload_to_a_full_store_is_refused_naming_its_budget() {
         host.content.bytes() <= 4096,
         "nothing stored past the budget"
     );
+}
+
+/// A server that answers every request with `reply` (status line and headers) and no body.
+fn answering(reply: &'static str) -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut b = [0u8; 4096];
+            let _ = s.read(&mut b);
+            let _ = s.write_all(reply.as_bytes());
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+#[test]
+fn hostile_range_answers_are_refused_and_partial_downloads_stay_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ResultStore::open(dir.path(), 1 << 30, None)
+        .unwrap()
+        .with_policy(loopback());
+    let object = vec![5u8; 2 << 20];
+    let h = hashv(&[&object]);
+    // a resumed download answered with a Content-Length near u64::MAX: refused, no panic
+    let base = answering(
+        "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 1048576-2097151/2097152\r\nContent-Length: 18446744073709551613\r\n\r\n",
+    );
+    let p = store.content.partial_path(&h, &base).unwrap();
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, &object[..1 << 20]).unwrap();
+    let e = store
+        .fetch_content(&[base.clone()], &h, object.len() as u64, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("answered part of the body to a request for all of it"),
+        "the resume refused, then the whole fetch: {e}"
+    );
+    // a range answer for bytes it did not ask for
+    let base = answering(
+        "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-2097151/2097152\r\nContent-Length: 0\r\n\r\n",
+    );
+    let p = store.content.partial_path(&h, &base).unwrap();
+    std::fs::write(&p, &object[..1 << 20]).unwrap();
+    let e = store
+        .fetch_content(&[base], &h, object.len() as u64, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("answered part of the body to a request for all of it"),
+        "the resume refused, then the whole fetch: {e}"
+    );
+    // partial downloads are bounded by count, whoever starts them
+    for i in 0..20u8 {
+        let p = store.content.partial_for(&[i; 32], "http://x").unwrap();
+        std::fs::write(&p, [i]).unwrap();
+    }
+    let left = std::fs::read_dir(p.parent().unwrap()).unwrap().count();
+    assert!(
+        left <= compute_market_keeper::results::content::PARTIAL_FILES,
+        "{left} partial files kept"
+    );
+    // names that are not `<hash>.<source tag>` are swept
+    std::fs::write(p.parent().unwrap().join("../../etc"), b"x").ok();
+    std::fs::write(p.parent().unwrap().join("junk"), b"x").unwrap();
+    store.content.partial_for(&[99; 32], "http://x").unwrap();
+    assert!(!p.parent().unwrap().join("junk").exists());
 }

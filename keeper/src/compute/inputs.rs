@@ -161,6 +161,13 @@ pub fn hold(manifest: Digest, inputs: MatrixInputs) {
     }
 }
 
+/// Whether the inputs of `job` fit among the held inputs without evicting any.
+pub fn room_for(job: &JobSpec) -> bool {
+    let [m, k, n] = job.dims.map(|d| d as usize);
+    let need = 4 * (m * k + k * n);
+    held().lock().expect("held lock").bytes + need <= HELD_BYTES
+}
+
 /// Drops the inputs held for `manifest`: the next job on them fetches and checks them again
 /// (`keeper bench` measures that path).
 pub fn release(manifest: &Digest) {

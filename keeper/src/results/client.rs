@@ -127,10 +127,12 @@ impl Client {
         };
         let held = sink.body.len() as u64;
         let mut req = self.http.get(parsed).timeout(left("to ask")?);
+        if sink.file.is_some() {
+            // bytes kept on disk are bytes that crossed the wire: no decompressed expansion
+            req = req.header(reqwest::header::ACCEPT_ENCODING, "identity");
+        }
         if held > 0 {
-            req = req
-                .header(reqwest::header::RANGE, format!("bytes={held}-"))
-                .header(reqwest::header::ACCEPT_ENCODING, "identity");
+            req = req.header(reqwest::header::RANGE, format!("bytes={held}-"));
         }
         let resp = req.send().map_err(|e| {
             let chain = error_chain(&e);
@@ -169,6 +171,10 @@ impl Client {
         } else if held > 0 && status == StatusCode::RANGE_NOT_SATISFIABLE {
             // nothing after what is held: the caller's hash check judges it
             return Ok(());
+        } else if status == StatusCode::PARTIAL_CONTENT {
+            return Err(FetchError::Invalid(format!(
+                "{url} answered part of the body to a request for all of it"
+            )));
         } else if status.is_success() {
             sink.restart();
             0
@@ -181,7 +187,7 @@ impl Client {
         if resp.content_length().is_some_and(|n| n > room) {
             return Err(FetchError::Invalid(format!(
                 "{url} announces {} bytes, the job implies at most {limit}",
-                from + resp.content_length().unwrap_or(0)
+                from.saturating_add(resp.content_length().unwrap_or(0))
             )));
         }
         // the client's timeout bounds each read; the deadline bounds the whole body, so a
@@ -256,11 +262,12 @@ impl Client {
 
 impl Client {
     /// The object `hash` at `base` (`<base>/c/<hex>`): at most `limit` bytes, refused unless
-    /// its SHA-256 is `hash`. With a `partial` file, every byte is also written there as it
-    /// arrives, and a download cut off (a dropped connection, a crash, a restart) resumes from
-    /// what that file holds; a resumed object that does not hash right is fetched again whole
-    /// once (the bytes held may have come from another source). The caller removes the file
-    /// once the object is kept.
+    /// its SHA-256 is `hash`. With a `partial` file (one per object and source), every byte is
+    /// also written there as it arrives — asked for uncompressed, so the disk holds no more
+    /// than the wire carried — and a download cut off (a dropped connection, a crash, a
+    /// restart) resumes from what that file holds; a resumed download that fails other than
+    /// for now, or does not hash right, is fetched again whole once. The caller removes the
+    /// file once the object is kept.
     pub fn fetch_content(
         &self,
         base: &str,
@@ -275,24 +282,48 @@ impl Client {
         if resumed > 0 {
             tracing::info!(object = %super::hex(hash), at = resumed, "resuming a download");
         }
-        let fetched = self.get_into(&url, limit, deadline, &mut sink);
-        let ok = fetched.is_ok() && compute_market_protocol::hash::hashv(&[&sink.body]) == *hash;
-        if ok {
-            return Ok(sink.body);
-        }
-        fetched?;
-        sink.restart();
-        if resumed > 0 {
-            tracing::warn!(object = %super::hex(hash), at = resumed, "a resumed download did not hash right: fetching it whole");
-            self.get_into(&url, limit, deadline, &mut sink)?;
-            if compute_market_protocol::hash::hashv(&[&sink.body]) == *hash {
-                return Ok(sink.body);
+        let matches = |b: &[u8]| compute_market_protocol::hash::hashv(&[b]) == *hash;
+        let mismatch = || {
+            FetchError::Invalid(format!(
+                "{url} served bytes whose SHA-256 is not the one asked for"
+            ))
+        };
+        let first = self
+            .get_into(&url, limit, deadline, &mut sink)
+            .and_then(|()| {
+                if matches(&sink.body) {
+                    Ok(())
+                } else {
+                    Err(mismatch())
+                }
+            });
+        match first {
+            Ok(()) => return Ok(sink.body),
+            // cut off again: what arrived is kept for the next try
+            Err(e) if e.is_transient() => return Err(e),
+            Err(e) if resumed == 0 => {
+                sink.restart();
+                return Err(e);
             }
-            sink.restart();
+            Err(e) => {
+                tracing::warn!(object = %super::hex(hash), at = resumed, error = %e, "a resumed download failed: fetching it whole");
+            }
         }
-        Err(FetchError::Invalid(format!(
-            "{url} served bytes whose SHA-256 is not the one asked for"
-        )))
+        sink.restart();
+        let whole = self.get_into(&url, limit, deadline, &mut sink);
+        match whole {
+            Ok(()) if matches(&sink.body) => Ok(sink.body),
+            Ok(()) => {
+                sink.restart();
+                Err(mismatch())
+            }
+            Err(e) => {
+                if !e.is_transient() {
+                    sink.restart();
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Uploads `bytes` as `<base>/c/<hex of their SHA-256>` (a content store: `keeper serve`).

@@ -143,10 +143,31 @@ impl ContentStore {
         self.dir.as_ref().map(|p| p.join(hex(d)))
     }
 
-    /// Where a download of `d` keeps its bytes until it is whole, so that it resumes after a
-    /// dropped connection or a restart (a store on disk only).
-    pub fn partial_path(&self, d: &Digest) -> Option<PathBuf> {
-        self.dir.as_ref().map(|p| p.join(PARTIAL_DIR).join(hex(d)))
+    /// Where a download of `d` from `source` keeps its bytes until it is whole, so that it
+    /// resumes after a dropped connection or a restart (a store on disk only). One file per
+    /// object and source: a source resumes only its own bytes, never another's.
+    pub fn partial_path(&self, d: &Digest, source: &str) -> Option<PathBuf> {
+        let tag = hex(&hashv(&[source.as_bytes()]));
+        self.dir.as_ref().map(|p| {
+            p.join(PARTIAL_DIR)
+                .join(format!("{}.{}", hex(d), &tag[..16]))
+        })
+    }
+
+    /// [`ContentStore::partial_path`], after making room for it: stale and unknown files
+    /// are deleted, and beyond [`PARTIAL_FILES`] the least recently written go (partial
+    /// downloads are bounded by count, each by its object's bound, whoever starts them).
+    pub fn partial_for(&self, d: &Digest, source: &str) -> Option<PathBuf> {
+        let p = self.partial_path(d, source)?;
+        let dir = p.parent()?;
+        let mut kept = sweep_partials(dir);
+        kept.retain(|(q, _)| *q != p);
+        kept.sort_by_key(|(_, t)| *t);
+        while kept.len() >= PARTIAL_FILES {
+            let (old, _) = kept.remove(0);
+            let _ = std::fs::remove_file(old);
+        }
+        Some(p)
     }
 
     /// Whether `d` is held.
@@ -299,23 +320,33 @@ const PARTIAL_DIR: &str = "partial";
 /// A partial download untouched this long is given up.
 const PARTIAL_TTL: Duration = Duration::from_secs(24 * 3600);
 
-/// Deletes partial downloads that cannot be resumed: names that are not a hash, and files
-/// untouched for [`PARTIAL_TTL`].
-fn sweep_partials(dir: &Path) {
+/// Partial downloads kept at most (each at most its object's bound).
+pub const PARTIAL_FILES: usize = 8;
+
+/// Deletes partial downloads that cannot be resumed — names other than `<hash>.<source tag>`,
+/// files untouched for [`PARTIAL_TTL`] — and lists the others with their modification times.
+fn sweep_partials(dir: &Path) -> Vec<(PathBuf, std::time::SystemTime)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+        return vec![];
     };
+    let mut kept = vec![];
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        let stale = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .map(|t| t.elapsed().unwrap_or_default() >= PARTIAL_TTL)
-            .unwrap_or(true);
-        if parse_hex_digest(&name).is_none() || stale {
-            let _ = std::fs::remove_file(e.path());
+        let modified = e.metadata().and_then(|m| m.modified()).ok();
+        let stale = modified.is_none_or(|t| t.elapsed().unwrap_or_default() >= PARTIAL_TTL);
+        let named = name.split_once('.').is_some_and(|(h, tag)| {
+            parse_hex_digest(h).is_some()
+                && tag.len() == 16
+                && tag.bytes().all(|b| b.is_ascii_hexdigit())
+        });
+        match modified {
+            Some(t) if named && !stale => kept.push((e.path(), t)),
+            _ => {
+                let _ = std::fs::remove_file(e.path());
+            }
         }
     }
+    kept
 }
 
 fn write_durably(p: &Path, bytes: &[u8]) -> Result<()> {

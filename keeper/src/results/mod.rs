@@ -107,6 +107,8 @@ pub struct ResultStore {
     /// Results in their voting window, until when ([`ResultStore::set_hot`]).
     hot: std::sync::Mutex<std::collections::HashMap<Digest, std::time::Instant>>,
     client: std::sync::OnceLock<Result<client::Client, String>>,
+    /// One fetch per object at a time (the others wait for it, then find it held).
+    fetching: std::sync::Mutex<std::collections::HashMap<Digest, Arc<std::sync::Mutex<()>>>>,
 }
 
 impl Default for ResultStore {
@@ -137,6 +139,7 @@ impl ResultStore {
             metrics: Default::default(),
             hot: Default::default(),
             client: Default::default(),
+            fetching: Default::default(),
         }
     }
 
@@ -322,12 +325,61 @@ impl ResultStore {
         limit: u64,
         deadline: Option<std::time::Instant>,
     ) -> Result<(Arc<Vec<u8>>, bool), FetchError> {
-        if let Some(b) = self.content.get(hash) {
+        let hit = || {
+            let b = self.content.get(hash)?;
             if let Some(m) = self.metrics.get() {
                 m.content_hits.inc();
             }
-            return Ok((b, true));
+            Some((b, true))
+        };
+        if let Some(h) = hit() {
+            return Ok(h);
         }
+        // one fetch of an object at a time: a second asker (the prefetcher and a verifier of
+        // the same keeper) waits for the first, within its own deadline, then finds it held
+        let gate = self
+            .fetching
+            .lock()
+            .expect("fetching lock")
+            .entry(*hash)
+            .or_default()
+            .clone();
+        let end = self.deadline(limit, deadline);
+        let _one = loop {
+            match gate.try_lock() {
+                Ok(g) => break g,
+                Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    if std::time::Instant::now() >= end {
+                        return Err(FetchError::Unavailable(format!(
+                            "{} is being fetched by another task and was not done in time",
+                            hex(hash)
+                        )));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            }
+        };
+        let out = match hit() {
+            Some(h) => Ok(h),
+            None => self.fetch_content_once(bases, hash, limit, deadline),
+        };
+        drop(_one);
+        let mut f = self.fetching.lock().expect("fetching lock");
+        if Arc::strong_count(&gate) <= 2 {
+            f.remove(hash);
+        }
+        out
+    }
+
+    /// [`ResultStore::fetch_content`] past its hit and its one-at-a-time gate.
+    fn fetch_content_once(
+        &self,
+        bases: &[String],
+        hash: &Digest,
+        limit: u64,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<(Arc<Vec<u8>>, bool), FetchError> {
         // each source gets its share of the time left, so one that trickles (a client's host
         // turned hostile) cannot use it all before the next (the provider) is asked; no source
         // serving it is "not now", retried by the caller until its deadline
@@ -342,7 +394,7 @@ impl ResultStore {
                 end.saturating_duration_since(std::time::Instant::now()) / (bases.len() - i) as u32;
             let d = std::time::Instant::now() + share;
             let partial = (limit >= RESUMABLE)
-                .then(|| self.content.partial_path(hash))
+                .then(|| self.content.partial_for(hash, base))
                 .flatten();
             match self
                 .http()?

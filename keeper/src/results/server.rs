@@ -628,6 +628,14 @@ enum Range {
 
 /// Reads `bytes=<first>-[<last>]` or `bytes=-<suffix>` (one range only).
 fn byte_range(v: &[u8], len: usize) -> Range {
+    if len == 0 {
+        // no byte of an empty object can be asked for (RFC 9110 §14.1.2)
+        return if v.starts_with(b"bytes=") {
+            Range::Unsatisfiable
+        } else {
+            Range::Ignored
+        };
+    }
     let Some(spec) = std::str::from_utf8(v)
         .ok()
         .and_then(|v| v.trim().strip_prefix("bytes="))
@@ -947,6 +955,12 @@ mod tests {
         assert_eq!(r("bytes=-300"), Range::Bytes(0, 100));
         assert_eq!(r("bytes=100-"), Range::Unsatisfiable);
         assert_eq!(r("bytes=-0"), Range::Unsatisfiable);
+        assert_eq!(
+            byte_range(b"bytes=-1", 0),
+            Range::Unsatisfiable,
+            "an empty object"
+        );
+        assert_eq!(byte_range(b"bytes=0-", 0), Range::Unsatisfiable);
         for ignored in [
             "bytes=1-2,5-6",
             "items=1-",

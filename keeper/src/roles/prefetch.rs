@@ -27,13 +27,20 @@ use compute_market_protocol::{
 
 use crate::{compute::inputs, results::FetchError};
 
-/// Pause before inputs that could not be fetched are tried again.
+/// First pause before inputs that could not be fetched are tried again (doubled after each
+/// failure in a row, up to [`RETRY_MAX`]).
 pub const RETRY_UNAVAILABLE: Duration = Duration::from_secs(3);
 
-/// Pause before inputs whose source served something the protocol refuses (a hash
-/// mismatch, a malformed file, an element out of the field) are tried again: the input URI is
-/// fixed on chain, but another source (a provider that holds them) may appear.
+/// First pause before inputs that break the protocol (a malformed manifest or file, an
+/// element out of the field) are tried again: the input URI is fixed on chain, but another
+/// source (a provider that holds them) may appear.
 pub const RETRY_INVALID: Duration = Duration::from_secs(60);
+
+/// Longest pause.
+pub const RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// A failure is forgotten this long after its pause ended (the task is long gone).
+const FORGET: Duration = Duration::from_secs(600);
 
 /// Where a job's inputs stand.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +56,8 @@ pub enum Ready {
 struct Failure {
     retry_at: Instant,
     why: String,
+    /// Failures in a row.
+    count: u32,
 }
 
 /// The provider's fetches ahead of claims.
@@ -89,6 +98,8 @@ impl Prefetcher {
                 .unwrap_or_else(|_| Err(FetchError::Invalid("the fetch panicked".into())));
             self.record(k, outcome);
         }
+        let now = Instant::now();
+        self.failed.retain(|_, f| now < f.retry_at + FORGET);
     }
 
     /// Keeps the outcome of a fetch of `key`: a failure with its pause, a success forgets any.
@@ -99,18 +110,24 @@ impl Prefetcher {
                 Ready::Held
             }
             Err(e) => {
-                let pause = if e.is_transient() {
+                let count = self
+                    .failed
+                    .get(&key)
+                    .map_or(1, |f| f.count.saturating_add(1));
+                let base = if e.is_transient() {
                     RETRY_UNAVAILABLE
                 } else {
                     RETRY_INVALID
                 };
+                let pause = base.saturating_mul(1 << (count - 1).min(16)).min(RETRY_MAX);
                 let why = e.to_string();
-                tracing::warn!(manifest = %crate::results::hex(&key), error = %why, retry_s = pause.as_secs(), "inputs not fetched; their tasks are not claimed");
+                tracing::warn!(manifest = %crate::results::hex(&key), error = %why, retry_s = pause.as_secs(), failures = count, "inputs not fetched; their tasks are not claimed");
                 self.failed.insert(
                     key,
                     Failure {
                         retry_at: Instant::now() + pause,
                         why: why.clone(),
+                        count,
                     },
                 );
                 Ready::Failed(why)
@@ -145,10 +162,12 @@ impl Prefetcher {
 
     /// Where the inputs of `job` stand. When they are neither held nor being fetched, nor in
     /// their pause after a failure, `fetch` is started on a thread of its own if fewer than
-    /// [`Prefetcher::parallel`] are running.
+    /// [`Prefetcher::parallel`] are running — fewer than one less for a fetch `ahead` of
+    /// need (a task not picked yet), so tasks about to be claimed always find a place.
     pub fn ready(
         &mut self,
         job: &JobSpec,
+        ahead: bool,
         fetch: impl FnOnce() -> Result<(), FetchError> + Send + 'static,
     ) -> Ready {
         if job.input_mode != InputMode::ContentHash || inputs::is_held(job) {
@@ -162,7 +181,12 @@ impl Prefetcher {
         if let Some(r) = self.pausing(&key) {
             return r;
         }
-        if self.running.len() >= self.parallel {
+        let places = if ahead {
+            self.parallel.saturating_sub(1).max(1)
+        } else {
+            self.parallel
+        };
+        if self.running.len() >= places {
             return Ready::Fetching;
         }
         let h = std::thread::Builder::new()
@@ -191,7 +215,9 @@ mod tests {
     fn until(p: &mut Prefetcher, j: &JobSpec, want: impl Fn(&Ready) -> bool) -> Ready {
         let t = Instant::now();
         loop {
-            let r = p.ready(j, || Err(FetchError::Invalid("never asked again".into())));
+            let r = p.ready(j, false, || {
+                Err(FetchError::Invalid("never asked again".into()))
+            });
             if want(&r) || t.elapsed() > Duration::from_secs(10) {
                 return r;
             }
@@ -204,14 +230,18 @@ mod tests {
         let mut p = Prefetcher::new(2);
         // generated inputs need nothing
         assert_eq!(
-            p.ready(&JobSpec::matmul(64, 64, 64, [1; 32]), || unreachable!()),
+            p.ready(
+                &JobSpec::matmul(64, 64, 64, [1; 32]),
+                false,
+                || unreachable!()
+            ),
             Ready::Held
         );
         let gate = std::sync::Arc::new(std::sync::Barrier::new(3));
         for tag in [201, 202] {
             let g = gate.clone();
             assert_eq!(
-                p.ready(&job(tag), move || {
+                p.ready(&job(tag), false, move || {
                     g.wait();
                     Err(FetchError::Unavailable(format!("host {tag} down")))
                 }),
@@ -222,24 +252,57 @@ mod tests {
         let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let s = started.clone();
         assert_eq!(
-            p.ready(&job(203), move || {
+            p.ready(&job(203), false, move || {
                 s.store(true, std::sync::atomic::Ordering::SeqCst);
                 Ok(())
             }),
             Ready::Fetching
         );
         assert!(!started.load(std::sync::atomic::Ordering::SeqCst));
+        // a fetch ahead of need leaves one place to the tasks about to be claimed
+        assert_eq!(
+            Prefetcher::new(2).ready(&job(204), true, || Ok(())),
+            Ready::Fetching
+        );
+        let mut q = Prefetcher::new(2);
+        let g = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let g2 = g.clone();
+        q.ready(&job(205), true, move || {
+            g2.wait();
+            Ok(())
+        });
+        assert_eq!(q.ready(&job(206), true, || unreachable!()), Ready::Fetching);
+        assert_eq!(q.fetching(), 1, "the second fetch ahead waits");
+        assert_eq!(
+            q.ready(&job(207), false, || Ok(())),
+            Ready::Fetching,
+            "a pick still gets a place"
+        );
+        assert_eq!(q.fetching(), 2);
+        g.wait();
         assert_eq!(p.fetching(), 2);
         // asked again while running: not started twice
-        assert_eq!(p.ready(&job(201), || unreachable!()), Ready::Fetching);
+        assert_eq!(
+            p.ready(&job(201), false, || unreachable!()),
+            Ready::Fetching
+        );
         gate.wait();
         let r = until(&mut p, &job(201), |r| matches!(r, Ready::Failed(_)));
         assert_eq!(r, Ready::Failed("host 201 down".into()), "its reason, kept");
         assert_eq!(p.fetching(), 0);
         // within its pause the failure stands and nothing is fetched
         assert_eq!(
-            p.ready(&job(202), || unreachable!()),
+            p.ready(&job(202), false, || unreachable!()),
             Ready::Failed("host 202 down".into())
         );
+        // failures in a row wait longer each time
+        let mut r = Prefetcher::new(1);
+        let j = job(208);
+        let pause = |r: &Prefetcher| r.failed[&j.input].retry_at - Instant::now();
+        r.ready_now(&j, || Err(FetchError::Unavailable("down".into())));
+        assert!(pause(&r) <= RETRY_UNAVAILABLE);
+        r.failed.get_mut(&j.input).unwrap().retry_at = Instant::now();
+        r.ready_now(&j, || Err(FetchError::Unavailable("down".into())));
+        assert!(pause(&r) > RETRY_UNAVAILABLE && pause(&r) <= 2 * RETRY_UNAVAILABLE);
     }
 }

@@ -623,6 +623,22 @@ impl Provider {
         Ok(evicted)
     }
 
+    /// Whether `job`'s inputs fit, at their bound, in the room left in its content store and
+    /// among the held inputs, so fetching them ahead of need evicts nothing.
+    fn room_ahead(&self, job: &JobSpec) -> bool {
+        use compute_market_protocol::manifest::{part_bound, roles_of, MAX_LEN};
+        let Some(roles) = roles_of(job) else {
+            return false;
+        };
+        let bytes: u64 = roles
+            .iter()
+            .filter_map(|r| part_bound(job, *r))
+            .sum::<u64>()
+            + MAX_LEN as u64;
+        let c = &self.ctx.store.content;
+        c.bytes().saturating_add(bytes) <= c.budget && crate::compute::inputs::room_for(job)
+    }
+
     /// The picks whose inputs are held (claimed now); the others' inputs, and those of the
     /// next best-ranked open tasks that would fit this provider on their own, are fetched in
     /// the background ([`super::prefetch`]) and claimed in a later pass.
@@ -645,7 +661,7 @@ impl Provider {
             let (w, k, task) = (self.work(), key, t.clone());
             match self
                 .prefetcher
-                .ready(&job, move || w.fetch_inputs(&k, &task))
+                .ready(&job, false, move || w.fetch_inputs(&k, &task))
             {
                 Ready::Held => ready.push((key, bond, load)),
                 Ready::Fetching => {
@@ -674,10 +690,14 @@ impl Provider {
             .collect();
         for (key, t) in next {
             let job = JobSpec::decode(&t.job).expect("decoded above");
+            // ahead of need only into room: never evicting the inputs of tasks it holds
+            if !self.room_ahead(&job) {
+                continue;
+            }
             let (w, k, task) = (self.work(), *key, t.clone());
             let _ = self
                 .prefetcher
-                .ready(&job, move || w.fetch_inputs(&k, &task));
+                .ready(&job, false, move || w.fetch_inputs(&k, &task));
         }
         ready
     }
@@ -823,7 +843,19 @@ impl Provider {
             // only once its inputs are fetched, hashed and checked here (in the background
             // pass the prefetcher has done it and this finds them held)
             if let Some((_, t)) = tasks.iter().find(|(k, _)| *k == key) {
-                if let Err(e) = self.work().inputs(&key, t) {
+                let held =
+                    JobSpec::decode(&t.job).is_ok_and(|j| crate::compute::inputs::is_held(&j));
+                // held since the prefetch, or fetched now in line (the in-order demo); in the
+                // background pass a pick whose inputs were evicted meanwhile waits for the
+                // prefetcher again rather than fetching in the claim pass
+                let r = if held || !self.background {
+                    self.work().inputs(&key, t)
+                } else {
+                    Err(anyhow::anyhow!(
+                        "its inputs are no longer held; fetching them again"
+                    ))
+                };
+                if let Err(e) = r {
                     return (key, bond, load, Err(e));
                 }
             }
