@@ -100,7 +100,12 @@ def main():
     }
     save_file(tensors, os.path.join(OUT, "digits-mlp.safetensors"), metadata=meta)
     save_file(
-        {"x": np.ascontiguousarray(xte.astype(np.int8)), "labels": np.ascontiguousarray(yte.astype(np.uint8))},
+        {
+            "x": np.ascontiguousarray(xte.astype(np.int8)),
+            "labels": np.ascontiguousarray(yte.astype(np.uint8)),
+            # this forward pass's logits: the Rust reference must give the same, bit for bit
+            "logits": np.ascontiguousarray(logits.astype(np.int32)),
+        },
         os.path.join(OUT, "digits-heldout.safetensors"),
         metadata={"source": "sklearn/datasets/data/digits.csv.gz, train_test_split(test_size=450, random_state=7, stratify)"},
     )

@@ -6,6 +6,8 @@
 //! * [`job`]: the canonical 64-byte job-spec encoding, its validation and tile geometry;
 //! * [`merkle`] (host only): the result commitment, BLAKE3 of the output with tiles as subtrees,
 //!   and tile proofs;
+//! * [`infer`] (host only): integer-only inference — the accumulator bound, the
+//!   requantization rule, the class tie rule, the output layout and a reference forward pass;
 //! * [`manifest`]: the canonical input manifest of a job on the client's own data;
 //! * [`commit`]: vote commitments and the verification seed;
 //! * [`seats`]: stake-weighted seat sortition (tickets, scores, eligibility, displacement);
@@ -23,6 +25,8 @@
 
 pub mod commit;
 pub mod hash;
+#[cfg(not(target_os = "solana"))]
+pub mod infer;
 pub mod job;
 pub mod manifest;
 #[cfg(not(target_os = "solana"))]

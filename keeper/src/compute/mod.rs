@@ -11,6 +11,7 @@ pub mod device;
 pub mod freivalds;
 pub mod inputs;
 pub mod matrix;
+pub mod mlp;
 
 use anyhow::Result;
 use compute_market_protocol::job::JobSpec;

@@ -1,0 +1,181 @@
+//! Integer MLP inference on the CPU (PROTOCOL §5, Mlp): the model and batch files read and
+//! checked (every tensor's name, dtype and shape, then [`Mlp::check`]'s bounds, each refusal
+//! naming what broke), and the batch run row by row on every core.
+//!
+//! The arithmetic is the protocol crate's ([`compute_market_protocol::infer`]); the fast path
+//! here only spreads rows over threads and feeds each layer a contiguous weight row, so its
+//! bytes are the reference's by construction, and tests hold them equal.
+
+use std::collections::HashMap;
+
+use anyhow::{anyhow, bail, ensure, Result};
+use compute_market_protocol::infer::{class_of, row_len, Layer, Mlp, MAX_LAYERS};
+use rayon::prelude::*;
+use safetensors::{Dtype, SafeTensors};
+
+/// The tensors of a safetensors file by name: dtype, shape, bytes.
+fn tensors(bytes: &[u8], what: &str) -> Result<HashMap<String, (Dtype, Vec<usize>, Vec<u8>)>> {
+    let st = SafeTensors::deserialize(bytes)
+        .map_err(|e| anyhow!("{what}: malformed safetensors: {e}"))?;
+    Ok(st
+        .tensors()
+        .into_iter()
+        .map(|(name, t)| (name, (t.dtype(), t.shape().to_vec(), t.data().to_vec())))
+        .collect())
+}
+
+fn i32s(b: &[u8]) -> Vec<i32> {
+    b.chunks_exact(4)
+        .map(|c| i32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect()
+}
+
+/// Reads a model file: layers `l0 … l{L−1}`, each `weight` `I8` [out, in] and `bias` `I32`
+/// [out], hidden ones also `multiplier` and `shift` `I32` [out]; nothing else. Checked for a
+/// batch of width `features` and `classes` outputs.
+pub fn parse_model(bytes: &[u8], features: usize, classes: usize) -> Result<Mlp> {
+    let mut t = tensors(bytes, "the model")?;
+    let count = (0..=MAX_LAYERS)
+        .take_while(|i| t.contains_key(&format!("l{i}.weight")))
+        .count();
+    let mut layers = vec![];
+    for i in 0..count {
+        let mut take = |field: &str, dtype: Dtype| -> Result<Option<(Vec<usize>, Vec<u8>)>> {
+            let name = format!("l{i}.{field}");
+            match t.remove(&name) {
+                None => Ok(None),
+                Some((d, _, _)) if d != dtype => {
+                    bail!("the model's {name} is {d:?}, it must be {dtype:?}")
+                }
+                Some((_, shape, data)) => Ok(Some((shape, data))),
+            }
+        };
+        let (wshape, w) = take("weight", Dtype::I8)?.expect("counted");
+        let [out, inp] = wshape[..] else {
+            bail!("the model's l{i}.weight has shape {wshape:?}, it must be [out, in]");
+        };
+        let vector =
+            |field: &str, got: Option<(Vec<usize>, Vec<u8>)>| -> Result<Option<Vec<i32>>> {
+                match got {
+                    None => Ok(None),
+                    Some((shape, data)) => {
+                        ensure!(
+                        shape == [out],
+                        "the model's l{i}.{field} has shape {shape:?}, layer {i} has {out} outputs"
+                    );
+                        Ok(Some(i32s(&data)))
+                    }
+                }
+            };
+        let bias = vector("bias", take("bias", Dtype::I32)?)?
+            .ok_or_else(|| anyhow!("the model has no l{i}.bias"))?;
+        let m = vector("multiplier", take("multiplier", Dtype::I32)?)?;
+        let s = vector("shift", take("shift", Dtype::I32)?)?;
+        let requant = match (m, s) {
+            (Some(m), Some(s)) => Some((m, s)),
+            (None, None) => None,
+            _ => bail!("the model's layer {i} has a multiplier or a shift without the other"),
+        };
+        layers.push(Layer {
+            inp,
+            out,
+            weight: w.into_iter().map(|b| b as i8).collect(),
+            bias,
+            requant,
+        });
+    }
+    if let Some(extra) = t.keys().min() {
+        bail!("the model holds a tensor it may not: {extra:?} (layers are l0 … l{count}, at most {MAX_LAYERS})");
+    }
+    let mlp = Mlp { layers };
+    mlp.check(features, classes)
+        .map_err(|e| anyhow!("the model is refused: {e}"))?;
+    Ok(mlp)
+}
+
+/// A batch: `rows × features` int8, row-major.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Batch {
+    /// Rows.
+    pub rows: usize,
+    /// Features per row.
+    pub features: usize,
+    /// The values.
+    pub x: Vec<i8>,
+}
+
+/// Reads a batch file: exactly one tensor `x`, `I8` [rows, features], as the job says.
+pub fn parse_batch(bytes: &[u8], rows: usize, features: usize) -> Result<Batch> {
+    let t = tensors(bytes, "the batch")?;
+    let names: Vec<&String> = t.keys().collect();
+    ensure!(
+        names.len() == 1 && t.contains_key("x"),
+        "the batch must hold exactly one tensor named \"x\", it holds {names:?}"
+    );
+    let (d, shape, data) = &t["x"];
+    ensure!(*d == Dtype::I8, "the batch's x is {d:?}, it must be I8");
+    ensure!(
+        shape[..] == [rows, features],
+        "the batch's x has shape {shape:?}, the job's is [{rows}, {features}] (a batch of the wrong width?)"
+    );
+    Ok(Batch {
+        rows,
+        features,
+        x: data.iter().map(|&b| b as i8).collect(),
+    })
+}
+
+/// Output rows `first .. first + count` (rows past the batch are zero), laid out as
+/// PROTOCOL §5 says, on every core.
+pub fn run_rows(model: &Mlp, batch: &Batch, first: usize, count: usize) -> Vec<u8> {
+    let classes = model.layers.last().map_or(0, |l| l.out);
+    let len = row_len(classes);
+    let mut out = vec![0u8; count * len];
+    out.par_chunks_mut(len).enumerate().for_each(|(i, row)| {
+        let r = first + i;
+        if r < batch.rows {
+            let x = &batch.x[r * batch.features..(r + 1) * batch.features];
+            let logits = logits_fast(model, x);
+            for (o, v) in logits.iter().enumerate() {
+                row[4 * o..4 * o + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            row[4 * classes..].copy_from_slice(&class_of(&logits).to_le_bytes());
+        }
+    });
+    out
+}
+
+/// [`Mlp::logits`] with the activations widened once per layer (an `i16` row the compiler
+/// vectorizes against each weight row); the same integers in the same bounds, so the same
+/// result.
+fn logits_fast(model: &Mlp, x: &[i8]) -> Vec<i32> {
+    let mut a: Vec<i16> = x.iter().map(|&v| i16::from(v)).collect();
+    let last = model.layers.len() - 1;
+    for (i, l) in model.layers.iter().enumerate() {
+        let acc: Vec<i32> = (0..l.out)
+            .map(|o| {
+                let w = &l.weight[o * l.inp..(o + 1) * l.inp];
+                l.bias[o]
+                    + w.iter()
+                        .zip(&a)
+                        .map(|(&w, &x)| i32::from(i16::from(w) * x))
+                        .sum::<i32>()
+            })
+            .collect();
+        if i == last {
+            return acc;
+        }
+        let (m, s) = l
+            .requant
+            .as_ref()
+            .expect("checked: hidden layers requantize");
+        a = acc
+            .iter()
+            .enumerate()
+            .map(|(o, &v)| {
+                i16::from(compute_market_protocol::infer::requantize(v, m[o], s[o]).max(0))
+            })
+            .collect();
+    }
+    unreachable!("a checked model has a last layer")
+}
