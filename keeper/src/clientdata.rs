@@ -105,6 +105,74 @@ pub fn prepare_inputs(files: &[PathBuf]) -> Result<PreparedInputs> {
     })
 }
 
+/// Default rows per tile of an `Mlp` job: small tiles, so a verifier's k sampled tiles are a
+/// small fraction of a large batch.
+pub const MLP_ROWS_PER_TILE: u8 = 8;
+
+/// Reads an integer model and a batch (PROTOCOL §5, Mlp), checks them as providers and
+/// verifiers will (the model's bounds for the batch's width, the batch's shape), and builds
+/// the manifest of an `Mlp` job of `rows_per_tile` rows per tile.
+pub fn prepare_mlp(model: &Path, batch: &Path, rows_per_tile: u8) -> Result<PreparedInputs> {
+    let max = crate::results::content::MAX_OBJECT;
+    let (_, m) = read_object(model, max)?;
+    let (_, b) = read_object(batch, max)?;
+    let st = safetensors::SafeTensors::deserialize(&b)
+        .map_err(|e| anyhow::anyhow!("{}: malformed safetensors: {e}", batch.display()))?;
+    let x = st
+        .tensor("x")
+        .map_err(|_| anyhow::anyhow!("{}: the batch must hold a tensor \"x\"", batch.display()))?;
+    let [rows, features] = x.shape()[..] else {
+        bail!(
+            "{}: x has shape {:?}, it must be [rows, features]",
+            batch.display(),
+            x.shape()
+        );
+    };
+    let classes =
+        crate::compute::mlp::classes_of(&m).with_context(|| format!("{}", model.display()))?;
+    let mlp = crate::compute::mlp::parse_model(&m, features, classes)
+        .with_context(|| format!("{}", model.display()))?;
+    let mut job = JobSpec::mlp(
+        rows as u32,
+        features as u32,
+        classes as u32,
+        mlp.work_per_row(),
+        rows_per_tile,
+        [0; 32],
+    );
+    JobSpec::decode(&job.encode()).map_err(|e| {
+        anyhow::anyhow!("{rows} rows × {features} features → {classes} classes, {rows_per_tile} rows per tile: {e}")
+    })?;
+    crate::compute::mlp::parse_batch(&b, rows, features)
+        .with_context(|| format!("{}", batch.display()))?;
+    let mut parts = vec![];
+    for (role, (path, bytes)) in [Role::Model, Role::Batch]
+        .into_iter()
+        .zip([(model, &m), (batch, &b)])
+    {
+        let bound = part_bound(&job, role).expect("an Mlp role");
+        ensure!(
+            bytes.len() as u64 <= bound,
+            "{}: {} bytes, more than the {bound} the job allows",
+            path.display(),
+            bytes.len()
+        );
+        parts.push(Part {
+            role,
+            format: Format::Safetensors,
+            len: bytes.len() as u64,
+            hash: inputs::content_hash(bytes),
+        });
+    }
+    let manifest = Manifest::new(parts);
+    job.input = manifest.hash();
+    Ok(PreparedInputs {
+        job,
+        manifest,
+        parts: vec![m, b],
+    })
+}
+
 /// What was uploaded.
 #[derive(Clone, Debug, Serialize)]
 pub struct Uploaded {
@@ -264,7 +332,40 @@ fn output_rows(job: &JobSpec) -> (u32, u32) {
     match job.kind {
         JobKind::MatMulModP => (job.dims[0], MATMUL_TILE),
         JobKind::HashBatch => (job.dims[0] * job.dims[1], job.dims[1]),
+        JobKind::Mlp => (job.dims[0], u32::from(job.rows_per_tile)),
     }
+}
+
+/// An `Mlp` output's rows (`rows.len()` of them, laid out as PROTOCOL §5 says, in `bytes`) as
+/// a safetensors file: `logits` `I32` [rows, C] and `class` `U32` [rows].
+fn mlp_file(job: &JobSpec, bytes: &[u8], rows: &std::ops::Range<u32>) -> Result<Vec<u8>> {
+    let c = job.dims[2] as usize;
+    let len = compute_market_protocol::infer::row_len(c);
+    let n = rows.len();
+    ensure!(
+        bytes.len() >= n * len,
+        "the output is shorter than its rows"
+    );
+    let (mut logits, mut class) = (Vec::with_capacity(n * 4 * c), Vec::with_capacity(n * 4));
+    for row in bytes[..n * len].chunks_exact(len) {
+        logits.extend_from_slice(&row[..4 * c]);
+        class.extend_from_slice(&row[4 * c..]);
+    }
+    let views = [
+        (
+            "logits",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::I32, vec![n, c], &logits)
+                .map_err(|e| anyhow::anyhow!("{e}"))?,
+        ),
+        (
+            "class",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::U32, vec![n], &class)
+                .map_err(|e| anyhow::anyhow!("{e}"))?,
+        ),
+    ];
+    let meta = [("rows".to_string(), format!("{}..{}", rows.start, rows.end))];
+    safetensors::serialize(views, Some(meta.into_iter().collect()))
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// The tiles that hold `rows` of `job`'s output, in order.
@@ -325,6 +426,16 @@ fn assemble_rows(
             }
             Ok(out)
         }
+        JobKind::Mlp => {
+            let per = u32::from(job.rows_per_tile);
+            let len = compute_market_protocol::infer::row_len(job.dims[2] as usize);
+            let mut out = Vec::with_capacity(rows.len() * len);
+            for r in rows.clone() {
+                let at = len * (r % per) as usize;
+                out.extend_from_slice(&tile(r / per)?[at..at + len]);
+            }
+            mlp_file(job, &out, rows)
+        }
     }
 }
 
@@ -374,6 +485,7 @@ pub fn task_result(
                             tensor_file("C", m.rows, m.cols, &m.data)
                         }
                         JobKind::HashBatch => Ok(t.concat()),
+                        JobKind::Mlp => mlp_file(&c.job, &t.concat(), &(0..c.job.dims[0])),
                     }
                 }),
             Some(want) => store
@@ -426,7 +538,7 @@ fn tiles_file(job: &JobSpec, served: &[crate::verify::ProvenTile]) -> Result<Vec
         .map(|s| {
             let shape = match job.kind {
                 JobKind::MatMulModP => vec![64, 64],
-                JobKind::HashBatch => vec![s.tile.len() / 4],
+                JobKind::HashBatch | JobKind::Mlp => vec![s.tile.len() / 4],
             };
             safetensors::tensor::TensorView::new(safetensors::Dtype::U32, shape, &s.tile)
                 .map(|v| (format!("tile_{}", s.index), v))

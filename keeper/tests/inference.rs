@@ -188,3 +188,150 @@ fn bad_models_and_batches_are_refused_by_name() {
         assert!(e.contains(why), "{e} (wanted {why})");
     }
 }
+
+/// The digits task on the embedded market: the held-out batch and the model uploaded to a
+/// content store, an `Mlp` task posted on them, every node fetching them, the result read back
+/// from the provider's store once the task is closed. `corrupt`: the provider's corrupted
+/// tile fraction. Returns (provider's tasks completed, times slashed, classes).
+fn digits_on_the_market(corrupt: f64, samples: u16) -> (u32, u32, Vec<u32>, Vec<u8>) {
+    use std::sync::Arc;
+
+    use compute_market::pda;
+    use compute_market_keeper::{
+        chain::ChainExt,
+        cli::{self, TaskTerms},
+        clientdata,
+        compute::cpu::CpuBackend,
+        demo::{DemoConfig, Scenario},
+        metrics::Metrics,
+        results::{self, FetchPolicy, ResultStore},
+    };
+    use solana_signer::Signer;
+
+    let policy = FetchPolicy {
+        allow_loopback: true,
+        ..FetchPolicy::default()
+    };
+    let host = Arc::new(ResultStore::default().with_policy(policy.clone()));
+    let server = results::serve(host, Arc::new(Metrics::default()), "127.0.0.1:0").unwrap();
+    let url = format!("http://{}", server.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let (batch, labels, _, _) = heldout();
+    let batch_path = dir.path().join("batch.safetensors");
+    std::fs::write(&batch_path, batch).unwrap();
+    let prepared = clientdata::prepare_mlp(
+        &models().join("digits-mlp.safetensors"),
+        &batch_path,
+        clientdata::MLP_ROWS_PER_TILE,
+    )
+    .unwrap();
+    clientdata::upload(&url, &prepared, &policy).unwrap();
+    let mut s = Scenario::new(
+        &DemoConfig {
+            providers: 2,
+            verifiers: 3,
+            tasks: 1,
+            corrupt_fraction: 0.0,
+            ..Default::default()
+        },
+        Arc::new(CpuBackend),
+        dir.path(),
+    )
+    .unwrap();
+    s.run_to_end(3_000).unwrap();
+    // every node shares one store that may fetch from loopback
+    let shared = Arc::new(ResultStore::default().with_policy(policy));
+    for p in &mut s.providers {
+        p.ctx.store = shared.clone();
+        p.corrupt_fraction = 0.0;
+    }
+    // one provider takes it: the first, corrupting `corrupt` of its tiles
+    s.providers[1].max_active = 0;
+    s.providers[0].corrupt_fraction = corrupt;
+    for v in &mut s.verifiers {
+        v.ctx.store = shared.clone();
+    }
+    let node = s.providers[0].ctx.node;
+    let before = s.chain.node(&node).unwrap().unwrap();
+    let terms = TaskTerms {
+        input_uri: url,
+        market: 1,
+        reward: 1_000_000,
+        samples,
+        ..Default::default()
+    };
+    cli::task_post(
+        s.chain.as_ref(),
+        &s.client,
+        terms,
+        vec![(900, prepared.job)],
+    )
+    .unwrap();
+    let key = pda::task(&s.client.pubkey(), 900);
+    let mut root = None;
+    for _ in 0..400 {
+        if let Some(t) = s.chain.task(&key).unwrap() {
+            root = root.or((t.result_root != [0; 32]).then_some(t.result_root));
+        } else {
+            break;
+        }
+        s.tick().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let left = s.chain.task(&key).unwrap();
+    assert!(
+        left.is_none(),
+        "the task closed: {:?}, {} role errors",
+        left.map(|t| (t.status, t.submit_deadline, t.result_root != [0; 32])),
+        s.errors
+    );
+    let after = s.chain.node(&node).unwrap().unwrap();
+    let entry = shared
+        .entry(&root.expect("a result was submitted"))
+        .unwrap();
+    let len = row_len(10);
+    let classes: Vec<u32> = entry
+        .tiles()
+        .unwrap()
+        .concat()
+        .chunks_exact(len)
+        .take(450)
+        .map(|r| u32::from_le_bytes(r[40..44].try_into().unwrap()))
+        .collect();
+    (
+        after.tasks_completed - before.tasks_completed,
+        after.times_slashed - before.times_slashed,
+        classes,
+        labels,
+    )
+}
+
+#[test]
+fn the_market_classifies_the_held_out_digits_within_a_point_of_the_float_model() {
+    let (completed, slashed, classes, labels) = digits_on_the_market(0.0, 0);
+    assert_eq!((completed, slashed), (1, 0), "accepted");
+    let correct = classes
+        .iter()
+        .zip(&labels)
+        .filter(|(c, l)| **c == u32::from(**l))
+        .count();
+    let accuracy = correct as f64 / labels.len() as f64;
+    let meta = SafeTensors::read_metadata(
+        &std::fs::read(models().join("digits-mlp.safetensors")).unwrap(),
+    )
+    .unwrap()
+    .1;
+    let float: f64 = meta.metadata().clone().unwrap()["float_accuracy"]
+        .parse()
+        .unwrap();
+    println!("the market's digits: {accuracy:.4} (float {float:.4})");
+    assert!(accuracy >= float - 0.01, "{accuracy} vs {float}");
+}
+
+#[test]
+fn a_provider_corrupting_five_percent_of_the_digits_is_rejected() {
+    // about 22 of the 450 rows, in about 20 of the 57 tiles of 8 rows: each verifier's 16
+    // samples miss them all with probability about (37/57)^16 < 0.1%
+    let (completed, slashed, _, _) = digits_on_the_market(0.05, 0);
+    assert_eq!((completed, slashed), (0, 1), "rejected and slashed");
+}

@@ -8,9 +8,9 @@
 //! every bound before anything is computed.
 
 /// Most layers.
-pub const MAX_LAYERS: usize = 8;
+pub const MAX_LAYERS: usize = crate::job::MAX_MLP_LAYERS as usize;
 /// Widest layer (inputs or outputs).
-pub const MAX_WIDTH: usize = 4_096;
+pub const MAX_WIDTH: usize = crate::job::MAX_MLP_WIDTH as usize;
 /// Largest magnitude of an int8 operand (−128): the accumulator bound's factor.
 const OPERAND: i64 = 128;
 

@@ -30,6 +30,14 @@ pub const MAX_HASH_TILES: u32 = 65_536;
 pub const MAX_NONCES_PER_TILE: u32 = 4_096;
 /// Most SHA-256 iterations per nonce.
 pub const MAX_HASH_ITERATIONS: u32 = 1_024;
+/// Most rows of an `Mlp` batch.
+pub const MAX_MLP_ROWS: u32 = 65_536;
+/// Widest `Mlp` layer (features, classes, hidden widths).
+pub const MAX_MLP_WIDTH: u32 = 4_096;
+/// Most `Mlp` layers.
+pub const MAX_MLP_LAYERS: u64 = 8;
+/// Most rows in one `Mlp` tile.
+pub const MAX_ROWS_PER_TILE: u8 = 64;
 
 /// What a job computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,6 +47,9 @@ pub enum JobKind {
     /// Tile i holds, for each of its nonces, SHA-256 iterated `iterations` times over
     /// (seed ‖ nonce).
     HashBatch = 2,
+    /// Integer inference of a dense ReLU classifier on the client's batch (PROTOCOL §5, Mlp):
+    /// dims (rows N, features F, classes C); tiles of R rows (the spec's byte 3).
+    Mlp = 3,
 }
 
 /// Where a job's inputs come from.
@@ -61,6 +72,12 @@ pub struct JobSpec {
     pub dims: [u32; 3],
     /// Input seed or content hash.
     pub input: [u8; 32],
+    /// `Mlp`: rows per tile R (1 ..= [`MAX_ROWS_PER_TILE`]); 0 for the other kinds.
+    pub rows_per_tile: u8,
+    /// `Mlp`: multiply-adds per row (Σ in·out over the model's layers, which providers check
+    /// against the model they fetch), so work and price are known before any fetch; 0 for the
+    /// other kinds.
+    pub work_per_row: u64,
 }
 
 /// Why an encoded job spec is refused.
@@ -76,6 +93,8 @@ pub enum JobError {
     ReservedNotZero,
     /// A dimension is zero or above its bound.
     DimensionOutOfRange,
+    /// The kind does not take inputs from this input mode (`Mlp` runs on the client's data).
+    InputModeNotAllowed,
 }
 
 impl core::fmt::Display for JobError {
@@ -86,6 +105,7 @@ impl core::fmt::Display for JobError {
             JobError::UnknownInputMode => "unknown input mode",
             JobError::ReservedNotZero => "reserved job-spec bytes must be zero",
             JobError::DimensionOutOfRange => "job dimension is zero or above its bound",
+            JobError::InputModeNotAllowed => "this job kind does not take that input mode",
         })
     }
 }
@@ -102,6 +122,8 @@ impl JobSpec {
             input_mode: InputMode::Generated,
             dims: [m, k, n],
             input: seed,
+            rows_per_tile: 0,
+            work_per_row: 0,
         }
     }
 
@@ -112,6 +134,29 @@ impl JobSpec {
             input_mode: InputMode::Generated,
             dims: [tiles, nonces, iterations],
             input: seed,
+            rows_per_tile: 0,
+            work_per_row: 0,
+        }
+    }
+
+    /// An `Mlp` job: `rows` rows of `features` int8 values through a model of `classes`
+    /// outputs and `work_per_row` multiply-adds per row, on the inputs named by `manifest`,
+    /// `rows_per_tile` rows per tile.
+    pub fn mlp(
+        rows: u32,
+        features: u32,
+        classes: u32,
+        work_per_row: u64,
+        rows_per_tile: u8,
+        manifest: [u8; 32],
+    ) -> Self {
+        JobSpec {
+            kind: JobKind::Mlp,
+            input_mode: InputMode::ContentHash,
+            dims: [rows, features, classes],
+            input: manifest,
+            rows_per_tile,
+            work_per_row,
         }
     }
 
@@ -125,6 +170,8 @@ impl JobSpec {
             b[4 + 4 * i..8 + 4 * i].copy_from_slice(&d.to_le_bytes());
         }
         b[16..48].copy_from_slice(&self.input);
+        b[3] = self.rows_per_tile;
+        b[48..56].copy_from_slice(&self.work_per_row.to_le_bytes());
         b
     }
 
@@ -137,6 +184,7 @@ impl JobSpec {
         let kind = match b[1] {
             1 => JobKind::MatMulModP,
             2 => JobKind::HashBatch,
+            3 => JobKind::Mlp,
             _ => return Err(JobError::UnknownKind),
         };
         let input_mode = match b[2] {
@@ -144,16 +192,36 @@ impl JobSpec {
             1 => InputMode::ContentHash,
             _ => return Err(JobError::UnknownInputMode),
         };
-        if b[3] != 0 || b[48..].iter().any(|&x| x != 0) {
+        let mut work = [0u8; 8];
+        work.copy_from_slice(&b[48..56]);
+        let work_per_row = u64::from_le_bytes(work);
+        let rows_per_tile = b[3];
+        let mlp = kind == JobKind::Mlp;
+        if b[56..].iter().any(|&x| x != 0) || (!mlp && (rows_per_tile != 0 || work_per_row != 0)) {
             return Err(JobError::ReservedNotZero);
         }
         let dims = [u32_at(b, 4), u32_at(b, 8), u32_at(b, 12)];
         let max = match kind {
             JobKind::MatMulModP => [MAX_MATRIX_DIM; 3],
             JobKind::HashBatch => [MAX_HASH_TILES, MAX_NONCES_PER_TILE, MAX_HASH_ITERATIONS],
+            JobKind::Mlp => [MAX_MLP_ROWS, MAX_MLP_WIDTH, MAX_MLP_WIDTH],
         };
         if dims.iter().zip(max.iter()).any(|(&d, &m)| d == 0 || d > m) {
             return Err(JobError::DimensionOutOfRange);
+        }
+        if mlp {
+            // at least one layer F → C, at most MAX_MLP_LAYERS of the widest
+            let (f, c) = (u64::from(dims[1]), u64::from(dims[2]));
+            let most = MAX_MLP_LAYERS * u64::from(MAX_MLP_WIDTH) * u64::from(MAX_MLP_WIDTH);
+            if !(1..=MAX_ROWS_PER_TILE).contains(&rows_per_tile)
+                || work_per_row < f.min(c)
+                || work_per_row > most
+            {
+                return Err(JobError::DimensionOutOfRange);
+            }
+            if input_mode != InputMode::ContentHash {
+                return Err(JobError::InputModeNotAllowed);
+            }
         }
         let mut input = [0u8; 32];
         input.copy_from_slice(&b[16..48]);
@@ -162,13 +230,15 @@ impl JobSpec {
             input_mode,
             dims,
             input,
+            rows_per_tile,
+            work_per_row,
         })
     }
 
     /// Number of output tiles T (leaves of the result's Merkle tree). Always ≥ 1.
     pub fn tile_count(&self) -> u32 {
         match self.kind {
-            JobKind::MatMulModP | JobKind::HashBatch => {
+            JobKind::MatMulModP | JobKind::HashBatch | JobKind::Mlp => {
                 let (rows, cols) = self.tile_grid();
                 rows * cols
             }
@@ -183,6 +253,10 @@ impl JobSpec {
                 self.dims[2].div_ceil(MATMUL_TILE),
             ),
             JobKind::HashBatch => (self.dims[0], 1),
+            JobKind::Mlp => (
+                self.dims[0].div_ceil(u32::from(self.rows_per_tile.max(1))),
+                1,
+            ),
         }
     }
 
@@ -192,6 +266,7 @@ impl JobSpec {
         match self.kind {
             JobKind::MatMulModP => (MATMUL_TILE * MATMUL_TILE * 4) as usize,
             JobKind::HashBatch => 32 * self.dims[1] as usize,
+            JobKind::Mlp => usize::from(self.rows_per_tile) * (4 * self.dims[2] as usize + 4),
         }
     }
 
@@ -199,7 +274,10 @@ impl JobSpec {
     /// and benchmark jobs.
     pub fn work(&self) -> u64 {
         let [a, b, c] = self.dims.map(u64::from);
-        a * b * c
+        match self.kind {
+            JobKind::Mlp => a * self.work_per_row,
+            _ => a * b * c,
+        }
     }
 
     /// Bytes a provider must hold to run the job at once: A, B and C for `MatMulModP` (4 bytes
@@ -209,6 +287,8 @@ impl JobSpec {
         match self.kind {
             JobKind::MatMulModP => 4 * (a * b + b * c + a * c),
             JobKind::HashBatch => 32 * a * b,
+            // the batch, the model at its bound per row of work, and the outputs
+            JobKind::Mlp => a * b + self.work_per_row + a * (4 * c + 4),
         }
     }
 
@@ -327,5 +407,44 @@ mod tests {
         let s = JobSpec::matmul(64, 64, 64, [3; 32]);
         assert!((0..10_000).all(|i| (s.matrix_element(b'A', i) as u64) < crate::P));
         assert_ne!(s.matrix_key(b'A'), s.matrix_key(b'B'));
+    }
+
+    #[test]
+    fn an_mlp_spec_carries_its_tile_rows_and_work_and_needs_client_data() {
+        let j = JobSpec::mlp(450, 64, 10, 64 * 128 + 128 * 10, 8, [7; 32]);
+        let b = j.encode();
+        assert_eq!((b[1], b[3]), (3, 8));
+        assert_eq!(JobSpec::decode(&b), Ok(j));
+        assert_eq!(j.tile_count(), 57, "⌈450 / 8⌉");
+        assert_eq!(j.tile_len(), 8 * 44);
+        assert_eq!(j.work(), 450 * 9_472);
+        let refused = |f: &dyn Fn(&mut [u8; JOB_SPEC_LEN]), e: JobError| {
+            let mut b = j.encode();
+            f(&mut b);
+            assert_eq!(JobSpec::decode(&b), Err(e));
+        };
+        refused(&|b| b[3] = 0, JobError::DimensionOutOfRange);
+        refused(&|b| b[3] = 65, JobError::DimensionOutOfRange);
+        refused(
+            &|b| b[48..56].copy_from_slice(&0u64.to_le_bytes()),
+            JobError::DimensionOutOfRange,
+        );
+        refused(
+            &|b| b[48..56].copy_from_slice(&(8u64 * 4096 * 4096 + 1).to_le_bytes()),
+            JobError::DimensionOutOfRange,
+        );
+        refused(&|b| b[60] = 1, JobError::ReservedNotZero);
+        refused(&|b| b[2] = 0, JobError::InputModeNotAllowed);
+        refused(
+            &|b| b[8..12].copy_from_slice(&4097u32.to_le_bytes()),
+            JobError::DimensionOutOfRange,
+        );
+        // the other kinds keep byte 3 and the work bytes zero
+        let mut m = JobSpec::matmul(64, 64, 64, [1; 32]).encode();
+        m[3] = 8;
+        assert_eq!(JobSpec::decode(&m), Err(JobError::ReservedNotZero));
+        let mut m = JobSpec::matmul(64, 64, 64, [1; 32]).encode();
+        m[50] = 1;
+        assert_eq!(JobSpec::decode(&m), Err(JobError::ReservedNotZero));
     }
 }

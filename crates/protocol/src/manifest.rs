@@ -48,6 +48,10 @@ pub enum Role {
     A = 1,
     /// `MatMulModP`'s right matrix, k × n.
     B = 2,
+    /// `Mlp`'s model (PROTOCOL §5, Mlp).
+    Model = 3,
+    /// `Mlp`'s batch, N × F int8.
+    Batch = 4,
 }
 
 impl Role {
@@ -55,15 +59,20 @@ impl Role {
         match b {
             1 => Some(Role::A),
             2 => Some(Role::B),
+            3 => Some(Role::Model),
+            4 => Some(Role::Batch),
             _ => None,
         }
     }
 
-    /// The name of the part's tensor in its safetensors file ("A", "B").
+    /// The part's name: its tensor's in its safetensors file for a matrix ("A", "B"),
+    /// "model" and "batch" for an `Mlp`'s.
     pub fn name(self) -> &'static str {
         match self {
             Role::A => "A",
             Role::B => "B",
+            Role::Model => "model",
+            Role::Batch => "batch",
         }
     }
 }
@@ -223,6 +232,7 @@ pub fn roles_of(job: &JobSpec) -> Option<Vec<Role>> {
     match job.kind {
         JobKind::MatMulModP => Some(vec![Role::A, Role::B]),
         JobKind::HashBatch => None,
+        JobKind::Mlp => Some(vec![Role::Model, Role::Batch]),
     }
 }
 
@@ -232,6 +242,7 @@ pub fn shape_of(job: &JobSpec, role: Role) -> Option<[u64; 2]> {
     match (job.kind, role) {
         (JobKind::MatMulModP, Role::A) => Some([m, k]),
         (JobKind::MatMulModP, Role::B) => Some([k, n]),
+        (JobKind::Mlp, Role::Batch) => Some([m, k]),
         _ => None,
     }
 }
@@ -239,8 +250,18 @@ pub fn shape_of(job: &JobSpec, role: Role) -> Option<[u64; 2]> {
 /// The most bytes a part of `role` may have for `job`: a safetensors file of its one `u32`
 /// tensor with a header of at most [`MAX_SAFETENSORS_HEADER`] bytes.
 pub fn part_bound(job: &JobSpec, role: Role) -> Option<u64> {
-    let [r, c] = shape_of(job, role)?;
-    Some(8 + MAX_SAFETENSORS_HEADER + r * c * 4)
+    let file = 8 + MAX_SAFETENSORS_HEADER;
+    match (job.kind, role) {
+        // int8 values
+        (JobKind::Mlp, Role::Batch) => shape_of(job, role).map(|[r, c]| file + r * c),
+        // a weight byte per multiply-add of a row, and three int32 values (bias, multiplier,
+        // shift) per output of at most MAX_MLP_LAYERS layers of MAX_MLP_WIDTH
+        (JobKind::Mlp, Role::Model) => Some(
+            file + job.work_per_row
+                + 12 * crate::job::MAX_MLP_LAYERS * u64::from(crate::job::MAX_MLP_WIDTH),
+        ),
+        _ => shape_of(job, role).map(|[r, c]| file + r * c * 4),
+    }
 }
 
 #[cfg(test)]

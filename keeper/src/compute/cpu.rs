@@ -63,6 +63,14 @@ impl Backend for CpuBackend {
                     .collect()
             }
             JobKind::HashBatch => indices.par_iter().map(|&i| hash_tile(job, i)).collect(),
+            JobKind::Mlp => {
+                let inputs = super::inputs::mlp(job)?;
+                let r = usize::from(job.rows_per_tile);
+                indices
+                    .par_iter()
+                    .map(|&i| super::mlp::run_rows(&inputs.model, &inputs.batch, i as usize * r, r))
+                    .collect()
+            }
         })
     }
 

@@ -123,9 +123,25 @@ pub fn content_hash(bytes: &[u8]) -> Digest {
 /// Bytes of verified inputs held at most (least recently used evicted beyond it).
 pub const HELD_BYTES: usize = 4 << 30;
 
+/// An `Mlp` job's inputs.
+#[derive(Clone, Debug)]
+pub struct MlpInputs {
+    /// The model, checked for the job's widths.
+    pub model: Arc<compute_market_protocol::infer::Mlp>,
+    /// The batch, N × F.
+    pub batch: Arc<super::mlp::Batch>,
+}
+
+/// A job's checked inputs, of whichever kind.
+#[derive(Clone, Debug)]
+enum Inputs {
+    Matrices(MatrixInputs),
+    Mlp(MlpInputs),
+}
+
 #[derive(Default)]
 struct Held {
-    sets: HashMap<Digest, (MatrixInputs, u64)>,
+    sets: HashMap<Digest, (Inputs, u64)>,
     clock: u64,
     bytes: usize,
 }
@@ -135,12 +151,21 @@ fn held() -> &'static Mutex<Held> {
     HELD.get_or_init(Default::default)
 }
 
-fn size_of(m: &MatrixInputs) -> usize {
-    4 * (m.a.data.len() + m.b.data.len())
+fn size_of(i: &Inputs) -> usize {
+    match i {
+        Inputs::Matrices(m) => 4 * (m.a.data.len() + m.b.data.len()),
+        Inputs::Mlp(m) => {
+            m.batch.x.len()
+                + m.model
+                    .layers
+                    .iter()
+                    .map(|l| l.weight.len() + 12 * l.out)
+                    .sum::<usize>()
+        }
+    }
 }
 
-/// Holds the verified inputs of every job whose manifest hashes to `manifest`.
-pub fn hold(manifest: Digest, inputs: MatrixInputs) {
+fn hold_any(manifest: Digest, inputs: Inputs) {
     let mut h = held().lock().expect("held lock");
     h.clock += 1;
     let (clock, size) = (h.clock, size_of(&inputs));
@@ -161,11 +186,28 @@ pub fn hold(manifest: Digest, inputs: MatrixInputs) {
     }
 }
 
+/// Holds the verified matrices of every job whose manifest hashes to `manifest`.
+pub fn hold(manifest: Digest, inputs: MatrixInputs) {
+    hold_any(manifest, Inputs::Matrices(inputs))
+}
+
+/// Holds the verified model and batch of every `Mlp` job whose manifest hashes to `manifest`.
+pub fn hold_mlp(manifest: Digest, inputs: MlpInputs) {
+    hold_any(manifest, Inputs::Mlp(inputs))
+}
+
+/// Bytes the inputs of `job` take when held, at their bound.
+fn need_of(job: &JobSpec) -> usize {
+    let [a, b, c] = job.dims.map(|d| d as usize);
+    match job.kind {
+        JobKind::Mlp => a * b + job.work_per_row as usize,
+        _ => 4 * (a * b + b * c),
+    }
+}
+
 /// Whether the inputs of `job` fit among the held inputs without evicting any.
 pub fn room_for(job: &JobSpec) -> bool {
-    let [m, k, n] = job.dims.map(|d| d as usize);
-    let need = 4 * (m * k + k * n);
-    held().lock().expect("held lock").bytes + need <= HELD_BYTES
+    held().lock().expect("held lock").bytes + need_of(job) <= HELD_BYTES
 }
 
 /// Drops the inputs held for `manifest`: the next job on them fetches and checks them again
@@ -177,13 +219,23 @@ pub fn release(manifest: &Digest) {
     }
 }
 
-/// Whether `m` has the shapes `job` computes on (the same manifest can be named by jobs of
+/// Whether `i` has the shapes `job` computes on (the same manifest can be named by jobs of
 /// other dimensions: held inputs serve only the shape they were checked for).
-fn fits(job: &JobSpec, m: &MatrixInputs) -> bool {
+fn fits(job: &JobSpec, i: &Inputs) -> bool {
     let [rows, inner, cols] = job.dims.map(|d| d as usize);
-    (m.a.rows, m.a.cols, m.b.rows, m.b.cols) == (rows, inner, inner, cols)
-        && m.a.data.len() == rows * inner
-        && m.b.data.len() == inner * cols
+    match (job.kind, i) {
+        (JobKind::MatMulModP, Inputs::Matrices(m)) => {
+            (m.a.rows, m.a.cols, m.b.rows, m.b.cols) == (rows, inner, inner, cols)
+                && m.a.data.len() == rows * inner
+                && m.b.data.len() == inner * cols
+        }
+        (JobKind::Mlp, Inputs::Mlp(m)) => {
+            (m.batch.rows, m.batch.features) == (rows, inner)
+                && m.model.layers.last().is_some_and(|l| l.out == cols)
+                && m.model.work_per_row() == job.work_per_row
+        }
+        _ => false,
+    }
 }
 
 /// Whether the inputs of `job` are at hand: generated ones always are; a client's when held
@@ -200,6 +252,36 @@ pub fn is_held(job: &JobSpec) -> bool {
     }
 }
 
+/// The held inputs of a job on the client's data, checked for its shapes.
+fn held_for(job: &JobSpec) -> Result<Inputs> {
+    let mut h = held().lock().expect("held lock");
+    h.clock += 1;
+    let clock = h.clock;
+    let (m, used) = h.sets.get_mut(&job.input).ok_or_else(|| {
+        anyhow!(
+            "the inputs of this job (manifest {}) are not held: fetch and verify them first",
+            job.input
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        )
+    })?;
+    let [a, b, c] = job.dims;
+    let shape = match job.kind {
+        JobKind::Mlp => format!(
+            "a {a}-row batch of width {b} and a model of {c} classes doing {} multiply-adds a row",
+            job.work_per_row
+        ),
+        _ => format!("{a}×{b}·{b}×{c}"),
+    };
+    ensure!(
+        fits(job, m),
+        "the inputs held for this manifest are not {shape}: fetch and verify them for this job"
+    );
+    *used = clock;
+    Ok(m.clone())
+}
+
 /// The inputs of a `MatMulModP` job: generated from its seed, or the client's, held by
 /// [`hold`] after they were fetched and checked.
 pub fn matrices(job: &JobSpec) -> Result<MatrixInputs> {
@@ -209,27 +291,20 @@ pub fn matrices(job: &JobSpec) -> Result<MatrixInputs> {
             a: Arc::new(Matrix::input_a(job)),
             b: Arc::new(Matrix::input_b(job)),
         }),
-        InputMode::ContentHash => {
-            let mut h = held().lock().expect("held lock");
-            h.clock += 1;
-            let clock = h.clock;
-            let (m, used) = h.sets.get_mut(&job.input).ok_or_else(|| {
-                anyhow!(
-                    "the inputs of this job (manifest {}) are not held: fetch and verify them first",
-                    job.input.iter().map(|b| format!("{b:02x}")).collect::<String>()
-                )
-            })?;
-            ensure!(
-                fits(job, m),
-                "the inputs held for this manifest are not {}×{}·{}×{}: fetch and verify them for this job",
-                job.dims[0],
-                job.dims[1],
-                job.dims[1],
-                job.dims[2]
-            );
-            *used = clock;
-            Ok(m.clone())
-        }
+        InputMode::ContentHash => match held_for(job)? {
+            Inputs::Matrices(m) => Ok(m),
+            Inputs::Mlp(_) => bail!("the inputs held for this manifest are a model, not matrices"),
+        },
+    }
+}
+
+/// The model and batch of an `Mlp` job, held by [`hold_mlp`] after they were fetched and
+/// checked.
+pub fn mlp(job: &JobSpec) -> Result<MlpInputs> {
+    ensure!(job.kind == JobKind::Mlp, "not an Mlp job");
+    match held_for(job)? {
+        Inputs::Mlp(m) => Ok(m),
+        Inputs::Matrices(_) => bail!("the inputs held for this manifest are matrices, not a model"),
     }
 }
 

@@ -93,6 +93,21 @@ pub fn parse_model(bytes: &[u8], features: usize, classes: usize) -> Result<Mlp>
     Ok(mlp)
 }
 
+/// The class count of a model file: its last layer's outputs (read before the model is
+/// checked against a job, to size the job).
+pub fn classes_of(bytes: &[u8]) -> Result<usize> {
+    let t = tensors(bytes, "the model")?;
+    let last = (0..MAX_LAYERS)
+        .take_while(|i| t.contains_key(&format!("l{i}.weight")))
+        .last()
+        .ok_or_else(|| anyhow!("the model has no layer l0"))?;
+    let (_, shape, _) = &t[&format!("l{last}.weight")];
+    shape
+        .first()
+        .copied()
+        .ok_or_else(|| anyhow!("the model's l{last}.weight has no shape"))
+}
+
 /// A batch: `rows × features` int8, row-major.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Batch {
@@ -178,4 +193,43 @@ fn logits_fast(model: &Mlp, x: &[i8]) -> Vec<i32> {
             .collect();
     }
     unreachable!("a checked model has a last layer")
+}
+
+/// A synthetic 64-256-256-10 model (weights from a fixed generator) for measuring speed.
+fn synthetic() -> Mlp {
+    let widths = [64usize, 256, 256, 10];
+    let layers = widths
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| {
+            let (inp, out) = (w[0], w[1]);
+            let last = i == widths.len() - 2;
+            Layer {
+                inp,
+                out,
+                weight: (0..inp * out)
+                    .map(|j| (compute_market_protocol::job::splitmix64(j as u64) % 255) as i8)
+                    .collect(),
+                bias: vec![0; out],
+                requant: (!last).then(|| (vec![1 << 30; out], vec![40; out])),
+            }
+        })
+        .collect();
+    Mlp { layers }
+}
+
+/// Multiply-adds per row of the synthetic model.
+pub fn synthetic_work() -> u64 {
+    synthetic().work_per_row()
+}
+
+/// Runs `rows` rows through the synthetic model (for a speed figure).
+pub fn synthetic_run(rows: usize) -> Vec<u8> {
+    let m = synthetic();
+    let batch = Batch {
+        rows,
+        features: 64,
+        x: (0..rows * 64).map(|i| (i % 17) as i8).collect(),
+    };
+    run_rows(&m, &batch, 0, rows)
 }

@@ -94,6 +94,7 @@ fn describe(job: &JobSpec) -> String {
     match job.kind {
         JobKind::MatMulModP => format!("MatMulModP {a}×{b}·{b}×{c}"),
         JobKind::HashBatch => format!("HashBatch {a}×{b}×{c}"),
+        JobKind::Mlp => format!("Mlp {a} rows × {b} → {c}"),
     }
 }
 

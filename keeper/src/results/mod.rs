@@ -454,7 +454,7 @@ impl ResultStore {
         manifest
             .check_for(job)
             .map_err(|e| FetchError::Invalid(e.to_string()))?;
-        let mut parsed = vec![];
+        let mut fetched = vec![];
         for part in &manifest.parts {
             let (bytes, hit) = self.fetch_content(bases, &part.hash, part.len, deadline)?;
             count(hit);
@@ -466,8 +466,34 @@ impl ResultStore {
                     part.len
                 )));
             }
-            let m = inputs::parse_matrix(job, part.role, &bytes)
-                .map_err(|e| FetchError::Invalid(format!("{e:#}")))?;
+            fetched.push(bytes);
+        }
+        let invalid = |e: anyhow::Error| FetchError::Invalid(format!("{e:#}"));
+        if job.kind == compute_market_protocol::job::JobKind::Mlp {
+            let [rows, features, classes] = job.dims.map(|d| d as usize);
+            let model = crate::compute::mlp::parse_model(&fetched[0], features, classes)
+                .map_err(invalid)?;
+            if model.work_per_row() != job.work_per_row {
+                return Err(FetchError::Invalid(format!(
+                    "the model does {} multiply-adds per row, the job says {}",
+                    model.work_per_row(),
+                    job.work_per_row
+                )));
+            }
+            let batch =
+                crate::compute::mlp::parse_batch(&fetched[1], rows, features).map_err(invalid)?;
+            inputs::hold_mlp(
+                job.input,
+                inputs::MlpInputs {
+                    model: Arc::new(model),
+                    batch: Arc::new(batch),
+                },
+            );
+            return Ok(counts);
+        }
+        let mut parsed = vec![];
+        for (part, bytes) in manifest.parts.iter().zip(&fetched) {
+            let m = inputs::parse_matrix(job, part.role, bytes).map_err(invalid)?;
             parsed.push(Arc::new(m));
         }
         let [a, b]: [Arc<crate::compute::Matrix>; 2] = parsed

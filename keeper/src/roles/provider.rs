@@ -111,6 +111,16 @@ impl Throughput {
                 job.work() as f64 / t.elapsed().as_secs_f64().max(1e-6),
             );
         }
+        if self.rate(JobKind::Mlp).is_none() {
+            // every backend runs the integer MLP on the CPU path: a synthetic 256-wide model
+            let (rows, work) = (512, crate::compute::mlp::synthetic_work());
+            let t = Instant::now();
+            crate::compute::mlp::synthetic_run(rows);
+            self.set(
+                JobKind::Mlp,
+                (rows as u64 * work) as f64 / t.elapsed().as_secs_f64().max(1e-6),
+            );
+        }
         Ok(())
     }
 
@@ -387,8 +397,9 @@ fn job_memory(t: &Task) -> u64 {
 }
 
 impl Work {
-    /// Corrupts about `corrupt_fraction` of the tiles (deterministically, at least one when the
-    /// fraction is positive), keeping each tile well-formed so only a real check notices.
+    /// Corrupts about `corrupt_fraction` of the tiles — of the rows, for an `Mlp` — (chosen
+    /// deterministically, at least one tile when the fraction is positive), keeping each tile
+    /// well-formed so only a real check notices; returns how many it corrupted.
     fn corrupt(&self, job: &JobSpec, tiles: &mut [Vec<u8>]) -> u32 {
         if self.corrupt_fraction <= 0.0 {
             return 0;
@@ -397,10 +408,25 @@ impl Work {
             let v = u32::from_le_bytes(t[..4].try_into().expect("4 bytes"));
             t[..4].copy_from_slice(&(((v as u64 + 1) % P) as u32).to_le_bytes());
         };
-        let mut n = 0;
-        for (i, t) in tiles.iter_mut().enumerate() {
+        let chosen = |i: usize| {
             let h = hashv(&[b"corrupt", &job.input, &(i as u32).to_le_bytes()]);
-            if (h[0] as f64) < self.corrupt_fraction * 256.0 {
+            (h[0] as f64) < self.corrupt_fraction * 256.0
+        };
+        let mut n = 0;
+        if job.kind == JobKind::Mlp {
+            // rows, not tiles: a fraction of the batch's rows get a wrong first logit
+            let len = compute_market_protocol::infer::row_len(job.dims[2] as usize);
+            let per = usize::from(job.rows_per_tile);
+            for r in (0..job.dims[0] as usize).filter(|&r| chosen(r)) {
+                let t = &mut tiles[r / per][(r % per) * len..];
+                let v = i32::from_le_bytes(t[..4].try_into().expect("4 bytes"));
+                t[..4].copy_from_slice(&v.wrapping_add(1).to_le_bytes());
+                n += 1;
+            }
+            return n;
+        }
+        for (i, t) in tiles.iter_mut().enumerate() {
+            if chosen(i) {
                 hit(t);
                 n += 1;
             }

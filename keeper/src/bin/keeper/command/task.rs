@@ -24,19 +24,29 @@ pub enum TaskCmd {
         id: Option<u64>,
         /// matmul (m,k,n) or hash (tiles,nonces,iterations) on generated inputs (not with
         /// --input).
-        #[arg(long, required_unless_present = "input")]
+        #[arg(long, required_unless_present_any = ["input", "model"])]
         kind: Option<String>,
         /// Three dimensions, comma-separated (not with --input: they come from the files).
-        #[arg(long, value_delimiter = ',', required_unless_present = "input")]
+        #[arg(long, value_delimiter = ',', required_unless_present_any = ["input", "model"])]
         dims: Vec<u32>,
         /// The client's own matrices: A.safetensors,B.safetensors (one U32 tensor each,
         /// named "A" and "B", every element below 2^31 − 1); a MatMulModP of A·B is posted on
         /// them after they are checked and uploaded to --store.
-        #[arg(long, value_delimiter = ',', conflicts_with_all = ["kind", "dims", "seed"])]
+        #[arg(long, value_delimiter = ',', conflicts_with_all = ["kind", "dims", "seed", "model"])]
         input: Vec<std::path::PathBuf>,
+        /// An integer model (PROTOCOL §5, Mlp: safetensors, layers l0.weight I8 …): an Mlp job
+        /// runs it over --batch, uploaded to --store with it.
+        #[arg(long, requires = "batch", conflicts_with_all = ["kind", "dims", "seed"])]
+        model: Option<std::path::PathBuf>,
+        /// The batch for --model: safetensors, one tensor "x", I8 [rows, features].
+        #[arg(long, requires = "model")]
+        batch: Option<std::path::PathBuf>,
+        /// Rows per output tile of an Mlp job (1 to 64): a verifier recomputes k tiles.
+        #[arg(long, default_value_t = clientdata::MLP_ROWS_PER_TILE, requires = "model")]
+        rows_per_tile: u8,
         /// The content store the inputs are uploaded to and fetched from
         /// (`http(s)://host:port`, e.g. a `keeper serve`); the task's input URI.
-        #[arg(long, requires = "input")]
+        #[arg(long)]
         store: Option<String>,
         /// Where providers and verifiers fetch the inputs from, when not --store itself (a
         /// public address in front of the store: a CDN, a gateway, a reverse proxy); it must
@@ -117,6 +127,9 @@ impl TaskCmd {
                 kind,
                 dims,
                 input,
+                model,
+                batch,
+                rows_per_tile,
                 store,
                 input_uri: public_uri,
                 reward,
@@ -136,12 +149,15 @@ impl TaskCmd {
                 anyhow::ensure!(count >= 1, "--count must be at least 1");
                 let mut input_uri = String::new();
                 let mut uploaded = None;
-                let jobs = if !input.is_empty() {
-                    ensure!(count == 1, "--input posts one task (--count 1)");
+                let jobs = if !input.is_empty() || model.is_some() {
+                    ensure!(count == 1, "--input and --model post one task (--count 1)");
                     let store = store.context(
-                        "--input needs --store URL: the content store the inputs are uploaded to (keeper serve)",
+                        "--input and --model need --store URL: the content store the inputs are uploaded to (keeper serve)",
                     )?;
-                    let prepared = clientdata::prepare_inputs(&input)?;
+                    let prepared = match (&model, &batch) {
+                        (Some(m), Some(b)) => clientdata::prepare_mlp(m, b, rows_per_tile)?,
+                        _ => clientdata::prepare_inputs(&input)?,
+                    };
                     let policy = FetchPolicy {
                         allow_loopback: true,
                         allow_private: true,
