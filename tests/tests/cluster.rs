@@ -1262,3 +1262,126 @@ fn a_provider_killed_mid_download_resumes_from_what_it_had() -> Result<()> {
     assert_eq!((p.tasks_completed, p.times_slashed), (1, 0), "accepted");
     Ok(())
 }
+
+/// Posts the digits model over the held-out split (written here from the checked-in file),
+/// uploaded to `store`; returns the task and the labels.
+fn post_digits(
+    v: &Validator,
+    client: &std::path::Path,
+    store: &str,
+    id: u64,
+) -> Result<(Pubkey, Vec<u8>)> {
+    let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models");
+    let held = std::fs::read(models.join("digits-heldout.safetensors"))?;
+    let st = safetensors::SafeTensors::deserialize(&held)?;
+    let batch = v.dir.path().join("digits-batch.safetensors");
+    std::fs::write(
+        &batch,
+        safetensors::serialize([("x", st.tensor("x")?)], None)?,
+    )?;
+    let labels = st.tensor("labels")?.data().to_vec();
+    let out = v.keeper(
+        client,
+        &[
+            "task",
+            "post",
+            "--id",
+            &id.to_string(),
+            "--model",
+            models.join("digits-mlp.safetensors").to_str().unwrap(),
+            "--batch",
+            batch.to_str().unwrap(),
+            "--store",
+            store,
+            "--reward",
+            &REWARD.to_string(),
+        ],
+    )?;
+    let task = out["posted"]["task"]
+        .as_str()
+        .expect("task address")
+        .parse()?;
+    Ok((task, labels))
+}
+
+#[test]
+fn digits_classified_by_the_market_an_honest_provider_paid_one_corrupting_rows_slashed(
+) -> Result<()> {
+    let v = Validator::start()?;
+    v.keeper(&v.admin, &["init", "--windows", "60,30,30,30"])?;
+    let chain = v.chain();
+    let client = v.wallet("client", 100 * REWARD)?;
+    let honest = v.wallet("honest", 100 * REWARD)?;
+    let cheat = v.wallet("cheat", 100 * REWARD)?;
+    // the honest provider can bond one task at a time, so the second goes to the cheater
+    register(&v, &honest, "provider", 2 * REWARD)?;
+    register(&v, &cheat, "provider", 50 * REWARD)?;
+    let verifiers: Vec<_> = (0..3)
+        .map(|i| v.wallet(&format!("v{i}"), 100 * REWARD))
+        .collect::<Result<_>>()?;
+    for w in &verifiers {
+        register(&v, w, "verifier", 50 * REWARD)?;
+    }
+    let (_store, store_url) = spawn_serve(&v, "client-store")?;
+    let (t1, labels) = post_digits(&v, &client, &store_url, 1)?;
+    let _honest = v.spawn_keeper("honest", &honest, &["--provider"])?;
+    wait_for(60, "the honest provider to claim the first task", || {
+        Ok(chain
+            .task(&t1)?
+            .filter(|t| t.provider == node_of(&honest))
+            .map(|_| ()))
+    })
+    .map_err(|e| e.context(log_tails(&v, &["honest"])))?;
+    let _cheat = v.spawn_keeper(
+        "cheat",
+        &cheat,
+        &["--provider", "--corrupt-fraction", "0.05"],
+    )?;
+    let (t2, _) = post_digits(&v, &client, &store_url, 2)?;
+    wait_for(60, "the cheater to claim the second task", || {
+        Ok(chain
+            .task(&t2)?
+            .filter(|t| t.provider == node_of(&cheat))
+            .map(|_| ()))
+    })
+    .map_err(|e| e.context(log_tails(&v, &["cheat"])))?;
+    let _vs = verify_until_closed(&v, &verifiers, &t1, &["honest", "v0", "crank"])?;
+    wait_for(180, "the second task to be closed", || {
+        Ok(chain.task(&t2)?.is_none().then_some(()))
+    })
+    .map_err(|e| e.context(log_tails(&v, &["cheat", "v0", "crank"])))?;
+    let h = chain.node(&node_of(&honest))?.expect("honest node");
+    assert_eq!((h.tasks_completed, h.times_slashed), (1, 0), "accepted");
+    let c = chain.node(&node_of(&cheat))?.expect("cheat node");
+    assert_eq!((c.tasks_completed, c.times_slashed), (0, 1), "rejected");
+    // the accepted classification, every tile checked against the root, against the labels
+    let out = v.dir.path().join("digits.safetensors");
+    v.keeper(
+        &client,
+        &[
+            "task",
+            "result",
+            &t1.to_string(),
+            "-o",
+            out.to_str().unwrap(),
+            "--allow-private-urls",
+        ],
+    )?;
+    let (shape, classes) = read_tensor(&out, "class")?;
+    assert_eq!(shape, vec![450]);
+    let correct = classes
+        .iter()
+        .zip(&labels)
+        .filter(|(c, l)| **c == u32::from(**l))
+        .count();
+    let accuracy = correct as f64 / 450.0;
+    println!("digits classified by the market: {accuracy:.4} ({correct} of 450)");
+    // within a point of the float model (its accuracy is in the model file's metadata)
+    let model = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/digits-mlp.safetensors"),
+    )?;
+    let meta = safetensors::SafeTensors::read_metadata(&model)?.1;
+    let float: f64 = meta.metadata().clone().expect("metadata")["float_accuracy"].parse()?;
+    assert!(accuracy >= float - 0.01, "{accuracy} vs float {float}");
+    Ok(())
+}
