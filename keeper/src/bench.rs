@@ -651,6 +651,84 @@ pub fn hash_batch(
     Ok((row, out))
 }
 
+/// The digits model (checked in, `scripts/digits-model`) the `Mlp` row runs.
+const DIGITS_MODEL: &[u8] = include_bytes!("../../models/digits-mlp.safetensors");
+/// The held-out digits, whose rows the `Mlp` row's batch repeats.
+const DIGITS_HELDOUT: &[u8] = include_bytes!("../../models/digits-heldout.safetensors");
+
+/// The digits MLP over `rows` rows (the held-out split repeated), 8 rows per tile: computing
+/// every tile and the commitment against one verifier's check of its k sampled tiles. The
+/// inputs are held first (as a provider holds them before it claims).
+pub fn mlp(
+    backend: &dyn Backend,
+    rows: u32,
+    reference: Option<&[Vec<u8>]>,
+) -> Result<(JobRow, Vec<Vec<u8>>)> {
+    use crate::compute::{inputs, mlp};
+    let held = safetensors::SafeTensors::deserialize(DIGITS_HELDOUT)
+        .map_err(|e| anyhow::anyhow!("the held-out digits: {e}"))?;
+    let x = held
+        .tensor("x")
+        .map_err(|e| anyhow::anyhow!("the held-out digits: {e}"))?;
+    let features = x.shape()[1];
+    let model = mlp::parse_model(DIGITS_MODEL, features, 10)?;
+    let batch = mlp::Batch {
+        rows: rows as usize,
+        features,
+        x: x.data()
+            .iter()
+            .cycle()
+            .take(rows as usize * features)
+            .map(|&b| b as i8)
+            .collect(),
+    };
+    let job = JobSpec::mlp(
+        rows,
+        features as u32,
+        10,
+        model.work_per_row(),
+        8,
+        hashv(&[b"bench mlp", &rows.to_le_bytes()]),
+    );
+    inputs::hold_mlp(
+        job.input,
+        inputs::MlpInputs {
+            model: std::sync::Arc::new(model),
+            batch: std::sync::Arc::new(batch),
+        },
+    );
+    let t = Instant::now();
+    let out = backend.run(&job)?;
+    let tree = commit(&out);
+    let compute_s = secs(t);
+    let proven = served(&out, &tree);
+    let (honest, verify_s) = median_of(VERIFY_RUNS, || {
+        check_sampled(backend, &job, &picked(out.len()), &proven, &tree.root())
+    })?;
+    let mut bad = out.clone();
+    bad[proven[0].index as usize][0] ^= 1;
+    let bad_tree = commit(&bad);
+    let caught = check_sampled(
+        backend,
+        &job,
+        &picked(bad.len()),
+        &served(&bad, &bad_tree),
+        &bad_tree.root(),
+    )?;
+    let row = JobRow::new(
+        backend,
+        &job,
+        format!("digits rows={rows}"),
+        compute_s,
+        verify_s,
+        &honest,
+        &caught,
+    )
+    .against(backend, &job, &out, reference)?;
+    inputs::release(&job.input);
+    Ok((row, out))
+}
+
 /// `tiles` tiles of 16 KiB (a `MatMulModP` output of (64·√tiles)²) of pseudo-random bytes.
 fn bench_tiles(tiles: u32) -> Vec<Vec<u8>> {
     const TILE: usize = 16 * 1024;
@@ -852,6 +930,15 @@ pub fn run(backends: &[std::sync::Arc<dyn Backend>], sizes: &[u32]) -> Result<Be
             let (row, tiles) = matmul(b.as_ref(), n, reference.as_deref())?;
             jobs.push(row);
             reference.get_or_insert(tiles);
+        }
+    }
+    for rows in [4096, 65_536] {
+        let mut reference: Option<Vec<Vec<u8>>> = None;
+        for b in backends {
+            tracing::info!(rows, backend = b.name(), "Mlp");
+            let (row, out) = mlp(b.as_ref(), rows, reference.as_deref())?;
+            jobs.push(row);
+            reference.get_or_insert(out);
         }
     }
     let mut reference: Option<Vec<Vec<u8>>> = None;
