@@ -289,8 +289,10 @@ mod tests {
         gate.wait();
         let r = until(&mut p, &job(201), |r| matches!(r, Ready::Failed(_)));
         assert_eq!(r, Ready::Failed("host 201 down".into()), "its reason, kept");
-        assert_eq!(p.fetching(), 0);
         // within its pause the failure stands and nothing is fetched
+        let r = until(&mut p, &job(202), |r| matches!(r, Ready::Failed(_)));
+        assert_eq!(r, Ready::Failed("host 202 down".into()));
+        assert_eq!(p.fetching(), 0);
         assert_eq!(
             p.ready(&job(202), false, || unreachable!()),
             Ready::Failed("host 202 down".into())
