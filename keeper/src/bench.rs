@@ -651,11 +651,6 @@ pub fn hash_batch(
     Ok((row, out))
 }
 
-/// The digits model (checked in, `scripts/digits-model`) the `Mlp` row runs.
-const DIGITS_MODEL: &[u8] = include_bytes!("../../models/digits-mlp.safetensors");
-/// The held-out digits, whose rows the `Mlp` row's batch repeats.
-const DIGITS_HELDOUT: &[u8] = include_bytes!("../../models/digits-heldout.safetensors");
-
 /// The digits MLP over `rows` rows (the held-out split repeated), 8 rows per tile: computing
 /// every tile and the commitment against one verifier's check of its k sampled tiles. The
 /// inputs are held first (as a provider holds them before it claims).
@@ -664,7 +659,10 @@ pub fn mlp(
     rows: u32,
     reference: Option<&[Vec<u8>]>,
 ) -> Result<(JobRow, Vec<Vec<u8>>)> {
-    use crate::compute::{inputs, mlp};
+    use crate::compute::{
+        inputs,
+        mlp::{self, DIGITS_HELDOUT, DIGITS_MODEL},
+    };
     let held = safetensors::SafeTensors::deserialize(DIGITS_HELDOUT)
         .map_err(|e| anyhow::anyhow!("the held-out digits: {e}"))?;
     let x = held

@@ -157,3 +157,26 @@ fn displaced_verifiers_keep_their_bonds_and_tasks_still_finish() {
     }
     common::assert_outcomes(&s.report().unwrap());
 }
+
+#[test]
+fn the_demo_posts_the_digits_and_reports_the_markets_classification() {
+    let cfg = DemoConfig {
+        tasks: 4,
+        digits: true,
+        // every provider honest: the digits task is Accepted whoever takes it
+        corrupt_fraction: 0.0,
+        ..Default::default()
+    };
+    let r = run(&cfg, Arc::new(CpuBackend)).expect("demo runs to the end");
+    assert_eq!(r.tasks.len(), 5, "four tasks and the digits");
+    let d = r.digits.clone().expect("the digits task is reported");
+    assert_eq!((d.outcome.as_str(), d.rows), ("Accepted", 450));
+    let (a, f) = (d.accuracy.expect("classified"), d.float_accuracy.unwrap());
+    assert!(a >= f - 0.01, "{a} vs the float model's {f}");
+    assert!(r.verification_over_compute_by_kind.contains_key("Mlp"));
+    let text = compute_market_keeper::demo::render(&r);
+    assert!(
+        text.contains("the market's verified result classifies"),
+        "{text}"
+    );
+}

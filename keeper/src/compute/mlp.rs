@@ -108,6 +108,37 @@ pub fn classes_of(bytes: &[u8]) -> Result<usize> {
         .ok_or_else(|| anyhow!("the model's l{last}.weight has no shape"))
 }
 
+/// The digits model (checked in; `scripts/digits-model`), for the demo and the bench.
+pub const DIGITS_MODEL: &[u8] = include_bytes!("../../../models/digits-mlp.safetensors");
+/// The 450 held-out digits (`x`, `labels`, numpy's `logits`), for the demo and the bench.
+pub const DIGITS_HELDOUT: &[u8] = include_bytes!("../../../models/digits-heldout.safetensors");
+
+/// The held-out digits as a batch file (`x` alone) and their labels.
+pub fn digits_heldout() -> Result<(Vec<u8>, Vec<u8>)> {
+    let st = SafeTensors::deserialize(DIGITS_HELDOUT)
+        .map_err(|e| anyhow!("the held-out digits: {e}"))?;
+    let x = st
+        .tensor("x")
+        .map_err(|e| anyhow!("the held-out digits: {e}"))?;
+    let labels = st
+        .tensor("labels")
+        .map_err(|e| anyhow!("the held-out digits: {e}"))?
+        .data()
+        .to_vec();
+    let batch = safetensors::serialize([("x", x)], None).map_err(|e| anyhow!("{e}"))?;
+    Ok((batch, labels))
+}
+
+/// The float model's held-out accuracy, from the model file's metadata.
+pub fn digits_float_accuracy() -> Option<f64> {
+    let (_, meta) = SafeTensors::read_metadata(DIGITS_MODEL).ok()?;
+    meta.metadata()
+        .as_ref()?
+        .get("float_accuracy")?
+        .parse()
+        .ok()
+}
+
 /// A batch: `rows × features` int8, row-major.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Batch {

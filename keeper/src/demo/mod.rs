@@ -57,6 +57,9 @@ pub struct DemoConfig {
     pub max_slots: u64,
     /// The market's windows, slots.
     pub windows: Windows,
+    /// Also post the digits model over the 450 held-out digits (an `Mlp` task on the
+    /// client's data; the report says how well the market's verified result classifies them).
+    pub digits: bool,
 }
 
 impl Default for DemoConfig {
@@ -73,6 +76,7 @@ impl Default for DemoConfig {
                 commit: 20,
                 reveal: 20,
             },
+            digits: false,
         }
     }
 }
@@ -133,6 +137,10 @@ pub struct Scenario {
     pub store: Arc<ResultStore>,
     /// The backend its nodes compute on.
     pub backend: Arc<dyn Backend>,
+    /// The digits task and the held-out labels, when posted.
+    pub digits: Option<(Pubkey, Vec<u8>)>,
+    /// Each task's result root, once submitted.
+    pub roots: HashMap<Pubkey, compute_market_protocol::hash::Digest>,
 }
 
 /// Stake of every node of the scenario.
@@ -226,6 +234,8 @@ impl Scenario {
             client: client_kp,
             store: store.clone(),
             backend: backend.clone(),
+            digits: None,
+            roots: HashMap::new(),
         };
         let onboard = |name: &str, roles: u8| s.onboard(name, roles);
         let mut providers = vec![];
@@ -279,6 +289,56 @@ impl Scenario {
             )?;
             tasks.push((pda::task(&client_kp.pubkey(), i), job, reward));
         }
+        if cfg.digits {
+            // the client's own data: the model and the batch are in the store every node
+            // shares (as if fetched already), named by the manifest of an Mlp task
+            use crate::compute::mlp;
+            use compute_market_protocol::manifest::{Format, Manifest, Part, Role};
+            let (batch, labels) = mlp::digits_heldout()?;
+            let model = mlp::parse_model(mlp::DIGITS_MODEL, 64, 10)?;
+            let mut parts = vec![];
+            for (role, bytes) in [(Role::Model, mlp::DIGITS_MODEL), (Role::Batch, &batch[..])] {
+                let hash = compute_market_protocol::hash::hashv(&[bytes]);
+                store
+                    .content
+                    .put(&hash, bytes, false)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                parts.push(Part {
+                    role,
+                    format: Format::Safetensors,
+                    len: bytes.len() as u64,
+                    hash,
+                });
+            }
+            let manifest = Manifest::new(parts);
+            let encoded = manifest.encode();
+            store
+                .content
+                .put(&manifest.hash(), &encoded, false)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let rows = (labels.len()) as u32;
+            let job = JobSpec::mlp(rows, 64, 10, model.work_per_row(), 8, manifest.hash());
+            let (id, reward) = (cfg.tasks as u64, 1_000_000 + job.work() / 16);
+            let mut args = PostTaskArgs::new(id, &job, reward);
+            args.input_uri = "http://digits.demo.invalid".into();
+            must(
+                "post_task",
+                chain.send(
+                    &[client::post_task(
+                        client_kp.pubkey(),
+                        client_wallet,
+                        mint,
+                        market,
+                        args,
+                    )],
+                    client_kp,
+                    &[],
+                )?,
+            )?;
+            let key = pda::task(&client_kp.pubkey(), id);
+            tasks.push((key, job, reward));
+            s.digits = Some((key, labels));
+        }
         s.providers = providers;
         s.verifiers = verifiers;
         s.tasks = tasks;
@@ -322,6 +382,9 @@ impl Scenario {
                 _ => continue,
             };
             self.first_seen.entry((key, phase)).or_insert(now);
+            if t.result_root != [0; 32] {
+                self.roots.insert(key, t.result_root);
+            }
             if t.provider != Pubkey::default() {
                 self.last_provider.insert(key, t.provider);
             }

@@ -56,5 +56,20 @@ pub fn render(r: &DemoReport) -> String {
         r.treasury,
         m.n, m.g, m.e, m.l, m.c, m.p, m.measured
     );
+    if let Some(d) = &r.digits {
+        s += &match d.accuracy {
+            Some(a) => format!(
+                "digits (an Mlp task on the client's data, {} held-out rows): {}, the market's verified result classifies {:.2}% right (the float model {})\n",
+                d.rows,
+                d.outcome,
+                100.0 * a,
+                d.float_accuracy.map_or("-".into(), |f| format!("{:.2}%", 100.0 * f))
+            ),
+            None => format!(
+                "digits (an Mlp task on the client's data, {} held-out rows): {}, no verified classification\n",
+                d.rows, d.outcome
+            ),
+        };
+    }
     s
 }

@@ -98,6 +98,21 @@ pub struct DemoReport {
     pub treasury: u64,
     /// The model.
     pub model: Model,
+    /// The digits task, when posted.
+    pub digits: Option<DigitsRow>,
+}
+
+/// How the market's verified result classified the held-out digits.
+#[derive(Clone, Debug, Serialize)]
+pub struct DigitsRow {
+    /// The task's outcome.
+    pub outcome: String,
+    /// Rows classified.
+    pub rows: usize,
+    /// Fraction classified right, from the Accepted result (none otherwise).
+    pub accuracy: Option<f64>,
+    /// The float model's, for comparison.
+    pub float_accuracy: Option<f64>,
 }
 
 impl Scenario {
@@ -273,7 +288,7 @@ impl Scenario {
             .map(|r| r.seconds)
             .sum();
         let mut by_kind: HashMap<String, f64> = HashMap::new();
-        for kind in ["MatMulModP", "HashBatch"] {
+        for kind in ["MatMulModP", "HashBatch", "Mlp"] {
             let of_kind = |t: &Pubkey| {
                 self.tasks
                     .iter()
@@ -323,7 +338,46 @@ impl Scenario {
             p: n * g * e / (1.0 + l / c.max(1e-9)),
             measured: accepted_work as f64 / (slots as f64 * SLOT_SECONDS),
         };
+        let digits = match &self.digits {
+            None => None,
+            Some((key, labels)) => {
+                let outcome = self
+                    .tasks
+                    .iter()
+                    .position(|(k, _, _)| k == key)
+                    .and_then(|i| rows.get(i))
+                    .map_or("not closed".to_string(), |r| r.outcome.clone());
+                let accuracy = if outcome == "Accepted" {
+                    self.roots
+                        .get(key)
+                        .and_then(|root| self.store.entry(root))
+                        .and_then(|e| e.tiles().ok())
+                        .map(|tiles| {
+                            let len = compute_market_protocol::infer::row_len(10);
+                            let all = tiles.concat();
+                            let right = all
+                                .chunks_exact(len)
+                                .zip(labels)
+                                .filter(|(r, &l)| {
+                                    u32::from_le_bytes(r[40..44].try_into().expect("4 bytes"))
+                                        == u32::from(l)
+                                })
+                                .count();
+                            right as f64 / labels.len() as f64
+                        })
+                } else {
+                    None
+                };
+                Some(DigitsRow {
+                    outcome,
+                    rows: labels.len(),
+                    accuracy,
+                    float_accuracy: crate::compute::mlp::digits_float_accuracy(),
+                })
+            }
+        };
         Ok(DemoReport {
+            digits,
             tasks: rows,
             nodes,
             verification_over_compute: verify_s / compute_s.max(1e-9),

@@ -21,6 +21,9 @@ pub struct DemoArgs {
     /// Compute backend of every node.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     backend: Backend,
+    /// Leave out the digits task (the digits model over the 450 held-out digits).
+    #[arg(long)]
+    no_digits: bool,
 }
 
 impl DemoArgs {
@@ -34,6 +37,7 @@ impl DemoArgs {
         let cfg = demo::DemoConfig {
             tasks: self.tasks,
             corrupt_fraction: self.corrupt_fraction,
+            digits: !self.no_digits,
             ..Default::default()
         };
         let backend = select(self.backend)?;
