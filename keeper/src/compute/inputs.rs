@@ -120,8 +120,21 @@ pub fn content_hash(bytes: &[u8]) -> Digest {
     hashv(&[bytes])
 }
 
-/// Bytes of verified inputs held at most (least recently used evicted beyond it).
+/// Default bytes of verified inputs held at most (least recently used evicted beyond it).
 pub const HELD_BYTES: usize = 4 << 30;
+
+static HELD_BUDGET: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(HELD_BYTES);
+
+/// Sets how many bytes of verified inputs are held at most (`keeper run --held-inputs-mib`);
+/// what is over it is evicted, least recently used first, at the next hold.
+pub fn set_held_budget(bytes: usize) {
+    HELD_BUDGET.store(bytes, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn held_budget() -> usize {
+    HELD_BUDGET.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// An `Mlp` job's inputs.
 #[derive(Clone, Debug)]
@@ -173,7 +186,7 @@ fn hold_any(manifest: Digest, inputs: Inputs) {
         h.bytes -= size_of(&old);
     }
     h.bytes += size;
-    while h.bytes > HELD_BYTES && h.sets.len() > 1 {
+    while h.bytes > held_budget() && h.sets.len() > 1 {
         let oldest = *h
             .sets
             .iter()
@@ -207,7 +220,7 @@ fn need_of(job: &JobSpec) -> usize {
 
 /// Whether the inputs of `job` fit among the held inputs without evicting any.
 pub fn room_for(job: &JobSpec) -> bool {
-    held().lock().expect("held lock").bytes + need_of(job) <= HELD_BYTES
+    held().lock().expect("held lock").bytes + need_of(job) <= held_budget()
 }
 
 /// Drops the inputs held for `manifest`: the next job on them fetches and checks them again
@@ -323,6 +336,29 @@ mod tests {
             rows,
             cols,
             data: (0..rows * cols).map(f).collect(),
+        }
+    }
+
+    #[test]
+    fn the_held_budget_is_a_setting_and_evicts_the_least_recently_used() {
+        let one = |tag: u8| {
+            let mut j = JobSpec::matmul(16, 16, 16, [tag; 32]);
+            j.input_mode = InputMode::ContentHash;
+            let m = Arc::new(mat(16, 16, |i| i as u32));
+            hold(j.input, MatrixInputs { a: m.clone(), b: m });
+            j
+        };
+        // each set is 2 KiB: room for two
+        set_held_budget(4096);
+        let (a, b) = (one(0xa1), one(0xa2));
+        assert!(is_held(&a) && is_held(&b));
+        assert!(!room_for(&a), "no room for a third without evicting");
+        matrices(&a).unwrap(); // a is used again: b is now the least recently used
+        let c = one(0xa3);
+        assert!(is_held(&a) && is_held(&c) && !is_held(&b));
+        set_held_budget(HELD_BYTES);
+        for j in [a, c] {
+            release(&j.input);
         }
     }
 

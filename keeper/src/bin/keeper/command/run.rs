@@ -56,6 +56,10 @@ pub struct RunArgs {
     /// Most disk served results may take, MiB (claims whose result would not fit are skipped).
     #[arg(long, default_value_t = daemon::DISK_BUDGET >> 20)]
     disk_budget_mib: u64,
+    /// Most memory clients' checked inputs (matrices, models, batches) are held in, MiB; the
+    /// least recently used are dropped beyond it (and fetched again from the content store).
+    #[arg(long, default_value_t = (compute_market_keeper::compute::inputs::HELD_BYTES >> 20) as u64)]
+    held_inputs_mib: u64,
     /// Hours a served result is kept after its task is closed (the client may still fetch it).
     #[arg(long, default_value_t = 24.0)]
     retain_hours: f64,
@@ -120,6 +124,13 @@ impl RunArgs {
         ));
         opts.results_dir = self.results_dir.map(|d| expand(&d));
         opts.disk_budget = self.disk_budget_mib << 20;
+        ensure!(
+            self.held_inputs_mib >= 1,
+            "--held-inputs-mib must be at least 1"
+        );
+        compute_market_keeper::compute::inputs::set_held_budget(
+            usize::try_from(self.held_inputs_mib << 20).unwrap_or(usize::MAX),
+        );
         ensure!(
             self.retain_hours.is_finite() && self.retain_hours >= 0.0,
             "--retain-hours must be a non-negative number of hours"
