@@ -152,7 +152,29 @@ fn bad_models_and_batches_are_refused_by_name() {
         (
             b"not safetensors".to_vec(),
             3,
-            "the model: malformed safetensors",
+            "the model: its safetensors header is",
+        ),
+        (
+            {
+                // a header far beyond the bound (a stranger's memory bomb)
+                let mut f = (70_000u64).to_le_bytes().to_vec();
+                f.extend(vec![b' '; 70_000]);
+                f
+            },
+            3,
+            "its safetensors header is 70000 bytes (at most 65536",
+        ),
+        (
+            {
+                // the same tensor named twice in the header
+                let json = br#"{"l0.bias":{"dtype":"I32","shape":[1],"data_offsets":[0,4]},"l0.bias":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}}"#;
+                let mut f = (json.len() as u64).to_le_bytes().to_vec();
+                f.extend_from_slice(json);
+                f.extend([0u8; 4]);
+                f
+            },
+            3,
+            "the tensor \"l0.bias\" is named twice",
         ),
     ];
     for (bytes, features, why) in cases {

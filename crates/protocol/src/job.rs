@@ -5,12 +5,13 @@
 //! | bytes  | field |
 //! |--------|-------|
 //! | 0      | encoding version, [`JOB_VERSION`] |
-//! | 1      | kind: 1 = `MatMulModP`, 2 = `HashBatch` |
+//! | 1      | kind: 1 = `MatMulModP`, 2 = `HashBatch`, 3 = `Mlp` |
 //! | 2      | input mode: 0 = generated from `input`, 1 = `input` is a content hash (location in the task's input URI) |
-//! | 3      | reserved, 0 |
-//! | 4..16  | three `u32` dimensions: `MatMulModP` (m, k, n); `HashBatch` (tiles, nonces per tile, iterations) |
+//! | 3      | `Mlp`: rows per tile (1 ..= 64); otherwise reserved, 0 |
+//! | 4..16  | three `u32` dimensions: `MatMulModP` (m, k, n); `HashBatch` (tiles, nonces per tile, iterations); `Mlp` (rows, features, classes) |
 //! | 16..48 | input seed or content hash |
-//! | 48..64 | reserved, 0 |
+//! | 48..56 | `Mlp`: multiply-adds per row (`u64`); otherwise reserved, 0 |
+//! | 56..64 | reserved, 0 |
 
 use crate::hash::{digest_u64, hashv, Digest};
 

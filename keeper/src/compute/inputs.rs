@@ -33,6 +33,58 @@ pub struct MatrixInputs {
     pub b: Arc<Matrix>,
 }
 
+/// Checks a safetensors file's framing before anything parses it: an 8-byte length, a header of
+/// at most [`MAX_SAFETENSORS_HEADER`] bytes (a stranger's header is never larger), and no
+/// tensor named twice (a JSON object may repeat a key; which one counts is not defined, so
+/// such a file is refused).
+pub fn check_framing(bytes: &[u8], what: &str) -> Result<()> {
+    ensure!(
+        bytes.len() >= 8,
+        "{what}: not a safetensors file ({} bytes)",
+        bytes.len()
+    );
+    let header = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+    ensure!(
+        header <= MAX_SAFETENSORS_HEADER && 8 + header <= bytes.len() as u64,
+        "{what}: its safetensors header is {header} bytes (at most {MAX_SAFETENSORS_HEADER}, within the file)"
+    );
+    let json = &bytes[8..8 + header as usize];
+    let keys: Keys = serde_json::from_slice(json)
+        .map_err(|e| anyhow!("{what}: malformed safetensors header: {e}"))?;
+    let mut seen = std::collections::HashSet::new();
+    if let Some(dup) = keys.0.iter().find(|k| !seen.insert(k.as_str())) {
+        bail!("{what}: the tensor {dup:?} is named twice");
+    }
+    Ok(())
+}
+
+/// The keys of a JSON object, in order, repeats kept.
+struct Keys(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for Keys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Keys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<Keys, A::Error> {
+                let mut keys = vec![];
+                while let Some(k) = m.next_key::<String>()? {
+                    m.next_value::<serde::de::IgnoredAny>()?;
+                    keys.push(k);
+                }
+                Ok(Keys(keys))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 /// Parses part `role` of `job` from the exact bytes fetched: a safetensors file whose only
 /// tensor is named after the role, dtype `U32`, shaped as the job says, every element a field
 /// element (the first one that is not is named by its index).
@@ -50,6 +102,7 @@ pub fn parse_matrix(job: &JobSpec, role: Role, bytes: &[u8]) -> Result<Matrix> {
         header <= MAX_SAFETENSORS_HEADER,
         "input {name}: its safetensors header is {header} bytes (at most {MAX_SAFETENSORS_HEADER})"
     );
+    check_framing(bytes, &format!("input {name}"))?;
     let st = SafeTensors::deserialize(bytes)
         .map_err(|e| anyhow!("input {name}: malformed safetensors: {e}"))?;
     let names = st.names();
@@ -213,7 +266,14 @@ pub fn hold_mlp(manifest: Digest, inputs: MlpInputs) {
 fn need_of(job: &JobSpec) -> usize {
     let [a, b, c] = job.dims.map(|d| d as usize);
     match job.kind {
-        JobKind::Mlp => a * b + job.work_per_row as usize,
+        // the batch, the weights, and bias, multiplier and shift per output of at most
+        // MAX_MLP_LAYERS layers of MAX_MLP_WIDTH (what size_of counts once held)
+        JobKind::Mlp => {
+            a * b
+                + job.work_per_row as usize
+                + 12 * compute_market_protocol::job::MAX_MLP_LAYERS as usize
+                    * compute_market_protocol::job::MAX_MLP_WIDTH as usize
+        }
         _ => 4 * (a * b + b * c),
     }
 }

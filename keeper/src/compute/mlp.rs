@@ -13,14 +13,19 @@ use compute_market_protocol::infer::{class_of, row_len, Layer, Mlp, MAX_LAYERS};
 use rayon::prelude::*;
 use safetensors::{Dtype, SafeTensors};
 
-/// The tensors of a safetensors file by name: dtype, shape, bytes.
-fn tensors(bytes: &[u8], what: &str) -> Result<HashMap<String, (Dtype, Vec<usize>, Vec<u8>)>> {
+/// The tensors of a safetensors file by name: dtype, shape, bytes (borrowed from `bytes`).
+/// The framing is checked first ([`check_framing`]): a bounded header, no name twice.
+fn tensors<'a>(
+    bytes: &'a [u8],
+    what: &str,
+) -> Result<HashMap<String, (Dtype, Vec<usize>, &'a [u8])>> {
+    super::inputs::check_framing(bytes, what)?;
     let st = SafeTensors::deserialize(bytes)
         .map_err(|e| anyhow!("{what}: malformed safetensors: {e}"))?;
     Ok(st
         .tensors()
         .into_iter()
-        .map(|(name, t)| (name, (t.dtype(), t.shape().to_vec(), t.data().to_vec())))
+        .map(|(name, t)| (name, (t.dtype(), t.shape().to_vec(), t.data())))
         .collect())
 }
 
@@ -40,7 +45,7 @@ pub fn parse_model(bytes: &[u8], features: usize, classes: usize) -> Result<Mlp>
         .count();
     let mut layers = vec![];
     for i in 0..count {
-        let mut take = |field: &str, dtype: Dtype| -> Result<Option<(Vec<usize>, Vec<u8>)>> {
+        let mut take = |field: &str, dtype: Dtype| -> Result<Option<(Vec<usize>, &[u8])>> {
             let name = format!("l{i}.{field}");
             match t.remove(&name) {
                 None => Ok(None),
@@ -54,19 +59,18 @@ pub fn parse_model(bytes: &[u8], features: usize, classes: usize) -> Result<Mlp>
         let [out, inp] = wshape[..] else {
             bail!("the model's l{i}.weight has shape {wshape:?}, it must be [out, in]");
         };
-        let vector =
-            |field: &str, got: Option<(Vec<usize>, Vec<u8>)>| -> Result<Option<Vec<i32>>> {
-                match got {
-                    None => Ok(None),
-                    Some((shape, data)) => {
-                        ensure!(
+        let vector = |field: &str, got: Option<(Vec<usize>, &[u8])>| -> Result<Option<Vec<i32>>> {
+            match got {
+                None => Ok(None),
+                Some((shape, data)) => {
+                    ensure!(
                         shape == [out],
                         "the model's l{i}.{field} has shape {shape:?}, layer {i} has {out} outputs"
                     );
-                        Ok(Some(i32s(&data)))
-                    }
+                    Ok(Some(i32s(data)))
                 }
-            };
+            }
+        };
         let bias = vector("bias", take("bias", Dtype::I32)?)?
             .ok_or_else(|| anyhow!("the model has no l{i}.bias"))?;
         let m = vector("multiplier", take("multiplier", Dtype::I32)?)?;
@@ -79,7 +83,7 @@ pub fn parse_model(bytes: &[u8], features: usize, classes: usize) -> Result<Mlp>
         layers.push(Layer {
             inp,
             out,
-            weight: w.into_iter().map(|b| b as i8).collect(),
+            weight: w.iter().map(|&b| b as i8).collect(),
             bias,
             requant,
         });

@@ -417,7 +417,11 @@ impl Work {
             // rows, not tiles: a fraction of the batch's rows get a wrong first logit
             let len = compute_market_protocol::infer::row_len(job.dims[2] as usize);
             let per = usize::from(job.rows_per_tile);
-            for r in (0..job.dims[0] as usize).filter(|&r| chosen(r)) {
+            let mut rows: Vec<usize> = (0..job.dims[0] as usize).filter(|&r| chosen(r)).collect();
+            if rows.is_empty() {
+                rows.push(0);
+            }
+            for r in rows {
                 let t = &mut tiles[r / per][(r % per) * len..];
                 let v = i32::from_le_bytes(t[..4].try_into().expect("4 bytes"));
                 t[..4].copy_from_slice(&v.wrapping_add(1).to_le_bytes());
