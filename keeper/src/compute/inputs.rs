@@ -92,16 +92,6 @@ pub fn parse_matrix(job: &JobSpec, role: Role, bytes: &[u8]) -> Result<Matrix> {
     let [rows, cols] = shape_of(job, role)
         .ok_or_else(|| anyhow!("a {:?} job has no input {}", job.kind, role.name()))?;
     let name = role.name();
-    ensure!(
-        bytes.len() >= 8,
-        "input {name}: not a safetensors file ({} bytes)",
-        bytes.len()
-    );
-    let header = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
-    ensure!(
-        header <= MAX_SAFETENSORS_HEADER,
-        "input {name}: its safetensors header is {header} bytes (at most {MAX_SAFETENSORS_HEADER})"
-    );
     check_framing(bytes, &format!("input {name}"))?;
     let st = SafeTensors::deserialize(bytes)
         .map_err(|e| anyhow!("input {name}: malformed safetensors: {e}"))?;
