@@ -175,43 +175,58 @@ pub fn parse_batch(bytes: &[u8], rows: usize, features: usize) -> Result<Batch> 
     })
 }
 
+/// Rows computed together: each weight row is read once per block, not once per row, so a
+/// model larger than the caches streams from memory BLOCK times less.
+const BLOCK: usize = 8;
+
 /// Output rows `first .. first + count` (rows past the batch are zero), laid out as
-/// PROTOCOL §5 says, on every core.
+/// PROTOCOL §5 says, on every core, [`BLOCK`] rows at a time.
 pub fn run_rows(model: &Mlp, batch: &Batch, first: usize, count: usize) -> Vec<u8> {
     let classes = model.layers.last().map_or(0, |l| l.out);
     let len = row_len(classes);
+    let f = batch.features;
     let mut out = vec![0u8; count * len];
-    out.par_chunks_mut(len).enumerate().for_each(|(i, row)| {
-        let r = first + i;
-        if r < batch.rows {
-            let x = &batch.x[r * batch.features..(r + 1) * batch.features];
-            let logits = logits_fast(model, x);
-            for (o, v) in logits.iter().enumerate() {
-                row[4 * o..4 * o + 4].copy_from_slice(&v.to_le_bytes());
+    out.par_chunks_mut(len * BLOCK)
+        .enumerate()
+        .for_each(|(b, chunk)| {
+            let r0 = first + b * BLOCK;
+            let n = (chunk.len() / len).min(batch.rows.saturating_sub(r0));
+            if n == 0 {
+                return;
             }
-            row[4 * classes..].copy_from_slice(&class_of(&logits).to_le_bytes());
-        }
-    });
+            let logits = logits_block(model, &batch.x[r0 * f..(r0 + n) * f], n);
+            for (row, l) in chunk
+                .chunks_exact_mut(len)
+                .zip(logits.chunks_exact(classes))
+            {
+                for (o, v) in l.iter().enumerate() {
+                    row[4 * o..4 * o + 4].copy_from_slice(&v.to_le_bytes());
+                }
+                row[4 * classes..].copy_from_slice(&class_of(l).to_le_bytes());
+            }
+        });
     out
 }
 
-/// [`Mlp::logits`] with the activations widened once per layer (an `i16` row the compiler
-/// vectorizes against each weight row); the same integers in the same bounds, so the same
-/// result.
-fn logits_fast(model: &Mlp, x: &[i8]) -> Vec<i32> {
+/// [`Mlp::logits`] of `n` rows at once (`x` is n × features), weights outer, rows inner, with
+/// the activations widened to `i16` (the compiler vectorizes each dot product); the same
+/// integers within the same bounds, so the same result. Returns n × classes.
+fn logits_block(model: &Mlp, x: &[i8], n: usize) -> Vec<i32> {
     let mut a: Vec<i16> = x.iter().map(|&v| i16::from(v)).collect();
     let last = model.layers.len() - 1;
     for (i, l) in model.layers.iter().enumerate() {
-        let acc: Vec<i32> = (0..l.out)
-            .map(|o| {
-                let w = &l.weight[o * l.inp..(o + 1) * l.inp];
-                l.bias[o]
+        let mut acc = vec![0i32; n * l.out];
+        for o in 0..l.out {
+            let w = &l.weight[o * l.inp..(o + 1) * l.inp];
+            for r in 0..n {
+                let ar = &a[r * l.inp..(r + 1) * l.inp];
+                acc[r * l.out + o] = l.bias[o]
                     + w.iter()
-                        .zip(&a)
+                        .zip(ar)
                         .map(|(&w, &x)| i32::from(i16::from(w) * x))
-                        .sum::<i32>()
-            })
-            .collect();
+                        .sum::<i32>();
+            }
+        }
         if i == last {
             return acc;
         }
@@ -222,7 +237,8 @@ fn logits_fast(model: &Mlp, x: &[i8]) -> Vec<i32> {
         a = acc
             .iter()
             .enumerate()
-            .map(|(o, &v)| {
+            .map(|(j, &v)| {
+                let o = j % l.out;
                 i16::from(compute_market_protocol::infer::requantize(v, m[o], s[o]).max(0))
             })
             .collect();
