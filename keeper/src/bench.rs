@@ -316,7 +316,7 @@ pub fn claim_to_submit(backend: &dyn Backend, n: usize) -> Result<Vec<ClaimRow>>
         compute::{inputs, Matrix},
         results::{FetchPolicy, ResultStore},
     };
-    use compute_market_protocol::manifest::{Format, Manifest, Part, Role};
+    use compute_market_protocol::manifest::{Manifest, Part, Role};
     let matrix = |salt: u64| Matrix {
         rows: n,
         cols: n,
@@ -328,16 +328,11 @@ pub fn claim_to_submit(backend: &dyn Backend, n: usize) -> Result<Vec<ClaimRow>>
     let mut parts = vec![];
     for (role, salt) in [(Role::A, 1), (Role::B, 2)] {
         let f = inputs::matrix_file(role, &matrix(salt))?;
-        let hash = inputs::content_hash(&f);
+        let part = Part::safetensors(role, &f);
         host.content
-            .put(&hash, &f, false)
+            .put(&part.hash, &f, false)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        parts.push(Part {
-            role,
-            format: Format::Safetensors,
-            len: f.len() as u64,
-            hash,
-        });
+        parts.push(part);
     }
     let manifest = Manifest::new(parts).encode();
     let mhash = inputs::content_hash(&manifest);
@@ -618,36 +613,44 @@ pub fn hash_batch(
     reference: Option<&[Vec<u8>]>,
 ) -> Result<(JobRow, Vec<Vec<u8>>)> {
     let job = JobSpec::hash_batch(tiles, nonces, iterations, [3; 32]);
+    sampled_row(
+        backend,
+        &job,
+        format!("tiles={tiles}×{nonces}×{iterations}"),
+        reference,
+    )
+}
+
+/// A job checked by sampled tiles (`HashBatch`, `Mlp`): every tile and the commitment computed,
+/// against one verifier's check of its k sampled tiles (median of [`VERIFY_RUNS`]), and the
+/// same check refusing a result whose first sampled tile is corrupted.
+fn sampled_row(
+    backend: &dyn Backend,
+    job: &JobSpec,
+    size: String,
+    reference: Option<&[Vec<u8>]>,
+) -> Result<(JobRow, Vec<Vec<u8>>)> {
     let t = Instant::now();
-    let out = backend.run(&job)?;
+    let out = backend.run(job)?;
     let tree = commit(&out);
     let compute_s = secs(t);
     let proven = served(&out, &tree);
     let (honest, verify_s) = median_of(VERIFY_RUNS, || {
-        check_sampled(backend, &job, &picked(out.len()), &proven, &tree.root())
+        check_sampled(backend, job, &picked(out.len()), &proven, &tree.root())
     })?;
     // corrupt exactly the first sampled tile
     let mut bad = out.clone();
-    let target = proven[0].index as usize;
-    bad[target][0] ^= 1;
+    bad[proven[0].index as usize][0] ^= 1;
     let bad_tree = commit(&bad);
     let caught = check_sampled(
         backend,
-        &job,
+        job,
         &picked(bad.len()),
         &served(&bad, &bad_tree),
         &bad_tree.root(),
     )?;
-    let row = JobRow::new(
-        backend,
-        &job,
-        format!("tiles={tiles}×{nonces}×{iterations}"),
-        compute_s,
-        verify_s,
-        &honest,
-        &caught,
-    )
-    .against(backend, &job, &out, reference)?;
+    let row = JobRow::new(backend, job, size, compute_s, verify_s, &honest, &caught)
+        .against(backend, job, &out, reference)?;
     Ok((row, out))
 }
 
@@ -695,36 +698,9 @@ pub fn mlp(
             batch: std::sync::Arc::new(batch),
         },
     );
-    let t = Instant::now();
-    let out = backend.run(&job)?;
-    let tree = commit(&out);
-    let compute_s = secs(t);
-    let proven = served(&out, &tree);
-    let (honest, verify_s) = median_of(VERIFY_RUNS, || {
-        check_sampled(backend, &job, &picked(out.len()), &proven, &tree.root())
-    })?;
-    let mut bad = out.clone();
-    bad[proven[0].index as usize][0] ^= 1;
-    let bad_tree = commit(&bad);
-    let caught = check_sampled(
-        backend,
-        &job,
-        &picked(bad.len()),
-        &served(&bad, &bad_tree),
-        &bad_tree.root(),
-    )?;
-    let row = JobRow::new(
-        backend,
-        &job,
-        format!("digits rows={rows}"),
-        compute_s,
-        verify_s,
-        &honest,
-        &caught,
-    )
-    .against(backend, &job, &out, reference)?;
+    let r = sampled_row(backend, &job, format!("digits rows={rows}"), reference);
     inputs::release(&job.input);
-    Ok((row, out))
+    r
 }
 
 /// `tiles` tiles of 16 KiB (a `MatMulModP` output of (64·√tiles)²) of pseudo-random bytes.

@@ -14,7 +14,7 @@ use compute_market::{events, state::TaskStatus};
 use compute_market_protocol::{
     hash::Digest,
     job::{InputMode, JobKind, JobSpec, MATMUL_TILE},
-    manifest::{part_bound, Format, Manifest, Part, Role},
+    manifest::{part_bound, Manifest, Part, Role},
     merkle::{leaf_hash, verify_proof},
 };
 use serde::Serialize;
@@ -76,33 +76,40 @@ pub fn prepare_inputs(files: &[PathBuf]) -> Result<PreparedInputs> {
     let mut job = JobSpec::matmul(m, k, n, [0; 32]);
     job.input_mode = InputMode::ContentHash;
     JobSpec::decode(&job.encode()).map_err(|e| anyhow::anyhow!("{m}×{k}·{k}×{n}: {e}"))?;
-    let mut parts = vec![];
-    for (role, (path, bytes)) in [Role::A, Role::B]
-        .into_iter()
-        .zip([(&files[0], &a), (&files[1], &b)])
-    {
-        let bound = part_bound(&job, role).expect("a MatMulModP role");
-        ensure!(
-            bytes.len() as u64 <= bound,
-            "{}: {} bytes, more than the {bound} its shape allows",
-            path.display(),
-            bytes.len()
-        );
-        inputs::parse_matrix(&job, role, bytes).with_context(|| format!("{}", path.display()))?;
-        parts.push(Part {
-            role,
-            format: Format::Safetensors,
-            len: bytes.len() as u64,
-            hash: inputs::content_hash(bytes),
-        });
+    let files = [(Role::A, &files[0], a), (Role::B, &files[1], b)];
+    for (role, path, bytes) in &files {
+        within_bound(&job, *role, path, bytes)?;
+        inputs::parse_matrix(&job, *role, bytes).with_context(|| format!("{}", path.display()))?;
     }
-    let manifest = Manifest::new(parts);
+    Ok(prepared(job, files))
+}
+
+/// Refuses `bytes` (the file at `path`, part `role` of `job`) when longer than the job allows.
+fn within_bound(job: &JobSpec, role: Role, path: &Path, bytes: &[u8]) -> Result<()> {
+    let bound = part_bound(job, role).expect("a role of the job");
+    ensure!(
+        bytes.len() as u64 <= bound,
+        "{}: {} bytes, more than the {bound} the job allows",
+        path.display(),
+        bytes.len()
+    );
+    Ok(())
+}
+
+/// The manifest of `files` (role, path, checked bytes) and `job` on it.
+fn prepared<P>(mut job: JobSpec, files: [(Role, P, Vec<u8>); 2]) -> PreparedInputs {
+    let manifest = Manifest::new(
+        files
+            .iter()
+            .map(|(role, _, bytes)| Part::safetensors(*role, bytes))
+            .collect(),
+    );
     job.input = manifest.hash();
-    Ok(PreparedInputs {
+    PreparedInputs {
         job,
         manifest,
-        parts: vec![a, b],
-    })
+        parts: files.into_iter().map(|(_, _, bytes)| bytes).collect(),
+    }
 }
 
 /// Default rows per tile of an `Mlp` job: small tiles, so a verifier's k sampled tiles are a
@@ -128,11 +135,13 @@ pub fn prepare_mlp(model: &Path, batch: &Path, rows_per_tile: u8) -> Result<Prep
             x.shape()
         );
     };
-    let classes =
-        crate::compute::mlp::classes_of(&m).with_context(|| format!("{}", model.display()))?;
-    let mlp = crate::compute::mlp::parse_model(&m, features, classes)
+    // the job's class count is the model's: its last layer's outputs
+    let mlp =
+        crate::compute::mlp::read_model(&m).with_context(|| format!("{}", model.display()))?;
+    let classes = mlp.layers.last().map_or(0, |l| l.out);
+    crate::compute::mlp::check_model(&mlp, features, classes)
         .with_context(|| format!("{}", model.display()))?;
-    let mut job = JobSpec::mlp(
+    let job = JobSpec::mlp(
         rows as u32,
         features as u32,
         classes as u32,
@@ -145,32 +154,11 @@ pub fn prepare_mlp(model: &Path, batch: &Path, rows_per_tile: u8) -> Result<Prep
     })?;
     crate::compute::mlp::parse_batch(&b, rows, features)
         .with_context(|| format!("{}", batch.display()))?;
-    let mut parts = vec![];
-    for (role, (path, bytes)) in [Role::Model, Role::Batch]
-        .into_iter()
-        .zip([(model, &m), (batch, &b)])
-    {
-        let bound = part_bound(&job, role).expect("an Mlp role");
-        ensure!(
-            bytes.len() as u64 <= bound,
-            "{}: {} bytes, more than the {bound} the job allows",
-            path.display(),
-            bytes.len()
-        );
-        parts.push(Part {
-            role,
-            format: Format::Safetensors,
-            len: bytes.len() as u64,
-            hash: inputs::content_hash(bytes),
-        });
+    let files = [(Role::Model, model, m), (Role::Batch, batch, b)];
+    for (role, path, bytes) in &files {
+        within_bound(&job, *role, path, bytes)?;
     }
-    let manifest = Manifest::new(parts);
-    job.input = manifest.hash();
-    Ok(PreparedInputs {
-        job,
-        manifest,
-        parts: vec![m, b],
-    })
+    Ok(prepared(job, files))
 }
 
 /// What was uploaded.

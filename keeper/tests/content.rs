@@ -1,6 +1,8 @@
 //! The content store over HTTP: uploads checked against their names and bounded, downloads
 //! hashed, a client's inputs fetched, checked and held — each bad input refused by name.
 
+mod common;
+
 use std::sync::Arc;
 
 use compute_market_keeper::{
@@ -109,7 +111,7 @@ fn a_clients_inputs_are_fetched_checked_and_held() {
 /// A client's host in front of `origin` that serves other bytes for object `lie` and sends
 /// object `trickle` one byte every 50 ms; everything else is relayed.
 fn hostile_front(origin: String, lie: String, trickle: String) -> String {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -117,16 +119,9 @@ fn hostile_front(origin: String, lie: String, trickle: String) -> String {
             let Ok(mut s) = s else { continue };
             let (origin, lie, trickle) = (origin.clone(), lie.clone(), trickle.clone());
             std::thread::spawn(move || {
-                let mut head = vec![0u8; 16 << 10];
-                let mut got = 0;
-                while !head[..got].windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut head[got..]) {
-                        Ok(0) | Err(_) => return,
-                        Ok(k) => got += k,
-                    }
-                }
-                let text = String::from_utf8_lossy(&head[..got]).to_string();
-                let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let Some((path, _)) = common::hostile::read_request(&mut s) else {
+                    return;
+                };
                 let Ok(resp) = reqwest::blocking::get(format!("{origin}{path}")) else {
                     return;
                 };
@@ -470,7 +465,7 @@ fn cutting_front(
     origin: String,
     cut: usize,
 ) -> (String, Arc<std::sync::Mutex<Vec<(Option<String>, usize)>>>) {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let seen = Arc::new(std::sync::Mutex::new(vec![]));
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
@@ -478,23 +473,10 @@ fn cutting_front(
     std::thread::spawn(move || {
         for (n, s) in l.incoming().enumerate() {
             let Ok(mut s) = s else { continue };
-            let mut head = vec![0u8; 16 << 10];
-            let mut got = 0;
-            while !head[..got].windows(4).any(|w| w == b"\r\n\r\n") {
-                match s.read(&mut head[got..]) {
-                    Ok(0) | Err(_) => break,
-                    Ok(k) => got += k,
-                }
-            }
-            let text = String::from_utf8_lossy(&head[..got]).to_string();
-            let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
-            let range = text
-                .lines()
-                .find_map(|l| {
-                    l.strip_prefix("range: ")
-                        .or_else(|| l.strip_prefix("Range: "))
-                })
-                .map(|r| r.trim().to_string());
+            let Some((path, head)) = common::hostile::read_request(&mut s) else {
+                continue;
+            };
+            let range = common::hostile::header(&head, "range");
             let mut req = reqwest::blocking::Client::new().get(format!("{origin}{path}"));
             if let Some(r) = &range {
                 req = req.header("range", r).header("accept-encoding", "identity");

@@ -340,3 +340,29 @@ pub fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Result<Option<T
         std::thread::sleep(Duration::from_millis(250));
     }
 }
+
+/// Reads an HTTP request head (at most 64 KiB) from a test front's socket: its path and query,
+/// and the whole head.
+pub fn read_request(s: &mut std::net::TcpStream) -> Option<(String, String)> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let mut b = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = s.read(&mut b).ok()?;
+        if n == 0 || buf.len() > 64 << 10 {
+            return None;
+        }
+        buf.extend_from_slice(&b[..n]);
+    }
+    let head = String::from_utf8_lossy(&buf).to_string();
+    let path = head.lines().next()?.split_whitespace().nth(1)?.to_string();
+    Some((path, head))
+}
+
+/// The value of header `name` (any case) in a request head.
+pub fn header(head: &str, name: &str) -> Option<String> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+    })
+}

@@ -82,18 +82,7 @@ fn honest_and_cheating_providers_end_with_the_right_balances() -> Result<()> {
     );
     let chain = v.chain();
 
-    let client = v.wallet("client", 100 * REWARD)?;
-    let honest = v.wallet("honest", 100 * REWARD)?;
-    let cheat = v.wallet("cheat", 100 * REWARD)?;
-    // the honest provider can bond exactly one task at a time, so the second goes to the cheater
-    register(&v, &honest, "provider", 2 * REWARD)?;
-    register(&v, &cheat, "provider", 50 * REWARD)?;
-    let verifiers: Vec<_> = (0..3)
-        .map(|i| v.wallet(&format!("v{i}"), 100 * REWARD))
-        .collect::<Result<_>>()?;
-    for w in &verifiers {
-        register(&v, w, "verifier", 50 * REWARD)?;
-    }
+    let (client, honest, cheat, verifiers) = honest_and_cheat(&v)?;
     let node = |p: &std::path::Path| -> Pubkey { pda::node(&keypair(p).unwrap().pubkey()) };
     let mint = compute_market_keeper::cli::config(&chain)?.stake_mint;
     let client_ata = ata(&keypair(&client)?.pubkey(), &mint);
@@ -199,6 +188,32 @@ fn honest_and_cheating_providers_end_with_the_right_balances() -> Result<()> {
 
 fn ata(owner: &Pubkey, mint: &Pubkey) -> Pubkey {
     anchor_spl::associated_token::get_associated_token_address(owner, mint)
+}
+
+/// Wallets of a client, an honest provider whose stake bonds one task at a time (so a second
+/// task goes to the other), a provider with stake to spare (the test makes it cheat), and
+/// three staked verifiers: (client, honest, cheat, verifiers).
+#[allow(clippy::type_complexity)]
+fn honest_and_cheat(
+    v: &Validator,
+) -> Result<(
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    Vec<std::path::PathBuf>,
+)> {
+    let client = v.wallet("client", 100 * REWARD)?;
+    let honest = v.wallet("honest", 100 * REWARD)?;
+    let cheat = v.wallet("cheat", 100 * REWARD)?;
+    register(v, &honest, "provider", 2 * REWARD)?;
+    register(v, &cheat, "provider", 50 * REWARD)?;
+    let verifiers: Vec<_> = (0..3)
+        .map(|i| v.wallet(&format!("v{i}"), 100 * REWARD))
+        .collect::<Result<_>>()?;
+    for w in &verifiers {
+        register(v, w, "verifier", 50 * REWARD)?;
+    }
+    Ok((client, honest, cheat, verifiers))
 }
 
 /// A market of one provider and three verifiers, staked; returns (client, provider, verifiers).
@@ -689,23 +704,16 @@ fn sigterm_stops_keeper_run_cleanly() -> Result<()> {
 /// sampled request answered with the provider's first tiles instead of the ones asked for —
 /// honest tiles, valid proofs, the provider's choice.
 fn hostile_front(provider: u16) -> Result<u16> {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     let port = l.local_addr()?.port();
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(mut s) = s else { continue };
             std::thread::spawn(move || {
-                let mut head = vec![0u8; 64 << 10];
-                let mut n = 0;
-                while !head[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut head[n..]) {
-                        Ok(0) | Err(_) => return,
-                        Ok(k) => n += k,
-                    }
-                }
-                let line = String::from_utf8_lossy(&head[..n]).to_string();
-                let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let Some((path, _)) = read_request(&mut s) else {
+                    return;
+                };
                 let asked = match path.split_once("?i=") {
                     Some((base, list)) => {
                         let k = list.split(',').count();
@@ -1115,7 +1123,7 @@ fn slow_front(
     origin: String,
     bytes_per_s: usize,
 ) -> Result<(String, std::sync::Arc<std::sync::Mutex<Vec<Relayed>>>)> {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Relayed>::new()));
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     let port = l.local_addr()?.port();
@@ -1125,21 +1133,10 @@ fn slow_front(
             let Ok(mut s) = s else { continue };
             let (origin, log) = (origin.clone(), log.clone());
             std::thread::spawn(move || {
-                let mut head = vec![0u8; 16 << 10];
-                let mut got = 0;
-                while !head[..got].windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut head[got..]) {
-                        Ok(0) | Err(_) => return,
-                        Ok(k) => got += k,
-                    }
-                }
-                let text = String::from_utf8_lossy(&head[..got]).to_string();
-                let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
-                let range = text.lines().find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("range")
-                        .then(|| v.trim().to_string())
-                });
+                let Some((path, head)) = read_request(&mut s) else {
+                    return;
+                };
+                let range = header(&head, "range");
                 let mut req = reqwest::blocking::Client::new().get(format!("{origin}{path}"));
                 if let Some(r) = &range {
                     req = req.header("range", r);
@@ -1310,18 +1307,7 @@ fn digits_classified_by_the_market_an_honest_provider_paid_one_corrupting_rows_s
     let v = Validator::start()?;
     v.keeper(&v.admin, &["init", "--windows", "60,30,30,30"])?;
     let chain = v.chain();
-    let client = v.wallet("client", 100 * REWARD)?;
-    let honest = v.wallet("honest", 100 * REWARD)?;
-    let cheat = v.wallet("cheat", 100 * REWARD)?;
-    // the honest provider can bond one task at a time, so the second goes to the cheater
-    register(&v, &honest, "provider", 2 * REWARD)?;
-    register(&v, &cheat, "provider", 50 * REWARD)?;
-    let verifiers: Vec<_> = (0..3)
-        .map(|i| v.wallet(&format!("v{i}"), 100 * REWARD))
-        .collect::<Result<_>>()?;
-    for w in &verifiers {
-        register(&v, w, "verifier", 50 * REWARD)?;
-    }
+    let (client, honest, cheat, verifiers) = honest_and_cheat(&v)?;
     let (_store, store_url) = spawn_serve(&v, "client-store")?;
     let (t1, labels) = post_digits(&v, &client, &store_url, 1)?;
     let _honest = v.spawn_keeper("honest", &honest, &["--provider"])?;

@@ -30,6 +30,18 @@ pub struct Layer {
     pub requant: Option<(Vec<i32>, Vec<i32>)>,
 }
 
+impl Layer {
+    /// A hidden layer's output `o` from its accumulator: requantized, then ReLU. The layer
+    /// must have passed [`Mlp::check`] (hidden layers carry a multiplier and shift).
+    pub fn activation(&self, o: usize, acc: i32) -> i8 {
+        let (m, s) = self
+            .requant
+            .as_ref()
+            .expect("checked: hidden layers requantize");
+        requantize(acc, m[o], s[o]).max(0)
+    }
+}
+
 /// A dense ReLU classifier.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mlp {
@@ -195,14 +207,10 @@ impl Mlp {
             if i == last {
                 return acc;
             }
-            let (m, s) = l
-                .requant
-                .as_ref()
-                .expect("checked: hidden layers requantize");
             a = acc
                 .iter()
                 .enumerate()
-                .map(|(o, &v)| requantize(v, m[o], s[o]).max(0))
+                .map(|(o, &v)| l.activation(o, v))
                 .collect();
         }
         unreachable!("a checked model has a last layer")

@@ -97,6 +97,18 @@ pub struct Part {
     pub hash: Digest,
 }
 
+impl Part {
+    /// The entry of a safetensors file `bytes` in `role`: its length and SHA-256.
+    pub fn safetensors(role: Role, bytes: &[u8]) -> Self {
+        Part {
+            role,
+            format: Format::Safetensors,
+            len: bytes.len() as u64,
+            hash: crate::hash::hashv(&[bytes]),
+        }
+    }
+}
+
 /// A decoded manifest: its parts in role order.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Manifest {

@@ -35,10 +35,24 @@ fn i32s(b: &[u8]) -> Vec<i32> {
         .collect()
 }
 
-/// Reads a model file: layers `l0 … l{L−1}`, each `weight` `I8` [out, in] and `bias` `I32`
-/// [out], hidden ones also `multiplier` and `shift` `I32` [out]; nothing else. Checked for a
-/// batch of width `features` and `classes` outputs.
+/// Reads a model file — layers `l0 … l{L−1}`, each `weight` `I8` [out, in] and `bias` `I32`
+/// [out], hidden ones also `multiplier` and `shift` `I32` [out]; nothing else — and checks it
+/// for a batch of width `features` and `classes` outputs.
 pub fn parse_model(bytes: &[u8], features: usize, classes: usize) -> Result<Mlp> {
+    let mlp = read_model(bytes)?;
+    check_model(&mlp, features, classes)?;
+    Ok(mlp)
+}
+
+/// [`Mlp::check`], as an error that says the model is refused.
+pub fn check_model(mlp: &Mlp, features: usize, classes: usize) -> Result<()> {
+    mlp.check(features, classes)
+        .map_err(|e| anyhow!("the model is refused: {e}"))
+}
+
+/// The layers of a model file, each tensor's name, dtype and shape checked, not yet the
+/// model's bounds ([`check_model`]).
+pub fn read_model(bytes: &[u8]) -> Result<Mlp> {
     let mut t = tensors(bytes, "the model")?;
     let count = (0..=MAX_LAYERS)
         .take_while(|i| t.contains_key(&format!("l{i}.weight")))
@@ -91,25 +105,7 @@ pub fn parse_model(bytes: &[u8], features: usize, classes: usize) -> Result<Mlp>
     if let Some(extra) = t.keys().min() {
         bail!("the model holds a tensor it may not: {extra:?} (layers are l0 … l{count}, at most {MAX_LAYERS})");
     }
-    let mlp = Mlp { layers };
-    mlp.check(features, classes)
-        .map_err(|e| anyhow!("the model is refused: {e}"))?;
-    Ok(mlp)
-}
-
-/// The class count of a model file: its last layer's outputs (read before the model is
-/// checked against a job, to size the job).
-pub fn classes_of(bytes: &[u8]) -> Result<usize> {
-    let t = tensors(bytes, "the model")?;
-    let last = (0..MAX_LAYERS)
-        .take_while(|i| t.contains_key(&format!("l{i}.weight")))
-        .last()
-        .ok_or_else(|| anyhow!("the model has no layer l0"))?;
-    let (_, shape, _) = &t[&format!("l{last}.weight")];
-    shape
-        .first()
-        .copied()
-        .ok_or_else(|| anyhow!("the model's l{last}.weight has no shape"))
+    Ok(Mlp { layers })
 }
 
 /// The digits model (checked in; `scripts/digits-model`), for the demo and the bench.
@@ -230,17 +226,10 @@ fn logits_block(model: &Mlp, x: &[i8], n: usize) -> Vec<i32> {
         if i == last {
             return acc;
         }
-        let (m, s) = l
-            .requant
-            .as_ref()
-            .expect("checked: hidden layers requantize");
         a = acc
             .iter()
             .enumerate()
-            .map(|(j, &v)| {
-                let o = j % l.out;
-                i16::from(compute_market_protocol::infer::requantize(v, m[o], s[o]).max(0))
-            })
+            .map(|(j, &v)| i16::from(l.activation(j % l.out, v)))
             .collect();
     }
     unreachable!("a checked model has a last layer")

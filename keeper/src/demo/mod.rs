@@ -270,9 +270,8 @@ impl Scenario {
         // the client posts every task
         let mut tasks: Vec<(Pubkey, JobSpec, u64)> = vec![];
         let client_kp = &s.client;
-        for i in 0..cfg.tasks as u64 {
-            let (job, reward) = job_of(i);
-            let args = PostTaskArgs::new(i, &job, reward);
+        let post = |args: PostTaskArgs| -> Result<Pubkey> {
+            let key = pda::task(&client_kp.pubkey(), args.task_id);
             must(
                 "post_task",
                 chain.send(
@@ -287,55 +286,40 @@ impl Scenario {
                     &[],
                 )?,
             )?;
-            tasks.push((pda::task(&client_kp.pubkey(), i), job, reward));
+            Ok(key)
+        };
+        for i in 0..cfg.tasks as u64 {
+            let (job, reward) = job_of(i);
+            tasks.push((post(PostTaskArgs::new(i, &job, reward))?, job, reward));
         }
         if cfg.digits {
             // the client's own data: the model and the batch are in the store every node
             // shares (as if fetched already), named by the manifest of an Mlp task
             use crate::compute::mlp;
-            use compute_market_protocol::manifest::{Format, Manifest, Part, Role};
+            use compute_market_protocol::manifest::{Manifest, Part, Role};
             let (batch, labels) = mlp::digits_heldout()?;
             let model = mlp::parse_model(mlp::DIGITS_MODEL, 64, 10)?;
-            let mut parts = vec![];
-            for (role, bytes) in [(Role::Model, mlp::DIGITS_MODEL), (Role::Batch, &batch[..])] {
-                let hash = compute_market_protocol::hash::hashv(&[bytes]);
+            let manifest = Manifest::new(vec![
+                Part::safetensors(Role::Model, mlp::DIGITS_MODEL),
+                Part::safetensors(Role::Batch, &batch),
+            ]);
+            let encoded = manifest.encode();
+            for (hash, bytes) in [
+                (manifest.parts[0].hash, mlp::DIGITS_MODEL),
+                (manifest.parts[1].hash, &batch[..]),
+                (manifest.hash(), &encoded[..]),
+            ] {
                 store
                     .content
                     .put(&hash, bytes, false)
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
-                parts.push(Part {
-                    role,
-                    format: Format::Safetensors,
-                    len: bytes.len() as u64,
-                    hash,
-                });
             }
-            let manifest = Manifest::new(parts);
-            let encoded = manifest.encode();
-            store
-                .content
-                .put(&manifest.hash(), &encoded, false)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
             let rows = (labels.len()) as u32;
             let job = JobSpec::mlp(rows, 64, 10, model.work_per_row(), 8, manifest.hash());
             let (id, reward) = (cfg.tasks as u64, 1_000_000 + job.work() / 16);
             let mut args = PostTaskArgs::new(id, &job, reward);
             args.input_uri = "http://digits.demo.invalid".into();
-            must(
-                "post_task",
-                chain.send(
-                    &[client::post_task(
-                        client_kp.pubkey(),
-                        client_wallet,
-                        mint,
-                        market,
-                        args,
-                    )],
-                    client_kp,
-                    &[],
-                )?,
-            )?;
-            let key = pda::task(&client_kp.pubkey(), id);
+            let key = post(args)?;
             tasks.push((key, job, reward));
             s.digits = Some((key, labels));
         }

@@ -44,6 +44,11 @@ impl Hostile {
 
 /// Reads a request head (at most 64 KiB); its path and query.
 fn read_head(s: &mut TcpStream) -> Option<String> {
+    read_request(s).map(|(path, _)| path)
+}
+
+/// Reads a request head (at most 64 KiB): its path and query, and the whole head.
+pub fn read_request(s: &mut TcpStream) -> Option<(String, String)> {
     let mut buf = Vec::new();
     let mut b = [0u8; 4096];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -53,8 +58,17 @@ fn read_head(s: &mut TcpStream) -> Option<String> {
         }
         buf.extend_from_slice(&b[..n]);
     }
-    let line = String::from_utf8_lossy(&buf).lines().next()?.to_string();
-    line.split_whitespace().nth(1).map(str::to_string)
+    let head = String::from_utf8_lossy(&buf).to_string();
+    let path = head.lines().next()?.split_whitespace().nth(1)?.to_string();
+    Some((path, head))
+}
+
+/// The value of header `name` (any case) in a request head.
+pub fn header(head: &str, name: &str) -> Option<String> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+    })
 }
 
 /// Writes a whole response and closes.

@@ -4,6 +4,7 @@ use compute_market_keeper::demo::DemoReport;
 
 /// Every task of the demo ends as its provider deserves: the cheater's rejected, the others
 /// accepted.
+#[allow(dead_code)]
 pub fn assert_outcomes(r: &DemoReport) {
     for t in &r.tasks {
         let expected = if t.provider.contains("cheats") {
