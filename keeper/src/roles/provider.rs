@@ -707,19 +707,16 @@ impl Provider {
             disk: held.disk,
             ..Holding::default()
         };
-        let next: Vec<&(Pubkey, Task)> = ranked
+        let next: Vec<(&(Pubkey, Task), JobSpec)> = ranked
             .iter()
-            .copied()
-            .filter(|(_, t)| {
-                JobSpec::decode(&t.job).is_ok_and(|j| {
-                    j.input_mode == compute_market_protocol::job::InputMode::ContentHash
-                        && refusal(t, &j, &alone, cap).is_none()
-                })
+            .filter_map(|&kt| Some((kt, JobSpec::decode(&kt.1.job).ok()?)))
+            .filter(|((_, t), j)| {
+                j.input_mode == compute_market_protocol::job::InputMode::ContentHash
+                    && refusal(t, j, &alone, cap).is_none()
             })
             .take(self.max_active)
             .collect();
-        for (key, t) in next {
-            let job = JobSpec::decode(&t.job).expect("decoded above");
+        for ((key, t), job) in next {
             // ahead of need only into room: never evicting the inputs of tasks it holds
             if !self.room_ahead(&job) {
                 continue;
@@ -727,7 +724,7 @@ impl Provider {
             let (w, k, task) = (self.work(), *key, t.clone());
             let _ = self
                 .prefetcher
-                .ready(&job, false, move || w.fetch_inputs(&k, &task));
+                .ready(&job, true, move || w.fetch_inputs(&k, &task));
         }
         ready
     }
