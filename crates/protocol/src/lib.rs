@@ -24,6 +24,8 @@
 #![deny(missing_docs)]
 
 pub mod commit;
+#[cfg(not(target_os = "solana"))]
+pub mod encoder;
 pub mod hash;
 #[cfg(not(target_os = "solana"))]
 pub mod infer;

@@ -15,7 +15,7 @@ use safetensors::{Dtype, SafeTensors};
 
 /// The tensors of a safetensors file by name: dtype, shape, bytes (borrowed from `bytes`).
 /// The framing is checked first ([`check_framing`]): a bounded header, no name twice.
-fn tensors<'a>(
+pub(super) fn tensors<'a>(
     bytes: &'a [u8],
     what: &str,
 ) -> Result<HashMap<String, (Dtype, Vec<usize>, &'a [u8])>> {
@@ -29,7 +29,7 @@ fn tensors<'a>(
         .collect())
 }
 
-fn i32s(b: &[u8]) -> Vec<i32> {
+pub(super) fn i32s(b: &[u8]) -> Vec<i32> {
     b.chunks_exact(4)
         .map(|c| i32::from_le_bytes(c.try_into().expect("4 bytes")))
         .collect()

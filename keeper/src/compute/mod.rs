@@ -8,6 +8,7 @@
 pub mod cpu;
 pub mod cuda;
 pub mod device;
+pub mod encoder;
 pub mod freivalds;
 pub mod inputs;
 pub mod matrix;

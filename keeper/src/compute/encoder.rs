@@ -1,0 +1,393 @@
+//! Integer sentence embeddings on the CPU (PROTOCOL §5, Encoder): the model file read and
+//! checked (every tensor's name, dtype and shape, then [`Encoder::check`]'s bounds), the texts
+//! tokenized with Hugging Face's `tokenizers` (BERT's normalizer, pre-tokenizer and WordPiece
+//! over the model's own vocabulary), and each text run through the encoder.
+//!
+//! The arithmetic is the protocol crate's ([`compute_market_protocol::encoder`]); the fast path
+//! here replaces only its GEMMs (int8 weights × int16 activations summed in int32, which the
+//! bounds make exact) and spreads texts over the cores, so its bytes are the reference's.
+
+use anyhow::{anyhow, bail, ensure, Context, Result};
+use compute_market_protocol::encoder::{row_len, Block, Dense, Encoder, Norm, Requant, MAX_BLOCKS};
+use rayon::prelude::*;
+use safetensors::Dtype;
+use tokenizers::models::wordpiece::WordPiece;
+use tokenizers::normalizers::bert::BertNormalizer;
+use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+use tokenizers::processors::bert::BertProcessing;
+use tokenizers::Tokenizer;
+
+use super::mlp::{i32s, tensors};
+
+/// A model file's encoder and tokenizer.
+pub struct Model {
+    /// The integer encoder (checked).
+    pub encoder: Encoder,
+    /// BERT's uncased tokenizer over the model's vocabulary.
+    pub tokenizer: Tokenizer,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("hidden", &self.encoder.hidden)
+            .field("blocks", &self.encoder.blocks.len())
+            .field("vocab", &self.encoder.vocab())
+            .finish()
+    }
+}
+
+/// Reads and checks a model file: `heads` `I32` [1], `vocab` `U8` (the WordPiece vocabulary,
+/// one token per line, id = line), `exp` `I32` [1024], the embeddings (`emb.word`, `emb.pos`
+/// `I8` with `.m`/`.s` `I32` per channel, `emb.ln.{g,b,s}`), and blocks `l0 …` (PROTOCOL §5);
+/// nothing else.
+pub fn parse_model(bytes: &[u8]) -> Result<Model> {
+    let mut t = tensors(bytes, "the model")?;
+    let mut take = |name: &str, dtype: Dtype| -> Result<(Vec<usize>, &[u8])> {
+        let (d, shape, data) = t
+            .remove(name)
+            .ok_or_else(|| anyhow!("the model has no tensor {name:?}"))?;
+        ensure!(
+            d == dtype,
+            "the model's {name} is {d:?}, it must be {dtype:?}"
+        );
+        Ok((shape, data))
+    };
+    let (_, heads) = take("heads", Dtype::I32)?;
+    let heads = *i32s(heads)
+        .first()
+        .ok_or_else(|| anyhow!("the model's heads is empty"))?;
+    let (wshape, word) = take("emb.word", Dtype::I8)?;
+    let [_, hidden] = wshape[..] else {
+        bail!("the model's emb.word has shape {wshape:?}, it must be [vocab, hidden]");
+    };
+    let mut enc = Encoder {
+        hidden,
+        heads: usize::try_from(heads).unwrap_or(0),
+        word: i8s(word),
+        ..Default::default()
+    };
+    let mut vector = |name: &str, dtype: Dtype| -> Result<Vec<i32>> {
+        let (shape, data) = take(name, dtype)?;
+        ensure!(
+            shape.len() == 1,
+            "the model's {name} has shape {shape:?}, it must be a vector"
+        );
+        Ok(match dtype {
+            Dtype::I8 => i8s(data).into_iter().map(i32::from).collect(),
+            _ => i32s(data),
+        })
+    };
+    enc.word_rq = Requant {
+        m: vector("emb.word.m", Dtype::I32)?,
+        s: vector("emb.word.s", Dtype::I32)?,
+    };
+    enc.pos_rq = Requant {
+        m: vector("emb.pos.m", Dtype::I32)?,
+        s: vector("emb.pos.s", Dtype::I32)?,
+    };
+    enc.ln = norm(&mut vector, "emb.ln")?;
+    enc.exp = vector("exp", Dtype::I32)?;
+    drop(vector);
+    let (pshape, pos) = take("emb.pos", Dtype::I8)?;
+    ensure!(
+        pshape.len() == 2 && pshape[1] == hidden,
+        "the model's emb.pos has shape {pshape:?}, it must be [positions, {hidden}]"
+    );
+    enc.pos = i8s(pos);
+    let (_, vocab) = take("vocab", Dtype::U8)?;
+    let vocab = std::str::from_utf8(vocab)
+        .context("the model's vocab is not UTF-8")?
+        .to_owned();
+    let mut i = 0;
+    while i < MAX_BLOCKS && t.contains_key(&format!("l{i}.q.w")) {
+        let mut get = |field: &str, dtype: Dtype| -> Result<(Vec<usize>, &[u8])> {
+            let name = format!("l{i}.{field}");
+            let (d, shape, data) = t
+                .remove(&name)
+                .ok_or_else(|| anyhow!("the model has no tensor {name:?}"))?;
+            ensure!(
+                d == dtype,
+                "the model's {name} is {d:?}, it must be {dtype:?}"
+            );
+            Ok((shape, data))
+        };
+        let mut vec = |f: &str| -> Result<Vec<i32>> {
+            let (shape, data) = get(f, Dtype::I32)?;
+            ensure!(
+                shape.len() == 1,
+                "the model's l{i}.{f} has shape {shape:?}, it must be a vector"
+            );
+            Ok(i32s(data))
+        };
+        let rq = |vec: &mut dyn FnMut(&str) -> Result<Vec<i32>>, p: &str| -> Result<Requant> {
+            Ok(Requant {
+                m: vec(&format!("{p}.m"))?,
+                s: vec(&format!("{p}.s"))?,
+            })
+        };
+        let ctx = rq(&mut vec, "ctx")?;
+        let res1 = rq(&mut vec, "res1")?;
+        let res2 = rq(&mut vec, "res2")?;
+        let att = (
+            first(&vec("att.m")?, i, "att.m")?,
+            first(&vec("att.s")?, i, "att.s")?,
+        );
+        let ln1 = norm(
+            &mut |n: &str, _| vec(n.trim_start_matches(&format!("l{i}."))),
+            &format!("l{i}.ln1"),
+        )?;
+        let ln2 = norm(
+            &mut |n: &str, _| vec(n.trim_start_matches(&format!("l{i}."))),
+            &format!("l{i}.ln2"),
+        )?;
+        let mut dense = |p: &str| -> Result<Dense> {
+            let (shape, w) = get(&format!("{p}.w"), Dtype::I8)?;
+            let [out, inp] = shape[..] else {
+                bail!("the model's l{i}.{p}.w has shape {shape:?}, it must be [out, in]");
+            };
+            let mut vec = |f: &str| -> Result<Vec<i32>> {
+                let (shape, data) = get(&format!("{p}.{f}"), Dtype::I32)?;
+                ensure!(
+                    shape.len() == 1,
+                    "the model's l{i}.{p}.{f} has shape {shape:?}, it must be a vector"
+                );
+                Ok(i32s(data))
+            };
+            Ok(Dense {
+                inp,
+                out,
+                weight: i8s(w),
+                bias: vec("b")?,
+                rq: Requant {
+                    m: vec("m")?,
+                    s: vec("s")?,
+                },
+            })
+        };
+        let (q, k, v, o, f1, f2) = (
+            dense("q")?,
+            dense("k")?,
+            dense("v")?,
+            dense("o")?,
+            dense("f1")?,
+            dense("f2")?,
+        );
+        let (_, gelu) = get("gelu", Dtype::I8)?;
+        enc.blocks.push(Block {
+            q,
+            k,
+            v,
+            att,
+            ctx,
+            o,
+            res1,
+            ln1,
+            f1,
+            gelu: i8s(gelu),
+            f2,
+            res2,
+            ln2,
+        });
+        i += 1;
+    }
+    if let Some(extra) = t.keys().min() {
+        bail!("the model holds a tensor it may not: {extra:?} (blocks are l0 … l{i}, at most {MAX_BLOCKS})");
+    }
+    enc.check()
+        .map_err(|e| anyhow!("the model is refused: {e}"))?;
+    let tokenizer = tokenizer(&vocab, enc.vocab())?;
+    Ok(Model {
+        encoder: enc,
+        tokenizer,
+    })
+}
+
+fn first(v: &[i32], block: usize, name: &str) -> Result<i32> {
+    ensure!(
+        v.len() == 1,
+        "the model's l{block}.{name} holds {} values, it must hold 1",
+        v.len()
+    );
+    Ok(v[0])
+}
+
+fn norm(vector: &mut dyn FnMut(&str, Dtype) -> Result<Vec<i32>>, p: &str) -> Result<Norm> {
+    let g = vector(&format!("{p}.g"), Dtype::I32)?;
+    let b = vector(&format!("{p}.b"), Dtype::I32)?;
+    let s = vector(&format!("{p}.s"), Dtype::I32)?;
+    ensure!(
+        s.len() == 1,
+        "the model's {p}.s holds {} values, it must hold 1",
+        s.len()
+    );
+    Ok(Norm { g, b, shift: s[0] })
+}
+
+fn i8s(b: &[u8]) -> Vec<i8> {
+    b.iter().map(|&v| v as i8).collect()
+}
+
+/// BERT's uncased tokenizer (clean text, split CJK characters, lowercase and strip accents,
+/// split on whitespace and punctuation, WordPiece with `##` continuations, `[CLS] … [SEP]`)
+/// over `vocab` (one token per line, id = line), which must hold `count` distinct tokens
+/// including `[UNK]`, `[CLS]` and `[SEP]`.
+pub fn tokenizer(vocab: &str, count: usize) -> Result<Tokenizer> {
+    let lines: Vec<&str> = vocab
+        .strip_suffix('\n')
+        .unwrap_or(vocab)
+        .split('\n')
+        .collect();
+    ensure!(
+        lines.len() == count,
+        "the model's vocabulary lists {} tokens, its word embeddings have {count} rows",
+        lines.len()
+    );
+    let mut ids = ahash::AHashMap::with_capacity(count);
+    for (i, tok) in lines.iter().enumerate() {
+        ensure!(
+            !tok.is_empty(),
+            "the model's vocabulary has an empty token at line {}",
+            i + 1
+        );
+        if ids.insert(tok.to_string(), i as u32).is_some() {
+            bail!("the model's vocabulary lists {tok:?} twice");
+        }
+    }
+    let id = |t: &str| {
+        ids.get(t)
+            .copied()
+            .ok_or_else(|| anyhow!("the model's vocabulary has no {t}"))
+    };
+    let (cls, sep) = (id("[CLS]")?, id("[SEP]")?);
+    id("[UNK]")?;
+    let wp = WordPiece::builder()
+        .vocab(ids)
+        .unk_token("[UNK]".into())
+        .continuing_subword_prefix("##".into())
+        .max_input_chars_per_word(100)
+        .build()
+        .map_err(|e| anyhow!("the model's vocabulary: {e}"))?;
+    let mut tok = Tokenizer::new(wp);
+    tok.with_normalizer(Some(BertNormalizer::new(true, true, None, true)))
+        .map_err(|e| anyhow!("{e}"))?;
+    tok.with_pre_tokenizer(Some(BertPreTokenizer));
+    tok.with_post_processor(Some(BertProcessing::new(
+        ("[SEP]".into(), sep),
+        ("[CLS]".into(), cls),
+    )));
+    Ok(tok)
+}
+
+/// The texts of a texts part: UTF-8, one text per line (`\n`; a final `\n` ends the last
+/// text), exactly `rows` of them.
+pub fn parse_texts(bytes: &[u8], rows: usize) -> Result<Vec<&str>> {
+    let s = std::str::from_utf8(bytes).map_err(|e| anyhow!("the texts are not UTF-8: {e}"))?;
+    let texts: Vec<&str> = s.strip_suffix('\n').unwrap_or(s).split('\n').collect();
+    ensure!(
+        texts.len() == rows,
+        "the texts part holds {} texts, the job has {rows} rows",
+        texts.len()
+    );
+    Ok(texts)
+}
+
+/// Token ids of each text (`[CLS]` and `[SEP]` included), refusing a text longer than
+/// `max_tokens` by its line and length.
+pub fn tokenize(model: &Model, texts: &[&str], max_tokens: usize) -> Result<Vec<Vec<u32>>> {
+    let max = max_tokens.min(model.encoder.positions());
+    texts
+        .par_iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let enc = model
+                .tokenizer
+                .encode(*text, true)
+                .map_err(|e| anyhow!("text {} could not be tokenized: {e}", i + 1))?;
+            let ids = enc.get_ids();
+            ensure!(
+                ids.len() <= max,
+                "text {} is {} tokens long, over the limit of {max} (texts over the length limit are refused)",
+                i + 1,
+                ids.len()
+            );
+            Ok(ids.to_vec())
+        })
+        .collect()
+}
+
+/// The fast GEMM: `bias + W·x` per row of `x` (int16 values) with int8 weights, summed in
+/// int32 (exact under [`Encoder::check`]'s bound; wrapping adds let the compiler vectorize
+/// what cannot overflow), weights outer so each weight row is read once per text.
+fn gemm(d: &Dense, x: &[i64], lo: i64, hi: i64) -> Vec<i64> {
+    let t = x.len() / d.inp;
+    let xs: Vec<i16> = x.iter().map(|&v| v as i16).collect();
+    let mut y = vec![0i64; t * d.out];
+    for o in 0..d.out {
+        let w = &d.weight[o * d.inp..(o + 1) * d.inp];
+        for r in 0..t {
+            let xr = &xs[r * d.inp..(r + 1) * d.inp];
+            let dot = w.iter().zip(xr).fold(0i32, |a, (&w, &x)| {
+                a.wrapping_add(i32::from(w).wrapping_mul(i32::from(x)))
+            });
+            y[r * d.out + o] = d.rq.apply(o, i64::from(d.bias[o]) + i64::from(dot), lo, hi);
+        }
+    }
+    y
+}
+
+/// One text's embedding by the fast path (the reference's steps, its GEMMs replaced).
+pub fn embed(enc: &Encoder, ids: &[u32]) -> Vec<i16> {
+    enc.embed_with(ids, &gemm)
+}
+
+/// Output rows `first .. first + count` (rows past the texts are zero): each text's int16
+/// embedding, little-endian, texts spread over the cores.
+pub fn run_rows(enc: &Encoder, ids: &[Vec<u32>], first: usize, count: usize) -> Vec<u8> {
+    let len = row_len(enc.hidden);
+    let mut out = vec![0u8; count * len];
+    out.par_chunks_mut(len).enumerate().for_each(|(i, row)| {
+        if let Some(ids) = ids.get(first + i) {
+            for (c, v) in embed(enc, ids).iter().enumerate() {
+                row[2 * c..2 * c + 2].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    });
+    out
+}
+
+/// Where the MiniLM integer model is made (`scripts/minilm-model`, in the cache: 23 MB, not
+/// checked in).
+pub fn minilm_path() -> std::path::PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| ".cache".into());
+    cache.join("compute-market/models/minilm-int8.safetensors")
+}
+
+/// The SHA-256 the MiniLM integer model must have (`models/minilm-int8.sha256`).
+pub const MINILM_SHA256: &str = include_str!("../../../models/minilm-int8.sha256");
+
+/// The 60 held-out texts with the reference tokenizer's ids and the fp32 and integer
+/// embeddings (`scripts/minilm-model --fixture`), for the demo, the bench and the tests.
+pub const MINILM_HELDOUT: &[u8] = include_bytes!("../../../models/minilm-heldout.safetensors");
+
+/// Reads the MiniLM model from [`minilm_path`], checking its pinned SHA-256.
+pub fn minilm_bytes() -> Result<Vec<u8>> {
+    let path = minilm_path();
+    let bytes = std::fs::read(&path).with_context(|| {
+        format!(
+            "reading the MiniLM integer model {} (make it with scripts/minilm-model)",
+            path.display()
+        )
+    })?;
+    let got = crate::results::hex(&compute_market_protocol::hash::hashv(&[&bytes]));
+    ensure!(
+        got == MINILM_SHA256.trim(),
+        "{} has SHA-256 {got}, not the pinned {} (make it again with scripts/minilm-model)",
+        path.display(),
+        MINILM_SHA256.trim()
+    );
+    Ok(bytes)
+}

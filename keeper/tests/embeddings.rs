@@ -1,0 +1,265 @@
+//! Integer sentence embeddings on a real model: sentence-transformers' all-MiniLM-L6-v2,
+//! converted by `scripts/minilm-model` (its SHA-256 pinned), tokenized by the keeper with
+//! Hugging Face's `tokenizers` over the model's own vocabulary and held to the Python
+//! tokenizer's ids, run by the protocol's reference and the keeper's fast path and held to the
+//! numpy integer pass bit for bit and to the fp32 model by cosine; every bad model or text
+//! refused by name.
+
+use compute_market_keeper::compute::encoder::{
+    minilm_bytes, parse_model, parse_texts, run_rows, tokenize, MINILM_HELDOUT,
+};
+use safetensors::{tensor::TensorView, Dtype, SafeTensors};
+
+struct Heldout {
+    texts: String,
+    ids: Vec<Vec<u32>>,
+    fp32: Vec<f32>,
+    embedding: Vec<i16>,
+}
+
+fn heldout() -> Heldout {
+    let st = SafeTensors::deserialize(MINILM_HELDOUT).unwrap();
+    let data = |n: &str| st.tensor(n).unwrap().data().to_vec();
+    let i32s = |b: Vec<u8>| -> Vec<i32> {
+        b.chunks_exact(4)
+            .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let (flat, offsets) = (i32s(data("ids")), i32s(data("offsets")));
+    Heldout {
+        texts: String::from_utf8(data("texts")).unwrap(),
+        ids: offsets
+            .windows(2)
+            .map(|w| {
+                flat[w[0] as usize..w[1] as usize]
+                    .iter()
+                    .map(|&i| i as u32)
+                    .collect()
+            })
+            .collect(),
+        fp32: data("fp32")
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect(),
+        embedding: data("embedding")
+            .chunks_exact(2)
+            .map(|c| i16::from_le_bytes(c.try_into().unwrap()))
+            .collect(),
+    }
+}
+
+fn cosine(a: &[f64], b: &[f64]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let n = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    dot / n(a) / n(b)
+}
+
+#[test]
+fn minilm_token_ids_match_the_reference_tokenizer_and_embeddings_match_numpy_and_fp32() {
+    let model = parse_model(&minilm_bytes().unwrap()).unwrap();
+    let h = heldout();
+    let texts = parse_texts(h.texts.as_bytes(), h.ids.len()).unwrap();
+    assert!(texts.len() >= 50, "at least 50 held-out texts");
+    // token ids: the keeper's tokenizer (built from the model's vocabulary) against the
+    // Python tokenizer's (the model's own tokenizer.json), on every text
+    let ids = tokenize(&model, &texts, 256).unwrap();
+    for (i, (got, want)) in ids.iter().zip(&h.ids).enumerate() {
+        assert_eq!(got, want, "token ids of text {} ({:?})", i + 1, texts[i]);
+    }
+    let dim = model.encoder.hidden;
+    assert_eq!(dim, 384);
+    // the fast path over every text, in the output layout, against numpy's integer pass
+    let out = run_rows(&model.encoder, &ids, 0, ids.len() + 2);
+    assert_eq!(out.len(), (ids.len() + 2) * 2 * dim);
+    assert!(
+        out[ids.len() * 2 * dim..].iter().all(|&b| b == 0),
+        "rows past the texts are zero"
+    );
+    let got: Vec<i16> = out[..ids.len() * 2 * dim]
+        .chunks_exact(2)
+        .map(|c| i16::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    for i in 0..ids.len() {
+        assert_eq!(
+            got[i * dim..][..dim],
+            h.embedding[i * dim..][..dim],
+            "embedding of text {}",
+            i + 1
+        );
+    }
+    // the plain reference (every step a loop in the protocol crate) on a few texts
+    for i in [0, 17, 59] {
+        assert_eq!(
+            model.encoder.embed(&ids[i]),
+            h.embedding[i * dim..][..dim],
+            "reference, text {}",
+            i + 1
+        );
+    }
+    // against fp32: the acceptance bounds
+    let cos: Vec<f64> = (0..ids.len())
+        .map(|i| {
+            let a: Vec<f64> = h.fp32[i * dim..][..dim].iter().map(|&v| v.into()).collect();
+            let b: Vec<f64> = got[i * dim..][..dim].iter().map(|&v| v.into()).collect();
+            cosine(&a, &b)
+        })
+        .collect();
+    let mean = cos.iter().sum::<f64>() / cos.len() as f64;
+    let min = cos.iter().cloned().fold(1.0, f64::min);
+    println!(
+        "MiniLM integer vs fp32 over {} held-out texts: cosine mean {mean:.4}, min {min:.4}",
+        cos.len()
+    );
+    assert!(
+        mean >= 0.98 && min >= 0.96,
+        "cosine mean {mean:.4}, min {min:.4}"
+    );
+    // and the embeddings mean something: a paraphrase is nearer than an unrelated text
+    let e = |i: usize| -> Vec<f64> { got[i * dim..][..dim].iter().map(|&v| v.into()).collect() };
+    assert!(
+        cosine(&e(0), &e(1)) > cosine(&e(0), &e(6)) + 0.2,
+        "guitar ≈ instrument, not dogs"
+    );
+}
+
+/// The MiniLM model with `name` replaced by `(dtype, shape, data)` (or removed when `None`).
+fn altered(bytes: &[u8], name: &str, with: Option<(Dtype, Vec<usize>, Vec<u8>)>) -> Vec<u8> {
+    let st = SafeTensors::deserialize(bytes).unwrap();
+    let mut owned: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = st
+        .tensors()
+        .into_iter()
+        .filter(|(n, _)| n != name)
+        .map(|(n, t)| (n, t.dtype(), t.shape().to_vec(), t.data().to_vec()))
+        .collect();
+    if let Some((d, s, b)) = with {
+        owned.push((name.into(), d, s, b));
+    }
+    let views: Vec<(String, TensorView)> = owned
+        .iter()
+        .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
+    safetensors::serialize(views, None).unwrap()
+}
+
+fn le(v: &[i32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+#[test]
+fn bad_encoder_models_and_texts_are_refused_by_name() {
+    let bytes = minilm_bytes().unwrap();
+    let refused = |b: Vec<u8>| parse_model(&b).unwrap_err().to_string();
+    // tables of the wrong length
+    let e = refused(altered(
+        &bytes,
+        "exp",
+        Some((Dtype::I32, vec![1000], le(&[1 << 15; 1000]))),
+    ));
+    assert!(
+        e.contains("the exp table has 1000 entries, it must have 1024"),
+        "{e}"
+    );
+    let e = refused(altered(
+        &bytes,
+        "l3.gelu",
+        Some((Dtype::I8, vec![512], vec![0; 512])),
+    ));
+    assert!(
+        e.contains("block 3's GELU table has 512 entries, it must have 1024"),
+        "{e}"
+    );
+    // shapes that do not chain: block 2's feed-forward out takes 1535 inputs
+    let e = refused(altered(
+        &bytes,
+        "l2.f2.w",
+        Some((Dtype::I8, vec![384, 1535], vec![1; 384 * 1535])),
+    ));
+    assert!(
+        e.contains(
+            "the shapes do not chain: block 2's feed-forward out is 384×1535, it must be 384×1536"
+        ),
+        "{e}"
+    );
+    // an accumulator that could overflow
+    let mut bias = vec![0i32; 384];
+    bias[7] = 600_000_000;
+    let e = refused(altered(
+        &bytes,
+        "l0.q.b",
+        Some((Dtype::I32, vec![384], le(&bias))),
+    ));
+    assert!(
+        e.contains("block 0's query's accumulators could overflow int32: |bias[7]|"),
+        "{e}"
+    );
+    // a shift outside 1..=62, a tensor missing, a tensor of the wrong dtype, an extra tensor
+    let e = refused(altered(
+        &bytes,
+        "l5.ln2.s",
+        Some((Dtype::I32, vec![1], le(&[63]))),
+    ));
+    assert!(
+        e.contains("block 5's second LayerNorm's shift is 63: 1 ..= 62"),
+        "{e}"
+    );
+    let e = refused(altered(&bytes, "l1.ctx.m", None));
+    assert!(e.contains("the model has no tensor \"l1.ctx.m\""), "{e}");
+    let e = refused(altered(
+        &bytes,
+        "heads",
+        Some((Dtype::I64, vec![1], 12i64.to_le_bytes().to_vec())),
+    ));
+    assert!(
+        e.contains("the model's heads is I64, it must be I32"),
+        "{e}"
+    );
+    let e = refused(altered(
+        &bytes,
+        "backdoor",
+        Some((Dtype::U8, vec![1], vec![1])),
+    ));
+    assert!(
+        e.contains("the model holds a tensor it may not: \"backdoor\""),
+        "{e}"
+    );
+    // heads that do not divide the width; a vocabulary that does not match the embeddings
+    let e = refused(altered(
+        &bytes,
+        "heads",
+        Some((Dtype::I32, vec![1], le(&[7]))),
+    ));
+    assert!(
+        e.contains("7 heads do not divide the hidden width 384"),
+        "{e}"
+    );
+    let e = refused(altered(
+        &bytes,
+        "vocab",
+        Some((
+            Dtype::U8,
+            vec![16],
+            b"[CLS]\n[SEP]\n[UNK]\n".to_vec()[..16].to_vec(),
+        )),
+    ));
+    assert!(
+        e.contains("the model's vocabulary lists 3 tokens, its word embeddings have 30522 rows"),
+        "{e}"
+    );
+
+    // texts: over the length limit, the wrong count, not UTF-8
+    let model = parse_model(&bytes).unwrap();
+    let long = "word ".repeat(300);
+    let texts = ["a short text", long.as_str()];
+    let e = tokenize(&model, &texts, 128).unwrap_err().to_string();
+    assert!(
+        e.contains("text 2 is 302 tokens long, over the limit of 128"),
+        "{e}"
+    );
+    let e = parse_texts(b"one\ntwo\n", 3).unwrap_err().to_string();
+    assert!(
+        e.contains("the texts part holds 2 texts, the job has 3 rows"),
+        "{e}"
+    );
+    let e = parse_texts(b"caf\xe9\n", 1).unwrap_err().to_string();
+    assert!(e.contains("the texts are not UTF-8"), "{e}");
+}
