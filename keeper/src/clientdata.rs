@@ -101,7 +101,7 @@ fn prepared<P>(mut job: JobSpec, files: [(Role, P, Vec<u8>); 2]) -> PreparedInpu
     let manifest = Manifest::new(
         files
             .iter()
-            .map(|(role, _, bytes)| Part::safetensors(*role, bytes))
+            .map(|(role, _, bytes)| Part::new(*role, bytes))
             .collect(),
     );
     job.input = manifest.hash();
@@ -155,6 +155,50 @@ pub fn prepare_mlp(model: &Path, batch: &Path, rows_per_tile: u8) -> Result<Prep
     crate::compute::mlp::parse_batch(&b, rows, features)
         .with_context(|| format!("{}", batch.display()))?;
     let files = [(Role::Model, model, m), (Role::Batch, batch, b)];
+    for (role, path, bytes) in &files {
+        within_bound(&job, *role, path, bytes)?;
+    }
+    Ok(prepared(job, files))
+}
+
+/// Reads an integer encoder (PROTOCOL §5, Encoder) and a texts file (UTF-8, one text per
+/// line), checks them as providers and verifiers will (the model's bounds, every text
+/// tokenized by the model's own tokenizer within the token limit), and builds the manifest of
+/// an `Encoder` job of `rows_per_tile` texts per tile. The limit is `max_tokens`, or the longest
+/// text's tokens when not given (the tightest price: work is priced at the limit).
+pub fn prepare_encoder(
+    model: &Path,
+    texts: &Path,
+    rows_per_tile: u8,
+    max_tokens: Option<u32>,
+) -> Result<PreparedInputs> {
+    let max = crate::results::content::MAX_OBJECT;
+    let (_, m) = read_object(model, max)?;
+    let (_, t) = read_object(texts, max)?;
+    let enc =
+        crate::compute::encoder::parse_model(&m).with_context(|| format!("{}", model.display()))?;
+    let s = std::str::from_utf8(&t)
+        .map_err(|e| anyhow::anyhow!("{}: the texts are not UTF-8: {e}", texts.display()))?;
+    let rows = s.strip_suffix('\n').unwrap_or(s).split('\n').count();
+    let lines = crate::compute::encoder::parse_texts(&t, rows)
+        .with_context(|| format!("{}", texts.display()))?;
+    let limit = max_tokens.map_or(enc.encoder.positions(), |m| m as usize);
+    let ids = crate::compute::encoder::tokenize(&enc, &lines, limit)
+        .with_context(|| format!("{}", texts.display()))?;
+    let longest = ids.iter().map(Vec::len).max().unwrap_or(0) as u32;
+    let max_tokens = max_tokens.unwrap_or(longest);
+    let job = JobSpec::encoder(
+        rows as u32,
+        max_tokens,
+        enc.encoder.hidden as u32,
+        enc.encoder.work_per_token(),
+        rows_per_tile,
+        [0; 32],
+    );
+    JobSpec::decode(&job.encode()).map_err(|e| {
+        anyhow::anyhow!("{rows} texts of at most {max_tokens} tokens, width {}, {rows_per_tile} texts per tile: {e}", enc.encoder.hidden)
+    })?;
+    let files = [(Role::Model, model, m), (Role::Texts, texts, t)];
     for (role, path, bytes) in &files {
         within_bound(&job, *role, path, bytes)?;
     }
@@ -320,7 +364,39 @@ fn output_rows(job: &JobSpec) -> (u32, u32) {
     match job.kind {
         JobKind::MatMulModP => (job.dims[0], MATMUL_TILE),
         JobKind::HashBatch => (job.dims[0] * job.dims[1], job.dims[1]),
-        JobKind::Mlp => (job.dims[0], u32::from(job.rows_per_tile)),
+        JobKind::Mlp | JobKind::Encoder => (job.dims[0], u32::from(job.rows_per_tile)),
+    }
+}
+
+/// Bytes of one output row of an `Mlp` or `Encoder` job.
+fn row_bytes(job: &JobSpec) -> usize {
+    job.tile_len() / usize::from(job.rows_per_tile.max(1))
+}
+
+/// An `Encoder` output's rows (`rows.len()` of them in `bytes`) as a safetensors file:
+/// `embedding` `I16` [rows, H].
+fn embedding_file(job: &JobSpec, bytes: &[u8], rows: &std::ops::Range<u32>) -> Result<Vec<u8>> {
+    let (n, h) = (rows.len(), job.dims[2] as usize);
+    ensure!(
+        bytes.len() >= n * 2 * h,
+        "the output is shorter than its rows"
+    );
+    let view = safetensors::tensor::TensorView::new(
+        safetensors::Dtype::I16,
+        vec![n, h],
+        &bytes[..n * 2 * h],
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let meta = [("rows".to_string(), format!("{}..{}", rows.start, rows.end))];
+    safetensors::serialize([("embedding", view)], Some(meta.into_iter().collect()))
+        .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The file `task result` writes for rows `rows` of an inference job's output.
+fn rows_file(job: &JobSpec, bytes: &[u8], rows: &std::ops::Range<u32>) -> Result<Vec<u8>> {
+    match job.kind {
+        JobKind::Encoder => embedding_file(job, bytes, rows),
+        _ => mlp_file(job, bytes, rows),
     }
 }
 
@@ -414,15 +490,15 @@ fn assemble_rows(
             }
             Ok(out)
         }
-        JobKind::Mlp => {
+        JobKind::Mlp | JobKind::Encoder => {
             let per = u32::from(job.rows_per_tile);
-            let len = compute_market_protocol::infer::row_len(job.dims[2] as usize);
+            let len = row_bytes(job);
             let mut out = Vec::with_capacity(rows.len() * len);
             for r in rows.clone() {
                 let at = len * (r % per) as usize;
                 out.extend_from_slice(&tile(r / per)?[at..at + len]);
             }
-            mlp_file(job, &out, rows)
+            rows_file(job, &out, rows)
         }
     }
 }
@@ -473,7 +549,9 @@ pub fn task_result(
                             tensor_file("C", m.rows, m.cols, &m.data)
                         }
                         JobKind::HashBatch => Ok(t.concat()),
-                        JobKind::Mlp => mlp_file(&c.job, &t.concat(), &(0..c.job.dims[0])),
+                        JobKind::Mlp | JobKind::Encoder => {
+                            rows_file(&c.job, &t.concat(), &(0..c.job.dims[0]))
+                        }
                     }
                 }),
             Some(want) => store
@@ -524,11 +602,17 @@ fn tiles_file(job: &JobSpec, served: &[crate::verify::ProvenTile]) -> Result<Vec
     let tensors: Vec<(String, safetensors::tensor::TensorView<'_>)> = served
         .iter()
         .map(|s| {
-            let shape = match job.kind {
-                JobKind::MatMulModP => vec![64, 64],
-                JobKind::HashBatch | JobKind::Mlp => vec![s.tile.len() / 4],
+            let (dtype, shape) = match job.kind {
+                JobKind::MatMulModP => (safetensors::Dtype::U32, vec![64, 64]),
+                JobKind::HashBatch | JobKind::Mlp => {
+                    (safetensors::Dtype::U32, vec![s.tile.len() / 4])
+                }
+                JobKind::Encoder => (
+                    safetensors::Dtype::I16,
+                    vec![usize::from(job.rows_per_tile), job.dims[2] as usize],
+                ),
             };
-            safetensors::tensor::TensorView::new(safetensors::Dtype::U32, shape, &s.tile)
+            safetensors::tensor::TensorView::new(dtype, shape, &s.tile)
                 .map(|v| (format!("tile_{}", s.index), v))
                 .map_err(|e| anyhow::anyhow!("{e}"))
         })

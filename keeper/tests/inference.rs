@@ -211,11 +211,38 @@ fn bad_models_and_batches_are_refused_by_name() {
     }
 }
 
-/// The digits task on the embedded market: the held-out batch and the model uploaded to a
-/// content store, an `Mlp` task posted on them, every node fetching them, the result read back
-/// from the provider's store once the task is closed. `corrupt`: the provider's corrupted
-/// tile fraction. Returns (provider's tasks completed, times slashed, classes).
+/// The digits task on the embedded market (see [`on_the_market`]). Returns (provider's tasks
+/// completed, times slashed, classes, labels).
 fn digits_on_the_market(corrupt: f64, samples: u16) -> (u32, u32, Vec<u32>, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (batch, labels, _, _) = heldout();
+    let batch_path = dir.path().join("batch.safetensors");
+    std::fs::write(&batch_path, batch).unwrap();
+    let prepared = compute_market_keeper::clientdata::prepare_mlp(
+        &models().join("digits-mlp.safetensors"),
+        &batch_path,
+        compute_market_keeper::clientdata::MLP_ROWS_PER_TILE,
+    )
+    .unwrap();
+    let (completed, slashed, out) = on_the_market(prepared, corrupt, samples);
+    let len = row_len(10);
+    let classes = out
+        .chunks_exact(len)
+        .take(450)
+        .map(|r| u32::from_le_bytes(r[40..44].try_into().unwrap()))
+        .collect();
+    (completed, slashed, classes, labels)
+}
+
+/// A client's inference task on the embedded market: its parts uploaded to a content store,
+/// the task posted on them, every node fetching them, the result read back from the provider's
+/// store once the task is closed. `corrupt`: the fraction of rows the provider corrupts.
+/// Returns (provider's tasks completed, times slashed, the output's bytes).
+pub fn on_the_market(
+    prepared: compute_market_keeper::clientdata::PreparedInputs,
+    corrupt: f64,
+    samples: u16,
+) -> (u32, u32, Vec<u8>) {
     use std::sync::Arc;
 
     use compute_market::pda;
@@ -238,15 +265,6 @@ fn digits_on_the_market(corrupt: f64, samples: u16) -> (u32, u32, Vec<u32>, Vec<
     let server = results::serve(host, Arc::new(Metrics::default()), "127.0.0.1:0").unwrap();
     let url = format!("http://{}", server.addr);
     let dir = tempfile::tempdir().unwrap();
-    let (batch, labels, _, _) = heldout();
-    let batch_path = dir.path().join("batch.safetensors");
-    std::fs::write(&batch_path, batch).unwrap();
-    let prepared = clientdata::prepare_mlp(
-        &models().join("digits-mlp.safetensors"),
-        &batch_path,
-        clientdata::MLP_ROWS_PER_TILE,
-    )
-    .unwrap();
     clientdata::upload(&url, &prepared, &policy).unwrap();
     let mut s = Scenario::new(
         &DemoConfig {
@@ -311,20 +329,10 @@ fn digits_on_the_market(corrupt: f64, samples: u16) -> (u32, u32, Vec<u32>, Vec<
     let entry = shared
         .entry(&root.expect("a result was submitted"))
         .unwrap();
-    let len = row_len(10);
-    let classes: Vec<u32> = entry
-        .tiles()
-        .unwrap()
-        .concat()
-        .chunks_exact(len)
-        .take(450)
-        .map(|r| u32::from_le_bytes(r[40..44].try_into().unwrap()))
-        .collect();
     (
         after.tasks_completed - before.tasks_completed,
         after.times_slashed - before.times_slashed,
-        classes,
-        labels,
+        entry.tiles().unwrap().concat(),
     )
 }
 
@@ -355,5 +363,74 @@ fn a_provider_corrupting_five_percent_of_the_digits_is_rejected() {
     // about 22 of the 450 rows, in about 20 of the 57 tiles of 8 rows: each verifier's 16
     // samples miss them all with probability about (37/57)^16 < 0.1%
     let (completed, slashed, _, _) = digits_on_the_market(0.05, 0);
+    assert_eq!((completed, slashed), (0, 1), "rejected and slashed");
+}
+
+/// The 60 held-out texts embedded by the market (MiniLM, 8 texts a tile): (completed,
+/// slashed, embeddings, the fixture's integer and fp32 embeddings).
+fn texts_on_the_market(corrupt: f64, samples: u16) -> (u32, u32, Vec<i16>, Vec<i16>, Vec<f32>) {
+    use compute_market_keeper::compute::encoder::{minilm_bytes, MINILM_HELDOUT};
+    let st = SafeTensors::deserialize(MINILM_HELDOUT).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (model, texts) = (
+        dir.path().join("minilm.safetensors"),
+        dir.path().join("texts.txt"),
+    );
+    std::fs::write(&model, minilm_bytes().unwrap()).unwrap();
+    std::fs::write(&texts, st.tensor("texts").unwrap().data()).unwrap();
+    let prepared =
+        compute_market_keeper::clientdata::prepare_encoder(&model, &texts, 8, None).unwrap();
+    assert_eq!(prepared.job.dims[0], 60);
+    let (completed, slashed, out) = on_the_market(prepared, corrupt, samples);
+    let i16s = |b: &[u8]| -> Vec<i16> {
+        b.chunks_exact(2)
+            .map(|c| i16::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let fp32 = st
+        .tensor("fp32")
+        .unwrap()
+        .data()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    (
+        completed,
+        slashed,
+        i16s(&out[..60 * 768]),
+        i16s(st.tensor("embedding").unwrap().data()),
+        fp32,
+    )
+}
+
+#[test]
+fn the_market_embeds_the_held_out_texts_as_numpy_does_near_the_fp32_model() {
+    let (completed, slashed, got, want, fp32) = texts_on_the_market(0.0, 0);
+    assert_eq!((completed, slashed), (1, 0), "accepted");
+    assert!(
+        got == want,
+        "the market's embeddings are numpy's integer ones, bit for bit"
+    );
+    let mut cos: Vec<f64> = vec![];
+    for (g, f) in got.chunks_exact(384).zip(fp32.chunks_exact(384)) {
+        let dot: f64 = g
+            .iter()
+            .zip(f)
+            .map(|(&a, &b)| f64::from(a) * f64::from(b))
+            .sum();
+        let n = |v: &mut dyn Iterator<Item = f64>| v.map(|x| x * x).sum::<f64>().sqrt();
+        cos.push(dot / n(&mut g.iter().map(|&x| x.into())) / n(&mut f.iter().map(|&x| x.into())));
+    }
+    let mean = cos.iter().sum::<f64>() / cos.len() as f64;
+    let min = cos.iter().cloned().fold(1.0, f64::min);
+    println!("the market's MiniLM embeddings: cosine to fp32 mean {mean:.4}, min {min:.4}");
+    assert!(mean >= 0.98 && min >= 0.96);
+}
+
+#[test]
+fn a_provider_corrupting_five_percent_of_the_embeddings_is_rejected() {
+    // about 3 of the 60 texts (at least one), in 8 tiles of 8: each verifier's 64 samples
+    // miss a given tile with probability (7/8)^64 < 0.02%
+    let (completed, slashed, ..) = texts_on_the_market(0.05, 64);
     assert_eq!((completed, slashed), (0, 1), "rejected and slashed");
 }

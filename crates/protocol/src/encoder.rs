@@ -24,15 +24,15 @@ const Y_MAX: i64 = 32_767;
 /// Probabilities are Q15.
 const P_FRAC: u32 = 15;
 /// Widest hidden state.
-pub const MAX_HIDDEN: usize = 1_024;
+pub const MAX_HIDDEN: usize = crate::job::MAX_ENCODER_HIDDEN as usize;
 /// Widest feed-forward layer.
-pub const MAX_FFN: usize = 4_096;
+pub const MAX_FFN: usize = crate::job::MAX_ENCODER_FFN as usize;
 /// Most blocks.
-pub const MAX_BLOCKS: usize = 24;
+pub const MAX_BLOCKS: usize = crate::job::MAX_ENCODER_BLOCKS as usize;
 /// Most positions (tokens in one text, `[CLS]` and `[SEP]` included).
-pub const MAX_POSITIONS: usize = 512;
+pub const MAX_POSITIONS: usize = crate::job::MAX_ENCODER_TOKENS as usize;
 /// Largest vocabulary.
-pub const MAX_VOCAB: usize = 262_144;
+pub const MAX_VOCAB: usize = crate::job::MAX_ENCODER_VOCAB as usize;
 
 /// Per-channel fixed-point requantization: `clamp(⌊(acc · m[c] + 2^(s[c]−1)) / 2^s[c]⌋, lo, hi)`
 /// in int64, `m` in `1 ..= 2^31 − 1`, `s` in `1 ..= 62` (the division is an arithmetic shift:

@@ -5,12 +5,12 @@
 //! | bytes  | field |
 //! |--------|-------|
 //! | 0      | encoding version, [`JOB_VERSION`] |
-//! | 1      | kind: 1 = `MatMulModP`, 2 = `HashBatch`, 3 = `Mlp` |
+//! | 1      | kind: 1 = `MatMulModP`, 2 = `HashBatch`, 3 = `Mlp`, 4 = `Encoder` |
 //! | 2      | input mode: 0 = generated from `input`, 1 = `input` is a content hash (location in the task's input URI) |
-//! | 3      | `Mlp`: rows per tile (1 ..= 64); otherwise reserved, 0 |
-//! | 4..16  | three `u32` dimensions: `MatMulModP` (m, k, n); `HashBatch` (tiles, nonces per tile, iterations); `Mlp` (rows, features, classes) |
+//! | 3      | `Mlp`, `Encoder`: rows per tile (1 ..= 64); otherwise reserved, 0 |
+//! | 4..16  | three `u32` dimensions: `MatMulModP` (m, k, n); `HashBatch` (tiles, nonces per tile, iterations); `Mlp` (rows, features, classes); `Encoder` (texts, tokens per text at most, hidden width) |
 //! | 16..48 | input seed or content hash |
-//! | 48..56 | `Mlp`: multiply-adds per row (`u64`); otherwise reserved, 0 |
+//! | 48..56 | `Mlp`: multiply-adds per row; `Encoder`: GEMM multiply-adds per token (`u64`); otherwise reserved, 0 |
 //! | 56..64 | reserved, 0 |
 
 use crate::hash::{digest_u64, hashv, Digest};
@@ -37,7 +37,21 @@ pub const MAX_MLP_ROWS: u32 = 65_536;
 pub const MAX_MLP_WIDTH: u32 = 4_096;
 /// Most `Mlp` layers.
 pub const MAX_MLP_LAYERS: u64 = 8;
-/// Most rows in one `Mlp` tile.
+/// Most texts of an `Encoder` job.
+pub const MAX_ENCODER_ROWS: u32 = 65_536;
+/// Most tokens of one `Encoder` text (`[CLS]` and `[SEP]` included).
+pub const MAX_ENCODER_TOKENS: u32 = 512;
+/// Widest `Encoder` hidden state.
+pub const MAX_ENCODER_HIDDEN: u32 = 1_024;
+/// Most `Encoder` blocks.
+pub const MAX_ENCODER_BLOCKS: u64 = 24;
+/// Widest `Encoder` feed-forward layer.
+pub const MAX_ENCODER_FFN: u64 = 4_096;
+/// Largest `Encoder` vocabulary.
+pub const MAX_ENCODER_VOCAB: u64 = 262_144;
+/// Bytes of UTF-8 an `Encoder` texts part may carry per token of its limit (N · L · 16 in all).
+pub const ENCODER_TEXT_BYTES_PER_TOKEN: u64 = 16;
+/// Most rows in one `Mlp` or `Encoder` tile.
 pub const MAX_ROWS_PER_TILE: u8 = 64;
 
 /// What a job computes.
@@ -51,6 +65,17 @@ pub enum JobKind {
     /// Integer inference of a dense ReLU classifier on the client's batch (PROTOCOL §5, Mlp):
     /// dims (rows N, features F, classes C); tiles of R rows (the spec's byte 3).
     Mlp = 3,
+    /// Integer sentence embeddings by a BERT-family encoder on the client's texts (PROTOCOL §5,
+    /// Encoder): dims (texts N, tokens per text at most L, hidden width H); tiles of R rows.
+    Encoder = 4,
+}
+
+impl JobKind {
+    /// Whether the kind runs a model over rows of the client's data (tiles of R rows, work per
+    /// row or token in bytes 48..56, inputs by content hash only).
+    pub fn is_inference(self) -> bool {
+        matches!(self, JobKind::Mlp | JobKind::Encoder)
+    }
 }
 
 /// Where a job's inputs come from.
@@ -73,11 +98,11 @@ pub struct JobSpec {
     pub dims: [u32; 3],
     /// Input seed or content hash.
     pub input: [u8; 32],
-    /// `Mlp`: rows per tile R (1 ..= [`MAX_ROWS_PER_TILE`]); 0 for the other kinds.
+    /// `Mlp`, `Encoder`: rows per tile R (1 ..= [`MAX_ROWS_PER_TILE`]); 0 for the other kinds.
     pub rows_per_tile: u8,
-    /// `Mlp`: multiply-adds per row (Σ in·out over the model's layers, which providers check
-    /// against the model they fetch), so work and price are known before any fetch; 0 for the
-    /// other kinds.
+    /// `Mlp`: multiply-adds per row (Σ in·out over the model's layers); `Encoder`: the GEMMs'
+    /// multiply-adds per token (blocks · (4H² + 2HF)). Providers check it against the model
+    /// they fetch, so work and price are known before any fetch; 0 for the other kinds.
     pub work_per_row: u64,
 }
 
@@ -161,6 +186,27 @@ impl JobSpec {
         }
     }
 
+    /// An `Encoder` job: `texts` texts of at most `max_tokens` tokens each through an encoder
+    /// of width `hidden` and `work_per_token` GEMM multiply-adds per token, on the inputs named
+    /// by `manifest`, `rows_per_tile` texts per tile.
+    pub fn encoder(
+        texts: u32,
+        max_tokens: u32,
+        hidden: u32,
+        work_per_token: u64,
+        rows_per_tile: u8,
+        manifest: [u8; 32],
+    ) -> Self {
+        JobSpec {
+            kind: JobKind::Encoder,
+            input_mode: InputMode::ContentHash,
+            dims: [texts, max_tokens, hidden],
+            input: manifest,
+            rows_per_tile,
+            work_per_row: work_per_token,
+        }
+    }
+
     /// Canonical encoding.
     pub fn encode(&self) -> [u8; JOB_SPEC_LEN] {
         let mut b = [0u8; JOB_SPEC_LEN];
@@ -186,6 +232,7 @@ impl JobSpec {
             1 => JobKind::MatMulModP,
             2 => JobKind::HashBatch,
             3 => JobKind::Mlp,
+            4 => JobKind::Encoder,
             _ => return Err(JobError::UnknownKind),
         };
         let input_mode = match b[2] {
@@ -197,8 +244,8 @@ impl JobSpec {
         work.copy_from_slice(&b[48..56]);
         let work_per_row = u64::from_le_bytes(work);
         let rows_per_tile = b[3];
-        let mlp = kind == JobKind::Mlp;
-        if b[56..].iter().any(|&x| x != 0) || (!mlp && (rows_per_tile != 0 || work_per_row != 0)) {
+        let rows = kind.is_inference();
+        if b[56..].iter().any(|&x| x != 0) || (!rows && (rows_per_tile != 0 || work_per_row != 0)) {
             return Err(JobError::ReservedNotZero);
         }
         let dims = [u32_at(b, 4), u32_at(b, 8), u32_at(b, 12)];
@@ -206,16 +253,29 @@ impl JobSpec {
             JobKind::MatMulModP => [MAX_MATRIX_DIM; 3],
             JobKind::HashBatch => [MAX_HASH_TILES, MAX_NONCES_PER_TILE, MAX_HASH_ITERATIONS],
             JobKind::Mlp => [MAX_MLP_ROWS, MAX_MLP_WIDTH, MAX_MLP_WIDTH],
+            JobKind::Encoder => [MAX_ENCODER_ROWS, MAX_ENCODER_TOKENS, MAX_ENCODER_HIDDEN],
         };
         if dims.iter().zip(max.iter()).any(|(&d, &m)| d == 0 || d > m) {
             return Err(JobError::DimensionOutOfRange);
         }
-        if mlp {
-            // at least one layer F → C, at most MAX_MLP_LAYERS of the widest
-            let (f, c) = (u64::from(dims[1]), u64::from(dims[2]));
-            let most = MAX_MLP_LAYERS * u64::from(MAX_MLP_WIDTH) * u64::from(MAX_MLP_WIDTH);
+        if rows {
+            let (least, most) = if kind == JobKind::Mlp {
+                // at least one layer F → C, at most MAX_MLP_LAYERS of the widest
+                let (f, c) = (u64::from(dims[1]), u64::from(dims[2]));
+                (
+                    f.min(c),
+                    MAX_MLP_LAYERS * u64::from(MAX_MLP_WIDTH) * u64::from(MAX_MLP_WIDTH),
+                )
+            } else {
+                // at least one block of width H (4H² + 2H·1), at most the widest blocks
+                let h = u64::from(dims[2]);
+                (
+                    4 * h * h + 2 * h,
+                    MAX_ENCODER_BLOCKS * (4 * h * h + 2 * h * MAX_ENCODER_FFN),
+                )
+            };
             if !(1..=MAX_ROWS_PER_TILE).contains(&rows_per_tile)
-                || work_per_row < f.min(c)
+                || work_per_row < least
                 || work_per_row > most
             {
                 return Err(JobError::DimensionOutOfRange);
@@ -239,7 +299,7 @@ impl JobSpec {
     /// Number of output tiles T (leaves of the result's Merkle tree). Always ≥ 1.
     pub fn tile_count(&self) -> u32 {
         match self.kind {
-            JobKind::MatMulModP | JobKind::HashBatch | JobKind::Mlp => {
+            JobKind::MatMulModP | JobKind::HashBatch | JobKind::Mlp | JobKind::Encoder => {
                 let (rows, cols) = self.tile_grid();
                 rows * cols
             }
@@ -254,7 +314,7 @@ impl JobSpec {
                 self.dims[2].div_ceil(MATMUL_TILE),
             ),
             JobKind::HashBatch => (self.dims[0], 1),
-            JobKind::Mlp => (
+            JobKind::Mlp | JobKind::Encoder => (
                 self.dims[0].div_ceil(u32::from(self.rows_per_tile.max(1))),
                 1,
             ),
@@ -268,6 +328,7 @@ impl JobSpec {
             JobKind::MatMulModP => (MATMUL_TILE * MATMUL_TILE * 4) as usize,
             JobKind::HashBatch => 32 * self.dims[1] as usize,
             JobKind::Mlp => usize::from(self.rows_per_tile) * (4 * self.dims[2] as usize + 4),
+            JobKind::Encoder => usize::from(self.rows_per_tile) * 2 * self.dims[2] as usize,
         }
     }
 
@@ -277,6 +338,8 @@ impl JobSpec {
         let [a, b, c] = self.dims.map(u64::from);
         match self.kind {
             JobKind::Mlp => a * self.work_per_row,
+            // every text at the token limit: an upper bound known before the texts are
+            JobKind::Encoder => a * b * self.work_per_row,
             _ => a * b * c,
         }
     }
@@ -290,6 +353,13 @@ impl JobSpec {
             JobKind::HashBatch => 32 * a * b,
             // the batch, the model at its bound per row of work, and the outputs
             JobKind::Mlp => a * b + self.work_per_row + a * (4 * c + 4),
+            // the texts at their bound, the model's weights and embeddings, the outputs
+            JobKind::Encoder => {
+                crate::job::ENCODER_TEXT_BYTES_PER_TOKEN * a * b
+                    + self.work_per_row
+                    + (MAX_ENCODER_VOCAB + u64::from(MAX_ENCODER_TOKENS)) * c
+                    + a * 2 * c
+            }
         }
     }
 
@@ -447,5 +517,44 @@ mod tests {
         let mut m = JobSpec::matmul(64, 64, 64, [1; 32]).encode();
         m[50] = 1;
         assert_eq!(JobSpec::decode(&m), Err(JobError::ReservedNotZero));
+    }
+
+    #[test]
+    fn an_encoder_spec_carries_its_token_limit_width_and_work_per_token() {
+        // MiniLM: 6 blocks of 4·384² + 2·384·1536
+        let wpt = 6 * (4 * 384 * 384 + 2 * 384 * 1536);
+        let j = JobSpec::encoder(60, 32, 384, wpt, 8, [7; 32]);
+        let b = j.encode();
+        assert_eq!((b[1], b[3]), (4, 8));
+        assert_eq!(JobSpec::decode(&b), Ok(j));
+        assert_eq!(j.tile_count(), 8, "⌈60 / 8⌉");
+        assert_eq!(j.tile_len(), 8 * 2 * 384);
+        assert_eq!(j.work(), 60 * 32 * wpt, "priced at the token limit");
+        let refused = |f: &dyn Fn(&mut [u8; JOB_SPEC_LEN]), e: JobError| {
+            let mut b = j.encode();
+            f(&mut b);
+            assert_eq!(JobSpec::decode(&b), Err(e));
+        };
+        refused(&|b| b[3] = 0, JobError::DimensionOutOfRange);
+        refused(&|b| b[2] = 0, JobError::InputModeNotAllowed);
+        refused(
+            &|b| b[8..12].copy_from_slice(&513u32.to_le_bytes()),
+            JobError::DimensionOutOfRange,
+        );
+        refused(
+            &|b| b[12..16].copy_from_slice(&1025u32.to_le_bytes()),
+            JobError::DimensionOutOfRange,
+        );
+        // less work a token than one block of this width can do, or more than the most blocks
+        refused(
+            &|b| b[48..56].copy_from_slice(&(4 * 384 * 384u64).to_le_bytes()),
+            JobError::DimensionOutOfRange,
+        );
+        let most = MAX_ENCODER_BLOCKS * (4 * 384 * 384 + 2 * 384 * MAX_ENCODER_FFN);
+        refused(
+            &|b| b[48..56].copy_from_slice(&(most + 1).to_le_bytes()),
+            JobError::DimensionOutOfRange,
+        );
+        refused(&|b| b[1] = 5, JobError::UnknownKind);
     }
 }

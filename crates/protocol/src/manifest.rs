@@ -12,8 +12,8 @@
 //! [5]     number of parts n, 1..=MAX_PARTS
 //! [6..8]  0
 //! then n entries of 44 bytes, in strictly increasing role order:
-//!   [0]      role (1 = A, 2 = B)
-//!   [1]      format (1 = safetensors)
+//!   [0]      role (1 = A, 2 = B, 3 = model, 4 = batch, 5 = texts)
+//!   [1]      format (1 = safetensors, 2 = UTF-8 text; texts are text, every other role safetensors)
 //!   [2..4]   0
 //!   [4..12]  length in bytes, u64 little-endian, ≥ 1
 //!   [12..44] SHA-256 of the part
@@ -52,6 +52,8 @@ pub enum Role {
     Model = 3,
     /// `Mlp`'s batch, N × F int8.
     Batch = 4,
+    /// `Encoder`'s texts: UTF-8, one text per line.
+    Texts = 5,
 }
 
 impl Role {
@@ -61,6 +63,7 @@ impl Role {
             2 => Some(Role::B),
             3 => Some(Role::Model),
             4 => Some(Role::Batch),
+            5 => Some(Role::Texts),
             _ => None,
         }
     }
@@ -73,6 +76,15 @@ impl Role {
             Role::B => "B",
             Role::Model => "model",
             Role::Batch => "batch",
+            Role::Texts => "texts",
+        }
+    }
+
+    /// The format a part of this role must have: text for texts, safetensors for the rest.
+    pub fn format(self) -> Format {
+        match self {
+            Role::Texts => Format::Text,
+            _ => Format::Safetensors,
         }
     }
 }
@@ -82,6 +94,8 @@ impl Role {
 pub enum Format {
     /// A safetensors file (Hugging Face) holding one tensor named after the role.
     Safetensors = 1,
+    /// UTF-8 text.
+    Text = 2,
 }
 
 /// One input part.
@@ -101,8 +115,24 @@ impl Part {
     /// The entry of a safetensors file `bytes` in `role`: its length and SHA-256.
     pub fn safetensors(role: Role, bytes: &[u8]) -> Self {
         Part {
-            role,
             format: Format::Safetensors,
+            ..Part::text(role, bytes)
+        }
+    }
+
+    /// The entry of `bytes` in `role`, in the format the role takes ([`Role::format`]).
+    pub fn new(role: Role, bytes: &[u8]) -> Self {
+        Part {
+            format: role.format(),
+            ..Part::text(role, bytes)
+        }
+    }
+
+    /// The entry of a UTF-8 text part `bytes` in `role`: its length and SHA-256.
+    pub fn text(role: Role, bytes: &[u8]) -> Self {
+        Part {
+            role,
+            format: Format::Text,
             len: bytes.len() as u64,
             hash: crate::hash::hashv(&[bytes]),
         }
@@ -185,8 +215,17 @@ impl Manifest {
             let Some(role) = Role::from_byte(e[0]) else {
                 return bad(&format!("part {i} has unknown role {}", e[0]));
             };
-            if e[1] != Format::Safetensors as u8 {
-                return bad(&format!("part {i} has unknown format {}", e[1]));
+            let format = match e[1] {
+                1 => Format::Safetensors,
+                2 => Format::Text,
+                f => return bad(&format!("part {i} has unknown format {f}")),
+            };
+            if format != role.format() {
+                return bad(&format!(
+                    "part {i} ({}) is {format:?}, it must be {:?}",
+                    role.name(),
+                    role.format()
+                ));
             }
             if e[2..4] != [0, 0] {
                 return bad(&format!("part {i} has non-zero reserved bytes"));
@@ -200,7 +239,7 @@ impl Manifest {
             }
             parts.push(Part {
                 role,
-                format: Format::Safetensors,
+                format,
                 len,
                 hash: e[12..44].try_into().expect("32 bytes"),
             });
@@ -245,6 +284,7 @@ pub fn roles_of(job: &JobSpec) -> Option<Vec<Role>> {
         JobKind::MatMulModP => Some(vec![Role::A, Role::B]),
         JobKind::HashBatch => None,
         JobKind::Mlp => Some(vec![Role::Model, Role::Batch]),
+        JobKind::Encoder => Some(vec![Role::Model, Role::Texts]),
     }
 }
 
@@ -272,6 +312,27 @@ pub fn part_bound(job: &JobSpec, role: Role) -> Option<u64> {
             file + job.work_per_row
                 + 12 * crate::job::MAX_MLP_LAYERS * u64::from(crate::job::MAX_MLP_WIDTH),
         ),
+        // UTF-8 at most 16 bytes per token of the limit, no header
+        (JobKind::Encoder, Role::Texts) => Some(
+            crate::job::ENCODER_TEXT_BYTES_PER_TOKEN
+                * u64::from(job.dims[0])
+                * u64::from(job.dims[1]),
+        ),
+        // a weight byte per multiply-add of a token; the embeddings (int8) and the vocabulary
+        // (at most 48 bytes a token); per block at most 100 · H bytes of int32 vectors and a
+        // 1 KiB table, and 12 · F bytes for the feed-forward's (F ≤ work / (2H) in all blocks)
+        (JobKind::Encoder, Role::Model) => {
+            let h = u64::from(job.dims[2]);
+            let vocab = crate::job::MAX_ENCODER_VOCAB;
+            Some(
+                file + job.work_per_row
+                    + (vocab + u64::from(crate::job::MAX_ENCODER_TOKENS)) * h
+                    + vocab * 48
+                    + crate::job::MAX_ENCODER_BLOCKS * (100 * h + 1024)
+                    + 6 * job.work_per_row / h
+                    + 4 * 1024,
+            )
+        }
         _ => shape_of(job, role).map(|[r, c]| file + r * c * 4),
     }
 }
@@ -347,5 +408,39 @@ mod tests {
             .contains("parts [A]"));
         let hb = JobSpec::hash_batch(1, 1, 1, [0; 32]);
         assert!(ok.check_for(&hb).is_err());
+    }
+
+    #[test]
+    fn an_encoder_takes_a_model_and_texts_and_texts_are_text() {
+        let job = JobSpec::encoder(60, 32, 384, 10_616_832, 8, [0; 32]);
+        let texts = part_bound(&job, Role::Texts).unwrap();
+        assert_eq!(texts, 16 * 60 * 32, "16 bytes a token of the limit");
+        let model = part_bound(&job, Role::Model).unwrap();
+        assert!(model > 23_143_588, "the MiniLM model fits: {model}");
+        let m = Manifest::new(vec![
+            Part::new(Role::Texts, b"a\nb\n"),
+            Part::new(Role::Model, b"model"),
+        ]);
+        assert_eq!(m.parts[1].format, Format::Text);
+        m.check_for(&job).unwrap();
+        assert_eq!(Manifest::decode(&m.encode()).unwrap(), m);
+        // texts marked safetensors, or a model marked text, are refused
+        let mut b = m.encode();
+        b[HEADER_LEN + ENTRY_LEN + 1] = Format::Safetensors as u8;
+        let e = Manifest::decode(&b).unwrap_err().to_string();
+        assert!(
+            e.contains("part 1 (texts) is Safetensors, it must be Text"),
+            "{e}"
+        );
+        let mut b = m.encode();
+        b[HEADER_LEN + 1] = Format::Text as u8;
+        assert!(Manifest::decode(&b).is_err());
+        // an Mlp's roles are not an encoder's
+        let mlp = JobSpec::mlp(60, 64, 10, 9_472, 8, [0; 32]);
+        assert!(m
+            .check_for(&mlp)
+            .unwrap_err()
+            .to_string()
+            .contains("parts [Model, Texts]"));
     }
 }

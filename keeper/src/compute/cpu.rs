@@ -71,6 +71,16 @@ impl Backend for CpuBackend {
                     .map(|&i| super::mlp::run_rows(&inputs.model, &inputs.batch, i as usize * r, r))
                     .collect()
             }
+            JobKind::Encoder => {
+                let inputs = super::inputs::encoder(job)?;
+                let r = usize::from(job.rows_per_tile);
+                indices
+                    .par_iter()
+                    .map(|&i| {
+                        super::encoder::run_rows(&inputs.encoder, &inputs.ids, i as usize * r, r)
+                    })
+                    .collect()
+            }
         })
     }
 

@@ -391,3 +391,70 @@ pub fn minilm_bytes() -> Result<Vec<u8>> {
     );
     Ok(bytes)
 }
+
+/// A synthetic encoder (weights from a fixed generator, one block of width 256 and a
+/// feed-forward of 1024, a 1 000-token vocabulary) for measuring speed.
+fn synthetic() -> Encoder {
+    let (h, f) = (256usize, 1024usize);
+    let gen = |n: usize, salt: u64| -> Vec<i8> {
+        (0..n)
+            .map(|j| (compute_market_protocol::job::splitmix64(j as u64 ^ salt << 40) % 255) as i8)
+            .collect()
+    };
+    let rq = |n: usize| Requant {
+        m: vec![1 << 30; n],
+        s: vec![40; n],
+    };
+    let dense = |inp: usize, out: usize, salt: u64| Dense {
+        inp,
+        out,
+        weight: gen(inp * out, salt),
+        bias: vec![0; out],
+        rq: rq(out),
+    };
+    let norm = || Norm {
+        g: vec![1 << 12; h],
+        b: vec![0; h],
+        shift: 12,
+    };
+    let block = Block {
+        q: dense(h, h, 1),
+        k: dense(h, h, 2),
+        v: dense(h, h, 3),
+        att: (1 << 30, 40),
+        ctx: rq(h),
+        o: dense(h, h, 4),
+        res1: rq(h),
+        ln1: norm(),
+        f1: dense(h, f, 5),
+        gelu: gen(compute_market_protocol::encoder::GELU_LEN, 6),
+        f2: dense(f, h, 7),
+        res2: rq(h),
+        ln2: norm(),
+    };
+    Encoder {
+        hidden: h,
+        heads: 4,
+        word: gen(1000 * h, 8),
+        word_rq: rq(h),
+        pos: gen(64 * h, 9),
+        pos_rq: rq(h),
+        ln: norm(),
+        exp: (0..compute_market_protocol::encoder::EXP_LEN as i32)
+            .map(|t| (1 << 15) >> (t / 64))
+            .collect(),
+        blocks: vec![block],
+    }
+}
+
+/// Runs `texts` texts of 32 tokens through the synthetic encoder; returns the multiply-adds
+/// done (tokens × work per token), for a speed figure.
+pub fn synthetic_run(texts: usize) -> u64 {
+    let enc = synthetic();
+    debug_assert!(enc.check().is_ok());
+    let ids: Vec<Vec<u32>> = (0..texts)
+        .map(|i| (0..32).map(|t| ((i * 31 + t * 7) % 1000) as u32).collect())
+        .collect();
+    std::hint::black_box(run_rows(&enc, &ids, 0, texts));
+    (texts * 32) as u64 * enc.work_per_token()
+}

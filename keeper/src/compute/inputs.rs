@@ -188,11 +188,22 @@ pub struct MlpInputs {
     pub batch: Arc<super::mlp::Batch>,
 }
 
+/// An `Encoder` job's inputs: the checked encoder and the texts as token ids (tokenized once,
+/// when fetched, by the model's own tokenizer; every text within the job's token limit).
+#[derive(Clone, Debug)]
+pub struct EncoderInputs {
+    /// The encoder, checked for the job's width and work per token.
+    pub encoder: Arc<compute_market_protocol::encoder::Encoder>,
+    /// Token ids of each text, `[CLS]` and `[SEP]` included.
+    pub ids: Arc<Vec<Vec<u32>>>,
+}
+
 /// A job's checked inputs, of whichever kind.
 #[derive(Clone, Debug)]
 enum Inputs {
     Matrices(MatrixInputs),
     Mlp(MlpInputs),
+    Encoder(EncoderInputs),
 }
 
 #[derive(Default)]
@@ -218,7 +229,29 @@ fn size_of(i: &Inputs) -> usize {
                     .map(|l| l.weight.len() + 12 * l.out)
                     .sum::<usize>()
         }
+        Inputs::Encoder(e) => {
+            encoder_weight_bytes(&e.encoder) + 4 * e.ids.iter().map(Vec::len).sum::<usize>()
+        }
     }
+}
+
+/// Bytes an encoder's tensors take held: int8 weights and embeddings, int32 vectors, tables.
+fn encoder_weight_bytes(e: &compute_market_protocol::encoder::Encoder) -> usize {
+    let dense = |d: &compute_market_protocol::encoder::Dense| d.weight.len() + 12 * d.out;
+    e.word.len()
+        + e.pos.len()
+        + 4 * e.exp.len()
+        + e.blocks
+            .iter()
+            .map(|b| {
+                [&b.q, &b.k, &b.v, &b.o, &b.f1, &b.f2]
+                    .map(dense)
+                    .iter()
+                    .sum::<usize>()
+                    + b.gelu.len()
+                    + 8 * 5 * e.hidden
+            })
+            .sum::<usize>()
 }
 
 fn hold_any(manifest: Digest, inputs: Inputs) {
@@ -252,6 +285,12 @@ pub fn hold_mlp(manifest: Digest, inputs: MlpInputs) {
     hold_any(manifest, Inputs::Mlp(inputs))
 }
 
+/// Holds the verified encoder and tokenized texts of every `Encoder` job whose manifest hashes
+/// to `manifest`.
+pub fn hold_encoder(manifest: Digest, inputs: EncoderInputs) {
+    hold_any(manifest, Inputs::Encoder(inputs))
+}
+
 /// Bytes the inputs of `job` take when held, at their bound.
 fn need_of(job: &JobSpec) -> usize {
     let [a, b, c] = job.dims.map(|d| d as usize);
@@ -263,6 +302,17 @@ fn need_of(job: &JobSpec) -> usize {
                 + job.work_per_row as usize
                 + 12 * compute_market_protocol::job::MAX_MLP_LAYERS as usize
                     * compute_market_protocol::job::MAX_MLP_WIDTH as usize
+        }
+        // token ids at the limit, the weights, the embeddings at the largest vocabulary, and
+        // the vectors of the most blocks (what size_of counts once held)
+        JobKind::Encoder => {
+            4 * a * b
+                + job.work_per_row as usize
+                + (compute_market_protocol::job::MAX_ENCODER_VOCAB as usize
+                    + compute_market_protocol::job::MAX_ENCODER_TOKENS as usize)
+                    * c
+                + compute_market_protocol::job::MAX_ENCODER_BLOCKS as usize * (100 * c + 1024)
+                + 6 * job.work_per_row as usize / c.max(1)
         }
         _ => 4 * (a * b + b * c),
     }
@@ -296,6 +346,12 @@ fn fits(job: &JobSpec, i: &Inputs) -> bool {
             (m.batch.rows, m.batch.features) == (rows, inner)
                 && m.model.layers.last().is_some_and(|l| l.out == cols)
                 && m.model.work_per_row() == job.work_per_row
+        }
+        (JobKind::Encoder, Inputs::Encoder(e)) => {
+            e.ids.len() == rows
+                && e.ids.iter().all(|t| !t.is_empty() && t.len() <= inner)
+                && e.encoder.hidden == cols
+                && e.encoder.work_per_token() == job.work_per_row
         }
         _ => false,
     }
@@ -335,6 +391,10 @@ fn held_for(job: &JobSpec) -> Result<Inputs> {
             "a {a}-row batch of width {b} and a model of {c} classes doing {} multiply-adds a row",
             job.work_per_row
         ),
+        JobKind::Encoder => format!(
+            "{a} texts of at most {b} tokens and an encoder of width {c} doing {} multiply-adds a token",
+            job.work_per_row
+        ),
         _ => format!("{a}×{b}·{b}×{c}"),
     };
     ensure!(
@@ -356,7 +416,9 @@ pub fn matrices(job: &JobSpec) -> Result<MatrixInputs> {
         }),
         InputMode::ContentHash => match held_for(job)? {
             Inputs::Matrices(m) => Ok(m),
-            Inputs::Mlp(_) => bail!("the inputs held for this manifest are a model, not matrices"),
+            Inputs::Mlp(_) | Inputs::Encoder(_) => {
+                bail!("the inputs held for this manifest are a model, not matrices")
+            }
         },
     }
 }
@@ -367,7 +429,17 @@ pub fn mlp(job: &JobSpec) -> Result<MlpInputs> {
     ensure!(job.kind == JobKind::Mlp, "not an Mlp job");
     match held_for(job)? {
         Inputs::Mlp(m) => Ok(m),
-        Inputs::Matrices(_) => bail!("the inputs held for this manifest are matrices, not a model"),
+        _ => bail!("the inputs held for this manifest are not an Mlp's model and batch"),
+    }
+}
+
+/// The encoder and tokenized texts of an `Encoder` job, held by [`hold_encoder`] after they
+/// were fetched and checked.
+pub fn encoder(job: &JobSpec) -> Result<EncoderInputs> {
+    ensure!(job.kind == JobKind::Encoder, "not an Encoder job");
+    match held_for(job)? {
+        Inputs::Encoder(e) => Ok(e),
+        _ => bail!("the inputs held for this manifest are not an encoder and texts"),
     }
 }
 

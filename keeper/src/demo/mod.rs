@@ -99,6 +99,7 @@ fn describe(job: &JobSpec) -> String {
         JobKind::MatMulModP => format!("MatMulModP {a}×{b}·{b}×{c}"),
         JobKind::HashBatch => format!("HashBatch {a}×{b}×{c}"),
         JobKind::Mlp => format!("Mlp {a} rows × {b} → {c}"),
+        JobKind::Encoder => format!("Encoder {a} texts ≤ {b} tokens → {c}"),
     }
 }
 

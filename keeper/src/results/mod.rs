@@ -491,6 +491,30 @@ impl ResultStore {
             );
             return Ok(counts);
         }
+        if job.kind == compute_market_protocol::job::JobKind::Encoder {
+            let [rows, max_tokens, hidden] = job.dims.map(|d| d as usize);
+            let model = crate::compute::encoder::parse_model(&fetched[0]).map_err(invalid)?;
+            let e = &model.encoder;
+            if e.hidden != hidden || e.work_per_token() != job.work_per_row {
+                return Err(FetchError::Invalid(format!(
+                    "the model is {} wide doing {} multiply-adds a token, the job says {hidden} and {}",
+                    e.hidden,
+                    e.work_per_token(),
+                    job.work_per_row
+                )));
+            }
+            let texts = crate::compute::encoder::parse_texts(&fetched[1], rows).map_err(invalid)?;
+            let ids =
+                crate::compute::encoder::tokenize(&model, &texts, max_tokens).map_err(invalid)?;
+            inputs::hold_encoder(
+                job.input,
+                inputs::EncoderInputs {
+                    encoder: Arc::new(model.encoder),
+                    ids: Arc::new(ids),
+                },
+            );
+            return Ok(counts);
+        }
         let mut parsed = vec![];
         for (part, bytes) in manifest.parts.iter().zip(&fetched) {
             let m = inputs::parse_matrix(job, part.role, bytes).map_err(invalid)?;

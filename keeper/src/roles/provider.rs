@@ -111,6 +111,15 @@ impl Throughput {
                 job.work() as f64 / t.elapsed().as_secs_f64().max(1e-6),
             );
         }
+        if self.rate(JobKind::Encoder).is_none() {
+            // likewise the encoder: a synthetic one-block encoder over 8 texts of 32 tokens
+            let t = Instant::now();
+            let work = crate::compute::encoder::synthetic_run(8);
+            self.set(
+                JobKind::Encoder,
+                work as f64 / t.elapsed().as_secs_f64().max(1e-6),
+            );
+        }
         if self.rate(JobKind::Mlp).is_none() {
             // every backend runs the integer MLP on the CPU path: a synthetic 256-wide model
             let (rows, work) = (512, crate::compute::mlp::synthetic_work());
@@ -413,18 +422,18 @@ impl Work {
             (h[0] as f64) < self.corrupt_fraction * 256.0
         };
         let mut n = 0;
-        if job.kind == JobKind::Mlp {
-            // rows, not tiles: a fraction of the batch's rows get a wrong first logit
-            let len = compute_market_protocol::infer::row_len(job.dims[2] as usize);
+        if job.kind.is_inference() {
+            // rows, not tiles: a fraction of the batch's rows get a wrong first value (a
+            // logit, or an embedding's first int16)
             let per = usize::from(job.rows_per_tile);
+            let len = job.tile_len() / per;
             let mut rows: Vec<usize> = (0..job.dims[0] as usize).filter(|&r| chosen(r)).collect();
             if rows.is_empty() {
                 rows.push(0);
             }
             for r in rows {
                 let t = &mut tiles[r / per][(r % per) * len..];
-                let v = i32::from_le_bytes(t[..4].try_into().expect("4 bytes"));
-                t[..4].copy_from_slice(&v.wrapping_add(1).to_le_bytes());
+                t[0] = t[0].wrapping_add(1);
                 n += 1;
             }
             return n;

@@ -550,7 +550,7 @@ impl Checker {
                         )
                     })
             }
-            (JobKind::HashBatch | JobKind::Mlp, Ok(_)) => {
+            (JobKind::HashBatch | JobKind::Mlp | JobKind::Encoder, Ok(_)) => {
                 let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
                 let want = distinct(&picked);
                 self.store

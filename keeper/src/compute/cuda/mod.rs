@@ -246,9 +246,11 @@ impl Backend for CudaBackend {
         let (_, grid_cols) = job.tile_grid();
         let mut done = HashMap::new();
         match job.kind {
-            // the integer MLP runs on the CPU reference path here (the same bytes by
-            // construction); GPU kernels for it are not written yet
-            JobKind::Mlp => return crate::compute::cpu::CpuBackend.tiles(job, indices),
+            // integer inference runs on the CPU path here (the same bytes by construction);
+            // GPU kernels for it are not written yet
+            JobKind::Mlp | JobKind::Encoder => {
+                return crate::compute::cpu::CpuBackend.tiles(job, indices)
+            }
             JobKind::MatMulModP => {
                 // per tile row asked for: the span of its columns asked for, spread over the GPUs
                 // (a whole job is one launch per GPU; scattered samples cost a span each)

@@ -34,14 +34,22 @@ pub enum TaskCmd {
         /// them after they are checked and uploaded to --store.
         #[arg(long, value_delimiter = ',', conflicts_with_all = ["kind", "dims", "seed", "model"])]
         input: Vec<std::path::PathBuf>,
-        /// An integer model (PROTOCOL §5, Mlp: safetensors, layers l0.weight I8 …): an Mlp job
-        /// runs it over --batch, uploaded to --store with it.
-        #[arg(long, requires = "batch", conflicts_with_all = ["kind", "dims", "seed"])]
+        /// An integer model (PROTOCOL §5: an Mlp's layers, or an Encoder such as the MiniLM
+        /// one scripts/minilm-model makes): run over --batch (Mlp) or --texts (Encoder),
+        /// uploaded to --store with it.
+        #[arg(long, conflicts_with_all = ["kind", "dims", "seed"])]
         model: Option<std::path::PathBuf>,
-        /// The batch for --model: safetensors, one tensor "x", I8 [rows, features].
-        #[arg(long, requires = "model")]
+        /// The batch for an Mlp --model: safetensors, one tensor "x", I8 [rows, features].
+        #[arg(long, requires = "model", conflicts_with = "texts")]
         batch: Option<std::path::PathBuf>,
-        /// Rows per output tile of an Mlp job (1 to 64): a verifier recomputes k tiles.
+        /// The texts for an Encoder --model: UTF-8, one text per line; each is embedded.
+        #[arg(long, requires = "model")]
+        texts: Option<std::path::PathBuf>,
+        /// Most tokens of one text, [CLS] and [SEP] included (Encoder; a longer text is
+        /// refused) [default: the longest text's, the tightest price].
+        #[arg(long, requires = "texts")]
+        max_tokens: Option<u32>,
+        /// Rows (Mlp) or texts (Encoder) per output tile (1 to 64): a verifier recomputes k tiles.
         #[arg(long, default_value_t = clientdata::MLP_ROWS_PER_TILE, requires = "model")]
         rows_per_tile: u8,
         /// The content store the inputs are uploaded to and fetched from
@@ -129,6 +137,8 @@ impl TaskCmd {
                 input,
                 model,
                 batch,
+                texts,
+                max_tokens,
                 rows_per_tile,
                 store,
                 input_uri: public_uri,
@@ -154,8 +164,14 @@ impl TaskCmd {
                     let store = store.context(
                         "--input and --model need --store URL: the content store the inputs are uploaded to (keeper serve)",
                     )?;
-                    let prepared = match (&model, &batch) {
-                        (Some(m), Some(b)) => clientdata::prepare_mlp(m, b, rows_per_tile)?,
+                    let prepared = match (&model, &batch, &texts) {
+                        (Some(m), Some(b), _) => clientdata::prepare_mlp(m, b, rows_per_tile)?,
+                        (Some(m), None, Some(t)) => {
+                            clientdata::prepare_encoder(m, t, rows_per_tile, max_tokens)?
+                        }
+                        (Some(_), None, None) => bail!(
+                            "--model needs --batch (an Mlp over rows) or --texts (an Encoder over texts)"
+                        ),
                         _ => clientdata::prepare_inputs(&input)?,
                     };
                     let policy = FetchPolicy {
