@@ -382,7 +382,10 @@ pub fn minilm_bytes() -> Result<Vec<u8>> {
             path.display()
         )
     })?;
-    let got = crate::results::hex(&compute_market_protocol::hash::hashv(&[&bytes]));
+    let got: String = compute_market_protocol::hash::hashv(&[&bytes])
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     ensure!(
         got == MINILM_SHA256.trim(),
         "{} has SHA-256 {got}, not the pinned {} (make it again with scripts/minilm-model)",
