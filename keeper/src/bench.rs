@@ -58,6 +58,8 @@ pub struct JobRow {
     /// hashing C to the root, C·r with the field and padding checks, A·(B·r). The check runs
     /// the first two in one pass beside the third.
     pub check_parts: Option<CheckParts>,
+    /// Inference kinds: rows (digits) or texts (sentences) computed per second.
+    pub rows_per_s: Option<f64>,
 }
 
 /// The parts of a `MatMulModP` check, seconds (see [`JobRow::check_parts`]).
@@ -96,6 +98,10 @@ impl JobRow {
             peak_ops: None,
             bit_identical: None,
             check_parts: None,
+            rows_per_s: job
+                .kind
+                .is_inference()
+                .then(|| f64::from(job.dims[0]) / compute_s),
         }
     }
 
@@ -703,6 +709,42 @@ pub fn mlp(
     r
 }
 
+/// The MiniLM encoder over `texts` texts (the 60 held-out ones repeated), two texts a tile (the
+/// default): computing every tile and the commitment against one verifier's check of its k
+/// sampled tiles. The inputs are held first, tokenized, as a provider holds them.
+pub fn encoder(
+    backend: &dyn Backend,
+    texts: u32,
+    reference: Option<&[Vec<u8>]>,
+) -> Result<(JobRow, Vec<Vec<u8>>)> {
+    use crate::compute::{encoder, inputs};
+    let model = encoder::parse_model(&encoder::minilm_bytes()?)?;
+    let (held, _) = encoder::minilm_heldout()?;
+    let lines = encoder::parse_texts(&held, held.split(|&b| b == b'\n').count())?;
+    let ids = encoder::tokenize(&model, &lines, model.encoder.positions())?;
+    let ids: Vec<Vec<u32>> = ids.iter().cycle().take(texts as usize).cloned().collect();
+    let longest = ids.iter().map(Vec::len).max().unwrap_or(1) as u32;
+    let e = &model.encoder;
+    let job = JobSpec::encoder(
+        texts,
+        longest,
+        e.hidden as u32,
+        e.work_per_token(),
+        crate::clientdata::ENCODER_ROWS_PER_TILE,
+        hashv(&[b"bench encoder", &texts.to_le_bytes()]),
+    );
+    inputs::hold_encoder(
+        job.input,
+        inputs::EncoderInputs {
+            encoder: std::sync::Arc::new(model.encoder),
+            ids: std::sync::Arc::new(ids),
+        },
+    );
+    let r = sampled_row(backend, &job, format!("MiniLM texts={texts}"), reference);
+    inputs::release(&job.input);
+    r
+}
+
 /// `tiles` tiles of 16 KiB (a `MatMulModP` output of (64·√tiles)²) of pseudo-random bytes.
 fn bench_tiles(tiles: u32) -> Vec<Vec<u8>> {
     const TILE: usize = 16 * 1024;
@@ -917,6 +959,13 @@ pub fn run(backends: &[std::sync::Arc<dyn Backend>], sizes: &[u32]) -> Result<Be
     }
     let mut reference: Option<Vec<Vec<u8>>> = None;
     for b in backends {
+        tracing::info!(texts = 1024, backend = b.name(), "Encoder");
+        let (row, out) = encoder(b.as_ref(), 1024, reference.as_deref())?;
+        jobs.push(row);
+        reference.get_or_insert(out);
+    }
+    let mut reference: Option<Vec<Vec<u8>>> = None;
+    for b in backends {
         tracing::info!(backend = b.name(), "HashBatch");
         let (row, out) = hash_batch(b.as_ref(), 1024, 64, 16, reference.as_deref())?;
         jobs.push(row);
@@ -996,6 +1045,20 @@ pub fn render(r: &BenchReport) -> String {
         s += &format!(
             "\n% peak: the MatMulModP kernel alone (inputs on the device; no copies, no Merkle tree), mul-adds/s over one GPU's 32-bit integer multiply-add peak, {:.1} T/s = SMs × 64 lanes × clock (CUDA C++ Programming Guide, arithmetic instruction throughput, cc 7.x–9.0)\n",
             p / 1e12
+        );
+    }
+    for j in r.jobs.iter().filter(|j| j.rows_per_s.is_some()) {
+        s += &format!(
+            "{} {} {}: {:.0} {} per second\n",
+            j.kind,
+            j.size,
+            j.backend,
+            j.rows_per_s.unwrap_or(0.0),
+            if j.kind == "Encoder" {
+                "sentences"
+            } else {
+                "rows"
+            }
         );
     }
     s += &format!("CPU verifier kernels: {}\n", r.simd);

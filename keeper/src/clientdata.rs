@@ -116,6 +116,10 @@ fn prepared<P>(mut job: JobSpec, files: [(Role, P, Vec<u8>); 2]) -> PreparedInpu
 /// small fraction of a large batch.
 pub const MLP_ROWS_PER_TILE: u8 = 8;
 
+/// Default texts per tile of an `Encoder` job: a text costs far more than a digits row, so
+/// tiles of two keep a verifier's k sampled tiles of 1 024 texts near 1/32 of the compute.
+pub const ENCODER_ROWS_PER_TILE: u8 = 2;
+
 /// Reads an integer model and a batch (PROTOCOL §5, Mlp), checks them as providers and
 /// verifiers will (the model's bounds for the batch's width, the batch's shape), and builds
 /// the manifest of an `Mlp` job of `rows_per_tile` rows per tile.

@@ -161,6 +161,7 @@ fn kernels_compile_to_cubins_with_nvrtc_even_without_a_gpu() {
             "byte_planes",
             "gen_rows_dot",
             "hash_batch",
+            "mlp_layer",
         ] {
             assert!(
                 bin.windows(kernel.len()).any(|w| w == kernel.as_bytes()),
@@ -170,4 +171,41 @@ fn kernels_compile_to_cubins_with_nvrtc_even_without_a_gpu() {
         let (again, cached) = cubin_in(arch, dir.path()).unwrap();
         assert!(cached && again == bin, "{arch}: read back from the cache");
     }
+}
+
+/// The digits MLP on the GPU's dp4a kernel: the same bytes as the CPU path over the 450
+/// held-out rows (whose logits equal numpy's, tests/inference.rs), every tile and a scattered
+/// subset, and the kernel passed its start-up self-test.
+#[test]
+fn the_digits_model_on_the_gpu_equals_the_cpu_bit_for_bit() {
+    use compute_market_keeper::compute::{inputs, mlp};
+    if no_gpu("the integer MLP").is_some() {
+        return;
+    }
+    let gpu = CudaBackend::shared().expect("a machine with a GPU must open it");
+    assert_eq!(
+        gpu.mlp_on_gpu,
+        Ok(()),
+        "the Mlp kernel passed its self-test"
+    );
+    let (batch, labels) = mlp::digits_heldout().unwrap();
+    let model = mlp::parse_model(mlp::DIGITS_MODEL, 64, 10).unwrap();
+    let batch = mlp::parse_batch(&batch, labels.len(), 64).unwrap();
+    let job = JobSpec::mlp(450, 64, 10, model.work_per_row(), 8, [0xd1; 32]);
+    inputs::hold_mlp(
+        job.input,
+        inputs::MlpInputs {
+            model: std::sync::Arc::new(model),
+            batch: std::sync::Arc::new(batch),
+        },
+    );
+    assert!(
+        gpu.run(&job).unwrap() == CpuBackend.run(&job).unwrap(),
+        "every tile"
+    );
+    let some = [56, 0, 28, 56];
+    assert_eq!(
+        gpu.tiles(&job, &some).unwrap(),
+        CpuBackend.tiles(&job, &some).unwrap()
+    );
 }

@@ -159,16 +159,25 @@ fn displaced_verifiers_keep_their_bonds_and_tasks_still_finish() {
 }
 
 #[test]
-fn the_demo_posts_the_digits_and_reports_the_markets_classification() {
+fn the_demo_posts_the_digits_and_sentences_and_reports_what_the_market_verified() {
     let cfg = DemoConfig {
         tasks: 4,
         digits: true,
-        // every provider honest: the digits task is Accepted whoever takes it
+        sentences: true,
+        // every provider honest: the inference tasks are Accepted whoever takes them
         corrupt_fraction: 0.0,
         ..Default::default()
     };
     let r = run(&cfg, Arc::new(CpuBackend)).expect("demo runs to the end");
-    assert_eq!(r.tasks.len(), 5, "four tasks and the digits");
+    assert_eq!(r.tasks.len(), 6, "four tasks, the digits and the sentences");
+    let e = r.sentences.clone().expect("the sentences task is reported");
+    assert_eq!((e.outcome.as_str(), e.texts), ("Accepted", 60));
+    let (mean, min) = e.cosine.expect("embedded");
+    assert!(
+        mean >= 0.98 && min >= 0.96,
+        "cosine {mean} mean, {min} least"
+    );
+    assert!(r.verification_over_compute_by_kind.contains_key("Encoder"));
     let d = r.digits.clone().expect("the digits task is reported");
     assert_eq!((d.outcome.as_str(), d.rows), ("Accepted", 450));
     let (a, f) = (d.accuracy.expect("classified"), d.float_accuracy.unwrap());
@@ -176,7 +185,8 @@ fn the_demo_posts_the_digits_and_reports_the_markets_classification() {
     assert!(r.verification_over_compute_by_kind.contains_key("Mlp"));
     let text = compute_market_keeper::demo::render(&r);
     assert!(
-        text.contains("the market's verified result classifies"),
+        text.contains("the market's verified result classifies")
+            && text.contains("the market's verified embeddings have cosine"),
         "{text}"
     );
 }

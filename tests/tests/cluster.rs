@@ -1371,3 +1371,91 @@ fn digits_classified_by_the_market_an_honest_provider_paid_one_corrupting_rows_s
     assert!(accuracy >= float - 0.01, "{accuracy} vs float {float}");
     Ok(())
 }
+
+#[test]
+fn sentences_posted_through_the_cli_are_embedded_as_numpy_does_and_a_text_over_the_limit_is_refused(
+) -> Result<()> {
+    use compute_market_keeper::compute::encoder::{cosine, minilm_heldout, minilm_path};
+    let v = Validator::start()?;
+    let (client, honest, verifiers) = small_market(&v, "60,30,30,30")?;
+    let chain = v.chain();
+    let (_store, store_url) = spawn_serve(&v, "client-store")?;
+    let (texts, fp32) = minilm_heldout()?;
+    let path = v.dir.path().join("sentences.txt");
+    std::fs::write(&path, &texts)?;
+    let model = minilm_path();
+    let post = |extra: &[&str]| {
+        let mut args = vec![
+            "task",
+            "post",
+            "--id",
+            "7",
+            "--model",
+            model.to_str().unwrap(),
+            "--texts",
+            path.to_str().unwrap(),
+            "--store",
+            &store_url,
+            "--reward",
+            "1000000",
+        ];
+        args.extend_from_slice(extra);
+        v.keeper(&client, &args)
+    };
+    // a limit below the longest text: refused by the text's line, nothing posted
+    let e = post(&["--max-tokens", "8"]).unwrap_err().to_string();
+    assert!(e.contains("tokens long, over the limit of 8"), "{e}");
+    assert!(
+        chain
+            .task(&pda::task(&keypair(&client)?.pubkey(), 7))?
+            .is_none(),
+        "nothing posted"
+    );
+    let out = post(&[])?;
+    let task: Pubkey = out["posted"]["task"]
+        .as_str()
+        .expect("task address")
+        .parse()?;
+    let _p = v.spawn_keeper("honest", &honest, &["--provider"])?;
+    let _vs = verify_until_closed(&v, &verifiers, &task, &["honest", "v0", "crank"])?;
+    let h = chain.node(&node_of(&honest))?.expect("honest node");
+    assert_eq!((h.tasks_completed, h.times_slashed), (1, 0), "accepted");
+    // the verified embeddings, every tile checked against the root, as a client reads them
+    let file = v.dir.path().join("embeddings.safetensors");
+    v.keeper(
+        &client,
+        &[
+            "task",
+            "result",
+            &task.to_string(),
+            "-o",
+            file.to_str().unwrap(),
+            "--allow-private-urls",
+        ],
+    )?;
+    let bytes = std::fs::read(&file)?;
+    let st = safetensors::SafeTensors::deserialize(&bytes)?;
+    let e = st.tensor("embedding")?;
+    assert_eq!(
+        (e.dtype(), e.shape()),
+        (safetensors::Dtype::I16, &[60usize, 384][..])
+    );
+    let want = safetensors::SafeTensors::deserialize(
+        compute_market_keeper::compute::encoder::MINILM_HELDOUT,
+    )?;
+    assert!(
+        e.data() == want.tensor("embedding")?.data(),
+        "numpy's integer embeddings, bit for bit"
+    );
+    let cos: Vec<f64> = e
+        .data()
+        .chunks_exact(768)
+        .zip(fp32.chunks_exact(384))
+        .map(|(a, b)| cosine(a, b))
+        .collect();
+    let mean = cos.iter().sum::<f64>() / 60.0;
+    let min = cos.iter().cloned().fold(1.0, f64::min);
+    println!("sentences embedded by the market: cosine to fp32 {mean:.4} mean, {min:.4} least");
+    assert!(mean >= 0.98 && min >= 0.96);
+    Ok(())
+}

@@ -461,3 +461,42 @@ pub fn synthetic_run(texts: usize) -> u64 {
     std::hint::black_box(run_rows(&enc, &ids, 0, texts));
     (texts * 32) as u64 * enc.work_per_token()
 }
+
+/// The held-out texts (as a texts part) and the fp32 model's embeddings of them (`H` per text),
+/// from [`MINILM_HELDOUT`].
+pub fn minilm_heldout() -> Result<(Vec<u8>, Vec<f32>)> {
+    let st = safetensors::SafeTensors::deserialize(MINILM_HELDOUT)
+        .map_err(|e| anyhow!("the held-out texts: {e}"))?;
+    let get = |n: &str| -> Result<Vec<u8>> {
+        Ok(st
+            .tensor(n)
+            .map_err(|e| anyhow!("the held-out texts' {n}: {e}"))?
+            .data()
+            .to_vec())
+    };
+    let fp32 = get("fp32")?
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect();
+    Ok((get("texts")?, fp32))
+}
+
+/// Cosine similarity of an integer embedding (LE `i16` bytes) and a float one.
+pub fn cosine(embedding: &[u8], reference: &[f32]) -> f64 {
+    let a: Vec<f64> = embedding
+        .chunks_exact(2)
+        .map(|c| f64::from(i16::from_le_bytes([c[0], c[1]])))
+        .collect();
+    let dot: f64 = a
+        .iter()
+        .zip(reference)
+        .map(|(x, &y)| x * f64::from(y))
+        .sum();
+    let na = a.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let nb = reference
+        .iter()
+        .map(|&y| f64::from(y).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    dot / (na * nb).max(f64::MIN_POSITIVE)
+}

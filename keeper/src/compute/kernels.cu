@@ -396,3 +396,44 @@ extern "C" __global__ void hash_batch(const u32* __restrict__ seed, u64 first, u
         o[4 * q + 3] = (u8)h[q];
     }
 }
+
+typedef signed char i8;
+
+// Four exact 8-bit products added to c: dp4a from sm_61, byte by byte before.
+__device__ __forceinline__ int dot4(int a, int b, int c) {
+#if __CUDA_ARCH__ >= 610
+    return __dp4a(a, b, c);
+#else
+#pragma unroll
+    for (int k = 0; k < 4; k++) c += (int)(i8)(a >> (8 * k)) * (int)(i8)(b >> (8 * k));
+    return c;
+#endif
+}
+
+// One dense layer of an integer MLP (PROTOCOL §5, Mlp) over `rows` rows, one thread per
+// (row, output), grid-stride: acc = bias[o] + Σ_j W[o][j]·x[r][j], the rows of x and W padded
+// with zeros to in4 bytes (a multiple of 4), four products a step; int32 sums are exact by the
+// model's bound, so any order gives the CPU's value. A hidden layer writes
+// max(0, clamp(⌊(acc·M + 2^(s−1)) / 2^s⌋, −128, 127)) (int64, arithmetic shift) to y (rows ×
+// out4, padding left zero); the last layer writes acc to logits (rows × out).
+extern "C" __global__ void mlp_layer(const i8* __restrict__ x, u32 in4, const i8* __restrict__ w,
+                                     const int* __restrict__ bias, const int* __restrict__ mult,
+                                     const int* __restrict__ shift, u32 rows, u32 out, u32 out4,
+                                     int hidden, i8* __restrict__ y, int* __restrict__ logits) {
+    u64 total = (u64)rows * out;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x) {
+        u32 r = (u32)(i / out), o = (u32)(i % out);
+        const int* xr = (const int*)(x + (u64)r * in4);
+        const int* wo = (const int*)(w + (u64)o * in4);
+        int acc = bias[o];
+        for (u32 j = 0; j < in4 / 4; j++) acc = dot4(xr[j], wo[j], acc);
+        if (hidden) {
+            int s = shift[o];
+            long long v = ((long long)acc * mult[o] + (1LL << (s - 1))) >> s;
+            v = v < 0 ? 0 : (v > 127 ? 127 : v);
+            y[(u64)r * out4 + o] = (i8)v;
+        } else {
+            logits[(u64)r * out + o] = acc;
+        }
+    }
+}

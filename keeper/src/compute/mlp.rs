@@ -263,6 +263,38 @@ pub fn synthetic_work() -> u64 {
     synthetic().work_per_row()
 }
 
+/// Holds the synthetic model and a `rows`-row batch under `manifest` and returns the `Mlp`
+/// job on them (8 rows a tile): the GPU self-test's job.
+pub fn hold_synthetic(
+    rows: usize,
+    manifest: compute_market_protocol::hash::Digest,
+) -> compute_market_protocol::job::JobSpec {
+    let model = synthetic();
+    let job = compute_market_protocol::job::JobSpec::mlp(
+        rows as u32,
+        64,
+        10,
+        model.work_per_row(),
+        8,
+        manifest,
+    );
+    let batch = Batch {
+        rows,
+        features: 64,
+        x: (0..rows * 64)
+            .map(|i| (compute_market_protocol::job::splitmix64(i as u64) % 255) as i8)
+            .collect(),
+    };
+    super::inputs::hold_mlp(
+        manifest,
+        super::inputs::MlpInputs {
+            model: std::sync::Arc::new(model),
+            batch: std::sync::Arc::new(batch),
+        },
+    );
+    job
+}
+
 /// Runs `rows` rows through the synthetic model (for a speed figure).
 pub fn synthetic_run(rows: usize) -> Vec<u8> {
     let m = synthetic();

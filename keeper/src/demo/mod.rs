@@ -60,6 +60,10 @@ pub struct DemoConfig {
     /// Also post the digits model over the 450 held-out digits (an `Mlp` task on the
     /// client's data; the report says how well the market's verified result classifies them).
     pub digits: bool,
+    /// Also post the MiniLM encoder over the 60 held-out texts (an `Encoder` task on the
+    /// client's data; the report gives the verified embeddings' cosine to the fp32 model's).
+    /// Needs the model made by `scripts/minilm-model`.
+    pub sentences: bool,
 }
 
 impl Default for DemoConfig {
@@ -77,6 +81,7 @@ impl Default for DemoConfig {
                 reveal: 20,
             },
             digits: false,
+            sentences: false,
         }
     }
 }
@@ -140,6 +145,8 @@ pub struct Scenario {
     pub backend: Arc<dyn Backend>,
     /// The digits task and the held-out labels, when posted.
     pub digits: Option<(Pubkey, Vec<u8>)>,
+    /// The sentences task and the fp32 model's embeddings of its texts, when posted.
+    pub sentences: Option<(Pubkey, Vec<f32>)>,
     /// Each task's result root, once submitted.
     pub roots: HashMap<Pubkey, compute_market_protocol::hash::Digest>,
 }
@@ -236,6 +243,7 @@ impl Scenario {
             store: store.clone(),
             backend: backend.clone(),
             digits: None,
+            sentences: None,
             roots: HashMap::new(),
         };
         let onboard = |name: &str, roles: u8| s.onboard(name, roles);
@@ -323,6 +331,47 @@ impl Scenario {
             let key = post(args)?;
             tasks.push((key, job, reward));
             s.digits = Some((key, labels));
+        }
+        if cfg.sentences {
+            // likewise the MiniLM encoder over the held-out texts
+            use crate::compute::encoder;
+            use compute_market_protocol::manifest::{Manifest, Part, Role};
+            let model_bytes = encoder::minilm_bytes()?;
+            let model = encoder::parse_model(&model_bytes)?;
+            let (texts, fp32) = encoder::minilm_heldout()?;
+            let lines = encoder::parse_texts(&texts, texts.split(|&b| b == b'\n').count())?;
+            let ids = encoder::tokenize(&model, &lines, model.encoder.positions())?;
+            let longest = ids.iter().map(Vec::len).max().unwrap_or(1) as u32;
+            let manifest = Manifest::new(vec![
+                Part::new(Role::Model, &model_bytes),
+                Part::new(Role::Texts, &texts),
+            ]);
+            let encoded = manifest.encode();
+            for (hash, bytes) in [
+                (manifest.parts[0].hash, &model_bytes[..]),
+                (manifest.parts[1].hash, &texts[..]),
+                (manifest.hash(), &encoded[..]),
+            ] {
+                store
+                    .content
+                    .put(&hash, bytes, false)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+            }
+            let e = &model.encoder;
+            let job = JobSpec::encoder(
+                lines.len() as u32,
+                longest,
+                e.hidden as u32,
+                e.work_per_token(),
+                crate::clientdata::ENCODER_ROWS_PER_TILE,
+                manifest.hash(),
+            );
+            let (id, reward) = (cfg.tasks as u64 + 1, 1_000_000 + job.work() / 16);
+            let mut args = PostTaskArgs::new(id, &job, reward);
+            args.input_uri = "http://sentences.demo.invalid".into();
+            let key = post(args)?;
+            tasks.push((key, job, reward));
+            s.sentences = Some((key, fp32));
         }
         s.providers = providers;
         s.verifiers = verifiers;

@@ -71,5 +71,17 @@ pub fn render(r: &DemoReport) -> String {
             ),
         };
     }
+    if let Some(d) = &r.sentences {
+        s += &match d.cosine {
+            Some((mean, min)) => format!(
+                "sentences (an Encoder task on the client's data, MiniLM over {} held-out texts): {}, the market's verified embeddings have cosine {mean:.4} mean, {min:.4} least to the fp32 model's\n",
+                d.texts, d.outcome
+            ),
+            None => format!(
+                "sentences (an Encoder task on the client's data, {} held-out texts): {}, no verified embeddings\n",
+                d.texts, d.outcome
+            ),
+        };
+    }
     s
 }

@@ -100,6 +100,19 @@ pub struct DemoReport {
     pub model: Model,
     /// The digits task, when posted.
     pub digits: Option<DigitsRow>,
+    /// The sentences task, when posted.
+    pub sentences: Option<SentencesRow>,
+}
+
+/// How near the market's verified embeddings of the held-out texts are to the fp32 model's.
+#[derive(Clone, Debug, Serialize)]
+pub struct SentencesRow {
+    /// The task's outcome.
+    pub outcome: String,
+    /// Texts embedded.
+    pub texts: usize,
+    /// Mean and least cosine to the fp32 embeddings, from the Accepted result (none otherwise).
+    pub cosine: Option<(f64, f64)>,
 }
 
 /// How the market's verified result classified the held-out digits.
@@ -288,7 +301,7 @@ impl Scenario {
             .map(|r| r.seconds)
             .sum();
         let mut by_kind: HashMap<String, f64> = HashMap::new();
-        for kind in ["MatMulModP", "HashBatch", "Mlp"] {
+        for kind in ["MatMulModP", "HashBatch", "Mlp", "Encoder"] {
             let of_kind = |t: &Pubkey| {
                 self.tasks
                     .iter()
@@ -376,7 +389,41 @@ impl Scenario {
                 })
             }
         };
+        let sentences = self.sentences.as_ref().map(|(key, fp32)| {
+            let outcome = self
+                .tasks
+                .iter()
+                .position(|(k, _, _)| k == key)
+                .and_then(|i| rows.get(i))
+                .map_or("not closed".to_string(), |r| r.outcome.clone());
+            let h = self
+                .tasks
+                .iter()
+                .find(|(k, _, _)| k == key)
+                .map_or(1, |(_, job, _)| job.dims[2] as usize);
+            let texts = fp32.len() / h.max(1);
+            let cosine = (outcome == "Accepted")
+                .then(|| self.roots.get(key).and_then(|root| self.store.entry(root)))
+                .flatten()
+                .and_then(|e| e.tiles().ok())
+                .map(|tiles| {
+                    let all = tiles.concat();
+                    let cos: Vec<f64> = all
+                        .chunks_exact(2 * h)
+                        .zip(fp32.chunks_exact(h))
+                        .map(|(e, f)| crate::compute::encoder::cosine(e, f))
+                        .collect();
+                    let mean = cos.iter().sum::<f64>() / cos.len().max(1) as f64;
+                    (mean, cos.iter().cloned().fold(1.0, f64::min))
+                });
+            SentencesRow {
+                outcome,
+                texts,
+                cosine,
+            }
+        });
         Ok(DemoReport {
+            sentences,
             digits,
             tasks: rows,
             nodes,

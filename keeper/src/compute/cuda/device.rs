@@ -55,6 +55,7 @@ pub(crate) struct Kernels {
     pub(crate) byte_planes: CudaFunction,
     pub(crate) gen_rows_dot: CudaFunction,
     pub(crate) hash_batch: CudaFunction,
+    pub(crate) mlp_layer: CudaFunction,
     pub(crate) _module: Arc<CudaModule>,
 }
 
@@ -152,6 +153,7 @@ impl Device {
             byte_planes: f("byte_planes")?,
             gen_rows_dot: f("gen_rows_dot")?,
             hash_batch: f("hash_batch")?,
+            mlp_layer: f("mlp_layer")?,
             _module: module.clone(),
         };
         use cudarc::driver::sys::CUdevice_attribute as A;
@@ -451,6 +453,83 @@ impl Device {
             }
         }
         Ok(best)
+    }
+
+    /// The logits of `rows` rows `x` (row-major, `features` int8 each) through `model`, one
+    /// launch of `mlp_layer` per layer (dp4a), rows × classes. The rows and weights go to the
+    /// device padded with zeros to a multiple of 4 bytes; activations stay on it.
+    pub(crate) fn mlp_logits(
+        &self,
+        model: &compute_market_protocol::infer::Mlp,
+        x: &[i8],
+        rows: usize,
+    ) -> Result<Vec<i32>> {
+        let _g = self.lock.lock().expect("device lock");
+        let pad = |n: usize| n.div_ceil(4) * 4;
+        let padded = |src: &[i8], n: usize, width: usize| -> Vec<i8> {
+            let w4 = pad(width);
+            let mut out = vec![0i8; n * w4];
+            for (r, row) in src.chunks_exact(width).enumerate() {
+                out[r * w4..r * w4 + width].copy_from_slice(row);
+            }
+            out
+        };
+        let first = model
+            .layers
+            .first()
+            .ok_or_else(|| anyhow::anyhow!("a model has layers"))?;
+        let mut act = de(
+            self.stream.clone_htod(&padded(x, rows, first.inp)),
+            "copy rows",
+        )?;
+        let last = model.layers.len() - 1;
+        for (i, l) in model.layers.iter().enumerate() {
+            let (in4, out4) = (pad(l.inp) as u32, pad(l.out) as u32);
+            let w = de(
+                self.stream.clone_htod(&padded(&l.weight, l.out, l.inp)),
+                "copy weights",
+            )?;
+            let bias = de(self.stream.clone_htod(&l.bias), "copy biases")?;
+            let (m, sh) = l
+                .requant
+                .clone()
+                .unwrap_or((vec![1; l.out], vec![1; l.out]));
+            let m = de(self.stream.clone_htod(&m), "copy multipliers")?;
+            let sh = de(self.stream.clone_htod(&sh), "copy shifts")?;
+            let hidden = i32::from(i != last);
+            let mut y = de(
+                self.stream
+                    .alloc_zeros::<i8>(if i != last { rows * out4 as usize } else { 4 }),
+                "alloc activations",
+            )?;
+            let mut logits = de(
+                self.stream
+                    .alloc_zeros::<i32>(if i == last { rows * l.out } else { 1 }),
+                "alloc logits",
+            )?;
+            let (rows32, out32) = (rows as u32, l.out as u32);
+            let mut b = self.stream.launch_builder(&self.k.mlp_layer);
+            b.arg(&act)
+                .arg(&in4)
+                .arg(&w)
+                .arg(&bias)
+                .arg(&m)
+                .arg(&sh)
+                .arg(&rows32)
+                .arg(&out32)
+                .arg(&out4)
+                .arg(&hidden)
+                .arg(&mut y)
+                .arg(&mut logits);
+            // SAFETY: arguments match the kernel; x holds rows × in4 bytes, w out × in4, the
+            // vectors `out` values, y rows × out4 bytes (hidden) and logits rows × out (last)
+            de(unsafe { b.launch(grid_stride(rows * l.out)) }, "mlp_layer")?;
+            if i == last {
+                return de(self.stream.clone_dtoh(&logits), "copy logits");
+            }
+            act = y;
+        }
+        unreachable!("the last layer returns")
     }
 
     /// Tiles `tiles` (a contiguous range) of a `HashBatch` job.

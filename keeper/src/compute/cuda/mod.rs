@@ -80,6 +80,9 @@ pub struct CudaBackend {
     pub fallbacks: Vec<(usize, String)>,
     /// Seconds spent opening the devices (compile or cache load, self-test).
     pub startup_s: f64,
+    /// Whether `Mlp` jobs run on the first GPU (its dp4a kernel passed the self-test); else
+    /// why not, and they run on the CPU path.
+    pub mlp_on_gpu: Result<(), String>,
 }
 
 pub(crate) static SHARED: OnceLock<Result<Arc<CudaBackend>, String>> = OnceLock::new();
@@ -116,6 +119,7 @@ impl CudaBackend {
                 disabled: vec![],
                 fallbacks: vec![],
                 startup_s: 0.0,
+                mlp_on_gpu: Err("not tested".into()),
             };
             // the preferred MatMulModP kernel first, the next when one fails; a failure that
             // is not the kernel's (HashBatch, Freivalds) fails every one and disables the device
@@ -152,12 +156,21 @@ impl CudaBackend {
             !devices.is_empty(),
             "no GPU passed its self-test: {disabled:?}"
         );
-        Ok(CudaBackend {
+        let mut backend = CudaBackend {
             devices,
             disabled,
             fallbacks,
-            startup_s: start.elapsed().as_secs_f64(),
-        })
+            startup_s: 0.0,
+            mlp_on_gpu: Ok(()),
+        };
+        // the integer MLP on the GPU only when its kernel agrees with the CPU bit for bit;
+        // otherwise on the CPU path (the device stays in use for the other kinds)
+        backend.mlp_on_gpu = mlp_self_test(&backend).map_err(|e| format!("{e:#}"));
+        if let Err(why) = &backend.mlp_on_gpu {
+            tracing::warn!(error = %why, "the Mlp GPU kernel is not used: its results differ from the CPU's");
+        }
+        backend.startup_s = start.elapsed().as_secs_f64();
+        Ok(backend)
     }
 
     /// The `MatMulModP` kernels every device in use can run.
@@ -223,6 +236,53 @@ impl CudaBackend {
     }
 }
 
+impl CudaBackend {
+    /// Tiles `indices` of an `Mlp` job: their rows gathered into one batch for the first GPU,
+    /// the logits laid out as the CPU path lays them out (classes chosen on the host).
+    fn mlp_tiles(&self, job: &JobSpec, indices: &[u32]) -> Result<Vec<Vec<u8>>> {
+        use compute_market_protocol::infer::{class_of, row_len};
+        let inputs = crate::compute::inputs::mlp(job)?;
+        let (per, f, classes) = (
+            usize::from(job.rows_per_tile),
+            job.dims[1] as usize,
+            job.dims[2] as usize,
+        );
+        let total = inputs.batch.rows;
+        let spans: Vec<std::ops::Range<usize>> = indices
+            .iter()
+            .map(|&i| (i as usize * per).min(total)..((i as usize + 1) * per).min(total))
+            .collect();
+        let x: Vec<i8> = spans
+            .iter()
+            .flat_map(|r| &inputs.batch.x[r.start * f..r.end * f])
+            .copied()
+            .collect();
+        let n: usize = spans.iter().map(|r| r.len()).sum();
+        let logits = if n == 0 {
+            vec![]
+        } else {
+            self.devices[0].mlp_logits(&inputs.model, &x, n)?
+        };
+        let len = row_len(classes);
+        let mut at = 0;
+        Ok(spans
+            .iter()
+            .map(|r| {
+                let mut tile = vec![0u8; per * len];
+                for (k, row) in tile.chunks_exact_mut(len).take(r.len()).enumerate() {
+                    let l = &logits[(at + k) * classes..(at + k + 1) * classes];
+                    for (o, v) in l.iter().enumerate() {
+                        row[4 * o..4 * o + 4].copy_from_slice(&v.to_le_bytes());
+                    }
+                    row[4 * classes..].copy_from_slice(&class_of(l).to_le_bytes());
+                }
+                at += r.len();
+                tile
+            })
+            .collect())
+    }
+}
+
 impl Backend for CudaBackend {
     fn name(&self) -> String {
         let ids: Vec<String> = self.devices.iter().map(|d| d.ordinal.to_string()).collect();
@@ -246,8 +306,9 @@ impl Backend for CudaBackend {
         let (_, grid_cols) = job.tile_grid();
         let mut done = HashMap::new();
         match job.kind {
-            // integer inference runs on the CPU path here (the same bytes by construction);
-            // GPU kernels for it are not written yet
+            JobKind::Mlp if self.mlp_on_gpu.is_ok() => return self.mlp_tiles(job, indices),
+            // the encoder (and the MLP when its kernel failed the self-test) runs on the CPU
+            // path here: the same bytes by construction
             JobKind::Mlp | JobKind::Encoder => {
                 return crate::compute::cpu::CpuBackend.tiles(job, indices)
             }

@@ -50,3 +50,21 @@ pub fn self_test(backend: &dyn Backend) -> Result<()> {
     }
     Ok(())
 }
+
+/// The integer MLP on the GPU against the CPU path, bit for bit: the synthetic 64-256-256-10
+/// model over 37 rows (not a multiple of the 8-row tile), every tile and scattered ones.
+pub fn mlp_self_test(backend: &CudaBackend) -> Result<()> {
+    let job = crate::compute::mlp::hold_synthetic(37, hashv(&[b"cuda mlp self-test"]));
+    let t = job.tile_count();
+    for indices in [(0..t).collect::<Vec<u32>>(), vec![t - 1, t / 2, 0]] {
+        let got = backend.mlp_tiles(&job, &indices)?;
+        let want = CpuBackend.tiles(&job, &indices)?;
+        if let Some(i) = (0..want.len()).find(|&i| got.get(i) != Some(&want[i])) {
+            bail!(
+                "Mlp tiles {indices:?}: tile {} differs from the CPU",
+                indices[i]
+            );
+        }
+    }
+    Ok(())
+}

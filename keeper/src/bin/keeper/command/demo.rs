@@ -24,6 +24,10 @@ pub struct DemoArgs {
     /// Leave out the digits task (the digits model over the 450 held-out digits).
     #[arg(long)]
     no_digits: bool,
+    /// Leave out the sentences task (the MiniLM encoder over the 60 held-out texts; it needs
+    /// the model scripts/minilm-model makes).
+    #[arg(long)]
+    no_sentences: bool,
 }
 
 impl DemoArgs {
@@ -38,6 +42,7 @@ impl DemoArgs {
             tasks: self.tasks,
             corrupt_fraction: self.corrupt_fraction,
             digits: !self.no_digits,
+            sentences: !self.no_sentences,
             ..Default::default()
         };
         let backend = select(self.backend)?;

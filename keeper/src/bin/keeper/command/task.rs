@@ -49,9 +49,10 @@ pub enum TaskCmd {
         /// refused) [default: the longest text's, the tightest price].
         #[arg(long, requires = "texts")]
         max_tokens: Option<u32>,
-        /// Rows (Mlp) or texts (Encoder) per output tile (1 to 64): a verifier recomputes k tiles.
-        #[arg(long, default_value_t = clientdata::MLP_ROWS_PER_TILE, requires = "model")]
-        rows_per_tile: u8,
+        /// Rows (Mlp) or texts (Encoder) per output tile (1 to 64): a verifier recomputes k
+        /// tiles [default: 8 rows, 2 texts].
+        #[arg(long, requires = "model")]
+        rows_per_tile: Option<u8>,
         /// The content store the inputs are uploaded to and fetched from
         /// (`http(s)://host:port`, e.g. a `keeper serve`); the task's input URI.
         #[arg(long)]
@@ -165,9 +166,18 @@ impl TaskCmd {
                         "--input and --model need --store URL: the content store the inputs are uploaded to (keeper serve)",
                     )?;
                     let prepared = match (&model, &batch, &texts) {
-                        (Some(m), Some(b), _) => clientdata::prepare_mlp(m, b, rows_per_tile)?,
+                        (Some(m), Some(b), _) => clientdata::prepare_mlp(
+                            m,
+                            b,
+                            rows_per_tile.unwrap_or(clientdata::MLP_ROWS_PER_TILE),
+                        )?,
                         (Some(m), None, Some(t)) => {
-                            clientdata::prepare_encoder(m, t, rows_per_tile, max_tokens)?
+                            clientdata::prepare_encoder(
+                                m,
+                                t,
+                                rows_per_tile.unwrap_or(clientdata::ENCODER_ROWS_PER_TILE),
+                                max_tokens,
+                            )?
                         }
                         (Some(_), None, None) => bail!(
                             "--model needs --batch (an Mlp over rows) or --texts (an Encoder over texts)"
