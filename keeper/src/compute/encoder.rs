@@ -42,156 +42,55 @@ impl std::fmt::Debug for Model {
 /// `I8` with `.m`/`.s` `I32` per channel, `emb.ln.{g,b,s}`), and blocks `l0 …` (PROTOCOL §5);
 /// nothing else.
 pub fn parse_model(bytes: &[u8]) -> Result<Model> {
-    let mut t = tensors(bytes, "the model")?;
-    let mut take = |name: &str, dtype: Dtype| -> Result<(Vec<usize>, &[u8])> {
-        let (d, shape, data) = t
-            .remove(name)
-            .ok_or_else(|| anyhow!("the model has no tensor {name:?}"))?;
-        ensure!(
-            d == dtype,
-            "the model's {name} is {d:?}, it must be {dtype:?}"
-        );
-        Ok((shape, data))
-    };
-    let (_, heads) = take("heads", Dtype::I32)?;
-    let heads = *i32s(heads)
-        .first()
-        .ok_or_else(|| anyhow!("the model's heads is empty"))?;
-    let (wshape, word) = take("emb.word", Dtype::I8)?;
+    let mut t = Tensors(tensors(bytes, "the model")?);
+    let heads = t.scalar("heads")?;
+    let (wshape, word) = t.take("emb.word", Dtype::I8)?;
     let [_, hidden] = wshape[..] else {
         bail!("the model's emb.word has shape {wshape:?}, it must be [vocab, hidden]");
     };
-    let mut enc = Encoder {
-        hidden,
-        heads: usize::try_from(heads).unwrap_or(0),
-        word: i8s(word),
-        ..Default::default()
-    };
-    let mut vector = |name: &str, dtype: Dtype| -> Result<Vec<i32>> {
-        let (shape, data) = take(name, dtype)?;
-        ensure!(
-            shape.len() == 1,
-            "the model's {name} has shape {shape:?}, it must be a vector"
-        );
-        Ok(match dtype {
-            Dtype::I8 => i8s(data).into_iter().map(i32::from).collect(),
-            _ => i32s(data),
-        })
-    };
-    enc.word_rq = Requant {
-        m: vector("emb.word.m", Dtype::I32)?,
-        s: vector("emb.word.s", Dtype::I32)?,
-    };
-    enc.pos_rq = Requant {
-        m: vector("emb.pos.m", Dtype::I32)?,
-        s: vector("emb.pos.s", Dtype::I32)?,
-    };
-    enc.ln = norm(&mut vector, "emb.ln")?;
-    enc.exp = vector("exp", Dtype::I32)?;
-    drop(vector);
-    let (pshape, pos) = take("emb.pos", Dtype::I8)?;
+    let (pshape, pos) = t.take("emb.pos", Dtype::I8)?;
     ensure!(
         pshape.len() == 2 && pshape[1] == hidden,
         "the model's emb.pos has shape {pshape:?}, it must be [positions, {hidden}]"
     );
-    enc.pos = i8s(pos);
-    let (_, vocab) = take("vocab", Dtype::U8)?;
+    let (_, vocab) = t.take("vocab", Dtype::U8)?;
     let vocab = std::str::from_utf8(vocab)
         .context("the model's vocab is not UTF-8")?
         .to_owned();
+    let mut enc = Encoder {
+        hidden,
+        heads: usize::try_from(heads).unwrap_or(0),
+        word: i8s(word),
+        pos: i8s(pos),
+        word_rq: t.requant("emb.word")?,
+        pos_rq: t.requant("emb.pos")?,
+        ln: t.norm("emb.ln")?,
+        exp: t.vector("exp")?,
+        blocks: vec![],
+    };
     let mut i = 0;
-    while i < MAX_BLOCKS && t.contains_key(&format!("l{i}.q.w")) {
-        let mut get = |field: &str, dtype: Dtype| -> Result<(Vec<usize>, &[u8])> {
-            let name = format!("l{i}.{field}");
-            let (d, shape, data) = t
-                .remove(&name)
-                .ok_or_else(|| anyhow!("the model has no tensor {name:?}"))?;
-            ensure!(
-                d == dtype,
-                "the model's {name} is {d:?}, it must be {dtype:?}"
-            );
-            Ok((shape, data))
-        };
-        let mut vec = |f: &str| -> Result<Vec<i32>> {
-            let (shape, data) = get(f, Dtype::I32)?;
-            ensure!(
-                shape.len() == 1,
-                "the model's l{i}.{f} has shape {shape:?}, it must be a vector"
-            );
-            Ok(i32s(data))
-        };
-        let rq = |vec: &mut dyn FnMut(&str) -> Result<Vec<i32>>, p: &str| -> Result<Requant> {
-            Ok(Requant {
-                m: vec(&format!("{p}.m"))?,
-                s: vec(&format!("{p}.s"))?,
-            })
-        };
-        let ctx = rq(&mut vec, "ctx")?;
-        let res1 = rq(&mut vec, "res1")?;
-        let res2 = rq(&mut vec, "res2")?;
-        let att = (
-            first(&vec("att.m")?, i, "att.m")?,
-            first(&vec("att.s")?, i, "att.s")?,
-        );
-        let ln1 = norm(
-            &mut |n: &str, _| vec(n.trim_start_matches(&format!("l{i}."))),
-            &format!("l{i}.ln1"),
-        )?;
-        let ln2 = norm(
-            &mut |n: &str, _| vec(n.trim_start_matches(&format!("l{i}."))),
-            &format!("l{i}.ln2"),
-        )?;
-        let mut dense = |p: &str| -> Result<Dense> {
-            let (shape, w) = get(&format!("{p}.w"), Dtype::I8)?;
-            let [out, inp] = shape[..] else {
-                bail!("the model's l{i}.{p}.w has shape {shape:?}, it must be [out, in]");
-            };
-            let mut vec = |f: &str| -> Result<Vec<i32>> {
-                let (shape, data) = get(&format!("{p}.{f}"), Dtype::I32)?;
-                ensure!(
-                    shape.len() == 1,
-                    "the model's l{i}.{p}.{f} has shape {shape:?}, it must be a vector"
-                );
-                Ok(i32s(data))
-            };
-            Ok(Dense {
-                inp,
-                out,
-                weight: i8s(w),
-                bias: vec("b")?,
-                rq: Requant {
-                    m: vec("m")?,
-                    s: vec("s")?,
-                },
-            })
-        };
-        let (q, k, v, o, f1, f2) = (
-            dense("q")?,
-            dense("k")?,
-            dense("v")?,
-            dense("o")?,
-            dense("f1")?,
-            dense("f2")?,
-        );
-        let (_, gelu) = get("gelu", Dtype::I8)?;
+    while i < MAX_BLOCKS && t.0.contains_key(&format!("l{i}.q.w")) {
+        let p = |f: &str| format!("l{i}.{f}");
+        let (_, gelu) = t.take(&p("gelu"), Dtype::I8)?;
+        let gelu = i8s(gelu);
         enc.blocks.push(Block {
-            q,
-            k,
-            v,
-            att,
-            ctx,
-            o,
-            res1,
-            ln1,
-            f1,
-            gelu: i8s(gelu),
-            f2,
-            res2,
-            ln2,
+            q: t.dense(&p("q"))?,
+            k: t.dense(&p("k"))?,
+            v: t.dense(&p("v"))?,
+            att: (t.scalar(&p("att.m"))?, t.scalar(&p("att.s"))?),
+            ctx: t.requant(&p("ctx"))?,
+            o: t.dense(&p("o"))?,
+            res1: t.requant(&p("res1"))?,
+            ln1: t.norm(&p("ln1"))?,
+            f1: t.dense(&p("f1"))?,
+            gelu,
+            f2: t.dense(&p("f2"))?,
+            res2: t.requant(&p("res2"))?,
+            ln2: t.norm(&p("ln2"))?,
         });
         i += 1;
     }
-    if let Some(extra) = t.keys().min() {
+    if let Some(extra) = t.0.keys().min() {
         bail!("the model holds a tensor it may not: {extra:?} (blocks are l0 … l{i}, at most {MAX_BLOCKS})");
     }
     enc.check()
@@ -203,25 +102,72 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model> {
     })
 }
 
-fn first(v: &[i32], block: usize, name: &str) -> Result<i32> {
-    ensure!(
-        v.len() == 1,
-        "the model's l{block}.{name} holds {} values, it must hold 1",
-        v.len()
-    );
-    Ok(v[0])
-}
+/// A model file's tensors by name, each taken once (what is left over is refused).
+struct Tensors<'a>(std::collections::HashMap<String, (Dtype, Vec<usize>, &'a [u8])>);
 
-fn norm(vector: &mut dyn FnMut(&str, Dtype) -> Result<Vec<i32>>, p: &str) -> Result<Norm> {
-    let g = vector(&format!("{p}.g"), Dtype::I32)?;
-    let b = vector(&format!("{p}.b"), Dtype::I32)?;
-    let s = vector(&format!("{p}.s"), Dtype::I32)?;
-    ensure!(
-        s.len() == 1,
-        "the model's {p}.s holds {} values, it must hold 1",
-        s.len()
-    );
-    Ok(Norm { g, b, shift: s[0] })
+impl<'a> Tensors<'a> {
+    /// The tensor `name` of `dtype`: its shape and bytes.
+    fn take(&mut self, name: &str, dtype: Dtype) -> Result<(Vec<usize>, &'a [u8])> {
+        let (d, shape, data) = self
+            .0
+            .remove(name)
+            .ok_or_else(|| anyhow!("the model has no tensor {name:?}"))?;
+        ensure!(
+            d == dtype,
+            "the model's {name} is {d:?}, it must be {dtype:?}"
+        );
+        Ok((shape, data))
+    }
+
+    /// An `I32` vector.
+    fn vector(&mut self, name: &str) -> Result<Vec<i32>> {
+        let (shape, data) = self.take(name, Dtype::I32)?;
+        ensure!(
+            shape.len() == 1,
+            "the model's {name} has shape {shape:?}, it must be a vector"
+        );
+        Ok(i32s(data))
+    }
+
+    /// An `I32` [1].
+    fn scalar(&mut self, name: &str) -> Result<i32> {
+        let v = self.vector(name)?;
+        ensure!(
+            v.len() == 1,
+            "the model's {name} holds {} values, it must hold 1",
+            v.len()
+        );
+        Ok(v[0])
+    }
+
+    fn requant(&mut self, p: &str) -> Result<Requant> {
+        Ok(Requant {
+            m: self.vector(&format!("{p}.m"))?,
+            s: self.vector(&format!("{p}.s"))?,
+        })
+    }
+
+    fn norm(&mut self, p: &str) -> Result<Norm> {
+        Ok(Norm {
+            g: self.vector(&format!("{p}.g"))?,
+            b: self.vector(&format!("{p}.b"))?,
+            shift: self.scalar(&format!("{p}.s"))?,
+        })
+    }
+
+    fn dense(&mut self, p: &str) -> Result<Dense> {
+        let (shape, w) = self.take(&format!("{p}.w"), Dtype::I8)?;
+        let [out, inp] = shape[..] else {
+            bail!("the model's {p}.w has shape {shape:?}, it must be [out, in]");
+        };
+        Ok(Dense {
+            inp,
+            out,
+            weight: i8s(w),
+            bias: self.vector(&format!("{p}.b"))?,
+            rq: self.requant(p)?,
+        })
+    }
 }
 
 fn i8s(b: &[u8]) -> Vec<i8> {
