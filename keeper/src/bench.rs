@@ -177,6 +177,8 @@ pub struct BenchReport {
     pub claim_n: usize,
     /// Outputs fetched with and without compression.
     pub transfer: Vec<TransferRow>,
+    /// Rows not measured, with why (the MiniLM model not made on this machine).
+    pub skipped: Vec<String>,
 }
 
 /// One client input part fetched from a content store over loopback HTTP, hashed and parsed
@@ -957,12 +959,23 @@ pub fn run(backends: &[std::sync::Arc<dyn Backend>], sizes: &[u32]) -> Result<Be
             reference.get_or_insert(out);
         }
     }
-    let mut reference: Option<Vec<Vec<u8>>> = None;
-    for b in backends {
-        tracing::info!(texts = 1024, backend = b.name(), "Encoder");
-        let (row, out) = encoder(b.as_ref(), 1024, reference.as_deref())?;
-        jobs.push(row);
-        reference.get_or_insert(out);
+    let mut skipped = vec![];
+    let minilm = crate::compute::encoder::minilm_path();
+    if minilm.exists() {
+        let mut reference: Option<Vec<Vec<u8>>> = None;
+        for b in backends {
+            tracing::info!(texts = 1024, backend = b.name(), "Encoder");
+            let (row, out) = encoder(b.as_ref(), 1024, reference.as_deref())?;
+            jobs.push(row);
+            reference.get_or_insert(out);
+        }
+    } else {
+        let why = format!(
+            "Encoder (MiniLM): no model at {} (scripts/minilm-model makes it)",
+            minilm.display()
+        );
+        tracing::warn!("{why}");
+        skipped.push(why);
     }
     let mut reference: Option<Vec<Vec<u8>>> = None;
     for b in backends {
@@ -980,6 +993,7 @@ pub fn run(backends: &[std::sync::Arc<dyn Backend>], sizes: &[u32]) -> Result<Be
         claim_to_submit: claim_to_submit(backends[0].as_ref(), CLAIM_N)?,
         claim_n: CLAIM_N,
         transfer: transfer(1024)?,
+        skipped,
     })
 }
 
@@ -1060,6 +1074,9 @@ pub fn render(r: &BenchReport) -> String {
                 "rows"
             }
         );
+    }
+    for why in &r.skipped {
+        s += &format!("not measured: {why}\n");
     }
     s += &format!("CPU verifier kernels: {}\n", r.simd);
     for j in &r.jobs {

@@ -20,7 +20,8 @@ use crate::{
     },
 };
 
-/// The jobs whose outputs must equal the CPU's bit for bit.
+/// The jobs whose outputs must equal the CPU's bit for bit. The `Mlp` ones run the synthetic
+/// model, whose inputs this holds (under manifests of its own).
 pub fn identity_suite() -> Vec<JobSpec> {
     let mut jobs: Vec<JobSpec> = [
         (1, 1, 1),
@@ -41,6 +42,11 @@ pub fn identity_suite() -> Vec<JobSpec> {
             .enumerate()
             .map(|(i, (t, nn, it))| JobSpec::hash_batch(t, nn, it, [i as u8 + 50; 32])),
     );
+    for rows in [1, 37, 4099] {
+        let manifest =
+            compute_market_protocol::hash::hashv(&[b"gpu-check mlp", &(rows as u64).to_le_bytes()]);
+        jobs.push(crate::compute::mlp::hold_synthetic(rows, manifest));
+    }
     jobs
 }
 
@@ -152,7 +158,14 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
             if let Some(k) = kernel {
                 gpu.use_matmul_kernel(k)?;
             }
-            let on = kernel.map_or(String::new(), |k| format!(" on the {} kernel", k.name()));
+            let on = match (kernel, job.kind, &gpu.mlp_on_gpu) {
+                (Some(k), _, _) => format!(" on the {} kernel", k.name()),
+                (None, JobKind::Mlp, Ok(())) => " on the dp4a kernel".into(),
+                (None, JobKind::Mlp, Err(why)) => {
+                    format!(" on the CPU path (the dp4a kernel failed its self-test: {why})")
+                }
+                _ => String::new(),
+            };
             tracing::info!(kind = ?job.kind, dims = ?job.dims, "bit identity{on}");
             let tiles_equal = gpu.run(&job)? == want;
             let freivalds_equal = if job.kind == JobKind::MatMulModP && i == 0 {
