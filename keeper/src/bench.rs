@@ -722,7 +722,11 @@ pub fn encoder(
     use crate::compute::{encoder, inputs};
     let model = encoder::parse_model(&encoder::minilm_bytes()?)?;
     let (held, _) = encoder::minilm_heldout()?;
-    let lines = encoder::parse_texts(&held, held.split(|&b| b == b'\n').count())?;
+    let lines = encoder::parse_texts(
+        &held,
+        held.split(|&b| b == b'\n').count(),
+        model.encoder.positions(),
+    )?;
     let ids = encoder::tokenize(&model, &lines, model.encoder.positions())?;
     let ids: Vec<Vec<u32>> = ids.iter().cycle().take(texts as usize).cloned().collect();
     let longest = ids.iter().map(Vec::len).max().unwrap_or(1) as u32;
@@ -731,7 +735,7 @@ pub fn encoder(
         texts,
         longest,
         e.hidden as u32,
-        e.work_per_token(),
+        e.work_per_token(longest as usize),
         crate::clientdata::ENCODER_ROWS_PER_TILE,
         hashv(&[b"bench encoder", &texts.to_le_bytes()]),
     );

@@ -184,18 +184,33 @@ pub fn prepare_encoder(
     let s = std::str::from_utf8(&t)
         .map_err(|e| anyhow::anyhow!("{}: the texts are not UTF-8: {e}", texts.display()))?;
     let rows = s.strip_suffix('\n').unwrap_or(s).split('\n').count();
-    let lines = crate::compute::encoder::parse_texts(&t, rows)
+    let positions = enc.encoder.positions();
+    if let Some(m) = max_tokens {
+        ensure!(
+            (1..=positions as u32).contains(&m),
+            "--max-tokens {m}: the model takes 1 to {positions} tokens a text"
+        );
+    }
+    let limit = max_tokens.map_or(positions, |m| m as usize);
+    let lines = crate::compute::encoder::parse_texts(&t, rows, limit)
         .with_context(|| format!("{}", texts.display()))?;
-    let limit = max_tokens.map_or(enc.encoder.positions(), |m| m as usize);
     let ids = crate::compute::encoder::tokenize(&enc, &lines, limit)
         .with_context(|| format!("{}", texts.display()))?;
     let longest = ids.iter().map(Vec::len).max().unwrap_or(0) as u32;
     let max_tokens = max_tokens.unwrap_or(longest);
+    // the byte limit follows the token limit: checked again at the limit the job will carry,
+    // as providers will check it
+    crate::compute::encoder::parse_texts(&t, rows, max_tokens as usize).with_context(|| {
+        format!(
+            "{} (a larger --max-tokens allows longer texts)",
+            texts.display()
+        )
+    })?;
     let job = JobSpec::encoder(
         rows as u32,
         max_tokens,
         enc.encoder.hidden as u32,
-        enc.encoder.work_per_token(),
+        enc.encoder.work_per_token(max_tokens as usize),
         rows_per_tile,
         [0; 32],
     );

@@ -42,9 +42,15 @@ pub fn identity_suite() -> Vec<JobSpec> {
             .enumerate()
             .map(|(i, (t, nn, it))| JobSpec::hash_batch(t, nn, it, [i as u8 + 50; 32])),
     );
+    // under manifests nobody can name ahead (this process's id and clock); the caller
+    // releases them
+    let nonce = format!("{:?} {}", std::time::SystemTime::now(), std::process::id());
     for rows in [1, 37, 4099] {
-        let manifest =
-            compute_market_protocol::hash::hashv(&[b"gpu-check mlp", &(rows as u64).to_le_bytes()]);
+        let manifest = compute_market_protocol::hash::hashv(&[
+            b"gpu-check mlp",
+            nonce.as_bytes(),
+            &(rows as u64).to_le_bytes(),
+        ]);
         jobs.push(crate::compute::mlp::hold_synthetic(rows, manifest));
     }
     jobs
@@ -146,7 +152,8 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
     let preferred = chosen[0];
     let kernels = gpu.matmul_kernels();
     let mut identity = vec![];
-    for job in identity_suite() {
+    let suite = identity_suite();
+    for &job in &suite {
         let want = CpuBackend.run(&job)?;
         // MatMulModP on every kernel; the Freivalds products do not depend on it
         let on: Vec<Option<MatmulKernel>> = if job.kind == JobKind::MatMulModP {
@@ -186,6 +193,9 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
                 freivalds_equal,
             });
         }
+    }
+    for job in suite.iter().filter(|j| j.kind == JobKind::Mlp) {
+        crate::compute::inputs::release(&job.input);
     }
     let bit_identical = identity
         .iter()

@@ -58,7 +58,7 @@ fn cosine(a: &[f64], b: &[f64]) -> f64 {
 fn minilm_token_ids_match_the_reference_tokenizer_and_embeddings_match_numpy_and_fp32() {
     let model = parse_model(&minilm_bytes().unwrap()).unwrap();
     let h = heldout();
-    let texts = parse_texts(h.texts.as_bytes(), h.ids.len()).unwrap();
+    let texts = parse_texts(h.texts.as_bytes(), h.ids.len(), 256).unwrap();
     assert!(texts.len() >= 50, "at least 50 held-out texts");
     // token ids: the keeper's tokenizer (built from the model's vocabulary) against the
     // Python tokenizer's (the model's own tokenizer.json), on every text
@@ -255,11 +255,24 @@ fn bad_encoder_models_and_texts_are_refused_by_name() {
         e.contains("text 2 is 302 tokens long, over the limit of 128"),
         "{e}"
     );
-    let e = parse_texts(b"one\ntwo\n", 3).unwrap_err().to_string();
+    let e = parse_texts(b"one\ntwo\n", 3, 8).unwrap_err().to_string();
     assert!(
         e.contains("the texts part holds 2 texts, the job has 3 rows"),
         "{e}"
     );
-    let e = parse_texts(b"caf\xe9\n", 1).unwrap_err().to_string();
+    let e = parse_texts(b"caf\xe9\n", 1, 8).unwrap_err().to_string();
     assert!(e.contains("the texts are not UTF-8"), "{e}");
+    // a text longer than 16 bytes a token of the limit is refused before it is tokenized
+    let long = format!("short\n{}\n", "x".repeat(129));
+    let e = parse_texts(long.as_bytes(), 2, 8).unwrap_err().to_string();
+    assert!(
+        e.contains("text 2 is 129 bytes, over the limit of 128"),
+        "{e}"
+    );
+    assert!(parse_texts(format!("short\n{}\n", "x".repeat(128)).as_bytes(), 2, 8).is_ok());
+    // the tokenizer is defined on one Unicode version, this keeper's
+    assert_eq!(
+        char::UNICODE_VERSION,
+        compute_market_keeper::compute::encoder::UNICODE_VERSION
+    );
 }

@@ -434,3 +434,41 @@ fn a_provider_corrupting_five_percent_of_the_embeddings_is_rejected() {
     let (completed, slashed, ..) = texts_on_the_market(0.05, 64);
     assert_eq!((completed, slashed), (0, 1), "rejected and slashed");
 }
+
+#[test]
+fn the_gpu_self_tests_odd_model_is_valid_and_its_fast_path_equals_the_reference() {
+    use compute_market_keeper::compute::mlp::odd_synthetic;
+    let (model, batch) = odd_synthetic(37);
+    model.check(13, 10).unwrap();
+    let out = run_rows(&model, &batch, 0, 40);
+    let len = row_len(10);
+    let mut hidden_extremes = (false, false);
+    for r in 0..37 {
+        let x = &batch.x[r * 13..(r + 1) * 13];
+        let want = model.logits(x);
+        let got: Vec<i32> = out[r * len..r * len + 40]
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(got, want, "row {r}");
+        // the first hidden layer saturates at 127 and clamps to 0 somewhere (what a GPU kernel
+        // must reproduce)
+        let l = &model.layers[0];
+        for o in 0..l.out {
+            let acc = l.bias[o]
+                + (0..13)
+                    .map(|j| i32::from(l.weight[o * 13 + j]) * i32::from(x[j]))
+                    .sum::<i32>();
+            match l.activation(o, acc) {
+                127 => hidden_extremes.0 = true,
+                0 => hidden_extremes.1 = true,
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(hidden_extremes, (true, true), "outputs reach both clamps");
+    assert!(
+        out[37 * len..].iter().all(|&b| b == 0),
+        "rows past the batch are zero"
+    );
+}

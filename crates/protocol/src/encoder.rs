@@ -46,10 +46,11 @@ pub struct Requant {
 }
 
 impl Requant {
-    /// Channel `c` of `acc`, requantized and clamped to `lo ..= hi`. `|acc| < 2^32` keeps
+    /// Channel `c` of `acc`, requantized and clamped to `lo ..= hi`. `|acc| ≤ 2^31` keeps
     /// `acc · m + 2^61` inside int64 (every caller's bound, [`Encoder::check`]).
     #[inline]
     pub fn apply(&self, c: usize, acc: i64, lo: i64, hi: i64) -> i64 {
+        debug_assert!(acc.abs() <= 1 << 31, "the requantization's operand bound");
         let s = self.s[c];
         ((acc * i64::from(self.m[c]) + (1i64 << (s - 1))) >> s).clamp(lo, hi)
     }
@@ -264,10 +265,17 @@ impl Encoder {
         self.blocks.first().map_or(0, |b| b.f1.out)
     }
 
-    /// Multiply-adds one token costs in the GEMMs (the job's work per token).
-    pub fn work_per_token(&self) -> u64 {
-        let (h, f) = (self.hidden as u64, self.ffn() as u64);
-        self.blocks.len() as u64 * (4 * h * h + 2 * h * f)
+    /// Work units one token costs with texts of up to `limit` tokens (the job's work per
+    /// token, [`crate::job::encoder_work_per_token`]): the GEMMs, the attention at the limit
+    /// and the element-wise steps, so that no shape is priced far below what it costs.
+    pub fn work_per_token(&self, limit: usize) -> u64 {
+        crate::job::encoder_work_per_token(
+            self.blocks.len() as u64,
+            self.hidden as u64,
+            self.ffn() as u64,
+            self.heads as u64,
+            limit as u64,
+        )
     }
 
     /// Every bound, so that no step of [`embed`](Self::embed) can overflow for any ids below

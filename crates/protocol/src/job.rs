@@ -42,15 +42,26 @@ pub const MAX_ENCODER_ROWS: u32 = 65_536;
 /// Most tokens of one `Encoder` text (`[CLS]` and `[SEP]` included).
 pub const MAX_ENCODER_TOKENS: u32 = 512;
 /// Widest `Encoder` hidden state.
-pub const MAX_ENCODER_HIDDEN: u32 = 1_024;
+pub const MAX_ENCODER_HIDDEN: u32 = 512;
 /// Most `Encoder` blocks.
 pub const MAX_ENCODER_BLOCKS: u64 = 24;
 /// Widest `Encoder` feed-forward layer.
 pub const MAX_ENCODER_FFN: u64 = 4_096;
 /// Largest `Encoder` vocabulary.
 pub const MAX_ENCODER_VOCAB: u64 = 262_144;
-/// Bytes of UTF-8 an `Encoder` texts part may carry per token of its limit (N · L · 16 in all).
+/// Bytes of UTF-8 one `Encoder` text may have per token of the job's limit (16 · L a text).
 pub const ENCODER_TEXT_BYTES_PER_TOKEN: u64 = 16;
+/// Most bytes of an `Encoder` texts part (and at most 16 · N · L).
+pub const MAX_ENCODER_TEXTS_BYTES: u64 = 64 << 20;
+
+/// An `Encoder` job's work units per token (PROTOCOL §5, Encoder) for `blocks` blocks of width
+/// `h`, feed-forward `f` and `heads` heads, texts of up to `limit` tokens: per block the GEMMs'
+/// multiply-adds `4h² + 2hf`, the attention's at the limit weighted as scalar work `8·limit·h`,
+/// its per-score exp lookup and division `64·heads·limit`, and the element-wise steps
+/// `16·(6h + f)`.
+pub fn encoder_work_per_token(blocks: u64, h: u64, f: u64, heads: u64, limit: u64) -> u64 {
+    blocks * (4 * h * h + 2 * h * f + 8 * limit * h + 64 * heads * limit + 16 * (6 * h + f))
+}
 /// Most rows in one `Mlp` or `Encoder` tile.
 pub const MAX_ROWS_PER_TILE: u8 = 64;
 
@@ -267,11 +278,12 @@ impl JobSpec {
                     MAX_MLP_LAYERS * u64::from(MAX_MLP_WIDTH) * u64::from(MAX_MLP_WIDTH),
                 )
             } else {
-                // at least one block of width H (4H² + 2H·1), at most the widest blocks
-                let h = u64::from(dims[2]);
+                // at least one block of width H, F 1 and one head; at most the most blocks of
+                // the widest feed-forward and one head per channel
+                let (l, h) = (u64::from(dims[1]), u64::from(dims[2]));
                 (
-                    4 * h * h + 2 * h,
-                    MAX_ENCODER_BLOCKS * (4 * h * h + 2 * h * MAX_ENCODER_FFN),
+                    encoder_work_per_token(1, h, 1, 1, l),
+                    encoder_work_per_token(MAX_ENCODER_BLOCKS, h, MAX_ENCODER_FFN, h, l),
                 )
             };
             if !(1..=MAX_ROWS_PER_TILE).contains(&rows_per_tile)
@@ -521,8 +533,13 @@ mod tests {
 
     #[test]
     fn an_encoder_spec_carries_its_token_limit_width_and_work_per_token() {
-        // MiniLM: 6 blocks of 4·384² + 2·384·1536
-        let wpt = 6 * (4 * 384 * 384 + 2 * 384 * 1536);
+        // MiniLM (6 blocks, H 384, F 1536, 12 heads) at a limit of 32 tokens
+        let wpt = encoder_work_per_token(6, 384, 1536, 12, 32);
+        let gemm = 4 * 384 * 384 + 2 * 384 * 1536;
+        assert_eq!(
+            wpt,
+            6 * (gemm + 8 * 32 * 384 + 64 * 12 * 32 + 16 * (6 * 384 + 1536))
+        );
         let j = JobSpec::encoder(60, 32, 384, wpt, 8, [7; 32]);
         let b = j.encode();
         assert_eq!((b[1], b[3]), (4, 8));
@@ -542,15 +559,18 @@ mod tests {
             JobError::DimensionOutOfRange,
         );
         refused(
-            &|b| b[12..16].copy_from_slice(&1025u32.to_le_bytes()),
+            &|b| b[12..16].copy_from_slice(&513u32.to_le_bytes()),
             JobError::DimensionOutOfRange,
         );
         // less work a token than one block of this width can do, or more than the most blocks
         refused(
-            &|b| b[48..56].copy_from_slice(&(4 * 384 * 384u64).to_le_bytes()),
+            &|b| {
+                let least = encoder_work_per_token(1, 384, 1, 1, 32);
+                b[48..56].copy_from_slice(&(least - 1).to_le_bytes())
+            },
             JobError::DimensionOutOfRange,
         );
-        let most = MAX_ENCODER_BLOCKS * (4 * 384 * 384 + 2 * 384 * MAX_ENCODER_FFN);
+        let most = encoder_work_per_token(MAX_ENCODER_BLOCKS, 384, MAX_ENCODER_FFN, 384, 32);
         refused(
             &|b| b[48..56].copy_from_slice(&(most + 1).to_le_bytes()),
             JobError::DimensionOutOfRange,

@@ -312,11 +312,12 @@ pub fn part_bound(job: &JobSpec, role: Role) -> Option<u64> {
             file + job.work_per_row
                 + 12 * crate::job::MAX_MLP_LAYERS * u64::from(crate::job::MAX_MLP_WIDTH),
         ),
-        // UTF-8 at most 16 bytes per token of the limit, no header
+        // UTF-8, at most 16 bytes per token of the limit a text, 64 MiB in all, no header
         (JobKind::Encoder, Role::Texts) => Some(
-            crate::job::ENCODER_TEXT_BYTES_PER_TOKEN
+            (crate::job::ENCODER_TEXT_BYTES_PER_TOKEN
                 * u64::from(job.dims[0])
-                * u64::from(job.dims[1]),
+                * u64::from(job.dims[1]))
+            .min(crate::job::MAX_ENCODER_TEXTS_BYTES),
         ),
         // a weight byte per multiply-add of a token; the embeddings (int8) and the vocabulary
         // (at most 48 bytes a token); per block at most 100 · H bytes of int32 vectors and a

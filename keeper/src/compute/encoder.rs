@@ -179,6 +179,11 @@ fn i8s(b: &[u8]) -> Vec<i8> {
 /// over `vocab` (one token per line, id = line), which must hold `count` distinct tokens
 /// including `[UNK]`, `[CLS]` and `[SEP]`.
 pub fn tokenizer(vocab: &str, count: usize) -> Result<Tokenizer> {
+    ensure!(
+        char::UNICODE_VERSION == UNICODE_VERSION,
+        "this keeper was built with Unicode {:?} tables, the protocol's tokenizer is defined on {UNICODE_VERSION:?} (build it with Rust 1.95): it would tokenize some texts differently from its peers",
+        char::UNICODE_VERSION
+    );
     let lines: Vec<&str> = vocab
         .strip_suffix('\n')
         .unwrap_or(vocab)
@@ -226,8 +231,9 @@ pub fn tokenizer(vocab: &str, count: usize) -> Result<Tokenizer> {
 }
 
 /// The texts of a texts part: UTF-8, one text per line (`\n`; a final `\n` ends the last
-/// text), exactly `rows` of them.
-pub fn parse_texts(bytes: &[u8], rows: usize) -> Result<Vec<&str>> {
+/// text), exactly `rows` of them, each at most 16 bytes per token of the `max_tokens` limit
+/// (checked before anything tokenizes them: the tokenizer's time and memory follow the bytes).
+pub fn parse_texts(bytes: &[u8], rows: usize, max_tokens: usize) -> Result<Vec<&str>> {
     let s = std::str::from_utf8(bytes).map_err(|e| anyhow!("the texts are not UTF-8: {e}"))?;
     let texts: Vec<&str> = s.strip_suffix('\n').unwrap_or(s).split('\n').collect();
     ensure!(
@@ -235,8 +241,24 @@ pub fn parse_texts(bytes: &[u8], rows: usize) -> Result<Vec<&str>> {
         "the texts part holds {} texts, the job has {rows} rows",
         texts.len()
     );
+    let most = TEXT_BYTES_PER_TOKEN * max_tokens;
+    if let Some(i) = texts.iter().position(|t| t.len() > most) {
+        bail!(
+            "text {} is {} bytes, over the limit of {most} ({TEXT_BYTES_PER_TOKEN} bytes a token of the {max_tokens}-token limit)",
+            i + 1,
+            texts[i].len()
+        );
+    }
     Ok(texts)
 }
+
+const TEXT_BYTES_PER_TOKEN: usize =
+    compute_market_protocol::job::ENCODER_TEXT_BYTES_PER_TOKEN as usize;
+
+/// The Unicode version the protocol's tokenizer is defined on: BERT's normalizer lowercases and
+/// classifies characters with Rust's own tables (Rust 1.95: Unicode 17.0.0), so a keeper built
+/// with other tables could tokenize a text differently from its peers.
+pub const UNICODE_VERSION: (u8, u8, u8) = (17, 0, 0);
 
 /// Token ids of each text (`[CLS]` and `[SEP]` included), refusing a text longer than
 /// `max_tokens` by its line and length.
@@ -405,7 +427,7 @@ pub fn synthetic_run(texts: usize) -> u64 {
         .map(|i| (0..32).map(|t| ((i * 31 + t * 7) % 1000) as u32).collect())
         .collect();
     std::hint::black_box(run_rows(&enc, &ids, 0, texts));
-    (texts * 32) as u64 * enc.work_per_token()
+    (texts * 32) as u64 * enc.work_per_token(32)
 }
 
 /// The held-out texts (as a texts part) and the fp32 model's embeddings of them (`H` per text),

@@ -351,7 +351,7 @@ fn fits(job: &JobSpec, i: &Inputs) -> bool {
             e.ids.len() == rows
                 && e.ids.iter().all(|t| !t.is_empty() && t.len() <= inner)
                 && e.encoder.hidden == cols
-                && e.encoder.work_per_token() == job.work_per_row
+                && e.encoder.work_per_token(inner) == job.work_per_row
         }
         _ => false,
     }

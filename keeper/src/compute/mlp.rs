@@ -263,8 +263,54 @@ pub fn synthetic_work() -> u64 {
     synthetic().work_per_row()
 }
 
+/// A 13-30-7-10 model with widths that are not multiples of 4, biases near ±2^24, a
+/// multiplier and shift of its own per channel (shifts from 1 to 62, so outputs saturate at
+/// both clamps and round at every scale), over `rows` rows of the full int8 range: what a GPU
+/// kernel must reproduce bit for bit (its start-up self-test).
+pub fn odd_synthetic(rows: usize) -> (Mlp, Batch) {
+    let g = |salt: u64, i: usize| compute_market_protocol::job::splitmix64(salt << 32 ^ i as u64);
+    let widths = [13usize, 30, 7, 10];
+    let layers = widths
+        .windows(2)
+        .enumerate()
+        .map(|(l, w)| {
+            let (inp, out) = (w[0], w[1]);
+            let salt = l as u64 * 8;
+            let last = l == widths.len() - 2;
+            Layer {
+                inp,
+                out,
+                weight: (0..inp * out).map(|j| g(salt, j) as i8).collect(),
+                bias: (0..out)
+                    .map(|o| (g(salt + 1, o) % (1 << 25)) as i32 - (1 << 24))
+                    .collect(),
+                requant: (!last).then(|| {
+                    let m = (0..out)
+                        .map(|o| (g(salt + 2, o) % ((1 << 31) - 1)) as i32 + 1)
+                        .collect();
+                    let s = (0..out)
+                        .map(|o| match o % 5 {
+                            0 => 62,
+                            1 => 1,
+                            _ => 20 + (g(salt + 3, o) % 30) as i32,
+                        })
+                        .collect();
+                    (m, s)
+                }),
+            }
+        })
+        .collect();
+    let batch = Batch {
+        rows,
+        features: 13,
+        x: (0..rows * 13).map(|i| g(99, i) as i8).collect(),
+    };
+    (Mlp { layers }, batch)
+}
+
 /// Holds the synthetic model and a `rows`-row batch under `manifest` and returns the `Mlp`
-/// job on them (8 rows a tile): the GPU self-test's job.
+/// job on them (8 rows a tile). Only for one-shot commands (gpu-check): a daemon must never
+/// hold inputs it did not fetch, under a manifest a stranger could name.
 pub fn hold_synthetic(
     rows: usize,
     manifest: compute_market_protocol::hash::Digest,

@@ -339,7 +339,11 @@ impl Scenario {
             let model_bytes = encoder::minilm_bytes()?;
             let model = encoder::parse_model(&model_bytes)?;
             let (texts, fp32) = encoder::minilm_heldout()?;
-            let lines = encoder::parse_texts(&texts, texts.split(|&b| b == b'\n').count())?;
+            let lines = encoder::parse_texts(
+                &texts,
+                texts.split(|&b| b == b'\n').count(),
+                model.encoder.positions(),
+            )?;
             let ids = encoder::tokenize(&model, &lines, model.encoder.positions())?;
             let longest = ids.iter().map(Vec::len).max().unwrap_or(1) as u32;
             let manifest = Manifest::new(vec![
@@ -362,7 +366,7 @@ impl Scenario {
                 lines.len() as u32,
                 longest,
                 e.hidden as u32,
-                e.work_per_token(),
+                e.work_per_token(longest as usize),
                 crate::clientdata::ENCODER_ROWS_PER_TILE,
                 manifest.hash(),
             );

@@ -495,15 +495,16 @@ impl ResultStore {
             let [rows, max_tokens, hidden] = job.dims.map(|d| d as usize);
             let model = crate::compute::encoder::parse_model(&fetched[0]).map_err(invalid)?;
             let e = &model.encoder;
-            if e.hidden != hidden || e.work_per_token() != job.work_per_row {
+            if e.hidden != hidden || e.work_per_token(max_tokens) != job.work_per_row {
                 return Err(FetchError::Invalid(format!(
                     "the model is {} wide doing {} multiply-adds a token, the job says {hidden} and {}",
                     e.hidden,
-                    e.work_per_token(),
+                    e.work_per_token(max_tokens),
                     job.work_per_row
                 )));
             }
-            let texts = crate::compute::encoder::parse_texts(&fetched[1], rows).map_err(invalid)?;
+            let texts = crate::compute::encoder::parse_texts(&fetched[1], rows, max_tokens)
+                .map_err(invalid)?;
             let ids =
                 crate::compute::encoder::tokenize(&model, &texts, max_tokens).map_err(invalid)?;
             inputs::hold_encoder(

@@ -239,9 +239,13 @@ impl CudaBackend {
 impl CudaBackend {
     /// Tiles `indices` of an `Mlp` job: their rows gathered into one batch for the first GPU,
     /// the logits laid out as the CPU path lays them out (classes chosen on the host).
-    fn mlp_tiles(&self, job: &JobSpec, indices: &[u32]) -> Result<Vec<Vec<u8>>> {
+    pub fn mlp_tiles(
+        &self,
+        inputs: &crate::compute::inputs::MlpInputs,
+        job: &JobSpec,
+        indices: &[u32],
+    ) -> Result<Vec<Vec<u8>>> {
         use compute_market_protocol::infer::{class_of, row_len};
-        let inputs = crate::compute::inputs::mlp(job)?;
         let (per, f, classes) = (
             usize::from(job.rows_per_tile),
             job.dims[1] as usize,
@@ -306,7 +310,14 @@ impl Backend for CudaBackend {
         let (_, grid_cols) = job.tile_grid();
         let mut done = HashMap::new();
         match job.kind {
-            JobKind::Mlp if self.mlp_on_gpu.is_ok() => return self.mlp_tiles(job, indices),
+            JobKind::Mlp if self.mlp_on_gpu.is_ok() => {
+                let inputs = crate::compute::inputs::mlp(job)?;
+                // a GPU error (memory, a launch) falls back to the CPU path: same bytes
+                return self.mlp_tiles(&inputs, job, indices).or_else(|e| {
+                    tracing::warn!(error = %format!("{e:#}"), "the Mlp GPU kernel failed; the CPU path computes it");
+                    crate::compute::cpu::CpuBackend.tiles(job, indices)
+                });
+            }
             // the encoder (and the MLP when its kernel failed the self-test) runs on the CPU
             // path here: the same bytes by construction
             JobKind::Mlp | JobKind::Encoder => {
