@@ -721,13 +721,7 @@ pub fn encoder(
 ) -> Result<(JobRow, Vec<Vec<u8>>)> {
     use crate::compute::{encoder, inputs};
     let model = encoder::parse_model(&encoder::minilm_bytes()?)?;
-    let (held, _) = encoder::minilm_heldout()?;
-    let lines = encoder::parse_texts(
-        &held,
-        held.split(|&b| b == b'\n').count(),
-        model.encoder.positions(),
-    )?;
-    let ids = encoder::tokenize(&model, &lines, model.encoder.positions())?;
+    let (_, _, ids) = encoder::minilm_heldout_ids(&model)?;
     let ids: Vec<Vec<u32>> = ids.iter().cycle().take(texts as usize).cloned().collect();
     let longest = ids.iter().map(Vec::len).max().unwrap_or(1) as u32;
     let e = &model.encoder;

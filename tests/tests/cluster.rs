@@ -1342,17 +1342,7 @@ fn digits_classified_by_the_market_an_honest_provider_paid_one_corrupting_rows_s
     assert_eq!((c.tasks_completed, c.times_slashed), (0, 1), "rejected");
     // the accepted classification, every tile checked against the root, against the labels
     let out = v.dir.path().join("digits.safetensors");
-    v.keeper(
-        &client,
-        &[
-            "task",
-            "result",
-            &t1.to_string(),
-            "-o",
-            out.to_str().unwrap(),
-            "--allow-private-urls",
-        ],
-    )?;
+    task_result(&v, &client, &t1, &out)?;
     let (shape, classes) = read_tensor(&out, "class")?;
     assert_eq!(shape, vec![450]);
     let correct = classes
@@ -1422,17 +1412,7 @@ fn sentences_posted_through_the_cli_are_embedded_as_numpy_does_and_a_text_over_t
     assert_eq!((h.tasks_completed, h.times_slashed), (1, 0), "accepted");
     // the verified embeddings, every tile checked against the root, as a client reads them
     let file = v.dir.path().join("embeddings.safetensors");
-    v.keeper(
-        &client,
-        &[
-            "task",
-            "result",
-            &task.to_string(),
-            "-o",
-            file.to_str().unwrap(),
-            "--allow-private-urls",
-        ],
-    )?;
+    task_result(&v, &client, &task, &file)?;
     let bytes = std::fs::read(&file)?;
     let st = safetensors::SafeTensors::deserialize(&bytes)?;
     let e = st.tensor("embedding")?;
@@ -1458,4 +1438,24 @@ fn sentences_posted_through_the_cli_are_embedded_as_numpy_does_and_a_text_over_t
     println!("sentences embedded by the market: cosine to fp32 {mean:.4} mean, {min:.4} least");
     assert!(mean >= 0.98 && min >= 0.96);
     Ok(())
+}
+
+/// `keeper task result TASK -o OUT` as the client, from the local cluster's keepers.
+fn task_result(
+    v: &Validator,
+    client: &std::path::Path,
+    task: &Pubkey,
+    out: &std::path::Path,
+) -> Result<serde_json::Value> {
+    v.keeper(
+        client,
+        &[
+            "task",
+            "result",
+            &task.to_string(),
+            "-o",
+            out.to_str().unwrap(),
+            "--allow-private-urls",
+        ],
+    )
 }

@@ -449,6 +449,16 @@ pub fn minilm_heldout() -> Result<(Vec<u8>, Vec<f32>)> {
     Ok((get("texts")?, fp32))
 }
 
+/// The held-out texts tokenized by `model` (as a provider would), with the texts part and the
+/// fp32 embeddings ([`minilm_heldout`]), for the demo and the bench.
+pub fn minilm_heldout_ids(model: &Model) -> Result<(Vec<u8>, Vec<f32>, Vec<Vec<u32>>)> {
+    let (texts, fp32) = minilm_heldout()?;
+    let positions = model.encoder.positions();
+    let lines = parse_texts(&texts, texts.split(|&b| b == b'\n').count(), positions)?;
+    let ids = tokenize(model, &lines, positions)?;
+    Ok((texts, fp32, ids))
+}
+
 /// Cosine similarity of an integer embedding (LE `i16` bytes) and a float one.
 pub fn cosine(embedding: &[u8], reference: &[f32]) -> f64 {
     let a: Vec<f64> = embedding

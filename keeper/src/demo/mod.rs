@@ -86,6 +86,33 @@ impl Default for DemoConfig {
     }
 }
 
+/// Puts a client's input parts and their manifest in `store` (as if every node had fetched
+/// them already); returns the manifest.
+fn stored_inputs(
+    store: &crate::results::ResultStore,
+    parts: &[(compute_market_protocol::manifest::Role, &[u8])],
+) -> Result<compute_market_protocol::manifest::Manifest> {
+    use compute_market_protocol::manifest::{Manifest, Part};
+    let manifest = Manifest::new(
+        parts
+            .iter()
+            .map(|(role, bytes)| Part::new(*role, bytes))
+            .collect(),
+    );
+    let encoded = manifest.encode();
+    for (hash, bytes) in parts
+        .iter()
+        .map(|(role, bytes)| (Part::new(*role, bytes).hash, *bytes))
+        .chain([(manifest.hash(), &encoded[..])])
+    {
+        store
+            .content
+            .put(&hash, bytes, false)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(manifest)
+}
+
 fn job_of(i: u64) -> (JobSpec, u64) {
     let seed = compute_market_protocol::hash::hashv(&[b"demo job", &i.to_le_bytes()]);
     let job = match i % 4 {
@@ -305,24 +332,13 @@ impl Scenario {
             // the client's own data: the model and the batch are in the store every node
             // shares (as if fetched already), named by the manifest of an Mlp task
             use crate::compute::mlp;
-            use compute_market_protocol::manifest::{Manifest, Part, Role};
+            use compute_market_protocol::manifest::Role;
             let (batch, labels) = mlp::digits_heldout()?;
             let model = mlp::parse_model(mlp::DIGITS_MODEL, 64, 10)?;
-            let manifest = Manifest::new(vec![
-                Part::safetensors(Role::Model, mlp::DIGITS_MODEL),
-                Part::safetensors(Role::Batch, &batch),
-            ]);
-            let encoded = manifest.encode();
-            for (hash, bytes) in [
-                (manifest.parts[0].hash, mlp::DIGITS_MODEL),
-                (manifest.parts[1].hash, &batch[..]),
-                (manifest.hash(), &encoded[..]),
-            ] {
-                store
-                    .content
-                    .put(&hash, bytes, false)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-            }
+            let manifest = stored_inputs(
+                &store,
+                &[(Role::Model, mlp::DIGITS_MODEL), (Role::Batch, &batch)],
+            )?;
             let rows = (labels.len()) as u32;
             let job = JobSpec::mlp(rows, 64, 10, model.work_per_row(), 8, manifest.hash());
             let (id, reward) = (cfg.tasks as u64, 1_000_000 + job.work() / 16);
@@ -335,35 +351,18 @@ impl Scenario {
         if cfg.sentences {
             // likewise the MiniLM encoder over the held-out texts
             use crate::compute::encoder;
-            use compute_market_protocol::manifest::{Manifest, Part, Role};
+            use compute_market_protocol::manifest::Role;
             let model_bytes = encoder::minilm_bytes()?;
             let model = encoder::parse_model(&model_bytes)?;
-            let (texts, fp32) = encoder::minilm_heldout()?;
-            let lines = encoder::parse_texts(
-                &texts,
-                texts.split(|&b| b == b'\n').count(),
-                model.encoder.positions(),
-            )?;
-            let ids = encoder::tokenize(&model, &lines, model.encoder.positions())?;
+            let (texts, fp32, ids) = encoder::minilm_heldout_ids(&model)?;
             let longest = ids.iter().map(Vec::len).max().unwrap_or(1) as u32;
-            let manifest = Manifest::new(vec![
-                Part::new(Role::Model, &model_bytes),
-                Part::new(Role::Texts, &texts),
-            ]);
-            let encoded = manifest.encode();
-            for (hash, bytes) in [
-                (manifest.parts[0].hash, &model_bytes[..]),
-                (manifest.parts[1].hash, &texts[..]),
-                (manifest.hash(), &encoded[..]),
-            ] {
-                store
-                    .content
-                    .put(&hash, bytes, false)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-            }
+            let manifest = stored_inputs(
+                &store,
+                &[(Role::Model, &model_bytes), (Role::Texts, &texts)],
+            )?;
             let e = &model.encoder;
             let job = JobSpec::encoder(
-                lines.len() as u32,
+                ids.len() as u32,
                 longest,
                 e.hidden as u32,
                 e.work_per_token(longest as usize),

@@ -351,15 +351,17 @@ impl Scenario {
             p: n * g * e / (1.0 + l / c.max(1e-9)),
             measured: accepted_work as f64 / (slots as f64 * SLOT_SECONDS),
         };
+        let outcome_of = |key: &Pubkey| {
+            self.tasks
+                .iter()
+                .position(|(k, _, _)| k == key)
+                .and_then(|i| rows.get(i))
+                .map_or("not closed".to_string(), |r| r.outcome.clone())
+        };
         let digits = match &self.digits {
             None => None,
             Some((key, labels)) => {
-                let outcome = self
-                    .tasks
-                    .iter()
-                    .position(|(k, _, _)| k == key)
-                    .and_then(|i| rows.get(i))
-                    .map_or("not closed".to_string(), |r| r.outcome.clone());
+                let outcome = outcome_of(key);
                 let accuracy = if outcome == "Accepted" {
                     self.roots
                         .get(key)
@@ -390,12 +392,7 @@ impl Scenario {
             }
         };
         let sentences = self.sentences.as_ref().map(|(key, fp32)| {
-            let outcome = self
-                .tasks
-                .iter()
-                .position(|(k, _, _)| k == key)
-                .and_then(|i| rows.get(i))
-                .map_or("not closed".to_string(), |r| r.outcome.clone());
+            let outcome = outcome_of(key);
             let h = self
                 .tasks
                 .iter()
