@@ -1,0 +1,6 @@
+// @compute-market/client: the program's instructions, accounts, errors and PDAs generated from
+// the IDL by Codama (./generated), and the hand-written protocol encoders (job specs, input
+// manifests) byte-identical to the Rust ones.
+export * from './generated';
+export * from './job';
+export * from './manifest';

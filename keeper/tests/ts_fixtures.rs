@@ -1,0 +1,147 @@
+//! The TypeScript client's encoders against the Rust ones, both ways: this test writes
+//! `app/client/test/fixtures/rust-written.json` (job specs, refused specs with the rule each
+//! breaks, manifests of known parts, encoder work figures) and holds the checked-in file to it;
+//! the client's tests read it. The client's tests write `ts-written.json`, which this test
+//! decodes with the Rust decoders and holds to the fields the client recorded.
+//! `UPDATE_FIXTURES=1` rewrites the Rust-written file.
+
+use compute_market_protocol::{
+    hash::hashv,
+    job::{encoder_work_per_token, InputMode, JobSpec},
+    manifest::{Manifest, Part, Role},
+};
+use serde_json::{json, Value};
+
+fn fixtures() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../app/client/test/fixtures")
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
+fn job_json(j: &JobSpec) -> Value {
+    json!({
+        "hex": hex(&j.encode()),
+        "kind": j.kind as u8,
+        "inputMode": j.input_mode as u8,
+        "dims": j.dims,
+        "input": hex(&j.input),
+        "rowsPerTile": j.rows_per_tile,
+        "workPerRow": j.work_per_row.to_string(),
+        "tileCount": j.tile_count(),
+        "tileLen": j.tile_len(),
+        "work": j.work().to_string(),
+    })
+}
+
+fn role_of(n: u64) -> Role {
+    match n {
+        1 => Role::A,
+        2 => Role::B,
+        3 => Role::Model,
+        4 => Role::Batch,
+        _ => Role::Texts,
+    }
+}
+
+fn rust_written() -> Value {
+    let seed = hashv(&[b"ts fixture"]);
+    let mut matmul_own = JobSpec::matmul(100, 70, 3, seed);
+    matmul_own.input_mode = InputMode::ContentHash;
+    let wpt = encoder_work_per_token(6, 384, 1536, 12, 32);
+    let jobs = [
+        JobSpec::matmul(70, 33, 130, seed),
+        JobSpec::matmul(8192, 8192, 8192, [0xff; 32]),
+        matmul_own,
+        JobSpec::hash_batch(3, 5, 2, seed),
+        JobSpec::mlp(450, 64, 10, 64 * 128 + 128 * 10, 8, seed),
+        JobSpec::encoder(60, 32, 384, wpt, 2, seed),
+    ];
+    let base = JobSpec::encoder(60, 32, 384, wpt, 2, seed).encode();
+    let edit = |f: &dyn Fn(&mut [u8; 64])| {
+        let mut b = base;
+        f(&mut b);
+        b
+    };
+    let rejected: Vec<Value> = [
+        (edit(&|b| b[0] = 1), "UnsupportedVersion"),
+        (edit(&|b| b[1] = 5), "UnknownKind"),
+        (edit(&|b| b[2] = 2), "UnknownInputMode"),
+        (edit(&|b| b[60] = 1), "ReservedNotZero"),
+        (edit(&|b| b[12..16].copy_from_slice(&513u32.to_le_bytes())), "DimensionOutOfRange"),
+        (edit(&|b| b[3] = 65), "DimensionOutOfRange"),
+        (edit(&|b| b[48..56].copy_from_slice(&(wpt * 1000).to_le_bytes())), "DimensionOutOfRange"),
+        (edit(&|b| b[2] = 0), "InputModeNotAllowed"),
+        (JobSpec::matmul(0, 1, 1, seed).encode(), "DimensionOutOfRange"),
+        ({
+            let mut b = JobSpec::hash_batch(3, 5, 2, seed).encode();
+            b[3] = 8;
+            b
+        }, "ReservedNotZero"),
+    ]
+    .iter()
+    .map(|(b, e)| {
+        assert_eq!(format!("{:?}", JobSpec::decode(b).unwrap_err()), *e);
+        json!({ "hex": hex(b), "error": e })
+    })
+    .collect();
+    let manifests: Vec<Value> = [
+        vec![(1u64, b"A's bytes".to_vec()), (2, b"B's bytes".to_vec())],
+        vec![(5, b"a text\nanother text\n".to_vec()), (3, vec![0u8; 300])],
+        vec![(4, vec![7u8; 64]), (3, b"model".to_vec())],
+    ]
+    .iter()
+    .map(|parts| {
+        let m = Manifest::new(parts.iter().map(|(r, b)| Part::new(role_of(*r), b)).collect());
+        json!({
+            "parts": parts.iter().map(|(r, b)| json!({ "role": r, "content": hex(b) })).collect::<Vec<_>>(),
+            "hex": hex(&m.encode()),
+            "hash": hex(&m.hash()),
+        })
+    })
+    .collect();
+    let work: Vec<Value> = [(6u64, 384u64, 1536u64, 12u64, 32u64), (1, 1, 1, 1, 1), (24, 512, 4096, 512, 512)]
+        .iter()
+        .map(|&(b, h, f, n, l)| json!({ "blocks": b, "h": h, "f": f, "heads": n, "limit": l, "value": encoder_work_per_token(b, h, f, n, l).to_string() }))
+        .collect();
+    json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "rejected": rejected, "manifests": manifests, "encoderWork": work })
+}
+
+#[test]
+fn the_typescript_client_reads_what_rust_writes_and_rust_reads_what_it_writes() {
+    let want = rust_written();
+    let path = fixtures().join("rust-written.json");
+    if std::env::var_os("UPDATE_FIXTURES").is_some() {
+        std::fs::write(&path, serde_json::to_string_pretty(&want).unwrap() + "\n").unwrap();
+    }
+    let have: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(have == want, "{} is stale: run UPDATE_FIXTURES=1 cargo test -p compute-market-keeper --test ts_fixtures", path.display());
+
+    // what the client wrote, decoded here
+    let ts: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures().join("ts-written.json")).unwrap()).unwrap();
+    let jobs = ts["jobs"].as_array().unwrap();
+    assert!(jobs.len() >= 4);
+    for j in jobs {
+        let bytes: [u8; 64] = unhex(j["hex"].as_str().unwrap()).try_into().unwrap();
+        let spec = JobSpec::decode(&bytes).unwrap_or_else(|e| panic!("{}: {e}", j["hex"]));
+        assert_eq!(job_json(&spec), *j, "the client's job spec decoded by Rust");
+    }
+    for m in ts["manifests"].as_array().unwrap() {
+        let bytes = unhex(m["hex"].as_str().unwrap());
+        let decoded = Manifest::decode(&bytes).unwrap();
+        let parts: Vec<Part> = m["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| Part::new(role_of(p["role"].as_u64().unwrap()), &unhex(p["content"].as_str().unwrap())))
+            .collect();
+        assert_eq!(decoded, Manifest::new(parts), "the client's manifest decoded by Rust");
+        assert_eq!(hex(&decoded.hash()), m["hash"].as_str().unwrap());
+    }
+}
