@@ -21,7 +21,10 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 fn job_json(j: &JobSpec) -> Value {
@@ -73,16 +76,28 @@ fn rust_written() -> Value {
         (edit(&|b| b[1] = 5), "UnknownKind"),
         (edit(&|b| b[2] = 2), "UnknownInputMode"),
         (edit(&|b| b[60] = 1), "ReservedNotZero"),
-        (edit(&|b| b[12..16].copy_from_slice(&513u32.to_le_bytes())), "DimensionOutOfRange"),
+        (
+            edit(&|b| b[12..16].copy_from_slice(&513u32.to_le_bytes())),
+            "DimensionOutOfRange",
+        ),
         (edit(&|b| b[3] = 65), "DimensionOutOfRange"),
-        (edit(&|b| b[48..56].copy_from_slice(&(wpt * 1000).to_le_bytes())), "DimensionOutOfRange"),
+        (
+            edit(&|b| b[48..56].copy_from_slice(&(wpt * 1000).to_le_bytes())),
+            "DimensionOutOfRange",
+        ),
         (edit(&|b| b[2] = 0), "InputModeNotAllowed"),
-        (JobSpec::matmul(0, 1, 1, seed).encode(), "DimensionOutOfRange"),
-        ({
-            let mut b = JobSpec::hash_batch(3, 5, 2, seed).encode();
-            b[3] = 8;
-            b
-        }, "ReservedNotZero"),
+        (
+            JobSpec::matmul(0, 1, 1, seed).encode(),
+            "DimensionOutOfRange",
+        ),
+        (
+            {
+                let mut b = JobSpec::hash_batch(3, 5, 2, seed).encode();
+                b[3] = 8;
+                b
+            },
+            "ReservedNotZero",
+        ),
     ]
     .iter()
     .map(|(b, e)| {
@@ -109,7 +124,29 @@ fn rust_written() -> Value {
         .iter()
         .map(|&(b, h, f, n, l)| json!({ "blocks": b, "h": h, "f": f, "heads": n, "limit": l, "value": encoder_work_per_token(b, h, f, n, l).to_string() }))
         .collect();
-    json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "rejected": rejected, "manifests": manifests, "encoderWork": work })
+    use anchor_lang::prelude::Pubkey;
+    use compute_market::pda;
+    let (client, authority) = (
+        Pubkey::new_from_array([7; 32]),
+        Pubkey::new_from_array([9; 32]),
+    );
+    let node = pda::node(&authority);
+    let task = pda::task(&client, 1_764_000_000_123);
+    let pdas = json!({
+        "client": client.to_string(),
+        "authority": authority.to_string(),
+        "taskId": "1764000000123",
+        "config": pda::config().to_string(),
+        "market": pda::market(1).to_string(),
+        "market65535": pda::market(65_535).to_string(),
+        "node": node.to_string(),
+        "vault": pda::vault(&node).to_string(),
+        "task": task.to_string(),
+        "escrow": pda::escrow(&task).to_string(),
+        "vote0": pda::vote(&task, &node, 0).to_string(),
+        "vote1": pda::vote(&task, &node, 1).to_string(),
+    });
+    json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "rejected": rejected, "manifests": manifests, "encoderWork": work, "pdas": pdas })
 }
 
 #[test]
@@ -120,11 +157,16 @@ fn the_typescript_client_reads_what_rust_writes_and_rust_reads_what_it_writes() 
         std::fs::write(&path, serde_json::to_string_pretty(&want).unwrap() + "\n").unwrap();
     }
     let have: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert!(have == want, "{} is stale: run UPDATE_FIXTURES=1 cargo test -p compute-market-keeper --test ts_fixtures", path.display());
+    assert!(
+        have == want,
+        "{} is stale: run UPDATE_FIXTURES=1 cargo test -p compute-market-keeper --test ts_fixtures",
+        path.display()
+    );
 
     // what the client wrote, decoded here
     let ts: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixtures().join("ts-written.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(fixtures().join("ts-written.json")).unwrap())
+            .unwrap();
     let jobs = ts["jobs"].as_array().unwrap();
     assert!(jobs.len() >= 4);
     for j in jobs {
@@ -139,9 +181,18 @@ fn the_typescript_client_reads_what_rust_writes_and_rust_reads_what_it_writes() 
             .as_array()
             .unwrap()
             .iter()
-            .map(|p| Part::new(role_of(p["role"].as_u64().unwrap()), &unhex(p["content"].as_str().unwrap())))
+            .map(|p| {
+                Part::new(
+                    role_of(p["role"].as_u64().unwrap()),
+                    &unhex(p["content"].as_str().unwrap()),
+                )
+            })
             .collect();
-        assert_eq!(decoded, Manifest::new(parts), "the client's manifest decoded by Rust");
+        assert_eq!(
+            decoded,
+            Manifest::new(parts),
+            "the client's manifest decoded by Rust"
+        );
         assert_eq!(hex(&decoded.hash()), m["hash"].as_str().unwrap());
     }
 }

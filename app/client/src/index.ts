@@ -4,3 +4,4 @@
 export * from './generated';
 export * from './job';
 export * from './manifest';
+export * from './pda';
