@@ -146,7 +146,50 @@ fn rust_written() -> Value {
         "vote0": pda::vote(&task, &node, 0).to_string(),
         "vote1": pda::vote(&task, &node, 1).to_string(),
     });
-    json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "rejected": rejected, "manifests": manifests, "encoderWork": work, "pdas": pdas })
+    // events as they appear in a transaction's log (`Program data: <base64>`), with their fields
+    use anchor_lang::Event;
+    use base64::Engine;
+    let posted = compute_market::events::TaskPosted {
+        task,
+        client,
+        market: pda::market(1),
+        task_id: 1_764_000_000_123,
+        job: JobSpec::encoder(60, 32, 384, wpt, 2, seed).encode(),
+        reward: u64::MAX - 1,
+        quorum: 3,
+        samples: 16,
+        open_deadline: 987_654_321,
+        region: 301,
+    };
+    let closed = compute_market::events::TaskClosed {
+        task,
+        status: compute_market::state::TaskStatus::Accepted,
+        refunded: 12,
+        leftover_to_treasury: 0,
+    };
+    let line = |data: Vec<u8>| {
+        format!(
+            "Program data: {}",
+            base64::engine::general_purpose::STANDARD.encode(data)
+        )
+    };
+    let events = json!([
+        {
+            "log": line(posted.data()),
+            "name": "TaskPosted",
+            "data": {
+                "task": task.to_string(), "client": client.to_string(), "market": pda::market(1).to_string(),
+                "task_id": "1764000000123", "job": hex(&posted.job), "reward": (u64::MAX - 1).to_string(),
+                "quorum": 3, "samples": 16, "open_deadline": "987654321", "region": 301,
+            },
+        },
+        {
+            "log": line(closed.data()),
+            "name": "TaskClosed",
+            "data": { "task": task.to_string(), "status": "Accepted", "refunded": "12", "leftover_to_treasury": "0" },
+        },
+    ]);
+    json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "rejected": rejected, "manifests": manifests, "encoderWork": work, "pdas": pdas, "events": events })
 }
 
 #[test]

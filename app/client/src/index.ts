@@ -5,3 +5,4 @@ export * from './generated';
 export * from './job';
 export * from './manifest';
 export * from './pda';
+export * from './events';
