@@ -6,3 +6,4 @@ export * from './job';
 export * from './manifest';
 export * from './pda';
 export * from './events';
+export * from './watch';

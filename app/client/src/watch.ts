@@ -1,0 +1,85 @@
+// watchTask(): a task's life as an async iterator, driven by its account (events are only a
+// hint — a busy transaction's log can be cut short). It subscribes first and reads second, so
+// no change between the two is missed; yields each distinct state once; checks the account's
+// owner, discriminator and size before decoding (the RPC node is a stranger); and ends when the
+// account is closed (the task settled and its rent went back) or when the caller aborts.
+
+import type {
+  AccountNotificationsApi,
+  Address,
+  Commitment,
+  GetAccountInfoApi,
+  Rpc,
+  RpcSubscriptions,
+} from '@solana/kit';
+import { getBase64Encoder } from '@solana/kit';
+import { getTaskDecoder, getTaskSize, TASK_DISCRIMINATOR, type Task } from './generated/accounts/task';
+import { COMPUTE_MARKET_PROGRAM_ADDRESS } from './generated/programs';
+
+/** One step of a task's life. */
+export type TaskUpdate =
+  | { kind: 'state'; slot: bigint; task: Task }
+  | { kind: 'closed'; slot: bigint };
+
+/** What `watchTask` needs of a kit client. */
+export interface WatchClient {
+  rpc: Rpc<GetAccountInfoApi>;
+  rpcSubscriptions: RpcSubscriptions<AccountNotificationsApi>;
+}
+
+interface AccountValue {
+  owner: Address;
+  lamports: bigint;
+  data: readonly [string, 'base64'] | readonly string[];
+}
+
+/** The task in an account as the RPC node returned it, checked; `null` when closed. */
+export function taskOf(value: AccountValue | null, programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS): Task | null {
+  if (!value || value.lamports === 0n) return null;
+  if (value.owner !== programAddress) throw new Error(`the task account is owned by ${value.owner}, not the program ${programAddress}`);
+  const bytes = getBase64Encoder().encode(String(value.data[0]));
+  if (bytes.length === 0) return null;
+  if (bytes.length !== getTaskSize()) throw new Error(`the task account holds ${bytes.length} bytes, a Task is ${getTaskSize()}`);
+  if (!TASK_DISCRIMINATOR.every((x, i) => bytes[i] === x)) throw new Error('the account is not a Task (its discriminator differs)');
+  return getTaskDecoder().decode(bytes);
+}
+
+/** The task at `address`, step by step, until it is closed or `abortSignal` fires. */
+export async function* watchTask(
+  client: WatchClient,
+  address: Address,
+  options: { abortSignal?: AbortSignal; commitment?: Commitment; programAddress?: Address } = {},
+): AsyncGenerator<TaskUpdate> {
+  const { commitment = 'confirmed', programAddress = COMPUTE_MARKET_PROGRAM_ADDRESS } = options;
+  const stop = new AbortController();
+  const onAbort = () => stop.abort();
+  options.abortSignal?.addEventListener('abort', onAbort);
+  try {
+    const notifications = await client.rpcSubscriptions
+      .accountNotifications(address, { commitment, encoding: 'base64' })
+      .subscribe({ abortSignal: stop.signal });
+    let last: string | null = null;
+    const step = (slot: bigint, value: AccountValue | null): TaskUpdate | null => {
+      const task = taskOf(value, programAddress);
+      if (!task) return { kind: 'closed', slot };
+      const key = String(value!.data[0]);
+      if (key === last) return null;
+      last = key;
+      return { kind: 'state', slot, task };
+    };
+    const first = await client.rpc.getAccountInfo(address, { commitment, encoding: 'base64' }).send({ abortSignal: stop.signal });
+    const u = step(first.context.slot, first.value as AccountValue | null);
+    if (u) yield u;
+    // an abort ends the iteration quietly, whether it came before or during a wait
+    if (u?.kind === 'closed' || stop.signal.aborted) return;
+    for await (const n of notifications) {
+      const u = step(n.context.slot, n.value as AccountValue | null);
+      if (!u) continue;
+      yield u;
+      if (u.kind === 'closed' || stop.signal.aborted) return;
+    }
+  } finally {
+    options.abortSignal?.removeEventListener('abort', onAbort);
+    stop.abort();
+  }
+}

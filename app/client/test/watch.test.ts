@@ -1,0 +1,97 @@
+// watchTask against a fake RPC node: subscribe-then-read, one update per distinct state, the
+// end when the account closes, an abort ends it, and a stranger's account is refused.
+import { address, getBase64Decoder, type Address } from '@solana/kit';
+import { describe, expect, it } from 'vitest';
+import { getTaskDecoder, getTaskEncoder, getTaskSize, TaskStatus, watchTask, COMPUTE_MARKET_PROGRAM_ADDRESS } from '../src';
+
+const TASK = address('GtHnMw8kqju8PsRQXJx7w9yGFETEPLxZZZuHJvvBQ1Yx');
+
+/** A Task account's base64 with `status` and `round`. */
+function account(status: TaskStatus, round = 0) {
+  const zero = new Uint8Array(getTaskSize());
+  zero.set([79, 34, 229, 55, 88, 90, 55, 84]);
+  const t = getTaskDecoder().decode(zero);
+  const bytes = getTaskEncoder().encode({ ...t, status, round });
+  return getBase64Decoder().decode(bytes);
+}
+
+const value = (data: string, owner: Address = COMPUTE_MARKET_PROGRAM_ADDRESS, lamports = 1_000n) => ({ owner, lamports, data: [data, 'base64'] as const });
+
+function fake(initial: unknown, pushed: unknown[], log: string[]) {
+  return {
+    rpcSubscriptions: {
+      accountNotifications: () => ({
+        subscribe: async ({ abortSignal }: { abortSignal: AbortSignal }) => {
+          log.push('subscribed');
+          return (async function* () {
+            for (const [i, v] of pushed.entries()) {
+              if (abortSignal.aborted) return;
+              yield { context: { slot: 10n + BigInt(i) }, value: v };
+            }
+            // a live subscription waits for the next change; kit's ends when its signal aborts
+            if (!abortSignal.aborted) await new Promise((resolve) => abortSignal.addEventListener('abort', resolve));
+          })();
+        },
+      }),
+    },
+    rpc: {
+      getAccountInfo: () => ({
+        send: async () => {
+          log.push('read');
+          return { context: { slot: 9n }, value: initial };
+        },
+      }),
+    },
+  } as any;
+}
+
+describe('watchTask', () => {
+  it('subscribes before it reads, yields each distinct state once and ends when the account closes', async () => {
+    const log: string[] = [];
+    const pushed = [
+      value(account(TaskStatus.Open)), // the same as the read: not yielded again
+      value(account(TaskStatus.Claimed)),
+      value(account(TaskStatus.Verifying)),
+      value(account(TaskStatus.Verifying, 1)),
+      value(account(TaskStatus.Accepted)),
+      { owner: address('11111111111111111111111111111111'), lamports: 0n, data: ['', 'base64'] },
+    ];
+    const got: string[] = [];
+    for await (const u of watchTask(fake(value(account(TaskStatus.Open)), pushed, log), TASK)) {
+      got.push(u.kind === 'state' ? `${TaskStatus[u.task.status]}/${u.task.round}@${u.slot}` : `closed@${u.slot}`);
+    }
+    expect(log).toEqual(['subscribed', 'read']);
+    expect(got).toEqual(['Open/0@9', 'Claimed/0@11', 'Verifying/0@12', 'Verifying/1@13', 'Accepted/0@14', 'closed@15']);
+  });
+
+  it('ends at once for a task already closed, and when the caller aborts', async () => {
+    const closed: string[] = [];
+    for await (const u of watchTask(fake(null, [], []), TASK)) closed.push(u.kind);
+    expect(closed).toEqual(['closed']);
+    const abort = new AbortController();
+    const seen: string[] = [];
+    for await (const u of watchTask(fake(value(account(TaskStatus.Open)), [value(account(TaskStatus.Claimed))], []), TASK, {
+      abortSignal: abort.signal,
+    })) {
+      seen.push(u.kind);
+      abort.abort();
+    }
+    expect(seen, 'nothing after the abort').toEqual(['state']);
+    // an abort while waiting for a change ends it too
+    const later = new AbortController();
+    const waiting = (async () => {
+      const kinds: string[] = [];
+      for await (const u of watchTask(fake(value(account(TaskStatus.Open)), [], []), TASK, { abortSignal: later.signal })) kinds.push(u.kind);
+      return kinds;
+    })();
+    setTimeout(() => later.abort(), 20);
+    expect(await waiting).toEqual(['state']);
+  });
+
+  it("refuses an account the program does not own, or that is not a Task", async () => {
+    const foreign = value(account(TaskStatus.Open), address('11111111111111111111111111111111'));
+    await expect(watchTask(fake(foreign, [], []), TASK).next()).rejects.toThrow('is owned by 11111111111111111111111111111111, not the program');
+    const short = value(getBase64Decoder().decode(new Uint8Array(100)));
+    await expect(watchTask(fake(short, [], []), TASK).next()).rejects.toThrow('holds 100 bytes, a Task is');
+  });
+});
