@@ -189,7 +189,27 @@ fn rust_written() -> Value {
             "data": { "task": task.to_string(), "status": "Accepted", "refunded": "12", "leftover_to_treasury": "0" },
         },
     ]);
-    json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "rejected": rejected, "manifests": manifests, "encoderWork": work, "pdas": pdas, "events": events })
+    // commitments: tiles (i·31 + j·7) mod 256, every leaf, the root, every tile's proof
+    use compute_market_protocol::merkle::{leaf_hash, root_of_tiles, MerkleTree};
+    let commitments: Vec<Value> = [(1u32, 100usize), (1, 3000), (5, 16_384), (7, 768), (3, 2000), (2, 1024)]
+        .iter()
+        .map(|&(count, len)| {
+            let tiles: Vec<Vec<u8>> = (0..count)
+                .map(|i| (0..len).map(|j| (i as usize * 31 + j * 7) as u8).collect())
+                .collect();
+            let leaves: Vec<_> = tiles.iter().enumerate().map(|(i, t)| leaf_hash(i as u32, count, t)).collect();
+            let tree = MerkleTree::new(leaves.clone());
+            assert_eq!(tree.root(), root_of_tiles(&tiles));
+            json!({
+                "count": count,
+                "tileLen": len,
+                "leaves": leaves.iter().map(|l| hex(l)).collect::<Vec<_>>(),
+                "root": hex(&tree.root()),
+                "proofs": (0..count).map(|i| tree.proof(i).unwrap().iter().map(|d| hex(d)).collect::<Vec<_>>()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "rejected": rejected, "manifests": manifests, "encoderWork": work, "pdas": pdas, "events": events, "commitments": commitments })
 }
 
 #[test]

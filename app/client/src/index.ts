@@ -7,3 +7,4 @@ export * from './manifest';
 export * from './pda';
 export * from './events';
 export * from './watch';
+export * from './commitment';
