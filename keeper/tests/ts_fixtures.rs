@@ -209,7 +209,39 @@ fn rust_written() -> Value {
             })
         })
         .collect();
-    json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "rejected": rejected, "manifests": manifests, "encoderWork": work, "pdas": pdas, "events": events, "commitments": commitments })
+    // what `GET /r/<root>/tiles?i=…` serves (results::wire): an Encoder result of 5 tiles
+    let served = {
+        let job = JobSpec::encoder(10, 16, 8, encoder_work_per_token(1, 8, 8, 1, 16), 2, seed);
+        let tiles: Vec<Vec<u8>> = (0..job.tile_count())
+            .map(|i| {
+                (0..job.tile_len())
+                    .map(|j| (i as usize * 13 + j) as u8)
+                    .collect()
+            })
+            .collect();
+        let leaves: Vec<_> = tiles
+            .iter()
+            .enumerate()
+            .map(|(i, t)| leaf_hash(i as u32, 5, t))
+            .collect();
+        let tree = MerkleTree::new(leaves);
+        let proven: Vec<compute_market_keeper::verify::ProvenTile> = [4u32, 0, 2]
+            .iter()
+            .map(|&i| compute_market_keeper::verify::ProvenTile {
+                index: i,
+                tile: tiles[i as usize].clone(),
+                proof: tree.proof(i).unwrap(),
+            })
+            .collect();
+        json!({
+            "job": hex(&job.encode()),
+            "root": hex(&tree.root()),
+            "indices": [4, 0, 2],
+            "tiles": hex(&compute_market_keeper::results::wire::encode_proven(&proven)),
+            "all": hex(&tiles.concat()),
+        })
+    };
+    json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "rejected": rejected, "manifests": manifests, "encoderWork": work, "pdas": pdas, "events": events, "commitments": commitments, "served": served })
 }
 
 #[test]

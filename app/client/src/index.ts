@@ -8,3 +8,4 @@ export * from './pda';
 export * from './events';
 export * from './watch';
 export * from './commitment';
+export * from './results';

@@ -1,0 +1,148 @@
+// A client's data to a content store and its verified result back (PROTOCOL §5, Inputs and
+// Serving), in the browser or Node: `PUT <store>/c/<sha256>` uploads, `GET <result>/all` and
+// `GET <result>/tiles?i=…` downloads. Nothing served is trusted: the whole result must hash to
+// the root on chain, each partially fetched tile must prove its place under it, and every
+// length is bounded by the job before anything is read into memory.
+
+import { type JobSpec, tileCount, tileLen } from './job';
+import { leafHash, rootOfTiles, verifyProof } from './commitment';
+import { sha256 } from './manifest';
+
+/** Most digests in a served proof (results::wire::MAX_PROOF). */
+export const MAX_PROOF = 32;
+
+const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+
+/** Why a transfer failed, in words a person can act on. */
+export class TransferError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TransferError';
+  }
+}
+
+async function send(url: string, init: RequestInit, what: string): Promise<Response> {
+  let r: Response;
+  try {
+    r = await fetch(url, init);
+  } catch (e) {
+    throw new TransferError(`${what}: ${new URL(url).origin} is unreachable (${(e as Error).message})`);
+  }
+  if (!r.ok) {
+    const body = (await r.text().catch(() => '')).slice(0, 300);
+    throw new TransferError(`${what}: ${new URL(url).origin} answered ${r.status}${body ? `: ${body}` : ''}`);
+  }
+  return r;
+}
+
+/** Reads at most `limit` bytes of a response body, refusing a longer one. */
+async function body(r: Response, limit: number, what: string): Promise<Uint8Array> {
+  const declared = Number(r.headers.get('content-length') ?? NaN);
+  if (declared > limit) throw new TransferError(`${what}: ${declared} bytes served, at most ${limit} expected`);
+  const reader = r.body?.getReader();
+  if (!reader) return new Uint8Array(await r.arrayBuffer()).slice(0, limit + 1);
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    n += value.length;
+    if (n > limit) {
+      await reader.cancel();
+      throw new TransferError(`${what}: more than the ${limit} bytes expected were served`);
+    }
+    parts.push(value);
+  }
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+/** Uploads `bytes` to the content store at `store` as `PUT /c/<sha256>`; returns the hash. */
+export async function uploadContent(store: string, bytes: Uint8Array): Promise<string> {
+  const h = hex(await sha256(bytes));
+  await send(`${store.replace(/\/$/, '')}/c/${h}`, { method: 'PUT', body: bytes as Uint8Array<ArrayBuffer> }, 'uploading to the content store');
+  return h;
+}
+
+/** One tile with its sibling path, as served. */
+export interface ProvenTile {
+  index: number;
+  tile: Uint8Array;
+  proof: Uint8Array[];
+}
+
+/** Decodes a `/tiles` body for a request of `asked` tiles (results::wire), bounding every length. */
+export function decodeProven(job: JobSpec, asked: number, b: Uint8Array): ProvenTile[] {
+  const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  let at = 0;
+  const need = (n: number) => {
+    if (at + n > b.length) throw new TransferError(`the served tiles end at byte ${b.length}, ${at + n} needed`);
+  };
+  const u32 = () => {
+    need(4);
+    at += 4;
+    return v.getUint32(at - 4, true);
+  };
+  const out: ProvenTile[] = [];
+  while (at < b.length) {
+    if (out.length === asked) throw new TransferError(`served more than the ${asked} tiles asked for`);
+    const index = u32();
+    const len = u32();
+    if (len !== tileLen(job)) throw new TransferError(`served tile ${index} is ${len} bytes, the job's tiles are ${tileLen(job)}`);
+    need(len);
+    const tile = b.slice(at, at + len);
+    at += len;
+    const p = u32();
+    if (p > MAX_PROOF) throw new TransferError(`served tile ${index} has a proof of ${p} digests`);
+    need(32 * p);
+    const proof = Array.from({ length: p }, (_, k) => b.slice(at + 32 * k, at + 32 * (k + 1)));
+    at += 32 * p;
+    out.push({ index, tile, proof });
+  }
+  return out;
+}
+
+/** Checks served tiles against `root`: exactly the `indices` asked for, each proving its place. */
+export function checkProven(job: JobSpec, root: Uint8Array, indices: number[], served: ProvenTile[]): Uint8Array[] {
+  const count = tileCount(job);
+  const byIndex = new Map(served.map((s) => [s.index, s]));
+  return indices.map((i) => {
+    const s = byIndex.get(i);
+    if (!s) throw new TransferError(`tile ${i} was not served`);
+    if (!verifyProof(root, i, count, leafHash(i, count, s.tile), s.proof)) {
+      throw new TransferError(`tile ${i} has no valid proof to the root on chain`);
+    }
+    return s.tile;
+  });
+}
+
+/** Every tile of a result from `resultUrl` (`<host>/r/<root>`), checked against `root`. */
+export async function fetchResult(resultUrl: string, job: JobSpec, root: Uint8Array): Promise<Uint8Array[]> {
+  const len = tileLen(job);
+  const all = await body(await send(`${resultUrl}/all`, {}, 'fetching the result'), tileCount(job) * len, 'the result');
+  if (all.length !== tileCount(job) * len) {
+    throw new TransferError(`the result is ${all.length} bytes, the job's ${tileCount(job)} tiles are ${tileCount(job) * len}`);
+  }
+  const tiles = Array.from({ length: tileCount(job) }, (_, i) => all.slice(i * len, (i + 1) * len));
+  if (hex(rootOfTiles(tiles)) !== hex(root)) throw new TransferError('the result served does not hash to the root on chain');
+  return tiles;
+}
+
+/** Tiles `indices` of a result with their proofs, each checked against `root`. */
+export async function fetchTiles(resultUrl: string, job: JobSpec, root: Uint8Array, indices: number[]): Promise<Uint8Array[]> {
+  const count = tileCount(job);
+  const distinct = [...new Set(indices)];
+  const bad = distinct.find((i) => !Number.isInteger(i) || i < 0 || i >= count);
+  if (bad !== undefined) throw new TransferError(`tile ${bad} is out of range: the result has ${count} tiles`);
+  const limit = distinct.length * (12 + tileLen(job) + 32 * MAX_PROOF);
+  const r = await send(`${resultUrl}/tiles?i=${distinct.join(',')}`, {}, 'fetching tiles of the result');
+  const served = decodeProven(job, distinct.length, await body(r, limit, 'the tiles'));
+  const checked = checkProven(job, root, distinct, served);
+  const byIndex = new Map(distinct.map((i, k) => [i, checked[k]]));
+  return indices.map((i) => byIndex.get(i)!);
+}

@@ -1,0 +1,81 @@
+// Results in and out over HTTP: what `keeper serve` sends (results::wire, written by Rust in
+// rust-written.json) decoded and checked against the root; a local server stands in for the
+// keeper, serving those bytes, then tampered ones; uploads land at /c/<sha256>.
+import { createServer, type Server } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeJobSpec, decodeProven, fetchResult, fetchTiles, sha256, TransferError, uploadContent } from '../src';
+
+const s = JSON.parse(readFileSync(join(__dirname, 'fixtures', 'rust-written.json'), 'utf8')).served;
+const unhex = (x: string) => new Uint8Array(Buffer.from(x, 'hex'));
+const job = decodeJobSpec(unhex(s.job));
+const root = unhex(s.root);
+const all = unhex(s.all);
+const tiles = unhex(s.tiles);
+
+let server: Server;
+let base = '';
+let serveAll = all;
+let serveTiles = tiles;
+const uploads: { url: string; body: Buffer }[] = [];
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      if (req.method === 'PUT') {
+        uploads.push({ url: req.url!, body: Buffer.concat(chunks) });
+        res.writeHead(req.url!.includes('full') ? 507 : 201).end(req.url!.includes('full') ? 'the content store is over its budget' : '');
+      } else if (req.url!.endsWith('/all')) res.end(Buffer.from(serveAll));
+      else if (req.url!.includes('/tiles?i=')) res.end(Buffer.from(serveTiles));
+      else res.writeHead(404).end('no such result');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const a = server.address() as { port: number };
+  base = `http://127.0.0.1:${a.port}`;
+});
+afterAll(() => server.close());
+
+describe('results', () => {
+  it("decodes the keeper's proven tiles and bounds every length", () => {
+    const got = decodeProven(job, 3, tiles);
+    expect(got.map((t) => t.index)).toEqual(s.indices);
+    expect(() => decodeProven(job, 2, tiles)).toThrow('served more than the 2 tiles asked for');
+    expect(() => decodeProven(job, 3, tiles.subarray(0, tiles.length - 1))).toThrow('the served tiles end at byte');
+  });
+
+  it('fetches the whole result and some tiles, each checked against the root on chain', async () => {
+    const r = `${base}/r/${s.root}`;
+    const whole = await fetchResult(r, job, root);
+    expect(Buffer.concat(whole)).toEqual(Buffer.from(all));
+    const some = await fetchTiles(r, job, root, [4, 0, 2]);
+    expect(some.map((t) => Buffer.from(t))).toEqual([4, 0, 2].map((i) => Buffer.from(whole[i])));
+    await expect(fetchTiles(r, job, root, [5])).rejects.toThrow('tile 5 is out of range: the result has 5 tiles');
+  });
+
+  it('refuses a result or a tile that does not match the root, and says when a host is down', async () => {
+    const r = `${base}/r/${s.root}`;
+    serveAll = all.slice();
+    serveAll[7] ^= 1;
+    await expect(fetchResult(r, job, root)).rejects.toThrow('the result served does not hash to the root on chain');
+    serveAll = all.subarray(0, all.length - 1);
+    await expect(fetchResult(r, job, root)).rejects.toThrow(TransferError);
+    serveTiles = tiles.slice();
+    serveTiles[20] ^= 1; // a byte of the first tile (index 4)
+    await expect(fetchTiles(r, job, root, [4, 0, 2])).rejects.toThrow('tile 4 has no valid proof to the root on chain');
+    serveAll = all;
+    serveTiles = tiles;
+    await expect(fetchResult('http://127.0.0.1:9/r/x', job, root)).rejects.toThrow('http://127.0.0.1:9 is unreachable');
+  });
+
+  it('uploads to /c/<sha256> and names a full store', async () => {
+    const bytes = new TextEncoder().encode('a text\n');
+    const h = await uploadContent(base, bytes);
+    expect(h).toBe(Buffer.from(await sha256(bytes)).toString('hex'));
+    expect(uploads.at(-1)).toEqual({ url: `/c/${h}`, body: Buffer.from(bytes) });
+    await expect(uploadContent(`${base}/full`, bytes)).rejects.toThrow('answered 507: the content store is over its budget');
+  });
+});
