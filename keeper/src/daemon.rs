@@ -74,6 +74,9 @@ pub struct DaemonOptions {
     pub fetch: FetchPolicy,
     /// Provider: least reward per 10^9 work units.
     pub min_reward_per_gwork: u64,
+    /// Origins browser pages may fetch results and inputs from
+    /// ([`crate::results::server::ServerLimits::cors_origins`]).
+    pub cors_origins: Vec<String>,
 }
 
 /// Default disk budget for served results, bytes.
@@ -104,6 +107,7 @@ impl DaemonOptions {
             retention: crate::roles::provider::RETENTION,
             fetch: FetchPolicy::default(),
             min_reward_per_gwork: 0,
+            cors_origins: vec![],
         }
     }
 }
@@ -358,7 +362,10 @@ pub fn run(
         tiles.clone(),
         metrics.clone(),
         listener,
-        Default::default(),
+        crate::results::server::ServerLimits {
+            cors_origins: opts.cors_origins.clone(),
+            ..Default::default()
+        },
     )?;
     let addr = server.addr;
     if opts.provider {

@@ -299,3 +299,80 @@ fn bulk_downloads_do_not_keep_a_verifier_from_a_result_in_its_voting_window() {
     assert_eq!(status(&mut v), 200);
     drop(bulk);
 }
+
+/// CORS only for the origins configured: none by default; a configured origin may preflight a
+/// `PUT /c/…` and read a `GET`; another origin gets no CORS headers; `/metrics` never has them;
+/// an origin with a path is refused by name when the server starts.
+#[test]
+fn cors_is_granted_to_configured_origins_only() {
+    let send = |addr: SocketAddr, head: &str| -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(s, "{head}Host: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.to_ascii_lowercase()
+    };
+    let object = hex(&compute_market_protocol::hash::hashv(&[b"nothing here"]));
+    let serve = |origins: &[&str]| {
+        let limits = ServerLimits {
+            cors_origins: origins.iter().map(|o| o.to_string()).collect(),
+            ..ServerLimits::default()
+        };
+        results::server::serve_with(
+            Arc::new(ResultStore::default()),
+            Arc::new(Metrics::default()),
+            "127.0.0.1:0",
+            limits,
+        )
+    };
+    let get_from = |addr, origin: &str, path: &str| {
+        send(
+            addr,
+            &format!("GET {path} HTTP/1.1\r\nOrigin: {origin}\r\n"),
+        )
+    };
+    let preflight = |addr, origin: &str| {
+        send(
+            addr,
+            &format!("OPTIONS /c/{object} HTTP/1.1\r\nOrigin: {origin}\r\nAccess-Control-Request-Method: PUT\r\n"),
+        )
+    };
+    // none configured: no CORS headers for anyone
+    let closed = serve(&[]).unwrap();
+    let r = get_from(closed.addr, "https://app.example", &format!("/c/{object}"));
+    assert!(!r.contains("access-control-allow-origin"), "{r}");
+    closed.shutdown();
+    // one origin configured
+    let open = serve(&["https://app.example"]).unwrap();
+    let r = preflight(open.addr, "https://app.example");
+    assert!(
+        r.contains("access-control-allow-origin: https://app.example"),
+        "{r}"
+    );
+    assert!(r.contains("put"), "PUT allowed: {r}");
+    let r = get_from(open.addr, "https://app.example", &format!("/c/{object}"));
+    assert!(
+        r.contains("access-control-allow-origin: https://app.example"),
+        "{r}"
+    );
+    let r = preflight(open.addr, "https://evil.example");
+    assert!(
+        !r.contains("access-control-allow-origin"),
+        "another origin: {r}"
+    );
+    let r = get_from(open.addr, "https://app.example", "/metrics");
+    assert!(
+        r.starts_with("http/1.1 200") && !r.contains("access-control-allow-origin"),
+        "/metrics: {r}"
+    );
+    open.shutdown();
+    let e = serve(&["https://app.example/path"])
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("an origin is scheme://host[:port] (no path), or *"),
+        "{e}"
+    );
+}

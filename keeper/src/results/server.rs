@@ -88,6 +88,10 @@ pub struct ServerLimits {
     /// [`ServerLimits::stall_timeout`]: a reader slower than that (or stopped) loses its
     /// connection, so a few slow readers cannot hold every transfer for the connection's life.
     pub min_rate: u64,
+    /// Origins a browser page may call the content store and results from (`PUT`/`GET /c/`,
+    /// `GET /r/`), as `scheme://host[:port]`, or `*` for any; none (the default): no CORS
+    /// headers, so no page elsewhere can upload into the store. `/metrics` never has them.
+    pub cors_origins: Vec<String>,
 }
 
 impl Default for ServerLimits {
@@ -109,6 +113,7 @@ impl Default for ServerLimits {
             max_indices: compute_market::constants::MAX_SAMPLES as usize,
             connections_per_peer: 32,
             min_rate: 32 << 10,
+            cors_origins: vec![],
         }
     }
 }
@@ -748,16 +753,64 @@ async fn metrics(State(app): State<App>) -> Response {
     r
 }
 
+/// The CORS layer for `origins` (see [`ServerLimits::cors_origins`]); `None` when there are
+/// none. An origin that is not a valid header value is refused by name.
+pub fn cors_layer(origins: &[String]) -> Result<Option<CorsLayer>> {
+    use axum::http::Method;
+    use tower_http::cors::AllowOrigin;
+    if origins.is_empty() {
+        return Ok(None);
+    }
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        let list = origins
+            .iter()
+            .map(|o| {
+                let ok = (o.starts_with("http://") || o.starts_with("https://"))
+                    && !o
+                        .trim_end_matches('/')
+                        .contains(|c: char| c.is_whitespace())
+                    && o.matches('/').count() == 2;
+                anyhow::ensure!(
+                    ok,
+                    "--cors-origin {o:?}: an origin is scheme://host[:port] (no path), or *"
+                );
+                HeaderValue::from_str(o).with_context(|| format!("--cors-origin {o:?}"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        AllowOrigin::list(list)
+    };
+    Ok(Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([Method::GET, Method::HEAD, Method::PUT])
+            .allow_headers([header::CONTENT_TYPE, header::RANGE])
+            .expose_headers([
+                header::CONTENT_LENGTH,
+                header::CONTENT_RANGE,
+                header::CONTENT_ENCODING,
+            ])
+            .max_age(Duration::from_secs(600)),
+    ))
+}
+
 fn router(app: App) -> Router {
     let limits = app.limits.clone();
-    Router::new()
+    let mut data = Router::new()
         .route("/r/{root}/all", get(all))
         .route("/r/{root}/tiles", get(tiles))
         .route("/c/{hash}", get(content_get).put(content_put))
+        .with_state(app.clone());
+    // checked when the server starts (serve_listener)
+    if let Ok(Some(cors)) = cors_layer(&limits.cors_origins) {
+        data = data.layer(cors);
+    }
+    Router::new()
         .route("/metrics", get(metrics))
         .with_state(app)
+        .merge(data)
         .layer(CompressionLayer::new().quality(CompressionLevel::Fastest))
-        .layer(CorsLayer::permissive())
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             limits.response_timeout,
@@ -876,6 +929,7 @@ pub fn serve_listener(
     std_listener: std::net::TcpListener,
     limits: ServerLimits,
 ) -> Result<HttpServer> {
+    cors_layer(&limits.cors_origins)?;
     std_listener.set_nonblocking(true)?;
     let bound = std_listener.local_addr()?;
     let limits = Arc::new(limits);

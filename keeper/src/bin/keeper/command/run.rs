@@ -60,6 +60,10 @@ pub struct RunArgs {
     /// least recently used are dropped beyond it (and fetched again from the content store).
     #[arg(long, default_value_t = (compute_market_keeper::compute::inputs::HELD_BYTES >> 20) as u64)]
     held_inputs_mib: u64,
+    /// An origin (`https://app.example`, or `*`) whose pages may fetch results and inputs from
+    /// this keeper and upload to it (CORS); repeat for more. None: no page elsewhere can.
+    #[arg(long = "cors-origin")]
+    cors_origins: Vec<String>,
     /// Hours a served result is kept after its task is closed (the client may still fetch it).
     #[arg(long, default_value_t = 24.0)]
     retain_hours: f64,
@@ -137,6 +141,7 @@ impl RunArgs {
         );
         opts.retention = Duration::from_secs_f64(self.retain_hours * 3600.0);
         opts.min_reward_per_gwork = self.min_reward_per_gwork;
+        opts.cors_origins = self.cors_origins;
         opts.fetch = FetchPolicy {
             allow_loopback: self.allow_loopback_urls,
             allow_private: self.allow_private_urls,

@@ -21,6 +21,10 @@ pub struct ServeArgs {
     /// Most disk the store may take, MiB (uploads that would need more are refused).
     #[arg(long, default_value_t = 16 << 10)]
     budget_mib: u64,
+    /// An origin (`https://app.example`, or `*`) whose pages may upload to this store and
+    /// fetch from it (CORS); repeat for more. None: no page elsewhere can.
+    #[arg(long = "cors-origin")]
+    cors_origins: Vec<String>,
 }
 
 impl ServeArgs {
@@ -30,7 +34,16 @@ impl ServeArgs {
         let store = Arc::new(ResultStore::open(&dir, self.budget_mib << 20, None)?);
         let metrics = Arc::new(Metrics::default());
         let _ = store.metrics.set(metrics.clone());
-        let server = compute_market_keeper::results::serve(store.clone(), metrics, &self.listen)?;
+        let limits = compute_market_keeper::results::server::ServerLimits {
+            cors_origins: self.cors_origins,
+            ..Default::default()
+        };
+        let server = compute_market_keeper::results::server::serve_with(
+            store.clone(),
+            metrics,
+            &self.listen,
+            limits,
+        )?;
         tracing::info!(addr = %server.addr, dir = %dir.display(), objects_bytes = store.content.bytes(), "serving /c/<hash>");
         eprintln!("serving the content store at http://{}", server.addr);
         tokio::runtime::Builder::new_current_thread()
