@@ -181,9 +181,9 @@ pub fn prepare_encoder(
     let (_, t) = read_object(texts, max)?;
     let enc =
         crate::compute::encoder::parse_model(&m).with_context(|| format!("{}", model.display()))?;
-    let s = std::str::from_utf8(&t)
-        .map_err(|e| anyhow::anyhow!("{}: the texts are not UTF-8: {e}", texts.display()))?;
-    let rows = s.strip_suffix('\n').unwrap_or(s).split('\n').count();
+    let in_file = || format!("{}", texts.display());
+    let lines = crate::compute::encoder::texts_of(&t).with_context(in_file)?;
+    let rows = lines.len();
     let positions = enc.encoder.positions();
     if let Some(m) = max_tokens {
         ensure!(
@@ -192,15 +192,13 @@ pub fn prepare_encoder(
         );
     }
     let limit = max_tokens.map_or(positions, |m| m as usize);
-    let lines = crate::compute::encoder::parse_texts(&t, rows, limit)
-        .with_context(|| format!("{}", texts.display()))?;
-    let ids = crate::compute::encoder::tokenize(&enc, &lines, limit)
-        .with_context(|| format!("{}", texts.display()))?;
+    crate::compute::encoder::check_text_bytes(&lines, limit).with_context(in_file)?;
+    let ids = crate::compute::encoder::tokenize(&enc, &lines, limit).with_context(in_file)?;
     let longest = ids.iter().map(Vec::len).max().unwrap_or(0) as u32;
     let max_tokens = max_tokens.unwrap_or(longest);
     // the byte limit follows the token limit: checked again at the limit the job will carry,
     // as providers will check it
-    crate::compute::encoder::parse_texts(&t, rows, max_tokens as usize).with_context(|| {
+    crate::compute::encoder::check_text_bytes(&lines, max_tokens as usize).with_context(|| {
         format!(
             "{} (a larger --max-tokens allows longer texts)",
             texts.display()

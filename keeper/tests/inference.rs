@@ -411,16 +411,12 @@ fn the_market_embeds_the_held_out_texts_as_numpy_does_near_the_fp32_model() {
         got == want,
         "the market's embeddings are numpy's integer ones, bit for bit"
     );
-    let mut cos: Vec<f64> = vec![];
-    for (g, f) in got.chunks_exact(384).zip(fp32.chunks_exact(384)) {
-        let dot: f64 = g
-            .iter()
-            .zip(f)
-            .map(|(&a, &b)| f64::from(a) * f64::from(b))
-            .sum();
-        let n = |v: &mut dyn Iterator<Item = f64>| v.map(|x| x * x).sum::<f64>().sqrt();
-        cos.push(dot / n(&mut g.iter().map(|&x| x.into())) / n(&mut f.iter().map(|&x| x.into())));
-    }
+    let bytes: Vec<u8> = got.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let cos: Vec<f64> = bytes
+        .chunks_exact(2 * 384)
+        .zip(fp32.chunks_exact(384))
+        .map(|(g, f)| compute_market_keeper::compute::encoder::cosine(g, f))
+        .collect();
     let mean = cos.iter().sum::<f64>() / cos.len() as f64;
     let min = cos.iter().cloned().fold(1.0, f64::min);
     println!("the market's MiniLM embeddings: cosine to fp32 mean {mean:.4}, min {min:.4}");

@@ -234,13 +234,24 @@ pub fn tokenizer(vocab: &str, count: usize) -> Result<Tokenizer> {
 /// text), exactly `rows` of them, each at most 16 bytes per token of the `max_tokens` limit
 /// (checked before anything tokenizes them: the tokenizer's time and memory follow the bytes).
 pub fn parse_texts(bytes: &[u8], rows: usize, max_tokens: usize) -> Result<Vec<&str>> {
-    let s = std::str::from_utf8(bytes).map_err(|e| anyhow!("the texts are not UTF-8: {e}"))?;
-    let texts: Vec<&str> = s.strip_suffix('\n').unwrap_or(s).split('\n').collect();
+    let texts = texts_of(bytes)?;
     ensure!(
         texts.len() == rows,
         "the texts part holds {} texts, the job has {rows} rows",
         texts.len()
     );
+    check_text_bytes(&texts, max_tokens)?;
+    Ok(texts)
+}
+
+/// The texts of a texts part, however many: UTF-8, one per line, a final `\n` ending the last.
+pub fn texts_of(bytes: &[u8]) -> Result<Vec<&str>> {
+    let s = std::str::from_utf8(bytes).map_err(|e| anyhow!("the texts are not UTF-8: {e}"))?;
+    Ok(s.strip_suffix('\n').unwrap_or(s).split('\n').collect())
+}
+
+/// Refuses the first text longer than 16 bytes per token of the `max_tokens` limit.
+pub fn check_text_bytes(texts: &[&str], max_tokens: usize) -> Result<()> {
     let most = TEXT_BYTES_PER_TOKEN * max_tokens;
     if let Some(i) = texts.iter().position(|t| t.len() > most) {
         bail!(
@@ -249,7 +260,7 @@ pub fn parse_texts(bytes: &[u8], rows: usize, max_tokens: usize) -> Result<Vec<&
             texts[i].len()
         );
     }
-    Ok(texts)
+    Ok(())
 }
 
 const TEXT_BYTES_PER_TOKEN: usize =
@@ -454,7 +465,8 @@ pub fn minilm_heldout() -> Result<(Vec<u8>, Vec<f32>)> {
 pub fn minilm_heldout_ids(model: &Model) -> Result<(Vec<u8>, Vec<f32>, Vec<Vec<u32>>)> {
     let (texts, fp32) = minilm_heldout()?;
     let positions = model.encoder.positions();
-    let lines = parse_texts(&texts, texts.split(|&b| b == b'\n').count(), positions)?;
+    let lines = texts_of(&texts)?;
+    check_text_bytes(&lines, positions)?;
     let ids = tokenize(model, &lines, positions)?;
     Ok((texts, fp32, ids))
 }

@@ -195,13 +195,19 @@ pub fn run_rows(model: &Mlp, batch: &Batch, first: usize, count: usize) -> Vec<u
                 .chunks_exact_mut(len)
                 .zip(logits.chunks_exact(classes))
             {
-                for (o, v) in l.iter().enumerate() {
-                    row[4 * o..4 * o + 4].copy_from_slice(&v.to_le_bytes());
-                }
-                row[4 * classes..].copy_from_slice(&class_of(l).to_le_bytes());
+                write_row(row, l);
             }
         });
     out
+}
+
+/// One output row (PROTOCOL §5, Mlp) from its logits: each LE `i32`, then the class as LE
+/// `u32`; `row` is [`row_len`] bytes for `logits.len()` classes.
+pub fn write_row(row: &mut [u8], logits: &[i32]) {
+    for (o, v) in logits.iter().enumerate() {
+        row[4 * o..4 * o + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    row[4 * logits.len()..].copy_from_slice(&class_of(logits).to_le_bytes());
 }
 
 /// [`Mlp::logits`] of `n` rows at once (`x` is n × features), weights outer, rows inner, with

@@ -245,7 +245,7 @@ impl CudaBackend {
         job: &JobSpec,
         indices: &[u32],
     ) -> Result<Vec<Vec<u8>>> {
-        use compute_market_protocol::infer::{class_of, row_len};
+        use compute_market_protocol::infer::row_len;
         let (per, f, classes) = (
             usize::from(job.rows_per_tile),
             job.dims[1] as usize,
@@ -275,10 +275,7 @@ impl CudaBackend {
                 let mut tile = vec![0u8; per * len];
                 for (k, row) in tile.chunks_exact_mut(len).take(r.len()).enumerate() {
                     let l = &logits[(at + k) * classes..(at + k + 1) * classes];
-                    for (o, v) in l.iter().enumerate() {
-                        row[4 * o..4 * o + 4].copy_from_slice(&v.to_le_bytes());
-                    }
-                    row[4 * classes..].copy_from_slice(&class_of(l).to_le_bytes());
+                    crate::compute::mlp::write_row(row, l);
                 }
                 at += r.len();
                 tile
