@@ -222,6 +222,114 @@ pub fn prepare_encoder(
     Ok(prepared(job, files))
 }
 
+/// What a client needs to post jobs on a model it hosts, without reading the model again: the
+/// model's content address and the job-spec figures the providers will check it against
+/// (PROTOCOL §5). `keeper model publish` prints it; the web page posts from it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum ModelInfo {
+    /// An integer MLP (`Mlp` jobs).
+    Mlp {
+        /// Input width (the batch's columns).
+        features: u32,
+        /// Classes (the last layer's outputs).
+        classes: u32,
+        /// Multiply-adds per row (the job's work figure).
+        work_per_row: u64,
+    },
+    /// An integer encoder (`Encoder` jobs): the work per token at a limit L follows from these
+    /// by `encoder_work_per_token(blocks, hidden, ffn, heads, L)`.
+    Encoder {
+        /// Transformer blocks.
+        blocks: u32,
+        /// Hidden width H.
+        hidden: u32,
+        /// Feed-forward width.
+        ffn: u32,
+        /// Attention heads.
+        heads: u32,
+        /// Most tokens a text (the position embeddings).
+        positions: u32,
+    },
+}
+
+/// Reads a model file as providers will (every tensor's name, dtype and shape, every bound)
+/// and says what jobs on it carry. An encoder is told by its `emb.word` tensor.
+pub fn describe_model(bytes: &[u8]) -> Result<ModelInfo> {
+    let st = safetensors::SafeTensors::deserialize(bytes)
+        .map_err(|e| anyhow::anyhow!("malformed safetensors: {e}"))?;
+    if st.names().iter().any(|n| *n == "emb.word") {
+        let m = crate::compute::encoder::parse_model(bytes)?;
+        let e = &m.encoder;
+        return Ok(ModelInfo::Encoder {
+            blocks: e.blocks.len() as u32,
+            hidden: e.hidden as u32,
+            ffn: e.ffn() as u32,
+            heads: e.heads as u32,
+            positions: e.positions() as u32,
+        });
+    }
+    let mlp = crate::compute::mlp::read_model(bytes)?;
+    let (Some(first), Some(last)) = (mlp.layers.first(), mlp.layers.last()) else {
+        bail!("neither an MLP (no l0.weight) nor an encoder (no emb.word)");
+    };
+    let (features, classes) = (first.inp, last.out);
+    crate::compute::mlp::check_model(&mlp, features, classes)?;
+    Ok(ModelInfo::Mlp {
+        features: features as u32,
+        classes: classes as u32,
+        work_per_row: mlp.work_per_row(),
+    })
+}
+
+/// A model uploaded to a content store.
+#[derive(Clone, Debug, Serialize)]
+pub struct Published {
+    /// The file it was read from.
+    pub file: String,
+    /// Its SHA-256 (`<store>/c/<sha256>`), hex.
+    pub sha256: String,
+    /// Its length.
+    pub bytes: u64,
+    /// The store.
+    pub store: String,
+    /// What jobs on it carry.
+    #[serde(flatten)]
+    pub info: ModelInfo,
+}
+
+/// Checks each model file ([`describe_model`]) and uploads it to `store`; nothing is uploaded
+/// unless every file is a model.
+pub fn publish_models(
+    store: &str,
+    files: &[PathBuf],
+    policy: &FetchPolicy,
+) -> Result<Vec<Published>> {
+    let max = crate::results::content::MAX_OBJECT;
+    let mut read = vec![];
+    for f in files {
+        let (hash, bytes) = read_object(f, max)?;
+        let info = describe_model(&bytes).with_context(|| format!("{}", f.display()))?;
+        read.push((f, hash, bytes, info));
+    }
+    let client = Client::new(policy)?;
+    read.into_iter()
+        .map(|(f, hash, bytes, info)| {
+            let len = bytes.len() as u64;
+            client
+                .put_content(store, bytes)
+                .map_err(|e| anyhow::anyhow!("uploading {}: {e}", f.display()))?;
+            Ok(Published {
+                file: f.display().to_string(),
+                sha256: hex(&hash),
+                bytes: len,
+                store: store.to_string(),
+                info,
+            })
+        })
+        .collect()
+}
+
 /// What was uploaded.
 #[derive(Clone, Debug, Serialize)]
 pub struct Uploaded {

@@ -241,7 +241,67 @@ fn rust_written() -> Value {
             "all": hex(&tiles.concat()),
         })
     };
-    json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "rejected": rejected, "manifests": manifests, "encoderWork": work, "pdas": pdas, "events": events, "commitments": commitments, "served": served })
+    json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "rejected": rejected, "manifests": manifests, "encoderWork": work, "pdas": pdas, "events": events, "commitments": commitments, "served": served, "prepared": prepared() })
+}
+
+/// Jobs on a client's data as `keeper task post --model` prepares them (the digits model over
+/// three held-out rows; MiniLM over three texts at a token limit of 24), with the model as
+/// `keeper model publish` describes it: the client's `mlpJob` and `encoderJob` must build the
+/// same job spec, batch and manifest.
+fn prepared() -> Value {
+    use compute_market_keeper::clientdata::{describe_model, prepare_encoder, prepare_mlp};
+    let dir = tempfile::tempdir().unwrap();
+    let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models");
+    let info = |path: &std::path::Path| {
+        let bytes = std::fs::read(path).unwrap();
+        let mut v = serde_json::to_value(describe_model(&bytes).unwrap()).unwrap();
+        v["sha256"] = json!(hex(&hashv(&[&bytes])));
+        v["bytes"] = json!(bytes.len());
+        v
+    };
+    let held = std::fs::read(models.join("digits-heldout.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&held).unwrap();
+    let x = st.tensor("x").unwrap();
+    let rows: Vec<&[u8]> = x.data().chunks_exact(64).take(3).collect();
+    let three =
+        safetensors::tensor::TensorView::new(safetensors::Dtype::I8, vec![3, 64], &x.data()[..192])
+            .unwrap();
+    let batch = dir.path().join("batch.safetensors");
+    std::fs::write(
+        &batch,
+        safetensors::serialize([("x", three)], None).unwrap(),
+    )
+    .unwrap();
+    let model = models.join("digits-mlp.safetensors");
+    let mlp = prepare_mlp(&model, &batch, 8).unwrap();
+    let texts = [
+        "A cat sat on the mat.",
+        "Zwei Hunde spielen im Park.",
+        "Compute is verified by re-execution.",
+    ];
+    let file = dir.path().join("texts.txt");
+    std::fs::write(&file, texts.join("\n") + "\n").unwrap();
+    let minilm = compute_market_keeper::compute::encoder::minilm_path();
+    let enc = prepare_encoder(&minilm, &file, 2, Some(24)).unwrap();
+    json!({
+        "mlp": {
+            "model": info(&model),
+            "rows": rows.iter().map(|r| hex(r)).collect::<Vec<_>>(),
+            "rowsPerTile": 8,
+            "job": hex(&mlp.job.encode()),
+            "batch": hex(&mlp.parts[1]),
+            "manifest": hex(&mlp.manifest.encode()),
+        },
+        "encoder": {
+            "model": info(&minilm),
+            "texts": texts,
+            "maxTokens": 24,
+            "rowsPerTile": 2,
+            "job": hex(&enc.job.encode()),
+            "part": hex(&enc.parts[1]),
+            "manifest": hex(&enc.manifest.encode()),
+        },
+    })
 }
 
 #[test]

@@ -9,3 +9,6 @@ export * from './events';
 export * from './watch';
 export * from './commitment';
 export * from './results';
+export * from './tx';
+export * from './inputs';
+export * from './history';

@@ -12,6 +12,7 @@ pub mod fund;
 pub mod gpu_check;
 pub mod init;
 pub mod market;
+pub mod model;
 pub mod node;
 pub mod run;
 pub mod serve;
@@ -60,6 +61,9 @@ pub enum Command {
     /// Markets.
     #[command(subcommand)]
     Market(market::MarketCmd),
+    /// Models hosted on a content store, for jobs that name them.
+    #[command(subcommand)]
+    Model(model::ModelCmd),
     /// The daemon: any combination of --provider, --verifier, --crank.
     Run(run::RunArgs),
     /// A content store for clients' inputs (PUT/GET /c/<sha256>), no role.
@@ -97,6 +101,7 @@ impl Cli {
             Command::Node(c) => c.execute(&ctx),
             Command::Task(c) => c.execute(&ctx),
             Command::Market(c) => c.execute(&ctx),
+            Command::Model(c) => c.execute(&ctx),
             Command::Run(c) => c.execute(&ctx),
             Command::Serve(c) => c.execute(&ctx),
             Command::Init(c) => c.execute(&ctx),

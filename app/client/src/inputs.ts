@@ -1,0 +1,133 @@
+// A client's own data as a job (PROTOCOL §5, Mlp and Encoder): a model already hosted on a
+// content store (`keeper model publish` prints its `ModelInfo`), the client's rows or texts as
+// a part, the manifest over both and the job spec on it — what `keeper task post --model`
+// builds, so that providers accept it. And the verified result read back: classes, embeddings.
+
+import { InputMode, JobKind, MAX_ENCODER_TOKENS, encoderWorkPerToken, tileLen, type JobSpec } from './job';
+import { encodeManifest, formatOf, manifestHash, partOf, Role, type Part } from './manifest';
+
+/** What `keeper model publish` prints for a model: its content address and the figures a
+ * job on it carries. */
+export type ModelInfo =
+  | { kind: 'mlp'; sha256: string; bytes: number; features: number; classes: number; work_per_row: number | bigint }
+  | { kind: 'encoder'; sha256: string; bytes: number; blocks: number; hidden: number; ffn: number; heads: number; positions: number };
+
+/** A job on the client's data, ready to upload (`parts`, then `manifest`) and post (`job`). */
+export interface PreparedJob {
+  job: JobSpec;
+  /** The client's own parts (the model is already on the store). */
+  parts: Uint8Array[];
+  manifest: Uint8Array;
+}
+
+const hexBytes = (h: string): Uint8Array => {
+  if (!/^[0-9a-f]{64}$/.test(h)) throw new Error(`a model's sha256 is 64 lowercase hex digits, not ${JSON.stringify(h)}`);
+  return Uint8Array.from(h.match(/../g)!.map((x) => parseInt(x, 16)));
+};
+
+function modelPart(model: ModelInfo): Part {
+  return { role: Role.Model, format: formatOf(Role.Model), hash: hexBytes(model.sha256), len: BigInt(model.bytes) };
+}
+
+/** A safetensors file of one tensor (8-byte header length, the JSON header padded to 8). */
+export function safetensorsOf(name: string, dtype: 'I8' | 'I16' | 'U32', shape: number[], data: Uint8Array): Uint8Array {
+  let header = JSON.stringify({ [name]: { dtype, shape, data_offsets: [0, data.length] } });
+  header += ' '.repeat((8 - (header.length % 8)) % 8);
+  const h = new TextEncoder().encode(header);
+  const out = new Uint8Array(8 + h.length + data.length);
+  new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true);
+  out.set(h, 8);
+  out.set(data, 8 + h.length);
+  return out;
+}
+
+async function prepared(job: Omit<JobSpec, 'input'>, model: ModelInfo, role: Role, bytes: Uint8Array): Promise<PreparedJob> {
+  const parts = [modelPart(model), await partOf(role, bytes)];
+  return { job: { ...job, input: await manifestHash(parts) }, parts: [bytes], manifest: encodeManifest(parts) };
+}
+
+/** An `Mlp` job classifying `rows` (each `features` int8 values) with `model`. */
+export async function mlpJob(model: ModelInfo, rows: Int8Array[], rowsPerTile = 8): Promise<PreparedJob> {
+  if (model.kind !== 'mlp') throw new Error('an Mlp job needs an MLP model');
+  if (rows.length === 0) throw new Error('no rows to classify');
+  const bad = rows.findIndex((r) => r.length !== model.features);
+  if (bad >= 0) throw new Error(`row ${bad + 1} has ${rows[bad].length} values, the model takes ${model.features}`);
+  const x = new Uint8Array(rows.length * model.features);
+  rows.forEach((r, i) => x.set(new Uint8Array(r.buffer, r.byteOffset, r.length), i * model.features));
+  const batch = safetensorsOf('x', 'I8', [rows.length, model.features], x);
+  const job = {
+    kind: JobKind.Mlp,
+    inputMode: InputMode.ContentHash,
+    dims: [rows.length, model.features, model.classes] as [number, number, number],
+    rowsPerTile,
+    workPerRow: BigInt(model.work_per_row),
+  };
+  return prepared(job, model, Role.Batch, batch);
+}
+
+/** At least the BERT tokens of `text` ([CLS] and [SEP] included): every WordPiece token
+ * covers one character or more of the normalized text, so characters + 2 bounds them. The
+ * page prices at this bound; providers tokenize exactly and refuse a text over the limit. */
+export function tokenBound(text: string): number {
+  return [...text.toLowerCase().normalize('NFD')].length + 2;
+}
+
+/** An `Encoder` job embedding `texts` (one per line in the part) with `model`, its token
+ * limit the longest text's bound (or `maxTokens`). */
+export async function encoderJob(model: ModelInfo, texts: string[], rowsPerTile = 2, maxTokens?: number): Promise<PreparedJob> {
+  if (model.kind !== 'encoder') throw new Error('an Encoder job needs an encoder model');
+  if (texts.length === 0) throw new Error('no texts to embed');
+  const empty = texts.findIndex((t) => t.trim() === '' || t.includes('\n'));
+  if (empty >= 0) throw new Error(`text ${empty + 1} is empty or spans lines: one text a line`);
+  const most = Math.min(model.positions, MAX_ENCODER_TOKENS);
+  const limit = maxTokens ?? Math.min(most, Math.max(...texts.map(tokenBound)));
+  const long = texts.findIndex((t) => tokenBound(t) > limit && tokenBound(t) > most);
+  if (long >= 0) throw new Error(`text ${long + 1} may be longer than the model's ${most} tokens: shorten it`);
+  const bytes = new TextEncoder().encode(texts.join('\n') + '\n');
+  const job = {
+    kind: JobKind.Encoder,
+    inputMode: InputMode.ContentHash,
+    dims: [texts.length, limit, model.hidden] as [number, number, number],
+    rowsPerTile,
+    workPerRow: encoderWorkPerToken(BigInt(model.blocks), BigInt(model.hidden), BigInt(model.ffn), BigInt(model.heads), BigInt(limit)),
+  };
+  return prepared(job, model, Role.Texts, bytes);
+}
+
+function rowsOf(job: JobSpec, tiles: Uint8Array[], rowLen: number): Uint8Array[] {
+  if (tiles.some((t) => t.length !== tileLen(job))) throw new Error('a tile of the wrong length');
+  const all = new Uint8Array(tiles.length * tileLen(job));
+  tiles.forEach((t, i) => all.set(t, i * tileLen(job)));
+  return Array.from({ length: job.dims[0] }, (_, r) => all.subarray(r * rowLen, (r + 1) * rowLen));
+}
+
+/** Each row's class and logits from an `Mlp` job's verified tiles. */
+export function mlpClasses(job: JobSpec, tiles: Uint8Array[]): { class: number; logits: number[] }[] {
+  if (job.kind !== JobKind.Mlp) throw new Error('not an Mlp job');
+  const classes = job.dims[2];
+  return rowsOf(job, tiles, 4 * classes + 4).map((row) => {
+    const v = new DataView(row.buffer, row.byteOffset, row.length);
+    return { class: v.getUint32(4 * classes, true), logits: Array.from({ length: classes }, (_, o) => v.getInt32(4 * o, true)) };
+  });
+}
+
+/** Each text's int16 embedding from an `Encoder` job's verified tiles. */
+export function embeddings(job: JobSpec, tiles: Uint8Array[]): Int16Array[] {
+  if (job.kind !== JobKind.Encoder) throw new Error('not an Encoder job');
+  const h = job.dims[2];
+  return rowsOf(job, tiles, 2 * h).map((row) => {
+    const v = new DataView(row.buffer, row.byteOffset, row.length);
+    return Int16Array.from({ length: h }, (_, i) => v.getInt16(2 * i, true));
+  });
+}
+
+/** Cosine similarity of two embeddings. */
+export function cosine(a: Int16Array, b: Int16Array): number {
+  let ab = 0, aa = 0, bb = 0;
+  for (let i = 0; i < a.length; i++) {
+    ab += a[i] * b[i];
+    aa += a[i] * a[i];
+    bb += b[i] * b[i];
+  }
+  return aa === 0 || bb === 0 ? 0 : ab / Math.sqrt(aa * bb);
+}

@@ -1,0 +1,73 @@
+// Jobs on a client's own data built by the client (mlpJob, encoderJob) against what
+// `keeper task post --model` prepares for the same data (keeper/tests/ts_fixtures.rs): the
+// job spec, the client's part and the manifest, byte for byte; and the result decoders.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { embeddings, cosine, encodeJobSpec, encoderJob, mlpClasses, mlpJob, programErrorOf, tokenBound, tileLen, type ModelInfo } from '../src';
+
+const rust = JSON.parse(readFileSync(join(__dirname, 'fixtures', 'rust-written.json'), 'utf8')).prepared;
+const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
+const unhex = (s: string) => new Uint8Array(Buffer.from(s, 'hex'));
+
+describe('jobs on the client data', () => {
+  it('an Mlp job over rows is the one the Rust CLI prepares', async () => {
+    const m = rust.mlp;
+    const rows = m.rows.map((r: string) => new Int8Array(unhex(r).buffer));
+    const p = await mlpJob(m.model as ModelInfo, rows, m.rowsPerTile);
+    expect(hex(encodeJobSpec(p.job))).toBe(m.job);
+    expect(hex(p.parts[0])).toBe(m.batch);
+    expect(hex(p.manifest)).toBe(m.manifest);
+  });
+
+  it('an Encoder job over texts is the one the Rust CLI prepares, and the token bound covers each text', async () => {
+    const e = rust.encoder;
+    const p = await encoderJob(e.model as ModelInfo, e.texts, e.rowsPerTile, e.maxTokens);
+    expect(hex(encodeJobSpec(p.job))).toBe(e.job);
+    expect(hex(p.parts[0])).toBe(e.part);
+    expect(hex(p.manifest)).toBe(e.manifest);
+    // without a limit, the longest text's bound: never below the tokens it has (at most 24 here)
+    const q = await encoderJob(e.model as ModelInfo, e.texts, e.rowsPerTile);
+    expect(q.job.dims[1]).toBe(Math.max(...e.texts.map(tokenBound)));
+    expect(q.job.dims[1]).toBeGreaterThanOrEqual(12);
+  });
+
+  it('bad data is refused by name', async () => {
+    const { mlp, encoder } = rust;
+    await expect(mlpJob(mlp.model, [new Int8Array(63)])).rejects.toThrow('row 1 has 63 values, the model takes 64');
+    await expect(mlpJob(encoder.model, [new Int8Array(64)])).rejects.toThrow('needs an MLP model');
+    await expect(encoderJob(encoder.model, ['fine', ''])).rejects.toThrow('text 2 is empty');
+    await expect(encoderJob(encoder.model, ['x'.repeat(600)])).rejects.toThrow("longer than the model's 512 tokens");
+    await expect(mlpJob({ ...mlp.model, sha256: 'nothex' }, [new Int8Array(64)])).rejects.toThrow('64 lowercase hex digits');
+  });
+
+  it('decodes classes and embeddings from tiles, rows past the batch dropped', async () => {
+    const p = await mlpJob(rust.mlp.model, rust.mlp.rows.map((r: string) => new Int8Array(unhex(r).buffer)), 8);
+    const tile = new Uint8Array(tileLen(p.job));
+    const v = new DataView(tile.buffer);
+    for (let r = 0; r < 3; r++) {
+      v.setInt32(r * 44 + 4 * r, -5 - r, true);
+      v.setUint32(r * 44 + 40, 7 - r, true);
+    }
+    const c = mlpClasses(p.job, [tile]);
+    expect(c.map((x) => x.class)).toEqual([7, 6, 5]);
+    expect(c[2].logits[2]).toBe(-7);
+    const q = await encoderJob(rust.encoder.model, ['a', 'b', 'c'], 2, 8);
+    const tiles = [new Uint8Array(tileLen(q.job)), new Uint8Array(tileLen(q.job))];
+    new DataView(tiles[0].buffer).setInt16(0, 300, true);
+    new DataView(tiles[0].buffer).setInt16(768, 300, true);
+    new DataView(tiles[1].buffer).setInt16(2, -4, true);
+    const e = embeddings(q.job, tiles);
+    expect(e.length).toBe(3);
+    expect(cosine(e[0], e[1])).toBeCloseTo(1);
+    expect(cosine(e[0], e[2])).toBe(0);
+  });
+
+  it("names the program's error in a refused transaction's error chain", () => {
+    const e = { message: 'simulation failed', cause: { context: { code: 6012, index: 1 } } };
+    const named = programErrorOf(e);
+    expect(named?.code).toBe(6012);
+    expect(typeof named?.name).toBe('string');
+    expect(programErrorOf(new Error('no code'))).toBeUndefined();
+  });
+});
