@@ -1459,3 +1459,256 @@ fn task_result(
         ],
     )
 }
+
+/// The web page (app/web) end to end in Chromium: built and served by Vite's preview server,
+/// its settings handing it the client's localnet keypair, the content store and the models
+/// (`keeper model publish`); app/web/e2e/run.mjs draws a digit and types sentences, posts
+/// both, and reads what the page shows. What the page says is then held to the chain, read
+/// over RPC: both tasks Accepted and closed, the provider paid twice, the digit's class and
+/// the sentences' similarities equal to what `keeper task result` verifies on its own.
+#[test]
+fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results_the_chain_holds(
+) -> Result<()> {
+    use compute_market_keeper::compute::encoder::{cosine, minilm_path};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let web = root.join("app/web");
+    anyhow::ensure!(
+        root.join("app/node_modules/.bin/vite").exists(),
+        "app/node_modules is missing: run scripts/setup (npm ci in app/)"
+    );
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    anyhow::ensure!(
+        std::path::Path::new(&chromium).exists(),
+        "{chromium} is missing: run scripts/setup (apt-get install chromium)"
+    );
+    let v = Validator::start()?;
+    let (client, provider, verifiers) = small_market(&v, "60,30,30,30")?;
+    let chain = v.chain();
+    let page_port = free_port();
+    let origin = format!("http://127.0.0.1:{page_port}");
+    // the client's store, open to the page's origin only
+    let (_store, store) = {
+        let port = free_port();
+        let log = std::fs::File::create(v.dir.path().join("client-store.log"))?;
+        let child = std::process::Command::new(keeper_bin())
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--cors-origin",
+                &origin,
+                "--dir",
+            ])
+            .arg(v.dir.path().join("client-store"))
+            .stderr(log)
+            .stdout(std::process::Stdio::null())
+            .spawn()?;
+        let url = format!("http://127.0.0.1:{port}");
+        wait_for(30, "keeper serve to listen", || {
+            Ok(std::net::TcpStream::connect(("127.0.0.1", port))
+                .ok()
+                .map(|_| ()))
+        })?;
+        (
+            Proc {
+                child,
+                name: "client-store".into(),
+            },
+            url,
+        )
+    };
+    let published = v.keeper(
+        &client,
+        &[
+            "model",
+            "publish",
+            root.join("models/digits-mlp.safetensors").to_str().unwrap(),
+            minilm_path().to_str().unwrap(),
+            "--store",
+            &store,
+        ],
+    )?;
+    let models = published.as_array().expect("a list of models");
+    // the page, built here and served by Vite's preview server, its settings beside it
+    let dist = v.dir.path().join("web-dist");
+    let vite = root.join("app/node_modules/.bin/vite");
+    let built = std::process::Command::new(&vite)
+        .current_dir(&web)
+        .args(["build", "--logLevel", "warn", "--emptyOutDir", "--outDir"])
+        .arg(&dist)
+        .output()?;
+    anyhow::ensure!(
+        built.status.success(),
+        "vite build: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let secret: Vec<u8> = serde_json::from_str(&std::fs::read_to_string(&client)?)?;
+    let settings = serde_json::json!({
+        "rpc": v.url,
+        "market": 1,
+        "store": store,
+        "models": { "digits": models[0], "minilm": models[1] },
+        "localKeypair": secret,
+        "autoConnect": true,
+    });
+    std::fs::write(dist.join("e2e-settings.json"), settings.to_string())?;
+    let log = std::fs::File::create(v.dir.path().join("vite.log"))?;
+    let _preview = Proc {
+        child: std::process::Command::new(&vite)
+            .current_dir(&web)
+            .args([
+                "preview",
+                "--strictPort",
+                "--port",
+                &page_port.to_string(),
+                "--outDir",
+            ])
+            .arg(&dist)
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?,
+        name: "vite".into(),
+    };
+    wait_for(30, "the page to be served", || {
+        Ok(std::net::TcpStream::connect(("127.0.0.1", page_port))
+            .ok()
+            .map(|_| ()))
+    })?;
+    // the keepers; the provider's result server open to the page
+    let _p = v.spawn_keeper(
+        "provider",
+        &provider,
+        &["--provider", "--cors-origin", &origin],
+    )?;
+    let mut keepers: Vec<Proc> = verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
+        .collect::<Result<_>>()?;
+    keepers.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    let shots = root.join("test-artefacts/web");
+    let out = std::process::Command::new("node")
+        .arg(web.join("e2e/run.mjs"))
+        .current_dir(&web)
+        .env("PAGE", format!("{origin}/?config=/e2e-settings.json"))
+        .env("SHOTS", &shots)
+        .env("CHROMIUM", &chromium)
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    anyhow::ensure!(
+        out.status.success(),
+        "the page's end-to-end run failed:\n{stderr}\n{}",
+        log_tails(&v, &["provider", "v0", "crank", "client-store"])
+    );
+    let shown: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default(),
+    )?;
+    println!("the page showed: {shown}");
+    // the chain, over RPC: both tasks Accepted (closed: read from their transactions), the
+    // provider paid for two
+    let rpc = compute_market_keeper::chain::rpc::RpcChain::new(&v.url);
+    for which in ["digit", "sentences"] {
+        let task: Pubkey = shown[which]["task"].as_str().expect("a task").parse()?;
+        wait_for(60, "the task's history", || {
+            Ok(
+                compute_market_keeper::clientdata::committed(&rpc, &task, || rpc.logs_of(&task))
+                    .ok(),
+            )
+        })?;
+    }
+    let p = chain.node(&node_of(&provider))?.expect("provider node");
+    assert_eq!(
+        (p.tasks_completed, p.times_slashed),
+        (2, 0),
+        "both accepted"
+    );
+    // the digit's class as the CLI verifies it, tile by tile, on its own
+    let digit = v.dir.path().join("digit.safetensors");
+    task_result(
+        &v,
+        &client,
+        &shown["digit"]["task"].as_str().unwrap().parse()?,
+        &digit,
+    )?;
+    let (shape, classes) = read_tensor(&digit, "class")?;
+    assert_eq!(shape, vec![1]);
+    assert_eq!(
+        u64::from(classes[0]),
+        shown["digit"]["class"].as_u64().unwrap(),
+        "the page's class is the verified one"
+    );
+    assert_eq!(classes[0], 1, "a vertical stroke is a 1");
+    // the sentences' similarities from the CLI's verified embeddings
+    let emb = v.dir.path().join("sentences.safetensors");
+    task_result(
+        &v,
+        &client,
+        &shown["sentences"]["task"].as_str().unwrap().parse()?,
+        &emb,
+    )?;
+    let bytes = std::fs::read(&emb)?;
+    let st = safetensors::SafeTensors::deserialize(&bytes)?;
+    let e = st.tensor("embedding")?;
+    assert_eq!(e.shape(), &[4usize, 384][..]);
+    let rows: Vec<&[u8]> = e.data().chunks_exact(768).collect();
+    let matrix = shown["sentences"]["matrix"].as_array().expect("a matrix");
+    for (i, a) in rows.iter().enumerate() {
+        for (j, b) in rows.iter().enumerate() {
+            let f: Vec<f32> = b
+                .chunks_exact(2)
+                .map(|x| f32::from(i16::from_le_bytes([x[0], x[1]])))
+                .collect();
+            let want = cosine(a, &f);
+            let have = matrix[i][j].as_f64().unwrap();
+            assert!(
+                (want - have).abs() < 0.0006,
+                "similarity [{i}][{j}]: page {have}, verified {want}"
+            );
+        }
+    }
+    // like with like: the cats nearer each other than to the banks
+    let m = |i: usize, j: usize| matrix[i][j].as_f64().unwrap();
+    assert!(
+        m(0, 1) > m(0, 2) && m(0, 1) > m(0, 3) && m(2, 3) > m(1, 2),
+        "{matrix:?}"
+    );
+    assert!(
+        shown["perf"].as_str().unwrap().contains("N = 1"),
+        "{}",
+        shown["perf"]
+    );
+    assert_eq!(shown["nodes"], 4);
+    assert!(
+        shown["tokensError"]
+            .as_str()
+            .unwrap()
+            .starts_with("Insufficient tokens"),
+        "{}",
+        shown["tokensError"]
+    );
+    assert!(
+        shown["storeError"]
+            .as_str()
+            .unwrap()
+            .contains("http://127.0.0.1:9"),
+        "{}",
+        shown["storeError"]
+    );
+    for s in [
+        "01-connected",
+        "02-digit-drawn",
+        "03-digit-posted",
+        "04-digit-accepted-verified-class",
+        "05-sentences-typed",
+        "06-sentences-accepted-similarity",
+        "07-market",
+        "08-error-insufficient-tokens",
+        "09-error-unreachable-store",
+    ] {
+        assert!(shots.join(format!("{s}.png")).exists(), "screenshot {s}");
+    }
+    Ok(())
+}

@@ -1,0 +1,480 @@
+// The page: connect to a cluster, post a task on the person's own data (a drawn digit, typed
+// sentences, files), watch it live with a link to every transaction, get the result verified
+// tile by tile against the root on chain, and see the market. Every refusal is shown as what
+// the person can do about it (src/errors.ts).
+
+import {
+  createSolanaRpc,
+  createSolanaRpcSubscriptions,
+  lamports,
+  type Address,
+} from '@solana/kit';
+import {
+  committedOf,
+  cosine,
+  embeddings,
+  encoderJob,
+  fetchMarket,
+  fetchResult,
+  JobKind,
+  marketAddress,
+  mlpClasses,
+  mlpJob,
+  postTask,
+  stakeMintOf,
+  taskHistory,
+  TaskStatus,
+  tileCount,
+  tokenAccountOf,
+  tokenBalance,
+  uploadContent,
+  watchTask,
+  type HistoryEntry,
+  type KitClient,
+  type ModelInfo,
+  type PreparedJob,
+  type Task,
+} from '@compute-market/client';
+import { paintRow, Pad } from './digits';
+import { describeError } from './errors';
+import { measuredOf, nodesOf, perfOf, tasksOf, type Measured } from './market';
+import { loadSettings, saveSettings, type Settings } from './settings';
+import { localSigner, standardSigner, type Signer } from './wallet';
+
+const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
+const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+const TERMINAL = ['Accepted', 'Rejected', 'Undecided', 'Cancelled', 'Expired'];
+
+let settings: Settings;
+let client: KitClient | null = null;
+let signer: Signer | null = null;
+let watching: AbortController | null = null;
+
+function showError(e: unknown) {
+  const el = $('error');
+  el.textContent = describeError(e, settings);
+  el.hidden = false;
+  console.error(e);
+}
+function clearError() {
+  $('error').hidden = true;
+}
+/** Runs `f`, showing what went wrong. */
+function guarded(f: () => Promise<void>) {
+  return () => {
+    clearError();
+    f().catch(showError);
+  };
+}
+
+function txLink(sig: string): HTMLAnchorElement {
+  const a = document.createElement('a');
+  a.href = (settings.explorer ?? 'https://explorer.solana.com/tx/{sig}?cluster=custom&customUrl={rpc}')
+    .replace('{sig}', sig)
+    .replace('{rpc}', encodeURIComponent(settings.rpc));
+  a.textContent = `${sig.slice(0, 8)}…`;
+  a.target = '_blank';
+  a.rel = 'noopener';
+  a.className = 'tx';
+  return a;
+}
+
+// ---------------------------------------------------------------- connect
+
+async function connect() {
+  settings = { ...settings, rpc: $<HTMLInputElement>('rpc').value.trim(), store: $<HTMLInputElement>('store').value.trim(), market: Number($<HTMLInputElement>('market-id').value) };
+  saveSettings(settings);
+  const ws = settings.ws ?? wsOf(settings.rpc);
+  const c: KitClient = { rpc: createSolanaRpc(settings.rpc), rpcSubscriptions: createSolanaRpcSubscriptions(ws) };
+  await c.rpc.getSlot().send();
+  signer = settings.localKeypair ? await localSigner(settings.localKeypair) : await standardSigner(settings.rpc);
+  client = c;
+  await showWallet();
+  $<HTMLButtonElement>('post-btn').disabled = false;
+}
+
+function wsOf(rpc: string): string {
+  const u = new URL(rpc);
+  u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
+  if (u.port) u.port = String(Number(u.port) + 1);
+  return u.toString();
+}
+
+async function showWallet() {
+  if (!client || !signer) return;
+  const me = signer.signer.address;
+  const sol = (await client.rpc.getBalance(me, { commitment: 'confirmed' }).send()).value;
+  const mint = await stakeMintOf(client.rpc);
+  const tokens = await tokenBalance(client.rpc, await tokenAccountOf(me, mint));
+  $('wallet').innerHTML = '';
+  $('wallet').append(`${signer.label}: `, code(me), ` · ${(Number(sol) / 1e9).toFixed(3)} SOL · `, spanId('tokens', String(tokens)), ' stake tokens');
+  if (sol === lamports(0n)) throw new Error(`the wallet ${me} has no SOL to pay fees: on localnet, solana airdrop 1 ${me} -u ${settings.rpc}`);
+}
+
+function code(s: string) {
+  const c = document.createElement('code');
+  c.textContent = s;
+  return c;
+}
+function spanId(id: string, s: string) {
+  const c = document.createElement('span');
+  c.id = id;
+  c.textContent = s;
+  return c;
+}
+
+// ---------------------------------------------------------------- post
+
+const pad = new Pad($<HTMLCanvasElement>('pad'));
+pad.onChange = () => paintRow($<HTMLCanvasElement>('pad-8x8'), pad.row());
+$('pad-clear').addEventListener('click', () => pad.clear());
+
+function kind(): string {
+  return (document.querySelector('input[name=kind]:checked') as HTMLInputElement).value;
+}
+document.querySelectorAll<HTMLInputElement>('input[name=kind]').forEach((r) =>
+  r.addEventListener('change', () => {
+    for (const k of ['digit', 'sentences', 'files']) $(`kind-${k}`).hidden = kind() !== k;
+  }),
+);
+
+function model(name: string): ModelInfo {
+  const m = settings.models?.[name];
+  if (!m) {
+    throw new Error(`this page has no hosted ${name} model: publish it with "keeper model publish MODEL --store ${settings.store}" and add its line to the page's settings (models.${name})`);
+  }
+  return m;
+}
+
+/** The safetensors file's one I8 tensor "x" as rows. */
+function batchRows(bytes: Uint8Array, features: number): Int8Array[] {
+  const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+  if (bytes.length < 8) throw new Error('the batch file is not safetensors (shorter than 8 bytes)');
+  const n = Number(v.getBigUint64(0, true));
+  if (n > 65536 || 8 + n > bytes.length) throw new Error('the batch file is not safetensors (its header length is out of range)');
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+  const x = header['x'];
+  const names = Object.keys(header).filter((k) => k !== '__metadata__');
+  if (!x || names.length !== 1) throw new Error(`the batch must hold exactly one tensor named "x", it holds ${JSON.stringify(names)}`);
+  if (x.dtype !== 'I8' || x.shape.length !== 2) throw new Error(`the batch's x is ${x.dtype} ${JSON.stringify(x.shape)}, it must be I8 [rows, features]`);
+  const [rows, cols] = x.shape as number[];
+  if (cols !== features) throw new Error(`the batch has ${cols} features a row, the model takes ${features}`);
+  const [a, b] = x.data_offsets as number[];
+  if (b - a !== rows * cols || 8 + n + b > bytes.length) throw new Error('the batch file is cut short');
+  const data = bytes.subarray(8 + n + a, 8 + n + b);
+  return Array.from({ length: rows }, (_, r) => new Int8Array(data.slice(r * cols, (r + 1) * cols).buffer));
+}
+
+async function prepare(): Promise<{ prepared: PreparedJob; model: ModelInfo; what: string }> {
+  switch (kind()) {
+    case 'digit': {
+      const row = pad.row();
+      if (!row) throw new Error('draw a digit on the pad first');
+      const m = model('digits');
+      return { prepared: await mlpJob(m, [row]), model: m, what: 'a drawn digit' };
+    }
+    case 'sentences': {
+      const texts = $<HTMLTextAreaElement>('sentences').value.split('\n').map((t) => t.trim()).filter((t) => t !== '');
+      if (texts.length === 0) throw new Error('type one sentence a line first');
+      const m = model('minilm');
+      return { prepared: await encoderJob(m, texts), model: m, what: `${texts.length} sentences` };
+    }
+    default: {
+      const f = $<HTMLInputElement>('file').files?.[0];
+      if (!f) throw new Error('choose a file first');
+      const m = model($<HTMLSelectElement>('file-model').value);
+      const bytes = new Uint8Array(await f.arrayBuffer());
+      if (m.kind === 'mlp') return { prepared: await mlpJob(m, batchRows(bytes, m.features)), model: m, what: f.name };
+      let text: string;
+      try {
+        text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+      } catch {
+        throw new Error(`${f.name} is not UTF-8 text`);
+      }
+      return { prepared: await encoderJob(m, text.replace(/\n$/, '').split('\n')), model: m, what: f.name };
+    }
+  }
+}
+
+async function post() {
+  if (!client || !signer) throw new Error('connect first');
+  const { prepared, model: m, what } = await prepare();
+  const status = $('post-status');
+  // the model must be on the store the providers will fetch from
+  status.textContent = `checking ${settings.store} holds the model…`;
+  const head = await fetch(`${settings.store.replace(/\/$/, '')}/c/${m.sha256}`, { method: 'HEAD' });
+  if (!head.ok) throw new Error(`the content store ${settings.store} does not hold the model ${m.sha256.slice(0, 12)}… (HTTP ${head.status}): publish it with keeper model publish`);
+  status.textContent = `uploading ${what}…`;
+  for (const part of prepared.parts) await uploadContent(settings.store, part);
+  await uploadContent(settings.store, prepared.manifest);
+  status.textContent = 'posting…';
+  const reward = BigInt($<HTMLInputElement>('reward').value.trim());
+  const { task, signature } = await postTask(client, {
+    client: signer.signer,
+    market: settings.market,
+    taskId: BigInt(Date.now()),
+    job: prepared.job,
+    reward,
+    quorum: Number($<HTMLInputElement>('quorum').value),
+    samples: Number($<HTMLInputElement>('samples').value),
+    region: Number($<HTMLInputElement>('region').value),
+    inputUri: settings.store,
+  });
+  status.innerHTML = '';
+  status.append('posted ', code(task), ' in ', txLink(signature));
+  const recent = JSON.parse(localStorage.getItem('cm.recent') ?? '[]') as string[];
+  localStorage.setItem('cm.recent', JSON.stringify([task, ...recent.filter((t) => t !== task)].slice(0, 20)));
+  tab('watch');
+  void watch(task as Address);
+  void showWallet().catch(() => {});
+}
+
+// ---------------------------------------------------------------- watch
+
+function setStatus(s: string) {
+  const el = $('status');
+  el.textContent = s;
+  el.className = `status ${s}`;
+}
+
+function phaseOf(t: Task, slot: bigint): string {
+  const s = TaskStatus[t.status];
+  const r = t.rounds[t.round];
+  switch (t.status) {
+    case TaskStatus.Open:
+      return `waiting for a provider until slot ${t.openDeadline} (now ${slot})`;
+    case TaskStatus.Claimed:
+      return `claimed by node ${t.provider}, result due by slot ${t.submitDeadline}`;
+    case TaskStatus.Verifying:
+      return `verifying, round ${t.round}: ${r.seats}/${r.quorum} seats, ${r.committed} committed (until slot ${t.commitDeadline}), ${r.revealed} revealed (until ${t.revealDeadline}); seed ${t.seedDrawn ? 'drawn' : 'not drawn yet'}`;
+    default:
+      return `${s}: ${r.valid} valid, ${r.invalid} invalid of ${r.revealed} revealed`;
+  }
+}
+
+function describeEvent(name: string, d: Record<string, unknown>): string {
+  const short = (a: unknown) => `${String(a).slice(0, 6)}…`;
+  switch (name) {
+    case 'TaskPosted':
+      return `posted, reward ${d.reward}, quorum ${d.quorum}, samples ${d.samples}`;
+    case 'TaskClaimed':
+      return `claimed by ${short(d.provider)}, bond ${d.bond}`;
+    case 'ResultSubmitted':
+      return `result committed, root ${hex(d.result_root as Uint8Array).slice(0, 12)}…`;
+    case 'SeedDrawn':
+      return `seed drawn (round ${d.round}) from slot ${d.hashed_slot}`;
+    case 'VerifierJoined':
+      return `verifier ${short(d.verifier)} seated (${d.seats} seats), bond ${d.bond}`;
+    case 'VerifierDisplaced':
+      return `verifier ${short(d.displaced)} displaced by ${short(d.by)}`;
+    case 'VoteCommitted':
+      return `vote committed by ${short(d.verifier)}`;
+    case 'VoteRevealed':
+      return `vote revealed by ${short(d.verifier)}: ${d.vote === 1 ? 'valid' : 'invalid'}`;
+    case 'TaskFinalized':
+      return `finalized ${d.status}: ${d.valid} valid, ${d.invalid} invalid; provider paid ${d.provider_paid}, slashed ${d.provider_slashed}; fee ${d.fee}`;
+    case 'VoteSettled':
+      return `vote of ${short(d.verifier)} settled: paid ${d.paid}, slashed ${d.slashed}`;
+    case 'TaskClosed':
+      return `closed ${d.status}, ${d.refunded} refunded`;
+    default:
+      return name;
+  }
+}
+
+function renderHistory(h: HistoryEntry[]) {
+  const ol = $('timeline');
+  ol.innerHTML = '';
+  for (const e of h) {
+    for (const ev of e.events.length ? e.events : [{ name: e.failed ? 'failed transaction' : 'transaction', data: {} }]) {
+      const li = document.createElement('li');
+      li.dataset.event = ev.name;
+      const when = e.blockTime ? new Date(Number(e.blockTime) * 1000).toLocaleTimeString() : '';
+      const slot = document.createElement('span');
+      slot.className = 'slot';
+      slot.textContent = `slot ${e.slot} ${when} `;
+      li.append(slot, `${describeEvent(ev.name, ev.data)} `, txLink(e.signature));
+      ol.append(li);
+    }
+  }
+  const final = h.flatMap((e) => e.events).filter((e) => e.name === 'TaskFinalized' || e.name === 'TaskClosed').at(-1);
+  return final?.data['status'] as string | undefined;
+}
+
+async function watch(task: Address) {
+  if (!client) return;
+  watching?.abort();
+  const me = new AbortController();
+  watching = me;
+  $('task-address').textContent = task;
+  setStatus('…');
+  $('timeline').innerHTML = '';
+  $('result').innerHTML = '';
+  let shown = false;
+  const refresh = async () => {
+    const final = renderHistory(await taskHistory(client!.rpc, task));
+    if (final) setStatus(final);
+    if (final === 'Accepted' && !shown) {
+      shown = true;
+      await showResult(task);
+    }
+    return final;
+  };
+  try {
+    for await (const u of watchTask(client, task, { abortSignal: me.signal })) {
+      if (u.kind === 'state') {
+        setStatus(TaskStatus[u.task.status]);
+        $('phase').textContent = phaseOf(u.task, u.slot);
+      }
+      await refresh();
+    }
+    // closed: the history names the outcome (read again while the node indexes the last ones)
+    for (let i = 0; i < 10 && !me.signal.aborted; i++) {
+      const final = await refresh();
+      if (final && TERMINAL.includes(final) && (final !== 'Accepted' || shown)) break;
+      await new Promise((r) => setTimeout(r, 1500));
+    }
+    $('phase').textContent = 'closed: its rent went back; the history below is read from its transactions';
+  } catch (e) {
+    if (!me.signal.aborted) showError(e);
+  }
+}
+
+// ---------------------------------------------------------------- result
+
+async function showResult(task: Address) {
+  const c = await committedOf(client!.rpc, task);
+  const box = $('result');
+  box.innerHTML = '<p>fetching the result…</p>';
+  const tiles = await fetchResult(c.resultUri, c.job, c.root);
+  box.innerHTML = '';
+  const p = document.createElement('p');
+  p.id = 'verified';
+  p.textContent = `Verified: all ${tileCount(c.job)} tiles hash to the root ${hex(c.root).slice(0, 16)}… committed on chain.`;
+  box.append(p);
+  if (c.job.kind === JobKind.Mlp) {
+    const rows = mlpClasses(c.job, tiles);
+    if (rows.length === 1) {
+      const big = document.createElement('div');
+      big.id = 'result-class';
+      big.textContent = String(rows[0].class);
+      box.append('The market read it as ', big);
+    } else {
+      box.append(table(['row', 'class'], rows.map((r, i) => [String(i + 1), String(r.class)]), 'result-classes'));
+    }
+  } else if (c.job.kind === JobKind.Encoder) {
+    const e = embeddings(c.job, tiles);
+    const t = table(
+      ['', ...e.map((_, i) => `#${i + 1}`)],
+      e.map((a, i) => [`#${i + 1}`, ...e.map((b) => cosine(a, b).toFixed(3))]),
+      'similarity',
+    );
+    t.classList.add('sim');
+    t.querySelectorAll('td').forEach((td) => {
+      const v = Number(td.textContent);
+      if (!Number.isNaN(v)) td.style.background = `rgba(53, 88, 216, ${Math.max(0, v).toFixed(2)})`;
+      if (v > 0.6) td.style.color = '#fff';
+    });
+    box.append('Cosine similarity of the verified embeddings:', t);
+  }
+  const all = new Uint8Array(tiles.reduce((n, t) => n + t.length, 0));
+  tiles.reduce((at, t) => (all.set(t, at), at + t.length), 0);
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(new Blob([all]));
+  a.download = `${task}.bin`;
+  a.id = 'download';
+  a.textContent = `Download the verified output (${all.length} bytes)`;
+  box.append(document.createElement('br'), a);
+}
+
+function table(head: string[], rows: string[][], id: string): HTMLTableElement {
+  const t = document.createElement('table');
+  t.id = id;
+  const tr = t.insertRow();
+  head.forEach((h) => {
+    const th = document.createElement('th');
+    th.textContent = h;
+    tr.append(th);
+  });
+  rows.forEach((r) => {
+    const row = t.insertRow();
+    r.forEach((v) => (row.insertCell().textContent = v));
+  });
+  return t;
+}
+
+// ---------------------------------------------------------------- market
+
+async function showMarket() {
+  if (!client) throw new Error('connect first');
+  const market = await marketAddress(settings.market);
+  const m = (await fetchMarket(client.rpc, market)).data;
+  const name = new TextDecoder().decode(m.name).replace(/\0+$/, '');
+  $('market-summary').textContent = `market ${settings.market} "${name}": ${m.providers} providers, ${m.verifiers} verifiers, verifier stake ${m.verifierStake}; quorum ${m.quorum}, samples ${m.samples}`;
+  const nodes = await nodesOf(client.rpc, market);
+  const role = (r: number) => [(r & 1) && 'provider', (r & 2) && 'verifier'].filter(Boolean).join('+');
+  $('nodes').replaceWith(
+    table(
+      ['node', 'roles', 'stake', 'bonded', 'GFLOPS', 'memory GB', 'region', 'completed', 'verified', 'slashed'],
+      nodes.map(({ address, data: n }) => [
+        `${address.slice(0, 8)}…`,
+        role(n.roles),
+        String(n.free + n.bonded),
+        String(n.bonded),
+        String(n.hardware.gflops),
+        String(n.hardware.memoryGb),
+        String(n.hardware.region),
+        String(n.tasksCompleted),
+        String(n.verifications),
+        String(n.timesSlashed),
+      ]),
+      'nodes',
+    ),
+  );
+  const live = await tasksOf(client.rpc, market);
+  const recent = (JSON.parse(localStorage.getItem('cm.recent') ?? '[]') as Address[]).slice(0, 10);
+  const measured: Measured[] = [];
+  const rows: string[][] = live.map(({ address, data: t }) => [`${address.slice(0, 8)}…`, TaskStatus[t.status], String(t.reward), String(t.tileCount)]);
+  for (const addr of recent.filter((a) => !live.some((l) => l.address === a))) {
+    const h = await taskHistory(client.rpc, addr);
+    const mm = measuredOf(h);
+    if (mm) measured.push(mm);
+    const final = h.flatMap((e) => e.events).filter((e) => e.name === 'TaskClosed' || e.name === 'TaskFinalized').at(-1);
+    rows.push([`${addr.slice(0, 8)}…`, String(final?.data['status'] ?? '?') + ' (closed)', '', '']);
+  }
+  $('tasks').replaceWith(table(['task', 'status', 'reward', 'tiles'], rows, 'tasks'));
+  const perf = perfOf(
+    nodes.map((n) => n.data),
+    measured,
+  );
+  $('perf').textContent = perf
+    ? `P = N·G·E/(1+L/C) with N = ${perf.n}, G = ${perf.g.toExponential(3)} work/s, E = ${perf.e.toFixed(2)}, L = ${perf.l.toFixed(1)} s, C = ${perf.c.toFixed(2)} s ⇒ P = ${perf.p.toExponential(3)} work/s (${perf.basis})`
+    : 'P = N·G·E/(1+L/C): no finished task measured yet (post one, then refresh)';
+}
+
+// ---------------------------------------------------------------- tabs and start
+
+function tab(name: string) {
+  document.querySelectorAll<HTMLButtonElement>('nav button').forEach((b) => b.classList.toggle('active', b.dataset.tab === name));
+  for (const t of ['post', 'watch', 'market']) $(`tab-${t}`).hidden = t !== name;
+  if (name === 'market' && client) guarded(showMarket)();
+}
+document.querySelectorAll<HTMLButtonElement>('nav button').forEach((b) => b.addEventListener('click', () => tab(b.dataset.tab!)));
+$('market-refresh').addEventListener('click', guarded(showMarket));
+$('post-btn').addEventListener('click', guarded(post));
+$('connect').addEventListener('submit', (e) => {
+  e.preventDefault();
+  guarded(connect)();
+});
+
+loadSettings()
+  .then((s) => {
+    settings = s;
+    $<HTMLInputElement>('rpc').value = s.rpc;
+    $<HTMLInputElement>('store').value = s.store;
+    $<HTMLInputElement>('market-id').value = String(s.market);
+    const sel = $<HTMLSelectElement>('file-model');
+    for (const name of Object.keys(s.models ?? {})) sel.add(new Option(`${name} (${s.models![name].kind})`, name));
+    if (s.autoConnect) guarded(connect)();
+  })
+  .catch(showError);

@@ -1,0 +1,68 @@
+// The page's settings: the cluster, the market, the content store clients upload to, the
+// models hosted there (as `keeper model publish` prints them) and, on localnet only, a local
+// keypair. Read from the URL's fragment (`#config=<base64url JSON>`: never sent to a server),
+// or from `?config=<URL>` (a JSON file), else the last ones used; each field checked.
+
+import type { ModelInfo } from '@compute-market/client';
+
+export interface Settings {
+  rpc: string;
+  /** Websocket URL (default: the RPC's port + 1). */
+  ws?: string;
+  market: number;
+  store: string;
+  /** Explorer link template: `{sig}` and `{rpc}` are filled in. */
+  explorer?: string;
+  models?: Record<string, ModelInfo>;
+  /** Localnet only: the 64-byte keypair the page signs with. */
+  localKeypair?: number[];
+  /** Connect on load. */
+  autoConnect?: boolean;
+}
+
+const DEFAULTS: Settings = { rpc: 'http://127.0.0.1:8899', market: 1, store: 'http://127.0.0.1:9200' };
+
+function check(s: any): Settings {
+  if (typeof s !== 'object' || s === null) throw new Error('the page settings are not a JSON object');
+  const out = { ...DEFAULTS, ...s } as Settings;
+  for (const k of ['rpc', 'store'] as const) {
+    try {
+      const u = new URL(out[k]);
+      if (!['http:', 'https:'].includes(u.protocol)) throw new Error();
+    } catch {
+      throw new Error(`the page settings' ${k} is not an http(s) URL: ${JSON.stringify(out[k])}`);
+    }
+  }
+  if (!Number.isInteger(out.market) || out.market < 0 || out.market > 65535) throw new Error(`the page settings' market is not an id 0‥65535: ${out.market}`);
+  if (out.localKeypair) {
+    const host = new URL(out.rpc).hostname;
+    if (!['127.0.0.1', 'localhost', '::1'].includes(host)) throw new Error(`a local keypair is for localnet only, not ${out.rpc}: use a wallet`);
+  }
+  for (const [name, m] of Object.entries(out.models ?? {})) {
+    if (!m || !['mlp', 'encoder'].includes(m.kind) || !/^[0-9a-f]{64}$/.test(m.sha256)) throw new Error(`the page settings' model ${name} is not what keeper model publish prints`);
+  }
+  return out;
+}
+
+/** The settings in force. */
+export async function loadSettings(): Promise<Settings> {
+  const frag = new URLSearchParams(location.hash.slice(1)).get('config');
+  if (frag) {
+    const json = atob(frag.replace(/-/g, '+').replace(/_/g, '/'));
+    return check(JSON.parse(new TextDecoder().decode(Uint8Array.from(json, (c) => c.charCodeAt(0)))));
+  }
+  const url = new URLSearchParams(location.search).get('config');
+  if (url) {
+    const r = await fetch(url);
+    if (!r.ok) throw new Error(`the page settings at ${url} could not be read (HTTP ${r.status})`);
+    return check(await r.json());
+  }
+  const saved = localStorage.getItem('cm.settings');
+  return check(saved ? JSON.parse(saved) : {});
+}
+
+/** Remembers the settings (never the local keypair). */
+export function saveSettings(s: Settings) {
+  const { localKeypair: _, ...rest } = s;
+  localStorage.setItem('cm.settings', JSON.stringify(rest));
+}

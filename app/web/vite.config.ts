@@ -1,0 +1,10 @@
+import { defineConfig } from 'vite';
+
+// The generated client reads process.env.NODE_ENV (for Codama's error messages): defined for
+// the browser; the page names errors from the IDL itself (src/generated/eventsIdl.ts).
+export default defineConfig(({ mode }) => ({
+  define: { 'process.env.NODE_ENV': JSON.stringify(mode === 'production' ? 'production' : 'development') },
+  build: { target: 'es2022', chunkSizeWarningLimit: 1024 },
+  server: { host: '127.0.0.1' },
+  preview: { host: '127.0.0.1' },
+}));
