@@ -1552,6 +1552,13 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "autoConnect": true,
     });
     std::fs::write(dist.join("e2e-settings.json"), settings.to_string())?;
+    // the same without the keypair: a wallet must sign (none, then the test's own)
+    let mut wallet_settings = settings.clone();
+    wallet_settings
+        .as_object_mut()
+        .unwrap()
+        .remove("localKeypair");
+    std::fs::write(dist.join("e2e-wallet.json"), wallet_settings.to_string())?;
     let log = std::fs::File::create(v.dir.path().join("vite.log"))?;
     let _preview = Proc {
         child: std::process::Command::new(&vite)
@@ -1586,11 +1593,27 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
         .collect::<Result<_>>()?;
     keepers.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    // five held-out rows as a file, for the page's upload path
+    let held = std::fs::read(root.join("models/digits-heldout.safetensors"))?;
+    let st = safetensors::SafeTensors::deserialize(&held)?;
+    let x = st.tensor("x")?;
+    let five = safetensors::tensor::TensorView::new(
+        safetensors::Dtype::I8,
+        vec![5, 64],
+        &x.data()[..320],
+    )?;
+    let batch = v.dir.path().join("five-rows.safetensors");
+    std::fs::write(&batch, safetensors::serialize([("x", five)], None)?)?;
     let shots = root.join("test-artefacts/web");
+    // no screenshot of an earlier run can stand in for this one's
+    let _ = std::fs::remove_dir_all(&shots);
     let out = std::process::Command::new("node")
         .arg(web.join("e2e/run.mjs"))
         .current_dir(&web)
         .env("PAGE", format!("{origin}/?config=/e2e-settings.json"))
+        .env("WALLET_PAGE", format!("{origin}/?config=/e2e-wallet.json"))
+        .env("KEYPAIR", serde_json::to_string(&secret)?)
+        .env("BATCH", &batch)
         .env("SHOTS", &shots)
         .env("CHROMIUM", &chromium)
         .output()?;
@@ -1610,20 +1633,60 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
     // the chain, over RPC: both tasks Accepted (closed: read from their transactions), the
     // provider paid for two
     let rpc = compute_market_keeper::chain::rpc::RpcChain::new(&v.url);
-    for which in ["digit", "sentences"] {
-        let task: Pubkey = shown[which]["task"].as_str().expect("a task").parse()?;
-        wait_for(60, "the task's history", || {
-            Ok(
-                compute_market_keeper::clientdata::committed(&rpc, &task, || rpc.logs_of(&task))
+    let tasks = [
+        shown["digit"]["task"].as_str().expect("a task"),
+        shown["sentences"]["task"].as_str().expect("a task"),
+        shown["walletTask"]
+            .as_str()
+            .expect("a task posted through the wallet"),
+    ];
+    for task in tasks {
+        let task: Pubkey = task.parse()?;
+        wait_for(
+            150,
+            "the task to be Accepted (its account, else its history)",
+            || {
+                Ok(
+                    compute_market_keeper::clientdata::committed(&rpc, &task, || {
+                        rpc.logs_of(&task)
+                    })
                     .ok(),
-            )
-        })?;
+                )
+            },
+        )?;
     }
     let p = chain.node(&node_of(&provider))?.expect("provider node");
     assert_eq!(
         (p.tasks_completed, p.times_slashed),
-        (2, 0),
-        "both accepted"
+        (3, 0),
+        "all three accepted"
+    );
+    // the wallet's task is the client's (the wallet signed as the client's key)
+    let wallet_task: Pubkey = tasks[2].parse()?;
+    let logs = rpc.logs_of(&wallet_task)?.concat();
+    let posted =
+        compute_market_keeper::chain::decode_events::<compute_market::events::TaskPosted>(&logs);
+    assert_eq!(
+        posted.first().map(|e| e.client),
+        Some(keypair(&client)?.pubkey()),
+        "posted by the wallet's account"
+    );
+    let five = v.dir.path().join("five.safetensors");
+    task_result(&v, &client, &wallet_task, &five)?;
+    let (shape, classes) = read_tensor(&five, "class")?;
+    assert_eq!(shape, vec![5]);
+    let shown_classes: Vec<u32> = serde_json::from_value(shown["walletClasses"].clone())?;
+    assert_eq!(
+        shown_classes, classes,
+        "the page's classes are the verified ones"
+    );
+    assert!(
+        shown["walletError"]
+            .as_str()
+            .unwrap()
+            .starts_with("No wallet"),
+        "{}",
+        shown["walletError"]
     );
     // the digit's class as the CLI verifies it, tile by tile, on its own
     let digit = v.dir.path().join("digit.safetensors");
@@ -1707,6 +1770,8 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "07-market",
         "08-error-insufficient-tokens",
         "09-error-unreachable-store",
+        "10-error-no-wallet",
+        "11-file-posted-through-a-wallet-classes",
     ] {
         assert!(shots.join(format!("{s}.png")).exists(), "screenshot {s}");
     }

@@ -9,8 +9,13 @@ import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
+import { getAddressDecoder } from '@solana/kit';
 
 const page_url = process.env.PAGE;
+// WALLET_PAGE: the page's settings without a local keypair (a wallet must sign); KEYPAIR: the
+// 64 bytes the test's Wallet Standard wallet signs with; BATCH: a batch file it uploads
+const wallet_url = process.env.WALLET_PAGE;
+const keypair = process.env.KEYPAIR ? JSON.parse(process.env.KEYPAIR) : null;
 const shots = process.env.SHOTS ?? 'test-artefacts/web';
 if (!page_url) throw new Error('PAGE (the page URL) is required');
 mkdirSync(shots, { recursive: true });
@@ -109,11 +114,82 @@ try {
   const storeError = await text('#error');
   await shot('09-error-unreachable-store');
 
-  console.log(JSON.stringify({ digit: { task: digitTask, class: digitClass }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, tokensError, storeError }));
+  // no wallet at all: said so
+  let walletError = null;
+  let walletTask = null;
+  let walletClasses = null;
+  if (wallet_url && keypair) {
+    const bare = await ctx.newPage();
+    await bare.goto(wallet_url);
+    await bare.waitForSelector('#error:not([hidden])', { timeout: 30_000 });
+    walletError = await bare.locator('#error').innerText();
+    await bare.screenshot({ path: join(shots, '10-error-no-wallet.png'), fullPage: true });
+    await bare.close();
+    // a Wallet Standard wallet (the test's own, signing in the page with WebCrypto): the page
+    // connects through it and posts a digit it signs
+    const w = await ctx.newPage();
+    w.on('console', (m) => console.error(`[wallet page ${m.type()}] ${m.text()}`));
+    const address = getAddressDecoder().decode(Uint8Array.from(keypair.slice(32)));
+    await w.addInitScript(testWallet, { secret: keypair, address });
+    await w.goto(wallet_url);
+    await w.waitForSelector('#tokens', { timeout: 60_000 });
+    const label = await w.locator('#wallet').innerText();
+    if (!label.startsWith('E2E Wallet (Wallet Standard)')) throw new Error(`the page did not connect through the wallet: ${label}`);
+    // a file this time: a batch of rows (BATCH) for the digits model
+    await w.check('input[name=kind][value=files]');
+    await w.selectOption('#file-model', 'digits');
+    await w.setInputFiles('#file', process.env.BATCH);
+    await w.click('#post-btn');
+    await w.waitForFunction(() => (document.querySelector('#task-address')?.textContent ?? '—').length > 30, null, { timeout: 60_000 });
+    walletTask = await w.locator('#task-address').innerText();
+    if (await w.locator('#error').isVisible()) throw new Error(`posting through the wallet: ${await w.locator('#error').innerText()}`);
+    await w.waitForSelector('#result-classes', { timeout: 300_000 });
+    walletClasses = await w.$$eval('#result-classes tr', (rows) => rows.slice(1).map((r) => Number(r.querySelectorAll('td')[1].textContent)));
+    await w.screenshot({ path: join(shots, '11-file-posted-through-a-wallet-classes.png'), fullPage: true });
+    await w.close();
+  }
+
+  console.log(JSON.stringify({ digit: { task: digitTask, class: digitClass }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, tokensError, storeError, walletError, walletTask, walletClasses }));
 } catch (e) {
   await shot('failure').catch(() => {});
   console.error(e);
   process.exitCode = 1;
 } finally {
   await ctx.close();
+}
+
+/** A Wallet Standard wallet for the test, registered in the page before its scripts run: it
+ * connects one account and signs transactions (its account is the fee payer, the first
+ * signature) with the given keypair through WebCrypto's Ed25519. */
+function testWallet({ secret, address }) {
+  const seed = Uint8Array.from(secret.slice(0, 32));
+  const pkcs8 = new Uint8Array([0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20, ...seed]);
+  const key = crypto.subtle.importKey('pkcs8', pkcs8, { name: 'Ed25519' }, false, ['sign']);
+  const account = { address, publicKey: Uint8Array.from(secret.slice(32)), chains: ['solana:localnet'], features: ['solana:signTransaction'] };
+  const signTransaction = async (...inputs) =>
+    Promise.all(
+      inputs.map(async ({ transaction }) => {
+        const tx = Uint8Array.from(transaction);
+        if (tx[0] < 1 || tx[0] > 127) throw new Error('the test wallet reads one-byte signature counts');
+        const message = tx.subarray(1 + 64 * tx[0]);
+        const sig = new Uint8Array(await crypto.subtle.sign('Ed25519', await key, message));
+        tx.set(sig, 1);
+        return { signedTransaction: tx };
+      }),
+    );
+  const wallet = {
+    version: '1.0.0',
+    name: 'E2E Wallet',
+    icon: 'data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4=',
+    chains: ['solana:localnet'],
+    accounts: [account],
+    features: {
+      'standard:connect': { version: '1.0.0', connect: async () => ({ accounts: [account] }) },
+      'standard:events': { version: '1.0.0', on: () => () => {} },
+      'solana:signTransaction': { version: '1.0.0', supportedTransactionVersions: ['legacy', 0], signTransaction },
+    },
+  };
+  const callback = ({ register }) => register(wallet);
+  window.dispatchEvent(new CustomEvent('wallet-standard:register-wallet', { detail: callback }));
+  window.addEventListener('wallet-standard:app-ready', ({ detail }) => callback(detail));
 }

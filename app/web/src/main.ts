@@ -49,6 +49,8 @@ let settings: Settings;
 let client: KitClient | null = null;
 let signer: Signer | null = null;
 let watching: AbortController | null = null;
+/** The texts of the Encoder tasks posted from this page, for the similarity matrix's legend. */
+const postedTexts = new Map<string, string[]>();
 
 function showError(e: unknown) {
   const el = $('error');
@@ -165,7 +167,7 @@ function batchRows(bytes: Uint8Array, features: number): Int8Array[] {
   return Array.from({ length: rows }, (_, r) => new Int8Array(data.slice(r * cols, (r + 1) * cols).buffer));
 }
 
-async function prepare(): Promise<{ prepared: PreparedJob; model: ModelInfo; what: string }> {
+async function prepare(): Promise<{ prepared: PreparedJob; model: ModelInfo; what: string; texts?: string[] }> {
   switch (kind()) {
     case 'digit': {
       const row = pad.row();
@@ -177,7 +179,7 @@ async function prepare(): Promise<{ prepared: PreparedJob; model: ModelInfo; wha
       const texts = $<HTMLTextAreaElement>('sentences').value.split('\n').map((t) => t.trim()).filter((t) => t !== '');
       if (texts.length === 0) throw new Error('type one sentence a line first');
       const m = model('minilm');
-      return { prepared: await encoderJob(m, texts), model: m, what: `${texts.length} sentences` };
+      return { prepared: await encoderJob(m, texts), model: m, what: `${texts.length} sentences`, texts };
     }
     default: {
       const f = $<HTMLInputElement>('file').files?.[0];
@@ -191,14 +193,15 @@ async function prepare(): Promise<{ prepared: PreparedJob; model: ModelInfo; wha
       } catch {
         throw new Error(`${f.name} is not UTF-8 text`);
       }
-      return { prepared: await encoderJob(m, text.replace(/\n$/, '').split('\n')), model: m, what: f.name };
+      const texts = text.replace(/\n$/, '').split('\n');
+      return { prepared: await encoderJob(m, texts), model: m, what: f.name, texts };
     }
   }
 }
 
 async function post() {
   if (!client || !signer) throw new Error('connect first');
-  const { prepared, model: m, what } = await prepare();
+  const { prepared, model: m, what, texts } = await prepare();
   const status = $('post-status');
   // the model must be on the store the providers will fetch from
   status.textContent = `checking ${settings.store} holds the model…`;
@@ -220,6 +223,7 @@ async function post() {
     region: Number($<HTMLInputElement>('region').value),
     inputUri: settings.store,
   });
+  if (texts) postedTexts.set(task, texts);
   status.innerHTML = '';
   status.append('posted ', code(task), ' in ', txLink(signature));
   const recent = JSON.parse(localStorage.getItem('cm.recent') ?? '[]') as string[];
@@ -376,6 +380,13 @@ async function showResult(task: Address) {
       if (v > 0.6) td.style.color = '#fff';
     });
     box.append('Cosine similarity of the verified embeddings:', t);
+    const texts = postedTexts.get(task);
+    if (texts?.length === e.length) {
+      const ol = document.createElement('ol');
+      ol.id = 'texts';
+      texts.forEach((x) => (ol.appendChild(document.createElement('li')).textContent = x));
+      box.append(ol);
+    }
   }
   const all = new Uint8Array(tiles.reduce((n, t) => n + t.length, 0));
   tiles.reduce((at, t) => (all.set(t, at), at + t.length), 0);
