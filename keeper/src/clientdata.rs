@@ -750,6 +750,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_model_is_described_as_jobs_on_it_carry_it_and_anything_else_is_refused() {
+        let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models");
+        let digits = std::fs::read(models.join("digits-mlp.safetensors")).unwrap();
+        assert_eq!(
+            describe_model(&digits).unwrap(),
+            ModelInfo::Mlp {
+                features: 64,
+                classes: 10,
+                work_per_row: crate::compute::mlp::read_model(&digits).unwrap().work_per_row(),
+            }
+        );
+        let held = std::fs::read(models.join("digits-heldout.safetensors")).unwrap();
+        let e = format!("{:#}", describe_model(&held).unwrap_err());
+        assert!(e.contains("may not"), "{e}");
+        let e = format!("{:#}", describe_model(b"not a model").unwrap_err());
+        assert!(e.contains("malformed safetensors"), "{e}");
+        // a model that is not one refuses the whole publish before anything is uploaded
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("bad.safetensors");
+        std::fs::write(&bad, &held).unwrap();
+        let e = publish_models(
+            "http://127.0.0.1:9",
+            &[models.join("digits-mlp.safetensors"), bad.clone()],
+            &FetchPolicy::default(),
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("bad.safetensors"), "{e:#}");
+    }
+
+    #[test]
     fn rows_name_the_tiles_that_hold_them_and_come_back_in_order() {
         assert_eq!(Wanted::parse_rows("60..70").unwrap(), 60..70);
         for (bad, why) in [
