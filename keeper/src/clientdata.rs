@@ -758,7 +758,9 @@ mod tests {
             ModelInfo::Mlp {
                 features: 64,
                 classes: 10,
-                work_per_row: crate::compute::mlp::read_model(&digits).unwrap().work_per_row(),
+                work_per_row: crate::compute::mlp::read_model(&digits)
+                    .unwrap()
+                    .work_per_row(),
             }
         );
         let held = std::fs::read(models.join("digits-heldout.safetensors")).unwrap();

@@ -797,17 +797,23 @@ fn verify_until_closed(
     task: &Pubkey,
     logs: &[&str],
 ) -> Result<Vec<Proc>> {
+    let procs = verifiers_and_crank(v, verifiers)?;
+    let chain = v.chain();
+    wait_for(180, "the task to be closed", || {
+        Ok(chain.task(task)?.is_none().then_some(()))
+    })
+    .map_err(|e| e.context(log_tails(v, logs)))?;
+    Ok(procs)
+}
+
+/// A verifier keeper for each of `verifiers` (`v0`, `v1`, …) and a cranker.
+fn verifiers_and_crank(v: &Validator, verifiers: &[std::path::PathBuf]) -> Result<Vec<Proc>> {
     let mut procs: Vec<Proc> = verifiers
         .iter()
         .enumerate()
         .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
         .collect::<Result<_>>()?;
     procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
-    let chain = v.chain();
-    wait_for(180, "the task to be closed", || {
-        Ok(chain.task(task)?.is_none().then_some(()))
-    })
-    .map_err(|e| e.context(log_tails(v, logs)))?;
     Ok(procs)
 }
 
@@ -830,10 +836,17 @@ fn log_tails(v: &Validator, names: &[&str]) -> String {
 
 /// `keeper serve` on a free port, logging to `<name>.log`.
 fn spawn_serve(v: &Validator, name: &str) -> Result<(Proc, String)> {
+    spawn_serve_with(v, name, &[])
+}
+
+/// [`spawn_serve`] with more flags.
+fn spawn_serve_with(v: &Validator, name: &str, extra: &[&str]) -> Result<(Proc, String)> {
     let port = free_port();
     let log = std::fs::File::create(v.dir.path().join(format!("{name}.log")))?;
     let child = std::process::Command::new(keeper_bin())
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--dir"])
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(extra)
+        .arg("--dir")
         .arg(v.dir.path().join(name))
         .env("RUST_LOG", "info")
         .stdout(std::process::Stdio::null())
@@ -1487,36 +1500,7 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
     let page_port = free_port();
     let origin = format!("http://127.0.0.1:{page_port}");
     // the client's store, open to the page's origin only
-    let (_store, store) = {
-        let port = free_port();
-        let log = std::fs::File::create(v.dir.path().join("client-store.log"))?;
-        let child = std::process::Command::new(keeper_bin())
-            .args([
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--cors-origin",
-                &origin,
-                "--dir",
-            ])
-            .arg(v.dir.path().join("client-store"))
-            .stderr(log)
-            .stdout(std::process::Stdio::null())
-            .spawn()?;
-        let url = format!("http://127.0.0.1:{port}");
-        wait_for(30, "keeper serve to listen", || {
-            Ok(std::net::TcpStream::connect(("127.0.0.1", port))
-                .ok()
-                .map(|_| ()))
-        })?;
-        (
-            Proc {
-                child,
-                name: "client-store".into(),
-            },
-            url,
-        )
-    };
+    let (_store, store) = spawn_serve_with(&v, "client-store", &["--cors-origin", &origin])?;
     let published = v.keeper(
         &client,
         &[
@@ -1587,12 +1571,7 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         &provider,
         &["--provider", "--cors-origin", &origin],
     )?;
-    let mut keepers: Vec<Proc> = verifiers
-        .iter()
-        .enumerate()
-        .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
-        .collect::<Result<_>>()?;
-    keepers.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    let _keepers = verifiers_and_crank(&v, &verifiers)?;
     // five held-out rows as a file, for the page's upload path
     let held = std::fs::read(root.join("models/digits-heldout.safetensors"))?;
     let st = safetensors::SafeTensors::deserialize(&held)?;
@@ -1671,8 +1650,13 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         Some(keypair(&client)?.pubkey()),
         "posted by the wallet's account"
     );
-    let five = v.dir.path().join("five.safetensors");
-    task_result(&v, &client, &wallet_task, &five)?;
+    // `keeper task result` as the client: the result verified by the CLI on its own
+    let verified = |task: &str, name: &str| -> Result<std::path::PathBuf> {
+        let out = v.dir.path().join(format!("{name}.safetensors"));
+        task_result(&v, &client, &task.parse()?, &out)?;
+        Ok(out)
+    };
+    let five = verified(tasks[2], "five")?;
     let (shape, classes) = read_tensor(&five, "class")?;
     assert_eq!(shape, vec![5]);
     let shown_classes: Vec<u32> = serde_json::from_value(shown["walletClasses"].clone())?;
@@ -1689,13 +1673,7 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         shown["walletError"]
     );
     // the digit's class as the CLI verifies it, tile by tile, on its own
-    let digit = v.dir.path().join("digit.safetensors");
-    task_result(
-        &v,
-        &client,
-        &shown["digit"]["task"].as_str().unwrap().parse()?,
-        &digit,
-    )?;
+    let digit = verified(tasks[0], "digit")?;
     let (shape, classes) = read_tensor(&digit, "class")?;
     assert_eq!(shape, vec![1]);
     assert_eq!(
@@ -1705,13 +1683,7 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
     );
     assert_eq!(classes[0], 1, "a vertical stroke is a 1");
     // the sentences' similarities from the CLI's verified embeddings
-    let emb = v.dir.path().join("sentences.safetensors");
-    task_result(
-        &v,
-        &client,
-        &shown["sentences"]["task"].as_str().unwrap().parse()?,
-        &emb,
-    )?;
+    let emb = verified(tasks[1], "sentences")?;
     let bytes = std::fs::read(&emb)?;
     let st = safetensors::SafeTensors::deserialize(&bytes)?;
     let e = st.tensor("embedding")?;
