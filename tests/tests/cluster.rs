@@ -1589,7 +1589,8 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
     let out = std::process::Command::new("node")
         .arg(web.join("e2e/run.mjs"))
         .current_dir(&web)
-        .env("PAGE", format!("{origin}/?config=/e2e-settings.json"))
+        .env("ORIGIN", &origin)
+        .env("SETTINGS", dist.join("e2e-settings.json"))
         .env("WALLET_PAGE", format!("{origin}/?config=/e2e-wallet.json"))
         .env("KEYPAIR", serde_json::to_string(&secret)?)
         .env("BATCH", &batch)
@@ -1663,6 +1664,27 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
     assert_eq!(
         shown_classes, classes,
         "the page's classes are the verified ones"
+    );
+    assert!(
+        shown["tamperError"]
+            .as_str()
+            .unwrap()
+            .contains("changed the transaction before signing it"),
+        "{}",
+        shown["tamperError"]
+    );
+    assert_eq!(
+        shown["fromHistory"],
+        serde_json::json!({ "class": shown["digit"]["class"], "status": "Accepted" }),
+        "the closed task read back from its transactions"
+    );
+    assert!(
+        shown["verifiedLine"]
+            .as_str()
+            .unwrap()
+            .contains("hash to the root"),
+        "{}",
+        shown["verifiedLine"]
     );
     assert!(
         shown["walletError"]
@@ -1743,7 +1765,9 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "08-error-insufficient-tokens",
         "09-error-unreachable-store",
         "10-error-no-wallet",
-        "11-file-posted-through-a-wallet-classes",
+        "11-error-wallet-changed-the-transaction",
+        "12-file-posted-through-a-wallet-classes",
+        "13-closed-task-read-from-its-history",
     ] {
         assert!(shots.join(format!("{s}.png")).exists(), "screenshot {s}");
     }

@@ -2,10 +2,11 @@
 // 8-byte discriminator and the event's Borsh fields. Decoded from the IDL's own description of
 // every event (src/generated/eventsIdl.ts), so a new event needs no code here. Events are a
 // hint, not the truth: a busy transaction's log may be cut short, so state is read from
-// accounts (`watchTask`, to come) and events only say when to look.
+// accounts (`watchTask`) and events only say when to look, or what a closed task was.
 
 import { getBase58Decoder, getBase64Encoder } from '@solana/kit';
 import { EVENTS, TYPES } from './generated/eventsIdl';
+import { COMPUTE_MARKET_PROGRAM_ADDRESS } from './generated/programs';
 
 /** The name of every event the program emits. */
 export type EventName = (typeof EVENTS)[number]['name'];
@@ -101,15 +102,29 @@ export function decodeEvent(bytes: Uint8Array): ProgramEvent | null {
   return { name: e.name, data };
 }
 
-/** Every event of this program in a transaction's log lines (other programs' data and
- * anything that is not base64 are skipped). */
-export function decodeEvents(logs: readonly string[]): ProgramEvent[] {
+/** Every event of this program in a transaction's log lines: the runtime's `Program <id>
+ * invoke` / `success` / `failed` lines are followed as a stack, and a data line counts only
+ * while this program is the one running (any other program can log bytes that look like its
+ * events), as the Rust `decode_events` does. A data line that is not base64, not one of this
+ * program's events, or malformed is skipped: one bad line cannot hide the others. */
+export function decodeEvents(logs: readonly string[], programAddress: string = COMPUTE_MARKET_PROGRAM_ADDRESS): ProgramEvent[] {
   const out: ProgramEvent[] = [];
+  const stack: string[] = [];
   for (const line of logs) {
+    const p = /^Program (\S+) (invoke|success|failed)/.exec(line);
+    if (p) {
+      if (p[2] === 'invoke') stack.push(p[1]);
+      else if (stack.at(-1) === p[1]) stack.pop();
+      continue;
+    }
     const m = /^Program data: ([A-Za-z0-9+/=]+)$/.exec(line);
-    if (!m) continue;
-    const e = decodeEvent(new Uint8Array(getBase64Encoder().encode(m[1])));
-    if (e) out.push(e);
+    if (!m || stack.at(-1) !== programAddress) continue;
+    try {
+      const e = decodeEvent(new Uint8Array(getBase64Encoder().encode(m[1])));
+      if (e) out.push(e);
+    } catch {
+      // malformed: skipped (the program never writes one)
+    }
   }
   return out;
 }

@@ -5,13 +5,14 @@
 // account while it lives and from the history after — as `keeper task result` does.
 
 import type { Address, Rpc, Signature, SolanaRpcApi } from '@solana/kit';
-import { fetchMaybeTask } from './generated/accounts/task';
 import { TaskStatus } from './generated/types/taskStatus';
 import { decodeEvents, type ProgramEvent } from './events';
 import { decodeJobSpec, type JobSpec } from './job';
+import { taskOf } from './watch';
 
-/** Most transactions read for one task (a task's life is a few dozen). */
-export const MAX_HISTORY = 1_000;
+/** Most transactions read for one task (a task's life is a few dozen; a flood of transactions
+ * merely naming its address is read up to here, as the Rust client's `logs_of` does). */
+export const MAX_HISTORY = 5_000;
 
 /** One transaction that named the task. */
 export interface HistoryEntry {
@@ -19,28 +20,47 @@ export interface HistoryEntry {
   slot: bigint;
   /** Unix seconds, when the node knows it. */
   blockTime: bigint | null;
-  /** Whether the transaction failed. */
+  /** Whether the transaction failed (its events are left out: nothing it logged happened). */
   failed: boolean;
-  /** This program's events in its logs. */
+  /** This program's events in its logs that name the task. */
   events: ProgramEvent[];
 }
 
-/** The transactions naming `task`, oldest first, with their events. */
-export async function taskHistory(rpc: Rpc<SolanaRpcApi>, task: Address, limit = MAX_HISTORY): Promise<HistoryEntry[]> {
-  const sigs = await rpc.getSignaturesForAddress(task, { limit: Math.min(limit, MAX_HISTORY), commitment: 'confirmed' }).send();
+/** Transactions already read, by signature: a refresh reads only the new ones. */
+export type HistoryCache = Map<string, HistoryEntry>;
+
+/** The transactions naming `task`, oldest first, with the events this program emitted in
+ * them about it (events other programs log are not its; failed transactions count for none). */
+export async function taskHistory(rpc: Rpc<SolanaRpcApi>, task: Address, cache: HistoryCache = new Map()): Promise<HistoryEntry[]> {
+  const sigs: { signature: Signature; slot: bigint; blockTime: bigint | null; err: unknown }[] = [];
+  let before: Signature | undefined;
+  while (sigs.length < MAX_HISTORY) {
+    const page = await rpc.getSignaturesForAddress(task, { limit: 1_000, before, commitment: 'confirmed' }).send();
+    sigs.push(...page.map((s) => ({ signature: s.signature, slot: s.slot, blockTime: s.blockTime ?? null, err: s.err })));
+    if (page.length < 1_000) break;
+    before = page[page.length - 1].signature;
+  }
   const out: HistoryEntry[] = [];
-  for (const s of [...sigs].reverse()) {
-    const tx = await rpc
-      .getTransaction(s.signature, { commitment: 'confirmed', maxSupportedTransactionVersion: 0, encoding: 'json' })
-      .send();
-    const logs = tx?.meta?.logMessages ?? [];
-    out.push({
-      signature: s.signature,
-      slot: s.slot,
-      blockTime: s.blockTime ?? null,
-      failed: s.err !== null,
-      events: decodeEvents(logs).filter((e) => e.data['task'] === task),
-    });
+  for (const s of sigs.slice(0, MAX_HISTORY).reverse()) {
+    const known = cache.get(s.signature);
+    if (known) {
+      out.push(known);
+      continue;
+    }
+    const failed = s.err !== null;
+    let events: ProgramEvent[] = [];
+    if (!failed) {
+      const tx = await rpc
+        .getTransaction(s.signature, { commitment: 'confirmed', maxSupportedTransactionVersion: 0, encoding: 'json' })
+        .send();
+      // not served yet: read again next time
+      if (!tx) continue;
+      if (tx.meta?.err) continue;
+      events = decodeEvents(tx.meta?.logMessages ?? []).filter((e) => e.data['task'] === task);
+    }
+    const entry = { signature: s.signature, slot: s.slot, blockTime: s.blockTime, failed, events };
+    cache.set(s.signature, entry);
+    out.push(entry);
   }
   return out;
 }
@@ -54,10 +74,11 @@ export interface Committed {
 }
 
 /** The result of `task`, from its account or (closed) from its history; throws unless Accepted. */
-export async function committedOf(rpc: Rpc<SolanaRpcApi>, task: Address): Promise<Committed> {
-  const a = await fetchMaybeTask(rpc, task, { commitment: 'confirmed' });
-  if (a.exists) {
-    const t = a.data;
+export async function committedOf(rpc: Rpc<SolanaRpcApi>, task: Address, cache?: HistoryCache): Promise<Committed> {
+  const { value } = await rpc.getAccountInfo(task, { commitment: 'confirmed', encoding: 'base64' }).send();
+  // owner, discriminator and size checked; an empty System account is no task
+  const t = taskOf(value as any);
+  if (t) {
     const status = TaskStatus[t.status];
     if (t.status !== TaskStatus.Accepted) throw new Error(`task ${task} is ${status}: only an Accepted task has a verified result`);
     return {
@@ -67,7 +88,7 @@ export async function committedOf(rpc: Rpc<SolanaRpcApi>, task: Address): Promis
       status,
     };
   }
-  const events = (await taskHistory(rpc, task)).flatMap((h) => h.events);
+  const events = (await taskHistory(rpc, task, cache)).flatMap((h) => h.events);
   const last = (name: string) => events.filter((e) => e.name === name).at(-1)?.data;
   const posted = last('TaskPosted');
   if (!posted) throw new Error(`no task at ${task}, and no record of one in its transactions`);

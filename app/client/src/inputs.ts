@@ -72,8 +72,16 @@ export function tokenBound(text: string): number {
   return [...text.toLowerCase().normalize('NFD')].length + 2;
 }
 
+/** Bytes a text may take per token of the job's limit (PROTOCOL §5, Encoder). */
+export const ENCODER_TEXT_BYTES_PER_TOKEN = 16;
+/** Most bytes of a texts part. */
+export const MAX_TEXTS_BYTES = 64 << 20;
+
 /** An `Encoder` job embedding `texts` (one per line in the part) with `model`, its token
- * limit the longest text's bound (or `maxTokens`). */
+ * limit the longest text's bound. A `maxTokens` below the bound is the caller's promise that
+ * the texts fit (as `keeper task post --max-tokens` checks with the tokenizer): providers
+ * tokenize exactly and refuse a job with a longer text, which then expires unclaimed and its
+ * reward goes back to the client. */
 export async function encoderJob(model: ModelInfo, texts: string[], rowsPerTile = 2, maxTokens?: number): Promise<PreparedJob> {
   if (model.kind !== 'encoder') throw new Error('an Encoder job needs an encoder model');
   if (texts.length === 0) throw new Error('no texts to embed');
@@ -83,7 +91,13 @@ export async function encoderJob(model: ModelInfo, texts: string[], rowsPerTile 
   const limit = maxTokens ?? Math.min(most, Math.max(...texts.map(tokenBound)));
   const long = texts.findIndex((t) => tokenBound(t) > limit && tokenBound(t) > most);
   if (long >= 0) throw new Error(`text ${long + 1} may be longer than the model's ${most} tokens: shorten it`);
-  const bytes = new TextEncoder().encode(texts.join('\n') + '\n');
+  // providers refuse a text over 16 bytes a token of the limit, and a texts part over
+  // min(16·N·L, 64 MiB): refused here first, by the text's number
+  const enc = new TextEncoder();
+  const heavy = texts.findIndex((t) => enc.encode(t).length > ENCODER_TEXT_BYTES_PER_TOKEN * limit);
+  if (heavy >= 0) throw new Error(`text ${heavy + 1} is over ${ENCODER_TEXT_BYTES_PER_TOKEN} bytes a token of the ${limit}-token limit`);
+  const bytes = enc.encode(texts.join('\n') + '\n');
+  if (bytes.length > MAX_TEXTS_BYTES) throw new Error(`the texts are ${bytes.length} bytes, more than the ${MAX_TEXTS_BYTES} a texts part may hold`);
   const job = {
     kind: JobKind.Encoder,
     inputMode: InputMode.ContentHash,

@@ -21,10 +21,39 @@ export class TransferError extends Error {
   }
 }
 
+/** Where a result may be fetched from. */
+export interface FetchOptions {
+  /** Allow loopback and private addresses (a local cluster's keepers); off by default. */
+  allowPrivate?: boolean;
+}
+
+const PRIVATE_V4 = [/^127\./, /^10\./, /^192\.168\./, /^172\.(1[6-9]|2\d|3[01])\./, /^169\.254\./, /^0\./, /^100\.(6[4-9]|[7-9]\d|1[01]\d|12[0-7])\./];
+
+/** Refuses a result URI read from chain (a provider's, so a stranger's) that is not plain
+ * http(s), carries credentials, or names a loopback, private or link-local host unless
+ * `allowPrivate`: a page must not be made to send requests into its user's network. */
+export function checkServedUri(uri: string, options: FetchOptions = {}): URL {
+  let u: URL;
+  try {
+    u = new URL(uri);
+  } catch {
+    throw new TransferError(`the result URI ${JSON.stringify(uri.slice(0, 140))} is not a URL`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new TransferError(`the result URI's scheme is ${u.protocol}, only http(s) is fetched`);
+  if (u.username || u.password) throw new TransferError('the result URI carries credentials: refused');
+  const h = u.hostname.toLowerCase();
+  const local =
+    h === 'localhost' || h.endsWith('.localhost') || h.endsWith('.local') || PRIVATE_V4.some((r) => r.test(h)) ||
+    (h.startsWith('[') && (h === '[::1]' || h === '[::]' || /^\[f[cd]/.test(h) || /^\[fe[89ab]/.test(h) || h.startsWith('[::ffff:')));
+  if (local && !options.allowPrivate) throw new TransferError(`the result is served from ${u.host}, a local or private address: refused off localnet`);
+  return u;
+}
+
 async function send(url: string, init: RequestInit, what: string): Promise<Response> {
   let r: Response;
   try {
-    r = await fetch(url, init);
+    // no cookies or credentials to a stranger, and no redirect away from the address named
+    r = await fetch(url, { ...init, credentials: 'omit', redirect: 'error' });
   } catch (e) {
     throw new TransferError(`${what}: ${new URL(url).origin} is unreachable (${(e as Error).message})`);
   }
@@ -122,7 +151,8 @@ export function checkProven(job: JobSpec, root: Uint8Array, indices: number[], s
 }
 
 /** Every tile of a result from `resultUrl` (`<host>/r/<root>`), checked against `root`. */
-export async function fetchResult(resultUrl: string, job: JobSpec, root: Uint8Array): Promise<Uint8Array[]> {
+export async function fetchResult(resultUrl: string, job: JobSpec, root: Uint8Array, options: FetchOptions = {}): Promise<Uint8Array[]> {
+  checkServedUri(resultUrl, options);
   const len = tileLen(job);
   const all = await body(await send(`${resultUrl}/all`, {}, 'fetching the result'), tileCount(job) * len, 'the result');
   if (all.length !== tileCount(job) * len) {
@@ -134,7 +164,8 @@ export async function fetchResult(resultUrl: string, job: JobSpec, root: Uint8Ar
 }
 
 /** Tiles `indices` of a result with their proofs, each checked against `root`. */
-export async function fetchTiles(resultUrl: string, job: JobSpec, root: Uint8Array, indices: number[]): Promise<Uint8Array[]> {
+export async function fetchTiles(resultUrl: string, job: JobSpec, root: Uint8Array, indices: number[], options: FetchOptions = {}): Promise<Uint8Array[]> {
+  checkServedUri(resultUrl, options);
   const count = tileCount(job);
   const distinct = [...new Set(indices)];
   const bad = distinct.find((i) => !Number.isInteger(i) || i < 0 || i >= count);

@@ -33,9 +33,13 @@ interface AccountValue {
   data: readonly [string, 'base64'] | readonly string[];
 }
 
+const SYSTEM_PROGRAM = '11111111111111111111111111111111';
+
 /** The task in an account as the RPC node returned it, checked; `null` when closed. */
 export function taskOf(value: AccountValue | null, programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS): Task | null {
   if (!value || value.lamports === 0n) return null;
+  // lamports sent to a closed task's address make a System account there: no task
+  if (value.owner === SYSTEM_PROGRAM && String(value.data[0]) === '') return null;
   if (value.owner !== programAddress) throw new Error(`the task account is owned by ${value.owner}, not the program ${programAddress}`);
   const bytes = getBase64Encoder().encode(String(value.data[0]));
   if (bytes.length === 0) return null;

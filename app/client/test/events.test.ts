@@ -31,3 +31,22 @@ it('refuses a known event whose bytes are cut short or run long', () => {
   expect(() => decodeEvent(long)).toThrow('1 bytes left after its fields');
   expect(decodeEvent(new Uint8Array(8))).toBeNull();
 });
+
+it("counts only lines this program logs: another program's look-alike events and malformed lines are skipped", () => {
+  const ours = 'C7dNHMTtuzBkddhdpqiXzaWZ2j3HZXPjstDXaY9PnwbJ';
+  const evil = 'Evi1111111111111111111111111111111111111111';
+  const [posted, closed] = events.map((e: any) => e.log);
+  const cut = `Program data: ${Buffer.from(Buffer.from(closed.slice(14), 'base64').subarray(0, 20)).toString('base64')}`;
+  const logs = [
+    `Program ${evil} invoke [1]`,
+    closed, // a forged TaskClosed: not ours
+    `Program ${ours} invoke [2]`,
+    posted, // ours, through a CPI
+    cut, // ours but malformed: skipped, the rest still read
+    `Program ${ours} success`,
+    closed, // back in the other program: not ours
+    `Program ${evil} success`,
+  ];
+  expect(decodeEvents(logs).map((e) => e.name)).toEqual(['TaskPosted']);
+  expect(decodeEvents([closed])).toEqual([]);
+});

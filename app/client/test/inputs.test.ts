@@ -38,6 +38,7 @@ describe('jobs on the client data', () => {
     await expect(mlpJob(encoder.model, [new Int8Array(64)])).rejects.toThrow('needs an MLP model');
     await expect(encoderJob(encoder.model, ['fine', ''])).rejects.toThrow('text 2 is empty');
     await expect(encoderJob(encoder.model, ['x'.repeat(600)])).rejects.toThrow("longer than the model's 512 tokens");
+    await expect(encoderJob(encoder.model, ['x'.repeat(33)], 2, 2)).rejects.toThrow('text 1 is over 16 bytes a token of the 2-token limit');
     await expect(mlpJob({ ...mlp.model, sha256: 'nothex' }, [new Int8Array(64)])).rejects.toThrow('64 lowercase hex digits');
   });
 

@@ -5,7 +5,9 @@ import { createServer, type Server } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodeJobSpec, decodeProven, fetchResult, fetchTiles, sha256, TransferError, uploadContent } from '../src';
+import { checkServedUri, decodeJobSpec, decodeProven, fetchResult, fetchTiles, sha256, TransferError, uploadContent } from '../src';
+
+const local = { allowPrivate: true };
 
 const s = JSON.parse(readFileSync(join(__dirname, 'fixtures', 'rust-written.json'), 'utf8')).served;
 const unhex = (x: string) => new Uint8Array(Buffer.from(x, 'hex'));
@@ -49,26 +51,26 @@ describe('results', () => {
 
   it('fetches the whole result and some tiles, each checked against the root on chain', async () => {
     const r = `${base}/r/${s.root}`;
-    const whole = await fetchResult(r, job, root);
+    const whole = await fetchResult(r, job, root, local);
     expect(Buffer.concat(whole)).toEqual(Buffer.from(all));
-    const some = await fetchTiles(r, job, root, [4, 0, 2]);
+    const some = await fetchTiles(r, job, root, [4, 0, 2], local);
     expect(some.map((t) => Buffer.from(t))).toEqual([4, 0, 2].map((i) => Buffer.from(whole[i])));
-    await expect(fetchTiles(r, job, root, [5])).rejects.toThrow('tile 5 is out of range: the result has 5 tiles');
+    await expect(fetchTiles(r, job, root, [5], local)).rejects.toThrow('tile 5 is out of range: the result has 5 tiles');
   });
 
   it('refuses a result or a tile that does not match the root, and says when a host is down', async () => {
     const r = `${base}/r/${s.root}`;
     serveAll = all.slice();
     serveAll[7] ^= 1;
-    await expect(fetchResult(r, job, root)).rejects.toThrow('the result served does not hash to the root on chain');
+    await expect(fetchResult(r, job, root, local)).rejects.toThrow('the result served does not hash to the root on chain');
     serveAll = all.subarray(0, all.length - 1);
-    await expect(fetchResult(r, job, root)).rejects.toThrow(TransferError);
+    await expect(fetchResult(r, job, root, local)).rejects.toThrow(TransferError);
     serveTiles = tiles.slice();
     serveTiles[20] ^= 1; // a byte of the first tile (index 4)
-    await expect(fetchTiles(r, job, root, [4, 0, 2])).rejects.toThrow('tile 4 has no valid proof to the root on chain');
+    await expect(fetchTiles(r, job, root, [4, 0, 2], local)).rejects.toThrow('tile 4 has no valid proof to the root on chain');
     serveAll = all;
     serveTiles = tiles;
-    await expect(fetchResult('http://127.0.0.1:9/r/x', job, root)).rejects.toThrow('http://127.0.0.1:9 is unreachable');
+    await expect(fetchResult('http://127.0.0.1:9/r/x', job, root, local)).rejects.toThrow('http://127.0.0.1:9 is unreachable');
   });
 
   it('uploads to /c/<sha256> and names a full store', async () => {
@@ -77,5 +79,24 @@ describe('results', () => {
     expect(h).toBe(Buffer.from(await sha256(bytes)).toString('hex'));
     expect(uploads.at(-1)).toEqual({ url: `/c/${h}`, body: Buffer.from(bytes) });
     await expect(uploadContent(`${base}/full`, bytes)).rejects.toThrow('answered 507: the content store is over its budget');
+  });
+
+  it('fetches only from plain http(s) public hosts unless told the cluster is local', async () => {
+    for (const [uri, why] of [
+      ['javascript:alert(1)', 'only http(s) is fetched'],
+      ['file:///etc/passwd', 'only http(s) is fetched'],
+      ['http://user:pw@example.com/r/x', 'carries credentials'],
+      ['http://192.168.1.1/reboot.cgi?x=', 'a local or private address'],
+      ['http://10.0.0.8:9300/r/x', 'a local or private address'],
+      ['http://127.0.0.1:9300/r/x', 'a local or private address'],
+      ['http://[::1]:9300/r/x', 'a local or private address'],
+      ['http://router.local/r/x', 'a local or private address'],
+      ['not a url', 'is not a URL'],
+    ]) {
+      expect(() => checkServedUri(uri), uri).toThrow(why);
+    }
+    expect(checkServedUri('https://provider.example:9300/r/ab').host).toBe('provider.example:9300');
+    expect(checkServedUri('http://127.0.0.1:9300/r/ab', local).port).toBe('9300');
+    await expect(fetchResult('http://10.1.2.3/r/x', job, root)).rejects.toThrow('refused off localnet');
   });
 });

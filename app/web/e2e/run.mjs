@@ -1,23 +1,26 @@
 // The page end to end in Chromium (Debian's /usr/bin/chromium driven by playwright-core),
-// against a running cluster with keepers: tests/tests/web.rs starts the validator, the keepers
-// and the page, then runs this with PAGE (the page's URL with its settings) and SHOTS (the
+// against a running cluster with keepers: the web test in tests/tests/cluster.rs starts the
+// validator, the keepers and the page, then runs this with ORIGIN (the page's), SETTINGS (a
+// file of its settings, handed over in the URL fragment as scripts/app does) and SHOTS (the
 // folder for screenshots). It draws a digit and posts it, waits for Accepted and the verified
 // class; types sentences, waits for the similarity matrix; opens the market; provokes two
 // errors a person can act on. The last stdout line is JSON of what the page showed, which
 // the Rust test holds to the chain read over RPC.
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { getAddressDecoder } from '@solana/kit';
 
-const page_url = process.env.PAGE;
+const origin = process.env.ORIGIN;
+const settingsFile = process.env.SETTINGS;
 // WALLET_PAGE: the page's settings without a local keypair (a wallet must sign); KEYPAIR: the
 // 64 bytes the test's Wallet Standard wallet signs with; BATCH: a batch file it uploads
 const wallet_url = process.env.WALLET_PAGE;
 const keypair = process.env.KEYPAIR ? JSON.parse(process.env.KEYPAIR) : null;
 const shots = process.env.SHOTS ?? 'test-artefacts/web';
-if (!page_url) throw new Error('PAGE (the page URL) is required');
+if (!origin || !settingsFile) throw new Error('ORIGIN (the page) and SETTINGS (its settings file) are required');
+const page_url = `${origin}/#config=${Buffer.from(readFileSync(settingsFile)).toString('base64url')}`;
 mkdirSync(shots, { recursive: true });
 // this network refuses Chromium's background connections: all of them off, a fresh profile
 const flags = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
@@ -56,6 +59,7 @@ try {
   await page.goto(page_url);
   await page.waitForSelector('#tokens', { timeout: 60_000 });
   await noError('connect');
+  if (page.url().includes('config=')) throw new Error(`the settings stay in the address bar: ${page.url()}`);
   await shot('01-connected');
 
   // a digit: a "1", one stroke down the pad
@@ -73,6 +77,7 @@ try {
   await page.waitForSelector('#result-class', { timeout: 120_000 });
   await page.waitForSelector('#timeline li[data-event=TaskFinalized]', { timeout: 60_000 });
   const digitClass = Number(await text('#result-class'));
+  const verifiedLine = await text('#verified');
   await shot('04-digit-accepted-verified-class');
 
   // sentences: the similarity matrix
@@ -118,6 +123,8 @@ try {
   let walletError = null;
   let walletTask = null;
   let walletClasses = null;
+  let tamperError = null;
+  let fromHistory = null;
   if (wallet_url && keypair) {
     const bare = await ctx.newPage();
     await bare.goto(wallet_url);
@@ -125,6 +132,22 @@ try {
     walletError = await bare.locator('#error').innerText();
     await bare.screenshot({ path: join(shots, '10-error-no-wallet.png'), fullPage: true });
     await bare.close();
+    // a wallet that changes the transaction before signing it: refused, nothing sent
+    const t = await ctx.newPage();
+    const address0 = getAddressDecoder().decode(Uint8Array.from(keypair.slice(32)));
+    await t.addInitScript(testWallet, { secret: keypair, address: address0, tamper: true });
+    await t.goto(wallet_url);
+    await t.waitForSelector('#tokens', { timeout: 60_000 });
+    const pd = await t.locator('#pad').boundingBox();
+    await t.mouse.move(pd.x + pd.width * 0.5, pd.y + pd.height * 0.15);
+    await t.mouse.down();
+    await t.mouse.move(pd.x + pd.width * 0.5, pd.y + pd.height * 0.85, { steps: 10 });
+    await t.mouse.up();
+    await t.click('#post-btn');
+    await t.waitForSelector('#error:not([hidden])', { timeout: 30_000 });
+    tamperError = await t.locator('#error').innerText();
+    await t.screenshot({ path: join(shots, '11-error-wallet-changed-the-transaction.png'), fullPage: true });
+    await t.close();
     // a Wallet Standard wallet (the test's own, signing in the page with WebCrypto): the page
     // connects through it and posts a digit it signs
     const w = await ctx.newPage();
@@ -145,11 +168,17 @@ try {
     if (await w.locator('#error').isVisible()) throw new Error(`posting through the wallet: ${await w.locator('#error').innerText()}`);
     await w.waitForSelector('#result-classes', { timeout: 300_000 });
     walletClasses = await w.$$eval('#result-classes tr', (rows) => rows.slice(1).map((r) => Number(r.querySelectorAll('td')[1].textContent)));
-    await w.screenshot({ path: join(shots, '11-file-posted-through-a-wallet-classes.png'), fullPage: true });
+    await w.screenshot({ path: join(shots, '12-file-posted-through-a-wallet-classes.png'), fullPage: true });
+    // the digit's task, long closed, opened by its address: read back from its transactions
+    await w.fill('#open-address', digitTask);
+    await w.click('#open-task button');
+    await w.waitForFunction((t) => document.querySelector('#task-address')?.textContent === t && document.querySelector('#result-class'), digitTask, { timeout: 60_000 });
+    fromHistory = { class: Number(await w.locator('#result-class').innerText()), status: await w.locator('#status').innerText() };
+    await w.screenshot({ path: join(shots, '13-closed-task-read-from-its-history.png'), fullPage: true });
     await w.close();
   }
 
-  console.log(JSON.stringify({ digit: { task: digitTask, class: digitClass }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, tokensError, storeError, walletError, walletTask, walletClasses }));
+  console.log(JSON.stringify({ digit: { task: digitTask, class: digitClass }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, tokensError, storeError, walletError, walletTask, walletClasses, tamperError, fromHistory, verifiedLine }));
 } catch (e) {
   await shot('failure').catch(() => {});
   console.error(e);
@@ -160,8 +189,9 @@ try {
 
 /** A Wallet Standard wallet for the test, registered in the page before its scripts run: it
  * connects one account and signs transactions (its account is the fee payer, the first
- * signature) with the given keypair through WebCrypto's Ed25519. */
-function testWallet({ secret, address }) {
+ * signature) with the given keypair through WebCrypto's Ed25519; `tamper` changes the message
+ * before signing, as a wallet adding its own instructions would. */
+function testWallet({ secret, address, tamper = false }) {
   const seed = Uint8Array.from(secret.slice(0, 32));
   const pkcs8 = new Uint8Array([0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20, ...seed]);
   const key = crypto.subtle.importKey('pkcs8', pkcs8, { name: 'Ed25519' }, false, ['sign']);
@@ -172,6 +202,8 @@ function testWallet({ secret, address }) {
         const tx = Uint8Array.from(transaction);
         if (tx[0] < 1 || tx[0] > 127) throw new Error('the test wallet reads one-byte signature counts');
         const message = tx.subarray(1 + 64 * tx[0]);
+        // a wallet that "improves" the transaction: the last byte of its last instruction's data
+        if (tamper) message[message.length - 1] ^= 1;
         const sig = new Uint8Array(await crypto.subtle.sign('Ed25519', await key, message));
         tx.set(sig, 1);
         return { signedTransaction: tx };

@@ -6,6 +6,7 @@
 import {
   createSolanaRpc,
   createSolanaRpcSubscriptions,
+  isAddress,
   lamports,
   type Address,
 } from '@solana/kit';
@@ -29,6 +30,7 @@ import {
   tokenBalance,
   uploadContent,
   watchTask,
+  type HistoryCache,
   type HistoryEntry,
   type KitClient,
   type ModelInfo,
@@ -38,8 +40,8 @@ import {
 import { paintRow, Pad } from './digits';
 import { describeError } from './errors';
 import { measuredOf, nodesOf, perfOf, tasksOf, type Measured } from './market';
-import { loadSettings, saveSettings, type Settings } from './settings';
-import { localSigner, standardSigner, type Signer } from './wallet';
+import { loadSettings, LOOPBACK, saveSettings, type Settings } from './settings';
+import { GENESIS, localSigner, standardSigner, type Signer } from './wallet';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
@@ -51,6 +53,12 @@ let signer: Signer | null = null;
 let watching: AbortController | null = null;
 /** The texts of the Encoder tasks posted from this page, for the similarity matrix's legend. */
 const postedTexts = new Map<string, string[]>();
+/** Each task's transactions read so far: a refresh reads only new ones. */
+const histories = new Map<string, HistoryCache>();
+const historyOf = (task: Address) => {
+  if (!histories.has(task)) histories.set(task, new Map());
+  return taskHistory(client!.rpc, task, histories.get(task));
+};
 
 function showError(e: unknown) {
   const el = $('error');
@@ -88,8 +96,15 @@ async function connect() {
   saveSettings(settings);
   const ws = settings.ws ?? wsOf(settings.rpc);
   const c: KitClient = { rpc: createSolanaRpc(settings.rpc), rpcSubscriptions: createSolanaRpcSubscriptions(ws) };
-  await c.rpc.getSlot().send();
-  signer = settings.localKeypair ? await localSigner(settings.localKeypair) : await standardSigner(settings.rpc);
+  const genesis = await c.rpc.getGenesisHash().send();
+  if (settings.localKeypair) {
+    // the keypair signs for a local cluster only: a loopback host and no public genesis
+    const host = new URL(settings.rpc).hostname;
+    if (!LOOPBACK.includes(host) || Object.values(GENESIS).includes(genesis as any)) {
+      throw new Error(`a local keypair signs on localnet only, and ${settings.rpc} is not one: use a wallet`);
+    }
+  }
+  signer = settings.localKeypair ? await localSigner(settings.localKeypair) : await standardSigner(genesis);
   client = c;
   await showWallet();
   $<HTMLButtonElement>('post-btn').disabled = false;
@@ -199,8 +214,23 @@ async function prepare(): Promise<{ prepared: PreparedJob; model: ModelInfo; wha
   }
 }
 
+/** The terms in the form, each checked and named when wrong. */
+function readTerms() {
+  const int = (id: string, what: string, lo: number, hi: number) => {
+    const v = $<HTMLInputElement>(id).value.trim();
+    if (!/^\d+$/.test(v) || Number(v) < lo || Number(v) > hi) throw new Error(`${what} must be a whole number from ${lo} to ${hi}, not ${JSON.stringify(v)}`);
+    return Number(v);
+  };
+  const r = $<HTMLInputElement>('reward').value.trim();
+  if (!/^\d+$/.test(r) || BigInt(r) === 0n || BigInt(r) > 0xffff_ffff_ffff_ffffn) {
+    throw new Error(`the reward is a whole number of base units from 1 to 2^64 − 1, not ${JSON.stringify(r)}`);
+  }
+  return { reward: BigInt(r), quorum: int('quorum', 'quorum V (0: the market\'s)', 0, 15), samples: int('samples', 'samples k (0: the market\'s)', 0, 256), region: int('region', 'the region (0: any)', 0, 65535) };
+}
+
 async function post() {
   if (!client || !signer) throw new Error('connect first');
+  const terms = readTerms();
   const { prepared, model: m, what, texts } = await prepare();
   const status = $('post-status');
   // the model must be on the store the providers will fetch from
@@ -211,16 +241,15 @@ async function post() {
   for (const part of prepared.parts) await uploadContent(settings.store, part);
   await uploadContent(settings.store, prepared.manifest);
   status.textContent = 'posting…';
-  const reward = BigInt($<HTMLInputElement>('reward').value.trim());
   const { task, signature } = await postTask(client, {
     client: signer.signer,
     market: settings.market,
     taskId: BigInt(Date.now()),
     job: prepared.job,
-    reward,
-    quorum: Number($<HTMLInputElement>('quorum').value),
-    samples: Number($<HTMLInputElement>('samples').value),
-    region: Number($<HTMLInputElement>('region').value),
+    reward: terms.reward,
+    quorum: terms.quorum,
+    samples: terms.samples,
+    region: terms.region,
     inputUri: settings.store,
   });
   if (texts) postedTexts.set(task, texts);
@@ -316,7 +345,7 @@ async function watch(task: Address) {
   $('result').innerHTML = '';
   let shown = false;
   const refresh = async () => {
-    const final = renderHistory(await taskHistory(client!.rpc, task));
+    const final = renderHistory(await historyOf(task));
     if (final) setStatus(final);
     if (final === 'Accepted' && !shown) {
       shown = true;
@@ -347,14 +376,18 @@ async function watch(task: Address) {
 // ---------------------------------------------------------------- result
 
 async function showResult(task: Address) {
-  const c = await committedOf(client!.rpc, task);
+  if (!histories.has(task)) histories.set(task, new Map());
+  const c = await committedOf(client!.rpc, task, histories.get(task));
   const box = $('result');
   box.innerHTML = '<p>fetching the result…</p>';
-  const tiles = await fetchResult(c.resultUri, c.job, c.root);
+  // a provider's address, read from chain: private hosts only when the cluster is local
+  const local = LOOPBACK.includes(new URL(settings.rpc).hostname);
+  const from = new URL(c.resultUri).host;
+  const tiles = await fetchResult(c.resultUri, c.job, c.root, { allowPrivate: local });
   box.innerHTML = '';
   const p = document.createElement('p');
   p.id = 'verified';
-  p.textContent = `Verified: all ${tileCount(c.job)} tiles hash to the root ${hex(c.root).slice(0, 16)}… committed on chain.`;
+  p.textContent = `Verified: all ${tileCount(c.job)} tiles (served by ${from}) hash to the root ${hex(c.root).slice(0, 16)}… committed on chain.`;
   box.append(p);
   if (c.job.kind === JobKind.Mlp) {
     const rows = mlpClasses(c.job, tiles);
@@ -447,7 +480,7 @@ async function showMarket() {
   const measured: Measured[] = [];
   const rows: string[][] = live.map(({ address, data: t }) => [`${address.slice(0, 8)}…`, TaskStatus[t.status], String(t.reward), String(t.tileCount)]);
   for (const addr of recent.filter((a) => !live.some((l) => l.address === a))) {
-    const h = await taskHistory(client.rpc, addr);
+    const h = await historyOf(addr);
     const mm = measuredOf(h);
     if (mm) measured.push(mm);
     const final = h.flatMap((e) => e.events).filter((e) => e.name === 'TaskClosed' || e.name === 'TaskFinalized').at(-1);
@@ -472,6 +505,15 @@ function tab(name: string) {
 }
 document.querySelectorAll<HTMLButtonElement>('nav button').forEach((b) => b.addEventListener('click', () => tab(b.dataset.tab!)));
 $('market-refresh').addEventListener('click', guarded(showMarket));
+$('open-task').addEventListener('submit', (e) => {
+  e.preventDefault();
+  guarded(async () => {
+    if (!client) throw new Error('connect first');
+    const a = $<HTMLInputElement>('open-address').value.trim();
+    if (!isAddress(a)) throw new Error(`${JSON.stringify(a)} is not a task address (base58, 32 bytes)`);
+    void watch(a as Address);
+  })();
+});
 $('post-btn').addEventListener('click', guarded(post));
 $('connect').addEventListener('submit', (e) => {
   e.preventDefault();

@@ -16,9 +16,14 @@ export interface Settings {
   models?: Record<string, ModelInfo>;
   /** Localnet only: the 64-byte keypair the page signs with. */
   localKeypair?: number[];
-  /** Connect on load. */
+  /** Connect on load (read-only: nothing is signed without a click). */
   autoConnect?: boolean;
+  /** Where these came from: a link's settings are used for the visit, never saved. */
+  source?: 'link' | 'saved' | 'defaults';
 }
+
+/** Hosts a local keypair may sign for. */
+export const LOOPBACK = ['127.0.0.1', 'localhost', '[::1]'];
 
 const DEFAULTS: Settings = { rpc: 'http://127.0.0.1:8899', market: 1, store: 'http://127.0.0.1:9200' };
 
@@ -34,9 +39,10 @@ function check(s: any): Settings {
     }
   }
   if (!Number.isInteger(out.market) || out.market < 0 || out.market > 65535) throw new Error(`the page settings' market is not an id 0‥65535: ${out.market}`);
-  if (out.localKeypair) {
-    const host = new URL(out.rpc).hostname;
-    if (!['127.0.0.1', 'localhost', '::1'].includes(host)) throw new Error(`a local keypair is for localnet only, not ${out.rpc}: use a wallet`);
+  if (out.localKeypair && !LOOPBACK.includes(new URL(out.rpc).hostname)) throw new Error(`a local keypair is for localnet only, not ${out.rpc}: use a wallet`);
+  if (out.ws !== undefined && !/^wss?:\/\//.test(out.ws)) throw new Error(`the page settings' ws is not a ws(s) URL: ${JSON.stringify(out.ws)}`);
+  if (out.explorer !== undefined && !(out.explorer.startsWith('https://') && out.explorer.includes('{sig}'))) {
+    throw new Error("the page settings' explorer must be an https:// link template with {sig}");
   }
   for (const [name, m] of Object.entries(out.models ?? {})) {
     if (!m || !['mlp', 'encoder'].includes(m.kind) || !/^[0-9a-f]{64}$/.test(m.sha256)) throw new Error(`the page settings' model ${name} is not what keeper model publish prints`);
@@ -48,21 +54,25 @@ function check(s: any): Settings {
 export async function loadSettings(): Promise<Settings> {
   const frag = new URLSearchParams(location.hash.slice(1)).get('config');
   if (frag) {
+    // out of the address bar and the history (it may hold a localnet keypair)
+    history.replaceState(null, '', location.pathname + location.search);
     const json = atob(frag.replace(/-/g, '+').replace(/_/g, '/'));
-    return check(JSON.parse(new TextDecoder().decode(Uint8Array.from(json, (c) => c.charCodeAt(0)))));
+    return { ...check(JSON.parse(new TextDecoder().decode(Uint8Array.from(json, (c) => c.charCodeAt(0))))), source: 'link' };
   }
   const url = new URLSearchParams(location.search).get('config');
   if (url) {
-    const r = await fetch(url);
+    const r = await fetch(url, { credentials: 'omit' });
     if (!r.ok) throw new Error(`the page settings at ${url} could not be read (HTTP ${r.status})`);
-    return check(await r.json());
+    return { ...check(await r.json()), source: 'link' };
   }
   const saved = localStorage.getItem('cm.settings');
-  return check(saved ? JSON.parse(saved) : {});
+  return { ...check(saved ? JSON.parse(saved) : {}), source: saved ? 'saved' : 'defaults' };
 }
 
-/** Remembers the settings (never the local keypair). */
+/** Remembers the settings typed into the page (never a link's, never a keypair, never
+ * connecting on load). */
 export function saveSettings(s: Settings) {
-  const { localKeypair: _, ...rest } = s;
+  if (s.source === 'link') return;
+  const { localKeypair: _k, autoConnect: _a, source: _s, ...rest } = s;
   localStorage.setItem('cm.settings', JSON.stringify(rest));
 }

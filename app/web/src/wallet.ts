@@ -4,6 +4,8 @@
 
 import {
   createKeyPairSignerFromBytes,
+  getPublicKeyFromAddress,
+  verifySignature,
   getTransactionDecoder,
   getTransactionEncoder,
   type Address,
@@ -24,16 +26,25 @@ export async function localSigner(secret: number[]): Promise<Signer> {
   return { signer: await createKeyPairSignerFromBytes(Uint8Array.from(secret)), label: 'local keypair (localnet)' };
 }
 
-/** The chain id Wallet Standard names for a cluster URL. */
-export function chainOf(rpc: string): string {
-  if (rpc.includes('devnet')) return 'solana:devnet';
-  if (rpc.includes('testnet')) return 'solana:testnet';
-  if (rpc.includes('127.0.0.1') || rpc.includes('localhost')) return 'solana:localnet';
-  return 'solana:mainnet';
+/** Genesis hashes of the public clusters. */
+export const GENESIS = {
+  mainnet: '5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d',
+  devnet: 'EtWTRABZaYq6iMfeYKouRu166VU2xqa1wcaWoxPkrZBG',
+  testnet: '4uhcVJyU9pJkvQyS88uRDiswHXSCkY3zQawwpjk2NsNY',
+} as const;
+
+/** The chain id Wallet Standard names for a cluster, from its genesis hash (not its URL: any
+ * host can front any cluster). */
+export function chainOf(genesis: string): string {
+  const name = (Object.keys(GENESIS) as (keyof typeof GENESIS)[]).find((k) => GENESIS[k] === genesis);
+  return `solana:${name ?? 'localnet'}`;
 }
 
-/** The first Wallet Standard wallet that can sign Solana transactions, connected. */
-export async function standardSigner(rpc: string): Promise<Signer> {
+/** The first Wallet Standard wallet that can sign Solana transactions, connected. What it
+ * returns is checked: one signed transaction per request, its message the one sent (a wallet
+ * that changes the transaction is refused by name, not sent), and a valid signature by the
+ * connected account. */
+export async function standardSigner(genesis: string): Promise<Signer> {
   const wallets = getWallets()
     .get()
     .filter((w) => 'standard:connect' in w.features && 'solana:signTransaction' in w.features);
@@ -45,18 +56,31 @@ export async function standardSigner(rpc: string): Promise<Signer> {
   const { accounts } = await features['standard:connect'].connect();
   const account = accounts[0];
   if (!account) throw new Error(`${wallet.name} connected no account`);
-  const chain = chainOf(rpc);
+  const chain = chainOf(genesis);
+  if (Array.isArray(account.chains) && account.chains.length > 0 && !account.chains.includes(chain)) {
+    throw new Error(`${wallet.name}'s account is for ${account.chains.join(', ')}, this cluster is ${chain}`);
+  }
+  const me = account.address as Address;
+  const key = await getPublicKeyFromAddress(me);
   const signer: TransactionPartialSigner = {
-    address: account.address as Address,
+    address: me,
     async signTransactions(txs) {
       const inputs = txs.map((tx) => ({ account, chain, transaction: new Uint8Array(getTransactionEncoder().encode(tx)) }));
       const outs: { signedTransaction: Uint8Array }[] = await features['solana:signTransaction'].signTransaction(...inputs);
-      return outs.map((o) => {
-        const signed = getTransactionDecoder().decode(o.signedTransaction);
-        const sig = signed.signatures[account.address as Address];
-        if (!sig) throw new Error(`${wallet.name} returned the transaction unsigned`);
-        return { [account.address]: sig } as any;
-      });
+      if (!Array.isArray(outs) || outs.length !== txs.length) throw new Error(`${wallet.name} returned ${outs?.length} transactions for ${txs.length}`);
+      return Promise.all(
+        outs.map(async (o, i) => {
+          const signed = getTransactionDecoder().decode(o.signedTransaction);
+          const sent = txs[i].messageBytes;
+          if (signed.messageBytes.length !== sent.length || signed.messageBytes.some((b, j) => b !== sent[j])) {
+            throw new Error(`${wallet.name} changed the transaction before signing it: refused, nothing was sent`);
+          }
+          const sig = signed.signatures[me];
+          if (!sig) throw new Error(`${wallet.name} returned the transaction unsigned`);
+          if (!(await verifySignature(key, sig, sent))) throw new Error(`${wallet.name}'s signature does not verify for ${me}`);
+          return { [me]: sig } as any;
+        }),
+      );
     },
   };
   return { signer, label: `${wallet.name} (Wallet Standard)` };

@@ -1,0 +1,69 @@
+// A task's history from its transactions against a fake RPC node: oldest first, failed
+// transactions count for nothing, another task's events are left out, a refresh reads only the
+// new transactions, and committedOf reads a closed task's outcome from it.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { expect, it } from 'vitest';
+import { address } from '@solana/kit';
+import { committedOf, taskHistory, type HistoryCache } from '../src';
+
+const rust = JSON.parse(readFileSync(join(__dirname, 'fixtures', 'rust-written.json'), 'utf8'));
+const [posted, closed] = rust.events;
+const ours = 'C7dNHMTtuzBkddhdpqiXzaWZ2j3HZXPjstDXaY9PnwbJ';
+const TASK = address(posted.data.task);
+
+function fakeRpc(txs: { sig: string; slot: number; err?: boolean; logs: string[] }[], account: unknown = null) {
+  const reads: string[] = [];
+  const rpc: any = {
+    getSignaturesForAddress: (_a: string, o: { limit: number; before?: string }) => ({
+      send: async () => {
+        const newest = [...txs].reverse();
+        const from = o.before ? newest.findIndex((t) => t.sig === o.before) + 1 : 0;
+        return newest.slice(from, from + o.limit).map((t) => ({ signature: t.sig, slot: BigInt(t.slot), blockTime: null, err: t.err ? { InstructionError: [0, 'X'] } : null }));
+      },
+    }),
+    getTransaction: (sig: string) => ({
+      send: async () => {
+        reads.push(sig);
+        const t = txs.find((x) => x.sig === sig)!;
+        return { meta: { err: t.err ? {} : null, logMessages: t.logs } };
+      },
+    }),
+    getAccountInfo: () => ({ send: async () => ({ value: account }) }),
+  };
+  return { rpc, reads };
+}
+const inOurs = (line: string) => [`Program ${ours} invoke [1]`, line, `Program ${ours} success`];
+
+it('reads the history oldest first, leaves failed transactions and other programs out, and reads each transaction once', async () => {
+  const txs = [
+    { sig: 'a', slot: 5, logs: inOurs(posted.log) },
+    { sig: 'b', slot: 6, err: true, logs: inOurs(closed.log) }, // failed: it closed nothing
+    { sig: 'c', slot: 7, logs: [closed.log] }, // logged outside the program: forged
+  ];
+  const { rpc, reads } = fakeRpc(txs);
+  const cache: HistoryCache = new Map();
+  const h = await taskHistory(rpc, TASK, cache);
+  expect(h.map((e) => [e.signature, e.failed, e.events.map((x) => x.name)])).toEqual([
+    ['a', false, ['TaskPosted']],
+    ['b', true, []],
+    ['c', false, []],
+  ]);
+  expect(reads).toEqual(['a', 'c']);
+  txs.push({ sig: 'd', slot: 9, logs: inOurs(closed.log) });
+  const again = await taskHistory(rpc, TASK, cache);
+  expect(again.at(-1)!.events.map((e) => e.name)).toEqual(['TaskClosed']);
+  expect(reads).toEqual(['a', 'c', 'd']);
+});
+
+it("reads a closed task's outcome from its history, and refuses one a forger claims was Accepted", async () => {
+  // closed Accepted by the program, but no ResultSubmitted: refused by name
+  const { rpc } = fakeRpc([{ sig: 'a', slot: 5, logs: inOurs(posted.log) }, { sig: 'b', slot: 8, logs: inOurs(closed.log) }]);
+  await expect(committedOf(rpc, TASK)).rejects.toThrow('no ResultSubmitted event for an Accepted task');
+  // only a forged close: never finalized
+  const forged = fakeRpc([{ sig: 'a', slot: 5, logs: inOurs(posted.log) }, { sig: 'b', slot: 8, logs: [closed.log] }]);
+  await expect(committedOf(forged.rpc, TASK)).rejects.toThrow('closed and was never finalized');
+  // lamports sent to the closed address make an empty System account: still read from the history
+  const system = fakeRpc([{ sig: 'a', slot: 5, logs: inOurs(posted.log) }], { owner: '11111111111111111111111111111111', lamports: 890_880n, data: ['', 'base64'] });
+  await expect(committedOf(system.rpc, TASK)).rejects.toThrow('never finalized');
+});
