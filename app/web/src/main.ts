@@ -514,7 +514,13 @@ $('open-task').addEventListener('submit', (e) => {
     void watch(a as Address);
   })();
 });
-$('post-btn').addEventListener('click', guarded(post));
+$('post-btn').addEventListener('click', () => {
+  clearError();
+  post().catch((e) => {
+    $('post-status').textContent = 'not posted';
+    showError(e);
+  });
+});
 $('connect').addEventListener('submit', (e) => {
   e.preventDefault();
   guarded(connect)();
