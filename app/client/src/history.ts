@@ -30,8 +30,18 @@ export interface HistoryEntry {
 export type HistoryCache = Map<string, HistoryEntry>;
 
 /** The transactions naming `task`, oldest first, with the events this program emitted in
- * them about it (events other programs log are not its; failed transactions count for none). */
+ * them about it (events other programs log are not its; failed transactions count for none).
+ * A transaction the node lists but does not serve yet is left out (and read next time). */
 export async function taskHistory(rpc: Rpc<SolanaRpcApi>, task: Address, cache: HistoryCache = new Map()): Promise<HistoryEntry[]> {
+  return (await readHistory(rpc, task, cache)).entries;
+}
+
+async function readHistory(
+  rpc: Rpc<SolanaRpcApi>,
+  task: Address,
+  cache: HistoryCache,
+): Promise<{ entries: HistoryEntry[]; unserved: number }> {
+  let unserved = 0;
   const sigs: { signature: Signature; slot: bigint; blockTime: bigint | null; err: unknown }[] = [];
   let before: Signature | undefined;
   while (sigs.length < MAX_HISTORY) {
@@ -53,16 +63,19 @@ export async function taskHistory(rpc: Rpc<SolanaRpcApi>, task: Address, cache: 
       const tx = await rpc
         .getTransaction(s.signature, { commitment: 'confirmed', maxSupportedTransactionVersion: 0, encoding: 'json' })
         .send();
-      // not served yet: read again next time
-      if (!tx) continue;
-      if (tx.meta?.err) continue;
+      // not served yet (or without its logs): read again next time
+      if (!tx || !tx.meta) {
+        unserved++;
+        continue;
+      }
+      if (tx.meta.err) continue;
       events = decodeEvents(tx.meta?.logMessages ?? []).filter((e) => e.data['task'] === task);
     }
     const entry = { signature: s.signature, slot: s.slot, blockTime: s.blockTime, failed, events };
     cache.set(s.signature, entry);
     out.push(entry);
   }
-  return out;
+  return { entries: out, unserved };
 }
 
 /** An Accepted task's verified result: the job, the root its tiles hash to, where they are served. */
@@ -88,7 +101,14 @@ export async function committedOf(rpc: Rpc<SolanaRpcApi>, task: Address, cache?:
       status,
     };
   }
-  const events = (await taskHistory(rpc, task, cache)).flatMap((h) => h.events);
+  const { entries, unserved } = await readHistory(rpc, task, cache ?? new Map());
+  // an outcome is read from a complete history only: a missing close could leave an older one
+  if (unserved > 0) throw new Error(`task ${task} is closed and ${unserved} of its transactions are not served by the node yet: try again in a few seconds`);
+  const all = entries.flatMap((h) => h.events);
+  // the address is the client's and the id's: a task posted again there has a new life, so
+  // only the events from the last TaskPosted on count
+  const from = all.map((e) => e.name).lastIndexOf('TaskPosted');
+  const events = from < 0 ? [] : all.slice(from);
   const last = (name: string) => events.filter((e) => e.name === name).at(-1)?.data;
   const posted = last('TaskPosted');
   if (!posted) throw new Error(`no task at ${task}, and no record of one in its transactions`);

@@ -87,17 +87,18 @@ export async function encoderJob(model: ModelInfo, texts: string[], rowsPerTile 
   if (texts.length === 0) throw new Error('no texts to embed');
   const empty = texts.findIndex((t) => t.trim() === '' || t.includes('\n'));
   if (empty >= 0) throw new Error(`text ${empty + 1} is empty or spans lines: one text a line`);
-  const most = Math.min(model.positions, MAX_ENCODER_TOKENS);
-  const limit = maxTokens ?? Math.min(most, Math.max(...texts.map(tokenBound)));
-  const long = texts.findIndex((t) => tokenBound(t) > limit && tokenBound(t) > most);
-  if (long >= 0) throw new Error(`text ${long + 1} may be longer than the model's ${most} tokens: shorten it`);
+  const positions = Math.min(model.positions, MAX_ENCODER_TOKENS);
+  const limit = maxTokens ?? Math.min(positions, Math.max(...texts.map(tokenBound)));
+  const long = texts.findIndex((t) => tokenBound(t) > limit && tokenBound(t) > positions);
+  if (long >= 0) throw new Error(`text ${long + 1} may be longer than the model's ${positions} tokens: shorten it`);
   // providers refuse a text over 16 bytes a token of the limit, and a texts part over
   // min(16·N·L, 64 MiB): refused here first, by the text's number
   const enc = new TextEncoder();
   const heavy = texts.findIndex((t) => enc.encode(t).length > ENCODER_TEXT_BYTES_PER_TOKEN * limit);
   if (heavy >= 0) throw new Error(`text ${heavy + 1} is over ${ENCODER_TEXT_BYTES_PER_TOKEN} bytes a token of the ${limit}-token limit`);
   const bytes = enc.encode(texts.join('\n') + '\n');
-  if (bytes.length > MAX_TEXTS_BYTES) throw new Error(`the texts are ${bytes.length} bytes, more than the ${MAX_TEXTS_BYTES} a texts part may hold`);
+  const most = Math.min(ENCODER_TEXT_BYTES_PER_TOKEN * texts.length * limit, MAX_TEXTS_BYTES);
+  if (bytes.length > most) throw new Error(`the texts are ${bytes.length} bytes, more than the ${most} a texts part of this job may hold`);
   const job = {
     kind: JobKind.Encoder,
     inputMode: InputMode.ContentHash,

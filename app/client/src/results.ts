@@ -41,7 +41,7 @@ export function checkServedUri(uri: string, options: FetchOptions = {}): URL {
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new TransferError(`the result URI's scheme is ${u.protocol}, only http(s) is fetched`);
   if (u.username || u.password) throw new TransferError('the result URI carries credentials: refused');
-  const h = u.hostname.toLowerCase();
+  const h = u.hostname.toLowerCase().replace(/\.+$/, '');
   const local =
     h === 'localhost' || h.endsWith('.localhost') || h.endsWith('.local') || PRIVATE_V4.some((r) => r.test(h)) ||
     (h.startsWith('[') && (h === '[::1]' || h === '[::]' || /^\[f[cd]/.test(h) || /^\[fe[89ab]/.test(h) || h.startsWith('[::ffff:')));

@@ -12,7 +12,7 @@ const [posted, closed] = rust.events;
 const ours = 'C7dNHMTtuzBkddhdpqiXzaWZ2j3HZXPjstDXaY9PnwbJ';
 const TASK = address(posted.data.task);
 
-function fakeRpc(txs: { sig: string; slot: number; err?: boolean; logs: string[] }[], account: unknown = null) {
+function fakeRpc(txs: { sig: string; slot: number; err?: boolean; unserved?: boolean; logs: string[] }[], account: unknown = null) {
   const reads: string[] = [];
   const rpc: any = {
     getSignaturesForAddress: (_a: string, o: { limit: number; before?: string }) => ({
@@ -26,6 +26,7 @@ function fakeRpc(txs: { sig: string; slot: number; err?: boolean; logs: string[]
       send: async () => {
         reads.push(sig);
         const t = txs.find((x) => x.sig === sig)!;
+        if (t.unserved) return null;
         return { meta: { err: t.err ? {} : null, logMessages: t.logs } };
       },
     }),
@@ -66,4 +67,18 @@ it("reads a closed task's outcome from its history, and refuses one a forger cla
   // lamports sent to the closed address make an empty System account: still read from the history
   const system = fakeRpc([{ sig: 'a', slot: 5, logs: inOurs(posted.log) }], { owner: '11111111111111111111111111111111', lamports: 890_880n, data: ['', 'base64'] });
   await expect(committedOf(system.rpc, TASK)).rejects.toThrow('never finalized');
+});
+
+it('reads an outcome from a complete history of the last life at the address only', async () => {
+  // the close is listed but not served yet: no outcome, say so
+  const late = fakeRpc([{ sig: 'a', slot: 5, logs: inOurs(posted.log) }, { sig: 'b', slot: 8, unserved: true, logs: inOurs(closed.log) }]);
+  await expect(committedOf(late.rpc, TASK)).rejects.toThrow('1 of its transactions are not served by the node yet');
+  expect((await taskHistory(late.rpc, TASK)).map((e) => e.signature)).toEqual(['a']);
+  // closed Accepted, then posted again at the same address: the new life has no outcome yet
+  const again = fakeRpc([
+    { sig: 'a', slot: 5, logs: inOurs(posted.log) },
+    { sig: 'b', slot: 8, logs: inOurs(closed.log) },
+    { sig: 'c', slot: 20, logs: inOurs(posted.log) },
+  ]);
+  await expect(committedOf(again.rpc, TASK)).rejects.toThrow('closed and was never finalized');
 });

@@ -91,6 +91,9 @@ describe('results', () => {
       ['http://127.0.0.1:9300/r/x', 'a local or private address'],
       ['http://[::1]:9300/r/x', 'a local or private address'],
       ['http://router.local/r/x', 'a local or private address'],
+      ['http://localhost./r/x', 'a local or private address'],
+      ['http://2130706433/r/x', 'a local or private address'],
+      ['http://[::ffff:127.0.0.1]/r/x', 'a local or private address'],
       ['not a url', 'is not a URL'],
     ]) {
       expect(() => checkServedUri(uri), uri).toThrow(why);

@@ -40,7 +40,7 @@ import {
 import { paintRow, Pad } from './digits';
 import { describeError } from './errors';
 import { measuredOf, nodesOf, perfOf, tasksOf, type Measured } from './market';
-import { loadSettings, LOOPBACK, saveSettings, type Settings } from './settings';
+import { checkSettings, loadSettings, LOOPBACK, saveSettings, type Settings } from './settings';
 import { GENESIS, localSigner, standardSigner, type Signer } from './wallet';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -92,8 +92,14 @@ function txLink(sig: string): HTMLAnchorElement {
 // ---------------------------------------------------------------- connect
 
 async function connect() {
-  settings = { ...settings, rpc: $<HTMLInputElement>('rpc').value.trim(), store: $<HTMLInputElement>('store').value.trim(), market: Number($<HTMLInputElement>('market-id').value) };
+  settings = checkSettings({ ...settings, rpc: $<HTMLInputElement>('rpc').value.trim(), store: $<HTMLInputElement>('store').value.trim(), market: Number($<HTMLInputElement>('market-id').value) });
   saveSettings(settings);
+  // nothing read from the cluster before (perhaps another one) stands for this one
+  watching?.abort();
+  histories.clear();
+  postedTexts.clear();
+  client = null;
+  signer = null;
   const ws = settings.ws ?? wsOf(settings.rpc);
   const c: KitClient = { rpc: createSolanaRpc(settings.rpc), rpcSubscriptions: createSolanaRpcSubscriptions(ws) };
   const genesis = await c.rpc.getGenesisHash().send();

@@ -27,7 +27,8 @@ export const LOOPBACK = ['127.0.0.1', 'localhost', '[::1]'];
 
 const DEFAULTS: Settings = { rpc: 'http://127.0.0.1:8899', market: 1, store: 'http://127.0.0.1:9200' };
 
-function check(s: any): Settings {
+/** The settings, each field checked (an error names the first that is wrong). */
+export function checkSettings(s: any): Settings {
   if (typeof s !== 'object' || s === null) throw new Error('the page settings are not a JSON object');
   const out = { ...DEFAULTS, ...s } as Settings;
   for (const k of ['rpc', 'store'] as const) {
@@ -44,8 +45,10 @@ function check(s: any): Settings {
   if (out.explorer !== undefined && !(out.explorer.startsWith('https://') && out.explorer.includes('{sig}'))) {
     throw new Error("the page settings' explorer must be an https:// link template with {sig}");
   }
+  const whole = (v: unknown) => Number.isSafeInteger(v) && (v as number) > 0;
   for (const [name, m] of Object.entries(out.models ?? {})) {
-    if (!m || !['mlp', 'encoder'].includes(m.kind) || !/^[0-9a-f]{64}$/.test(m.sha256)) throw new Error(`the page settings' model ${name} is not what keeper model publish prints`);
+    const fields = m?.kind === 'mlp' ? [m.bytes, m.features, m.classes, Number(m.work_per_row)] : m?.kind === 'encoder' ? [m.bytes, m.blocks, m.hidden, m.ffn, m.heads, m.positions] : [];
+    if (!/^[0-9a-f]{64}$/.test(m?.sha256 ?? '') || fields.length === 0 || !fields.every(whole)) throw new Error(`the page settings' model ${name} is not what keeper model publish prints`);
   }
   return out;
 }
@@ -57,16 +60,18 @@ export async function loadSettings(): Promise<Settings> {
     // out of the address bar and the history (it may hold a localnet keypair)
     history.replaceState(null, '', location.pathname + location.search);
     const json = atob(frag.replace(/-/g, '+').replace(/_/g, '/'));
-    return { ...check(JSON.parse(new TextDecoder().decode(Uint8Array.from(json, (c) => c.charCodeAt(0))))), source: 'link' };
+    return { ...checkSettings(JSON.parse(new TextDecoder().decode(Uint8Array.from(json, (c) => c.charCodeAt(0))))), source: 'link' };
   }
   const url = new URLSearchParams(location.search).get('config');
   if (url) {
     const r = await fetch(url, { credentials: 'omit' });
     if (!r.ok) throw new Error(`the page settings at ${url} could not be read (HTTP ${r.status})`);
-    return { ...check(await r.json()), source: 'link' };
+    return { ...checkSettings(await r.json()), source: 'link' };
   }
   const saved = localStorage.getItem('cm.settings');
-  return { ...check(saved ? JSON.parse(saved) : {}), source: saved ? 'saved' : 'defaults' };
+  // saved settings never connect on their own (an older page could have saved a link's)
+  const { autoConnect: _, ...kept } = saved ? JSON.parse(saved) : {};
+  return { ...checkSettings(kept), source: saved ? 'saved' : 'defaults' };
 }
 
 /** Remembers the settings typed into the page (never a link's, never a keypair, never
