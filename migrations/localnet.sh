@@ -18,31 +18,8 @@ trap cleanup EXIT
 [ -f "$COMPUTE_MARKET_SO" ] || "$ROOT/scripts/build"
 (cd "$ROOT" && cargo build -q -p compute-market-keeper --bin keeper)
 
-# the admin is the program's upgrade authority: only it may initialize the config
-solana-keygen new --no-bip39-passphrase -s -f -o "$W/admin.json" >/dev/null
-solana-test-validator --reset --quiet --ledger "$W/ledger" --rpc-port "$RPC_PORT" --faucet-port $((RPC_PORT + 1001)) \
-  --gossip-port $((RPC_PORT + 101)) --dynamic-port-range $((RPC_PORT + 200))-$((RPC_PORT + 300)) \
-  --upgradeable-program C7dNHMTtuzBkddhdpqiXzaWZ2j3HZXPjstDXaY9PnwbJ "$COMPUTE_MARKET_SO" "$W/admin.json" >"$W/validator.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 1 60); do
-  solana -u "$URL" slot >/dev/null 2>&1 && break
-  sleep 0.5
-done
-k() { "$KEEPER" -u "$URL" "$@"; }
-for who in admin client provider v1 v2 v3; do
-  [ "$who" = admin ] || solana-keygen new --no-bip39-passphrase -s -f -o "$W/$who.json" >/dev/null
-  solana -u "$URL" airdrop 100 "$W/$who.json" >/dev/null
-done
-k -k "$W/admin.json" init --windows 40,15,15,15 --market-name localnet --mint-keypair-out "$W/mint.json"
-for who in client provider v1 v2 v3; do
-  k -k "$W/admin.json" fund "$(solana-keygen pubkey "$W/$who.json")" 100000000 >/dev/null
-done
-k -k "$W/provider.json" node register --roles provider --gflops 60000 --memory-gb 80 >/dev/null
-k -k "$W/provider.json" node stake 50000000 >/dev/null
-for v in v1 v2 v3; do
-  k -k "$W/$v.json" node register --roles verifier --gflops 1000 --memory-gb 16 >/dev/null
-  k -k "$W/$v.json" node stake 50000000 >/dev/null
-done
+source "$ROOT/scripts/localnet-up.sh"
+localnet_up 40,15,15,15
 TASK=$(k -k "$W/client.json" --output json task post --id 1 --kind matmul --dims 128,128,128 --reward 1000000 | sed -n 's/.*"task": "\(.*\)".*/\1/p')
 echo "task $TASK posted"
 port=9300

@@ -78,6 +78,22 @@ async function readHistory(
   return { entries: out, unserved };
 }
 
+/** The events of the task's last life: the address is the client's and the id's, so a task
+ * posted again there starts anew at its TaskPosted. */
+function lastLife(entries: HistoryEntry[]): ProgramEvent[] {
+  const all = entries.flatMap((h) => h.events);
+  const from = all.map((e) => e.name).lastIndexOf('TaskPosted');
+  return from < 0 ? [] : all.slice(from);
+}
+
+/** How the task's last life ended (`Accepted`, `Rejected`, …), as its close or its finalize
+ * says; `undefined` while it runs. */
+export function outcomeOf(entries: HistoryEntry[]): string | undefined {
+  const events = lastLife(entries);
+  const last = (name: string) => events.filter((e) => e.name === name).at(-1)?.data;
+  return (last('TaskClosed') ?? last('TaskFinalized'))?.['status'] as string | undefined;
+}
+
 /** An Accepted task's verified result: the job, the root its tiles hash to, where they are served. */
 export interface Committed {
   job: JobSpec;
@@ -104,15 +120,11 @@ export async function committedOf(rpc: Rpc<SolanaRpcApi>, task: Address, cache?:
   const { entries, unserved } = await readHistory(rpc, task, cache ?? new Map());
   // an outcome is read from a complete history only: a missing close could leave an older one
   if (unserved > 0) throw new Error(`task ${task} is closed and ${unserved} of its transactions are not served by the node yet: try again in a few seconds`);
-  const all = entries.flatMap((h) => h.events);
-  // the address is the client's and the id's: a task posted again there has a new life, so
-  // only the events from the last TaskPosted on count
-  const from = all.map((e) => e.name).lastIndexOf('TaskPosted');
-  const events = from < 0 ? [] : all.slice(from);
+  const events = lastLife(entries);
   const last = (name: string) => events.filter((e) => e.name === name).at(-1)?.data;
   const posted = last('TaskPosted');
   if (!posted) throw new Error(`no task at ${task}, and no record of one in its transactions`);
-  const status = (last('TaskClosed') ?? last('TaskFinalized'))?.['status'] as string | undefined;
+  const status = outcomeOf(entries);
   if (status !== 'Accepted') throw new Error(`task ${task} is closed and was ${status ?? 'never finalized'}: only an Accepted task has a verified result`);
   const submitted = last('ResultSubmitted');
   if (!submitted) throw new Error('no ResultSubmitted event for an Accepted task');

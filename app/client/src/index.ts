@@ -6,6 +6,7 @@ export * from './job';
 export * from './manifest';
 export * from './pda';
 export * from './events';
+export * from './accounts';
 export * from './watch';
 export * from './commitment';
 export * from './results';

@@ -3,6 +3,7 @@
 // a part, the manifest over both and the job spec on it — what `keeper task post --model`
 // builds, so that providers accept it. And the verified result read back: classes, embeddings.
 
+import { getBase16Encoder } from '@solana/kit';
 import { InputMode, JobKind, MAX_ENCODER_TOKENS, encoderWorkPerToken, tileLen, type JobSpec } from './job';
 import { encodeManifest, formatOf, manifestHash, partOf, Role, type Part } from './manifest';
 
@@ -22,7 +23,7 @@ export interface PreparedJob {
 
 const hexBytes = (h: string): Uint8Array => {
   if (!/^[0-9a-f]{64}$/.test(h)) throw new Error(`a model's sha256 is 64 lowercase hex digits, not ${JSON.stringify(h)}`);
-  return Uint8Array.from(h.match(/../g)!.map((x) => parseInt(x, 16)));
+  return new Uint8Array(getBase16Encoder().encode(h));
 };
 
 function modelPart(model: ModelInfo): Part {

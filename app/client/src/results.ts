@@ -4,6 +4,7 @@
 // the root on chain, each partially fetched tile must prove its place under it, and every
 // length is bounded by the job before anything is read into memory.
 
+import { getBase16Decoder } from '@solana/kit';
 import { type JobSpec, tileCount, tileLen } from './job';
 import { leafHash, rootOfTiles, verifyProof } from './commitment';
 import { sha256 } from './manifest';
@@ -11,7 +12,7 @@ import { sha256 } from './manifest';
 /** Most digests in a served proof (results::wire::MAX_PROOF). */
 export const MAX_PROOF = 32;
 
-const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+const hex = (b: Uint8Array) => getBase16Decoder().decode(b);
 
 /** Why a transfer failed, in words a person can act on. */
 export class TransferError extends Error {

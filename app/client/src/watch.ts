@@ -12,7 +12,7 @@ import type {
   Rpc,
   RpcSubscriptions,
 } from '@solana/kit';
-import { getBase64Encoder } from '@solana/kit';
+import { checkedAccountData, type AccountValue } from './accounts';
 import { getTaskDecoder, getTaskSize, TASK_DISCRIMINATOR, type Task } from './generated/accounts/task';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from './generated/programs';
 
@@ -27,25 +27,15 @@ export interface WatchClient {
   rpcSubscriptions: RpcSubscriptions<AccountNotificationsApi>;
 }
 
-interface AccountValue {
-  owner: Address;
-  lamports: bigint;
-  data: readonly [string, 'base64'] | readonly string[];
-}
-
 const SYSTEM_PROGRAM = '11111111111111111111111111111111';
 
 /** The task in an account as the RPC node returned it, checked; `null` when closed. */
 export function taskOf(value: AccountValue | null, programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS): Task | null {
   if (!value || value.lamports === 0n) return null;
-  // lamports sent to a closed task's address make a System account there: no task
-  if (value.owner === SYSTEM_PROGRAM && String(value.data[0]) === '') return null;
-  if (value.owner !== programAddress) throw new Error(`the task account is owned by ${value.owner}, not the program ${programAddress}`);
-  const bytes = getBase64Encoder().encode(String(value.data[0]));
-  if (bytes.length === 0) return null;
-  if (bytes.length !== getTaskSize()) throw new Error(`the task account holds ${bytes.length} bytes, a Task is ${getTaskSize()}`);
-  if (!TASK_DISCRIMINATOR.every((x, i) => bytes[i] === x)) throw new Error('the account is not a Task (its discriminator differs)');
-  return getTaskDecoder().decode(bytes);
+  // an account emptied by the close (or lamports sent to the closed task's address, which
+  // make a System account there): no task
+  if (String(value.data[0]) === '' && (value.owner === SYSTEM_PROGRAM || value.owner === programAddress)) return null;
+  return getTaskDecoder().decode(checkedAccountData(value, 'Task', TASK_DISCRIMINATOR, getTaskSize(), programAddress));
 }
 
 /** The task at `address`, step by step, until it is closed or `abortSignal` fires. */

@@ -38,6 +38,14 @@ const shot = async (name) => {
   console.error(`screenshot ${name}.png`);
 };
 const text = (sel) => page.locator(sel).innerText();
+/** One pen stroke on `p`'s pad, between two points given as fractions of its size. */
+const stroke = async (p, [x0, y0], [x1, y1], steps) => {
+  const pad = await p.locator('#pad').boundingBox();
+  await p.mouse.move(pad.x + pad.width * x0, pad.y + pad.height * y0);
+  await p.mouse.down();
+  await p.mouse.move(pad.x + pad.width * x1, pad.y + pad.height * y1, { steps });
+  await p.mouse.up();
+};
 const noError = async (step) => {
   if (await page.locator('#error').isVisible()) throw new Error(`${step}: the page shows an error: ${await text('#error')}`);
 };
@@ -63,11 +71,7 @@ try {
   await shot('01-connected');
 
   // a digit: a "1", one stroke down the pad
-  const pad = await page.locator('#pad').boundingBox();
-  await page.mouse.move(pad.x + pad.width * 0.55, pad.y + pad.height * 0.12);
-  await page.mouse.down();
-  await page.mouse.move(pad.x + pad.width * 0.45, pad.y + pad.height * 0.88, { steps: 25 });
-  await page.mouse.up();
+  await stroke(page, [0.55, 0.12], [0.45, 0.88], 25);
   await shot('02-digit-drawn');
   await page.click('#post-btn');
   const digitTask = await posted('—');
@@ -138,11 +142,7 @@ try {
     await t.addInitScript(testWallet, { secret: keypair, address: address0, tamper: true });
     await t.goto(wallet_url);
     await t.waitForSelector('#tokens', { timeout: 60_000 });
-    const pd = await t.locator('#pad').boundingBox();
-    await t.mouse.move(pd.x + pd.width * 0.5, pd.y + pd.height * 0.15);
-    await t.mouse.down();
-    await t.mouse.move(pd.x + pd.width * 0.5, pd.y + pd.height * 0.85, { steps: 10 });
-    await t.mouse.up();
+    await stroke(t, [0.5, 0.15], [0.5, 0.85], 10);
     await t.click('#post-btn');
     await t.waitForSelector('#error:not([hidden])', { timeout: 30_000 });
     tamperError = await t.locator('#error').innerText();

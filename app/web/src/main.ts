@@ -6,6 +6,7 @@
 import {
   createSolanaRpc,
   createSolanaRpcSubscriptions,
+  getBase16Decoder,
   isAddress,
   lamports,
   type Address,
@@ -21,6 +22,7 @@ import {
   marketAddress,
   mlpClasses,
   mlpJob,
+  outcomeOf,
   postTask,
   stakeMintOf,
   taskHistory,
@@ -40,11 +42,11 @@ import {
 import { paintRow, Pad } from './digits';
 import { describeError } from './errors';
 import { measuredOf, nodesOf, perfOf, tasksOf, type Measured } from './market';
-import { checkSettings, loadSettings, LOOPBACK, saveSettings, type Settings } from './settings';
+import { checkSettings, isLoopback, loadSettings, saveSettings, type Settings } from './settings';
 import { GENESIS, localSigner, standardSigner, type Signer } from './wallet';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
-const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+const hex = (b: Uint8Array) => getBase16Decoder().decode(b);
 const TERMINAL = ['Accepted', 'Rejected', 'Undecided', 'Cancelled', 'Expired'];
 
 let settings: Settings;
@@ -105,8 +107,7 @@ async function connect() {
   const genesis = await c.rpc.getGenesisHash().send();
   if (settings.localKeypair) {
     // the keypair signs for a local cluster only: a loopback host and no public genesis
-    const host = new URL(settings.rpc).hostname;
-    if (!LOOPBACK.includes(host) || Object.values(GENESIS).includes(genesis as any)) {
+    if (!isLoopback(settings.rpc) || Object.values(GENESIS).includes(genesis as any)) {
       throw new Error(`a local keypair signs on localnet only, and ${settings.rpc} is not one: use a wallet`);
     }
   }
@@ -336,8 +337,7 @@ function renderHistory(h: HistoryEntry[]) {
       ol.append(li);
     }
   }
-  const final = h.flatMap((e) => e.events).filter((e) => e.name === 'TaskFinalized' || e.name === 'TaskClosed').at(-1);
-  return final?.data['status'] as string | undefined;
+  return outcomeOf(h);
 }
 
 async function watch(task: Address) {
@@ -387,9 +387,8 @@ async function showResult(task: Address) {
   const box = $('result');
   box.innerHTML = '<p>fetching the result…</p>';
   // a provider's address, read from chain: private hosts only when the cluster is local
-  const local = LOOPBACK.includes(new URL(settings.rpc).hostname);
   const from = new URL(c.resultUri).host;
-  const tiles = await fetchResult(c.resultUri, c.job, c.root, { allowPrivate: local });
+  const tiles = await fetchResult(c.resultUri, c.job, c.root, { allowPrivate: isLoopback(settings.rpc) });
   box.innerHTML = '';
   const p = document.createElement('p');
   p.id = 'verified';
@@ -489,8 +488,7 @@ async function showMarket() {
     const h = await historyOf(addr);
     const mm = measuredOf(h);
     if (mm) measured.push(mm);
-    const final = h.flatMap((e) => e.events).filter((e) => e.name === 'TaskClosed' || e.name === 'TaskFinalized').at(-1);
-    rows.push([`${addr.slice(0, 8)}…`, String(final?.data['status'] ?? '?') + ' (closed)', '', '']);
+    rows.push([`${addr.slice(0, 8)}…`, `${outcomeOf(h) ?? '?'} (closed)`, '', '']);
   }
   $('tasks').replaceWith(table(['task', 'status', 'reward', 'tiles'], rows, 'tasks'));
   const perf = perfOf(

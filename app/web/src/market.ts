@@ -2,8 +2,9 @@
 // tasks, every account checked (owner, discriminator, size) before decoding; and the seed's
 // performance model P = N·G·E/(1+L/C) filled from measured figures (docs/PROTOCOL.md).
 
-import { getBase58Decoder, getBase64Encoder, type Address, type Rpc, type SolanaRpcApi } from '@solana/kit';
+import { getBase58Decoder, type Address, type ReadonlyUint8Array, type Rpc, type SolanaRpcApi } from '@solana/kit';
 import {
+  checkedAccountData,
   COMPUTE_MARKET_PROGRAM_ADDRESS,
   getNodeDecoder,
   getNodeSize,
@@ -22,42 +23,40 @@ export const SLOT_SECONDS = 0.4;
 
 async function accountsOf<T>(
   rpc: Rpc<SolanaRpcApi>,
-  discriminator: Uint8Array,
+  name: string,
+  discriminator: ReadonlyUint8Array,
   size: number,
   marketOffset: number,
   market: Address,
   decode: (b: Uint8Array) => T,
 ): Promise<{ address: Address; data: T }[]> {
-  const b58 = getBase58Decoder();
   const got = await rpc
     .getProgramAccounts(COMPUTE_MARKET_PROGRAM_ADDRESS, {
       encoding: 'base64',
       commitment: 'confirmed',
       filters: [
         { dataSize: BigInt(size) },
-        { memcmp: { offset: 0n, bytes: b58.decode(discriminator) as any, encoding: 'base58' } },
+        { memcmp: { offset: 0n, bytes: getBase58Decoder().decode(discriminator) as any, encoding: 'base58' } },
         { memcmp: { offset: BigInt(marketOffset), bytes: market as any, encoding: 'base58' } },
       ],
     })
     .send();
-  return (got as any[]).map((a) => {
-    if (a.account.owner !== COMPUTE_MARKET_PROGRAM_ADDRESS) throw new Error(`account ${a.pubkey} is not the program's`);
-    const bytes = new Uint8Array(getBase64Encoder().encode(a.account.data[0]));
-    if (bytes.length !== size || !discriminator.every((x, i) => bytes[i] === x)) throw new Error(`account ${a.pubkey} is malformed`);
-    return { address: a.pubkey as Address, data: decode(bytes) };
-  });
+  return (got as any[]).map((a) => ({
+    address: a.pubkey as Address,
+    data: decode(checkedAccountData(a.account, name, discriminator, size)),
+  }));
 }
 
 /** The market's nodes. */
 export function nodesOf(rpc: Rpc<SolanaRpcApi>, market: Address) {
   // discriminator 8, version 1, authority 32, then the market
-  return accountsOf<Node>(rpc, NODE_DISCRIMINATOR as Uint8Array, getNodeSize(), 41, market, (b) => getNodeDecoder().decode(b));
+  return accountsOf<Node>(rpc, 'Node', NODE_DISCRIMINATOR, getNodeSize(), 41, market, (b) => getNodeDecoder().decode(b));
 }
 
 /** The market's live tasks. */
 export function tasksOf(rpc: Rpc<SolanaRpcApi>, market: Address) {
   // discriminator 8, version 1, client 32, task id 8, then the market
-  return accountsOf<Task>(rpc, TASK_DISCRIMINATOR as Uint8Array, getTaskSize(), 49, market, (b) => getTaskDecoder().decode(b));
+  return accountsOf<Task>(rpc, 'Task', TASK_DISCRIMINATOR, getTaskSize(), 49, market, (b) => getTaskDecoder().decode(b));
 }
 
 /** One finished task's measured times (slots), from its history. */

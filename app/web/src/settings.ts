@@ -22,8 +22,10 @@ export interface Settings {
   source?: 'link' | 'saved' | 'defaults';
 }
 
-/** Hosts a local keypair may sign for. */
-export const LOOPBACK = ['127.0.0.1', 'localhost', '[::1]'];
+/** Whether `url` names this machine (a local cluster's keepers serve on it too). */
+export function isLoopback(url: string): boolean {
+  return ['127.0.0.1', 'localhost', '[::1]'].includes(new URL(url).hostname);
+}
 
 const DEFAULTS: Settings = { rpc: 'http://127.0.0.1:8899', market: 1, store: 'http://127.0.0.1:9200' };
 
@@ -40,7 +42,7 @@ export function checkSettings(s: any): Settings {
     }
   }
   if (!Number.isInteger(out.market) || out.market < 0 || out.market > 65535) throw new Error(`the page settings' market is not an id 0‥65535: ${out.market}`);
-  if (out.localKeypair && !LOOPBACK.includes(new URL(out.rpc).hostname)) throw new Error(`a local keypair is for localnet only, not ${out.rpc}: use a wallet`);
+  if (out.localKeypair && !isLoopback(out.rpc)) throw new Error(`a local keypair is for localnet only, not ${out.rpc}: use a wallet`);
   if (out.ws !== undefined && !/^wss?:\/\//.test(out.ws)) throw new Error(`the page settings' ws is not a ws(s) URL: ${JSON.stringify(out.ws)}`);
   if (out.explorer !== undefined && !(out.explorer.startsWith('https://') && out.explorer.includes('{sig}'))) {
     throw new Error("the page settings' explorer must be an https:// link template with {sig}");
