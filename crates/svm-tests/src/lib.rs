@@ -18,7 +18,10 @@ use compute_market::{
     state::{Hardware, MarketArgs, Node, Params, Task, TaskStatus, Vote, Windows},
 };
 use compute_market_embedded::Cluster;
-use compute_market_protocol::{commit::vote_commitment, hash::hashv, job::JobSpec};
+use compute_market::constants::SEAT_OVERSAMPLE;
+use compute_market_protocol::{
+    commit::vote_commitment, hash::hashv, job::JobSpec, seats::SeatScore,
+};
 use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
@@ -128,6 +131,7 @@ pub fn test_market(id: u16) -> MarketArgs {
         samples: 16,
         windows: Windows::DEFAULT,
         task_ttl: 1_000,
+        min_quorum: 0,
     }
 }
 
@@ -546,30 +550,82 @@ impl World {
         )
     }
 
-    /// The authority of the worst seated verifier when every seat of the task's round is
-    /// taken (the seat a new joiner must displace), else `None`.
-    pub fn worst_seated(&self, task: &Pubkey) -> Option<Pubkey> {
+    /// The score of `node` for seat `seat` of `task`'s current round at snapshot weight
+    /// `weight` (the seed must be drawn).
+    pub fn seat_score(&self, task: &Pubkey, node: &Pubkey, seat: u8, weight: u64) -> SeatScore {
+        SeatScore::new(&self.task(task).seed, &node.to_bytes(), seat, weight)
+    }
+
+    /// The holder of seat `seat` of `task`'s round as `join_task` weighs it: its score at the
+    /// stake it still has in the snapshot, and its authority. `None` while the seat is free.
+    pub fn holder(&self, task: &Pubkey, seat: u8) -> Option<(SeatScore, Pubkey)> {
         let t = self.try_task(task)?;
-        if t.tally().seats < t.tally().quorum {
+        let s = *t.round_seats().get(seat as usize)?;
+        if !s.taken() {
             return None;
         }
-        let scores: Vec<_> = t.seated().iter().map(|s| s.score()).collect();
-        let i = protocol::seats::worst_seat(&scores)?;
-        self.try_node(&t.seated()[i].node).map(|n| n.authority)
+        let n = self.try_node(&s.node)?;
+        let weight = n.weight_at(t.snapshot_slot).min(s.weight);
+        Some((SeatScore { weight, ..s.score() }, n.authority))
     }
 
-    /// `join_task` in the task's current round, displacing the worst seated verifier when
-    /// every seat is taken.
+    /// A seat `v` can take now in `task`'s round, as `join_task` decides: a free seat its ticket
+    /// is eligible for, else one whose holder it beats (with that holder's authority). Before
+    /// the seed is drawn, the first free seat (the program draws and decides).
+    pub fn winnable_seat(&self, v: &Actor, task: &Pubkey) -> Option<(u8, Option<Pubkey>)> {
+        let t = self.try_task(task)?;
+        let seats = t.round_seats();
+        if !t.seed_drawn {
+            let free = seats.iter().position(|s| !s.taken())?;
+            return Some((free as u8, None));
+        }
+        let w = self.try_node(&v.node)?.weight_at(t.snapshot_slot);
+        let mut displace = None;
+        for (j, s) in seats.iter().enumerate() {
+            let mine = SeatScore::new(&t.seed, &v.node.to_bytes(), j as u8, w);
+            if s.node == v.node
+                || !protocol::seats::seat_eligible(&mine, t.snapshot_stake, SEAT_OVERSAMPLE)
+            {
+                continue;
+            }
+            match self.holder(task, j as u8) {
+                None => return Some((j as u8, None)),
+                Some((h, auth)) if protocol::seats::wins_seat(Some(&h), &mine) => {
+                    displace = displace.or(Some((j as u8, Some(auth))));
+                }
+                Some(_) => {}
+            }
+        }
+        displace
+    }
+
+    /// `join_task` in the task's current round, for a seat it can take now
+    /// ([`World::winnable_seat`]); with none, for the first free seat or seat 0, so that the
+    /// program names the refusal.
     pub fn join(&mut self, v: &Actor, task: Pubkey) -> Result<TxRecord, TxRecord> {
-        let displaced = self.worst_seated(&task);
-        self.join_displacing(v, task, displaced)
+        let (seat, displaced) = self.winnable_seat(v, &task).unwrap_or_else(|| {
+            let free = self.try_task(&task).and_then(|t| {
+                t.round_seats().iter().position(|s| !s.taken())
+            });
+            let seat = free.unwrap_or(0) as u8;
+            (seat, self.holder(&task, seat).map(|(_, a)| a))
+        });
+        self.join_displacing(v, task, seat, displaced)
     }
 
-    /// `join_task` naming `displaced` (the authority of the seat to take) explicitly.
+    /// `join_task` for seat `seat`, naming its holder when it is taken.
+    pub fn join_seat(&mut self, v: &Actor, task: Pubkey, seat: u8) -> Result<TxRecord, TxRecord> {
+        let displaced = self.holder(&task, seat).map(|(_, a)| a);
+        self.join_displacing(v, task, seat, displaced)
+    }
+
+    /// `join_task` for seat `seat` naming `displaced` (the authority of the seat's holder)
+    /// explicitly.
     pub fn join_displacing(
         &mut self,
         v: &Actor,
         task: Pubkey,
+        seat: u8,
         displaced: Option<Pubkey>,
     ) -> Result<TxRecord, TxRecord> {
         let round = self.round_of(&task);
@@ -582,7 +638,7 @@ impl World {
                 v.name
             ),
         );
-        let ix = client::join_task(v.key(), task, round, displaced);
+        let ix = client::join_task(v.key(), task, round, seat, displaced);
         self.send_as("join_task", v, ix)
     }
 

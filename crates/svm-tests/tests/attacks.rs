@@ -70,10 +70,27 @@ fn seat_grinding_fails_because_the_seed_comes_after_the_commitment() {
     w.join(&c.verifiers[0], task).unwrap();
 }
 
+/// Issue 24, finding 4: with a join window longer than the SlotHashes horizon, a draw made late
+/// moved the reference to "now", so someone who disliked the (already public) candidate seed
+/// could wait for a fresh one. The join window is now bounded below the horizon: such a market
+/// is refused by name, and in a market at the bound a draw at the join deadline still takes
+/// the hash of the first slot after the submission, the seed an early draw gives.
 #[test]
-fn seed_reference_moves_forward_when_its_slot_left_slot_hashes() {
+fn a_seed_cannot_be_re_rolled_by_waiting() {
+    let mut w = World::new();
+    let admin = w.admin.insecure_clone();
+    let mut long = test_market(2);
+    long.windows.join = compute_market::constants::MAX_JOIN_WINDOW + 1;
+    refused(&mut w, "JoinWindowTooLong", |w| {
+        w.send(
+            "create_market",
+            &admin,
+            &[],
+            client::create_market(admin.pubkey(), long),
+        )
+    });
     let mut market = test_market(1);
-    market.windows.join = 2_000;
+    market.windows.join = compute_market::constants::MAX_JOIN_WINDOW;
     let mut w = World::with(compute_market::state::Params::defaults(20_000), market);
     let client_a = w.actor("client", 10 * R);
     let p = w.actor("provider", STAKE);
@@ -84,15 +101,21 @@ fn seed_reference_moves_forward_when_its_slot_left_slot_hashes() {
     let task = w.post(&client_a, 3, small_job(3), R).unwrap();
     w.claim(&p, task).unwrap();
     w.submit(&p, task, [9; 32]).unwrap();
-    w.advance(600); // the slot after the submission is no longer in SlotHashes
-    w.crank("draw_seed", client::draw_seed(task)).unwrap();
     let t = w.task(&task);
-    assert!(!t.seed_drawn);
-    assert_eq!(t.reference_slot, w.slot());
-    let reset_at = w.slot();
-    w.advance(2);
+    // nobody draws until the last slot of the join window
+    w.advance(t.join_deadline - w.slot());
+    w.crank("draw_seed", client::draw_seed(task)).unwrap();
+    let drawn = w.task(&task);
+    assert_eq!(drawn.hashed_slot, t.submit_slot + 1, "the first slot after the submission");
+    let expected = protocol::commit::verification_seed(
+        &slot_hash(t.submit_slot + 1),
+        &task.to_bytes(),
+        &t.result_root,
+        0,
+    );
+    assert_eq!(drawn.seed, expected, "the seed an early draw gives");
+    assert_eq!(drawn.reference_slot, t.submit_slot, "the reference never moves");
     w.join(&v, task).unwrap();
-    assert_eq!(w.task(&task).hashed_slot, reset_at + 1);
 }
 
 #[test]
@@ -118,8 +141,14 @@ fn provider_and_client_cannot_take_seats_and_sortition_is_stake_weighted() {
     // the sybil is (overwhelmingly) not eligible
     w.crank("draw_seed", client::draw_seed(task)).unwrap();
     let t = w.task(&task);
-    let score = protocol::seats::SeatScore::new(&t.seed, &sybil.node.to_bytes(), R / 2);
-    assert!(!protocol::seats::seat_eligible(&score, t.snapshot_stake, 9));
+    for seat in 0..3 {
+        let score = protocol::seats::SeatScore::new(&t.seed, &sybil.node.to_bytes(), seat, R / 2);
+        assert!(!protocol::seats::seat_eligible(
+            &score,
+            t.snapshot_stake,
+            compute_market::constants::SEAT_OVERSAMPLE
+        ));
+    }
     refused(w, "NotEligibleForSeat", |w| w.join(&sybil, task));
     // a node without the verifier role
     refused(w, "NotAVerifier", |w| w.join(&p2, task));
@@ -261,7 +290,10 @@ fn double_claim_double_vote_unseated_vote_and_replayed_reveal() {
     w.advance(2);
     let v0 = &c.verifiers[0];
     w.join(v0, task).unwrap();
-    refused(w, "already in use", |w| w.join(v0, task));
+    let seat = w.task(&task).round_seats().iter().position(|s| s.node == v0.node).unwrap();
+    refused(w, "SeatAlreadyHeld", |w| {
+        w.join_displacing(v0, task, seat as u8, None)
+    });
     let b = Ballot::new(VOTE_VALID, 90);
     w.commit(v0, task, &b).unwrap();
     refused(w, "VoteAlreadyCommitted", |w| w.commit(v0, task, &b));

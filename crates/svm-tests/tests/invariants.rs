@@ -445,16 +445,17 @@ impl Sim {
                 let w = &mut self.w;
                 let v = &self.nodes[vidx(self.n_providers, self.nodes.len(), verifier)];
                 let round = w.round_of(&t);
-                let displaced = w.worst_seated(&t);
+                let (seat, displaced) = w.winnable_seat(v, &t).unwrap_or((0, None));
                 let ixs = [
                     client::stake(v.key(), w.market, v.wallet, amount),
-                    client::join_task(v.key(), t, round, displaced),
+                    client::join_task(v.key(), t, round, seat, displaced),
                 ];
                 let kp = v.kp.insecure_clone();
                 let out = w.send_all("join_task", &kp, &[], &ixs);
                 if out.is_ok() {
-                    let seat = w.task(&t);
-                    let me = seat.seated().iter().find(|s| s.node == v.node)?;
+                    let task = w.task(&t);
+                    let me = task.round_seats().get(seat as usize)?;
+                    assert_eq!(me.node, v.node, "joined the seat it asked for");
                     let node = w.node(&v.node);
                     assert!(
                         me.weight <= node.stake() - amount,

@@ -196,7 +196,8 @@ fn non_revealing_verifier_is_slashed_and_majority_rewarded() {
 
 #[test]
 fn escalation_to_2v_seats_then_accepted() {
-    let mut c = cast(7, 1);
+    // six equal verifiers: each holds a sixth of the stake, always eligible for every seat
+    let mut c = cast(6, 1);
     let task = c.submitted(4);
     let w = &mut c.w;
     // round 0: 1 valid, 1 invalid, 1 silent -> no majority -> escalated
@@ -226,26 +227,37 @@ fn escalation_to_2v_seats_then_accepted() {
     assert_eq!((n.free, n.fees_due), (STAKE - 250_000, 250_000));
     w.settle(task, &c.verifiers[1], 0).unwrap();
 
-    // round 1: fresh seed from after the escalation slot; 6 seats, 5 valid 1 invalid
+    // round 1: fresh seed from after the escalation slot; 6 seats for five nodes, the last
+    // of which takes two: 4 seats valid, 2 invalid (one vote, counted twice)
     let escalated_at = w.slot();
     w.advance(2);
-    let r1: Vec<Ballot> = (0..6)
-        .map(|i| Ballot::new(if i == 5 { VOTE_INVALID } else { VOTE_VALID }, 40 + i))
-        .collect();
-    let votes: Vec<(&Actor, Ballot)> = c.verifiers[1..7].iter().zip(r1).collect();
-    w.join_and_commit(task, &votes);
-    assert_eq!(w.task(&task).hashed_slot, escalated_at + 1);
-    for (v, b) in &votes {
-        w.reveal(v, task, b).unwrap();
+    let voters: Vec<&Actor> = [0, 1, 3, 4, 5].iter().map(|&i| &c.verifiers[i]).collect();
+    let ballot = |i: usize| Ballot::new(if i == 4 { VOTE_INVALID } else { VOTE_VALID }, 40 + i as u64);
+    for v in &voters {
+        w.join(v, task).unwrap();
     }
+    w.join(voters[4], task).expect("a second seat");
+    assert_eq!(w.task(&task).hashed_slot, escalated_at + 1);
+    assert_eq!(w.task(&task).seats_held_by(&voters[4].node), 2);
+    for (i, v) in voters.iter().enumerate() {
+        w.commit(v, task, &ballot(i)).unwrap();
+    }
+    for (i, v) in voters.iter().enumerate() {
+        w.reveal(v, task, &ballot(i)).unwrap();
+    }
+    let tally = *w.task(&task).tally();
+    assert_eq!((tally.valid, tally.invalid), (4, 2));
     w.finalize(task).unwrap();
     assert_eq!(w.task(&task).status, TaskStatus::Accepted);
-    // losers first, then winners: pool 100_000/5 = 20_000 + 250_000/5 = 50_000
-    w.settle(task, &c.verifiers[6], 1).unwrap();
-    for v in &c.verifiers[1..6] {
+    // losers first (two seats: 2 × 250_000), then winners: pool 100_000/4 = 25_000 + the
+    // slashes 500_000/4 = 125_000
+    let before = w.balance(&voters[4].vault);
+    w.settle(task, voters[4], 1).unwrap();
+    assert_eq!(w.balance(&voters[4].vault), before - 500_000);
+    for v in &voters[..4] {
         let before = w.balance(&v.vault);
         w.settle(task, v, 1).unwrap();
-        assert_eq!(w.balance(&v.vault), before + 70_000);
+        assert_eq!(w.balance(&v.vault), before + 150_000);
     }
     w.close(task).unwrap();
     let all: Vec<&Actor> = std::iter::once(&c.provider)

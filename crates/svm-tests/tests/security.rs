@@ -7,6 +7,7 @@
 use anchor_lang::prelude::Pubkey;
 use compute_market::{
     client,
+    constants::SEAT_OVERSAMPLE,
     instructions::{InitializeConfigArgs, PostTaskArgs},
     pda,
     state::{Params, TaskStatus},
@@ -18,14 +19,23 @@ use compute_market_protocol::{
 use compute_market_svm_tests::*;
 use solana_signer::Signer;
 
-/// The score `a` would have on `task` with weight `w`.
-fn score(w: &World, task: &Pubkey, a: &Actor, weight: u64) -> SeatScore {
-    SeatScore::new(&w.task(task).seed, &a.node.to_bytes(), weight)
+/// The score `a` would have for seat `seat` of `task` with weight `w`.
+fn score(w: &World, task: &Pubkey, a: &Actor, seat: u8, weight: u64) -> SeatScore {
+    SeatScore::new(&w.task(task).seed, &a.node.to_bytes(), seat, weight)
 }
 
-/// Stake of a node and whether it holds a seat of `task`'s current round.
+/// Whether `a` holds a seat of `task`'s current round.
 fn seated(w: &World, task: &Pubkey, a: &Actor) -> bool {
-    w.task(task).seated().iter().any(|s| s.node == a.node)
+    w.task(task).seats_held_by(&a.node) > 0
+}
+
+/// Orders `a` before `b` when `a`'s score is better.
+fn by_score(a: &SeatScore, b: &SeatScore) -> std::cmp::Ordering {
+    if a.better_than(b) {
+        std::cmp::Ordering::Less
+    } else {
+        std::cmp::Ordering::Greater
+    }
 }
 
 #[test]
@@ -44,7 +54,7 @@ fn a_late_top_up_joined_in_the_same_transaction_does_not_count() {
     let top_up = |a: &Actor, w: &World| {
         vec![
             client::stake(a.key(), w.market, a.wallet, 50 * STAKE),
-            client::join_task(a.key(), task, round, None),
+            client::join_task(a.key(), task, round, 0, None),
         ]
     };
     let ixs = top_up(&empty, w);
@@ -54,9 +64,9 @@ fn a_late_top_up_joined_in_the_same_transaction_does_not_count() {
     });
     // with 1 token in the snapshot the top-up leaves it hopeless: its weight is still 1
     assert!(!seat_eligible(
-        &score(w, &task, &attacker, 1),
+        &score(w, &task, &attacker, 0, 1),
         w.task(&task).snapshot_stake,
-        9
+        SEAT_OVERSAMPLE
     ));
     let ixs = top_up(&attacker, w);
     let kp = attacker.kp.insecure_clone();
@@ -93,7 +103,7 @@ fn a_node_registered_and_staked_after_the_seed_cannot_join() {
             },
         ),
         client::stake(fresh.key(), w.market, fresh.wallet, 100 * STAKE),
-        client::join_task(fresh.key(), task, round, None),
+        client::join_task(fresh.key(), task, round, 0, None),
     ];
     let kp = fresh.kp.insecure_clone();
     refused(w, "NodeRegisteredAfterSnapshot", |w| {
@@ -133,15 +143,17 @@ fn unstaking_after_the_seed_does_not_shrink_the_denominator() {
     let shrunk = w.market_account().verifier_stake;
     assert_eq!(shrunk, STAKE / 2);
     assert_eq!(w.task(&task).snapshot_stake, snapshot);
-    let s = score(w, &task, &tiny, STAKE / 10);
-    assert!(
-        !seat_eligible(&s, snapshot, 9),
-        "precondition: ineligible under the snapshot"
-    );
-    assert!(
-        seat_eligible(&s, shrunk, 9),
-        "the shrink would have seated it"
-    );
+    for seat in 0..3 {
+        let s = score(w, &task, &tiny, seat, STAKE / 10);
+        assert!(
+            !seat_eligible(&s, snapshot, SEAT_OVERSAMPLE),
+            "precondition: ineligible under the snapshot"
+        );
+        assert!(
+            seat_eligible(&s, shrunk, SEAT_OVERSAMPLE),
+            "the shrink would have seated it"
+        );
+    }
     refused(w, "NotEligibleForSeat", |w| w.join(&tiny, task));
     // unstaking only ever lowers a node's own weight: honest h0 unstakes half after the seed
     let h0 = &honest[0];
@@ -158,37 +170,34 @@ fn unstaking_after_the_seed_does_not_shrink_the_denominator() {
 #[test]
 fn a_fast_minority_that_takes_every_seat_first_is_displaced_by_better_tickets() {
     let mut c = cast(0, 1);
-    // a third of the stake in three fast nodes, the rest in six honest ones (each node holds
-    // 1/9 of the stake, so every one is eligible and only the tickets decide)
+    // a third of the stake in three fast nodes, the rest in six honest ones: each node holds
+    // 1/9 of the stake, eligible for a seat with probability 1 − e^(−6/9)
     let minority = c.w.verifiers("fast", 3, 2 * STAKE, 2 * STAKE);
     let honest = c.w.verifiers("h", 6, 2 * STAKE, 2 * STAKE);
     let task = c.submitted(4);
     let w = &mut c.w;
     w.crank("draw_seed", client::draw_seed(task)).unwrap();
     let snapshot = w.task(&task).snapshot_stake;
-    let all: Vec<(&Actor, u64)> = minority
-        .iter()
-        .map(|a| (a, 2 * STAKE))
-        .chain(honest.iter().map(|a| (a, 2 * STAKE)))
+    let all: Vec<&Actor> = minority.iter().chain(honest.iter()).collect();
+    // the seats the protocol promises: for each seat, the lowest score among eligible nodes
+    let expected: Vec<Option<Pubkey>> = (0..3u8)
+        .map(|seat| {
+            let mut ranked: Vec<(SeatScore, &Actor)> = all
+                .iter()
+                .map(|a| (score(w, &task, a, seat, 2 * STAKE), *a))
+                .filter(|(s, _)| seat_eligible(s, snapshot, SEAT_OVERSAMPLE))
+                .collect();
+            ranked.sort_by(|a, b| by_score(&a.0, &b.0));
+            ranked.first().map(|(_, a)| a.node)
+        })
         .collect();
-    // the seats the protocol promises: the 3 lowest scores among eligible verifiers
-    let mut ranked: Vec<(SeatScore, &Actor)> = all
-        .iter()
-        .map(|(a, st)| (score(w, &task, a, *st), *a))
-        .filter(|(s, _)| seat_eligible(s, snapshot, 9))
-        .collect();
-    ranked.sort_by(|a, b| {
-        if a.0.better_than(&b.0) {
-            std::cmp::Ordering::Less
-        } else {
-            std::cmp::Ordering::Greater
-        }
-    });
-    let expected: Vec<Pubkey> = ranked.iter().take(3).map(|(_, a)| a.node).collect();
-    // the minority is faster: it takes every seat and even commits early
+    // the minority is faster: it takes every seat it can and even commits early
     let mut joined_minority = vec![];
     for a in &minority {
-        if w.join(a, task).is_ok() {
+        while w.winnable_seat(a, &task).is_some() {
+            w.join(a, task).unwrap();
+        }
+        if seated(w, &task, a) {
             joined_minority.push(a);
             w.commit(a, task, &Ballot::new(VOTE_INVALID, 1)).unwrap();
         }
@@ -197,93 +206,124 @@ fn a_fast_minority_that_takes_every_seat_first_is_displaced_by_better_tickets() 
         !joined_minority.is_empty(),
         "the fast minority got in first"
     );
-    // then the honest verifiers arrive, in any order; worse tickets are refused by name
+    // then the honest verifiers arrive, in reverse order, each taking what its tickets win;
+    // a seat it cannot win is refused by name
     for a in honest.iter().rev() {
-        match w.join(a, task) {
-            Ok(_) => {}
-            Err(r) => assert!(
+        while w.winnable_seat(a, &task).is_some() {
+            w.join(a, task).unwrap();
+        }
+        for seat in 0..3u8 {
+            if w.task(&task).round_seats()[seat as usize].node == a.node {
+                continue;
+            }
+            let r = w.join_seat(a, task, seat).expect_err("no other seat is winnable");
+            assert!(
                 r.has_error("TicketNotBetterThanSeated") || r.has_error("NotEligibleForSeat"),
                 "{:?}",
                 r.logs
-            ),
+            );
         }
     }
     let t = w.task(&task);
-    let mut got: Vec<Pubkey> = t.seated().iter().map(|s| s.node).collect();
-    let mut want = expected.clone();
-    got.sort();
-    want.sort();
+    let got: Vec<Option<Pubkey>> = t
+        .round_seats()
+        .iter()
+        .map(|s| s.taken().then_some(s.node))
+        .collect();
     assert_eq!(
-        got, want,
-        "seats are the lowest tickets, not the first arrivals"
+        got, expected,
+        "each seat is its lowest eligible ticket, not the first arrival"
     );
-    // every displaced minority node got its bond back and its vote account closed; its early
-    // commitment no longer counts
+    // every displaced minority seat got its bond back; a node left with no seat has its vote
+    // account closed; its early commitment counts only for the seats it kept
     let mut displaced = 0;
+    let mut still_committed = 0u8;
     for a in &joined_minority {
-        if !expected.contains(&a.node) {
+        let held = t.seats_held_by(&a.node);
+        let n = w.node(&a.node);
+        assert_eq!(n.bonded, held as u64 * t.verifier_bond, "bond of the seats kept");
+        if held == 0 {
             displaced += 1;
             assert!(!w.exists(&pda::vote(&task, &a.node, 0)), "vote closed");
-            let n = w.node(&a.node);
             assert_eq!((n.free, n.bonded), (2 * STAKE, 0), "bond released");
+        } else {
+            let v = w.vote(&pda::vote(&task, &a.node, 0)).expect("vote");
+            assert_eq!(v.seats, held);
+            still_committed += held;
         }
     }
     assert!(
         displaced > 0,
         "precondition: the minority's tickets are worse"
     );
-    let still = joined_minority.len() - displaced;
     assert_eq!(
-        t.tally().committed as usize,
-        still,
+        t.tally().committed,
+        still_committed,
         "displaced commitments dropped"
     );
     // seats are final when the join window closes: nobody joins after it
     w.close_join_window(&task);
     let late = honest
         .iter()
-        .find(|a| !expected.contains(&a.node))
+        .find(|a| !seated(w, &task, a))
         .expect("an unseated honest verifier");
     refused(w, "JoinWindowClosed", |w| w.join(late, task));
 }
 
 #[test]
-fn displacing_needs_the_worst_seat_and_its_accounts() {
+fn displacing_needs_the_holders_accounts_and_a_better_ticket() {
     let mut c = cast(4, 1);
     let task = c.submitted(5);
     let w = &mut c.w;
     w.crank("draw_seed", client::draw_seed(task)).unwrap();
-    // V = 3 and 4 equal verifiers, all eligible: join the three worst first
+    // V = 3 and 4 equal verifiers, each a quarter of the stake: always eligible, so only the
+    // tickets decide. Seat 0's tickets, worst first:
     let mut order: Vec<&Actor> = c.verifiers.iter().collect();
-    order.sort_by(|a, b| {
-        if score(w, &task, a, STAKE).better_than(&score(w, &task, b, STAKE)) {
-            std::cmp::Ordering::Greater
-        } else {
-            std::cmp::Ordering::Less
-        }
-    });
-    for a in &order[..3] {
-        w.join_displacing(a, task, None).unwrap();
-    }
+    order.sort_by(|a, b| by_score(&score(w, &task, b, 0, STAKE), &score(w, &task, a, 0, STAKE)));
+    refused(w, "SeatOutOfRange", |w| w.join_seat(order[0], task, 3));
+    w.join_seat(order[0], task, 0).unwrap();
+    refused(w, "SeatAlreadyHeld", |w| w.join_displacing(order[0], task, 0, None));
+    // the worst ticket of seat 0 also takes seat 1: one vote account, two seats, two bonds
+    w.join_seat(order[0], task, 1).unwrap();
+    let v = w.vote(&pda::vote(&task, &order[0].node, 0)).expect("vote");
+    assert_eq!((v.seats, v.bond), (2, 2 * w.task(&task).verifier_bond));
+    assert_eq!(w.task(&task).open_votes, 1);
+    w.join_seat(order[1], task, 2).unwrap();
     let best = order[3];
     refused(w, "MissingDisplacedAccounts", |w| {
-        w.join_displacing(best, task, None)
+        w.join_displacing(best, task, 0, None)
     });
-    // naming a seat that is not the worst
-    let not_worst = order[2].key();
+    // naming a node that does not hold the seat
+    let not_holder = order[1].key();
     refused(w, "WrongDisplacedSeat", |w| {
-        w.join_displacing(best, task, Some(not_worst))
+        w.join_displacing(best, task, 0, Some(not_holder))
     });
     let worst = order[0];
-    let rent_before = w.c.svm.get_balance(&worst.key()).unwrap();
-    w.join(best, task).unwrap();
-    assert!(!seated(w, &task, worst));
-    assert!(
-        w.c.svm.get_balance(&worst.key()).unwrap() > rent_before,
-        "rent returned"
-    );
+    w.join_seat(best, task, 0).unwrap();
+    // one of its two seats gone: its vote stays, with one seat and one bond
+    let v = w.vote(&pda::vote(&task, &worst.node, 0)).expect("vote kept");
+    assert_eq!((v.seats, v.bond), (1, w.task(&task).verifier_bond));
+    assert_eq!(w.node(&worst.node).bonded, w.task(&task).verifier_bond);
     // the displaced verifier cannot buy its way back
-    refused(w, "TicketNotBetterThanSeated", |w| w.join(worst, task));
+    refused(w, "TicketNotBetterThanSeated", |w| w.join_seat(worst, task, 0));
+    // losing its last seat closes its vote with the rent returned
+    let seat1: Vec<&Actor> = order
+        .iter()
+        .copied()
+        .filter(|a| a.node != worst.node)
+        .filter(|a| score(w, &task, a, 1, STAKE).better_than(&score(w, &task, worst, 1, STAKE)))
+        .collect();
+    if let Some(b) = seat1.first() {
+        let rent_before = w.c.svm.get_balance(&worst.key()).unwrap();
+        w.join_seat(b, task, 1).unwrap();
+        assert!(!seated(w, &task, worst));
+        assert!(!w.exists(&pda::vote(&task, &worst.node, 0)), "vote closed");
+        assert!(
+            w.c.svm.get_balance(&worst.key()).unwrap() > rent_before,
+            "rent returned"
+        );
+        assert_eq!(w.node(&worst.node).bonded, 0);
+    }
 }
 
 #[test]

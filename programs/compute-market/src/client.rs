@@ -273,12 +273,13 @@ pub fn draw_seed(task: Pubkey) -> Instruction {
     )
 }
 
-/// `join_task` in `round`; `displaced` is the authority of the worst seated verifier when
-/// every seat is taken (its vote and node are derived).
+/// `join_task` for seat `seat` of `round`; `displaced` is the authority of the seat's holder
+/// when the seat is taken.
 pub fn join_task(
     authority: Pubkey,
     task: Pubkey,
     round: u8,
+    seat: u8,
     displaced: Option<Pubkey>,
 ) -> Instruction {
     let node = pda::node(&authority);
@@ -295,7 +296,7 @@ pub fn join_task(
             displaced_authority: displaced,
             system_program: system_program::ID,
         },
-        ix::JoinTask {},
+        ix::JoinTask { seat },
     )
 }
 
@@ -306,11 +307,13 @@ pub fn commit_vote(
     round: u8,
     commitment: [u8; 32],
 ) -> Instruction {
-    let vote = pda::vote(&task, &pda::node(&authority), round);
+    let node = pda::node(&authority);
+    let vote = pda::vote(&task, &node, round);
     build(
         acc::SeatedVote {
             task,
             vote,
+            node,
             authority,
         },
         ix::CommitVote { commitment },
@@ -324,11 +327,13 @@ pub fn reveal_vote(
     round: u8,
     args: RevealVoteArgs,
 ) -> Instruction {
-    let vote = pda::vote(&task, &pda::node(&authority), round);
+    let node = pda::node(&authority);
+    let vote = pda::vote(&task, &node, round);
     build(
         acc::SeatedVote {
             task,
             vote,
+            node,
             authority,
         },
         ix::RevealVote { args },

@@ -28,6 +28,9 @@ pub const MAX_NAME_LEN: usize = 32;
 
 /// Quorum V: odd, in `MIN_QUORUM..=MAX_QUORUM`.
 pub const MIN_QUORUM: u8 = 1;
+/// A market's minimum quorum when its creator names none: a task's override may not go below
+/// it (PROTOCOL §7), so no client can post a task that one seat decides.
+pub const DEFAULT_MIN_QUORUM: u8 = 3;
 /// Largest quorum V (an escalated round seats 2V).
 pub const MAX_QUORUM: u8 = 15;
 /// Samples k per verifier.
@@ -42,6 +45,11 @@ pub const MAX_SUBMIT_WINDOW: u32 = 100_000;
 pub const MIN_PHASE_WINDOW: u32 = 5;
 /// Largest join, commit or reveal window, slots.
 pub const MAX_PHASE_WINDOW: u32 = 10_000;
+/// Largest join window, slots: below the SlotHashes horizon (PROTOCOL §3.2). SlotHashes always
+/// lists every slot of the last [`SLOT_HASHES_MAX_ENTRIES`], so a draw made at the join
+/// deadline, at most this many slots after the reference, still finds the first slot after it:
+/// the seed is one value whenever it is drawn, and waiting can never re-roll it.
+pub const MAX_JOIN_WINDOW: u32 = 500;
 /// How long an unclaimed task stays open, slots.
 pub const MIN_TASK_TTL: u32 = 10;
 /// Longest an unclaimed task stays open, slots.
@@ -58,8 +66,13 @@ pub const MAX_PROVIDER_BOND_BPS: u32 = 100_000;
 pub const MIN_VERIFIER_BOND_BPS: u32 = 100;
 /// Verifier bond per seat, at most 10× the reward.
 pub const MAX_VERIFIER_BOND_BPS: u32 = 100_000;
+/// Minority / no-reveal verifier slash, at least 1% of its bond (and never less than one
+/// unit: PROTOCOL §4.4).
+pub const MIN_VERIFIER_SLASH_BPS: u16 = 100;
 /// Minority / no-reveal verifier slash, at most 100% of its bond.
 pub const MAX_VERIFIER_SLASH_BPS: u16 = 10_000;
+/// Late provider slash, at least 1% of its bond (and never less than one unit).
+pub const MIN_LATE_SLASH_BPS: u16 = 100;
 /// Late provider slash, at most 50% of its bond.
 pub const MAX_LATE_SLASH_BPS: u16 = 5_000;
 /// Longest unstake cooldown, slots (about 4.6 days at 400 ms): the admin can never freeze
@@ -73,8 +86,9 @@ pub const MAX_UPDATE_DELAY: u64 = 10_000_000;
 pub const MAX_SEATS: usize = 2 * MAX_QUORUM as usize;
 /// Layout version written in every account (first byte after the discriminator).
 pub const ACCOUNT_VERSION: u8 = 1;
-/// Sortition aims at this many eligible verifiers per seat.
-pub const SEAT_OVERSAMPLE: u64 = 3;
+/// Sortition aims at this many eligible verifiers per seat (each seat is its own race,
+/// PROTOCOL §3.3): a seat finds no eligible verifier with probability `e^-6` ≈ 0.25%.
+pub const SEAT_OVERSAMPLE: u64 = 6;
 /// Node role bit: may claim tasks.
 pub const ROLE_PROVIDER: u8 = 1;
 /// Node role bit: may take verifier seats.

@@ -146,11 +146,11 @@ pub enum MarketError {
     NodeRegisteredAfterSnapshot,
     #[msg("the node had no stake in place before the round's stake snapshot")]
     StakeNotInSnapshot,
-    #[msg("every seat is held by a better ticket")]
+    #[msg("the seat is held by a better ticket")]
     TicketNotBetterThanSeated,
     #[msg("the displaced seat's vote, node and authority accounts are required")]
     MissingDisplacedAccounts,
-    #[msg("the displaced accounts are not those of the worst seated verifier")]
+    #[msg("the displaced accounts are not those of the seat's holder")]
     WrongDisplacedSeat,
     #[msg("the escrow holds tokens beyond the refund: the treasury account is required")]
     TreasuryRequired,
@@ -160,4 +160,14 @@ pub enum MarketError {
     NoStakeDebt,
     #[msg("the client's refund account is closed: pass the client's associated token account (create it first)")]
     ClientRefundAccountClosed,
+    #[msg("the quorum is below the market's minimum quorum (min_quorum): one seat must not decide a task")]
+    QuorumBelowMarketMinimum,
+    #[msg("the join window is longer than MAX_JOIN_WINDOW (500 slots, under the SlotHashes horizon): a late draw could re-roll the seed")]
+    JoinWindowTooLong,
+    #[msg("no such seat in this round (seat index at or above its quorum)")]
+    SeatOutOfRange,
+    #[msg("this node already holds that seat")]
+    SeatAlreadyHeld,
+    #[msg("the slot the seed comes from has left SlotHashes")]
+    SeedSlotAgedOut,
 }

@@ -163,29 +163,28 @@ pub struct SeedDrawn {
     pub hashed_slot: u64,
 }
 
-/// The slot the seed must come from left SlotHashes undrawn; the reference moved forward.
-#[event]
-pub struct SeedReferenceReset {
-    pub task: Pubkey,
-    pub round: u8,
-    pub reference_slot: u64,
-}
-
 /// A verifier took a seat and bonded stake.
 #[event]
 pub struct VerifierJoined {
     pub task: Pubkey,
     pub verifier: Pubkey,
     pub round: u8,
+    /// Bond of this seat.
     pub bond: u64,
+    /// Seats of the round taken now.
     pub seats: u8,
-    /// The verifier's snapshot stake and ticket exponent (its score is exponent / weight).
+    /// The verifier's snapshot stake and its ticket exponent for this seat (its score is
+    /// exponent / weight).
     pub weight: u64,
     pub exponent: u64,
+    /// The seat taken (index within the round).
+    pub seat: u8,
+    /// Seats of the round this verifier holds now.
+    pub held: u8,
 }
 
-/// A better ticket took the seat of the worst seated verifier: its bond was released and its
-/// vote account closed with the rent returned.
+/// A better ticket took a seat: the holder's bond for it was released, and its vote account
+/// closed with the rent returned when it held no other seat.
 #[event]
 pub struct VerifierDisplaced {
     pub task: Pubkey,
@@ -193,6 +192,10 @@ pub struct VerifierDisplaced {
     pub displaced: Pubkey,
     pub by: Pubkey,
     pub released_bond: u64,
+    /// The seat.
+    pub seat: u8,
+    /// Seats of the round the displaced verifier still holds.
+    pub held: u8,
 }
 
 /// A node's slashed stake was subtracted from its market's sortition total.
@@ -221,6 +224,8 @@ pub struct VoteRevealed {
     pub round: u8,
     pub vote: u8,
     pub evidence: [u8; 32],
+    /// Seats the vote counts for.
+    pub seats: u8,
 }
 
 /// The round was undecided: a second round with 2V seats and a fresh seed.

@@ -164,11 +164,11 @@ pub mod compute_market {
         draw_seed::handler(ctx)
     }
 
-    /// Verifier: takes a seat (or displaces a worse ticket) if its snapshot stake and the
-    /// seed's sortition admit it, bonding stake.
+    /// Verifier: takes seat `seat` of the round (or displaces a worse ticket from it) if its
+    /// snapshot stake and its ticket for that seat admit it, bonding stake for the seat.
     #[access_control(ctx.accounts.validate())]
-    pub fn join_task(ctx: Context<JoinTask>) -> Result<()> {
-        join_task::handler(ctx)
+    pub fn join_task(ctx: Context<JoinTask>, seat: u8) -> Result<()> {
+        join_task::handler(ctx, seat)
     }
 
     /// Verifier: commits to its vote.

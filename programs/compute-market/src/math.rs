@@ -12,6 +12,13 @@ pub fn bps_of(amount: u64, bps: u64) -> Result<u64> {
     u64::try_from(v).map_err(|_| error!(MarketError::MathOverflow))
 }
 
+/// A penalty of `bps` on `bond`: `bps_of(bond, bps)`, but at least one unit whenever a bond is
+/// at stake and never more than the bond (PROTOCOL §4.4: every penalty bites, even on a bond
+/// of one unit).
+pub fn penalty(bond: u64, bps: u64) -> Result<u64> {
+    Ok(bps_of(bond, bps)?.max(1).min(bond))
+}
+
 /// `a + b`, or [`MarketError::MathOverflow`].
 pub fn add(a: u64, b: u64) -> Result<u64> {
     a.checked_add(b)

@@ -132,8 +132,10 @@ fn main() {
     w.crank("apply_params", client::apply_params())
         .expect("apply");
 
-    // the heaviest join: V = 15 seats all taken, the best ticket displaces the worst
-    let big = w.verifiers("big", 16, 50_000_000, 50_000_000);
+    // the heaviest join: V = 15 seats, each taken by its worst ticket first and then by its
+    // best, which displaces it; five nodes of a fifth of the stake each are always eligible
+    // and so hold several seats each (PROTOCOL §3.3: one vote account, one vote, per node)
+    let big = w.verifiers("big", 5, 500_000_000, 500_000_000);
     w.advance(1);
     let t4 = w
         .post_with(
@@ -149,20 +151,19 @@ fn main() {
     w.advance(2);
     w.crank("draw_seed", client::draw_seed(t4))
         .expect("draw_seed");
-    let t = w.task(&t4);
-    let mut order: Vec<&Actor> = big.iter().collect();
-    // worst score first, so that the last (best) one displaces a seated verifier
-    order.sort_by(|a, b| {
-        let sa = protocol::seats::SeatScore::new(&t.seed, &a.node.to_bytes(), 50_000_000);
-        let sb = protocol::seats::SeatScore::new(&t.seed, &b.node.to_bytes(), 50_000_000);
-        if sa.better_than(&sb) {
-            std::cmp::Ordering::Greater
-        } else {
-            std::cmp::Ordering::Less
-        }
-    });
-    for v in &order {
-        w.join(v, t4).expect("join");
+    for seat in 0..15u8 {
+        let mut order: Vec<&Actor> = big.iter().collect();
+        order.sort_by(|a, b| {
+            let sa = w.seat_score(&t4, &a.node, seat, 500_000_000);
+            let sb = w.seat_score(&t4, &b.node, seat, 500_000_000);
+            if sa.better_than(&sb) {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Less
+            }
+        });
+        w.join_seat(order[0], t4, seat).expect("join (worst ticket)");
+        w.join_seat(order[4], t4, seat).expect("join (displacing)");
     }
     let last = w.records.last_mut().expect("a record");
     assert!(
@@ -171,9 +172,15 @@ fn main() {
     );
     last.label = "join_task (displacing, V = 15)".into();
     assert_eq!(w.task(&t4).tally().seats, 15);
+    // the node with the fewest seats first: it stays silent and the others still decide
+    let mut seated: Vec<&Actor> = big
+        .iter()
+        .filter(|v| w.task(&t4).seats_held_by(&v.node) > 0)
+        .collect();
+    seated.sort_by_key(|v| w.task(&t4).seats_held_by(&v.node));
+    assert!(seated.len() >= 3, "the seats' races went to several nodes");
     // a verifier slashed for not revealing: its debt leaves the market's total by sync_stake
     let ballot = Ballot::new(VOTE_VALID, 40);
-    let seated: Vec<&Actor> = order[1..].to_vec();
     for v in &seated {
         w.commit(v, t4, &ballot).expect("commit");
     }

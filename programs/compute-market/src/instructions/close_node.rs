@@ -52,8 +52,9 @@ pub fn handler(ctx: Context<CloseNode>) -> Result<()> {
         &seeds,
     )?;
     let roles = a.node.roles;
+    let now = Clock::get()?.slot;
     let market = &mut ctx.accounts.market;
-    ctx.accounts.node.settle_debt(&mut market.verifier_stake);
+    market.settle_debt(&mut ctx.accounts.node, now);
     if roles & ROLE_PROVIDER != 0 {
         market.providers = market.providers.saturating_sub(1);
     }

@@ -14,7 +14,13 @@ pub struct SeatedVote<'info> {
         has_one = task @ MarketError::WrongTask,
         has_one = authority @ MarketError::WrongAuthority,
     )]
-    pub vote: Account<'info, Vote>,
+    pub vote: Box<Account<'info, Vote>>,
+    /// Read only: the vote's node, whose stake in the snapshot must still back its seats.
+    #[account(
+        seeds = [SEED_NODE, node.authority.as_ref()], bump = node.bump,
+        constraint = node.key() == vote.node @ MarketError::WrongAuthority,
+    )]
+    pub node: Box<Account<'info, Node>>,
     pub authority: Signer<'info>,
 }
 
@@ -41,10 +47,17 @@ pub fn handler(ctx: Context<SeatedVote>, commitment: [u8; 32]) -> Result<()> {
     vote.commitment = commitment;
     vote.committed = true;
     let task = &mut ctx.accounts.task;
+    // a seat keeps the weight only of stake still there at commit (PROTOCOL §3.3): stake
+    // unstaked since the join no longer backs the seats (their bonds always stay)
+    let weight = ctx.accounts.node.weight_at(task.snapshot_slot);
+    let n = (task.tally().quorum as usize).min(MAX_SEATS);
+    for s in task.seats[..n].iter_mut().filter(|s| s.node == vote.node) {
+        s.weight = s.weight.min(weight);
+    }
     let tally = task.tally_mut();
     tally.committed = tally
         .committed
-        .checked_add(1)
+        .checked_add(vote.seats)
         .ok_or(MarketError::MathOverflow)?;
     emit!(VoteCommitted {
         task: task.key(),

@@ -22,7 +22,7 @@ impl CreateMarket<'_> {
     /// Bounds of quorum, samples, windows and TTL; the cooldown must outlast its tasks.
     pub fn validate(&self, args: &MarketArgs) -> Result<()> {
         require!(args.name.len() <= MAX_NAME_LEN, MarketError::NameTooLong);
-        validate_quorum(args.quorum)?;
+        validate_market_quorum(effective_min_quorum(args.min_quorum), args.quorum)?;
         validate_samples(args.samples)?;
         args.windows.validate()?;
         require!(
@@ -34,6 +34,15 @@ impl CreateMarket<'_> {
             MarketError::CooldownTooShort
         );
         Ok(())
+    }
+}
+
+/// A market's minimum quorum: as asked, or [`DEFAULT_MIN_QUORUM`] when 0.
+fn effective_min_quorum(asked: u8) -> u8 {
+    if asked == 0 {
+        DEFAULT_MIN_QUORUM
+    } else {
+        asked
     }
 }
 
@@ -54,9 +63,10 @@ pub fn handler(ctx: Context<CreateMarket>, args: MarketArgs) -> Result<()> {
         verifiers: 0,
         verifier_stake: 0,
         stake_slot: 0,
-        stake_in_slot: 0,
+        slot_start_stake: 0,
         bump: ctx.bumps.market,
-        reserved: [0; 64],
+        min_quorum: effective_min_quorum(args.min_quorum),
+        reserved: [0; 63],
     });
     let config = &mut ctx.accounts.config;
     config.longest_task = config.longest_task.max(args.windows.longest_task());

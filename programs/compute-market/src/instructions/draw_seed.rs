@@ -1,12 +1,13 @@
 //! `draw_seed`: anyone draws the round's seed from SlotHashes (the hash of the first slot
-//! after the result or escalation). If that slot aged out of the sysvar, the reference moves
-//! to the current slot and a later call draws. `join_task` draws too when needed.
+//! after the result or escalation). The join window is shorter than the sysvar's horizon, so
+//! that slot is listed whenever a draw is allowed: the seed is the same whoever draws it and
+//! whenever (PROTOCOL §3.2). `join_task` draws too when needed.
 use anchor_lang::prelude::*;
 
 use crate::{
     constants::*,
     errors::MarketError,
-    events::{SeedDrawn, SeedReferenceReset},
+    events::SeedDrawn,
     state::*,
 };
 
@@ -34,34 +35,22 @@ impl DrawSeed<'_> {
     }
 }
 
-/// Draws the seed of `task` and emits what happened; shared with `join_task`.
-pub fn draw(task: &mut Account<Task>, slot_hashes: &AccountInfo, now: u64) -> Result<SeedDraw> {
+/// Draws the seed of `task` and emits it; shared with `join_task`.
+pub fn draw(task: &mut Account<Task>, slot_hashes: &AccountInfo) -> Result<()> {
     let key = task.key();
-    let outcome = task.draw_seed(&key, &slot_hashes.try_borrow_data()?, now)?;
-    match outcome {
-        SeedDraw::Drawn => emit!(SeedDrawn {
-            task: key,
-            round: task.round,
-            seed: task.seed,
-            hashed_slot: task.hashed_slot
-        }),
-        SeedDraw::ReferenceReset => {
-            emit!(SeedReferenceReset {
-                task: key,
-                round: task.round,
-                reference_slot: task.reference_slot
-            })
-        }
-    }
-    Ok(outcome)
+    task.draw_seed(&key, &slot_hashes.try_borrow_data()?)?;
+    emit!(SeedDrawn {
+        task: key,
+        round: task.round,
+        seed: task.seed,
+        hashed_slot: task.hashed_slot
+    });
+    Ok(())
 }
 
 pub fn handler(ctx: Context<DrawSeed>) -> Result<()> {
-    let now = Clock::get()?.slot;
     draw(
         &mut ctx.accounts.task,
         &ctx.accounts.slot_hashes.to_account_info(),
-        now,
-    )?;
-    Ok(())
+    )
 }

@@ -170,7 +170,8 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
             .seats
             .checked_sub(winners)
             .ok_or(MarketError::MathOverflow)?;
-        task.loser_slash = math::bps_of(task.verifier_bond, task.terms.verifier_slash_bps as u64)?;
+        // per losing seat; at least one unit, so silence and minority votes are never free
+        task.loser_slash = math::penalty(task.verifier_bond, task.terms.verifier_slash_bps as u64)?;
         let collected = math::mul(task.loser_slash, losers as u64)?;
         let (bonus, dust) = math::split(collected, winners as u64)?;
         task.loser_bonus = bonus;

@@ -1,21 +1,26 @@
-//! `join_task`: a verifier competes for a seat of the current round (PROTOCOL §3, Seats).
+//! `join_task`: a verifier competes for one seat of the current round (PROTOCOL §3.3, Seats).
 //!
-//! Its weight is its stake in the round's snapshot (stake in place before the submission or
-//! escalation; [`Node::weight_at`]) and the denominator is the one fixed in the task then, so
-//! nothing done after the seed is known — a top-up, a new node, an unstake elsewhere — changes
-//! who may sit. Seats go to the lowest stake-weighted tickets, not to the first to arrive:
-//! while seats are free an eligible verifier takes one; once all are taken, a better score
-//! displaces the worst seated verifier, whose bond is released and whose vote account is
-//! closed with its rent returned. Seats are final when the join window closes.
+//! Every seat is its own race: the verifier's ticket for seat j is `H(seed ‖ node ‖ j)` and its
+//! score is that ticket's exponent over its weight, its stake in the round's snapshot (stake in
+//! place before the submission or escalation; [`Node::weight_at`]); the denominator is the one
+//! fixed in the task then. Nothing done after the seed is known — a top-up, a new node, an
+//! unstake elsewhere — changes who may sit. A free seat goes to an eligible joiner; a taken one
+//! to a joiner whose score beats the holder's, the holder weighed at the stake it still has:
+//! its bond for the seat is released, and its vote account closed with its rent returned when
+//! it holds no other seat. A node may hold several seats of a round (each bonded, its one vote
+//! counted for each): seats are a stake-weighted sample with replacement, so a share of the
+//! stake wins the same share of seats however it is split over nodes. Seats are final when the
+//! join window closes.
 use anchor_lang::prelude::*;
 
-use compute_market_protocol::seats::{place, seat_eligible, Placement, SeatScore};
+use compute_market_protocol::seats::{seat_eligible, wins_seat, SeatScore};
 
 use crate::{
     constants::*,
     errors::MarketError,
     events::{VerifierDisplaced, VerifierJoined},
     instructions::draw_seed::draw,
+    math,
     state::*,
 };
 
@@ -28,8 +33,9 @@ pub struct JoinTask<'info> {
         has_one = authority @ MarketError::WrongAuthority,
     )]
     pub node: Box<Account<'info, Node>>,
+    /// The node's vote of this round: created by its first seat, one more seat on later joins.
     #[account(
-        init, payer = authority, space = 8 + Vote::INIT_SPACE,
+        init_if_needed, payer = authority, space = 8 + Vote::INIT_SPACE,
         seeds = [SEED_VOTE, task.key().as_ref(), node.key().as_ref(), &[task.round]], bump,
     )]
     pub vote: Box<Account<'info, Vote>>,
@@ -38,7 +44,7 @@ pub struct JoinTask<'info> {
     pub slot_hashes: UncheckedAccount<'info>,
     #[account(mut)]
     pub authority: Signer<'info>,
-    /// When every seat is taken: the vote of the worst seated verifier (closed here).
+    /// When the seat is taken: its holder's vote (one seat fewer; closed when none is left).
     #[account(
         mut,
         seeds = [SEED_VOTE, task.key().as_ref(), displaced_vote.node.as_ref(), &[displaced_vote.round]],
@@ -46,7 +52,7 @@ pub struct JoinTask<'info> {
         has_one = task @ MarketError::WrongTask,
     )]
     pub displaced_vote: Option<Box<Account<'info, Vote>>>,
-    /// Its node (bond released).
+    /// Its node (the seat's bond released; its stake now weighs the holder).
     #[account(mut, seeds = [SEED_NODE, displaced_node.authority.as_ref()], bump = displaced_node.bump)]
     pub displaced_node: Option<Box<Account<'info, Node>>>,
     /// CHECK: receives the displaced vote's rent; checked against the vote's authority.
@@ -84,70 +90,79 @@ impl JoinTask<'_> {
     }
 }
 
-pub fn handler(mut ctx: Context<JoinTask>) -> Result<()> {
+pub fn handler(mut ctx: Context<JoinTask>, seat: u8) -> Result<()> {
     let now = Clock::get()?.slot;
     let a = &mut ctx.accounts;
     if !a.task.seed_drawn {
-        // an aged-out reference cannot be reset here (the error would revert it): draw_seed does that
         let slot_hashes = a.slot_hashes.to_account_info();
-        if let SeedDraw::ReferenceReset = draw(&mut a.task, &slot_hashes, now)? {
-            return err!(MarketError::SeedNotReady);
-        }
+        draw(&mut a.task, &slot_hashes)?;
     }
+    let index = seat as usize;
+    require!(
+        index < a.task.tally().quorum as usize && index < MAX_SEATS,
+        MarketError::SeatOutOfRange
+    );
     let weight = a.node.weight_at(a.task.snapshot_slot);
     require!(weight > 0, MarketError::StakeNotInSnapshot);
     let node_key = a.node.key();
-    let score = SeatScore::new(&a.task.seed, &node_key.to_bytes(), weight);
-    let quorum = a.task.tally().quorum;
-    let expected = SEAT_OVERSAMPLE.saturating_mul(quorum as u64);
+    let score = SeatScore::new(&a.task.seed, &node_key.to_bytes(), seat, weight);
     require!(
-        seat_eligible(&score, a.task.snapshot_stake, expected),
+        seat_eligible(&score, a.task.snapshot_stake, SEAT_OVERSAMPLE),
         MarketError::NotEligibleForSeat
     );
-    let seated: Vec<SeatScore> = a.task.seated().iter().map(Seat::score).collect();
-    let round = a.task.round;
+    let holder = a.task.seats[index];
+    require!(holder.node != node_key, MarketError::SeatAlreadyHeld);
+    if holder.taken() {
+        displace(a, index, &score)?;
+    } else {
+        let t = a.task.tally_mut();
+        t.seats = t.seats.checked_add(1).ok_or(MarketError::MathOverflow)?;
+    }
     let bond = a.task.verifier_bond;
-    let index = match place(&seated, quorum as usize, &score) {
-        Placement::Refused => return err!(MarketError::TicketNotBetterThanSeated),
-        Placement::Free => {
+    let round = a.task.round;
+    a.node.bond(bond)?;
+    if a.vote.version == 0 {
+        // created by this instruction (init_if_needed zero-fills a new account)
+        a.vote.set_inner(Vote {
+            version: ACCOUNT_VERSION,
+            task: a.task.key(),
+            node: node_key,
+            authority: a.authority.key(),
+            round,
+            bond,
+            commitment: [0; 32],
+            committed: false,
+            revealed: false,
+            vote: 0,
+            evidence: [0; 32],
+            joined_slot: now,
+            bump: ctx.bumps.vote,
+            seats: 1,
+            reserved: [0; 31],
+        });
+        a.task.open_votes = a
+            .task
+            .open_votes
+            .checked_add(1)
+            .ok_or(MarketError::MathOverflow)?;
+    } else {
+        require!(
+            a.vote.node == node_key && a.vote.round == round,
+            MarketError::WrongTask
+        );
+        a.vote.seats = a.vote.seats.checked_add(1).ok_or(MarketError::MathOverflow)?;
+        a.vote.bond = math::add(a.vote.bond, bond)?;
+        if a.vote.committed {
+            // its one commitment counts for the new seat too
             let t = a.task.tally_mut();
-            let i = t.seats as usize;
-            t.seats = t.seats.checked_add(1).ok_or(MarketError::MathOverflow)?;
-            a.task.open_votes = a
-                .task
-                .open_votes
-                .checked_add(1)
-                .ok_or(MarketError::MathOverflow)?;
-            i
+            t.committed = t.committed.checked_add(1).ok_or(MarketError::MathOverflow)?;
         }
-        Placement::Displace(i) => {
-            displace(a, i)?;
-            i
-        }
-    };
-    require!(index < MAX_SEATS, MarketError::SeatsFull);
+    }
     a.task.seats[index] = Seat {
         node: node_key,
         exponent: score.exponent,
         weight,
     };
-    a.node.bond(bond)?;
-    a.vote.set_inner(Vote {
-        version: ACCOUNT_VERSION,
-        task: a.task.key(),
-        node: node_key,
-        authority: a.authority.key(),
-        round,
-        bond,
-        commitment: [0; 32],
-        committed: false,
-        revealed: false,
-        vote: 0,
-        evidence: [0; 32],
-        joined_slot: now,
-        bump: ctx.bumps.vote,
-        reserved: [0; 32],
-    });
     emit!(VerifierJoined {
         task: a.task.key(),
         verifier: node_key,
@@ -156,13 +171,16 @@ pub fn handler(mut ctx: Context<JoinTask>) -> Result<()> {
         seats: a.task.tally().seats,
         weight,
         exponent: score.exponent,
+        seat,
+        held: a.vote.seats,
     });
     Ok(())
 }
 
-/// Frees seat `index` of its verifier: bond released, vote account closed (rent to the
-/// verifier), its commitment, if any, no longer counted.
-fn displace(a: &mut JoinTask<'_>, index: usize) -> Result<()> {
+/// Takes seat `index` from its holder if `score` beats it, the holder weighed at the stake it
+/// still has in the snapshot: its bond for the seat released, its commitment (if any) no longer
+/// counted for it, its vote account closed (rent to the verifier) when no seat is left.
+fn displace(a: &mut JoinTask<'_>, index: usize, score: &SeatScore) -> Result<()> {
     let seat = a.task.seats[index];
     let (Some(vote), Some(node), Some(authority)) = (
         a.displaced_vote.as_mut(),
@@ -178,21 +196,44 @@ fn displace(a: &mut JoinTask<'_>, index: usize) -> Result<()> {
             && authority.key() == vote.authority,
         MarketError::WrongDisplacedSeat
     );
-    node.release(vote.bond, 0)?;
-    if vote.committed {
-        let t = a.task.tally_mut();
+    let held = SeatScore {
+        weight: node.weight_at(a.task.snapshot_slot).min(seat.weight),
+        ..seat.score()
+    };
+    require!(
+        wins_seat(Some(&held), score),
+        MarketError::TicketNotBetterThanSeated
+    );
+    let bond = a.task.verifier_bond;
+    node.release(bond, 0)?;
+    vote.bond = math::sub(vote.bond, bond)?;
+    vote.seats = vote.seats.checked_sub(1).ok_or(MarketError::MathOverflow)?;
+    let round = a.task.round;
+    let committed = vote.committed;
+    let t = a.task.tally_mut();
+    if committed {
         t.committed = t
             .committed
             .checked_sub(1)
             .ok_or(MarketError::MathOverflow)?;
     }
+    a.task.seats[index] = Seat::default();
     emit!(VerifierDisplaced {
         task: a.task.key(),
-        round: vote.round,
+        round,
         displaced: seat.node,
         by: a.node.key(),
-        released_bond: vote.bond,
+        released_bond: bond,
+        seat: index as u8,
+        held: vote.seats,
     });
-    vote.close(authority.to_account_info())?;
+    if vote.seats == 0 {
+        vote.close(authority.to_account_info())?;
+        a.task.open_votes = a
+            .task
+            .open_votes
+            .checked_sub(1)
+            .ok_or(MarketError::MathOverflow)?;
+    }
     Ok(())
 }

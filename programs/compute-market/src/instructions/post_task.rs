@@ -83,6 +83,11 @@ impl PostTask<'_> {
         }
         if args.quorum != 0 {
             validate_quorum(args.quorum)?;
+            // no override below the market's minimum: one seat must never decide (§7)
+            require!(
+                args.quorum >= self.market.min_quorum(),
+                MarketError::QuorumBelowMarketMinimum
+            );
         }
         if args.samples != 0 {
             validate_samples(args.samples)?;

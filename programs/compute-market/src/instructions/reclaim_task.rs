@@ -38,7 +38,7 @@ impl ReclaimTask<'_> {
 
 pub fn handler(ctx: Context<ReclaimTask>) -> Result<()> {
     let bond = ctx.accounts.task.provider_bond;
-    let slash = math::bps_of(bond, ctx.accounts.task.terms.late_slash_bps as u64)?;
+    let slash = math::penalty(bond, ctx.accounts.task.terms.late_slash_bps as u64)?;
     ctx.accounts.provider_node.release(bond, slash)?;
     let a = &ctx.accounts;
     let bump = [a.provider_node.bump];

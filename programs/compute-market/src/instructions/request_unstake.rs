@@ -33,14 +33,13 @@ impl RequestUnstake<'_> {
 }
 
 pub fn handler(ctx: Context<RequestUnstake>, amount: u64) -> Result<()> {
-    let unlock_slot = math::add(
-        Clock::get()?.slot,
-        ctx.accounts.config.params.unstake_cooldown,
-    )?;
+    let now = Clock::get()?.slot;
+    let unlock_slot = math::add(now, ctx.accounts.config.params.unstake_cooldown)?;
     let node = &mut ctx.accounts.node;
     // books the amount (and any earlier slash) as stake debt, settled against the market now
+    // (a round starting in this slot still sees the total as it stood before it: §3.1)
     node.unstake(amount, unlock_slot)?;
-    node.settle_debt(&mut ctx.accounts.market.verifier_stake);
+    ctx.accounts.market.settle_debt(node, now);
     emit!(UnstakeRequested {
         node: node.key(),
         amount,

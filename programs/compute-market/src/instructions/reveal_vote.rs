@@ -55,20 +55,22 @@ pub fn handler(ctx: Context<SeatedVote>, args: RevealVoteArgs) -> Result<()> {
     vote.vote = args.vote;
     vote.evidence = args.evidence;
     let task = &mut ctx.accounts.task;
+    // one vote, counted once for each seat the node holds
+    let seats = vote.seats;
     let tally = task.tally_mut();
     tally.revealed = tally
         .revealed
-        .checked_add(1)
+        .checked_add(seats)
         .ok_or(MarketError::MathOverflow)?;
     if args.vote == VOTE_VALID {
         tally.valid = tally
             .valid
-            .checked_add(1)
+            .checked_add(seats)
             .ok_or(MarketError::MathOverflow)?;
     } else {
         tally.invalid = tally
             .invalid
-            .checked_add(1)
+            .checked_add(seats)
             .ok_or(MarketError::MathOverflow)?;
     }
     emit!(VoteRevealed {
@@ -76,7 +78,8 @@ pub fn handler(ctx: Context<SeatedVote>, args: RevealVoteArgs) -> Result<()> {
         verifier: vote.node,
         round: vote.round,
         vote: args.vote,
-        evidence: args.evidence
+        evidence: args.evidence,
+        seats
     });
     Ok(())
 }

@@ -48,13 +48,18 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
     let majority = a.task.rounds[round].majority;
     let bond = a.vote.bond;
     let revealed = a.vote.revealed;
+    // a vote counts once for each seat its node held: paid and slashed per seat
+    let seats = a.vote.seats;
     let (mut paid, mut slashed) = (0u64, 0u64);
     if majority != 0 && revealed && a.vote.vote == majority {
         require!(
             a.task.rounds[round].losers_pending == 0,
             MarketError::SlashesPending
         );
-        paid = math::add(a.task.majority_share, a.task.loser_bonus)?;
+        paid = math::mul(
+            math::add(a.task.majority_share, a.task.loser_bonus)?,
+            seats as u64,
+        )?;
         let id = a.task.task_id.to_le_bytes();
         let bump = [a.task.bump];
         transfer::from_pda(
@@ -71,7 +76,7 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
     } else if majority != 0 {
         // minority or silent in a decided round: the slash goes to the majority via the escrow,
         // but for the rounding remainder of its split, which this node books to the treasury
-        slashed = a.task.loser_slash;
+        slashed = math::mul(a.task.loser_slash, seats as u64)?;
         a.node.release(bond, slashed)?;
         let dust = a.task.loser_dust.min(slashed);
         a.task.loser_dust = math::sub(a.task.loser_dust, dust)?;
@@ -91,12 +96,15 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
             let t = &mut a.task.rounds[round];
             t.losers_pending = t
                 .losers_pending
-                .checked_sub(1)
+                .checked_sub(seats)
                 .ok_or(MarketError::MathOverflow)?;
         }
     } else if !revealed {
         // silent in a round without majority: nobody to pay, the slash goes to the treasury
-        slashed = math::bps_of(bond, a.task.terms.verifier_slash_bps as u64)?;
+        slashed = math::mul(
+            math::penalty(a.task.verifier_bond, a.task.terms.verifier_slash_bps as u64)?,
+            seats as u64,
+        )?;
         a.node.release(bond, slashed)?;
         a.node.fees_due = math::add(a.node.fees_due, slashed)?;
     } else {

@@ -43,7 +43,7 @@ pub fn handler(ctx: Context<Stake>, amount: u64) -> Result<()> {
     // counts for sortition only in rounds whose snapshot is after this slot
     node.add_stake(amount, now)?;
     let market = &mut ctx.accounts.market;
-    node.settle_debt(&mut market.verifier_stake);
+    market.settle_debt(node, now);
     if node.has(ROLE_VERIFIER) {
         market.add_verifier_stake(amount, now)?;
     }

@@ -27,7 +27,7 @@ impl SyncStake<'_> {
 
 pub fn handler(mut ctx: Context<SyncStake>) -> Result<()> {
     let a = &mut ctx.accounts;
-    let subtracted = a.node.settle_debt(&mut a.market.verifier_stake);
+    let subtracted = a.market.settle_debt(&mut a.node, Clock::get()?.slot);
     emit!(StakeSynced {
         node: a.node.key(),
         market: a.market.key(),

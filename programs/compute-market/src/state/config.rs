@@ -64,11 +64,11 @@ impl Params {
             MarketError::SlashSplitInvalid
         );
         require!(
-            self.verifier_slash_bps <= MAX_VERIFIER_SLASH_BPS,
+            (MIN_VERIFIER_SLASH_BPS..=MAX_VERIFIER_SLASH_BPS).contains(&self.verifier_slash_bps),
             MarketError::ParamOutOfBounds
         );
         require!(
-            self.late_slash_bps <= MAX_LATE_SLASH_BPS,
+            (MIN_LATE_SLASH_BPS..=MAX_LATE_SLASH_BPS).contains(&self.late_slash_bps),
             MarketError::ParamOutOfBounds
         );
         require!(

@@ -74,8 +74,8 @@ pub struct RoundTally {
     pub losers_pending: u8,
 }
 
-/// One taken verifier seat of the current round: who, and the score it won it with
-/// (`compute_market_protocol::seats`).
+/// One verifier seat of the current round: who holds it (`Pubkey::default()` while free), and
+/// the score it won it with (`compute_market_protocol::seats`).
 #[derive(
     AnchorSerialize, AnchorDeserialize, Clone, Copy, PartialEq, Eq, Debug, Default, InitSpace,
 )]
@@ -84,11 +84,16 @@ pub struct Seat {
     pub node: Pubkey,
     /// Exponent of its ticket (`ticket_exponent`).
     pub exponent: u64,
-    /// Its stake in the round's snapshot.
+    /// Its stake in the round's snapshot (lowered at commit to what the node still has).
     pub weight: u64,
 }
 
 impl Seat {
+    /// Whether a verifier holds it.
+    pub fn taken(&self) -> bool {
+        self.node != Pubkey::default()
+    }
+
     /// As the protocol crate scores it.
     pub fn score(&self) -> SeatScore {
         SeatScore {
@@ -97,14 +102,6 @@ impl Seat {
             node: self.node.to_bytes(),
         }
     }
-}
-
-/// What a seed draw did.
-pub enum SeedDraw {
-    /// The seed is set.
-    Drawn,
-    /// The slot to draw from aged out of SlotHashes; the reference moved to now.
-    ReferenceReset,
 }
 
 /// A compute task: `[SEED_TASK, client, task_id]`. Its reward sits in its own escrow
@@ -185,7 +182,8 @@ pub struct Task {
     pub snapshot_slot: u64,
     /// The round's sortition denominator: the market's verifier stake at `snapshot_slot`.
     pub snapshot_stake: u64,
-    /// Seats of the current round, the first `tally().seats` in use (cleared on escalation).
+    /// Seats of the current round: seat j (j < `tally().quorum`) is its own race, free while
+    /// its node is the default key (cleared on escalation).
     pub seats: [Seat; MAX_SEATS],
     /// Tallies of round 0 and round 1.
     pub rounds: [RoundTally; 2],
@@ -262,9 +260,11 @@ impl Task {
     }
 
     /// Draws the round's seed from the raw SlotHashes sysvar: the hash of the first slot
-    /// strictly after `reference_slot`. If that slot may have aged out of the sysvar (it would
-    /// be its oldest entry and the sysvar is full), the reference moves to `now` instead.
-    pub fn draw_seed(&mut self, task: &Pubkey, slot_hashes: &[u8], now: u64) -> Result<SeedDraw> {
+    /// strictly after `reference_slot`. The join window is shorter than the sysvar's horizon
+    /// ([`MAX_JOIN_WINDOW`]), so within it that slot is always listed; should it ever be the
+    /// oldest entry of a full sysvar (it may have aged out), the draw is refused rather than
+    /// taken from a later slot: the seed is one value, never re-rolled by waiting.
+    pub fn draw_seed(&mut self, task: &Pubkey, slot_hashes: &[u8]) -> Result<()> {
         require!(!self.seed_drawn, MarketError::SeedAlreadyDrawn);
         require!(slot_hashes.len() >= 8, MarketError::BadSlotHashes);
         let n = u64::from_le_bytes(
@@ -297,10 +297,10 @@ impl Task {
         let Some((i, slot)) = found else {
             return err!(MarketError::SeedNotReady);
         };
-        if i as u64 + 1 == n && n == SLOT_HASHES_MAX_ENTRIES {
-            self.reference_slot = now;
-            return Ok(SeedDraw::ReferenceReset);
-        }
+        require!(
+            !(i as u64 + 1 == n && n == SLOT_HASHES_MAX_ENTRIES),
+            MarketError::SeedSlotAgedOut
+        );
         let o = 8 + 40 * i + 8;
         let hash: [u8; 32] = slot_hashes[o..o + 32]
             .try_into()
@@ -308,13 +308,18 @@ impl Task {
         self.seed = verification_seed(&hash, &task.to_bytes(), &self.result_root, self.round);
         self.seed_drawn = true;
         self.hashed_slot = slot;
-        Ok(SeedDraw::Drawn)
+        Ok(())
     }
 
-    /// The seats taken in the current round.
-    pub fn seated(&self) -> &[Seat] {
-        let n = (self.tally().seats as usize).min(MAX_SEATS);
+    /// The seats of the current round, free ones included (index = seat).
+    pub fn round_seats(&self) -> &[Seat] {
+        let n = (self.tally().quorum as usize).min(MAX_SEATS);
         &self.seats[..n]
+    }
+
+    /// Seats of the current round that `node` holds.
+    pub fn seats_held_by(&self, node: &Pubkey) -> u8 {
+        self.round_seats().iter().filter(|s| s.node == *node).count() as u8
     }
 
     /// Whether the seats are final: the join window has closed (until then a better ticket

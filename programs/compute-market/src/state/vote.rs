@@ -1,7 +1,8 @@
 use anchor_lang::prelude::*;
 
-/// One verifier's seat in one round of one task: `[SEED_VOTE, task, node, round]`.
-/// Created by `join_task`, closed by `settle_vote` (rent back to the verifier).
+/// One verifier's seats in one round of one task, and its one vote for all of them:
+/// `[SEED_VOTE, task, node, round]`. Created by the node's first `join_task` of the round,
+/// closed by `settle_vote` or when a displacement leaves it no seat (rent back to the verifier).
 #[account]
 #[derive(InitSpace)]
 pub struct Vote {
@@ -15,7 +16,7 @@ pub struct Vote {
     pub authority: Pubkey,
     /// Round 0, or 1 after an escalation.
     pub round: u8,
-    /// Stake bonded for this seat.
+    /// Stake bonded for its seats (`seats × verifier_bond`).
     pub bond: u64,
     /// SHA-256(verifier ‖ task ‖ round ‖ vote ‖ evidence ‖ salt).
     pub commitment: [u8; 32],
@@ -31,8 +32,11 @@ pub struct Vote {
     pub joined_slot: u64,
     /// Canonical bump.
     pub bump: u8,
+    /// Seats of the round it holds (PROTOCOL §3.3: a node may win several); its vote counts
+    /// once for each.
+    pub seats: u8,
     /// Zeroed space for fields of later versions.
-    pub reserved: [u8; 32],
+    pub reserved: [u8; 31],
 }
 
 impl Vote {
@@ -62,7 +66,8 @@ mod tests {
             evidence: [0; 32],
             joined_slot: 0,
             bump: 0,
-            reserved: [0; 32],
+            seats: 1,
+            reserved: [0; 31],
         };
         let mut data = vec![];
         v.try_serialize(&mut data).unwrap();
