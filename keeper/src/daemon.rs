@@ -74,6 +74,10 @@ pub struct DaemonOptions {
     pub fetch: FetchPolicy,
     /// Provider: least reward per 10^9 work units.
     pub min_reward_per_gwork: u64,
+    /// Provider: least quorum of a task it claims.
+    pub min_quorum: u8,
+    /// Provider: least samples per verifier of a task it claims.
+    pub min_samples: u16,
     /// Origins browser pages may fetch results and inputs from
     /// ([`crate::results::server::ServerLimits::cors_origins`]).
     pub cors_origins: Vec<String>,
@@ -107,6 +111,8 @@ impl DaemonOptions {
             retention: crate::roles::provider::RETENTION,
             fetch: FetchPolicy::default(),
             min_reward_per_gwork: 0,
+            min_quorum: crate::roles::provider::MIN_QUORUM_ACCEPTED,
+            min_samples: 1,
             cors_origins: vec![],
         }
     }
@@ -403,6 +409,8 @@ pub fn run(
         p.background = true;
         p.retention = opts.retention;
         p.policy.min_reward_per_gwork = opts.min_reward_per_gwork;
+        p.policy.min_quorum = opts.min_quorum;
+        p.policy.min_samples = opts.min_samples;
         p
     });
     let verifier = opts.verifier.then(|| {

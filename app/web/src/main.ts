@@ -304,13 +304,13 @@ function describeEvent(name: string, d: Record<string, unknown>): string {
     case 'SeedDrawn':
       return `seed drawn (round ${d.round}) from slot ${d.hashed_slot}`;
     case 'VerifierJoined':
-      return `verifier ${short(d.verifier)} seated (${d.seats} seats), bond ${d.bond}`;
+      return `verifier ${short(d.verifier)} took seat ${d.seat} (holds ${d.held}; ${d.seats} seats taken), bond ${d.bond}`;
     case 'VerifierDisplaced':
-      return `verifier ${short(d.displaced)} displaced by ${short(d.by)}`;
+      return `verifier ${short(d.displaced)} displaced from seat ${d.seat} by ${short(d.by)}`;
     case 'VoteCommitted':
       return `vote committed by ${short(d.verifier)}`;
     case 'VoteRevealed':
-      return `vote revealed by ${short(d.verifier)}: ${d.vote === 1 ? 'valid' : 'invalid'}`;
+      return `vote revealed by ${short(d.verifier)}: ${d.vote === 1 ? 'valid' : 'invalid'} (${d.seats} seat${d.seats === 1 ? '' : 's'})`;
     case 'TaskFinalized':
       return `finalized ${d.status}: ${d.valid} valid, ${d.invalid} invalid; provider paid ${d.provider_paid}, slashed ${d.provider_slashed}; fee ${d.fee}`;
     case 'VoteSettled':

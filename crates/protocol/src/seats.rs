@@ -178,7 +178,11 @@ mod tests {
     #[test]
     fn eligibility_is_stake_weighted() {
         let seed = [5u8; 32];
-        assert!(!seat_eligible(&SeatScore::new(&seed, &[1; 32], 0, 0), 100, 3));
+        assert!(!seat_eligible(
+            &SeatScore::new(&seed, &[1; 32], 0, 0),
+            100,
+            3
+        ));
         assert!(seat_eligible(&SeatScore::new(&seed, &[1; 32], 0, 1), 0, 3));
         // a third of the stake with 3 expected: always, whatever the ticket
         assert!((0..500u32).all(|i| {

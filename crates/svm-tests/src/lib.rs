@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anchor_lang::{prelude::Pubkey, AccountDeserialize};
+use compute_market::constants::SEAT_OVERSAMPLE;
 use compute_market::{
     client,
     instructions::{
@@ -18,7 +19,6 @@ use compute_market::{
     state::{Hardware, MarketArgs, Node, Params, Task, TaskStatus, Vote, Windows},
 };
 use compute_market_embedded::Cluster;
-use compute_market::constants::SEAT_OVERSAMPLE;
 use compute_market_protocol::{
     commit::vote_commitment, hash::hashv, job::JobSpec, seats::SeatScore,
 };
@@ -566,7 +566,13 @@ impl World {
         }
         let n = self.try_node(&s.node)?;
         let weight = n.weight_at(t.snapshot_slot).min(s.weight);
-        Some((SeatScore { weight, ..s.score() }, n.authority))
+        Some((
+            SeatScore {
+                weight,
+                ..s.score()
+            },
+            n.authority,
+        ))
     }
 
     /// A seat `v` can take now in `task`'s round, as `join_task` decides: a free seat its ticket
@@ -604,9 +610,9 @@ impl World {
     /// program names the refusal.
     pub fn join(&mut self, v: &Actor, task: Pubkey) -> Result<TxRecord, TxRecord> {
         let (seat, displaced) = self.winnable_seat(v, &task).unwrap_or_else(|| {
-            let free = self.try_task(&task).and_then(|t| {
-                t.round_seats().iter().position(|s| !s.taken())
-            });
+            let free = self
+                .try_task(&task)
+                .and_then(|t| t.round_seats().iter().position(|s| !s.taken()));
             let seat = free.unwrap_or(0) as u8;
             (seat, self.holder(&task, seat).map(|(_, a)| a))
         });

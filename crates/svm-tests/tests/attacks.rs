@@ -106,7 +106,11 @@ fn a_seed_cannot_be_re_rolled_by_waiting() {
     w.advance(t.join_deadline - w.slot());
     w.crank("draw_seed", client::draw_seed(task)).unwrap();
     let drawn = w.task(&task);
-    assert_eq!(drawn.hashed_slot, t.submit_slot + 1, "the first slot after the submission");
+    assert_eq!(
+        drawn.hashed_slot,
+        t.submit_slot + 1,
+        "the first slot after the submission"
+    );
     let expected = protocol::commit::verification_seed(
         &slot_hash(t.submit_slot + 1),
         &task.to_bytes(),
@@ -114,7 +118,10 @@ fn a_seed_cannot_be_re_rolled_by_waiting() {
         0,
     );
     assert_eq!(drawn.seed, expected, "the seed an early draw gives");
-    assert_eq!(drawn.reference_slot, t.submit_slot, "the reference never moves");
+    assert_eq!(
+        drawn.reference_slot, t.submit_slot,
+        "the reference never moves"
+    );
     w.join(&v, task).unwrap();
 }
 
@@ -290,7 +297,12 @@ fn double_claim_double_vote_unseated_vote_and_replayed_reveal() {
     w.advance(2);
     let v0 = &c.verifiers[0];
     w.join(v0, task).unwrap();
-    let seat = w.task(&task).round_seats().iter().position(|s| s.node == v0.node).unwrap();
+    let seat = w
+        .task(&task)
+        .round_seats()
+        .iter()
+        .position(|s| s.node == v0.node)
+        .unwrap();
     refused(w, "SeatAlreadyHeld", |w| {
         w.join_displacing(v0, task, seat as u8, None)
     });

@@ -232,7 +232,12 @@ fn escalation_to_2v_seats_then_accepted() {
     let escalated_at = w.slot();
     w.advance(2);
     let voters: Vec<&Actor> = [0, 1, 3, 4, 5].iter().map(|&i| &c.verifiers[i]).collect();
-    let ballot = |i: usize| Ballot::new(if i == 4 { VOTE_INVALID } else { VOTE_VALID }, 40 + i as u64);
+    let ballot = |i: usize| {
+        Ballot::new(
+            if i == 4 { VOTE_INVALID } else { VOTE_VALID },
+            40 + i as u64,
+        )
+    };
     for v in &voters {
         w.join(v, task).unwrap();
     }

@@ -57,7 +57,10 @@ fn stake_added_and_removed_in_the_snapshot_slot_shrinks_nothing() {
         .unwrap();
     let t = w.task(&task);
     assert_eq!(w.market_account().verifier_stake, before, "net zero");
-    assert_eq!(t.snapshot_stake, before, "the denominator stood where it was");
+    assert_eq!(
+        t.snapshot_stake, before,
+        "the denominator stood where it was"
+    );
     w.advance(2);
     // stake added now pays the sliver's bond but counts for nothing in this round
     w.stake(&sliver, STAKE / 2).unwrap();
@@ -111,8 +114,7 @@ fn a_large_node_holds_every_seat_its_tickets_win_and_is_paid_and_slashed_per_sea
         .map(|seat| {
             let mut best = nodes[0];
             for n in &nodes[1..] {
-                if w
-                    .seat_score(&task, &n.0.node, seat, n.1)
+                if w.seat_score(&task, &n.0.node, seat, n.1)
                     .better_than(&w.seat_score(&task, &best.0.node, seat, best.1))
                 {
                     best = *n;
@@ -133,12 +135,25 @@ fn a_large_node_holds_every_seat_its_tickets_win_and_is_paid_and_slashed_per_sea
     let held = |a: &Actor| t.seats_held_by(&a.node);
     assert_eq!(held(&big) + held(&small[0]) + held(&small[1]), 3);
     // the big node votes valid, the small ones invalid: the seats decide
-    let ballot = |a: &Actor| Ballot::new(if a.node == big.node { VOTE_VALID } else { VOTE_INVALID }, 7);
+    let ballot = |a: &Actor| {
+        Ballot::new(
+            if a.node == big.node {
+                VOTE_VALID
+            } else {
+                VOTE_INVALID
+            },
+            7,
+        )
+    };
     let seated: Vec<&Actor> = nodes.iter().map(|n| n.0).filter(|a| held(a) > 0).collect();
     for a in &seated {
         w.commit(a, task, &ballot(a)).unwrap();
     }
-    assert_eq!(w.task(&task).tally().committed, 3, "commitments count per seat");
+    assert_eq!(
+        w.task(&task).tally().committed,
+        3,
+        "commitments count per seat"
+    );
     for a in &seated {
         w.reveal(a, task, &ballot(a)).unwrap();
     }
@@ -156,7 +171,11 @@ fn a_large_node_holds_every_seat_its_tickets_win_and_is_paid_and_slashed_per_sea
     let accepted = held(&big) >= 2;
     assert_eq!(
         f.status,
-        if accepted { TaskStatus::Accepted } else { TaskStatus::Rejected }
+        if accepted {
+            TaskStatus::Accepted
+        } else {
+            TaskStatus::Rejected
+        }
     );
     for a in &seated {
         if f.loser_slash > 0 && (a.node == big.node) != accepted {
@@ -164,7 +183,9 @@ fn a_large_node_holds_every_seat_its_tickets_win_and_is_paid_and_slashed_per_sea
         }
     }
     for a in &seated {
-        if w.vote(&compute_market::pda::vote(&task, &a.node, 0)).is_some() {
+        if w.vote(&compute_market::pda::vote(&task, &a.node, 0))
+            .is_some()
+        {
             w.settle(task, a, 0).unwrap();
         }
     }
@@ -173,9 +194,17 @@ fn a_large_node_holds_every_seat_its_tickets_win_and_is_paid_and_slashed_per_sea
         let m = held(a) as u64;
         let won = (a.node == big.node) == accepted;
         if won {
-            assert_eq!(n.earned - earned, m * (f.majority_share + f.loser_bonus), "paid per seat");
+            assert_eq!(
+                n.earned - earned,
+                m * (f.majority_share + f.loser_bonus),
+                "paid per seat"
+            );
         } else {
-            assert_eq!(free + m * f.verifier_bond - n.free, m * f.loser_slash, "slashed per seat");
+            assert_eq!(
+                free + m * f.verifier_bond - n.free,
+                m * f.loser_slash,
+                "slashed per seat"
+            );
         }
     }
     w.close(task).unwrap();
@@ -215,14 +244,27 @@ fn a_quorum_below_the_market_minimum_is_refused() {
     let mut one = test_market(2);
     one.quorum = 1;
     refused(w, "QuorumBelowMarketMinimum", |w| {
-        w.send("create_market", &admin, &[], client::create_market(admin.pubkey(), one.clone()))
+        w.send(
+            "create_market",
+            &admin,
+            &[],
+            client::create_market(admin.pubkey(), one.clone()),
+        )
     });
     // an explicit minimum of 1 is the creator's choice, and shows on the market
     one.min_quorum = 1;
-    w.send("create_market", &admin, &[], client::create_market(admin.pubkey(), one))
-        .expect("a market that opts into quorum 1");
+    w.send(
+        "create_market",
+        &admin,
+        &[],
+        client::create_market(admin.pubkey(), one),
+    )
+    .expect("a market that opts into quorum 1");
     let m: compute_market::state::Market = {
-        let a = w.c.svm.get_account(&compute_market::pda::market(2)).unwrap();
+        let a =
+            w.c.svm
+                .get_account(&compute_market::pda::market(2))
+                .unwrap();
         anchor_lang::AccountDeserialize::try_deserialize(&mut a.data.as_slice()).unwrap()
     };
     assert_eq!((m.min_quorum(), m.quorum), (1, 1));
@@ -268,10 +310,17 @@ fn every_penalty_bites_on_a_bond_of_one_unit() {
     w.advance(d + 1 - w.slot());
     w.finalize(task).unwrap();
     let t = w.task(&task);
-    assert_eq!((t.status, t.verifier_bond, t.loser_slash), (TaskStatus::Accepted, 1, 1));
+    assert_eq!(
+        (t.status, t.verifier_bond, t.loser_slash),
+        (TaskStatus::Accepted, 1, 1)
+    );
     let free = w.node(&v2.node).free;
     w.settle(task, v2, 0).unwrap();
-    assert_eq!(w.node(&v2.node).free, free, "silent: its one-unit bond is gone");
+    assert_eq!(
+        w.node(&v2.node).free,
+        free,
+        "silent: its one-unit bond is gone"
+    );
     assert_eq!(w.node(&v2.node).times_slashed, 1);
     // reward 3: provider bond 6, 10% late slash = 0.6 → one unit
     let late = w.post(&c.client, 2, small_job(2), 3).unwrap();
@@ -283,7 +332,11 @@ fn every_penalty_bites_on_a_bond_of_one_unit() {
         .unwrap();
     assert!(r.ok);
     let t = w.task(&late);
-    assert_eq!((t.provider_bond, t.client_extra), (6, 1), "slashed one unit");
+    assert_eq!(
+        (t.provider_bond, t.client_extra),
+        (6, 1),
+        "slashed one unit"
+    );
 }
 
 /// Finding 4, the seat's weight: a join then `request_unstake` of everything in one
@@ -326,7 +379,10 @@ fn a_seat_keeps_only_the_weight_of_stake_still_there() {
                 .better_than(&w.seat_score(&task, &a.node, s, left))
         })
         .expect("precondition: a contestable seat");
-    let k = *a_wins.iter().find(|&&s| s != j).expect("precondition: a second seat");
+    let k = *a_wins
+        .iter()
+        .find(|&&s| s != j)
+        .expect("precondition: a second seat");
     w.join_seat(&a, task, j).unwrap();
     // the second join and an unstake of all its free stake in one transaction
     let free = w.node(&a.node).free - w.task(&task).verifier_bond;
@@ -336,7 +392,8 @@ fn a_seat_keeps_only_the_weight_of_stake_still_there() {
         client::request_unstake(a.key(), w.market, free),
     ];
     let ak = a.kp.insecure_clone();
-    w.send_all("join_task+request_unstake", &ak, &[], &ixs).unwrap();
+    w.send_all("join_task+request_unstake", &ak, &[], &ixs)
+        .unwrap();
     assert_eq!(
         w.node(&a.node).weight_at(w.task(&task).snapshot_slot),
         left,
@@ -346,7 +403,8 @@ fn a_seat_keeps_only_the_weight_of_stake_still_there() {
     assert!(!w
         .seat_score(&task, &b.node, j, STAKE)
         .better_than(&w.seat_score(&task, &a.node, j, 3 * STAKE)));
-    w.join_seat(&b, task, j).expect("a holder is weighed at the stake it still has");
+    w.join_seat(&b, task, j)
+        .expect("a holder is weighed at the stake it still has");
     assert_eq!(w.task(&task).round_seats()[j as usize].node, b.node);
     // at commit the seat a keeps is weighed at what is left
     assert_eq!(w.task(&task).round_seats()[k as usize].weight, 3 * STAKE);

@@ -216,7 +216,9 @@ fn a_fast_minority_that_takes_every_seat_first_is_displaced_by_better_tickets() 
             if w.task(&task).round_seats()[seat as usize].node == a.node {
                 continue;
             }
-            let r = w.join_seat(a, task, seat).expect_err("no other seat is winnable");
+            let r = w
+                .join_seat(a, task, seat)
+                .expect_err("no other seat is winnable");
             assert!(
                 r.has_error("TicketNotBetterThanSeated") || r.has_error("NotEligibleForSeat"),
                 "{:?}",
@@ -241,7 +243,11 @@ fn a_fast_minority_that_takes_every_seat_first_is_displaced_by_better_tickets() 
     for a in &joined_minority {
         let held = t.seats_held_by(&a.node);
         let n = w.node(&a.node);
-        assert_eq!(n.bonded, held as u64 * t.verifier_bond, "bond of the seats kept");
+        assert_eq!(
+            n.bonded,
+            held as u64 * t.verifier_bond,
+            "bond of the seats kept"
+        );
         if held == 0 {
             displaced += 1;
             assert!(!w.exists(&pda::vote(&task, &a.node, 0)), "vote closed");
@@ -282,7 +288,9 @@ fn displacing_needs_the_holders_accounts_and_a_better_ticket() {
     order.sort_by(|a, b| by_score(&score(w, &task, b, 0, STAKE), &score(w, &task, a, 0, STAKE)));
     refused(w, "SeatOutOfRange", |w| w.join_seat(order[0], task, 3));
     w.join_seat(order[0], task, 0).unwrap();
-    refused(w, "SeatAlreadyHeld", |w| w.join_displacing(order[0], task, 0, None));
+    refused(w, "SeatAlreadyHeld", |w| {
+        w.join_displacing(order[0], task, 0, None)
+    });
     // the worst ticket of seat 0 also takes seat 1: one vote account, two seats, two bonds
     w.join_seat(order[0], task, 1).unwrap();
     let v = w.vote(&pda::vote(&task, &order[0].node, 0)).expect("vote");
@@ -301,11 +309,15 @@ fn displacing_needs_the_holders_accounts_and_a_better_ticket() {
     let worst = order[0];
     w.join_seat(best, task, 0).unwrap();
     // one of its two seats gone: its vote stays, with one seat and one bond
-    let v = w.vote(&pda::vote(&task, &worst.node, 0)).expect("vote kept");
+    let v = w
+        .vote(&pda::vote(&task, &worst.node, 0))
+        .expect("vote kept");
     assert_eq!((v.seats, v.bond), (1, w.task(&task).verifier_bond));
     assert_eq!(w.node(&worst.node).bonded, w.task(&task).verifier_bond);
     // the displaced verifier cannot buy its way back
-    refused(w, "TicketNotBetterThanSeated", |w| w.join_seat(worst, task, 0));
+    refused(w, "TicketNotBetterThanSeated", |w| {
+        w.join_seat(worst, task, 0)
+    });
     // losing its last seat closes its vote with the rent returned
     let seat1: Vec<&Actor> = order
         .iter()

@@ -234,6 +234,7 @@ impl Scenario {
                     samples: 16,
                     windows,
                     task_ttl: 2_000,
+                    min_quorum: 0,
                 },
             },
         )?;

@@ -171,7 +171,9 @@ impl Cranker {
                             .map(|(_, v)| v)
                             .filter(|v| v.round == t.round)
                             .collect();
-                        let unanimous = round.len() == tally.quorum as usize
+                        // a node may hold several seats: its one vote counts for each
+                        let seats: usize = round.iter().map(|v| v.seats as usize).sum();
+                        let unanimous = seats == tally.quorum as usize
                             && round.iter().all(|v| v.revealed && v.vote == round[0].vote);
                         if unanimous {
                             ixs.extend(

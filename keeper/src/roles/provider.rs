@@ -142,11 +142,21 @@ impl Throughput {
     }
 }
 
+/// The least quorum a provider claims by default (`keeper run --min-quorum`), the protocol's
+/// default market minimum.
+pub const MIN_QUORUM_ACCEPTED: u8 = compute_market::constants::DEFAULT_MIN_QUORUM;
+
 /// What a provider agrees to claim besides bond and memory.
 #[derive(Clone, Debug)]
 pub struct ClaimPolicy {
     /// Least reward per 10^9 work units, token base units (0: any reward).
     pub min_reward_per_gwork: u64,
+    /// Least quorum V a task may have to be claimed ([`MIN_QUORUM_ACCEPTED`]): with fewer
+    /// seats, a client's own second wallet could hold the seat that rejects an honest result
+    /// and takes the bond.
+    pub min_quorum: u8,
+    /// Least samples k a task may have to be claimed.
+    pub min_samples: u16,
     /// Seconds per slot ([`SLOT_SECONDS`]).
     pub slot_seconds: f64,
     /// Fraction of the submit window a claim may be expected to take ([`WINDOW_MARGIN`]).
@@ -157,6 +167,8 @@ impl Default for ClaimPolicy {
     fn default() -> Self {
         ClaimPolicy {
             min_reward_per_gwork: 0,
+            min_quorum: MIN_QUORUM_ACCEPTED,
+            min_samples: 1,
             slot_seconds: SLOT_SECONDS,
             margin: WINDOW_MARGIN,
         }
@@ -332,6 +344,19 @@ pub fn refusal(t: &Task, job: &JobSpec, held: &Holding, cap: &Capacity) -> Optio
             "its result takes {} MiB, the store has {} MiB left",
             file_len(job) >> 20,
             held.disk >> 20
+        ));
+    }
+    if t.quorum < cap.policy.min_quorum {
+        return Some(format!(
+            "its quorum is {} seats, below the {} this provider accepts (--min-quorum): too few \
+             seats to keep one wallet from rejecting an honest result",
+            t.quorum, cap.policy.min_quorum
+        ));
+    }
+    if t.samples < cap.policy.min_samples {
+        return Some(format!(
+            "its verifiers check {} samples each, below the {} this provider accepts (--min-samples)",
+            t.samples, cap.policy.min_samples
         ));
     }
     let floor = u128::from(cap.policy.min_reward_per_gwork) * u128::from(job.work());

@@ -30,7 +30,7 @@ use compute_market_protocol::{
     hash::{hashv, Digest},
     job::{JobKind, JobSpec},
     sampling::sample_indices,
-    seats::{place, seat_eligible, Placement, SeatScore},
+    seats::{seat_eligible, wins_seat, SeatScore},
 };
 use solana_signer::Signer;
 
@@ -190,7 +190,7 @@ impl Verifier {
         task: &Pubkey,
         round: u8,
         sealed: &Sealed,
-        join: Option<solana_instruction::Instruction>,
+        join: Vec<solana_instruction::Instruction>,
     ) -> Result<bool> {
         let c = vote_commitment(
             &self.ctx.node.to_bytes(),
@@ -200,12 +200,12 @@ impl Verifier {
             &sealed.evidence,
             &sealed.salt,
         );
-        let what = if join.is_some() {
+        let what = if !join.is_empty() {
             "join_task+commit_vote"
         } else {
             "commit_vote"
         };
-        let mut ixs: Vec<_> = join.into_iter().collect();
+        let mut ixs = join;
         ixs.push(client::commit_vote(self.ctx.kp.pubkey(), *task, round, c));
         let ok = super::send_packed(chain, &self.ctx.name, what, task, ixs, &self.ctx.kp)?
             .iter()
@@ -291,7 +291,7 @@ impl Verifier {
         let round = t.round;
         // the task's seats say whether this verifier holds one: its vote account is read only
         // then (or while its check runs, the seat newer than the task read)
-        let seated = t.seated().iter().any(|s| s.node == self.ctx.node)
+        let seated = t.seats_held_by(&self.ctx.node) > 0
             || self
                 .running
                 .lock()
@@ -303,9 +303,26 @@ impl Verifier {
             None
         };
         if let Some(v) = seat {
+            // seats its tickets still win go to it too (each bonded, its one vote counted for
+            // each); they are taken before its vote is committed or revealed
+            if !(self.background && self.checking() >= self.max_checks) {
+                let more = seat_plan(t, node, &self.ctx.node, &self.ctx.kp.pubkey(), now);
+                let joins = self.joins(chain, &key, round, &more)?;
+                if !joins.is_empty() {
+                    super::send_packed(
+                        chain,
+                        &self.ctx.name,
+                        "join_task",
+                        &key,
+                        joins,
+                        &self.ctx.kp,
+                    )?;
+                    return Ok(None);
+                }
+            }
             match self.sealed_for(&key, t, true)? {
                 Some(sealed) if !v.committed && now <= t.commit_deadline => {
-                    self.commit(chain, &key, round, &sealed, None)?;
+                    self.commit(chain, &key, round, &sealed, vec![])?;
                 }
                 Some(sealed)
                     if v.committed
@@ -323,7 +340,9 @@ impl Verifier {
                     // transaction fewer per task); once such a pair was refused, the reveal
                     // goes alone, so a finalize that cannot land never holds a reveal back
                     let tally = t.tally();
-                    let last = tally.seats == tally.quorum && tally.revealed + 1 == tally.quorum;
+                    let last = tally.seats == tally.quorum
+                        && u16::from(tally.revealed) + u16::from(v.seats)
+                            == u16::from(tally.quorum);
                     let tried = self
                         .finalize_tried
                         .lock()
@@ -370,7 +389,7 @@ impl Verifier {
                     if let Some((record, sealed)) =
                         self.sealed_vote(now, &key, t, give_up_slot(t), true)?
                     {
-                        self.commit(chain, &key, round, &sealed, None)?;
+                        self.commit(chain, &key, round, &sealed, vec![])?;
                         return Ok(record);
                     }
                 }
@@ -397,22 +416,15 @@ impl Verifier {
         if self.background && self.checking() >= self.max_checks {
             return Ok(None);
         }
-        let Some(plan) = seat_plan(t, node, &self.ctx.node, &self.ctx.kp.pubkey(), now) else {
+        let plan = seat_plan(t, node, &self.ctx.node, &self.ctx.kp.pubkey(), now);
+        let join = self.joins(chain, &key, round, &plan)?;
+        if join.is_empty() {
             return Ok(None);
-        };
-        // the displaced seat's authority receives its vote's rent: read it from its node
-        let displaced = match plan {
-            SeatPlan::Free => None,
-            SeatPlan::Displace(worst) => match chain.node(&worst)? {
-                Some(n) => Some(n.authority),
-                None => return Ok(None),
-            },
-        };
-        // check first, at its own risk (the seat may be taken meanwhile, or displaced until
-        // the join window closes), then join and commit in one transaction
+        }
+        // check first, at its own risk (the seats may be taken meanwhile, or displaced until
+        // the join window closes), then join every seat it wins and commit in one transaction
         // unseated, the check must end in time to join; running out of time is no verdict:
         // then it joins alone and goes on checking seated, until the commit's give-up slot
-        let join = client::join_task(self.ctx.kp.pubkey(), key, round, displaced);
         let checked = self.sealed_vote(now, &key, t, join_by(t), false);
         let (record, sealed) = match checked {
             Ok(Some(done)) => done,
@@ -420,20 +432,13 @@ impl Verifier {
                 if let Err(e) = &checked {
                     tracing::info!(verifier = self.ctx.name, task = %key, error = %format!("{e:#}"), "not checked before the join window closes: joining, checking seated");
                 }
-                super::send_packed(
-                    chain,
-                    &self.ctx.name,
-                    "join_task",
-                    &key,
-                    vec![join],
-                    &self.ctx.kp,
-                )?;
+                super::send_packed(chain, &self.ctx.name, "join_task", &key, join, &self.ctx.kp)?;
                 return Ok(None);
             }
             Ok(None) => return Ok(None),
             Err(e) => return Err(e),
         };
-        if self.commit(chain, &key, round, &sealed, Some(join))? {
+        if self.commit(chain, &key, round, &sealed, join)? {
             let mut record = record.unwrap_or(VerifyRecord {
                 task: key,
                 seconds: 0.0,
@@ -441,12 +446,40 @@ impl Verifier {
                 reason: "checked before a refused join or a restart".into(),
                 displaced: None,
             });
-            if let SeatPlan::Displace(worst) = plan {
-                record.displaced = Some(worst);
-            }
+            record.displaced = plan.iter().find_map(|p| p.holder);
             return Ok(Some(record));
         }
         Ok(None)
+    }
+
+    /// The `join_task` instructions for `plan`'s seats; a taken seat's holder receives its
+    /// vote's rent if it loses its last seat, so its authority is read from its node (a seat
+    /// whose holder node cannot be read is left out).
+    fn joins(
+        &self,
+        chain: &dyn Chain,
+        task: &Pubkey,
+        round: u8,
+        plan: &[SeatPlan],
+    ) -> Result<Vec<solana_instruction::Instruction>> {
+        let mut out = vec![];
+        for p in plan {
+            let displaced = match p.holder {
+                None => None,
+                Some(holder) => match chain.node(&holder)? {
+                    Some(n) => Some(n.authority),
+                    None => continue,
+                },
+            };
+            out.push(client::join_task(
+                self.ctx.kp.pubkey(),
+                *task,
+                round,
+                p.seat,
+                displaced,
+            ));
+        }
+        Ok(out)
     }
 
     /// One pass over the tasks of its market in verification.
@@ -475,7 +508,7 @@ impl Verifier {
             .collect();
         self.reap(now, &due);
         due.sort_by_key(|(k, t)| {
-            let seated = t.seated().iter().any(|s| s.node == self.ctx.node);
+            let seated = t.seats_held_by(&self.ctx.node) > 0;
             (!seated, t.reveal_deadline, *k)
         });
         // up to `parallel` tasks at once; one task's failure (an RPC error, an unreachable
@@ -630,49 +663,54 @@ impl Checker {
     }
 }
 
-/// How a verifier may take a seat of a task's current round.
+/// A seat of a task's current round a verifier can take now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SeatPlan {
-    /// A seat is free.
-    Free,
-    /// Every seat is taken; this verifier's score beats the worst seated one, that node's.
-    Displace(Pubkey),
+pub struct SeatPlan {
+    /// The seat's index.
+    pub seat: u8,
+    /// Its holder's node when taken (this verifier's ticket beats it), `None` when free.
+    pub holder: Option<Pubkey>,
 }
 
-/// Whether the verifier `me` (node `node`, wallet `wallet`) can still win a seat of `t` at slot
-/// `now`, computed exactly as `join_task` will: the task verifying with its seed drawn and its
-/// join window open, neither its provider nor its client, registered before the round's stake
-/// snapshot, free stake for the bond, an eligible score from its snapshot weight, and a free
-/// seat or a better score than the worst seated verifier. `None`: joining would be refused.
-pub fn seat_plan(
-    t: &Task,
-    node: &Node,
-    me: &Pubkey,
-    wallet: &Pubkey,
-    now: u64,
-) -> Option<SeatPlan> {
+/// The seats the verifier `me` (node `node`, wallet `wallet`) can still win in `t` at slot
+/// `now`, computed as `join_task` will: the task verifying with its seed drawn and its join
+/// window open, neither its provider nor its client, registered before the round's stake
+/// snapshot, free stake for each seat's bond, for each seat it does not hold an eligible score
+/// from its snapshot weight and a free seat or a better score than the holder's (weighed at
+/// the weight the holder won the seat with: a holder that unstaked since is weaker on chain,
+/// never stronger). Empty: joining would be refused.
+pub fn seat_plan(t: &Task, node: &Node, me: &Pubkey, wallet: &Pubkey, now: u64) -> Vec<SeatPlan> {
     if t.status != TaskStatus::Verifying
         || !t.seed_drawn
         || now > t.join_deadline
         || t.provider == *me
         || t.client == *wallet
         || node.registered_slot >= t.snapshot_slot
-        || node.free < t.verifier_bond
+        || t.verifier_bond == 0
     {
-        return None;
+        return vec![];
     }
-    let score = SeatScore::new(&t.seed, &me.to_bytes(), node.weight_at(t.snapshot_slot));
-    let quorum = t.tally().quorum;
-    if !seat_eligible(&score, t.snapshot_stake, SEAT_OVERSAMPLE * quorum as u64) {
-        return None;
+    let weight = node.weight_at(t.snapshot_slot);
+    let affordable = (node.free / t.verifier_bond) as usize;
+    let mut out = vec![];
+    for (j, s) in t.round_seats().iter().enumerate() {
+        if out.len() >= affordable {
+            break;
+        }
+        if s.node == *me {
+            continue;
+        }
+        let score = SeatScore::new(&t.seed, &me.to_bytes(), j as u8, weight);
+        if !seat_eligible(&score, t.snapshot_stake, SEAT_OVERSAMPLE) {
+            continue;
+        }
+        let holder = s.taken().then(|| s.score());
+        if wins_seat(holder.as_ref(), &score) {
+            out.push(SeatPlan {
+                seat: j as u8,
+                holder: s.taken().then_some(s.node),
+            });
+        }
     }
-    let seated: Vec<SeatScore> = t.seated().iter().map(|s| s.score()).collect();
-    if seated.iter().any(|s| s.node == me.to_bytes()) {
-        return None;
-    }
-    match place(&seated, quorum as usize, &score) {
-        Placement::Free => Some(SeatPlan::Free),
-        Placement::Displace(i) => Some(SeatPlan::Displace(t.seated()[i].node)),
-        Placement::Refused => None,
-    }
+    out
 }

@@ -162,7 +162,8 @@ fn main() {
                 std::cmp::Ordering::Less
             }
         });
-        w.join_seat(order[0], t4, seat).expect("join (worst ticket)");
+        w.join_seat(order[0], t4, seat)
+            .expect("join (worst ticket)");
         w.join_seat(order[4], t4, seat).expect("join (displacing)");
     }
     let last = w.records.last_mut().expect("a record");

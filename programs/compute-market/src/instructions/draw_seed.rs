@@ -4,12 +4,7 @@
 //! whenever (PROTOCOL §3.2). `join_task` draws too when needed.
 use anchor_lang::prelude::*;
 
-use crate::{
-    constants::*,
-    errors::MarketError,
-    events::SeedDrawn,
-    state::*,
-};
+use crate::{constants::*, errors::MarketError, events::SeedDrawn, state::*};
 
 #[derive(Accounts)]
 pub struct DrawSeed<'info> {

@@ -150,12 +150,19 @@ pub fn handler(mut ctx: Context<JoinTask>, seat: u8) -> Result<()> {
             a.vote.node == node_key && a.vote.round == round,
             MarketError::WrongTask
         );
-        a.vote.seats = a.vote.seats.checked_add(1).ok_or(MarketError::MathOverflow)?;
+        a.vote.seats = a
+            .vote
+            .seats
+            .checked_add(1)
+            .ok_or(MarketError::MathOverflow)?;
         a.vote.bond = math::add(a.vote.bond, bond)?;
         if a.vote.committed {
             // its one commitment counts for the new seat too
             let t = a.task.tally_mut();
-            t.committed = t.committed.checked_add(1).ok_or(MarketError::MathOverflow)?;
+            t.committed = t
+                .committed
+                .checked_add(1)
+                .ok_or(MarketError::MathOverflow)?;
         }
     }
     a.task.seats[index] = Seat {

@@ -319,7 +319,10 @@ impl Task {
 
     /// Seats of the current round that `node` holds.
     pub fn seats_held_by(&self, node: &Pubkey) -> u8 {
-        self.round_seats().iter().filter(|s| s.node == *node).count() as u8
+        self.round_seats()
+            .iter()
+            .filter(|s| s.node == *node)
+            .count() as u8
     }
 
     /// Whether the seats are final: the join window has closed (until then a better ticket

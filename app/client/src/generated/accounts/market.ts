@@ -37,21 +37,28 @@ providers: number;
 /** Registered nodes with the verifier role. */
 verifiers: number; 
 /**
- * Stake (free + bonded) of verifier nodes: the sortition denominator, copied into each
- * task at submit (and escalation). Written by stake, unstake, close_node and sync_stake,
- * never on a task's path: a slash is booked in the node's `stake_debt` and subtracted
- * here by the node's next stake instruction or by anyone's `sync_stake`.
+ * Stake (free + bonded + unsettled debt) of verifier nodes: the sortition denominator,
+ * copied into each task at submit (and escalation) as it stood before that slot. Written
+ * by stake, unstake, close_node and sync_stake, never on a task's path: a slash is booked
+ * in the node's `stake_debt` and subtracted here by the node's next stake instruction or
+ * by anyone's `sync_stake`.
  */
 verifierStake: bigint; 
-/**
- * Slot of the latest stake into a verifier node: a round starting in that very slot
- * leaves what was added in it out of its denominator (it has no weight in that round).
- */
+/** Slot of the latest change of `verifier_stake`. */
 stakeSlot: bigint; 
-/** Verifier stake added in `stake_slot`. */
-stakeInSlot: bigint; 
+/**
+ * `verifier_stake` as it stood before the first change in `stake_slot`: the denominator
+ * of a round starting in that slot, so nothing done in the round's own slot (stake added,
+ * removed, or both) moves it (PROTOCOL §3.1).
+ */
+slotStartStake: bigint; 
 /** Canonical bump. */
 bump: number; 
+/**
+ * Smallest quorum a task may ask for; 0 in markets created before it existed, read as
+ * [`MIN_QUORUM`] ([`Market::min_quorum`]).
+ */
+minQuorum: number; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
@@ -79,32 +86,39 @@ providers: number;
 /** Registered nodes with the verifier role. */
 verifiers: number; 
 /**
- * Stake (free + bonded) of verifier nodes: the sortition denominator, copied into each
- * task at submit (and escalation). Written by stake, unstake, close_node and sync_stake,
- * never on a task's path: a slash is booked in the node's `stake_debt` and subtracted
- * here by the node's next stake instruction or by anyone's `sync_stake`.
+ * Stake (free + bonded + unsettled debt) of verifier nodes: the sortition denominator,
+ * copied into each task at submit (and escalation) as it stood before that slot. Written
+ * by stake, unstake, close_node and sync_stake, never on a task's path: a slash is booked
+ * in the node's `stake_debt` and subtracted here by the node's next stake instruction or
+ * by anyone's `sync_stake`.
  */
 verifierStake: number | bigint; 
-/**
- * Slot of the latest stake into a verifier node: a round starting in that very slot
- * leaves what was added in it out of its denominator (it has no weight in that round).
- */
+/** Slot of the latest change of `verifier_stake`. */
 stakeSlot: number | bigint; 
-/** Verifier stake added in `stake_slot`. */
-stakeInSlot: number | bigint; 
+/**
+ * `verifier_stake` as it stood before the first change in `stake_slot`: the denominator
+ * of a round starting in that slot, so nothing done in the round's own slot (stake added,
+ * removed, or both) moves it (PROTOCOL §3.1).
+ */
+slotStartStake: number | bigint; 
 /** Canonical bump. */
 bump: number; 
+/**
+ * Smallest quorum a task may ask for; 0 in markets created before it existed, read as
+ * [`MIN_QUORUM`] ([`Market::min_quorum`]).
+ */
+minQuorum: number; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
 /** Gets the encoder for {@link MarketArgs} account data. */
 export function getMarketEncoder(): FixedSizeEncoder<MarketArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['id', getU16Encoder()], ['name', fixEncoderSize(getBytesEncoder(), 32)], ['minGflops', getU32Encoder()], ['minMemoryGb', getU32Encoder()], ['quorum', getU8Encoder()], ['samples', getU16Encoder()], ['windows', getWindowsEncoder()], ['taskTtl', getU32Encoder()], ['providers', getU32Encoder()], ['verifiers', getU32Encoder()], ['verifierStake', getU64Encoder()], ['stakeSlot', getU64Encoder()], ['stakeInSlot', getU64Encoder()], ['bump', getU8Encoder()], ['reserved', fixEncoderSize(getBytesEncoder(), 64)]]), (value) => ({ ...value, discriminator: MARKET_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['id', getU16Encoder()], ['name', fixEncoderSize(getBytesEncoder(), 32)], ['minGflops', getU32Encoder()], ['minMemoryGb', getU32Encoder()], ['quorum', getU8Encoder()], ['samples', getU16Encoder()], ['windows', getWindowsEncoder()], ['taskTtl', getU32Encoder()], ['providers', getU32Encoder()], ['verifiers', getU32Encoder()], ['verifierStake', getU64Encoder()], ['stakeSlot', getU64Encoder()], ['slotStartStake', getU64Encoder()], ['bump', getU8Encoder()], ['minQuorum', getU8Encoder()], ['reserved', fixEncoderSize(getBytesEncoder(), 63)]]), (value) => ({ ...value, discriminator: MARKET_DISCRIMINATOR }));
 }
 
 /** Gets the decoder for {@link Market} account data. */
 export function getMarketDecoder(): FixedSizeDecoder<Market> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['id', getU16Decoder()], ['name', fixDecoderSize(getBytesDecoder(), 32)], ['minGflops', getU32Decoder()], ['minMemoryGb', getU32Decoder()], ['quorum', getU8Decoder()], ['samples', getU16Decoder()], ['windows', getWindowsDecoder()], ['taskTtl', getU32Decoder()], ['providers', getU32Decoder()], ['verifiers', getU32Decoder()], ['verifierStake', getU64Decoder()], ['stakeSlot', getU64Decoder()], ['stakeInSlot', getU64Decoder()], ['bump', getU8Decoder()], ['reserved', fixDecoderSize(getBytesDecoder(), 64)]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['id', getU16Decoder()], ['name', fixDecoderSize(getBytesDecoder(), 32)], ['minGflops', getU32Decoder()], ['minMemoryGb', getU32Decoder()], ['quorum', getU8Decoder()], ['samples', getU16Decoder()], ['windows', getWindowsDecoder()], ['taskTtl', getU32Decoder()], ['providers', getU32Decoder()], ['verifiers', getU32Decoder()], ['verifierStake', getU64Decoder()], ['stakeSlot', getU64Decoder()], ['slotStartStake', getU64Decoder()], ['bump', getU8Decoder()], ['minQuorum', getU8Decoder()], ['reserved', fixDecoderSize(getBytesDecoder(), 63)]]);
 }
 
 /** Gets the codec for {@link Market} account data. */

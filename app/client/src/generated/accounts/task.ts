@@ -89,7 +89,10 @@ revealDeadline: bigint;
 snapshotSlot: bigint; 
 /** The round's sortition denominator: the market's verifier stake at `snapshot_slot`. */
 snapshotStake: bigint; 
-/** Seats of the current round, the first `tally().seats` in use (cleared on escalation). */
+/**
+ * Seats of the current round: seat j (j < `tally().quorum`) is its own race, free while
+ * its node is the default key (cleared on escalation).
+ */
 seats: Array<Seat>; 
 /** Tallies of round 0 and round 1. */
 rounds: Array<RoundTally>; 
@@ -193,7 +196,10 @@ revealDeadline: number | bigint;
 snapshotSlot: number | bigint; 
 /** The round's sortition denominator: the market's verifier stake at `snapshot_slot`. */
 snapshotStake: number | bigint; 
-/** Seats of the current round, the first `tally().seats` in use (cleared on escalation). */
+/**
+ * Seats of the current round: seat j (j < `tally().quorum`) is its own race, free while
+ * its node is the default key (cleared on escalation).
+ */
 seats: Array<SeatArgs>; 
 /** Tallies of round 0 and round 1. */
 rounds: Array<RoundTallyArgs>; 

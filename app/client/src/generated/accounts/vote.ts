@@ -23,7 +23,7 @@ node: Address;
 authority: Address; 
 /** Round 0, or 1 after an escalation. */
 round: number; 
-/** Stake bonded for this seat. */
+/** Stake bonded for its seats (`seats × verifier_bond`). */
 bond: bigint; 
 /** SHA-256(verifier ‖ task ‖ round ‖ vote ‖ evidence ‖ salt). */
 commitment: ReadonlyUint8Array; 
@@ -39,6 +39,11 @@ evidence: ReadonlyUint8Array;
 joinedSlot: bigint; 
 /** Canonical bump. */
 bump: number; 
+/**
+ * Seats of the round it holds (PROTOCOL §3.3: a node may win several); its vote counts
+ * once for each.
+ */
+seats: number; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
@@ -53,7 +58,7 @@ node: Address;
 authority: Address; 
 /** Round 0, or 1 after an escalation. */
 round: number; 
-/** Stake bonded for this seat. */
+/** Stake bonded for its seats (`seats × verifier_bond`). */
 bond: number | bigint; 
 /** SHA-256(verifier ‖ task ‖ round ‖ vote ‖ evidence ‖ salt). */
 commitment: ReadonlyUint8Array; 
@@ -69,17 +74,22 @@ evidence: ReadonlyUint8Array;
 joinedSlot: number | bigint; 
 /** Canonical bump. */
 bump: number; 
+/**
+ * Seats of the round it holds (PROTOCOL §3.3: a node may win several); its vote counts
+ * once for each.
+ */
+seats: number; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
 /** Gets the encoder for {@link VoteArgs} account data. */
 export function getVoteEncoder(): FixedSizeEncoder<VoteArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['task', getAddressEncoder()], ['node', getAddressEncoder()], ['authority', getAddressEncoder()], ['round', getU8Encoder()], ['bond', getU64Encoder()], ['commitment', fixEncoderSize(getBytesEncoder(), 32)], ['committed', getBooleanEncoder()], ['revealed', getBooleanEncoder()], ['vote', getU8Encoder()], ['evidence', fixEncoderSize(getBytesEncoder(), 32)], ['joinedSlot', getU64Encoder()], ['bump', getU8Encoder()], ['reserved', fixEncoderSize(getBytesEncoder(), 32)]]), (value) => ({ ...value, discriminator: VOTE_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['task', getAddressEncoder()], ['node', getAddressEncoder()], ['authority', getAddressEncoder()], ['round', getU8Encoder()], ['bond', getU64Encoder()], ['commitment', fixEncoderSize(getBytesEncoder(), 32)], ['committed', getBooleanEncoder()], ['revealed', getBooleanEncoder()], ['vote', getU8Encoder()], ['evidence', fixEncoderSize(getBytesEncoder(), 32)], ['joinedSlot', getU64Encoder()], ['bump', getU8Encoder()], ['seats', getU8Encoder()], ['reserved', fixEncoderSize(getBytesEncoder(), 31)]]), (value) => ({ ...value, discriminator: VOTE_DISCRIMINATOR }));
 }
 
 /** Gets the decoder for {@link Vote} account data. */
 export function getVoteDecoder(): FixedSizeDecoder<Vote> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['task', getAddressDecoder()], ['node', getAddressDecoder()], ['authority', getAddressDecoder()], ['round', getU8Decoder()], ['bond', getU64Decoder()], ['commitment', fixDecoderSize(getBytesDecoder(), 32)], ['committed', getBooleanDecoder()], ['revealed', getBooleanDecoder()], ['vote', getU8Decoder()], ['evidence', fixDecoderSize(getBytesDecoder(), 32)], ['joinedSlot', getU64Decoder()], ['bump', getU8Decoder()], ['reserved', fixDecoderSize(getBytesDecoder(), 32)]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['task', getAddressDecoder()], ['node', getAddressDecoder()], ['authority', getAddressDecoder()], ['round', getU8Decoder()], ['bond', getU64Decoder()], ['commitment', fixDecoderSize(getBytesDecoder(), 32)], ['committed', getBooleanDecoder()], ['revealed', getBooleanDecoder()], ['vote', getU8Decoder()], ['evidence', fixDecoderSize(getBytesDecoder(), 32)], ['joinedSlot', getU64Decoder()], ['bump', getU8Decoder()], ['seats', getU8Decoder()], ['reserved', fixDecoderSize(getBytesDecoder(), 31)]]);
 }
 
 /** Gets the codec for {@link Vote} account data. */

@@ -6,7 +6,7 @@
  * @see https://github.com/codama-idl/codama
  */
 
-import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type AccountSignerMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlySignerAccount, type ReadonlyUint8Array, type TransactionSigner, type WritableAccount } from '@solana/kit';
+import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type AccountSignerMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlySignerAccount, type ReadonlyUint8Array, type TransactionSigner, type WritableAccount } from '@solana/kit';
 import { getAccountMetaFactory, type ResolvedInstructionAccount } from '@solana/program-client-core';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from '../programs';
 
@@ -14,8 +14,8 @@ export const COMMIT_VOTE_DISCRIMINATOR: ReadonlyUint8Array = new Uint8Array([134
 
 export function getCommitVoteDiscriminatorBytes(): ReadonlyUint8Array { return fixEncoderSize(getBytesEncoder(), 8).encode(COMMIT_VOTE_DISCRIMINATOR); }
 
-export type CommitVoteInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountVote extends string | AccountMeta<string> = string, TAccountAuthority extends string | AccountMeta<string> = string, TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
-Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? WritableAccount<TAccountTask> : TAccountTask, TAccountVote extends string ? WritableAccount<TAccountVote> : TAccountVote, TAccountAuthority extends string ? ReadonlySignerAccount<TAccountAuthority> & AccountSignerMeta<TAccountAuthority> : TAccountAuthority, ...TRemainingAccounts]>;
+export type CommitVoteInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountVote extends string | AccountMeta<string> = string, TAccountNode extends string | AccountMeta<string> = string, TAccountAuthority extends string | AccountMeta<string> = string, TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
+Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? WritableAccount<TAccountTask> : TAccountTask, TAccountVote extends string ? WritableAccount<TAccountVote> : TAccountVote, TAccountNode extends string ? ReadonlyAccount<TAccountNode> : TAccountNode, TAccountAuthority extends string ? ReadonlySignerAccount<TAccountAuthority> & AccountSignerMeta<TAccountAuthority> : TAccountAuthority, ...TRemainingAccounts]>;
 
 export type CommitVoteInstructionData = { discriminator: ReadonlyUint8Array; commitment: ReadonlyUint8Array;  };
 
@@ -33,19 +33,21 @@ export function getCommitVoteInstructionDataCodec(): FixedSizeCodec<CommitVoteIn
     return combineCodec(getCommitVoteInstructionDataEncoder(), getCommitVoteInstructionDataDecoder());
 }
 
-export type CommitVoteInput<TAccountTask extends string = string, TAccountVote extends string = string, TAccountAuthority extends string = string> =  {
+export type CommitVoteInput<TAccountTask extends string = string, TAccountVote extends string = string, TAccountNode extends string = string, TAccountAuthority extends string = string> =  {
   task: Address<TAccountTask>;
 vote: Address<TAccountVote>;
+/** Read only: the vote's node, whose stake in the snapshot must still back its seats. */
+node: Address<TAccountNode>;
 authority: TransactionSigner<TAccountAuthority>;
 commitment: CommitVoteInstructionDataArgs["commitment"];
 }
 
-export function getCommitVoteInstruction<TAccountTask extends string, TAccountVote extends string, TAccountAuthority extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: CommitVoteInput<TAccountTask, TAccountVote, TAccountAuthority>, config?: { programAddress?: TProgramAddress } ): CommitVoteInstruction<TProgramAddress, TAccountTask, TAccountVote, TAccountAuthority> {
+export function getCommitVoteInstruction<TAccountTask extends string, TAccountVote extends string, TAccountNode extends string, TAccountAuthority extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: CommitVoteInput<TAccountTask, TAccountVote, TAccountNode, TAccountAuthority>, config?: { programAddress?: TProgramAddress } ): CommitVoteInstruction<TProgramAddress, TAccountTask, TAccountVote, TAccountNode, TAccountAuthority> {
   // Program address.
 const programAddress = config?.programAddress ?? COMPUTE_MARKET_PROGRAM_ADDRESS;
 
  // Original accounts.
-const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, vote: { value: input.vote ?? null, isWritable: true }, authority: { value: input.authority ?? null, isWritable: false } }
+const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, vote: { value: input.vote ?? null, isWritable: true }, node: { value: input.node ?? null, isWritable: false }, authority: { value: input.authority ?? null, isWritable: false } }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
@@ -56,20 +58,22 @@ const args = { ...input,  };
 
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("vote", accounts.vote), getAccountMeta("authority", accounts.authority)], data: getCommitVoteInstructionDataEncoder().encode(args as CommitVoteInstructionDataArgs), programAddress } as CommitVoteInstruction<TProgramAddress, TAccountTask, TAccountVote, TAccountAuthority>);
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("vote", accounts.vote), getAccountMeta("node", accounts.node), getAccountMeta("authority", accounts.authority)], data: getCommitVoteInstructionDataEncoder().encode(args as CommitVoteInstructionDataArgs), programAddress } as CommitVoteInstruction<TProgramAddress, TAccountTask, TAccountVote, TAccountNode, TAccountAuthority>);
 }
 
 export type ParsedCommitVoteInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountMetas extends readonly AccountMeta[] = readonly AccountMeta[]> = { programAddress: Address<TProgram>;
 accounts: {
 task: TAccountMetas[0];
 vote: TAccountMetas[1];
-authority: TAccountMetas[2];
+/** Read only: the vote's node, whose stake in the snapshot must still back its seats. */
+node: TAccountMetas[2];
+authority: TAccountMetas[3];
 };
 data: CommitVoteInstructionData; };
 
 export function parseCommitVoteInstruction<TProgram extends string, TAccountMetas extends readonly AccountMeta[]>(instruction: Instruction<TProgram> & InstructionWithAccounts<TAccountMetas> & InstructionWithData<ReadonlyUint8Array>): ParsedCommitVoteInstruction<TProgram, TAccountMetas> {
-  if (instruction.accounts.length < 3) {
-  throw new SolanaError(SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, { actualAccountMetas: instruction.accounts.length, expectedAccountMetas: 3 });
+  if (instruction.accounts.length < 4) {
+  throw new SolanaError(SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, { actualAccountMetas: instruction.accounts.length, expectedAccountMetas: 4 });
 }
 let accountIndex = 0;
 const getNextAccount = () => {
@@ -77,5 +81,5 @@ const getNextAccount = () => {
   accountIndex += 1;
   return accountMeta;
 }
-  return { programAddress: instruction.programAddress, accounts: { task: getNextAccount(), vote: getNextAccount(), authority: getNextAccount() }, data: getCommitVoteInstructionDataDecoder().decode(instruction.data) };
+  return { programAddress: instruction.programAddress, accounts: { task: getNextAccount(), vote: getNextAccount(), node: getNextAccount(), authority: getNextAccount() }, data: getCommitVoteInstructionDataDecoder().decode(instruction.data) };
 }

@@ -6,7 +6,7 @@
  * @see https://github.com/codama-idl/codama
  */
 
-import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type AccountSignerMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlyUint8Array, type TransactionSigner, type WritableAccount, type WritableSignerAccount } from '@solana/kit';
+import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU8Decoder, getU8Encoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type AccountSignerMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlyUint8Array, type TransactionSigner, type WritableAccount, type WritableSignerAccount } from '@solana/kit';
 import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, type ResolvedInstructionAccount } from '@solana/program-client-core';
 import { findNodePda } from '../pdas';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from '../programs';
@@ -18,16 +18,16 @@ export function getJoinTaskDiscriminatorBytes(): ReadonlyUint8Array { return fix
 export type JoinTaskInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountNode extends string | AccountMeta<string> = string, TAccountVote extends string | AccountMeta<string> = string, TAccountSlotHashes extends string | AccountMeta<string> = "SysvarS1otHashes111111111111111111111111111", TAccountAuthority extends string | AccountMeta<string> = string, TAccountDisplacedVote extends string | AccountMeta<string> = string, TAccountDisplacedNode extends string | AccountMeta<string> = string, TAccountDisplacedAuthority extends string | AccountMeta<string> = string, TAccountSystemProgram extends string | AccountMeta<string> = "11111111111111111111111111111111", TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
 Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? WritableAccount<TAccountTask> : TAccountTask, TAccountNode extends string ? WritableAccount<TAccountNode> : TAccountNode, TAccountVote extends string ? WritableAccount<TAccountVote> : TAccountVote, TAccountSlotHashes extends string ? ReadonlyAccount<TAccountSlotHashes> : TAccountSlotHashes, TAccountAuthority extends string ? WritableSignerAccount<TAccountAuthority> & AccountSignerMeta<TAccountAuthority> : TAccountAuthority, TAccountDisplacedVote extends string ? WritableAccount<TAccountDisplacedVote> : TAccountDisplacedVote, TAccountDisplacedNode extends string ? WritableAccount<TAccountDisplacedNode> : TAccountDisplacedNode, TAccountDisplacedAuthority extends string ? WritableAccount<TAccountDisplacedAuthority> : TAccountDisplacedAuthority, TAccountSystemProgram extends string ? ReadonlyAccount<TAccountSystemProgram> : TAccountSystemProgram, ...TRemainingAccounts]>;
 
-export type JoinTaskInstructionData = { discriminator: ReadonlyUint8Array;  };
+export type JoinTaskInstructionData = { discriminator: ReadonlyUint8Array; seat: number;  };
 
-export type JoinTaskInstructionDataArgs = {  };
+export type JoinTaskInstructionDataArgs = { seat: number;  };
 
 export function getJoinTaskInstructionDataEncoder(): FixedSizeEncoder<JoinTaskInstructionDataArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)]]), (value) => ({ ...value, discriminator: JOIN_TASK_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['seat', getU8Encoder()]]), (value) => ({ ...value, discriminator: JOIN_TASK_DISCRIMINATOR }));
 }
 
 export function getJoinTaskInstructionDataDecoder(): FixedSizeDecoder<JoinTaskInstructionData> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['seat', getU8Decoder()]]);
 }
 
 export function getJoinTaskInstructionDataCodec(): FixedSizeCodec<JoinTaskInstructionDataArgs, JoinTaskInstructionData> {
@@ -37,15 +37,17 @@ export function getJoinTaskInstructionDataCodec(): FixedSizeCodec<JoinTaskInstru
 export type JoinTaskAsyncInput<TAccountTask extends string = string, TAccountNode extends string = string, TAccountVote extends string = string, TAccountSlotHashes extends string = string, TAccountAuthority extends string = string, TAccountDisplacedVote extends string = string, TAccountDisplacedNode extends string = string, TAccountDisplacedAuthority extends string = string, TAccountSystemProgram extends string = string> =  {
   task: Address<TAccountTask>;
 node?: Address<TAccountNode>;
+/** The node's vote of this round: created by its first seat, one more seat on later joins. */
 vote: Address<TAccountVote>;
 slotHashes?: Address<TAccountSlotHashes>;
 authority: TransactionSigner<TAccountAuthority>;
-/** When every seat is taken: the vote of the worst seated verifier (closed here). */
+/** When the seat is taken: its holder's vote (one seat fewer; closed when none is left). */
 displacedVote?: Address<TAccountDisplacedVote>;
-/** Its node (bond released). */
+/** Its node (the seat's bond released; its stake now weighs the holder). */
 displacedNode?: Address<TAccountDisplacedNode>;
 displacedAuthority?: Address<TAccountDisplacedAuthority>;
 systemProgram?: Address<TAccountSystemProgram>;
+seat: JoinTaskInstructionDataArgs["seat"];
 }
 
 export async function getJoinTaskInstructionAsync<TAccountTask extends string, TAccountNode extends string, TAccountVote extends string, TAccountSlotHashes extends string, TAccountAuthority extends string, TAccountDisplacedVote extends string, TAccountDisplacedNode extends string, TAccountDisplacedAuthority extends string, TAccountSystemProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: JoinTaskAsyncInput<TAccountTask, TAccountNode, TAccountVote, TAccountSlotHashes, TAccountAuthority, TAccountDisplacedVote, TAccountDisplacedNode, TAccountDisplacedAuthority, TAccountSystemProgram>, config?: { programAddress?: TProgramAddress } ): Promise<JoinTaskInstruction<TProgramAddress, TAccountTask, TAccountNode, TAccountVote, TAccountSlotHashes, TAccountAuthority, TAccountDisplacedVote, TAccountDisplacedNode, TAccountDisplacedAuthority, TAccountSystemProgram>> {
@@ -55,6 +57,10 @@ const programAddress = config?.programAddress ?? COMPUTE_MARKET_PROGRAM_ADDRESS;
  // Original accounts.
 const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, node: { value: input.node ?? null, isWritable: true }, vote: { value: input.vote ?? null, isWritable: true }, slotHashes: { value: input.slotHashes ?? null, isWritable: false }, authority: { value: input.authority ?? null, isWritable: true }, displacedVote: { value: input.displacedVote ?? null, isWritable: true }, displacedNode: { value: input.displacedNode ?? null, isWritable: true }, displacedAuthority: { value: input.displacedAuthority ?? null, isWritable: true }, systemProgram: { value: input.systemProgram ?? null, isWritable: false } }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
+
+
+// Original args.
+const args = { ...input,  };
 
 
 // Resolve default values.
@@ -69,21 +75,23 @@ accounts.systemProgram.value = '11111111111111111111111111111111' as Address<'11
 }
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("node", accounts.node), getAccountMeta("vote", accounts.vote), getAccountMeta("slotHashes", accounts.slotHashes), getAccountMeta("authority", accounts.authority), getAccountMeta("displacedVote", accounts.displacedVote), getAccountMeta("displacedNode", accounts.displacedNode), getAccountMeta("displacedAuthority", accounts.displacedAuthority), getAccountMeta("systemProgram", accounts.systemProgram)], data: getJoinTaskInstructionDataEncoder().encode({}), programAddress } as JoinTaskInstruction<TProgramAddress, TAccountTask, TAccountNode, TAccountVote, TAccountSlotHashes, TAccountAuthority, TAccountDisplacedVote, TAccountDisplacedNode, TAccountDisplacedAuthority, TAccountSystemProgram>);
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("node", accounts.node), getAccountMeta("vote", accounts.vote), getAccountMeta("slotHashes", accounts.slotHashes), getAccountMeta("authority", accounts.authority), getAccountMeta("displacedVote", accounts.displacedVote), getAccountMeta("displacedNode", accounts.displacedNode), getAccountMeta("displacedAuthority", accounts.displacedAuthority), getAccountMeta("systemProgram", accounts.systemProgram)], data: getJoinTaskInstructionDataEncoder().encode(args as JoinTaskInstructionDataArgs), programAddress } as JoinTaskInstruction<TProgramAddress, TAccountTask, TAccountNode, TAccountVote, TAccountSlotHashes, TAccountAuthority, TAccountDisplacedVote, TAccountDisplacedNode, TAccountDisplacedAuthority, TAccountSystemProgram>);
 }
 
 export type JoinTaskInput<TAccountTask extends string = string, TAccountNode extends string = string, TAccountVote extends string = string, TAccountSlotHashes extends string = string, TAccountAuthority extends string = string, TAccountDisplacedVote extends string = string, TAccountDisplacedNode extends string = string, TAccountDisplacedAuthority extends string = string, TAccountSystemProgram extends string = string> =  {
   task: Address<TAccountTask>;
 node: Address<TAccountNode>;
+/** The node's vote of this round: created by its first seat, one more seat on later joins. */
 vote: Address<TAccountVote>;
 slotHashes?: Address<TAccountSlotHashes>;
 authority: TransactionSigner<TAccountAuthority>;
-/** When every seat is taken: the vote of the worst seated verifier (closed here). */
+/** When the seat is taken: its holder's vote (one seat fewer; closed when none is left). */
 displacedVote?: Address<TAccountDisplacedVote>;
-/** Its node (bond released). */
+/** Its node (the seat's bond released; its stake now weighs the holder). */
 displacedNode?: Address<TAccountDisplacedNode>;
 displacedAuthority?: Address<TAccountDisplacedAuthority>;
 systemProgram?: Address<TAccountSystemProgram>;
+seat: JoinTaskInstructionDataArgs["seat"];
 }
 
 export function getJoinTaskInstruction<TAccountTask extends string, TAccountNode extends string, TAccountVote extends string, TAccountSlotHashes extends string, TAccountAuthority extends string, TAccountDisplacedVote extends string, TAccountDisplacedNode extends string, TAccountDisplacedAuthority extends string, TAccountSystemProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: JoinTaskInput<TAccountTask, TAccountNode, TAccountVote, TAccountSlotHashes, TAccountAuthority, TAccountDisplacedVote, TAccountDisplacedNode, TAccountDisplacedAuthority, TAccountSystemProgram>, config?: { programAddress?: TProgramAddress } ): JoinTaskInstruction<TProgramAddress, TAccountTask, TAccountNode, TAccountVote, TAccountSlotHashes, TAccountAuthority, TAccountDisplacedVote, TAccountDisplacedNode, TAccountDisplacedAuthority, TAccountSystemProgram> {
@@ -95,6 +103,10 @@ const originalAccounts = { task: { value: input.task ?? null, isWritable: true }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
+// Original args.
+const args = { ...input,  };
+
+
 // Resolve default values.
 if (!accounts.slotHashes.value) {
 accounts.slotHashes.value = 'SysvarS1otHashes111111111111111111111111111' as Address<'SysvarS1otHashes111111111111111111111111111'>;
@@ -104,19 +116,20 @@ accounts.systemProgram.value = '11111111111111111111111111111111' as Address<'11
 }
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("node", accounts.node), getAccountMeta("vote", accounts.vote), getAccountMeta("slotHashes", accounts.slotHashes), getAccountMeta("authority", accounts.authority), getAccountMeta("displacedVote", accounts.displacedVote), getAccountMeta("displacedNode", accounts.displacedNode), getAccountMeta("displacedAuthority", accounts.displacedAuthority), getAccountMeta("systemProgram", accounts.systemProgram)], data: getJoinTaskInstructionDataEncoder().encode({}), programAddress } as JoinTaskInstruction<TProgramAddress, TAccountTask, TAccountNode, TAccountVote, TAccountSlotHashes, TAccountAuthority, TAccountDisplacedVote, TAccountDisplacedNode, TAccountDisplacedAuthority, TAccountSystemProgram>);
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("node", accounts.node), getAccountMeta("vote", accounts.vote), getAccountMeta("slotHashes", accounts.slotHashes), getAccountMeta("authority", accounts.authority), getAccountMeta("displacedVote", accounts.displacedVote), getAccountMeta("displacedNode", accounts.displacedNode), getAccountMeta("displacedAuthority", accounts.displacedAuthority), getAccountMeta("systemProgram", accounts.systemProgram)], data: getJoinTaskInstructionDataEncoder().encode(args as JoinTaskInstructionDataArgs), programAddress } as JoinTaskInstruction<TProgramAddress, TAccountTask, TAccountNode, TAccountVote, TAccountSlotHashes, TAccountAuthority, TAccountDisplacedVote, TAccountDisplacedNode, TAccountDisplacedAuthority, TAccountSystemProgram>);
 }
 
 export type ParsedJoinTaskInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountMetas extends readonly AccountMeta[] = readonly AccountMeta[]> = { programAddress: Address<TProgram>;
 accounts: {
 task: TAccountMetas[0];
 node: TAccountMetas[1];
+/** The node's vote of this round: created by its first seat, one more seat on later joins. */
 vote: TAccountMetas[2];
 slotHashes: TAccountMetas[3];
 authority: TAccountMetas[4];
-/** When every seat is taken: the vote of the worst seated verifier (closed here). */
+/** When the seat is taken: its holder's vote (one seat fewer; closed when none is left). */
 displacedVote?: TAccountMetas[5] | undefined;
-/** Its node (bond released). */
+/** Its node (the seat's bond released; its stake now weighs the holder). */
 displacedNode?: TAccountMetas[6] | undefined;
 displacedAuthority?: TAccountMetas[7] | undefined;
 systemProgram: TAccountMetas[8];

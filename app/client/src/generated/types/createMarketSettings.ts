@@ -26,7 +26,12 @@ samples: number;
 /** Phase windows. */
 windows: Windows; 
 /** Slots an unclaimed task stays open. */
-taskTtl: number;  };
+taskTtl: number; 
+/**
+ * Smallest quorum a task's override may ask for (0: [`DEFAULT_MIN_QUORUM`]); `quorum` must
+ * be at least this.
+ */
+minQuorum: number;  };
 
 export type CreateMarketSettingsArgs = { 
 /** Market id (PDA seed). */
@@ -44,14 +49,19 @@ samples: number;
 /** Phase windows. */
 windows: WindowsArgs; 
 /** Slots an unclaimed task stays open. */
-taskTtl: number;  };
+taskTtl: number; 
+/**
+ * Smallest quorum a task's override may ask for (0: [`DEFAULT_MIN_QUORUM`]); `quorum` must
+ * be at least this.
+ */
+minQuorum: number;  };
 
 export function getCreateMarketSettingsEncoder(): Encoder<CreateMarketSettingsArgs> {
-    return getStructEncoder([['id', getU16Encoder()], ['name', addEncoderSizePrefix(getUtf8Encoder(), getU32Encoder())], ['minGflops', getU32Encoder()], ['minMemoryGb', getU32Encoder()], ['quorum', getU8Encoder()], ['samples', getU16Encoder()], ['windows', getWindowsEncoder()], ['taskTtl', getU32Encoder()]]);
+    return getStructEncoder([['id', getU16Encoder()], ['name', addEncoderSizePrefix(getUtf8Encoder(), getU32Encoder())], ['minGflops', getU32Encoder()], ['minMemoryGb', getU32Encoder()], ['quorum', getU8Encoder()], ['samples', getU16Encoder()], ['windows', getWindowsEncoder()], ['taskTtl', getU32Encoder()], ['minQuorum', getU8Encoder()]]);
 }
 
 export function getCreateMarketSettingsDecoder(): Decoder<CreateMarketSettings> {
-    return getStructDecoder([['id', getU16Decoder()], ['name', addDecoderSizePrefix(getUtf8Decoder(), getU32Decoder())], ['minGflops', getU32Decoder()], ['minMemoryGb', getU32Decoder()], ['quorum', getU8Decoder()], ['samples', getU16Decoder()], ['windows', getWindowsDecoder()], ['taskTtl', getU32Decoder()]]);
+    return getStructDecoder([['id', getU16Decoder()], ['name', addDecoderSizePrefix(getUtf8Decoder(), getU32Decoder())], ['minGflops', getU32Decoder()], ['minMemoryGb', getU32Decoder()], ['quorum', getU8Decoder()], ['samples', getU16Decoder()], ['windows', getWindowsDecoder()], ['taskTtl', getU32Decoder()], ['minQuorum', getU8Decoder()]]);
 }
 
 export function getCreateMarketSettingsCodec(): Codec<CreateMarketSettingsArgs, CreateMarketSettings> {

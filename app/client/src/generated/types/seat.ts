@@ -9,15 +9,15 @@
 import { combineCodec, getAddressDecoder, getAddressEncoder, getStructDecoder, getStructEncoder, getU64Decoder, getU64Encoder, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder } from '@solana/kit';
 
 /**
- * One taken verifier seat of the current round: who, and the score it won it with
- * (`compute_market_protocol::seats`).
+ * One verifier seat of the current round: who holds it (`Pubkey::default()` while free), and
+ * the score it won it with (`compute_market_protocol::seats`).
  */
 export type Seat = { 
 /** The verifier's node. */
 node: Address; 
 /** Exponent of its ticket (`ticket_exponent`). */
 exponent: bigint; 
-/** Its stake in the round's snapshot. */
+/** Its stake in the round's snapshot (lowered at commit to what the node still has). */
 weight: bigint;  };
 
 export type SeatArgs = { 
@@ -25,7 +25,7 @@ export type SeatArgs = {
 node: Address; 
 /** Exponent of its ticket (`ticket_exponent`). */
 exponent: number | bigint; 
-/** Its stake in the round's snapshot. */
+/** Its stake in the round's snapshot (lowered at commit to what the node still has). */
 weight: number | bigint;  };
 
 export function getSeatEncoder(): FixedSizeEncoder<SeatArgs> {

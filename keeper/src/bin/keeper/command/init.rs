@@ -31,6 +31,9 @@ pub struct InitArgs {
     /// Default quorum V.
     #[arg(long, default_value_t = 3)]
     quorum: u8,
+    /// Smallest quorum a task may ask for (no override below it).
+    #[arg(long, default_value_t = 3)]
+    min_quorum: u8,
     /// Default samples k.
     #[arg(long, default_value_t = 16)]
     samples: u16,
@@ -70,6 +73,7 @@ impl InitArgs {
                 reveal: self.windows[3],
             },
             task_ttl: self.task_ttl,
+            min_quorum: self.min_quorum,
         };
         let opts = compute_market_keeper::deploy::InitOptions {
             mint: self.mint,

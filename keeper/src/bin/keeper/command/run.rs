@@ -71,6 +71,13 @@ pub struct RunArgs {
     /// token base units; cheaper tasks are not claimed.
     #[arg(long, default_value_t = 0)]
     min_reward_per_gwork: u64,
+    /// Provider: least quorum V of a task it claims (below it, too few seats stand between an
+    /// honest result and a client's own second wallet).
+    #[arg(long, default_value_t = 3)]
+    min_quorum: u8,
+    /// Provider: least samples k per verifier of a task it claims.
+    #[arg(long, default_value_t = 1)]
+    min_samples: u16,
     /// Fetch results from loopback addresses (a single-machine cluster, tests).
     #[arg(long)]
     allow_loopback_urls: bool,
@@ -141,6 +148,8 @@ impl RunArgs {
         );
         opts.retention = Duration::from_secs_f64(self.retain_hours * 3600.0);
         opts.min_reward_per_gwork = self.min_reward_per_gwork;
+        opts.min_quorum = self.min_quorum;
+        opts.min_samples = self.min_samples;
         opts.cors_origins = self.cors_origins;
         opts.fetch = FetchPolicy {
             allow_loopback: self.allow_loopback_urls,
