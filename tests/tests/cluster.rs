@@ -1773,3 +1773,104 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
     }
     Ok(())
 }
+
+/// Issue 24, finding 1, on the real validator through raw instructions: one transaction
+/// signed by the provider and a stake-less verifier node Z — `stake(Z, X)`,
+/// `request_unstake(Z, X)`, `submit_result` — drove the round's denominator to 0 on the landed
+/// program (the stake was subtracted twice), making every node eligible for every seat. Now the
+/// denominator is the verifier stake as it stood before the slot, and a node with a sliver of
+/// stake in the snapshot is still refused a seat by name.
+#[test]
+fn stake_added_and_removed_in_the_submitting_transaction_leaves_the_snapshot_where_it_stood(
+) -> Result<()> {
+    let v = Validator::start()?;
+    let (client, provider, _verifiers) = small_market(&v, "300,100,100,100")?;
+    let chain = v.chain();
+    let market = pda::market(1);
+    let config: compute_market::state::Config = chain.decoded(&pda::config())?.expect("config");
+    let z = v.wallet("z", 100 * REWARD)?;
+    v.keeper(
+        &z,
+        &[
+            "node",
+            "register",
+            "--roles",
+            "verifier",
+            "--gflops",
+            "60000",
+            "--memory-gb",
+            "80",
+        ],
+    )?;
+    let sliver = v.wallet("sliver", 100 * REWARD)?;
+    register(&v, &sliver, "verifier", 1)?;
+    let task = post(&v, &client, 1)?;
+    let (pk, zk, sk) = (keypair(&provider)?, keypair(&z)?, keypair(&sliver)?);
+    let r = chain.send(
+        &[compute_market::client::claim_task(pk.pubkey(), task)],
+        &pk,
+        &[],
+    )?;
+    assert!(r.ok, "claim: {:?}", r.error);
+    let before: compute_market::state::Market = chain.decoded(&market)?.expect("market");
+    assert_eq!(before.verifier_stake, 150 * REWARD + 1);
+    let x = 90 * REWARD;
+    let z_wallet = ata(&zk.pubkey(), &config.stake_mint);
+    let attack = [
+        compute_market::client::stake(zk.pubkey(), market, z_wallet, x),
+        compute_market::client::request_unstake(zk.pubkey(), market, x),
+        compute_market::client::submit_result(
+            pk.pubkey(),
+            task,
+            market,
+            compute_market::instructions::SubmitResultArgs {
+                result_root: [7; 32],
+                result_uri: "http://127.0.0.1:9/r/".into(),
+            },
+        ),
+    ];
+    let r = chain.send(&attack, &pk, &[&zk])?;
+    assert!(r.ok, "stake+request_unstake+submit_result: {:?}", r.error);
+    let t: compute_market::state::Task = chain.decoded(&task)?.expect("task");
+    let after: compute_market::state::Market = chain.decoded(&market)?.expect("market");
+    assert_eq!(after.verifier_stake, before.verifier_stake, "net zero");
+    assert_eq!(
+        t.snapshot_stake, before.verifier_stake,
+        "the denominator stood where it was before the slot"
+    );
+    // the sliver (1 token in the snapshot, a bond's worth staked since) is refused by name
+    let sliver_wallet = ata(&sk.pubkey(), &config.stake_mint);
+    let r = chain.send(
+        &[compute_market::client::stake(
+            sk.pubkey(),
+            market,
+            sliver_wallet,
+            REWARD,
+        )],
+        &sk,
+        &[],
+    )?;
+    assert!(r.ok, "stake: {:?}", r.error);
+    let refusal = wait_for(30, "the seed's slot", || {
+        let r = chain.send(
+            &[compute_market::client::join_task(
+                sk.pubkey(),
+                task,
+                0,
+                0,
+                None,
+            )],
+            &sk,
+            &[],
+        )?;
+        assert!(!r.ok, "the sliver took a seat");
+        Ok((r.error_code().as_deref() != Some("SeedNotReady")).then_some(r))
+    })?;
+    assert_eq!(
+        refusal.error_code().as_deref(),
+        Some("NotEligibleForSeat"),
+        "{:?}",
+        refusal.logs
+    );
+    Ok(())
+}

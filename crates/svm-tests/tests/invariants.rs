@@ -8,7 +8,9 @@
 //! * tokens are conserved across all accounts;
 //! * a wallet or the treasury changes only by a rule of §4 (post, close, stake, withdraw,
 //!   claim earnings, sweep fees) and by exactly the amount that rule says;
-//! * a refused instruction changes no token account at all.
+//! * a refused instruction changes no token account at all;
+//! * every task in verification has a denominator no smaller than the snapshot weights that
+//!   count in it, and its seats, votes, bonds and commitments agree seat by seat.
 //!
 //! Besides every instruction, the operations include what a hostile participant does: tokens
 //! sent straight into escrows and vaults, nodes closed (and registered again) mid-task, and
@@ -565,6 +567,71 @@ impl Sim {
             expected,
             "market verifier stake drifted after {op:?}"
         );
+        self.check_seats(op);
+    }
+
+    /// PROTOCOL §2 I5 and §3.1, for every task in verification: the denominator is never
+    /// below the weights that count in its snapshot (stake added and removed in the snapshot
+    /// slot shrinks nothing), and seats, votes, bonds and commitments agree seat by seat (a
+    /// node's one vote holds as many seats as it won).
+    fn check_seats(&self, op: &Op) {
+        let w = &self.w;
+        for key in &self.tasks {
+            let Some(t) = w.try_task(key) else { continue };
+            if t.status != compute_market::state::TaskStatus::Verifying {
+                continue;
+            }
+            let weights: u64 = self
+                .nodes
+                .iter()
+                .filter_map(|a| w.try_node(&a.node))
+                .filter(|n| n.has(2))
+                .map(|n| n.weight_at(t.snapshot_slot))
+                .sum();
+            assert!(
+                weights <= t.snapshot_stake,
+                "after {op:?}: snapshot weights {weights} exceed the denominator {}",
+                t.snapshot_stake
+            );
+            let taken = t.round_seats().iter().filter(|s| s.taken()).count() as u8;
+            assert_eq!(
+                taken,
+                t.tally().seats,
+                "after {op:?}: seats taken vs the tally"
+            );
+            let (mut held, mut committed) = (0u8, 0u8);
+            for a in &self.nodes[self.n_providers..] {
+                let Some(v) = w.vote(&pda::vote(key, &a.node, t.round)) else {
+                    assert_eq!(
+                        t.seats_held_by(&a.node),
+                        0,
+                        "after {op:?}: a seat without a vote"
+                    );
+                    continue;
+                };
+                assert!(v.seats > 0, "after {op:?}: a vote with no seat stayed open");
+                assert_eq!(
+                    v.seats,
+                    t.seats_held_by(&a.node),
+                    "after {op:?}: vote seats"
+                );
+                assert_eq!(
+                    v.bond,
+                    v.seats as u64 * t.verifier_bond,
+                    "after {op:?}: vote bond"
+                );
+                held += v.seats;
+                if v.committed {
+                    committed += v.seats;
+                }
+            }
+            assert_eq!(held, taken, "after {op:?}: votes' seats vs seats taken");
+            assert_eq!(
+                committed,
+                t.tally().committed,
+                "after {op:?}: commitments per seat"
+            );
+        }
     }
 }
 
