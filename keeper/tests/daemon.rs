@@ -320,6 +320,85 @@ fn a_job_the_provider_cannot_finish_in_its_window_is_not_claimed() {
     );
 }
 
+/// Issue 24, finding 3: a quorum-1 task lets one seat — a client's own second wallet —
+/// reject an honest result and take the bond. In a market that allows quorum 1, the providers
+/// (`--min-quorum` 3 by default) leave such a task alone and say why; a quorum-3 task posted
+/// beside it is claimed and accepted.
+#[test]
+fn a_task_below_the_providers_minimum_quorum_is_not_claimed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Scenario::new(
+        &DemoConfig {
+            tasks: 1,
+            min_quorum: 1,
+            ..Default::default()
+        },
+        Arc::new(CpuBackend),
+        dir.path(),
+    )
+    .unwrap();
+    let job = JobSpec::matmul(64, 64, 64, [4; 32]);
+    for (id, quorum) in [(200u64, 1u8), (201, 3)] {
+        let terms = TaskTerms {
+            market: 1,
+            reward: 1_000_000,
+            quorum,
+            samples: 0,
+            region: 0,
+            ..Default::default()
+        };
+        cli::task_post(s.chain.as_ref(), &s.client, terms, vec![(id, job)]).unwrap();
+    }
+    // until the quorum-3 task is closed (or 400 slots)
+    let three_key = pda::task(&s.client.pubkey(), 201);
+    for _ in 0..400 {
+        if s.done() && s.chain.task(&three_key).unwrap().is_none() {
+            break;
+        }
+        s.tick().unwrap();
+    }
+    let one = s.chain.task(&pda::task(&s.client.pubkey(), 200)).unwrap();
+    assert_eq!(
+        one.expect("still posted").status,
+        TaskStatus::Open,
+        "nobody claimed it"
+    );
+    assert!(
+        s.chain.task(&three_key).unwrap().is_none(),
+        "the quorum-3 task was claimed, decided and closed"
+    );
+    assert!(
+        s.providers
+            .iter()
+            .any(|p| p.records.iter().any(|r| r.task == three_key)),
+        "a provider computed the quorum-3 task"
+    );
+    let t = s
+        .chain
+        .task(&pda::task(&s.client.pubkey(), 200))
+        .unwrap()
+        .unwrap();
+    let rate = Throughput::default();
+    rate.set(job.kind, 1e12);
+    let policy = ClaimPolicy::default();
+    let why = refusal(
+        &t,
+        &job,
+        &Holding {
+            disk: u64::MAX,
+            ..Holding::default()
+        },
+        &Capacity {
+            memory: u64::MAX,
+            throughput: &rate,
+            policy: &policy,
+        },
+    )
+    .expect("refused");
+    assert!(why.contains("--min-quorum"), "{why}");
+    println!("{why}");
+}
+
 #[test]
 fn a_provider_below_its_reward_floor_does_not_claim() {
     let job = JobSpec::matmul(256, 256, 256, [3; 32]);

@@ -64,6 +64,8 @@ pub struct DemoConfig {
     /// client's data; the report gives the verified embeddings' cosine to the fp32 model's).
     /// Needs the model made by `scripts/minilm-model`.
     pub sentences: bool,
+    /// The market's minimum quorum (0: the protocol's default, 3).
+    pub min_quorum: u8,
 }
 
 impl Default for DemoConfig {
@@ -82,6 +84,7 @@ impl Default for DemoConfig {
             },
             digits: false,
             sentences: false,
+            min_quorum: 0,
         }
     }
 }
@@ -234,7 +237,7 @@ impl Scenario {
                     samples: 16,
                     windows,
                     task_ttl: 2_000,
-                    min_quorum: 0,
+                    min_quorum: cfg.min_quorum,
                 },
             },
         )?;

@@ -348,8 +348,8 @@ pub fn refusal(t: &Task, job: &JobSpec, held: &Holding, cap: &Capacity) -> Optio
     }
     if t.quorum < cap.policy.min_quorum {
         return Some(format!(
-            "its quorum is {} seats, below the {} this provider accepts (--min-quorum): too few \
-             seats to keep one wallet from rejecting an honest result",
+            "it asks for a quorum of {}, below the {} this provider accepts (--min-quorum): too \
+             few seats to keep one wallet from rejecting an honest result",
             t.quorum, cap.policy.min_quorum
         ));
     }
