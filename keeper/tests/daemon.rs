@@ -438,7 +438,10 @@ fn blank_task() -> compute_market::state::Task {
     use anchor_lang::{AccountDeserialize, Discriminator, Space};
     let mut bytes = compute_market::state::Task::DISCRIMINATOR.to_vec();
     bytes.resize(8 + compute_market::state::Task::INIT_SPACE, 0);
-    compute_market::state::Task::try_deserialize(&mut bytes.as_slice()).unwrap()
+    let mut t = compute_market::state::Task::try_deserialize(&mut bytes.as_slice()).unwrap();
+    // the terms every provider accepts
+    (t.quorum, t.samples) = (3, 16);
+    t
 }
 
 #[test]

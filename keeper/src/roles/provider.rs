@@ -976,6 +976,7 @@ mod tests {
         t.open_deadline = 1_000;
         t.provider_bond = 10;
         t.windows.submit = 300;
+        (t.quorum, t.samples) = (3, 16);
         (Pubkey::new_from_array([id; 32]), t)
     }
 

@@ -303,23 +303,6 @@ impl Verifier {
             None
         };
         if let Some(v) = seat {
-            // seats its tickets still win go to it too (each bonded, its one vote counted for
-            // each); they are taken before its vote is committed or revealed
-            if !(self.background && self.checking() >= self.max_checks) {
-                let more = seat_plan(t, node, &self.ctx.node, &self.ctx.kp.pubkey(), now);
-                let joins = self.joins(chain, &key, round, &more)?;
-                if !joins.is_empty() {
-                    super::send_packed(
-                        chain,
-                        &self.ctx.name,
-                        "join_task",
-                        &key,
-                        joins,
-                        &self.ctx.kp,
-                    )?;
-                    return Ok(None);
-                }
-            }
             match self.sealed_for(&key, t, true)? {
                 Some(sealed) if !v.committed && now <= t.commit_deadline => {
                     self.commit(chain, &key, round, &sealed, vec![])?;
@@ -416,13 +399,19 @@ impl Verifier {
         if self.background && self.checking() >= self.max_checks {
             return Ok(None);
         }
-        let plan = seat_plan(t, node, &self.ctx.node, &self.ctx.kp.pubkey(), now);
+        // one seat a round for now (the first it wins: a free one before a displacement);
+        // the program lets a node hold every seat its tickets win (PROTOCOL §3.3)
+        let plan: Vec<SeatPlan> = seat_plan(t, node, &self.ctx.node, &self.ctx.kp.pubkey(), now)
+            .into_iter()
+            .min_by_key(|p| p.holder.is_some())
+            .into_iter()
+            .collect();
         let join = self.joins(chain, &key, round, &plan)?;
         if join.is_empty() {
             return Ok(None);
         }
         // check first, at its own risk (the seats may be taken meanwhile, or displaced until
-        // the join window closes), then join every seat it wins and commit in one transaction
+        // the join window closes), then join and commit in one transaction
         // unseated, the check must end in time to join; running out of time is no verdict:
         // then it joins alone and goes on checking seated, until the commit's give-up slot
         let checked = self.sealed_vote(now, &key, t, join_by(t), false);
