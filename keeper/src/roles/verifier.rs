@@ -100,6 +100,8 @@ pub struct Verifier {
     pub max_checks: usize,
     running: Mutex<HashMap<(Pubkey, u8), JoinHandle<Result<(VerifyRecord, Sealed)>>>>,
     finalize_tried: Mutex<std::collections::HashSet<(Pubkey, u8)>>,
+    /// Records of checks whose join was refused (the seat taken meanwhile), by task and round.
+    unjoined: Mutex<HashMap<(Pubkey, u8), VerifyRecord>>,
     /// Rounds it finalized with its own last reveal.
     pub finalized: Mutex<Vec<TaskFinalized>>,
     /// Tasks whose round it escalated with its own last reveal.
@@ -131,6 +133,7 @@ impl Verifier {
             max_checks: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
             running: Mutex::new(HashMap::new()),
             finalize_tried: Mutex::default(),
+            unjoined: Mutex::default(),
             finalized: Mutex::default(),
             escalated: Mutex::default(),
         }
@@ -428,15 +431,26 @@ impl Verifier {
             Err(e) => return Err(e),
         };
         if self.commit(chain, &key, round, &sealed, join)? {
-            let mut record = record.unwrap_or(VerifyRecord {
-                task: key,
-                seconds: 0.0,
-                vote: sealed.vote,
-                reason: "checked before a refused join or a restart".into(),
-                displaced: None,
-            });
+            // the check's own record when an earlier join of it was refused
+            let kept = self
+                .unjoined
+                .lock()
+                .expect("unjoined lock")
+                .remove(&(key, round));
+            // (none for a vote checked before a restart, or rejoined after a displacement:
+            // its check was recorded then)
+            let Some(mut record) = record.or(kept) else {
+                return Ok(None);
+            };
             record.displaced = plan.iter().find_map(|p| p.holder);
             return Ok(Some(record));
+        }
+        if let Some(record) = record {
+            // the seat was taken meanwhile: keep what the check found for a later join
+            self.unjoined
+                .lock()
+                .expect("unjoined lock")
+                .insert((key, round), record);
         }
         Ok(None)
     }
