@@ -298,21 +298,7 @@ fn a_job_the_provider_cannot_finish_in_its_window_is_not_claimed() {
     // and why, in the provider's words
     let rate = Throughput::default();
     rate.measure(&CpuBackend).unwrap();
-    let policy = ClaimPolicy::default();
-    let why = refusal(
-        &t,
-        &huge,
-        &Holding {
-            disk: u64::MAX,
-            ..Holding::default()
-        },
-        &Capacity {
-            memory: u64::MAX,
-            throughput: &rate,
-            policy: &policy,
-        },
-    )
-    .expect("refused");
+    let why = refused_by_default_policy(&t, &huge, &rate);
     println!("{why}");
     assert!(
         why.contains("exceeds 50% of its 24 s submit window"),
@@ -380,21 +366,7 @@ fn a_task_below_the_providers_minimum_quorum_is_not_claimed() {
         .unwrap();
     let rate = Throughput::default();
     rate.set(job.kind, 1e12);
-    let policy = ClaimPolicy::default();
-    let why = refusal(
-        &t,
-        &job,
-        &Holding {
-            disk: u64::MAX,
-            ..Holding::default()
-        },
-        &Capacity {
-            memory: u64::MAX,
-            throughput: &rate,
-            policy: &policy,
-        },
-    )
-    .expect("refused");
+    let why = refused_by_default_policy(&t, &job, &rate);
     assert!(why.contains("--min-quorum"), "{why}");
     println!("{why}");
 }
@@ -432,6 +404,30 @@ fn a_provider_below_its_reward_floor_does_not_claim() {
     };
     let why = refusal(&t, &job, &small, &cap).expect("refused");
     assert!(why.contains("the store has"), "{why}");
+}
+
+/// Why a provider with the default policy, unbounded memory and disk and throughput `rate`
+/// does not claim `t` (panics if it would).
+fn refused_by_default_policy(
+    t: &compute_market::state::Task,
+    job: &JobSpec,
+    rate: &Throughput,
+) -> String {
+    let policy = ClaimPolicy::default();
+    refusal(
+        t,
+        job,
+        &Holding {
+            disk: u64::MAX,
+            ..Holding::default()
+        },
+        &Capacity {
+            memory: u64::MAX,
+            throughput: rate,
+            policy: &policy,
+        },
+    )
+    .expect("refused")
 }
 
 fn blank_task() -> compute_market::state::Task {
