@@ -168,6 +168,8 @@ pub struct TaskView {
     pub valid: u8,
     /// Invalid votes revealed this round.
     pub invalid: u8,
+    /// "Unavailable" votes revealed this round (PROTOCOL §3.4).
+    pub unavailable: u8,
     /// Seats taken this round.
     pub seats: u8,
 }
@@ -492,6 +494,11 @@ fn task_view(key: &Pubkey, t: &Task) -> TaskView {
         round: t.round,
         valid: t.tally().valid,
         invalid: t.tally().invalid,
+        unavailable: t
+            .tally()
+            .revealed
+            .saturating_sub(t.tally().valid)
+            .saturating_sub(t.tally().invalid),
         seats: t.tally().seats,
     }
 }

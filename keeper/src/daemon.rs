@@ -81,6 +81,9 @@ pub struct DaemonOptions {
     /// Origins browser pages may fetch results and inputs from
     /// ([`crate::results::server::ServerLimits::cors_origins`]).
     pub cors_origins: Vec<String>,
+    /// Verifier: other keepers asked for a result its provider does not serve
+    /// ([`Verifier::mirrors`]).
+    pub mirrors: Vec<String>,
 }
 
 /// Default disk budget for served results, bytes.
@@ -114,6 +117,7 @@ impl DaemonOptions {
             min_quorum: crate::roles::provider::MIN_QUORUM_ACCEPTED,
             min_samples: 1,
             cors_origins: vec![],
+            mirrors: vec![],
         }
     }
 }
@@ -417,6 +421,7 @@ pub fn run(
         let mut v = Verifier::new(ctx("verifier", clone(&kp)), db.clone());
         v.hold_after_commit = opts.hold_after_commit;
         v.background = true;
+        v.mirrors = opts.mirrors.clone();
         v
     });
     let treasury = crate::cli::config(chain.as_ref())?.treasury;

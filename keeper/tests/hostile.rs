@@ -47,7 +47,17 @@ fn scenario(dir: &std::path::Path, base: &str) -> Scenario {
 /// Runs `s` to the end; checks that the tasks whose kind `attacked` names were Rejected, that
 /// every honest verifier voted INVALID on them with a reason containing `why`, and that no
 /// honest verifier lost stake.
-fn caught(mut s: Scenario, attacked: &[&str], why: &str) {
+fn caught(s: Scenario, attacked: &[&str], why: &str) {
+    caught_as(
+        s,
+        attacked,
+        why,
+        compute_market_protocol::commit::VOTE_INVALID,
+    )
+}
+
+/// [`caught`], every honest verifier voting `vote`.
+fn caught_as(mut s: Scenario, attacked: &[&str], why: &str, vote: u8) {
     s.run_to_end(3_000).expect("the market finished");
     let r = s.report().unwrap();
     for t in r
@@ -64,11 +74,7 @@ fn caught(mut s: Scenario, attacked: &[&str], why: &str) {
             let job = &s.tasks.iter().find(|(k, _, _)| *k == rec.task).unwrap().1;
             let kind = format!("{:?}", job.kind);
             if attacked.iter().any(|k| kind.starts_with(k)) {
-                assert_eq!(
-                    rec.vote,
-                    compute_market_protocol::commit::VOTE_INVALID,
-                    "{rec:?}"
-                );
+                assert_eq!(rec.vote, vote, "{rec:?}");
                 reasons.push(rec.reason.clone());
             }
         }
@@ -240,8 +246,10 @@ fn a_non_ascii_url_is_voted_invalid_and_nothing_panics() {
     caught(s, &["MatMulModP", "HashBatch"], "HTTP 404");
 }
 
+/// Nothing serves the result: every honest verifier retries until its give-up slot, then votes
+/// UNAVAILABLE (PROTOCOL §3.4), and the result is rejected as withheld.
 #[test]
-fn an_unreachable_result_is_retried_then_voted_invalid_before_the_commit_deadline() {
+fn an_unreachable_result_is_retried_then_voted_unavailable_before_the_commit_deadline() {
     let dir = tempfile::tempdir().unwrap();
     // a closed port: transient, retried every pass until GIVE_UP_SLOTS before the deadline
     let port = {
@@ -249,7 +257,12 @@ fn an_unreachable_result_is_retried_then_voted_invalid_before_the_commit_deadlin
         l.local_addr().unwrap().port()
     };
     let s = scenario(dir.path(), &format!("http://127.0.0.1:{port}"));
-    caught(s, &["MatMulModP", "HashBatch"], "unreachable");
+    caught_as(
+        s,
+        &["MatMulModP", "HashBatch"],
+        "unreachable",
+        compute_market_protocol::commit::VOTE_UNAVAILABLE,
+    );
 }
 
 #[test]

@@ -1,6 +1,12 @@
 //! The whole system on a real validator: keepers as separate processes over RPC, websockets and
 //! HTTP; outcomes and balances read back over RPC and cross-checked with the stock `solana` CLI.
 
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
 use anchor_lang::prelude::Pubkey;
 use anyhow::Result;
 use compute_market::{
@@ -786,6 +792,133 @@ fn a_provider_serving_tiles_other_than_the_sampled_ones_is_slashed() -> Result<(
         let log = std::fs::read_to_string(v.dir.path().join(format!("v{i}.log")))?;
         assert!(log.contains("was sampled"), "v{i} said why:\n{log}");
     }
+    Ok(())
+}
+
+/// A selective front for a provider's results server: per root, the first two distinct sample
+/// lists (`/tiles?i=…`) are relayed honestly, every other one is stalled — the connection held
+/// open and never answered — so exactly one of three verifiers cannot fetch (issue 29,
+/// finding 1). Returns its port and the count of requests it stalled.
+fn selective_front(provider: u16) -> Result<(u16, Arc<std::sync::atomic::AtomicUsize>)> {
+    use std::io::Write;
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let port = l.local_addr()?.port();
+    let served: Arc<Mutex<HashMap<String, Vec<String>>>> = Arc::default();
+    let stalled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = stalled.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let (served, stalled) = (served.clone(), stalled.clone());
+            std::thread::spawn(move || {
+                let Some((path, _)) = read_request(&mut s) else {
+                    return;
+                };
+                if let Some((base, list)) = path.split_once("?i=") {
+                    let mut m = served.lock().unwrap();
+                    let lists = m.entry(base.to_string()).or_default();
+                    if !lists.iter().any(|l| l == list) {
+                        if lists.len() < 2 {
+                            lists.push(list.to_string());
+                        } else {
+                            drop(m);
+                            stalled.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_secs(600));
+                            return;
+                        }
+                    }
+                }
+                let body = reqwest::blocking::get(format!("http://127.0.0.1:{provider}{path}"))
+                    .and_then(|r| r.bytes())
+                    .map(|b| b.to_vec())
+                    .unwrap_or_default();
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(&body);
+            });
+        }
+    });
+    Ok((port, count))
+}
+
+/// Issue 29, finding 1 (selective serving): a provider relays honestly to two verifiers and
+/// stalls the third. Before, the third retried to its give-up slot, voted INVALID, landed in
+/// the minority and lost part of its bond. Now it votes UNAVAILABLE, which is never a losing
+/// vote (PROTOCOL §3.4, §4.4): it keeps its bond whole and is paid nothing, and the provider's
+/// fate follows the served majority — Accepted and paid.
+#[test]
+fn a_provider_that_stalls_one_verifier_cannot_cost_it_its_bond() -> Result<()> {
+    let v = Validator::start()?;
+    let (client, provider, verifiers) = small_market(&v, "60,30,30,30")?;
+    let chain = v.chain();
+    let out = v.keeper(
+        &client,
+        &[
+            "task",
+            "post",
+            "--id",
+            "1",
+            "--kind",
+            "hash",
+            "--dims",
+            "512,16,4",
+            "--reward",
+            &REWARD.to_string(),
+        ],
+    )?;
+    let task: Pubkey = out["task"].as_str().expect("task address").parse()?;
+    let port = free_port();
+    let (front, stalled) = selective_front(port)?;
+    let _p = v.spawn_keeper_on(
+        "provider",
+        &provider,
+        port,
+        &[
+            "--provider",
+            "--public-url",
+            &format!("http://127.0.0.1:{front}"),
+        ],
+    )?;
+    let _vs = verify_until_closed(
+        &v,
+        &verifiers,
+        &task,
+        &["provider", "v0", "v1", "v2", "crank"],
+    )?;
+    assert!(
+        stalled.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the front stalled a verifier"
+    );
+    let p = chain.node(&node_of(&provider))?.expect("provider node");
+    assert_eq!(
+        (p.times_slashed, p.tasks_completed, p.bonded),
+        (0, 1, 0),
+        "the two served verifiers decide: the provider is paid"
+    );
+    let mut unavailable = 0;
+    for (i, w) in verifiers.iter().enumerate() {
+        let n = chain.node(&node_of(w))?.expect("verifier node");
+        assert_eq!(
+            (n.times_slashed, n.bonded, n.free),
+            (0, 0, 50 * REWARD),
+            "v{i} kept its bond whole"
+        );
+        assert_eq!(n.verifications, 1, "v{i} voted");
+        let log = std::fs::read_to_string(v.dir.path().join(format!("v{i}.log")))?;
+        if log.contains("no source served") {
+            unavailable += 1;
+            assert_eq!(n.earned, 0, "v{i} voted UNAVAILABLE: released, not paid");
+        } else {
+            assert!(n.earned > 0, "v{i} was served and shares the pool");
+        }
+    }
+    assert_eq!(
+        unavailable, 1,
+        "exactly the stalled verifier voted UNAVAILABLE"
+    );
     Ok(())
 }
 

@@ -6,6 +6,69 @@ use crate::hash::{hashv, Digest};
 pub const VOTE_VALID: u8 = 1;
 /// A revealed "the result is invalid" vote.
 pub const VOTE_INVALID: u8 = 2;
+/// A revealed "I could not get the result from any source in time" vote (PROTOCOL §3.4): never
+/// a losing vote, since a provider chooses whom it serves; a majority of them rejects.
+pub const VOTE_UNAVAILABLE: u8 = 3;
+/// The verdict of a round whose majority of seats said invalid or unavailable, with the
+/// invalid seats alone short of a majority (PROTOCOL §3.5): the result is rejected as withheld.
+pub const VERDICT_WITHHELD: u8 = 3;
+
+/// The verdict of a round of `quorum` seats with `valid` and `invalid` revealed seats out of
+/// `revealed` (the rest of the revealed are unavailable): [`VOTE_VALID`], [`VOTE_INVALID`],
+/// [`VERDICT_WITHHELD`], or 0 for no majority (PROTOCOL §3.5). Unfilled and unrevealed seats
+/// count for no side.
+pub fn verdict(quorum: u8, revealed: u8, valid: u8, invalid: u8) -> u8 {
+    let q = u16::from(quorum);
+    let unavailable = u16::from(revealed.saturating_sub(valid).saturating_sub(invalid));
+    if u16::from(valid) * 2 > q {
+        VOTE_VALID
+    } else if u16::from(invalid) * 2 > q {
+        VOTE_INVALID
+    } else if (u16::from(invalid) + unavailable) * 2 > q {
+        VERDICT_WITHHELD
+    } else {
+        0
+    }
+}
+
+/// Where one vote stands once its round has a verdict (PROTOCOL §4.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// On the majority's side: paid its share and the losers' bonus.
+    Winner,
+    /// On neither side: its bond released in full, nothing paid. An unavailable vote under a
+    /// valid or invalid verdict; a valid vote under a withheld one (the provider chose whom to
+    /// serve, so a verifier it served cannot be told from one that made its answer up).
+    Released,
+    /// Against the majority, or silent: slashed.
+    Loser,
+}
+
+/// The side of a vote (`vote`, when `revealed`) under a round's `majority` (non-zero).
+pub fn side(majority: u8, revealed: bool, vote: u8) -> Side {
+    if !revealed {
+        return Side::Loser;
+    }
+    match (majority, vote) {
+        (VOTE_VALID, VOTE_VALID) | (VOTE_INVALID, VOTE_INVALID) => Side::Winner,
+        (VERDICT_WITHHELD, VOTE_INVALID | VOTE_UNAVAILABLE) => Side::Winner,
+        (VOTE_VALID | VOTE_INVALID, VOTE_UNAVAILABLE) | (VERDICT_WITHHELD, VOTE_VALID) => {
+            Side::Released
+        }
+        _ => Side::Loser,
+    }
+}
+
+/// Seats on each side of a round with verdict `majority` (non-zero): (winners, released).
+/// The losers are the rest of the round's seats.
+pub fn sides(majority: u8, revealed: u8, valid: u8, invalid: u8) -> (u8, u8) {
+    let unavailable = revealed.saturating_sub(valid).saturating_sub(invalid);
+    match majority {
+        VOTE_VALID => (valid, unavailable),
+        VOTE_INVALID => (invalid, unavailable),
+        _ => (invalid.saturating_add(unavailable), valid),
+    }
+}
 
 /// Commitment to a vote: SHA-256("cm:vote:v1" ‖ verifier ‖ task ‖ round ‖ vote ‖ evidence ‖ salt).
 ///
@@ -72,5 +135,30 @@ mod tests {
             base,
             vote_commitment(&[1; 32], &[2; 32], 0, VOTE_VALID, &[3; 32], &[9; 32])
         );
+    }
+
+    #[test]
+    fn an_unavailable_vote_is_never_a_loser_and_a_majority_of_them_rejects() {
+        // the selective-serving case: two served verifiers say valid, the stalled one unavailable
+        assert_eq!(verdict(3, 3, 2, 0), VOTE_VALID);
+        assert_eq!(side(VOTE_VALID, true, VOTE_UNAVAILABLE), Side::Released);
+        assert_eq!(sides(VOTE_VALID, 3, 2, 0), (2, 1));
+        // nobody served: withheld, every unavailable seat wins
+        assert_eq!(verdict(3, 3, 0, 0), VERDICT_WITHHELD);
+        assert_eq!(side(VERDICT_WITHHELD, true, VOTE_UNAVAILABLE), Side::Winner);
+        // one verifier served (perhaps the provider's own): withheld, the valid seat released
+        assert_eq!(verdict(3, 3, 1, 0), VERDICT_WITHHELD);
+        assert_eq!(side(VERDICT_WITHHELD, true, VOTE_VALID), Side::Released);
+        assert_eq!(sides(VERDICT_WITHHELD, 3, 1, 0), (2, 1));
+        // invalid and unavailable together reject; an invalid majority stays "invalid"
+        assert_eq!(verdict(5, 5, 2, 2), VERDICT_WITHHELD);
+        assert_eq!(verdict(3, 3, 1, 2), VOTE_INVALID);
+        assert_eq!(side(VOTE_INVALID, true, VOTE_VALID), Side::Loser);
+        assert_eq!(side(VOTE_INVALID, true, VOTE_UNAVAILABLE), Side::Released);
+        // unfilled or silent seats count for nobody; silence always loses
+        assert_eq!(verdict(3, 2, 1, 0), 0);
+        assert_eq!(verdict(6, 3, 0, 0), 0);
+        assert_eq!(side(VOTE_VALID, false, 0), Side::Loser);
+        assert_eq!(side(VERDICT_WITHHELD, false, 0), Side::Loser);
     }
 }

@@ -84,7 +84,7 @@ impl Actor {
 /// A sealed vote: what is committed and later revealed.
 #[derive(Clone, Copy, Debug)]
 pub struct Ballot {
-    /// 1 valid, 2 invalid.
+    /// 1 valid, 2 invalid, 3 unavailable.
     pub vote: u8,
     /// Evidence hash.
     pub evidence: [u8; 32],

@@ -7,7 +7,7 @@ use compute_market::{
     client, instructions::PostTaskArgs, instructions::SubmitResultArgs, state::TaskStatus,
 };
 use compute_market_protocol::{
-    commit::{VOTE_INVALID, VOTE_VALID},
+    commit::{VERDICT_WITHHELD, VOTE_INVALID, VOTE_UNAVAILABLE, VOTE_VALID},
     job::JobSpec,
 };
 use compute_market_svm_tests::*;
@@ -652,4 +652,134 @@ fn raw_instruction_with_unknown_discriminator_is_refused() {
     refused(&mut w, "AccountNotInitialized", |w| {
         w.crank("expire_task", ix)
     });
+}
+
+/// Issue 29, finding 1: a provider that serves two verifiers and stalls the third made the
+/// third vote INVALID, land in the minority and lose part of its bond. "I could not get it" is
+/// its own vote now, UNAVAILABLE, never a losing one (PROTOCOL §3.4, §4.4): the stalled
+/// verifier keeps its bond whole, the two served verifiers decide, and a vote value outside
+/// the three is refused by name.
+#[test]
+fn a_stalled_verifier_voting_unavailable_keeps_its_bond() {
+    let mut c = cast(3, 1);
+    let task = c.submitted(40);
+    let w = &mut c.w;
+    let served = Ballot::new(VOTE_VALID, 400);
+    let stalled = Ballot::new(VOTE_UNAVAILABLE, 401);
+    let votes = [
+        (&c.verifiers[0], served),
+        (&c.verifiers[1], Ballot::new(VOTE_VALID, 402)),
+        (&c.verifiers[2], stalled),
+    ];
+    w.join_and_commit(task, &votes);
+    w.close_join_window(&task);
+    for (v, b) in &votes {
+        w.reveal(v, task, b).unwrap();
+    }
+    w.finalize(task).unwrap();
+    let t = w.task(&task);
+    assert_eq!(
+        t.status,
+        TaskStatus::Accepted,
+        "the two served seats decide"
+    );
+    assert_eq!(t.rounds[0].majority, VOTE_VALID);
+    let verifier_bond = t.verifier_bond;
+    assert!(verifier_bond > 0);
+    for (v, _) in &votes {
+        w.settle(task, v, 0).unwrap();
+    }
+    let n = w.node(&c.verifiers[2].node);
+    assert_eq!(
+        (n.free, n.bonded, n.earned, n.fees_due),
+        (STAKE, 0, 0, 0),
+        "the stalled verifier's bond is whole, and it is paid nothing"
+    );
+    assert_eq!(
+        n.verifications, 1,
+        "its revealed vote counts as a verification"
+    );
+    for v in &c.verifiers[..2] {
+        let n = w.node(&v.node);
+        assert_eq!(n.free, STAKE, "a served verifier keeps its bond");
+        assert!(n.earned > 0, "and shares the pool");
+    }
+    w.close(task).unwrap();
+    let nodes: Vec<&Actor> = c.verifiers.iter().chain([&c.provider]).collect();
+    w.check_invariants(&nodes, &[]);
+
+    // a vote that is none of valid, invalid, unavailable is refused at reveal
+    let task = c.submitted(41);
+    let w = &mut c.w;
+    let odd = Ballot::new(4, 410);
+    w.join_and_commit(task, &[(&c.verifiers[0], odd)]);
+    w.close_join_window(&task);
+    let t = w.task(&task);
+    w.advance(t.commit_deadline + 1 - w.slot());
+    refused(w, "InvalidVoteValue", |w| {
+        w.reveal_now(&c.verifiers[0], task, &odd)
+    });
+}
+
+/// A provider that serves nobody, or only one verifier (perhaps its own), has its result
+/// rejected as withheld (majority 3, PROTOCOL §3.5): it is slashed as for an invalid result,
+/// the client gets its reward back and the client's part, the unavailable seats share the
+/// verifiers' part, and the one served verifier, which cannot be told from one that made its
+/// answer up, is released rather than slashed.
+#[test]
+fn a_withheld_result_is_rejected_and_a_served_minority_released() {
+    let mut c = cast(3, 1);
+    let task = c.submitted(42);
+    let w = &mut c.w;
+    let client_before = w.balance(&c.client.wallet);
+    let votes = [
+        (&c.verifiers[0], Ballot::new(VOTE_VALID, 420)),
+        (&c.verifiers[1], Ballot::new(VOTE_UNAVAILABLE, 421)),
+        (&c.verifiers[2], Ballot::new(VOTE_UNAVAILABLE, 422)),
+    ];
+    w.join_and_commit(task, &votes);
+    w.close_join_window(&task);
+    for (v, b) in &votes {
+        w.reveal(v, task, b).unwrap();
+    }
+    w.finalize(task).unwrap();
+    let t = w.task(&task);
+    assert_eq!(t.status, TaskStatus::Rejected);
+    assert_eq!(t.rounds[0].majority, VERDICT_WITHHELD);
+    let p = w.node(&c.provider.node);
+    assert_eq!(
+        p.free,
+        STAKE - t.provider_bond,
+        "the provider's bond is slashed"
+    );
+    assert_eq!(p.bonded, 0);
+    for (v, _) in &votes {
+        w.settle(task, v, 0).unwrap();
+    }
+    let served = w.node(&c.verifiers[0].node);
+    assert_eq!(
+        (served.free, served.earned),
+        (STAKE, 0),
+        "the served verifier is released, neither slashed nor paid"
+    );
+    let share = t.majority_share;
+    assert!(share > 0);
+    for v in &c.verifiers[1..] {
+        let n = w.node(&v.node);
+        assert_eq!(n.free, STAKE);
+        assert_eq!(
+            n.earned, share,
+            "each unavailable seat shares the verifiers' part"
+        );
+    }
+    w.close(task).unwrap();
+    let client_part = t.client_extra;
+    assert!(client_part > 0);
+    assert_eq!(
+        w.balance(&c.client.wallet),
+        client_before + R + client_part,
+        "the client gets its reward back and the client's part of the slash"
+    );
+    let nodes: Vec<&Actor> = c.verifiers.iter().chain([&c.provider]).collect();
+    w.check_invariants(&nodes, &[]);
 }

@@ -21,7 +21,6 @@ use std::collections::HashMap;
 
 use anchor_lang::prelude::Pubkey;
 use compute_market::{client, pda};
-use compute_market_protocol::commit::{VOTE_INVALID, VOTE_VALID};
 use compute_market_svm_tests::*;
 use proptest::prelude::*;
 
@@ -47,7 +46,8 @@ enum Op {
     Commit {
         verifier: usize,
         task: usize,
-        valid: bool,
+        /// 1 valid, 2 invalid, 3 unavailable.
+        vote: u8,
     },
     Reveal {
         verifier: usize,
@@ -124,7 +124,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (i(), i()).prop_map(|(provider, task)| Op::Claim { provider, task }),
         5 => i().prop_map(|task| Op::Submit { task }),
         6 => (i(), i()).prop_map(|(verifier, task)| Op::Join { verifier, task }),
-        6 => (i(), i(), any::<bool>()).prop_map(|(verifier, task, valid)| Op::Commit { verifier, task, valid }),
+        6 => (i(), i(), 1u8..=3).prop_map(|(verifier, task, vote)| Op::Commit { verifier, task, vote }),
         6 => (i(), i()).prop_map(|(verifier, task)| Op::Reveal { verifier, task }),
         5 => i().prop_map(|task| Op::Finalize { task }),
         5 => (i(), i()).prop_map(|(verifier, task)| Op::Settle { verifier, task }),
@@ -229,16 +229,13 @@ impl Sim {
             Op::Commit {
                 verifier,
                 task,
-                valid,
+                vote,
             } => {
                 // among seats not yet committed
                 let seats: Vec<(usize, Pubkey, u8)> =
                     self.votes_where(|s, v, t, r| !s.ballots.contains_key(&(v, t, r)));
                 let &(v, t, round) = seats.get((verifier * 8 + task) % seats.len().max(1))?;
-                let b = Ballot::new(
-                    if valid { VOTE_VALID } else { VOTE_INVALID },
-                    self.next_id * 100 + v as u64,
-                );
+                let b = Ballot::new(vote, self.next_id * 100 + v as u64);
                 self.next_id += 1;
                 let w = &mut self.w;
                 let r = w.commit(&self.nodes[v], t, &b);
@@ -626,6 +623,12 @@ impl Sim {
                 }
             }
             assert_eq!(held, taken, "after {op:?}: votes' seats vs seats taken");
+            let tally = t.tally();
+            assert!(
+                u16::from(tally.valid) + u16::from(tally.invalid) <= u16::from(tally.revealed)
+                    && tally.revealed <= tally.committed,
+                "after {op:?}: valid + invalid ≤ revealed ≤ committed: {tally:?}"
+            );
             assert_eq!(
                 committed,
                 t.tally().committed,

@@ -270,6 +270,7 @@ impl Scenario {
                 .records
                 .iter()
                 .filter(|r| kept(&r.task))
+                // an UNAVAILABLE vote is never on the losing side (PROTOCOL §4.4)
                 .filter(|r| match outcome_of(&r.task) {
                     Some("Accepted") => r.vote == compute_market_protocol::commit::VOTE_INVALID,
                     Some("Rejected") => r.vote == compute_market_protocol::commit::VOTE_VALID,

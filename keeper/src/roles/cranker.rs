@@ -12,6 +12,7 @@ use compute_market::{
     pda,
     state::{Task, TaskStatus, Vote},
 };
+use compute_market_protocol::commit::{side, Side};
 use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
@@ -247,7 +248,7 @@ impl Cranker {
             .collect();
         votes.sort_by_key(|(_, v)| {
             let m = t.rounds[v.round as usize].majority;
-            m == 0 || (v.revealed && v.vote == m)
+            m == 0 || side(m, v.revealed, v.vote) == Side::Winner
         });
         // every settlement of the task in as few transactions as fit, in this order, and the
         // close after the last when these are all its open votes

@@ -58,6 +58,9 @@ struct Failure {
     why: String,
     /// Failures in a row.
     count: u32,
+    /// Whether the last one may pass (nothing answered in time), rather than what was
+    /// served breaking the protocol.
+    transient: bool,
 }
 
 /// The provider's fetches ahead of claims.
@@ -128,11 +131,17 @@ impl Prefetcher {
                         retry_at: Instant::now() + pause,
                         why: why.clone(),
                         count,
+                        transient: e.is_transient(),
                     },
                 );
                 Ready::Failed(why)
             }
         }
+    }
+
+    /// Whether the last fetch of `job`'s inputs failed because nothing answered in time.
+    pub fn failed_transiently(&self, job: &JobSpec) -> bool {
+        self.failed.get(&job.input).is_some_and(|f| f.transient)
     }
 
     /// A failure of `key` still in its pause.

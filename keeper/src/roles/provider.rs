@@ -223,6 +223,8 @@ pub struct Provider {
     running: HashMap<Pubkey, JoinHandle<Result<Computed>>>,
     unneeded_since: HashMap<Digest, Instant>,
     prefetcher: Prefetcher,
+    /// Input hosts that did not answer: (paused until, failures in a row).
+    source_failures: HashMap<String, (Instant, u32)>,
 }
 
 impl Provider {
@@ -242,6 +244,7 @@ impl Provider {
             running: HashMap::new(),
             unneeded_since: HashMap::new(),
             prefetcher: Prefetcher::new(PREFETCH_PARALLEL),
+            source_failures: HashMap::new(),
         }
     }
 
@@ -413,6 +416,12 @@ pub fn plan_claims(
         picks.push((*key, t.provider_bond, held.load));
     }
     picks
+}
+
+/// The host (with its port) of `t`'s input URI, when it has one.
+fn input_host(t: &Task) -> Option<String> {
+    let u = reqwest::Url::parse(super::input_uri(t)).ok()?;
+    Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?))
 }
 
 /// The memory a node may compute in: what it declared, or — undeclared — three quarters of
@@ -703,18 +712,101 @@ impl Provider {
         c.bytes().saturating_add(bytes) <= c.budget && crate::compute::inputs::room_for(job)
     }
 
-    /// The picks whose inputs are held (claimed now); the others' inputs, and those of the
-    /// next best-ranked open tasks that would fit this provider on their own, are fetched in
-    /// the background ([`super::prefetch`]) and claimed in a later pass.
-    fn prefetch(
+    /// The claims of a background pass: the picks of [`plan_claims`] whose inputs are held.
+    /// A pick whose inputs are not (being fetched, or failed) is replaced at once by the next
+    /// ranked task that fits, so tasks whose inputs never arrive cannot hold every claim (issue
+    /// 29, finding 3); a task whose input host failed to answer waits out that host's pause
+    /// without a fetch of its own. The inputs of the next best-ranked open tasks are fetched
+    /// ahead ([`super::prefetch`]).
+    #[allow(clippy::too_many_arguments)]
+    fn plan_background(
         &mut self,
         tasks: &[(Pubkey, Task)],
         ranked: &[&(Pubkey, Task)],
-        picks: Vec<(Pubkey, u64, usize)>,
+        node: &Node,
         held: Holding,
+        now: u64,
         cap: &Capacity,
     ) -> Vec<(Pubkey, u64, usize)> {
+        let mut skip: std::collections::HashSet<Pubkey> = ranked
+            .iter()
+            .filter(|(_, t)| self.source_paused(t))
+            .map(|(k, _)| *k)
+            .collect();
         let mut ready = vec![];
+        // each round replaces at least one pick; a few rounds cover any `max_active`
+        for _ in 0..=self.max_active.min(16) {
+            let candidates: Vec<&(Pubkey, Task)> = ranked
+                .iter()
+                .filter(|(k, _)| !skip.contains(k))
+                .copied()
+                .collect();
+            let picks = plan_claims(
+                candidates,
+                node,
+                held,
+                self.max_active,
+                self.claim_backoff,
+                now,
+                cap,
+            );
+            let (r, waiting) = self.prefetch(tasks, picks);
+            ready = r;
+            if waiting.is_empty() {
+                break;
+            }
+            skip.extend(waiting);
+        }
+        let rest: Vec<&(Pubkey, Task)> = ranked
+            .iter()
+            .filter(|(_, t)| !self.source_paused(t))
+            .copied()
+            .collect();
+        self.prefetch_ahead(&rest, held, cap);
+        ready
+    }
+
+    /// Whether `t`'s input host is in its pause after failing to answer.
+    fn source_paused(&self, t: &Task) -> bool {
+        input_host(t).is_some_and(|h| {
+            self.source_failures
+                .get(&h)
+                .is_some_and(|(until, _)| Instant::now() < *until)
+        })
+    }
+
+    /// Keeps what a fetch from `t`'s input host showed: a host that did not answer is paused
+    /// (3 s, doubled after each failure in a row, at most 300 s); one that served is cleared.
+    /// Only unavailability pauses a host: a task naming an honest host with a hash it does
+    /// not hold must not delay that host's other tasks.
+    fn record_source(&mut self, t: &Task, answered: bool) {
+        let Some(h) = input_host(t) else { return };
+        if answered {
+            self.source_failures.remove(&h);
+            return;
+        }
+        let count = self.source_failures.get(&h).map_or(1, |(_, n)| n + 1);
+        let pause = super::prefetch::RETRY_UNAVAILABLE
+            .saturating_mul(1 << (count - 1).min(16))
+            .min(super::prefetch::RETRY_MAX);
+        tracing::info!(
+            provider = self.ctx.name,
+            host = h,
+            pause_s = pause.as_secs(),
+            "an input host did not answer: its tasks wait"
+        );
+        self.source_failures
+            .insert(h, (Instant::now() + pause, count));
+    }
+
+    /// The picks whose inputs are held (claimed now), and those whose inputs are not (being
+    /// fetched in the background, or failed): claimed in a later pass, once held.
+    fn prefetch(
+        &mut self,
+        tasks: &[(Pubkey, Task)],
+        picks: Vec<(Pubkey, u64, usize)>,
+    ) -> (Vec<(Pubkey, u64, usize)>, Vec<Pubkey>) {
+        let (mut ready, mut waiting) = (vec![], vec![]);
         for (key, bond, load) in picks {
             let Some((_, t)) = tasks.iter().find(|(k, _)| *k == key) else {
                 continue;
@@ -723,20 +815,36 @@ impl Provider {
                 continue;
             };
             let (w, k, task) = (self.work(), key, t.clone());
+            let t = t.clone();
             match self
                 .prefetcher
                 .ready(&job, false, move || w.fetch_inputs(&k, &task))
             {
-                Ready::Held => ready.push((key, bond, load)),
+                Ready::Held => {
+                    if job.input_mode == compute_market_protocol::job::InputMode::ContentHash {
+                        self.record_source(&t, true);
+                    }
+                    ready.push((key, bond, load))
+                }
                 Ready::Fetching => {
-                    tracing::debug!(provider = self.ctx.name, task = %key, "inputs being fetched; claimed once held")
+                    tracing::debug!(provider = self.ctx.name, task = %key, "inputs being fetched; claimed once held");
+                    waiting.push(key);
                 }
                 Ready::Failed(why) => {
-                    tracing::debug!(provider = self.ctx.name, task = %key, why, "inputs not held; not claimed")
+                    tracing::debug!(provider = self.ctx.name, task = %key, why, "inputs not held; not claimed");
+                    if self.prefetcher.failed_transiently(&job) {
+                        self.record_source(&t, false);
+                    }
+                    waiting.push(key);
                 }
             }
         }
-        // the tasks it would claim next, as soon as it has room
+        (ready, waiting)
+    }
+
+    /// Starts fetching the inputs of the next best-ranked open tasks that would fit this
+    /// provider on their own, into room only, so they are held when it has room to claim them.
+    fn prefetch_ahead(&mut self, ranked: &[&(Pubkey, Task)], held: Holding, cap: &Capacity) {
         let alone = Holding {
             disk: held.disk,
             ..Holding::default()
@@ -760,7 +868,6 @@ impl Provider {
                 .prefetcher
                 .ready(&job, true, move || w.fetch_inputs(&k, &task));
         }
-        ready
     }
 
     /// One pass: submit what it holds (starting or finishing computations), then claim what
@@ -875,18 +982,18 @@ impl Provider {
             policy: &policy,
         };
         let ranked = rank_open(tasks, &self.ctx.market, &node, memory, now);
-        let mut picks = plan_claims(
-            ranked.clone(),
-            &node,
-            held,
-            self.max_active,
-            self.claim_backoff,
-            now,
-            &cap,
-        );
-        if self.background {
-            picks = self.prefetch(tasks, &ranked, picks, held, &cap);
+        let picks = if self.background {
+            self.plan_background(tasks, &ranked, &node, held, now, &cap)
         } else {
+            let mut picks = plan_claims(
+                ranked.clone(),
+                &node,
+                held,
+                self.max_active,
+                self.claim_backoff,
+                now,
+                &cap,
+            );
             // in line, in order; a failure still waits its pause
             picks.retain(|(key, _, _)| {
                 let Some((_, t)) = tasks.iter().find(|(k, _)| k == key) else {
@@ -898,7 +1005,8 @@ impl Provider {
                 let w = self.work();
                 self.prefetcher.ready_now(&job, || w.fetch_inputs(key, t)) == Ready::Held
             });
-        }
+            picks
+        };
         let claims = super::parallel(self.ctx.parallel, picks, |(key, bond, load)| {
             // never bond stake on data it cannot get: a job on the client's data is claimed
             // only once its inputs are fetched, hashed and checked here (in the background

@@ -26,7 +26,7 @@ use compute_market::{
     state::{Node, Task, TaskStatus, Vote},
 };
 use compute_market_protocol::{
-    commit::{vote_commitment, VOTE_VALID},
+    commit::{vote_commitment, VOTE_UNAVAILABLE, VOTE_VALID},
     hash::{hashv, Digest},
     job::{JobKind, JobSpec},
     sampling::sample_indices,
@@ -38,13 +38,13 @@ use super::{provider::SLOT_SECONDS, send, NodeCtx};
 use crate::db::{Db, Sealed};
 use crate::{
     chain::{Chain, ChainExt},
-    results::input_bases,
+    results::{hex, input_bases, FetchError},
     verify::{check_matmul, check_sampled, distinct, Verdict},
 };
 
 /// A verifier stops retrying an unreachable result this many slots before the commit deadline
-/// (at most half the commit window) and votes it invalid: time left to seal and land the
-/// commit.
+/// (at most half the commit window) and votes it UNAVAILABLE (PROTOCOL §3.4): time left to seal
+/// and land the commit.
 pub const GIVE_UP_SLOTS: u64 = 8;
 
 /// The slot by which a verifier that has no seat yet must have checked `t`'s result, to join
@@ -60,6 +60,26 @@ pub fn join_by(t: &Task) -> u64 {
 pub fn give_up_slot(t: &Task) -> u64 {
     let margin = GIVE_UP_SLOTS.min(u64::from(t.windows.commit) / 2);
     t.commit_deadline.saturating_sub(margin)
+}
+
+/// Longest one attempt at fetching a result of `job` (`samples` tiles of it, unless it is a
+/// `MatMulModP`, fetched whole) may take: 2 s, plus the time its bytes take at 1 MiB/s. An attempt that runs out is no verdict, only a retry on a later pass (within
+/// capacity, [`Verifier::admit`]), so a fetch nobody answers holds a check's place for
+/// seconds, not for the rest of the join or commit window.
+pub fn attempt_budget(job: &JobSpec, samples: u16) -> std::time::Duration {
+    let bytes = match job.kind {
+        JobKind::MatMulModP => crate::results::wire::all_len(job),
+        _ => crate::results::wire::proven_len(job, usize::from(samples)),
+    };
+    std::time::Duration::from_secs(2)
+        + std::time::Duration::from_secs_f64(bytes as f64 / f64::from(1u32 << 20))
+}
+
+/// What one seat of `t`'s current round is expected to earn: the verifiers' pool over the
+/// round's seats (PROTOCOL §4.2), the measure check capacity is shared by.
+pub fn expected_pay(t: &Task) -> u64 {
+    let pool = u128::from(t.reward) * u128::from(t.terms.verifier_pool_bps) / 10_000;
+    (pool / u128::from(t.tally().quorum.max(1))) as u64
 }
 
 /// Work a verifier did on one task.
@@ -98,6 +118,10 @@ pub struct Verifier {
     /// milliseconds, and a pass joins many tasks at once): beyond them the verifier does not
     /// compete for new seats, so it never holds seats it cannot check in time.
     pub max_checks: usize,
+    /// Other keepers that may hold a result (bases: `<mirror>/r/<root>`, `<mirror>/c/<hash>`),
+    /// asked when the provider does not answer, before voting UNAVAILABLE (PROTOCOL §5,
+    /// Fetching, bounded).
+    pub mirrors: Vec<String>,
     running: Mutex<HashMap<(Pubkey, u8), JoinHandle<Result<(VerifyRecord, Sealed)>>>>,
     finalize_tried: Mutex<std::collections::HashSet<(Pubkey, u8)>>,
     /// Records of checks whose join was refused (the seat taken meanwhile), by task and round.
@@ -118,6 +142,7 @@ struct Checker {
     store: Arc<crate::results::ResultStore>,
     db: Arc<Db>,
     careless: bool,
+    mirrors: Vec<String>,
 }
 
 impl Verifier {
@@ -131,6 +156,7 @@ impl Verifier {
             hold_after_commit: None,
             background: false,
             max_checks: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
+            mirrors: vec![],
             running: Mutex::new(HashMap::new()),
             finalize_tried: Mutex::default(),
             unjoined: Mutex::default(),
@@ -150,6 +176,7 @@ impl Verifier {
             store: self.ctx.store.clone(),
             db: self.db.clone(),
             careless: self.careless,
+            mirrors: self.mirrors.clone(),
         }
     }
 
@@ -235,6 +262,7 @@ impl Verifier {
     /// runs on its own thread and `None` comes back until a later pass finds it finished. The
     /// record comes with a check run now. A crash at any point leaves either nothing sealed or
     /// a sealed vote on disk, written before anything commits to it.
+    #[allow(clippy::too_many_arguments)]
     fn sealed_vote(
         &self,
         now: u64,
@@ -242,6 +270,7 @@ impl Verifier {
         t: &Task,
         by: u64,
         may_give_up: bool,
+        may_start: bool,
     ) -> Result<Option<(Option<VerifyRecord>, Sealed)>> {
         if let Some(sealed) = self.sealed_for(key, t, may_give_up)? {
             self.running
@@ -269,6 +298,8 @@ impl Verifier {
                     .map_err(|_| anyhow::anyhow!("the check of task {key} panicked"))??;
                 Ok(Some((Some(record), sealed)))
             }
+            // a new check only where this pass's capacity went (`admit`)
+            None if !may_start => Ok(None),
             None => {
                 let (c, k, task) = (self.checker(), *key, t.clone());
                 let h = std::thread::Builder::new()
@@ -290,8 +321,11 @@ impl Verifier {
         node: &Node,
         key: Pubkey,
         t: &Task,
+        admitted: bool,
     ) -> Result<Option<VerifyRecord>> {
         let round = t.round;
+        // past its give-up slot a seated check needs no capacity: it ends within a slot
+        let may_start = admitted || (self.seated_at(t) && now >= give_up_slot(t));
         // the task's seats say whether this verifier holds one: its vote account is read only
         // then (or while its check runs, the seat newer than the task read)
         let seated = t.seats_held_by(&self.ctx.node) > 0
@@ -373,7 +407,7 @@ impl Verifier {
                 // joined, then crashed before sealing: nothing was committed, check again
                 None if !v.committed && now <= t.commit_deadline => {
                     if let Some((record, sealed)) =
-                        self.sealed_vote(now, &key, t, give_up_slot(t), true)?
+                        self.sealed_vote(now, &key, t, give_up_slot(t), true, may_start)?
                     {
                         self.commit(chain, &key, round, &sealed, vec![])?;
                         return Ok(record);
@@ -399,7 +433,7 @@ impl Verifier {
             )?;
             return Ok(None);
         }
-        if self.background && self.checking() >= self.max_checks {
+        if self.background && !admitted && !self.is_running(&key, round) {
             return Ok(None);
         }
         // one seat a round for now (the first it wins: a free one before a displacement);
@@ -417,7 +451,7 @@ impl Verifier {
         // the join window closes), then join and commit in one transaction
         // unseated, the check must end in time to join; running out of time is no verdict:
         // then it joins alone and goes on checking seated, until the commit's give-up slot
-        let checked = self.sealed_vote(now, &key, t, join_by(t), false);
+        let checked = self.sealed_vote(now, &key, t, join_by(t), false, may_start);
         let (record, sealed) = match checked {
             Ok(Some(done)) => done,
             Ok(None) | Err(_) if now >= join_by(t) => {
@@ -485,6 +519,95 @@ impl Verifier {
         Ok(out)
     }
 
+    /// Whether it holds a seat of `t`'s current round.
+    fn seated_at(&self, t: &Task) -> bool {
+        t.seats_held_by(&self.ctx.node) > 0
+    }
+
+    /// Whether a check of `key`'s `round` is running (or finished, not yet committed).
+    fn is_running(&self, key: &Pubkey, round: u8) -> bool {
+        self.running
+            .lock()
+            .expect("running lock")
+            .contains_key(&(*key, round))
+    }
+
+    /// The tasks that may start a new background check this pass (issue 29, finding 2): the
+    /// free capacity (`max_checks` less the checks running) goes to what pays, by expected
+    /// pay per seat, then nearest deadline, with each provider's tasks first held to an
+    /// equal share of the capacity (so one provider's tasks cannot hold all of it) and the
+    /// rest handed out after. A check that gets no answer yields its place within its
+    /// attempt ([`attempt_budget`]), so a flood of never-answering tasks delays a paying one
+    /// by an attempt at most. Candidates: seated without a commit, or unseated with a seat
+    /// its ticket can win, and neither checked nor being checked.
+    fn admit(
+        &self,
+        now: u64,
+        node: &Node,
+        due: &[(Pubkey, Task)],
+    ) -> std::collections::HashSet<Pubkey> {
+        let mut out = std::collections::HashSet::new();
+        if !self.background {
+            return out;
+        }
+        let mut per_provider: HashMap<Pubkey, usize> = HashMap::new();
+        let mut candidates = vec![];
+        for (key, t) in due {
+            if self.is_running(key, t.round) {
+                *per_provider.entry(t.provider).or_default() += 1;
+                continue;
+            }
+            if self.sealed_for(key, t, true).ok().flatten().is_some() {
+                continue;
+            }
+            let wanted = if self.seated_at(t) {
+                now <= t.commit_deadline
+            } else {
+                !seat_plan(t, node, &self.ctx.node, &self.ctx.kp.pubkey(), now).is_empty()
+            };
+            if wanted {
+                candidates.push((key, t));
+            }
+        }
+        let mut free = self.max_checks.saturating_sub(self.checking());
+        if free == 0 || candidates.is_empty() {
+            return out;
+        }
+        candidates.sort_by_key(|(k, t)| {
+            let deadline = if self.seated_at(t) {
+                give_up_slot(t)
+            } else {
+                join_by(t)
+            };
+            (std::cmp::Reverse(expected_pay(t)), deadline, **k)
+        });
+        let providers: std::collections::HashSet<Pubkey> = candidates
+            .iter()
+            .map(|(_, t)| t.provider)
+            .chain(per_provider.keys().copied())
+            .collect();
+        let share = self.max_checks.div_ceil(providers.len().max(1)).max(1);
+        // first within each provider's share, then whatever capacity is left, in rank order
+        for within_share in [true, false] {
+            for (k, t) in &candidates {
+                if free == 0 {
+                    return out;
+                }
+                if out.contains(*k) {
+                    continue;
+                }
+                let n = per_provider.entry(t.provider).or_default();
+                if within_share && *n >= share {
+                    continue;
+                }
+                *n += 1;
+                free -= 1;
+                out.insert(**k);
+            }
+        }
+        out
+    }
+
     /// One pass over the tasks of its market in verification.
     pub fn step(&mut self, chain: &dyn Chain) -> Result<()> {
         let now = chain.slot()?;
@@ -514,12 +637,14 @@ impl Verifier {
             let seated = t.seats_held_by(&self.ctx.node) > 0;
             (!seated, t.reveal_deadline, *k)
         });
+        let admitted = self.admit(now, &node, &due);
         // up to `parallel` tasks at once; one task's failure (an RPC error, an unreachable
         // result, a panic) never blocks the others
         let results = super::parallel(self.ctx.parallel, due, |(key, t)| {
+            let admitted = !self.background || admitted.contains(&key);
             (
                 key,
-                super::guard(|| self.on_task(chain, now, &node, key, &t)),
+                super::guard(|| self.on_task(chain, now, &node, key, &t, admitted)),
             )
         });
         for (key, r) in results {
@@ -536,10 +661,11 @@ impl Verifier {
 }
 
 impl Checker {
-    /// Fetches and checks the result of `t`. A result that cannot be verified is invalid: what
-    /// was served breaks the protocol, or it stayed unreachable until [`GIVE_UP_SLOTS`] before
-    /// the commit deadline (until then a transient failure is an error, and the check is
-    /// tried again on the next pass).
+    /// Fetches and checks the result of `t`: from its provider, else from a mirror (whose
+    /// answer counts only when it checks VALID). What the provider served that breaks the
+    /// protocol is INVALID; a result no source served by [`GIVE_UP_SLOTS`] before the commit
+    /// deadline is UNAVAILABLE, never a losing vote (PROTOCOL §3.4; until then a transient
+    /// failure is an error, and the check is tried again on the next pass).
     fn check(
         &self,
         task: &Pubkey,
@@ -555,21 +681,97 @@ impl Checker {
             .get(..t.result_uri_len as usize)
             .and_then(|b| std::str::from_utf8(b).ok())
             .unwrap_or("");
-        let me = self.node.to_bytes();
         // every fetch ends by the give-up slot (one slot from now when that has passed): a
-        // provider that holds a connection open cannot make the verifier miss its commit
-        let deadline = Instant::now()
+        // provider that holds a connection open cannot make the verifier miss its commit;
+        // and each attempt within its budget, so a fetch nobody answers yields its place
+        let give_up_at = Instant::now()
             + std::time::Duration::from_secs_f64(
                 give_up.saturating_sub(now).max(1) as f64 * SLOT_SECONDS,
             );
+        let deadline = give_up_at.min(Instant::now() + attempt_budget(&job, t.samples));
         // a job on the client's data: its inputs first, from the task's input URI or from
         // the provider (which serves what it computed on)
-        let inputs = self.store.ensure_inputs(
-            &job,
-            &input_bases(super::input_uri(t), &[uri]),
-            Some(deadline),
-        );
-        let fetched = match (job.kind, inputs) {
+        let mut bases = input_bases(super::input_uri(t), &[uri]);
+        for m in &self.mirrors {
+            let m = m.trim_end_matches('/').to_string();
+            if !bases.contains(&m) {
+                bases.push(m);
+            }
+        }
+        let inputs = self.store.ensure_inputs(&job, &bases, Some(deadline));
+        let held = inputs.is_ok();
+        let fetched = self.check_from(uri, t, &job, inputs.map(|_| ()), deadline);
+        // the provider did not answer: any mirror holding the root (a VALID verdict only; the
+        // mirrors were asked for the inputs already)
+        let fetched = match fetched {
+            Err(e) if e.is_transient() && held => {
+                let root = hex(&t.result_root);
+                let from_mirror = self.mirrors.iter().find_map(|m| {
+                    let at = format!("{}/r/{root}", m.trim_end_matches('/'));
+                    match self.check_from(&at, t, &job, Ok(()), deadline) {
+                        Ok(Ok(v)) if v.vote == VOTE_VALID => Some(Ok(Verdict {
+                            reason: format!("{} (served by the mirror {m})", v.reason),
+                            ..v
+                        })),
+                        Ok(Ok(v)) => {
+                            tracing::info!(task = %task, mirror = %m, reason = v.reason, "a mirror's answer does not check: ignored");
+                            None
+                        }
+                        Ok(Err(e)) => {
+                            tracing::info!(task = %task, mirror = %m, error = %format!("{e:#}"), "a mirror could not check the result: ignored");
+                            None
+                        }
+                        Err(e) => {
+                            tracing::debug!(task = %task, mirror = %m, error = %e, "a mirror did not serve the result");
+                            None
+                        }
+                    }
+                });
+                match from_mirror {
+                    Some(v) => Ok(v),
+                    None => Err(e),
+                }
+            }
+            other => other,
+        };
+        match fetched {
+            Ok(verdict) => verdict,
+            Err(e)
+                if e.is_transient()
+                    && (!may_give_up || (now < give_up && Instant::now() < give_up_at)) =>
+            {
+                Err(anyhow::anyhow!(e).context(format!(
+                    "fetching the inputs or the result of task {task} (retrying until slot {give_up})"
+                )))
+            }
+            Err(e) if e.is_transient() => Ok(Verdict {
+                vote: VOTE_UNAVAILABLE,
+                evidence: [0; 32],
+                reason: format!(
+                    "no source served the inputs or the result by slot {give_up}: {e}"
+                ),
+            }),
+            Err(e) => Ok(Verdict {
+                vote: compute_market_protocol::commit::VOTE_INVALID,
+                evidence: [0; 32],
+                reason: format!("what was served breaks the protocol: {e}"),
+            }),
+        }
+    }
+
+    /// Fetches `t`'s result (the samples its seed draws for this verifier, or all of a
+    /// `MatMulModP` product) from `uri` once `inputs` are held, and checks it.
+    fn check_from(
+        &self,
+        uri: &str,
+        t: &Task,
+        job: &JobSpec,
+        inputs: Result<(), FetchError>,
+        deadline: Instant,
+    ) -> Result<Result<Verdict>, FetchError> {
+        let job = *job;
+        let me = self.node.to_bytes();
+        match (job.kind, inputs) {
             (_, Err(e)) => Err(e),
             (JobKind::MatMulModP, Ok(_)) => {
                 self.store
@@ -601,22 +803,6 @@ impl Checker {
                         )
                     })
             }
-        };
-        match fetched {
-            Ok(verdict) => verdict,
-            Err(e)
-                if e.is_transient()
-                    && (!may_give_up || (now < give_up && Instant::now() < deadline)) =>
-            {
-                Err(anyhow::anyhow!(e).context(format!(
-                    "fetching the inputs or the result of task {task} (retrying until slot {give_up})"
-                )))
-            }
-            Err(e) => Ok(Verdict {
-                vote: compute_market_protocol::commit::VOTE_INVALID,
-                evidence: [0; 32],
-                reason: format!("fetching the inputs or the result failed: {e}"),
-            }),
         }
     }
 

@@ -236,6 +236,8 @@ pub struct TaskEscalated {
     pub quorum: u8,
     pub valid: u8,
     pub invalid: u8,
+    /// Seats of the round that revealed "unavailable".
+    pub unavailable: u8,
 }
 
 /// The task reached its outcome and the provider was settled.
@@ -245,6 +247,11 @@ pub struct TaskFinalized {
     pub status: TaskStatus,
     pub valid: u8,
     pub invalid: u8,
+    /// Seats that revealed "unavailable" (never losers, PROTOCOL §3.4).
+    pub unavailable: u8,
+    /// The verdict: 1 valid, 2 invalid, 3 withheld (rejected by a majority of invalid and
+    /// unavailable seats), 0 undecided.
+    pub majority: u8,
     pub provider_paid: u64,
     pub provider_slashed: u64,
     pub fee: u64,

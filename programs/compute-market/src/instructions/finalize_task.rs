@@ -1,9 +1,10 @@
 //! `finalize_task`: anyone settles the round once it is over: accepted (provider paid),
-//! rejected (provider slashed), escalated once to 2V seats with a fresh seed, or undecided
+//! rejected (provider slashed: an invalid majority, or a withheld result that a majority of
+//! seats said invalid or could not get, PROTOCOL §3.5), escalated once to 2V seats with a fresh seed, or undecided
 //! (client refunded, bonds released). Votes are settled one by one by `settle_vote`.
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
-use compute_market_protocol::commit::{VOTE_INVALID, VOTE_VALID};
+use compute_market_protocol::commit::{sides, verdict, VERDICT_WITHHELD, VOTE_INVALID, VOTE_VALID};
 
 use crate::{
     constants::*,
@@ -62,14 +63,18 @@ struct Settlement {
 pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
     let now = Clock::get()?.slot;
     let t = *ctx.accounts.task.tally();
-    let quorum = t.quorum as u16;
-    let majority = if t.valid as u16 * 2 > quorum {
-        VOTE_VALID
-    } else if t.invalid as u16 * 2 > quorum {
-        VOTE_INVALID
+    let majority = verdict(t.quorum, t.revealed, t.valid, t.invalid);
+    // seats on the majority's side, and revealed seats on neither (PROTOCOL §4.4)
+    let (winners, released) = if majority != 0 {
+        sides(majority, t.revealed, t.valid, t.invalid)
     } else {
-        0
+        (0, 0)
     };
+    let unavailable = t
+        .revealed
+        .checked_sub(t.valid)
+        .and_then(|r| r.checked_sub(t.invalid))
+        .ok_or(MarketError::MathOverflow)?;
     let task_key = ctx.accounts.task.key();
     if majority == 0 && ctx.accounts.task.round == 0 {
         let task = &mut ctx.accounts.task;
@@ -79,7 +84,8 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
             round: 1,
             quorum: task.tally().quorum,
             valid: t.valid,
-            invalid: t.invalid
+            invalid: t.invalid,
+            unavailable,
         });
         return Ok(());
     }
@@ -124,13 +130,15 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
             };
             TaskStatus::Accepted
         }
-        VOTE_INVALID => {
+        VOTE_INVALID | VERDICT_WITHHELD => {
+            // the verifiers' part goes to the winning seats: the invalid ones, or under a
+            // withheld verdict the invalid and unavailable ones
             let terms = a.task.terms;
             let client_part = math::bps_of(bond, terms.reject_client_bps as u64)?;
             let verifier_part = math::bps_of(bond, terms.reject_verifier_bps as u64)?;
             let treasury_part = math::sub(math::sub(bond, client_part)?, verifier_part)?;
-            let (share, dust) = math::split(verifier_part, t.invalid as u64)?;
-            let to_escrow = math::add(client_part, math::mul(share, t.invalid as u64)?)?;
+            let (share, dust) = math::split(verifier_part, winners as u64)?;
+            let to_escrow = math::add(client_part, math::mul(share, winners as u64)?)?;
             let bump = [a.provider_node.bump];
             transfer::from_pda(
                 &a.token_program,
@@ -161,14 +169,10 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
 
     let task = &mut a.task;
     if majority != 0 {
-        let winners = if majority == VOTE_VALID {
-            t.valid
-        } else {
-            t.invalid
-        };
         let losers = t
             .seats
             .checked_sub(winners)
+            .and_then(|s| s.checked_sub(released))
             .ok_or(MarketError::MathOverflow)?;
         // per losing seat; at least one unit, so silence and minority votes are never free
         task.loser_slash = math::penalty(task.verifier_bond, task.terms.verifier_slash_bps as u64)?;
@@ -185,6 +189,8 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
         status,
         valid: t.valid,
         invalid: t.invalid,
+        unavailable,
+        majority,
         provider_paid: s.provider_paid,
         provider_slashed: s.provider_slashed,
         fee: s.fee,

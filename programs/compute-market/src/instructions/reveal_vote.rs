@@ -1,7 +1,9 @@
 //! `reveal_vote`: the verifier opens its commitment once commits are closed (accounts:
 //! [`SeatedVote`]).
 use anchor_lang::prelude::*;
-use compute_market_protocol::commit::{vote_commitment, VOTE_INVALID, VOTE_VALID};
+use compute_market_protocol::commit::{
+    vote_commitment, VOTE_INVALID, VOTE_UNAVAILABLE, VOTE_VALID,
+};
 
 use super::commit_vote::SeatedVote;
 use crate::{errors::MarketError, events::VoteRevealed, state::TaskStatus};
@@ -9,7 +11,7 @@ use crate::{errors::MarketError, events::VoteRevealed, state::TaskStatus};
 /// Arguments of `reveal_vote`.
 #[derive(AnchorSerialize, AnchorDeserialize, Clone)]
 pub struct RevealVoteArgs {
-    /// 1 valid, 2 invalid.
+    /// 1 valid, 2 invalid, 3 unavailable (PROTOCOL §3.4).
     pub vote: u8,
     /// Hash of the verifier's recomputed samples.
     pub evidence: [u8; 32],
@@ -33,7 +35,7 @@ impl SeatedVote<'_> {
         require!(task.reveal_open(now), MarketError::RevealNotOpen);
         require!(now <= task.reveal_deadline, MarketError::RevealWindowClosed);
         require!(
-            args.vote == VOTE_VALID || args.vote == VOTE_INVALID,
+            matches!(args.vote, VOTE_VALID | VOTE_INVALID | VOTE_UNAVAILABLE),
             MarketError::InvalidVoteValue
         );
         let expected = vote_commitment(
@@ -67,7 +69,7 @@ pub fn handler(ctx: Context<SeatedVote>, args: RevealVoteArgs) -> Result<()> {
             .valid
             .checked_add(seats)
             .ok_or(MarketError::MathOverflow)?;
-    } else {
+    } else if args.vote == VOTE_INVALID {
         tally.invalid = tally
             .invalid
             .checked_add(seats)

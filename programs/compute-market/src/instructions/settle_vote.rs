@@ -1,8 +1,10 @@
 //! `settle_vote`: anyone settles one vote of a finished round: majority verifiers get their
-//! bond back plus their share; minority and silent verifiers lose part of their bond; the vote
-//! account is closed and its rent returned to the verifier.
+//! bond back plus their share; minority and silent verifiers lose part of their bond; a vote on
+//! neither side (an unavailable one, or a valid one under a withheld verdict, PROTOCOL §4.4)
+//! gets its bond back; the vote account is closed and its rent returned to the verifier.
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
+use compute_market_protocol::commit::{side, Side};
 
 use crate::{constants::*, errors::MarketError, events::VoteSettled, math, state::*, transfer};
 
@@ -51,7 +53,8 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
     // a vote counts once for each seat its node held: paid and slashed per seat
     let seats = a.vote.seats;
     let (mut paid, mut slashed) = (0u64, 0u64);
-    if majority != 0 && revealed && a.vote.vote == majority {
+    let side = (majority != 0).then(|| side(majority, revealed, a.vote.vote));
+    if side == Some(Side::Winner) {
         require!(
             a.task.rounds[round].losers_pending == 0,
             MarketError::SlashesPending
@@ -73,7 +76,7 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
         a.task.escrow_balance = math::sub(a.task.escrow_balance, paid)?;
         a.node.release(bond, 0)?;
         a.node.earned = math::add(a.node.earned, paid)?;
-    } else if majority != 0 {
+    } else if side == Some(Side::Loser) {
         // minority or silent in a decided round: the slash goes to the majority via the escrow,
         // but for the rounding remainder of its split, which this node books to the treasury
         slashed = math::mul(a.task.loser_slash, seats as u64)?;
@@ -99,7 +102,7 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
                 .checked_sub(seats)
                 .ok_or(MarketError::MathOverflow)?;
         }
-    } else if !revealed {
+    } else if side.is_none() && !revealed {
         // silent in a round without majority: nobody to pay, the slash goes to the treasury
         slashed = math::mul(
             math::penalty(a.task.verifier_bond, a.task.terms.verifier_slash_bps as u64)?,
@@ -108,6 +111,7 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
         a.node.release(bond, slashed)?;
         a.node.fees_due = math::add(a.node.fees_due, slashed)?;
     } else {
+        // released: revealed in a round without majority, or on neither side of a verdict
         a.node.release(bond, 0)?;
     }
     if revealed {

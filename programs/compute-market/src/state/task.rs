@@ -66,9 +66,10 @@ pub struct RoundTally {
     pub revealed: u8,
     /// Revealed "valid".
     pub valid: u8,
-    /// Revealed "invalid".
+    /// Revealed "invalid". (Revealed "unavailable" is `revealed − valid − invalid`.)
     pub invalid: u8,
-    /// The winning vote (1 valid, 2 invalid), 0 when the round had no majority.
+    /// The verdict (1 valid, 2 invalid, 3 withheld: a majority said invalid or unavailable;
+    /// `compute_market_protocol::commit::verdict`), 0 when the round had no majority.
     pub majority: u8,
     /// Losing votes whose slash has not reached the escrow yet.
     pub losers_pending: u8,

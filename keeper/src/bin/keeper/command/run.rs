@@ -78,6 +78,11 @@ pub struct RunArgs {
     /// Provider: least samples k per verifier of a task it claims.
     #[arg(long, default_value_t = 1)]
     min_samples: u16,
+    /// Verifier: a keeper to ask for a result (`<URL>/r/<root>`) or an input (`<URL>/c/<hash>`)
+    /// when the provider does not serve it, before voting UNAVAILABLE; repeat for more. What a
+    /// mirror serves is checked against the committed root like the provider's answer.
+    #[arg(long = "mirror")]
+    mirrors: Vec<String>,
     /// Fetch results from loopback addresses (a single-machine cluster, tests).
     #[arg(long)]
     allow_loopback_urls: bool,
@@ -151,6 +156,13 @@ impl RunArgs {
         opts.min_quorum = self.min_quorum;
         opts.min_samples = self.min_samples;
         opts.cors_origins = self.cors_origins;
+        for m in &self.mirrors {
+            ensure!(
+                m.starts_with("http://") || m.starts_with("https://"),
+                "--mirror {m}: a mirror is an http(s) URL of a keeper"
+            );
+        }
+        opts.mirrors = self.mirrors;
         opts.fetch = FetchPolicy {
             allow_loopback: self.allow_loopback_urls,
             allow_private: self.allow_private_urls,
