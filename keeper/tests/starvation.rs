@@ -10,9 +10,10 @@ use std::{
     time::{Duration, Instant},
 };
 
+use anchor_lang::prelude::Pubkey;
 use compute_market::state::{TaskStatus, Windows};
 use compute_market_keeper::{
-    chain::{Chain, ChainExt},
+    chain::ChainExt,
     cli::{self, TaskTerms},
     compute::cpu::CpuBackend,
     demo::{DemoConfig, Scenario},
@@ -47,7 +48,7 @@ fn market(dir: &std::path::Path, flood_url: &str) -> Scenario {
     let cfg = DemoConfig {
         providers: 2,
         verifiers: 4,
-        tasks: 0,
+        tasks: 1,
         corrupt_fraction: 0.0,
         windows: Windows {
             submit: 200,
@@ -130,6 +131,20 @@ fn a_flood_of_cheap_never_answering_tasks_does_not_starve_the_checks_of_paying_o
         ..Default::default()
     };
     let (mut id, mut honest) = (1_000u64, vec![]);
+    // whether each honest task had every seat of its round 0 taken at some pass
+    let mut seated_first = std::collections::HashMap::new();
+    let observe = |chain: &compute_market_keeper::chain::embedded::EmbeddedChain,
+                   honest: &[Pubkey],
+                   seated: &mut std::collections::HashMap<Pubkey, bool>| {
+        for k in honest {
+            if let Some(t) = chain.task(k).unwrap() {
+                if t.status == TaskStatus::Verifying && t.round == 0 {
+                    let full = t.tally().seats == t.tally().quorum;
+                    *seated.entry(*k).or_insert(false) |= full;
+                }
+            }
+        }
+    };
     let started = Instant::now();
     for wave in 0..12u64 {
         // the flood: eight cheap tasks, claimed and submitted by the flooder at once
@@ -154,6 +169,7 @@ fn a_flood_of_cheap_never_answering_tasks_does_not_starve_the_checks_of_paying_o
         // 2 s of passes
         for _ in 0..10 {
             pass(&mut s);
+            observe(&chain, &honest, &mut seated_first);
         }
     }
     let in_flood = chain
@@ -167,17 +183,9 @@ fn a_flood_of_cheap_never_answering_tasks_does_not_starve_the_checks_of_paying_o
         "the flood kept its tasks in verification: {in_flood}"
     );
     // until every honest task is decided
-    let mut seated_first = std::collections::HashMap::new();
     let t0 = Instant::now();
     loop {
-        for k in &honest {
-            if let Some(t) = chain.task(k).unwrap() {
-                if t.status == TaskStatus::Verifying && t.round == 0 {
-                    let full = t.tally().seats == t.tally().quorum;
-                    *seated_first.entry(*k).or_insert(false) |= full;
-                }
-            }
-        }
+        observe(&chain, &honest, &mut seated_first);
         let decided = honest.iter().all(|k| {
             chain
                 .task(k)
@@ -216,14 +224,26 @@ fn a_flood_of_cheap_never_answering_tasks_does_not_starve_the_checks_of_paying_o
         honest.len(),
         "every honest task fully seated in round 0"
     );
-    let mut finalized = s.cranker.ledger.finalized.clone();
+    let mut finalized: Vec<(Pubkey, TaskStatus)> = s
+        .cranker
+        .ledger
+        .finalized
+        .iter()
+        .map(|f| (f.task, f.status))
+        .collect();
     for v in &s.verifiers[..3] {
-        finalized.extend(v.finalized.lock().unwrap().iter().cloned());
+        finalized.extend(
+            v.finalized
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|f| (f.task, f.status)),
+        );
     }
     for k in &honest {
         let accepted = finalized
             .iter()
-            .any(|f| f.task == *k && f.status == TaskStatus::Accepted)
+            .any(|(t, st)| t == k && *st == TaskStatus::Accepted)
             || chain
                 .task(k)
                 .unwrap()

@@ -288,9 +288,12 @@ function phaseOf(t: Task, slot: bigint): string {
     case TaskStatus.Verifying:
       return `verifying, round ${t.round}: ${r.seats}/${r.quorum} seats, ${r.committed} committed (until slot ${t.commitDeadline}), ${r.revealed} revealed (until ${t.revealDeadline}); seed ${t.seedDrawn ? 'drawn' : 'not drawn yet'}`;
     default:
-      return `${s}: ${r.valid} valid, ${r.invalid} invalid of ${r.revealed} revealed`;
+      return `${s}: ${r.valid} valid, ${r.invalid} invalid, ${r.revealed - r.valid - r.invalid} unavailable of ${r.revealed} revealed${r.majority === 3 ? ' (withheld: a majority could not get the result or found it wrong)' : ''}`;
   }
 }
+
+/** A revealed vote's name (PROTOCOL §3.4). */
+const VOTE_NAMES: Record<number, string> = { 1: 'valid', 2: 'invalid', 3: 'unavailable' };
 
 function describeEvent(name: string, d: Record<string, unknown>): string {
   const short = (a: unknown) => `${String(a).slice(0, 6)}…`;
@@ -310,9 +313,9 @@ function describeEvent(name: string, d: Record<string, unknown>): string {
     case 'VoteCommitted':
       return `vote committed by ${short(d.verifier)}`;
     case 'VoteRevealed':
-      return `vote revealed by ${short(d.verifier)}: ${d.vote === 1 ? 'valid' : 'invalid'} (${d.seats} seat${d.seats === 1 ? '' : 's'})`;
+      return `vote revealed by ${short(d.verifier)}: ${VOTE_NAMES[d.vote as number] ?? `vote ${d.vote}`} (${d.seats} seat${d.seats === 1 ? '' : 's'})`;
     case 'TaskFinalized':
-      return `finalized ${d.status}: ${d.valid} valid, ${d.invalid} invalid; provider paid ${d.provider_paid}, slashed ${d.provider_slashed}; fee ${d.fee}`;
+      return `finalized ${d.status}${d.majority === 3 ? ' (withheld)' : ''}: ${d.valid} valid, ${d.invalid} invalid, ${d.unavailable} unavailable; provider paid ${d.provider_paid}, slashed ${d.provider_slashed}; fee ${d.fee}`;
     case 'VoteSettled':
       return `vote of ${short(d.verifier)} settled: paid ${d.paid}, slashed ${d.slashed}`;
     case 'TaskClosed':
