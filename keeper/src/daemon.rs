@@ -269,8 +269,8 @@ pub async fn signals() {
 
 /// Raises the soft limit on open files to the hard one: every HTTP connection is a descriptor,
 /// and a results server at the usual soft limit (1 024) would run out long before its
-/// connection cap.
-fn raise_open_files() {
+/// connection cap. Logs what it got; the limit now (soft, hard), when it could be read.
+pub fn raise_open_files() -> Option<(u64, u64)> {
     #[cfg(unix)]
     // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
     unsafe {
@@ -278,13 +278,69 @@ fn raise_open_files() {
             rlim_cur: 0,
             rlim_max: 0,
         };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) != 0 {
+            tracing::warn!("cannot read the open-file limit");
+            return None;
+        }
+        let was = l.rlim_cur;
+        if l.rlim_cur < l.rlim_max {
             l.rlim_cur = l.rlim_max;
             if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
-                tracing::warn!("cannot raise the open-file limit");
+                tracing::warn!(
+                    soft = was,
+                    hard = l.rlim_max,
+                    "cannot raise the open-file limit"
+                );
+                l.rlim_cur = was;
             }
         }
+        let (soft, hard): (u64, u64) = (l.rlim_cur, l.rlim_max);
+        tracing::info!(
+            was,
+            soft,
+            hard,
+            "open-file limit (each connection takes one)"
+        );
+        Some((soft, hard))
     }
+    #[cfg(not(unix))]
+    None
+}
+
+/// How often the daemon reads the market's nodes to admit their signed requests ahead of
+/// strangers' ([`crate::results::admission`]).
+const NODES_EVERY: Duration = Duration::from_secs(60);
+
+/// Keeps `admitted` to the authorities of `market`'s nodes, read every [`NODES_EVERY`] on a
+/// thread of its own (a slow RPC never delays a role), until `stop`.
+fn admit_nodes(
+    chain: Arc<dyn Chain>,
+    market: Pubkey,
+    admitted: crate::results::admission::Signers,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("keeper-nodes".into())
+        .spawn(move || {
+            let mut next = Instant::now();
+            while !stop.load(Ordering::SeqCst) {
+                if Instant::now() >= next {
+                    match chain.nodes_of(&market) {
+                        Ok(nodes) => {
+                            let keys: std::collections::HashSet<Pubkey> =
+                                nodes.iter().map(|(_, n)| n.authority).collect();
+                            tracing::debug!(nodes = keys.len(), "admitting the market's nodes");
+                            *admitted.write().expect("signers lock") = keys;
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %format!("{e:#}"), "cannot read the market's nodes (the admitted set is kept)")
+                        }
+                    }
+                    next = Instant::now() + NODES_EVERY;
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        })
 }
 
 /// One read of the market's tasks shared by the roles: a role asking within [`TaskCache`]'s
@@ -363,9 +419,13 @@ pub fn run(
         .clone()
         .unwrap_or(format!("http://{}", listener.local_addr()?));
     let started = Instant::now();
+    // every fetch (a verifier's of results, a provider's of inputs) is signed by the node's
+    // key: other keepers' servers admit it ahead of strangers
+    let signer = Arc::new(Keypair::try_from(&kp.to_bytes()[..]).expect("keypair copy"));
     let tiles = Arc::new(
         ResultStore::open(&results_dir, opts.disk_budget, Some(base))?
-            .with_policy(opts.fetch.clone()),
+            .with_policy(opts.fetch.clone())
+            .with_signer(signer),
     );
     let _ = tiles.metrics.set(metrics.clone());
     let server = crate::results::server::serve_listener(
@@ -448,6 +508,7 @@ pub fn run(
         last: Mutex::new(None),
     });
     let pulse = Arc::new(Pulse::default());
+    let nodes = admit_nodes(chain.clone(), market, server.admitted.clone(), stop.clone())?;
     let survive = |who: &str, r: Result<()>| {
         if let Err(e) = r {
             tracing::warn!(who, error = %format!("{e:#}"), "pass failed; retrying");
@@ -552,6 +613,8 @@ pub fn run(
     for t in threads {
         let _ = t.join();
     }
+    stop.store(true, Ordering::SeqCst);
+    let _ = nodes.join();
     // every role's pass in hand is done: stop serving (the port is released), then close
     server.shutdown();
     drop(db);

@@ -53,6 +53,11 @@ pub struct Metrics {
     pub http_connections_refused: Counter,
     /// Connections closed because their transfer stood still (a reader that stopped reading).
     pub http_stalled: Counter,
+    /// Idle connections closed to admit a newcomer from a peer holding fewer
+    /// ([`crate::results::admission`]).
+    pub http_connections_evicted: Counter,
+    /// Requests signed by an admitted node (served from the nodes' pools).
+    pub http_signed: Counter,
     /// Bytes of served results held on disk.
     pub store_bytes: Gauge,
     /// Panics caught in one task's work (that task failed; the process went on).
@@ -84,6 +89,8 @@ impl Default for Metrics {
             content_fetches: Counter::default(),
             http_connections_refused: Counter::default(),
             http_stalled: Counter::default(),
+            http_connections_evicted: Counter::default(),
+            http_signed: Counter::default(),
             store_bytes: Gauge::default(),
             panics: Counter::default(),
             registry: Registry::default(),
@@ -163,6 +170,16 @@ impl Default for Metrics {
             "http_stalled",
             "Connections closed: their transfer stood still",
             m.http_stalled.clone(),
+        );
+        registry.register(
+            "http_connections_evicted",
+            "Idle connections closed to admit a peer holding fewer",
+            m.http_connections_evicted.clone(),
+        );
+        registry.register(
+            "http_signed",
+            "Requests signed by an admitted node",
+            m.http_signed.clone(),
         );
         registry.register(
             "store_bytes",

@@ -376,3 +376,79 @@ fn cors_is_granted_to_configured_origins_only() {
         "{e}"
     );
 }
+
+/// A request head past `max_request_head` (one 100 KiB header) is refused at once — 431, or
+/// the connection closed — not answered after the header timeout.
+#[test]
+fn an_oversized_head_is_refused_at_once() {
+    let served = Arc::new(ResultStore::default());
+    let (root, _) = big(&served);
+    let server = results::serve(served, Arc::new(Metrics::default()), "127.0.0.1:0").unwrap();
+    let mut c = TcpStream::connect(server.addr).unwrap();
+    let t = Instant::now();
+    let head = format!(
+        "GET /r/{}/tiles?i=1 HTTP/1.1\r\nHost: x\r\nX-Padding: {}\r\n\r\n",
+        hex(&root),
+        "a".repeat(100 << 10)
+    );
+    // the server may close before all of it is written
+    let code = match c.write_all(head.as_bytes()) {
+        Ok(()) => status(&mut c),
+        Err(_) => 0,
+    };
+    let took = t.elapsed();
+    println!("a 100 KiB header: {code} after {took:?}");
+    assert!(code == 431 || code == 0, "{code}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+}
+
+/// A node's signed request draws from a pool of transfers strangers cannot exhaust: with the
+/// strangers' pool held by readers that stopped reading, a stranger's fetch is refused (503)
+/// and the admitted verifier's, signed with its key, is served; a key the server does not
+/// admit is a stranger's.
+#[test]
+fn a_nodes_signed_fetch_is_served_when_strangers_hold_every_transfer() {
+    use solana_signer::Signer;
+    let store = Arc::new(ResultStore::default());
+    let (root, job) = big(&store);
+    let limits = ServerLimits {
+        transfers: 2,
+        transfers_per_peer: 1,
+        ..ServerLimits::default()
+    };
+    let metrics = Arc::new(Metrics::default());
+    let server =
+        results::server::serve_with(store, metrics.clone(), "127.0.0.1:0", limits).unwrap();
+    let node = solana_keypair::Keypair::new();
+    server.admitted.write().unwrap().insert(node.pubkey());
+    let mut stalled = vec![];
+    for from in ["127.0.0.2", "127.0.0.3"] {
+        let mut c = connect_from(from, server.addr);
+        get(&mut c, &format!("/r/{}/all", hex(&root))).unwrap();
+        stalled.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let uri = format!("http://{}/r/{}", server.addr, hex(&root));
+    let fetcher = |kp: Option<&solana_keypair::Keypair>| {
+        let s = ResultStore::default().with_policy(FetchPolicy::loopback());
+        match kp {
+            Some(kp) => s.with_signer(Arc::new(
+                solana_keypair::Keypair::try_from(&kp.to_bytes()[..]).unwrap(),
+            )),
+            None => s,
+        }
+    };
+    let stranger = fetcher(None).fetch(&uri, &job, &[1, 2, 3]);
+    assert!(
+        matches!(&stranger, Err(results::FetchError::Unavailable(e)) if e.contains("503")),
+        "{stranger:?}"
+    );
+    let unknown = fetcher(Some(&solana_keypair::Keypair::new())).fetch(&uri, &job, &[1, 2, 3]);
+    assert!(unknown.is_err(), "a key not admitted is a stranger's");
+    let signed = fetcher(Some(&node));
+    for _ in 0..5 {
+        assert_eq!(signed.fetch(&uri, &job, &[1, 2, 3]).unwrap().len(), 3);
+    }
+    assert!(metrics.http_signed.get() >= 5);
+    drop(stalled);
+}

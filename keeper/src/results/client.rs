@@ -3,6 +3,13 @@
 //! address its name resolves to and every redirect), redirects, time (connect and whole
 //! request, body included), and bytes — the body is read, decompressed, to at most what the
 //! job implies and refused beyond it, so a decompression bomb costs its limit and no more.
+//! A body larger than the server ever compresses ([`COMPRESS_MAX`]) is asked for and read
+//! uncompressed, so what it costs in memory is what crossed the wire: a fake result of a few
+//! kilobytes costs a few kilobytes, whatever the job's dims. A whole result is split into
+//! tiles as it arrives, never held twice.
+//!
+//! A client given a node's keypair ([`Client::signed_by`]) signs every request
+//! ([`super::admission`]): a server that knows the node admits it ahead of strangers.
 
 use std::{io::Read, net::SocketAddr, sync::Arc, time::Instant};
 
@@ -12,9 +19,12 @@ use reqwest::{
     redirect, StatusCode, Url,
 };
 
+use solana_keypair::Keypair;
+
 use super::{
     net::FetchPolicy,
-    wire::{all_len, decode_all, decode_proven, proven_len},
+    server::COMPRESS_MAX,
+    wire::{all_len, decode_proven, proven_len},
     FetchError,
 };
 use crate::verify::ProvenTile;
@@ -66,35 +76,68 @@ fn check_url(url: &Url, policy: &FetchPolicy) -> Result<(), String> {
 /// An HTTP client under a [`FetchPolicy`].
 pub struct Client {
     http: reqwest::blocking::Client,
+    /// The same without decompression: bodies asked for uncompressed are read as they come,
+    /// so a server that compresses anyway sends bytes that are refused, not expanded.
+    raw: reqwest::blocking::Client,
     policy: FetchPolicy,
+    signer: Option<Arc<Keypair>>,
 }
 
 impl Client {
-    /// Builds the client (connection pool, resolver, redirect policy).
+    /// Builds the client (connection pools, resolver, redirect policy).
     pub fn new(policy: &FetchPolicy) -> anyhow::Result<Self> {
-        let p = policy.clone();
-        let redirects = redirect::Policy::custom(move |attempt| {
-            if attempt.previous().len() > p.max_redirects {
-                attempt.error(format!("more than {} redirects", p.max_redirects))
-            } else if let Err(e) = check_url(attempt.url(), &p) {
-                attempt.error(format!("redirect refused: {e}"))
-            } else {
-                attempt.follow()
-            }
-        });
-        let http = reqwest::blocking::Client::builder()
-            .timeout(policy.timeout)
-            .connect_timeout(policy.connect_timeout)
-            .redirect(redirects)
-            .dns_resolver(Arc::new(Guarded(policy.clone())))
-            // a proxy would resolve names itself, past the guarded resolver
-            .no_proxy()
-            .user_agent(concat!("compute-market-keeper/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+        let build = |decompress: bool| {
+            let p = policy.clone();
+            let redirects = redirect::Policy::custom(move |attempt| {
+                if attempt.previous().len() > p.max_redirects {
+                    attempt.error(format!("more than {} redirects", p.max_redirects))
+                } else if let Err(e) = check_url(attempt.url(), &p) {
+                    attempt.error(format!("redirect refused: {e}"))
+                } else {
+                    attempt.follow()
+                }
+            });
+            let b = reqwest::blocking::Client::builder()
+                .timeout(policy.timeout)
+                .connect_timeout(policy.connect_timeout)
+                .redirect(redirects)
+                .dns_resolver(Arc::new(Guarded(policy.clone())))
+                // a proxy would resolve names itself, past the guarded resolver
+                .no_proxy()
+                .user_agent(concat!("compute-market-keeper/", env!("CARGO_PKG_VERSION")));
+            let b = if decompress { b } else { b.no_zstd().no_gzip() };
+            b.build()
+        };
         Ok(Client {
-            http,
+            http: build(true)?,
+            raw: build(false)?,
             policy: policy.clone(),
+            signer: None,
         })
+    }
+
+    /// This client with every request signed by `kp` (a node's keypair: a verifier's or a
+    /// provider's), so that servers that know the node admit it ahead of strangers
+    /// ([`super::admission`]). A server that does not know the key serves it as a stranger.
+    pub fn signed_by(mut self, kp: Arc<Keypair>) -> Self {
+        self.signer = Some(kp);
+        self
+    }
+
+    /// `req` with the signature headers for `method` of `url`, when this client signs.
+    fn sign(
+        &self,
+        mut req: reqwest::blocking::RequestBuilder,
+        method: &str,
+        url: &Url,
+    ) -> reqwest::blocking::RequestBuilder {
+        if let Some(kp) = &self.signer {
+            let pq = &url[url::Position::BeforePath..url::Position::AfterQuery];
+            for (k, v) in super::admission::sign_request(kp, method, pq) {
+                req = req.header(k, v);
+            }
+        }
+        req
     }
 
     /// GETs `url` and reads at most `limit` (decompressed) bytes of its body, all of it by
@@ -105,6 +148,14 @@ impl Client {
         Ok(sink.body)
     }
 
+    /// Whether a body of at most `limit` bytes going to `sink` is asked for uncompressed:
+    /// bytes kept on disk are bytes that crossed the wire, and a body larger than a server
+    /// compresses ([`COMPRESS_MAX`]) costs no bandwidth uncompressed and no more memory than
+    /// was received.
+    fn identity(limit: u64, sink: &dyn BodySink) -> bool {
+        sink.on_disk() || limit > COMPRESS_MAX
+    }
+
     /// [`Client::get`] into `sink`: a sink already holding bytes asks for the rest only
     /// (`Range: bytes=<held>-`, uncompressed); a server that answers with the whole body
     /// (200) starts it again. What arrived before a failure stays in the sink.
@@ -113,7 +164,7 @@ impl Client {
         url: &str,
         limit: u64,
         deadline: Instant,
-        sink: &mut Sink,
+        sink: &mut dyn BodySink,
     ) -> Result<(), FetchError> {
         let parsed = Url::parse(url)
             .map_err(|e| FetchError::Invalid(format!("{url:?} is not a URL: {e}")))?;
@@ -125,10 +176,12 @@ impl Client {
                 .filter(|d| !d.is_zero())
                 .ok_or_else(|| FetchError::Unavailable(format!("{url}: no time left {what}")))
         };
-        let held = sink.body.len() as u64;
-        let mut req = self.http.get(parsed).timeout(left("to ask")?);
-        if sink.file.is_some() {
-            // bytes kept on disk are bytes that crossed the wire: no decompressed expansion
+        let held = sink.held();
+        let identity = Self::identity(limit, sink);
+        let http = if identity { &self.raw } else { &self.http };
+        let mut req = http.get(parsed.clone()).timeout(left("to ask")?);
+        req = self.sign(req, "GET", &parsed);
+        if identity {
             req = req.header(reqwest::header::ACCEPT_ENCODING, "identity");
         }
         if held > 0 {
@@ -183,6 +236,18 @@ impl Client {
                 "{url:?} is unreachable: HTTP {status}"
             )));
         };
+        if identity {
+            let enc = resp
+                .headers()
+                .get(reqwest::header::CONTENT_ENCODING)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("identity");
+            if !enc.eq_ignore_ascii_case("identity") {
+                return Err(FetchError::Invalid(format!(
+                    "{url} sent a body compressed as {enc:?} to a request for it uncompressed"
+                )));
+            }
+        }
         let room = limit - from;
         if resp.content_length().is_some_and(|n| n > room) {
             return Err(FetchError::Invalid(format!(
@@ -233,16 +298,17 @@ impl Client {
     }
 
     /// Every tile of `job`'s result at `base` (`http://host:port/r/<root>`), by `deadline`.
+    /// The body is split into tiles as it arrives (memory grows with what was received, up
+    /// to the job's size, and is never held twice).
     pub fn fetch_all(
         &self,
         base: &str,
         job: &JobSpec,
         deadline: Instant,
     ) -> Result<Vec<Vec<u8>>, FetchError> {
-        decode_all(
-            job,
-            &self.get(&format!("{base}/all"), all_len(job), deadline)?,
-        )
+        let mut sink = TileSink::new(job.tile_len());
+        self.get_into(&format!("{base}/all"), all_len(job), deadline, &mut sink)?;
+        sink.finish(job)
     }
 
     /// Tiles `indices` of `job`'s result at `base`, with proofs, by `deadline`.
@@ -334,7 +400,8 @@ impl Client {
             .map_err(|e| FetchError::Invalid(format!("{url:?} is not a URL: {e}")))?;
         check_url(&parsed, &self.policy)
             .map_err(|e| FetchError::Invalid(format!("{url:?} is refused: {e}")))?;
-        let resp = self.http.put(parsed).body(bytes).send().map_err(|e| {
+        let req = self.sign(self.http.put(parsed.clone()), "PUT", &parsed);
+        let resp = req.body(bytes).send().map_err(|e| {
             FetchError::Unavailable(format!("{url} is unreachable: {}", error_chain(&e)))
         })?;
         if !resp.status().is_success() {
@@ -345,6 +412,104 @@ impl Client {
             )));
         }
         Ok(())
+    }
+}
+
+/// Where a body goes as it arrives.
+trait BodySink {
+    /// Bytes held (a resumed download asks for the rest).
+    fn held(&self) -> u64;
+    /// Appends what arrived.
+    fn push(&mut self, bytes: &[u8]);
+    /// Drops what is held (the next bytes start the body again).
+    fn restart(&mut self);
+    /// Whether the bytes are also kept on disk (asked for uncompressed).
+    fn on_disk(&self) -> bool;
+}
+
+/// A whole result's tiles, filled as the bytes arrive: each tile is allocated when its first
+/// byte comes, so memory follows what was received.
+struct TileSink {
+    tile_len: usize,
+    tiles: Vec<Vec<u8>>,
+    held: u64,
+}
+
+impl TileSink {
+    fn new(tile_len: usize) -> Self {
+        TileSink {
+            tile_len: tile_len.max(1),
+            tiles: vec![],
+            held: 0,
+        }
+    }
+
+    /// The tiles, exactly the job's count of its tile length, or the error naming the
+    /// difference.
+    fn finish(self, job: &JobSpec) -> Result<Vec<Vec<u8>>, FetchError> {
+        if self.held != all_len(job) {
+            return Err(FetchError::Invalid(format!(
+                "served {} bytes, the job's {} tiles are {} bytes",
+                self.held,
+                job.tile_count(),
+                all_len(job)
+            )));
+        }
+        Ok(self.tiles)
+    }
+}
+
+impl BodySink for TileSink {
+    fn held(&self) -> u64 {
+        0
+    }
+
+    fn push(&mut self, mut bytes: &[u8]) {
+        self.held += bytes.len() as u64;
+        while !bytes.is_empty() {
+            if self.tiles.last().is_none_or(|t| t.len() == self.tile_len) {
+                self.tiles.push(vec![]);
+            }
+            let t = self.tiles.last_mut().expect("a tile");
+            let n = (self.tile_len - t.len()).min(bytes.len());
+            if t.capacity() < t.len() + n {
+                // doubling, but never past the tile's length
+                let want = (t.len() * 2)
+                    .max(t.len() + n)
+                    .max(64 << 10)
+                    .min(self.tile_len);
+                t.reserve_exact(want - t.len());
+            }
+            t.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+        }
+    }
+
+    fn restart(&mut self) {
+        self.tiles.clear();
+        self.held = 0;
+    }
+
+    fn on_disk(&self) -> bool {
+        false
+    }
+}
+
+impl BodySink for Sink {
+    fn held(&self) -> u64 {
+        self.body.len() as u64
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        Sink::push(self, bytes)
+    }
+
+    fn restart(&mut self) {
+        Sink::restart(self)
+    }
+
+    fn on_disk(&self) -> bool {
+        self.file.is_some()
     }
 }
 

@@ -3,10 +3,15 @@
 //! evicted first. One per keeper, shared by every role, served as `GET /c/<hash>` and filled by
 //! `PUT /c/<hash>` and by the keeper's own fetches (PROTOCOL §5, Inputs).
 //!
-//! Every object is checked against its name when it comes in, and again when read back from
-//! disk (a corrupted file is deleted, never served). Files are written to a temporary name,
-//! synced and renamed, so a crash leaves the whole object or none; on start the directory is
-//! indexed from names and sizes alone (oldest modification first in the eviction order).
+//! Every object is checked against its name once, when it comes in (an upload is hashed as
+//! it is written to a temporary file, never held in memory), and trusted from disk after
+//! that: serving a range or a HEAD reads only what is sent. Objects found on disk at start
+//! are indexed from names and sizes alone and hashed once, streaming, the first time they are
+//! served ([`ContentStore::open_checked`]); a file whose length is not its index's, or whose
+//! bytes do not hash to its name, is deleted — a transient read error (out of descriptors,
+//! an interrupted call) never deletes anything. Files are written to a temporary name, synced
+//! and renamed, so a crash leaves the whole object or none (oldest modification first in the
+//! eviction order after a restart).
 
 use std::{
     collections::HashMap,
@@ -50,6 +55,9 @@ struct Meta {
     len: u64,
     used: u64,
     at: Instant,
+    /// Hashed against its name by this process (an upload, a fetch, a first serve): its
+    /// file is trusted from then on.
+    checked: bool,
 }
 
 #[derive(Default)]
@@ -73,6 +81,8 @@ pub struct ContentStore {
     index: Mutex<Index>,
     /// One put at a time (the check, the room made, the write and the insert are one step).
     writing: Mutex<()>,
+    /// Objects being hashed for their first serve now.
+    checking: Mutex<std::collections::HashSet<Digest>>,
 }
 
 /// The default largest object: a 8192 × 8192 matrix of `u32` in safetensors, header included.
@@ -89,6 +99,7 @@ impl ContentStore {
             protect: Duration::from_secs(600),
             index: Default::default(),
             writing: Mutex::new(()),
+            checking: Default::default(),
         }
     }
 
@@ -104,6 +115,7 @@ impl ContentStore {
             let e = e?;
             let name = e.file_name().to_string_lossy().to_string();
             let Some(d) = parse_hex_digest(&name) else {
+                // interrupted writes and uploads
                 if name.ends_with(".tmp") {
                     let _ = std::fs::remove_file(e.path());
                 }
@@ -126,6 +138,7 @@ impl ContentStore {
                     len,
                     used: index.clock,
                     at: Instant::now(),
+                    checked: false,
                 },
             );
         }
@@ -136,6 +149,7 @@ impl ContentStore {
             protect: Duration::from_secs(600),
             index: Mutex::new(index),
             writing: Mutex::new(()),
+            checking: Default::default(),
         })
     }
 
@@ -194,28 +208,177 @@ impl ContentStore {
         self.index.lock().expect("content lock").bytes
     }
 
-    /// The object `d`, checked against its name (a file that no longer matches is deleted).
+    /// The object `d`, read whole and checked against its name (the keeper's own use: inputs
+    /// it computes on). A file that is confirmed bad — shorter or longer than indexed, or not
+    /// hashing to its name — is deleted; any other read error (out of descriptors, an
+    /// interrupted call) is logged and leaves the object in place ([`ContentStore::read`]
+    /// says which).
     pub fn get(&self, d: &Digest) -> Option<Arc<Vec<u8>>> {
-        {
-            let mut ix = self.index.lock().expect("content lock");
-            ix.clock += 1;
-            let clock = ix.clock;
-            let meta = ix.objects.get_mut(d)?;
-            meta.used = clock;
-            meta.at = Instant::now();
-            if let Some(b) = ix.memory.get(d) {
-                return Some(b.clone());
-            }
-        }
-        let p = self.path(d)?;
-        match std::fs::read(&p) {
-            Ok(b) if hashv(&[&b]) == *d => Some(Arc::new(b)),
-            other => {
-                tracing::warn!(object = %hex(d), ok = other.is_ok(), "content file unreadable or corrupt: dropped");
-                self.forget(d);
+        match self.read(d) {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(object = %hex(d), error = %e, "content file not readable now (kept)");
                 None
             }
         }
+    }
+
+    /// [`ContentStore::get`], telling a transient failure (`Err`: nothing deleted) from an
+    /// object not held or confirmed bad and deleted (`Ok(None)`).
+    pub fn read(&self, d: &Digest) -> std::io::Result<Option<Arc<Vec<u8>>>> {
+        let len = {
+            let mut ix = self.index.lock().expect("content lock");
+            ix.clock += 1;
+            let clock = ix.clock;
+            let Some(meta) = ix.objects.get_mut(d) else {
+                return Ok(None);
+            };
+            meta.used = clock;
+            meta.at = Instant::now();
+            let len = meta.len;
+            if let Some(b) = ix.memory.get(d) {
+                return Ok(Some(b.clone()));
+            }
+            len
+        };
+        let Some(p) = self.path(d) else {
+            return Ok(None);
+        };
+        let b = match std::fs::read(&p) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                tracing::warn!(object = %hex(d), "content file gone: forgotten");
+                self.forget(d);
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        if b.len() as u64 != len || hashv(&[&b]) != *d {
+            tracing::warn!(object = %hex(d), len = b.len(), indexed = len, "content file truncated or corrupt: deleted");
+            self.forget(d);
+            return Ok(None);
+        }
+        self.mark_checked(d);
+        Ok(Some(Arc::new(b)))
+    }
+
+    fn mark_checked(&self, d: &Digest) {
+        if let Some(m) = self.index.lock().expect("content lock").objects.get_mut(d) {
+            m.checked = true;
+        }
+    }
+
+    /// The object `d` opened for serving, without reading it: its bytes in memory, or its
+    /// file with its length checked against the index (a file of another length is
+    /// truncated or replaced: deleted). An object found on disk at start and not yet checked
+    /// is hashed once first, streaming ([`Opened::Checking`] while another request does
+    /// that); after that its file is trusted.
+    pub fn open_checked(&self, d: &Digest) -> std::io::Result<Opened> {
+        let checked = {
+            let mut ix = self.index.lock().expect("content lock");
+            ix.clock += 1;
+            let clock = ix.clock;
+            let Some(meta) = ix.objects.get_mut(d) else {
+                return Ok(Opened::Missing);
+            };
+            meta.used = clock;
+            meta.at = Instant::now();
+            let checked = meta.checked;
+            if let Some(b) = ix.memory.get(d) {
+                return Ok(Opened::Memory(b.clone()));
+            }
+            checked
+        };
+        let Some(p) = self.path(d) else {
+            return Ok(Opened::Missing);
+        };
+        if !checked {
+            if !self.checking.lock().expect("checking lock").insert(*d) {
+                return Ok(Opened::Checking);
+            }
+            let verdict = self.check_file(d, &p);
+            self.checking.lock().expect("checking lock").remove(d);
+            match verdict? {
+                true => self.mark_checked(d),
+                false => return Ok(Opened::Missing),
+            }
+        }
+        let file = match std::fs::File::open(&p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.forget(d);
+                return Ok(Opened::Missing);
+            }
+            Err(e) => return Err(e),
+        };
+        let len = file.metadata()?.len();
+        match self.len_of(d) {
+            Some(l) if l == len => Ok(Opened::File(file, len)),
+            Some(l) => {
+                tracing::warn!(object = %hex(d), len, indexed = l, "content file truncated or replaced: deleted");
+                self.forget(d);
+                Ok(Opened::Missing)
+            }
+            None => Ok(Opened::Missing),
+        }
+    }
+
+    /// Hashes the file of `d` streaming (1 MiB at a time): `Ok(false)` when it is confirmed
+    /// bad (deleted), an error when it could not be read now (kept).
+    fn check_file(&self, d: &Digest, p: &Path) -> std::io::Result<bool> {
+        use std::io::Read;
+        let mut f = match std::fs::File::open(p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.forget(d);
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        };
+        let mut h = solana_sha256_hasher::Hasher::default();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut len = 0u64;
+        loop {
+            match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    h.hash(&buf[..n]);
+                    len += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let ok = h.result().to_bytes() == *d && Some(len) == self.len_of(d);
+        if !ok {
+            tracing::warn!(object = %hex(d), len, "content file truncated or corrupt: deleted");
+            self.forget(d);
+        }
+        Ok(ok)
+    }
+
+    /// Starts an upload of the object named `d`: its bytes go to a temporary file as they
+    /// come (a store on disk; a store in memory holds them), hashed on the way, and become
+    /// the object only if they hash to `d` ([`Upload::finish`]).
+    pub fn upload(&self, d: &Digest) -> std::io::Result<Upload> {
+        let sink = match &self.dir {
+            None => UploadSink::Memory(vec![]),
+            Some(dir) => {
+                std::fs::create_dir_all(dir)?;
+                static UPLOADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let n = UPLOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let tmp = dir.join(format!("{}.{}.{n}.tmp", hex(d), std::process::id()));
+                let file = std::fs::File::create(&tmp)?;
+                UploadSink::File(file, Some(tmp))
+            }
+        };
+        Ok(Upload {
+            name: *d,
+            hasher: solana_sha256_hasher::Hasher::default(),
+            len: 0,
+            max: self.max_object,
+            sink,
+        })
     }
 
     fn forget(&self, d: &Digest) {
@@ -250,6 +413,25 @@ impl ContentStore {
         from_network: bool,
     ) -> Result<(), PutError> {
         let len = bytes.len() as u64;
+        self.insert(d, len, from_network, |p| match p {
+            Some(p) => {
+                write_durably(p, bytes).map_err(|e| PutError::Io(format!("{e:#}")))?;
+                Ok(None)
+            }
+            None => Ok(Some(bytes.to_vec())),
+        })
+    }
+
+    /// Makes room for `len` bytes (evicting the least recently used; only objects idle for
+    /// [`ContentStore::protect`] when `from_network`), has `write` put the object at its path
+    /// (`None` in memory: it returns the bytes to hold), then indexes it as checked.
+    fn insert(
+        &self,
+        d: &Digest,
+        len: u64,
+        from_network: bool,
+        write: impl FnOnce(Option<&Path>) -> Result<Option<Vec<u8>>, PutError>,
+    ) -> Result<(), PutError> {
         if len > self.max_object {
             return Err(PutError::TooLarge(self.max_object));
         }
@@ -292,9 +474,8 @@ impl ContentStore {
                 let _ = std::fs::remove_file(p);
             }
         }
-        if let Some(p) = self.path(d) {
-            write_durably(&p, bytes).map_err(|e| PutError::Io(format!("{e:#}")))?;
-        }
+        let path = self.path(d);
+        let held = write(path.as_deref())?;
         let mut ix = self.index.lock().expect("content lock");
         ix.clock += 1;
         let used = ix.clock;
@@ -305,12 +486,113 @@ impl ContentStore {
                 len,
                 used,
                 at: Instant::now(),
+                checked: true,
             },
         );
         if self.dir.is_none() {
-            ix.memory.insert(*d, Arc::new(bytes.to_vec()));
+            if let Some(b) = held {
+                ix.memory.insert(*d, Arc::new(b));
+            }
         }
         Ok(())
+    }
+}
+
+/// An object being served: its bytes in memory, or its open file and length (read only as
+/// far as the range sent).
+pub enum Opened {
+    /// Not held (or found bad and deleted).
+    Missing,
+    /// Being hashed for its first serve by another request: ask again shortly.
+    Checking,
+    /// Held in memory.
+    Memory(Arc<Vec<u8>>),
+    /// On disk, checked: the file and its length.
+    File(std::fs::File, u64),
+}
+
+enum UploadSink {
+    Memory(Vec<u8>),
+    /// The temporary file and its path (taken once renamed or deleted).
+    File(std::fs::File, Option<PathBuf>),
+}
+
+/// An upload in progress ([`ContentStore::upload`]): bytes are hashed and written as they
+/// come; dropped unfinished, its temporary file is deleted.
+pub struct Upload {
+    name: Digest,
+    hasher: solana_sha256_hasher::Hasher,
+    len: u64,
+    max: u64,
+    sink: UploadSink,
+}
+
+impl Upload {
+    /// Bytes received so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether nothing was received yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends `bytes`: refused past the store's object size cap (nothing more is written).
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), PutError> {
+        use std::io::Write;
+        if self.len + bytes.len() as u64 > self.max {
+            return Err(PutError::TooLarge(self.max));
+        }
+        self.hasher.hash(bytes);
+        self.len += bytes.len() as u64;
+        match &mut self.sink {
+            UploadSink::Memory(v) => v.extend_from_slice(bytes),
+            UploadSink::File(f, _) => f
+                .write_all(bytes)
+                .map_err(|e| PutError::Io(format!("writing an upload: {e}")))?,
+        }
+        Ok(())
+    }
+
+    /// Stores what was received under its name if it hashes to it (synced and renamed into
+    /// place, within the budget as [`ContentStore::put`]); else the temporary file is deleted
+    /// and the answer is [`PutError::HashMismatch`].
+    pub fn finish(mut self, store: &ContentStore, from_network: bool) -> Result<(), PutError> {
+        let hasher = std::mem::take(&mut self.hasher);
+        if hasher.result().to_bytes() != self.name {
+            return Err(PutError::HashMismatch);
+        }
+        let (name, len) = (self.name, self.len);
+        match &mut self.sink {
+            UploadSink::Memory(v) => {
+                let bytes = std::mem::take(v);
+                store.insert(&name, len, from_network, |_| Ok(Some(bytes)))
+            }
+            UploadSink::File(f, tmp) => {
+                f.sync_all()
+                    .map_err(|e| PutError::Io(format!("syncing an upload: {e}")))?;
+                let from = tmp.clone().expect("an upload is finished once");
+                store.insert(&name, len, from_network, |to| {
+                    let to = to.expect("a store with a file sink is on disk");
+                    std::fs::rename(&from, to)
+                        .map_err(|e| PutError::Io(format!("renaming an upload: {e}")))?;
+                    *tmp = None;
+                    if let Some(dir) = to.parent() {
+                        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+                    }
+                    Ok(None)
+                })
+            }
+        }
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        if let UploadSink::File(_, Some(tmp)) = &self.sink {
+            let _ = std::fs::remove_file(tmp);
+        }
     }
 }
 

@@ -7,8 +7,9 @@
 //! and a sampled fetch never past the sampled tiles with their proofs (PROTOCOL §5).
 //!
 //! One-way layers: [`wire`] (encoding) and [`net`] (which addresses may be fetched) ←
-//! [`store`] (memory or disk) ← [`client`] (fetch over HTTP) and [`server`] (serve over HTTP)
-//! ← this module's [`ResultStore`]; nothing here imports the roles, the chain or the commands.
+//! [`store`] (memory or disk) ← [`client`] (fetch over HTTP) and [`server`] (serve over HTTP,
+//! admitting connections through [`admission`]) ← this module's [`ResultStore`]; nothing here
+//! imports the roles, the chain or the commands.
 
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ use compute_market_protocol::{hash::Digest, job::JobSpec};
 
 use crate::verify::{commit, ProvenTile};
 
+pub mod admission;
 pub mod client;
 pub mod content;
 pub mod net;
@@ -107,6 +109,8 @@ pub struct ResultStore {
     /// Results in their voting window, until when ([`ResultStore::set_hot`]).
     hot: std::sync::Mutex<std::collections::HashMap<Digest, std::time::Instant>>,
     client: std::sync::OnceLock<Result<client::Client, String>>,
+    /// The node's keypair its fetches are signed with ([`ResultStore::with_signer`]).
+    signer: Option<Arc<solana_keypair::Keypair>>,
     /// One fetch per object at a time (the others wait for it, then find it held).
     fetching: std::sync::Mutex<std::collections::HashMap<Digest, Arc<std::sync::Mutex<()>>>>,
 }
@@ -139,6 +143,7 @@ impl ResultStore {
             metrics: Default::default(),
             hot: Default::default(),
             client: Default::default(),
+            signer: None,
             fetching: Default::default(),
         }
     }
@@ -166,6 +171,15 @@ impl ResultStore {
     /// Replaces the fetch policy (a new HTTP client is built on the next fetch).
     pub fn with_policy(mut self, policy: FetchPolicy) -> Self {
         self.policy = policy;
+        self.client = Default::default();
+        self
+    }
+
+    /// Signs every fetch of this store (results, inputs) with the node's keypair `kp`, so
+    /// that other keepers' servers admit its requests ahead of strangers' (a verifier's and a
+    /// provider's fetches pass theirs; see [`client::Client::signed_by`]).
+    pub fn with_signer(mut self, kp: Arc<solana_keypair::Keypair>) -> Self {
+        self.signer = Some(kp);
         self.client = Default::default();
         self
     }
@@ -233,7 +247,13 @@ impl ResultStore {
 
     fn http(&self) -> Result<&client::Client, FetchError> {
         self.client
-            .get_or_init(|| client::Client::new(&self.policy).map_err(|e| format!("{e:#}")))
+            .get_or_init(|| {
+                let c = client::Client::new(&self.policy).map_err(|e| format!("{e:#}"))?;
+                Ok(match &self.signer {
+                    Some(kp) => c.signed_by(kp.clone()),
+                    None => c,
+                })
+            })
             .as_ref()
             .map_err(|e| FetchError::Unavailable(format!("cannot build the HTTP client: {e}")))
     }

@@ -9,25 +9,31 @@
 //! Any client may connect, so nothing one client does may keep the others from being served:
 //! each connection is its own task (a reader that stops reading stalls only itself, and only
 //! until [`ServerLimits::connection_lifetime`]); request heads are bounded in size and in the
-//! time they may take to arrive; open connections are capped; transfers are capped per peer
-//! (an IPv4 address or an IPv6 /64) and in all, refused with 503 and `Retry-After` beyond
-//! that; bodies are compressed as the client's `Accept-Encoding` asks (zstd, gzip); CORS lets
-//! a dApp in a browser fetch results.
+//! time they may take to arrive; connections are admitted by fair shares that shrink with
+//! load, a full server evicting an idle connection of the largest holder for a newcomer, and
+//! a market's nodes (signed requests) kept ahead of strangers ([`super::admission`]);
+//! transfers are capped per peer (an IPv4 address or an IPv6 /64) and in all, refused with
+//! 503 and `Retry-After` beyond that; content objects are streamed from disk, only the range
+//! asked for being read; bodies are compressed as the client's `Accept-Encoding` asks (zstd,
+//! gzip); CORS lets a dApp in a browser fetch results.
 
 use std::{
     collections::HashMap,
     convert::Infallible,
     net::{IpAddr, SocketAddr},
+    os::unix::fs::FileExt,
     sync::{Arc, Mutex},
     thread::JoinHandle,
     time::{Duration, Instant},
 };
 
+use anchor_lang::prelude::Pubkey;
+
 use anyhow::{Context, Result};
 use axum::{
     body::Body,
     extract::{Path, RawQuery, State},
-    http::{header, HeaderValue, Request, StatusCode},
+    http::{header, HeaderValue, Method, Request, StatusCode},
     response::{IntoResponse, Response},
     routing::get,
     Extension, Router,
@@ -42,14 +48,23 @@ use tower_http::{
     timeout::TimeoutLayer,
 };
 
-use super::{parse_hex_digest, wire::encode_one, ResultStore};
+use super::{
+    admission::{peer_key, verify_request, Admission, Conn, Place, Progress, Signers},
+    content::Opened,
+    parse_hex_digest,
+    wire::encode_one,
+    ResultStore,
+};
 use crate::metrics::Metrics;
 use crate::verify::ProvenTile;
 
 /// How much of the server one client can take.
 #[derive(Clone, Debug)]
 pub struct ServerLimits {
-    /// Connections open at once; further ones are closed on accept.
+    /// Strangers' connections open at once (connections of admitted nodes are counted apart,
+    /// [`ServerLimits::node_connections`]). When full, a newcomer from a peer holding fewer
+    /// connections than the largest holder closes an idle connection of that holder; else it
+    /// is closed on accept.
     pub max_connections: usize,
     /// Result transfers in flight at once, in all.
     pub transfers: usize,
@@ -67,8 +82,9 @@ pub struct ServerLimits {
     pub uploads: usize,
     /// The same from one peer.
     pub uploads_per_peer: usize,
-    /// Bytes of content objects being served at once (each is read whole to be checked
-    /// against its hash): beyond it a `GET /c/` is answered `503`.
+    /// Bytes of content objects being read for their bodies at once: each `GET /c/` streams
+    /// its range a chunk (at most 256 KiB) at a time and holds one chunk's worth of this
+    /// budget while it streams; beyond it a `GET /c/` is answered `503`.
     pub content_bytes_in_flight: u64,
     /// Longest a request head may take to arrive (idle and slow-header connections end).
     pub header_timeout: Duration,
@@ -82,8 +98,27 @@ pub struct ServerLimits {
     pub max_request_head: usize,
     /// Most tiles one `/tiles` request may ask for (a verifier's k ≤ `MAX_SAMPLES`).
     pub max_indices: usize,
-    /// Connections open at once from one peer.
+    /// Connections open at once from one peer while strangers hold at most half of
+    /// [`ServerLimits::max_connections`]; past that the allowance falls linearly to
+    /// [`ServerLimits::connections_per_peer_min`] at the cap, so that a few hundred addresses
+    /// cannot fill the server.
     pub connections_per_peer: usize,
+    /// The least a peer may hold however full the server is.
+    pub connections_per_peer_min: usize,
+    /// Connections of admitted nodes (a request on them signed by a key in
+    /// [`HttpServer::admitted`]) open at once, apart from the strangers' cap: never evicted,
+    /// and at most [`ServerLimits::connections_per_peer`] per signer. Past it a node's
+    /// connection stays in the strangers' places.
+    pub node_connections: usize,
+    /// Transfers of admitted nodes' signed requests in flight at once, in all: a pool
+    /// strangers cannot draw from (a node's request finding it full falls back to the
+    /// strangers' pools).
+    pub node_transfers: usize,
+    /// The same for one signer.
+    pub node_transfers_per_signer: usize,
+    /// How far a signed request's time may be from the server's clock; a request signed
+    /// longer ago (or ahead) is a stranger's.
+    pub signature_skew: Duration,
     /// Least rate a transfer must keep, bytes per second averaged over each
     /// [`ServerLimits::stall_timeout`]: a reader slower than that (or stopped) loses its
     /// connection, so a few slow readers cannot hold every transfer for the connection's life.
@@ -112,6 +147,11 @@ impl Default for ServerLimits {
             max_request_head: 64 << 10,
             max_indices: compute_market::constants::MAX_SAMPLES as usize,
             connections_per_peer: 32,
+            connections_per_peer_min: 4,
+            node_connections: 1024,
+            node_transfers: 64,
+            node_transfers_per_signer: 16,
+            signature_skew: Duration::from_secs(60),
             min_rate: 32 << 10,
             cors_origins: vec![],
         }
@@ -122,22 +162,6 @@ impl Default for ServerLimits {
 #[derive(Clone, Copy)]
 struct Peer(SocketAddr);
 
-/// How far a connection's transfers have moved: the body streams count every byte they hand
-/// to hyper, and a watchdog closes the connection when an active transfer falls below the
-/// minimum rate.
-#[derive(Default)]
-struct Progress {
-    bytes: std::sync::atomic::AtomicU64,
-    active: std::sync::atomic::AtomicUsize,
-}
-
-impl Progress {
-    fn touch(&self, bytes: u64) {
-        self.bytes
-            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
 /// A transfer in flight: its place among the peer's transfers, and its connection's progress.
 struct Transfer {
     _permit: Permit,
@@ -145,7 +169,8 @@ struct Transfer {
 }
 
 impl Transfer {
-    fn new(permit: Permit, progress: Arc<Progress>) -> Self {
+    fn new(permit: Permit, conn: &Conn) -> Self {
+        let progress = conn.progress.clone();
         progress
             .active
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -165,66 +190,56 @@ impl Drop for Transfer {
     }
 }
 
-/// Places in use (transfers, or connections), per peer and in all.
+/// Who holds a transfer place: a peer (strangers), or an admitted node's key.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Holder {
+    Peer(IpAddr),
+    Node(Pubkey),
+}
+
+/// Transfer places in use, per holder and in all.
 #[derive(Default)]
 struct Transfers {
-    by_peer: Mutex<HashMap<IpAddr, usize>>,
+    held: Mutex<(usize, HashMap<Holder, usize>)>,
 }
 
 /// One transfer's place; released when the body is done or dropped.
 struct Permit {
     transfers: Arc<Transfers>,
-    key: IpAddr,
+    key: Holder,
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        let mut m = self.transfers.by_peer.lock().expect("transfers lock");
-        if let Some(n) = m.get_mut(&self.key) {
+        let mut h = self.transfers.held.lock().expect("transfers lock");
+        h.0 -= 1;
+        if let Some(n) = h.1.get_mut(&self.key) {
             *n -= 1;
             if *n == 0 {
-                m.remove(&self.key);
+                h.1.remove(&self.key);
             }
         }
-        if let Some(n) = m.get_mut(&ALL) {
-            *n -= 1;
-        }
-    }
-}
-
-/// The key counting every transfer.
-const ALL: IpAddr = IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED);
-
-/// A peer's key: its IPv4 address, or its IPv6 /64 (one host usually holds a whole /64).
-fn peer_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let s = v6.segments();
-                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 1))
-            }
-        },
-        v4 => v4,
     }
 }
 
 impl Transfers {
     fn acquire(self: &Arc<Self>, ip: IpAddr, limits: &ServerLimits) -> Option<Permit> {
-        self.take(ip, limits.transfers_per_peer, limits.transfers)
+        self.take(
+            Holder::Peer(peer_key(ip)),
+            limits.transfers_per_peer,
+            limits.transfers,
+        )
     }
 
-    /// A place for `ip`'s peer: at most `per_peer` of them, `all` in all.
-    fn take(self: &Arc<Self>, ip: IpAddr, per_peer: usize, all: usize) -> Option<Permit> {
-        let key = peer_key(ip);
-        let mut m = self.by_peer.lock().expect("transfers lock");
-        let total = m.get(&ALL).copied().unwrap_or(0);
-        let mine = m.get(&key).copied().unwrap_or(0);
-        if total >= all || mine >= per_peer {
+    /// A place for `key`: at most `per_holder` of them, `all` in all.
+    fn take(self: &Arc<Self>, key: Holder, per_holder: usize, all: usize) -> Option<Permit> {
+        let mut h = self.held.lock().expect("transfers lock");
+        let mine = h.1.get(&key).copied().unwrap_or(0);
+        if h.0 >= all || mine >= per_holder {
             return None;
         }
-        *m.entry(ALL).or_default() += 1;
-        *m.entry(key).or_default() += 1;
+        h.0 += 1;
+        *h.1.entry(key).or_default() += 1;
         Some(Permit {
             transfers: self.clone(),
             key,
@@ -240,6 +255,8 @@ struct App {
     transfers: Arc<Transfers>,
     urgent: Arc<Transfers>,
     uploads: Arc<Transfers>,
+    /// Admitted nodes' signed transfers ([`ServerLimits::node_transfers`]).
+    nodes: Arc<Transfers>,
     /// Bytes of content objects held by `GET /c/` bodies now.
     reading: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -258,16 +275,31 @@ impl Drop for Reading {
 }
 
 impl App {
-    /// A transfer place for `ip` to fetch the result under `root`: from the urgent pool while
-    /// the result is in its voting window, else from the bulk one.
+    /// A place in the nodes' pool for a connection whose requests an admitted node signed.
+    fn node_place(&self, conn: &Conn) -> Option<Permit> {
+        let signer = conn.signer.get()?;
+        self.nodes.take(
+            Holder::Node(*signer),
+            self.limits.node_transfers_per_signer,
+            self.limits.node_transfers,
+        )
+    }
+
+    /// A transfer place for `ip` to fetch the result under `root`: from the nodes' pool for
+    /// an admitted node, else from the urgent pool while the result is in its voting window,
+    /// else from the bulk one.
     fn place_for(
         &self,
         root: &compute_market_protocol::hash::Digest,
         ip: IpAddr,
+        conn: &Conn,
     ) -> Option<Permit> {
+        if let Some(p) = self.node_place(conn) {
+            return Some(p);
+        }
         if self.store.is_hot(root) {
             self.urgent.take(
-                ip,
+                Holder::Peer(peer_key(ip)),
                 self.limits.urgent_per_peer,
                 self.limits.urgent_transfers,
             )
@@ -361,14 +393,14 @@ const CHUNK_TILES: u32 = 16;
 async fn all(
     State(app): State<App>,
     Extension(Peer(peer)): Extension<Peer>,
-    Extension(progress): Extension<Arc<Progress>>,
+    Extension(conn): Extension<Arc<Conn>>,
     Path(root): Path<String>,
 ) -> Response {
     let entry = match lookup(&app, &root) {
         Ok(e) => e,
         Err(r) => return r,
     };
-    let Some(permit) = app.place_for(&entry.root, peer.ip()) else {
+    let Some(permit) = app.place_for(&entry.root, peer.ip(), &conn) else {
         app.metrics.http_busy.inc();
         return busy();
     };
@@ -381,7 +413,7 @@ async fn all(
             _ => true,
         }
     };
-    let transfer = Transfer::new(permit, progress);
+    let transfer = Transfer::new(permit, &conn);
     let count = entry.count();
     let deadline = Instant::now() + app.limits.connection_lifetime;
     // the transfer travels with the body: released when it ends, however it ends
@@ -419,7 +451,7 @@ async fn all(
 async fn tiles(
     State(app): State<App>,
     Extension(Peer(peer)): Extension<Peer>,
-    Extension(progress): Extension<Arc<Progress>>,
+    Extension(conn): Extension<Arc<Conn>>,
     Path(root): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
@@ -458,12 +490,12 @@ async fn tiles(
         }
         indices.push(i);
     }
-    let Some(permit) = app.place_for(&entry.root, peer.ip()) else {
+    let Some(permit) = app.place_for(&entry.root, peer.ip(), &conn) else {
         app.metrics.http_busy.inc();
         return busy();
     };
     let indices = Arc::new(indices);
-    let transfer = Transfer::new(permit, progress);
+    let transfer = Transfer::new(permit, &conn);
     // the tree first (rebuilt from the stored leaves when not cached), then one tile at a time
     let e = entry.clone();
     let tree = match tokio::task::spawn_blocking(move || e.tree()).await {
@@ -512,6 +544,7 @@ async fn tiles(
 fn admit(
     app: &App,
     peer: SocketAddr,
+    conn: &Conn,
     hash: &str,
     upload: bool,
 ) -> Result<(compute_market_protocol::hash::Digest, Permit), Response> {
@@ -522,10 +555,14 @@ fn admit(
         )
     })?;
     let permit = if upload {
-        app.uploads
-            .take(peer.ip(), app.limits.uploads_per_peer, app.limits.uploads)
+        app.uploads.take(
+            Holder::Peer(peer_key(peer.ip())),
+            app.limits.uploads_per_peer,
+            app.limits.uploads,
+        )
     } else {
-        app.transfers.acquire(peer.ip(), &app.limits)
+        app.node_place(conn)
+            .or_else(|| app.transfers.acquire(peer.ip(), &app.limits))
     };
     let permit = permit.ok_or_else(|| {
         app.metrics.http_busy.inc();
@@ -537,45 +574,153 @@ fn admit(
 /// Bytes per chunk of a streamed `/c/<hash>` body.
 const CONTENT_CHUNK: usize = 256 << 10;
 
-/// `GET /c/<hash>`: an object of the content store, streamed.
+/// Where a `/c/` body's bytes come from.
+#[derive(Clone)]
+enum Source {
+    Memory(Arc<Vec<u8>>),
+    File(Arc<std::fs::File>),
+}
+
+impl Source {
+    /// Bytes `at..at + n`, read from the file only as far as asked.
+    async fn read(&self, at: u64, n: usize) -> std::io::Result<Bytes> {
+        match self {
+            Source::Memory(b) => Ok(Bytes::copy_from_slice(&b[at as usize..at as usize + n])),
+            Source::File(f) => {
+                let f = f.clone();
+                tokio::task::spawn_blocking(move || {
+                    let mut buf = vec![0u8; n];
+                    f.read_exact_at(&mut buf, at)?;
+                    Ok(Bytes::from(buf))
+                })
+                .await
+                .map_err(std::io::Error::other)?
+            }
+        }
+    }
+}
+
+/// `GET` (and `HEAD`) `/c/<hash>`: an object of the content store, streamed from where it
+/// lies, only the range asked for being read; `HEAD` reads nothing.
 async fn content_get(
     State(app): State<App>,
     Extension(Peer(peer)): Extension<Peer>,
-    Extension(progress): Extension<Arc<Progress>>,
+    Extension(conn): Extension<Arc<Conn>>,
+    method: Method,
     Path(hash): Path<String>,
     headers: axum::http::HeaderMap,
 ) -> Response {
-    let (d, permit) = match admit(&app, peer, &hash, false) {
+    if method == Method::HEAD {
+        let Some(d) = parse_hex_digest(&hash) else {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "a content hash is 64 hex characters",
+            );
+        };
+        let Some(len) = app.store.content.len_of(&d) else {
+            return refuse(StatusCode::NOT_FOUND, "no object under that hash");
+        };
+        return match ranged(&headers, len) {
+            Err(r) => r,
+            Ok(range) => {
+                let (start, end) = range.unwrap_or((0, len));
+                let r = encoding(Body::empty().into_response(), false);
+                content_headers(immutable(r), range, start, end, len)
+            }
+        };
+    }
+    let (d, permit) = match admit(&app, peer, &conn, &hash, false) {
         Ok(v) => v,
         Err(r) => return r,
     };
-    // the object is read whole (to be checked against its hash): a bounded number of bytes
-    // at once, so slow readers of large objects cannot exhaust memory
-    let Some(len) = app.store.content.len_of(&d) else {
-        return refuse(StatusCode::NOT_FOUND, "no object under that hash");
+    let store = app.store.clone();
+    let opened = tokio::task::spawn_blocking(move || store.content.open_checked(&d)).await;
+    let (source, len) = match opened {
+        Ok(Ok(Opened::Memory(b))) => {
+            let len = b.len() as u64;
+            (Source::Memory(b), len)
+        }
+        Ok(Ok(Opened::File(f, len))) => (Source::File(Arc::new(f)), len),
+        Ok(Ok(Opened::Missing)) => {
+            return refuse(StatusCode::NOT_FOUND, "no object under that hash")
+        }
+        Ok(Ok(Opened::Checking)) => {
+            app.metrics.http_busy.inc();
+            let mut r = refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the object is being checked against its hash; retry",
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return r;
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(object = %hash, error = %e, "cannot read a content object now");
+            let mut r = refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the object cannot be read now ({e}); retry"),
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return r;
+        }
+        Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
+    // a download resuming after a cut asks for the rest: one range, sent uncompressed
+    let range = match ranged(&headers, len) {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let (start, end) = range.unwrap_or((0, len));
+    // what this body holds at once against the budget: one chunk, not the object
+    let held = (end - start).min(CONTENT_CHUNK as u64);
     use std::sync::atomic::Ordering;
-    if app.reading.fetch_add(len, Ordering::Relaxed) + len > app.limits.content_bytes_in_flight {
-        app.reading.fetch_sub(len, Ordering::Relaxed);
+    if app.reading.fetch_add(held, Ordering::Relaxed) + held > app.limits.content_bytes_in_flight {
+        app.reading.fetch_sub(held, Ordering::Relaxed);
         app.metrics.http_busy.inc();
         return busy();
     }
     let reading = Reading {
-        bytes: len,
+        bytes: held,
         total: app.reading.clone(),
     };
-    let store = app.store.clone();
-    let Ok(Some(obj)) = tokio::task::spawn_blocking(move || store.content.get(&d)).await else {
-        return refuse(StatusCode::NOT_FOUND, "no object under that hash");
-    };
-    let transfer = Transfer::new(permit, progress);
-    let len = obj.len();
-    // a download resuming after a cut asks for the rest: one range, sent uncompressed
-    let range = match headers
+    // compression is judged on the first 64 KiB, read only for a whole body small enough
+    let pays = range.is_none()
+        && len <= COMPRESS_MAX
+        && match source.read(0, len.min(SAMPLE as u64) as usize).await {
+            Ok(sample) => compression_pays(&sample),
+            Err(_) => true,
+        };
+    let transfer = Transfer::new(permit, &conn);
+    let stream = futures_util::stream::unfold(
+        (start, source, transfer, reading),
+        move |(at, source, transfer, reading)| async move {
+            if at >= end {
+                return None;
+            }
+            let n = (end - at).min(CONTENT_CHUNK as u64) as usize;
+            match source.read(at, n).await {
+                Ok(chunk) => {
+                    transfer.progress.touch(chunk.len() as u64);
+                    Some((Ok(chunk), (at + n as u64, source, transfer, reading)))
+                }
+                // the body ends with the error: the client sees a cut-off transfer
+                Err(e) => Some((Err(e), (end, source, transfer, reading))),
+            }
+        },
+    );
+    content_headers(streamed(stream, end - start, pays), range, start, end, len)
+}
+
+/// The `Range` of a `/c/` request against an object of `len` bytes: `Ok(None)` for the whole
+/// object, or the 416 refusing it (a `Response` by value, as [`lookup`] and [`admit`]).
+#[allow(clippy::result_large_err)]
+fn ranged(headers: &axum::http::HeaderMap, len: u64) -> Result<Option<(u64, u64)>, Response> {
+    match headers
         .get(header::RANGE)
-        .map(|v| byte_range(v.as_bytes(), len))
+        .map(|v| byte_range(v.as_bytes(), len as usize))
     {
-        None | Some(Range::Ignored) => None,
+        None | Some(Range::Ignored) => Ok(None),
         Some(Range::Unsatisfiable) => {
             let mut r = refuse(
                 StatusCode::RANGE_NOT_SATISFIABLE,
@@ -585,28 +730,22 @@ async fn content_get(
                 header::CONTENT_RANGE,
                 HeaderValue::from_str(&format!("bytes */{len}")).expect("ascii"),
             );
-            return r;
+            Err(r)
         }
-        Some(Range::Bytes(a, b)) => Some((a, b)),
-    };
-    let (start, end) = range.unwrap_or((0, len));
-    let pays = range.is_none() && len as u64 <= COMPRESS_MAX && compression_pays(&obj);
-    let stream = futures_util::stream::unfold(
-        (start, obj, transfer, reading),
-        move |(at, obj, transfer, reading)| async move {
-            if at >= end {
-                return None;
-            }
-            let end = (at + CONTENT_CHUNK).min(end);
-            let chunk = Bytes::copy_from_slice(&obj[at..end]);
-            transfer.progress.touch(chunk.len() as u64);
-            Some((
-                Ok::<_, std::io::Error>(chunk),
-                (end, obj, transfer, reading),
-            ))
-        },
-    );
-    let mut r = streamed(stream, (end - start) as u64, pays);
+        Some(Range::Bytes(a, b)) => Ok(Some((a as u64, b as u64))),
+    }
+}
+
+/// A `/c/` answer's length and range headers.
+fn content_headers(
+    mut r: Response,
+    range: Option<(u64, u64)>,
+    start: u64,
+    end: u64,
+    len: u64,
+) -> Response {
+    r.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
     r.headers_mut()
         .insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     if range.is_some() {
@@ -679,17 +818,24 @@ fn byte_range(v: &[u8], len: usize) -> Range {
     }
 }
 
+/// Bytes of an upload gathered before they are written out (and hashed) in one go.
+const UPLOAD_BATCH: usize = 1 << 20;
+
 /// `PUT /c/<hash>`: stores the body if it hashes to `<hash>`, within the object size cap and
-/// the store's budget (an upload never evicts what is in use).
+/// the store's budget (an upload never evicts what is in use). The body is hashed as it is
+/// written to a temporary file, a batch of at most [`UPLOAD_BATCH`] bytes at a time, so an
+/// upload holds about a megabyte of memory whatever its size; it becomes the object only if
+/// it matches, else the file is deleted.
 async fn content_put(
     State(app): State<App>,
     Extension(Peer(peer)): Extension<Peer>,
-    Extension(progress): Extension<Arc<Progress>>,
+    Extension(conn): Extension<Arc<Conn>>,
     Path(hash): Path<String>,
     headers: axum::http::HeaderMap,
     body: Body,
 ) -> Response {
-    let (d, permit) = match admit(&app, peer, &hash, true) {
+    use super::content::PutError;
+    let (d, permit) = match admit(&app, peer, &conn, &hash, true) {
         Ok(v) => v,
         Err(r) => return r,
     };
@@ -708,38 +854,74 @@ async fn content_put(
     if app.store.content.contains(&d) {
         return StatusCode::CREATED.into_response();
     }
-    let transfer = Transfer::new(permit, progress);
+    let refused = |e: PutError| match e {
+        PutError::HashMismatch => refuse(StatusCode::BAD_REQUEST, e.to_string()),
+        PutError::TooLarge(_) => refuse(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
+        PutError::OverBudget => refuse(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
+        PutError::Io(_) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let store = app.store.clone();
+    let mut upload = match tokio::task::spawn_blocking(move || store.content.upload(&d)).await {
+        Ok(Ok(u)) => u,
+        Ok(Err(e)) => {
+            return refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot start the upload: {e}"),
+            )
+        }
+        Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    // writes (and hashes) a batch off the runtime's threads
+    async fn flush(
+        mut upload: super::content::Upload,
+        batch: Vec<u8>,
+    ) -> Result<super::content::Upload, Response> {
+        let done = tokio::task::spawn_blocking(move || {
+            let r = upload.write(&batch);
+            (upload, r)
+        })
+        .await;
+        match done {
+            Ok((u, Ok(()))) => Ok(u),
+            Ok((_, Err(e))) => Err(refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+            Err(e) => Err(refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+        }
+    }
+    let transfer = Transfer::new(permit, &conn);
     // read frame by frame, counted by the stall watchdog: an upload that sends nothing loses
     // its connection like a reader that reads nothing
-    let mut bytes = Vec::new();
+    let mut batch = Vec::new();
     let mut frames = body.into_data_stream();
     while let Some(frame) = frames.next().await {
         let Ok(frame) = frame else {
             return refuse(StatusCode::BAD_REQUEST, "the upload broke off");
         };
-        if (bytes.len() + frame.len()) as u64 > max {
-            return refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("an object is at most {max} bytes here"),
-            );
+        if upload.len() + (batch.len() + frame.len()) as u64 > max {
+            return refused(PutError::TooLarge(max));
         }
         transfer.progress.touch(frame.len() as u64);
-        bytes.extend_from_slice(&frame);
+        batch.extend_from_slice(&frame);
+        if batch.len() >= UPLOAD_BATCH {
+            upload = match flush(upload, std::mem::take(&mut batch)).await {
+                Ok(u) => u,
+                Err(r) => return r,
+            };
+        }
+    }
+    if !batch.is_empty() {
+        upload = match flush(upload, batch).await {
+            Ok(u) => u,
+            Err(r) => return r,
+        };
     }
     let store = app.store.clone();
-    let put = tokio::task::spawn_blocking(move || store.content.put(&d, &bytes, true)).await;
-    use super::content::PutError;
+    let put = tokio::task::spawn_blocking(move || upload.finish(&store.content, true)).await;
     match put {
         Ok(Ok(())) => {
             app.metrics.content_uploads.inc();
             StatusCode::CREATED.into_response()
         }
-        Ok(Err(e @ PutError::HashMismatch)) => refuse(StatusCode::BAD_REQUEST, e.to_string()),
-        Ok(Err(e @ PutError::TooLarge(_))) => refuse(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
-        Ok(Err(e @ PutError::OverBudget)) => {
-            refuse(StatusCode::INSUFFICIENT_STORAGE, e.to_string())
-        }
-        Ok(Err(e)) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Ok(Err(e)) => refused(e),
         Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
@@ -817,16 +999,61 @@ fn router(app: App) -> Router {
         ))
 }
 
+/// Marks a request as in flight on its connection until its response head is ready (a
+/// connection with none in flight and no transfer streaming is idle: evictable).
+struct InFlight(Arc<Progress>);
+
+impl InFlight {
+    fn new(p: &Arc<Progress>) -> Self {
+        p.requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        InFlight(p.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0
+            .requests
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Bytes of `req`'s head as it came: the request line and every header line.
+fn head_len<B>(req: &Request<B>) -> usize {
+    let line = req.method().as_str().len()
+        + req.uri().path_and_query().map_or(1, |p| p.as_str().len())
+        + " HTTP/1.1\r\n".len();
+    req.headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum::<usize>()
+        + line
+        + 2
+}
+
+/// What the accept loop needs besides the router.
+struct Serving {
+    limits: Arc<ServerLimits>,
+    metrics: Arc<Metrics>,
+    admission: Arc<Admission>,
+    admitted: Signers,
+}
+
 async fn accept_loop(
     listener: tokio::net::TcpListener,
     app: Router,
-    limits: Arc<ServerLimits>,
-    metrics: Arc<Metrics>,
+    serving: Serving,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
-    let peers = Arc::new(Transfers::default());
+    let Serving {
+        limits,
+        metrics,
+        admission,
+        admitted,
+    } = serving;
     let mut conns = tokio::task::JoinSet::new();
+    let mut evicted = 0u64;
     loop {
         let accepted = tokio::select! {
             _ = stop.changed() => break,
@@ -843,30 +1070,76 @@ async fn accept_loop(
                 continue;
             }
         };
-        let Ok(permit) = open.clone().try_acquire_owned() else {
-            metrics.http_connections_refused.inc();
-            drop(stream);
-            continue;
+        // a streamed body's head and first chunk go in separate writes: without this the
+        // second waits for the peer's delayed ACK (tens of milliseconds a request)
+        let _ = stream.set_nodelay(true);
+        let place = match admission.admit(peer.ip()) {
+            Ok(p) => p,
+            Err(why) => {
+                tracing::trace!(%peer, ?why, "connection refused on accept");
+                metrics.http_connections_refused.inc();
+                drop(stream);
+                continue;
+            }
         };
-        let Some(peer_slot) = peers.take(peer.ip(), limits.connections_per_peer, usize::MAX) else {
-            metrics.http_connections_refused.inc();
-            drop(stream);
-            continue;
-        };
+        let now = admission.evicted.load(std::sync::atomic::Ordering::Relaxed);
+        metrics.http_connections_evicted.inc_by(now - evicted);
+        evicted = now;
         let app = app.clone();
         let limits = limits.clone();
         let metrics = metrics.clone();
+        let (admission, admitted) = (admission.clone(), admitted.clone());
         conns.spawn(async move {
-            let _permit = (permit, peer_slot);
-            let progress = Arc::new(Progress::default());
-            let watched = progress.clone();
+            let place: Place = place;
+            let conn = place.conn.clone();
+            let watched = conn.progress.clone();
+            let served = conn.clone();
+            let skew = limits.signature_skew;
+            let signed = metrics.clone();
+            let max_head = limits.max_request_head;
             let svc = hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
+                let busy = InFlight::new(&served.progress);
+                // hyper bounds its read buffer only while a head is incomplete: a head that
+                // arrives in one read may pass the limit, so it is measured here
+                if head_len(&req) > max_head {
+                    let mut r = refuse(
+                        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                        format!("the request head is larger than {max_head} bytes"),
+                    );
+                    r.headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                    return futures_util::future::Either::Left(std::future::ready(Ok::<
+                        _,
+                        Infallible,
+                    >(
+                        r
+                    )));
+                }
+                // the first request signed by an admitted node makes the connection a node's
+                if served.signer.get().is_none()
+                    && req.headers().contains_key(super::admission::SIGNER)
+                {
+                    let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
+                    if let Some(signer) =
+                        verify_request(req.headers(), req.method().as_str(), pq, &admitted, skew)
+                    {
+                        let _ = served.signer.set(signer);
+                        admission.promote(served.id, signer);
+                    }
+                }
+                if served.signer.get().is_some() {
+                    signed.http_signed.inc();
+                }
                 req.extensions_mut().insert(Peer(peer));
-                req.extensions_mut().insert(progress.clone());
+                req.extensions_mut().insert(served.clone());
                 let app = app.clone();
-                async move { Ok::<_, Infallible>(app.oneshot(req).await.into_response()) }
+                futures_util::future::Either::Right(async move {
+                    let r = app.oneshot(req).await.into_response();
+                    drop(busy);
+                    Ok::<_, Infallible>(r)
+                })
             });
-            let conn = hyper::server::conn::http1::Builder::new()
+            let conn_fut = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout)
                 .max_buf_size(limits.max_request_head.max(8192))
@@ -892,12 +1165,16 @@ async fn accept_loop(
                 }
             };
             tokio::select! {
-                _ = tokio::time::timeout(limits.connection_lifetime, conn) => {}
+                _ = tokio::time::timeout(limits.connection_lifetime, conn_fut) => {}
                 _ = watchdog => {
                     metrics.http_stalled.inc();
                     tracing::debug!(%peer, "closed a connection whose transfer stood still");
                 }
+                _ = conn.close.notified() => {
+                    tracing::trace!(%peer, "closed an idle connection for a newcomer");
+                }
             }
+            drop(place);
         });
     }
     // dropping the set aborts every connection
@@ -933,6 +1210,7 @@ pub fn serve_listener(
     std_listener.set_nonblocking(true)?;
     let bound = std_listener.local_addr()?;
     let limits = Arc::new(limits);
+    let admitted = Signers::default();
     let app = router(App {
         store,
         metrics: metrics.clone(),
@@ -940,8 +1218,15 @@ pub fn serve_listener(
         transfers: Default::default(),
         urgent: Default::default(),
         uploads: Default::default(),
+        nodes: Default::default(),
         reading: Default::default(),
     });
+    let serving = Serving {
+        admission: Arc::new(Admission::new(&limits)),
+        limits,
+        metrics,
+        admitted: admitted.clone(),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("keeper-http")
@@ -953,7 +1238,7 @@ pub fn serve_listener(
         .spawn(move || {
             rt.block_on(async move {
                 match tokio::net::TcpListener::from_std(std_listener) {
-                    Ok(l) => accept_loop(l, app, limits, metrics, rx).await,
+                    Ok(l) => accept_loop(l, app, serving, rx).await,
                     Err(e) => tracing::error!(error = %e, "cannot serve"),
                 }
             });
@@ -961,6 +1246,7 @@ pub fn serve_listener(
         })?;
     Ok(HttpServer {
         addr: bound,
+        admitted,
         stop: tx,
         thread: Some(thread),
     })
@@ -971,6 +1257,10 @@ pub fn serve_listener(
 pub struct HttpServer {
     /// Where it listens.
     pub addr: SocketAddr,
+    /// The keys whose signed requests are a market node's ([`super::admission`]): empty at
+    /// start; the daemon fills it with the market's nodes as it reads them from chain, and
+    /// `keeper serve --admit` with the keys it is given.
+    pub admitted: Signers,
     stop: tokio::sync::watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
 }

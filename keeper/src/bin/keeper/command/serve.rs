@@ -25,11 +25,25 @@ pub struct ServeArgs {
     /// fetch from it (CORS); repeat for more. None: no page elsewhere can.
     #[arg(long = "cors-origin")]
     cors_origins: Vec<String>,
+    /// A node's public key (base58) whose signed requests are admitted ahead of strangers'
+    /// (never evicted, a pool of transfers of their own); repeat for more.
+    #[arg(long = "admit")]
+    admit: Vec<String>,
 }
 
 impl ServeArgs {
     /// Serves until signalled.
     pub fn execute(self, _ctx: &Ctx) -> Result<()> {
+        // every connection is a descriptor: the usual soft limit (1 024) is far below the cap
+        daemon::raise_open_files();
+        let admit = self
+            .admit
+            .iter()
+            .map(|k| {
+                k.parse::<anchor_lang::prelude::Pubkey>()
+                    .map_err(|e| anyhow::anyhow!("--admit {k:?} is not a public key: {e}"))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let dir = expand(&self.dir);
         let store = Arc::new(ResultStore::open(&dir, self.budget_mib << 20, None)?);
         let metrics = Arc::new(Metrics::default());
@@ -44,7 +58,8 @@ impl ServeArgs {
             &self.listen,
             limits,
         )?;
-        tracing::info!(addr = %server.addr, dir = %dir.display(), objects_bytes = store.content.bytes(), "serving /c/<hash>");
+        server.admitted.write().expect("signers lock").extend(admit);
+        tracing::info!(addr = %server.addr, dir = %dir.display(), objects_bytes = store.content.bytes(), results = store.stats().results, "serving /c/<hash> and /r/<root>");
         eprintln!("serving the content store at http://{}", server.addr);
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

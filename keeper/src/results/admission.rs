@@ -1,0 +1,495 @@
+//! Who gets a connection to the keeper's server, and who keeps it (issue 29: a fixed cap per
+//! address fell to 130 addresses holding 32 idle connections each).
+//!
+//! * **Fair shares that shrink with load.** A peer (an IPv4 address, an IPv6 /64) may hold
+//!   [`ServerLimits::connections_per_peer`] connections while the server is at most half full;
+//!   past that its allowance falls linearly to [`ServerLimits::connections_per_peer_min`] as
+//!   the server fills, so a few hundred addresses cannot take every place.
+//! * **Eviction instead of refusal when full.** A new connection from a peer holding fewer
+//!   connections than the peer holding the most closes an idle connection of that peer (no
+//!   request in flight, no transfer streaming) rather than being dropped: whoever holds more
+//!   than their share pays for the newcomer.
+//! * **A market's nodes ahead of strangers.** A request signed by a node's key (ed25519 over
+//!   method, path and query and a recent unix time, in [`SIGNER`], [`TIME`] and [`SIGNATURE`])
+//!   whose signer is in the admitted set ([`Signers`], filled from chain by the daemon)
+//!   moves its connection out of the strangers' places into a pool of
+//!   [`ServerLimits::node_connections`] of its own, where it is never evicted, and its
+//!   transfers draw from [`ServerLimits::node_transfers`], which strangers cannot take.
+//!   Only a signer in the set costs a signature check, so strangers cannot make the server
+//!   verify signatures by sending made-up keys.
+
+use std::{
+    collections::{BTreeSet, HashMap, HashSet},
+    net::IpAddr,
+    str::FromStr,
+    sync::{
+        atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed},
+        Arc, Mutex, OnceLock, RwLock,
+    },
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use anchor_lang::prelude::Pubkey;
+use solana_keypair::Keypair;
+use solana_signature::Signature;
+use solana_signer::Signer;
+
+use super::server::ServerLimits;
+
+/// The header naming the signer of a request (its public key, base58).
+pub const SIGNER: &str = "x-cm-signer";
+/// The header carrying the unix time (seconds) the request was signed at.
+pub const TIME: &str = "x-cm-time";
+/// The header carrying the ed25519 signature (base58) over [`request_message`].
+pub const SIGNATURE: &str = "x-cm-signature";
+
+/// The keys whose signed requests a server admits ahead of strangers: the market's nodes'
+/// authorities. Shared: the daemon replaces its content as it reads the nodes from chain.
+pub type Signers = Arc<RwLock<HashSet<Pubkey>>>;
+
+/// What a signature covers: a domain tag (so no other message signed by a node's key can be
+/// replayed as a request), the method, the path with its query, and the time.
+pub fn request_message(method: &str, path_and_query: &str, unix_time: u64) -> Vec<u8> {
+    format!("compute-market request v1\n{method}\n{path_and_query}\n{unix_time}").into_bytes()
+}
+
+/// The three headers signing a `method` request for `path_and_query` by `kp` now.
+pub fn sign_request(
+    kp: &Keypair,
+    method: &str,
+    path_and_query: &str,
+) -> [(&'static str, String); 3] {
+    let now = unix_now();
+    let sig = kp.sign_message(&request_message(method, path_and_query, now));
+    [
+        (SIGNER, kp.pubkey().to_string()),
+        (TIME, now.to_string()),
+        (SIGNATURE, sig.to_string()),
+    ]
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The admitted signer of a request, if it carries a valid signature by one: the signer is
+/// in `admitted`, the time within `skew` of now, and the signature over
+/// [`request_message`] checks. Anything else — no headers, a key not admitted, a stale time,
+/// a bad signature — is a stranger's request (never an error: a node with a skewed clock is
+/// still served, as a stranger).
+pub fn verify_request(
+    headers: &axum::http::HeaderMap,
+    method: &str,
+    path_and_query: &str,
+    admitted: &Signers,
+    skew: Duration,
+) -> Option<Pubkey> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let signer = Pubkey::from_str(text(SIGNER)?).ok()?;
+    if !admitted.read().expect("signers lock").contains(&signer) {
+        return None;
+    }
+    let time: u64 = text(TIME)?.parse().ok()?;
+    if unix_now().abs_diff(time) > skew.as_secs() {
+        return None;
+    }
+    let sig = Signature::from_str(text(SIGNATURE)?).ok()?;
+    sig.verify(
+        signer.as_ref(),
+        &request_message(method, path_and_query, time),
+    )
+    .then_some(signer)
+}
+
+/// How far a connection's requests and transfers have moved: the body streams count every
+/// byte they hand to hyper (the rate watchdog reads it), and a connection with no request in
+/// flight and no transfer streaming is idle (it may be evicted for a newcomer).
+#[derive(Default)]
+pub(crate) struct Progress {
+    pub(crate) bytes: AtomicU64,
+    /// Transfers streaming now.
+    pub(crate) active: AtomicUsize,
+    /// Requests being answered now (until their response head is ready).
+    pub(crate) requests: AtomicUsize,
+}
+
+impl Progress {
+    pub(crate) fn touch(&self, bytes: u64) {
+        self.bytes.fetch_add(bytes, Relaxed);
+    }
+
+    fn idle(&self) -> bool {
+        self.requests.load(Relaxed) == 0 && self.active.load(Relaxed) == 0
+    }
+}
+
+/// One connection as its service sees it: its place, its progress, and the admitted signer
+/// its requests proved (set once).
+pub(crate) struct Conn {
+    pub(crate) id: u64,
+    pub(crate) progress: Arc<Progress>,
+    pub(crate) signer: OnceLock<Pubkey>,
+    /// Notified when the connection is evicted: its task closes it.
+    pub(crate) close: tokio::sync::Notify,
+}
+
+struct Held {
+    key: IpAddr,
+    conn: Arc<Conn>,
+    /// The signer whose node pool holds it (`None`: a stranger's place).
+    node: Option<Pubkey>,
+}
+
+#[derive(Default)]
+struct State {
+    next: u64,
+    conns: HashMap<u64, Held>,
+    /// Strangers' connections by peer, oldest first.
+    by_peer: HashMap<IpAddr, BTreeSet<u64>>,
+    strangers: usize,
+    by_signer: HashMap<Pubkey, usize>,
+    nodes: usize,
+}
+
+/// Why a connection was not admitted.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Its peer holds its allowance at this load.
+    PeerShare(usize),
+    /// The server is full and no peer holding more has an idle connection to give up.
+    Full,
+}
+
+/// The connection table ([`module docs`](self)).
+pub(crate) struct Admission {
+    max: usize,
+    per_peer: usize,
+    per_peer_min: usize,
+    node_connections: usize,
+    state: Mutex<State>,
+    /// Connections evicted for a newcomer so far.
+    pub(crate) evicted: AtomicU64,
+}
+
+/// A connection's place: given back when the connection ends (or taken by an eviction).
+pub(crate) struct Place {
+    admission: Arc<Admission>,
+    pub(crate) conn: Arc<Conn>,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.admission.release(self.conn.id);
+    }
+}
+
+/// A peer's key: its IPv4 address, or its IPv6 /64 (one host usually holds a whole /64).
+pub(crate) fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 1))
+            }
+        },
+        v4 => v4,
+    }
+}
+
+impl Admission {
+    pub(crate) fn new(limits: &ServerLimits) -> Self {
+        Admission {
+            max: limits.max_connections.max(1),
+            per_peer: limits.connections_per_peer.max(1),
+            per_peer_min: limits
+                .connections_per_peer_min
+                .clamp(1, limits.connections_per_peer.max(1)),
+            node_connections: limits.node_connections,
+            state: Default::default(),
+            evicted: AtomicU64::new(0),
+        }
+    }
+
+    /// The connections one peer may hold while strangers hold `strangers`: the full share up
+    /// to half the cap, then falling linearly to the floor at the cap.
+    pub(crate) fn allowance(&self, strangers: usize) -> usize {
+        let half = self.max / 2;
+        if strangers <= half {
+            return self.per_peer;
+        }
+        let left = self.max.saturating_sub(strangers);
+        (self.per_peer * left / (self.max - half).max(1)).clamp(self.per_peer_min, self.per_peer)
+    }
+
+    /// A place for a new connection from `ip`, evicting an idle connection of the peer
+    /// holding the most when the server is full and that peer holds more than this one.
+    pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Place, Refused> {
+        let key = peer_key(ip);
+        let mut st = self.state.lock().expect("admission lock");
+        let mine = st.by_peer.get(&key).map_or(0, BTreeSet::len);
+        let allowed = self.allowance(st.strangers);
+        if mine >= allowed {
+            return Err(Refused::PeerShare(allowed));
+        }
+        if st.strangers >= self.max {
+            let victim = Self::victim(&st, mine).ok_or(Refused::Full)?;
+            let held = Self::remove(&mut st, victim).expect("a victim is held");
+            held.conn.close.notify_one();
+            self.evicted.fetch_add(1, Relaxed);
+        }
+        st.next += 1;
+        let id = st.next;
+        let conn = Arc::new(Conn {
+            id,
+            progress: Default::default(),
+            signer: OnceLock::new(),
+            close: tokio::sync::Notify::new(),
+        });
+        st.by_peer.entry(key).or_default().insert(id);
+        st.strangers += 1;
+        st.conns.insert(
+            id,
+            Held {
+                key,
+                conn: conn.clone(),
+                node: None,
+            },
+        );
+        Ok(Place {
+            admission: self.clone(),
+            conn,
+        })
+    }
+
+    /// An idle stranger's connection of a peer holding more than `mine` (the newcomer's), from
+    /// the peer holding the most first (its oldest idle one).
+    fn victim(st: &State, mine: usize) -> Option<u64> {
+        let mut peers: Vec<(usize, &BTreeSet<u64>)> = st
+            .by_peer
+            .values()
+            .map(|ids| (ids.len(), ids))
+            .filter(|(n, _)| *n > mine)
+            .collect();
+        peers.sort_unstable_by_key(|(n, _)| std::cmp::Reverse(*n));
+        peers.into_iter().find_map(|(_, ids)| {
+            ids.iter()
+                .copied()
+                .find(|id| st.conns[id].conn.progress.idle())
+        })
+    }
+
+    fn remove(st: &mut State, id: u64) -> Option<Held> {
+        let held = st.conns.remove(&id)?;
+        match held.node {
+            None => {
+                st.strangers -= 1;
+                if let Some(ids) = st.by_peer.get_mut(&held.key) {
+                    ids.remove(&id);
+                    if ids.is_empty() {
+                        st.by_peer.remove(&held.key);
+                    }
+                }
+            }
+            Some(signer) => {
+                st.nodes -= 1;
+                if let Some(n) = st.by_signer.get_mut(&signer) {
+                    *n -= 1;
+                    if *n == 0 {
+                        st.by_signer.remove(&signer);
+                    }
+                }
+            }
+        }
+        Some(held)
+    }
+
+    fn release(&self, id: u64) {
+        Self::remove(&mut self.state.lock().expect("admission lock"), id);
+    }
+
+    /// Moves connection `id` into `signer`'s node places (never evicted, outside the
+    /// strangers' cap) when the node pool has room; whether it is there now.
+    pub(crate) fn promote(&self, id: u64, signer: Pubkey) -> bool {
+        let mut st = self.state.lock().expect("admission lock");
+        let (nodes, mine) = (st.nodes, st.by_signer.get(&signer).copied().unwrap_or(0));
+        let Some(held) = st.conns.get(&id) else {
+            return false;
+        };
+        if held.node.is_some() {
+            return true;
+        }
+        if nodes >= self.node_connections || mine >= self.per_peer {
+            return false;
+        }
+        let key = held.key;
+        let held = st.conns.get_mut(&id).expect("held");
+        held.node = Some(signer);
+        st.strangers -= 1;
+        if let Some(ids) = st.by_peer.get_mut(&key) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                st.by_peer.remove(&key);
+            }
+        }
+        st.nodes += 1;
+        *st.by_signer.entry(signer).or_default() += 1;
+        true
+    }
+
+    /// `(strangers' connections, nodes' connections)` open now.
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let st = self.state.lock().expect("admission lock");
+        (st.strangers, st.nodes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max: usize, per_peer: usize, min: usize) -> ServerLimits {
+        ServerLimits {
+            max_connections: max,
+            connections_per_peer: per_peer,
+            connections_per_peer_min: min,
+            node_connections: 4,
+            ..ServerLimits::default()
+        }
+    }
+
+    fn ip(i: u32) -> IpAddr {
+        IpAddr::V4(std::net::Ipv4Addr::from(0x7f00_0000 + i))
+    }
+
+    #[test]
+    fn shares_shrink_with_load_and_a_full_server_evicts_the_largest_idle_holder() {
+        let a = Arc::new(Admission::new(&limits(16, 8, 2)));
+        assert_eq!(a.allowance(0), 8);
+        assert_eq!(a.allowance(8), 8);
+        assert_eq!(a.allowance(12), 4);
+        assert_eq!(a.allowance(15), 2);
+        assert_eq!(a.allowance(16), 2);
+        // one peer takes its full share while the server is half empty, then is capped
+        let mut held: Vec<Place> = (0..8).map(|_| a.admit(ip(1)).unwrap()).collect();
+        assert_eq!(a.admit(ip(1)).err(), Some(Refused::PeerShare(8)));
+        // three more peers: allowances shrink as the server fills (4, 2, 2)
+        for p in 2..=4 {
+            while let Ok(place) = a.admit(ip(p)) {
+                held.push(place);
+            }
+        }
+        assert_eq!(a.counts().0, 16, "full");
+        let held_by = |p| a.state.lock().unwrap().by_peer[&ip(p)].len();
+        assert_eq!(
+            [held_by(1), held_by(2), held_by(3), held_by(4)],
+            [8, 4, 2, 2]
+        );
+        assert_eq!(a.evicted.load(Relaxed), 0);
+        // a newcomer holding nothing evicts an idle connection of the largest holder (peer 1)
+        let first = held[0].conn.clone();
+        // peer 1's oldest connection is busy: its next one goes instead
+        first.progress.requests.fetch_add(1, Relaxed);
+        let newcomer = a.admit(ip(9)).unwrap();
+        assert_eq!(a.counts().0, 16);
+        assert_eq!(a.evicted.load(Relaxed), 1);
+        let st = a.state.lock().unwrap();
+        assert_eq!(st.by_peer[&ip(1)].len(), 7, "peer 1 gave one up");
+        assert!(st.conns.contains_key(&first.id), "not the busy one");
+        assert!(
+            !st.conns.contains_key(&held[1].conn.id),
+            "its oldest idle one"
+        );
+        drop(st);
+        // an evicted place given back later frees nothing twice
+        held.remove(1);
+        assert_eq!(a.counts().0, 16);
+        // when every larger holder is busy, the newcomer is refused
+        for p in &held {
+            p.conn.progress.requests.fetch_add(1, Relaxed);
+        }
+        newcomer.conn.progress.requests.fetch_add(1, Relaxed);
+        assert_eq!(a.admit(ip(10)).err(), Some(Refused::Full));
+    }
+
+    #[test]
+    fn a_nodes_connection_leaves_the_strangers_places_and_is_never_evicted() {
+        let a = Arc::new(Admission::new(&limits(4, 4, 1)));
+        let kp = Keypair::new();
+        let node = a.admit(ip(1)).unwrap();
+        assert!(a.promote(node.conn.id, kp.pubkey()));
+        assert_eq!(a.counts(), (0, 1));
+        // strangers fill the strangers' places; a newcomer evicts one of them, never the node
+        let strangers: Vec<Place> = (2..6).map(|p| a.admit(ip(p)).unwrap()).collect();
+        let other = a.admit(ip(9)).unwrap();
+        assert_eq!(a.counts(), (4, 1));
+        assert_eq!(a.evicted.load(Relaxed), 1);
+        assert!(a.state.lock().unwrap().conns.contains_key(&node.conn.id));
+        drop(strangers);
+        drop(node);
+        assert_eq!(a.counts(), (1, 0));
+        // the node pool is bounded too: past it a signed connection stays a stranger's
+        let mut many: Vec<Place> = (0..3).map(|p| a.admit(ip(20 + p)).unwrap()).collect();
+        many.push(other);
+        for p in &many {
+            assert!(a.promote(p.conn.id, Keypair::new().pubkey()));
+        }
+        assert_eq!(a.counts(), (0, 4));
+        let fifth = a.admit(ip(30)).unwrap();
+        assert!(!a.promote(fifth.conn.id, kp.pubkey()), "node_connections");
+        assert_eq!(a.counts(), (1, 4));
+    }
+
+    #[test]
+    fn only_a_fresh_signature_by_an_admitted_key_is_a_nodes() {
+        let kp = Keypair::new();
+        let admitted: Signers = Default::default();
+        let headers = |h: [(&'static str, String); 3]| {
+            let mut m = axum::http::HeaderMap::new();
+            for (k, v) in h {
+                m.insert(k, v.parse().unwrap());
+            }
+            m
+        };
+        let skew = Duration::from_secs(60);
+        let signed = headers(sign_request(&kp, "GET", "/r/ab/tiles?i=1,2"));
+        assert_eq!(
+            verify_request(&signed, "GET", "/r/ab/tiles?i=1,2", &admitted, skew),
+            None,
+            "not admitted"
+        );
+        admitted.write().unwrap().insert(kp.pubkey());
+        assert_eq!(
+            verify_request(&signed, "GET", "/r/ab/tiles?i=1,2", &admitted, skew),
+            Some(kp.pubkey())
+        );
+        // another path, another method, a stale time, another key's signature
+        assert_eq!(
+            verify_request(&signed, "GET", "/r/ab/tiles?i=1,3", &admitted, skew),
+            None
+        );
+        assert_eq!(
+            verify_request(&signed, "PUT", "/r/ab/tiles?i=1,2", &admitted, skew),
+            None
+        );
+        let mut stale = signed.clone();
+        let t: u64 = signed[TIME].to_str().unwrap().parse().unwrap();
+        stale.insert(TIME, (t - 120).to_string().parse().unwrap());
+        assert_eq!(
+            verify_request(&stale, "GET", "/r/ab/tiles?i=1,2", &admitted, skew),
+            None
+        );
+        let forged = {
+            let mut h = headers(sign_request(&Keypair::new(), "GET", "/r/ab/tiles?i=1,2"));
+            h.insert(SIGNER, kp.pubkey().to_string().parse().unwrap());
+            h
+        };
+        assert_eq!(
+            verify_request(&forged, "GET", "/r/ab/tiles?i=1,2", &admitted, skew),
+            None
+        );
+    }
+}
