@@ -18,7 +18,7 @@ export type RevealVoteInstruction<TProgram extends string = typeof COMPUTE_MARKE
 Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? WritableAccount<TAccountTask> : TAccountTask, TAccountVote extends string ? WritableAccount<TAccountVote> : TAccountVote, TAccountNode extends string ? ReadonlyAccount<TAccountNode> : TAccountNode, TAccountAuthority extends string ? ReadonlySignerAccount<TAccountAuthority> & AccountSignerMeta<TAccountAuthority> : TAccountAuthority, ...TRemainingAccounts]>;
 
 export type RevealVoteInstructionData = { discriminator: ReadonlyUint8Array; 
-/** 1 valid, 2 invalid. */
+/** 1 valid, 2 invalid, 3 unavailable (PROTOCOL §3.4). */
 vote: number; 
 /** Hash of the verifier's recomputed samples. */
 evidence: ReadonlyUint8Array; 
@@ -26,7 +26,7 @@ evidence: ReadonlyUint8Array;
 salt: ReadonlyUint8Array;  };
 
 export type RevealVoteInstructionDataArgs = { 
-/** 1 valid, 2 invalid. */
+/** 1 valid, 2 invalid, 3 unavailable (PROTOCOL §3.4). */
 vote: number; 
 /** Hash of the verifier's recomputed samples. */
 evidence: ReadonlyUint8Array; 

@@ -20,9 +20,12 @@ committed: number;
 revealed: number; 
 /** Revealed "valid". */
 valid: number; 
-/** Revealed "invalid". */
+/** Revealed "invalid". (Revealed "unavailable" is `revealed − valid − invalid`.) */
 invalid: number; 
-/** The winning vote (1 valid, 2 invalid), 0 when the round had no majority. */
+/**
+ * The verdict (1 valid, 2 invalid, 3 withheld: a majority said invalid or unavailable;
+ * `compute_market_protocol::commit::verdict`), 0 when the round had no majority.
+ */
 majority: number; 
 /** Losing votes whose slash has not reached the escrow yet. */
 losersPending: number;  };
