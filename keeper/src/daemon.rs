@@ -307,6 +307,21 @@ pub fn raise_open_files() -> Option<(u64, u64)> {
     None
 }
 
+/// The names a keeper's server answers to, as requests' `Host` headers say them: its public
+/// URL's `host[:port]` and its listening address.
+fn own_hosts(public: &str, local: std::net::SocketAddr) -> Vec<String> {
+    let mut out = vec![local.to_string()];
+    if let Ok(u) = reqwest::Url::parse(public) {
+        if let Some(h) = u.host_str() {
+            out.push(match u.port() {
+                Some(p) => format!("{h}:{p}"),
+                None => h.to_string(),
+            });
+        }
+    }
+    out
+}
+
 /// How often the daemon reads the market's nodes to admit their signed requests ahead of
 /// strangers' ([`crate::results::admission`]).
 const NODES_EVERY: Duration = Duration::from_secs(60);
@@ -418,6 +433,8 @@ pub fn run(
         .public_url
         .clone()
         .unwrap_or(format!("http://{}", listener.local_addr()?));
+    let local = listener.local_addr()?;
+    let hosts = own_hosts(&base, local);
     let started = Instant::now();
     // every fetch (a verifier's of results, a provider's of inputs) is signed by the node's
     // key: other keepers' servers admit it ahead of strangers
@@ -434,6 +451,8 @@ pub fn run(
         listener,
         crate::results::server::ServerLimits {
             cors_origins: opts.cors_origins.clone(),
+            // signed requests count as a node's only when they name this server
+            own_hosts: hosts,
             ..Default::default()
         },
     )?;

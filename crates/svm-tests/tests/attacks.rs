@@ -671,12 +671,7 @@ fn a_stalled_verifier_voting_unavailable_keeps_its_bond() {
         (&c.verifiers[1], Ballot::new(VOTE_VALID, 402)),
         (&c.verifiers[2], stalled),
     ];
-    w.join_and_commit(task, &votes);
-    w.close_join_window(&task);
-    for (v, b) in &votes {
-        w.reveal(v, task, b).unwrap();
-    }
-    w.finalize(task).unwrap();
+    decide(w, task, &votes);
     let t = w.task(&task);
     assert_eq!(
         t.status,
@@ -722,10 +717,11 @@ fn a_stalled_verifier_voting_unavailable_keeps_its_bond() {
 }
 
 /// A provider that serves nobody, or only one verifier (perhaps its own), has its result
-/// rejected as withheld (majority 3, PROTOCOL §3.5): it is slashed as for an invalid result,
-/// the client gets its reward back and the client's part, the unavailable seats share the
-/// verifiers' part, and the one served verifier, which cannot be told from one that made its
-/// answer up, is released rather than slashed.
+/// rejected as withheld (majority 3, PROTOCOL §3.5, §4.3): its whole bond goes to the
+/// treasury, the client gets its reward back and nothing more, the unavailable seats get their
+/// bonds back and nothing more (saying "unavailable" must never pay: it carries no evidence),
+/// and the one served verifier, which cannot be told from one that made its answer up, is
+/// released rather than slashed.
 #[test]
 fn a_withheld_result_is_rejected_and_a_served_minority_released() {
     let mut c = cast(3, 1);
@@ -737,12 +733,7 @@ fn a_withheld_result_is_rejected_and_a_served_minority_released() {
         (&c.verifiers[1], Ballot::new(VOTE_UNAVAILABLE, 421)),
         (&c.verifiers[2], Ballot::new(VOTE_UNAVAILABLE, 422)),
     ];
-    w.join_and_commit(task, &votes);
-    w.close_join_window(&task);
-    for (v, b) in &votes {
-        w.reveal(v, task, b).unwrap();
-    }
-    w.finalize(task).unwrap();
+    decide(w, task, &votes);
     let t = w.task(&task);
     assert_eq!(t.status, TaskStatus::Rejected);
     assert_eq!(t.rounds[0].majority, VERDICT_WITHHELD);
@@ -752,34 +743,44 @@ fn a_withheld_result_is_rejected_and_a_served_minority_released() {
         STAKE - t.provider_bond,
         "the provider's bond is slashed"
     );
-    assert_eq!(p.bonded, 0);
+    assert_eq!(
+        (p.bonded, p.fees_due),
+        (0, t.provider_bond),
+        "all of it to the treasury"
+    );
+    assert_eq!(
+        (t.majority_share, t.client_extra),
+        (0, 0),
+        "nobody else is paid"
+    );
     for (v, _) in &votes {
         w.settle(task, v, 0).unwrap();
     }
-    let served = w.node(&c.verifiers[0].node);
-    assert_eq!(
-        (served.free, served.earned),
-        (STAKE, 0),
-        "the served verifier is released, neither slashed nor paid"
-    );
-    let share = t.majority_share;
-    assert!(share > 0);
-    for v in &c.verifiers[1..] {
+    for v in &c.verifiers {
         let n = w.node(&v.node);
-        assert_eq!(n.free, STAKE);
         assert_eq!(
-            n.earned, share,
-            "each unavailable seat shares the verifiers' part"
+            (n.free, n.earned, n.times_slashed),
+            (STAKE, 0, 0),
+            "{}: bond back, nothing paid (the served one released, the unavailable ones on the winning side)",
+            v.name
         );
     }
     w.close(task).unwrap();
-    let client_part = t.client_extra;
-    assert!(client_part > 0);
     assert_eq!(
         w.balance(&c.client.wallet),
-        client_before + R + client_part,
-        "the client gets its reward back and the client's part of the slash"
+        client_before + R,
+        "the client gets its reward back and nothing more"
     );
     let nodes: Vec<&Actor> = c.verifiers.iter().chain([&c.provider]).collect();
     w.check_invariants(&nodes, &[]);
+}
+
+/// Joins and commits `votes` on `task`, reveals them once the seats are final, and finalizes.
+fn decide(w: &mut World, task: Pubkey, votes: &[(&Actor, Ballot)]) {
+    w.join_and_commit(task, votes);
+    w.close_join_window(&task);
+    for (v, b) in votes {
+        w.reveal(v, task, b).unwrap();
+    }
+    w.finalize(task).unwrap();
 }

@@ -42,30 +42,93 @@ pub const SIGNER: &str = "x-cm-signer";
 pub const TIME: &str = "x-cm-time";
 /// The header carrying the ed25519 signature (base58) over [`request_message`].
 pub const SIGNATURE: &str = "x-cm-signature";
+/// The header carrying a random nonce (hex), so that no two requests carry one signature.
+pub const NONCE: &str = "x-cm-nonce";
 
 /// The keys whose signed requests a server admits ahead of strangers: the market's nodes'
 /// authorities. Shared: the daemon replaces its content as it reads the nodes from chain.
 pub type Signers = Arc<RwLock<HashSet<Pubkey>>>;
 
 /// What a signature covers: a domain tag (so no other message signed by a node's key can be
-/// replayed as a request), the method, the path with its query, and the time.
-pub fn request_message(method: &str, path_and_query: &str, unix_time: u64) -> Vec<u8> {
-    format!("compute-market request v1\n{method}\n{path_and_query}\n{unix_time}").into_bytes()
+/// replayed as a request), the method, the server's host as the request names it (`Host`:
+/// a signature collected by one server cannot be replayed to another), the path with its
+/// query, the time and a nonce (a server accepts each signature once, [`Replays`]).
+pub fn request_message(
+    method: &str,
+    host: &str,
+    path_and_query: &str,
+    unix_time: u64,
+    nonce: &str,
+) -> Vec<u8> {
+    format!(
+        "compute-market request v2\n{method}\n{}\n{path_and_query}\n{unix_time}\n{nonce}",
+        host.to_ascii_lowercase()
+    )
+    .into_bytes()
 }
 
-/// The three headers signing a `method` request for `path_and_query` by `kp` now.
+/// The four headers signing a `method` request to `host` (`host[:port]`, as its `Host`
+/// header will say) for `path_and_query` by `kp` now.
 pub fn sign_request(
     kp: &Keypair,
     method: &str,
+    host: &str,
     path_and_query: &str,
-) -> [(&'static str, String); 3] {
+) -> [(&'static str, String); 4] {
     let now = unix_now();
-    let sig = kp.sign_message(&request_message(method, path_and_query, now));
+    // unique per request of this process: its start in nanoseconds and a counter (a nonce
+    // need not be secret, only never repeated under one key and time)
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    static START: OnceLock<u128> = OnceLock::new();
+    let start = START.get_or_init(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    });
+    let nonce = format!("{start:x}.{:x}", COUNT.fetch_add(1, Relaxed));
+    let sig = kp.sign_message(&request_message(method, host, path_and_query, now, &nonce));
     [
         (SIGNER, kp.pubkey().to_string()),
         (TIME, now.to_string()),
+        (NONCE, nonce),
         (SIGNATURE, sig.to_string()),
     ]
+}
+
+/// Signatures a server has accepted within the skew window: each is accepted once, so one
+/// collected on the wire (or by a server the node fetched from, for the same host) cannot
+/// promote a second connection. Bounded: when full, nothing more is accepted until entries
+/// age out (the requests are served as strangers').
+#[derive(Default)]
+pub struct Replays {
+    seen: Mutex<HashMap<[u8; 64], u64>>,
+}
+
+/// Most signatures kept by [`Replays`] (a few MiB).
+const REPLAYS_MAX: usize = 65_536;
+
+impl Replays {
+    /// Whether `sig`, signed at `time`, is new here (and now remembered); entries older than
+    /// `skew` twice over are dropped first.
+    pub fn fresh(&self, sig: &Signature, time: u64, skew: Duration) -> bool {
+        let now = unix_now();
+        let mut seen = self.seen.lock().expect("replays lock");
+        let horizon = 2 * skew.as_secs();
+        if seen.len() >= REPLAYS_MAX / 2 {
+            seen.retain(|_, t| now.saturating_sub(*t) <= horizon);
+        }
+        if seen.len() >= REPLAYS_MAX {
+            return false;
+        }
+        let key: [u8; 64] = sig.as_ref().try_into().expect("64 bytes");
+        match seen.entry(key) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(time);
+                true
+            }
+        }
+    }
 }
 
 fn unix_now() -> u64 {
@@ -75,31 +138,43 @@ fn unix_now() -> u64 {
 }
 
 /// The admitted signer of a request, if it carries a valid signature by one: the signer is
-/// in `admitted`, the time within `skew` of now, and the signature over
-/// [`request_message`] checks. Anything else — no headers, a key not admitted, a stale time,
-/// a bad signature — is a stranger's request (never an error: a node with a skewed clock is
-/// still served, as a stranger).
+/// in `admitted`, the request's `Host` is one of `own_hosts` (the names this server answers
+/// to; none: any), the time within `skew` of now, the signature over [`request_message`]
+/// checks, and `replays` has not seen it. Anything else — no headers, a key not admitted,
+/// another server's name, a stale time, a bad or replayed signature — is a stranger's request
+/// (never an error: a node with a skewed clock is still served, as a stranger).
+#[allow(clippy::too_many_arguments)]
 pub fn verify_request(
     headers: &axum::http::HeaderMap,
     method: &str,
     path_and_query: &str,
     admitted: &Signers,
     skew: Duration,
+    own_hosts: &[String],
+    replays: &Replays,
 ) -> Option<Pubkey> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let signer = Pubkey::from_str(text(SIGNER)?).ok()?;
     if !admitted.read().expect("signers lock").contains(&signer) {
         return None;
     }
+    let host = text(axum::http::header::HOST.as_str())?.to_ascii_lowercase();
+    if !own_hosts.is_empty() && !own_hosts.iter().any(|h| h.eq_ignore_ascii_case(&host)) {
+        return None;
+    }
     let time: u64 = text(TIME)?.parse().ok()?;
     if unix_now().abs_diff(time) > skew.as_secs() {
         return None;
     }
+    let nonce = text(NONCE)?;
+    if nonce.len() > 64 {
+        return None;
+    }
     let sig = Signature::from_str(text(SIGNATURE)?).ok()?;
-    sig.verify(
+    (sig.verify(
         signer.as_ref(),
-        &request_message(method, path_and_query, time),
-    )
+        &request_message(method, &host, path_and_query, time, nonce),
+    ) && replays.fresh(&sig, time, skew))
     .then_some(signer)
 }
 
@@ -444,51 +519,64 @@ mod tests {
     }
 
     #[test]
-    fn only_a_fresh_signature_by_an_admitted_key_is_a_nodes() {
+    fn only_a_fresh_signature_by_an_admitted_key_for_this_server_is_a_nodes() {
         let kp = Keypair::new();
         let admitted: Signers = Default::default();
-        let headers = |h: [(&'static str, String); 3]| {
+        let headers = |host: &str, h: [(&'static str, String); 4]| {
             let mut m = axum::http::HeaderMap::new();
+            m.insert(axum::http::header::HOST, host.parse().unwrap());
             for (k, v) in h {
                 m.insert(k, v.parse().unwrap());
             }
             m
         };
         let skew = Duration::from_secs(60);
-        let signed = headers(sign_request(&kp, "GET", "/r/ab/tiles?i=1,2"));
-        assert_eq!(
-            verify_request(&signed, "GET", "/r/ab/tiles?i=1,2", &admitted, skew),
-            None,
-            "not admitted"
-        );
-        admitted.write().unwrap().insert(kp.pubkey());
-        assert_eq!(
-            verify_request(&signed, "GET", "/r/ab/tiles?i=1,2", &admitted, skew),
-            Some(kp.pubkey())
-        );
-        // another path, another method, a stale time, another key's signature
-        assert_eq!(
-            verify_request(&signed, "GET", "/r/ab/tiles?i=1,3", &admitted, skew),
-            None
-        );
-        assert_eq!(
-            verify_request(&signed, "PUT", "/r/ab/tiles?i=1,2", &admitted, skew),
-            None
-        );
-        let mut stale = signed.clone();
-        let t: u64 = signed[TIME].to_str().unwrap().parse().unwrap();
-        stale.insert(TIME, (t - 120).to_string().parse().unwrap());
-        assert_eq!(
-            verify_request(&stale, "GET", "/r/ab/tiles?i=1,2", &admitted, skew),
-            None
-        );
-        let forged = {
-            let mut h = headers(sign_request(&Keypair::new(), "GET", "/r/ab/tiles?i=1,2"));
-            h.insert(SIGNER, kp.pubkey().to_string().parse().unwrap());
-            h
+        let me = vec!["keeper.example:9100".to_string()];
+        let pq = "/r/ab/tiles?i=1,2";
+        let sign = || {
+            headers(
+                "keeper.example:9100",
+                sign_request(&kp, "GET", "keeper.example:9100", pq),
+            )
         };
+        let check = |h: &axum::http::HeaderMap, method: &str, pq: &str, r: &Replays| {
+            verify_request(h, method, pq, &admitted, skew, &me, r)
+        };
+        let r = Replays::default();
+        assert_eq!(check(&sign(), "GET", pq, &r), None, "not admitted");
+        admitted.write().unwrap().insert(kp.pubkey());
+        let signed = sign();
+        assert_eq!(check(&signed, "GET", pq, &r), Some(kp.pubkey()));
+        // the same signature again: a replay
+        assert_eq!(check(&signed, "GET", pq, &r), None, "accepted once");
+        // another path, another method, a stale time, another key's signature
+        let fresh = Replays::default;
+        assert_eq!(check(&sign(), "GET", "/r/ab/tiles?i=1,3", &fresh()), None);
+        assert_eq!(check(&sign(), "PUT", pq, &fresh()), None);
+        let mut stale = sign();
+        let t: u64 = stale[TIME].to_str().unwrap().parse().unwrap();
+        stale.insert(TIME, (t - 120).to_string().parse().unwrap());
+        assert_eq!(check(&stale, "GET", pq, &fresh()), None);
+        let mut forged = headers(
+            "keeper.example:9100",
+            sign_request(&Keypair::new(), "GET", "keeper.example:9100", pq),
+        );
+        forged.insert(SIGNER, kp.pubkey().to_string().parse().unwrap());
+        assert_eq!(check(&forged, "GET", pq, &fresh()), None);
+        // signed for another server (collected there), replayed here: under its own name it
+        // is refused by this server's names; under this server's name the signature fails
+        let theirs = sign_request(&kp, "GET", "hostile.example:80", pq);
         assert_eq!(
-            verify_request(&forged, "GET", "/r/ab/tiles?i=1,2", &admitted, skew),
+            check(
+                &headers("hostile.example:80", theirs.clone()),
+                "GET",
+                pq,
+                &fresh()
+            ),
+            None
+        );
+        assert_eq!(
+            check(&headers("keeper.example:9100", theirs), "GET", pq, &fresh()),
             None
         );
     }

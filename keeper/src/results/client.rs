@@ -133,7 +133,12 @@ impl Client {
     ) -> reqwest::blocking::RequestBuilder {
         if let Some(kp) = &self.signer {
             let pq = &url[url::Position::BeforePath..url::Position::AfterQuery];
-            for (k, v) in super::admission::sign_request(kp, method, pq) {
+            // the host as the `Host` header names it (the port only when not the default)
+            let host = match url.port() {
+                Some(p) => format!("{}:{p}", url.host_str().unwrap_or("")),
+                None => url.host_str().unwrap_or("").to_string(),
+            };
+            for (k, v) in super::admission::sign_request(kp, method, &host, pq) {
                 req = req.header(k, v);
             }
         }

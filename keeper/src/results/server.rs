@@ -119,6 +119,11 @@ pub struct ServerLimits {
     /// How far a signed request's time may be from the server's clock; a request signed
     /// longer ago (or ahead) is a stranger's.
     pub signature_skew: Duration,
+    /// The names (`host[:port]`, as a request's `Host` says them) this server answers to: a
+    /// signed request naming another host — a signature collected by another server — is a
+    /// stranger's. Empty: any name (a server that cannot know its names; `keeper run` sets its
+    /// public URL's and its listening address's).
+    pub own_hosts: Vec<String>,
     /// Least rate a transfer must keep, bytes per second averaged over each
     /// [`ServerLimits::stall_timeout`]: a reader slower than that (or stopped) loses its
     /// connection, so a few slow readers cannot hold every transfer for the connection's life.
@@ -152,6 +157,7 @@ impl Default for ServerLimits {
             node_transfers: 64,
             node_transfers_per_signer: 16,
             signature_skew: Duration::from_secs(60),
+            own_hosts: vec![],
             min_rate: 32 << 10,
             cors_origins: vec![],
         }
@@ -1038,6 +1044,7 @@ struct Serving {
     metrics: Arc<Metrics>,
     admission: Arc<Admission>,
     admitted: Signers,
+    replays: Arc<super::admission::Replays>,
 }
 
 async fn accept_loop(
@@ -1051,6 +1058,7 @@ async fn accept_loop(
         metrics,
         admission,
         admitted,
+        replays,
     } = serving;
     let mut conns = tokio::task::JoinSet::new();
     let mut evicted = 0u64;
@@ -1088,7 +1096,10 @@ async fn accept_loop(
         let app = app.clone();
         let limits = limits.clone();
         let metrics = metrics.clone();
-        let (admission, admitted) = (admission.clone(), admitted.clone());
+        let (admission, admitted, replays) = (admission.clone(), admitted.clone(), replays.clone());
+        // one signature check per connection at most: junk signatures cost one each
+        let tried = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let own_hosts = Arc::new(limits.own_hosts.clone());
         conns.spawn(async move {
             let place: Place = place;
             let conn = place.conn.clone();
@@ -1118,11 +1129,18 @@ async fn accept_loop(
                 // the first request signed by an admitted node makes the connection a node's
                 if served.signer.get().is_none()
                     && req.headers().contains_key(super::admission::SIGNER)
+                    && !tried.swap(true, std::sync::atomic::Ordering::Relaxed)
                 {
                     let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
-                    if let Some(signer) =
-                        verify_request(req.headers(), req.method().as_str(), pq, &admitted, skew)
-                    {
+                    if let Some(signer) = verify_request(
+                        req.headers(),
+                        req.method().as_str(),
+                        pq,
+                        &admitted,
+                        skew,
+                        &own_hosts,
+                        &replays,
+                    ) {
                         let _ = served.signer.set(signer);
                         admission.promote(served.id, signer);
                     }
@@ -1226,6 +1244,7 @@ pub fn serve_listener(
         limits,
         metrics,
         admitted: admitted.clone(),
+        replays: Default::default(),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -785,6 +785,11 @@ impl Provider {
             self.source_failures.remove(&h);
             return;
         }
+        // hosts whose pause ended long ago are forgotten (the map stays as small as the
+        // hosts failing now)
+        let now = Instant::now();
+        self.source_failures
+            .retain(|_, (until, _)| now < *until + super::prefetch::RETRY_MAX);
         let count = self.source_failures.get(&h).map_or(1, |(_, n)| n + 1);
         let pause = super::prefetch::RETRY_UNAVAILABLE
             .saturating_mul(1 << (count - 1).min(16))

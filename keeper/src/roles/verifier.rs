@@ -433,7 +433,13 @@ impl Verifier {
             )?;
             return Ok(None);
         }
-        if self.background && !admitted && !self.is_running(&key, round) {
+        // without a place for a new check this pass, it competes only with a vote already
+        // checked (a refused join to retry) or a check under way
+        if self.background
+            && !admitted
+            && !self.is_running(&key, round)
+            && self.sealed_for(&key, t, false)?.is_none()
+        {
             return Ok(None);
         }
         // one seat a round for now (the first it wins: a free one before a displacement);
@@ -708,6 +714,10 @@ impl Checker {
                 let root = hex(&t.result_root);
                 let from_mirror = self.mirrors.iter().find_map(|m| {
                     let at = format!("{}/r/{root}", m.trim_end_matches('/'));
+                    // each mirror its own attempt: a provider that held its connection open
+                    // to the end of the first must not leave the mirrors no time
+                    let deadline =
+                        give_up_at.min(Instant::now() + attempt_budget(&job, t.samples));
                     match self.check_from(&at, t, &job, Ok(()), deadline) {
                         Ok(Ok(v)) if v.vote == VOTE_VALID => Some(Ok(Verdict {
                             reason: format!("{} (served by the mirror {m})", v.reason),

@@ -130,9 +130,7 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
             };
             TaskStatus::Accepted
         }
-        VOTE_INVALID | VERDICT_WITHHELD => {
-            // the verifiers' part goes to the winning seats: the invalid ones, or under a
-            // withheld verdict the invalid and unavailable ones
+        VOTE_INVALID => {
             let terms = a.task.terms;
             let client_part = math::bps_of(bond, terms.reject_client_bps as u64)?;
             let verifier_part = math::bps_of(bond, terms.reject_verifier_bps as u64)?;
@@ -158,6 +156,22 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
                 provider_paid: 0,
                 provider_slashed: bond,
                 fee: treasury_part,
+            };
+            TaskStatus::Rejected
+        }
+        VERDICT_WITHHELD => {
+            // withheld: the whole bond to the treasury, nothing to the client or the seats
+            // (PROTOCOL §4.3): "I could not get it" carries no evidence, so saying it must
+            // never pay, or a coalition of clients and verifiers would profit from saying it
+            // of honest results
+            let node = &mut a.provider_node;
+            node.release(bond, bond)?;
+            node.fees_due = math::add(node.fees_due, bond)?;
+            a.task.majority_share = 0;
+            s = Settlement {
+                provider_paid: 0,
+                provider_slashed: bond,
+                fee: bond,
             };
             TaskStatus::Rejected
         }
