@@ -749,35 +749,8 @@ fn a_provider_serving_tiles_other_than_the_sampled_ones_is_slashed() -> Result<(
     let v = Validator::start()?;
     let (client, provider, verifiers) = small_market(&v, "60,30,30,30")?;
     let chain = v.chain();
-    let out = v.keeper(
-        &client,
-        &[
-            "task",
-            "post",
-            "--id",
-            "1",
-            "--kind",
-            "hash",
-            "--dims",
-            "512,16,4",
-            "--reward",
-            &REWARD.to_string(),
-        ],
-    )?;
-    let task: Pubkey = out["task"].as_str().expect("task address").parse()?;
     // the provider computes honestly but publishes its results behind the hostile front
-    let port = free_port();
-    let front = hostile_front(port)?;
-    let _p = v.spawn_keeper_on(
-        "provider",
-        &provider,
-        port,
-        &[
-            "--provider",
-            "--public-url",
-            &format!("http://127.0.0.1:{front}"),
-        ],
-    )?;
+    let (task, _p) = hash_task_behind(&v, &client, &provider, hostile_front)?;
     let _vs = verify_until_closed(&v, &verifiers, &task, &["provider", "v0", "crank"])?;
     let p = chain.node(&node_of(&provider))?.expect("provider node");
     assert_eq!(
@@ -795,17 +768,55 @@ fn a_provider_serving_tiles_other_than_the_sampled_ones_is_slashed() -> Result<(
     Ok(())
 }
 
+/// Posts a `HashBatch` task (512×16×4) as `client`, and starts `provider`'s keeper publishing
+/// its results behind the front `front` starts for it (given the provider's own port); the
+/// task and the provider's process.
+fn hash_task_behind(
+    v: &Validator,
+    client: &std::path::Path,
+    provider: &std::path::Path,
+    front: impl FnOnce(u16) -> Result<u16>,
+) -> Result<(Pubkey, Proc)> {
+    let out = v.keeper(
+        client,
+        &[
+            "task",
+            "post",
+            "--id",
+            "1",
+            "--kind",
+            "hash",
+            "--dims",
+            "512,16,4",
+            "--reward",
+            &REWARD.to_string(),
+        ],
+    )?;
+    let task: Pubkey = out["task"].as_str().expect("task address").parse()?;
+    let port = free_port();
+    let front = front(port)?;
+    let p = v.spawn_keeper_on(
+        "provider",
+        provider,
+        port,
+        &[
+            "--provider",
+            "--public-url",
+            &format!("http://127.0.0.1:{front}"),
+        ],
+    )?;
+    Ok((task, p))
+}
+
 /// A selective front for a provider's results server: per root, the first two distinct sample
 /// lists (`/tiles?i=…`) are relayed honestly, every other one is stalled — the connection held
 /// open and never answered — so exactly one of three verifiers cannot fetch (issue 29,
-/// finding 1). Returns its port and the count of requests it stalled.
-fn selective_front(provider: u16) -> Result<(u16, Arc<std::sync::atomic::AtomicUsize>)> {
+/// finding 1). Returns its port; counts the requests it stalled in `stalled`.
+fn selective_front(provider: u16, stalled: Arc<std::sync::atomic::AtomicUsize>) -> Result<u16> {
     use std::io::Write;
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     let port = l.local_addr()?.port();
     let served: Arc<Mutex<HashMap<String, Vec<String>>>> = Arc::default();
-    let stalled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = stalled.clone();
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(mut s) = s else { continue };
@@ -841,7 +852,7 @@ fn selective_front(provider: u16) -> Result<(u16, Arc<std::sync::atomic::AtomicU
             });
         }
     });
-    Ok((port, count))
+    Ok(port)
 }
 
 /// Issue 29, finding 1 (selective serving): a provider relays honestly to two verifiers and
@@ -854,34 +865,11 @@ fn a_provider_that_stalls_one_verifier_cannot_cost_it_its_bond() -> Result<()> {
     let v = Validator::start()?;
     let (client, provider, verifiers) = small_market(&v, "60,30,30,30")?;
     let chain = v.chain();
-    let out = v.keeper(
-        &client,
-        &[
-            "task",
-            "post",
-            "--id",
-            "1",
-            "--kind",
-            "hash",
-            "--dims",
-            "512,16,4",
-            "--reward",
-            &REWARD.to_string(),
-        ],
-    )?;
-    let task: Pubkey = out["task"].as_str().expect("task address").parse()?;
-    let port = free_port();
-    let (front, stalled) = selective_front(port)?;
-    let _p = v.spawn_keeper_on(
-        "provider",
-        &provider,
-        port,
-        &[
-            "--provider",
-            "--public-url",
-            &format!("http://127.0.0.1:{front}"),
-        ],
-    )?;
+    let stalled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = stalled.clone();
+    let (task, _p) = hash_task_behind(&v, &client, &provider, move |port| {
+        selective_front(port, count)
+    })?;
     let _vs = verify_until_closed(
         &v,
         &verifiers,
