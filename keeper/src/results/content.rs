@@ -83,6 +83,8 @@ pub struct ContentStore {
     writing: Mutex<()>,
     /// Objects being hashed for their first serve now.
     checking: Mutex<std::collections::HashSet<Digest>>,
+    /// Objects never evicted, whatever their age ([`ContentStore::pin`]).
+    pinned: Mutex<std::collections::HashSet<Digest>>,
 }
 
 /// The default largest object: a 8192 × 8192 matrix of `u32` in safetensors, header included.
@@ -100,6 +102,7 @@ impl ContentStore {
             index: Default::default(),
             writing: Mutex::new(()),
             checking: Default::default(),
+            pinned: Default::default(),
         }
     }
 
@@ -150,6 +153,7 @@ impl ContentStore {
             index: Mutex::new(index),
             writing: Mutex::new(()),
             checking: Default::default(),
+            pinned: Default::default(),
         })
     }
 
@@ -221,6 +225,15 @@ impl ContentStore {
                 None
             }
         }
+    }
+
+    /// Makes `keys` the objects that are never evicted (replacing the set before): the inputs
+    /// of the tasks a provider holds or has in verification, which verifiers fetch from it
+    /// (issue 29: a prefetch for the next task evicted by LRU the inputs of a task still being
+    /// verified). A store whose pinned objects fill its budget refuses new objects
+    /// ([`PutError::OverBudget`]) rather than evict them.
+    pub fn pin(&self, keys: std::collections::HashSet<Digest>) {
+        *self.pinned.lock().expect("pinned lock") = keys;
     }
 
     /// [`ContentStore::get`], telling a transient failure (`Err`: nothing deleted) from an
@@ -442,11 +455,14 @@ impl ContentStore {
         // make room first (under the lock), then write
         let evicted = {
             let mut ix = self.index.lock().expect("content lock");
+            let pinned = self.pinned.lock().expect("pinned lock");
             let mut victims: Vec<(u64, Digest, u64, Instant)> = ix
                 .objects
                 .iter()
+                .filter(|(k, _)| !pinned.contains(*k))
                 .map(|(k, m)| (m.used, *k, m.len, m.at))
                 .collect();
+            drop(pinned);
             victims.sort_unstable_by_key(|v| v.0);
             let mut freed = 0u64;
             let mut out = vec![];
@@ -668,6 +684,33 @@ mod tests {
     fn obj(n: usize, v: u8) -> (Digest, Vec<u8>) {
         let b = vec![v; n];
         (hashv(&[&b]), b)
+    }
+
+    #[test]
+    fn pinned_objects_are_never_evicted_for_a_newer_one() {
+        for dir in [None, Some(tempfile::tempdir().unwrap())] {
+            let s = match &dir {
+                None => ContentStore::memory(200),
+                Some(d) => ContentStore::open(d.path(), 200).unwrap(),
+            };
+            let (a, ab) = obj(100, 11);
+            let (b, bb) = obj(100, 12);
+            s.put(&a, &ab, false).unwrap();
+            s.put(&b, &bb, false).unwrap();
+            // a (the inputs of a task in verification) is the least recently used, but pinned
+            s.pin([a].into());
+            let (c, cb) = obj(100, 13);
+            s.put(&c, &cb, false).unwrap();
+            assert!(s.contains(&a) && !s.contains(&b) && s.contains(&c));
+            // with every object pinned, a new one is refused rather than evict them
+            s.pin([a, c].into());
+            let (d, db) = obj(100, 14);
+            assert_eq!(s.put(&d, &db, false), Err(PutError::OverBudget));
+            // unpinned, the least recently used goes as before
+            s.pin(Default::default());
+            s.put(&d, &db, false).unwrap();
+            assert!(!s.contains(&a) && s.contains(&c) && s.contains(&d));
+        }
     }
 
     #[test]

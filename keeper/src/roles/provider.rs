@@ -766,6 +766,34 @@ impl Provider {
         ready
     }
 
+    /// Pins in the content store the inputs (manifest and parts) of the tasks it holds or has
+    /// in verification: verifiers fetch them from it, so fetching the next task's inputs must
+    /// never evict them (issue 29).
+    fn pin_inputs(&self, tasks: &[(Pubkey, Task)]) {
+        use compute_market_protocol::{job::InputMode, manifest::Manifest};
+        let me = self.ctx.node;
+        let content = &self.ctx.store.content;
+        let mut keys = std::collections::HashSet::new();
+        for (_, t) in tasks.iter().filter(|(_, t)| {
+            t.provider == me && matches!(t.status, TaskStatus::Claimed | TaskStatus::Verifying)
+        }) {
+            let Ok(job) = JobSpec::decode(&t.job) else {
+                continue;
+            };
+            if job.input_mode != InputMode::ContentHash {
+                continue;
+            }
+            keys.insert(job.input);
+            if let Some(m) = content
+                .get(&job.input)
+                .and_then(|raw| Manifest::decode(&raw).ok())
+            {
+                keys.extend(m.parts.iter().map(|p| p.hash));
+            }
+        }
+        content.pin(keys);
+    }
+
     /// Whether `t`'s input host is in its pause after failing to answer.
     fn source_paused(&self, t: &Task) -> bool {
         input_host(t).is_some_and(|h| {
@@ -891,6 +919,7 @@ impl Provider {
         tasks: &[(Pubkey, Task)],
     ) -> Result<()> {
         let me = self.ctx.node;
+        self.pin_inputs(tasks);
         let held: Vec<&(Pubkey, Task)> = tasks
             .iter()
             .filter(|(_, t)| t.status == TaskStatus::Claimed && t.provider == me)
