@@ -706,11 +706,26 @@ fn sigterm_stops_keeper_run_cleanly() -> Result<()> {
     Ok(())
 }
 
+/// Answers `s` with what the provider on `provider`'s port answers for `path` (200, whatever
+/// it was; an empty body when it did not answer).
+fn relay(s: &mut std::net::TcpStream, provider: u16, path: &str) {
+    use std::io::Write;
+    let body = reqwest::blocking::get(format!("http://127.0.0.1:{provider}{path}"))
+        .and_then(|r| r.bytes())
+        .map(|b| b.to_vec())
+        .unwrap_or_default();
+    let _ = write!(
+        s,
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = s.write_all(&body);
+}
+
 /// A hostile front for a provider's results server: `/all` relayed as it is, but every
 /// sampled request answered with the provider's first tiles instead of the ones asked for —
 /// honest tiles, valid proofs, the provider's choice.
 fn hostile_front(provider: u16) -> Result<u16> {
-    use std::io::Write;
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     let port = l.local_addr()?.port();
     std::thread::spawn(move || {
@@ -728,16 +743,7 @@ fn hostile_front(provider: u16) -> Result<u16> {
                     }
                     None => path,
                 };
-                let body = reqwest::blocking::get(format!("http://127.0.0.1:{provider}{asked}"))
-                    .and_then(|r| r.bytes())
-                    .map(|b| b.to_vec())
-                    .unwrap_or_default();
-                let _ = write!(
-                    s,
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = s.write_all(&body);
+                relay(&mut s, provider, &asked);
             });
         }
     });
@@ -813,7 +819,6 @@ fn hash_task_behind(
 /// open and never answered — so exactly one of three verifiers cannot fetch (issue 29,
 /// finding 1). Returns its port; counts the requests it stalled in `stalled`.
 fn selective_front(provider: u16, stalled: Arc<std::sync::atomic::AtomicUsize>) -> Result<u16> {
-    use std::io::Write;
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     let port = l.local_addr()?.port();
     let served: Arc<Mutex<HashMap<String, Vec<String>>>> = Arc::default();
@@ -839,16 +844,7 @@ fn selective_front(provider: u16, stalled: Arc<std::sync::atomic::AtomicUsize>) 
                         }
                     }
                 }
-                let body = reqwest::blocking::get(format!("http://127.0.0.1:{provider}{path}"))
-                    .and_then(|r| r.bytes())
-                    .map(|b| b.to_vec())
-                    .unwrap_or_default();
-                let _ = write!(
-                    s,
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = s.write_all(&body);
+                relay(&mut s, provider, &path);
             });
         }
     });
