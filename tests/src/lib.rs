@@ -65,16 +65,24 @@ pub fn free_port() -> u16 {
 }
 
 fn port_block(len: u16) -> u16 {
-    // a block of consecutive free ports (rpc, ws = rpc + 1, faucet, gossip, dynamic range)
-    for _ in 0..200 {
-        let base = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .unwrap_or(20_000);
-        if !(10_000..=60_000).contains(&base) {
-            continue;
-        }
-        if (0..len).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
+    // a block of consecutive free ports (rpc, ws = rpc + 1, faucet, gossip, dynamic range),
+    // below the kernel's ephemeral range (32768–60999 by default): a block taken from it may
+    // hold ports of connections still in TIME_WAIT from an earlier test, which the validator's
+    // own listeners (no SO_REUSEADDR) then fail to bind; checked free for TCP and UDP
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let seed = std::process::id().wrapping_mul(2_654_435_761)
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+    for _ in 0..400 {
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let span = 32_000u32 - 10_000 - u32::from(len);
+        let base = (10_000 + (seed.wrapping_add(k.wrapping_mul(7_919)) % span)) as u16;
+        let free = (0..len).all(|i| {
+            TcpListener::bind(("0.0.0.0", base + i)).is_ok()
+                && std::net::UdpSocket::bind(("0.0.0.0", base + i)).is_ok()
+        });
+        if free {
             return base;
         }
     }

@@ -405,10 +405,29 @@ impl Client {
             .map_err(|e| FetchError::Invalid(format!("{url:?} is not a URL: {e}")))?;
         check_url(&parsed, &self.policy)
             .map_err(|e| FetchError::Invalid(format!("{url:?} is refused: {e}")))?;
-        let req = self.sign(self.http.put(parsed.clone()), "PUT", &parsed);
-        let resp = req.body(bytes).send().map_err(|e| {
-            FetchError::Unavailable(format!("{url} is unreachable: {}", error_chain(&e)))
-        })?;
+        // a connection may close under the upload (a pooled keep-alive connection the server
+        // just closed, or an early answer to an object it already holds): then a HEAD says
+        // whether the object is there, and the upload is tried once more if it is not
+        let mut tries = 0;
+        let resp = loop {
+            tries += 1;
+            let req = self.sign(self.http.put(parsed.clone()), "PUT", &parsed);
+            match req.body(bytes.clone()).send() {
+                Ok(r) => break r,
+                Err(e) => {
+                    let head = self.sign(self.http.head(parsed.clone()), "HEAD", &parsed);
+                    if head.send().is_ok_and(|r| r.status().is_success()) {
+                        return Ok(());
+                    }
+                    if tries >= 2 {
+                        return Err(FetchError::Unavailable(format!(
+                            "{url} is unreachable: {}",
+                            error_chain(&e)
+                        )));
+                    }
+                }
+            }
+        };
         if !resp.status().is_success() {
             let status = resp.status();
             let why = resp.text().unwrap_or_default();
