@@ -2,8 +2,8 @@
 //! address fell to 130 addresses holding 32 idle connections each).
 //!
 //! * **Fair shares that shrink with load.** A peer (an IPv4 address, an IPv6 /64) may hold
-//!   [`ServerLimits::connections_per_peer`] connections while the server is at most half full;
-//!   past that its allowance falls linearly to [`ServerLimits::connections_per_peer_min`] as
+//!   `ServerLimits::connections_per_peer` connections while the server is at most half full;
+//!   past that its allowance falls linearly to `ServerLimits::connections_per_peer_min` as
 //!   the server fills, so a few hundred addresses cannot take every place.
 //! * **Eviction instead of refusal when full.** A new connection from a peer holding fewer
 //!   connections than the peer holding the most closes an idle connection of that peer (no
@@ -13,8 +13,8 @@
 //!   method, path and query and a recent unix time, in [`SIGNER`], [`TIME`] and [`SIGNATURE`])
 //!   whose signer is in the admitted set ([`Signers`], filled from chain by the daemon)
 //!   moves its connection out of the strangers' places into a pool of
-//!   [`ServerLimits::node_connections`] of its own, where it is never evicted, and its
-//!   transfers draw from [`ServerLimits::node_transfers`], which strangers cannot take.
+//!   `ServerLimits::node_connections` of its own, where it is never evicted, and its
+//!   transfers draw from `ServerLimits::node_transfers`, which strangers cannot take.
 //!   Only a signer in the set costs a signature check, so strangers cannot make the server
 //!   verify signatures by sending made-up keys.
 
@@ -33,8 +33,6 @@ use anchor_lang::prelude::Pubkey;
 use solana_keypair::Keypair;
 use solana_signature::Signature;
 use solana_signer::Signer;
-
-use super::server::ServerLimits;
 
 /// The header naming the signer of a request (its public key, base58).
 pub const SIGNER: &str = "x-cm-signer";
@@ -275,14 +273,21 @@ pub(crate) fn peer_key(ip: IpAddr) -> IpAddr {
 }
 
 impl Admission {
-    pub(crate) fn new(limits: &ServerLimits) -> Self {
+    /// Admission for at most `max` strangers' connections, `per_peer` each while the server
+    /// is at most half full and `per_peer_min` at the cap, and `node_connections` of admitted
+    /// nodes (the server's `ServerLimits` fields of those names; passed as numbers so that
+    /// this module does not import the server that uses it).
+    pub(crate) fn new(
+        max: usize,
+        per_peer: usize,
+        per_peer_min: usize,
+        node_connections: usize,
+    ) -> Self {
         Admission {
-            max: limits.max_connections.max(1),
-            per_peer: limits.connections_per_peer.max(1),
-            per_peer_min: limits
-                .connections_per_peer_min
-                .clamp(1, limits.connections_per_peer.max(1)),
-            node_connections: limits.node_connections,
+            max: max.max(1),
+            per_peer: per_peer.max(1),
+            per_peer_min: per_peer_min.clamp(1, per_peer.max(1)),
+            node_connections,
             state: Default::default(),
             evicted: AtomicU64::new(0),
         }
@@ -426,6 +431,17 @@ impl Admission {
 mod tests {
     use super::*;
 
+    use crate::results::ServerLimits;
+
+    fn from_limits(l: &ServerLimits) -> Admission {
+        Admission::new(
+            l.max_connections,
+            l.connections_per_peer,
+            l.connections_per_peer_min,
+            l.node_connections,
+        )
+    }
+
     fn limits(max: usize, per_peer: usize, min: usize) -> ServerLimits {
         ServerLimits {
             max_connections: max,
@@ -442,7 +458,7 @@ mod tests {
 
     #[test]
     fn shares_shrink_with_load_and_a_full_server_evicts_the_largest_idle_holder() {
-        let a = Arc::new(Admission::new(&limits(16, 8, 2)));
+        let a = Arc::new(from_limits(&limits(16, 8, 2)));
         assert_eq!(a.allowance(0), 8);
         assert_eq!(a.allowance(8), 8);
         assert_eq!(a.allowance(12), 4);
@@ -492,7 +508,7 @@ mod tests {
 
     #[test]
     fn a_nodes_connection_leaves_the_strangers_places_and_is_never_evicted() {
-        let a = Arc::new(Admission::new(&limits(4, 4, 1)));
+        let a = Arc::new(from_limits(&limits(4, 4, 1)));
         let kp = Keypair::new();
         let node = a.admit(ip(1)).unwrap();
         assert!(a.promote(node.conn.id, kp.pubkey()));

@@ -1240,7 +1240,12 @@ pub fn serve_listener(
         reading: Default::default(),
     });
     let serving = Serving {
-        admission: Arc::new(Admission::new(&limits)),
+        admission: Arc::new(Admission::new(
+            limits.max_connections,
+            limits.connections_per_peer,
+            limits.connections_per_peer_min,
+            limits.node_connections,
+        )),
         limits,
         metrics,
         admitted: admitted.clone(),
