@@ -494,11 +494,11 @@ fn task_view(key: &Pubkey, t: &Task) -> TaskView {
         round: t.round,
         valid: t.tally().valid,
         invalid: t.tally().invalid,
-        unavailable: t
-            .tally()
-            .revealed
-            .saturating_sub(t.tally().valid)
-            .saturating_sub(t.tally().invalid),
+        unavailable: compute_market_protocol::commit::unavailable(
+            t.tally().revealed,
+            t.tally().valid,
+            t.tally().invalid,
+        ),
         seats: t.tally().seats,
     }
 }

@@ -13,13 +13,19 @@ pub const VOTE_UNAVAILABLE: u8 = 3;
 /// invalid seats alone short of a majority (PROTOCOL §3.5): the result is rejected as withheld.
 pub const VERDICT_WITHHELD: u8 = 3;
 
+/// Revealed seats that said "unavailable": the revealed ones neither valid nor invalid (the
+/// tally keeps no count of its own for them).
+pub fn unavailable(revealed: u8, valid: u8, invalid: u8) -> u8 {
+    revealed.saturating_sub(valid).saturating_sub(invalid)
+}
+
 /// The verdict of a round of `quorum` seats with `valid` and `invalid` revealed seats out of
 /// `revealed` (the rest of the revealed are unavailable): [`VOTE_VALID`], [`VOTE_INVALID`],
 /// [`VERDICT_WITHHELD`], or 0 for no majority (PROTOCOL §3.5). Unfilled and unrevealed seats
 /// count for no side.
 pub fn verdict(quorum: u8, revealed: u8, valid: u8, invalid: u8) -> u8 {
     let q = u16::from(quorum);
-    let unavailable = u16::from(revealed.saturating_sub(valid).saturating_sub(invalid));
+    let unavailable = u16::from(unavailable(revealed, valid, invalid));
     if u16::from(valid) * 2 > q {
         VOTE_VALID
     } else if u16::from(invalid) * 2 > q {
@@ -62,7 +68,7 @@ pub fn side(majority: u8, revealed: bool, vote: u8) -> Side {
 /// Seats on each side of a round with verdict `majority` (non-zero): (winners, released).
 /// The losers are the rest of the round's seats.
 pub fn sides(majority: u8, revealed: u8, valid: u8, invalid: u8) -> (u8, u8) {
-    let unavailable = revealed.saturating_sub(valid).saturating_sub(invalid);
+    let unavailable = unavailable(revealed, valid, invalid);
     match majority {
         VOTE_VALID => (valid, unavailable),
         VOTE_INVALID => (invalid, unavailable),

@@ -39,6 +39,13 @@ pub const RETRY_INVALID: Duration = Duration::from_secs(60);
 /// Longest pause.
 pub const RETRY_MAX: Duration = Duration::from_secs(300);
 
+/// The pause after `count` failures in a row (≥ 1) starting at `base`: doubled after each,
+/// at most [`RETRY_MAX`]. Shared by the fetches here and the provider's input hosts.
+pub fn pause(base: Duration, count: u32) -> Duration {
+    base.saturating_mul(1 << (count.max(1) - 1).min(16))
+        .min(RETRY_MAX)
+}
+
 /// A failure is forgotten this long after its pause ended (the task is long gone).
 const FORGET: Duration = Duration::from_secs(600);
 
@@ -122,7 +129,7 @@ impl Prefetcher {
                 } else {
                     RETRY_INVALID
                 };
-                let pause = base.saturating_mul(1 << (count - 1).min(16)).min(RETRY_MAX);
+                let pause = pause(base, count);
                 let why = e.to_string();
                 tracing::warn!(manifest = %crate::results::hex(&key), error = %why, retry_s = pause.as_secs(), failures = count, "inputs not fetched; their tasks are not claimed");
                 self.failed.insert(

@@ -225,6 +225,8 @@ pub struct Provider {
     prefetcher: Prefetcher,
     /// Input hosts that did not answer: (paused until, failures in a row).
     source_failures: HashMap<String, (Instant, u32)>,
+    /// The parts of the manifests it pins ([`Provider::pin_inputs`]), read once each.
+    manifest_parts: HashMap<Digest, Vec<Digest>>,
 }
 
 impl Provider {
@@ -245,6 +247,7 @@ impl Provider {
             unneeded_since: HashMap::new(),
             prefetcher: Prefetcher::new(PREFETCH_PARALLEL),
             source_failures: HashMap::new(),
+            manifest_parts: HashMap::new(),
         }
     }
 
@@ -728,11 +731,12 @@ impl Provider {
         now: u64,
         cap: &Capacity,
     ) -> Vec<(Pubkey, u64, usize)> {
-        let mut skip: std::collections::HashSet<Pubkey> = ranked
+        let paused: std::collections::HashSet<Pubkey> = ranked
             .iter()
             .filter(|(_, t)| self.source_paused(t))
             .map(|(k, _)| *k)
             .collect();
+        let mut skip = paused.clone();
         let mut ready = vec![];
         // each round replaces at least one pick; a few rounds cover any `max_active`
         for _ in 0..=self.max_active.min(16) {
@@ -759,7 +763,7 @@ impl Provider {
         }
         let rest: Vec<&(Pubkey, Task)> = ranked
             .iter()
-            .filter(|(_, t)| !self.source_paused(t))
+            .filter(|(k, _)| !paused.contains(k))
             .copied()
             .collect();
         self.prefetch_ahead(&rest, held, cap);
@@ -769,27 +773,32 @@ impl Provider {
     /// Pins in the content store the inputs (manifest and parts) of the tasks it holds or has
     /// in verification: verifiers fetch them from it, so fetching the next task's inputs must
     /// never evict them (issue 29).
-    fn pin_inputs(&self, tasks: &[(Pubkey, Task)]) {
+    fn pin_inputs(&mut self, tasks: &[(Pubkey, Task)]) {
         use compute_market_protocol::{job::InputMode, manifest::Manifest};
         let me = self.ctx.node;
         let content = &self.ctx.store.content;
-        let mut keys = std::collections::HashSet::new();
-        for (_, t) in tasks.iter().filter(|(_, t)| {
-            t.provider == me && matches!(t.status, TaskStatus::Claimed | TaskStatus::Verifying)
-        }) {
-            let Ok(job) = JobSpec::decode(&t.job) else {
-                continue;
-            };
-            if job.input_mode != InputMode::ContentHash {
-                continue;
+        let manifests: std::collections::HashSet<Digest> = tasks
+            .iter()
+            .filter(|(_, t)| {
+                t.provider == me && matches!(t.status, TaskStatus::Claimed | TaskStatus::Verifying)
+            })
+            .filter_map(|(_, t)| JobSpec::decode(&t.job).ok())
+            .filter(|j| j.input_mode == InputMode::ContentHash)
+            .map(|j| j.input)
+            .collect();
+        // a manifest is read from the store once, not every pass
+        self.manifest_parts.retain(|k, _| manifests.contains(k));
+        let mut keys = manifests.clone();
+        for m in &manifests {
+            if !self.manifest_parts.contains_key(m) {
+                let Some(decoded) = content.get(m).and_then(|raw| Manifest::decode(&raw).ok())
+                else {
+                    continue;
+                };
+                self.manifest_parts
+                    .insert(*m, decoded.parts.iter().map(|p| p.hash).collect());
             }
-            keys.insert(job.input);
-            if let Some(m) = content
-                .get(&job.input)
-                .and_then(|raw| Manifest::decode(&raw).ok())
-            {
-                keys.extend(m.parts.iter().map(|p| p.hash));
-            }
+            keys.extend(self.manifest_parts[m].iter().copied());
         }
         content.pin(keys);
     }
@@ -819,9 +828,7 @@ impl Provider {
         self.source_failures
             .retain(|_, (until, _)| now < *until + super::prefetch::RETRY_MAX);
         let count = self.source_failures.get(&h).map_or(1, |(_, n)| n + 1);
-        let pause = super::prefetch::RETRY_UNAVAILABLE
-            .saturating_mul(1 << (count - 1).min(16))
-            .min(super::prefetch::RETRY_MAX);
+        let pause = super::prefetch::pause(super::prefetch::RETRY_UNAVAILABLE, count);
         tracing::info!(
             provider = self.ctx.name,
             host = h,
@@ -848,14 +855,13 @@ impl Provider {
                 continue;
             };
             let (w, k, task) = (self.work(), key, t.clone());
-            let t = t.clone();
             match self
                 .prefetcher
                 .ready(&job, false, move || w.fetch_inputs(&k, &task))
             {
                 Ready::Held => {
                     if job.input_mode == compute_market_protocol::job::InputMode::ContentHash {
-                        self.record_source(&t, true);
+                        self.record_source(t, true);
                     }
                     ready.push((key, bond, load))
                 }
@@ -866,7 +872,7 @@ impl Provider {
                 Ready::Failed(why) => {
                     tracing::debug!(provider = self.ctx.name, task = %key, why, "inputs not held; not claimed");
                     if self.prefetcher.failed_transiently(&job) {
-                        self.record_source(&t, false);
+                        self.record_source(t, false);
                     }
                     waiting.push(key);
                 }

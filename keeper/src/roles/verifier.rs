@@ -118,7 +118,8 @@ pub struct Verifier {
     /// milliseconds, and a pass joins many tasks at once): beyond them the verifier does not
     /// compete for new seats, so it never holds seats it cannot check in time.
     pub max_checks: usize,
-    /// Other keepers that may hold a result (bases: `<mirror>/r/<root>`, `<mirror>/c/<hash>`),
+    /// Other keepers that may hold a result (bases without a trailing slash:
+    /// `<mirror>/r/<root>`, `<mirror>/c/<hash>`),
     /// asked when the provider does not answer, before voting UNAVAILABLE (PROTOCOL §5,
     /// Fetching, bounded).
     pub mirrors: Vec<String>,
@@ -639,10 +640,7 @@ impl Verifier {
             .cloned()
             .collect();
         self.reap(now, &due);
-        due.sort_by_key(|(k, t)| {
-            let seated = t.seats_held_by(&self.ctx.node) > 0;
-            (!seated, t.reveal_deadline, *k)
-        });
+        due.sort_by_key(|(k, t)| (!self.seated_at(t), t.reveal_deadline, *k));
         let admitted = self.admit(now, &node, &due);
         // up to `parallel` tasks at once; one task's failure (an RPC error, an unreachable
         // result, a panic) never blocks the others
@@ -697,28 +695,28 @@ impl Checker {
         let deadline = give_up_at.min(Instant::now() + attempt_budget(&job, t.samples));
         // a job on the client's data: its inputs first, from the task's input URI or from
         // the provider (which serves what it computed on)
-        let mut bases = input_bases(super::input_uri(t), &[uri]);
-        for m in &self.mirrors {
-            let m = m.trim_end_matches('/').to_string();
-            if !bases.contains(&m) {
-                bases.push(m);
-            }
-        }
-        let inputs = self.store.ensure_inputs(&job, &bases, Some(deadline));
+        let sources: Vec<&str> = std::iter::once(uri)
+            .chain(self.mirrors.iter().map(String::as_str))
+            .collect();
+        let inputs = self.store.ensure_inputs(
+            &job,
+            &input_bases(super::input_uri(t), &sources),
+            Some(deadline),
+        );
         let held = inputs.is_ok();
-        let fetched = self.check_from(uri, t, &job, inputs.map(|_| ()), deadline);
+        let fetched = inputs.and_then(|_| self.check_from(uri, t, &job, deadline));
         // the provider did not answer: any mirror holding the root (a VALID verdict only; the
         // mirrors were asked for the inputs already)
         let fetched = match fetched {
             Err(e) if e.is_transient() && held => {
                 let root = hex(&t.result_root);
                 let from_mirror = self.mirrors.iter().find_map(|m| {
-                    let at = format!("{}/r/{root}", m.trim_end_matches('/'));
+                    let at = format!("{m}/r/{root}");
                     // each mirror its own attempt: a provider that held its connection open
                     // to the end of the first must not leave the mirrors no time
                     let deadline =
                         give_up_at.min(Instant::now() + attempt_budget(&job, t.samples));
-                    match self.check_from(&at, t, &job, Ok(()), deadline) {
+                    match self.check_from(&at, t, &job, deadline) {
                         Ok(Ok(v)) if v.vote == VOTE_VALID => Some(Ok(Verdict {
                             reason: format!("{} (served by the mirror {m})", v.reason),
                             ..v
@@ -770,47 +768,37 @@ impl Checker {
     }
 
     /// Fetches `t`'s result (the samples its seed draws for this verifier, or all of a
-    /// `MatMulModP` product) from `uri` once `inputs` are held, and checks it.
+    /// `MatMulModP` product) from `uri`, its inputs held, and checks it.
     fn check_from(
         &self,
         uri: &str,
         t: &Task,
         job: &JobSpec,
-        inputs: Result<(), FetchError>,
         deadline: Instant,
     ) -> Result<Result<Verdict>, FetchError> {
-        let job = *job;
         let me = self.node.to_bytes();
-        match (job.kind, inputs) {
-            (_, Err(e)) => Err(e),
-            (JobKind::MatMulModP, Ok(_)) => {
-                self.store
-                    .fetch_all_by(uri, &job, Some(deadline))
-                    .map(|tiles| {
-                        check_matmul(
-                            self.backend.as_ref(),
-                            &job,
-                            &tiles,
-                            &t.result_root,
-                            &t.seed,
-                            &me,
-                            t.samples as u32,
-                        )
-                    })
-            }
-            (JobKind::HashBatch | JobKind::Mlp | JobKind::Encoder, Ok(_)) => {
+        match job.kind {
+            JobKind::MatMulModP => self
+                .store
+                .fetch_all_by(uri, job, Some(deadline))
+                .map(|tiles| {
+                    check_matmul(
+                        self.backend.as_ref(),
+                        job,
+                        &tiles,
+                        &t.result_root,
+                        &t.seed,
+                        &me,
+                        t.samples as u32,
+                    )
+                }),
+            JobKind::HashBatch | JobKind::Mlp | JobKind::Encoder => {
                 let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
                 let want = distinct(&picked);
                 self.store
-                    .fetch_by(uri, &job, &want, Some(deadline))
+                    .fetch_by(uri, job, &want, Some(deadline))
                     .map(|served| {
-                        check_sampled(
-                            self.backend.as_ref(),
-                            &job,
-                            &picked,
-                            &served,
-                            &t.result_root,
-                        )
+                        check_sampled(self.backend.as_ref(), job, &picked, &served, &t.result_root)
                     })
             }
         }

@@ -1,10 +1,13 @@
 //! `finalize_task`: anyone settles the round once it is over: accepted (provider paid),
 //! rejected (provider slashed: an invalid majority, or a withheld result that a majority of
-//! seats said invalid or could not get, PROTOCOL §3.5), escalated once to 2V seats with a fresh seed, or undecided
-//! (client refunded, bonds released). Votes are settled one by one by `settle_vote`.
+//! seats said invalid or could not get, PROTOCOL §3.5), escalated once to 2V seats with a
+//! fresh seed, or undecided (client refunded, bonds released). Votes are settled one by one
+//! by `settle_vote`.
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
-use compute_market_protocol::commit::{sides, verdict, VERDICT_WITHHELD, VOTE_INVALID, VOTE_VALID};
+use compute_market_protocol::commit::{
+    sides, unavailable, verdict, VERDICT_WITHHELD, VOTE_INVALID, VOTE_VALID,
+};
 
 use crate::{
     constants::*,
@@ -70,11 +73,7 @@ pub fn handler(mut ctx: Context<FinalizeTask>) -> Result<()> {
     } else {
         (0, 0)
     };
-    let unavailable = t
-        .revealed
-        .checked_sub(t.valid)
-        .and_then(|r| r.checked_sub(t.invalid))
-        .ok_or(MarketError::MathOverflow)?;
+    let unavailable = unavailable(t.revealed, t.valid, t.invalid);
     let task_key = ctx.accounts.task.key();
     if majority == 0 && ctx.accounts.task.round == 0 {
         let task = &mut ctx.accounts.task;

@@ -162,7 +162,12 @@ impl RunArgs {
                 "--mirror {m}: a mirror is an http(s) URL of a keeper"
             );
         }
-        opts.mirrors = self.mirrors;
+        // bases without a trailing slash: `<mirror>/r/<root>`, `<mirror>/c/<hash>`
+        opts.mirrors = self
+            .mirrors
+            .iter()
+            .map(|m| m.trim_end_matches('/').to_string())
+            .collect();
         opts.fetch = FetchPolicy {
             allow_loopback: self.allow_loopback_urls,
             allow_private: self.allow_private_urls,
