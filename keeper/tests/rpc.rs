@@ -114,6 +114,7 @@ fn a_thousand_spam_tasks_in_another_market_cost_a_keeper_nothing() {
         },
         task_ttl: 100_000,
         min_quorum: 0,
+        dispute_window: 0,
     };
     let admin = Keypair::try_from(&s.admin.to_bytes()[..]).unwrap();
     must(

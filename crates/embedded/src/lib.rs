@@ -52,6 +52,41 @@ pub struct Outcome {
     pub logs: Vec<String>,
     /// The transaction error, if any.
     pub error: Option<String>,
+    /// Bytes of the signed transaction on the wire (a packet holds at most 1 232).
+    pub bytes: usize,
+}
+
+/// Length of `n` as a compact-u16 (the wire format's short vector length).
+fn compact_len(n: usize) -> usize {
+    match n {
+        0..=0x7f => 1,
+        0x80..=0x3fff => 2,
+        _ => 3,
+    }
+}
+
+/// Bytes of a legacy transaction on the wire: signatures, then the message (header, keys,
+/// blockhash, instructions).
+pub fn wire_size(tx: &Transaction) -> usize {
+    let m = &tx.message;
+    let ixs: usize = m
+        .instructions
+        .iter()
+        .map(|i| {
+            1 + compact_len(i.accounts.len())
+                + i.accounts.len()
+                + compact_len(i.data.len())
+                + i.data.len()
+        })
+        .sum();
+    compact_len(tx.signatures.len())
+        + 64 * tx.signatures.len()
+        + 3
+        + compact_len(m.account_keys.len())
+        + 32 * m.account_keys.len()
+        + 32
+        + compact_len(m.instructions.len())
+        + ixs
 }
 
 /// The cluster.
@@ -221,6 +256,7 @@ impl Cluster {
             &signers,
             self.svm.latest_blockhash(),
         );
+        let bytes = wire_size(&tx);
         let res = self.svm.send_transaction(tx);
         self.svm.expire_blockhash();
         match res {
@@ -229,12 +265,14 @@ impl Cluster {
                 cu: m.compute_units_consumed,
                 logs: m.logs,
                 error: None,
+                bytes,
             },
             Err(e) => Outcome {
                 ok: false,
                 cu: e.meta.compute_units_consumed,
                 logs: e.meta.logs,
                 error: Some(format!("{:?}", e.err)),
+                bytes,
             },
         }
     }

@@ -12,6 +12,17 @@ pub const VOTE_UNAVAILABLE: u8 = 3;
 /// The verdict of a round whose majority of seats said invalid or unavailable, with the
 /// invalid seats alone short of a majority (PROTOCOL §3.5): the result is rejected as withheld.
 pub const VERDICT_WITHHELD: u8 = 3;
+/// The verdict after a won dispute showed the result wrong (PROTOCOL §8.4): it was Accepted,
+/// now Rejected.
+pub const VERDICT_PROVEN_WRONG: u8 = 4;
+/// The verdict after a won dispute refuted every INVALID claim (PROTOCOL §8.4): it was
+/// Rejected, now Accepted.
+pub const VERDICT_CLAIMS_REFUTED: u8 = 5;
+
+/// Whether a verdict came from a dispute rather than the seats' majority.
+pub fn overturned(majority: u8) -> bool {
+    matches!(majority, VERDICT_PROVEN_WRONG | VERDICT_CLAIMS_REFUTED)
+}
 
 /// Revealed seats that said "unavailable": the revealed ones neither valid nor invalid (the
 /// tally keeps no count of its own for them).
@@ -48,14 +59,24 @@ pub enum Side {
     Released,
     /// Against the majority, or silent: slashed.
     Loser,
+    /// Its claim was disproved by a dispute (PROTOCOL §8.5): a VALID vote on a result proven
+    /// wrong, an INVALID vote whose pointer recomputed equal. Its whole bond is slashed.
+    FalseStatement,
 }
 
-/// The side of a vote (`vote`, when `revealed`) under a round's `majority` (non-zero).
+/// The side of a vote (`vote`, when `revealed`) under a round's `majority` (non-zero). Under
+/// [`VERDICT_PROVEN_WRONG`] a VALID vote is a false statement only if it vouched for the
+/// disputed tile; the program checks that and releases it otherwise (PROTOCOL §8.5).
 pub fn side(majority: u8, revealed: bool, vote: u8) -> Side {
     if !revealed {
         return Side::Loser;
     }
     match (majority, vote) {
+        (VERDICT_PROVEN_WRONG, VOTE_VALID) | (VERDICT_CLAIMS_REFUTED, VOTE_INVALID) => {
+            Side::FalseStatement
+        }
+        (VERDICT_PROVEN_WRONG, _) | (VERDICT_CLAIMS_REFUTED, VOTE_UNAVAILABLE) => Side::Released,
+        (VERDICT_CLAIMS_REFUTED, VOTE_VALID) => Side::Winner,
         (VOTE_VALID, VOTE_VALID) | (VOTE_INVALID, VOTE_INVALID) => Side::Winner,
         (VERDICT_WITHHELD, VOTE_INVALID | VOTE_UNAVAILABLE) => Side::Winner,
         (VOTE_VALID | VOTE_INVALID, VOTE_UNAVAILABLE) | (VERDICT_WITHHELD, VOTE_VALID) => {
@@ -72,6 +93,9 @@ pub fn sides(majority: u8, revealed: u8, valid: u8, invalid: u8) -> (u8, u8) {
     match majority {
         VOTE_VALID => (valid, unavailable),
         VOTE_INVALID => (invalid, unavailable),
+        // the false statements and the silent are the losers; nothing is shared among winners
+        VERDICT_PROVEN_WRONG => (0, invalid.saturating_add(unavailable)),
+        VERDICT_CLAIMS_REFUTED => (valid, unavailable),
         _ => (invalid.saturating_add(unavailable), valid),
     }
 }
@@ -166,5 +190,32 @@ mod tests {
         assert_eq!(verdict(6, 3, 0, 0), 0);
         assert_eq!(side(VOTE_VALID, false, 0), Side::Loser);
         assert_eq!(side(VERDICT_WITHHELD, false, 0), Side::Loser);
+    }
+
+    #[test]
+    fn an_overturned_verdict_makes_the_disproved_votes_false_statements() {
+        assert_eq!(
+            side(VERDICT_PROVEN_WRONG, true, VOTE_VALID),
+            Side::FalseStatement
+        );
+        assert_eq!(
+            side(VERDICT_PROVEN_WRONG, true, VOTE_INVALID),
+            Side::Released
+        );
+        assert_eq!(
+            side(VERDICT_PROVEN_WRONG, true, VOTE_UNAVAILABLE),
+            Side::Released
+        );
+        assert_eq!(side(VERDICT_PROVEN_WRONG, false, 0), Side::Loser);
+        assert_eq!(
+            side(VERDICT_CLAIMS_REFUTED, true, VOTE_INVALID),
+            Side::FalseStatement
+        );
+        assert_eq!(side(VERDICT_CLAIMS_REFUTED, true, VOTE_VALID), Side::Winner);
+        assert_eq!(
+            side(VERDICT_CLAIMS_REFUTED, true, VOTE_UNAVAILABLE),
+            Side::Released
+        );
+        assert!(overturned(VERDICT_PROVEN_WRONG) && !overturned(VERDICT_WITHHELD));
     }
 }

@@ -4,8 +4,10 @@
 //! must compute identically, written once:
 //!
 //! * [`job`]: the canonical 64-byte job-spec encoding, its validation and tile geometry;
-//! * [`merkle`] (host only): the result commitment, BLAKE3 of the output with tiles as subtrees,
-//!   and tile proofs;
+//! * [`merkle`]: the result commitment, BLAKE3 of the output with tiles as subtrees, tile
+//!   proofs and (on-chain too) the chunk proofs of disputes;
+//! * [`dispute`]: what a dispute proves and recomputes: elements of a tile, their place in the
+//!   committed string, the one-step recomputation, INVALID votes' pointers;
 //! * [`infer`] (host only): integer-only inference — the accumulator bound, the
 //!   requantization rule, the class tie rule, the output layout and a reference forward pass;
 //! * [`manifest`]: the canonical input manifest of a job on the client's own data;
@@ -16,14 +18,15 @@
 //! * [`hash`]: SHA-256 (the `sol_sha256` syscall on-chain, `sha2` on the host).
 //!
 //! Public keys are plain `[u8; 32]` so that this crate depends on nothing Solana-specific
-//! except the hasher; it compiles for SBF and for the host (the commitment, which the program
-//! never computes, only for the host).
+//! except the hasher; it compiles for SBF and for the host (the model formats and references only
+//! for the host).
 //!
 //! "PROTOCOL §n" in this crate's comments is section n of `docs/PROTOCOL.md` in this
 //! repository.
 #![deny(missing_docs)]
 
 pub mod commit;
+pub mod dispute;
 #[cfg(not(target_os = "solana"))]
 pub mod encoder;
 pub mod hash;
@@ -31,7 +34,6 @@ pub mod hash;
 pub mod infer;
 pub mod job;
 pub mod manifest;
-#[cfg(not(target_os = "solana"))]
 pub mod merkle;
 pub mod region;
 pub mod sampling;

@@ -162,10 +162,36 @@ pub fn verify_proof(
     leaf: &Digest,
     proof: &[Digest],
 ) -> bool {
+    verify_chunk_proof(root, index.into(), leaf_count.into(), leaf, proof)
+}
+
+/// The leaf of BLAKE3 chunk `index` of a committed string of `count` chunks (PROTOCOL §8.4):
+/// its chaining value at input offset `index · 1 024`, or the root when the string is one
+/// chunk. Folded with its siblings by [`verify_proof`] over `count` leaves it gives the root:
+/// BLAKE3's own chunk tree, of which the tile tree is the top.
+pub fn chunk_leaf(index: u64, count: u64, chunk: &[u8]) -> Digest {
+    let mut h = blake3::Hasher::new();
+    if count <= 1 {
+        h.update(chunk);
+        return *h.finalize().as_bytes();
+    }
+    h.set_input_offset(index * CHUNK_LEN as u64);
+    h.update(chunk);
+    h.finalize_non_root()
+}
+
+/// Like [`verify_proof`], for a tree of up to 2^64 leaves (a committed string's chunks).
+pub fn verify_chunk_proof(
+    root: &Digest,
+    index: u64,
+    leaf_count: u64,
+    leaf: &Digest,
+    proof: &[Digest],
+) -> bool {
     if index >= leaf_count {
         return false;
     }
-    let (mut i, mut width, mut acc) = (index as u64, leaf_count as u64, *leaf);
+    let (mut i, mut width, mut acc) = (index, leaf_count, *leaf);
     let mut it = proof.iter();
     while width > 1 {
         let sib = i ^ 1;
@@ -182,6 +208,45 @@ pub fn verify_proof(
         width = width.div_ceil(2);
     }
     it.next().is_none() && acc == *root
+}
+
+/// The proof of the chunk holding byte `byte` of tile `index` (of `count` tiles, each of
+/// `tile.len()` bytes, `tile_proof` its proof): the chunk's 1 024 bytes (zero padding included)
+/// and its siblings bottom-up, those inside the tile's slot first, then the tile's proof.
+/// Anyone holding a tile and its proof can build it (PROTOCOL §8.4).
+///
+/// # Panics
+/// If `byte` is not inside the tile's slot.
+#[cfg(not(target_os = "solana"))]
+pub fn chunk_proof(
+    index: u32,
+    count: u32,
+    tile: &[u8],
+    tile_proof: &[Digest],
+    byte: usize,
+) -> (Vec<u8>, Vec<Digest>) {
+    let slot = slot_len(tile.len());
+    assert!(byte < slot, "the byte is inside the tile's slot");
+    let mut padded = tile.to_vec();
+    padded.resize(slot, 0);
+    let per_slot = slot / CHUNK_LEN;
+    let total = count as u64 * per_slot as u64;
+    let first = index as u64 * per_slot as u64;
+    let local = byte / CHUNK_LEN;
+    let chunk = padded[local * CHUNK_LEN..(local + 1) * CHUNK_LEN].to_vec();
+    let mut path = Vec::new();
+    if per_slot > 1 {
+        let leaves: Vec<Digest> = padded
+            .chunks(CHUNK_LEN)
+            .enumerate()
+            .map(|(c, b)| chunk_leaf(first + c as u64, total, b))
+            .collect();
+        path = MerkleTree::new(leaves)
+            .proof(local as u32)
+            .expect("the chunk is in the slot");
+    }
+    path.extend_from_slice(tile_proof);
+    (chunk, path)
 }
 
 /// The root over `leaves` without keeping the tree.

@@ -26,6 +26,8 @@ use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
+pub mod disputes;
+
 pub use compute_market;
 pub use compute_market_embedded::{program_path, slot_hash};
 pub use compute_market_protocol as protocol;
@@ -49,6 +51,8 @@ pub struct TxRecord {
     pub logs: Vec<String>,
     /// The transaction error, if it failed.
     pub error: Option<String>,
+    /// Bytes of the signed transaction (at most 1 232 fit a packet).
+    pub tx_bytes: usize,
 }
 
 impl TxRecord {
@@ -72,6 +76,18 @@ pub struct Actor {
     pub node: Pubkey,
     /// Its node's vault PDA.
     pub vault: Pubkey,
+}
+
+impl Clone for Actor {
+    fn clone(&self) -> Self {
+        Actor {
+            name: self.name.clone(),
+            kp: self.kp.insecure_clone(),
+            wallet: self.wallet,
+            node: self.node,
+            vault: self.vault,
+        }
+    }
 }
 
 impl Actor {
@@ -132,6 +148,7 @@ pub fn test_market(id: u16) -> MarketArgs {
         windows: Windows::DEFAULT,
         task_ttl: 1_000,
         min_quorum: 0,
+        dispute_window: 0,
     }
 }
 
@@ -334,7 +351,7 @@ impl World {
             })
             .collect();
         let out = self.c.send(ixs, payer, extra);
-        let (ok, cu, logs, error) = (out.ok, out.cu, out.logs, out.error);
+        let (ok, cu, logs, error, tx_bytes) = (out.ok, out.cu, out.logs, out.error, out.bytes);
         let (mut created, mut closed) = (0u64, 0u64);
         for k in &writable {
             let after = self
@@ -373,6 +390,7 @@ impl World {
             bytes_closed: closed,
             logs,
             error,
+            tx_bytes,
         };
         self.records.push(rec.clone());
         if ok {
@@ -865,7 +883,12 @@ pub struct Cast {
 
 /// A [`Cast`] with `n` verifiers and a provider with roles `provider_roles`.
 pub fn cast(n: usize, provider_roles: u8) -> Cast {
-    let mut w = World::new();
+    cast_in(n, provider_roles, test_market(1))
+}
+
+/// A [`cast`] in a world whose first market is `market`.
+pub fn cast_in(n: usize, provider_roles: u8, market: MarketArgs) -> Cast {
+    let mut w = World::with(test_params(), market);
     let client = w.actor("client", 100 * R);
     let provider = w.actor("provider", STAKE);
     w.onboard(&provider, provider_roles, STAKE);
@@ -894,6 +917,19 @@ impl Cast {
         self.w
             .submit(&self.provider, task, [7; 32])
             .expect("submit");
+        self.w.advance(2);
+        task
+    }
+
+    /// Posts task `id` running `job` with `samples` per verifier (0: the market's), claims it
+    /// and submits `root`, then moves on as [`Cast::submitted`] does.
+    pub fn submitted_job(&mut self, id: u64, job: JobSpec, samples: u16, root: [u8; 32]) -> Pubkey {
+        self.w.advance(1);
+        let mut args = PostTaskArgs::new(id, &job, R);
+        args.samples = samples;
+        let task = self.w.post_with(&self.client, args).expect("post");
+        self.w.claim(&self.provider, task).expect("claim");
+        self.w.submit(&self.provider, task, root).expect("submit");
         self.w.advance(2);
         task
     }

@@ -665,6 +665,7 @@ fn dummy() -> TxRecord {
         bytes_closed: 0,
         logs: vec![],
         error: None,
+        tx_bytes: 0,
     }
 }
 

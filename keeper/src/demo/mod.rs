@@ -238,6 +238,7 @@ impl Scenario {
                     windows,
                     task_ttl: 2_000,
                     min_quorum: cfg.min_quorum,
+                    dispute_window: 0,
                 },
             },
         )?;

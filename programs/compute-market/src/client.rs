@@ -415,3 +415,122 @@ pub fn close_task_to(
 pub fn sync_stake(node: Pubkey, market: Pubkey) -> Instruction {
     build(acc::SyncStake { market, node }, ix::SyncStake {})
 }
+
+/// `conclude_task` of `task` (its provider's node named).
+pub fn conclude_task(task: Pubkey, provider_node: Pubkey) -> Instruction {
+    build(
+        acc::ConcludeTask {
+            task,
+            escrow: pda::escrow(&task),
+            provider_node,
+            provider_vault: pda::vault(&provider_node),
+            token_program: token::ID,
+        },
+        ix::ConcludeTask {},
+    )
+}
+
+/// `open_dispute` by `challenger`, its bond from `challenger_token`, paid back to `payout`.
+pub fn open_dispute(
+    task: Pubkey,
+    challenger: Pubkey,
+    challenger_token: Pubkey,
+    payout: Pubkey,
+    args: OpenDisputeArgs,
+) -> Instruction {
+    build(
+        acc::OpenDispute {
+            task,
+            escrow: pda::escrow(&task),
+            dispute: pda::dispute(&task, &challenger),
+            challenger,
+            challenger_token,
+            payout,
+            token_program: token::ID,
+            system_program: system_program::ID,
+        },
+        ix::OpenDispute { args },
+    )
+}
+
+fn dispute_turn(task: Pubkey, challenger: Pubkey, vote: Option<Pubkey>) -> acc::DisputeTurn {
+    acc::DisputeTurn {
+        task,
+        dispute: pda::dispute(&task, &challenger),
+        challenger,
+        vote,
+    }
+}
+
+/// `dispute_target`: `challenger`'s kind-2 dispute takes `vote` (an INVALID vote's account).
+pub fn dispute_target(task: Pubkey, challenger: Pubkey, vote: Pubkey) -> Instruction {
+    build(
+        dispute_turn(task, challenger, Some(vote)),
+        ix::DisputeTarget {},
+    )
+}
+
+/// `dispute_write`: `data` at `offset` of the dispute's proof buffer.
+pub fn dispute_write(task: Pubkey, challenger: Pubkey, offset: u16, data: Vec<u8>) -> Instruction {
+    build(
+        dispute_turn(task, challenger, None),
+        ix::DisputeWrite { offset, data },
+    )
+}
+
+/// `dispute_prove` with `siblings` chaining values after the chunk in the buffer.
+pub fn dispute_prove(task: Pubkey, challenger: Pubkey, siblings: u8) -> Instruction {
+    build(
+        dispute_turn(task, challenger, None),
+        ix::DisputeProve { siblings },
+    )
+}
+
+/// `dispute_step` of at most `count` terms; `vote`: a kind-2 dispute's target.
+pub fn dispute_step(
+    task: Pubkey,
+    challenger: Pubkey,
+    vote: Option<Pubkey>,
+    count: u32,
+) -> Instruction {
+    build(
+        dispute_turn(task, challenger, vote),
+        ix::DisputeStep { count },
+    )
+}
+
+/// `dispute_timeout` of `challenger`'s dispute (anyone).
+pub fn dispute_timeout(task: Pubkey, challenger: Pubkey) -> Instruction {
+    build(
+        acc::DisputeTimeout {
+            task,
+            dispute: pda::dispute(&task, &challenger),
+            challenger,
+        },
+        ix::DisputeTimeout {},
+    )
+}
+
+/// `close_dispute` of `challenger`'s dispute, paying `payout` (or, when `payout_ata_mint` is
+/// `Some(mint)`, the challenger's associated token account of it).
+pub fn close_dispute(
+    task: Pubkey,
+    challenger: Pubkey,
+    payout: Pubkey,
+    payout_ata_mint: Option<Pubkey>,
+) -> Instruction {
+    build(
+        acc::CloseDispute {
+            task,
+            escrow: pda::escrow(&task),
+            dispute: pda::dispute(&task, &challenger),
+            challenger,
+            payout,
+            payout_ata: payout_ata_mint.map(|mint| {
+                anchor_spl::associated_token::get_associated_token_address(&challenger, &mint)
+            }),
+            token_program: token::ID,
+        },
+        ix::CloseDispute {},
+    )
+}

@@ -50,6 +50,10 @@ pub const MAX_PHASE_WINDOW: u32 = 10_000;
 /// deadline, at most this many slots after the reference, still finds the first slot after it:
 /// the seed is one value whenever it is drawn, and waiting can never re-roll it.
 pub const MAX_JOIN_WINDOW: u32 = 500;
+/// Longest dispute window of a market (PROTOCOL §8.1), slots.
+pub const MAX_DISPUTE_WINDOW: u32 = 10_000;
+/// Seed of a dispute PDA: `[SEED_DISPUTE, task, challenger]`.
+pub const SEED_DISPUTE: &[u8] = b"dispute";
 /// How long an unclaimed task stays open, slots.
 pub const MIN_TASK_TTL: u32 = 10;
 /// Longest an unclaimed task stays open, slots.

@@ -170,4 +170,48 @@ pub enum MarketError {
     SeatAlreadyHeld,
     #[msg("the slot the seed comes from has left SlotHashes")]
     SeedSlotAgedOut,
+    #[msg("this verdict cannot be disputed (only an Accepted one by kind 1, a Rejected-by-INVALID one by kind 2, while its money is held)")]
+    NotDisputable,
+    #[msg("a dispute already overturned this verdict")]
+    VerdictOverturned,
+    #[msg("the dispute window has closed")]
+    DisputeWindowClosed,
+    #[msg("the program cannot referee this job kind yet (bisection: Mlp, Encoder, MatMulModP on a client's data)")]
+    DisputeNotSupported,
+    #[msg("no such element: tile at or above the tile count, or element at or above the tile's elements")]
+    ElementOutOfRange,
+    #[msg("dispute kind must be 1 (the result is wrong) or 2 (the INVALID claims are false)")]
+    InvalidDisputeKind,
+    #[msg("the dispute is still arguing another vote")]
+    TargetPending,
+    #[msg("the dispute has no vote to refute: call dispute_target first")]
+    NoTarget,
+    #[msg("not a revealed INVALID vote of the deciding round")]
+    NotAnInvalidVote,
+    #[msg("that vote's claim is already refuted")]
+    VoteAlreadyRefuted,
+    #[msg("the proof does not fit the dispute's buffer (one chunk and at most 32 siblings)")]
+    ProofTooLong,
+    #[msg("the chunk and its siblings do not lead to the result root")]
+    ProofMismatch,
+    #[msg("the element's committed value is not proven yet: dispute_prove first")]
+    NotProven,
+    #[msg("the element's committed value is already proven")]
+    AlreadyProven,
+    #[msg("the challenger's answer deadline has passed")]
+    DisputeExpired,
+    #[msg("the challenger's answer deadline has not passed")]
+    DisputeNotExpired,
+    #[msg("another dispute already overturned the verdict: close this one with close_dispute (its bond comes back)")]
+    DisputeMoot,
+    #[msg("the dispute cannot be closed yet (a won one waits for every vote to settle; an open one for its end)")]
+    DisputeNotClosable,
+    #[msg("a dispute of this task is still open")]
+    DisputeOpen,
+    #[msg("the dispute window is still open")]
+    DisputeWindowOpen,
+    #[msg("the verdict's money is held for the dispute window: conclude_task first")]
+    TaskNotConcluded,
+    #[msg("the task's verdict is already concluded")]
+    AlreadyConcluded,
 }

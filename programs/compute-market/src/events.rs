@@ -256,6 +256,97 @@ pub struct TaskFinalized {
     pub provider_slashed: u64,
     pub fee: u64,
     pub majority_share: u64,
+    /// Last slot of the dispute window when the verdict's money is held until it closes
+    /// (nothing paid or slashed yet, PROTOCOL §8.1); 0 when it settled now.
+    pub held_until: u64,
+}
+
+/// The dispute window closed (or a dispute overturned the verdict) and the verdict's money
+/// moved (PROTOCOL §8.5).
+#[event]
+pub struct TaskConcluded {
+    pub task: Pubkey,
+    pub status: TaskStatus,
+    /// The verdict in force: 1, 2, or 4 (proven wrong) / 5 (claims refuted) after a dispute.
+    pub majority: u8,
+    pub provider_paid: u64,
+    pub provider_slashed: u64,
+    pub fee: u64,
+    pub majority_share: u64,
+    /// Owed so far to the winning challenger beyond its bond.
+    pub award: u64,
+}
+
+/// A challenger bonded and opened a dispute (PROTOCOL §8.3).
+#[event]
+pub struct DisputeOpened {
+    pub task: Pubkey,
+    pub challenger: Pubkey,
+    pub kind: u8,
+    pub tile: u32,
+    pub element: u32,
+    pub bond: u64,
+    pub answer_deadline: u64,
+}
+
+/// A kind-2 dispute took the INVALID vote it refutes next, at its pointer.
+#[event]
+pub struct DisputeTargeted {
+    pub task: Pubkey,
+    pub challenger: Pubkey,
+    pub vote: Pubkey,
+    pub tile: u32,
+    pub element: u32,
+}
+
+/// Bytes of a dispute's proof were written.
+#[event]
+pub struct DisputeWritten {
+    pub task: Pubkey,
+    pub challenger: Pubkey,
+    pub offset: u16,
+    pub len: u16,
+}
+
+/// The element's committed value was proven against the result root.
+#[event]
+pub struct DisputeProven {
+    pub task: Pubkey,
+    pub challenger: Pubkey,
+    pub chunk: u64,
+    pub committed: [u8; 32],
+}
+
+/// A step of a long recomputation (`MatMulModP`: terms summed so far).
+#[event]
+pub struct DisputeStepped {
+    pub task: Pubkey,
+    pub challenger: Pubkey,
+    pub done: u32,
+}
+
+/// A dispute's outcome, or one refuted vote of a kind-2 dispute.
+#[event]
+pub struct DisputeResolved {
+    pub task: Pubkey,
+    pub challenger: Pubkey,
+    /// 1 won (the verdict is overturned), 2 lost (the bond is forfeit), 3 one vote refuted.
+    pub outcome: u8,
+    /// The verdict in force afterwards.
+    pub majority: u8,
+    /// The refuted vote (outcome 3), else default.
+    pub vote: Pubkey,
+    pub committed: [u8; 32],
+    pub recomputed: [u8; 32],
+}
+
+/// A dispute was closed: its challenger paid its bond back (and the award, if it won).
+#[event]
+pub struct DisputeClosed {
+    pub task: Pubkey,
+    pub challenger: Pubkey,
+    pub paid: u64,
+    pub won: bool,
 }
 
 /// One vote settled: bond released or slashed, reward paid, vote account closed.

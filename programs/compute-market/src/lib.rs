@@ -26,6 +26,7 @@ pub mod math;
 pub mod pda;
 pub mod state;
 pub mod transfer;
+pub mod verdict;
 
 use instructions::*;
 use state::{MarketArgs, Params};
@@ -193,6 +194,55 @@ pub mod compute_market {
     #[access_control(ctx.accounts.validate())]
     pub fn settle_vote(ctx: Context<SettleVote>) -> Result<()> {
         settle_vote::handler(ctx)
+    }
+
+    /// Anyone: moves a held verdict's money once its dispute window closed (or a dispute
+    /// overturned it) and no dispute is open (PROTOCOL §8.1).
+    #[access_control(ctx.accounts.validate())]
+    pub fn conclude_task(ctx: Context<ConcludeTask>) -> Result<()> {
+        conclude_task::handler(ctx)
+    }
+
+    /// Anyone: bonds and disputes a held verdict (PROTOCOL §8.3).
+    #[access_control(ctx.accounts.validate(&args))]
+    pub fn open_dispute(ctx: Context<OpenDispute>, args: OpenDisputeArgs) -> Result<()> {
+        open_dispute::handler(ctx, args)
+    }
+
+    /// Challenger, kind 2: takes the next INVALID vote to refute (PROTOCOL §8.4).
+    #[access_control(ctx.accounts.validate())]
+    pub fn dispute_target(ctx: Context<DisputeTurn>) -> Result<()> {
+        dispute_turn::target(ctx)
+    }
+
+    /// Challenger: writes part of the element's chunk proof into the dispute.
+    #[access_control(ctx.accounts.validate())]
+    pub fn dispute_write(ctx: Context<DisputeTurn>, offset: u16, data: Vec<u8>) -> Result<()> {
+        dispute_turn::write(ctx, offset, data)
+    }
+
+    /// Challenger: proves the element's committed value against the result root.
+    #[access_control(ctx.accounts.validate())]
+    pub fn dispute_prove(ctx: Context<DisputeTurn>, siblings: u8) -> Result<()> {
+        dispute_turn::prove(ctx, siblings)
+    }
+
+    /// Challenger: the program recomputes the element (in steps for long sums) and decides.
+    #[access_control(ctx.accounts.validate())]
+    pub fn dispute_step(ctx: Context<DisputeTurn>, count: u32) -> Result<()> {
+        dispute_turn::step(ctx, count)
+    }
+
+    /// Anyone: ends a dispute whose challenger missed its answer deadline (lost).
+    #[access_control(ctx.accounts.validate())]
+    pub fn dispute_timeout(ctx: Context<DisputeTimeout>) -> Result<()> {
+        dispute_timeout::handler(ctx)
+    }
+
+    /// Anyone: pays and closes a won dispute (after every vote settled) or a moot one.
+    #[access_control(ctx.accounts.validate())]
+    pub fn close_dispute(ctx: Context<CloseDispute>) -> Result<()> {
+        close_dispute::handler(ctx)
     }
 
     /// Anyone: refunds the client and closes a finished task and its escrow.

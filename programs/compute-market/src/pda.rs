@@ -39,6 +39,11 @@ pub fn vote(task: &Pubkey, node: &Pubkey, round: u8) -> Pubkey {
     Pubkey::find_program_address(&[SEED_VOTE, task.as_ref(), node.as_ref(), &[round]], &ID).0
 }
 
+/// The dispute of `challenger` on `task`.
+pub fn dispute(task: &Pubkey, challenger: &Pubkey) -> Pubkey {
+    Pubkey::find_program_address(&[SEED_DISPUTE, task.as_ref(), challenger.as_ref()], &ID).0
+}
+
 /// The program-data account of this (upgradeable) program: names its upgrade authority.
 pub fn program_data() -> Pubkey {
     Pubkey::find_program_address(

@@ -2,6 +2,8 @@
 use anchor_lang::prelude::*;
 use anchor_spl::token::{self, CloseAccount, Token, TokenAccount, Transfer};
 
+use crate::errors::MarketError;
+
 /// `amount` from a wallet's token account, signed by the wallet.
 pub fn from_wallet<'info>(
     token_program: &Program<'info, Token>,
@@ -66,6 +68,46 @@ pub fn from_pda_to_info<'info>(
         ),
         amount,
     )
+}
+
+/// Whether `info` is a live token account of `mint` (so a transfer into it cannot fail).
+pub fn live_token_account(info: &AccountInfo, mint: &Pubkey) -> bool {
+    if info.owner != &anchor_spl::token::ID || info.lamports() == 0 {
+        return false;
+    }
+    let Ok(data) = info.try_borrow_data() else {
+        return false;
+    };
+    match TokenAccount::try_deserialize(&mut &data[..]) {
+        Ok(t) => t.mint == *mint && !t.is_frozen(),
+        Err(_) => false,
+    }
+}
+
+/// Where a payment to `owner` goes (PROTOCOL §3.7): the account it named, `primary`, while that
+/// is a live token account of `mint`; else `owner`'s associated token account of the mint,
+/// passed as `ata` (address checked; anyone can create it). So closing the account it named
+/// never loses a payment, nor blocks the settlement that makes it.
+pub fn destination<'info>(
+    primary: AccountInfo<'info>,
+    ata: Option<AccountInfo<'info>>,
+    owner: &Pubkey,
+    mint: &Pubkey,
+) -> Result<AccountInfo<'info>> {
+    if live_token_account(&primary, mint) {
+        return Ok(primary);
+    }
+    let ata = ata.ok_or(MarketError::ClientRefundAccountClosed)?;
+    require_keys_eq!(
+        ata.key(),
+        anchor_spl::associated_token::get_associated_token_address(owner, mint),
+        MarketError::WrongTokenAccount
+    );
+    require!(
+        live_token_account(&ata, mint),
+        MarketError::ClientRefundAccountClosed
+    );
+    Ok(ata)
 }
 
 /// Closes an empty PDA-owned token account, rent to `destination`.

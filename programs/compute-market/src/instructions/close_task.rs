@@ -47,22 +47,13 @@ impl CloseTask<'_> {
     /// Finished, every vote settled.
     pub fn validate(&self) -> Result<()> {
         require!(self.task.status.is_terminal(), MarketError::TaskNotFinished);
+        require!(!self.task.held, MarketError::TaskNotConcluded);
         require!(self.task.open_votes == 0, MarketError::VotesOutstanding);
+        require!(
+            self.task.disputes_open == 0 && !self.task.award_pending,
+            MarketError::DisputeOpen
+        );
         Ok(())
-    }
-}
-
-/// Whether `info` is a live token account of `mint` (so a transfer into it cannot fail).
-fn live_token_account(info: &AccountInfo, mint: &Pubkey) -> bool {
-    if info.owner != &anchor_spl::token::ID || info.lamports() == 0 {
-        return false;
-    }
-    let Ok(data) = info.try_borrow_data() else {
-        return false;
-    };
-    match TokenAccount::try_deserialize(&mut &data[..]) {
-        Ok(t) => t.mint == *mint && !t.is_frozen(),
-        Err(_) => false,
     }
 }
 
@@ -70,25 +61,12 @@ pub fn handler(mut ctx: Context<CloseTask>) -> Result<()> {
     let a = &mut ctx.accounts;
     let mint = a.escrow.mint;
     // where the refund goes: the task's refund account, or the client's associated account
-    let refund_to = if live_token_account(&a.client_token.to_account_info(), &mint) {
-        a.client_token.to_account_info()
-    } else {
-        let ata = a
-            .client_ata
-            .as_ref()
-            .ok_or(MarketError::ClientRefundAccountClosed)?
-            .to_account_info();
-        require_keys_eq!(
-            ata.key(),
-            anchor_spl::associated_token::get_associated_token_address(&a.task.client, &mint),
-            MarketError::WrongTokenAccount
-        );
-        require!(
-            live_token_account(&ata, &mint),
-            MarketError::ClientRefundAccountClosed
-        );
-        ata
-    };
+    let refund_to = transfer::destination(
+        a.client_token.to_account_info(),
+        a.client_ata.as_ref().map(|x| x.to_account_info()),
+        &a.task.client,
+        &mint,
+    )?;
     let mut refund = a.task.client_refund()?;
     let leftover = math::sub(a.escrow.amount, refund)?;
     let mut to_treasury = 0;
@@ -97,7 +75,7 @@ pub fn handler(mut ctx: Context<CloseTask>) -> Result<()> {
             return err!(MarketError::TreasuryRequired);
         };
         let info = treasury.to_account_info();
-        if live_token_account(&info, &a.escrow.mint) {
+        if transfer::live_token_account(&info, &a.escrow.mint) {
             let id = a.task.task_id.to_le_bytes();
             let bump = [a.task.bump];
             transfer::from_pda_to_info(

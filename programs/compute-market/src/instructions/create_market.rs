@@ -26,11 +26,19 @@ impl CreateMarket<'_> {
         validate_samples(args.samples)?;
         args.windows.validate()?;
         require!(
+            args.dispute_window <= MAX_DISPUTE_WINDOW,
+            MarketError::WindowOutOfBounds
+        );
+        require!(
             (MIN_TASK_TTL..=MAX_TASK_TTL).contains(&args.task_ttl),
             MarketError::WindowOutOfBounds
         );
         require!(
-            self.config.params.unstake_cooldown > args.windows.longest_task().saturating_mul(2),
+            self.config.params.unstake_cooldown
+                > args
+                    .windows
+                    .longest_task(args.dispute_window)
+                    .saturating_mul(2),
             MarketError::CooldownTooShort
         );
         Ok(())
@@ -66,10 +74,13 @@ pub fn handler(ctx: Context<CreateMarket>, args: MarketArgs) -> Result<()> {
         slot_start_stake: 0,
         bump: ctx.bumps.market,
         min_quorum: effective_min_quorum(args.min_quorum),
-        reserved: [0; 63],
+        dispute_window: args.dispute_window,
+        reserved: [0; 59],
     });
     let config = &mut ctx.accounts.config;
-    config.longest_task = config.longest_task.max(args.windows.longest_task());
+    config.longest_task = config
+        .longest_task
+        .max(args.windows.longest_task(args.dispute_window));
     config.market_count = config
         .market_count
         .checked_add(1)

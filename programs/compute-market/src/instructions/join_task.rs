@@ -138,7 +138,8 @@ pub fn handler(mut ctx: Context<JoinTask>, seat: u8) -> Result<()> {
             joined_slot: now,
             bump: ctx.bumps.vote,
             seats: 1,
-            reserved: [0; 31],
+            refuted: false,
+            reserved: [0; 30],
         });
         a.task.open_votes = a
             .task

@@ -162,7 +162,16 @@ pub fn handler(ctx: Context<PostTask>, args: PostTaskArgs) -> Result<()> {
         client_extra: 0,
         bump: ctx.bumps.task,
         escrow_bump: ctx.bumps.escrow,
-        reserved: [0; 64],
+        dispute_window: market.dispute_window,
+        dispute_deadline: 0,
+        held: false,
+        disputes_open: 0,
+        refuted_seats: 0,
+        disputed_tile: 0,
+        dispute_forfeit: 0,
+        dispute_award: 0,
+        award_pending: false,
+        reserved: [0; 27],
     });
     let a = &ctx.accounts;
     transfer::from_wallet(

@@ -4,7 +4,11 @@
 //! gets its bond back; the vote account is closed and its rent returned to the verifier.
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
-use compute_market_protocol::commit::{side, Side};
+use compute_market_protocol::{
+    commit::{overturned, side, Side, VERDICT_PROVEN_WRONG},
+    job::{JobKind, JobSpec},
+    sampling::sample_index,
+};
 
 use crate::{constants::*, errors::MarketError, events::VoteSettled, math, state::*, transfer};
 
@@ -40,7 +44,23 @@ impl SettleVote<'_> {
             self.vote.round < self.task.round || self.task.status.is_decided(),
             MarketError::VoteNotSettleable
         );
+        // the deciding round's votes wait for the verdict's money (PROTOCOL §8.1)
+        require!(
+            self.vote.round < self.task.round || !self.task.held,
+            MarketError::TaskNotConcluded
+        );
         Ok(())
+    }
+}
+
+/// Whether a VALID vote of `node` vouched for tile `tile` of the task's result: a
+/// `MatMulModP` verifier checks all of C; a sampling one only its samples (PROTOCOL §8.5).
+fn vouched_for(task: &Task, node: &Pubkey, tile: u32) -> bool {
+    match JobSpec::decode(&task.job) {
+        Ok(job) if job.kind == JobKind::MatMulModP => true,
+        Ok(_) => (0..task.samples as u32)
+            .any(|i| sample_index(&task.seed, &node.to_bytes(), i, task.tile_count) == tile),
+        Err(_) => false,
     }
 }
 
@@ -53,8 +73,35 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
     // a vote counts once for each seat its node held: paid and slashed per seat
     let seats = a.vote.seats;
     let (mut paid, mut slashed) = (0u64, 0u64);
-    let side = (majority != 0).then(|| side(majority, revealed, a.vote.vote));
-    if side == Some(Side::Winner) {
+    let mut side = (majority != 0).then(|| side(majority, revealed, a.vote.vote));
+    if majority == VERDICT_PROVEN_WRONG
+        && side == Some(Side::FalseStatement)
+        && !vouched_for(&a.task, &a.node.key(), a.task.disputed_tile)
+    {
+        // it voted for a wrong result but never looked at the wrong tile: made whole
+        side = Some(Side::Released);
+    }
+    if side == Some(Side::FalseStatement) || (overturned(majority) && side == Some(Side::Loser)) {
+        // a claim a dispute disproved costs the whole bond; silence under an overturned
+        // verdict its usual slash; both go to the challenger's award (PROTOCOL §8.5)
+        slashed = if side == Some(Side::FalseStatement) {
+            bond
+        } else {
+            math::mul(a.task.loser_slash, seats as u64)?
+        };
+        a.node.release(bond, slashed)?;
+        let bump = [a.node.bump];
+        transfer::from_pda(
+            &a.token_program,
+            &a.vault,
+            &a.escrow,
+            a.node.to_account_info(),
+            &a.node.signer_seeds(&bump),
+            slashed,
+        )?;
+        a.task.escrow_balance = math::add(a.task.escrow_balance, slashed)?;
+        a.task.dispute_award = math::add(a.task.dispute_award, slashed)?;
+    } else if side == Some(Side::Winner) {
         require!(
             a.task.rounds[round].losers_pending == 0,
             MarketError::SlashesPending

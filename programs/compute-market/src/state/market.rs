@@ -46,9 +46,11 @@ impl Windows {
         self.join as u64 + self.commit as u64 + self.reveal as u64
     }
 
-    /// Longest time a bond can be at stake: submit plus two rounds (one escalation).
-    pub fn longest_task(&self) -> u64 {
-        self.submit as u64 + 2 * self.round()
+    /// Longest time a bond can be at stake: submit plus two rounds (one escalation), plus
+    /// twice the dispute window `dispute` (a dispute opened in its last slot has one more window
+    /// to end, PROTOCOL §8.1).
+    pub fn longest_task(&self, dispute: u32) -> u64 {
+        self.submit as u64 + 2 * self.round() + 2 * dispute as u64
     }
 }
 
@@ -100,6 +102,9 @@ pub struct MarketArgs {
     /// Smallest quorum a task's override may ask for (0: [`DEFAULT_MIN_QUORUM`]); `quorum` must
     /// be at least this.
     pub min_quorum: u8,
+    /// Slots a decided round stays open to disputes (PROTOCOL §8.1; 0 ..=
+    /// [`MAX_DISPUTE_WINDOW`]); 0: no disputes, the verdict settles at once.
+    pub dispute_window: u32,
 }
 
 /// A sub-network for one GPU class.
@@ -145,8 +150,11 @@ pub struct Market {
     /// Smallest quorum a task may ask for; 0 in markets created before it existed, read as
     /// [`MIN_QUORUM`] ([`Market::min_quorum`]).
     pub min_quorum: u8,
+    /// Slots a decided round of its tasks stays open to disputes (PROTOCOL §8.1); 0 in
+    /// markets created before disputes existed: no window.
+    pub dispute_window: u32,
     /// Zeroed space for fields of later versions.
-    pub reserved: [u8; 63],
+    pub reserved: [u8; 59],
 }
 
 impl Market {
@@ -217,7 +225,8 @@ mod tests {
             slot_start_stake: 0,
             bump: 0,
             min_quorum: 0,
-            reserved: [0; 63],
+            dispute_window: 0,
+            reserved: [0; 59],
         }
     }
 

@@ -1,11 +1,13 @@
 //! Account types. Each is one PDA (PROTOCOL §2); none holds an unbounded vector.
 pub mod config;
+pub mod dispute;
 pub mod market;
 pub mod node;
 pub mod task;
 pub mod vote;
 
 pub use config::*;
+pub use dispute::*;
 pub use market::*;
 pub use node::*;
 pub use task::*;

@@ -207,8 +207,28 @@ pub struct Task {
     pub bump: u8,
     /// Canonical bump of the escrow PDA.
     pub escrow_bump: u8,
+    /// Slots a decided round stays open to disputes (the market's, copied at post; PROTOCOL
+    /// §8.1). 0: none.
+    pub dispute_window: u32,
+    /// Last slot a dispute may be opened.
+    pub dispute_deadline: u64,
+    /// Whether the verdict's money is held for the dispute window (set by finalize, cleared by
+    /// `conclude_task`). All-zero, as in tasks of earlier releases, means nothing is held.
+    pub held: bool,
+    /// Disputes opened and not yet closed.
+    pub disputes_open: u16,
+    /// INVALID seats of the deciding round whose pointers a kind-2 dispute refuted.
+    pub refuted_seats: u8,
+    /// The tile of the dispute that proved the result wrong (which VALID votes vouched for it).
+    pub disputed_tile: u32,
+    /// Bonds of lost disputes, paid at conclusion to the side that defended.
+    pub dispute_forfeit: u64,
+    /// What the winning challenger is owed beyond its bond (PROTOCOL §8.5), as it accrues.
+    pub dispute_award: u64,
+    /// Whether a won dispute's challenger is still to be paid (`close_dispute`).
+    pub award_pending: bool,
     /// Zeroed space for fields of later versions.
-    pub reserved: [u8; 64],
+    pub reserved: [u8; 27],
 }
 
 impl Task {

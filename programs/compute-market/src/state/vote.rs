@@ -35,8 +35,10 @@ pub struct Vote {
     /// Seats of the round it holds (PROTOCOL §3.3: a node may win several); its vote counts
     /// once for each.
     pub seats: u8,
+    /// Whether a dispute refuted its INVALID claim (PROTOCOL §8.4): a false statement.
+    pub refuted: bool,
     /// Zeroed space for fields of later versions.
-    pub reserved: [u8; 31],
+    pub reserved: [u8; 30],
 }
 
 impl Vote {
@@ -67,7 +69,8 @@ mod tests {
             joined_slot: 0,
             bump: 0,
             seats: 1,
-            reserved: [0; 31],
+            refuted: false,
+            reserved: [0; 30],
         };
         let mut data = vec![];
         v.try_serialize(&mut data).unwrap();

@@ -43,6 +43,10 @@ pub struct InitArgs {
     /// Slots an unclaimed task stays open.
     #[arg(long, default_value_t = 1_000)]
     task_ttl: u32,
+    /// Slots a decided verdict stays open to disputes before its money moves (PROTOCOL §8.1;
+    /// at most 10 000). 0: no disputes (the keepers do not play them yet).
+    #[arg(long, default_value_t = 0)]
+    dispute_window: u32,
     /// Unstake cooldown, slots (must exceed twice the longest task).
     #[arg(long, default_value_t = 3_000)]
     cooldown: u64,
@@ -74,6 +78,7 @@ impl InitArgs {
             },
             task_ttl: self.task_ttl,
             min_quorum: self.min_quorum,
+            dispute_window: self.dispute_window,
         };
         let opts = compute_market_keeper::deploy::InitOptions {
             mint: self.mint,

@@ -1,0 +1,271 @@
+//! Disputes in the test world (PROTOCOL §8): a committed result the tests build element by
+//! element, its chunk proofs, and one method per dispute instruction, plus [`World::argue`],
+//! which plays a challenger's whole dispute to its end.
+
+use anchor_lang::prelude::Pubkey;
+use compute_market::{client, instructions::OpenDisputeArgs, pda, state::Dispute};
+use compute_market_protocol::{
+    dispute::{self, MAX_STEP_TERMS},
+    hash::Digest,
+    job::JobSpec,
+    merkle::{chunk_proof, leaf_hash, root_of_tiles, MerkleTree, CHUNK_LEN},
+};
+
+use crate::{Actor, TxRecord, World};
+
+/// A result as a provider committed it: its tiles (each element set by a rule the test
+/// chooses: right, or wrong) and their tree.
+pub struct Committed {
+    /// The job.
+    pub job: JobSpec,
+    /// The tiles, each the job's tile length.
+    pub tiles: Vec<Vec<u8>>,
+    tree: MerkleTree,
+}
+
+impl Committed {
+    /// Tiles whose element (t, e) holds the first bytes (the element's width) of `value(t, e)`.
+    pub fn new(job: JobSpec, value: impl Fn(u32, u32) -> [u8; 32]) -> Self {
+        let (t, per, w) = (
+            job.tile_count(),
+            dispute::elements_per_tile(&job),
+            dispute::element_width(&job),
+        );
+        let tiles: Vec<Vec<u8>> = (0..t)
+            .map(|tile| {
+                let mut b = vec![0u8; job.tile_len()];
+                for e in 0..per {
+                    let o = e as usize * w;
+                    b[o..o + w].copy_from_slice(&value(tile, e)[..w]);
+                }
+                b
+            })
+            .collect();
+        let tree = MerkleTree::new(
+            tiles
+                .iter()
+                .enumerate()
+                .map(|(i, x)| leaf_hash(i as u32, t, x))
+                .collect(),
+        );
+        assert_eq!(tree.root(), root_of_tiles(&tiles));
+        Committed { job, tiles, tree }
+    }
+
+    /// The result root.
+    pub fn root(&self) -> Digest {
+        self.tree.root()
+    }
+
+    /// The chunk holding (tile, element) and its siblings (PROTOCOL §8.4).
+    pub fn element_proof(&self, tile: u32, element: u32) -> (Vec<u8>, Vec<Digest>) {
+        let slot = compute_market_protocol::merkle::slot_len(self.job.tile_len());
+        let byte = (dispute::element_offset(&self.job, tile, element) % slot as u64) as usize;
+        chunk_proof(
+            tile,
+            self.job.tile_count(),
+            &self.tiles[tile as usize],
+            &self.tree.proof(tile).expect("tile"),
+            byte,
+        )
+    }
+}
+
+impl World {
+    /// The dispute account of `challenger` on `task`, if open.
+    pub fn dispute(&self, task: &Pubkey, challenger: &Actor) -> Option<Dispute> {
+        let a = self
+            .c
+            .svm
+            .get_account(&pda::dispute(task, &challenger.key()))
+            .filter(|a| a.lamports > 0)?;
+        let n = core::mem::size_of::<Dispute>();
+        Some(bytemuck::pod_read_unaligned(a.data.get(8..8 + n)?))
+    }
+
+    /// `open_dispute` by `who`, bond from and payout to its wallet.
+    pub fn open_dispute(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        kind: u8,
+        tile: u32,
+        element: u32,
+    ) -> Result<TxRecord, TxRecord> {
+        self.names.insert(
+            pda::dispute(&task, &who.key()),
+            format!("dispute[{}]", who.name),
+        );
+        let ix = client::open_dispute(
+            task,
+            who.key(),
+            who.wallet,
+            who.wallet,
+            OpenDisputeArgs {
+                kind,
+                tile,
+                element,
+            },
+        );
+        self.send_as("open_dispute", who, ix)
+    }
+
+    /// `dispute_target` of `vote`.
+    pub fn dispute_target(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        vote: Pubkey,
+    ) -> Result<TxRecord, TxRecord> {
+        self.send_as(
+            "dispute_target",
+            who,
+            client::dispute_target(task, who.key(), vote),
+        )
+    }
+
+    /// Writes the proof of (tile, element) of `result` (two transactions of chunk, one or
+    /// two of siblings) and proves it; returns the `dispute_prove` record.
+    pub fn prove_element(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        result: &Committed,
+        tile: u32,
+        element: u32,
+    ) -> Result<TxRecord, TxRecord> {
+        let (chunk, path) = result.element_proof(tile, element);
+        let mut bytes = chunk;
+        for s in &path {
+            bytes.extend_from_slice(s);
+        }
+        self.write_proof(who, task, &bytes)?;
+        self.send_as(
+            "dispute_prove",
+            who,
+            client::dispute_prove(task, who.key(), path.len() as u8),
+        )
+    }
+
+    /// Writes `bytes` into the dispute's buffer, 512 at a time.
+    pub fn write_proof(&mut self, who: &Actor, task: Pubkey, bytes: &[u8]) -> Result<(), TxRecord> {
+        for (i, part) in bytes.chunks(CHUNK_LEN / 2).enumerate() {
+            let off = (i * CHUNK_LEN / 2) as u16;
+            self.send_as(
+                "dispute_write",
+                who,
+                client::dispute_write(task, who.key(), off, part.to_vec()),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `dispute_step` of at most `count` terms.
+    pub fn dispute_step(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        vote: Option<Pubkey>,
+        count: u32,
+    ) -> Result<TxRecord, TxRecord> {
+        self.send_as(
+            "dispute_step",
+            who,
+            client::dispute_step(task, who.key(), vote, count),
+        )
+    }
+
+    /// Steps until the element is recomputed and decided; returns the records of the steps.
+    pub fn step_to_end(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        vote: Option<Pubkey>,
+    ) -> Result<Vec<TxRecord>, TxRecord> {
+        let mut out = vec![];
+        loop {
+            let before = self
+                .dispute(&task, who)
+                .map(|d| (d.done, d.target, d.state));
+            out.push(self.dispute_step(who, task, vote, MAX_STEP_TERMS)?);
+            let after = self
+                .dispute(&task, who)
+                .map(|d| (d.done, d.target, d.state));
+            // decided: closed (lost), won, or the vote refuted (target cleared)
+            match (before, after) {
+                (_, None) => return Ok(out),
+                (Some((_, t0, s0)), Some((_, t1, s1))) if t0 != t1 || s0 != s1 => return Ok(out),
+                _ => {}
+            }
+        }
+    }
+
+    /// A kind-1 dispute by `who` of (tile, element) of `result`, played to its end: open,
+    /// prove, recompute. Returns every record of it.
+    pub fn argue(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        result: &Committed,
+        tile: u32,
+        element: u32,
+    ) -> Result<Vec<TxRecord>, TxRecord> {
+        let mut out = vec![self.open_dispute(who, task, 1, tile, element)?];
+        out.push(self.prove_element(who, task, result, tile, element)?);
+        out.extend(self.step_to_end(who, task, None)?);
+        Ok(out)
+    }
+
+    /// Refutes `vote` (an INVALID vote) in `who`'s open kind-2 dispute: target, and unless
+    /// its pointer claims nothing, prove and recompute.
+    pub fn refute(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        result: &Committed,
+        vote: Pubkey,
+    ) -> Result<Vec<TxRecord>, TxRecord> {
+        let mut out = vec![self.dispute_target(who, task, vote)?];
+        let Some(d) = self.dispute(&task, who) else {
+            return Ok(out);
+        };
+        if d.target == Pubkey::default() {
+            return Ok(out); // refuted at once (a pointer outside the result)
+        }
+        out.push(self.prove_element(who, task, result, d.tile, d.element)?);
+        out.extend(self.step_to_end(who, task, Some(vote))?);
+        Ok(out)
+    }
+
+    /// `dispute_timeout` of `challenger`'s dispute, by the cranker.
+    pub fn dispute_timeout(
+        &mut self,
+        task: Pubkey,
+        challenger: &Actor,
+    ) -> Result<TxRecord, TxRecord> {
+        self.crank(
+            "dispute_timeout",
+            client::dispute_timeout(task, challenger.key()),
+        )
+    }
+
+    /// `conclude_task`, by the cranker.
+    pub fn conclude(&mut self, task: Pubkey) -> Result<TxRecord, TxRecord> {
+        let provider = self
+            .try_task(&task)
+            .map_or(Pubkey::default(), |t| t.provider);
+        self.crank("conclude_task", client::conclude_task(task, provider))
+    }
+
+    /// `close_dispute` of `challenger`'s dispute, paying its wallet, by the cranker.
+    pub fn close_dispute(
+        &mut self,
+        task: Pubkey,
+        challenger: &Actor,
+    ) -> Result<TxRecord, TxRecord> {
+        self.crank(
+            "close_dispute",
+            client::close_dispute(task, challenger.key(), challenger.wallet, None),
+        )
+    }
+}

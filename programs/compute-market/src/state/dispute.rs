@@ -1,0 +1,73 @@
+use anchor_lang::prelude::*;
+use compute_market_protocol::dispute::PROOF_BUFFER_LEN;
+
+/// A dispute still being argued.
+pub const DISPUTE_OPEN: u8 = 0;
+/// A dispute that overturned its task's verdict; its challenger is paid by `close_dispute`.
+pub const DISPUTE_WON: u8 = 1;
+
+/// One challenger's dispute of one task's verdict (PROTOCOL §8): `[SEED_DISPUTE, task,
+/// challenger]`. Zero-copy: it carries a proof buffer (one BLAKE3 chunk and its siblings) too
+/// large to deserialize onto the program's stack. Closed when lost (at once), or by
+/// `close_dispute` when won or made moot by another's win; rent back to the challenger.
+#[account(zero_copy)]
+#[repr(C)]
+pub struct Dispute {
+    /// Layout version ([`crate::constants::ACCOUNT_VERSION`]).
+    pub version: u8,
+    /// 1: the result is wrong; 2: the INVALID claims are false
+    /// (`compute_market_protocol::dispute`).
+    pub kind: u8,
+    /// [`DISPUTE_OPEN`] or [`DISPUTE_WON`].
+    pub state: u8,
+    /// Whether the committed value of the current element is proven against the root.
+    pub proven: u8,
+    /// Canonical bump.
+    pub bump: u8,
+    /// Padding (zero).
+    pub pad0: [u8; 3],
+    /// The task.
+    pub task: Pubkey,
+    /// Who disputes (signs every turn, gets the rent back).
+    pub challenger: Pubkey,
+    /// Token account of the stake mint its bond and award are paid to.
+    pub payout: Pubkey,
+    /// Kind 2: the INVALID vote being refuted (default while none).
+    pub target: Pubkey,
+    /// Bonded by the challenger, in the task's escrow.
+    pub bond: u64,
+    /// Slot it was opened.
+    pub opened_slot: u64,
+    /// Last slot the challenger may act: after it, `dispute_timeout` ends it as lost.
+    pub answer_deadline: u64,
+    /// `MatMulModP`: the partial sum of the element, mod p.
+    pub acc: u64,
+    /// The element's tile.
+    pub tile: u32,
+    /// The element within its tile.
+    pub element: u32,
+    /// `MatMulModP`: terms of the sum added so far.
+    pub done: u32,
+    /// Padding (zero).
+    pub pad1: u32,
+    /// The element's committed bytes (its width; the rest zero), once proven.
+    pub committed: [u8; 32],
+    /// The chunk that holds the element, then its siblings bottom-up (`dispute_write`).
+    pub buffer: [u8; PROOF_BUFFER_LEN],
+    /// Zeroed space for fields of later versions.
+    pub reserved: [u8; 32],
+}
+
+impl Dispute {
+    /// Account size with the discriminator.
+    pub const SPACE: usize = 8 + core::mem::size_of::<Dispute>();
+
+    /// Forgets the element being argued (kind 2, between votes).
+    pub fn clear_element(&mut self) {
+        self.target = Pubkey::default();
+        self.proven = 0;
+        self.acc = 0;
+        self.done = 0;
+        self.committed = [0; 32];
+    }
+}
