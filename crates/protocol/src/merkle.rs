@@ -188,15 +188,26 @@ pub fn verify_chunk_proof(
     leaf: &Digest,
     proof: &[Digest],
 ) -> bool {
+    root_from_proof(index, leaf_count, leaf, proof).is_some_and(|r| r == *root)
+}
+
+/// The root that `leaf`, leaf `index` of `leaf_count`, and its siblings `proof` (bottom-up,
+/// none for promoted levels) lead to; `None` when the proof has the wrong length.
+pub fn root_from_proof(
+    index: u64,
+    leaf_count: u64,
+    leaf: &Digest,
+    proof: &[Digest],
+) -> Option<Digest> {
     if index >= leaf_count {
-        return false;
+        return None;
     }
     let (mut i, mut width, mut acc) = (index, leaf_count, *leaf);
     let mut it = proof.iter();
     while width > 1 {
         let sib = i ^ 1;
         if sib < width {
-            let Some(s) = it.next() else { return false };
+            let s = it.next()?;
             let top = width == 2;
             acc = if i & 1 == 0 {
                 node_hash(&acc, s, top)
@@ -207,7 +218,20 @@ pub fn verify_chunk_proof(
         i /= 2;
         width = width.div_ceil(2);
     }
-    it.next().is_none() && acc == *root
+    it.next().is_none().then_some(acc)
+}
+
+/// Siblings a proof of leaf `index` of `leaf_count` carries (levels where it is not promoted).
+pub fn proof_len(index: u64, leaf_count: u64) -> usize {
+    let (mut i, mut width, mut n) = (index, leaf_count, 0);
+    while width > 1 {
+        if i ^ 1 < width {
+            n += 1;
+        }
+        i /= 2;
+        width = width.div_ceil(2);
+    }
+    n
 }
 
 /// The proof of the chunk holding byte `byte` of tile `index` (of `count` tiles, each of

@@ -168,10 +168,15 @@ impl World {
         vote: Option<Pubkey>,
         count: u32,
     ) -> Result<TxRecord, TxRecord> {
-        self.send_as(
+        let kp = who.kp.insecure_clone();
+        self.send_all(
             "dispute_step",
-            who,
-            client::dispute_step(task, who.key(), vote, count),
+            &kp,
+            &[],
+            &[
+                client::compute_unit_limit(1_400_000),
+                client::dispute_step(task, who.key(), vote, count),
+            ],
         )
     }
 
@@ -182,12 +187,23 @@ impl World {
         task: Pubkey,
         vote: Option<Pubkey>,
     ) -> Result<Vec<TxRecord>, TxRecord> {
+        self.step_to_end_by(who, task, vote, MAX_STEP_TERMS)
+    }
+
+    /// [`World::step_to_end`], `count` terms a step.
+    pub fn step_to_end_by(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        vote: Option<Pubkey>,
+        count: u32,
+    ) -> Result<Vec<TxRecord>, TxRecord> {
         let mut out = vec![];
         loop {
             let before = self
                 .dispute(&task, who)
                 .map(|d| (d.done, d.target, d.state));
-            out.push(self.dispute_step(who, task, vote, MAX_STEP_TERMS)?);
+            out.push(self.dispute_step(who, task, vote, count)?);
             let after = self
                 .dispute(&task, who)
                 .map(|d| (d.done, d.target, d.state));
@@ -210,9 +226,21 @@ impl World {
         tile: u32,
         element: u32,
     ) -> Result<Vec<TxRecord>, TxRecord> {
+        self.argue_by(who, task, result, (tile, element), MAX_STEP_TERMS)
+    }
+
+    /// [`World::argue`], recomputing `count` terms a step.
+    pub fn argue_by(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        result: &Committed,
+        (tile, element): (u32, u32),
+        count: u32,
+    ) -> Result<Vec<TxRecord>, TxRecord> {
         let mut out = vec![self.open_dispute(who, task, 1, tile, element)?];
         out.push(self.prove_element(who, task, result, tile, element)?);
-        out.extend(self.step_to_end(who, task, None)?);
+        out.extend(self.step_to_end_by(who, task, None, count)?);
         Ok(out)
     }
 

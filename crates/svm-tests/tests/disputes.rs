@@ -7,7 +7,7 @@ use anchor_lang::prelude::Pubkey;
 use compute_market::{pda, state::MarketArgs, state::TaskStatus};
 use compute_market_protocol::{
     commit::{VERDICT_CLAIMS_REFUTED, VERDICT_PROVEN_WRONG, VOTE_INVALID, VOTE_VALID},
-    dispute::{self, invalid_evidence, DISPUTE_CLAIMS_FALSE, DISPUTE_RESULT_WRONG},
+    dispute::{self, invalid_evidence, DISPUTE_CLAIMS_FALSE, DISPUTE_RESULT_WRONG, MAX_STEP_TERMS},
     job::JobSpec,
     sampling::sample_indices,
 };
@@ -82,6 +82,7 @@ fn wind_up(w: &mut World, task: Pubkey, voters: &[&Actor], challengers: &[&Actor
 fn colluders_overturned(
     job: JobSpec,
     samples: u16,
+    step: u32,
     pick_tile: impl Fn(&World, Pubkey, &[Actor]) -> u32,
 ) -> (Cast, Pubkey, Vec<TxRecord>, u32) {
     let mut c = cast_in(3, 1, market());
@@ -110,7 +111,7 @@ fn colluders_overturned(
     let element = dispute::elements_per_tile(&job) - 3;
     let client = c.client.clone();
     let records = w
-        .argue(&client, task, &wrong, tile, element)
+        .argue_by(&client, task, &wrong, (tile, element), step)
         .unwrap_or_else(|r| panic!("dispute: {:?}\n{}", r.error, r.logs.join("\n")));
     let t = w.task(&task);
     assert_eq!(
@@ -125,11 +126,11 @@ fn colluders_overturned(
 
 #[test]
 fn three_colluding_verifiers_vouching_for_a_wrong_product_are_slashed_and_the_client_refunded() {
-    // k = 3 000: the element takes two steps of at most 2 048 terms
+    // k = 3 000 recomputed 1 024 terms at a time: the sum resumes across three transactions
     let job = JobSpec::matmul(128, 3_000, 128, [5; 32]);
-    let (mut c, task, records, _) = colluders_overturned(job, 0, |_, _, _| 3);
+    let (mut c, task, records, _) = colluders_overturned(job, 0, 1_024, |_, _, _| 3);
     let steps = records.iter().filter(|r| r.label == "dispute_step").count();
-    assert_eq!(steps, 2, "3 000 terms in steps of 2 048");
+    assert_eq!(steps, 3, "3 000 terms in steps of 1 024");
     let w = &mut c.w;
     let (client_before, provider_vault) =
         (w.balance(&c.client.wallet), w.balance(&c.provider.vault));
@@ -174,15 +175,16 @@ fn three_colluding_verifiers_vouching_for_a_wrong_product_are_slashed_and_the_cl
 fn three_colluding_verifiers_vouching_for_wrong_hashes_are_slashed_where_they_sampled() {
     // four tiles, sixteen samples each: a tile every verifier sampled
     let job = JobSpec::hash_batch(4, 32, 5, [8; 32]);
-    let (mut c, task, records, tile) = colluders_overturned(job, 16, |w, task, vs| {
-        let t = w.task(&task);
-        (0..4)
-            .find(|tile| {
-                vs.iter()
-                    .all(|v| sample_indices(&t.seed, &v.node.to_bytes(), 16, 4).contains(tile))
-            })
-            .expect("a tile all three sampled")
-    });
+    let (mut c, task, records, tile) =
+        colluders_overturned(job, 16, MAX_STEP_TERMS, |w, task, vs| {
+            let t = w.task(&task);
+            (0..4)
+                .find(|tile| {
+                    vs.iter()
+                        .all(|v| sample_indices(&t.seed, &v.node.to_bytes(), 16, 4).contains(tile))
+                })
+                .expect("a tile all three sampled")
+        });
     assert_eq!(
         records.iter().filter(|r| r.label == "dispute_step").count(),
         1
@@ -214,7 +216,7 @@ fn a_valid_vote_that_never_sampled_the_wrong_tile_is_released() {
             .map(|v| sample_indices(&t.seed, &v.node.to_bytes(), 2, 64))
             .collect()
     };
-    let (mut c, task, _, tile) = colluders_overturned(job, 2, |w, task, vs| {
+    let (mut c, task, _, tile) = colluders_overturned(job, 2, MAX_STEP_TERMS, |w, task, vs| {
         let s = samples(w, task, vs);
         (0..64)
             .find(|x| s.iter().filter(|v| v.contains(x)).count() == 1)

@@ -416,6 +416,18 @@ pub fn sync_stake(node: Pubkey, market: Pubkey) -> Instruction {
     build(acc::SyncStake { market, node }, ix::SyncStake {})
 }
 
+/// The compute-budget program's `SetComputeUnitLimit(units)`: a dispute's recomputation step
+/// needs more than the default 200 000 (PROTOCOL §8.4; at most 1 400 000).
+pub fn compute_unit_limit(units: u32) -> Instruction {
+    let mut data = vec![2u8];
+    data.extend_from_slice(&units.to_le_bytes());
+    Instruction {
+        program_id: pubkey!("ComputeBudget111111111111111111111111111111"),
+        accounts: vec![],
+        data,
+    }
+}
+
 /// `conclude_task` of `task` (its provider's node named).
 pub fn conclude_task(task: Pubkey, provider_node: Pubkey) -> Instruction {
     build(

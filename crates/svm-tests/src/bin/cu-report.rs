@@ -6,7 +6,7 @@
 //! path write-locks an account shared by other tasks.
 
 use compute_market::{client, pda, state::Params};
-use compute_market_protocol::commit::VOTE_VALID;
+use compute_market_protocol::{commit::VOTE_VALID, dispute, hash::hashv, job::JobSpec, merkle};
 use compute_market_svm_tests::*;
 
 /// Instructions on a task's path (PROTOCOL §2, parallelism).
@@ -27,6 +27,147 @@ const TASK_PATH: &[&str] = &[
     "close_task",
 ];
 const CU_LIMIT: u64 = 200_000;
+/// Dispute instructions may use a transaction's whole budget (PROTOCOL §8.4).
+const DISPUTE_CU_LIMIT: u64 = 1_400_000;
+/// Bytes of a transaction packet.
+const PACKET: usize = 1_232;
+
+/// Whether a row is one of a dispute's instructions.
+fn is_dispute(label: &str) -> bool {
+    label.contains("dispute") || label.starts_with("conclude_task")
+}
+
+/// One kind-1 dispute at the bounds of `job`: a wrong result whose committed root the provider
+/// built from a zero chunk at the disputed element and random siblings (the most a proof of
+/// this job carries), so the worst case is measured without computing the job. Returns the
+/// dispute's records, labelled with `kind`, and the number of its transactions.
+fn dispute_at_bounds(job: JobSpec, tile: u32, element: u32, kind: &str) -> (Vec<TxRecord>, usize) {
+    let market = compute_market::state::MarketArgs {
+        dispute_window: 50,
+        ..test_market(1)
+    };
+    let mut c = cast_in(3, 1, market);
+    let (chunk_index, _) = dispute::element_chunk(&job, tile, element);
+    let count = dispute::chunk_count(&job);
+    let chunk = vec![0u8; merkle::CHUNK_LEN];
+    let path: Vec<[u8; 32]> = (0..merkle::proof_len(chunk_index, count))
+        .map(|i| hashv(&[b"sibling", &(i as u64).to_le_bytes()]))
+        .collect();
+    let leaf = merkle::chunk_leaf(chunk_index, count, &chunk);
+    let root = merkle::root_from_proof(chunk_index, count, &leaf, &path).expect("path");
+    let task = c.submitted_job(1, job, 0, root);
+    let w = &mut c.w;
+    let votes: Vec<(&Actor, Ballot)> = c
+        .verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v, Ballot::new(VOTE_VALID, i as u64)))
+        .collect();
+    w.join_and_commit(task, &votes);
+    for (v, b) in &votes {
+        w.reveal(v, task, b).expect("reveal");
+    }
+    w.finalize(task).expect("finalize");
+    let start = w.records.len();
+    let client = c.client.clone();
+    w.open_dispute(&client, task, 1, tile, element)
+        .expect("open_dispute");
+    let mut bytes = chunk;
+    path.iter().for_each(|s| bytes.extend_from_slice(s));
+    w.write_proof(&client, task, &bytes).expect("dispute_write");
+    w.send_as(
+        "dispute_prove",
+        &client,
+        client::dispute_prove(task, client.key(), path.len() as u8),
+    )
+    .expect("dispute_prove");
+    w.step_to_end(&client, task, None).expect("dispute_step");
+    assert_eq!(
+        w.task(&task).tally().majority,
+        compute_market_protocol::commit::VERDICT_PROVEN_WRONG
+    );
+    let txs = w.records.len() - start;
+    w.conclude(task).expect("conclude_task");
+    for v in &c.verifiers {
+        w.settle(task, v, 0).expect("settle");
+    }
+    w.close_dispute(task, &client).expect("close_dispute");
+    w.close(task).expect("close");
+    let records = w.records[start..]
+        .iter()
+        .filter(|r| is_dispute(&r.label))
+        .cloned()
+        .map(|mut r| {
+            if r.label != "close_dispute" && r.label != "conclude_task" {
+                r.label = format!("{} ({kind})", r.label);
+            }
+            r
+        })
+        .collect();
+    (records, txs)
+}
+
+/// A kind-2 dispute (a pointer outside the result, refuted at once; one recomputed) and a
+/// challenger that times out: the rows of `dispute_target` and `dispute_timeout`.
+fn refutation_and_timeout() -> Vec<TxRecord> {
+    let market = compute_market::state::MarketArgs {
+        dispute_window: 50,
+        ..test_market(1)
+    };
+    let mut c = cast_in(3, 1, market);
+    let job = JobSpec::hash_batch(4, 32, 3, [6; 32]);
+    let honest =
+        disputes::Committed::new(job, |t, e| dispute::expected_element(&job, t, e).unwrap());
+    let task = c.submitted_job(1, job, 0, honest.root());
+    let w = &mut c.w;
+    let mut bad = Ballot::new(compute_market_protocol::commit::VOTE_INVALID, 7);
+    bad.evidence = dispute::invalid_evidence(1, 2, &bad.evidence);
+    let votes: Vec<(&Actor, Ballot)> = c.verifiers.iter().map(|v| (v, bad)).collect();
+    w.join_and_commit(task, &votes);
+    for (v, b) in &votes {
+        w.reveal(v, task, b).expect("reveal");
+    }
+    w.finalize(task).expect("finalize");
+    let start = w.records.len();
+    let late = w.actor("late", 10_000_000);
+    w.open_dispute(&late, task, 1, 0, 0).ok(); // refused: the verdict is Rejected
+    let provider = c.provider.clone();
+    w.donate(&c.client, provider.wallet, 1_000_000)
+        .expect("fund");
+    w.open_dispute(&provider, task, 2, 0, 0)
+        .expect("open kind 2");
+    for v in &c.verifiers {
+        w.refute(&provider, task, &honest, pda::vote(&task, &v.node, 0))
+            .expect("refute");
+    }
+    assert!(
+        w.task(&task).tally().majority == compute_market_protocol::commit::VERDICT_CLAIMS_REFUTED
+    );
+    let mut rows: Vec<TxRecord> = w.records[start..]
+        .iter()
+        .filter(|r| r.ok && r.label == "dispute_target")
+        .cloned()
+        .collect();
+    // a second task: a challenger that opens and never answers
+    let t2 = c.submitted_job(2, job, 0, honest.root());
+    let w = &mut c.w;
+    let votes: Vec<(&Actor, Ballot)> = c
+        .verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v, Ballot::new(VOTE_VALID, 10 + i as u64)))
+        .collect();
+    w.join_and_commit(t2, &votes);
+    for (v, b) in &votes {
+        w.reveal(v, t2, b).expect("reveal");
+    }
+    w.finalize(t2).expect("finalize");
+    let late = w.actor("silent", 10_000_000);
+    w.open_dispute(&late, t2, 1, 0, 0).expect("open");
+    w.advance(51);
+    rows.push(w.dispute_timeout(t2, &late).expect("dispute_timeout"));
+    rows
+}
 
 fn main() {
     let json = std::env::args().any(|a| a == "--json");
@@ -202,6 +343,30 @@ fn main() {
     w.records.last_mut().expect("a record").label = "close_task (donated)".into();
     assert!(!w.exists(&t4));
 
+    // disputes at the bounds of each job kind the program referees
+    let mut dispute_txs = vec![];
+    for (job, tile, element, kind) in [
+        // 65 536 tiles of 4 096 nonces (128 KiB slots): 2^23 chunks, 23 siblings; 1 024 iterations
+        (
+            JobSpec::hash_batch(65_536, 4_096, 1_024, [1; 32]),
+            40_000,
+            4_095,
+            "HashBatch",
+        ),
+        // 8 192³: 2^18 chunks, 18 siblings; k = 8 192 in four steps of 2 048 terms
+        (
+            JobSpec::matmul(8_192, 8_192, 8_192, [2; 32]),
+            9_999,
+            4_000,
+            "MatMulModP",
+        ),
+    ] {
+        let (records, txs) = dispute_at_bounds(job, tile, element, kind);
+        dispute_txs.push((kind, txs));
+        w.records.extend(records);
+    }
+    w.records.extend(refutation_and_timeout());
+
     // first successful record of each instruction, in order of appearance
     let mut rows: Vec<&TxRecord> = vec![];
     for r in w.records.iter().filter(|r| r.ok) {
@@ -211,8 +376,19 @@ fn main() {
     }
     let mut failures = vec![];
     for r in &rows {
-        if r.cu >= CU_LIMIT {
-            failures.push(format!("{} uses {} CU (limit {CU_LIMIT})", r.label, r.cu));
+        let limit = if is_dispute(&r.label) {
+            DISPUTE_CU_LIMIT
+        } else {
+            CU_LIMIT
+        };
+        if r.cu >= limit {
+            failures.push(format!("{} uses {} CU (limit {limit})", r.label, r.cu));
+        }
+        if r.tx_bytes > PACKET {
+            failures.push(format!(
+                "{} takes {} bytes (a packet holds {PACKET})",
+                r.label, r.tx_bytes
+            ));
         }
         // "close_task (donated)": only when a stranger sent tokens into the escrow
         if TASK_PATH.contains(&r.label.as_str()) {
@@ -230,9 +406,10 @@ fn main() {
             .iter()
             .map(|r| {
                 format!(
-                    "{{\"instruction\":\"{}\",\"cu\":{},\"task_path\":{},\"writable\":[{}],\"shared_writable\":{},\"bytes_created\":{},\"bytes_closed\":{}}}",
+                    "{{\"instruction\":\"{}\",\"cu\":{},\"tx_bytes\":{},\"task_path\":{},\"writable\":[{}],\"shared_writable\":{},\"bytes_created\":{},\"bytes_closed\":{}}}",
                     r.label,
                     r.cu,
+                    r.tx_bytes,
                     TASK_PATH.contains(&r.label.as_str()),
                     r.writable.iter().map(|a| format!("\"{}\"", a.trim_end_matches('*'))).collect::<Vec<_>>().join(","),
                     r.writable.iter().filter(|a| a.ends_with('*')).count(),
@@ -242,8 +419,9 @@ fn main() {
             })
             .collect();
         println!(
-            "{{\"instructions\":[{}],\"transactions_per_task_v3_measured\":{task_txs},\"transactions_per_task\":{{{}}},\"so_bytes\":{},\"violations\":{}}}",
+            "{{\"instructions\":[{}],\"dispute_transactions\":{{{}}},\"transactions_per_task_v3_measured\":{task_txs},\"transactions_per_task\":{{{}}},\"so_bytes\":{},\"violations\":{}}}",
             items.join(","),
+            dispute_txs.iter().map(|(k, n)| format!("\"{k}\":{n}")).collect::<Vec<_>>().join(","),
             [1u64, 3, 5, 7, 15].iter().map(|v| format!("\"{v}\":{}", tx_per_task(*v))).collect::<Vec<_>>().join(","),
             std::fs::metadata(program_path()).map(|m| m.len()).unwrap_or(0),
             failures.len()
@@ -257,15 +435,16 @@ fn main() {
         );
         println!();
         println!(
-            "{:<18} {:>8}  {:>4}  {:>8} {:>8}  writable accounts (* = shared by all tasks)",
-            "instruction", "CU", "path", "created", "closed"
+            "{:<30} {:>8} {:>6}  {:>4}  {:>8} {:>8}  writable accounts (* = shared by all tasks)",
+            "instruction", "CU", "bytes", "path", "created", "closed"
         );
         println!("{}", "-".repeat(120));
         for r in &rows {
             println!(
-                "{:<18} {:>8}  {:>4}  {:>8} {:>8}  {}",
+                "{:<30} {:>8} {:>6}  {:>4}  {:>8} {:>8}  {}",
                 r.label,
                 r.cu,
+                r.tx_bytes,
                 if TASK_PATH.contains(&r.label.as_str()) {
                     "task"
                 } else {
@@ -286,6 +465,11 @@ fn main() {
                 .unwrap_or("")
         );
         println!("transactions from post to close, V = 3: {task_txs} measured (5 + 4V)");
+        for (k, n) in &dispute_txs {
+            println!(
+                "a kind-1 dispute of {k} at its bounds: {n} transactions from open to verdict"
+            );
+        }
         for v in [1u64, 3, 5, 7, 15] {
             println!("  V = {v:>2}: {} transactions", tx_per_task(v));
         }
