@@ -7,6 +7,7 @@
  */
 
 export * from './config';
+export * from './dispute';
 export * from './market';
 export * from './node';
 export * from './task';

@@ -59,6 +59,11 @@ bump: number;
  * [`MIN_QUORUM`] ([`Market::min_quorum`]).
  */
 minQuorum: number; 
+/**
+ * Slots a decided round of its tasks stays open to disputes (PROTOCOL §8.1); 0 in
+ * markets created before disputes existed: no window.
+ */
+disputeWindow: number; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
@@ -108,17 +113,22 @@ bump: number;
  * [`MIN_QUORUM`] ([`Market::min_quorum`]).
  */
 minQuorum: number; 
+/**
+ * Slots a decided round of its tasks stays open to disputes (PROTOCOL §8.1); 0 in
+ * markets created before disputes existed: no window.
+ */
+disputeWindow: number; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
 /** Gets the encoder for {@link MarketArgs} account data. */
 export function getMarketEncoder(): FixedSizeEncoder<MarketArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['id', getU16Encoder()], ['name', fixEncoderSize(getBytesEncoder(), 32)], ['minGflops', getU32Encoder()], ['minMemoryGb', getU32Encoder()], ['quorum', getU8Encoder()], ['samples', getU16Encoder()], ['windows', getWindowsEncoder()], ['taskTtl', getU32Encoder()], ['providers', getU32Encoder()], ['verifiers', getU32Encoder()], ['verifierStake', getU64Encoder()], ['stakeSlot', getU64Encoder()], ['slotStartStake', getU64Encoder()], ['bump', getU8Encoder()], ['minQuorum', getU8Encoder()], ['reserved', fixEncoderSize(getBytesEncoder(), 63)]]), (value) => ({ ...value, discriminator: MARKET_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['id', getU16Encoder()], ['name', fixEncoderSize(getBytesEncoder(), 32)], ['minGflops', getU32Encoder()], ['minMemoryGb', getU32Encoder()], ['quorum', getU8Encoder()], ['samples', getU16Encoder()], ['windows', getWindowsEncoder()], ['taskTtl', getU32Encoder()], ['providers', getU32Encoder()], ['verifiers', getU32Encoder()], ['verifierStake', getU64Encoder()], ['stakeSlot', getU64Encoder()], ['slotStartStake', getU64Encoder()], ['bump', getU8Encoder()], ['minQuorum', getU8Encoder()], ['disputeWindow', getU32Encoder()], ['reserved', fixEncoderSize(getBytesEncoder(), 59)]]), (value) => ({ ...value, discriminator: MARKET_DISCRIMINATOR }));
 }
 
 /** Gets the decoder for {@link Market} account data. */
 export function getMarketDecoder(): FixedSizeDecoder<Market> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['id', getU16Decoder()], ['name', fixDecoderSize(getBytesDecoder(), 32)], ['minGflops', getU32Decoder()], ['minMemoryGb', getU32Decoder()], ['quorum', getU8Decoder()], ['samples', getU16Decoder()], ['windows', getWindowsDecoder()], ['taskTtl', getU32Decoder()], ['providers', getU32Decoder()], ['verifiers', getU32Decoder()], ['verifierStake', getU64Decoder()], ['stakeSlot', getU64Decoder()], ['slotStartStake', getU64Decoder()], ['bump', getU8Decoder()], ['minQuorum', getU8Decoder()], ['reserved', fixDecoderSize(getBytesDecoder(), 63)]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['id', getU16Decoder()], ['name', fixDecoderSize(getBytesDecoder(), 32)], ['minGflops', getU32Decoder()], ['minMemoryGb', getU32Decoder()], ['quorum', getU8Decoder()], ['samples', getU16Decoder()], ['windows', getWindowsDecoder()], ['taskTtl', getU32Decoder()], ['providers', getU32Decoder()], ['verifiers', getU32Decoder()], ['verifierStake', getU64Decoder()], ['stakeSlot', getU64Decoder()], ['slotStartStake', getU64Decoder()], ['bump', getU8Decoder()], ['minQuorum', getU8Decoder()], ['disputeWindow', getU32Decoder()], ['reserved', fixDecoderSize(getBytesDecoder(), 59)]]);
 }
 
 /** Gets the codec for {@link Market} account data. */

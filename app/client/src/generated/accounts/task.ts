@@ -117,6 +117,30 @@ clientExtra: bigint;
 bump: number; 
 /** Canonical bump of the escrow PDA. */
 escrowBump: number; 
+/**
+ * Slots a decided round stays open to disputes (the market's, copied at post; PROTOCOL
+ * §8.1). 0: none.
+ */
+disputeWindow: number; 
+/** Last slot a dispute may be opened. */
+disputeDeadline: bigint; 
+/**
+ * Whether the verdict's money is held for the dispute window (set by finalize, cleared by
+ * `conclude_task`). All-zero, as in tasks of earlier releases, means nothing is held.
+ */
+held: boolean; 
+/** Disputes opened and not yet closed. */
+disputesOpen: number; 
+/** INVALID seats of the deciding round whose pointers a kind-2 dispute refuted. */
+refutedSeats: number; 
+/** The tile of the dispute that proved the result wrong (which VALID votes vouched for it). */
+disputedTile: number; 
+/** Bonds of lost disputes, paid at conclusion to the side that defended. */
+disputeForfeit: bigint; 
+/** What the winning challenger is owed beyond its bond (PROTOCOL §8.5), as it accrues. */
+disputeAward: bigint; 
+/** Whether a won dispute's challenger is still to be paid (`close_dispute`). */
+awardPending: boolean; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
@@ -224,17 +248,41 @@ clientExtra: number | bigint;
 bump: number; 
 /** Canonical bump of the escrow PDA. */
 escrowBump: number; 
+/**
+ * Slots a decided round stays open to disputes (the market's, copied at post; PROTOCOL
+ * §8.1). 0: none.
+ */
+disputeWindow: number; 
+/** Last slot a dispute may be opened. */
+disputeDeadline: number | bigint; 
+/**
+ * Whether the verdict's money is held for the dispute window (set by finalize, cleared by
+ * `conclude_task`). All-zero, as in tasks of earlier releases, means nothing is held.
+ */
+held: boolean; 
+/** Disputes opened and not yet closed. */
+disputesOpen: number; 
+/** INVALID seats of the deciding round whose pointers a kind-2 dispute refuted. */
+refutedSeats: number; 
+/** The tile of the dispute that proved the result wrong (which VALID votes vouched for it). */
+disputedTile: number; 
+/** Bonds of lost disputes, paid at conclusion to the side that defended. */
+disputeForfeit: number | bigint; 
+/** What the winning challenger is owed beyond its bond (PROTOCOL §8.5), as it accrues. */
+disputeAward: number | bigint; 
+/** Whether a won dispute's challenger is still to be paid (`close_dispute`). */
+awardPending: boolean; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
 /** Gets the encoder for {@link TaskArgs} account data. */
 export function getTaskEncoder(): FixedSizeEncoder<TaskArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['client', getAddressEncoder()], ['taskId', getU64Encoder()], ['market', getAddressEncoder()], ['clientToken', getAddressEncoder()], ['job', fixEncoderSize(getBytesEncoder(), 64)], ['tileCount', getU32Encoder()], ['inputUri', fixEncoderSize(getBytesEncoder(), 128)], ['inputUriLen', getU8Encoder()], ['region', getU16Encoder()], ['reward', getU64Encoder()], ['providerBond', getU64Encoder()], ['verifierBond', getU64Encoder()], ['terms', getParamsEncoder()], ['quorum', getU8Encoder()], ['samples', getU16Encoder()], ['windows', getWindowsEncoder()], ['status', getTaskStatusEncoder()], ['postedSlot', getU64Encoder()], ['openDeadline', getU64Encoder()], ['provider', getAddressEncoder()], ['submitDeadline', getU64Encoder()], ['resultRoot', fixEncoderSize(getBytesEncoder(), 32)], ['resultUri', fixEncoderSize(getBytesEncoder(), 128)], ['resultUriLen', getU8Encoder()], ['submitSlot', getU64Encoder()], ['round', getU8Encoder()], ['referenceSlot', getU64Encoder()], ['seedDrawn', getBooleanEncoder()], ['seed', fixEncoderSize(getBytesEncoder(), 32)], ['hashedSlot', getU64Encoder()], ['joinDeadline', getU64Encoder()], ['commitDeadline', getU64Encoder()], ['revealDeadline', getU64Encoder()], ['snapshotSlot', getU64Encoder()], ['snapshotStake', getU64Encoder()], ['seats', getArrayEncoder(getSeatEncoder(), { size: 30 })], ['rounds', getArrayEncoder(getRoundTallyEncoder(), { size: 2 })], ['openVotes', getU16Encoder()], ['majorityShare', getU64Encoder()], ['loserSlash', getU64Encoder()], ['loserBonus', getU64Encoder()], ['loserDust', getU64Encoder()], ['escrowBalance', getU64Encoder()], ['clientExtra', getU64Encoder()], ['bump', getU8Encoder()], ['escrowBump', getU8Encoder()], ['reserved', fixEncoderSize(getBytesEncoder(), 64)]]), (value) => ({ ...value, discriminator: TASK_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['client', getAddressEncoder()], ['taskId', getU64Encoder()], ['market', getAddressEncoder()], ['clientToken', getAddressEncoder()], ['job', fixEncoderSize(getBytesEncoder(), 64)], ['tileCount', getU32Encoder()], ['inputUri', fixEncoderSize(getBytesEncoder(), 128)], ['inputUriLen', getU8Encoder()], ['region', getU16Encoder()], ['reward', getU64Encoder()], ['providerBond', getU64Encoder()], ['verifierBond', getU64Encoder()], ['terms', getParamsEncoder()], ['quorum', getU8Encoder()], ['samples', getU16Encoder()], ['windows', getWindowsEncoder()], ['status', getTaskStatusEncoder()], ['postedSlot', getU64Encoder()], ['openDeadline', getU64Encoder()], ['provider', getAddressEncoder()], ['submitDeadline', getU64Encoder()], ['resultRoot', fixEncoderSize(getBytesEncoder(), 32)], ['resultUri', fixEncoderSize(getBytesEncoder(), 128)], ['resultUriLen', getU8Encoder()], ['submitSlot', getU64Encoder()], ['round', getU8Encoder()], ['referenceSlot', getU64Encoder()], ['seedDrawn', getBooleanEncoder()], ['seed', fixEncoderSize(getBytesEncoder(), 32)], ['hashedSlot', getU64Encoder()], ['joinDeadline', getU64Encoder()], ['commitDeadline', getU64Encoder()], ['revealDeadline', getU64Encoder()], ['snapshotSlot', getU64Encoder()], ['snapshotStake', getU64Encoder()], ['seats', getArrayEncoder(getSeatEncoder(), { size: 30 })], ['rounds', getArrayEncoder(getRoundTallyEncoder(), { size: 2 })], ['openVotes', getU16Encoder()], ['majorityShare', getU64Encoder()], ['loserSlash', getU64Encoder()], ['loserBonus', getU64Encoder()], ['loserDust', getU64Encoder()], ['escrowBalance', getU64Encoder()], ['clientExtra', getU64Encoder()], ['bump', getU8Encoder()], ['escrowBump', getU8Encoder()], ['disputeWindow', getU32Encoder()], ['disputeDeadline', getU64Encoder()], ['held', getBooleanEncoder()], ['disputesOpen', getU16Encoder()], ['refutedSeats', getU8Encoder()], ['disputedTile', getU32Encoder()], ['disputeForfeit', getU64Encoder()], ['disputeAward', getU64Encoder()], ['awardPending', getBooleanEncoder()], ['reserved', fixEncoderSize(getBytesEncoder(), 27)]]), (value) => ({ ...value, discriminator: TASK_DISCRIMINATOR }));
 }
 
 /** Gets the decoder for {@link Task} account data. */
 export function getTaskDecoder(): FixedSizeDecoder<Task> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['client', getAddressDecoder()], ['taskId', getU64Decoder()], ['market', getAddressDecoder()], ['clientToken', getAddressDecoder()], ['job', fixDecoderSize(getBytesDecoder(), 64)], ['tileCount', getU32Decoder()], ['inputUri', fixDecoderSize(getBytesDecoder(), 128)], ['inputUriLen', getU8Decoder()], ['region', getU16Decoder()], ['reward', getU64Decoder()], ['providerBond', getU64Decoder()], ['verifierBond', getU64Decoder()], ['terms', getParamsDecoder()], ['quorum', getU8Decoder()], ['samples', getU16Decoder()], ['windows', getWindowsDecoder()], ['status', getTaskStatusDecoder()], ['postedSlot', getU64Decoder()], ['openDeadline', getU64Decoder()], ['provider', getAddressDecoder()], ['submitDeadline', getU64Decoder()], ['resultRoot', fixDecoderSize(getBytesDecoder(), 32)], ['resultUri', fixDecoderSize(getBytesDecoder(), 128)], ['resultUriLen', getU8Decoder()], ['submitSlot', getU64Decoder()], ['round', getU8Decoder()], ['referenceSlot', getU64Decoder()], ['seedDrawn', getBooleanDecoder()], ['seed', fixDecoderSize(getBytesDecoder(), 32)], ['hashedSlot', getU64Decoder()], ['joinDeadline', getU64Decoder()], ['commitDeadline', getU64Decoder()], ['revealDeadline', getU64Decoder()], ['snapshotSlot', getU64Decoder()], ['snapshotStake', getU64Decoder()], ['seats', getArrayDecoder(getSeatDecoder(), { size: 30 })], ['rounds', getArrayDecoder(getRoundTallyDecoder(), { size: 2 })], ['openVotes', getU16Decoder()], ['majorityShare', getU64Decoder()], ['loserSlash', getU64Decoder()], ['loserBonus', getU64Decoder()], ['loserDust', getU64Decoder()], ['escrowBalance', getU64Decoder()], ['clientExtra', getU64Decoder()], ['bump', getU8Decoder()], ['escrowBump', getU8Decoder()], ['reserved', fixDecoderSize(getBytesDecoder(), 64)]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['client', getAddressDecoder()], ['taskId', getU64Decoder()], ['market', getAddressDecoder()], ['clientToken', getAddressDecoder()], ['job', fixDecoderSize(getBytesDecoder(), 64)], ['tileCount', getU32Decoder()], ['inputUri', fixDecoderSize(getBytesDecoder(), 128)], ['inputUriLen', getU8Decoder()], ['region', getU16Decoder()], ['reward', getU64Decoder()], ['providerBond', getU64Decoder()], ['verifierBond', getU64Decoder()], ['terms', getParamsDecoder()], ['quorum', getU8Decoder()], ['samples', getU16Decoder()], ['windows', getWindowsDecoder()], ['status', getTaskStatusDecoder()], ['postedSlot', getU64Decoder()], ['openDeadline', getU64Decoder()], ['provider', getAddressDecoder()], ['submitDeadline', getU64Decoder()], ['resultRoot', fixDecoderSize(getBytesDecoder(), 32)], ['resultUri', fixDecoderSize(getBytesDecoder(), 128)], ['resultUriLen', getU8Decoder()], ['submitSlot', getU64Decoder()], ['round', getU8Decoder()], ['referenceSlot', getU64Decoder()], ['seedDrawn', getBooleanDecoder()], ['seed', fixDecoderSize(getBytesDecoder(), 32)], ['hashedSlot', getU64Decoder()], ['joinDeadline', getU64Decoder()], ['commitDeadline', getU64Decoder()], ['revealDeadline', getU64Decoder()], ['snapshotSlot', getU64Decoder()], ['snapshotStake', getU64Decoder()], ['seats', getArrayDecoder(getSeatDecoder(), { size: 30 })], ['rounds', getArrayDecoder(getRoundTallyDecoder(), { size: 2 })], ['openVotes', getU16Decoder()], ['majorityShare', getU64Decoder()], ['loserSlash', getU64Decoder()], ['loserBonus', getU64Decoder()], ['loserDust', getU64Decoder()], ['escrowBalance', getU64Decoder()], ['clientExtra', getU64Decoder()], ['bump', getU8Decoder()], ['escrowBump', getU8Decoder()], ['disputeWindow', getU32Decoder()], ['disputeDeadline', getU64Decoder()], ['held', getBooleanDecoder()], ['disputesOpen', getU16Decoder()], ['refutedSeats', getU8Decoder()], ['disputedTile', getU32Decoder()], ['disputeForfeit', getU64Decoder()], ['disputeAward', getU64Decoder()], ['awardPending', getBooleanDecoder()], ['reserved', fixDecoderSize(getBytesDecoder(), 27)]]);
 }
 
 /** Gets the codec for {@link Task} account data. */

@@ -44,6 +44,8 @@ bump: number;
  * once for each.
  */
 seats: number; 
+/** Whether a dispute refuted its INVALID claim (PROTOCOL §8.4): a false statement. */
+refuted: boolean; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
@@ -79,17 +81,19 @@ bump: number;
  * once for each.
  */
 seats: number; 
+/** Whether a dispute refuted its INVALID claim (PROTOCOL §8.4): a false statement. */
+refuted: boolean; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
 /** Gets the encoder for {@link VoteArgs} account data. */
 export function getVoteEncoder(): FixedSizeEncoder<VoteArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['task', getAddressEncoder()], ['node', getAddressEncoder()], ['authority', getAddressEncoder()], ['round', getU8Encoder()], ['bond', getU64Encoder()], ['commitment', fixEncoderSize(getBytesEncoder(), 32)], ['committed', getBooleanEncoder()], ['revealed', getBooleanEncoder()], ['vote', getU8Encoder()], ['evidence', fixEncoderSize(getBytesEncoder(), 32)], ['joinedSlot', getU64Encoder()], ['bump', getU8Encoder()], ['seats', getU8Encoder()], ['reserved', fixEncoderSize(getBytesEncoder(), 31)]]), (value) => ({ ...value, discriminator: VOTE_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['task', getAddressEncoder()], ['node', getAddressEncoder()], ['authority', getAddressEncoder()], ['round', getU8Encoder()], ['bond', getU64Encoder()], ['commitment', fixEncoderSize(getBytesEncoder(), 32)], ['committed', getBooleanEncoder()], ['revealed', getBooleanEncoder()], ['vote', getU8Encoder()], ['evidence', fixEncoderSize(getBytesEncoder(), 32)], ['joinedSlot', getU64Encoder()], ['bump', getU8Encoder()], ['seats', getU8Encoder()], ['refuted', getBooleanEncoder()], ['reserved', fixEncoderSize(getBytesEncoder(), 30)]]), (value) => ({ ...value, discriminator: VOTE_DISCRIMINATOR }));
 }
 
 /** Gets the decoder for {@link Vote} account data. */
 export function getVoteDecoder(): FixedSizeDecoder<Vote> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['task', getAddressDecoder()], ['node', getAddressDecoder()], ['authority', getAddressDecoder()], ['round', getU8Decoder()], ['bond', getU64Decoder()], ['commitment', fixDecoderSize(getBytesDecoder(), 32)], ['committed', getBooleanDecoder()], ['revealed', getBooleanDecoder()], ['vote', getU8Decoder()], ['evidence', fixDecoderSize(getBytesDecoder(), 32)], ['joinedSlot', getU64Decoder()], ['bump', getU8Decoder()], ['seats', getU8Decoder()], ['reserved', fixDecoderSize(getBytesDecoder(), 31)]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['task', getAddressDecoder()], ['node', getAddressDecoder()], ['authority', getAddressDecoder()], ['round', getU8Decoder()], ['bond', getU64Decoder()], ['commitment', fixDecoderSize(getBytesDecoder(), 32)], ['committed', getBooleanDecoder()], ['revealed', getBooleanDecoder()], ['vote', getU8Decoder()], ['evidence', fixDecoderSize(getBytesDecoder(), 32)], ['joinedSlot', getU64Decoder()], ['bump', getU8Decoder()], ['seats', getU8Decoder()], ['refuted', getBooleanDecoder()], ['reserved', fixDecoderSize(getBytesDecoder(), 30)]]);
 }
 
 /** Gets the codec for {@link Vote} account data. */

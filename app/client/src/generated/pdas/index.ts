@@ -7,6 +7,7 @@
  */
 
 export * from './config';
+export * from './dispute';
 export * from './escrow';
 export * from './node';
 export * from './providerVault';

@@ -31,7 +31,12 @@ taskTtl: number;
  * Smallest quorum a task's override may ask for (0: [`DEFAULT_MIN_QUORUM`]); `quorum` must
  * be at least this.
  */
-minQuorum: number;  };
+minQuorum: number; 
+/**
+ * Slots a decided round stays open to disputes (PROTOCOL §8.1; 0 ..=
+ * [`MAX_DISPUTE_WINDOW`]); 0: no disputes, the verdict settles at once.
+ */
+disputeWindow: number;  };
 
 export type CreateMarketSettingsArgs = { 
 /** Market id (PDA seed). */
@@ -54,14 +59,19 @@ taskTtl: number;
  * Smallest quorum a task's override may ask for (0: [`DEFAULT_MIN_QUORUM`]); `quorum` must
  * be at least this.
  */
-minQuorum: number;  };
+minQuorum: number; 
+/**
+ * Slots a decided round stays open to disputes (PROTOCOL §8.1; 0 ..=
+ * [`MAX_DISPUTE_WINDOW`]); 0: no disputes, the verdict settles at once.
+ */
+disputeWindow: number;  };
 
 export function getCreateMarketSettingsEncoder(): Encoder<CreateMarketSettingsArgs> {
-    return getStructEncoder([['id', getU16Encoder()], ['name', addEncoderSizePrefix(getUtf8Encoder(), getU32Encoder())], ['minGflops', getU32Encoder()], ['minMemoryGb', getU32Encoder()], ['quorum', getU8Encoder()], ['samples', getU16Encoder()], ['windows', getWindowsEncoder()], ['taskTtl', getU32Encoder()], ['minQuorum', getU8Encoder()]]);
+    return getStructEncoder([['id', getU16Encoder()], ['name', addEncoderSizePrefix(getUtf8Encoder(), getU32Encoder())], ['minGflops', getU32Encoder()], ['minMemoryGb', getU32Encoder()], ['quorum', getU8Encoder()], ['samples', getU16Encoder()], ['windows', getWindowsEncoder()], ['taskTtl', getU32Encoder()], ['minQuorum', getU8Encoder()], ['disputeWindow', getU32Encoder()]]);
 }
 
 export function getCreateMarketSettingsDecoder(): Decoder<CreateMarketSettings> {
-    return getStructDecoder([['id', getU16Decoder()], ['name', addDecoderSizePrefix(getUtf8Decoder(), getU32Decoder())], ['minGflops', getU32Decoder()], ['minMemoryGb', getU32Decoder()], ['quorum', getU8Decoder()], ['samples', getU16Decoder()], ['windows', getWindowsDecoder()], ['taskTtl', getU32Decoder()], ['minQuorum', getU8Decoder()]]);
+    return getStructDecoder([['id', getU16Decoder()], ['name', addDecoderSizePrefix(getUtf8Decoder(), getU32Decoder())], ['minGflops', getU32Decoder()], ['minMemoryGb', getU32Decoder()], ['quorum', getU8Decoder()], ['samples', getU16Decoder()], ['windows', getWindowsDecoder()], ['taskTtl', getU32Decoder()], ['minQuorum', getU8Decoder()], ['disputeWindow', getU32Decoder()]]);
 }
 
 export function getCreateMarketSettingsCodec(): Codec<CreateMarketSettingsArgs, CreateMarketSettings> {
