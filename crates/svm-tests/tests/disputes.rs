@@ -50,6 +50,16 @@ fn decide(w: &mut World, task: Pubkey, votes: &[(&Actor, Ballot)]) {
     w.finalize(task).unwrap();
 }
 
+/// A node's stake (free + bonded): what a slash takes from.
+fn stake(w: &World, a: &Actor) -> u64 {
+    w.node(&a.node).stake()
+}
+
+/// The client's part of a rejected provider's bond of a task of reward `r`.
+fn client_part(r: u64) -> u64 {
+    job_bond(r) * test_params().reject_client_bps as u64 / 10_000
+}
+
 /// Every token the world's accounts hold.
 fn supply(w: &World) -> u64 {
     w.balances().values().sum()
@@ -132,31 +142,32 @@ fn three_colluding_verifiers_vouching_for_a_wrong_product_are_slashed_and_the_cl
     let steps = records.iter().filter(|r| r.label == "dispute_step").count();
     assert_eq!(steps, 3, "3 000 terms in steps of 1 024");
     let w = &mut c.w;
-    let (client_before, provider_vault) =
-        (w.balance(&c.client.wallet), w.balance(&c.provider.vault));
+    let (client_before, provider_stake) = (w.balance(&c.client.wallet), stake(w, &c.provider));
     let vb = w.task(&task).verifier_bond;
     let bond = w.task(&task).provider_bond;
-    let verifier_vaults: Vec<u64> = c.verifiers.iter().map(|v| w.balance(&v.vault)).collect();
+    let verifier_stakes: Vec<u64> = c.verifiers.iter().map(|v| stake(w, v)).collect();
     w.conclude(task).unwrap();
     let vs: Vec<&Actor> = c.verifiers.iter().collect();
     let client = c.client.clone();
     wind_up(w, task, &vs, &[&client]);
-    // the provider lost its whole bond; every VALID vote (a MatMulModP verifier vouches for
-    // all of C) its whole bond; the client got its reward back, its bond, and the award
-    assert_eq!(w.balance(&c.provider.vault), provider_vault - bond);
-    for (v, before) in c.verifiers.iter().zip(verifier_vaults) {
+    // the provider lost its whole bond (the client's part to the client, the rest to the
+    // treasury); every VALID vote (a MatMulModP verifier vouches for all of C) its whole bond,
+    // half of it the challenger's award; the client got its reward back, its bond, its part
+    // of the provider's bond and the award
+    assert_eq!(stake(w, &c.provider), provider_stake - bond);
+    for (v, before) in c.verifiers.iter().zip(verifier_stakes) {
         assert_eq!(
-            w.balance(&v.vault),
+            stake(w, v),
             before - vb,
             "{} slashed its whole bond",
             v.name
         );
         assert_eq!(w.node(&v.node).bonded, 0);
     }
-    let award = bond + 3 * vb;
+    let award = 3 * (vb / 2);
     assert_eq!(
         w.balance(&c.client.wallet),
-        client_before + R + vb + award,
+        client_before + R + vb + client_part(R) + award,
         "reward refunded in full, bond back, award paid"
     );
     assert!(!w.exists(&task) && !w.exists(&pda::dispute(&task, &c.client.key())));
@@ -191,18 +202,13 @@ fn three_colluding_verifiers_vouching_for_wrong_hashes_are_slashed_where_they_sa
     );
     let w = &mut c.w;
     let vb = w.task(&task).verifier_bond;
-    let before: Vec<u64> = c.verifiers.iter().map(|v| w.balance(&v.vault)).collect();
+    let before: Vec<u64> = c.verifiers.iter().map(|v| stake(w, v)).collect();
     w.conclude(task).unwrap();
     let vs: Vec<&Actor> = c.verifiers.iter().collect();
     let client = c.client.clone();
     wind_up(w, task, &vs, &[&client]);
     for (v, b) in c.verifiers.iter().zip(before) {
-        assert_eq!(
-            w.balance(&v.vault),
-            b - vb,
-            "{} vouched for tile {tile}",
-            v.name
-        );
+        assert_eq!(stake(w, v), b - vb, "{} vouched for tile {tile}", v.name);
     }
 }
 
@@ -228,7 +234,7 @@ fn a_valid_vote_that_never_sampled_the_wrong_tile_is_released() {
         .map(|s| s.contains(&tile))
         .collect();
     let vb = w.task(&task).verifier_bond;
-    let before: Vec<u64> = c.verifiers.iter().map(|v| w.balance(&v.vault)).collect();
+    let before: Vec<u64> = c.verifiers.iter().map(|v| stake(w, v)).collect();
     w.conclude(task).unwrap();
     let vs: Vec<&Actor> = c.verifiers.iter().collect();
     let client = c.client.clone();
@@ -236,17 +242,12 @@ fn a_valid_vote_that_never_sampled_the_wrong_tile_is_released() {
     wind_up(w, task, &vs, &[&client]);
     for ((v, b), s) in c.verifiers.iter().zip(before).zip(&sampled) {
         let lost = if *s { vb } else { 0 };
-        assert_eq!(
-            w.balance(&v.vault),
-            b - lost,
-            "{} sampled tile {tile}: {s}",
-            v.name
-        );
+        assert_eq!(stake(w, v), b - lost, "{} sampled tile {tile}: {s}", v.name);
     }
-    // the award: the provider's bond and the one false statement
+    // the client's part of the provider's bond, and half the one false statement
     assert_eq!(
         w.balance(&c.client.wallet),
-        wallet + R + vb + job_bond(R) + vb
+        wallet + R + vb + client_part(R) + vb / 2
     );
 }
 
@@ -308,6 +309,7 @@ fn a_two_of_three_majority_that_rejected_a_right_result_loses_to_the_provider() 
     assert_eq!(t.tally().majority, VERDICT_CLAIMS_REFUTED);
     let vb = t.verifier_bond;
     let vaults: Vec<u64> = [v0, v1, v2].iter().map(|v| w.balance(&v.vault)).collect();
+    let stakes: Vec<u64> = [v0, v1, v2].iter().map(|v| stake(w, v)).collect();
     w.conclude(task).unwrap();
     let pay = R * (10_000 - test_params().fee_bps as u64 - test_params().verifier_pool_bps as u64)
         / 10_000;
@@ -317,13 +319,13 @@ fn a_two_of_three_majority_that_rejected_a_right_result_loses_to_the_provider() 
         "paid as accepted"
     );
     wind_up(w, task, &[v0, v1, v2], &[&provider]);
-    // v0, the honest minority, is paid the pool; v1 and v2 lose their whole bonds to the
-    // provider, who also gets its challenger bond back
+    // v0, the honest minority, is paid the pool; v1 and v2 lose their whole bonds, half to
+    // the provider's award, who also gets its challenger bond back
     let pool = R * test_params().verifier_pool_bps as u64 / 10_000;
     assert_eq!(w.balance(&v0.vault), vaults[0] + pool);
-    assert_eq!(w.balance(&v1.vault), vaults[1] - vb);
-    assert_eq!(w.balance(&v2.vault), vaults[2] - vb);
-    assert_eq!(w.balance(&provider.wallet), p_wallet + 2 * vb);
+    assert_eq!(stake(w, v1), stakes[1] - vb);
+    assert_eq!(stake(w, v2), stakes[2] - vb);
+    assert_eq!(w.balance(&provider.wallet), p_wallet + 2 * (vb / 2));
     assert_eq!(supply(w), before);
     w.check_invariants(&[&c.provider, v0, v1, v2], &[]);
 }
@@ -563,4 +565,65 @@ fn a_market_without_a_window_settles_at_once_and_takes_no_dispute() {
         w.open_dispute(&client, task, DISPUTE_RESULT_WRONG, 0, 0)
     });
     wind_up(w, task, &vs, &[]);
+}
+
+#[test]
+fn a_refuted_vote_counts_once_and_costs_its_bond_even_when_the_verdict_stands() {
+    // 70 × 40 × 130: tile 5 (the last row and column of tiles) is mostly padding, zero
+    let mut c = cast_in(3, 1, market());
+    let job = JobSpec::matmul(70, 40, 130, [3; 32]);
+    let wrong = zeros(job);
+    let task = c.submitted_job(1, job, 0, wrong.root());
+    let before = supply(&c.w);
+    let (a, b) = (c.w.actor("sybil-a", 10 * R), c.w.actor("sybil-b", 10 * R));
+    let w = &mut c.w;
+    let [v0, v1, v2] = [&c.verifiers[0], &c.verifiers[1], &c.verifiers[2]];
+    // v0 points at padding (right: 0), v1 at a wrong entry: the result is wrong
+    assert_eq!(dispute::matmul_entry(&job, 5, 4095), None);
+    decide(
+        w,
+        task,
+        &[
+            (v0, invalid_at(5, 4095, 1)),
+            (v1, invalid_at(0, 0, 2)),
+            (v2, Ballot::new(VOTE_VALID, 3)),
+        ],
+    );
+    let v0_vote = pda::vote(&task, &v0.node, 0);
+    for x in [&a, &b] {
+        w.open_dispute(x, task, DISPUTE_CLAIMS_FALSE, 0, 0).unwrap();
+        w.dispute_target(x, task, v0_vote).unwrap();
+    }
+    for x in [&a, &b] {
+        w.prove_element(x, task, &wrong, 5, 4095).unwrap();
+        w.step_to_end(x, task, Some(v0_vote)).unwrap();
+    }
+    // both refuted the same vote: it counts once, and one INVALID seat is not all of them
+    let t = w.task(&task);
+    assert_eq!(t.refuted_seats, 1);
+    assert_eq!(
+        (t.status, t.tally().majority),
+        (TaskStatus::Rejected, VOTE_INVALID)
+    );
+    // v1's claim is true: neither sybil can refute it
+    let v1_vote = pda::vote(&task, &v1.node, 0);
+    let r = w.refute(&a, task, &wrong, v1_vote).unwrap();
+    assert!(r.iter().any(|r| r.label == "dispute_step"));
+    assert!(w.dispute(&task, &a).is_none(), "a lost");
+    w.advance(D as u64 + 1);
+    w.dispute_timeout(task, &b).unwrap();
+    let (s0, s1) = (stake(w, v0), stake(w, v1));
+    let v1_vault = w.balance(&v1.vault);
+    let client = w.balance(&c.client.wallet);
+    w.conclude(task).unwrap();
+    let t = w.task(&task);
+    let (share, bonus, vb) = (t.majority_share, t.loser_bonus, t.verifier_bond);
+    wind_up(w, task, &[v0, v1, v2], &[]);
+    // the rejection stands; v0's refuted pointer costs it its whole bond and its share goes
+    // to the client; v1 is paid as a winner, the two forfeits shared with v0's part
+    assert_eq!(stake(w, v0), s0 - vb);
+    assert_eq!(stake(w, v1), s1);
+    assert_eq!(w.balance(&v1.vault), v1_vault + share + bonus);
+    assert!(w.balance(&c.client.wallet) >= client + R + share + bonus);
+    assert_eq!(supply(w), before + 20 * R);
 }

@@ -50,6 +50,9 @@ pub const MAX_PHASE_WINDOW: u32 = 10_000;
 /// deadline, at most this many slots after the reference, still finds the first slot after it:
 /// the seed is one value whenever it is drawn, and waiting can never re-roll it.
 pub const MAX_JOIN_WINDOW: u32 = 500;
+/// Shortest non-zero dispute window (PROTOCOL §8.1), slots: time for a challenger's
+/// transactions (open, writes, prove, step) to land.
+pub const MIN_DISPUTE_WINDOW: u32 = 20;
 /// Longest dispute window of a market (PROTOCOL §8.1), slots.
 pub const MAX_DISPUTE_WINDOW: u32 = 10_000;
 /// Seed of a dispute PDA: `[SEED_DISPUTE, task, challenger]`.

@@ -148,17 +148,24 @@ pub fn settle(p: &mut Parties, majority: u8) -> Result<Settlement> {
             }
         }
         VERDICT_PROVEN_WRONG => {
-            // the provider's whole bond, and the forfeits, to the challenger who proved it
-            // (PROTOCOL §8.5); the client gets its reward back at close
-            p.take_from_provider(bond)?;
-            p.provider_node.release(bond, bond)?;
+            // the provider's whole bond: the client's part to the client (with its reward,
+            // at close), the rest to the treasury; never to the challenger, whom the accused
+            // could race with a dispute of its own (PROTOCOL §8.5). The forfeits of disputes
+            // that lost against this wrong result go to the challenger who proved it.
+            let client_part = math::bps_of(bond, p.task.terms.reject_client_bps as u64)?;
+            p.take_from_provider(client_part)?;
+            let node = &mut p.provider_node;
+            node.release(bond, bond)?;
+            let treasury_part = math::sub(bond, client_part)?;
+            node.fees_due = math::add(node.fees_due, treasury_part)?;
+            p.task.client_extra = math::add(p.task.client_extra, client_part)?;
             p.task.majority_share = 0;
-            p.task.dispute_award = math::add(p.task.dispute_award, math::add(bond, forfeit)?)?;
+            p.task.dispute_award = math::add(p.task.dispute_award, forfeit)?;
             Settlement {
                 status: Some(TaskStatus::Rejected),
                 provider_paid: 0,
                 provider_slashed: bond,
-                fee: 0,
+                fee: treasury_part,
             }
         }
         VERDICT_CLAIMS_REFUTED => {

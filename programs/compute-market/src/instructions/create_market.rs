@@ -26,7 +26,8 @@ impl CreateMarket<'_> {
         validate_samples(args.samples)?;
         args.windows.validate()?;
         require!(
-            args.dispute_window <= MAX_DISPUTE_WINDOW,
+            args.dispute_window == 0
+                || (MIN_DISPUTE_WINDOW..=MAX_DISPUTE_WINDOW).contains(&args.dispute_window),
             MarketError::WindowOutOfBounds
         );
         require!(

@@ -68,6 +68,11 @@ impl<'info> DisputeTurn<'info> {
     /// Marks `vote` refuted; once every INVALID seat is, the dispute has won.
     fn refute(&mut self, committed: [u8; 32], recomputed: [u8; 32]) -> Result<()> {
         let vote = self.target_vote()?;
+        if vote.refuted {
+            // another dispute refuted it meanwhile: it counts once; move on to the next vote
+            self.dispute.load_mut()?.clear_element();
+            return Ok(());
+        }
         vote.refuted = true;
         let (seats, key) = (vote.seats, vote.key());
         let task = &mut self.task;

@@ -43,7 +43,10 @@ pub struct OpenDispute<'info> {
     )]
     pub challenger_token: Box<Account<'info, TokenAccount>>,
     /// Where the bond (and any award) is paid back: a token account of the stake mint.
-    #[account(constraint = payout.mint == escrow.mint @ MarketError::WrongMint)]
+    #[account(
+        constraint = payout.mint == escrow.mint @ MarketError::WrongMint,
+        constraint = payout.key() != escrow.key() @ MarketError::WrongTokenAccount,
+    )]
     pub payout: Box<Account<'info, TokenAccount>>,
     pub token_program: Program<'info, Token>,
     pub system_program: Program<'info, System>,

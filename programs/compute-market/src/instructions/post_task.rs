@@ -171,7 +171,7 @@ pub fn handler(ctx: Context<PostTask>, args: PostTaskArgs) -> Result<()> {
         dispute_forfeit: 0,
         dispute_award: 0,
         award_pending: false,
-        reserved: [0; 27],
+        reserved: [0; 25],
     });
     let a = &ctx.accounts;
     transfer::from_wallet(

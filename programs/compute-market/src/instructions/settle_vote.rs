@@ -5,7 +5,7 @@
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
 use compute_market_protocol::{
-    commit::{overturned, side, Side, VERDICT_PROVEN_WRONG},
+    commit::{overturned, side, Side, VERDICT_CLAIMS_REFUTED, VERDICT_PROVEN_WRONG},
     job::{JobKind, JobSpec},
     sampling::sample_index,
 };
@@ -81,15 +81,37 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
         // it voted for a wrong result but never looked at the wrong tile: made whole
         side = Some(Side::Released);
     }
-    if side == Some(Side::FalseStatement) || (overturned(majority) && side == Some(Side::Loser)) {
+    if majority == VERDICT_CLAIMS_REFUTED && side == Some(Side::FalseStatement) && !a.vote.refuted {
+        // (unreachable: the verdict needs every INVALID vote refuted) never slash unproven
+        side = Some(Side::Released);
+    }
+    let refuted_winner = a.vote.refuted && !overturned(majority) && side == Some(Side::Winner);
+    if refuted_winner {
+        // its claim was disproved though the verdict stood on others' true claims: a false
+        // statement, its whole bond to the treasury, its share back to the client
+        slashed = bond;
+        a.node.release(bond, slashed)?;
+        a.node.fees_due = math::add(a.node.fees_due, slashed)?;
+        let share = math::mul(
+            math::add(a.task.majority_share, a.task.loser_bonus)?,
+            seats as u64,
+        )?;
+        a.task.client_extra = math::add(a.task.client_extra, share)?;
+    } else if side == Some(Side::FalseStatement)
+        || (overturned(majority) && side == Some(Side::Loser))
+    {
         // a claim a dispute disproved costs the whole bond; silence under an overturned
-        // verdict its usual slash; both go to the challenger's award (PROTOCOL §8.5)
+        // verdict its usual slash. Half goes to the challenger's award, half to the treasury
+        // (its own `fees_due`): a coalition racing an honest challenger to win its own
+        // dispute still loses half (PROTOCOL §8.5)
         slashed = if side == Some(Side::FalseStatement) {
             bond
         } else {
             math::mul(a.task.loser_slash, seats as u64)?
         };
+        let to_award = slashed / 2;
         a.node.release(bond, slashed)?;
+        a.node.fees_due = math::add(a.node.fees_due, math::sub(slashed, to_award)?)?;
         let bump = [a.node.bump];
         transfer::from_pda(
             &a.token_program,
@@ -97,10 +119,10 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
             &a.escrow,
             a.node.to_account_info(),
             &a.node.signer_seeds(&bump),
-            slashed,
+            to_award,
         )?;
-        a.task.escrow_balance = math::add(a.task.escrow_balance, slashed)?;
-        a.task.dispute_award = math::add(a.task.dispute_award, slashed)?;
+        a.task.escrow_balance = math::add(a.task.escrow_balance, to_award)?;
+        a.task.dispute_award = math::add(a.task.dispute_award, to_award)?;
     } else if side == Some(Side::Winner) {
         require!(
             a.task.rounds[round].losers_pending == 0,

@@ -216,7 +216,7 @@ pub struct Task {
     /// `conclude_task`). All-zero, as in tasks of earlier releases, means nothing is held.
     pub held: bool,
     /// Disputes opened and not yet closed.
-    pub disputes_open: u16,
+    pub disputes_open: u32,
     /// INVALID seats of the deciding round whose pointers a kind-2 dispute refuted.
     pub refuted_seats: u8,
     /// The tile of the dispute that proved the result wrong (which VALID votes vouched for it).
@@ -228,7 +228,7 @@ pub struct Task {
     /// Whether a won dispute's challenger is still to be paid (`close_dispute`).
     pub award_pending: bool,
     /// Zeroed space for fields of later versions.
-    pub reserved: [u8; 27],
+    pub reserved: [u8; 25],
 }
 
 impl Task {
