@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use anchor_lang::prelude::Pubkey;
 use compute_market::{pda, state::TaskStatus};
 use compute_market_keeper::{
-    chain::{embedded::EmbeddedChain, pack::PACKET_DATA_SIZE, Chain, TxReport},
+    chain::{embedded::EmbeddedChain, pack::PACKET_DATA_SIZE, Chain, ChainExt, TxReport},
     roles::cranker::Cranker,
 };
 use compute_market_protocol::commit::{VOTE_INVALID, VOTE_VALID};
@@ -204,4 +204,86 @@ fn escalated_round(invalid: usize) {
          {most_cu}",
         valid = 30 - invalid
     );
+}
+
+#[test]
+fn held_verdicts_are_concluded_after_their_window_and_won_disputes_paid() {
+    use compute_market_protocol::{dispute, job::JobSpec};
+    use compute_market_svm_tests::{cast_in, disputes::Committed};
+    const D: u32 = 20;
+    let mut c = cast_in(
+        3,
+        1,
+        compute_market::state::MarketArgs {
+            dispute_window: D,
+            ..test_market(1)
+        },
+    );
+    let job = JobSpec::hash_batch(8, 32, 3, [4; 32]);
+    let wrong = Committed::new(job, |_, _| [0; 32]);
+    let honest = Committed::new(job, |t, e| dispute::expected_element(&job, t, e).unwrap());
+    // task 1: a wrong result the three vouch for, which the client proves wrong; task 2: a
+    // right one nobody disputes
+    let t1 = c.submitted_job(1, job, 0, wrong.root());
+    let t2 = c.submitted_job(2, job, 0, honest.root());
+    let w = &mut c.w;
+    for (i, task) in [t1, t2].into_iter().enumerate() {
+        let votes: Vec<(&Actor, Ballot)> = c
+            .verifiers
+            .iter()
+            .enumerate()
+            .map(|(j, v)| (v, Ballot::new(VOTE_VALID, (10 * i + j) as u64)))
+            .collect();
+        w.join_and_commit(task, &votes);
+        w.close_join_window(&task);
+        for (v, b) in &votes {
+            w.reveal(v, task, b).expect("reveal");
+        }
+        w.finalize(task).expect("finalize");
+        assert!(w.task(&task).held);
+    }
+    let client = c.client.clone();
+    w.argue(&client, t1, &wrong, 3, 5)
+        .expect("the client's dispute");
+    assert_eq!(w.task(&t1).status, TaskStatus::Rejected);
+    let wallet = w.balance(&client.wallet);
+    let deadline = w.task(&t2).dispute_deadline;
+
+    let cranker_kp = Keypair::new();
+    w.c.airdrop(&cranker_kp.pubkey(), 10_000_000_000);
+    let (treasury, market) = (w.treasury, w.market);
+    let chain = Recorder {
+        inner: EmbeddedChain::new(c.w.c),
+        sent: Mutex::new(vec![]),
+    };
+    let mut cranker = Cranker::new(cranker_kp, treasury, market, 2);
+    for _ in 0..3 {
+        cranker.step(&chain).expect("a pass");
+        chain.inner.advance(1);
+    }
+    // task 1 (overturned) is concluded, settled, its dispute paid and closed; task 2 waits
+    assert!(chain.account(&t1).unwrap().is_none(), "task 1 closed");
+    assert!(chain
+        .account(&pda::dispute(&t1, &client.key()))
+        .unwrap()
+        .is_none());
+    assert!(chain.inner.slot().unwrap() <= deadline);
+    let t = chain.task(&t2).unwrap().expect("task 2 open");
+    assert!(t.held, "nothing moves before the window closes");
+    assert!(chain.inner.token_balance(&client.wallet).unwrap() > wallet + R);
+    // the window closes: task 2 is concluded, settled and closed
+    let now = chain.inner.slot().unwrap();
+    chain.inner.advance(deadline + 1 - now);
+    for _ in 0..3 {
+        cranker.step(&chain).expect("a pass");
+        chain.inner.advance(1);
+    }
+    assert!(chain.account(&t2).unwrap().is_none(), "task 2 closed");
+    let sent = chain.sent.lock().unwrap();
+    let refused: Vec<_> = sent
+        .iter()
+        .filter(|(_, _, r)| !r.ok)
+        .map(|(_, _, r)| r.error_code())
+        .collect();
+    assert!(refused.is_empty(), "refused: {refused:?}");
 }

@@ -79,8 +79,7 @@ impl World {
             .svm
             .get_account(&pda::dispute(task, &challenger.key()))
             .filter(|a| a.lamports > 0)?;
-        let n = core::mem::size_of::<Dispute>();
-        Some(bytemuck::pod_read_unaligned(a.data.get(8..8 + n)?))
+        Dispute::from_account_data(&a.data)
     }
 
     /// `open_dispute` by `who`, bond from and payout to its wallet.

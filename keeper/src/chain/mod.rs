@@ -11,7 +11,7 @@ pub mod rpc;
 use anchor_lang::{prelude::Pubkey, AccountDeserialize, Discriminator, Event};
 use anyhow::Result;
 use base64::Engine;
-use compute_market::state::{Node, Task, Vote};
+use compute_market::state::{Dispute, Node, Task, Vote};
 use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 
@@ -157,6 +157,15 @@ pub trait ChainExt: Chain {
             .into_iter()
             .filter_map(|(k, d)| Some((k, decode::<Node>(&d)?)))
             .filter(|(_, n)| n.market == *market)
+            .collect())
+    }
+    /// The disputes of `task` (filtered on the dispute's task field).
+    fn disputes(&self, task: &Pubkey) -> Result<Vec<(Pubkey, Dispute)>> {
+        Ok(self
+            .program_accounts_matching(Dispute::DISCRIMINATOR, Dispute::TASK_OFFSET, task.as_ref())?
+            .into_iter()
+            .filter_map(|(k, d)| Some((k, Dispute::from_account_data(&d)?)))
+            .filter(|(_, x)| x.task == *task)
             .collect())
     }
     /// All votes of `task` (filtered on the vote's first field, the task).

@@ -1,6 +1,7 @@
 //! Cranker: anyone's job. Draws seeds, expires and reopens tasks, finalizes rounds, settles
-//! votes (losers first, so the majority's share is in escrow), closes finished tasks and sweeps
-//! fees to the treasury.
+//! votes (losers first, so the majority's share is in escrow), concludes verdicts held for a
+//! dispute window, ends disputes that are over (timed out, moot, or won and payable), closes
+//! finished tasks and sweeps fees to the treasury.
 
 use std::collections::HashMap;
 
@@ -10,7 +11,7 @@ use compute_market::{
     client,
     events::{TaskClosed, TaskFinalized, VoteSettled},
     pda,
-    state::{Task, TaskStatus, Vote},
+    state::{Task, TaskStatus, Vote, DISPUTE_WON},
 };
 use compute_market_protocol::commit::{side, Side};
 use solana_instruction::Instruction;
@@ -25,7 +26,7 @@ const BULK_VOTES: usize = 4;
 
 /// Whether `t` has votes to settle (losers of a past round, or any of a decided one).
 fn settleable(t: &Task) -> bool {
-    t.open_votes > 0 && (t.round > 0 || t.status.is_decided())
+    t.open_votes > 0 && (t.round > 0 || (t.status.is_decided() && !t.held))
 }
 
 /// `close_task` of `t` to travel after its settlements: the treasury is named only when
@@ -40,6 +41,10 @@ fn close_in_pack(
     t: &Task,
     treasury: Pubkey,
 ) -> Option<Instruction> {
+    // a dispute still to end or to be paid closes first (`end_disputes`), after the votes
+    if t.disputes_open > 0 || t.award_pending {
+        return None;
+    }
     let refund_account = chain.account(&t.client_token).ok()??;
     crate::chain::decode::<anchor_spl::token::TokenAccount>(&refund_account)?;
     let extra = chain.token_balance(&pda::escrow(&key)).ok()? > t.escrow_balance;
@@ -105,6 +110,39 @@ impl Ledger {
 }
 
 impl Cranker {
+    /// Ends what can be ended of `t`'s disputes (PROTOCOL §8.4, §8.5): a challenger past its
+    /// answer deadline times out; a dispute another's win made moot gets its bond back; a won
+    /// one is paid once every vote is settled. Returns whether anything was sent.
+    fn end_disputes(&self, chain: &dyn Chain, now: u64, key: Pubkey, t: &Task) -> Result<bool> {
+        let overturned = compute_market_protocol::commit::overturned(t.tally().majority);
+        let mut sent = false;
+        for (_, d) in chain.disputes(&key)? {
+            let (what, ix) = if d.state == DISPUTE_WON {
+                if t.held || t.open_votes > 0 {
+                    continue;
+                }
+                (
+                    "close_dispute",
+                    client::close_dispute(key, d.challenger, d.payout, None),
+                )
+            } else if overturned {
+                (
+                    "close_dispute",
+                    client::close_dispute(key, d.challenger, d.payout, None),
+                )
+            } else if now > d.answer_deadline {
+                (
+                    "dispute_timeout",
+                    client::dispute_timeout(key, d.challenger),
+                )
+            } else {
+                continue;
+            };
+            sent |= send(chain, "cranker", what, &key, ix, &self.kp)?.ok;
+        }
+        Ok(sent)
+    }
+
     /// Everything due on one task. Its votes are read (filtered on the task) only when some
     /// are settleable. What it saw lands in `ledger` as it happens, so an error later in the
     /// pass loses nothing already recorded.
@@ -162,7 +200,12 @@ impl Cranker {
                         .lock()
                         .expect("refused lock")
                         .contains(&key);
-                    if !tried && tally.seats == tally.quorum && tally.revealed == tally.quorum {
+                    // (a verdict held for a dispute window settles only once concluded)
+                    if !tried
+                        && t.dispute_window == 0
+                        && tally.seats == tally.quorum
+                        && tally.revealed == tally.quorum
+                    {
                         let votes = match read.as_ref() {
                             Some(v) => v.clone(),
                             None => chain.votes(&key)?,
@@ -219,6 +262,24 @@ impl Cranker {
                     }
                 }
             }
+            TaskStatus::Accepted | TaskStatus::Rejected
+                if t.held
+                    && t.disputes_open == 0
+                    && (now > t.dispute_deadline
+                        || compute_market_protocol::commit::overturned(t.tally().majority)) =>
+            {
+                // the dispute window closed (or a dispute overturned the verdict): its money
+                // moves now (PROTOCOL §8.1)
+                sent |= send(
+                    chain,
+                    "cranker",
+                    "conclude_task",
+                    &key,
+                    client::conclude_task(key, t.provider),
+                    &self.kp,
+                )?
+                .ok;
+            }
             _ => {}
         }
         // settle whatever is settleable: losers of a decided round first
@@ -244,7 +305,7 @@ impl Cranker {
         }
         let mut votes: Vec<_> = votes
             .into_iter()
-            .filter(|(_, v)| v.round < t.round || t.status.is_decided())
+            .filter(|(_, v)| v.round < t.round || (t.status.is_decided() && !t.held))
             .collect();
         votes.sort_by_key(|(_, v)| {
             let m = t.rounds[v.round as usize].majority;
@@ -290,10 +351,21 @@ impl Cranker {
         if !t.status.is_terminal() {
             return Ok(());
         }
-        let Some(t) = chain.task(&key)? else {
+        let Some(mut t) = chain.task(&key)? else {
             return Ok(());
         };
-        if t.status.is_terminal() && t.open_votes == 0 {
+        if (t.disputes_open > 0 || t.award_pending) && self.end_disputes(chain, now, key, &t)? {
+            let Some(again) = chain.task(&key)? else {
+                return Ok(());
+            };
+            t = again;
+        }
+        if t.status.is_terminal()
+            && t.open_votes == 0
+            && !t.held
+            && t.disputes_open == 0
+            && !t.award_pending
+        {
             // the treasury only when strangers sent tokens into the escrow: otherwise closes
             // never write-lock it
             let extra = chain.token_balance(&pda::escrow(&key))? > t.client_refund()?;

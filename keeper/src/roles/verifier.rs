@@ -831,7 +831,7 @@ impl Checker {
                 reason: "careless: did not check".into(),
             }
         } else {
-            self.check(key, t, now, give_up, may_give_up)?
+            pointerless_invalid(t, self.check(key, t, now, give_up, may_give_up)?)
         };
         let seconds = start.elapsed().as_secs_f64();
         tracing::info!(verifier = self.name, task = %key, round = t.round, vote = verdict.vote, reason = verdict.reason, seconds, "checked");
@@ -900,4 +900,22 @@ pub fn seat_plan(t: &Task, node: &Node, me: &Pubkey, wallet: &Pubkey, now: u64) 
         }
     }
     out
+}
+
+/// In a market with a dispute window, an INVALID vote must point at the element it says is
+/// wrong, or a dispute refutes it at once and takes its whole bond (PROTOCOL §8.2). This keeper
+/// does not point yet, so there it votes UNAVAILABLE instead: never a losing vote, and a
+/// majority of them still rejects the result as withheld.
+fn pointerless_invalid(t: &Task, v: Verdict) -> Verdict {
+    if t.dispute_window == 0 || v.vote != compute_market_protocol::commit::VOTE_INVALID {
+        return v;
+    }
+    Verdict {
+        vote: VOTE_UNAVAILABLE,
+        evidence: [0; 32],
+        reason: format!(
+            "{} (UNAVAILABLE, not INVALID: this market takes disputes and this keeper does not point at the wrong element yet)",
+            v.reason
+        ),
+    }
 }

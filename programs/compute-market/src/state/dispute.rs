@@ -61,6 +61,21 @@ pub struct Dispute {
 impl Dispute {
     /// Account size with the discriminator.
     pub const SPACE: usize = 8 + core::mem::size_of::<Dispute>();
+    /// Byte offset of `task` in the account data (after the discriminator and eight bytes of
+    /// version, kind, state, flags and padding): clients filter a task's disputes here.
+    pub const TASK_OFFSET: usize = 8 + 8;
+
+    /// Reads a dispute from its account data (discriminator included), off-chain; `None` if
+    /// the data is not a dispute.
+    pub fn from_account_data(data: &[u8]) -> Option<Dispute> {
+        use anchor_lang::Discriminator;
+        if data.get(..8)? != Dispute::DISCRIMINATOR {
+            return None;
+        }
+        Some(bytemuck::pod_read_unaligned(
+            data.get(8..8 + core::mem::size_of::<Dispute>())?,
+        ))
+    }
 
     /// Forgets the element being argued (kind 2, between votes).
     pub fn clear_element(&mut self) {
