@@ -60,6 +60,16 @@ fn client_part(r: u64) -> u64 {
     job_bond(r) * test_params().reject_client_bps as u64 / 10_000
 }
 
+/// The three verifiers `vs` vote VALID (tags 1, 2, 3) and the round is finalized.
+fn vouch(w: &mut World, task: Pubkey, vs: &[&Actor]) {
+    let votes: Vec<(&Actor, Ballot)> = vs
+        .iter()
+        .zip(1..)
+        .map(|(v, tag)| (*v, Ballot::new(VOTE_VALID, tag)))
+        .collect();
+    decide(w, task, &votes);
+}
+
 /// Every token the world's accounts hold.
 fn supply(w: &World) -> u64 {
     w.balances().values().sum()
@@ -392,15 +402,7 @@ fn a_dispute_of_a_right_result_forfeits_the_bond_to_the_provider() {
     let before = supply(&c.w);
     let w = &mut c.w;
     let vs: Vec<&Actor> = c.verifiers.iter().collect();
-    decide(
-        w,
-        task,
-        &[
-            (vs[0], Ballot::new(VOTE_VALID, 1)),
-            (vs[1], Ballot::new(VOTE_VALID, 2)),
-            (vs[2], Ballot::new(VOTE_VALID, 3)),
-        ],
-    );
+    vouch(w, task, &vs);
     let wallet = w.balance(&stranger.wallet);
     let records = w.argue(&stranger, task, &honest, 5, 17).unwrap();
     assert!(records
@@ -441,15 +443,7 @@ fn a_challenger_that_stops_answering_loses_at_its_deadline() {
     let lazy = c.w.actor("lazy", 10 * R);
     let w = &mut c.w;
     let vs: Vec<&Actor> = c.verifiers.iter().collect();
-    decide(
-        w,
-        task,
-        &[
-            (vs[0], Ballot::new(VOTE_VALID, 1)),
-            (vs[1], Ballot::new(VOTE_VALID, 2)),
-            (vs[2], Ballot::new(VOTE_VALID, 3)),
-        ],
-    );
+    vouch(w, task, &vs);
     w.open_dispute(&lazy, task, DISPUTE_RESULT_WRONG, 1, 1)
         .unwrap();
     refused(w, "DisputeNotExpired", |w| w.dispute_timeout(task, &lazy));
@@ -482,15 +476,7 @@ fn disputes_are_refused_outside_their_rules() {
     refused(w, "NotDisputable", |w| {
         w.open_dispute(&x, task, DISPUTE_RESULT_WRONG, 0, 0)
     });
-    decide(
-        w,
-        task,
-        &[
-            (vs[0], Ballot::new(VOTE_VALID, 1)),
-            (vs[1], Ballot::new(VOTE_VALID, 2)),
-            (vs[2], Ballot::new(VOTE_VALID, 3)),
-        ],
-    );
+    vouch(w, task, &vs);
     refused(w, "NotDisputable", |w| {
         w.open_dispute(&x, task, DISPUTE_CLAIMS_FALSE, 0, 0)
     });
@@ -550,15 +536,7 @@ fn a_market_without_a_window_settles_at_once_and_takes_no_dispute() {
     let task = c.submitted_job(1, job, 0, wrong.root());
     let w = &mut c.w;
     let vs: Vec<&Actor> = c.verifiers.iter().collect();
-    decide(
-        w,
-        task,
-        &[
-            (vs[0], Ballot::new(VOTE_VALID, 1)),
-            (vs[1], Ballot::new(VOTE_VALID, 2)),
-            (vs[2], Ballot::new(VOTE_VALID, 3)),
-        ],
-    );
+    vouch(w, task, &vs);
     assert!(!w.task(&task).held);
     let client = c.client.clone();
     refused(w, "NotDisputable", |w| {
