@@ -548,3 +548,120 @@ pub fn market_list(chain: &dyn Chain) -> Result<Vec<MarketView>> {
         })
         .collect())
 }
+
+/// What `task dispute` did.
+#[derive(Serialize, Debug)]
+pub struct DisputeReport {
+    /// The task.
+    pub task: String,
+    /// The tiles recomputed on this machine before bonding.
+    pub checked: Vec<u32>,
+    /// The element found wrong (tile, element), disputed.
+    pub tile: u32,
+    /// The element within the tile.
+    pub element: u32,
+    /// Where the dispute stands: Won (paid by the cranker once the votes are settled), Closed
+    /// (lost, or already paid), Moot, Expired or Open (run the command again to carry on).
+    pub outcome: String,
+    /// The task's verdict now (PROTOCOL §8.5: 4, proven wrong).
+    pub majority: u8,
+}
+
+/// `task dispute`: recomputes `tiles` of an Accepted result held for its dispute window (all
+/// of them when empty) on this machine, fetched with their proofs from its provider; refuses
+/// to bond when every one recomputes equal (a dispute of a right result loses its bond), else
+/// disputes the first wrong element and argues to the end (PROTOCOL §8). Run again, it resumes
+/// the dispute it opened.
+pub fn task_dispute(
+    chain: &dyn Chain,
+    kp: &Keypair,
+    backend: &dyn crate::compute::Backend,
+    task: &Pubkey,
+    tiles: &[u32],
+    policy: crate::results::FetchPolicy,
+) -> Result<DisputeReport> {
+    use crate::roles::challenger::{argue, disputable, Claim};
+    use compute_market_protocol::dispute::DISPUTE_RESULT_WRONG;
+    let t = chain
+        .task(task)?
+        .with_context(|| format!("no task at {task} (a closed task can no longer be disputed)"))?;
+    let job = JobSpec::decode(&t.job)
+        .map_err(|e| anyhow::anyhow!("the task's job does not decode: {e:?}"))?;
+    ensure_disputable(&t, &job)?;
+    let mine = chain.account(&pda::dispute(task, &kp.pubkey()))?.is_some();
+    if !mine && !disputable(&t, DISPUTE_RESULT_WRONG, chain.slot()?) {
+        bail!(
+            "task {task} cannot be disputed now: status {:?}, verdict {} (a dispute of a result needs an Accepted verdict, until slot {})",
+            t.status,
+            t.tally().majority,
+            t.dispute_deadline
+        );
+    }
+    let count = t.tile_count;
+    if let Some(bad) = tiles.iter().find(|&&i| i >= count) {
+        bail!("tile {bad} is out of range: the result has {count} tiles");
+    }
+    let want: Vec<u32> = if tiles.is_empty() {
+        (0..count).collect()
+    } else {
+        crate::verify::distinct(tiles)
+    };
+    let uri = t
+        .result_uri
+        .get(..t.result_uri_len as usize)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .unwrap_or("")
+        .to_string();
+    let store = crate::results::ResultStore::default().with_policy(policy);
+    let served = store
+        .fetch(&uri, &job, &want)
+        .map_err(|e| anyhow::anyhow!("fetching tiles of {task} from {uri}: {e}"))?;
+    let v = crate::verify::check_sampled(backend, &job, &want, &served, &t.result_root)?;
+    let Some(p) = v.pointer else {
+        bail!(
+            "not disputing task {task}: {} ({}); a dispute of a right result loses its bond",
+            if v.vote == compute_market_protocol::commit::VOTE_VALID {
+                "every tile checked recomputes equal"
+            } else {
+                "what was served proves no element wrong"
+            },
+            v.reason
+        );
+    };
+    let outcome = argue(
+        chain,
+        kp,
+        "client",
+        task,
+        &Claim::ResultWrong(&p),
+        mine,
+        &mut || Ok(()),
+    )?;
+    let majority = chain.task(task)?.map_or(0, |t| t.tally().majority);
+    Ok(DisputeReport {
+        task: task.to_string(),
+        checked: want,
+        tile: p.tile,
+        element: p.element,
+        outcome: format!("{outcome:?}"),
+        majority,
+    })
+}
+
+/// Refuses, by name, a task whose verdict no dispute can reach: not Accepted and held, or a
+/// job the program does not referee yet.
+fn ensure_disputable(t: &Task, job: &JobSpec) -> Result<()> {
+    if !compute_market_protocol::dispute::supported(job) {
+        bail!("{:?} jobs on this data cannot be disputed yet: the program referees HashBatch and generated MatMulModP (PROTOCOL §8.7)", job.kind);
+    }
+    if t.dispute_window == 0 {
+        bail!("this task's market has no dispute window: its verdict was final when decided");
+    }
+    if !t.held {
+        bail!(
+            "the task's verdict is no longer held for disputes (status {:?})",
+            t.status
+        );
+    }
+    Ok(())
+}

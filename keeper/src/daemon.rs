@@ -62,6 +62,12 @@ pub struct DaemonOptions {
     pub corrupt_fraction: f64,
     /// Test only: the verifier waits this long after each commit lands.
     pub hold_after_commit: Option<Duration>,
+    /// Test only: the verifier votes VALID without checking (a lazy or colluding seat).
+    pub careless: bool,
+    /// Test only: the verifier votes INVALID without checking, pointing at a right element.
+    pub lying: bool,
+    /// Check held Accepted results and dispute wrong ones (PROTOCOL §8): whose.
+    pub watch: Option<crate::roles::watcher::Watched>,
     /// Where long work (a provider's computation) reports progress.
     pub progress: Option<Arc<crate::roles::Reporter>>,
     /// Directory of served results [default: the store file's path with `.results`].
@@ -108,6 +114,9 @@ impl DaemonOptions {
             claim_backoff: crate::roles::provider::CLAIM_BACKOFF,
             corrupt_fraction: 0.0,
             hold_after_commit: None,
+            careless: false,
+            lying: false,
+            watch: None,
             progress: None,
             results_dir: None,
             disk_budget: DISK_BUDGET,
@@ -499,15 +508,21 @@ pub fn run(
     let verifier = opts.verifier.then(|| {
         let mut v = Verifier::new(ctx("verifier", clone(&kp)), db.clone());
         v.hold_after_commit = opts.hold_after_commit;
+        v.careless = opts.careless;
+        v.lying = opts.lying;
         v.background = true;
         v.mirrors = opts.mirrors.clone();
         v
     });
+    let watcher = opts
+        .watch
+        .clone()
+        .map(|w| crate::roles::watcher::Watcher::new(ctx("watcher", clone(&kp)), db.clone(), w));
     let treasury = crate::cli::config(chain.as_ref())?.treasury;
     let cranker = opts
         .crank
         .then(|| Cranker::new(clone(&kp), treasury, market, opts.parallel));
-    tracing::info!(node = %node, provider = opts.provider, verifier = opts.verifier, crank = opts.crank, "keeper running; polling every {:?} (Ctrl-C or SIGTERM stops)", opts.poll);
+    tracing::info!(node = %node, provider = opts.provider, verifier = opts.verifier, crank = opts.crank, watch = ?opts.watch, "keeper running; polling every {:?} (Ctrl-C or SIGTERM stops)", opts.poll);
 
     let stop = Arc::new(AtomicBool::new(false));
     {
@@ -601,6 +616,13 @@ pub fn run(
                 reported = v.records.len();
                 r
             }),
+        )?);
+    }
+    if let Some(mut w) = watcher {
+        let chain = chain.clone();
+        threads.push(role_loop(
+            "watcher",
+            Box::new(move |now, tasks, _| w.step_with(chain.as_ref(), now, tasks)),
         )?);
     }
     if let Some(mut c) = cranker {

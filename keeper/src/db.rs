@@ -3,6 +3,10 @@
 //!
 //! * sealed votes (vote, evidence, salt) by (task, round): written **before** the commit
 //!   transaction is sent, so a restarted verifier can always reveal what it committed.
+//! * pointers by (task, round): the wrong tile and its proof behind an INVALID vote, written
+//!   before its seal, so a verifier whose vote lost can dispute after a restart (PROTOCOL §8).
+//! * disputes opened, by task: written once an open lands, so a dispute that lost (its account
+//!   closed) is never opened, and bonded, again.
 //!
 //! Served results live in the result store's directory (`results::store`), written before
 //! the submission; everything else is derived from chain state on every step.
@@ -14,6 +18,8 @@ use anyhow::{Context, Result};
 use redb::{Database, TableDefinition};
 
 const SEALED: TableDefinition<&[u8], &[u8]> = TableDefinition::new("sealed_votes");
+const POINTERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("pointers");
+const DISPUTED: TableDefinition<&[u8], u8> = TableDefinition::new("disputes_opened");
 
 /// A sealed vote kept until it is revealed: what the commitment opens to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +58,8 @@ impl Db {
             .with_context(|| format!("opening the keeper store {}", path.display()))?;
         let w = db.begin_write()?;
         w.open_table(SEALED)?;
+        w.open_table(POINTERS)?;
+        w.open_table(DISPUTED)?;
         w.commit()?;
         Ok(Db { db })
     }
@@ -90,14 +98,50 @@ impl Db {
         }))
     }
 
-    /// Forgets sealed votes of `task` (after it is settled).
+    /// Persists the pointer behind an INVALID vote of (task, round) (durably, before
+    /// returning): [`crate::dispute::Pointer::encode`]'s bytes.
+    pub fn put_pointer(&self, task: &Pubkey, round: u8, bytes: &[u8]) -> Result<()> {
+        let w = self.db.begin_write()?;
+        w.open_table(POINTERS)?
+            .insert(&sealed_key(task, round)[..], bytes)?;
+        w.commit()?;
+        Ok(())
+    }
+
+    /// The pointer kept for (task, round), if any.
+    pub fn pointer(&self, task: &Pubkey, round: u8) -> Result<Option<Vec<u8>>> {
+        let r = self.db.begin_read()?;
+        let t = r.open_table(POINTERS)?;
+        Ok(t.get(&sealed_key(task, round)[..])?
+            .map(|v| v.value().to_vec()))
+    }
+
+    /// Records that this keeper's dispute of `task` (of `kind`) was opened.
+    pub fn put_disputed(&self, task: &Pubkey, kind: u8) -> Result<()> {
+        let w = self.db.begin_write()?;
+        w.open_table(DISPUTED)?.insert(task.as_ref(), kind)?;
+        w.commit()?;
+        Ok(())
+    }
+
+    /// The kind of this keeper's dispute of `task`, if it opened one.
+    pub fn disputed(&self, task: &Pubkey) -> Result<Option<u8>> {
+        let r = self.db.begin_read()?;
+        let t = r.open_table(DISPUTED)?;
+        Ok(t.get(task.as_ref())?.map(|v| v.value()))
+    }
+
+    /// Forgets sealed votes, pointers and disputes of `task` (after it is closed).
     pub fn forget_task(&self, task: &Pubkey) -> Result<()> {
         let w = self.db.begin_write()?;
         {
             let mut t = w.open_table(SEALED)?;
+            let mut p = w.open_table(POINTERS)?;
             for round in 0..2u8 {
                 t.remove(&sealed_key(task, round)[..])?;
+                p.remove(&sealed_key(task, round)[..])?;
             }
+            w.open_table(DISPUTED)?.remove(task.as_ref())?;
         }
         w.commit()?;
         Ok(())

@@ -51,7 +51,7 @@ pub fn identity_suite() -> Vec<JobSpec> {
             nonce.as_bytes(),
             &(rows as u64).to_le_bytes(),
         ]);
-        jobs.push(crate::compute::mlp::hold_synthetic(rows, manifest));
+        jobs.push(crate::compute::inputs::hold_synthetic(rows, manifest));
     }
     jobs
 }

@@ -36,6 +36,7 @@ pub mod daemon;
 pub mod db;
 pub mod demo;
 pub mod deploy;
+pub mod dispute;
 pub mod gpucheck;
 pub mod metrics;
 pub mod results;

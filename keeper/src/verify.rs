@@ -1,9 +1,13 @@
 //! Building a result commitment (provider) and checking one (verifier).
 
-use crate::compute::{freivalds::tile_pass, Backend};
+use crate::{
+    compute::{freivalds::tile_pass, Backend},
+    dispute::{first_difference, matmul_wrong_entry, Pointer},
+};
 use anyhow::{ensure, Result};
 use compute_market_protocol::{
     commit::{VOTE_INVALID, VOTE_VALID},
+    dispute::invalid_evidence,
     hash::Digest,
     job::{JobKind, JobSpec},
     merkle::{leaf_hash, verify_proof, MerkleTree},
@@ -75,6 +79,9 @@ pub struct Verdict {
     pub evidence: Digest,
     /// Why, in words (for logs).
     pub reason: String,
+    /// An INVALID vote's proven wrong element (PROTOCOL §8.2), when the verifier holds one:
+    /// its evidence then points at it, and the verifier keeps it to dispute with.
+    pub pointer: Option<Pointer>,
 }
 
 impl Verdict {
@@ -83,8 +90,42 @@ impl Verdict {
             vote: if ok { VOTE_VALID } else { VOTE_INVALID },
             evidence,
             reason: reason.into(),
+            pointer: None,
         }
     }
+
+    /// A vote with no pointer.
+    pub fn plain(vote: u8, reason: impl Into<String>) -> Self {
+        Verdict {
+            vote,
+            evidence: [0; 32],
+            reason: reason.into(),
+            pointer: None,
+        }
+    }
+
+    /// INVALID, pointing at `p`: the evidence starts with its tile and element (PROTOCOL §8.2).
+    fn wrong(p: Pointer, evidence: Digest, reason: String) -> Self {
+        Verdict {
+            vote: VOTE_INVALID,
+            evidence: invalid_evidence(p.tile, p.element, &evidence),
+            reason: format!("{reason}: tile {} element {}", p.tile, p.element),
+            pointer: Some(p),
+        }
+    }
+}
+
+/// The element of `served` (tiles proven against the root) that first differs from `mine`
+/// (the job's own tiles at the same indices): the tile in served order, then the element.
+pub fn first_wrong(job: &JobSpec, served: &[ProvenTile], mine: &[Vec<u8>]) -> Option<Pointer> {
+    served.iter().zip(mine).find_map(|(s, m)| {
+        first_difference(job, &s.tile, m).map(|element| Pointer {
+            tile: s.index,
+            element,
+            bytes: s.tile.clone(),
+            proof: s.proof.clone(),
+        })
+    })
 }
 
 /// Checks a `MatMulModP` result: the served tiles must hash to the committed `root`, and
@@ -149,22 +190,38 @@ pub fn check_matmul(
             "served tiles do not hash to the committed root",
         ));
     }
-    let cr = match pass.products {
-        Ok(cr) => cr,
-        Err(e) => {
-            return Ok(Verdict::new(
-                false,
+    // the root holds: a wrong entry can be pointed at, its tile proven by the tree
+    // (only tiles of the job's length: the program proves chunks of the job's layout)
+    let point = |rows: Vec<usize>, reason: String| -> Verdict {
+        if tiles.iter().any(|t| t.len() != job.tile_len()) {
+            return Verdict::new(false, evidence, reason);
+        }
+        match matmul_wrong_entry(job, tiles, rows) {
+            Some((t, e)) => Verdict::wrong(
+                Pointer {
+                    tile: t,
+                    element: e,
+                    bytes: tiles[t as usize].clone(),
+                    proof: tree.proof(t).expect("in range"),
+                },
                 evidence,
-                format!("malformed tiles: {e}"),
-            ))
+                reason,
+            ),
+            None => Verdict::new(false, evidence, reason),
         }
     };
-    match abr?.iter().zip(&cr).position(|(a, c)| a != c) {
-        Some(r) => Ok(Verdict::new(
-            false,
-            evidence,
-            format!("Freivalds round {r} failed: C ≠ A·B"),
-        )),
+    let cr = match pass.products {
+        Ok(cr) => cr,
+        Err(e) => return Ok(point(vec![], format!("malformed tiles: {e}"))),
+    };
+    let abr = abr?;
+    match abr.iter().zip(&cr).position(|(a, c)| a != c) {
+        Some(r) => {
+            let rows = (0..cr[r].len())
+                .filter(|&i| abr[r].get(i) != cr[r].get(i))
+                .collect();
+            Ok(point(rows, format!("Freivalds round {r} failed: C ≠ A·B")))
+        }
         None => Ok(Verdict::new(
             true,
             evidence,
@@ -225,14 +282,9 @@ pub fn check_sampled(
         .map(|(&i, t)| (i, leaf_hash(i, count, t)))
         .collect();
     let evidence = evidence_hash(&picked.iter().map(|&i| (i, own[&i])).collect::<Vec<_>>());
-    for (s, mine) in served.iter().zip(&mine) {
-        if s.tile != *mine {
-            return Ok(Verdict::new(
-                false,
-                evidence,
-                format!("tile {} differs from the recomputation", s.index),
-            ));
-        }
+    if let Some(p) = first_wrong(job, served, &mine) {
+        let reason = format!("tile {} differs from the recomputation", p.tile);
+        return Ok(Verdict::wrong(p, evidence, reason));
     }
     Ok(Verdict::new(
         true,

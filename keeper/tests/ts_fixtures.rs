@@ -241,7 +241,73 @@ fn rust_written() -> Value {
             "all": hex(&tiles.concat()),
         })
     };
-    json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "rejected": rejected, "manifests": manifests, "encoderWork": work, "pdas": pdas, "events": events, "commitments": commitments, "served": served, "prepared": prepared() })
+    json!({ "jobs": jobs.iter().map(job_json).collect::<Vec<_>>(), "rejected": rejected, "manifests": manifests, "encoderWork": work, "pdas": pdas, "events": events, "commitments": commitments, "served": served, "prepared": prepared(), "disputes": disputes() })
+}
+
+/// What a dispute proves (PROTOCOL §8.4), for the client's `expectedElement` and
+/// `elementProof`: a `HashBatch` of two-chunk tiles and a generated `MatMulModP` with padding;
+/// for some elements, the element's bytes, the tile's proof, the chunk's index and its path.
+fn disputes() -> Value {
+    use compute_market_keeper::dispute::element_proof;
+    use compute_market_protocol::{
+        dispute::{chunk_count, element_chunk, element_width, elements_per_tile, expected_element},
+        merkle::{leaf_hash, MerkleTree},
+    };
+    let seed = hashv(&[b"dispute fixture"]);
+    let cases = [
+        (
+            JobSpec::hash_batch(3, 40, 3, seed),
+            vec![(0u32, 0u32), (1, 39), (2, 33)],
+        ),
+        (
+            JobSpec::matmul(70, 5, 130, seed),
+            vec![(0, 0), (2, 64 * 5 + 2), (4, 2000), (1, 4095)],
+        ),
+    ];
+    let out: Vec<Value> = cases
+        .iter()
+        .map(|(job, points)| {
+            let w = element_width(job);
+            let tiles: Vec<Vec<u8>> = (0..job.tile_count())
+                .map(|t| {
+                    (0..elements_per_tile(job))
+                        .flat_map(|e| expected_element(job, t, e).unwrap()[..w].to_vec())
+                        .collect()
+                })
+                .collect();
+            let count = job.tile_count();
+            let tree = MerkleTree::new(
+                tiles
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| leaf_hash(i as u32, count, t))
+                    .collect(),
+            );
+            let points: Vec<Value> = points
+                .iter()
+                .map(|&(t, e)| {
+                    let proof = tree.proof(t).unwrap();
+                    let (chunk, path) = element_proof(job, t, e, &tiles[t as usize], &proof);
+                    json!({
+                        "tile": t,
+                        "element": e,
+                        "expected": hex(&expected_element(job, t, e).unwrap()[..w]),
+                        "tileProof": proof.iter().map(|d| hex(d)).collect::<Vec<_>>(),
+                        "chunkIndex": element_chunk(job, t, e).0,
+                        "chunk": hex(&chunk),
+                        "path": path.iter().map(|d| hex(d)).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            json!({
+                "job": hex(&job.encode()),
+                "root": hex(&tree.root()),
+                "chunks": chunk_count(job),
+                "points": points,
+            })
+        })
+        .collect();
+    json!(out)
 }
 
 /// Jobs on a client's data as `keeper task post --model` prepares them (the digits model over

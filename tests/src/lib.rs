@@ -374,3 +374,63 @@ pub fn header(head: &str, name: &str) -> Option<String> {
         k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
     })
 }
+
+/// The reward of the tests' tasks, base units (tokens have 6 decimals).
+pub const REWARD: u64 = 1_000_000;
+
+/// Registers `who` with `roles` (`provider`, `verifier`) and stakes `stake`, through the CLI.
+pub fn register(v: &Validator, who: &Path, roles: &str, stake: u64) -> Result<()> {
+    v.keeper(
+        who,
+        &[
+            "node",
+            "register",
+            "--roles",
+            roles,
+            "--gflops",
+            "60000",
+            "--memory-gb",
+            "80",
+        ],
+    )?;
+    v.keeper(who, &["node", "stake", &stake.to_string()])?;
+    Ok(())
+}
+
+/// A market of one provider and three verifiers, staked; returns (client, provider, verifiers).
+pub fn small_market(v: &Validator, windows: &str) -> Result<(PathBuf, PathBuf, Vec<PathBuf>)> {
+    small_market_with(v, windows, &[])
+}
+
+/// [`small_market`], `keeper init` given `init` too (`--dispute-window 60`).
+pub fn small_market_with(
+    v: &Validator,
+    windows: &str,
+    init: &[&str],
+) -> Result<(PathBuf, PathBuf, Vec<PathBuf>)> {
+    let mint_out = v.dir.path().join("mint.json");
+    let mut args = vec![
+        "init",
+        "--windows",
+        windows,
+        "--mint-keypair-out",
+        mint_out.to_str().context("a UTF-8 temporary path")?,
+    ];
+    args.extend_from_slice(init);
+    v.keeper(&v.admin, &args)?;
+    let client = v.wallet("client", 100 * REWARD)?;
+    let provider = v.wallet("provider", 100 * REWARD)?;
+    register(v, &provider, "provider", 50 * REWARD)?;
+    let verifiers: Vec<_> = (0..3)
+        .map(|i| v.wallet(&format!("v{i}"), 100 * REWARD))
+        .collect::<Result<_>>()?;
+    for w in &verifiers {
+        register(v, w, "verifier", 50 * REWARD)?;
+    }
+    Ok((client, provider, verifiers))
+}
+
+/// The node address of the wallet at `p`.
+pub fn node_of(p: &Path) -> anchor_lang::prelude::Pubkey {
+    compute_market::pda::node(&keypair(p).expect("a keypair file").pubkey())
+}

@@ -17,26 +17,6 @@ use compute_market_cluster_tests::*;
 use compute_market_keeper::chain::{Chain, ChainExt};
 use solana_signer::Signer;
 
-const REWARD: u64 = 1_000_000;
-
-fn register(v: &Validator, who: &std::path::Path, roles: &str, stake: u64) -> Result<()> {
-    v.keeper(
-        who,
-        &[
-            "node",
-            "register",
-            "--roles",
-            roles,
-            "--gflops",
-            "60000",
-            "--memory-gb",
-            "80",
-        ],
-    )?;
-    v.keeper(who, &["node", "stake", &stake.to_string()])?;
-    Ok(())
-}
-
 fn post(v: &Validator, client: &std::path::Path, id: u64) -> Result<Pubkey> {
     let out = v.keeper(
         client,
@@ -220,42 +200,6 @@ fn honest_and_cheat(
         register(v, w, "verifier", 50 * REWARD)?;
     }
     Ok((client, honest, cheat, verifiers))
-}
-
-/// A market of one provider and three verifiers, staked; returns (client, provider, verifiers).
-fn small_market(
-    v: &Validator,
-    windows: &str,
-) -> Result<(
-    std::path::PathBuf,
-    std::path::PathBuf,
-    Vec<std::path::PathBuf>,
-)> {
-    let mint_out = v.dir.path().join("mint.json");
-    v.keeper(
-        &v.admin,
-        &[
-            "init",
-            "--windows",
-            windows,
-            "--mint-keypair-out",
-            mint_out.to_str().unwrap(),
-        ],
-    )?;
-    let client = v.wallet("client", 100 * REWARD)?;
-    let provider = v.wallet("provider", 100 * REWARD)?;
-    register(v, &provider, "provider", 50 * REWARD)?;
-    let verifiers: Vec<_> = (0..3)
-        .map(|i| v.wallet(&format!("v{i}"), 100 * REWARD))
-        .collect::<Result<_>>()?;
-    for w in &verifiers {
-        register(v, w, "verifier", 50 * REWARD)?;
-    }
-    Ok((client, provider, verifiers))
-}
-
-fn node_of(p: &std::path::Path) -> Pubkey {
-    pda::node(&keypair(p).unwrap().pubkey())
 }
 
 #[test]

@@ -162,3 +162,36 @@ export function verifyProof(root: Uint8Array, index: number, count: number, leaf
   }
   return k === proof.length && acc.every((x, j) => x === root[j]);
 }
+
+/** Leaf `chunk` of the committed string's `total` chunks: the chunk's chaining value at its
+ * offset, or the root when the string is one chunk (`merkle::chunk_leaf`). */
+export function chunkLeaf(chunk: number, total: number, bytes: Uint8Array): Uint8Array {
+  return bytesOf(chunkCv(bytes, chunk, total <= 1));
+}
+
+/** The 1 KiB chunk holding byte `byte` of tile `index` (of `count`) and its siblings up to the
+ * root: those inside the tile's slot, then the tile's proof (`merkle::chunk_proof`, PROTOCOL §8.4).
+ * The chunk is leaf `index · slot/1024 + byte/1024` of the committed string. */
+export function chunkProof(index: number, count: number, tile: Uint8Array, tileProof: Uint8Array[], byte: number): { chunk: Uint8Array; path: Uint8Array[] } {
+  const slot = slotLen(tile.length);
+  if (byte < 0 || byte >= slot) throw new Error(`byte ${byte} is outside the tile's ${slot}-byte slot`);
+  const padded = new Uint8Array(slot);
+  padded.set(tile);
+  const perSlot = slot / CHUNK_LEN;
+  const total = count * perSlot;
+  const first = index * perSlot;
+  const local = Math.floor(byte / CHUNK_LEN);
+  const chunk = padded.slice(local * CHUNK_LEN, (local + 1) * CHUNK_LEN);
+  const path: Uint8Array[] = [];
+  let level = Array.from({ length: perSlot }, (_, c) => chunkLeaf(first + c, total, padded.subarray(c * CHUNK_LEN, (c + 1) * CHUNK_LEN)));
+  let i = local;
+  while (level.length > 1) {
+    path.push(level[i ^ 1]);
+    const top = level.length === 2;
+    const next: Uint8Array[] = [];
+    for (let k = 0; k < level.length; k += 2) next.push(nodeHash(level[k], level[k + 1], top && count === 1));
+    level = next;
+    i = Math.floor(i / 2);
+  }
+  return { chunk, path: [...path, ...tileProof] };
+}

@@ -13,3 +13,4 @@ export * from './results';
 export * from './tx';
 export * from './inputs';
 export * from './history';
+export * from './dispute';

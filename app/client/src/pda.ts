@@ -4,7 +4,7 @@
 
 import { getAddressEncoder, getProgramDerivedAddress, getU16Encoder, getU64Encoder, type Address } from '@solana/kit';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from './generated/programs';
-import { findConfigPda, findEscrowPda, findNodePda, findVaultPda } from './generated/pdas';
+import { findConfigPda, findDisputePda, findEscrowPda, findNodePda, findVaultPda } from './generated/pdas';
 
 const text = (s: string) => new TextEncoder().encode(s);
 const addr = (a: Address) => getAddressEncoder().encode(a);
@@ -55,4 +55,9 @@ export async function voteAddress(
   return (
     await getProgramDerivedAddress({ programAddress, seeds: [text('vote'), addr(task), addr(node), new Uint8Array([round])] })
   )[0];
+}
+
+/** The dispute of `challenger` on `task`: `["dispute", task, challenger]`. */
+export async function disputeAddress(task: Address, challenger: Address, programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS): Promise<Address> {
+  return (await findDisputePda({ task, challenger }, { programAddress }))[0];
 }

@@ -164,8 +164,8 @@ export async function fetchResult(resultUrl: string, job: JobSpec, root: Uint8Ar
   return tiles;
 }
 
-/** Tiles `indices` of a result with their proofs, each checked against `root`. */
-export async function fetchTiles(resultUrl: string, job: JobSpec, root: Uint8Array, indices: number[], options: FetchOptions = {}): Promise<Uint8Array[]> {
+/** Tiles `indices` (distinct) of a result with their proofs, each checked against `root`. */
+export async function fetchProvenTiles(resultUrl: string, job: JobSpec, root: Uint8Array, indices: number[], options: FetchOptions = {}): Promise<ProvenTile[]> {
   checkServedUri(resultUrl, options);
   const count = tileCount(job);
   const distinct = [...new Set(indices)];
@@ -174,7 +174,14 @@ export async function fetchTiles(resultUrl: string, job: JobSpec, root: Uint8Arr
   const limit = distinct.length * (12 + tileLen(job) + 32 * MAX_PROOF);
   const r = await send(`${resultUrl}/tiles?i=${distinct.join(',')}`, {}, 'fetching tiles of the result');
   const served = decodeProven(job, distinct.length, await body(r, limit, 'the tiles'));
-  const checked = checkProven(job, root, distinct, served);
-  const byIndex = new Map(distinct.map((i, k) => [i, checked[k]]));
+  checkProven(job, root, distinct, served);
+  const byIndex = new Map(served.map((s) => [s.index, s]));
+  return distinct.map((i) => byIndex.get(i)!);
+}
+
+/** Tiles `indices` of a result, each checked against `root` by its proof. */
+export async function fetchTiles(resultUrl: string, job: JobSpec, root: Uint8Array, indices: number[], options: FetchOptions = {}): Promise<Uint8Array[]> {
+  const proven = await fetchProvenTiles(resultUrl, job, root, indices, options);
+  const byIndex = new Map(proven.map((s) => [s.index, s.tile]));
   return indices.map((i) => byIndex.get(i)!);
 }

@@ -10,6 +10,7 @@
 //!   committed string, the one-step recomputation, INVALID votes' pointers;
 //! * [`infer`] (host only): integer-only inference — the accumulator bound, the
 //!   requantization rule, the class tie rule, the output layout and a reference forward pass;
+//! * [`lazy`] (host only): the lazy voter's expected loss under disputes, by simulation;
 //! * [`manifest`]: the canonical input manifest of a job on the client's own data;
 //! * [`commit`]: vote commitments and the verification seed;
 //! * [`seats`]: stake-weighted seat sortition (tickets, scores, eligibility, displacement);
@@ -33,6 +34,8 @@ pub mod hash;
 #[cfg(not(target_os = "solana"))]
 pub mod infer;
 pub mod job;
+#[cfg(not(target_os = "solana"))]
+pub mod lazy;
 pub mod manifest;
 pub mod merkle;
 pub mod region;

@@ -17,7 +17,7 @@ use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::bert::BertProcessing;
 use tokenizers::Tokenizer;
 
-use super::mlp::{i32s, tensors};
+use super::tensors::{i32s, tensors};
 
 /// A model file's encoder and tokenizer.
 pub struct Model {

@@ -17,12 +17,12 @@ use anyhow::{anyhow, bail, ensure, Result};
 use compute_market_protocol::{
     hash::{hashv, Digest},
     job::{InputMode, JobKind, JobSpec},
-    manifest::{shape_of, Role, MAX_SAFETENSORS_HEADER},
+    manifest::{shape_of, Role},
     P,
 };
 use safetensors::{Dtype, SafeTensors};
 
-use super::Matrix;
+use super::{tensors::check_framing, Matrix};
 
 /// A `MatMulModP` job's inputs.
 #[derive(Clone, Debug)]
@@ -31,58 +31,6 @@ pub struct MatrixInputs {
     pub a: Arc<Matrix>,
     /// B, k × n.
     pub b: Arc<Matrix>,
-}
-
-/// Checks a safetensors file's framing before anything parses it: an 8-byte length, a header of
-/// at most [`MAX_SAFETENSORS_HEADER`] bytes (a stranger's header is never larger), and no
-/// tensor named twice (a JSON object may repeat a key; which one counts is not defined, so
-/// such a file is refused).
-pub fn check_framing(bytes: &[u8], what: &str) -> Result<()> {
-    ensure!(
-        bytes.len() >= 8,
-        "{what}: not a safetensors file ({} bytes)",
-        bytes.len()
-    );
-    let header = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
-    ensure!(
-        header <= MAX_SAFETENSORS_HEADER && 8 + header <= bytes.len() as u64,
-        "{what}: its safetensors header is {header} bytes (at most {MAX_SAFETENSORS_HEADER}, within the file)"
-    );
-    let json = &bytes[8..8 + header as usize];
-    let keys: Keys = serde_json::from_slice(json)
-        .map_err(|e| anyhow!("{what}: malformed safetensors header: {e}"))?;
-    let mut seen = std::collections::HashSet::new();
-    if let Some(dup) = keys.0.iter().find(|k| !seen.insert(k.as_str())) {
-        bail!("{what}: the tensor {dup:?} is named twice");
-    }
-    Ok(())
-}
-
-/// The keys of a JSON object, in order, repeats kept.
-struct Keys(Vec<String>);
-
-impl<'de> serde::Deserialize<'de> for Keys {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Keys;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut m: A,
-            ) -> std::result::Result<Keys, A::Error> {
-                let mut keys = vec![];
-                while let Some(k) = m.next_key::<String>()? {
-                    m.next_value::<serde::de::IgnoredAny>()?;
-                    keys.push(k);
-                }
-                Ok(Keys(keys))
-            }
-        }
-        d.deserialize_map(V)
-    }
 }
 
 /// Parses part `role` of `job` from the exact bytes fetched: a safetensors file whose only
@@ -441,6 +389,39 @@ pub fn encoder(job: &JobSpec) -> Result<EncoderInputs> {
         Inputs::Encoder(e) => Ok(e),
         _ => bail!("the inputs held for this manifest are not an encoder and texts"),
     }
+}
+
+/// Holds the synthetic model and a `rows`-row batch under `manifest` and returns the `Mlp`
+/// job on them (8 rows a tile). Only for one-shot commands (gpu-check): a daemon must never
+/// hold inputs it did not fetch, under a manifest a stranger could name.
+pub fn hold_synthetic(
+    rows: usize,
+    manifest: compute_market_protocol::hash::Digest,
+) -> compute_market_protocol::job::JobSpec {
+    let model = super::mlp::synthetic();
+    let job = compute_market_protocol::job::JobSpec::mlp(
+        rows as u32,
+        64,
+        10,
+        model.work_per_row(),
+        8,
+        manifest,
+    );
+    let batch = super::mlp::Batch {
+        rows,
+        features: 64,
+        x: (0..rows * 64)
+            .map(|i| (compute_market_protocol::job::splitmix64(i as u64) % 255) as i8)
+            .collect(),
+    };
+    hold_mlp(
+        manifest,
+        MlpInputs {
+            model: std::sync::Arc::new(model),
+            batch: std::sync::Arc::new(batch),
+        },
+    );
+    job
 }
 
 #[cfg(test)]

@@ -6,34 +6,12 @@
 //! here only spreads rows over threads and feeds each layer a contiguous weight row, so its
 //! bytes are the reference's by construction, and tests hold them equal.
 
-use std::collections::HashMap;
-
 use anyhow::{anyhow, bail, ensure, Result};
 use compute_market_protocol::infer::{class_of, row_len, Layer, Mlp, MAX_LAYERS};
 use rayon::prelude::*;
 use safetensors::{Dtype, SafeTensors};
 
-/// The tensors of a safetensors file by name: dtype, shape, bytes (borrowed from `bytes`).
-/// The framing is checked first ([`check_framing`]): a bounded header, no name twice.
-pub(super) fn tensors<'a>(
-    bytes: &'a [u8],
-    what: &str,
-) -> Result<HashMap<String, (Dtype, Vec<usize>, &'a [u8])>> {
-    super::inputs::check_framing(bytes, what)?;
-    let st = SafeTensors::deserialize(bytes)
-        .map_err(|e| anyhow!("{what}: malformed safetensors: {e}"))?;
-    Ok(st
-        .tensors()
-        .into_iter()
-        .map(|(name, t)| (name, (t.dtype(), t.shape().to_vec(), t.data())))
-        .collect())
-}
-
-pub(super) fn i32s(b: &[u8]) -> Vec<i32> {
-    b.chunks_exact(4)
-        .map(|c| i32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect()
-}
+use super::tensors::{i32s, tensors};
 
 /// Reads a model file — layers `l0 … l{L−1}`, each `weight` `I8` [out, in] and `bias` `I32`
 /// [out], hidden ones also `multiplier` and `shift` `I32` [out]; nothing else — and checks it
@@ -242,7 +220,7 @@ fn logits_block(model: &Mlp, x: &[i8], n: usize) -> Vec<i32> {
 }
 
 /// A synthetic 64-256-256-10 model (weights from a fixed generator) for measuring speed.
-fn synthetic() -> Mlp {
+pub(super) fn synthetic() -> Mlp {
     let widths = [64usize, 256, 256, 10];
     let layers = widths
         .windows(2)
@@ -312,39 +290,6 @@ pub fn odd_synthetic(rows: usize) -> (Mlp, Batch) {
         x: (0..rows * 13).map(|i| g(99, i) as i8).collect(),
     };
     (Mlp { layers }, batch)
-}
-
-/// Holds the synthetic model and a `rows`-row batch under `manifest` and returns the `Mlp`
-/// job on them (8 rows a tile). Only for one-shot commands (gpu-check): a daemon must never
-/// hold inputs it did not fetch, under a manifest a stranger could name.
-pub fn hold_synthetic(
-    rows: usize,
-    manifest: compute_market_protocol::hash::Digest,
-) -> compute_market_protocol::job::JobSpec {
-    let model = synthetic();
-    let job = compute_market_protocol::job::JobSpec::mlp(
-        rows as u32,
-        64,
-        10,
-        model.work_per_row(),
-        8,
-        manifest,
-    );
-    let batch = Batch {
-        rows,
-        features: 64,
-        x: (0..rows * 64)
-            .map(|i| (compute_market_protocol::job::splitmix64(i as u64) % 255) as i8)
-            .collect(),
-    };
-    super::inputs::hold_mlp(
-        manifest,
-        super::inputs::MlpInputs {
-            model: std::sync::Arc::new(model),
-            batch: std::sync::Arc::new(batch),
-        },
-    );
-    job
 }
 
 /// Runs `rows` rows through the synthetic model (for a speed figure).

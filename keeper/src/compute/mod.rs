@@ -13,6 +13,7 @@ pub mod freivalds;
 pub mod inputs;
 pub mod matrix;
 pub mod mlp;
+pub mod tensors;
 
 use anyhow::Result;
 use compute_market_protocol::job::JobSpec;

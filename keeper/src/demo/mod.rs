@@ -36,7 +36,7 @@ use crate::{
     db::Db,
     deploy,
     results::ResultStore,
-    roles::{cranker::Cranker, provider::Provider, verifier::Verifier, NodeCtx},
+    roles::{cranker::Cranker, provider::Provider, verifier::Verifier, watcher::Watcher, NodeCtx},
 };
 
 /// Seconds per slot assumed when turning slots into time (Solana's target).
@@ -66,6 +66,8 @@ pub struct DemoConfig {
     pub sentences: bool,
     /// The market's minimum quorum (0: the protocol's default, 3).
     pub min_quorum: u8,
+    /// The market's dispute window, slots (0: verdicts final at once; PROTOCOL §8).
+    pub dispute_window: u32,
 }
 
 impl Default for DemoConfig {
@@ -85,6 +87,7 @@ impl Default for DemoConfig {
             digits: false,
             sentences: false,
             min_quorum: 0,
+            dispute_window: 0,
         }
     }
 }
@@ -153,6 +156,10 @@ pub struct Scenario {
     pub verifiers: Vec<Verifier>,
     /// The cranker.
     pub cranker: Cranker,
+    /// Watchers (none unless a test adds one): they check held Accepted results and dispute.
+    pub watchers: Vec<Watcher>,
+    /// Each task's last status and verdict (`majority`, PROTOCOL §8.5) seen before it closed.
+    pub verdicts: HashMap<Pubkey, (TaskStatus, u8)>,
     /// Posted tasks: address, job, reward.
     pub tasks: Vec<(Pubkey, JobSpec, u64)>,
     /// Where the nodes keep their stores.
@@ -238,7 +245,7 @@ impl Scenario {
                     windows,
                     task_ttl: 2_000,
                     min_quorum: cfg.min_quorum,
-                    dispute_window: 0,
+                    dispute_window: cfg.dispute_window,
                 },
             },
         )?;
@@ -261,6 +268,8 @@ impl Scenario {
             providers: vec![],
             verifiers: vec![],
             cranker: Cranker::new(cranker_kp, treasury, market, 1),
+            watchers: vec![],
+            verdicts: HashMap::new(),
             tasks: vec![],
             dir: dir.clone(),
             errors: 0,
@@ -398,7 +407,13 @@ impl Scenario {
             c.airdrop(&kp.pubkey(), 100_000_000_000);
             kp
         });
-        deploy::fund(chain.as_ref(), &self.admin, &kp.pubkey(), STAKE)?;
+        // the stake, and a tenth more left in the wallet: what a dispute bonds (PROTOCOL §8.3)
+        deploy::fund(
+            chain.as_ref(),
+            &self.admin,
+            &kp.pubkey(),
+            STAKE + STAKE / 10,
+        )?;
         cli::node_register(chain.as_ref(), &kp, 1, roles, HARDWARE)?;
         cli::node_stake(chain.as_ref(), &kp, STAKE, None)?;
         Ok(NodeCtx {
@@ -424,6 +439,9 @@ impl Scenario {
                 _ => continue,
             };
             self.first_seen.entry((key, phase)).or_insert(now);
+            if t.status.is_decided() {
+                self.verdicts.insert(key, (t.status, t.tally().majority));
+            }
             if t.result_root != [0; 32] {
                 self.roots.insert(key, t.result_root);
             }
@@ -478,6 +496,20 @@ impl Scenario {
                 &v.ctx.name.clone(),
                 v.step(chain.as_ref()),
             );
+        }
+        // (seen before the cranker can conclude and close what a dispute overturned)
+        self.observe()?;
+        if !self.watchers.is_empty() {
+            let now = self.chain.slot()?;
+            let tasks = self.chain.tasks_of(&pda::market(1))?;
+            for w in &mut self.watchers {
+                Self::survive(
+                    &mut self.errors,
+                    &w.ctx.name.clone(),
+                    w.step_with(chain.as_ref(), now, &tasks),
+                );
+            }
+            self.observe()?;
         }
         Self::survive(
             &mut self.errors,

@@ -3,10 +3,12 @@
 //! due. Steps are idempotent: everything they do is derived from chain state, so a restarted
 //! keeper picks up where the chain is.
 
+pub mod challenger;
 pub mod cranker;
 pub mod prefetch;
 pub mod provider;
 pub mod verifier;
+pub mod watcher;
 
 use std::sync::{Arc, Mutex};
 

@@ -227,6 +227,8 @@ pub struct Provider {
     source_failures: HashMap<String, (Instant, u32)>,
     /// The parts of the manifests it pins ([`Provider::pin_inputs`]), read once each.
     manifest_parts: HashMap<Digest, Vec<Digest>>,
+    /// The disputes it plays: of Rejected verdicts of its right results (PROTOCOL §8).
+    disputes: super::challenger::Disputes,
 }
 
 impl Provider {
@@ -248,6 +250,55 @@ impl Provider {
             prefetcher: Prefetcher::new(PREFETCH_PARALLEL),
             source_failures: HashMap::new(),
             manifest_parts: HashMap::new(),
+            disputes: Default::default(),
+        }
+    }
+
+    /// Disputes the Rejected verdicts of its results that INVALID seats decided, when every
+    /// INVALID vote points at an element its result holds right (PROTOCOL §8, kind 2: checked
+    /// here first, as the program will, so it never bonds on a claim that is true); the proofs
+    /// come from its result store. Argued to the end, or resumed after a restart.
+    fn dispute_rejections(&self, chain: &dyn Chain, now: u64, tasks: &[(Pubkey, Task)]) {
+        use super::challenger::{claims_all_false, Claim};
+        let kind = compute_market_protocol::dispute::DISPUTE_CLAIMS_FALSE;
+        for (key, t) in tasks {
+            if !t.held || t.provider != self.ctx.node {
+                continue;
+            }
+            if !self.disputes.wants(&self.db, key, t, kind, now) {
+                continue;
+            }
+            let Some(entry) = self.ctx.store.entry(&t.result_root) else {
+                tracing::warn!(provider = self.ctx.name, task = %key, "its result was Rejected, and the result is no longer in its store: cannot dispute");
+                self.disputes.forgo(key);
+                continue;
+            };
+            let tile = |i: u32| -> Result<(Vec<u8>, Vec<Digest>)> {
+                let proof = entry.tree()?.proof(i).context("no such tile")?;
+                Ok((entry.tile(i)?, proof))
+            };
+            if !matches!(self.db.disputed(key), Ok(Some(_))) {
+                match claims_all_false(chain, key, t, &tile) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::info!(provider = self.ctx.name, task = %key, "Rejected, and an INVALID vote points at an element its result holds wrong: not disputing");
+                        self.disputes.forgo(key);
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "cannot judge the INVALID votes yet");
+                        continue;
+                    }
+                }
+            }
+            self.disputes.play(
+                chain,
+                &self.ctx.kp,
+                &self.ctx.name,
+                &self.db,
+                key,
+                &Claim::ClaimsFalse(&tile),
+            );
         }
     }
 
@@ -989,6 +1040,7 @@ impl Provider {
                 }
             }
         }
+        self.dispute_rejections(chain, now, tasks);
         let Some(node) = chain.node(&self.ctx.node)? else {
             return Ok(());
         };

@@ -26,7 +26,7 @@ use compute_market::{
     state::{Node, Task, TaskStatus, Vote},
 };
 use compute_market_protocol::{
-    commit::{vote_commitment, VOTE_UNAVAILABLE, VOTE_VALID},
+    commit::{vote_commitment, VOTE_INVALID, VOTE_UNAVAILABLE, VOTE_VALID},
     hash::{hashv, Digest},
     job::{JobKind, JobSpec},
     sampling::sample_indices,
@@ -103,6 +103,9 @@ pub struct Verifier {
     pub ctx: NodeCtx,
     /// A careless verifier votes "valid" without checking.
     pub careless: bool,
+    /// A lying verifier votes "invalid" without checking, pointing at a right element (tests
+    /// and demos: what a provider's dispute answers).
+    pub lying: bool,
     /// Crash-safe store of sealed votes.
     pub db: Arc<Db>,
     /// What it checked.
@@ -131,6 +134,8 @@ pub struct Verifier {
     pub finalized: Mutex<Vec<TaskFinalized>>,
     /// Tasks whose round it escalated with its own last reveal.
     pub escalated: Mutex<Vec<Pubkey>>,
+    /// The disputes it plays: of Accepted verdicts its INVALID votes lost (PROTOCOL §8).
+    disputes: super::challenger::Disputes,
 }
 
 /// What a check needs, owned (it may run on its own thread).
@@ -143,6 +148,7 @@ struct Checker {
     store: Arc<crate::results::ResultStore>,
     db: Arc<Db>,
     careless: bool,
+    lying: bool,
     mirrors: Vec<String>,
 }
 
@@ -152,6 +158,7 @@ impl Verifier {
         Verifier {
             ctx,
             careless: false,
+            lying: false,
             db,
             records: vec![],
             hold_after_commit: None,
@@ -163,6 +170,37 @@ impl Verifier {
             unjoined: Mutex::default(),
             finalized: Mutex::default(),
             escalated: Mutex::default(),
+            disputes: Default::default(),
+        }
+    }
+
+    /// Disputes the Accepted verdicts its INVALID votes lost (PROTOCOL §8): a held task of its
+    /// market whose deciding round it voted INVALID in with a pointer kept in its store; the
+    /// dispute is argued to its end, or resumed where the chain has it after a restart.
+    fn dispute_lost(&self, chain: &dyn Chain, now: u64, tasks: &[(Pubkey, Task)]) {
+        use super::challenger::Claim;
+        use crate::dispute::Pointer;
+        for (key, t) in tasks {
+            if !t.held {
+                continue;
+            }
+            let Ok(Some(bytes)) = self.db.pointer(key, t.round) else {
+                continue;
+            };
+            let Some(p) = Pointer::decode(&bytes) else {
+                continue;
+            };
+            let kind = compute_market_protocol::dispute::DISPUTE_RESULT_WRONG;
+            if self.disputes.wants(&self.db, key, t, kind, now) {
+                self.disputes.play(
+                    chain,
+                    &self.ctx.kp,
+                    &self.ctx.name,
+                    &self.db,
+                    key,
+                    &Claim::ResultWrong(&p),
+                );
+            }
         }
     }
 
@@ -177,6 +215,7 @@ impl Verifier {
             store: self.ctx.store.clone(),
             db: self.db.clone(),
             careless: self.careless,
+            lying: self.lying,
             mirrors: self.mirrors.clone(),
         }
     }
@@ -660,6 +699,7 @@ impl Verifier {
                 }
             }
         }
+        self.dispute_lost(chain, now, tasks);
         Ok(())
     }
 }
@@ -752,18 +792,14 @@ impl Checker {
                     "fetching the inputs or the result of task {task} (retrying until slot {give_up})"
                 )))
             }
-            Err(e) if e.is_transient() => Ok(Verdict {
-                vote: VOTE_UNAVAILABLE,
-                evidence: [0; 32],
-                reason: format!(
-                    "no source served the inputs or the result by slot {give_up}: {e}"
-                ),
-            }),
-            Err(e) => Ok(Verdict {
-                vote: compute_market_protocol::commit::VOTE_INVALID,
-                evidence: [0; 32],
-                reason: format!("what was served breaks the protocol: {e}"),
-            }),
+            Err(e) if e.is_transient() => Ok(Verdict::plain(
+                VOTE_UNAVAILABLE,
+                format!("no source served the inputs or the result by slot {give_up}: {e}"),
+            )),
+            Err(e) => Ok(Verdict::plain(
+                VOTE_INVALID,
+                format!("what was served breaks the protocol: {e}"),
+            )),
         }
     }
 
@@ -825,17 +861,19 @@ impl Checker {
     ) -> Result<(VerifyRecord, Sealed)> {
         let start = Instant::now();
         let verdict = if self.careless {
-            Verdict {
-                vote: VOTE_VALID,
-                evidence: [0; 32],
-                reason: "careless: did not check".into(),
-            }
+            Verdict::plain(VOTE_VALID, "careless: did not check")
+        } else if self.lying {
+            lie(t, &self.node)
         } else {
             pointerless_invalid(t, self.check(key, t, now, give_up, may_give_up)?)
         };
         let seconds = start.elapsed().as_secs_f64();
         tracing::info!(verifier = self.name, task = %key, round = t.round, vote = verdict.vote, reason = verdict.reason, seconds, "checked");
         let sealed = self.seal(key, t, verdict.vote, verdict.evidence);
+        // what proves the vote's pointer first: a vote that lost can always be disputed
+        if let Some(p) = &verdict.pointer {
+            self.db.put_pointer(key, t.round, &p.encode())?;
+        }
         self.db.put_sealed(key, t.round, &sealed)?;
         Ok((
             VerifyRecord {
@@ -902,20 +940,43 @@ pub fn seat_plan(t: &Task, node: &Node, me: &Pubkey, wallet: &Pubkey, now: u64) 
     out
 }
 
-/// In a market with a dispute window, an INVALID vote must point at the element it says is
-/// wrong, or a dispute refutes it at once and takes its whole bond (PROTOCOL §8.2). This keeper
-/// does not point yet, so there it votes UNAVAILABLE instead: never a losing vote, and a
-/// majority of them still rejects the result as withheld.
+/// In a market with a dispute window, an INVALID vote on a job the program referees must point
+/// at the element it says is wrong, or a dispute refutes it and takes its whole bond (PROTOCOL
+/// §8.2). A verifier points when it holds a proven element that recomputes differently; what
+/// proves nothing about the commitment (a bad proof, other tiles, a malformed answer) is an
+/// UNAVAILABLE vote there: never a losing vote, and a majority of them still rejects the
+/// result as withheld.
 fn pointerless_invalid(t: &Task, v: Verdict) -> Verdict {
-    if t.dispute_window == 0 || v.vote != compute_market_protocol::commit::VOTE_INVALID {
+    let refereed =
+        JobSpec::decode(&t.job).is_ok_and(|j| compute_market_protocol::dispute::supported(&j));
+    if t.dispute_window == 0 || !refereed || v.vote != VOTE_INVALID || v.pointer.is_some() {
         return v;
     }
-    Verdict {
-        vote: VOTE_UNAVAILABLE,
-        evidence: [0; 32],
-        reason: format!(
-            "{} (UNAVAILABLE, not INVALID: this market takes disputes and this keeper does not point at the wrong element yet)",
+    Verdict::plain(
+        VOTE_UNAVAILABLE,
+        format!(
+            "{} (UNAVAILABLE, not INVALID: what was served proves no element wrong, and this market takes disputes)",
             v.reason
         ),
+    )
+}
+
+/// A lying verifier's vote (tests and demos of disputes): INVALID without checking, pointing at
+/// the first element of its first sampled tile, which an honest provider's dispute refutes.
+fn lie(t: &Task, me: &Pubkey) -> Verdict {
+    let tile = sample_indices(
+        &t.seed,
+        &me.to_bytes(),
+        t.samples.max(1) as u32,
+        t.tile_count,
+    )
+    .first()
+    .copied()
+    .unwrap_or(0);
+    Verdict {
+        vote: VOTE_INVALID,
+        evidence: compute_market_protocol::dispute::invalid_evidence(tile, 0, &[0; 32]),
+        reason: format!("lying: did not check; says tile {tile} element 0 is wrong"),
+        pointer: None,
     }
 }

@@ -44,7 +44,8 @@ pub struct InitArgs {
     #[arg(long, default_value_t = 1_000)]
     task_ttl: u32,
     /// Slots a decided verdict stays open to disputes before its money moves (PROTOCOL §8.1;
-    /// at most 10 000). 0: no disputes (the keepers do not play them yet).
+    /// at most 10 000; keepers point their INVALID votes, watch and dispute, §8.8). 0: no
+    /// disputes, every verdict final when decided.
     #[arg(long, default_value_t = 0)]
     dispute_window: u32,
     /// Unstake cooldown, slots (must exceed twice the longest task).

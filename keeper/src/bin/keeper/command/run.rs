@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use anyhow::{ensure, Result};
 use clap::Args;
-use compute_market_keeper::{config::expand, daemon, results::FetchPolicy};
+use compute_market_keeper::{
+    config::expand, daemon, results::FetchPolicy, roles::watcher::Watched,
+};
 use solana_signer::Signer;
 
 use crate::context::{progress_bars, select, Backend, Ctx};
@@ -21,6 +23,15 @@ pub struct RunArgs {
     /// Finalize, settle, expire, close and sweep.
     #[arg(long)]
     crank: bool,
+    /// Watch this wallet's own tasks: while an Accepted verdict is held for its dispute window,
+    /// check a sample of its result and dispute a wrong element (PROTOCOL §8; the bond comes
+    /// from this wallet's token account of the stake mint).
+    #[arg(long)]
+    watch: bool,
+    /// Watch every task of the market, as --watch does its own (a watchtower: a won dispute
+    /// pays an award).
+    #[arg(long, conflicts_with = "watch")]
+    watch_all: bool,
     /// Market id.
     #[arg(long)]
     market: Option<u16>,
@@ -96,6 +107,12 @@ pub struct RunArgs {
     /// Test only: corrupt this fraction of every result's tiles (a dishonest provider).
     #[arg(long, hide = true, default_value_t = 0.0)]
     corrupt_fraction: f64,
+    /// Test only: the verifier votes VALID without checking (a lazy or colluding seat).
+    #[arg(long, hide = true)]
+    careless: bool,
+    /// Test only: the verifier votes INVALID without checking, pointing at a right element.
+    #[arg(long, hide = true, conflicts_with = "careless")]
+    lying: bool,
     /// Test only: after each vote commit lands, wait this many ms before anything else (a test
     /// kills the process in that window, between commit and reveal).
     #[arg(long, hide = true)]
@@ -106,8 +123,8 @@ impl RunArgs {
     /// Runs the daemon until it is signalled.
     pub fn execute(self, ctx: &Ctx) -> Result<()> {
         ensure!(
-            self.provider || self.verifier || self.crank,
-            "choose at least one of --provider, --verifier, --crank"
+            self.provider || self.verifier || self.crank || self.watch || self.watch_all,
+            "choose at least one of --provider, --verifier, --crank, --watch, --watch-all"
         );
         let backend = select(self.backend)?;
         let kp = ctx.keypair()?;
@@ -134,6 +151,12 @@ impl RunArgs {
         opts.claim_backoff = self.claim_backoff;
         opts.corrupt_fraction = self.corrupt_fraction;
         opts.hold_after_commit = self.hold_after_commit_ms.map(Duration::from_millis);
+        (opts.careless, opts.lying) = (self.careless, self.lying);
+        opts.watch = if self.watch_all {
+            Some(Watched::All)
+        } else {
+            self.watch.then(|| Watched::Clients(vec![kp.pubkey()]))
+        };
         opts.progress = Some(progress_bars());
         opts.ws_url = Some(daemon::ws_url(
             &compute_market_keeper::chain::rpc::resolve_url(&ctx.url),

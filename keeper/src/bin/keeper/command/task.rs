@@ -1,5 +1,5 @@
-//! `keeper task`: post (one or a batch, generated inputs or the client's own), result, cancel,
-//! status, list.
+//! `keeper task`: post (one or a batch, generated inputs or the client's own), result, dispute,
+//! cancel, status, list.
 
 use anchor_lang::prelude::Pubkey;
 use anyhow::{bail, ensure, Context, Result};
@@ -9,7 +9,7 @@ use compute_market_protocol::job::JobSpec;
 use serde_json::to_value;
 use solana_signer::Signer;
 
-use crate::context::{parse_address, Ctx};
+use crate::context::{parse_address, select, Backend, Ctx};
 
 /// Client tasks.
 #[derive(Subcommand, Debug)]
@@ -102,6 +102,24 @@ pub enum TaskCmd {
         /// provider's fails.
         #[arg(long = "from")]
         from: Vec<String>,
+        /// Fetch from loopback and private addresses (a local cluster).
+        #[arg(long)]
+        allow_private_urls: bool,
+    },
+    /// Disputes an Accepted result held for its market's dispute window (PROTOCOL §8):
+    /// recomputes its tiles here first (all of them, or --tile), refuses to bond when they are
+    /// right, else bonds one seat's bond and argues the first wrong element until the program
+    /// decides. Run again, it resumes its dispute.
+    Dispute {
+        /// Task address.
+        #[arg(value_parser = parse_address)]
+        task: Pubkey,
+        /// Only these tiles (comma-separated indices) [default: every tile].
+        #[arg(long = "tile", value_delimiter = ',')]
+        tiles: Vec<u32>,
+        /// Compute backend for the recomputation.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
         /// Fetch from loopback and private addresses (a local cluster).
         #[arg(long)]
         allow_private_urls: bool,
@@ -276,6 +294,27 @@ impl TaskCmd {
                 };
                 to_value(clientdata::task_result(
                     &task, &c, wanted, &from, &out, policy,
+                )?)?
+            }
+            TaskCmd::Dispute {
+                task,
+                tiles,
+                backend,
+                allow_private_urls,
+            } => {
+                let policy = FetchPolicy {
+                    allow_loopback: allow_private_urls,
+                    allow_private: allow_private_urls,
+                    ..FetchPolicy::default()
+                };
+                let backend = select(backend)?;
+                to_value(cli::task_dispute(
+                    chain.as_ref(),
+                    &ctx.keypair()?,
+                    backend.as_ref(),
+                    &task,
+                    &tiles,
+                    policy,
                 )?)?
             }
             TaskCmd::Cancel { id } => {

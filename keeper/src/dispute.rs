@@ -1,0 +1,221 @@
+//! What a dispute needs from a check (PROTOCOL §8): the element a wrong result gets wrong,
+//! found while checking, and what proves its committed value (the tile and its proof), kept by
+//! the keeper that will dispute. Pure: the playing of a dispute on chain is
+//! [`crate::roles::challenger`].
+
+use compute_market_protocol::{
+    dispute::{self as rule},
+    hash::Digest,
+    job::{InputMode, JobSpec, MATMUL_TILE},
+    merkle::{chunk_proof, slot_len},
+    P,
+};
+
+/// An element of a committed result that recomputes differently, with what proves its
+/// committed value: the tile that holds it and the tile's proof to the result root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pointer {
+    /// The tile.
+    pub tile: u32,
+    /// The element within the tile (PROTOCOL §8.2).
+    pub element: u32,
+    /// The tile's committed bytes.
+    pub bytes: Vec<u8>,
+    /// The tile's proof to the result root.
+    pub proof: Vec<Digest>,
+}
+
+impl Pointer {
+    /// The chunk that holds the element and its siblings to the root (PROTOCOL §8.4).
+    pub fn chunk_proof(&self, job: &JobSpec) -> (Vec<u8>, Vec<Digest>) {
+        element_proof(job, self.tile, self.element, &self.bytes, &self.proof)
+    }
+
+    /// Bytes kept in a keeper's store: tile, element, proof length, proof, tile.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(12 + 32 * self.proof.len() + self.bytes.len());
+        v.extend_from_slice(&self.tile.to_le_bytes());
+        v.extend_from_slice(&self.element.to_le_bytes());
+        v.extend_from_slice(&(self.proof.len() as u32).to_le_bytes());
+        for d in &self.proof {
+            v.extend_from_slice(d);
+        }
+        v.extend_from_slice(&self.bytes);
+        v
+    }
+
+    /// [`Pointer::encode`] read back; `None` when the bytes are not one.
+    pub fn decode(b: &[u8]) -> Option<Pointer> {
+        let word = |o: usize| Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?));
+        let (tile, element, n) = (word(0)?, word(4)?, word(8)? as usize);
+        if n > rule::MAX_CHUNK_SIBLINGS {
+            return None;
+        }
+        let end = 12 + 32 * n;
+        let proof = b
+            .get(12..end)?
+            .chunks_exact(32)
+            .map(|c| c.try_into().expect("32 bytes"))
+            .collect();
+        Some(Pointer {
+            tile,
+            element,
+            bytes: b[end..].to_vec(),
+            proof,
+        })
+    }
+}
+
+/// The chunk holding (tile, element) of a tile whose bytes and proof are given, and its
+/// siblings to the root.
+pub fn element_proof(
+    job: &JobSpec,
+    tile: u32,
+    element: u32,
+    bytes: &[u8],
+    proof: &[Digest],
+) -> (Vec<u8>, Vec<Digest>) {
+    let slot = slot_len(job.tile_len()) as u64;
+    let byte = (rule::element_offset(job, tile, element) % slot) as usize;
+    chunk_proof(tile, job.tile_count(), bytes, proof, byte)
+}
+
+/// The first element of `tile` at which the committed bytes `served` differ from `mine` (the
+/// job's own output), if any.
+pub fn first_difference(job: &JobSpec, served: &[u8], mine: &[u8]) -> Option<u32> {
+    let w = rule::element_width(job).max(1);
+    served
+        .chunks(w)
+        .zip(mine.chunks(w))
+        .position(|(a, b)| a != b)
+        .map(|e| e as u32)
+}
+
+/// A wrong entry of a `MatMulModP` product `tiles` (root already checked): a padding entry
+/// that is not zero or an entry not below p (found by a scan), else a wrong entry in one of
+/// `rows` (the rows where a Freivalds product disagreed), recomputed from generated inputs.
+/// `(tile, element)`; `None` when none is found (a product on the client's data, whose rows
+/// the verifier cannot recompute here, or rows that are right).
+pub fn matmul_wrong_entry(
+    job: &JobSpec,
+    tiles: &[Vec<u8>],
+    rows: impl IntoIterator<Item = usize>,
+) -> Option<(u32, u32)> {
+    let (_, cols) = job.tile_grid();
+    let value = |t: &[u8], e: u32| {
+        let o = e as usize * 4;
+        t.get(o..o + 4)
+            .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+    };
+    for (t, tile) in tiles.iter().enumerate() {
+        for e in 0..MATMUL_TILE * MATMUL_TILE {
+            let v = value(tile, e) as u64;
+            let entry = rule::matmul_entry(job, t as u32, e);
+            if (entry.is_none() && v != 0) || v >= P {
+                return Some((t as u32, e));
+            }
+        }
+    }
+    if job.input_mode != InputMode::Generated {
+        return None;
+    }
+    let (k, n) = (job.dims[1], job.dims[2]);
+    for i in rows {
+        let i = i as u32;
+        if i >= job.dims[0] {
+            continue;
+        }
+        for j in 0..n {
+            let t = (i / MATMUL_TILE) * cols + j / MATMUL_TILE;
+            let e = (i % MATMUL_TILE) * MATMUL_TILE + j % MATMUL_TILE;
+            let want = rule::matmul_terms(job, i, j, 0, k, 0) as u32;
+            if value(tiles.get(t as usize)?, e) != want {
+                return Some((t, e));
+            }
+        }
+    }
+    None
+}
+
+/// Whether the committed element of `bytes` (tile `tile`, element `element`) is what the job
+/// gives, recomputed as the program will (`None` for a kind the program cannot referee).
+pub fn element_is_right(job: &JobSpec, tile: u32, element: u32, bytes: &[u8]) -> Option<bool> {
+    let want = rule::expected_element(job, tile, element)?;
+    let w = rule::element_width(job).min(32);
+    let o = element as usize * rule::element_width(job);
+    Some(bytes.get(o..o + w) == Some(&want[..w]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pointer_round_trips_and_garbage_is_refused() {
+        let p = Pointer {
+            tile: 7,
+            element: 300,
+            bytes: vec![1, 2, 3, 4, 5],
+            proof: vec![[9; 32], [8; 32]],
+        };
+        assert_eq!(Pointer::decode(&p.encode()), Some(p));
+        assert_eq!(Pointer::decode(&[1, 2, 3]), None);
+        let mut huge = vec![0u8; 12];
+        huge[8..12].copy_from_slice(&1000u32.to_le_bytes());
+        assert_eq!(
+            Pointer::decode(&huge),
+            None,
+            "a proof longer than any is refused"
+        );
+    }
+
+    #[test]
+    fn the_wrong_matmul_entry_is_found_by_scan_and_by_row() {
+        // 70 × 5 × 130: padding in the last row and column of tiles
+        let job = JobSpec::matmul(70, 5, 130, [3; 32]);
+        let right: Vec<Vec<u8>> = (0..job.tile_count())
+            .map(|t| {
+                (0..MATMUL_TILE * MATMUL_TILE)
+                    .flat_map(|e| rule::expected_element(&job, t, e).unwrap()[..4].to_vec())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(matmul_wrong_entry(&job, &right, 0..70), None);
+        // a wrong entry at row 66, column 129: tile 5, element (2·64 + 1)
+        let mut wrong = right.clone();
+        wrong[5][(2 * 64 + 1) * 4] ^= 1;
+        assert_eq!(
+            matmul_wrong_entry(&job, &wrong, [66]),
+            Some((5, 2 * 64 + 1))
+        );
+        assert_eq!(
+            matmul_wrong_entry(&job, &wrong, [65]),
+            None,
+            "only the rows asked"
+        );
+        // a nonzero padding entry is found whatever the rows
+        let mut pad = right.clone();
+        pad[5][(10 * 64 + 3) * 4] = 1;
+        assert_eq!(matmul_wrong_entry(&job, &pad, []), Some((5, 10 * 64 + 3)));
+        // and an entry not below p
+        let mut big = right;
+        big[0][..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(matmul_wrong_entry(&job, &big, []), Some((0, 0)));
+    }
+
+    #[test]
+    fn elements_are_judged_as_the_program_judges_them() {
+        let job = JobSpec::hash_batch(2, 8, 3, [5; 32]);
+        let tile: Vec<u8> = (0..8)
+            .flat_map(|e| rule::expected_element(&job, 1, e).unwrap())
+            .collect();
+        assert_eq!(element_is_right(&job, 1, 3, &tile), Some(true));
+        let mut bad = tile.clone();
+        bad[3 * 32 + 5] ^= 1;
+        assert_eq!(element_is_right(&job, 1, 3, &bad), Some(false));
+        assert_eq!(first_difference(&job, &bad, &tile), Some(3));
+        assert_eq!(first_difference(&job, &tile, &tile), None);
+        let mlp = JobSpec::mlp(16, 64, 10, 1000, 8, [1; 32]);
+        assert_eq!(element_is_right(&mlp, 0, 0, &[0; 80]), None, "not refereed");
+    }
+}

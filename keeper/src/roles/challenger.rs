@@ -1,0 +1,328 @@
+//! The challenger: disputes as keepers play them (PROTOCOL §8), deciding before bonding whether
+//! a dispute would win and arguing one to its end from chain state alone.
+//!
+//! Every role that disputes goes through [`argue`]: a verifier whose INVALID vote lost, a
+//! watcher (a client over its own tasks, or anyone) that finds an Accepted result wrong, a
+//! provider whose right result was Rejected by INVALID seats, and `keeper task dispute`. The
+//! dispute's progress lives on chain (proven, terms done, the vote targeted), so a keeper that
+//! restarts mid-dispute carries on from where the chain says it is; what proves the element
+//! (the wrong tile and its proof) is kept by the caller: a verifier in its store
+//! ([`Db::put_pointer`]), a provider in its result store.
+
+use anchor_lang::prelude::Pubkey;
+use anyhow::{bail, Context, Result};
+use compute_market::{
+    client,
+    instructions::OpenDisputeArgs,
+    pda,
+    state::{Dispute, Task, TaskStatus, DISPUTE_WON},
+};
+use compute_market_protocol::{
+    commit::{overturned, VOTE_INVALID, VOTE_VALID},
+    dispute::{self as rule, DISPUTE_CLAIMS_FALSE, DISPUTE_RESULT_WRONG, MAX_STEP_TERMS},
+    hash::Digest,
+    job::JobSpec,
+    merkle::CHUNK_LEN,
+};
+use solana_keypair::Keypair;
+use solana_signer::Signer;
+
+use super::{guard, send_all};
+use crate::{
+    chain::{Chain, ChainExt},
+    db::Db,
+    dispute::{element_is_right, element_proof, Pointer},
+};
+
+/// Bytes of proof written by one `dispute_write` (two per chunk: each transaction fits a
+/// packet with room to spare).
+const WRITE_BYTES: usize = CHUNK_LEN / 2;
+
+/// Most transactions one [`argue`] sends before it returns (a whole one-step dispute of a
+/// kind-2 over 15 votes is far less); the next pass carries on.
+const MAX_TURNS: usize = 256;
+
+/// What a challenger disputes, with what proves it.
+pub enum Claim<'a> {
+    /// Kind 1: the element the pointer names is wrong (against an Accepted verdict).
+    ResultWrong(&'a Pointer),
+    /// Kind 2: every INVALID vote of the deciding round points at a right element (against a
+    /// Rejected one); `tile(t)` gives the committed tile t and its proof.
+    ClaimsFalse(&'a dyn Fn(u32) -> Result<(Vec<u8>, Vec<Digest>)>),
+}
+
+/// Where a dispute stands after [`argue`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// It overturned the verdict: the cranker pays it once the votes are settled.
+    Won,
+    /// Its account is gone: it lost (its bond forfeit) or was paid and closed.
+    Closed,
+    /// Another dispute overturned the verdict first: the cranker returns the bond.
+    Moot,
+    /// Past its answer deadline: the cranker ends it as lost.
+    Expired,
+    /// Still open: [`MAX_TURNS`] were sent; the next pass carries on.
+    Open,
+}
+
+/// Whether `t` is a held verdict a dispute of `kind` may still be opened against at `now`.
+pub fn disputable(t: &Task, kind: u8, now: u64) -> bool {
+    let majority = t.tally().majority;
+    let against = if kind == DISPUTE_RESULT_WRONG {
+        (VOTE_VALID, TaskStatus::Accepted)
+    } else {
+        (VOTE_INVALID, TaskStatus::Rejected)
+    };
+    t.held
+        && !overturned(majority)
+        && (majority, t.status) == against
+        && now <= t.dispute_deadline
+        && JobSpec::decode(&t.job).is_ok_and(|j| rule::supported(&j))
+}
+
+/// Whether every INVALID vote of `t`'s deciding round points at an element the committed
+/// result holds right (or outside it): a kind-2 dispute the program will decide for the
+/// challenger. `tile(t)` gives the committed tile t. Errors name what could not be read.
+pub fn claims_all_false(
+    chain: &dyn Chain,
+    key: &Pubkey,
+    t: &Task,
+    tile: &dyn Fn(u32) -> Result<(Vec<u8>, Vec<Digest>)>,
+) -> Result<bool> {
+    let job = JobSpec::decode(&t.job)
+        .map_err(|e| anyhow::anyhow!("the task's job does not decode: {e:?}"))?;
+    let mut any = false;
+    for (_, v) in chain.votes(key)? {
+        if v.round != t.round || !v.revealed || v.vote != VOTE_INVALID || v.refuted {
+            continue;
+        }
+        any = true;
+        let (ti, e) = rule::pointer(&v.evidence);
+        if !rule::in_range(&job, ti, e) {
+            continue;
+        }
+        let (bytes, _) = tile(ti)?;
+        if element_is_right(&job, ti, e, &bytes) != Some(true) {
+            return Ok(false);
+        }
+    }
+    Ok(any)
+}
+
+/// Argues `challenger`'s dispute of task `key` for `claim` from wherever the chain says it
+/// stands: opens it (bonding from the wallet's token account of the stake mint, paid back
+/// there) unless `opened` says it was opened before (then a missing account means it ended),
+/// targets the next INVALID vote (kind 2), writes and proves the element's chunk, and steps the
+/// recomputation until the program decides. `on_open` runs once the open has landed (a keeper
+/// records it, so a dispute that lost is never opened again).
+pub fn argue(
+    chain: &dyn Chain,
+    challenger: &Keypair,
+    who: &str,
+    key: &Pubkey,
+    claim: &Claim,
+    opened: bool,
+    on_open: &mut dyn FnMut() -> Result<()>,
+) -> Result<Outcome> {
+    let me = challenger.pubkey();
+    let dispute_key = pda::dispute(key, &me);
+    let mut opened = opened;
+    let mut sent = 0;
+    while sent < MAX_TURNS {
+        let Some(t) = chain.task(key)? else {
+            return Ok(Outcome::Closed);
+        };
+        let job = JobSpec::decode(&t.job)
+            .map_err(|e| anyhow::anyhow!("the task's job does not decode: {e:?}"))?;
+        let now = chain.slot()?;
+        let d = chain
+            .account(&dispute_key)?
+            .and_then(|a| Dispute::from_account_data(&a));
+        let Some(d) = d else {
+            if opened {
+                return Ok(Outcome::Closed);
+            }
+            let (kind, tile, element) = match claim {
+                Claim::ResultWrong(p) => (DISPUTE_RESULT_WRONG, p.tile, p.element),
+                Claim::ClaimsFalse(_) => (DISPUTE_CLAIMS_FALSE, 0, 0),
+            };
+            if !disputable(&t, kind, now) {
+                bail!("task {key} can no longer be disputed (kind {kind}): its window closed, its verdict changed, or its job cannot be refereed");
+            }
+            let mint = chain
+                .decoded::<compute_market::state::Config>(&pda::config())?
+                .context("the program has no config on this cluster")?
+                .stake_mint;
+            let wallet = anchor_spl::associated_token::get_associated_token_address(&me, &mint);
+            let bond = t.verifier_bond.max(1);
+            let balance = chain.token_balance(&wallet)?;
+            if balance < bond {
+                bail!("a dispute of task {key} bonds {bond} base units from {wallet}, which holds {balance}: fund the wallet to dispute");
+            }
+            let args = OpenDisputeArgs {
+                kind,
+                tile,
+                element,
+            };
+            let r = send_all(
+                chain,
+                who,
+                "open_dispute",
+                key,
+                &[client::open_dispute(*key, me, wallet, wallet, args)],
+                challenger,
+            )?;
+            sent += 1;
+            crate::chain::must("open_dispute", r)?;
+            tracing::info!(who, task = %key, kind, tile, element, bond, "opened a dispute");
+            opened = true;
+            on_open()?;
+            continue;
+        };
+        if d.state == DISPUTE_WON {
+            return Ok(Outcome::Won);
+        }
+        if overturned(t.tally().majority) {
+            return Ok(Outcome::Moot);
+        }
+        if now > d.answer_deadline {
+            return Ok(Outcome::Expired);
+        }
+        let (what, ixs, vote) = if d.kind == DISPUTE_CLAIMS_FALSE && d.target == Pubkey::default() {
+            let next = chain.votes(key)?.into_iter().find(|(_, v)| {
+                v.round == t.round && v.revealed && v.vote == VOTE_INVALID && !v.refuted
+            });
+            let Some((vote, _)) = next else {
+                // every INVALID vote refuted: the last refutation won; read it next turn
+                return Ok(Outcome::Open);
+            };
+            (
+                "dispute_target",
+                vec![client::dispute_target(*key, me, vote)],
+                None,
+            )
+        } else if d.proven == 0 {
+            let (chunk, path) = match claim {
+                Claim::ResultWrong(p) => {
+                    if (p.tile, p.element) != (d.tile, d.element) {
+                        bail!("the open dispute of task {key} names tile {} element {}, not this keeper's pointer", d.tile, d.element);
+                    }
+                    p.chunk_proof(&job)
+                }
+                Claim::ClaimsFalse(tile) => {
+                    let (bytes, proof) = tile(d.tile)?;
+                    element_proof(&job, d.tile, d.element, &bytes, &proof)
+                }
+            };
+            let mut bytes = chunk;
+            for s in &path {
+                bytes.extend_from_slice(s);
+            }
+            for (i, part) in bytes.chunks(WRITE_BYTES).enumerate() {
+                let r = send_all(
+                    chain,
+                    who,
+                    "dispute_write",
+                    key,
+                    &[client::dispute_write(
+                        *key,
+                        me,
+                        (i * WRITE_BYTES) as u16,
+                        part.to_vec(),
+                    )],
+                    challenger,
+                )?;
+                sent += 1;
+                crate::chain::must("dispute_write", r)?;
+            }
+            (
+                "dispute_prove",
+                vec![client::dispute_prove(*key, me, path.len() as u8)],
+                None,
+            )
+        } else {
+            let vote = (d.kind == DISPUTE_CLAIMS_FALSE).then_some(d.target);
+            (
+                "dispute_step",
+                vec![
+                    client::compute_unit_limit(1_400_000),
+                    client::dispute_step(*key, me, vote, MAX_STEP_TERMS),
+                ],
+                vote,
+            )
+        };
+        let r = send_all(chain, who, what, key, &ixs, challenger)?;
+        sent += 1;
+        crate::chain::must(what, r)?;
+        tracing::info!(who, task = %key, step = what, vote = ?vote, "dispute turn");
+    }
+    Ok(Outcome::Open)
+}
+
+/// A keeper's disputes across passes: which it has ended with, so a finished one costs no
+/// reads; which it opened is in its store ([`Db::disputed`]), so a restart resumes them and never
+/// opens one that lost again.
+#[derive(Default)]
+pub struct Disputes {
+    ended: std::sync::Mutex<std::collections::HashSet<Pubkey>>,
+    /// The last failure logged per task: the same one again is logged at debug, not every pass.
+    failed: std::sync::Mutex<std::collections::HashMap<Pubkey, String>>,
+}
+
+impl Disputes {
+    /// Whether this keeper has a dispute of `kind` to play on `key` at `now`: one it opened and
+    /// has not seen end, or a verdict it may still dispute.
+    pub fn wants(&self, db: &Db, key: &Pubkey, t: &Task, kind: u8, now: u64) -> bool {
+        if self.ended.lock().expect("disputes lock").contains(key) {
+            return false;
+        }
+        matches!(db.disputed(key), Ok(Some(k)) if k == kind) || disputable(t, kind, now)
+    }
+
+    /// Gives up on `key` for good (nothing to dispute there).
+    pub fn forgo(&self, key: &Pubkey) {
+        self.ended.lock().expect("disputes lock").insert(*key);
+    }
+
+    /// Plays this keeper's dispute of `key` for `claim` ([`argue`]); logs where it stands and
+    /// remembers a dispute that ended. A failure is logged and retried on the next pass.
+    pub fn play(
+        &self,
+        chain: &dyn Chain,
+        kp: &Keypair,
+        who: &str,
+        db: &Db,
+        key: &Pubkey,
+        claim: &Claim,
+    ) {
+        let kind = match claim {
+            Claim::ResultWrong(_) => DISPUTE_RESULT_WRONG,
+            Claim::ClaimsFalse(_) => DISPUTE_CLAIMS_FALSE,
+        };
+        let opened = matches!(db.disputed(key), Ok(Some(_)));
+        let r = guard(|| {
+            argue(chain, kp, who, key, claim, opened, &mut || {
+                db.put_disputed(key, kind)
+            })
+        });
+        match r {
+            Ok(Outcome::Open) => {}
+            Ok(outcome) => {
+                let majority = chain.task(key).ok().flatten().map(|t| t.tally().majority);
+                tracing::info!(who, task = %key, kind, ?outcome, ?majority, "dispute ended");
+                self.ended.lock().expect("disputes lock").insert(*key);
+            }
+            Err(e) => {
+                let error = format!("{e:#}");
+                let mut failed = self.failed.lock().expect("disputes lock");
+                if failed.get(key) == Some(&error) {
+                    tracing::debug!(who, task = %key, kind, error, "dispute: will retry");
+                } else {
+                    tracing::warn!(who, task = %key, kind, error, "dispute: will retry");
+                    failed.insert(*key, error);
+                }
+            }
+        }
+    }
+}

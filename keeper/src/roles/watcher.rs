@@ -1,0 +1,195 @@
+//! Watcher: the one honest party a dispute needs (PROTOCOL §8). While an Accepted verdict is
+//! held for its dispute window, a watcher checks the result whoever voted: a client its own
+//! tasks (`keeper run --watch`), or anyone every task of its market (`--watch-all`). It draws
+//! its own sample of tiles from a secret of its own (the provider cannot know which it will
+//! check), fetches them with their proofs, recomputes them, and disputes the first wrong
+//! element at once. Only jobs the program referees are watched; each task is checked once.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
+
+use anchor_lang::prelude::Pubkey;
+use anyhow::Result;
+use compute_market::state::Task;
+use compute_market_protocol::{
+    commit::VOTE_VALID,
+    dispute::{supported, DISPUTE_RESULT_WRONG},
+    hash::hashv,
+    job::JobSpec,
+    sampling::sample_indices,
+};
+
+use super::{
+    challenger::{Claim, Disputes},
+    NodeCtx,
+};
+use crate::{
+    chain::{Chain, ChainExt},
+    db::Db,
+    dispute::{first_difference, Pointer},
+    verify::{check_sampled, distinct},
+};
+
+/// Tiles a watcher checks of a task at the least (more when the task's verifiers sample more).
+pub const WATCH_SAMPLES: u32 = 8;
+
+/// Whose tasks a watcher checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Watched {
+    /// Every task of its market.
+    All,
+    /// Tasks these clients (wallets) posted.
+    Clients(Vec<Pubkey>),
+}
+
+/// A watcher.
+pub struct Watcher {
+    /// Its identity (a wallet that bonds disputes: a node is not needed), backend and store.
+    pub ctx: NodeCtx,
+    /// Its store: disputes it opened, so a restart resumes them.
+    pub db: Arc<Db>,
+    /// Whose tasks it checks.
+    pub watched: Watched,
+    /// What it found of each task it checked: a wrong element, or none.
+    checked: Mutex<HashMap<Pubkey, Option<Pointer>>>,
+    disputes: Disputes,
+}
+
+impl Watcher {
+    /// A watcher of `watched`'s tasks.
+    pub fn new(ctx: NodeCtx, db: Arc<Db>, watched: Watched) -> Self {
+        Watcher {
+            ctx,
+            db,
+            watched,
+            checked: Mutex::default(),
+            disputes: Disputes::default(),
+        }
+    }
+
+    /// One pass over the tasks of its market: checks each held Accepted result it watches once,
+    /// and disputes a wrong one (or carries on with a dispute it opened).
+    pub fn step_with(
+        &mut self,
+        chain: &dyn Chain,
+        now: u64,
+        tasks: &[(Pubkey, Task)],
+    ) -> Result<()> {
+        for (key, t) in tasks {
+            if !t.held || t.market != self.ctx.market {
+                continue;
+            }
+            if let Watched::Clients(c) = &self.watched {
+                if !c.contains(&t.client) {
+                    continue;
+                }
+            }
+            if !self
+                .disputes
+                .wants(&self.db, key, t, DISPUTE_RESULT_WRONG, now)
+            {
+                continue;
+            }
+            // its own verifier disputes what its vote pointed at
+            if self.db.pointer(key, t.round)?.is_some() {
+                continue;
+            }
+            let known = self.checked.lock().expect("checked lock").get(key).cloned();
+            let found = match known {
+                Some(found) => found,
+                None => match super::guard(|| self.check(chain, key, t)) {
+                    Ok(found) => {
+                        self.checked
+                            .lock()
+                            .expect("checked lock")
+                            .insert(*key, found.clone());
+                        found
+                    }
+                    Err(e) => {
+                        tracing::warn!(watcher = self.ctx.name, task = %key, error = %format!("{e:#}"), "could not check the result; will retry");
+                        continue;
+                    }
+                },
+            };
+            if let Some(p) = found {
+                self.disputes.play(
+                    chain,
+                    &self.ctx.kp,
+                    &self.ctx.name,
+                    &self.db,
+                    key,
+                    &Claim::ResultWrong(&p),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks its own sample of `t`'s result: the wrong element it found, or `None` when every
+    /// tile it drew recomputes equal (or the job is not one the program referees). Among the
+    /// wrong tiles it found, it names the one the most VALID voters sampled: each of them loses
+    /// its whole bond for a false statement (PROTOCOL §8.9).
+    fn check(&self, chain: &dyn Chain, key: &Pubkey, t: &Task) -> Result<Option<Pointer>> {
+        let job = JobSpec::decode(&t.job)
+            .map_err(|e| anyhow::anyhow!("the task's job does not decode: {e:?}"))?;
+        if !supported(&job) {
+            return Ok(None);
+        }
+        let uri = t
+            .result_uri
+            .get(..t.result_uri_len as usize)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .unwrap_or("");
+        let secret = hashv(&[b"watch", &self.ctx.kp.to_bytes()[..32], key.as_ref()]);
+        let draws = WATCH_SAMPLES.max(u32::from(t.samples));
+        let picked = sample_indices(&t.seed, &secret, draws, t.tile_count);
+        let want = distinct(&picked);
+        let start = Instant::now();
+        let served = self
+            .ctx
+            .store
+            .fetch_by(uri, &job, &want, None)
+            .map_err(|e| anyhow::anyhow!("fetching tiles {want:?} from {uri}: {e}"))?;
+        let v = check_sampled(
+            self.ctx.backend.as_ref(),
+            &job,
+            &picked,
+            &served,
+            &t.result_root,
+        )?;
+        tracing::info!(watcher = self.ctx.name, task = %key, tiles = want.len(), vote = v.vote, reason = v.reason, seconds = start.elapsed().as_secs_f64(), "checked a held result");
+        let Some(first) = v.pointer else {
+            return Ok(None);
+        };
+        let vouched: Vec<[u8; 32]> = chain
+            .votes(key)?
+            .into_iter()
+            .filter(|(_, v)| v.round == t.round && v.revealed && v.vote == VOTE_VALID)
+            .map(|(_, v)| v.node.to_bytes())
+            .collect();
+        let samples =
+            |node: &[u8; 32]| sample_indices(&t.seed, node, u32::from(t.samples), t.tile_count);
+        let drawn: Vec<Vec<u32>> = vouched.iter().map(samples).collect();
+        let mine = self.ctx.backend.tiles(&job, &want)?;
+        let best = served
+            .iter()
+            .zip(&mine)
+            .enumerate()
+            .filter_map(|(i, (s, m))| {
+                let element = first_difference(&job, &s.tile, m)?;
+                let hits = drawn.iter().filter(|d| d.contains(&s.index)).count();
+                Some((hits, std::cmp::Reverse(i), s, element))
+            })
+            .max_by_key(|(hits, i, _, _)| (*hits, *i))
+            .map(|(_, _, s, element)| Pointer {
+                tile: s.index,
+                element,
+                bytes: s.tile.clone(),
+                proof: s.proof.clone(),
+            });
+        Ok(best.or(Some(first)))
+    }
+}

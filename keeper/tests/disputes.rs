@@ -1,0 +1,247 @@
+//! Keepers play disputes with no human step (PROTOCOL §8), on the embedded cluster: a client's
+//! watcher overturns wrong results that every seat vouched for; a provider overturns the
+//! INVALID majority of lying seats; a verifier outvoted by careless seats disputes with the
+//! pointer it kept, also after a restart. Each ends with the verdict the data gives and the
+//! money moved accordingly.
+
+use std::sync::Arc;
+
+use anchor_lang::prelude::Pubkey;
+use compute_market::{pda, state::TaskStatus};
+use compute_market_keeper::{
+    chain::{Chain, ChainExt},
+    compute::cpu::CpuBackend,
+    demo::{DemoConfig, Scenario},
+    roles::{
+        watcher::{Watched, Watcher},
+        NodeCtx,
+    },
+};
+use compute_market_protocol::commit::{
+    VERDICT_CLAIMS_REFUTED, VERDICT_PROVEN_WRONG, VOTE_INVALID, VOTE_VALID,
+};
+use solana_keypair::Keypair;
+use solana_signer::Signer;
+
+/// Slots a decided verdict stays open to disputes in these markets.
+const WINDOW: u32 = 40;
+
+fn scenario(dir: &std::path::Path, corrupt: f64) -> Scenario {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let cfg = DemoConfig {
+        providers: 2,
+        verifiers: 3,
+        tasks: 4,
+        corrupt_fraction: corrupt,
+        dispute_window: WINDOW,
+        ..Default::default()
+    };
+    let mut s = Scenario::new(&cfg, Arc::new(CpuBackend), dir).expect("scenario");
+    for v in &mut s.verifiers {
+        v.careless = false;
+    }
+    s
+}
+
+/// The tasks the cheating provider (the last) computed, and the others.
+fn by_provider(s: &Scenario) -> (Vec<Pubkey>, Vec<Pubkey>) {
+    let report = s.report().unwrap();
+    let name = &s.providers.last().unwrap().ctx.name;
+    s.tasks
+        .iter()
+        .enumerate()
+        .map(|(i, (k, _, _))| (*k, report.tasks[i].provider == *name))
+        .fold((vec![], vec![]), |(mut c, mut h), (k, cheated)| {
+            if cheated {
+                c.push(k)
+            } else {
+                h.push(k)
+            }
+            (c, h)
+        })
+}
+
+fn client_balance(s: &Scenario) -> u64 {
+    let mint = compute_market_keeper::cli::config(s.chain.as_ref())
+        .unwrap()
+        .stake_mint;
+    s.chain
+        .token_balance(&anchor_spl::associated_token::get_associated_token_address(
+            &s.client.pubkey(),
+            &mint,
+        ))
+        .unwrap()
+}
+
+#[test]
+fn seats_that_vouch_for_wrong_results_are_overturned_by_the_clients_watcher() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = scenario(dir.path(), 1.0);
+    // every seat votes VALID without checking: the colluding majority of the issue
+    for v in &mut s.verifiers {
+        v.careless = true;
+    }
+    // the client watches its own tasks from its wallet (no node)
+    let kp = Keypair::try_from(&s.client.to_bytes()[..]).unwrap();
+    let ctx = NodeCtx {
+        name: "client-watcher".into(),
+        node: pda::node(&kp.pubkey()),
+        kp,
+        market: pda::market(1),
+        backend: s.backend.clone(),
+        store: s.store.clone(),
+        parallel: 1,
+        progress: None,
+    };
+    let db =
+        Arc::new(compute_market_keeper::db::Db::open(&dir.path().join("watcher.redb")).unwrap());
+    let me = s.client.pubkey();
+    s.watchers
+        .push(Watcher::new(ctx, db, Watched::Clients(vec![me])));
+    let before = client_balance(&s);
+    let rewards: u64 = s.tasks.iter().map(|(_, _, r)| r).sum();
+    s.run_to_end(3_000).expect("every task closes");
+    let (cheated, honest) = by_provider(&s);
+    assert!(
+        !cheated.is_empty() && !honest.is_empty(),
+        "both providers computed"
+    );
+    for k in &cheated {
+        assert_eq!(
+            s.verdicts[k],
+            (TaskStatus::Rejected, VERDICT_PROVEN_WRONG),
+            "a wrong result every seat vouched for is proven wrong"
+        );
+    }
+    for k in &honest {
+        assert_eq!(
+            s.verdicts[k],
+            (TaskStatus::Accepted, VOTE_VALID),
+            "a right result stands"
+        );
+    }
+    let cheat = s.chain.node(&s.providers[1].ctx.node).unwrap().unwrap();
+    assert_eq!(
+        cheat.times_slashed as usize,
+        cheated.len(),
+        "the cheat loses each bond"
+    );
+    assert_eq!(cheat.earned, 0);
+    for v in &s.verifiers {
+        let n = s.chain.node(&v.ctx.node).unwrap().unwrap();
+        assert!(
+            n.times_slashed >= 1,
+            "{}: a false statement costs its bond",
+            v.ctx.name
+        );
+        assert_eq!(n.bonded, 0);
+    }
+    // the client paid the honest tasks only, and was refunded the cheated ones in full, with
+    // the provider's client part and the award on top
+    let paid_honest: u64 = s
+        .tasks
+        .iter()
+        .filter(|(k, _, _)| honest.contains(k))
+        .map(|(_, _, r)| r)
+        .sum();
+    let after = client_balance(&s);
+    assert!(
+        after > before - paid_honest,
+        "refunded and paid: before {before}, after {after}, honest rewards {paid_honest}, all {rewards}"
+    );
+    assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");
+}
+
+#[test]
+fn lying_seats_that_reject_right_results_are_overturned_by_the_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = scenario(dir.path(), 0.0);
+    // two of the three verifiers vote INVALID on everything, pointing at right elements
+    s.verifiers[0].lying = true;
+    s.verifiers[1].lying = true;
+    s.run_to_end(3_000).expect("every task closes");
+    let mut refuted = 0;
+    for (k, _, _) in &s.tasks {
+        let (status, majority) = s.verdicts[k];
+        assert_eq!(
+            status,
+            TaskStatus::Accepted,
+            "a right result ends Accepted: {majority}"
+        );
+        refuted += usize::from(majority == VERDICT_CLAIMS_REFUTED);
+    }
+    assert!(
+        refuted >= 1,
+        "some task was decided by the lying majority and overturned"
+    );
+    for p in &s.providers {
+        let n = s.chain.node(&p.ctx.node).unwrap().unwrap();
+        assert_eq!(
+            (n.times_slashed, n.bonded),
+            (0, 0),
+            "{}: never slashed",
+            p.ctx.name
+        );
+    }
+    for v in &s.verifiers[..2] {
+        let n = s.chain.node(&v.ctx.node).unwrap().unwrap();
+        assert!(
+            n.times_slashed >= 1,
+            "{}: its refuted votes cost it",
+            v.ctx.name
+        );
+    }
+    let honest = s.chain.node(&s.verifiers[2].ctx.node).unwrap().unwrap();
+    assert_eq!(honest.times_slashed, 0, "the honest minority is made whole");
+    assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");
+}
+
+#[test]
+fn an_outvoted_verifier_disputes_with_the_pointer_it_kept_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = scenario(dir.path(), 1.0);
+    s.verifiers[0].careless = true;
+    s.verifiers[1].careless = true;
+    // the honest verifier restarts after every slot: a new process on the same store
+    let mut proven = 0;
+    let mut guard = 0;
+    while !s.done() {
+        s.tick().unwrap();
+        let v = &s.verifiers[2];
+        let db = v.db.clone();
+        let ctx = NodeCtx {
+            name: v.ctx.name.clone(),
+            kp: Keypair::try_from(&v.ctx.kp.to_bytes()[..]).unwrap(),
+            node: v.ctx.node,
+            market: v.ctx.market,
+            backend: v.ctx.backend.clone(),
+            store: v.ctx.store.clone(),
+            parallel: 1,
+            progress: None,
+        };
+        s.verifiers[2] = compute_market_keeper::roles::verifier::Verifier::new(ctx, db);
+        guard += 1;
+        assert!(guard < 3_000, "the market finishes");
+    }
+    let (cheated, _) = by_provider(&s);
+    assert!(!cheated.is_empty());
+    for k in &cheated {
+        let (status, majority) = s.verdicts[k];
+        assert_eq!(
+            status,
+            TaskStatus::Rejected,
+            "every wrong result ends Rejected"
+        );
+        assert!(matches!(majority, VOTE_INVALID | VERDICT_PROVEN_WRONG));
+        proven += usize::from(majority == VERDICT_PROVEN_WRONG);
+    }
+    assert!(
+        proven >= 1,
+        "some wrong result was Accepted by the careless pair and overturned"
+    );
+    let honest = s.chain.node(&s.verifiers[2].ctx.node).unwrap().unwrap();
+    assert_eq!((honest.times_slashed, honest.bonded), (0, 0));
+}

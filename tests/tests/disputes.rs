@@ -1,0 +1,193 @@
+//! Disputes on a real validator, keepers as separate processes, nobody typing anything after
+//! the task is posted (PROTOCOL §8): a wrong result that every seat vouched for is overturned by
+//! the client's watcher; a right result that lying seats rejected is overturned by its provider.
+
+use anyhow::Result;
+use compute_market_cluster_tests::*;
+use compute_market_keeper::chain::{Chain, ChainExt};
+use solana_signer::Signer;
+
+/// Windows submit, join, commit, reveal; and the dispute window, slots.
+const WINDOWS: &str = "40,15,15,15";
+const DISPUTE_WINDOW: &str = "60";
+
+fn post_matmul(v: &Validator, client: &std::path::Path) -> Result<anchor_lang::prelude::Pubkey> {
+    let out = v.keeper(
+        client,
+        &[
+            "task",
+            "post",
+            "--id",
+            "1",
+            "--kind",
+            "matmul",
+            "--dims",
+            "96,64,80",
+            "--reward",
+            &REWARD.to_string(),
+        ],
+    )?;
+    Ok(out["task"].as_str().expect("task address").parse()?)
+}
+
+fn wallet_balance(v: &Validator, wallet: &std::path::Path) -> Result<u64> {
+    let chain = v.chain();
+    let mint = compute_market_keeper::cli::config(&chain)?.stake_mint;
+    let ata = anchor_spl::associated_token::get_associated_token_address(
+        &keypair(wallet)?.pubkey(),
+        &mint,
+    );
+    chain.token_balance(&ata)
+}
+
+/// The last lines of the named keepers' logs.
+fn tails(v: &Validator, names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| {
+            let log =
+                std::fs::read_to_string(v.dir.path().join(format!("{n}.log"))).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            format!(
+                "--- {n}\n{}",
+                lines[lines.len().saturating_sub(15)..].join("\n")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_wrong_result_every_seat_vouched_for_is_overturned_by_the_clients_watcher() -> Result<()> {
+    let v = Validator::start()?;
+    let (client, provider, verifiers) =
+        small_market_with(&v, WINDOWS, &["--dispute-window", DISPUTE_WINDOW])?;
+    let chain = v.chain();
+    let before = wallet_balance(&v, &client)?;
+    let task = post_matmul(&v, &client)?;
+    // a provider that corrupts every tile, three seats that vote VALID without checking
+    let mut procs = vec![v.spawn_keeper(
+        "provider",
+        &provider,
+        &["--provider", "--corrupt-fraction", "1.0"],
+    )?];
+    for (i, w) in verifiers.iter().enumerate() {
+        procs.push(v.spawn_keeper(&format!("v{i}"), w, &["--verifier", "--careless"])?);
+    }
+    // the client's keeper watches its own tasks; a cranker moves the money
+    procs.push(v.spawn_keeper("watch", &client, &["--watch"])?);
+    procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    let names = ["provider", "v0", "v1", "v2", "watch", "crank"];
+    let mut verdict = None;
+    wait_for(
+        240,
+        "the task to be overturned and closed",
+        || match chain.task(&task)? {
+            Some(t) => {
+                if t.status.is_decided() {
+                    verdict = Some((t.status, t.tally().majority));
+                }
+                Ok(None)
+            }
+            None => Ok(Some(())),
+        },
+    )
+    .map_err(|e| e.context(tails(&v, &names)))?;
+    assert_eq!(
+        verdict.map(|(s, m)| (format!("{s:?}"), m)),
+        Some(("Rejected".to_string(), 4)),
+        "proven wrong (verdict 4)\n{}",
+        tails(&v, &names)
+    );
+    let p = chain.node(&node_of(&provider))?.expect("provider node");
+    assert_eq!(
+        (p.times_slashed, p.earned, p.bonded, p.free),
+        (1, 0, 0, 48 * REWARD),
+        "the provider's whole bond slashed"
+    );
+    let mut vouched = 0;
+    for (i, w) in verifiers.iter().enumerate() {
+        let n = chain.node(&node_of(w))?.expect("verifier node");
+        assert_eq!(n.bonded, 0);
+        if n.verifications > 0 {
+            vouched += 1;
+            assert_eq!(
+                (n.times_slashed, n.earned),
+                (1, 0),
+                "v{i} vouched for a wrong product: a false statement"
+            );
+            assert!(n.free < 50 * REWARD, "v{i} lost its bond");
+        }
+    }
+    assert!(vouched >= 1);
+    // refunded in full, plus the provider's client part and the award; the bond back
+    let after = wallet_balance(&v, &client)?;
+    assert!(
+        after > before,
+        "the client gained: before {before}, after {after}"
+    );
+    let log = std::fs::read_to_string(v.dir.path().join("watch.log"))?;
+    assert!(log.contains("opened a dispute"), "the watcher disputed");
+    assert!(
+        chain.disputes(&task)?.is_empty(),
+        "the dispute was paid and closed"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_right_result_that_lying_seats_rejected_is_overturned_by_its_provider() -> Result<()> {
+    let v = Validator::start()?;
+    let (client, provider, verifiers) =
+        small_market_with(&v, WINDOWS, &["--dispute-window", DISPUTE_WINDOW])?;
+    let chain = v.chain();
+    let task = post_matmul(&v, &client)?;
+    let mut procs = vec![v.spawn_keeper("provider", &provider, &["--provider"])?];
+    // two verifiers that vote INVALID on everything, pointing at right elements, hold every seat
+    for (i, w) in verifiers[..2].iter().enumerate() {
+        procs.push(v.spawn_keeper(&format!("v{i}"), w, &["--verifier", "--lying"])?);
+    }
+    procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    let names = ["provider", "v0", "v1", "crank"];
+    let mut seen = vec![];
+    wait_for(
+        240,
+        "the task to be overturned and closed",
+        || match chain.task(&task)? {
+            Some(t) => {
+                if t.status.is_decided() && seen.last() != Some(&t.tally().majority) {
+                    seen.push(t.tally().majority);
+                }
+                Ok(None)
+            }
+            None => Ok(Some(())),
+        },
+    )
+    .map_err(|e| e.context(tails(&v, &names)))?;
+    assert_eq!(
+        seen.last(),
+        Some(&5),
+        "claims refuted (verdict 5), after {seen:?}\n{}",
+        tails(&v, &names)
+    );
+    let p = chain.node(&node_of(&provider))?.expect("provider node");
+    assert_eq!(
+        (p.times_slashed, p.tasks_completed, p.bonded),
+        (0, 1, 0),
+        "the provider is paid"
+    );
+    assert!(p.earned > 0);
+    for (i, w) in verifiers[..2].iter().enumerate() {
+        let n = chain.node(&node_of(w))?.expect("verifier node");
+        if n.verifications > 0 {
+            assert_eq!(
+                (n.times_slashed, n.earned, n.bonded),
+                (1, 0, 0),
+                "v{i}'s refuted vote cost its whole bond"
+            );
+        }
+    }
+    let log = std::fs::read_to_string(v.dir.path().join("provider.log"))?;
+    assert!(log.contains("opened a dispute"), "the provider disputed");
+    Ok(())
+}
