@@ -115,6 +115,14 @@ enum Op {
         task: usize,
         amount: u64,
     },
+    /// A task driven to a verdict in one step: claimed and submitted if it is open, then three
+    /// verifiers join, commit and reveal (bit k of `invalid` set: verifier k votes INVALID,
+    /// pointing at the wrong element when `pointed`, else at a right one) and it is finalized.
+    Drive {
+        task: usize,
+        invalid: u8,
+        pointed: bool,
+    },
     /// `conclude_task` (markets with a dispute window).
     Conclude {
         task: usize,
@@ -179,6 +187,7 @@ fn op_with_disputes() -> impl Strategy<Value = Op> {
     let i = || 0usize..8;
     prop_oneof![
         12 => op(),
+        3 => (i(), 0u8..8, any::<bool>()).prop_map(|(task, invalid, pointed)| Op::Drive { task, invalid, pointed }),
         2 => i().prop_map(|task| Op::Conclude { task }),
         2 => (i(), i(), any::<bool>()).prop_map(|(client, task, right)| Op::Dispute { client, task, right }),
         1 => (i(), i()).prop_map(|(client, task)| Op::OpenOnly { client, task }),
@@ -266,22 +275,49 @@ impl Sim {
             }
             Op::Submit { task } => {
                 let t = pick(&self.tasks, task)?;
-                let task_acc = w.try_task(&t)?;
-                let p = self.nodes.iter().find(|a| a.node == task_acc.provider)?;
-                let job = compute_market_protocol::job::JobSpec::decode(&task_acc.job).ok()?;
-                let wrong = task_acc.task_id % 2 == 0;
-                let result = self.results.entry(t).or_insert_with(|| {
-                    disputes::Committed::new(job, |tile, e| {
-                        let mut v =
-                            compute_market_protocol::dispute::expected_element(&job, tile, e)
-                                .expect("refereed");
-                        if wrong && (tile, e) == (1, 5) {
-                            v[0] ^= 1;
-                        }
-                        v
-                    })
-                });
-                (w.submit(p, t, result.root()), vec![])
+                (self.submit(t)?, vec![])
+            }
+            Op::Drive {
+                task,
+                invalid,
+                pointed,
+            } => {
+                let t = pick(&self.tasks, task)?;
+                if w.try_task(&t)?.status == compute_market::state::TaskStatus::Open {
+                    let p = &self.nodes[task % self.n_providers];
+                    let _ = w.claim(p, t);
+                }
+                if w.try_task(&t)?.status == compute_market::state::TaskStatus::Claimed {
+                    let _ = self.submit(t)?;
+                    self.w.advance(2);
+                }
+                let w = &mut self.w;
+                let round = w.round_of(&t);
+                let mut cast = vec![];
+                for k in 0..3usize {
+                    let v = self.n_providers + k;
+                    let vote = if invalid >> k & 1 == 1 { 2 } else { 1 };
+                    let mut b = Ballot::new(vote, self.next_id * 100 + v as u64);
+                    self.next_id += 1;
+                    if vote == 2 {
+                        let (tile, e) = if pointed { (1, 5) } else { (0, 0) };
+                        b.evidence = compute_market_protocol::dispute::invalid_evidence(
+                            tile,
+                            e,
+                            &b.evidence,
+                        );
+                    }
+                    if w.join(&self.nodes[v], t).is_ok() && w.commit(&self.nodes[v], t, &b).is_ok()
+                    {
+                        self.ballots.insert((v, t, round), b);
+                        cast.push((v, b));
+                    }
+                }
+                w.close_join_window(&t);
+                for (v, b) in &cast {
+                    let _ = w.reveal(&self.nodes[*v], t, b);
+                }
+                (w.finalize(t), vec![])
             }
             Op::Conclude { task } => {
                 let t = pick(&self.tasks, task)?;
@@ -327,9 +363,11 @@ impl Sim {
                     }
                     open
                 };
-                if w.try_task(&t).is_some_and(|t| {
-                    compute_market_protocol::commit::overturned(t.tally().majority)
-                }) {
+                if !compute_market_protocol::commit::overturned(majority)
+                    && w.try_task(&t).is_some_and(|t| {
+                        compute_market_protocol::commit::overturned(t.tally().majority)
+                    })
+                {
                     self.overturned += 1;
                 }
                 (opened, vec![(c.wallet, -bond)])
@@ -613,6 +651,26 @@ impl Sim {
             }
         };
         Some((res.0.is_ok(), res.1))
+    }
+
+    /// Submits `t`'s result, computed once per task (every other task's wrong at tile 1,
+    /// element 5), by its provider; `None` when `t` has no provider among the nodes.
+    fn submit(&mut self, t: Pubkey) -> Option<Result<TxRecord, TxRecord>> {
+        let task_acc = self.w.try_task(&t)?;
+        let p = self.nodes.iter().find(|a| a.node == task_acc.provider)?;
+        let job = compute_market_protocol::job::JobSpec::decode(&task_acc.job).ok()?;
+        let wrong = task_acc.task_id % 2 == 0;
+        let result = self.results.entry(t).or_insert_with(|| {
+            disputes::Committed::new(job, |tile, e| {
+                let mut v = compute_market_protocol::dispute::expected_element(&job, tile, e)
+                    .expect("refereed");
+                if wrong && (tile, e) == (1, 5) {
+                    v[0] ^= 1;
+                }
+                v
+            })
+        });
+        Some(self.w.submit(p, t, result.root()))
     }
 
     /// Mostly a task in verification whose join window is open (joins elsewhere are refused
