@@ -421,13 +421,35 @@ pub fn small_market_with(
     let client = v.wallet("client", 100 * REWARD)?;
     let provider = v.wallet("provider", 100 * REWARD)?;
     register(v, &provider, "provider", 50 * REWARD)?;
-    let verifiers: Vec<_> = (0..3)
+    Ok((client, provider, staked_verifiers(v, 3)?))
+}
+
+/// `n` verifier wallets `v0`, `v1`, … holding 100 rewards each, half of it staked.
+pub fn staked_verifiers(v: &Validator, n: usize) -> Result<Vec<PathBuf>> {
+    let verifiers: Vec<_> = (0..n)
         .map(|i| v.wallet(&format!("v{i}"), 100 * REWARD))
         .collect::<Result<_>>()?;
     for w in &verifiers {
         register(v, w, "verifier", 50 * REWARD)?;
     }
-    Ok((client, provider, verifiers))
+    Ok(verifiers)
+}
+
+/// The last lines of the named keepers' logs (for a failure's message).
+pub fn log_tails(v: &Validator, names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| {
+            let log =
+                std::fs::read_to_string(v.dir.path().join(format!("{n}.log"))).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            format!(
+                "--- {n}.log\n{}",
+                lines[lines.len().saturating_sub(15)..].join("\n")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The node address of the wallet at `p`.

@@ -193,12 +193,7 @@ fn honest_and_cheat(
     let cheat = v.wallet("cheat", 100 * REWARD)?;
     register(v, &honest, "provider", 2 * REWARD)?;
     register(v, &cheat, "provider", 50 * REWARD)?;
-    let verifiers: Vec<_> = (0..3)
-        .map(|i| v.wallet(&format!("v{i}"), 100 * REWARD))
-        .collect::<Result<_>>()?;
-    for w in &verifiers {
-        register(v, w, "verifier", 50 * REWARD)?;
-    }
+    let verifiers = staked_verifiers(v, 3)?;
     Ok((client, honest, cheat, verifiers))
 }
 
@@ -876,23 +871,6 @@ fn verifiers_and_crank(v: &Validator, verifiers: &[std::path::PathBuf]) -> Resul
         .collect::<Result<_>>()?;
     procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
     Ok(procs)
-}
-
-/// The last lines of the named keepers' logs (for a failure's message).
-fn log_tails(v: &Validator, names: &[&str]) -> String {
-    names
-        .iter()
-        .map(|n| {
-            let log =
-                std::fs::read_to_string(v.dir.path().join(format!("{n}.log"))).unwrap_or_default();
-            let lines: Vec<&str> = log.lines().collect();
-            format!(
-                "--- {n}.log\n{}",
-                lines[lines.len().saturating_sub(15)..].join("\n")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// `keeper serve` on a free port, logging to `<name>.log`.

@@ -40,21 +40,37 @@ fn wallet_balance(v: &Validator, wallet: &std::path::Path) -> Result<u64> {
     chain.token_balance(&ata)
 }
 
-/// The last lines of the named keepers' logs.
-fn tails(v: &Validator, names: &[&str]) -> String {
-    names
-        .iter()
-        .map(|n| {
-            let log =
-                std::fs::read_to_string(v.dir.path().join(format!("{n}.log"))).unwrap_or_default();
-            let lines: Vec<&str> = log.lines().collect();
-            format!(
-                "--- {n}\n{}",
-                lines[lines.len().saturating_sub(15)..].join("\n")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+/// Every verdict `task` shows until it is closed (status, majority, the slot it was first seen),
+/// printed with the slots from the first verdict to the last and to the close.
+fn verdicts_until_closed(
+    v: &Validator,
+    task: &anchor_lang::prelude::Pubkey,
+    names: &[&str],
+) -> Result<Vec<(String, u8, u64)>> {
+    let chain = v.chain();
+    let mut seen: Vec<(String, u8, u64)> = vec![];
+    let closed = wait_for(240, "the task to be decided, disputed and closed", || {
+        let slot = chain.slot()?;
+        match chain.task(task)? {
+            Some(t) => {
+                let m = t.tally().majority;
+                if t.status.is_decided() && seen.last().map(|x| x.1) != Some(m) {
+                    seen.push((format!("{:?}", t.status), m, slot));
+                }
+                Ok(None)
+            }
+            None => Ok(Some(slot)),
+        }
+    })
+    .map_err(|e| e.context(log_tails(v, names)))?;
+    if let (Some(first), Some(last)) = (seen.first(), seen.last()) {
+        println!(
+            "verdicts {seen:?}: the last {} slots after the first, closed {} slots after it",
+            last.2 - first.2,
+            closed - first.2
+        );
+    }
+    Ok(seen)
 }
 
 #[test]
@@ -78,26 +94,13 @@ fn a_wrong_result_every_seat_vouched_for_is_overturned_by_the_clients_watcher() 
     procs.push(v.spawn_keeper("watch", &client, &["--watch"])?);
     procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
     let names = ["provider", "v0", "v1", "v2", "watch", "crank"];
-    let mut verdict = None;
-    wait_for(
-        240,
-        "the task to be overturned and closed",
-        || match chain.task(&task)? {
-            Some(t) => {
-                if t.status.is_decided() {
-                    verdict = Some((t.status, t.tally().majority));
-                }
-                Ok(None)
-            }
-            None => Ok(Some(())),
-        },
-    )
-    .map_err(|e| e.context(tails(&v, &names)))?;
+    let seen = verdicts_until_closed(&v, &task, &names)?;
+    let verdict = seen.last().map(|(s, m, _)| (s.clone(), *m));
     assert_eq!(
-        verdict.map(|(s, m)| (format!("{s:?}"), m)),
+        verdict,
         Some(("Rejected".to_string(), 4)),
         "proven wrong (verdict 4)\n{}",
-        tails(&v, &names)
+        log_tails(&v, &names)
     );
     let p = chain.node(&node_of(&provider))?.expect("provider node");
     assert_eq!(
@@ -149,26 +152,15 @@ fn a_right_result_that_lying_seats_rejected_is_overturned_by_its_provider() -> R
     }
     procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
     let names = ["provider", "v0", "v1", "crank"];
-    let mut seen = vec![];
-    wait_for(
-        240,
-        "the task to be overturned and closed",
-        || match chain.task(&task)? {
-            Some(t) => {
-                if t.status.is_decided() && seen.last() != Some(&t.tally().majority) {
-                    seen.push(t.tally().majority);
-                }
-                Ok(None)
-            }
-            None => Ok(Some(())),
-        },
-    )
-    .map_err(|e| e.context(tails(&v, &names)))?;
+    let seen: Vec<u8> = verdicts_until_closed(&v, &task, &names)?
+        .iter()
+        .map(|&(_, m, _)| m)
+        .collect();
     assert_eq!(
         seen.last(),
         Some(&5),
         "claims refuted (verdict 5), after {seen:?}\n{}",
-        tails(&v, &names)
+        log_tails(&v, &names)
     );
     let p = chain.node(&node_of(&provider))?.expect("provider node");
     assert_eq!(

@@ -27,7 +27,7 @@ use compute_market_protocol::{
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
-use super::{guard, send_all};
+use super::{guard, send_all, NodeCtx};
 use crate::{
     chain::{Chain, ChainExt},
     db::Db,
@@ -285,17 +285,11 @@ impl Disputes {
         self.ended.lock().expect("disputes lock").insert(*key);
     }
 
-    /// Plays this keeper's dispute of `key` for `claim` ([`argue`]); logs where it stands and
-    /// remembers a dispute that ended. A failure is logged and retried on the next pass.
-    pub fn play(
-        &self,
-        chain: &dyn Chain,
-        kp: &Keypair,
-        who: &str,
-        db: &Db,
-        key: &Pubkey,
-        claim: &Claim,
-    ) {
+    /// Plays the dispute of `key` for `claim` ([`argue`]) as `ctx`'s wallet, its openings kept
+    /// in `db`; logs where it stands and remembers a dispute that ended. A failure is logged and
+    /// retried on the next pass.
+    pub fn play(&self, chain: &dyn Chain, ctx: &NodeCtx, db: &Db, key: &Pubkey, claim: &Claim) {
+        let (kp, who) = (&ctx.kp, ctx.name.as_str());
         let kind = match claim {
             Claim::ResultWrong(_) => DISPUTE_RESULT_WRONG,
             Claim::ClaimsFalse(_) => DISPUTE_CLAIMS_FALSE,

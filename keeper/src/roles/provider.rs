@@ -291,14 +291,8 @@ impl Provider {
                     }
                 }
             }
-            self.disputes.play(
-                chain,
-                &self.ctx.kp,
-                &self.ctx.name,
-                &self.db,
-                key,
-                &Claim::ClaimsFalse(&tile),
-            );
+            self.disputes
+                .play(chain, &self.ctx, &self.db, key, &Claim::ClaimsFalse(&tile));
         }
     }
 

@@ -192,14 +192,8 @@ impl Verifier {
             };
             let kind = compute_market_protocol::dispute::DISPUTE_RESULT_WRONG;
             if self.disputes.wants(&self.db, key, t, kind, now) {
-                self.disputes.play(
-                    chain,
-                    &self.ctx.kp,
-                    &self.ctx.name,
-                    &self.db,
-                    key,
-                    &Claim::ResultWrong(&p),
-                );
+                self.disputes
+                    .play(chain, &self.ctx, &self.db, key, &Claim::ResultWrong(&p));
             }
         }
     }

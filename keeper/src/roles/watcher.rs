@@ -1,9 +1,11 @@
 //! Watcher: the one honest party a dispute needs (PROTOCOL §8). While an Accepted verdict is
 //! held for its dispute window, a watcher checks the result whoever voted: a client its own
-//! tasks (`keeper run --watch`), or anyone every task of its market (`--watch-all`). It draws
-//! its own sample of tiles from a secret of its own (the provider cannot know which it will
-//! check), fetches them with their proofs, recomputes them, and disputes the first wrong
-//! element at once. Only jobs the program referees are watched; each task is checked once.
+//! tasks (`keeper run --watch`), or anyone every task of its market (`--watch-all`). A
+//! `MatMulModP` product it checks whole (hashed to the root, Freivalds with vectors from a secret
+//! of its own); of a `HashBatch` it draws its own sample of tiles from that secret (the provider
+//! cannot know which it will check), fetches them with their proofs and recomputes them. It
+//! disputes a wrong element at once. Only jobs the program referees are watched; each task is
+//! checked once.
 
 use std::{
     collections::HashMap,
@@ -18,7 +20,7 @@ use compute_market_protocol::{
     commit::VOTE_VALID,
     dispute::{supported, DISPUTE_RESULT_WRONG},
     hash::hashv,
-    job::JobSpec,
+    job::{JobKind, JobSpec},
     sampling::sample_indices,
 };
 
@@ -30,7 +32,7 @@ use crate::{
     chain::{Chain, ChainExt},
     db::Db,
     dispute::{first_difference, Pointer},
-    verify::{check_sampled, distinct},
+    verify::{check_matmul, check_sampled, distinct},
 };
 
 /// Tiles a watcher checks of a task at the least (more when the task's verifiers sample more).
@@ -115,14 +117,8 @@ impl Watcher {
                 },
             };
             if let Some(p) = found {
-                self.disputes.play(
-                    chain,
-                    &self.ctx.kp,
-                    &self.ctx.name,
-                    &self.db,
-                    key,
-                    &Claim::ResultWrong(&p),
-                );
+                self.disputes
+                    .play(chain, &self.ctx, &self.db, key, &Claim::ResultWrong(&p));
             }
         }
         Ok(())
@@ -144,10 +140,30 @@ impl Watcher {
             .and_then(|b| std::str::from_utf8(b).ok())
             .unwrap_or("");
         let secret = hashv(&[b"watch", &self.ctx.kp.to_bytes()[..32], key.as_ref()]);
+        let start = Instant::now();
+        if job.kind == JobKind::MatMulModP {
+            // all of C, hashed to the root and Freivalds-checked (vectors from its secret): a
+            // wrong entry anywhere is found, whichever tiles the provider corrupted
+            let tiles = self
+                .ctx
+                .store
+                .fetch_all_by(uri, &job, None)
+                .map_err(|e| anyhow::anyhow!("fetching the result from {uri}: {e}"))?;
+            let v = check_matmul(
+                self.ctx.backend.as_ref(),
+                &job,
+                &tiles,
+                &t.result_root,
+                &secret,
+                &secret,
+                u32::from(t.samples),
+            )?;
+            tracing::info!(watcher = self.ctx.name, task = %key, vote = v.vote, reason = v.reason, seconds = start.elapsed().as_secs_f64(), "checked a held result");
+            return Ok(v.pointer);
+        }
         let draws = WATCH_SAMPLES.max(u32::from(t.samples));
         let picked = sample_indices(&t.seed, &secret, draws, t.tile_count);
         let want = distinct(&picked);
-        let start = Instant::now();
         let served = self
             .ctx
             .store
