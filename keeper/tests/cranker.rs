@@ -287,3 +287,91 @@ fn held_verdicts_are_concluded_after_their_window_and_won_disputes_paid() {
         .collect();
     assert!(refused.is_empty(), "refused: {refused:?}");
 }
+
+#[test]
+fn a_won_dispute_whose_payout_account_was_closed_is_paid_to_the_challengers_associated_account() {
+    use compute_market_protocol::{dispute, job::JobSpec};
+    use compute_market_svm_tests::{cast_in, disputes::Committed};
+    let mut c = cast_in(
+        3,
+        1,
+        compute_market::state::MarketArgs {
+            dispute_window: 20,
+            ..test_market(1)
+        },
+    );
+    let job = JobSpec::hash_batch(8, 32, 3, [5; 32]);
+    let wrong = Committed::new(job, |_, _| [0; 32]);
+    let task = c.submitted_job(1, job, 0, wrong.root());
+    let w = &mut c.w;
+    let votes: Vec<(&Actor, Ballot)> = c
+        .verifiers
+        .iter()
+        .enumerate()
+        .map(|(j, v)| (v, Ballot::new(VOTE_VALID, j as u64)))
+        .collect();
+    w.join_and_commit(task, &votes);
+    w.close_join_window(&task);
+    for (v, b) in &votes {
+        w.reveal(v, task, b).expect("reveal");
+    }
+    w.finalize(task).expect("finalize");
+    // the client disputes with an empty token account of its own as the payout, then closes it
+    let client = c.client.clone();
+    let payout = w.token_account(&client.key(), 0);
+    let open = compute_market::client::open_dispute(
+        task,
+        client.key(),
+        client.wallet,
+        payout,
+        compute_market::instructions::OpenDisputeArgs {
+            kind: 1,
+            tile: 2,
+            element: 7,
+        },
+    );
+    w.send_as("open_dispute", &client, open).expect("open");
+    w.prove_element(&client, task, &wrong, 2, 7).expect("prove");
+    w.step_to_end(&client, task, None).expect("step");
+    assert_eq!(w.task(&task).status, TaskStatus::Rejected, "proven wrong");
+    let close = anchor_spl::token::spl_token::instruction::close_account(
+        &anchor_spl::token::ID,
+        &payout,
+        &client.key(),
+        &client.key(),
+        &[],
+    )
+    .unwrap();
+    w.send_as("close_account", &client, close)
+        .expect("the challenger closes its payout account");
+    let mint = w.mint;
+    let ata = anchor_spl::associated_token::get_associated_token_address(&client.key(), &mint);
+    assert!(
+        !w.exists(&ata),
+        "the challenger has no associated token account yet"
+    );
+    let bond = w.dispute(&task, &client).expect("won, not yet paid").bond;
+
+    let cranker_kp = Keypair::new();
+    w.c.airdrop(&cranker_kp.pubkey(), 10_000_000_000);
+    let (treasury, market) = (w.treasury, w.market);
+    let chain = EmbeddedChain::new(c.w.c);
+    let mut cranker = Cranker::new(cranker_kp, treasury, market, 1);
+    for _ in 0..4 {
+        cranker.step(&chain).expect("a pass");
+        chain.advance(1);
+    }
+    assert!(chain.account(&task).unwrap().is_none(), "the task closed");
+    assert!(
+        chain
+            .account(&pda::dispute(&task, &client.key()))
+            .unwrap()
+            .is_none(),
+        "the dispute was paid and closed"
+    );
+    let paid = chain.token_balance(&ata).unwrap();
+    assert!(
+        paid > bond,
+        "the bond ({bond}) and the award went to the associated account: {paid}"
+    );
+}

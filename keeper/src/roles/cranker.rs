@@ -117,30 +117,48 @@ impl Cranker {
         let overturned = compute_market_protocol::commit::overturned(t.tally().majority);
         let mut sent = false;
         for (_, d) in chain.disputes(&key)? {
-            let (what, ix) = if d.state == DISPUTE_WON {
-                if t.held || t.open_votes > 0 {
-                    continue;
-                }
-                (
-                    "close_dispute",
-                    client::close_dispute(key, d.challenger, d.payout, None),
-                )
-            } else if overturned {
-                (
-                    "close_dispute",
-                    client::close_dispute(key, d.challenger, d.payout, None),
-                )
-            } else if now > d.answer_deadline {
-                (
-                    "dispute_timeout",
-                    client::dispute_timeout(key, d.challenger),
-                )
+            let closable = if d.state == DISPUTE_WON {
+                !t.held && t.open_votes == 0
             } else {
-                continue;
+                overturned
             };
-            sent |= send(chain, "cranker", what, &key, ix, &self.kp)?.ok;
+            if closable {
+                sent |= self.close_dispute(chain, key, &d)?;
+            } else if d.state != DISPUTE_WON && now > d.answer_deadline {
+                let ix = client::dispute_timeout(key, d.challenger);
+                sent |= send(chain, "cranker", "dispute_timeout", &key, ix, &self.kp)?.ok;
+            }
         }
         Ok(sent)
+    }
+
+    /// `close_dispute` of `d`: paid to its payout account, or, when the challenger closed that
+    /// meanwhile, to its associated token account, created here (a payment is never blocked).
+    fn close_dispute(
+        &self,
+        chain: &dyn Chain,
+        key: Pubkey,
+        d: &compute_market::state::Dispute,
+    ) -> Result<bool> {
+        let ix = client::close_dispute(key, d.challenger, d.payout, None);
+        let r = send(chain, "cranker", "close_dispute", &key, ix, &self.kp)?;
+        if r.ok || r.error_code().as_deref() != Some("ClientRefundAccountClosed") {
+            return Ok(r.ok);
+        }
+        let mint = chain
+            .decoded::<compute_market::state::Config>(&pda::config())?
+            .map(|c| c.stake_mint)
+            .ok_or_else(|| anyhow::anyhow!("no config on this cluster"))?;
+        let ixs = [
+            anchor_spl::associated_token::spl_associated_token_account::instruction::create_associated_token_account_idempotent(
+                &self.kp.pubkey(),
+                &d.challenger,
+                &mint,
+                &anchor_spl::token::ID,
+            ),
+            client::close_dispute(key, d.challenger, d.payout, Some(mint)),
+        ];
+        Ok(super::send_all(chain, "cranker", "close_dispute", &key, &ixs, &self.kp)?.ok)
     }
 
     /// Everything due on one task. Its votes are read (filtered on the task) only when some
