@@ -172,6 +172,14 @@ pub struct TaskView {
     pub unavailable: u8,
     /// Seats taken this round.
     pub seats: u8,
+    /// The verdict in force (PROTOCOL §8.5: 1 Accepted, 2 Rejected, 3 withheld, 4 proven wrong
+    /// by a dispute, 5 INVALID claims refuted by a dispute; 0 undecided).
+    pub verdict: u8,
+    /// Whether its money is held for disputes, and until which slot they may be opened
+    /// (PROTOCOL §8.1).
+    pub dispute_until: Option<u64>,
+    /// Disputes still open against it.
+    pub disputes_open: u32,
 }
 
 /// Phase windows, as shown.
@@ -500,6 +508,9 @@ fn task_view(key: &Pubkey, t: &Task) -> TaskView {
             t.tally().invalid,
         ),
         seats: t.tally().seats,
+        verdict: t.tally().majority,
+        dispute_until: t.held.then_some(t.dispute_deadline),
+        disputes_open: t.disputes_open,
     }
 }
 
