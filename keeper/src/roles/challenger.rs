@@ -260,6 +260,17 @@ pub fn argue(
     Ok(Outcome::Open)
 }
 
+/// Refusals the same turn would meet again (a proof that does not lead to the root, an element
+/// or kind the program will not take): the dispute is given up rather than retried every pass.
+const FINAL_REFUSALS: [&str; 6] = [
+    "ProofMismatch",
+    "ProofTooLong",
+    "ElementOutOfRange",
+    "InvalidDisputeKind",
+    "DisputeNotSupported",
+    "NotDisputable",
+];
+
 /// A keeper's disputes across passes: which it has ended with, so a finished one costs no
 /// reads; which it opened is in its store ([`Db::disputed`]), so a restart resumes them and never
 /// opens one that lost again.
@@ -309,6 +320,12 @@ impl Disputes {
             }
             Err(e) => {
                 let error = format!("{e:#}");
+                if FINAL_REFUSALS.iter().any(|code| error.contains(code)) {
+                    // the program will refuse it again: retrying only spends fees
+                    tracing::error!(who, task = %key, kind, error, "dispute refused for good: given up");
+                    self.forgo(key);
+                    return;
+                }
                 let mut failed = self.failed.lock().expect("disputes lock");
                 if failed.get(key) == Some(&error) {
                     tracing::debug!(who, task = %key, kind, error, "dispute: will retry");
