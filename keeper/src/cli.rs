@@ -579,7 +579,8 @@ pub struct DisputeReport {
 }
 
 /// `task dispute`: recomputes `tiles` of an Accepted result held for its dispute window (all
-/// of them when empty) on this machine, fetched with their proofs from its provider; refuses
+/// of them when empty) on this machine, fetched with their proofs from its provider through
+/// `store` (its fetch policy: which addresses it may reach); refuses
 /// to bond when every one recomputes equal (a dispute of a right result loses its bond), else
 /// disputes the first wrong element and argues to the end (PROTOCOL §8). Run again, it resumes
 /// the dispute it opened.
@@ -587,9 +588,9 @@ pub fn task_dispute(
     chain: &dyn Chain,
     kp: &Keypair,
     backend: &dyn crate::compute::Backend,
+    store: &crate::results::ResultStore,
     task: &Pubkey,
     tiles: &[u32],
-    policy: crate::results::FetchPolicy,
 ) -> Result<DisputeReport> {
     use crate::roles::challenger::{argue, disputable, Claim};
     use compute_market_protocol::dispute::DISPUTE_RESULT_WRONG;
@@ -623,7 +624,6 @@ pub fn task_dispute(
         .and_then(|b| std::str::from_utf8(b).ok())
         .unwrap_or("")
         .to_string();
-    let store = crate::results::ResultStore::default().with_policy(policy);
     let served = store
         .fetch(&uri, &job, &want)
         .map_err(|e| anyhow::anyhow!("fetching tiles of {task} from {uri}: {e}"))?;

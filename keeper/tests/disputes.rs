@@ -245,3 +245,60 @@ fn an_outvoted_verifier_disputes_with_the_pointer_it_kept_across_a_restart() {
     let honest = s.chain.node(&s.verifiers[2].ctx.node).unwrap().unwrap();
     assert_eq!((honest.times_slashed, honest.bonded), (0, 0));
 }
+
+#[test]
+fn keeper_task_dispute_refuses_a_right_result_and_overturns_a_wrong_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = scenario(dir.path(), 1.0);
+    for v in &mut s.verifiers {
+        v.careless = true;
+    }
+    let client = Keypair::try_from(&s.client.to_bytes()[..]).unwrap();
+    let mut tried: std::collections::HashMap<Pubkey, Result<u8, String>> = Default::default();
+    let mut guard = 0;
+    while !s.done() {
+        s.tick().unwrap();
+        for (key, _, _) in s.tasks.clone() {
+            let held = s
+                .chain
+                .task(&key)
+                .unwrap()
+                .is_some_and(|t| t.held && t.status == TaskStatus::Accepted);
+            if held && !tried.contains_key(&key) {
+                let r = compute_market_keeper::cli::task_dispute(
+                    s.chain.as_ref(),
+                    &client,
+                    s.backend.as_ref(),
+                    &s.store,
+                    &key,
+                    &[],
+                );
+                tried.insert(key, r.map(|r| r.majority).map_err(|e| format!("{e:#}")));
+            }
+        }
+        guard += 1;
+        assert!(guard < 3_000, "the market finishes");
+    }
+    let (cheated, honest) = by_provider(&s);
+    for k in &cheated {
+        assert_eq!(
+            tried[k],
+            Ok(VERDICT_PROVEN_WRONG),
+            "the client's dispute of a wrong result"
+        );
+        assert_eq!(s.verdicts[k], (TaskStatus::Rejected, VERDICT_PROVEN_WRONG));
+    }
+    for k in &honest {
+        let refused = tried[k].as_ref().unwrap_err();
+        assert!(
+            refused.contains("every tile checked recomputes equal"),
+            "refused by name: {refused}"
+        );
+        assert_eq!(
+            s.verdicts[k],
+            (TaskStatus::Accepted, VOTE_VALID),
+            "nothing bonded"
+        );
+    }
+    assert!(!cheated.is_empty() && !honest.is_empty());
+}

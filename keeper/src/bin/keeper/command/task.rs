@@ -308,13 +308,15 @@ impl TaskCmd {
                     ..FetchPolicy::default()
                 };
                 let backend = select(backend)?;
+                let store =
+                    compute_market_keeper::results::ResultStore::default().with_policy(policy);
                 to_value(cli::task_dispute(
                     chain.as_ref(),
                     &ctx.keypair()?,
                     backend.as_ref(),
+                    &store,
                     &task,
                     &tiles,
-                    policy,
                 )?)?
             }
             TaskCmd::Cancel { id } => {
