@@ -234,12 +234,7 @@ fn held_verdicts_are_concluded_after_their_window_and_won_disputes_paid() {
             .enumerate()
             .map(|(j, v)| (v, Ballot::new(VOTE_VALID, (10 * i + j) as u64)))
             .collect();
-        w.join_and_commit(task, &votes);
-        w.close_join_window(&task);
-        for (v, b) in &votes {
-            w.reveal(v, task, b).expect("reveal");
-        }
-        w.finalize(task).expect("finalize");
+        w.decide(task, &votes);
         assert!(w.task(&task).held);
     }
     let client = c.client.clone();
@@ -290,7 +285,7 @@ fn held_verdicts_are_concluded_after_their_window_and_won_disputes_paid() {
 
 #[test]
 fn a_won_dispute_whose_payout_account_was_closed_is_paid_to_the_challengers_associated_account() {
-    use compute_market_protocol::{dispute, job::JobSpec};
+    use compute_market_protocol::job::JobSpec;
     use compute_market_svm_tests::{cast_in, disputes::Committed};
     let mut c = cast_in(
         3,
@@ -310,12 +305,7 @@ fn a_won_dispute_whose_payout_account_was_closed_is_paid_to_the_challengers_asso
         .enumerate()
         .map(|(j, v)| (v, Ballot::new(VOTE_VALID, j as u64)))
         .collect();
-    w.join_and_commit(task, &votes);
-    w.close_join_window(&task);
-    for (v, b) in &votes {
-        w.reveal(v, task, b).expect("reveal");
-    }
-    w.finalize(task).expect("finalize");
+    w.decide(task, &votes);
     // the client disputes with an empty token account of its own as the payout, then closes it
     let client = c.client.clone();
     let payout = w.token_account(&client.key(), 0);

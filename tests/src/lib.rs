@@ -456,3 +456,27 @@ pub fn log_tails(v: &Validator, names: &[&str]) -> String {
 pub fn node_of(p: &Path) -> anchor_lang::prelude::Pubkey {
     compute_market::pda::node(&keypair(p).expect("a keypair file").pubkey())
 }
+
+/// `keeper task post` by `client` of task `id`: a `MatMulModP` 96 × 64 · 64 × 80 on generated
+/// inputs, for [`REWARD`]; the task's address.
+pub fn post_matmul(v: &Validator, client: &Path, id: u64) -> Result<anchor_lang::prelude::Pubkey> {
+    let out = v.keeper(
+        client,
+        &[
+            "task",
+            "post",
+            "--id",
+            &id.to_string(),
+            "--kind",
+            "matmul",
+            "--dims",
+            "96,64,80",
+            "--reward",
+            &REWARD.to_string(),
+        ],
+    )?;
+    Ok(out["task"]
+        .as_str()
+        .context("the posted task's address")?
+        .parse()?)
+}

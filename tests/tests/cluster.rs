@@ -17,25 +17,6 @@ use compute_market_cluster_tests::*;
 use compute_market_keeper::chain::{Chain, ChainExt};
 use solana_signer::Signer;
 
-fn post(v: &Validator, client: &std::path::Path, id: u64) -> Result<Pubkey> {
-    let out = v.keeper(
-        client,
-        &[
-            "task",
-            "post",
-            "--id",
-            &id.to_string(),
-            "--kind",
-            "matmul",
-            "--dims",
-            "96,64,80",
-            "--reward",
-            &REWARD.to_string(),
-        ],
-    )?;
-    Ok(out["task"].as_str().expect("task address").parse()?)
-}
-
 #[test]
 fn honest_and_cheating_providers_end_with_the_right_balances() -> Result<()> {
     let v = Validator::start()?;
@@ -74,7 +55,7 @@ fn honest_and_cheating_providers_end_with_the_right_balances() -> Result<()> {
     let client_ata = ata(&keypair(&client)?.pubkey(), &mint);
     let client_before = chain.token_balance(&client_ata)?;
 
-    let t1 = post(&v, &client, 1)?;
+    let t1 = post_matmul(&v, &client, 1)?;
     let _honest = v.spawn_keeper("honest", &honest, &["--provider"])?;
     wait_for(60, "the honest provider to claim task 1", || {
         Ok(chain
@@ -87,7 +68,7 @@ fn honest_and_cheating_providers_end_with_the_right_balances() -> Result<()> {
         &cheat,
         &["--provider", "--corrupt-fraction", "0.25"],
     )?;
-    let t2 = post(&v, &client, 2)?;
+    let t2 = post_matmul(&v, &client, 2)?;
     wait_for(60, "the cheater to claim task 2", || {
         Ok(chain
             .task(&t2)?
@@ -203,7 +184,7 @@ fn a_verifier_killed_with_sigkill_between_commit_and_reveal_reveals_after_restar
     let v = Validator::start()?;
     let (client, provider, verifiers) = small_market(&v, "40,15,20,30")?;
     let chain = v.chain();
-    let task = post(&v, &client, 7)?;
+    let task = post_matmul(&v, &client, 7)?;
     let _p = v.spawn_keeper("provider", &provider, &["--provider"])?;
     let _v0 = v.spawn_keeper("v0", &verifiers[0], &["--verifier"])?;
     let _v1 = v.spawn_keeper("v1", &verifiers[1], &["--verifier"])?;
@@ -250,7 +231,7 @@ fn a_validator_restart_mid_task_keepers_reconnect_and_the_task_completes() -> Re
     let mut v = Validator::start()?;
     let (client, provider, verifiers) = small_market(&v, "60,30,30,30")?;
     let chain = v.chain();
-    let t1 = post(&v, &client, 1)?;
+    let t1 = post_matmul(&v, &client, 1)?;
     let _p = v.spawn_keeper("provider", &provider, &["--provider"])?;
     let _vs: Vec<_> = verifiers
         .iter()
@@ -270,7 +251,7 @@ fn a_validator_restart_mid_task_keepers_reconnect_and_the_task_completes() -> Re
     let t = chain.task(&t1)?.expect("the task survived the restart");
     assert_eq!(t.submit_slot, before, "same ledger");
     // the keepers carry on by themselves, and new work flows too
-    let t2 = post(&v, &client, 2)?;
+    let t2 = post_matmul(&v, &client, 2)?;
     wait_for(240, "both tasks to be closed", || {
         Ok((chain.task(&t1)?.is_none() && chain.task(&t2)?.is_none()).then_some(()))
     })?;
@@ -1843,7 +1824,7 @@ fn stake_added_and_removed_in_the_submitting_transaction_leaves_the_snapshot_whe
     )?;
     let sliver = v.wallet("sliver", 100 * REWARD)?;
     register(&v, &sliver, "verifier", 1)?;
-    let task = post(&v, &client, 1)?;
+    let task = post_matmul(&v, &client, 1)?;
     let (pk, zk, sk) = (keypair(&provider)?, keypair(&z)?, keypair(&sliver)?);
     let r = chain.send(
         &[compute_market::client::claim_task(pk.pubkey(), task)],

@@ -11,25 +11,6 @@ use solana_signer::Signer;
 const WINDOWS: &str = "40,15,15,15";
 const DISPUTE_WINDOW: &str = "60";
 
-fn post_matmul(v: &Validator, client: &std::path::Path) -> Result<anchor_lang::prelude::Pubkey> {
-    let out = v.keeper(
-        client,
-        &[
-            "task",
-            "post",
-            "--id",
-            "1",
-            "--kind",
-            "matmul",
-            "--dims",
-            "96,64,80",
-            "--reward",
-            &REWARD.to_string(),
-        ],
-    )?;
-    Ok(out["task"].as_str().expect("task address").parse()?)
-}
-
 fn wallet_balance(v: &Validator, wallet: &std::path::Path) -> Result<u64> {
     let chain = v.chain();
     let mint = compute_market_keeper::cli::config(&chain)?.stake_mint;
@@ -80,7 +61,7 @@ fn a_wrong_result_every_seat_vouched_for_is_overturned_by_the_clients_watcher() 
         small_market_with(&v, WINDOWS, &["--dispute-window", DISPUTE_WINDOW])?;
     let chain = v.chain();
     let before = wallet_balance(&v, &client)?;
-    let task = post_matmul(&v, &client)?;
+    let task = post_matmul(&v, &client, 1)?;
     // a provider that corrupts every tile, three seats that vote VALID without checking
     let mut procs = vec![v.spawn_keeper(
         "provider",
@@ -144,7 +125,7 @@ fn a_right_result_that_lying_seats_rejected_is_overturned_by_its_provider() -> R
     let (client, provider, verifiers) =
         small_market_with(&v, WINDOWS, &["--dispute-window", DISPUTE_WINDOW])?;
     let chain = v.chain();
-    let task = post_matmul(&v, &client)?;
+    let task = post_matmul(&v, &client, 1)?;
     let mut procs = vec![v.spawn_keeper("provider", &provider, &["--provider"])?];
     // two verifiers that vote INVALID on everything, pointing at right elements, hold every seat
     for (i, w) in verifiers[..2].iter().enumerate() {

@@ -806,6 +806,19 @@ impl World {
         }
     }
 
+    /// Decides `task`'s round with `votes`: every voter joins and commits, the join window
+    /// closes, every vote is revealed and the round is finalized (panics on a refusal).
+    pub fn decide(&mut self, task: Pubkey, votes: &[(&Actor, Ballot)]) {
+        self.join_and_commit(task, votes);
+        self.close_join_window(&task);
+        for (v, b) in votes {
+            self.reveal(v, task, b)
+                .unwrap_or_else(|r| panic!("reveal {}: {:?}", v.name, r.logs));
+        }
+        self.finalize(task)
+            .unwrap_or_else(|r| panic!("finalize: {:?}", r.logs));
+    }
+
     /// Panics unless the vault invariant holds for `nodes` and every live escrow matches its
     /// task's accounting, each plus exactly what strangers sent into it ([`World::donate`]).
     pub fn check_invariants(&self, nodes: &[&Actor], tasks: &[Pubkey]) {

@@ -42,12 +42,7 @@ fn invalid_at(tile: u32, element: u32, tag: u64) -> Ballot {
 
 /// Joins, commits, reveals and finalizes with the given ballots.
 fn decide(w: &mut World, task: Pubkey, votes: &[(&Actor, Ballot)]) {
-    w.join_and_commit(task, votes);
-    w.close_join_window(&task);
-    for (v, b) in votes {
-        w.reveal(v, task, b).unwrap();
-    }
-    w.finalize(task).unwrap();
+    w.decide(task, votes);
 }
 
 /// A node's stake (free + bonded): what a slash takes from.

@@ -132,6 +132,33 @@ impl Cranker {
         Ok(sent)
     }
 
+    /// Sends `ix(mint)` (a payment to `owner`'s associated token account of the stake mint)
+    /// after creating that account if it does not exist: a payment is never blocked by an
+    /// account its owner closed.
+    fn to_associated(
+        &self,
+        chain: &dyn Chain,
+        key: Pubkey,
+        what: &str,
+        owner: &Pubkey,
+        ix: impl FnOnce(Pubkey) -> Instruction,
+    ) -> Result<crate::chain::TxReport> {
+        let mint = chain
+            .decoded::<compute_market::state::Config>(&pda::config())?
+            .map(|c| c.stake_mint)
+            .ok_or_else(|| anyhow::anyhow!("no config on this cluster"))?;
+        let ixs = [
+            anchor_spl::associated_token::spl_associated_token_account::instruction::create_associated_token_account_idempotent(
+                &self.kp.pubkey(),
+                owner,
+                &mint,
+                &anchor_spl::token::ID,
+            ),
+            ix(mint),
+        ];
+        super::send_all(chain, "cranker", what, &key, &ixs, &self.kp)
+    }
+
     /// `close_dispute` of `d`: paid to its payout account, or, when the challenger closed that
     /// meanwhile, to its associated token account, created here (a payment is never blocked).
     fn close_dispute(
@@ -145,20 +172,11 @@ impl Cranker {
         if r.ok || r.error_code().as_deref() != Some("ClientRefundAccountClosed") {
             return Ok(r.ok);
         }
-        let mint = chain
-            .decoded::<compute_market::state::Config>(&pda::config())?
-            .map(|c| c.stake_mint)
-            .ok_or_else(|| anyhow::anyhow!("no config on this cluster"))?;
-        let ixs = [
-            anchor_spl::associated_token::spl_associated_token_account::instruction::create_associated_token_account_idempotent(
-                &self.kp.pubkey(),
-                &d.challenger,
-                &mint,
-                &anchor_spl::token::ID,
-            ),
-            client::close_dispute(key, d.challenger, d.payout, Some(mint)),
-        ];
-        Ok(super::send_all(chain, "cranker", "close_dispute", &key, &ixs, &self.kp)?.ok)
+        Ok(self
+            .to_associated(chain, key, "close_dispute", &d.challenger, |mint| {
+                client::close_dispute(key, d.challenger, d.payout, Some(mint))
+            })?
+            .ok)
     }
 
     /// Everything due on one task. Its votes are read (filtered on the task) only when some
@@ -393,20 +411,9 @@ impl Cranker {
             if r.error_code().as_deref() == Some("ClientRefundAccountClosed") {
                 // the client closed its refund account: refund to its associated token
                 // account, created here (the close can never be blocked)
-                let mint = chain
-                    .decoded::<compute_market::state::Config>(&pda::config())?
-                    .map(|c| c.stake_mint)
-                    .ok_or_else(|| anyhow::anyhow!("no config on this cluster"))?;
-                let ixs = [
-                    anchor_spl::associated_token::spl_associated_token_account::instruction::create_associated_token_account_idempotent(
-                        &self.kp.pubkey(),
-                        &t.client,
-                        &mint,
-                        &anchor_spl::token::ID,
-                    ),
-                    client::close_task_to(key, t.client, t.client_token, treasury, Some(mint)),
-                ];
-                r = super::send_all(chain, "cranker", "close_task", &key, &ixs, &self.kp)?;
+                r = self.to_associated(chain, key, "close_task", &t.client, |mint| {
+                    client::close_task_to(key, t.client, t.client_token, treasury, Some(mint))
+                })?;
             }
             if r.ok {
                 ledger.closed.push((key, now));
