@@ -141,6 +141,8 @@ impl Db {
                 t.remove(&sealed_key(task, round)[..])?;
                 p.remove(&sealed_key(task, round)[..])?;
             }
+            // a watcher's (`roles::watcher::WATCH_SLOT`)
+            p.remove(&sealed_key(task, 0xFF)[..])?;
             w.open_table(DISPUTED)?.remove(task.as_ref())?;
         }
         w.commit()?;

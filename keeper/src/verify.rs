@@ -2,7 +2,7 @@
 
 use crate::{
     compute::{freivalds::tile_pass, Backend},
-    dispute::{first_difference, matmul_wrong_entry, Pointer},
+    dispute::{element_is_right, first_difference, matmul_wrong_entry, Pointer},
 };
 use anyhow::{ensure, Result};
 use compute_market_protocol::{
@@ -105,7 +105,20 @@ impl Verdict {
     }
 
     /// INVALID, pointing at `p`: the evidence starts with its tile and element (PROTOCOL §8.2).
-    fn wrong(p: Pointer, evidence: Digest, reason: String) -> Self {
+    /// For a job the program referees, the element is first judged by the program's own rule
+    /// (one element, [`element_is_right`]): when that says it is right, this machine's
+    /// recomputation is at fault, and the vote keeps no pointer (in a market with a dispute
+    /// window it becomes UNAVAILABLE) rather than one a dispute would refute at the cost of
+    /// the whole bond.
+    fn wrong(job: &JobSpec, p: Pointer, evidence: Digest, reason: String) -> Self {
+        if element_is_right(job, p.tile, p.element, &p.bytes) == Some(true) {
+            tracing::error!(tile = p.tile, element = p.element, "this machine's recomputation differs from the committed element, which the protocol's rule says is right: a backend fault; not pointing at it");
+            return Verdict::new(
+                false,
+                evidence,
+                format!("{reason}, but the protocol's rule gives tile {} element {} as committed (a fault of this machine's backend)", p.tile, p.element),
+            );
+        }
         Verdict {
             vote: VOTE_INVALID,
             evidence: invalid_evidence(p.tile, p.element, &evidence),
@@ -198,6 +211,7 @@ pub fn check_matmul(
         }
         match matmul_wrong_entry(job, tiles, rows) {
             Some((t, e)) => Verdict::wrong(
+                job,
                 Pointer {
                     tile: t,
                     element: e,
@@ -284,11 +298,76 @@ pub fn check_sampled(
     let evidence = evidence_hash(&picked.iter().map(|&i| (i, own[&i])).collect::<Vec<_>>());
     if let Some(p) = first_wrong(job, served, &mine) {
         let reason = format!("tile {} differs from the recomputation", p.tile);
-        return Ok(Verdict::wrong(p, evidence, reason));
+        return Ok(Verdict::wrong(job, p, evidence, reason));
     }
     Ok(Verdict::new(
         true,
         evidence,
         format!("{} sampled tiles proven and recomputed", served.len()),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compute::cpu::CpuBackend;
+
+    /// The CPU, except that every tile it computes has its first byte flipped.
+    struct Faulty;
+
+    impl Backend for Faulty {
+        fn name(&self) -> String {
+            "faulty".into()
+        }
+        fn tiles(&self, job: &JobSpec, indices: &[u32]) -> Result<Vec<Vec<u8>>> {
+            let mut t = CpuBackend.tiles(job, indices)?;
+            for x in &mut t {
+                x[0] ^= 1;
+            }
+            Ok(t)
+        }
+        fn freivalds(&self, job: &JobSpec, rs: &[Vec<u32>]) -> Result<Vec<Vec<u32>>> {
+            CpuBackend.freivalds(job, rs)
+        }
+    }
+
+    fn proven(job: &JobSpec, tiles: &[Vec<u8>], want: &[u32]) -> (Digest, Vec<ProvenTile>) {
+        let tree = commit(tiles);
+        let served = want
+            .iter()
+            .map(|&i| ProvenTile {
+                index: i,
+                tile: tiles[i as usize].clone(),
+                proof: tree.proof(i).unwrap(),
+            })
+            .collect();
+        let _ = job;
+        (tree.root(), served)
+    }
+
+    #[test]
+    fn a_wrong_element_is_pointed_at_and_a_fault_of_this_machine_is_not() {
+        let job = JobSpec::hash_batch(6, 8, 2, [3; 32]);
+        let mut tiles = CpuBackend.run(&job).unwrap();
+        tiles[4][3 * 32 + 1] ^= 0x40;
+        let picked = [4, 1, 4];
+        let (root, served) = proven(&job, &tiles, &distinct(&picked));
+        // an honest machine points at nonce 3 of tile 4, and its evidence says so
+        let v = check_sampled(&CpuBackend, &job, &picked, &served, &root).unwrap();
+        assert_eq!(v.vote, VOTE_INVALID);
+        let p = v.pointer.expect("a pointer");
+        assert_eq!((p.tile, p.element), (4, 3));
+        assert_eq!(
+            compute_market_protocol::dispute::pointer(&v.evidence),
+            (4, 3)
+        );
+        // a machine whose recomputation is wrong finds tile 1 "wrong" at element 0, which the
+        // protocol's rule gives as committed: no pointer, the fault named
+        let picked = [1];
+        let (root, served) = proven(&job, &CpuBackend.run(&job).unwrap(), &picked);
+        let v = check_sampled(&Faulty, &job, &picked, &served, &root).unwrap();
+        assert_eq!(v.vote, VOTE_INVALID);
+        assert!(v.pointer.is_none(), "{v:?}");
+        assert!(v.reason.contains("backend"), "{}", v.reason);
+    }
 }

@@ -129,6 +129,8 @@ pub fn argue(
     let dispute_key = pda::dispute(key, &me);
     let mut opened = opened;
     let mut sent = 0;
+    // reads of the dispute account since this call opened it (0: it did not, or it was seen)
+    let mut just_opened = 0u32;
     while sent < MAX_TURNS {
         let Some(t) = chain.task(key)? else {
             return Ok(Outcome::Closed);
@@ -140,6 +142,15 @@ pub fn argue(
             .account(&dispute_key)?
             .and_then(|a| Dispute::from_account_data(&a));
         let Some(d) = d else {
+            if just_opened > 0 && just_opened < 20 {
+                // an RPC node behind the one that confirmed the open: read again
+                just_opened += 1;
+                std::thread::sleep(std::time::Duration::from_millis(500));
+                continue;
+            }
+            if just_opened > 0 {
+                return Ok(Outcome::Open);
+            }
             if opened {
                 return Ok(Outcome::Closed);
             }
@@ -147,8 +158,35 @@ pub fn argue(
                 Claim::ResultWrong(p) => (DISPUTE_RESULT_WRONG, p.tile, p.element),
                 Claim::ClaimsFalse(_) => (DISPUTE_CLAIMS_FALSE, 0, 0),
             };
+            if let Claim::ResultWrong(p) = claim {
+                // judged as the program will before anything is bonded
+                if p.bytes.len() != job.tile_len()
+                    || element_is_right(&job, p.tile, p.element, &p.bytes) != Some(false)
+                {
+                    bail!(
+                        "{NOT_WRONG}: tile {} element {} of task {key}",
+                        p.tile,
+                        p.element
+                    );
+                }
+            }
             if !disputable(&t, kind, now) {
                 bail!("task {key} can no longer be disputed (kind {kind}): its window closed, its verdict changed, or its job cannot be refereed");
+            }
+            if let Claim::ClaimsFalse(_) = claim {
+                // each INVALID vote: a target, up to 4 writes, a prove and a step, about a
+                // slot each; a dispute that cannot finish in its window forfeits its bond
+                let votes = chain
+                    .votes(key)?
+                    .into_iter()
+                    .filter(|(_, v)| {
+                        v.round == t.round && v.revealed && v.vote == VOTE_INVALID && !v.refuted
+                    })
+                    .count() as u64;
+                let turns = 1 + 7 * votes;
+                if turns > u64::from(t.dispute_window) * 3 / 4 {
+                    bail!("{TOO_SLOW}: {votes} INVALID votes take about {turns} transactions, the window is {} slots", t.dispute_window);
+                }
             }
             let mint = chain
                 .decoded::<compute_market::state::Config>(&pda::config())?
@@ -177,9 +215,11 @@ pub fn argue(
             crate::chain::must("open_dispute", r)?;
             tracing::info!(who, task = %key, kind, tile, element, bond, "opened a dispute");
             opened = true;
+            just_opened = 1;
             on_open()?;
             continue;
         };
+        just_opened = 0;
         if d.state == DISPUTE_WON {
             return Ok(Outcome::Won);
         }
@@ -262,7 +302,9 @@ pub fn argue(
 
 /// Refusals the same turn would meet again (a proof that does not lead to the root, an element
 /// or kind the program will not take): the dispute is given up rather than retried every pass.
-const FINAL_REFUSALS: [&str; 6] = [
+const FINAL_REFUSALS: [&str; 8] = [
+    NOT_WRONG,
+    TOO_SLOW,
     "ProofMismatch",
     "ProofTooLong",
     "ElementOutOfRange",
@@ -270,6 +312,14 @@ const FINAL_REFUSALS: [&str; 6] = [
     "DisputeNotSupported",
     "NotDisputable",
 ];
+
+/// What [`argue`] says of a pointer the program's own rule finds right (or a stored tile of the
+/// wrong length): never bonded on.
+const NOT_WRONG: &str =
+    "the protocol's rule finds the element right, or the kept tile is malformed: not disputing";
+
+/// What [`argue`] says of a kind-2 dispute with more turns than its answer window holds.
+const TOO_SLOW: &str = "more turns than the answer window holds";
 
 /// A keeper's disputes across passes: which it has ended with, so a finished one costs no
 /// reads; which it opened is in its store ([`Db::disputed`]), so a restart resumes them and never

@@ -35,6 +35,10 @@ use crate::{
     verify::{check_matmul, check_sampled, distinct},
 };
 
+/// Where a watcher keeps the element it found in its store: the pointer table's round byte,
+/// beside a verifier's rounds 0 and 1.
+pub const WATCH_SLOT: u8 = 0xFF;
+
 /// Tiles a watcher checks of a task at the least (more when the task's verifiers sample more).
 pub const WATCH_SAMPLES: u32 = 8;
 
@@ -99,7 +103,14 @@ impl Watcher {
             if self.db.pointer(key, t.round)?.is_some() {
                 continue;
             }
-            let known = self.checked.lock().expect("checked lock").get(key).cloned();
+            // what it found before a restart: a dispute it opened resumes without a fetch
+            let kept = self
+                .db
+                .pointer(key, WATCH_SLOT)?
+                .and_then(|b| Pointer::decode(&b))
+                .map(Some);
+            let known =
+                kept.or_else(|| self.checked.lock().expect("checked lock").get(key).cloned());
             let found = match known {
                 Some(found) => found,
                 None => match super::guard(|| self.check(chain, key, t)) {
@@ -117,6 +128,8 @@ impl Watcher {
                 },
             };
             if let Some(p) = found {
+                // kept before anything is bonded, as a verifier keeps its vote's pointer
+                self.db.put_pointer(key, WATCH_SLOT, &p.encode())?;
                 self.disputes
                     .play(chain, &self.ctx, &self.db, key, &Claim::ResultWrong(&p));
             }
