@@ -26,23 +26,33 @@ pub const MAX_CHUNK_SIBLINGS: usize = 32;
 /// Bytes of a dispute's proof buffer: one chunk and its siblings.
 pub const PROOF_BUFFER_LEN: usize = CHUNK_LEN + 32 * MAX_CHUNK_SIBLINGS;
 
-/// Whether the program can settle a dispute of this job alone (one step, PROTOCOL §8.4):
-/// `HashBatch`, and `MatMulModP` on generated inputs. The others need bisection (§8.7).
+/// Whether the program referees disputes of this job (PROTOCOL §8.4, §8.7): `HashBatch` and
+/// generated `MatMulModP` from the job alone; `MatMulModP` and `Mlp` on the client's data from
+/// proven slices of its inputs (which needs a version-2 manifest). `Encoder` needs bisection
+/// (not built).
 pub fn supported(job: &JobSpec) -> bool {
     match job.kind {
-        JobKind::HashBatch => true,
-        JobKind::MatMulModP => job.input_mode == InputMode::Generated,
-        JobKind::Mlp | JobKind::Encoder => false,
+        JobKind::HashBatch | JobKind::MatMulModP | JobKind::Mlp => true,
+        JobKind::Encoder => false,
     }
 }
 
-/// Elements in one tile: entries of a 64 × 64 block, nonces of a `HashBatch` tile, rows or
-/// texts of an inference tile.
+/// Whether the element is recomputed from the job alone (one step); otherwise from proven
+/// slices of the client's inputs ([`crate::feed`]).
+pub fn one_step(job: &JobSpec) -> bool {
+    job.kind == JobKind::HashBatch
+        || (job.kind == JobKind::MatMulModP && job.input_mode == InputMode::Generated)
+}
+
+/// Elements in one tile: entries of a 64 × 64 block, nonces of a `HashBatch` tile, the 4-byte
+/// words of an `Mlp` tile (row e / (C + 1), word e mod (C + 1): a logit, or the class), texts of
+/// an `Encoder` tile.
 pub fn elements_per_tile(job: &JobSpec) -> u32 {
     match job.kind {
         JobKind::MatMulModP => MATMUL_TILE * MATMUL_TILE,
         JobKind::HashBatch => job.dims[1],
-        JobKind::Mlp | JobKind::Encoder => u32::from(job.rows_per_tile),
+        JobKind::Mlp => u32::from(job.rows_per_tile) * (job.dims[2] + 1),
+        JobKind::Encoder => u32::from(job.rows_per_tile),
     }
 }
 

@@ -63,13 +63,7 @@ fn refuse<T>(msg: String) -> Result<T, ModelError> {
     Err(ModelError(msg))
 }
 
-/// The requantization rule: `clamp(⌊(acc · m + 2^(s−1)) / 2^s⌋, −128, 127)` in int64, the
-/// division an arithmetic right shift (rounding half up, towards +∞). `m` in 1 ..= 2^31 − 1
-/// and `s` in 1 ..= 62 (checked by [`Mlp::check`]) keep every step inside int64.
-pub fn requantize(acc: i32, m: i32, s: i32) -> i8 {
-    let v = (i64::from(acc) * i64::from(m) + (1i64 << (s - 1))) >> s;
-    v.clamp(-128, 127) as i8
-}
+pub use crate::feed::requantize;
 
 /// The class of a row: the lowest index of the largest logit.
 pub fn class_of(logits: &[i32]) -> u32 {

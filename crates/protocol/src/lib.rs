@@ -12,6 +12,9 @@
 //!   requantization rule, the class tie rule, the output layout and a reference forward pass;
 //! * [`lazy`] (host only): the lazy voter's expected loss under disputes, by simulation;
 //! * [`manifest`]: the canonical input manifest of a job on the client's own data;
+//! * [`slices`]: inputs by slices, the layout of each input part the program proves slices of;
+//! * [`feed`]: one element of a job on the client's data recomputed from proven slices, one
+//!   chunk at a time (on-chain too);
 //! * [`commit`]: vote commitments and the verification seed;
 //! * [`seats`]: stake-weighted seat sortition (tickets, scores, eligibility, displacement);
 //! * [`region`]: region codes and the distance providers rank tasks by;
@@ -30,6 +33,7 @@ pub mod commit;
 pub mod dispute;
 #[cfg(not(target_os = "solana"))]
 pub mod encoder;
+pub mod feed;
 pub mod hash;
 #[cfg(not(target_os = "solana"))]
 pub mod infer;
@@ -41,6 +45,7 @@ pub mod merkle;
 pub mod region;
 pub mod sampling;
 pub mod seats;
+pub mod slices;
 
 /// The prime of `MatMulModP`: 2^31 − 1 (a Mersenne prime).
 pub const P: u64 = (1 << 31) - 1;

@@ -8,16 +8,24 @@
 //!
 //! ```text
 //! [0..4]  b"CMIN"
-//! [4]     version 1
+//! [4]     version: 1, or 2 (every part's slices named too)
 //! [5]     number of parts n, 1..=MAX_PARTS
 //! [6..8]  0
-//! then n entries of 44 bytes, in strictly increasing role order:
+//! then n entries of 44 bytes (version 1) or 84 (version 2), in strictly increasing role order:
 //!   [0]      role (1 = A, 2 = B, 3 = model, 4 = batch, 5 = texts)
 //!   [1]      format (1 = safetensors, 2 = UTF-8 text; texts are text, every other role safetensors)
 //!   [2..4]   0
 //!   [4..12]  length in bytes, u64 little-endian, ≥ 1
 //!   [12..44] SHA-256 of the part
+//!   version 2 only:
+//!   [44..52] length of the part's slice string, u64 little-endian, ≥ 1
+//!   [52..84] BLAKE3 of the slice string
 //! ```
+//!
+//! The *slice string* of a part (PROTOCOL §8.7, [`crate::slices`]) is its content laid out so
+//! that the program can prove any slice it recomputes from (a row of A, a column of B, a row
+//! of a batch, a model's neurons) with BLAKE3 chunk proofs, as it proves results. Content
+//! stores still hold, and the SHA-256 still names, the part's own bytes.
 //!
 //! [`InputMode::ContentHash`]: crate::job::InputMode::ContentHash
 
@@ -28,16 +36,21 @@ use crate::{
 
 /// The manifest's magic bytes.
 pub const MAGIC: &[u8; 4] = b"CMIN";
-/// The manifest version this crate writes and reads.
+/// The manifest version without slices (still read and written: such a job cannot be
+/// refereed on its inputs, PROTOCOL §8.7).
 pub const VERSION: u8 = 1;
+/// The manifest version that names every part's slice string too.
+pub const VERSION_SLICES: u8 = 2;
 /// Most parts a manifest lists.
 pub const MAX_PARTS: usize = 8;
 /// Bytes of the manifest header.
 pub const HEADER_LEN: usize = 8;
-/// Bytes of one entry.
+/// Bytes of one entry (version 1).
 pub const ENTRY_LEN: usize = 44;
+/// Bytes of one entry of a version-2 manifest (the slice string's length and BLAKE3 added).
+pub const ENTRY_LEN_SLICES: usize = ENTRY_LEN + 40;
 /// The longest manifest.
-pub const MAX_LEN: usize = HEADER_LEN + MAX_PARTS * ENTRY_LEN;
+pub const MAX_LEN: usize = HEADER_LEN + MAX_PARTS * ENTRY_LEN_SLICES;
 /// Most bytes of a safetensors header (its JSON, after the 8-byte length) a part may carry.
 pub const MAX_SAFETENSORS_HEADER: u64 = 64 * 1024;
 
@@ -109,6 +122,18 @@ pub struct Part {
     pub len: u64,
     /// SHA-256 of its bytes.
     pub hash: Digest,
+    /// Its slice string's length and BLAKE3 (version 2), `None` in a version-1 manifest.
+    pub slices: Option<Slices>,
+}
+
+/// A part's slice string (PROTOCOL §8.7): its length and BLAKE3 root, against which the program
+/// proves the slices a dispute recomputes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Slices {
+    /// Bytes of the slice string (≥ 1).
+    pub len: u64,
+    /// BLAKE3 of the slice string.
+    pub root: Digest,
 }
 
 impl Part {
@@ -135,6 +160,15 @@ impl Part {
             format: Format::Text,
             len: bytes.len() as u64,
             hash: crate::hash::hashv(&[bytes]),
+            slices: None,
+        }
+    }
+
+    /// The same entry naming its slice string too.
+    pub fn with_slices(self, slices: Slices) -> Self {
+        Part {
+            slices: Some(slices),
+            ..self
         }
     }
 }
@@ -173,15 +207,29 @@ impl Manifest {
         Manifest { parts }
     }
 
-    /// The canonical bytes.
+    /// The manifest's version: 2 when every part names its slices, else 1.
+    pub fn version(&self) -> u8 {
+        if !self.parts.is_empty() && self.parts.iter().all(|p| p.slices.is_some()) {
+            VERSION_SLICES
+        } else {
+            VERSION
+        }
+    }
+
+    /// The canonical bytes (version 1 drops any slices: they are named for every part or none).
     pub fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(HEADER_LEN + ENTRY_LEN * self.parts.len());
+        let version = self.version();
+        let mut b = Vec::with_capacity(HEADER_LEN + ENTRY_LEN_SLICES * self.parts.len());
         b.extend_from_slice(MAGIC);
-        b.extend_from_slice(&[VERSION, self.parts.len() as u8, 0, 0]);
+        b.extend_from_slice(&[version, self.parts.len() as u8, 0, 0]);
         for p in &self.parts {
             b.extend_from_slice(&[p.role as u8, p.format as u8, 0, 0]);
             b.extend_from_slice(&p.len.to_le_bytes());
             b.extend_from_slice(&p.hash);
+            if let (VERSION_SLICES, Some(s)) = (version, p.slices) {
+                b.extend_from_slice(&s.len.to_le_bytes());
+                b.extend_from_slice(&s.root);
+            }
         }
         b
     }
@@ -200,18 +248,24 @@ impl Manifest {
         if &b[..4] != MAGIC {
             return bad("no CMIN magic");
         }
-        if b[4] != VERSION {
-            return bad(&format!("version {} (this keeper reads {VERSION})", b[4]));
-        }
+        let entry = match b[4] {
+            VERSION => ENTRY_LEN,
+            VERSION_SLICES => ENTRY_LEN_SLICES,
+            v => {
+                return bad(&format!(
+                    "version {v} (this keeper reads {VERSION} and {VERSION_SLICES})"
+                ))
+            }
+        };
         let n = b[5] as usize;
         if n == 0 || n > MAX_PARTS || b[6..8] != [0, 0] {
             return bad(&format!("{n} parts or non-zero reserved bytes"));
         }
-        if b.len() != HEADER_LEN + n * ENTRY_LEN {
+        if b.len() != HEADER_LEN + n * entry {
             return bad(&format!("{} bytes for {n} parts", b.len()));
         }
         let mut parts: Vec<Part> = Vec::with_capacity(n);
-        for (i, e) in b[HEADER_LEN..].chunks_exact(ENTRY_LEN).enumerate() {
+        for (i, e) in b[HEADER_LEN..].chunks_exact(entry).enumerate() {
             let Some(role) = Role::from_byte(e[0]) else {
                 return bad(&format!("part {i} has unknown role {}", e[0]));
             };
@@ -237,11 +291,25 @@ impl Manifest {
             if parts.last().is_some_and(|p| p.role >= role) {
                 return bad("parts are not in strictly increasing role order");
             }
+            let slices = match entry {
+                ENTRY_LEN_SLICES => {
+                    let len = u64::from_le_bytes(e[44..52].try_into().expect("8 bytes"));
+                    if len == 0 {
+                        return bad(&format!("part {i} has an empty slice string"));
+                    }
+                    Some(Slices {
+                        len,
+                        root: e[52..84].try_into().expect("32 bytes"),
+                    })
+                }
+                _ => None,
+            };
             parts.push(Part {
                 role,
                 format,
                 len,
                 hash: e[12..44].try_into().expect("32 bytes"),
+                slices,
             });
         }
         Ok(Manifest { parts })
@@ -348,7 +416,43 @@ mod tests {
             format: Format::Safetensors,
             len,
             hash: [h; 32],
+            slices: None,
         }
+    }
+
+    #[test]
+    fn version_2_names_every_parts_slices() {
+        let s = |l: u64, h: u8| Slices {
+            len: l,
+            root: [h; 32],
+        };
+        let m = Manifest::new(vec![
+            part(Role::B, 9, 2).with_slices(s(1024, 4)),
+            part(Role::A, 1000, 1).with_slices(s(2048, 3)),
+        ]);
+        let b = m.encode();
+        assert_eq!(b.len(), HEADER_LEN + 2 * ENTRY_LEN_SLICES);
+        assert_eq!(&b[..8], b"CMIN\x02\x02\x00\x00");
+        assert_eq!(&b[8 + 44..8 + 52], &2048u64.to_le_bytes());
+        assert_eq!(Manifest::decode(&b).unwrap(), m);
+        // a zero-length slice string, or version 2 with version-1 entries, is refused
+        let mut z = b.clone();
+        z[8 + 44..8 + 52].copy_from_slice(&0u64.to_le_bytes());
+        assert!(Manifest::decode(&z)
+            .unwrap_err()
+            .to_string()
+            .contains("empty slice"));
+        let v1 = Manifest::new(vec![part(Role::A, 5, 1), part(Role::B, 6, 2)]).encode();
+        let mut mixed = v1.clone();
+        mixed[4] = VERSION_SLICES;
+        assert!(Manifest::decode(&mixed).is_err());
+        // slices named for only some parts: written as version 1
+        let some = Manifest::new(vec![
+            part(Role::A, 5, 1).with_slices(s(1, 1)),
+            part(Role::B, 6, 2),
+        ]);
+        assert_eq!(some.version(), VERSION);
+        assert_eq!(some.encode(), v1);
     }
 
     #[test]
