@@ -19,7 +19,6 @@
 //! match (the provider never claims such a task).
 
 use crate::{
-    hash::Digest,
     job::{JobKind, JobSpec, MAX_MLP_LAYERS, MAX_MLP_WIDTH},
     manifest::Role,
     merkle::CHUNK_LEN,
@@ -99,7 +98,7 @@ pub fn widths_fit(job: &JobSpec, widths: &[u32]) -> bool {
 #[cfg(not(target_os = "solana"))]
 pub mod build {
     use super::*;
-    use crate::{infer::Mlp, manifest::Slices};
+    use crate::{hash::Digest, infer::Mlp, manifest::Slices};
 
     /// The slices of a finished slice string: its length and BLAKE3.
     pub fn slices_of(bytes: &[u8]) -> Slices {

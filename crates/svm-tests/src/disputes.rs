@@ -6,9 +6,13 @@ use anchor_lang::prelude::Pubkey;
 use compute_market::{client, instructions::OpenDisputeArgs, pda, state::Dispute};
 use compute_market_protocol::{
     dispute::{self, MAX_STEP_TERMS},
+    feed::{self, Feed, STATE_LEN},
     hash::Digest,
-    job::JobSpec,
+    infer::Mlp,
+    job::{InputMode, JobSpec},
+    manifest::{Manifest, Part, Role},
     merkle::{chunk_proof, leaf_hash, root_of_tiles, MerkleTree, CHUNK_LEN},
+    slices::build,
 };
 
 use crate::{Actor, TxRecord, World};
@@ -68,6 +72,69 @@ impl Committed {
             &self.tree.proof(tile).expect("tile"),
             byte,
         )
+    }
+}
+
+/// A job's inputs as its client posted them (PROTOCOL §8.7): the version-2 manifest and the
+/// slice strings of the two parts the program recomputes from (A and B, or model and batch).
+/// The parts' own bytes are the slice strings here: the program sees only the manifest.
+pub struct Inputs {
+    /// The manifest's bytes (its SHA-256 is the job's input).
+    pub manifest: Vec<u8>,
+    /// The slice strings, in the program's order.
+    pub slices: [Vec<u8>; 2],
+}
+
+impl Inputs {
+    fn new(roles: [Role; 2], slices: [Vec<u8>; 2]) -> Self {
+        let parts = roles
+            .iter()
+            .zip(&slices)
+            .map(|(r, s)| Part::safetensors(*r, s).with_slices(build::slices_of(s)))
+            .collect();
+        Inputs {
+            manifest: Manifest::new(parts).encode(),
+            slices,
+        }
+    }
+
+    /// An `Mlp` job of `model` on the batch `x` (rows of the model's width), `r` rows a tile.
+    pub fn mlp(model: &Mlp, x: &[i8], r: u8) -> (JobSpec, Inputs) {
+        let (f, c) = (
+            model.layers[0].inp,
+            model.layers.last().expect("a layer").out,
+        );
+        let i = Inputs::new(
+            [Role::Model, Role::Batch],
+            [build::model(model), build::batch(x)],
+        );
+        let job = JobSpec::mlp(
+            (x.len() / f) as u32,
+            f as u32,
+            c as u32,
+            model.work_per_row(),
+            r,
+            compute_market_protocol::hash::hashv(&[&i.manifest]),
+        );
+        (job, i)
+    }
+
+    /// A `MatMulModP` job on the client's A (m × k) and B (k × n), row-major.
+    pub fn matmul(a: &[u32], b: &[u32], [m, k, n]: [u32; 3]) -> (JobSpec, Inputs) {
+        let i = Inputs::new(
+            [Role::A, Role::B],
+            [build::matrix_rows(a, m, k), build::matrix_columns(b, k, n)],
+        );
+        let job = JobSpec {
+            input_mode: InputMode::ContentHash,
+            ..JobSpec::matmul(
+                m,
+                k,
+                n,
+                compute_market_protocol::hash::hashv(&[&i.manifest]),
+            )
+        };
+        (job, i)
     }
 }
 
@@ -261,6 +328,110 @@ impl World {
         }
         out.push(self.prove_element(who, task, result, d.tile, d.element)?);
         out.extend(self.step_to_end(who, task, Some(vote))?);
+        Ok(out)
+    }
+
+    /// Writes the job's manifest and proves it (`dispute_inputs`).
+    pub fn prove_inputs(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        inputs: &Inputs,
+    ) -> Result<TxRecord, TxRecord> {
+        self.write_proof(who, task, &inputs.manifest)?;
+        self.send_as(
+            "dispute_inputs",
+            who,
+            client::dispute_inputs(task, who.key(), inputs.manifest.len() as u16),
+        )
+    }
+
+    /// The recomputation's state of `who`'s dispute.
+    pub fn feed_state(&self, task: &Pubkey, who: &Actor) -> Option<Feed> {
+        let d = self.dispute(task, who)?;
+        let state: [u8; STATE_LEN] = d.feed;
+        Some(Feed::decode(&state))
+    }
+
+    /// Feeds the chunks the recomputation asks for, each written with its siblings and proven
+    /// (`dispute_feed`), until the element is decided; returns the records.
+    pub fn feed_to_end(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        vote: Option<Pubkey>,
+        inputs: &Inputs,
+    ) -> Result<Vec<TxRecord>, TxRecord> {
+        let job = JobSpec::decode(&self.task(&task).job).expect("job");
+        let mut out = vec![];
+        loop {
+            let Some(d) = self.dispute(&task, who) else {
+                return Ok(out);
+            };
+            if d.state != 0 || d.proven == 0 {
+                return Ok(out); // won, or the vote refuted (the element cleared)
+            }
+            let target = feed::target(&job, d.tile, d.element).expect("a fed element");
+            let f = self.feed_state(&task, who).expect("open");
+            let (input, c) = f.next(&job, target).expect("more to feed");
+            let (mut chunk, path) = build::chunk_proof(&inputs.slices[input as usize], c);
+            chunk.resize(CHUNK_LEN, 0);
+            for p in &path {
+                chunk.extend_from_slice(p);
+            }
+            self.write_proof(who, task, &chunk)?;
+            let kp = who.kp.insecure_clone();
+            out.push(self.send_all(
+                "dispute_feed",
+                &kp,
+                &[],
+                &[
+                    client::compute_unit_limit(1_400_000),
+                    client::dispute_feed(task, who.key(), vote, input, c, path.len() as u8),
+                ],
+            )?);
+        }
+    }
+
+    /// A kind-1 dispute of (tile, element) of `result`, a job on the client's `inputs`, played
+    /// to its end: open, prove the element, prove the manifest, feed. Returns every record.
+    pub fn argue_on_data(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        result: &Committed,
+        inputs: &Inputs,
+        (tile, element): (u32, u32),
+    ) -> Result<Vec<TxRecord>, TxRecord> {
+        let mut out = vec![self.open_dispute(who, task, 1, tile, element)?];
+        out.push(self.prove_element(who, task, result, tile, element)?);
+        out.push(self.prove_inputs(who, task, inputs)?);
+        out.extend(self.feed_to_end(who, task, None, inputs)?);
+        Ok(out)
+    }
+
+    /// [`World::refute`] on the client's data: target, prove, the manifest if not yet proven,
+    /// feed.
+    pub fn refute_on_data(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        result: &Committed,
+        inputs: &Inputs,
+        vote: Pubkey,
+    ) -> Result<Vec<TxRecord>, TxRecord> {
+        let mut out = vec![self.dispute_target(who, task, vote)?];
+        let Some(d) = self.dispute(&task, who) else {
+            return Ok(out);
+        };
+        if d.target == Pubkey::default() {
+            return Ok(out);
+        }
+        out.push(self.prove_element(who, task, result, d.tile, d.element)?);
+        if d.inputs == 0 {
+            out.push(self.prove_inputs(who, task, inputs)?);
+        }
+        out.extend(self.feed_to_end(who, task, Some(vote), inputs)?);
         Ok(out)
     }
 

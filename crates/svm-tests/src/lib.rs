@@ -940,6 +940,9 @@ impl Cast {
         self.w.advance(1);
         let mut args = PostTaskArgs::new(id, &job, R);
         args.samples = samples;
+        if job.input_mode == compute_market_protocol::job::InputMode::ContentHash {
+            args.input_uri = "http://store.test".into();
+        }
         let task = self.w.post_with(&self.client, args).expect("post");
         self.w.claim(&self.provider, task).expect("claim");
         self.w.submit(&self.provider, task, root).expect("submit");

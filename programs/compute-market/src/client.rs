@@ -511,6 +511,39 @@ pub fn dispute_step(
     )
 }
 
+/// `dispute_inputs`: the first `len` bytes of the buffer are the job's manifest.
+pub fn dispute_inputs(task: Pubkey, challenger: Pubkey, len: u16) -> Instruction {
+    build(
+        acc::DisputeInputs {
+            task,
+            dispute: pda::dispute(&task, &challenger),
+            challenger,
+            system_program: system_program::ID,
+        },
+        ix::DisputeInputs { len },
+    )
+}
+
+/// `dispute_feed`: chunk `chunk` of input `input` with `siblings` chaining values after it in
+/// the buffer; `vote`: a kind-2 dispute's target.
+pub fn dispute_feed(
+    task: Pubkey,
+    challenger: Pubkey,
+    vote: Option<Pubkey>,
+    input: u8,
+    chunk: u64,
+    siblings: u8,
+) -> Instruction {
+    build(
+        dispute_turn(task, challenger, vote),
+        ix::DisputeFeed {
+            input,
+            chunk,
+            siblings,
+        },
+    )
+}
+
 /// `dispute_timeout` of `challenger`'s dispute (anyone).
 pub fn dispute_timeout(task: Pubkey, challenger: Pubkey) -> Instruction {
     build(

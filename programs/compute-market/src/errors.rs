@@ -214,4 +214,20 @@ pub enum MarketError {
     TaskNotConcluded,
     #[msg("the task's verdict is already concluded")]
     AlreadyConcluded,
+    #[msg("the manifest written is not the job's input: its SHA-256 differs")]
+    InputsMismatch,
+    #[msg("the job's manifest does not name the slices of its parts (a version-1 manifest, or slices of the wrong length): its inputs cannot be proven, so the program cannot referee this job")]
+    InputsNotSliced,
+    #[msg("the job's inputs are not proven yet: dispute_inputs first")]
+    InputsNotProven,
+    #[msg("not the input chunk the recomputation needs next")]
+    WrongChunk,
+    #[msg("the element needs no more input chunks")]
+    FeedComplete,
+    #[msg("the proven input slices break the job's rules (a matrix value not below p, or a model outside PROTOCOL §5's bounds or not the job's)")]
+    InputsBreakRules,
+    #[msg(
+        "this element is recomputed from the client's inputs: dispute_inputs, then dispute_feed"
+    )]
+    NeedsInputs,
 }

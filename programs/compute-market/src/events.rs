@@ -317,6 +317,25 @@ pub struct DisputeProven {
     pub committed: [u8; 32],
 }
 
+/// A dispute proved the job's manifest: the roots of the slices it recomputes from.
+#[event]
+pub struct DisputeInputsProven {
+    pub task: Pubkey,
+    pub challenger: Pubkey,
+    pub slice_roots: [[u8; 32]; 2],
+    pub slice_lens: [u64; 2],
+}
+
+/// A proven chunk of an input was taken by the recomputation.
+#[event]
+pub struct DisputeFed {
+    pub task: Pubkey,
+    pub challenger: Pubkey,
+    /// 0: A or the model; 1: B or the batch.
+    pub input: u8,
+    pub chunk: u64,
+}
+
 /// A step of a long recomputation (`MatMulModP`: terms summed so far).
 #[event]
 pub struct DisputeStepped {

@@ -233,6 +233,25 @@ pub mod compute_market {
         dispute_turn::step(ctx, count)
     }
 
+    /// Challenger, a job on the client's data: proves the job's manifest, keeping the roots of
+    /// the slices its element is recomputed from (PROTOCOL §8.7).
+    #[access_control(ctx.accounts.validate())]
+    pub fn dispute_inputs(ctx: Context<DisputeInputs>, len: u16) -> Result<()> {
+        dispute_inputs::inputs(ctx, len)
+    }
+
+    /// Challenger, a job on the client's data: one proven input chunk into the recomputation,
+    /// which decides once the element is complete (PROTOCOL §8.7).
+    #[access_control(ctx.accounts.validate())]
+    pub fn dispute_feed(
+        ctx: Context<DisputeTurn>,
+        input: u8,
+        chunk: u64,
+        siblings: u8,
+    ) -> Result<()> {
+        dispute_inputs::feed(ctx, input, chunk, siblings)
+    }
+
     /// Anyone: ends a dispute whose challenger missed its answer deadline (lost).
     #[access_control(ctx.accounts.validate())]
     pub fn dispute_timeout(ctx: Context<DisputeTimeout>) -> Result<()> {

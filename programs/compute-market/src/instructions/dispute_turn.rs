@@ -7,6 +7,7 @@ use anchor_lang::prelude::*;
 use compute_market_protocol::{
     commit::{VERDICT_CLAIMS_REFUTED, VERDICT_PROVEN_WRONG, VOTE_INVALID},
     dispute::{self, DISPUTE_CLAIMS_FALSE, DISPUTE_RESULT_WRONG, MAX_STEP_TERMS},
+    feed::{self, Feed, Target},
     hash::Digest,
     job::{JobKind, JobSpec},
     merkle::{chunk_leaf, verify_chunk_proof, CHUNK_LEN},
@@ -53,7 +54,7 @@ impl<'info> DisputeTurn<'info> {
     }
 
     /// The job, decoded (it decoded at post).
-    fn job(&self) -> Result<JobSpec> {
+    pub(crate) fn job(&self) -> Result<JobSpec> {
         JobSpec::decode(&self.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))
     }
 
@@ -99,6 +100,30 @@ impl<'info> DisputeTurn<'info> {
             )?;
         }
         Ok(())
+    }
+
+    /// The element is recomputed: kind 1 wins when it differs from the committed value, kind 2
+    /// refutes the vote when it is equal; anything else loses (PROTOCOL §8.4).
+    pub(crate) fn decide(
+        &mut self,
+        kind: u8,
+        committed: [u8; 32],
+        recomputed: [u8; 32],
+    ) -> Result<()> {
+        let equal = committed == recomputed;
+        match (kind, equal) {
+            (DISPUTE_RESULT_WRONG, false) => self.win(
+                VERDICT_PROVEN_WRONG,
+                TaskStatus::Rejected,
+                committed,
+                recomputed,
+            ),
+            (DISPUTE_CLAIMS_FALSE, true) => {
+                self.target_vote()?;
+                self.refute(committed, recomputed)
+            }
+            _ => self.lose(committed, recomputed),
+        }
     }
 
     /// The verdict is overturned to `majority`; the challenger will be paid by `close_dispute`.
@@ -199,13 +224,16 @@ pub fn target(ctx: Context<DisputeTurn>) -> Result<()> {
     Ok(())
 }
 
-/// `dispute_write`: `data` at `offset` of the proof buffer.
+/// `dispute_write`: `data` at `offset` of the proof buffer (before the element is proven; for
+/// a job on the client's data also after, for its manifest and input chunks: the element's
+/// committed value is kept apart).
 pub fn write(ctx: Context<DisputeTurn>, offset: u16, data: Vec<u8>) -> Result<()> {
     let a = ctx.accounts;
     let end = offset as usize + data.len();
+    let fed = !dispute::one_step(&a.job()?);
     {
         let mut d = a.dispute.load_mut()?;
-        require!(d.proven == 0, MarketError::AlreadyProven);
+        require!(d.proven == 0 || fed, MarketError::AlreadyProven);
         require!(end <= d.buffer.len(), MarketError::ProofTooLong);
         d.buffer[offset as usize..end].copy_from_slice(&data);
     }
@@ -252,6 +280,12 @@ pub fn prove(ctx: Context<DisputeTurn>, siblings: u8) -> Result<()> {
     committed[..w].copy_from_slice(&d.buffer[at..at + w]);
     d.committed = committed;
     d.proven = 1;
+    if !dispute::one_step(&job) {
+        // a job on the client's data: its recomputation starts afresh for this element
+        if let Some(t) = feed::target(&job, d.tile, d.element) {
+            d.feed = Feed::start(&job, t).encode();
+        }
+    }
     emit!(DisputeProven {
         task: a.task.key(),
         challenger: a.challenger.key(),
@@ -273,44 +307,40 @@ pub fn step(ctx: Context<DisputeTurn>, count: u32) -> Result<()> {
     };
     let mut recomputed = [0u8; 32];
     let complete = match job.kind {
-        JobKind::MatMulModP => match dispute::matmul_entry(&job, tile, element) {
-            None => true,
-            Some((i, j)) => {
-                let mut d = a.dispute.load_mut()?;
-                let k = job.dims[1];
-                let to = d.done.saturating_add(count.clamp(1, MAX_STEP_TERMS)).min(k);
-                d.acc = dispute::matmul_terms(&job, i, j, d.done, to, d.acc);
-                d.done = to;
-                recomputed[..4].copy_from_slice(&(d.acc as u32).to_le_bytes());
-                emit!(DisputeStepped {
-                    task: a.task.key(),
-                    challenger: a.challenger.key(),
-                    done: to,
-                });
-                to == k
+        JobKind::MatMulModP if dispute::one_step(&job) => {
+            match dispute::matmul_entry(&job, tile, element) {
+                None => true,
+                Some((i, j)) => {
+                    let mut d = a.dispute.load_mut()?;
+                    let k = job.dims[1];
+                    let to = d.done.saturating_add(count.clamp(1, MAX_STEP_TERMS)).min(k);
+                    d.acc = dispute::matmul_terms(&job, i, j, d.done, to, d.acc);
+                    d.done = to;
+                    recomputed[..4].copy_from_slice(&(d.acc as u32).to_le_bytes());
+                    emit!(DisputeStepped {
+                        task: a.task.key(),
+                        challenger: a.challenger.key(),
+                        done: to,
+                    });
+                    to == k
+                }
             }
-        },
-        _ => {
+        }
+        _ if dispute::one_step(&job) => {
             recomputed = dispute::expected_element(&job, tile, element)
                 .ok_or(MarketError::DisputeNotSupported)?;
             true
         }
+        // on the client's data: an element in the padding is zero; any other is recomputed
+        // from its inputs (dispute_inputs, dispute_feed)
+        _ => match feed::target(&job, tile, element) {
+            Some(Target::Padding) => true,
+            Some(_) => return err!(MarketError::NeedsInputs),
+            None => return err!(MarketError::DisputeNotSupported),
+        },
     };
     if !complete {
         return Ok(());
     }
-    let equal = committed == recomputed;
-    match (kind, equal) {
-        (DISPUTE_RESULT_WRONG, false) => a.win(
-            VERDICT_PROVEN_WRONG,
-            TaskStatus::Rejected,
-            committed,
-            recomputed,
-        ),
-        (DISPUTE_CLAIMS_FALSE, true) => {
-            a.target_vote()?;
-            a.refute(committed, recomputed)
-        }
-        _ => a.lose(committed, recomputed),
-    }
+    a.decide(kind, committed, recomputed)
 }

@@ -1,5 +1,5 @@
 use anchor_lang::prelude::*;
-use compute_market_protocol::dispute::PROOF_BUFFER_LEN;
+use compute_market_protocol::{dispute::PROOF_BUFFER_LEN, feed::STATE_LEN};
 
 /// A dispute still being argued.
 pub const DISPUTE_OPEN: u8 = 0;
@@ -52,8 +52,22 @@ pub struct Dispute {
     pub pad1: u32,
     /// The element's committed bytes (its width; the rest zero), once proven.
     pub committed: [u8; 32],
-    /// The chunk that holds the element, then its siblings bottom-up (`dispute_write`).
+    /// The chunk that holds the element, then its siblings bottom-up (`dispute_write`); later
+    /// the job's manifest (`dispute_inputs`), then each input chunk and its siblings
+    /// (`dispute_feed`).
     pub buffer: [u8; PROOF_BUFFER_LEN],
+    /// A job on the client's data: whether its manifest is proven (`dispute_inputs`), 0 or 1.
+    pub inputs: u8,
+    /// Padding (zero).
+    pub pad2: [u8; 7],
+    /// Slice-string lengths of the two inputs the element is recomputed from (A and B, or
+    /// model and batch: PROTOCOL §8.7).
+    pub slice_lens: [u64; 2],
+    /// BLAKE3 roots of those slice strings, from the job's version-2 manifest.
+    pub slice_roots: [[u8; 32]; 2],
+    /// The recomputation's state (`compute_market_protocol::feed::Feed`), reset when an
+    /// element is proven.
+    pub feed: [u8; STATE_LEN],
     /// Zeroed space for fields of later versions.
     pub reserved: [u8; 32],
 }
@@ -61,6 +75,9 @@ pub struct Dispute {
 impl Dispute {
     /// Account size with the discriminator.
     pub const SPACE: usize = 8 + core::mem::size_of::<Dispute>();
+    /// Account size once `dispute_inputs` added the recomputation's work area after the
+    /// fields (a row's activations through a model: `feed::WORK_LEN` bytes).
+    pub const SPACE_WITH_WORK: usize = Self::SPACE + compute_market_protocol::feed::WORK_LEN;
     /// Byte offset of `task` in the account data (after the discriminator and eight bytes of
     /// version, kind, state, flags and padding): clients filter a task's disputes here.
     pub const TASK_OFFSET: usize = 8 + 8;
@@ -84,5 +101,6 @@ impl Dispute {
         self.acc = 0;
         self.done = 0;
         self.committed = [0; 32];
+        self.feed = [0; STATE_LEN];
     }
 }
