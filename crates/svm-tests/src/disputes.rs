@@ -17,6 +17,10 @@ use compute_market_protocol::{
 
 use crate::{Actor, TxRecord, World};
 
+/// Bytes of proof one `dispute_write` carries: as many as fit a transaction packet (1 232
+/// bytes) beside its signature, accounts and compute-budget instruction.
+pub const WRITE_LEN: usize = 960;
+
 /// A result as a provider committed it: its tiles (each element set by a rule the test
 /// chooses: right, or wrong) and their tree.
 pub struct Committed {
@@ -213,10 +217,10 @@ impl World {
         )
     }
 
-    /// Writes `bytes` into the dispute's buffer, 512 at a time.
+    /// Writes `bytes` into the dispute's buffer, [`WRITE_LEN`] at a time.
     pub fn write_proof(&mut self, who: &Actor, task: Pubkey, bytes: &[u8]) -> Result<(), TxRecord> {
-        for (i, part) in bytes.chunks(CHUNK_LEN / 2).enumerate() {
-            let off = (i * CHUNK_LEN / 2) as u16;
+        for (i, part) in bytes.chunks(WRITE_LEN).enumerate() {
+            let off = (i * WRITE_LEN) as u16;
             self.send_as(
                 "dispute_write",
                 who,

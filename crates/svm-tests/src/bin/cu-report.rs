@@ -107,6 +107,92 @@ fn dispute_at_bounds(job: JobSpec, tile: u32, element: u32, kind: &str) -> (Vec<
     (records, txs)
 }
 
+/// A kind-1 dispute of a result of all zeros of a job on the client's data (PROTOCOL §8.7),
+/// played to its end: the rows of `dispute_inputs` and `dispute_feed`, and the number of the
+/// dispute's transactions.
+fn dispute_on_data(
+    job: JobSpec,
+    inputs: &disputes::Inputs,
+    (tile, element): (u32, u32),
+    kind: &str,
+) -> (Vec<TxRecord>, usize) {
+    let market = compute_market::state::MarketArgs {
+        dispute_window: 400,
+        ..test_market(1)
+    };
+    let mut c = cast_in(3, 1, market);
+    let wrong = disputes::Committed::new(job, |_, _| [0; 32]);
+    let task = c.submitted_job(1, job, 0, wrong.root());
+    let w = &mut c.w;
+    let votes: Vec<(&Actor, Ballot)> = c
+        .verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v, Ballot::new(VOTE_VALID, i as u64)))
+        .collect();
+    w.decide(task, &votes);
+    let start = w.records.len();
+    let client = c.client.clone();
+    w.argue_on_data(&client, task, &wrong, inputs, (tile, element))
+        .expect("a dispute on the client's data");
+    assert_eq!(
+        w.task(&task).tally().majority,
+        compute_market_protocol::commit::VERDICT_PROVEN_WRONG
+    );
+    let txs = w.records.len() - start;
+    let mut rows: Vec<TxRecord> = vec![];
+    for r in &w.records[start..] {
+        if matches!(r.label.as_str(), "dispute_inputs" | "dispute_feed") {
+            // the costliest chunk of each instruction
+            let label = format!("{} ({kind})", r.label);
+            match rows.iter_mut().find(|x| x.label == label) {
+                Some(x) if x.cu >= r.cu => {}
+                Some(x) => {
+                    *x = r.clone();
+                    x.label = label;
+                }
+                None => {
+                    let mut r = r.clone();
+                    r.label = label;
+                    rows.push(r);
+                }
+            }
+        }
+    }
+    (rows, txs)
+}
+
+/// A model of random weights with widths `widths`, for the CU report.
+fn random_model(widths: &[usize]) -> compute_market_protocol::infer::Mlp {
+    use compute_market_protocol::infer::{Layer, Mlp};
+    let mut x = 7u64;
+    let mut next = move || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x >> 33
+    };
+    let n = widths.len() - 1;
+    Mlp {
+        layers: (0..n)
+            .map(|l| Layer {
+                inp: widths[l],
+                out: widths[l + 1],
+                weight: (0..widths[l] * widths[l + 1])
+                    .map(|_| next() as i8)
+                    .collect(),
+                bias: (0..widths[l + 1]).map(|_| next() as i32 % 1000).collect(),
+                requant: (l + 1 < n).then(|| {
+                    (
+                        vec![1 + (next() % 1000) as i32; widths[l + 1]],
+                        vec![12; widths[l + 1]],
+                    )
+                }),
+            })
+            .collect(),
+    }
+}
+
 /// A kind-2 dispute (a pointer outside the result, refuted at once; one recomputed) and a
 /// challenger that times out: the rows of `dispute_target` and `dispute_timeout`.
 fn refutation_and_timeout() -> Vec<TxRecord> {
@@ -346,14 +432,14 @@ fn main() {
     // disputes at the bounds of each job kind the program referees
     let mut dispute_txs = vec![];
     for (job, tile, element, kind) in [
-        // 65 536 tiles of 4 096 nonces (128 KiB slots): 2^23 chunks, 23 siblings; 1 024 iterations
+        // at its bounds: 65 536 tiles of 4 096 nonces (128 KiB slots): 2^23 chunks, 23 siblings; 1 024 iterations
         (
             JobSpec::hash_batch(65_536, 4_096, 1_024, [1; 32]),
             40_000,
             4_095,
             "HashBatch",
         ),
-        // 8 192³: 2^18 chunks, 18 siblings; k = 8 192 in four steps of 2 048 terms
+        // at its bounds: 8 192³: 2^18 chunks, 18 siblings; k = 8 192 in four steps of 2 048 terms
         (
             JobSpec::matmul(8_192, 8_192, 8_192, [2; 32]),
             9_999,
@@ -365,6 +451,27 @@ fn main() {
         dispute_txs.push((kind, txs));
         w.records.extend(records);
     }
+    // on the client's data: a digits-shaped model (64-128-10, the class: every record), a
+    // model of one-feature records (the most records a chunk holds), a product with k = 8 192
+    let digits = random_model(&[64, 128, 10]);
+    let x: Vec<i8> = (0..16 * 64).map(|i| (i % 17) as i8).collect();
+    let (job, inputs) = disputes::Inputs::mlp(&digits, &x, 8);
+    let (records, txs) = dispute_on_data(job, &inputs, (1, 10), "Mlp 64-128-10, class");
+    dispute_txs.push(("Mlp 64-128-10 (class)", txs));
+    w.records.extend(records);
+    let narrow = random_model(&[1, 2_000, 4]);
+    let x: Vec<i8> = (0..8).map(|i| i as i8).collect();
+    let (job, inputs) = disputes::Inputs::mlp(&narrow, &x, 8);
+    let (records, _) = dispute_on_data(job, &inputs, (0, 3), "Mlp 1-2000-4, 13-byte records");
+    w.records.extend(records);
+    let (m, k, n) = (2u32, 8_192u32, 2u32);
+    let a: Vec<u32> = (0..m * k).map(|i| i * 7 + 1).collect();
+    let b: Vec<u32> = (0..k * n).map(|i| i * 3 + 2).collect();
+    let (job, inputs) = disputes::Inputs::matmul(&a, &b, [m, k, n]);
+    let (records, txs) =
+        dispute_on_data(job, &inputs, (0, 64 + 1), "MatMulModP on data, k = 8 192");
+    dispute_txs.push(("MatMulModP on data, k = 8 192", txs));
+    w.records.extend(records);
     w.records.extend(refutation_and_timeout());
 
     // first successful record of each instruction, in order of appearance
@@ -466,9 +573,7 @@ fn main() {
         );
         println!("transactions from post to close, V = 3: {task_txs} measured (5 + 4V)");
         for (k, n) in &dispute_txs {
-            println!(
-                "a kind-1 dispute of {k} at its bounds: {n} transactions from open to verdict"
-            );
+            println!("a kind-1 dispute of {k}: {n} transactions from open to verdict");
         }
         for v in [1u64, 3, 5, 7, 15] {
             println!("  V = {v:>2}: {} transactions", tx_per_task(v));

@@ -6,7 +6,7 @@
  * @see https://github.com/codama-idl/codama
  */
 
-import { assertAccountExists, assertAccountsExist, combineCodec, decodeAccount, fetchEncodedAccount, fetchEncodedAccounts, fixDecoderSize, fixEncoderSize, getAddressDecoder, getAddressEncoder, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU32Decoder, getU32Encoder, getU64Decoder, getU64Encoder, getU8Decoder, getU8Encoder, transformEncoder, type Account, type Address, type EncodedAccount, type FetchAccountConfig, type FetchAccountsConfig, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type MaybeAccount, type MaybeEncodedAccount, type ReadonlyUint8Array } from '@solana/kit';
+import { assertAccountExists, assertAccountsExist, combineCodec, decodeAccount, fetchEncodedAccount, fetchEncodedAccounts, fixDecoderSize, fixEncoderSize, getAddressDecoder, getAddressEncoder, getArrayDecoder, getArrayEncoder, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU32Decoder, getU32Encoder, getU64Decoder, getU64Encoder, getU8Decoder, getU8Encoder, transformEncoder, type Account, type Address, type EncodedAccount, type FetchAccountConfig, type FetchAccountsConfig, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type MaybeAccount, type MaybeEncodedAccount, type ReadonlyUint8Array } from '@solana/kit';
 
 export const DISPUTE_DISCRIMINATOR: ReadonlyUint8Array = new Uint8Array([36, 49, 241, 67, 40, 36, 241, 74]);
 
@@ -54,8 +54,28 @@ done: number;
 pad1: number; 
 /** The element's committed bytes (its width; the rest zero), once proven. */
 committed: ReadonlyUint8Array; 
-/** The chunk that holds the element, then its siblings bottom-up (`dispute_write`). */
+/**
+ * The chunk that holds the element, then its siblings bottom-up (`dispute_write`); later
+ * the job's manifest (`dispute_inputs`), then each input chunk and its siblings
+ * (`dispute_feed`).
+ */
 buffer: ReadonlyUint8Array; 
+/** A job on the client's data: whether its manifest is proven (`dispute_inputs`), 0 or 1. */
+inputs: number; 
+/** Padding (zero). */
+pad2: ReadonlyUint8Array; 
+/**
+ * Slice-string lengths of the two inputs the element is recomputed from (A and B, or
+ * model and batch: PROTOCOL §8.7).
+ */
+sliceLens: Array<bigint>; 
+/** BLAKE3 roots of those slice strings, from the job's version-2 manifest. */
+sliceRoots: Array<ReadonlyUint8Array>; 
+/**
+ * The recomputation's state (`compute_market_protocol::feed::Feed`), reset when an
+ * element is proven.
+ */
+feed: ReadonlyUint8Array; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
@@ -101,19 +121,39 @@ done: number;
 pad1: number; 
 /** The element's committed bytes (its width; the rest zero), once proven. */
 committed: ReadonlyUint8Array; 
-/** The chunk that holds the element, then its siblings bottom-up (`dispute_write`). */
+/**
+ * The chunk that holds the element, then its siblings bottom-up (`dispute_write`); later
+ * the job's manifest (`dispute_inputs`), then each input chunk and its siblings
+ * (`dispute_feed`).
+ */
 buffer: ReadonlyUint8Array; 
+/** A job on the client's data: whether its manifest is proven (`dispute_inputs`), 0 or 1. */
+inputs: number; 
+/** Padding (zero). */
+pad2: ReadonlyUint8Array; 
+/**
+ * Slice-string lengths of the two inputs the element is recomputed from (A and B, or
+ * model and batch: PROTOCOL §8.7).
+ */
+sliceLens: Array<number | bigint>; 
+/** BLAKE3 roots of those slice strings, from the job's version-2 manifest. */
+sliceRoots: Array<ReadonlyUint8Array>; 
+/**
+ * The recomputation's state (`compute_market_protocol::feed::Feed`), reset when an
+ * element is proven.
+ */
+feed: ReadonlyUint8Array; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
 /** Gets the encoder for {@link DisputeArgs} account data. */
 export function getDisputeEncoder(): FixedSizeEncoder<DisputeArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['kind', getU8Encoder()], ['state', getU8Encoder()], ['proven', getU8Encoder()], ['bump', getU8Encoder()], ['pad0', fixEncoderSize(getBytesEncoder(), 3)], ['task', getAddressEncoder()], ['challenger', getAddressEncoder()], ['payout', getAddressEncoder()], ['target', getAddressEncoder()], ['bond', getU64Encoder()], ['openedSlot', getU64Encoder()], ['answerDeadline', getU64Encoder()], ['acc', getU64Encoder()], ['tile', getU32Encoder()], ['element', getU32Encoder()], ['done', getU32Encoder()], ['pad1', getU32Encoder()], ['committed', fixEncoderSize(getBytesEncoder(), 32)], ['buffer', fixEncoderSize(getBytesEncoder(), 2048)], ['reserved', fixEncoderSize(getBytesEncoder(), 32)]]), (value) => ({ ...value, discriminator: DISPUTE_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['kind', getU8Encoder()], ['state', getU8Encoder()], ['proven', getU8Encoder()], ['bump', getU8Encoder()], ['pad0', fixEncoderSize(getBytesEncoder(), 3)], ['task', getAddressEncoder()], ['challenger', getAddressEncoder()], ['payout', getAddressEncoder()], ['target', getAddressEncoder()], ['bond', getU64Encoder()], ['openedSlot', getU64Encoder()], ['answerDeadline', getU64Encoder()], ['acc', getU64Encoder()], ['tile', getU32Encoder()], ['element', getU32Encoder()], ['done', getU32Encoder()], ['pad1', getU32Encoder()], ['committed', fixEncoderSize(getBytesEncoder(), 32)], ['buffer', fixEncoderSize(getBytesEncoder(), 2048)], ['inputs', getU8Encoder()], ['pad2', fixEncoderSize(getBytesEncoder(), 7)], ['sliceLens', getArrayEncoder(getU64Encoder(), { size: 2 })], ['sliceRoots', getArrayEncoder(fixEncoderSize(getBytesEncoder(), 32), { size: 2 })], ['feed', fixEncoderSize(getBytesEncoder(), 96)], ['reserved', fixEncoderSize(getBytesEncoder(), 32)]]), (value) => ({ ...value, discriminator: DISPUTE_DISCRIMINATOR }));
 }
 
 /** Gets the decoder for {@link Dispute} account data. */
 export function getDisputeDecoder(): FixedSizeDecoder<Dispute> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['kind', getU8Decoder()], ['state', getU8Decoder()], ['proven', getU8Decoder()], ['bump', getU8Decoder()], ['pad0', fixDecoderSize(getBytesDecoder(), 3)], ['task', getAddressDecoder()], ['challenger', getAddressDecoder()], ['payout', getAddressDecoder()], ['target', getAddressDecoder()], ['bond', getU64Decoder()], ['openedSlot', getU64Decoder()], ['answerDeadline', getU64Decoder()], ['acc', getU64Decoder()], ['tile', getU32Decoder()], ['element', getU32Decoder()], ['done', getU32Decoder()], ['pad1', getU32Decoder()], ['committed', fixDecoderSize(getBytesDecoder(), 32)], ['buffer', fixDecoderSize(getBytesDecoder(), 2048)], ['reserved', fixDecoderSize(getBytesDecoder(), 32)]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['kind', getU8Decoder()], ['state', getU8Decoder()], ['proven', getU8Decoder()], ['bump', getU8Decoder()], ['pad0', fixDecoderSize(getBytesDecoder(), 3)], ['task', getAddressDecoder()], ['challenger', getAddressDecoder()], ['payout', getAddressDecoder()], ['target', getAddressDecoder()], ['bond', getU64Decoder()], ['openedSlot', getU64Decoder()], ['answerDeadline', getU64Decoder()], ['acc', getU64Decoder()], ['tile', getU32Decoder()], ['element', getU32Decoder()], ['done', getU32Decoder()], ['pad1', getU32Decoder()], ['committed', fixDecoderSize(getBytesDecoder(), 32)], ['buffer', fixDecoderSize(getBytesDecoder(), 2048)], ['inputs', getU8Decoder()], ['pad2', fixDecoderSize(getBytesDecoder(), 7)], ['sliceLens', getArrayDecoder(getU64Decoder(), { size: 2 })], ['sliceRoots', getArrayDecoder(fixDecoderSize(getBytesDecoder(), 32), { size: 2 })], ['feed', fixDecoderSize(getBytesDecoder(), 96)], ['reserved', fixDecoderSize(getBytesDecoder(), 32)]]);
 }
 
 /** Gets the codec for {@link Dispute} account data. */
@@ -166,5 +206,5 @@ export async function fetchAllMaybeDispute(
 }
 
 export function getDisputeSize(): number {
-  return 2304;
+  return 2488;
 }

@@ -16,6 +16,8 @@ export * from './closeTask';
 export * from './commitVote';
 export * from './concludeTask';
 export * from './createMarket';
+export * from './disputeFeed';
+export * from './disputeInputs';
 export * from './disputeProve';
 export * from './disputeStep';
 export * from './disputeTarget';
