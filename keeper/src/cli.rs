@@ -662,8 +662,11 @@ pub fn task_dispute(
 /// Refuses, by name, a task whose verdict no dispute can reach: not Accepted and held, or a
 /// job the program does not referee yet.
 fn ensure_disputable(t: &Task, job: &JobSpec) -> Result<()> {
-    if !compute_market_protocol::dispute::supported(job) {
-        bail!("{:?} jobs on this data cannot be disputed yet: the program referees HashBatch and generated MatMulModP (PROTOCOL §8.7)", job.kind);
+    if !crate::roles::challenger::playable(job) {
+        if compute_market_protocol::dispute::supported(job) {
+            bail!("the program referees {:?} jobs on the client's data from proven slices of the inputs (PROTOCOL §8.7), but this keeper does not argue those disputes yet", job.kind);
+        }
+        bail!("{:?} jobs cannot be disputed yet: the program referees HashBatch, MatMulModP and Mlp (PROTOCOL §8.7)", job.kind);
     }
     if t.dispute_window == 0 {
         bail!("this task's market has no dispute window: its verdict was final when decided");

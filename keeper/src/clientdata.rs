@@ -77,11 +77,14 @@ pub fn prepare_inputs(files: &[PathBuf]) -> Result<PreparedInputs> {
     job.input_mode = InputMode::ContentHash;
     JobSpec::decode(&job.encode()).map_err(|e| anyhow::anyhow!("{m}×{k}·{k}×{n}: {e}"))?;
     let files = [(Role::A, &files[0], a), (Role::B, &files[1], b)];
+    let mut slices = vec![];
     for (role, path, bytes) in &files {
         within_bound(&job, *role, path, bytes)?;
-        inputs::parse_matrix(&job, *role, bytes).with_context(|| format!("{}", path.display()))?;
+        let m = inputs::parse_matrix(&job, *role, bytes)
+            .with_context(|| format!("{}", path.display()))?;
+        slices.push(crate::compute::slices::of_matrix(&m, *role == Role::B));
     }
-    Ok(prepared(job, files))
+    Ok(prepared(job, files, slices.try_into().ok()))
 }
 
 /// Refuses `bytes` (the file at `path`, part `role` of `job`) when longer than the job allows.
@@ -96,12 +99,25 @@ fn within_bound(job: &JobSpec, role: Role, path: &Path, bytes: &[u8]) -> Result<
     Ok(())
 }
 
-/// The manifest of `files` (role, path, checked bytes) and `job` on it.
-fn prepared<P>(mut job: JobSpec, files: [(Role, P, Vec<u8>); 2]) -> PreparedInputs {
+/// The manifest of `files` (role, path, checked bytes) and `job` on it: version 2, naming
+/// each part's `slices` too, for the jobs the program referees on the client's data (PROTOCOL
+/// §8.7).
+fn prepared<P>(
+    mut job: JobSpec,
+    files: [(Role, P, Vec<u8>); 2],
+    slices: Option<[compute_market_protocol::manifest::Slices; 2]>,
+) -> PreparedInputs {
     let manifest = Manifest::new(
         files
             .iter()
-            .map(|(role, _, bytes)| Part::new(*role, bytes))
+            .enumerate()
+            .map(|(i, (role, _, bytes))| {
+                let p = Part::new(*role, bytes);
+                match slices {
+                    Some(s) => p.with_slices(s[i]),
+                    None => p,
+                }
+            })
             .collect(),
     );
     job.input = manifest.hash();
@@ -156,13 +172,15 @@ pub fn prepare_mlp(model: &Path, batch: &Path, rows_per_tile: u8) -> Result<Prep
     JobSpec::decode(&job.encode()).map_err(|e| {
         anyhow::anyhow!("{rows} rows × {features} features → {classes} classes, {rows_per_tile} rows per tile: {e}")
     })?;
-    crate::compute::mlp::parse_batch(&b, rows, features)
+    let parsed = crate::compute::mlp::parse_batch(&b, rows, features)
         .with_context(|| format!("{}", batch.display()))?;
     let files = [(Role::Model, model, m), (Role::Batch, batch, b)];
     for (role, path, bytes) in &files {
         within_bound(&job, *role, path, bytes)?;
     }
-    Ok(prepared(job, files))
+    use crate::compute::slices;
+    let named = [slices::of_model(&mlp), slices::of_batch(&parsed)];
+    Ok(prepared(job, files, Some(named)))
 }
 
 /// Reads an integer encoder (PROTOCOL §5, Encoder) and a texts file (UTF-8, one text per
@@ -219,7 +237,7 @@ pub fn prepare_encoder(
     for (role, path, bytes) in &files {
         within_bound(&job, *role, path, bytes)?;
     }
-    Ok(prepared(job, files))
+    Ok(prepared(job, files, None))
 }
 
 /// What a client needs to post jobs on a model it hosts, without reading the model again: the

@@ -13,6 +13,7 @@ pub mod freivalds;
 pub mod inputs;
 pub mod matrix;
 pub mod mlp;
+pub mod slices;
 pub mod tensors;
 
 use anyhow::Result;

@@ -455,7 +455,7 @@ impl ResultStore {
         deadline: Option<std::time::Instant>,
     ) -> Result<(u32, u32), FetchError> {
         use crate::compute::inputs;
-        use compute_market_protocol::manifest::{Manifest, MAX_LEN};
+        use compute_market_protocol::manifest::{Manifest, Role, MAX_LEN};
         if inputs::is_held(job) {
             if job.input_mode == compute_market_protocol::job::InputMode::ContentHash {
                 // held already, checked: a hit
@@ -502,6 +502,9 @@ impl ResultStore {
             }
             let batch =
                 crate::compute::mlp::parse_batch(&fetched[1], rows, features).map_err(invalid)?;
+            use crate::compute::slices;
+            slices::check(&manifest, Role::Model, slices::of_model(&model)).map_err(invalid)?;
+            slices::check(&manifest, Role::Batch, slices::of_batch(&batch)).map_err(invalid)?;
             inputs::hold_mlp(
                 job.input,
                 inputs::MlpInputs {
@@ -544,6 +547,9 @@ impl ResultStore {
         let [a, b]: [Arc<crate::compute::Matrix>; 2] = parsed
             .try_into()
             .map_err(|_| FetchError::Invalid("a MatMulModP job takes two matrices".into()))?;
+        use crate::compute::slices;
+        slices::check(&manifest, Role::A, slices::of_matrix(&a, false)).map_err(invalid)?;
+        slices::check(&manifest, Role::B, slices::of_matrix(&b, true)).map_err(invalid)?;
         inputs::hold(job.input, inputs::MatrixInputs { a, b });
         Ok(counts)
     }

@@ -78,7 +78,16 @@ pub fn disputable(t: &Task, kind: u8, now: u64) -> bool {
         && !overturned(majority)
         && (majority, t.status) == against
         && now <= t.dispute_deadline
-        && JobSpec::decode(&t.job).is_ok_and(|j| rule::supported(&j))
+        && JobSpec::decode(&t.job).is_ok_and(|j| playable(&j))
+}
+
+/// Whether keepers argue disputes of this job: those the program recomputes from the job
+/// alone (`HashBatch`, generated `MatMulModP`). The program also referees `Mlp` and
+/// `MatMulModP` on the client's data from proven slices of the inputs (PROTOCOL §8.7); keepers
+/// do not argue those yet (a client can, through the program's instructions), so they never
+/// bond on them.
+pub fn playable(job: &JobSpec) -> bool {
+    rule::one_step(job)
 }
 
 /// Whether every INVALID vote of `t`'s deciding round points at an element the committed
