@@ -55,6 +55,10 @@ pub fn of_batch(b: &Batch) -> Slices {
     build::slices_of(&build::batch(&b.x))
 }
 
+fn hex(d: &[u8; 32]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Refuses a manifest whose part `role` names slices other than `have` (a version-1
 /// manifest names none: nothing to check).
 pub fn check(manifest: &Manifest, role: Role, have: Slices) -> anyhow::Result<()> {
@@ -64,9 +68,9 @@ pub fn check(manifest: &Manifest, role: Role, have: Slices) -> anyhow::Result<()
             "the manifest names slices of part {} ({} bytes, BLAKE3 {}) that are not its content's ({} bytes, BLAKE3 {}): the program could not referee this job (PROTOCOL §8.7)",
             role.name(),
             named.len,
-            crate::results::hex(&named.root),
+            hex(&named.root),
             have.len,
-            crate::results::hex(&have.root)
+            hex(&have.root)
         );
     }
     Ok(())
