@@ -196,6 +196,7 @@ fn bad_inputs_are_refused_by_name_and_never_claimed() {
         format: Format::Safetensors,
         len: bytes.len() as u64,
         hash: hashv(&[bytes]),
+        slices: None,
     };
     // (what the store holds as A, the manifest's entry for A, the message)
     let mut big = vec![1u32; m * k];
