@@ -624,6 +624,13 @@ pub fn task_dispute(
         .and_then(|b| std::str::from_utf8(b).ok())
         .unwrap_or("")
         .to_string();
+    // on the client's data: the inputs held here (fetched if need be) and their slices, which
+    // the program recomputes the element from (PROTOCOL §8.7)
+    let data = if compute_market_protocol::dispute::one_step(&job) {
+        None
+    } else {
+        Some(crate::roles::challenger::sliced_inputs(store, &t, &job)?)
+    };
     let served = store
         .fetch(&uri, &job, &want)
         .map_err(|e| anyhow::anyhow!("fetching tiles of {task} from {uri}: {e}"))?;
@@ -645,6 +652,7 @@ pub fn task_dispute(
         "client",
         task,
         &Claim::ResultWrong(&p),
+        data.as_ref(),
         mine,
         &mut || Ok(()),
     )?;
@@ -662,11 +670,16 @@ pub fn task_dispute(
 /// Refuses, by name, a task whose verdict no dispute can reach: not Accepted and held, or a
 /// job the program does not referee yet.
 fn ensure_disputable(t: &Task, job: &JobSpec) -> Result<()> {
-    if !crate::roles::challenger::playable(job) {
-        if compute_market_protocol::dispute::supported(job) {
-            bail!("the program referees {:?} jobs on the client's data from proven slices of the inputs (PROTOCOL §8.7), but this keeper does not argue those disputes yet", job.kind);
+    if !compute_market_protocol::dispute::refereed(job, t.dispute_window) {
+        use compute_market_protocol::dispute::{element_transactions, supported};
+        if !supported(job) {
+            bail!("{:?} jobs cannot be disputed yet: the program referees HashBatch, MatMulModP and Mlp (PROTOCOL §8.7)", job.kind);
         }
-        bail!("{:?} jobs cannot be disputed yet: the program referees HashBatch, MatMulModP and Mlp (PROTOCOL §8.7)", job.kind);
+        match element_transactions(job) {
+            None => bail!("the task's manifest names no slices of its inputs (posted with a version-1 manifest): the program cannot referee it (PROTOCOL §8.7)"),
+            Some(n) if t.dispute_window > 0 => bail!("a dispute of this job takes about {n} transactions, more than half the market's window of {} slots: the program does not referee it there", t.dispute_window),
+            Some(_) => {}
+        }
     }
     if t.dispute_window == 0 {
         bail!("this task's market has no dispute window: its verdict was final when decided");

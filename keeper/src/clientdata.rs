@@ -120,6 +120,11 @@ fn prepared<P>(
             })
             .collect(),
     );
+    if let Some(s) = slices {
+        // the spec declares the first part's slices: the program referees the job (§8.7)
+        job.slices_len = s[0].len;
+        manifest.check_slices_declared(&job).expect("named above");
+    }
     job.input = manifest.hash();
     PreparedInputs {
         job,

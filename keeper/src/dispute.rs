@@ -116,10 +116,13 @@ pub fn matmul_wrong_entry(
             }
         }
     }
-    if job.input_mode != InputMode::Generated {
+    let (k, n) = (job.dims[1], job.dims[2]);
+    let held = (job.input_mode != InputMode::Generated)
+        .then(|| crate::compute::inputs::matrices(job).ok())
+        .flatten();
+    if job.input_mode != InputMode::Generated && held.is_none() {
         return None;
     }
-    let (k, n) = (job.dims[1], job.dims[2]);
     for i in rows {
         let i = i as u32;
         if i >= job.dims[0] {
@@ -128,7 +131,10 @@ pub fn matmul_wrong_entry(
         for j in 0..n {
             let t = (i / MATMUL_TILE) * cols + j / MATMUL_TILE;
             let e = (i % MATMUL_TILE) * MATMUL_TILE + j % MATMUL_TILE;
-            let want = rule::matmul_terms(job, i, j, 0, k, 0) as u32;
+            let want = match &held {
+                Some(m) => held_entry(m, i, j),
+                None => rule::matmul_terms(job, i, j, 0, k, 0) as u32,
+            };
             if value(tiles.get(t as usize)?, e) != want {
                 return Some((t, e));
             }
@@ -137,13 +143,166 @@ pub fn matmul_wrong_entry(
     None
 }
 
+/// Entry (i, j) of A·B mod p from matrices held here.
+fn held_entry(m: &crate::compute::inputs::MatrixInputs, i: u32, j: u32) -> u32 {
+    let (k, n) = (m.a.cols, m.b.cols);
+    (0..k).fold(0u64, |acc, l| {
+        compute_market_protocol::job::mod_p(
+            acc + m.a.data[i as usize * k + l] as u64 * m.b.data[l * n + j as usize] as u64,
+        )
+    }) as u32
+}
+
+/// Element (tile, element) of a job on the client's data recomputed from its inputs held here
+/// (`compute::inputs`), by the protocol's reference rules, which the program's proven feed
+/// follows to the bit (`compute_market_protocol::feed` tests): `None` when they are not held.
+fn held_element(job: &JobSpec, tile: u32, element: u32) -> Option<[u8; 32]> {
+    use compute_market_protocol::feed::{target, Target};
+    let mut out = [0u8; 32];
+    match target(job, tile, element)? {
+        Target::Padding => {}
+        Target::Entry(i, j) => {
+            let m = crate::compute::inputs::matrices(job).ok()?;
+            out[..4].copy_from_slice(&held_entry(&m, i, j).to_le_bytes());
+        }
+        Target::Word(r, w) => {
+            let i = crate::compute::inputs::mlp(job).ok()?;
+            let f = job.dims[1] as usize;
+            let x = i.batch.x.get(r as usize * f..(r as usize + 1) * f)?;
+            let row = i.model.row(x);
+            out[..4].copy_from_slice(row.get(4 * w as usize..4 * w as usize + 4)?);
+        }
+    }
+    Some(out)
+}
+
 /// Whether the committed element of `bytes` (tile `tile`, element `element`) is what the job
-/// gives, recomputed as the program will (`None` for a kind the program cannot referee).
+/// gives, recomputed as the program will: from the job alone, or for a job on the client's
+/// data from its inputs held here (`None` when they are not, or for a kind the program cannot
+/// referee).
 pub fn element_is_right(job: &JobSpec, tile: u32, element: u32, bytes: &[u8]) -> Option<bool> {
-    let want = rule::expected_element(job, tile, element)?;
+    let want = match rule::expected_element(job, tile, element) {
+        Some(w) => w,
+        None if rule::supported(job) => held_element(job, tile, element)?,
+        None => return None,
+    };
     let w = rule::element_width(job).min(32);
     let o = element as usize * rule::element_width(job);
     Some(bytes.get(o..o + w) == Some(&want[..w]))
+}
+
+/// A job's inputs on the client's data as the program proves them (PROTOCOL §8.7): the
+/// manifest's bytes and the slice strings of the two inputs an element is recomputed from (A
+/// and B, or model and batch), with their chunk trees built once, when first asked.
+pub struct SlicedInputs {
+    /// The manifest's bytes (its SHA-256 is the job's input).
+    pub manifest: Vec<u8>,
+    slices: [Vec<u8>; 2],
+    trees: [std::sync::OnceLock<compute_market_protocol::merkle::MerkleTree>; 2],
+}
+
+impl SlicedInputs {
+    /// The inputs of a job whose manifest is `manifest` and whose slice strings are `slices`,
+    /// refused unless the manifest names exactly these slices (a version-1 manifest names
+    /// none: its job cannot be refereed).
+    pub fn new(job: &JobSpec, manifest: Vec<u8>, slices: [Vec<u8>; 2]) -> anyhow::Result<Self> {
+        use compute_market_protocol::{manifest::Manifest, slices as layout};
+        let m = Manifest::decode(&manifest)?;
+        let roles = layout::refereed_roles(job)
+            .ok_or_else(|| anyhow::anyhow!("{:?} jobs are not refereed from slices", job.kind))?;
+        for (role, s) in roles.iter().zip(&slices) {
+            let named = m.part(*role).and_then(|p| p.slices).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "the job's manifest (version {}) names no slices of part {}: the program cannot referee it (PROTOCOL §8.7)",
+                    m.version(),
+                    role.name()
+                )
+            })?;
+            anyhow::ensure!(
+                named == layout::build::slices_of(s),
+                "the slices of part {} are not what the manifest names",
+                role.name()
+            );
+        }
+        Ok(SlicedInputs {
+            manifest,
+            slices,
+            trees: Default::default(),
+        })
+    }
+
+    /// Chunk `c` of input `input` and its siblings to the input's root, bottom-up.
+    pub fn chunk(&self, input: u8, c: u64) -> (Vec<u8>, Vec<Digest>) {
+        use compute_market_protocol::{
+            merkle::{chunk_leaf, MerkleTree, CHUNK_LEN},
+            slices::chunk_count,
+        };
+        let s = &self.slices[input as usize];
+        let count = chunk_count(s.len() as u64);
+        let tree = self.trees[input as usize].get_or_init(|| {
+            MerkleTree::new(
+                s.chunks(CHUNK_LEN)
+                    .enumerate()
+                    .map(|(i, b)| chunk_leaf(i as u64, count, b))
+                    .collect(),
+            )
+        });
+        let start = (c as usize * CHUNK_LEN).min(s.len());
+        let chunk = s[start..(start + CHUNK_LEN).min(s.len())].to_vec();
+        let path = if count > 1 {
+            tree.proof(c as u32).unwrap_or_default()
+        } else {
+            vec![]
+        };
+        (chunk, path)
+    }
+
+    /// Element (tile, element) of the job recomputed as the program will, one chunk at a time
+    /// (`compute_market_protocol::feed`): its 4 bytes and the chunks fed; `None` when the
+    /// slices break the job's rules (the program would refuse them too).
+    pub fn element(&self, job: &JobSpec, tile: u32, element: u32) -> Option<([u8; 4], u32)> {
+        use compute_market_protocol::{
+            feed::{self, Feed, Target},
+            merkle::CHUNK_LEN,
+        };
+        let target = feed::target(job, tile, element)?;
+        if target == Target::Padding {
+            return Some(([0; 4], 0));
+        }
+        let mut f = Feed::start(job, target);
+        let mut work = vec![0u8; feed::WORK_LEN];
+        let mut fed = 0;
+        while let Some((i, c)) = f.next(job, target) {
+            let s = &self.slices[i as usize];
+            let start = (c as usize * CHUNK_LEN).min(s.len());
+            let bytes = &s[start..(start + CHUNK_LEN).min(s.len())];
+            fed += 1;
+            if let Some(v) = f
+                .take(job, target, i, c, s.len() as u64, bytes, &mut work)
+                .ok()?
+            {
+                return Some((v, fed));
+            }
+        }
+        None
+    }
+}
+
+/// [`element_is_right`] for any job the program referees: a job on the client's data is judged
+/// from `inputs` (`None` without them, or when they break the job's rules).
+pub fn element_is_right_with(
+    job: &JobSpec,
+    tile: u32,
+    element: u32,
+    bytes: &[u8],
+    inputs: Option<&SlicedInputs>,
+) -> Option<bool> {
+    if rule::one_step(job) || inputs.is_none() {
+        return element_is_right(job, tile, element, bytes);
+    }
+    let (want, _) = inputs?.element(job, tile, element)?;
+    let o = element as usize * rule::element_width(job);
+    Some(bytes.get(o..o + 4) == Some(&want[..]))
 }
 
 #[cfg(test)]
@@ -216,6 +375,86 @@ mod tests {
         assert_eq!(first_difference(&job, &bad, &tile), Some(3));
         assert_eq!(first_difference(&job, &tile, &tile), None);
         let mlp = JobSpec::mlp(16, 64, 10, 1000, 8, [1; 32]);
-        assert_eq!(element_is_right(&mlp, 0, 0, &[0; 80]), None, "not refereed");
+        assert_eq!(
+            element_is_right(&mlp, 0, 0, &[0; 80]),
+            None,
+            "its inputs not held here"
+        );
+    }
+
+    #[test]
+    fn an_mlp_word_is_judged_from_its_sliced_inputs() {
+        use compute_market_protocol::{
+            infer::{Layer, Mlp},
+            manifest::{Manifest, Part, Role},
+            slices::build,
+        };
+        let model = Mlp {
+            layers: vec![
+                Layer {
+                    inp: 3,
+                    out: 2,
+                    weight: vec![1, -2, 3, 4, 5, -6],
+                    bias: vec![10, -10],
+                    requant: Some((vec![3, 5], vec![1, 2])),
+                },
+                Layer {
+                    inp: 2,
+                    out: 2,
+                    weight: vec![7, -1, 2, 2],
+                    bias: vec![0, 1],
+                    requant: None,
+                },
+            ],
+        };
+        let x: Vec<i8> = vec![1, 2, 3, -4, 5, -6];
+        let slices = [build::model(&model), build::batch(&x)];
+        let manifest = |named: bool| {
+            Manifest::new(
+                [Role::Model, Role::Batch]
+                    .iter()
+                    .zip(&slices)
+                    .map(|(r, s)| {
+                        let p = Part::safetensors(*r, s);
+                        if named {
+                            p.with_slices(build::slices_of(s))
+                        } else {
+                            p
+                        }
+                    })
+                    .collect(),
+            )
+        };
+        let m = manifest(true);
+        let job = JobSpec::mlp(2, 3, 2, model.work_per_row(), 2, m.hash());
+        let inputs = SlicedInputs::new(&job, m.encode(), slices.clone()).unwrap();
+        let tile: Vec<u8> = x.chunks(3).flat_map(|r| model.row(r)).collect();
+        for e in 0..6 {
+            assert_eq!(
+                element_is_right_with(&job, 0, e, &tile, Some(&inputs)),
+                Some(true)
+            );
+            let mut bad = tile.clone();
+            bad[4 * e as usize] ^= 1;
+            assert_eq!(
+                element_is_right_with(&job, 0, e, &bad, Some(&inputs)),
+                Some(false)
+            );
+        }
+        assert_eq!(
+            element_is_right_with(&job, 0, 0, &tile, None),
+            None,
+            "its inputs not held here"
+        );
+        // a chunk and its proof lead to the manifest's root
+        let (chunk, path) = inputs.chunk(0, 0);
+        assert_eq!(chunk, slices[0]);
+        assert!(path.is_empty(), "one chunk: its leaf is the root");
+        // a version-1 manifest names no slices
+        let e = SlicedInputs::new(&job, manifest(false).encode(), slices)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("names no slices of part model"), "{e}");
     }
 }

@@ -302,3 +302,63 @@ fn keeper_task_dispute_refuses_a_right_result_and_overturns_a_wrong_one() {
     }
     assert!(!cheated.is_empty() && !honest.is_empty());
 }
+
+#[test]
+fn a_client_overturns_a_wrong_digits_result_from_its_own_data_through_the_program() {
+    // the digits model over the 450 held-out digits (an Mlp job on the client's data, its
+    // manifest naming the slices), a provider that corrupts its rows, seats that vouch blindly
+    let dir = tempfile::tempdir().unwrap();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let cfg = DemoConfig {
+        providers: 1,
+        verifiers: 3,
+        tasks: 0,
+        digits: true,
+        corrupt_fraction: 1.0,
+        dispute_window: 150,
+        ..Default::default()
+    };
+    let mut s = Scenario::new(&cfg, Arc::new(CpuBackend), dir.path()).expect("scenario");
+    for v in &mut s.verifiers {
+        v.careless = true;
+    }
+    let client = Keypair::try_from(&s.client.to_bytes()[..]).unwrap();
+    let (key, _) = s.digits.clone().expect("the digits task");
+    let mut report = None;
+    let mut guard = 0;
+    while !s.done() {
+        s.tick().unwrap();
+        let held = s
+            .chain
+            .task(&key)
+            .unwrap()
+            .is_some_and(|t| t.held && t.status == TaskStatus::Accepted);
+        if held && report.is_none() {
+            report = Some(
+                compute_market_keeper::cli::task_dispute(
+                    s.chain.as_ref(),
+                    &client,
+                    s.backend.as_ref(),
+                    &s.store,
+                    &key,
+                    &[],
+                )
+                .unwrap_or_else(|e| panic!("the client's dispute: {e:#}")),
+            );
+        }
+        guard += 1;
+        assert!(guard < 3_000, "the market finishes");
+    }
+    let r = report.expect("the careless seats accepted the wrong result");
+    assert_eq!(r.majority, VERDICT_PROVEN_WRONG, "{r:?}");
+    assert_eq!(
+        s.verdicts[&key],
+        (TaskStatus::Rejected, VERDICT_PROVEN_WRONG)
+    );
+    let provider = s.chain.node(&s.providers[0].ctx.node).unwrap().unwrap();
+    assert!(provider.times_slashed >= 1, "the provider lost its bond");
+    assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");
+}

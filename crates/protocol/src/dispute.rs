@@ -37,6 +37,40 @@ pub fn supported(job: &JobSpec) -> bool {
     }
 }
 
+/// Transactions one element of this job takes to argue once its dispute is open, at most
+/// (PROTOCOL §8.7): two writes, a prove and a step (or a target) for an element recomputed
+/// from the job alone; on the client's data also the manifest (a write and `dispute_inputs`)
+/// and three per input chunk fed (two writes and `dispute_feed`): 2 · ⌈k / 256⌉ chunks for a
+/// product entry, the model's whole slice string and the batch's row for an `Mlp` word.
+/// `None` when the program cannot referee the job (an `Encoder`, or a manifest that names no
+/// slices: `slices_len` 0).
+pub fn element_transactions(job: &JobSpec) -> Option<u64> {
+    const ELEMENT: u64 = 5;
+    if one_step(job) {
+        return Some(ELEMENT);
+    }
+    if job.slices_len == 0 {
+        return None;
+    }
+    let chunks = match job.kind {
+        JobKind::MatMulModP => 2 * (job.dims[1] as u64).div_ceil(256),
+        JobKind::Mlp => {
+            job.slices_len.div_ceil(CHUNK_LEN as u64)
+                + (job.dims[1] as u64).div_ceil(CHUNK_LEN as u64)
+                + 1
+        }
+        _ => return None,
+    };
+    Some(ELEMENT + 2 + 3 * chunks)
+}
+
+/// Whether the program referees this job's verdicts in a market of dispute window `window`:
+/// a kind it recomputes, on inputs it can prove, whose element a challenger can argue in half
+/// the window (a transaction a slot, with room to spare). Anything else settles at once.
+pub fn refereed(job: &JobSpec, window: u32) -> bool {
+    supported(job) && element_transactions(job).is_some_and(|n| n <= u64::from(window) / 2)
+}
+
 /// Whether the element is recomputed from the job alone (one step); otherwise from proven
 /// slices of the client's inputs ([`crate::feed`]).
 pub fn one_step(job: &JobSpec) -> bool {
@@ -292,5 +326,49 @@ mod tests {
         let job = JobSpec::hash_batch(4, 8, 1, [0; 32]);
         assert!(in_range(&job, 3, 7) && !in_range(&job, 4, 0) && !in_range(&job, 0, 8));
         assert!(supported(&job));
+    }
+
+    #[test]
+    fn a_job_on_the_clients_data_is_refereed_when_it_names_slices_and_its_dispute_fits() {
+        use crate::job::{InputMode, JOB_SPEC_LEN};
+        let digits = JobSpec::mlp(450, 64, 10, 9_472, 8, [1; 32]);
+        assert!(
+            !refereed(&digits, 10_000),
+            "a version-1 manifest: no slices"
+        );
+        let sliced = JobSpec {
+            slices_len: 11_144,
+            ..digits
+        };
+        // 11 chunks of model, the row's chunk and one more: 7 + 3 · 13 transactions
+        assert_eq!(element_transactions(&sliced), Some(46));
+        assert!(refereed(&sliced, 92) && !refereed(&sliced, 91));
+        let product = JobSpec {
+            input_mode: InputMode::ContentHash,
+            ..JobSpec::matmul(2, 8_192, 2, [2; 32])
+        };
+        assert!(!refereed(&product, 10_000));
+        let product = JobSpec {
+            slices_len: 2 * 32_768,
+            ..product
+        };
+        assert_eq!(element_transactions(&product), Some(7 + 3 * 64));
+        assert!(refereed(&product, 400));
+        // the spec carries it, checked: A's length is its shape's; none for generated jobs
+        let b = product.encode();
+        assert_eq!(JobSpec::decode(&b), Ok(product));
+        let mut wrong = b;
+        wrong[56..64].copy_from_slice(&(2 * 32_768u64 + 1).to_le_bytes());
+        assert!(JobSpec::decode(&wrong).is_err());
+        let mut generated: [u8; JOB_SPEC_LEN] = JobSpec::matmul(2, 8, 2, [0; 32]).encode();
+        generated[56] = 1;
+        assert!(JobSpec::decode(&generated).is_err());
+        assert_eq!(JobSpec::decode(&sliced.encode()), Ok(sliced));
+        // one-step kinds need a few slots of any window
+        assert!(refereed(&JobSpec::hash_batch(4, 8, 1, [0; 32]), 20));
+        assert!(!refereed(
+            &JobSpec::encoder(4, 8, 32, 100_000, 2, [0; 32]),
+            10_000
+        ));
     }
 }

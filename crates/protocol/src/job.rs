@@ -11,7 +11,7 @@
 //! | 4..16  | three `u32` dimensions: `MatMulModP` (m, k, n); `HashBatch` (tiles, nonces per tile, iterations); `Mlp` (rows, features, classes); `Encoder` (texts, tokens per text at most, hidden width) |
 //! | 16..48 | input seed or content hash |
 //! | 48..56 | `Mlp`: multiply-adds per row; `Encoder`: GEMM multiply-adds per token (`u64`); otherwise reserved, 0 |
-//! | 56..64 | reserved, 0 |
+//! | 56..64 | `MatMulModP` and `Mlp` on the client's data: the length of the slice string of A or of the model that the manifest names (`u64`, PROTOCOL §8.7), 0 when it names none; otherwise reserved, 0 |
 
 use crate::hash::{digest_u64, hashv, Digest};
 
@@ -115,6 +115,12 @@ pub struct JobSpec {
     /// multiply-adds per token (blocks · (4H² + 2HF)). Providers check it against the model
     /// they fetch, so work and price are known before any fetch; 0 for the other kinds.
     pub work_per_row: u64,
+    /// `MatMulModP` and `Mlp` on the client's data: the length of the slice string of A (m ·
+    /// ⌈4k / 1 024⌉ · 1 024) or of the model that the job's version-2 manifest names
+    /// (PROTOCOL §8.7); 0 when the manifest names no slices (the program then cannot referee
+    /// the job). It lets the program know, before any dispute, how many transactions one
+    /// takes. 0 for the other kinds.
+    pub slices_len: u64,
 }
 
 /// Why an encoded job spec is refused.
@@ -161,6 +167,7 @@ impl JobSpec {
             input: seed,
             rows_per_tile: 0,
             work_per_row: 0,
+            slices_len: 0,
         }
     }
 
@@ -173,6 +180,7 @@ impl JobSpec {
             input: seed,
             rows_per_tile: 0,
             work_per_row: 0,
+            slices_len: 0,
         }
     }
 
@@ -194,6 +202,7 @@ impl JobSpec {
             input: manifest,
             rows_per_tile,
             work_per_row,
+            slices_len: 0,
         }
     }
 
@@ -215,6 +224,7 @@ impl JobSpec {
             input: manifest,
             rows_per_tile,
             work_per_row: work_per_token,
+            slices_len: 0,
         }
     }
 
@@ -230,6 +240,7 @@ impl JobSpec {
         b[16..48].copy_from_slice(&self.input);
         b[3] = self.rows_per_tile;
         b[48..56].copy_from_slice(&self.work_per_row.to_le_bytes());
+        b[56..64].copy_from_slice(&self.slices_len.to_le_bytes());
         b
     }
 
@@ -256,7 +267,12 @@ impl JobSpec {
         let work_per_row = u64::from_le_bytes(work);
         let rows_per_tile = b[3];
         let rows = kind.is_inference();
-        if b[56..].iter().any(|&x| x != 0) || (!rows && (rows_per_tile != 0 || work_per_row != 0)) {
+        let mut sl = [0u8; 8];
+        sl.copy_from_slice(&b[56..64]);
+        let slices_len = u64::from_le_bytes(sl);
+        let sliced = input_mode == InputMode::ContentHash
+            && matches!(kind, JobKind::MatMulModP | JobKind::Mlp);
+        if (slices_len != 0 && !sliced) || (!rows && (rows_per_tile != 0 || work_per_row != 0)) {
             return Err(JobError::ReservedNotZero);
         }
         let dims = [u32_at(b, 4), u32_at(b, 8), u32_at(b, 12)];
@@ -296,6 +312,24 @@ impl JobSpec {
                 return Err(JobError::InputModeNotAllowed);
             }
         }
+        if slices_len != 0 {
+            // A's slice string has the one length its shape gives; a model's at most what its
+            // work and widths allow
+            let fits = match kind {
+                JobKind::MatMulModP => {
+                    slices_len == dims[0] as u64 * crate::slices::matrix_stride(dims[1])
+                }
+                _ => {
+                    slices_len
+                        <= crate::slices::MAX_MODEL_HEADER
+                            + crate::slices::RECORD_HEAD * MAX_MLP_LAYERS * u64::from(MAX_MLP_WIDTH)
+                            + work_per_row
+                }
+            };
+            if !fits {
+                return Err(JobError::DimensionOutOfRange);
+            }
+        }
         let mut input = [0u8; 32];
         input.copy_from_slice(&b[16..48]);
         Ok(JobSpec {
@@ -305,6 +339,7 @@ impl JobSpec {
             input,
             rows_per_tile,
             work_per_row,
+            slices_len,
         })
     }
 
@@ -516,7 +551,11 @@ mod tests {
             &|b| b[48..56].copy_from_slice(&(8u64 * 4096 * 4096 + 1).to_le_bytes()),
             JobError::DimensionOutOfRange,
         );
-        refused(&|b| b[60] = 1, JobError::ReservedNotZero);
+        // bytes 56..64: the model's slice-string length, at most what the work allows
+        refused(&|b| b[63] = 1, JobError::DimensionOutOfRange);
+        let mut sliced = j.encode();
+        sliced[56] = 100;
+        assert_eq!(JobSpec::decode(&sliced).map(|s| s.slices_len), Ok(100));
         refused(&|b| b[2] = 0, JobError::InputModeNotAllowed);
         refused(
             &|b| b[8..12].copy_from_slice(&4097u32.to_le_bytes()),

@@ -346,6 +346,32 @@ impl Manifest {
     }
 }
 
+impl Manifest {
+    /// Checks that the slices `job` declares (its `slices_len`, PROTOCOL §8.7) are what the
+    /// manifest names for the job's first refereed part: a job that declares none is not
+    /// refereed, whatever the manifest names; one that declares some needs a version-2
+    /// manifest naming that length.
+    pub fn check_slices_declared(&self, job: &JobSpec) -> Result<(), ManifestError> {
+        if job.slices_len == 0 {
+            return Ok(());
+        }
+        let role = crate::slices::refereed_roles(job)
+            .map(|r| r[0])
+            .ok_or_else(|| {
+                ManifestError::WrongForJob(format!("{:?} declares no slices", job.kind))
+            })?;
+        match self.part(role).and_then(|p| p.slices) {
+            Some(s) if s.len == job.slices_len => Ok(()),
+            named => Err(ManifestError::WrongForJob(format!(
+                "the job declares a slice string of {} bytes for part {}, the manifest names {}",
+                job.slices_len,
+                role.name(),
+                named.map_or("none".to_string(), |s| format!("{} bytes", s.len))
+            ))),
+        }
+    }
+}
+
 /// The roles a job kind takes, in order; `None` for kinds whose inputs are generated only.
 pub fn roles_of(job: &JobSpec) -> Option<Vec<Role>> {
     match job.kind {

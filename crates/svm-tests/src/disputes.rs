@@ -112,14 +112,17 @@ impl Inputs {
             [Role::Model, Role::Batch],
             [build::model(model), build::batch(x)],
         );
-        let job = JobSpec::mlp(
-            (x.len() / f) as u32,
-            f as u32,
-            c as u32,
-            model.work_per_row(),
-            r,
-            compute_market_protocol::hash::hashv(&[&i.manifest]),
-        );
+        let job = JobSpec {
+            slices_len: i.slices[0].len() as u64,
+            ..JobSpec::mlp(
+                (x.len() / f) as u32,
+                f as u32,
+                c as u32,
+                model.work_per_row(),
+                r,
+                compute_market_protocol::hash::hashv(&[&i.manifest]),
+            )
+        };
         (job, i)
     }
 
@@ -131,6 +134,7 @@ impl Inputs {
         );
         let job = JobSpec {
             input_mode: InputMode::ContentHash,
+            slices_len: i.slices[0].len() as u64,
             ..JobSpec::matmul(
                 m,
                 k,

@@ -141,7 +141,12 @@ fn colluders_overturned_on_data(
         .collect();
     w.decide(task, &ballots);
     assert_eq!(w.task(&task).status, TaskStatus::Accepted);
-    assert!(w.task(&task).held, "held for the window");
+    assert!(
+        w.task(&task).held,
+        "held for the window: {:?} {:?}",
+        JobSpec::decode(&w.task(&task).job),
+        dispute::element_transactions(&job)
+    );
     let client = c.client.clone();
     let records = w
         .argue_on_data(&client, task, wrong, inputs, at)
@@ -402,18 +407,16 @@ fn a_silent_challenger_loses_and_a_version_1_manifest_or_a_wrong_chunk_proves_no
     assert!(w.dispute(&task, &client).is_none());
     assert_eq!(w.task(&task).dispute_forfeit, w.task(&task).verifier_bond);
 
-    // a job posted with a version-1 manifest names no slices: its inputs cannot be proven
+    // a job posted with a version-1 manifest names no slices (its spec declares none): the
+    // program cannot referee it, so its verdict settles at once and no dispute opens
     let v1 = Manifest::new(vec![
         Part::safetensors(Role::Model, &inputs.slices[0]),
         Part::safetensors(Role::Batch, &inputs.slices[1]),
     ]);
     let job1 = JobSpec {
         input: v1.hash(),
+        slices_len: 0,
         ..job
-    };
-    let old = Inputs {
-        manifest: v1.encode(),
-        slices: inputs.slices.clone(),
     };
     let wrong1 = Committed::new(job1, |_, _| [1; 32]);
     let task = c.submitted_job(2, job1, 3, wrong1.root());
@@ -422,6 +425,29 @@ fn a_silent_challenger_loses_and_a_version_1_manifest_or_a_wrong_chunk_proves_no
         .iter()
         .enumerate()
         .map(|(i, v)| (*v, Ballot::new(VOTE_VALID, 20 + i as u64)))
+        .collect();
+    w.decide(task, &ballots);
+    let t = w.task(&task);
+    assert!(!t.held, "settled at once: nothing can overturn it");
+    refused(w, "NotDisputable", |w| {
+        w.open_dispute(&client, task, 1, 0, 0)
+    });
+    // a version-2 spec whose manifest is version 1 (it declares slices the manifest does not
+    // name): its dispute cannot prove the inputs
+    let job2 = JobSpec {
+        input: v1.hash(),
+        ..job
+    };
+    let old = Inputs {
+        manifest: v1.encode(),
+        slices: inputs.slices.clone(),
+    };
+    let task = c.submitted_job(3, job2, 3, wrong1.root());
+    let w = &mut c.w;
+    let ballots: Vec<(&Actor, Ballot)> = vs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (*v, Ballot::new(VOTE_VALID, 30 + i as u64)))
         .collect();
     w.decide(task, &ballots);
     w.open_dispute(&client, task, 1, 0, 0).unwrap();

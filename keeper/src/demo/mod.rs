@@ -93,16 +93,25 @@ impl Default for DemoConfig {
 }
 
 /// Puts a client's input parts and their manifest in `store` (as if every node had fetched
-/// them already); returns the manifest.
+/// them already); returns the manifest, naming each part's `slices` when given (version 2:
+/// the program can referee the job, PROTOCOL §8.7).
 fn stored_inputs(
     store: &crate::results::ResultStore,
     parts: &[(compute_market_protocol::manifest::Role, &[u8])],
+    slices: Option<&[compute_market_protocol::manifest::Slices]>,
 ) -> Result<compute_market_protocol::manifest::Manifest> {
     use compute_market_protocol::manifest::{Manifest, Part};
     let manifest = Manifest::new(
         parts
             .iter()
-            .map(|(role, bytes)| Part::new(*role, bytes))
+            .enumerate()
+            .map(|(i, (role, bytes))| {
+                let p = Part::new(*role, bytes);
+                match slices {
+                    Some(s) => p.with_slices(s[i]),
+                    None => p,
+                }
+            })
             .collect(),
     );
     let encoded = manifest.encode();
@@ -349,12 +358,21 @@ impl Scenario {
             use compute_market_protocol::manifest::Role;
             let (batch, labels) = mlp::digits_heldout()?;
             let model = mlp::parse_model(mlp::DIGITS_MODEL, 64, 10)?;
+            let x = mlp::parse_batch(&batch, labels.len(), 64)?;
+            let named = [
+                crate::compute::slices::of_model(&model),
+                crate::compute::slices::of_batch(&x),
+            ];
             let manifest = stored_inputs(
                 &store,
                 &[(Role::Model, mlp::DIGITS_MODEL), (Role::Batch, &batch)],
+                Some(&named),
             )?;
             let rows = (labels.len()) as u32;
-            let job = JobSpec::mlp(rows, 64, 10, model.work_per_row(), 8, manifest.hash());
+            let job = JobSpec {
+                slices_len: named[0].len,
+                ..JobSpec::mlp(rows, 64, 10, model.work_per_row(), 8, manifest.hash())
+            };
             let (id, reward) = (cfg.tasks as u64, 1_000_000 + job.work() / 16);
             let mut args = PostTaskArgs::new(id, &job, reward);
             args.input_uri = "http://digits.demo.invalid".into();
@@ -373,6 +391,7 @@ impl Scenario {
             let manifest = stored_inputs(
                 &store,
                 &[(Role::Model, &model_bytes), (Role::Texts, &texts)],
+                None,
             )?;
             let e = &model.encoder;
             let job = JobSpec::encoder(

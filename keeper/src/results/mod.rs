@@ -473,6 +473,7 @@ impl ResultStore {
         let manifest = Manifest::decode(&raw).map_err(|e| FetchError::Invalid(e.to_string()))?;
         manifest
             .check_for(job)
+            .and_then(|()| manifest.check_slices_declared(job))
             .map_err(|e| FetchError::Invalid(e.to_string()))?;
         let mut fetched = vec![];
         for part in &manifest.parts {

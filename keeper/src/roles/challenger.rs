@@ -31,16 +31,30 @@ use super::{guard, send_all, NodeCtx};
 use crate::{
     chain::{Chain, ChainExt},
     db::Db,
-    dispute::{element_is_right, element_proof, Pointer},
+    dispute::{element_is_right_with, element_proof, Pointer, SlicedInputs},
 };
 
-/// Bytes of proof written by one `dispute_write` (two per chunk: each transaction fits a
-/// packet with room to spare).
-const WRITE_BYTES: usize = CHUNK_LEN / 2;
+/// Bytes of proof written by one `dispute_write`: a chunk and its siblings (at most 23) in two
+/// transactions, each within a packet with a priority-fee instruction added.
+const WRITE_BYTES: usize = 900;
 
-/// Most transactions one [`argue`] sends before it returns (a whole one-step dispute of a
-/// kind-2 over 15 votes is far less); the next pass carries on.
-const MAX_TURNS: usize = 256;
+/// Most transactions one [`argue`] sends before it returns (a product entry on the client's
+/// data at k = 8 192 is about 200); the next pass carries on.
+const MAX_TURNS: usize = 1_024;
+
+/// Transactions an element takes once its dispute is open: for a job the program recomputes
+/// alone, 2 writes, a prove and a step (a kind-2 target adds one); on the client's data also
+/// the manifest (a write and `dispute_inputs`) and, per input chunk fed, 2 writes and a feed.
+fn element_turns(job: &JobSpec, data: Option<&SlicedInputs>, tile: u32, element: u32) -> u64 {
+    let base = 5;
+    if rule::one_step(job) {
+        return base;
+    }
+    let chunks = data
+        .and_then(|d| d.element(job, tile, element))
+        .map_or(0, |(_, n)| n as u64);
+    base + 2 + 3 * chunks
+}
 
 /// What a challenger disputes, with what proves it.
 pub enum Claim<'a> {
@@ -78,16 +92,7 @@ pub fn disputable(t: &Task, kind: u8, now: u64) -> bool {
         && !overturned(majority)
         && (majority, t.status) == against
         && now <= t.dispute_deadline
-        && JobSpec::decode(&t.job).is_ok_and(|j| playable(&j))
-}
-
-/// Whether keepers argue disputes of this job: those the program recomputes from the job
-/// alone (`HashBatch`, generated `MatMulModP`). The program also referees `Mlp` and
-/// `MatMulModP` on the client's data from proven slices of the inputs (PROTOCOL §8.7); keepers
-/// do not argue those yet (a client can, through the program's instructions), so they never
-/// bond on them.
-pub fn playable(job: &JobSpec) -> bool {
-    rule::one_step(job)
+        && JobSpec::decode(&t.job).is_ok_and(|j| rule::refereed(&j, t.dispute_window))
 }
 
 /// Whether every INVALID vote of `t`'s deciding round points at an element the committed
@@ -98,6 +103,7 @@ pub fn claims_all_false(
     key: &Pubkey,
     t: &Task,
     tile: &dyn Fn(u32) -> Result<(Vec<u8>, Vec<Digest>)>,
+    data: Option<&SlicedInputs>,
 ) -> Result<bool> {
     let job = JobSpec::decode(&t.job)
         .map_err(|e| anyhow::anyhow!("the task's job does not decode: {e:?}"))?;
@@ -112,7 +118,7 @@ pub fn claims_all_false(
             continue;
         }
         let (bytes, _) = tile(ti)?;
-        if element_is_right(&job, ti, e, &bytes) != Some(true) {
+        if element_is_right_with(&job, ti, e, &bytes, data) != Some(true) {
             return Ok(false);
         }
     }
@@ -131,6 +137,7 @@ pub fn argue(
     who: &str,
     key: &Pubkey,
     claim: &Claim,
+    data: Option<&SlicedInputs>,
     opened: bool,
     on_open: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Outcome> {
@@ -167,10 +174,13 @@ pub fn argue(
                 Claim::ResultWrong(p) => (DISPUTE_RESULT_WRONG, p.tile, p.element),
                 Claim::ClaimsFalse(_) => (DISPUTE_CLAIMS_FALSE, 0, 0),
             };
+            if !rule::one_step(&job) && data.is_none() {
+                bail!("the inputs of task {key} are not held here: a dispute of a job on the client's data recomputes from them (PROTOCOL §8.7)");
+            }
             if let Claim::ResultWrong(p) = claim {
                 // judged as the program will before anything is bonded
                 if p.bytes.len() != job.tile_len()
-                    || element_is_right(&job, p.tile, p.element, &p.bytes) != Some(false)
+                    || element_is_right_with(&job, p.tile, p.element, &p.bytes, data) != Some(false)
                 {
                     bail!(
                         "{NOT_WRONG}: tile {} element {} of task {key}",
@@ -182,20 +192,29 @@ pub fn argue(
             if !disputable(&t, kind, now) {
                 bail!("task {key} can no longer be disputed (kind {kind}): its window closed, its verdict changed, or its job cannot be refereed");
             }
-            if let Claim::ClaimsFalse(_) = claim {
-                // each INVALID vote: a target, up to 4 writes, a prove and a step, about a
-                // slot each; a dispute that cannot finish in its window forfeits its bond
-                let votes = chain
-                    .votes(key)?
-                    .into_iter()
-                    .filter(|(_, v)| {
-                        v.round == t.round && v.revealed && v.vote == VOTE_INVALID && !v.refuted
-                    })
-                    .count() as u64;
-                let turns = 1 + 7 * votes;
-                if turns > u64::from(t.dispute_window) * 3 / 4 {
-                    bail!("{TOO_SLOW}: {votes} INVALID votes take about {turns} transactions, the window is {} slots", t.dispute_window);
+            // every transaction takes about a slot; a dispute that cannot finish within its
+            // answer deadline (the window) forfeits its bond
+            let turns = match claim {
+                Claim::ResultWrong(p) => 1 + element_turns(&job, data, p.tile, p.element),
+                Claim::ClaimsFalse(_) => {
+                    1 + chain
+                        .votes(key)?
+                        .into_iter()
+                        .filter(|(_, v)| {
+                            v.round == t.round && v.revealed && v.vote == VOTE_INVALID && !v.refuted
+                        })
+                        .map(|(_, v)| {
+                            let (ti, e) = rule::pointer(&v.evidence);
+                            1 + element_turns(&job, data, ti, e)
+                        })
+                        .sum::<u64>()
                 }
+            };
+            if turns > u64::from(t.dispute_window) * 3 / 4 {
+                bail!(
+                    "{TOO_SLOW}: about {turns} transactions, the window is {} slots",
+                    t.dispute_window
+                );
             }
             let mint = chain
                 .decoded::<compute_market::state::Config>(&pda::config())?
@@ -290,6 +309,28 @@ pub fn argue(
                 vec![client::dispute_prove(*key, me, path.len() as u8)],
                 None,
             )
+        } else if let Some(fed) = fed_turn(&job, &d, data) {
+            // on the client's data: the manifest, then the chunks the recomputation asks for
+            let (what, ix, bytes) = fed?;
+            for (i, part) in bytes.chunks(WRITE_BYTES).enumerate() {
+                let r = send_all(
+                    chain,
+                    who,
+                    "dispute_write",
+                    key,
+                    &[client::dispute_write(
+                        *key,
+                        me,
+                        (i * WRITE_BYTES) as u16,
+                        part.to_vec(),
+                    )],
+                    challenger,
+                )?;
+                sent += 1;
+                crate::chain::must("dispute_write", r)?;
+            }
+            let vote = (d.kind == DISPUTE_CLAIMS_FALSE).then_some(d.target);
+            (what, vec![client::compute_unit_limit(1_400_000), ix], vote)
         } else {
             let vote = (d.kind == DISPUTE_CLAIMS_FALSE).then_some(d.target);
             (
@@ -307,6 +348,88 @@ pub fn argue(
         tracing::info!(who, task = %key, step = what, vote = ?vote, "dispute turn");
     }
     Ok(Outcome::Open)
+}
+
+/// The next turn of a proven element of a job on the client's data (PROTOCOL §8.7): what to
+/// write into the buffer and the instruction that takes it — the manifest and
+/// `dispute_inputs`, or the next input chunk with its siblings and `dispute_feed`. `None` for
+/// an element the program recomputes alone, or one in the padding (`dispute_step` decides it).
+#[allow(clippy::type_complexity)]
+fn fed_turn(
+    job: &JobSpec,
+    d: &Dispute,
+    data: Option<&SlicedInputs>,
+) -> Option<Result<(&'static str, solana_instruction::Instruction, Vec<u8>)>> {
+    use compute_market_protocol::feed::{self, Feed, Target};
+    if rule::one_step(job) {
+        return None;
+    }
+    let target = feed::target(job, d.tile, d.element)?;
+    if target == Target::Padding {
+        return None;
+    }
+    let (task, me) = (d.task, d.challenger);
+    let Some(data) = data else {
+        return Some(Err(anyhow::anyhow!(
+            "the inputs of task {task} are not held here: its dispute recomputes from them"
+        )));
+    };
+    let vote = (d.kind == DISPUTE_CLAIMS_FALSE).then_some(d.target);
+    if d.inputs == 0 {
+        let m = data.manifest.clone();
+        let ix = client::dispute_inputs(task, me, m.len() as u16);
+        return Some(Ok(("dispute_inputs", ix, m)));
+    }
+    let state: [u8; compute_market_protocol::feed::STATE_LEN] = d.feed;
+    let (input, c) = Feed::decode(&state).next(job, target)?;
+    let (mut bytes, path) = data.chunk(input, c);
+    bytes.resize(CHUNK_LEN, 0);
+    for s in &path {
+        bytes.extend_from_slice(s);
+    }
+    let ix = client::dispute_feed(task, me, vote, input, c, path.len() as u8);
+    Some(Ok(("dispute_feed", ix, bytes)))
+}
+
+/// The sliced inputs of task `t`'s job on the client's data (PROTOCOL §8.7): its inputs made
+/// held through `store` (from the task's input location, or the provider that serves its
+/// result), its manifest's bytes, and the slice strings rebuilt from what was parsed.
+pub fn sliced_inputs(
+    store: &crate::results::ResultStore,
+    t: &Task,
+    job: &JobSpec,
+) -> Result<SlicedInputs> {
+    use crate::compute::inputs;
+    use compute_market_protocol::{job::JobKind, manifest::MAX_LEN, slices::build};
+    let result_uri = t
+        .result_uri
+        .get(..t.result_uri_len as usize)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .unwrap_or("");
+    let bases = crate::results::input_bases(super::input_uri(t), &[result_uri]);
+    let deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(60));
+    store
+        .ensure_inputs(job, &bases, deadline)
+        .map_err(|e| anyhow::anyhow!("fetching the job's inputs: {e}"))?;
+    let (manifest, _) = store
+        .fetch_content(&bases, &job.input, MAX_LEN as u64, deadline)
+        .map_err(|e| anyhow::anyhow!("fetching the job's manifest: {e}"))?;
+    let [m, k, n] = job.dims;
+    let slices = match job.kind {
+        JobKind::Mlp => {
+            let i = inputs::mlp(job)?;
+            [build::model(&i.model), build::batch(&i.batch.x)]
+        }
+        JobKind::MatMulModP => {
+            let i = inputs::matrices(job)?;
+            [
+                build::matrix_rows(&i.a.data, m, k),
+                build::matrix_columns(&i.b.data, k, n),
+            ]
+        }
+        kind => bail!("{kind:?} jobs are not refereed from slices"),
+    };
+    SlicedInputs::new(job, manifest.to_vec(), slices)
 }
 
 /// Refusals the same turn would meet again (a proof that does not lead to the root, an element
@@ -336,6 +459,8 @@ const TOO_SLOW: &str = "more turns than the answer window holds";
 #[derive(Default)]
 pub struct Disputes {
     ended: std::sync::Mutex<std::collections::HashSet<Pubkey>>,
+    /// The sliced inputs of disputed jobs on the client's data, built once per task.
+    inputs: std::sync::Mutex<std::collections::HashMap<Pubkey, std::sync::Arc<SlicedInputs>>>,
     /// The last failure logged per task: the same one again is logged at debug, not every pass.
     failed: std::sync::Mutex<std::collections::HashMap<Pubkey, String>>,
 }
@@ -348,6 +473,36 @@ impl Disputes {
             return false;
         }
         matches!(db.disputed(key), Ok(Some(k)) if k == kind) || disputable(t, kind, now)
+    }
+
+    /// The sliced inputs of `key`'s job when it is on the client's data (built once; `None`
+    /// for a job the program recomputes alone, or, logged, when they cannot be had now).
+    pub fn inputs_of(
+        &self,
+        chain: &dyn Chain,
+        ctx: &NodeCtx,
+        key: &Pubkey,
+    ) -> Option<std::sync::Arc<SlicedInputs>> {
+        let t = chain.task(key).ok().flatten()?;
+        let job = JobSpec::decode(&t.job).ok()?;
+        if rule::one_step(&job) {
+            return None;
+        }
+        let mut held = self.inputs.lock().expect("inputs lock");
+        if let Some(d) = held.get(key) {
+            return Some(d.clone());
+        }
+        match sliced_inputs(&ctx.store, &t, &job) {
+            Ok(d) => {
+                let d = std::sync::Arc::new(d);
+                held.insert(*key, d.clone());
+                Some(d)
+            }
+            Err(e) => {
+                tracing::warn!(who = ctx.name, task = %key, error = format!("{e:#}"), "the inputs of a disputed job are not at hand");
+                None
+            }
+        }
     }
 
     /// Gives up on `key` for good (nothing to dispute there).
@@ -365,10 +520,18 @@ impl Disputes {
             Claim::ClaimsFalse(_) => DISPUTE_CLAIMS_FALSE,
         };
         let opened = matches!(db.disputed(key), Ok(Some(_)));
+        let data = self.inputs_of(chain, ctx, key);
         let r = guard(|| {
-            argue(chain, kp, who, key, claim, opened, &mut || {
-                db.put_disputed(key, kind)
-            })
+            argue(
+                chain,
+                kp,
+                who,
+                key,
+                claim,
+                data.as_deref(),
+                opened,
+                &mut || db.put_disputed(key, kind),
+            )
         });
         match r {
             Ok(Outcome::Open) => {}

@@ -278,7 +278,8 @@ impl Provider {
                 Ok((entry.tile(i)?, proof))
             };
             if !matches!(self.db.disputed(key), Ok(Some(_))) {
-                match claims_all_false(chain, key, t, &tile) {
+                let data = self.disputes.inputs_of(chain, &self.ctx, key);
+                match claims_all_false(chain, key, t, &tile, data.as_deref()) {
                     Ok(true) => {}
                     Ok(false) => {
                         tracing::info!(provider = self.ctx.name, task = %key, "Rejected, and an INVALID vote points at an element its result holds wrong: not disputing");

@@ -941,8 +941,8 @@ pub fn seat_plan(t: &Task, node: &Node, me: &Pubkey, wallet: &Pubkey, now: u64) 
 /// UNAVAILABLE vote there: never a losing vote, and a majority of them still rejects the
 /// result as withheld.
 fn pointerless_invalid(t: &Task, v: Verdict) -> Verdict {
-    let refereed =
-        JobSpec::decode(&t.job).is_ok_and(|j| compute_market_protocol::dispute::supported(&j));
+    let refereed = JobSpec::decode(&t.job)
+        .is_ok_and(|j| compute_market_protocol::dispute::refereed(&j, t.dispute_window));
     if t.dispute_window == 0 || !refereed || v.vote != VOTE_INVALID || v.pointer.is_some() {
         return v;
     }

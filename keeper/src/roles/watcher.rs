@@ -18,7 +18,7 @@ use anyhow::Result;
 use compute_market::state::Task;
 use compute_market_protocol::{
     commit::VOTE_VALID,
-    dispute::{supported, DISPUTE_RESULT_WRONG},
+    dispute::{refereed, DISPUTE_RESULT_WRONG},
     hash::hashv,
     job::{JobKind, JobSpec},
     sampling::sample_indices,
@@ -144,8 +144,12 @@ impl Watcher {
     fn check(&self, chain: &dyn Chain, key: &Pubkey, t: &Task) -> Result<Option<Pointer>> {
         let job = JobSpec::decode(&t.job)
             .map_err(|e| anyhow::anyhow!("the task's job does not decode: {e:?}"))?;
-        if !supported(&job) {
+        if !refereed(&job, t.dispute_window) {
             return Ok(None);
+        }
+        if !compute_market_protocol::dispute::one_step(&job) {
+            // on the client's data: its inputs held (and their slices checked) before any check
+            super::challenger::sliced_inputs(&self.ctx.store, t, &job)?;
         }
         let uri = t
             .result_uri

@@ -176,7 +176,7 @@ pub enum MarketError {
     VerdictOverturned,
     #[msg("the dispute window has closed")]
     DisputeWindowClosed,
-    #[msg("the program cannot referee this job kind yet (bisection: Mlp, Encoder, MatMulModP on a client's data)")]
+    #[msg("the program does not referee this job in this market: an Encoder, a job whose manifest names no slices of its inputs, or one whose dispute would not fit half the window")]
     DisputeNotSupported,
     #[msg("no such element: tile at or above the tile count, or element at or above the tile's elements")]
     ElementOutOfRange,

@@ -61,6 +61,10 @@ pub fn inputs(ctx: Context<DisputeInputs>, len: u16) -> Result<()> {
     let a = ctx.accounts;
     let job = compute_market_protocol::job::JobSpec::decode(&a.task.job)
         .map_err(|_| error!(MarketError::InvalidJobSpec))?;
+    require!(
+        !dispute::one_step(&job) && job.slices_len > 0,
+        MarketError::DisputeNotSupported
+    );
     let roles = slices::refereed_roles(&job).ok_or(MarketError::DisputeNotSupported)?;
     let (lens, roots) = {
         let d = a.dispute.load()?;
@@ -83,6 +87,11 @@ pub fn inputs(ctx: Context<DisputeInputs>, len: u16) -> Result<()> {
             if let Some(want) = slices::expected_len(&job, *role) {
                 require!(s.len == want, MarketError::InputsNotSliced);
             }
+            // the first input's length is the one the job declared (and priced the dispute by)
+            require!(
+                i > 0 || s.len == job.slices_len,
+                MarketError::InputsNotSliced
+            );
             lens[i] = s.len;
             roots[i] = s.root;
         }
@@ -129,6 +138,7 @@ pub fn inputs(ctx: Context<DisputeInputs>, len: u16) -> Result<()> {
 pub fn feed(ctx: Context<DisputeTurn>, input: u8, chunk: u64, siblings: u8) -> Result<()> {
     let a = ctx.accounts;
     let job = a.job()?;
+    require!(!dispute::one_step(&job), MarketError::DisputeNotSupported);
     let n = siblings as usize;
     require!(n <= dispute::MAX_CHUNK_SIBLINGS, MarketError::ProofTooLong);
     require!(input < 2, MarketError::WrongChunk);

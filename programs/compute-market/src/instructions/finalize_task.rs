@@ -83,7 +83,7 @@ pub fn handler(ctx: Context<FinalizeTask>) -> Result<()> {
     // (PROTOCOL §8.1); anything else settles now
     let disputable = matches!(majority, VOTE_VALID | VOTE_INVALID)
         && a.task.dispute_window > 0
-        && JobSpec::decode(&a.task.job).is_ok_and(|j| dispute::supported(&j));
+        && JobSpec::decode(&a.task.job).is_ok_and(|j| dispute::refereed(&j, a.task.dispute_window));
     let s = if disputable {
         let task = &mut a.task;
         task.held = true;

@@ -74,7 +74,10 @@ impl OpenDispute<'_> {
             MarketError::DisputeWindowClosed
         );
         let job = JobSpec::decode(&task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
-        require!(dispute::supported(&job), MarketError::DisputeNotSupported);
+        require!(
+            dispute::refereed(&job, task.dispute_window),
+            MarketError::DisputeNotSupported
+        );
         if args.kind == DISPUTE_RESULT_WRONG {
             require!(
                 dispute::in_range(&job, args.tile, args.element),
