@@ -313,9 +313,9 @@ fn a_client_overturns_a_wrong_digits_result_from_its_own_data_through_the_progra
         .with_test_writer()
         .try_init();
     let cfg = DemoConfig {
-        providers: 1,
+        providers: 2,
         verifiers: 3,
-        tasks: 0,
+        tasks: 1,
         digits: true,
         corrupt_fraction: 1.0,
         dispute_window: 150,
@@ -324,6 +324,10 @@ fn a_client_overturns_a_wrong_digits_result_from_its_own_data_through_the_progra
     let mut s = Scenario::new(&cfg, Arc::new(CpuBackend), dir.path()).expect("scenario");
     for v in &mut s.verifiers {
         v.careless = true;
+    }
+    // whichever provider claims the digits, it corrupts them
+    for p in &mut s.providers {
+        p.corrupt_fraction = 1.0;
     }
     let client = Keypair::try_from(&s.client.to_bytes()[..]).unwrap();
     let (key, _) = s.digits.clone().expect("the digits task");
@@ -353,12 +357,17 @@ fn a_client_overturns_a_wrong_digits_result_from_its_own_data_through_the_progra
         assert!(guard < 3_000, "the market finishes");
     }
     let r = report.expect("the careless seats accepted the wrong result");
+    println!("the client's dispute: {r:?}");
     assert_eq!(r.majority, VERDICT_PROVEN_WRONG, "{r:?}");
     assert_eq!(
         s.verdicts[&key],
         (TaskStatus::Rejected, VERDICT_PROVEN_WRONG)
     );
-    let provider = s.chain.node(&s.providers[0].ctx.node).unwrap().unwrap();
-    assert!(provider.times_slashed >= 1, "the provider lost its bond");
+    let slashed: u32 = s
+        .providers
+        .iter()
+        .map(|p| s.chain.node(&p.ctx.node).unwrap().unwrap().times_slashed as u32)
+        .sum();
+    assert!(slashed >= 1, "the digits' provider lost its bond");
     assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");
 }
