@@ -259,6 +259,9 @@ pub enum ModelInfo {
         classes: u32,
         /// Multiply-adds per row (the job's work figure).
         work_per_row: u64,
+        /// The model's slice string (PROTOCOL §8.7): its length and BLAKE3 (hex), which a
+        /// version-2 manifest names so that the program can referee jobs on it.
+        slices: SlicesInfo,
     },
     /// An integer encoder (`Encoder` jobs): the work per token at a limit L follows from these
     /// by `encoder_work_per_token(blocks, hidden, ffn, heads, L)`.
@@ -274,6 +277,15 @@ pub enum ModelInfo {
         /// Most tokens a text (the position embeddings).
         positions: u32,
     },
+}
+
+/// A part's slice string as `keeper model publish` prints it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SlicesInfo {
+    /// Bytes.
+    pub len: u64,
+    /// BLAKE3, lowercase hex.
+    pub root: String,
 }
 
 /// Reads a model file as providers will (every tensor's name, dtype and shape, every bound)
@@ -298,10 +310,15 @@ pub fn describe_model(bytes: &[u8]) -> Result<ModelInfo> {
     };
     let (features, classes) = (first.inp, last.out);
     crate::compute::mlp::check_model(&mlp, features, classes)?;
+    let slices = crate::compute::slices::of_model(&mlp);
     Ok(ModelInfo::Mlp {
         features: features as u32,
         classes: classes as u32,
         work_per_row: mlp.work_per_row(),
+        slices: SlicesInfo {
+            len: slices.len,
+            root: slices.root.iter().map(|b| format!("{b:02x}")).collect(),
+        },
     })
 }
 
@@ -784,6 +801,15 @@ mod tests {
                 work_per_row: crate::compute::mlp::read_model(&digits)
                     .unwrap()
                     .work_per_row(),
+                // 16 bytes of header, 128 records of 76 bytes, 10 of 140
+                slices: SlicesInfo {
+                    len: 16 + 128 * 76 + 10 * 140,
+                    root: {
+                        let m = crate::compute::mlp::read_model(&digits).unwrap();
+                        let s = compute_market_protocol::slices::build::model(&m);
+                        blake3::hash(&s).to_hex().to_string()
+                    },
+                },
             }
         );
         let held = std::fs::read(models.join("digits-heldout.safetensors")).unwrap();

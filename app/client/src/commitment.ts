@@ -139,6 +139,13 @@ export function rootOf(leaves: Uint8Array[]): Uint8Array {
   return level[0];
 }
 
+/** BLAKE3 of `bytes` (any length): its chunks' leaves folded by BLAKE3's own tree. */
+export function blake3(bytes: Uint8Array): Uint8Array {
+  const n = Math.max(1, Math.ceil(bytes.length / CHUNK_LEN));
+  if (n === 1) return chunkLeaf(0, 1, bytes);
+  return rootOf(Array.from({ length: n }, (_, i) => chunkLeaf(i, n, bytes.subarray(i * CHUNK_LEN, (i + 1) * CHUNK_LEN))));
+}
+
 /** The root of a whole output from its tiles in index order (all of one length). */
 export function rootOfTiles(tiles: Uint8Array[]): Uint8Array {
   if (tiles.some((t) => t.length !== tiles[0].length)) throw new Error("a job's tiles all have its tile length");

@@ -5,12 +5,23 @@
 
 import { getBase16Encoder } from '@solana/kit';
 import { InputMode, JobKind, MAX_ENCODER_TOKENS, encoderWorkPerToken, tileLen, type JobSpec } from './job';
+import { blake3 } from './commitment';
 import { encodeManifest, formatOf, manifestHash, partOf, Role, type Part } from './manifest';
 
 /** What `keeper model publish` prints for a model: its content address and the figures a
  * job on it carries. */
 export type ModelInfo =
-  | { kind: 'mlp'; sha256: string; bytes: number; features: number; classes: number; work_per_row: number | bigint }
+  | {
+      kind: 'mlp';
+      sha256: string;
+      bytes: number;
+      features: number;
+      classes: number;
+      work_per_row: number | bigint;
+      /** The model's slice string (PROTOCOL §8.7): with it the job names its inputs' slices
+       * (a version-2 manifest) and the program can referee it; without, version 1. */
+      slices?: { len: number | bigint; root: string };
+    }
   | { kind: 'encoder'; sha256: string; bytes: number; blocks: number; hidden: number; ffn: number; heads: number; positions: number };
 
 /** A job on the client's data, ready to upload (`parts`, then `manifest`) and post (`job`). */
@@ -42,8 +53,20 @@ export function safetensorsOf(name: string, dtype: 'I8' | 'I16' | 'U32', shape: 
   return out;
 }
 
-async function prepared(job: Omit<JobSpec, 'input'>, model: ModelInfo, role: Role, bytes: Uint8Array): Promise<PreparedJob> {
+async function prepared(
+  job: Omit<JobSpec, 'input'>,
+  model: ModelInfo,
+  role: Role,
+  bytes: Uint8Array,
+  slices?: Uint8Array,
+): Promise<PreparedJob> {
   const parts = [modelPart(model), await partOf(role, bytes)];
+  if (model.kind === 'mlp' && model.slices && slices) {
+    // both parts' slices named: a version-2 manifest, and the spec declares the model's
+    parts[0].slices = { len: BigInt(model.slices.len), root: hexBytes(model.slices.root) };
+    parts[1].slices = { len: BigInt(slices.length), root: blake3(slices) };
+    job = { ...job, slicesLen: BigInt(model.slices.len) };
+  }
   return { job: { ...job, input: await manifestHash(parts) }, parts: [bytes], manifest: encodeManifest(parts) };
 }
 
@@ -63,7 +86,8 @@ export async function mlpJob(model: ModelInfo, rows: Int8Array[], rowsPerTile = 
     rowsPerTile,
     workPerRow: BigInt(model.work_per_row),
   };
-  return prepared(job, model, Role.Batch, batch);
+  // the batch's slice string is its int8 values (PROTOCOL §8.7)
+  return prepared(job, model, Role.Batch, batch, x);
 }
 
 /** At least the BERT tokens of `text` ([CLS] and [SEP] included): every WordPiece token

@@ -48,6 +48,10 @@ export interface JobSpec {
   rowsPerTile: number;
   /** `Mlp`: multiply-adds per row; `Encoder`: work units per token; 0 otherwise. */
   workPerRow: bigint;
+  /** `MatMulModP` and `Mlp` on the client's data: the length of the slice string of A or of
+   * the model that the version-2 manifest names (PROTOCOL §8.7), which lets the program
+   * referee the job; 0 or absent when the manifest names none. */
+  slicesLen?: bigint;
 }
 
 /** Why an encoded spec is refused: the Rust `JobError` variant's name. */
@@ -102,6 +106,7 @@ export function encodeJobSpec(job: JobSpec): Uint8Array {
   job.dims.forEach((d, i) => v.setUint32(4 + 4 * i, d, true));
   b.set(job.input, 16);
   v.setBigUint64(48, job.workPerRow, true);
+  v.setBigUint64(56, job.slicesLen ?? 0n, true);
   return b;
 }
 
@@ -117,7 +122,9 @@ export function decodeJobSpec(b: Uint8Array): JobSpec {
   const workPerRow = v.getBigUint64(48, true);
   const rowsPerTile = b[3];
   const rows = isInference(kind);
-  if (b.subarray(56).some((x) => x !== 0) || (!rows && (rowsPerTile !== 0 || workPerRow !== 0n))) {
+  const slicesLen = v.getBigUint64(56, true);
+  const sliced = inputMode === InputMode.ContentHash && (kind === JobKind.MatMulModP || kind === JobKind.Mlp);
+  if ((slicesLen !== 0n && !sliced) || (!rows && (rowsPerTile !== 0 || workPerRow !== 0n))) {
     throw new JobError('ReservedNotZero');
   }
   const dims: [number, number, number] = [v.getUint32(4, true), v.getUint32(8, true), v.getUint32(12, true)];
@@ -145,7 +152,17 @@ export function decodeJobSpec(b: Uint8Array): JobSpec {
     }
     if (inputMode !== InputMode.ContentHash) throw new JobError('InputModeNotAllowed');
   }
-  return { kind, inputMode, dims, input: b.slice(16, 48), rowsPerTile, workPerRow };
+  if (slicesLen !== 0n) {
+    // A's slice string has the one length its shape gives; a model's at most what its work
+    // and widths allow
+    const stride = ((BigInt(dims[1]) + 255n) / 256n) * 1024n;
+    const fits =
+      kind === JobKind.MatMulModP
+        ? slicesLen === BigInt(dims[0]) * stride
+        : slicesLen <= 4n + 4n * (MAX_MLP_LAYERS + 1n) + 12n * MAX_MLP_LAYERS * BigInt(MAX_MLP_WIDTH) + workPerRow;
+    if (!fits) throw new JobError('DimensionOutOfRange');
+  }
+  return { kind, inputMode, dims, input: b.slice(16, 48), rowsPerTile, workPerRow, slicesLen };
 }
 
 /** Tiles along rows and columns of the output. */

@@ -6,10 +6,13 @@ import { JobKind, type JobSpec } from './job';
 
 export const MAGIC = new TextEncoder().encode('CMIN');
 export const MANIFEST_VERSION = 1;
+/** The version that names every part's slice string too (PROTOCOL §8.7). */
+export const MANIFEST_VERSION_SLICES = 2;
 export const MAX_PARTS = 8;
 export const HEADER_LEN = 8;
 export const ENTRY_LEN = 44;
-export const MAX_LEN = HEADER_LEN + MAX_PARTS * ENTRY_LEN;
+export const ENTRY_LEN_SLICES = ENTRY_LEN + 40;
+export const MAX_LEN = HEADER_LEN + MAX_PARTS * ENTRY_LEN_SLICES;
 
 /** What a part is to its job. */
 export enum Role {
@@ -53,6 +56,15 @@ export interface Part {
   len: bigint;
   /** SHA-256 of its bytes. */
   hash: Uint8Array;
+  /** Its slice string's length and BLAKE3 (a version-2 manifest names them for every part). */
+  slices?: Slices;
+}
+
+/** A part's slice string (PROTOCOL §8.7): what the program proves the slices a dispute
+ * recomputes from against. */
+export interface Slices {
+  len: bigint;
+  root: Uint8Array;
 }
 
 /** SHA-256 with WebCrypto. */
@@ -76,17 +88,24 @@ export class ManifestError extends Error {
 /** The canonical bytes of a manifest of `parts` (sorted by role here). */
 export function encodeManifest(parts: Part[]): Uint8Array {
   const sorted = [...parts].sort((x, y) => x.role - y.role);
-  const b = new Uint8Array(HEADER_LEN + ENTRY_LEN * sorted.length);
+  // version 2 when every part names its slices, else 1 (slices are named for all or none)
+  const v2 = sorted.length > 0 && sorted.every((p) => p.slices);
+  const entry = v2 ? ENTRY_LEN_SLICES : ENTRY_LEN;
+  const b = new Uint8Array(HEADER_LEN + entry * sorted.length);
   const v = new DataView(b.buffer);
   b.set(MAGIC, 0);
-  b[4] = MANIFEST_VERSION;
+  b[4] = v2 ? MANIFEST_VERSION_SLICES : MANIFEST_VERSION;
   b[5] = sorted.length;
   sorted.forEach((p, i) => {
-    const at = HEADER_LEN + i * ENTRY_LEN;
+    const at = HEADER_LEN + i * entry;
     b[at] = p.role;
     b[at + 1] = p.format;
     v.setBigUint64(at + 4, p.len, true);
     b.set(p.hash, at + 12);
+    if (v2 && p.slices) {
+      v.setBigUint64(at + 44, p.slices.len, true);
+      b.set(p.slices.root, at + 52);
+    }
   });
   return b;
 }
@@ -98,14 +117,17 @@ export function decodeManifest(b: Uint8Array): Part[] {
   };
   if (b.length < HEADER_LEN || b.length > MAX_LEN) bad(`${b.length} bytes (at most ${MAX_LEN})`);
   if (!MAGIC.every((x, i) => b[i] === x)) bad('no CMIN magic');
-  if (b[4] !== MANIFEST_VERSION) bad(`version ${b[4]} (this client reads ${MANIFEST_VERSION})`);
+  if (b[4] !== MANIFEST_VERSION && b[4] !== MANIFEST_VERSION_SLICES) {
+    bad(`version ${b[4]} (this client reads ${MANIFEST_VERSION} and ${MANIFEST_VERSION_SLICES})`);
+  }
+  const entry = b[4] === MANIFEST_VERSION_SLICES ? ENTRY_LEN_SLICES : ENTRY_LEN;
   const n = b[5];
   if (n === 0 || n > MAX_PARTS || b[6] !== 0 || b[7] !== 0) bad(`${n} parts or non-zero reserved bytes`);
-  if (b.length !== HEADER_LEN + n * ENTRY_LEN) bad(`${b.length} bytes for ${n} parts`);
+  if (b.length !== HEADER_LEN + n * entry) bad(`${b.length} bytes for ${n} parts`);
   const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
   const parts: Part[] = [];
   for (let i = 0; i < n; i++) {
-    const at = HEADER_LEN + i * ENTRY_LEN;
+    const at = HEADER_LEN + i * entry;
     const role = b[at];
     if (role < 1 || role > 5) bad(`part ${i} has unknown role ${role}`);
     const format = b[at + 1];
@@ -115,7 +137,13 @@ export function decodeManifest(b: Uint8Array): Part[] {
     const len = v.getBigUint64(at + 4, true);
     if (len === 0n) bad(`part ${i} is empty`);
     if (parts.length && parts[parts.length - 1].role >= role) bad('parts are not in strictly increasing role order');
-    parts.push({ role, format, len, hash: b.slice(at + 12, at + 44) });
+    const part: Part = { role, format, len, hash: b.slice(at + 12, at + 44) };
+    if (entry === ENTRY_LEN_SLICES) {
+      const sl = v.getBigUint64(at + 44, true);
+      if (sl === 0n) bad(`part ${i} has an empty slice string`);
+      part.slices = { len: sl, root: b.slice(at + 52, at + 84) };
+    }
+    parts.push(part);
   }
   return parts;
 }
