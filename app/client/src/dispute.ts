@@ -28,18 +28,24 @@ export const MAX_STEP_TERMS = 8192;
 const P = (1n << 31n) - 1n;
 const MASK64 = (1n << 64n) - 1n;
 
-/** Whether the program referees disputes of `job`: `HashBatch`, and `MatMulModP` on generated inputs. */
+/** Whether this client argues disputes of `job`: those the program recomputes from the job
+ * alone, `HashBatch` and `MatMulModP` on generated inputs. The program also referees `Mlp`
+ * and `MatMulModP` on the client's data from proven slices of the inputs (PROTOCOL §8.7):
+ * `keeper task dispute` argues those. */
 export function disputeSupported(job: JobSpec): boolean {
   return job.kind === JobKind.HashBatch || (job.kind === JobKind.MatMulModP && job.inputMode === InputMode.Generated);
 }
 
-/** Elements in one tile: entries of a 64 × 64 block, nonces of a `HashBatch` tile, rows or texts. */
+/** Elements in one tile: entries of a 64 × 64 block, nonces of a `HashBatch` tile, the 4-byte
+ * words of an `Mlp` tile (R · (C + 1): each row's logits and class), texts of an `Encoder`. */
 export function elementsPerTile(job: JobSpec): number {
   switch (job.kind) {
     case JobKind.MatMulModP:
       return MATMUL_TILE * MATMUL_TILE;
     case JobKind.HashBatch:
       return job.dims[1];
+    case JobKind.Mlp:
+      return job.rowsPerTile * (job.dims[2] + 1);
     default:
       return job.rowsPerTile;
   }
@@ -177,7 +183,11 @@ export interface DisputeOutcome {
 export async function disputeTask(client: KitClient, args: DisputeTaskArgs, programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS): Promise<DisputeOutcome> {
   const t = (await fetchTask(client.rpc, args.task)).data;
   const job = decodeJobSpec(new Uint8Array(t.job));
-  if (!disputeSupported(job)) throw new Error(`${JobKind[job.kind]} jobs on this data cannot be disputed yet (PROTOCOL §8.7)`);
+  if (!disputeSupported(job)) {
+    throw new Error(
+      `${JobKind[job.kind]} jobs on the client's data are argued from proven slices of the inputs (PROTOCOL §8.7): use keeper task dispute`,
+    );
+  }
   if (!t.held || t.rounds[t.round].majority !== 1) throw new Error('the task has no Accepted verdict held for disputes');
   const uri = new TextDecoder().decode(new Uint8Array(t.resultUri).subarray(0, t.resultUriLen));
   const root = new Uint8Array(t.resultRoot);
