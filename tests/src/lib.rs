@@ -480,3 +480,77 @@ pub fn post_matmul(v: &Validator, client: &Path, id: u64) -> Result<anchor_lang:
         .context("the posted task's address")?
         .parse()?)
 }
+
+/// `keeper serve` on a free port, logging to `<name>.log`.
+pub fn spawn_serve(v: &Validator, name: &str) -> Result<(Proc, String)> {
+    spawn_serve_with(v, name, &[])
+}
+
+/// [`spawn_serve`] with more flags.
+pub fn spawn_serve_with(v: &Validator, name: &str, extra: &[&str]) -> Result<(Proc, String)> {
+    let port = free_port();
+    let log = std::fs::File::create(v.dir.path().join(format!("{name}.log")))?;
+    let child = std::process::Command::new(keeper_bin())
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(extra)
+        .arg("--dir")
+        .arg(v.dir.path().join(name))
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()?;
+    let url = format!("http://127.0.0.1:{port}");
+    wait_for(30, "keeper serve to listen", || {
+        Ok(std::net::TcpStream::connect(("127.0.0.1", port))
+            .ok()
+            .map(|_| ()))
+    })?;
+    Ok((
+        Proc {
+            child,
+            name: name.into(),
+        },
+        url,
+    ))
+}
+
+/// Posts the digits model over the held-out split (written here from the checked-in file),
+/// uploaded to `store`; returns the task and the labels.
+pub fn post_digits(
+    v: &Validator,
+    client: &std::path::Path,
+    store: &str,
+    id: u64,
+) -> Result<(anchor_lang::prelude::Pubkey, Vec<u8>)> {
+    let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models");
+    let held = std::fs::read(models.join("digits-heldout.safetensors"))?;
+    let st = safetensors::SafeTensors::deserialize(&held)?;
+    let batch = v.dir.path().join("digits-batch.safetensors");
+    std::fs::write(
+        &batch,
+        safetensors::serialize([("x", st.tensor("x")?)], None)?,
+    )?;
+    let labels = st.tensor("labels")?.data().to_vec();
+    let out = v.keeper(
+        client,
+        &[
+            "task",
+            "post",
+            "--id",
+            &id.to_string(),
+            "--model",
+            models.join("digits-mlp.safetensors").to_str().unwrap(),
+            "--batch",
+            batch.to_str().unwrap(),
+            "--store",
+            store,
+            "--reward",
+            &REWARD.to_string(),
+        ],
+    )?;
+    let task = out["posted"]["task"]
+        .as_str()
+        .expect("task address")
+        .parse()?;
+    Ok((task, labels))
+}

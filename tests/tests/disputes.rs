@@ -1,6 +1,8 @@
 //! Disputes on a real validator, keepers as separate processes, nobody typing anything after
 //! the task is posted (PROTOCOL §8): a wrong result that every seat vouched for is overturned by
-//! the client's watcher; a right result that lying seats rejected is overturned by its provider.
+//! the client's watcher (a generated product, and digits classified on the client's own data,
+//! recomputed by the program from proven slices of the inputs); a right result that lying seats
+//! rejected is overturned by its provider.
 
 use anyhow::Result;
 use compute_market_cluster_tests::*;
@@ -162,5 +164,53 @@ fn a_right_result_that_lying_seats_rejected_is_overturned_by_its_provider() -> R
     }
     let log = std::fs::read_to_string(v.dir.path().join("provider.log"))?;
     assert!(log.contains("opened a dispute"), "the provider disputed");
+    Ok(())
+}
+
+#[test]
+fn a_wrong_digits_result_on_the_clients_data_is_overturned_by_the_clients_watcher() -> Result<()> {
+    // an Mlp job on the client's own data (a version-2 manifest naming its slices): the
+    // program recomputes the disputed word through the model from proven chunks of the inputs
+    let v = Validator::start()?;
+    let (client, provider, verifiers) =
+        small_market_with(&v, WINDOWS, &["--dispute-window", "300"])?;
+    let chain = v.chain();
+    let (_store, store_url) = spawn_serve(&v, "client-store")?;
+    let (task, _) = post_digits(&v, &client, &store_url, 1)?;
+    let mut procs = vec![v.spawn_keeper(
+        "provider",
+        &provider,
+        &["--provider", "--corrupt-fraction", "1.0"],
+    )?];
+    for (i, w) in verifiers.iter().enumerate() {
+        procs.push(v.spawn_keeper(&format!("v{i}"), w, &["--verifier", "--careless"])?);
+    }
+    procs.push(v.spawn_keeper("watch", &client, &["--watch"])?);
+    procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    let names = ["provider", "v0", "v1", "v2", "watch", "crank"];
+    let seen = verdicts_until_closed(&v, &task, &names)?;
+    let verdict = seen.last().map(|(s, m, _)| (s.clone(), *m));
+    assert_eq!(
+        verdict,
+        Some(("Rejected".to_string(), 4)),
+        "proven wrong (verdict 4)\n{}",
+        log_tails(&v, &names)
+    );
+    let p = chain.node(&node_of(&provider))?.expect("provider node");
+    assert_eq!(
+        (p.times_slashed, p.earned, p.bonded),
+        (1, 0, 0),
+        "the provider's bond slashed"
+    );
+    let log = std::fs::read_to_string(v.dir.path().join("watch.log"))?;
+    assert!(log.contains("opened a dispute"), "the watcher disputed");
+    assert!(
+        log.contains("dispute_inputs") && log.contains("dispute_feed"),
+        "the watcher proved the manifest and fed the inputs:\n{}",
+        log_tails(&v, &["watch"])
+    );
+    let feeds = log.matches("step=\"dispute_feed\"").count();
+    println!("the watcher fed {feeds} input chunks");
+    assert!(chain.disputes(&task)?.is_empty(), "paid and closed");
     Ok(())
 }
