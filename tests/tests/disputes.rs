@@ -56,6 +56,38 @@ fn verdicts_until_closed(
     Ok(seen)
 }
 
+/// A provider that corrupts every tile, three seats that vote VALID without checking, the
+/// client's keeper watching its own tasks and a cranker, each a process: `task` ends proven
+/// wrong (verdict 4) and closed.
+fn overturned_by_the_watcher(
+    v: &Validator,
+    client: &std::path::Path,
+    provider: &std::path::Path,
+    verifiers: &[std::path::PathBuf],
+    task: &anchor_lang::prelude::Pubkey,
+) -> Result<()> {
+    let mut procs = vec![v.spawn_keeper(
+        "provider",
+        provider,
+        &["--provider", "--corrupt-fraction", "1.0"],
+    )?];
+    for (i, w) in verifiers.iter().enumerate() {
+        procs.push(v.spawn_keeper(&format!("v{i}"), w, &["--verifier", "--careless"])?);
+    }
+    procs.push(v.spawn_keeper("watch", client, &["--watch"])?);
+    procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    let names = ["provider", "v0", "v1", "v2", "watch", "crank"];
+    let seen = verdicts_until_closed(v, task, &names)?;
+    let verdict = seen.last().map(|(s, m, _)| (s.clone(), *m));
+    assert_eq!(
+        verdict,
+        Some(("Rejected".to_string(), 4)),
+        "proven wrong (verdict 4)\n{}",
+        log_tails(v, &names)
+    );
+    Ok(())
+}
+
 #[test]
 fn a_wrong_result_every_seat_vouched_for_is_overturned_by_the_clients_watcher() -> Result<()> {
     let v = Validator::start()?;
@@ -64,27 +96,7 @@ fn a_wrong_result_every_seat_vouched_for_is_overturned_by_the_clients_watcher() 
     let chain = v.chain();
     let before = wallet_balance(&v, &client)?;
     let task = post_matmul(&v, &client, 1)?;
-    // a provider that corrupts every tile, three seats that vote VALID without checking
-    let mut procs = vec![v.spawn_keeper(
-        "provider",
-        &provider,
-        &["--provider", "--corrupt-fraction", "1.0"],
-    )?];
-    for (i, w) in verifiers.iter().enumerate() {
-        procs.push(v.spawn_keeper(&format!("v{i}"), w, &["--verifier", "--careless"])?);
-    }
-    // the client's keeper watches its own tasks; a cranker moves the money
-    procs.push(v.spawn_keeper("watch", &client, &["--watch"])?);
-    procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
-    let names = ["provider", "v0", "v1", "v2", "watch", "crank"];
-    let seen = verdicts_until_closed(&v, &task, &names)?;
-    let verdict = seen.last().map(|(s, m, _)| (s.clone(), *m));
-    assert_eq!(
-        verdict,
-        Some(("Rejected".to_string(), 4)),
-        "proven wrong (verdict 4)\n{}",
-        log_tails(&v, &names)
-    );
+    overturned_by_the_watcher(&v, &client, &provider, &verifiers, &task)?;
     let p = chain.node(&node_of(&provider))?.expect("provider node");
     assert_eq!(
         (p.times_slashed, p.earned, p.bonded, p.free),
@@ -177,25 +189,7 @@ fn a_wrong_digits_result_on_the_clients_data_is_overturned_by_the_clients_watche
     let chain = v.chain();
     let (_store, store_url) = spawn_serve(&v, "client-store")?;
     let (task, _) = post_digits(&v, &client, &store_url, 1)?;
-    let mut procs = vec![v.spawn_keeper(
-        "provider",
-        &provider,
-        &["--provider", "--corrupt-fraction", "1.0"],
-    )?];
-    for (i, w) in verifiers.iter().enumerate() {
-        procs.push(v.spawn_keeper(&format!("v{i}"), w, &["--verifier", "--careless"])?);
-    }
-    procs.push(v.spawn_keeper("watch", &client, &["--watch"])?);
-    procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
-    let names = ["provider", "v0", "v1", "v2", "watch", "crank"];
-    let seen = verdicts_until_closed(&v, &task, &names)?;
-    let verdict = seen.last().map(|(s, m, _)| (s.clone(), *m));
-    assert_eq!(
-        verdict,
-        Some(("Rejected".to_string(), 4)),
-        "proven wrong (verdict 4)\n{}",
-        log_tails(&v, &names)
-    );
+    overturned_by_the_watcher(&v, &client, &provider, &verifiers, &task)?;
     let p = chain.node(&node_of(&provider))?.expect("provider node");
     assert_eq!(
         (p.times_slashed, p.earned, p.bonded),
