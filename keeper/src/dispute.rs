@@ -457,4 +457,64 @@ mod tests {
             .to_string();
         assert!(e.contains("names no slices of part model"), "{e}");
     }
+
+    #[test]
+    fn on_the_clients_data_the_wrong_entry_and_the_right_words_come_from_the_held_inputs() {
+        use crate::compute::{inputs, matrix::Matrix};
+        use std::sync::Arc;
+        // a 70 × 5 · 5 × 130 product on the client's A and B, held here
+        let job = JobSpec {
+            input_mode: InputMode::ContentHash,
+            ..JobSpec::matmul(70, 5, 130, [77; 32])
+        };
+        let a = Matrix {
+            rows: 70,
+            cols: 5,
+            data: (0..350).map(|i| i * 7 + 1).collect(),
+        };
+        let b = Matrix {
+            rows: 5,
+            cols: 130,
+            data: (0..650).map(|i| i * 3 + 2).collect(),
+        };
+        let entry = |i: usize, j: usize| {
+            (0..5).fold(0u64, |acc, l| {
+                (acc + a.data[i * 5 + l] as u64 * b.data[l * 130 + j] as u64) % P
+            }) as u32
+        };
+        let mut tiles: Vec<Vec<u8>> = (0..job.tile_count())
+            .map(|t| {
+                (0..MATMUL_TILE * MATMUL_TILE)
+                    .flat_map(|e| {
+                        rule::matmul_entry(&job, t, e)
+                            .map_or(0, |(i, j)| entry(i as usize, j as usize))
+                            .to_le_bytes()
+                    })
+                    .collect()
+            })
+            .collect();
+        // not held: nothing found, nothing judged
+        assert_eq!(matmul_wrong_entry(&job, &tiles, [66]), None);
+        assert_eq!(element_is_right(&job, 5, 2 * 64 + 1, &tiles[5]), None);
+        inputs::hold(
+            job.input,
+            inputs::MatrixInputs {
+                a: Arc::new(a.clone()),
+                b: Arc::new(b.clone()),
+            },
+        );
+        assert_eq!(matmul_wrong_entry(&job, &tiles, 0..70), None);
+        assert_eq!(element_is_right(&job, 5, 2 * 64 + 1, &tiles[5]), Some(true));
+        tiles[5][(2 * 64 + 1) * 4] ^= 1;
+        assert_eq!(
+            matmul_wrong_entry(&job, &tiles, [66]),
+            Some((5, 2 * 64 + 1)),
+            "row 66, column 129"
+        );
+        assert_eq!(
+            element_is_right(&job, 5, 2 * 64 + 1, &tiles[5]),
+            Some(false)
+        );
+        inputs::release(&job.input);
+    }
 }
