@@ -208,6 +208,7 @@ impl SlicedInputs {
     pub fn new(job: &JobSpec, manifest: Vec<u8>, slices: [Vec<u8>; 2]) -> anyhow::Result<Self> {
         use compute_market_protocol::{manifest::Manifest, slices as layout};
         let m = Manifest::decode(&manifest)?;
+        m.check_slices_declared(job)?;
         let roles = layout::refereed_roles(job)
             .ok_or_else(|| anyhow::anyhow!("{:?} jobs are not refereed from slices", job.kind))?;
         for (role, s) in roles.iter().zip(&slices) {

@@ -318,7 +318,7 @@ fn a_client_overturns_a_wrong_digits_result_from_its_own_data_through_the_progra
         tasks: 1,
         digits: true,
         corrupt_fraction: 1.0,
-        dispute_window: 150,
+        dispute_window: 200,
         ..Default::default()
     };
     let mut s = Scenario::new(&cfg, Arc::new(CpuBackend), dir.path()).expect("scenario");

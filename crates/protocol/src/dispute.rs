@@ -64,11 +64,17 @@ pub fn element_transactions(job: &JobSpec) -> Option<u64> {
     Some(ELEMENT + 2 + 3 * chunks)
 }
 
+/// Slots a challenger's transaction is allowed, one after the other, each confirmed before
+/// the next: what [`refereed`] and a keeper's own estimate count.
+pub const SLOTS_PER_TRANSACTION: u64 = 2;
+
 /// Whether the program referees this job's verdicts in a market of dispute window `window`:
 /// a kind it recomputes, on inputs it can prove, whose element a challenger can argue in half
-/// the window (a transaction a slot, with room to spare). Anything else settles at once.
+/// the window at [`SLOTS_PER_TRANSACTION`] slots a transaction. Anything else settles at once.
 pub fn refereed(job: &JobSpec, window: u32) -> bool {
-    supported(job) && element_transactions(job).is_some_and(|n| n <= u64::from(window) / 2)
+    supported(job)
+        && element_transactions(job)
+            .is_some_and(|n| n * SLOTS_PER_TRANSACTION <= u64::from(window) / 2)
 }
 
 /// Whether the element is recomputed from the job alone (one step); otherwise from proven
@@ -121,9 +127,10 @@ pub fn element_chunk(job: &JobSpec, tile: u32, element: u32) -> (u64, usize) {
 /// zero padding past m rows or n columns.
 pub fn matmul_entry(job: &JobSpec, tile: u32, element: u32) -> Option<(u32, u32)> {
     let (_, cols) = job.tile_grid();
-    let i = (tile / cols.max(1)) * MATMUL_TILE + element / MATMUL_TILE;
-    let j = (tile % cols.max(1)) * MATMUL_TILE + element % MATMUL_TILE;
-    (i < job.dims[0] && j < job.dims[2]).then_some((i, j))
+    let (t, e, w) = (tile as u64, element as u64, MATMUL_TILE as u64);
+    let i = (t / cols.max(1) as u64) * w + e / w;
+    let j = (t % cols.max(1) as u64) * w + e % w;
+    (i < job.dims[0] as u64 && j < job.dims[2] as u64).then_some((i as u32, j as u32))
 }
 
 /// Adds the terms `l ∈ [from, to)` of C[i][j] = Σ_l A[i][l] · B[l][j] (mod p) to `acc`, the
@@ -342,7 +349,7 @@ mod tests {
         };
         // 11 chunks of model, the row's chunk and one more: 7 + 3 · 13 transactions
         assert_eq!(element_transactions(&sliced), Some(46));
-        assert!(refereed(&sliced, 92) && !refereed(&sliced, 91));
+        assert!(refereed(&sliced, 184) && !refereed(&sliced, 183));
         let product = JobSpec {
             input_mode: InputMode::ContentHash,
             ..JobSpec::matmul(2, 8_192, 2, [2; 32])
@@ -353,7 +360,10 @@ mod tests {
             ..product
         };
         assert_eq!(element_transactions(&product), Some(7 + 3 * 64));
-        assert!(refereed(&product, 400));
+        assert!(refereed(&product, 800) && !refereed(&product, 795));
+        // a pointer far outside the result names nothing (and overflows nothing)
+        assert_eq!(crate::feed::target(&product, u32::MAX, u32::MAX), None);
+        assert_eq!(matmul_entry(&product, u32::MAX, u32::MAX), None);
         // the spec carries it, checked: A's length is its shape's; none for generated jobs
         let b = product.encode();
         assert_eq!(JobSpec::decode(&b), Ok(product));

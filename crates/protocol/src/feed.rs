@@ -14,7 +14,7 @@
 //! area (the activations of one row: two halves of `MAX_MLP_WIDTH` bytes, or a chunk of A).
 
 use crate::{
-    dispute::{elements_per_tile, matmul_entry},
+    dispute::matmul_entry,
     job::{JobKind, JobSpec, MAX_MLP_WIDTH},
     merkle::CHUNK_LEN,
     slices::{self, VALUES_PER_CHUNK},
@@ -54,6 +54,10 @@ pub enum Target {
 /// The element (tile, element) of a job on the client's data, for [`Feed`]; `None` for a kind
 /// not recomputed by feeding.
 pub fn target(job: &JobSpec, tile: u32, element: u32) -> Option<Target> {
+    // outside the result: nothing (checked first, so no arithmetic below can overflow)
+    if !crate::dispute::in_range(job, tile, element) {
+        return None;
+    }
     match job.kind {
         JobKind::MatMulModP => Some(
             matmul_entry(job, tile, element).map_or(Target::Padding, |(i, j)| Target::Entry(i, j)),
@@ -69,7 +73,6 @@ pub fn target(job: &JobSpec, tile: u32, element: u32) -> Option<Target> {
         }
         _ => None,
     }
-    .filter(|_| element < elements_per_tile(job))
 }
 
 /// The resumable computation of one element.

@@ -236,13 +236,18 @@ impl Scenario {
         });
         // the same flows as `keeper init`, `keeper fund` and `keeper node register/stake`
         let windows = cfg.windows;
+        // the cooldown outlasts twice the longest task, disputes included (PROTOCOL §7, §8.1)
+        let longest = u64::from(windows.submit)
+            + 2 * u64::from(windows.join + windows.commit + windows.reveal)
+            + 2 * u64::from(cfg.dispute_window);
+        let cooldown = (2 * longest + 100).max(1_000);
         let init = deploy::init(
             chain.as_ref(),
             &admin,
             &deploy::InitOptions {
                 mint: None,
                 mint_keypair_out: dir.join("mint.json"),
-                params: Params::defaults(1_000),
+                params: Params::defaults(cooldown),
                 update_delay: 100,
                 market: MarketArgs {
                     id: 1,

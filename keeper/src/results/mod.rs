@@ -458,7 +458,16 @@ impl ResultStore {
         use compute_market_protocol::manifest::{Manifest, Role, MAX_LEN};
         if inputs::is_held(job) {
             if job.input_mode == compute_market_protocol::job::InputMode::ContentHash {
-                // held already, checked: a hit
+                // held already for this manifest, checked against its parts; this job's own
+                // declarations (its slices) are checked against the manifest all the same:
+                // another job may name the same manifest and declare something else
+                let (raw, _) = self.fetch_content(bases, &job.input, MAX_LEN as u64, deadline)?;
+                let manifest =
+                    Manifest::decode(&raw).map_err(|e| FetchError::Invalid(e.to_string()))?;
+                manifest
+                    .check_for(job)
+                    .and_then(|()| manifest.check_slices_declared(job))
+                    .map_err(|e| FetchError::Invalid(e.to_string()))?;
                 if let Some(m) = self.metrics.get() {
                     m.content_hits.inc();
                 }

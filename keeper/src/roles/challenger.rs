@@ -192,8 +192,8 @@ pub fn argue(
             if !disputable(&t, kind, now) {
                 bail!("task {key} can no longer be disputed (kind {kind}): its window closed, its verdict changed, or its job cannot be refereed");
             }
-            // every transaction takes about a slot; a dispute that cannot finish within its
-            // answer deadline (the window) forfeits its bond
+            // a transaction confirmed before the next takes up to two slots; a dispute that
+            // cannot finish within its answer deadline (the window) forfeits its bond
             let turns = match claim {
                 Claim::ResultWrong(p) => 1 + element_turns(&job, data, p.tile, p.element),
                 Claim::ClaimsFalse(_) => {
@@ -205,14 +205,20 @@ pub fn argue(
                         })
                         .map(|(_, v)| {
                             let (ti, e) = rule::pointer(&v.evidence);
-                            1 + element_turns(&job, data, ti, e)
+                            // a pointer outside the result is refuted by its target alone
+                            if rule::in_range(&job, ti, e) {
+                                1 + element_turns(&job, data, ti, e)
+                            } else {
+                                1
+                            }
                         })
                         .sum::<u64>()
                 }
             };
-            if turns > u64::from(t.dispute_window) * 3 / 4 {
+            let slots = turns * rule::SLOTS_PER_TRANSACTION;
+            if slots > u64::from(t.dispute_window) * 3 / 4 {
                 bail!(
-                    "{TOO_SLOW}: about {turns} transactions, the window is {} slots",
+                    "{TOO_SLOW}: about {turns} transactions ({slots} slots), the window is {} slots",
                     t.dispute_window
                 );
             }
@@ -488,14 +494,17 @@ impl Disputes {
         if rule::one_step(&job) {
             return None;
         }
-        let mut held = self.inputs.lock().expect("inputs lock");
-        if let Some(d) = held.get(key) {
+        if let Some(d) = self.inputs.lock().expect("inputs lock").get(key) {
             return Some(d.clone());
         }
+        // built (and fetched, if need be) outside the lock; kept until the dispute ends
         match sliced_inputs(&ctx.store, &t, &job) {
             Ok(d) => {
                 let d = std::sync::Arc::new(d);
-                held.insert(*key, d.clone());
+                self.inputs
+                    .lock()
+                    .expect("inputs lock")
+                    .insert(*key, d.clone());
                 Some(d)
             }
             Err(e) => {
@@ -507,6 +516,7 @@ impl Disputes {
 
     /// Gives up on `key` for good (nothing to dispute there).
     pub fn forgo(&self, key: &Pubkey) {
+        self.inputs.lock().expect("inputs lock").remove(key);
         self.ended.lock().expect("disputes lock").insert(*key);
     }
 
@@ -538,6 +548,7 @@ impl Disputes {
             Ok(outcome) => {
                 let majority = chain.task(key).ok().flatten().map(|t| t.tally().majority);
                 tracing::info!(who, task = %key, kind, ?outcome, ?majority, "dispute ended");
+                self.inputs.lock().expect("inputs lock").remove(key);
                 self.ended.lock().expect("disputes lock").insert(*key);
             }
             Err(e) => {

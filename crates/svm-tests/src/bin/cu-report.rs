@@ -116,6 +116,7 @@ fn dispute_on_data(
     (tile, element): (u32, u32),
     kind: &str,
 ) -> (Vec<TxRecord>, usize) {
+    // room for each at two slots a transaction in half the window
     let market = compute_market::state::MarketArgs {
         dispute_window: 400,
         ..test_market(1)
@@ -452,25 +453,26 @@ fn main() {
         w.records.extend(records);
     }
     // on the client's data: a digits-shaped model (64-128-10, the class: every record), a
-    // model of one-feature records (the most records a chunk holds), a product with k = 8 192
+    // model of one-feature records (the most records a chunk holds), a product with k = 2 048
+    // (each chunk pair costs the same at any k: 2 · ⌈k / 256⌉ chunks in all)
     let digits = random_model(&[64, 128, 10]);
     let x: Vec<i8> = (0..16 * 64).map(|i| (i % 17) as i8).collect();
     let (job, inputs) = disputes::Inputs::mlp(&digits, &x, 8);
     let (records, txs) = dispute_on_data(job, &inputs, (1, 10), "Mlp 64-128-10, class");
     dispute_txs.push(("Mlp 64-128-10 (class)", txs));
     w.records.extend(records);
-    let narrow = random_model(&[1, 2_000, 4]);
+    let narrow = random_model(&[1, 1_000, 4]);
     let x: Vec<i8> = (0..8).map(|i| i as i8).collect();
     let (job, inputs) = disputes::Inputs::mlp(&narrow, &x, 8);
-    let (records, _) = dispute_on_data(job, &inputs, (0, 3), "Mlp 1-2000-4, 13-byte records");
+    let (records, _) = dispute_on_data(job, &inputs, (0, 3), "Mlp 1-1000-4, 13-byte records");
     w.records.extend(records);
-    let (m, k, n) = (2u32, 8_192u32, 2u32);
+    let (m, k, n) = (2u32, 2_048u32, 2u32);
     let a: Vec<u32> = (0..m * k).map(|i| i * 7 + 1).collect();
     let b: Vec<u32> = (0..k * n).map(|i| i * 3 + 2).collect();
     let (job, inputs) = disputes::Inputs::matmul(&a, &b, [m, k, n]);
     let (records, txs) =
-        dispute_on_data(job, &inputs, (0, 64 + 1), "MatMulModP on data, k = 8 192");
-    dispute_txs.push(("MatMulModP on data, k = 8 192", txs));
+        dispute_on_data(job, &inputs, (0, 64 + 1), "MatMulModP on data, k = 2 048");
+    dispute_txs.push(("MatMulModP on data, k = 2 048", txs));
     w.records.extend(records);
     w.records.extend(refutation_and_timeout());
 
