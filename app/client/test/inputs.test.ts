@@ -4,7 +4,22 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { embeddings, cosine, encodeJobSpec, encoderJob, mlpClasses, mlpJob, programErrorOf, tokenBound, tileLen, type ModelInfo } from '../src';
+import {
+  embeddings,
+  cosine,
+  decodeJobSpec,
+  decodeManifest,
+  encodeJobSpec,
+  encoderJob,
+  InputMode,
+  JobKind,
+  mlpClasses,
+  mlpJob,
+  programErrorOf,
+  tokenBound,
+  tileLen,
+  type ModelInfo,
+} from '../src';
 
 const rust = JSON.parse(readFileSync(join(__dirname, 'fixtures', 'rust-written.json'), 'utf8')).prepared;
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
@@ -30,6 +45,33 @@ describe('jobs on the client data', () => {
     const q = await encoderJob(e.model as ModelInfo, e.texts, e.rowsPerTile);
     expect(q.job.dims[1]).toBe(Math.max(...e.texts.map(tokenBound)));
     expect(q.job.dims[1]).toBeGreaterThanOrEqual(12);
+  });
+
+  it('an Mlp job names its slices (a version-2 manifest) and its spec declares them, checked as Rust checks them', async () => {
+    const m = rust.mlp;
+    const rows = m.rows.map((r: string) => new Int8Array(unhex(r).buffer));
+    const p = await mlpJob(m.model as ModelInfo, rows, 8);
+    expect(p.job.slicesLen).toBe(BigInt(m.model.slices.len));
+    expect(decodeJobSpec(encodeJobSpec(p.job)).slicesLen).toBe(p.job.slicesLen);
+    expect(p.manifest[4]).toBe(2);
+    const parts = decodeManifest(p.manifest);
+    expect(parts.map((x) => x.slices?.len)).toEqual([BigInt(m.model.slices.len), BigInt(3 * 64)]);
+    // a generated job declares none
+    const generated = encodeJobSpec({
+      kind: JobKind.MatMulModP,
+      inputMode: InputMode.Generated,
+      dims: [2, 8, 2],
+      input: new Uint8Array(32),
+      rowsPerTile: 0,
+      workPerRow: 0n,
+      slicesLen: 1n,
+    });
+    expect(() => decodeJobSpec(generated)).toThrow('reserved job-spec bytes must be zero');
+    // a model published without its slices: version 1, nothing declared (not refereed)
+    const { slices: _, ...old } = m.model;
+    const q = await mlpJob(old as ModelInfo, rows, 8);
+    expect(q.manifest[4]).toBe(1);
+    expect(q.job.slicesLen ?? 0n).toBe(0n);
   });
 
   it('bad data is refused by name', async () => {
