@@ -783,9 +783,20 @@ fn answering(reply: &'static str) -> String {
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(mut s) = s else { continue };
+            // the whole head read before answering: a socket closed with unread bytes is
+            // reset, and the client would see a reset instead of the answer under test
+            let mut head = Vec::new();
             let mut b = [0u8; 4096];
-            let _ = s.read(&mut b);
-            let _ = s.write_all(reply.as_bytes());
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&b[..n]),
+                }
+            }
+            // one answer a connection, said so: the client must not reuse it for the next
+            let head = reply.strip_suffix("\r\n\r\n").unwrap_or(reply);
+            let _ = s.write_all(format!("{head}\r\nConnection: close\r\n\r\n").as_bytes());
+            let _ = s.shutdown(std::net::Shutdown::Write);
         }
     });
     format!("http://127.0.0.1:{port}")
