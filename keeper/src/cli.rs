@@ -618,12 +618,7 @@ pub fn task_dispute(
     } else {
         crate::verify::distinct(tiles)
     };
-    let uri = t
-        .result_uri
-        .get(..t.result_uri_len as usize)
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .unwrap_or("")
-        .to_string();
+    let uri = crate::roles::result_uri(&t).to_string();
     // on the client's data: the inputs held here (fetched if need be) and their slices, which
     // the program recomputes the element from (PROTOCOL §8.7)
     let data = if compute_market_protocol::dispute::one_step(&job) {

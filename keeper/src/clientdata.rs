@@ -317,7 +317,7 @@ pub fn describe_model(bytes: &[u8]) -> Result<ModelInfo> {
         work_per_row: mlp.work_per_row(),
         slices: SlicesInfo {
             len: slices.len,
-            root: slices.root.iter().map(|b| format!("{b:02x}")).collect(),
+            root: crate::results::hex(&slices.root),
         },
     })
 }

@@ -234,55 +234,34 @@ impl SlicedInputs {
 
     /// Chunk `c` of input `input` and its siblings to the input's root, bottom-up.
     pub fn chunk(&self, input: u8, c: u64) -> (Vec<u8>, Vec<Digest>) {
-        use compute_market_protocol::{
-            merkle::{chunk_leaf, MerkleTree, CHUNK_LEN},
-            slices::chunk_count,
-        };
+        use compute_market_protocol::slices::{build, chunk, chunk_count};
         let s = &self.slices[input as usize];
-        let count = chunk_count(s.len() as u64);
-        let tree = self.trees[input as usize].get_or_init(|| {
-            MerkleTree::new(
-                s.chunks(CHUNK_LEN)
-                    .enumerate()
-                    .map(|(i, b)| chunk_leaf(i as u64, count, b))
-                    .collect(),
-            )
-        });
-        let start = (c as usize * CHUNK_LEN).min(s.len());
-        let chunk = s[start..(start + CHUNK_LEN).min(s.len())].to_vec();
-        let path = if count > 1 {
-            tree.proof(c as u32).unwrap_or_default()
-        } else {
-            vec![]
-        };
-        (chunk, path)
+        let tree = self.trees[input as usize].get_or_init(|| build::chunk_tree(s));
+        let path = build::chunk_path(tree, chunk_count(s.len() as u64), c);
+        (chunk(s, c).to_vec(), path)
     }
 
     /// Element (tile, element) of the job recomputed as the program will, one chunk at a time
-    /// (`compute_market_protocol::feed`): its 4 bytes and the chunks fed; `None` when the
-    /// slices break the job's rules (the program would refuse them too).
-    pub fn element(&self, job: &JobSpec, tile: u32, element: u32) -> Option<([u8; 4], u32)> {
+    /// (`compute_market_protocol::feed`): its 4 bytes; `None` when the slices break the job's
+    /// rules (the program would refuse them too).
+    pub fn element(&self, job: &JobSpec, tile: u32, element: u32) -> Option<[u8; 4]> {
         use compute_market_protocol::{
             feed::{self, Feed, Target},
-            merkle::CHUNK_LEN,
+            slices::chunk,
         };
         let target = feed::target(job, tile, element)?;
         if target == Target::Padding {
-            return Some(([0; 4], 0));
+            return Some([0; 4]);
         }
         let mut f = Feed::start(job, target);
         let mut work = vec![0u8; feed::WORK_LEN];
-        let mut fed = 0;
         while let Some((i, c)) = f.next(job, target) {
             let s = &self.slices[i as usize];
-            let start = (c as usize * CHUNK_LEN).min(s.len());
-            let bytes = &s[start..(start + CHUNK_LEN).min(s.len())];
-            fed += 1;
             if let Some(v) = f
-                .take(job, target, i, c, s.len() as u64, bytes, &mut work)
+                .take(job, target, i, c, s.len() as u64, chunk(s, c), &mut work)
                 .ok()?
             {
-                return Some((v, fed));
+                return Some(v);
             }
         }
         None
@@ -301,7 +280,7 @@ pub fn element_is_right_with(
     if rule::one_step(job) || inputs.is_none() {
         return element_is_right(job, tile, element, bytes);
     }
-    let (want, _) = inputs?.element(job, tile, element)?;
+    let want = inputs?.element(job, tile, element)?;
     let o = element as usize * rule::element_width(job);
     Some(bytes.get(o..o + 4) == Some(&want[..]))
 }

@@ -164,6 +164,29 @@ pub mod build {
         out
     }
 
+    /// The BLAKE3 chunk tree of a slice string: its leaves are the chunks' chaining values
+    /// ([`crate::merkle::chunk_leaf`]), its root the string's BLAKE3.
+    pub fn chunk_tree(bytes: &[u8]) -> crate::merkle::MerkleTree {
+        let count = chunk_count(bytes.len() as u64);
+        crate::merkle::MerkleTree::new(
+            bytes
+                .chunks(CHUNK_LEN)
+                .enumerate()
+                .map(|(c, b)| crate::merkle::chunk_leaf(c as u64, count, b))
+                .collect(),
+        )
+    }
+
+    /// The siblings of chunk `index` in `tree` (a [`chunk_tree`] of `count` chunks), bottom-up;
+    /// none for a one-chunk string (its leaf is the root) or an index past the string.
+    pub fn chunk_path(tree: &crate::merkle::MerkleTree, count: u64, index: u64) -> Vec<Digest> {
+        if count > 1 {
+            tree.proof(index as u32).unwrap_or_default()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Chunk `index` of a slice string (its bytes, the last one short) and its siblings to the
     /// root, bottom-up (PROTOCOL §8.7).
     ///
@@ -172,21 +195,15 @@ pub mod build {
     pub fn chunk_proof(bytes: &[u8], index: u64) -> (Vec<u8>, Vec<Digest>) {
         let count = chunk_count(bytes.len() as u64);
         assert!(index < count, "chunk {index} of {count}");
-        let leaves: Vec<Digest> = bytes
-            .chunks(CHUNK_LEN)
-            .enumerate()
-            .map(|(c, b)| crate::merkle::chunk_leaf(c as u64, count, b))
-            .collect();
-        let chunk = bytes.chunks(CHUNK_LEN).nth(index as usize).unwrap_or(&[]);
-        let path = if count > 1 {
-            crate::merkle::MerkleTree::new(leaves)
-                .proof(index as u32)
-                .expect("the chunk is in the string")
-        } else {
-            Vec::new()
-        };
-        (chunk.to_vec(), path)
+        let path = chunk_path(&chunk_tree(bytes), count, index);
+        (chunk(bytes, index).to_vec(), path)
     }
+}
+
+/// Chunk `index` of a slice string (empty past its end; the last one may be short).
+pub fn chunk(bytes: &[u8], index: u64) -> &[u8] {
+    let start = (index.saturating_mul(CHUNK_LEN as u64)).min(bytes.len() as u64) as usize;
+    &bytes[start..(start + CHUNK_LEN).min(bytes.len())]
 }
 
 /// Chunks of a slice string of `len` bytes (the last may be short; at least one).

@@ -475,3 +475,35 @@ impl World {
         )
     }
 }
+
+/// A node's stake (free + bonded): what a slash takes from.
+pub fn stake(w: &World, a: &Actor) -> u64 {
+    w.node(&a.node).stake()
+}
+
+/// Every token the world's accounts hold.
+pub fn supply(w: &World) -> u64 {
+    w.balances().values().sum()
+}
+
+/// Settles every vote of the deciding round, then closes the given disputes and the task.
+pub fn wind_up(w: &mut World, task: Pubkey, voters: &[&Actor], challengers: &[&Actor]) {
+    // losers first: a winner is paid only once the round's slashes are in
+    let mut left: Vec<&Actor> = voters.to_vec();
+    while !left.is_empty() {
+        let n = left.len();
+        let round = w.round_of(&task);
+        left.retain(|v| match w.settle(task, v, round) {
+            Ok(_) => false,
+            Err(r) if r.has_error("SlashesPending") => true,
+            Err(r) => panic!("settle {}: {:?}", v.name, r.logs),
+        });
+        assert!(left.len() < n, "no vote could settle");
+    }
+    for c in challengers {
+        w.close_dispute(task, c)
+            .unwrap_or_else(|r| panic!("close_dispute {}: {:?}", c.name, r.logs));
+    }
+    w.close(task)
+        .unwrap_or_else(|r| panic!("close: {:?}", r.logs));
+}

@@ -11,7 +11,10 @@ use compute_market_protocol::{
     job::JobSpec,
     sampling::sample_indices,
 };
-use compute_market_svm_tests::{disputes::Committed, *};
+use compute_market_svm_tests::{
+    disputes::{stake, supply, wind_up, Committed},
+    *,
+};
 
 /// The dispute window of the test market.
 const D: u32 = 50;
@@ -45,11 +48,6 @@ fn decide(w: &mut World, task: Pubkey, votes: &[(&Actor, Ballot)]) {
     w.decide(task, votes);
 }
 
-/// A node's stake (free + bonded): what a slash takes from.
-fn stake(w: &World, a: &Actor) -> u64 {
-    w.node(&a.node).stake()
-}
-
 /// The client's part of a rejected provider's bond of a task of reward `r`.
 fn client_part(r: u64) -> u64 {
     job_bond(r) * test_params().reject_client_bps as u64 / 10_000
@@ -63,33 +61,6 @@ fn vouch(w: &mut World, task: Pubkey, vs: &[&Actor]) {
         .map(|(v, tag)| (*v, Ballot::new(VOTE_VALID, tag)))
         .collect();
     decide(w, task, &votes);
-}
-
-/// Every token the world's accounts hold.
-fn supply(w: &World) -> u64 {
-    w.balances().values().sum()
-}
-
-/// Settles every vote of the deciding round, then closes the given disputes and the task.
-fn wind_up(w: &mut World, task: Pubkey, voters: &[&Actor], challengers: &[&Actor]) {
-    // losers first: a winner is paid only once the round's slashes are in
-    let mut left: Vec<&Actor> = voters.to_vec();
-    while !left.is_empty() {
-        let n = left.len();
-        let round = w.round_of(&task);
-        left.retain(|v| match w.settle(task, v, round) {
-            Ok(_) => false,
-            Err(r) if r.has_error("SlashesPending") => true,
-            Err(r) => panic!("settle {}: {:?}", v.name, r.logs),
-        });
-        assert!(left.len() < n, "no vote could settle");
-    }
-    for c in challengers {
-        w.close_dispute(task, c)
-            .unwrap_or_else(|r| panic!("close_dispute {}: {:?}", c.name, r.logs));
-    }
-    w.close(task)
-        .unwrap_or_else(|r| panic!("close: {:?}", r.logs));
 }
 
 /// Three colluding verifiers vouch for a wrong result of `job`; the client disputes the element

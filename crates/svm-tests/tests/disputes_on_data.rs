@@ -5,7 +5,6 @@
 //! rejected right result is restored, a wrong dispute forfeits its bond, a silent challenger
 //! loses at its deadline, and a job posted with a version-1 manifest cannot be refereed.
 
-use anchor_lang::prelude::Pubkey;
 use compute_market::{pda, state::MarketArgs, state::TaskStatus};
 use compute_market_protocol::{
     commit::{VERDICT_CLAIMS_REFUTED, VERDICT_PROVEN_WRONG, VOTE_INVALID, VOTE_VALID},
@@ -17,7 +16,7 @@ use compute_market_protocol::{
     P,
 };
 use compute_market_svm_tests::{
-    disputes::{Committed, Inputs},
+    disputes::{stake, supply, wind_up, Committed, Inputs},
     *,
 };
 
@@ -89,35 +88,6 @@ fn corrupt(result: &Committed, tile: u32, element: u32) -> Committed {
         }
         v
     })
-}
-
-fn supply(w: &World) -> u64 {
-    w.balances().values().sum()
-}
-
-fn stake(w: &World, a: &Actor) -> u64 {
-    w.node(&a.node).stake()
-}
-
-/// Settles every vote (losers first), closes the disputes and the task.
-fn wind_up(w: &mut World, task: Pubkey, voters: &[&Actor], challengers: &[&Actor]) {
-    let mut left: Vec<&Actor> = voters.to_vec();
-    while !left.is_empty() {
-        let n = left.len();
-        let round = w.round_of(&task);
-        left.retain(|v| match w.settle(task, v, round) {
-            Ok(_) => false,
-            Err(r) if r.has_error("SlashesPending") => true,
-            Err(r) => panic!("settle {}: {:?}", v.name, r.logs),
-        });
-        assert!(left.len() < n, "no vote could settle");
-    }
-    for c in challengers {
-        w.close_dispute(task, c)
-            .unwrap_or_else(|r| panic!("close_dispute {}: {:?}", c.name, r.logs));
-    }
-    w.close(task)
-        .unwrap_or_else(|r| panic!("close: {:?}", r.logs));
 }
 
 /// Three colluders vouch for `wrong` (every tile sampled: samples = tiles); the client

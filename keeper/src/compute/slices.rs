@@ -55,10 +55,6 @@ pub fn of_batch(b: &Batch) -> Slices {
     build::slices_of(&build::batch(&b.x))
 }
 
-fn hex(d: &[u8; 32]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Refuses a manifest whose part `role` names slices other than `have` (a version-1
 /// manifest names none: nothing to check).
 pub fn check(manifest: &Manifest, role: Role, have: Slices) -> anyhow::Result<()> {
@@ -68,9 +64,9 @@ pub fn check(manifest: &Manifest, role: Role, have: Slices) -> anyhow::Result<()
             "the manifest names slices of part {} ({} bytes, BLAKE3 {}) that are not its content's ({} bytes, BLAKE3 {}): the program could not referee this job (PROTOCOL §8.7)",
             role.name(),
             named.len,
-            hex(&named.root),
+            blake3::Hash::from(named.root).to_hex(),
             have.len,
-            hex(&have.root)
+            blake3::Hash::from(have.root).to_hex()
         );
     }
     Ok(())

@@ -456,34 +456,30 @@ impl ResultStore {
     ) -> Result<(u32, u32), FetchError> {
         use crate::compute::inputs;
         use compute_market_protocol::manifest::{Manifest, Role, MAX_LEN};
-        if inputs::is_held(job) {
-            if job.input_mode == compute_market_protocol::job::InputMode::ContentHash {
-                // held already for this manifest, checked against its parts; this job's own
-                // declarations (its slices) are checked against the manifest all the same:
-                // another job may name the same manifest and declare something else
-                let (raw, _) = self.fetch_content(bases, &job.input, MAX_LEN as u64, deadline)?;
-                let manifest =
-                    Manifest::decode(&raw).map_err(|e| FetchError::Invalid(e.to_string()))?;
-                manifest
-                    .check_for(job)
-                    .and_then(|()| manifest.check_slices_declared(job))
-                    .map_err(|e| FetchError::Invalid(e.to_string()))?;
-                if let Some(m) = self.metrics.get() {
-                    m.content_hits.inc();
-                }
-                return Ok((0, 1));
-            }
+        let held = inputs::is_held(job);
+        if held && job.input_mode != compute_market_protocol::job::InputMode::ContentHash {
             return Ok((0, 0));
         }
-        let mut counts = (0u32, 0u32);
-        let mut count = |hit: bool| if hit { counts.1 += 1 } else { counts.0 += 1 };
+        // the manifest is checked against this job even when its inputs are held: another job
+        // may name the same manifest and declare something else (its slices)
         let (raw, hit) = self.fetch_content(bases, &job.input, MAX_LEN as u64, deadline)?;
-        count(hit);
         let manifest = Manifest::decode(&raw).map_err(|e| FetchError::Invalid(e.to_string()))?;
         manifest
             .check_for(job)
             .and_then(|()| manifest.check_slices_declared(job))
             .map_err(|e| FetchError::Invalid(e.to_string()))?;
+        if held {
+            // held already, its parts checked: a hit (the manifest's own, if it was fetched)
+            if !hit {
+                if let Some(m) = self.metrics.get() {
+                    m.content_hits.inc();
+                }
+            }
+            return Ok((0, 1));
+        }
+        let mut counts = (0u32, 0u32);
+        let mut count = |hit: bool| if hit { counts.1 += 1 } else { counts.0 += 1 };
+        count(hit);
         let mut fetched = vec![];
         for part in &manifest.parts {
             let (bytes, hit) = self.fetch_content(bases, &part.hash, part.len, deadline)?;

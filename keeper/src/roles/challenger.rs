@@ -42,20 +42,6 @@ const WRITE_BYTES: usize = 900;
 /// data at k = 8 192 is about 200); the next pass carries on.
 const MAX_TURNS: usize = 1_024;
 
-/// Transactions an element takes once its dispute is open: for a job the program recomputes
-/// alone, 2 writes, a prove and a step (a kind-2 target adds one); on the client's data also
-/// the manifest (a write and `dispute_inputs`) and, per input chunk fed, 2 writes and a feed.
-fn element_turns(job: &JobSpec, data: Option<&SlicedInputs>, tile: u32, element: u32) -> u64 {
-    let base = 5;
-    if rule::one_step(job) {
-        return base;
-    }
-    let chunks = data
-        .and_then(|d| d.element(job, tile, element))
-        .map_or(0, |(_, n)| n as u64);
-    base + 2 + 3 * chunks
-}
-
 /// What a challenger disputes, with what proves it.
 pub enum Claim<'a> {
     /// Kind 1: the element the pointer names is wrong (against an Accepted verdict).
@@ -193,9 +179,11 @@ pub fn argue(
                 bail!("task {key} can no longer be disputed (kind {kind}): its window closed, its verdict changed, or its job cannot be refereed");
             }
             // a transaction confirmed before the next takes up to two slots; a dispute that
-            // cannot finish within its answer deadline (the window) forfeits its bond
+            // cannot finish within its answer deadline (the window) forfeits its bond. An
+            // element takes at most what the program allows for it (`element_transactions`).
+            let per_element = rule::element_transactions(&job).unwrap_or(0);
             let turns = match claim {
-                Claim::ResultWrong(p) => 1 + element_turns(&job, data, p.tile, p.element),
+                Claim::ResultWrong(_) => 1 + per_element,
                 Claim::ClaimsFalse(_) => {
                     1 + chain
                         .votes(key)?
@@ -207,7 +195,7 @@ pub fn argue(
                             let (ti, e) = rule::pointer(&v.evidence);
                             // a pointer outside the result is refuted by its target alone
                             if rule::in_range(&job, ti, e) {
-                                1 + element_turns(&job, data, ti, e)
+                                1 + per_element
                             } else {
                                 1
                             }
@@ -293,23 +281,7 @@ pub fn argue(
             for s in &path {
                 bytes.extend_from_slice(s);
             }
-            for (i, part) in bytes.chunks(WRITE_BYTES).enumerate() {
-                let r = send_all(
-                    chain,
-                    who,
-                    "dispute_write",
-                    key,
-                    &[client::dispute_write(
-                        *key,
-                        me,
-                        (i * WRITE_BYTES) as u16,
-                        part.to_vec(),
-                    )],
-                    challenger,
-                )?;
-                sent += 1;
-                crate::chain::must("dispute_write", r)?;
-            }
+            sent += write_buffer(chain, challenger, who, key, &bytes)?;
             (
                 "dispute_prove",
                 vec![client::dispute_prove(*key, me, path.len() as u8)],
@@ -318,23 +290,7 @@ pub fn argue(
         } else if let Some(fed) = fed_turn(&job, &d, data) {
             // on the client's data: the manifest, then the chunks the recomputation asks for
             let (what, ix, bytes) = fed?;
-            for (i, part) in bytes.chunks(WRITE_BYTES).enumerate() {
-                let r = send_all(
-                    chain,
-                    who,
-                    "dispute_write",
-                    key,
-                    &[client::dispute_write(
-                        *key,
-                        me,
-                        (i * WRITE_BYTES) as u16,
-                        part.to_vec(),
-                    )],
-                    challenger,
-                )?;
-                sent += 1;
-                crate::chain::must("dispute_write", r)?;
-            }
+            sent += write_buffer(chain, challenger, who, key, &bytes)?;
             let vote = (d.kind == DISPUTE_CLAIMS_FALSE).then_some(d.target);
             (what, vec![client::compute_unit_limit(1_400_000), ix], vote)
         } else {
@@ -354,6 +310,24 @@ pub fn argue(
         tracing::info!(who, task = %key, step = what, vote = ?vote, "dispute turn");
     }
     Ok(Outcome::Open)
+}
+
+/// Writes `bytes` into the dispute's buffer from its start, [`WRITE_BYTES`] a transaction, each
+/// confirmed; the transactions sent.
+fn write_buffer(
+    chain: &dyn Chain,
+    challenger: &Keypair,
+    who: &str,
+    key: &Pubkey,
+    bytes: &[u8],
+) -> Result<usize> {
+    let me = challenger.pubkey();
+    for (i, part) in bytes.chunks(WRITE_BYTES).enumerate() {
+        let ix = client::dispute_write(*key, me, (i * WRITE_BYTES) as u16, part.to_vec());
+        let r = send_all(chain, who, "dispute_write", key, &[ix], challenger)?;
+        crate::chain::must("dispute_write", r)?;
+    }
+    Ok(bytes.len().div_ceil(WRITE_BYTES))
 }
 
 /// The next turn of a proven element of a job on the client's data (PROTOCOL §8.7): what to
@@ -407,11 +381,7 @@ pub fn sliced_inputs(
 ) -> Result<SlicedInputs> {
     use crate::compute::inputs;
     use compute_market_protocol::{job::JobKind, manifest::MAX_LEN, slices::build};
-    let result_uri = t
-        .result_uri
-        .get(..t.result_uri_len as usize)
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .unwrap_or("");
+    let result_uri = super::result_uri(t);
     let bases = crate::results::input_bases(super::input_uri(t), &[result_uri]);
     let deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(60));
     store

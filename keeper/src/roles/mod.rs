@@ -52,6 +52,14 @@ pub fn input_uri(t: &compute_market::state::Task) -> &str {
         .unwrap_or("")
 }
 
+/// The task's result URI, as its provider submitted it ("" when none or not UTF-8).
+pub fn result_uri(t: &compute_market::state::Task) -> &str {
+    t.result_uri
+        .get(..t.result_uri_len as usize)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .unwrap_or("")
+}
+
 /// A progress sink shared by the roles: (what, units done, units in all).
 pub type Reporter = dyn Fn(&str, u64, u64) + Send + Sync;
 

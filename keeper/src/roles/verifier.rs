@@ -714,11 +714,7 @@ impl Checker {
     ) -> Result<Verdict> {
         let job = JobSpec::decode(&t.job)
             .map_err(|e| anyhow::anyhow!("task {task}: malformed job spec: {e}"))?;
-        let uri = t
-            .result_uri
-            .get(..t.result_uri_len as usize)
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .unwrap_or("");
+        let uri = super::result_uri(t);
         // every fetch ends by the give-up slot (one slot from now when that has passed): a
         // provider that holds a connection open cannot make the verifier miss its commit;
         // and each attempt within its budget, so a fetch nobody answers yields its place

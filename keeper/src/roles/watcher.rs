@@ -151,11 +151,7 @@ impl Watcher {
             // on the client's data: its inputs held (and their slices checked) before any check
             super::challenger::sliced_inputs(&self.ctx.store, t, &job)?;
         }
-        let uri = t
-            .result_uri
-            .get(..t.result_uri_len as usize)
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .unwrap_or("");
+        let uri = super::result_uri(t);
         let secret = hashv(&[b"watch", &self.ctx.kp.to_bytes()[..32], key.as_ref()]);
         let start = Instant::now();
         if job.kind == JobKind::MatMulModP {

@@ -42,15 +42,7 @@ impl DisputeInputs<'_> {
     /// An open dispute of a job on the client's data, its element proven, before its deadline.
     pub fn validate(&self) -> Result<()> {
         let d = self.dispute.load()?;
-        require!(d.state == DISPUTE_OPEN, MarketError::DisputeNotClosable);
-        require!(
-            !compute_market_protocol::commit::overturned(self.task.tally().majority),
-            MarketError::DisputeMoot
-        );
-        require!(
-            Clock::get()?.slot <= d.answer_deadline,
-            MarketError::DisputeExpired
-        );
+        super::dispute_turn::still_arguable(&d, &self.task)?;
         require!(d.proven == 1, MarketError::NotProven);
         Ok(())
     }

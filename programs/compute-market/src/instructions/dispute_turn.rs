@@ -37,20 +37,25 @@ pub struct DisputeTurn<'info> {
     pub vote: Option<Box<Account<'info, Vote>>>,
 }
 
+/// A challenger's turn is taken only in an open dispute whose verdict is still the one it
+/// disputes, before its answer deadline.
+pub(crate) fn still_arguable(d: &Dispute, task: &Task) -> Result<()> {
+    require!(d.state == DISPUTE_OPEN, MarketError::DisputeNotClosable);
+    require!(
+        !compute_market_protocol::commit::overturned(task.tally().majority),
+        MarketError::DisputeMoot
+    );
+    require!(
+        Clock::get()?.slot <= d.answer_deadline,
+        MarketError::DisputeExpired
+    );
+    Ok(())
+}
+
 impl<'info> DisputeTurn<'info> {
     /// The dispute is open, its verdict still the one it disputes, its deadline not passed.
     pub fn validate(&self) -> Result<()> {
-        let d = self.dispute.load()?;
-        require!(d.state == DISPUTE_OPEN, MarketError::DisputeNotClosable);
-        require!(
-            !compute_market_protocol::commit::overturned(self.task.tally().majority),
-            MarketError::DisputeMoot
-        );
-        require!(
-            Clock::get()?.slot <= d.answer_deadline,
-            MarketError::DisputeExpired
-        );
-        Ok(())
+        still_arguable(&*self.dispute.load()?, &self.task)
     }
 
     /// The job, decoded (it decoded at post).
