@@ -68,13 +68,43 @@ pub fn element_transactions(job: &JobSpec) -> Option<u64> {
 /// the next: what [`refereed`] and a keeper's own estimate count.
 pub const SLOTS_PER_TRANSACTION: u64 = 2;
 
-/// Whether the program referees this job's verdicts in a market of dispute window `window`:
-/// a kind it recomputes, on inputs it can prove, whose element a challenger can argue in half
-/// the window at [`SLOTS_PER_TRANSACTION`] slots a transaction. Anything else settles at once.
+/// How the program referees one element of a job in a market of dispute window `window`
+/// (PROTOCOL §8.4, §8.7, §8.10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// Recomputed from the job alone (`dispute_step`).
+    Step,
+    /// Recomputed from proven slices of the client's inputs, one chunk a transaction
+    /// (`dispute_feed`): the challenger alone proves it.
+    Feed,
+    /// Too long to recompute: the challenger claims the element's trace and anyone defends
+    /// against it by bisection to one step the program replays ([`crate::trace`]).
+    Game,
+}
+
+/// The method the program referees this job's elements by in a window of `window` slots:
+/// one step or a feed when the challenger can argue one element in half the window at
+/// [`SLOTS_PER_TRANSACTION`] slots a transaction; else a game when one fits the window
+/// ([`crate::trace::clock`]: `Mlp` models too large to read in a dispute); else `None`, and the
+/// verdict settles at once.
+pub fn method(job: &JobSpec, window: u32) -> Option<Method> {
+    if !supported(job) {
+        return None;
+    }
+    let fits = element_transactions(job)
+        .is_some_and(|n| n * SLOTS_PER_TRANSACTION <= u64::from(window) / 2);
+    match () {
+        _ if fits && one_step(job) => Some(Method::Step),
+        _ if fits => Some(Method::Feed),
+        _ if crate::trace::clock(job, window).is_some() => Some(Method::Game),
+        _ => None,
+    }
+}
+
+/// Whether the program referees this job's verdicts in a market of dispute window `window`
+/// ([`method`]). Anything else settles at once.
 pub fn refereed(job: &JobSpec, window: u32) -> bool {
-    supported(job)
-        && element_transactions(job)
-            .is_some_and(|n| n * SLOTS_PER_TRANSACTION <= u64::from(window) / 2)
+    method(job, window).is_some()
 }
 
 /// Whether the element is recomputed from the job alone (one step); otherwise from proven
@@ -283,7 +313,7 @@ mod tests {
         let tile: Vec<u8> = (0..32)
             .flat_map(|e| expected_element(&job, 0, e).unwrap())
             .collect();
-        let (root, _) = committed(&job, &[tile.clone()]);
+        let (root, _) = committed(&job, std::slice::from_ref(&tile));
         assert_eq!(chunk_count(&job), 1);
         let (chunk, path) = chunk_proof(0, 1, &tile, &[], 31 * 32);
         assert!(path.is_empty());
@@ -350,6 +380,14 @@ mod tests {
         // 11 chunks of model, the row's chunk and one more: 7 + 3 · 13 transactions
         assert_eq!(element_transactions(&sliced), Some(46));
         assert!(refereed(&sliced, 184) && !refereed(&sliced, 183));
+        assert_eq!(method(&sliced, 184), Some(Method::Feed));
+        // a model too large to feed in the window is refereed by a game where one fits
+        let wide = JobSpec {
+            slices_len: 200_000,
+            ..sliced
+        };
+        assert_eq!(method(&wide, 400), Some(Method::Game));
+        assert_eq!(method(&wide, 200), None);
         let product = JobSpec {
             input_mode: InputMode::ContentHash,
             ..JobSpec::matmul(2, 8_192, 2, [2; 32])

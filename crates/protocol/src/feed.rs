@@ -363,25 +363,11 @@ impl Feed {
         len: u64,
         bytes: &[u8],
     ) -> Result<(), FeedError> {
-        if bytes.len() < 8 {
-            return Err(FeedError::BadModel);
-        }
-        let layers = word(bytes, 0) as usize;
-        if !(1..=crate::job::MAX_MLP_LAYERS as usize).contains(&layers)
-            || bytes.len() < slices::model_header_len(layers) as usize
-        {
-            return Err(FeedError::BadModel);
-        }
-        let mut widths = [0u32; 9];
-        for (i, x) in widths.iter_mut().enumerate().take(layers + 1) {
-            *x = word(bytes, 4 + 4 * i);
-        }
-        let ws = &widths[..layers + 1];
-        if !slices::widths_fit(job, ws) || slices::model_slices_len(ws) != len {
-            return Err(FeedError::BadModel);
-        }
-        self.layers = layers as u8;
-        for (a, b) in self.widths.iter_mut().zip(widths) {
+        let lay = crate::trace::read_header(job, len, bytes)?;
+        let layers = lay.layers as usize;
+        let ws = &lay.widths[..layers + 1];
+        self.layers = lay.layers;
+        for (a, b) in self.widths.iter_mut().zip(lay.widths) {
             *a = b as u16;
         }
         self.at = slices::model_header_len(layers);

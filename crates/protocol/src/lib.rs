@@ -15,6 +15,8 @@
 //! * [`slices`]: inputs by slices, the layout of each input part the program proves slices of;
 //! * [`feed`]: one element of a job on the client's data recomputed from proven slices, one
 //!   chunk at a time (on-chain too);
+//! * [`trace`]: bisection over a claimed trace of one `Mlp` row: its memory layout and
+//!   commitment, split points, and the replay of one step (on-chain too);
 //! * [`commit`]: vote commitments and the verification seed;
 //! * [`seats`]: stake-weighted seat sortition (tickets, scores, eligibility, displacement);
 //! * [`region`]: region codes and the distance providers rank tasks by;
@@ -46,6 +48,7 @@ pub mod region;
 pub mod sampling;
 pub mod seats;
 pub mod slices;
+pub mod trace;
 
 /// The prime of `MatMulModP`: 2^31 − 1 (a Mersenne prime).
 pub const P: u64 = (1 << 31) - 1;

@@ -1,0 +1,890 @@
+//! Bisection over a claimed trace (PROTOCOL §8.10): how the program referees an element whose
+//! recomputation does not fit one dispute, with one honest defender enough.
+//!
+//! The challenger claims the whole *trace* of the element's computation: every intermediate
+//! value of one `Mlp` row in a fixed memory layout ([`Layout`]), one value per *step*, and
+//! commits to the memory after the last step by a root ([`root`]). Anyone may defend the
+//! verdict against that claim, each defender in its own game: the challenger posts the roots
+//! of the memory at up to 15 points inside the disputed range of steps, the defender names the
+//! first segment whose end it disputes, until one step remains. The program then replays that
+//! step ([`Replay`]) from the agreed memory before it (its inputs proven against the earlier
+//! root, the model's record against the manifest's slices) and checks the challenger's root
+//! after it. An honest defender always narrows a wrong trace to a step the challenger cannot
+//! prove; an honest challenger proves every step of a right one.
+//!
+//! **Memory commitment.** The memory of [`Layout::len`] bytes is cut into 1 KiB leaves and
+//! hashed as a binary SHA-256 tree over 2^depth leaves (missing leaves all zero): a leaf is
+//! `SHA-256(0x00 ‖ its 1 024 bytes)`, a node `SHA-256(0x01 ‖ left ‖ right)`. The memory before
+//! the first step is all zero, so its root [`zero_root`] needs no claim; a step writes one
+//! slot, so its root after is the same path with one leaf changed. SHA-256 is the
+//! `sol_sha256` syscall on chain: a leaf and its path cost a few thousand compute units.
+//!
+//! **Layout of an `Mlp` row** (layers `0 … L−1`, widths `w_0 … w_L`): the hidden layers'
+//! outputs, int8, layer by layer (`Σ_{l=1}^{L−1} w_l` bytes), zero-padded to a multiple of 4;
+//! then the `C` logits, LE `i32`; then the class, LE `u32`: exactly the row's output words
+//! after the hidden values. Steps are the slots in memory order: step 1 is layer 0's output 0;
+//! the last step is the class.
+
+use crate::{
+    dispute::SLOTS_PER_TRANSACTION,
+    feed::{requantize, FeedError},
+    hash::{hashv, Digest},
+    job::{JobSpec, MAX_MLP_LAYERS, MAX_MLP_WIDTH},
+    merkle::CHUNK_LEN,
+    slices::{self, RECORD_HEAD},
+};
+
+/// Bytes of a memory leaf.
+pub const LEAF_LEN: usize = 1024;
+/// Segments a split divides a range of steps into (at most).
+pub const SEGMENTS: u64 = 16;
+/// Roots one split posts: the inner points of its segments.
+pub const MAX_SPLIT_ROOTS: usize = SEGMENTS as usize - 1;
+/// Deepest memory tree: 2^16 leaves (64 MiB).
+pub const MAX_DEPTH: u32 = 16;
+/// Bytes of an encoded [`Replay`].
+pub const REPLAY_LEN: usize = 64;
+/// Bytes of a replay's work area: one layer's inputs.
+pub const WORK_LEN: usize = MAX_MLP_WIDTH as usize;
+/// Bytes of a game's buffer: one piece (a chunk or a leaf) and up to 32 siblings.
+pub const BUFFER_LEN: usize = LEAF_LEN + 32 * 32;
+/// Fewest slots a turn of a game may be given.
+pub const MIN_TURN: u64 = 16;
+/// Transactions from opening a dispute to its claim, at most: open; the element (two writes,
+/// prove); the manifest (a write, `dispute_inputs`); the model's header (two writes,
+/// `dispute_layout`); the claim's leaf (two writes, `dispute_claim`).
+pub const CLAIM_TRANSACTIONS: u64 = 12;
+
+/// The clock of a game in a market of dispute window D (PROTOCOL §8.10), in slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clock {
+    /// Each turn of a game: the defenders' joining, a split, a pick, and the challenger's
+    /// resolution after the last game.
+    pub turn: u64,
+    /// The challenger's replay of the one step left (every piece at two slots a transaction).
+    pub step: u64,
+    /// The claim must land within this many slots of the dispute's opening, so that every
+    /// game ends inside the window.
+    pub claim_by: u64,
+    /// Splits a game takes at most.
+    pub levels: u32,
+}
+
+/// Pieces a replay of one step of this job reads, at most: a layer's inputs (the batch's
+/// row, or up to 4 096 values from the memory), its record (up to 12 + 4 096 bytes), or the
+/// logits for the class; then the slot's leaf. Each piece is two writes and a feed.
+pub fn step_pieces(job: &JobSpec) -> u64 {
+    let k = CHUNK_LEN as u64;
+    let (f, c, w) = (job.dims[1] as u64, job.dims[2] as u64, MAX_MLP_WIDTH as u64);
+    let dense = (f.div_ceil(k) + 1).max(w.div_ceil(k) + 1) + (RECORD_HEAD + w).div_ceil(k) + 1;
+    let class = (4 * c).div_ceil(k) + 1;
+    dense.max(class) + 1
+}
+
+/// The game's clock for an `Mlp` job on the client's data in a window of `window` slots, or
+/// `None` when a game cannot be played in it: the claim's transactions, the joining turn, two
+/// turns a split for the most splits any model of the job's shape needs, the replay, and the
+/// challenger's resolution, at most `window` slots, with every turn at least [`MIN_TURN`].
+pub fn clock(job: &JobSpec, window: u32) -> Option<Clock> {
+    if job.kind != crate::job::JobKind::Mlp || job.slices_len == 0 {
+        return None;
+    }
+    let steps = (MAX_MLP_LAYERS - 1) * MAX_MLP_WIDTH as u64 + job.dims[2] as u64 + 1;
+    let levels = levels(steps);
+    let step = 3 * step_pieces(job) * SLOTS_PER_TRANSACTION;
+    let claim = CLAIM_TRANSACTIONS * SLOTS_PER_TRANSACTION;
+    let turns = 2 + 2 * levels as u64;
+    let turn = (window as u64).checked_sub(claim + step)? / turns;
+    (turn >= MIN_TURN).then_some(Clock {
+        turn,
+        step,
+        claim_by: window as u64 - turn * turns - step,
+        levels,
+    })
+}
+
+/// Where a trace's step writes and what it computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Output `o` of hidden layer `layer` (int8, after ReLU).
+    Hidden {
+        /// The dense layer, `0 … L−2`.
+        layer: u8,
+        /// Its output.
+        o: u32,
+    },
+    /// Logit `o` (the last layer's output).
+    Logit(u32),
+    /// The class: the lowest index of the largest logit.
+    Class,
+}
+
+/// The memory layout of one `Mlp` row's trace, from the model's widths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// `w_0 … w_L` (zero past L).
+    pub widths: [u32; 9],
+    /// L.
+    pub layers: u8,
+}
+
+impl Layout {
+    /// The layout of a model of widths `w_0 … w_L` (1 ..= 8 layers, each width ≥ 1).
+    pub fn new(widths: &[u32]) -> Layout {
+        let mut w = [0u32; 9];
+        w[..widths.len()].copy_from_slice(widths);
+        Layout {
+            widths: w,
+            layers: (widths.len() - 1) as u8,
+        }
+    }
+
+    fn ws(&self) -> &[u32] {
+        &self.widths[..self.layers as usize + 1]
+    }
+
+    /// Classes C.
+    pub fn classes(&self) -> u32 {
+        self.widths[self.layers as usize]
+    }
+
+    /// Byte offset of hidden layer `layer`'s outputs.
+    pub fn hidden_at(&self, layer: usize) -> u64 {
+        self.widths[1..=layer].iter().map(|&w| w as u64).sum()
+    }
+
+    /// Hidden values in all.
+    fn hidden(&self) -> u64 {
+        self.hidden_at(self.layers as usize - 1)
+    }
+
+    /// Byte offset of the logits (the hidden values padded to a multiple of 4, so that no
+    /// 4-byte slot straddles two leaves).
+    pub fn logits_at(&self) -> u64 {
+        self.hidden().next_multiple_of(4)
+    }
+
+    /// Steps of the trace: every hidden value, every logit, the class.
+    pub fn steps(&self) -> u64 {
+        self.hidden() + self.classes() as u64 + 1
+    }
+
+    /// Bytes of the memory.
+    pub fn len(&self) -> u64 {
+        self.logits_at() + 4 * self.classes() as u64 + 4
+    }
+
+    /// Never empty (the class is always there); for clippy.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Leaves of the memory.
+    pub fn leaves(&self) -> u64 {
+        self.len().div_ceil(LEAF_LEN as u64)
+    }
+
+    /// Depth of the memory tree: ⌈log2 leaves⌉.
+    pub fn depth(&self) -> u32 {
+        self.leaves().next_power_of_two().trailing_zeros()
+    }
+
+    /// What step `s` (1 ..= [`steps`](Self::steps)) computes; `None` outside.
+    pub fn step(&self, s: u64) -> Option<Step> {
+        if s == 0 || s > self.steps() {
+            return None;
+        }
+        let mut i = s - 1;
+        for l in 0..self.layers as usize - 1 {
+            let w = self.widths[l + 1] as u64;
+            if i < w {
+                return Some(Step::Hidden {
+                    layer: l as u8,
+                    o: i as u32,
+                });
+            }
+            i -= w;
+        }
+        Some(if i < self.classes() as u64 {
+            Step::Logit(i as u32)
+        } else {
+            Step::Class
+        })
+    }
+
+    /// Offset and width of step `s`'s slot.
+    pub fn slot(&self, s: u64) -> (u64, usize) {
+        match self.step(s) {
+            Some(Step::Hidden { layer, o }) => (self.hidden_at(layer as usize) + o as u64, 1),
+            Some(Step::Logit(o)) => (self.logits_at() + 4 * o as u64, 4),
+            Some(Step::Class) => (self.logits_at() + 4 * self.classes() as u64, 4),
+            None => (0, 0),
+        }
+    }
+
+    /// The step whose slot holds word `w` of the row's output (a logit, or the class at C).
+    pub fn word_step(&self, w: u32) -> u64 {
+        self.hidden() + w.min(self.classes()) as u64 + 1
+    }
+}
+
+/// Reads and checks an `Mlp` model's header (its slice string's first chunk, of a string of
+/// `len` bytes) against the job: its widths `w_0 … w_L`, or [`FeedError::BadModel`].
+pub fn read_header(job: &JobSpec, len: u64, bytes: &[u8]) -> Result<Layout, FeedError> {
+    let word = |o: usize| u32::from_le_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]]);
+    if bytes.len() < 8 {
+        return Err(FeedError::BadModel);
+    }
+    let layers = word(0) as usize;
+    if !(1..=MAX_MLP_LAYERS as usize).contains(&layers)
+        || bytes.len() < slices::model_header_len(layers) as usize
+    {
+        return Err(FeedError::BadModel);
+    }
+    let mut widths = [0u32; 9];
+    for (i, x) in widths.iter_mut().enumerate().take(layers + 1) {
+        *x = word(4 + 4 * i);
+    }
+    let ws = &widths[..layers + 1];
+    if !slices::widths_fit(job, ws) || slices::model_slices_len(ws) != len {
+        return Err(FeedError::BadModel);
+    }
+    Ok(Layout::new(ws))
+}
+
+/// A memory leaf's hash: `SHA-256(0x00 ‖ leaf)`, the leaf zero-padded to [`LEAF_LEN`].
+pub fn leaf_hash(leaf: &[u8]) -> Digest {
+    const ZEROS: [u8; LEAF_LEN] = [0; LEAF_LEN];
+    let n = leaf.len().min(LEAF_LEN);
+    hashv(&[&[0], &leaf[..n], &ZEROS[n..]])
+}
+
+/// An inner node: `SHA-256(0x01 ‖ left ‖ right)`.
+pub fn node_hash(left: &Digest, right: &Digest) -> Digest {
+    hashv(&[&[1], left, right])
+}
+
+/// The root of an all-zero memory of depth `depth`: the memory before the first step.
+pub fn zero_root(depth: u32) -> Digest {
+    let mut h = leaf_hash(&[]);
+    for _ in 0..depth {
+        h = node_hash(&h, &h);
+    }
+    h
+}
+
+/// The root from leaf `index`'s hash and its siblings, bottom-up (one per level).
+pub fn fold(index: u64, leaf: Digest, siblings: &[Digest]) -> Digest {
+    let mut h = leaf;
+    for (level, s) in siblings.iter().enumerate() {
+        h = if (index >> level) & 1 == 0 {
+            node_hash(&h, s)
+        } else {
+            node_hash(s, &h)
+        };
+    }
+    h
+}
+
+/// The points a split of steps `lo .. hi` (hi > lo + 1) divides it at: `k + 1` points
+/// `p_i = lo + ⌊(hi − lo) · i / k⌋`, `k = min(16, hi − lo)`; the challenger posts the roots at
+/// `p_1 … p_{k−1}`.
+pub fn split_points(lo: u64, hi: u64) -> (u64, impl Fn(u64) -> u64) {
+    let n = hi - lo;
+    let k = n.min(SEGMENTS);
+    (k, move |i: u64| lo + n * i / k)
+}
+
+/// Splits until one step remains, at most: ⌈log16 steps⌉.
+pub fn levels(steps: u64) -> u32 {
+    let mut n = 0;
+    let mut span = 1u64;
+    while span < steps {
+        span = span.saturating_mul(SEGMENTS);
+        n += 1;
+    }
+    n
+}
+
+/// Which string a replay reads next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A chunk of the model's slice string (BLAKE3, against the manifest's root).
+    Model,
+    /// A chunk of the batch's slice string (BLAKE3, against the manifest's root).
+    Batch,
+    /// A leaf of the memory before the step (SHA-256, against the agreed root).
+    Trace,
+}
+
+impl Source {
+    /// Its number in instructions.
+    pub fn code(self) -> u8 {
+        match self {
+            Source::Model => 0,
+            Source::Batch => 1,
+            Source::Trace => 2,
+        }
+    }
+
+    /// From its number.
+    pub fn from_code(c: u8) -> Option<Source> {
+        match c {
+            0 => Some(Source::Model),
+            1 => Some(Source::Batch),
+            2 => Some(Source::Trace),
+            _ => None,
+        }
+    }
+}
+
+/// The replay of one step (PROTOCOL §8.10): the step's inputs (the batch's row for layer 0,
+/// else the previous layer's values from the memory; for the class the logits), then the
+/// record of its output in the model, then the leaf holding its slot, which it returns with
+/// the value written. Resumable: [`REPLAY_LEN`] bytes kept between transactions, a work area
+/// of a layer's inputs ([`MAX_MLP_WIDTH`] bytes, [`WORK_LEN`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Replay {
+    /// 0 inputs, 1 the record, 2 the slot's leaf, 3 complete.
+    pub stage: u8,
+    /// Bytes of the current stage read.
+    pub pos: u32,
+    /// Class: the index of the largest logit so far.
+    pub best_at: u32,
+    /// The accumulator (dense) or the largest logit (class).
+    pub acc: i64,
+    /// The record's head: bias, multiplier, shift.
+    pub head: [u8; 12],
+    /// The value, once computed (its slot's width).
+    pub value: [u8; 4],
+}
+
+fn word(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+impl Replay {
+    /// The state's bytes.
+    pub fn encode(&self) -> [u8; REPLAY_LEN] {
+        let mut b = [0u8; REPLAY_LEN];
+        b[0] = self.stage;
+        b[4..8].copy_from_slice(&self.pos.to_le_bytes());
+        b[8..12].copy_from_slice(&self.best_at.to_le_bytes());
+        b[16..24].copy_from_slice(&self.acc.to_le_bytes());
+        b[24..36].copy_from_slice(&self.head);
+        b[36..40].copy_from_slice(&self.value);
+        b
+    }
+
+    /// [`Replay::encode`] read back.
+    pub fn decode(b: &[u8; REPLAY_LEN]) -> Replay {
+        Replay {
+            stage: b[0],
+            pos: word(b, 4),
+            best_at: word(b, 8),
+            acc: i64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
+            head: b[24..36].try_into().expect("12 bytes"),
+            value: b[36..40].try_into().expect("4 bytes"),
+        }
+    }
+
+    /// Where stage 0 reads, and how many bytes: (source, first byte, length).
+    fn inputs(job: &JobSpec, lay: &Layout, row: u32, step: Step) -> (Source, u64, u64) {
+        let f = job.dims[1] as u64;
+        match step {
+            Step::Class => (Source::Trace, lay.logits_at(), 4 * lay.classes() as u64),
+            Step::Hidden { layer: 0, .. } => (Source::Batch, row as u64 * f, f),
+            Step::Logit(_) if lay.layers == 1 => (Source::Batch, row as u64 * f, f),
+            Step::Hidden { layer, .. } => {
+                let l = layer as usize;
+                (Source::Trace, lay.hidden_at(l - 1), lay.widths[l] as u64)
+            }
+            Step::Logit(_) => {
+                let l = lay.layers as usize - 1;
+                (Source::Trace, lay.hidden_at(l - 1), lay.widths[l] as u64)
+            }
+        }
+    }
+
+    /// The dense layer and output of a step (none for the class).
+    fn record(lay: &Layout, step: Step) -> Option<(usize, u32)> {
+        match step {
+            Step::Hidden { layer, o } => Some((layer as usize, o)),
+            Step::Logit(o) => Some((lay.layers as usize - 1, o)),
+            Step::Class => None,
+        }
+    }
+
+    /// The piece it needs next, (source, chunk or leaf index), for step `s` of row `row`;
+    /// `None` once complete.
+    pub fn next(&self, job: &JobSpec, lay: &Layout, row: u32, s: u64) -> Option<(Source, u64)> {
+        let step = lay.step(s)?;
+        let c = CHUNK_LEN as u64;
+        match self.stage {
+            0 => {
+                let (src, at, _) = Self::inputs(job, lay, row, step);
+                Some((src, (at + self.pos as u64) / c))
+            }
+            1 => {
+                let (l, o) = Self::record(lay, step)?;
+                let at = slices::record_offset(lay.ws(), l, o) + self.pos as u64;
+                Some((Source::Model, at / c))
+            }
+            2 => Some((Source::Trace, lay.slot(s).0 / LEAF_LEN as u64)),
+            _ => None,
+        }
+    }
+
+    /// Takes piece `index` of `source` (`bytes`, already proven: a model or batch chunk, or a
+    /// whole memory leaf). Returns the slot's leaf with the value written once it takes that
+    /// leaf (the step is complete), `None` while more is needed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn take(
+        &mut self,
+        job: &JobSpec,
+        lay: &Layout,
+        row: u32,
+        s: u64,
+        source: Source,
+        index: u64,
+        bytes: &[u8],
+        work: &mut [u8],
+    ) -> Result<Option<[u8; LEAF_LEN]>, FeedError> {
+        let want = self.next(job, lay, row, s).ok_or(FeedError::Complete)?;
+        if want != (source, index) {
+            return Err(FeedError::WrongChunk);
+        }
+        let step = lay.step(s).ok_or(FeedError::Complete)?;
+        let start = index
+            * if source == Source::Trace {
+                LEAF_LEN
+            } else {
+                CHUNK_LEN
+            } as u64;
+        let end = start + bytes.len() as u64;
+        match self.stage {
+            0 => {
+                let (_, at, len) = Self::inputs(job, lay, row, step);
+                let from = at + self.pos as u64;
+                let to = end.min(at + len);
+                if to <= from {
+                    return Err(FeedError::BadModel);
+                }
+                for p in from..to {
+                    let b = bytes[(p - start) as usize];
+                    let i = (p - at) as usize;
+                    if step == Step::Class {
+                        // logits stream through: the lowest index of the largest
+                        if i % 4 == 3 {
+                            let lo = p - 3 - start;
+                            let v = if p - 3 >= start {
+                                word(bytes, lo as usize) as i32
+                            } else {
+                                return Err(FeedError::BadModel);
+                            };
+                            let o = (i / 4) as u32;
+                            if o == 0 || i64::from(v) > self.acc {
+                                self.acc = v.into();
+                                self.best_at = o;
+                            }
+                        }
+                    } else {
+                        work[i] = b;
+                    }
+                }
+                self.pos = (to - at) as u32;
+                if to == at + len {
+                    self.pos = 0;
+                    self.stage = if step == Step::Class {
+                        self.value = self.best_at.to_le_bytes();
+                        2
+                    } else {
+                        1
+                    };
+                }
+                Ok(None)
+            }
+            1 => {
+                let (l, o) = Self::record(lay, step).ok_or(FeedError::Complete)?;
+                let inp = lay.widths[l] as u64;
+                let at = slices::record_offset(lay.ws(), l, o);
+                let from = at + self.pos as u64;
+                let to = end.min(at + RECORD_HEAD + inp);
+                if to <= from {
+                    return Err(FeedError::BadModel);
+                }
+                for p in from..to {
+                    let b = bytes[(p - start) as usize];
+                    let i = (p - at) as usize;
+                    if i < RECORD_HEAD as usize {
+                        self.head[i] = b;
+                        if i == RECORD_HEAD as usize - 1 {
+                            let bias = word(&self.head, 0) as i32 as i64;
+                            // no int32 accumulator may overflow (PROTOCOL §5, Mlp)
+                            if bias.abs() + inp as i64 * 128 * 128 > i32::MAX as i64 {
+                                return Err(FeedError::BadModel);
+                            }
+                            self.acc = bias;
+                        }
+                    } else {
+                        let j = i - RECORD_HEAD as usize;
+                        self.acc += (b as i8 as i64) * (work[j] as i8 as i64);
+                    }
+                }
+                self.pos = (to - at) as u32;
+                if to == at + RECORD_HEAD + inp {
+                    self.value = if matches!(step, Step::Hidden { .. }) {
+                        let (m, sh) = (word(&self.head, 4) as i32, word(&self.head, 8) as i32);
+                        if m < 1 || !(1..=62).contains(&sh) {
+                            return Err(FeedError::BadModel);
+                        }
+                        let v = requantize(self.acc as i32, m, sh).max(0);
+                        [v as u8, 0, 0, 0]
+                    } else {
+                        (self.acc as i32).to_le_bytes()
+                    };
+                    self.pos = 0;
+                    self.stage = 2;
+                }
+                Ok(None)
+            }
+            _ => {
+                let (off, width) = lay.slot(s);
+                let mut leaf = [0u8; LEAF_LEN];
+                let n = bytes.len().min(LEAF_LEN);
+                leaf[..n].copy_from_slice(&bytes[..n]);
+                let at = (off % LEAF_LEN as u64) as usize;
+                leaf[at..at + width].copy_from_slice(&self.value[..width]);
+                self.stage = 3;
+                Ok(Some(leaf))
+            }
+        }
+    }
+}
+
+/// Traces of the host's own rows, built by keepers and tests.
+#[cfg(not(target_os = "solana"))]
+pub mod build {
+    use super::*;
+    use crate::infer::Mlp;
+
+    /// The model's layout.
+    pub fn layout(m: &Mlp) -> Layout {
+        let mut widths: Vec<u32> = vec![m.layers[0].inp as u32];
+        widths.extend(m.layers.iter().map(|l| l.out as u32));
+        Layout::new(&widths)
+    }
+
+    /// The memory after the last step of row `x`.
+    pub fn memory(m: &Mlp, x: &[i8]) -> Vec<u8> {
+        let lay = layout(m);
+        let mut mem = vec![0u8; lay.len() as usize];
+        let mut a: Vec<i8> = x.to_vec();
+        let last = m.layers.len() - 1;
+        let mut at = 0usize;
+        for (l, layer) in m.layers.iter().enumerate() {
+            let acc: Vec<i32> = (0..layer.out)
+                .map(|o| {
+                    let w = &layer.weight[o * layer.inp..(o + 1) * layer.inp];
+                    layer.bias[o]
+                        + w.iter()
+                            .zip(&a)
+                            .map(|(&w, &x)| w as i32 * x as i32)
+                            .sum::<i32>()
+                })
+                .collect();
+            if l < last {
+                a = (0..layer.out)
+                    .map(|o| layer.activation(o, acc[o]))
+                    .collect();
+                for (i, &v) in a.iter().enumerate() {
+                    mem[at + i] = v as u8;
+                }
+                at += a.len();
+            } else {
+                let la = lay.logits_at() as usize;
+                for (o, v) in acc.iter().enumerate() {
+                    mem[la + 4 * o..][..4].copy_from_slice(&v.to_le_bytes());
+                }
+                let c = crate::infer::class_of(&acc);
+                mem[la + 4 * acc.len()..][..4].copy_from_slice(&c.to_le_bytes());
+            }
+        }
+        mem
+    }
+
+    /// The memory after step `s` of a trace whose final memory is `mem`: every slot past
+    /// step `s` zero.
+    pub fn state(lay: &Layout, mem: &[u8], s: u64) -> Vec<u8> {
+        let mut out = vec![0u8; mem.len()];
+        if s > 0 {
+            let (off, w) = lay.slot(s);
+            let end = off as usize + w;
+            out[..end].copy_from_slice(&mem[..end]);
+        }
+        out
+    }
+
+    /// Every level of the memory tree, leaves first.
+    pub fn tree(lay: &Layout, mem: &[u8]) -> Vec<Vec<Digest>> {
+        let n = 1usize << lay.depth();
+        let mut level: Vec<Digest> = (0..n)
+            .map(|i| {
+                leaf_hash(
+                    mem.get(i * LEAF_LEN..)
+                        .map_or(&[][..], |r| &r[..r.len().min(LEAF_LEN)]),
+                )
+            })
+            .collect();
+        let mut levels = vec![level.clone()];
+        while level.len() > 1 {
+            level = level.chunks(2).map(|p| node_hash(&p[0], &p[1])).collect();
+            levels.push(level.clone());
+        }
+        levels
+    }
+
+    /// The root of a memory.
+    pub fn root(lay: &Layout, mem: &[u8]) -> Digest {
+        tree(lay, mem).last().expect("a root")[0]
+    }
+
+    /// Leaf `index` of a memory (1 024 bytes) and its siblings, bottom-up.
+    pub fn leaf_proof(lay: &Layout, mem: &[u8], index: u64) -> ([u8; LEAF_LEN], Vec<Digest>) {
+        let levels = tree(lay, mem);
+        let mut leaf = [0u8; LEAF_LEN];
+        let at = index as usize * LEAF_LEN;
+        if at < mem.len() {
+            let n = (mem.len() - at).min(LEAF_LEN);
+            leaf[..n].copy_from_slice(&mem[at..at + n]);
+        }
+        let path = levels[..levels.len() - 1]
+            .iter()
+            .enumerate()
+            .map(|(l, level)| level[((index >> l) ^ 1) as usize])
+            .collect();
+        (leaf, path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{build::*, *};
+    use crate::{
+        infer::{Layer, Mlp},
+        job::JobSpec,
+        slices::build as sb,
+    };
+
+    fn lcg(seed: &mut u64) -> u64 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *seed >> 33
+    }
+
+    pub(crate) fn model(widths: &[usize], seed: &mut u64) -> Mlp {
+        let n = widths.len() - 1;
+        Mlp {
+            layers: (0..n)
+                .map(|l| {
+                    let (inp, out) = (widths[l], widths[l + 1]);
+                    Layer {
+                        inp,
+                        out,
+                        weight: (0..inp * out).map(|_| lcg(seed) as i8).collect(),
+                        bias: (0..out)
+                            .map(|_| (lcg(seed) % 20_000) as i32 - 10_000)
+                            .collect(),
+                        requant: (l + 1 < n).then(|| {
+                            (
+                                (0..out).map(|_| 1 + (lcg(seed) % 60_000) as i32).collect(),
+                                (0..out).map(|_| 16 + (lcg(seed) % 8) as i32).collect(),
+                            )
+                        }),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    fn job_for(m: &Mlp, rows: u32, model_len: u64) -> JobSpec {
+        let f = m.layers[0].inp as u32;
+        let c = m.layers.last().unwrap().out as u32;
+        let mut job = JobSpec::mlp(rows, f, c, m.work_per_row(), 4, [7; 32]);
+        job.slices_len = model_len;
+        job
+    }
+
+    /// Replays step `s` of `row` as the program would, from the memory before it (`pre`): the
+    /// new root.
+    fn replay(
+        job: &JobSpec,
+        lay: &Layout,
+        model: &[u8],
+        batch: &[u8],
+        pre: &[u8],
+        row: u32,
+        s: u64,
+    ) -> Result<Digest, FeedError> {
+        let mut r = Replay::default();
+        let mut work = vec![0u8; WORK_LEN];
+        for _ in 0..100 {
+            let (src, i) = r.next(job, lay, row, s).ok_or(FeedError::Complete)?;
+            r = Replay::decode(&r.encode());
+            let bytes: Vec<u8> = match src {
+                Source::Model => slices::chunk(model, i).to_vec(),
+                Source::Batch => slices::chunk(batch, i).to_vec(),
+                Source::Trace => leaf_proof(lay, pre, i).0.to_vec(),
+            };
+            if let Some(leaf) = r.take(job, lay, row, s, src, i, &bytes, &mut work)? {
+                let (_, path) = leaf_proof(lay, pre, i);
+                assert_eq!(
+                    fold(i, leaf_hash(&leaf_proof(lay, pre, i).0), &path),
+                    root(lay, pre)
+                );
+                return Ok(fold(i, leaf_hash(&leaf), &path));
+            }
+        }
+        panic!("a replay ends")
+    }
+
+    #[test]
+    fn every_step_of_a_row_replays_to_the_next_root_and_the_memory_is_the_reference() {
+        let mut seed = 11;
+        for widths in [
+            vec![3usize, 1500, 7, 5],
+            vec![700, 4],
+            vec![9, 2, 3, 2, 3],
+            vec![1100, 1030, 3],
+        ] {
+            let m = model(&widths, &mut seed);
+            let ms = sb::model(&m);
+            let rows = 3u32;
+            let f = widths[0];
+            let x: Vec<i8> = (0..rows as usize * f)
+                .map(|_| lcg(&mut seed) as i8)
+                .collect();
+            let batch = sb::batch(&x);
+            let job = job_for(&m, rows, ms.len() as u64);
+            let lay = read_header(&job, ms.len() as u64, slices::chunk(&ms, 0)).unwrap();
+            assert_eq!(lay, layout(&m));
+            let row = 2u32;
+            let xr = &x[row as usize * f..][..f];
+            let mem = memory(&m, xr);
+            // the logits and the class are the reference's output row
+            assert_eq!(&mem[lay.logits_at() as usize..], &m.row(xr)[..]);
+            assert_eq!(state(&lay, &mem, 0), vec![0; mem.len()]);
+            assert_eq!(root(&lay, &state(&lay, &mem, 0)), zero_root(lay.depth()));
+            assert_eq!(state(&lay, &mem, lay.steps()), mem);
+            let steps: Vec<u64> = if lay.steps() < 40 {
+                (1..=lay.steps()).collect()
+            } else {
+                vec![
+                    1,
+                    2,
+                    1500,
+                    1501,
+                    1502,
+                    lay.steps() - 1,
+                    lay.steps(),
+                    lay.hidden() + 1,
+                ]
+            };
+            for s in steps.into_iter().filter(|&s| s <= lay.steps()) {
+                let pre = state(&lay, &mem, s - 1);
+                let post = replay(&job, &lay, &ms, &batch, &pre, row, s).unwrap();
+                assert_eq!(
+                    post,
+                    root(&lay, &state(&lay, &mem, s)),
+                    "{widths:?} step {s}"
+                );
+            }
+            // a wrong value before a step is what the replay reads: it follows the memory
+            let s = lay.steps();
+            let mut bad = state(&lay, &mem, s - 1);
+            bad[lay.logits_at() as usize] ^= 0x40;
+            let post = replay(&job, &lay, &ms, &batch, &bad, row, s).unwrap();
+            assert_ne!(post, root(&lay, &state(&lay, &mem, s)));
+        }
+    }
+
+    #[test]
+    fn pieces_out_of_order_and_headers_that_do_not_fit_are_refused() {
+        let mut seed = 3;
+        let m = model(&[5, 6, 3], &mut seed);
+        let ms = sb::model(&m);
+        let job = job_for(&m, 2, ms.len() as u64);
+        let lay = layout(&m);
+        let mut r = Replay::default();
+        let mut work = vec![0u8; 4096];
+        assert_eq!(
+            r.take(&job, &lay, 0, 1, Source::Trace, 0, &[0; 1024], &mut work),
+            Err(FeedError::WrongChunk)
+        );
+        assert_eq!(r.next(&job, &lay, 0, 99), None);
+        // a header whose length is not the declared one
+        assert_eq!(
+            read_header(&job, ms.len() as u64 + 1, slices::chunk(&ms, 0)),
+            Err(FeedError::BadModel)
+        );
+        let mut other = job;
+        other.work_per_row += 1;
+        assert_eq!(
+            read_header(&other, ms.len() as u64, slices::chunk(&ms, 0)),
+            Err(FeedError::BadModel)
+        );
+    }
+
+    #[test]
+    fn splits_narrow_any_range_to_one_step_in_the_levels_counted() {
+        assert_eq!(levels(1), 0);
+        assert_eq!(levels(16), 1);
+        assert_eq!(levels(17), 2);
+        assert_eq!(levels(7 * 4096 + 4097), 4);
+        for n in [2u64, 3, 15, 16, 17, 255, 256, 257, 32_773] {
+            // the defender always picks the last segment (the longest walk)
+            let (mut lo, mut hi, mut turns) = (0u64, n, 0);
+            while hi - lo > 1 {
+                let (k, p) = split_points(lo, hi);
+                assert!(k >= 2 && p(0) == lo && p(k) == hi);
+                assert!((1..=k).all(|i| p(i) > p(i - 1)), "segments are not empty");
+                (lo, hi) = (p(k - 1), p(k));
+                turns += 1;
+            }
+            assert!(turns <= levels(n), "{n}: {turns} turns");
+        }
+    }
+
+    #[test]
+    fn a_game_fits_its_window_or_is_not_played() {
+        let mut job = JobSpec::mlp(100, 64, 10, 64 * 256 + 256 * 128 + 1280, 8, [1; 32]);
+        assert_eq!(clock(&job, 400), None, "no slices declared");
+        job.slices_len = 60_000;
+        assert_eq!(step_pieces(&job), 12);
+        let c = clock(&job, 400).expect("a game fits 400 slots");
+        assert_eq!(c.levels, 4);
+        assert!(c.turn >= MIN_TURN);
+        assert_eq!(c.step, 3 * 12 * 2);
+        // the claim, then a turn to join, two a split, the replay and the resolution
+        assert!(CLAIM_TRANSACTIONS * 2 <= c.claim_by);
+        assert_eq!(c.claim_by + c.turn * (2 + 2 * 4) + c.step, 400);
+        assert_eq!(clock(&job, 255), None, "turns under 16 slots");
+        assert!(clock(&job, 256).is_some());
+        let wide = JobSpec::mlp(100, 4096, 4096, 4096 * 4096, 8, [1; 32]);
+        assert_eq!(clock(&wide, 10_000), None, "no slices declared");
+    }
+
+    #[test]
+    fn zero_root_and_fold_agree_with_the_tree() {
+        let lay = Layout::new(&[4, 3000, 2]);
+        let mem = vec![0u8; lay.len() as usize];
+        assert_eq!(root(&lay, &mem), zero_root(lay.depth()));
+        let mut m2 = mem.clone();
+        m2[2100] = 9;
+        let (leaf, path) = leaf_proof(&lay, &m2, 2);
+        assert_eq!(path.len() as u32, lay.depth());
+        assert_eq!(fold(2, leaf_hash(&leaf), &path), root(&lay, &m2));
+        assert_ne!(fold(1, leaf_hash(&leaf), &path), root(&lay, &m2));
+    }
+}
