@@ -338,6 +338,25 @@ impl Source {
     }
 }
 
+/// What a complete replay writes: the step's value into its slot of the leaf it took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Patch {
+    /// The slot's offset in the leaf.
+    pub at: usize,
+    /// The slot's width (1 or 4 bytes).
+    pub width: usize,
+    /// The value (its first `width` bytes).
+    pub value: [u8; 4],
+}
+
+impl Patch {
+    /// Writes the value into `leaf` (the slot's leaf of the memory before the step), which
+    /// becomes the leaf after it.
+    pub fn apply(&self, leaf: &mut [u8]) {
+        leaf[self.at..self.at + self.width].copy_from_slice(&self.value[..self.width]);
+    }
+}
+
 /// The replay of one step (PROTOCOL §8.10): the step's inputs (the batch's row for layer 0,
 /// else the previous layer's values from the memory; for the class the logits), then the
 /// record of its output in the model, then the leaf holding its slot, which it returns with
@@ -436,8 +455,8 @@ impl Replay {
     }
 
     /// Takes piece `index` of `source` (`bytes`, already proven: a model or batch chunk, or a
-    /// whole memory leaf). Returns the slot's leaf with the value written once it takes that
-    /// leaf (the step is complete), `None` while more is needed.
+    /// whole memory leaf). Once it takes the slot's own leaf (the step is complete) it returns
+    /// the [`Patch`] that makes it the leaf after the step; `None` while more is needed.
     #[allow(clippy::too_many_arguments)]
     pub fn take(
         &mut self,
@@ -449,7 +468,7 @@ impl Replay {
         index: u64,
         bytes: &[u8],
         work: &mut [u8],
-    ) -> Result<Option<[u8; LEAF_LEN]>, FeedError> {
+    ) -> Result<Option<Patch>, FeedError> {
         let want = self.next(job, lay, row, s).ok_or(FeedError::Complete)?;
         if want != (source, index) {
             return Err(FeedError::WrongChunk);
@@ -550,13 +569,15 @@ impl Replay {
             }
             _ => {
                 let (off, width) = lay.slot(s);
-                let mut leaf = [0u8; LEAF_LEN];
-                let n = bytes.len().min(LEAF_LEN);
-                leaf[..n].copy_from_slice(&bytes[..n]);
-                let at = (off % LEAF_LEN as u64) as usize;
-                leaf[at..at + width].copy_from_slice(&self.value[..width]);
+                if bytes.len() < LEAF_LEN {
+                    return Err(FeedError::BadModel);
+                }
                 self.stage = 3;
-                Ok(Some(leaf))
+                Ok(Some(Patch {
+                    at: (off % LEAF_LEN as u64) as usize,
+                    width,
+                    value: self.value,
+                }))
             }
         }
     }
@@ -737,12 +758,10 @@ mod tests {
                 Source::Batch => slices::chunk(batch, i).to_vec(),
                 Source::Trace => leaf_proof(lay, pre, i).0.to_vec(),
             };
-            if let Some(leaf) = r.take(job, lay, row, s, src, i, &bytes, &mut work)? {
-                let (_, path) = leaf_proof(lay, pre, i);
-                assert_eq!(
-                    fold(i, leaf_hash(&leaf_proof(lay, pre, i).0), &path),
-                    root(lay, pre)
-                );
+            if let Some(patch) = r.take(job, lay, row, s, src, i, &bytes, &mut work)? {
+                let (mut leaf, path) = leaf_proof(lay, pre, i);
+                assert_eq!(fold(i, leaf_hash(&leaf), &path), root(lay, pre));
+                patch.apply(&mut leaf);
                 return Ok(fold(i, leaf_hash(&leaf), &path));
             }
         }

@@ -27,6 +27,7 @@ use solana_keypair::Keypair;
 use solana_signer::Signer;
 
 pub mod disputes;
+pub mod games;
 
 pub use compute_market;
 pub use compute_market_embedded::{program_path, slot_hash};

@@ -579,3 +579,138 @@ pub fn close_dispute(
         ix::CloseDispute {},
     )
 }
+
+/// `dispute_layout`: chunk 0 of the model's slices with `siblings` after it in the buffer.
+pub fn dispute_layout(task: Pubkey, challenger: Pubkey, siblings: u8) -> Instruction {
+    build(
+        dispute_turn(task, challenger, None),
+        ix::DisputeLayout { siblings },
+    )
+}
+
+/// `dispute_claim`: the trace's `root`, its leaf holding the element with `siblings` after it
+/// in the buffer.
+pub fn dispute_claim(
+    task: Pubkey,
+    challenger: Pubkey,
+    root: [u8; 32],
+    siblings: u8,
+) -> Instruction {
+    build(
+        dispute_turn(task, challenger, None),
+        ix::DisputeClaim { root, siblings },
+    )
+}
+
+/// `dispute_resolve`; `vote`: a kind-2 dispute's target.
+pub fn dispute_resolve(task: Pubkey, challenger: Pubkey, vote: Option<Pubkey>) -> Instruction {
+    build(dispute_turn(task, challenger, vote), ix::DisputeResolve {})
+}
+
+/// `defend`: `defender` opens a game against `challenger`'s claim.
+pub fn defend(task: Pubkey, challenger: Pubkey, defender: Pubkey) -> Instruction {
+    let dispute = pda::dispute(&task, &challenger);
+    build(
+        acc::Defend {
+            task,
+            dispute,
+            game: pda::game(&dispute, &defender),
+            defender,
+            system_program: system_program::ID,
+        },
+        ix::Defend {},
+    )
+}
+
+fn game_turn(task: Pubkey, challenger: Pubkey, defender: Pubkey, mover: Pubkey) -> acc::GameTurn {
+    let dispute = pda::dispute(&task, &challenger);
+    acc::GameTurn {
+        task,
+        dispute,
+        game: pda::game(&dispute, &defender),
+        mover,
+    }
+}
+
+/// `game_split` by the challenger: the roots inside the disputed range.
+pub fn game_split(
+    task: Pubkey,
+    challenger: Pubkey,
+    defender: Pubkey,
+    roots: Vec<[u8; 32]>,
+) -> Instruction {
+    build(
+        game_turn(task, challenger, defender, challenger),
+        ix::GameSplit { roots },
+    )
+}
+
+/// `game_pick` by the defender: the segment it disputes.
+pub fn game_pick(task: Pubkey, challenger: Pubkey, defender: Pubkey, segment: u8) -> Instruction {
+    build(
+        game_turn(task, challenger, defender, defender),
+        ix::GamePick { segment },
+    )
+}
+
+/// `game_write` by the challenger: `data` at `offset` of the game's buffer.
+pub fn game_write(
+    task: Pubkey,
+    challenger: Pubkey,
+    defender: Pubkey,
+    offset: u16,
+    data: Vec<u8>,
+) -> Instruction {
+    build(
+        game_turn(task, challenger, defender, challenger),
+        ix::GameWrite { offset, data },
+    )
+}
+
+/// `game_feed` by the challenger: piece `index` of `source` with `siblings` after it.
+pub fn game_feed(
+    task: Pubkey,
+    challenger: Pubkey,
+    defender: Pubkey,
+    source: u8,
+    index: u64,
+    siblings: u8,
+) -> Instruction {
+    build(
+        game_turn(task, challenger, defender, challenger),
+        ix::GameFeed {
+            source,
+            index,
+            siblings,
+        },
+    )
+}
+
+/// `game_timeout` (anyone).
+pub fn game_timeout(task: Pubkey, challenger: Pubkey, defender: Pubkey) -> Instruction {
+    let dispute = pda::dispute(&task, &challenger);
+    build(
+        acc::GameTimeout {
+            task,
+            dispute,
+            game: pda::game(&dispute, &defender),
+            challenger,
+            defender,
+        },
+        ix::GameTimeout {},
+    )
+}
+
+/// `close_game` (anyone): a game of an ended or moot dispute.
+pub fn close_game(task: Pubkey, challenger: Pubkey, defender: Pubkey) -> Instruction {
+    let dispute = pda::dispute(&task, &challenger);
+    build(
+        acc::CloseGame {
+            task,
+            dispute,
+            game: pda::game(&dispute, &defender),
+            defender,
+        },
+        ix::CloseGame {},
+    )
+}

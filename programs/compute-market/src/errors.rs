@@ -230,4 +230,40 @@ pub enum MarketError {
         "this element is recomputed from the client's inputs: dispute_inputs, then dispute_feed"
     )]
     NeedsInputs,
+    #[msg("this element is refereed by a game over a claimed trace (PROTOCOL §8.10): dispute_layout, dispute_claim, then defenders play")]
+    NeedsGame,
+    #[msg("the model's header is not read yet: dispute_layout first")]
+    NotLaidOut,
+    #[msg("the element's trace is already claimed")]
+    AlreadyClaimed,
+    #[msg("the element's trace is not claimed yet: dispute_claim first")]
+    NotClaimed,
+    #[msg("the claimed trace gives the element the value the dispute's kind contradicts (kind 1 must differ from the committed value, kind 2 equal it)")]
+    ClaimContradicts,
+    #[msg("too late to claim: the games could not end before the dispute's answer deadline")]
+    ClaimTooLate,
+    #[msg("defenders may no longer join this dispute's games")]
+    DefenceClosed,
+    #[msg("a challenger cannot defend against its own claim")]
+    OwnClaim,
+    #[msg("not this party's turn in the game")]
+    NotYourTurn,
+    #[msg("the turn's deadline has passed: game_timeout ends the game")]
+    TurnExpired,
+    #[msg("the turn's deadline has not passed")]
+    TurnNotExpired,
+    #[msg("a split posts one root for each inner point of its segments")]
+    WrongSplit,
+    #[msg("no such segment in the last split")]
+    WrongSegment,
+    #[msg("the game is not at its one step: split and pick first")]
+    NotReplaying,
+    #[msg("a game of this dispute is still being played")]
+    GamesOpen,
+    #[msg("the game is still being played: it closes when it ends, or when its dispute ends or is moot")]
+    GameNotClosable,
+    #[msg("defenders may still join: resolve after the defence deadline")]
+    DefenceOpen,
+    #[msg("the replayed step does not lead to the challenger's root after it: its claim is wrong there")]
+    ReplayMismatch,
 }

@@ -387,3 +387,54 @@ pub struct TaskClosed {
     /// Tokens beyond the refund (sent into the escrow from outside), sent to the treasury.
     pub leftover_to_treasury: u64,
 }
+
+/// A challenger claimed its element's trace (PROTOCOL §8.10): defenders may join until
+/// `defend_deadline`.
+#[event]
+pub struct DisputeClaimed {
+    pub task: Pubkey,
+    pub challenger: Pubkey,
+    pub root: [u8; 32],
+    pub value: [u8; 4],
+    pub steps: u64,
+    pub defend_deadline: u64,
+}
+
+/// A defender opened a game against a dispute's claim.
+#[event]
+pub struct GameOpened {
+    pub task: Pubkey,
+    pub dispute: Pubkey,
+    pub defender: Pubkey,
+    pub steps: u64,
+    pub deadline: u64,
+}
+
+/// A game moved: a split (`segments` roots posted), a pick (the range narrowed), or a piece
+/// of the replay taken (`piece`: its source and index).
+#[event]
+pub struct GameMoved {
+    pub task: Pubkey,
+    pub dispute: Pubkey,
+    pub defender: Pubkey,
+    /// 1 split, 2 pick, 3 a replay's piece written, 4 a replay's piece taken.
+    pub action: u8,
+    pub lo: u64,
+    pub hi: u64,
+    pub segments: u8,
+    pub piece: u64,
+    pub deadline: u64,
+}
+
+/// A game ended: `challenger_won` (the step replayed to its root, or the defender missed its
+/// turn) or not (the challenger missed its turn, or the replay contradicted its root: its
+/// dispute is lost); or closed as moot.
+#[event]
+pub struct GameEnded {
+    pub task: Pubkey,
+    pub dispute: Pubkey,
+    pub defender: Pubkey,
+    /// 1 the challenger won, 2 the defender won, 3 moot (its dispute ended otherwise).
+    pub outcome: u8,
+    pub step: u64,
+}

@@ -252,6 +252,65 @@ pub mod compute_market {
         dispute_inputs::feed(ctx, input, chunk, siblings)
     }
 
+    /// Challenger, a game (PROTOCOL §8.10): proves the model's header, which fixes the trace.
+    #[access_control(ctx.accounts.validate())]
+    pub fn dispute_layout(ctx: Context<DisputeTurn>, siblings: u8) -> Result<()> {
+        dispute_game::layout(ctx, siblings)
+    }
+
+    /// Challenger, a game: claims the root of the element's trace and proves its value in it.
+    #[access_control(ctx.accounts.validate())]
+    pub fn dispute_claim(ctx: Context<DisputeTurn>, root: [u8; 32], siblings: u8) -> Result<()> {
+        dispute_game::claim(ctx, root, siblings)
+    }
+
+    /// Challenger, a game: after the defence closed and every game was won, the claim stands.
+    #[access_control(ctx.accounts.validate())]
+    pub fn dispute_resolve(ctx: Context<DisputeTurn>) -> Result<()> {
+        dispute_game::resolve(ctx)
+    }
+
+    /// Anyone but the challenger: opens a game against a dispute's claimed trace.
+    #[access_control(ctx.accounts.validate())]
+    pub fn defend(ctx: Context<Defend>) -> Result<()> {
+        dispute_game::defend(ctx)
+    }
+
+    /// Challenger: the roots inside the game's disputed range of steps.
+    #[access_control(ctx.accounts.validate())]
+    pub fn game_split(ctx: Context<GameTurn>, roots: Vec<[u8; 32]>) -> Result<()> {
+        dispute_game::split(ctx, roots)
+    }
+
+    /// Defender: the segment whose end it disputes.
+    #[access_control(ctx.accounts.validate())]
+    pub fn game_pick(ctx: Context<GameTurn>, segment: u8) -> Result<()> {
+        dispute_game::pick(ctx, segment)
+    }
+
+    /// Challenger: part of a replay's piece into the game's buffer.
+    #[access_control(ctx.accounts.validate())]
+    pub fn game_write(ctx: Context<GameTurn>, offset: u16, data: Vec<u8>) -> Result<()> {
+        dispute_game::write(ctx, offset, data)
+    }
+
+    /// Challenger: one proven piece of the replay of the one step left.
+    #[access_control(ctx.accounts.validate())]
+    pub fn game_feed(ctx: Context<GameTurn>, source: u8, index: u64, siblings: u8) -> Result<()> {
+        dispute_game::feed(ctx, source, index, siblings)
+    }
+
+    /// Anyone: the party that missed its turn in a game loses.
+    #[access_control(ctx.accounts.validate())]
+    pub fn game_timeout(ctx: Context<GameTimeout>) -> Result<()> {
+        dispute_game::timeout(ctx)
+    }
+
+    /// Anyone: a game whose dispute ended or is moot returns its rent to the defender.
+    pub fn close_game(ctx: Context<CloseGame>) -> Result<()> {
+        dispute_game::close_game(ctx)
+    }
+
     /// Anyone: ends a dispute whose challenger missed its answer deadline (lost).
     #[access_control(ctx.accounts.validate())]
     pub fn dispute_timeout(ctx: Context<DisputeTimeout>) -> Result<()> {

@@ -44,6 +44,11 @@ pub fn dispute(task: &Pubkey, challenger: &Pubkey) -> Pubkey {
     Pubkey::find_program_address(&[SEED_DISPUTE, task.as_ref(), challenger.as_ref()], &ID).0
 }
 
+/// A defender's game against a dispute's claim: `[SEED_GAME, dispute, defender]`.
+pub fn game(dispute: &Pubkey, defender: &Pubkey) -> Pubkey {
+    Pubkey::find_program_address(&[SEED_GAME, dispute.as_ref(), defender.as_ref()], &ID).0
+}
+
 /// The program-data account of this (upgradeable) program: names its upgrade authority.
 pub fn program_data() -> Pubkey {
     Pubkey::find_program_address(

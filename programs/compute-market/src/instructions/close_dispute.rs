@@ -46,6 +46,7 @@ impl CloseDispute<'_> {
             overturned(task.tally().majority)
         };
         require!(closable, MarketError::DisputeNotClosable);
+        require!(d.games_open == 0, MarketError::GamesOpen);
         Ok(())
     }
 }

@@ -130,7 +130,10 @@ pub fn inputs(ctx: Context<DisputeInputs>, len: u16) -> Result<()> {
 pub fn feed(ctx: Context<DisputeTurn>, input: u8, chunk: u64, siblings: u8) -> Result<()> {
     let a = ctx.accounts;
     let job = a.job()?;
-    require!(!dispute::one_step(&job), MarketError::DisputeNotSupported);
+    require!(
+        dispute::method(&job, a.task.dispute_window) == Some(dispute::Method::Feed),
+        MarketError::NeedsGame
+    );
     let n = siblings as usize;
     require!(n <= dispute::MAX_CHUNK_SIBLINGS, MarketError::ProofTooLong);
     require!(input < 2, MarketError::WrongChunk);

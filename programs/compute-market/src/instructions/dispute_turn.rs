@@ -340,6 +340,11 @@ pub fn step(ctx: Context<DisputeTurn>, count: u32) -> Result<()> {
         // from its inputs (dispute_inputs, dispute_feed)
         _ => match feed::target(&job, tile, element) {
             Some(Target::Padding) => true,
+            Some(_)
+                if dispute::method(&job, a.task.dispute_window) == Some(dispute::Method::Game) =>
+            {
+                return err!(MarketError::NeedsGame)
+            }
             Some(_) => return err!(MarketError::NeedsInputs),
             None => return err!(MarketError::DisputeNotSupported),
         },

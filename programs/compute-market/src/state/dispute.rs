@@ -68,6 +68,20 @@ pub struct Dispute {
     /// The recomputation's state (`compute_market_protocol::feed::Feed`), reset when an
     /// element is proven.
     pub feed: [u8; STATE_LEN],
+    /// A game (PROTOCOL §8.10): the last slot a defender may join, once claimed.
+    pub defend_deadline: u64,
+    /// A game: defenders' games still being played.
+    pub games_open: u32,
+    /// A game: whether the challenger claimed the element's trace (`dispute_claim`), 0 or 1.
+    pub claimed: u8,
+    /// Padding (zero).
+    pub pad3: [u8; 3],
+    /// A game: the element's value in the claimed trace (its width; the rest zero).
+    pub claim_value: [u8; 4],
+    /// Padding (zero).
+    pub pad4: [u8; 4],
+    /// A game: the root of the claimed trace's memory after its last step.
+    pub claim_root: [u8; 32],
     /// Zeroed space for fields of later versions.
     pub reserved: [u8; 32],
 }
@@ -102,5 +116,21 @@ impl Dispute {
         self.done = 0;
         self.committed = [0; 32];
         self.feed = [0; STATE_LEN];
+        self.claimed = 0;
+        self.claim_value = [0; 4];
+        self.claim_root = [0; 32];
+        self.defend_deadline = 0;
+    }
+
+    /// The trace layout `dispute_layout` read from the model's header, if it did.
+    pub fn layout(&self) -> Option<compute_market_protocol::trace::Layout> {
+        let f = compute_market_protocol::feed::Feed::decode(&self.feed);
+        (f.layers > 0).then(|| {
+            let w: Vec<u32> = f.widths[..f.layers as usize + 1]
+                .iter()
+                .map(|&w| w as u32)
+                .collect();
+            compute_market_protocol::trace::Layout::new(&w)
+        })
     }
 }

@@ -1,6 +1,7 @@
 //! Account types. Each is one PDA (PROTOCOL §2); none holds an unbounded vector.
 pub mod config;
 pub mod dispute;
+pub mod game;
 pub mod market;
 pub mod node;
 pub mod task;
@@ -8,6 +9,7 @@ pub mod vote;
 
 pub use config::*;
 pub use dispute::*;
+pub use game::*;
 pub use market::*;
 pub use node::*;
 pub use task::*;

@@ -1,0 +1,316 @@
+//! Games over a claimed trace in the test world (PROTOCOL §8.10): a party's [`Trace`] of one
+//! `Mlp` row (right, or computed with another model), and one method per game instruction,
+//! plus [`World::play`], which plays a game between a challenger and a defender, each by its
+//! own trace, to its end.
+
+use anchor_lang::prelude::Pubkey;
+use compute_market::{
+    client, pda,
+    state::{Game, STAGE_BISECT, TURN_CHALLENGER},
+};
+use compute_market_protocol::{
+    feed::{self, Target},
+    hash::Digest,
+    infer::Mlp,
+    job::JobSpec,
+    merkle::CHUNK_LEN,
+    slices::build as sb,
+    trace::{self, build, Layout, Replay, Source},
+};
+
+use crate::{disputes::Inputs, Actor, TxRecord, World};
+
+/// One party's trace of a row: the memory after its last step, as it computes it.
+#[derive(Clone)]
+pub struct Trace {
+    /// The layout (the model's widths).
+    pub lay: Layout,
+    /// The memory after every step.
+    pub mem: Vec<u8>,
+}
+
+impl Trace {
+    /// The trace of row `x` through `model` (the right one, or a cheat's).
+    pub fn of(model: &Mlp, x: &[i8]) -> Trace {
+        Trace {
+            lay: build::layout(model),
+            mem: build::memory(model, x),
+        }
+    }
+
+    /// The memory after `s` steps.
+    pub fn state(&self, s: u64) -> Vec<u8> {
+        build::state(&self.lay, &self.mem, s)
+    }
+
+    /// Its root after `s` steps.
+    pub fn root_at(&self, s: u64) -> Digest {
+        build::root(&self.lay, &self.state(s))
+    }
+
+    /// Its value of word `w` of the row (a logit, or the class at C).
+    pub fn word(&self, w: u32) -> [u8; 4] {
+        let (off, _) = self.lay.slot(self.lay.word_step(w));
+        self.mem[off as usize..off as usize + 4]
+            .try_into()
+            .expect("4 bytes")
+    }
+}
+
+/// Bytes a write carries.
+const WRITE_LEN: usize = crate::disputes::WRITE_LEN;
+
+fn with_path(mut piece: Vec<u8>, len: usize, path: &[Digest]) -> Vec<u8> {
+    piece.resize(len, 0);
+    for p in path {
+        piece.extend_from_slice(p);
+    }
+    piece
+}
+
+impl World {
+    /// `defender`'s game against `challenger`'s claim on `task`, if open.
+    pub fn game(&self, task: &Pubkey, challenger: &Actor, defender: &Actor) -> Option<Game> {
+        let d = pda::dispute(task, &challenger.key());
+        let a = self
+            .c
+            .svm
+            .get_account(&pda::game(&d, &defender.key()))
+            .filter(|a| a.lamports > 0)?;
+        Game::from_account_data(&a.data)
+    }
+
+    /// `dispute_layout`: chunk 0 of the model's slices and its siblings, written and proven.
+    pub fn lay_out(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        inputs: &Inputs,
+    ) -> Result<TxRecord, TxRecord> {
+        let (chunk, path) = sb::chunk_proof(&inputs.slices[0], 0);
+        self.write_proof(who, task, &with_path(chunk, CHUNK_LEN, &path))?;
+        self.send_as(
+            "dispute_layout",
+            who,
+            client::dispute_layout(task, who.key(), path.len() as u8),
+        )
+    }
+
+    /// `dispute_claim` of `trace` for the dispute's element (word `w` of its row).
+    pub fn claim_trace(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        trace: &Trace,
+        w: u32,
+    ) -> Result<TxRecord, TxRecord> {
+        let (off, _) = trace.lay.slot(trace.lay.word_step(w));
+        let index = off / trace::LEAF_LEN as u64;
+        let (leaf, path) = build::leaf_proof(&trace.lay, &trace.mem, index);
+        self.write_proof(who, task, &with_path(leaf.to_vec(), trace::LEAF_LEN, &path))?;
+        let root = trace.root_at(trace.lay.steps());
+        self.send_as(
+            "dispute_claim",
+            who,
+            client::dispute_claim(task, who.key(), root, path.len() as u8),
+        )
+    }
+
+    /// `dispute_resolve` of `who`'s claimed dispute; `vote`: a kind-2 dispute's target.
+    pub fn resolve(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        vote: Option<Pubkey>,
+    ) -> Result<TxRecord, TxRecord> {
+        self.send_as(
+            "dispute_resolve",
+            who,
+            client::dispute_resolve(task, who.key(), vote),
+        )
+    }
+
+    /// `defend` by `defender` against `challenger`'s claim.
+    pub fn defend(
+        &mut self,
+        defender: &Actor,
+        task: Pubkey,
+        challenger: &Actor,
+    ) -> Result<TxRecord, TxRecord> {
+        let d = pda::dispute(&task, &challenger.key());
+        self.names.insert(
+            pda::game(&d, &defender.key()),
+            format!("game[{}→{}]", defender.name, challenger.name),
+        );
+        self.send_as(
+            "defend",
+            defender,
+            client::defend(task, challenger.key(), defender.key()),
+        )
+    }
+
+    /// The challenger's split: its roots at the inner points of the game's range.
+    pub fn split(
+        &mut self,
+        challenger: &Actor,
+        task: Pubkey,
+        defender: &Actor,
+        trace: &Trace,
+    ) -> Result<TxRecord, TxRecord> {
+        let g = self.game(&task, challenger, defender).expect("a game");
+        let (k, p) = trace::split_points(g.lo, g.hi);
+        let roots = (1..k).map(|i| trace.root_at(p(i))).collect();
+        self.send_as(
+            "game_split",
+            challenger,
+            client::game_split(task, challenger.key(), defender.key(), roots),
+        )
+    }
+
+    /// The defender's pick by its own trace: the first segment whose end root is not its own.
+    pub fn pick(
+        &mut self,
+        defender: &Actor,
+        task: Pubkey,
+        challenger: &Actor,
+        truth: &Trace,
+    ) -> Result<TxRecord, TxRecord> {
+        let g = self.game(&task, challenger, defender).expect("a game");
+        let (k, p) = trace::split_points(g.lo, g.hi);
+        let end_root = |i: u64| {
+            if i + 1 < k {
+                g.roots[i as usize]
+            } else {
+                g.hi_root
+            }
+        };
+        let segment = (0..k)
+            .find(|&i| end_root(i) != truth.root_at(p(i + 1)))
+            .unwrap_or(k - 1);
+        self.send_as(
+            "game_pick",
+            defender,
+            client::game_pick(task, challenger.key(), defender.key(), segment as u8),
+        )
+    }
+
+    /// The challenger replays the one step left from its own trace, piece by piece, until the
+    /// game ends (won) or a feed is refused (its trace is wrong there).
+    pub fn replay(
+        &mut self,
+        challenger: &Actor,
+        task: Pubkey,
+        defender: &Actor,
+        trace: &Trace,
+        inputs: &Inputs,
+    ) -> Result<Vec<TxRecord>, TxRecord> {
+        let job = JobSpec::decode(&self.task(&task).job).expect("job");
+        let d = self.dispute(&task, challenger).expect("a dispute");
+        let Some(Target::Word(row, _)) = feed::target(&job, d.tile, d.element) else {
+            panic!("a word of a row")
+        };
+        let mut out = vec![];
+        while let Some(g) = self.game(&task, challenger, defender) {
+            let r = Replay::decode(&g.replay);
+            let pre = trace.state(g.lo);
+            let (src, index) = r.next(&job, &trace.lay, row, g.hi).expect("more to replay");
+            let bytes = match src {
+                Source::Trace => {
+                    let (leaf, path) = build::leaf_proof(&trace.lay, &pre, index);
+                    with_path(leaf.to_vec(), trace::LEAF_LEN, &path)
+                }
+                Source::Model | Source::Batch => {
+                    let (chunk, path) = sb::chunk_proof(&inputs.slices[src.code() as usize], index);
+                    with_path(chunk, CHUNK_LEN, &path)
+                }
+            };
+            let siblings = match src {
+                Source::Trace => trace.lay.depth() as usize,
+                _ => (bytes.len() - CHUNK_LEN) / 32,
+            };
+            for (i, part) in bytes.chunks(WRITE_LEN).enumerate() {
+                self.send_as(
+                    "game_write",
+                    challenger,
+                    client::game_write(
+                        task,
+                        challenger.key(),
+                        defender.key(),
+                        (i * WRITE_LEN) as u16,
+                        part.to_vec(),
+                    ),
+                )?;
+            }
+            let kp = challenger.kp.insecure_clone();
+            out.push(self.send_all(
+                "game_feed",
+                &kp,
+                &[],
+                &[
+                    client::compute_unit_limit(1_400_000),
+                    client::game_feed(
+                        task,
+                        challenger.key(),
+                        defender.key(),
+                        src.code(),
+                        index,
+                        siblings as u8,
+                    ),
+                ],
+            )?);
+        }
+        Ok(out)
+    }
+
+    /// Plays `defender`'s game against `challenger`'s claim, each party by its own trace,
+    /// until it ends or a party's move is refused (returned: a challenger whose replay is
+    /// refused then loses at its deadline). Returns every record of the game.
+    #[allow(clippy::too_many_arguments)]
+    pub fn play(
+        &mut self,
+        challenger: &Actor,
+        claimed: &Trace,
+        defender: &Actor,
+        truth: &Trace,
+        task: Pubkey,
+        inputs: &Inputs,
+    ) -> Result<Vec<TxRecord>, TxRecord> {
+        let mut out = vec![];
+        while let Some(g) = self.game(&task, challenger, defender) {
+            if g.stage != STAGE_BISECT {
+                out.extend(self.replay(challenger, task, defender, claimed, inputs)?);
+            } else if g.turn == TURN_CHALLENGER {
+                out.push(self.split(challenger, task, defender, claimed)?);
+            } else {
+                out.push(self.pick(defender, task, challenger, truth)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// `game_timeout` of `defender`'s game against `challenger`'s claim, by the cranker.
+    pub fn game_timeout(
+        &mut self,
+        task: Pubkey,
+        challenger: &Actor,
+        defender: &Actor,
+    ) -> Result<TxRecord, TxRecord> {
+        self.crank(
+            "game_timeout",
+            client::game_timeout(task, challenger.key(), defender.key()),
+        )
+    }
+
+    /// `close_game` of `defender`'s game against `challenger`'s claim, by the cranker.
+    pub fn close_game(
+        &mut self,
+        task: Pubkey,
+        challenger: &Actor,
+        defender: &Actor,
+    ) -> Result<TxRecord, TxRecord> {
+        self.crank(
+            "close_game",
+            client::close_game(task, challenger.key(), defender.key()),
+        )
+    }
+}

@@ -1,0 +1,653 @@
+//! Disputes refereed by a game over a claimed trace (PROTOCOL §8.10), for elements too long to
+//! recompute in one dispute (`Mlp` models too large to read):
+//!
+//! * `dispute_layout`: the challenger proves the model's header (its widths fix the trace's
+//!   layout);
+//! * `dispute_claim`: it claims the root of the element's trace and proves the element's value
+//!   in it (kind 1: not the committed one; kind 2: the committed one);
+//! * `defend`: anyone else opens a game against the claim, until the defence deadline;
+//! * `game_split` / `game_pick`: the challenger posts the roots inside the disputed range of
+//!   steps, the defender names the segment it disputes, until one step is left;
+//! * `game_write` / `game_feed`: the challenger replays that step from proven pieces; the
+//!   program checks the memory after it against the challenger's root, and the challenger
+//!   wins the game;
+//! * `game_timeout`: a party that misses its turn loses (the challenger: its whole dispute);
+//! * `close_game`: a game whose dispute ended otherwise, or was made moot, returns its rent;
+//! * `dispute_resolve`: once the defence is closed and every game won, the claim stands: the
+//!   dispute decides as a recomputation would.
+use anchor_lang::prelude::*;
+use compute_market_protocol::{
+    commit::overturned,
+    dispute::{self, Method, DISPUTE_RESULT_WRONG},
+    feed::{self, FeedError, Target},
+    hash::Digest,
+    job::JobSpec,
+    merkle::{chunk_leaf, verify_chunk_proof, CHUNK_LEN},
+    slices,
+    trace::{self, Layout, Replay, Source, LEAF_LEN, REPLAY_LEN},
+};
+
+use crate::{
+    constants::*,
+    errors::MarketError,
+    events::{DisputeClaimed, DisputeResolved, GameEnded, GameMoved, GameOpened},
+    instructions::DisputeTurn,
+    math,
+    state::*,
+};
+
+/// Siblings read from `buf` after a piece of `at` bytes.
+fn siblings(buf: &[u8], at: usize, n: usize) -> Result<Vec<Digest>> {
+    require!(n <= dispute::MAX_CHUNK_SIBLINGS, MarketError::ProofTooLong);
+    Ok(buf
+        .get(at..at + 32 * n)
+        .ok_or(MarketError::ProofTooLong)?
+        .chunks_exact(32)
+        .map(|c| c.try_into().expect("32 bytes"))
+        .collect())
+}
+
+/// A chunk of an input's slice string (`len` bytes, BLAKE3 `root`) against its root.
+pub(crate) fn check_slice_chunk(
+    root: &Digest,
+    len: u64,
+    chunk: u64,
+    bytes: &[u8],
+    path: &[Digest],
+) -> Result<()> {
+    let count = slices::chunk_count(len);
+    require!(chunk < count, MarketError::WrongChunk);
+    require!(
+        verify_chunk_proof(root, chunk, count, &chunk_leaf(chunk, count, bytes), path),
+        MarketError::ProofMismatch
+    );
+    Ok(())
+}
+
+fn feed_error(e: FeedError) -> Error {
+    match e {
+        FeedError::WrongChunk => error!(MarketError::WrongChunk),
+        FeedError::Complete => error!(MarketError::FeedComplete),
+        FeedError::BadValue | FeedError::BadModel => error!(MarketError::InputsBreakRules),
+    }
+}
+
+/// The job's game clock in the task's window.
+fn clock_of(job: &JobSpec, task: &Task) -> Result<trace::Clock> {
+    require!(
+        dispute::method(job, task.dispute_window) == Some(Method::Game),
+        MarketError::DisputeNotSupported
+    );
+    trace::clock(job, task.dispute_window).ok_or(error!(MarketError::DisputeNotSupported))
+}
+
+/// The row and word of the dispute's element (a word of an `Mlp` row, not padding).
+fn word_of(job: &JobSpec, d: &Dispute) -> Result<(u32, u32)> {
+    match feed::target(job, d.tile, d.element) {
+        Some(Target::Word(r, w)) => Ok((r, w)),
+        Some(_) => err!(MarketError::NeedsGame),
+        None => err!(MarketError::DisputeNotSupported),
+    }
+}
+
+/// `dispute_layout`: chunk 0 of the model's slices is in the buffer with `siblings` after it;
+/// proven against the manifest's root, its header (checked against the job) fixes the trace's
+/// layout.
+pub fn layout(ctx: Context<DisputeTurn>, siblings_n: u8) -> Result<()> {
+    let a = ctx.accounts;
+    let job = a.job()?;
+    clock_of(&job, &a.task)?;
+    let lay = {
+        let mut d = a.dispute.load_mut()?;
+        require!(d.proven == 1, MarketError::NotProven);
+        require!(d.inputs == 1, MarketError::InputsNotProven);
+        require!(d.claimed == 0, MarketError::AlreadyClaimed);
+        word_of(&job, &d)?;
+        let len = d.slice_lens[0];
+        let bytes = &d.buffer[..slices::chunk_len(len, 0)];
+        let path = siblings(&d.buffer, CHUNK_LEN, siblings_n as usize)?;
+        check_slice_chunk(&d.slice_roots[0], len, 0, bytes, &path)?;
+        let lay = trace::read_header(&job, len, bytes).map_err(feed_error)?;
+        let mut f = feed::Feed::decode(&d.feed);
+        f.layers = lay.layers;
+        for (a, b) in f.widths.iter_mut().zip(lay.widths) {
+            *a = b as u16;
+        }
+        d.feed = f.encode();
+        lay
+    };
+    emit!(crate::events::DisputeFed {
+        task: a.task.key(),
+        challenger: a.challenger.key(),
+        input: 0,
+        chunk: 0,
+    });
+    msg!("trace of {} steps", lay.steps());
+    Ok(())
+}
+
+/// `dispute_claim`: the leaf of the claimed trace's memory that holds the element's word is in
+/// the buffer with `depth` siblings after it; it must lead to `root`, and the value it gives
+/// must be the one the dispute's kind asserts.
+pub fn claim(ctx: Context<DisputeTurn>, root: [u8; 32], siblings_n: u8) -> Result<()> {
+    let a = ctx.accounts;
+    let job = a.job()?;
+    let clock = clock_of(&job, &a.task)?;
+    let now = Clock::get()?.slot;
+    let (value, steps, defend_deadline) = {
+        let mut d = a.dispute.load_mut()?;
+        require!(d.proven == 1, MarketError::NotProven);
+        require!(d.claimed == 0, MarketError::AlreadyClaimed);
+        let lay = d.layout().ok_or(MarketError::NotLaidOut)?;
+        let (_, w) = word_of(&job, &d)?;
+        let (off, width) = lay.slot(lay.word_step(w));
+        let index = off / LEAF_LEN as u64;
+        require!(siblings_n as u32 == lay.depth(), MarketError::ProofMismatch);
+        let path = siblings(&d.buffer, LEAF_LEN, siblings_n as usize)?;
+        let leaf = &d.buffer[..LEAF_LEN];
+        require!(
+            trace::fold(index, trace::leaf_hash(leaf), &path) == root,
+            MarketError::ProofMismatch
+        );
+        let at = (off % LEAF_LEN as u64) as usize;
+        let mut value = [0u8; 4];
+        value[..width].copy_from_slice(&leaf[at..at + width]);
+        let differs = value[..] != d.committed[..4];
+        require!(
+            differs == (d.kind == DISPUTE_RESULT_WRONG),
+            MarketError::ClaimContradicts
+        );
+        // every game must end, and the challenger resolve, before the answer deadline
+        let turns = 2 + 2 * clock.levels as u64;
+        let end = math::add(now, clock.turn * turns + clock.step)?;
+        require!(end <= d.answer_deadline, MarketError::ClaimTooLate);
+        let defend_deadline = math::add(now, clock.turn)?;
+        d.claimed = 1;
+        d.claim_root = root;
+        d.claim_value = value;
+        d.defend_deadline = defend_deadline;
+        (value, lay.steps(), defend_deadline)
+    };
+    emit!(DisputeClaimed {
+        task: a.task.key(),
+        challenger: a.challenger.key(),
+        root,
+        value,
+        steps,
+        defend_deadline,
+    });
+    Ok(())
+}
+
+/// `dispute_resolve`: the defence closed and every game won by the challenger: the claimed
+/// trace stands, and the dispute decides on its value as on a recomputed one (kind 1 wins;
+/// kind 2 refutes the vote and goes on to the next).
+pub fn resolve(ctx: Context<DisputeTurn>) -> Result<()> {
+    let a = ctx.accounts;
+    let (kind, committed, value) = {
+        let d = a.dispute.load()?;
+        require!(d.claimed == 1, MarketError::NotClaimed);
+        require!(
+            Clock::get()?.slot > d.defend_deadline,
+            MarketError::DefenceOpen
+        );
+        require!(d.games_open == 0, MarketError::GamesOpen);
+        let mut v = [0u8; 32];
+        v[..4].copy_from_slice(&d.claim_value);
+        (d.kind, d.committed, v)
+    };
+    a.decide(kind, committed, value)
+}
+
+#[derive(Accounts)]
+pub struct Defend<'info> {
+    #[account(seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
+    pub task: Box<Account<'info, Task>>,
+    #[account(mut, constraint = dispute.load()?.task == task.key() @ MarketError::WrongTask)]
+    pub dispute: AccountLoader<'info, Dispute>,
+    #[account(
+        init, payer = defender, space = Game::SPACE,
+        seeds = [SEED_GAME, dispute.key().as_ref(), defender.key().as_ref()], bump,
+    )]
+    pub game: AccountLoader<'info, Game>,
+    /// Anyone but the challenger: its rent for the game is its bond.
+    #[account(mut)]
+    pub defender: Signer<'info>,
+    pub system_program: Program<'info, System>,
+}
+
+impl Defend<'_> {
+    /// A claimed, open dispute, its verdict in force, its defence not closed.
+    pub fn validate(&self) -> Result<()> {
+        let d = self.dispute.load()?;
+        require!(d.state == DISPUTE_OPEN, MarketError::DisputeNotClosable);
+        require!(
+            !overturned(self.task.tally().majority),
+            MarketError::DisputeMoot
+        );
+        require!(d.claimed == 1, MarketError::NotClaimed);
+        require!(
+            Clock::get()?.slot <= d.defend_deadline,
+            MarketError::DefenceClosed
+        );
+        require_keys_neq!(self.defender.key(), d.challenger, MarketError::OwnClaim);
+        Ok(())
+    }
+}
+
+/// `defend`: a game against the dispute's claim over all its steps: the memory before the
+/// first is all zero (agreed), after the last the claimed root (disputed).
+pub fn defend(ctx: Context<Defend>) -> Result<()> {
+    let a = ctx.accounts;
+    let job = JobSpec::decode(&a.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
+    let clock = clock_of(&job, &a.task)?;
+    let now = Clock::get()?.slot;
+    let (steps, claim_root, depth) = {
+        let mut d = a.dispute.load_mut()?;
+        d.games_open = d
+            .games_open
+            .checked_add(1)
+            .ok_or(MarketError::MathOverflow)?;
+        let lay = d.layout().ok_or(MarketError::NotLaidOut)?;
+        (lay.steps(), d.claim_root, lay.depth())
+    };
+    let deadline = math::add(now, clock.turn)?;
+    {
+        let mut g = a.game.load_init()?;
+        g.version = ACCOUNT_VERSION;
+        g.bump = ctx.bumps.game;
+        g.task = a.task.key();
+        g.dispute = a.dispute.key();
+        g.defender = a.defender.key();
+        g.lo = 0;
+        g.hi = steps;
+        g.lo_root = trace::zero_root(depth);
+        g.hi_root = claim_root;
+        g.opened_slot = now;
+        g.turn = TURN_CHALLENGER;
+        g.deadline = deadline;
+        if steps == 1 {
+            g.stage = STAGE_REPLAY;
+            g.deadline = math::add(now, clock.step)?;
+        }
+    }
+    emit!(GameOpened {
+        task: a.task.key(),
+        dispute: a.dispute.key(),
+        defender: a.defender.key(),
+        steps,
+        deadline,
+    });
+    Ok(())
+}
+
+#[derive(Accounts)]
+pub struct GameTurn<'info> {
+    #[account(seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
+    pub task: Box<Account<'info, Task>>,
+    #[account(mut, constraint = dispute.load()?.task == task.key() @ MarketError::WrongTask)]
+    pub dispute: AccountLoader<'info, Dispute>,
+    #[account(
+        mut,
+        seeds = [SEED_GAME, dispute.key().as_ref(), game.load()?.defender.as_ref()],
+        bump = game.load()?.bump,
+    )]
+    pub game: AccountLoader<'info, Game>,
+    /// The party whose turn it is (the challenger splits and replays, the defender picks);
+    /// the challenger gets the game's rent when it wins it.
+    #[account(mut)]
+    pub mover: Signer<'info>,
+}
+
+impl GameTurn<'_> {
+    /// The game's dispute still open and claimed, its verdict in force, the turn the signer's
+    /// and not expired.
+    pub fn validate(&self) -> Result<()> {
+        let d = self.dispute.load()?;
+        let g = self.game.load()?;
+        require!(d.state == DISPUTE_OPEN, MarketError::DisputeNotClosable);
+        require!(
+            !overturned(self.task.tally().majority),
+            MarketError::DisputeMoot
+        );
+        require!(d.claimed == 1, MarketError::NotClaimed);
+        require!(Clock::get()?.slot <= g.deadline, MarketError::TurnExpired);
+        let who = if g.turn == TURN_CHALLENGER {
+            d.challenger
+        } else {
+            g.defender
+        };
+        require_keys_eq!(self.mover.key(), who, MarketError::NotYourTurn);
+        Ok(())
+    }
+
+    fn job_clock(&self) -> Result<(JobSpec, trace::Clock)> {
+        let job =
+            JobSpec::decode(&self.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
+        let clock = clock_of(&job, &self.task)?;
+        Ok((job, clock))
+    }
+
+    fn moved(&self, action: u8, piece: u64) -> Result<()> {
+        let g = self.game.load()?;
+        emit!(GameMoved {
+            task: self.task.key(),
+            dispute: self.dispute.key(),
+            defender: g.defender,
+            action,
+            lo: g.lo,
+            hi: g.hi,
+            segments: g.segments,
+            piece,
+            deadline: g.deadline,
+        });
+        Ok(())
+    }
+}
+
+/// `game_split`: the challenger's roots at the inner points of the disputed range's segments.
+pub fn split(ctx: Context<GameTurn>, roots: Vec<[u8; 32]>) -> Result<()> {
+    let a = ctx.accounts;
+    let (_, clock) = a.job_clock()?;
+    {
+        let mut g = a.game.load_mut()?;
+        require!(g.stage == STAGE_BISECT, MarketError::NotYourTurn);
+        let (k, _) = trace::split_points(g.lo, g.hi);
+        require!(roots.len() as u64 + 1 == k, MarketError::WrongSplit);
+        for (slot, r) in g.roots.iter_mut().zip(&roots) {
+            *slot = *r;
+        }
+        g.segments = k as u8;
+        g.turn = TURN_DEFENDER;
+        g.deadline = math::add(Clock::get()?.slot, clock.turn)?;
+    }
+    a.moved(1, 0)
+}
+
+/// `game_pick`: the defender disputes the end of segment `segment` and agrees with its start.
+pub fn pick(ctx: Context<GameTurn>, segment: u8) -> Result<()> {
+    let a = ctx.accounts;
+    let (_, clock) = a.job_clock()?;
+    let now = Clock::get()?.slot;
+    {
+        let mut g = a.game.load_mut()?;
+        let k = g.segments as u64;
+        require!((segment as u64) < k, MarketError::WrongSegment);
+        let (_, p) = trace::split_points(g.lo, g.hi);
+        let i = segment as u64;
+        let (lo, hi) = (p(i), p(i + 1));
+        if i > 0 {
+            g.lo_root = g.roots[i as usize - 1];
+        }
+        if i + 1 < k {
+            g.hi_root = g.roots[i as usize];
+        }
+        g.lo = lo;
+        g.hi = hi;
+        g.segments = 0;
+        g.roots = [[0; 32]; trace::MAX_SPLIT_ROOTS];
+        g.turn = TURN_CHALLENGER;
+        if hi - lo == 1 {
+            g.stage = STAGE_REPLAY;
+            g.replay = [0; REPLAY_LEN];
+            g.deadline = math::add(now, clock.step)?;
+        } else {
+            g.deadline = math::add(now, clock.turn)?;
+        }
+    }
+    a.moved(2, 0)
+}
+
+/// `game_write`: part of a piece of the replay and its siblings into the game's buffer.
+pub fn write(ctx: Context<GameTurn>, offset: u16, data: Vec<u8>) -> Result<()> {
+    let a = ctx.accounts;
+    {
+        let mut g = a.game.load_mut()?;
+        require!(g.stage == STAGE_REPLAY, MarketError::NotReplaying);
+        let end = offset as usize + data.len();
+        require!(end <= g.buffer.len(), MarketError::ProofTooLong);
+        g.buffer[offset as usize..end].copy_from_slice(&data);
+    }
+    a.moved(3, offset as u64)
+}
+
+/// `game_feed`: piece `index` of `source` (0 model, 1 batch: a chunk of its slices; 2 the
+/// memory before the step: a leaf) is in the buffer with `siblings` after it. Proven, the
+/// replay takes it; when it takes the step's own leaf, the memory after the step must have
+/// the challenger's root, and the challenger wins the game.
+pub fn feed(ctx: Context<GameTurn>, source: u8, index: u64, siblings_n: u8) -> Result<()> {
+    let a = ctx.accounts;
+    let (job, _) = a.job_clock()?;
+    let src = Source::from_code(source).ok_or(MarketError::WrongChunk)?;
+    let (lay, row, roots, lens): (Layout, u32, [Digest; 2], [u64; 2]) = {
+        let d = a.dispute.load()?;
+        let (row, _) = word_of(&job, &d)?;
+        (
+            d.layout().ok_or(MarketError::NotLaidOut)?,
+            row,
+            d.slice_roots,
+            d.slice_lens,
+        )
+    };
+    let won = {
+        let mut g = a.game.load_mut()?;
+        require!(g.stage == STAGE_REPLAY, MarketError::NotReplaying);
+        let s = g.hi;
+        let mut r = Replay::decode(&g.replay);
+        // the piece the replay needs next, before any hashing
+        let want = r
+            .next(&job, &lay, row, s)
+            .ok_or(MarketError::FeedComplete)?;
+        require!(want == (src, index), MarketError::WrongChunk);
+        let g = &mut *g;
+        let (bytes_len, path) = match src {
+            Source::Trace => {
+                require!(siblings_n as u32 == lay.depth(), MarketError::ProofMismatch);
+                require!(index < lay.leaves(), MarketError::WrongChunk);
+                let path = siblings(&g.buffer, LEAF_LEN, siblings_n as usize)?;
+                require!(
+                    trace::fold(index, trace::leaf_hash(&g.buffer[..LEAF_LEN]), &path) == g.lo_root,
+                    MarketError::ProofMismatch
+                );
+                (LEAF_LEN, path)
+            }
+            Source::Model | Source::Batch => {
+                let i = src.code() as usize;
+                let n = slices::chunk_len(lens[i], index);
+                let path = siblings(&g.buffer, CHUNK_LEN, siblings_n as usize)?;
+                check_slice_chunk(&roots[i], lens[i], index, &g.buffer[..n], &path)?;
+                (n, path)
+            }
+        };
+        let taken = r
+            .take(
+                &job,
+                &lay,
+                row,
+                s,
+                src,
+                index,
+                &g.buffer[..bytes_len],
+                &mut g.work,
+            )
+            .map_err(feed_error)?;
+        g.replay = r.encode();
+        match taken {
+            None => false,
+            Some(patch) => {
+                // the slot's leaf (proven above) becomes the leaf after the step
+                patch.apply(&mut g.buffer[..LEAF_LEN]);
+                require!(
+                    trace::fold(index, trace::leaf_hash(&g.buffer[..LEAF_LEN]), &path) == g.hi_root,
+                    MarketError::ReplayMismatch
+                );
+                true
+            }
+        }
+    };
+    a.moved(4, index)?;
+    if won {
+        let (defender, step) = {
+            let g = a.game.load()?;
+            (g.defender, g.hi)
+        };
+        {
+            let mut d = a.dispute.load_mut()?;
+            d.games_open = d
+                .games_open
+                .checked_sub(1)
+                .ok_or(MarketError::MathOverflow)?;
+        }
+        emit!(GameEnded {
+            task: a.task.key(),
+            dispute: a.dispute.key(),
+            defender,
+            outcome: 1,
+            step,
+        });
+        a.game.close(a.mover.to_account_info())?;
+    }
+    Ok(())
+}
+
+#[derive(Accounts)]
+pub struct GameTimeout<'info> {
+    #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
+    pub task: Box<Account<'info, Task>>,
+    #[account(
+        mut,
+        seeds = [SEED_DISPUTE, task.key().as_ref(), challenger.key().as_ref()], bump,
+    )]
+    pub dispute: AccountLoader<'info, Dispute>,
+    #[account(
+        mut,
+        seeds = [SEED_GAME, dispute.key().as_ref(), defender.key().as_ref()],
+        bump = game.load()?.bump,
+    )]
+    pub game: AccountLoader<'info, Game>,
+    /// CHECK: the dispute's challenger (its PDA's seed): gets the dispute's rent when it loses,
+    /// the game's when the defender loses.
+    #[account(mut)]
+    pub challenger: UncheckedAccount<'info>,
+    /// CHECK: the game's defender (its PDA's seed): gets the game's rent back when it wins.
+    #[account(mut)]
+    pub defender: UncheckedAccount<'info>,
+}
+
+impl GameTimeout<'_> {
+    /// The game's dispute open and in force, the turn's deadline passed.
+    pub fn validate(&self) -> Result<()> {
+        let d = self.dispute.load()?;
+        require!(d.state == DISPUTE_OPEN, MarketError::DisputeNotClosable);
+        require!(
+            !overturned(self.task.tally().majority),
+            MarketError::DisputeMoot
+        );
+        require!(
+            Clock::get()?.slot > self.game.load()?.deadline,
+            MarketError::TurnNotExpired
+        );
+        Ok(())
+    }
+}
+
+/// `game_timeout` (anyone): the party whose turn it was loses. A defender's loss closes its
+/// game (its rent to the challenger); the challenger's loses its whole dispute (its bond
+/// forfeit to the defenders' side, as a dispute lost by recomputation) and the game's rent
+/// goes back to the defender.
+pub fn timeout(ctx: Context<GameTimeout>) -> Result<()> {
+    let a = ctx.accounts;
+    let (turn, step) = {
+        let g = a.game.load()?;
+        (g.turn, g.hi)
+    };
+    let defender_won = turn == TURN_CHALLENGER;
+    emit!(GameEnded {
+        task: a.task.key(),
+        dispute: a.dispute.key(),
+        defender: a.defender.key(),
+        outcome: if defender_won { 2 } else { 1 },
+        step,
+    });
+    if !defender_won {
+        {
+            let mut d = a.dispute.load_mut()?;
+            d.games_open = d
+                .games_open
+                .checked_sub(1)
+                .ok_or(MarketError::MathOverflow)?;
+        }
+        return a.game.close(a.challenger.to_account_info());
+    }
+    let bond = a.dispute.load()?.bond;
+    let task = &mut a.task;
+    task.dispute_forfeit = math::add(task.dispute_forfeit, bond)?;
+    task.disputes_open = task
+        .disputes_open
+        .checked_sub(1)
+        .ok_or(MarketError::MathOverflow)?;
+    emit!(DisputeResolved {
+        task: task.key(),
+        challenger: a.challenger.key(),
+        outcome: 2,
+        majority: task.tally().majority,
+        vote: Pubkey::default(),
+        committed: [0; 32],
+        recomputed: [0; 32],
+    });
+    a.game.close(a.defender.to_account_info())?;
+    a.dispute.close(a.challenger.to_account_info())
+}
+
+#[derive(Accounts)]
+pub struct CloseGame<'info> {
+    #[account(seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
+    pub task: Box<Account<'info, Task>>,
+    /// CHECK: the game's dispute: closed already (its challenger lost or timed out), or open
+    /// and moot (another dispute overturned the verdict); read in the handler.
+    #[account(mut, address = game.load()?.dispute @ MarketError::WrongTask)]
+    pub dispute: UncheckedAccount<'info>,
+    #[account(
+        mut, close = defender,
+        constraint = game.load()?.task == task.key() @ MarketError::WrongTask,
+        seeds = [SEED_GAME, dispute.key().as_ref(), defender.key().as_ref()],
+        bump = game.load()?.bump,
+    )]
+    pub game: AccountLoader<'info, Game>,
+    /// CHECK: the game's defender (its PDA's seed): gets the rent back.
+    #[account(mut)]
+    pub defender: UncheckedAccount<'info>,
+}
+
+/// `close_game` (anyone): a game whose dispute has ended (closed) or is moot returns its rent
+/// to the defender.
+pub fn close_game(ctx: Context<CloseGame>) -> Result<()> {
+    let a = ctx.accounts;
+    let info = a.dispute.to_account_info();
+    if info.owner == &crate::ID && !info.data_is_empty() {
+        use anchor_lang::Discriminator;
+        let mut data = info.try_borrow_mut_data()?;
+        require!(
+            data.len() >= Dispute::SPACE && data[..8] == *Dispute::DISCRIMINATOR,
+            MarketError::GameNotClosable
+        );
+        let d: &mut Dispute = bytemuck::from_bytes_mut(&mut data[8..Dispute::SPACE]);
+        require!(
+            d.state == DISPUTE_OPEN && overturned(a.task.tally().majority),
+            MarketError::GameNotClosable
+        );
+        d.games_open = d
+            .games_open
+            .checked_sub(1)
+            .ok_or(MarketError::MathOverflow)?;
+    }
+    let g = a.game.load()?;
+    emit!(GameEnded {
+        task: a.task.key(),
+        dispute: a.dispute.key(),
+        defender: g.defender,
+        outcome: 3,
+        step: g.hi,
+    });
+    Ok(())
+}

@@ -1,0 +1,79 @@
+use anchor_lang::prelude::*;
+use compute_market_protocol::trace::{BUFFER_LEN, MAX_SPLIT_ROOTS, REPLAY_LEN, WORK_LEN};
+
+/// The challenger splits (or, one step left, replays it).
+pub const TURN_CHALLENGER: u8 = 0;
+/// The defender picks a segment.
+pub const TURN_DEFENDER: u8 = 1;
+/// Splitting the range of steps.
+pub const STAGE_BISECT: u8 = 0;
+/// One step left: the challenger replays it.
+pub const STAGE_REPLAY: u8 = 1;
+
+/// One defender's game against a dispute's claimed trace (PROTOCOL §8.10):
+/// `[SEED_GAME, dispute, defender]`. Zero-copy (a replay's buffer and work area). Its rent is
+/// the defender's bond: returned when the defender wins or the game is moot, paid to the
+/// challenger when the defender loses.
+#[account(zero_copy)]
+#[repr(C)]
+pub struct Game {
+    /// Layout version ([`crate::constants::ACCOUNT_VERSION`]).
+    pub version: u8,
+    /// Canonical bump.
+    pub bump: u8,
+    /// [`TURN_CHALLENGER`] or [`TURN_DEFENDER`].
+    pub turn: u8,
+    /// [`STAGE_BISECT`] or [`STAGE_REPLAY`].
+    pub stage: u8,
+    /// Segments of the last split (its roots are `roots[..segments − 1]`), 0 before the first.
+    pub segments: u8,
+    /// Padding (zero).
+    pub pad0: [u8; 3],
+    /// The task.
+    pub task: Pubkey,
+    /// The dispute whose claim is defended against.
+    pub dispute: Pubkey,
+    /// Who defends (picks segments, gets the rent back unless it loses).
+    pub defender: Pubkey,
+    /// The range of steps in dispute: the memory after `lo` steps is agreed, after `hi` not.
+    pub lo: u64,
+    /// See `lo`.
+    pub hi: u64,
+    /// Last slot the party whose turn it is may move: after it, `game_timeout`.
+    pub deadline: u64,
+    /// Slot it was opened.
+    pub opened_slot: u64,
+    /// The challenger's root of the memory after `lo` steps (agreed).
+    pub lo_root: [u8; 32],
+    /// The challenger's root after `hi` steps (disputed).
+    pub hi_root: [u8; 32],
+    /// The last split's roots.
+    pub roots: [[u8; 32]; MAX_SPLIT_ROOTS],
+    /// The replay's state (`compute_market_protocol::trace::Replay`).
+    pub replay: [u8; REPLAY_LEN],
+    /// A piece (model or batch chunk, memory leaf) and its siblings (`game_write`).
+    pub buffer: [u8; BUFFER_LEN],
+    /// The replay's work area: one layer's inputs.
+    pub work: [u8; WORK_LEN],
+}
+
+impl Game {
+    /// Account size with the discriminator.
+    pub const SPACE: usize = 8 + core::mem::size_of::<Game>();
+    /// Byte offset of `task` in the account data: clients filter a task's games here.
+    pub const TASK_OFFSET: usize = 8 + 8;
+    /// Byte offset of `dispute`: a dispute's games.
+    pub const DISPUTE_OFFSET: usize = 8 + 8 + 32;
+
+    /// Reads a game from its account data (discriminator included), off-chain; `None` if the
+    /// data is not a game.
+    pub fn from_account_data(data: &[u8]) -> Option<Game> {
+        use anchor_lang::Discriminator;
+        if data.get(..8)? != Game::DISCRIMINATOR {
+            return None;
+        }
+        Some(bytemuck::pod_read_unaligned(
+            data.get(8..8 + core::mem::size_of::<Game>())?,
+        ))
+    }
+}
