@@ -258,8 +258,43 @@ fn a_right_claim_beats_every_defender_and_overturns_three_colluders() {
 #[test]
 fn a_wrong_claim_against_a_right_row_loses_to_one_honest_defender() {
     let s = setup();
+    // the cheat's first wrong value is a first-layer output, replayed from the batch's row
+    wrong_claim_loses(&s, &s.cheat, |step| {
+        matches!(step, trace::Step::Hidden { layer: 0, .. })
+    });
+}
+
+#[test]
+fn a_wrong_logit_or_class_is_replayed_from_the_memory_before_it() {
+    let mut s = setup();
+    // a claim wrong only in the last layer: its logit's replay reads the second hidden
+    // layer's values from the memory, proven against the agreed root (a refused proof would
+    // be a ProofMismatch, not the ReplayMismatch asserted)
+    let (_, _, word) = s.disputed();
+    let mut late = s.right.clone();
+    late.layers[2].bias[word as usize] += 50_000;
+    s.cheat = late.clone();
+    wrong_claim_loses(&s, &late, |step| step == trace::Step::Logit(word));
+    // a claim whose logits are right and class wrong: the class's replay reads the logits
+    let truth = Trace::of(&s.right, s.row(6));
+    let mut lie = truth.clone();
+    let at = lie.lay.slot(lie.lay.steps()).0 as usize;
+    lie.mem[at] ^= 1;
+    wrong_trace_loses(&s, &lie, 10, |step| step == trace::Step::Class);
+}
+
+/// A stranger claims `cheat`'s trace of row 6 against the right result; two honest verifiers
+/// defend; the first narrows the claim to a step `first_wrong` accepts, whose replay is
+/// refused, and the stranger loses at its deadline.
+fn wrong_claim_loses(s: &Setup, cheat: &Mlp, first_wrong: impl Fn(trace::Step) -> bool) {
+    let lie = Trace::of(cheat, s.row(6));
+    let (_, _, word) = s.disputed();
+    wrong_trace_loses(s, &lie, word, first_wrong)
+}
+
+fn wrong_trace_loses(s: &Setup, lie: &Trace, word: u32, first_wrong: impl Fn(trace::Step) -> bool) {
     let right = s.result(&s.right);
-    let (tile, element, word) = s.disputed();
+    let (tile, element) = (1, 2 * 11 + word);
     let mut c = cast_in(3, 1, market());
     let task = c.submitted_job(1, s.job, 3, right.root());
     let before = supply(&c.w);
@@ -268,7 +303,6 @@ fn a_wrong_claim_against_a_right_row_loses_to_one_honest_defender() {
     let vs: Vec<&Actor> = c.verifiers.iter().collect();
     vouch(w, task, &vs, 10);
     let truth = Trace::of(&s.right, s.row(6));
-    let lie = Trace::of(&s.cheat, s.row(6));
 
     // a stranger claims the cheat's trace; the provider stays out of it
     w.open_dispute(&stranger, task, 1, tile, element).unwrap();
@@ -276,7 +310,7 @@ fn a_wrong_claim_against_a_right_row_loses_to_one_honest_defender() {
         .unwrap();
     w.prove_inputs(&stranger, task, &s.inputs).unwrap();
     w.lay_out(&stranger, task, &s.inputs).unwrap();
-    w.claim_trace(&stranger, task, &lie, word).unwrap();
+    w.claim_trace(&stranger, task, lie, word).unwrap();
     let wallet = w.balance(&stranger.wallet);
     // two honest verifiers defend; one game is enough
     let (honest, other) = (vs[1], vs[2]);
@@ -291,7 +325,7 @@ fn a_wrong_claim_against_a_right_row_loses_to_one_honest_defender() {
     });
     // bisection narrows the lie to the first step it got wrong, whose replay is refused
     let refusal = w
-        .play(&stranger, &lie, honest, &truth, task, &s.inputs)
+        .play(&stranger, lie, honest, &truth, task, &s.inputs)
         .expect_err("the lie's step does not replay to its root");
     assert!(
         refusal.logs.join("\n").contains("ReplayMismatch"),
@@ -301,14 +335,8 @@ fn a_wrong_claim_against_a_right_row_loses_to_one_honest_defender() {
     let g = w.game(&task, &stranger, honest).unwrap();
     assert_eq!(g.hi - g.lo, 1, "one step left");
     let layout = trace::build::layout(&s.right);
-    assert!(
-        matches!(
-            layout.step(g.hi),
-            Some(trace::Step::Hidden { layer: 0, .. })
-        ),
-        "the cheat's first wrong value is a first-layer output: step {}",
-        g.hi
-    );
+    let step = layout.step(g.hi).unwrap();
+    assert!(first_wrong(step), "the lie's first wrong step: {step:?}");
     w.advance(g.deadline + 1 - w.slot());
     let lamports = w.c.svm.get_balance(&honest.key()).unwrap();
     w.game_timeout(task, &stranger, honest).unwrap();
@@ -341,5 +369,100 @@ fn a_wrong_claim_against_a_right_row_loses_to_one_honest_defender() {
         supply(w),
         before + 10 * R,
         "conserved (the stranger's tokens added)"
+    );
+}
+
+#[test]
+fn a_rejected_right_result_is_restored_by_games_played_from_two_wallets() {
+    use compute_market::pda;
+    use compute_market_protocol::{
+        commit::{VERDICT_CLAIMS_REFUTED, VOTE_INVALID},
+        dispute::{invalid_evidence, DISPUTE_CLAIMS_FALSE},
+    };
+    let s = setup();
+    let right = s.result(&s.right);
+    let mut c = cast_in(3, 1, market());
+    let task = c.submitted_job(1, s.job, 3, right.root());
+    let before = supply(&c.w);
+    let second = c.w.actor("provider.second", 10 * R);
+    let w = &mut c.w;
+    let [v0, v1, v2] = [&c.verifiers[0], &c.verifiers[1], &c.verifiers[2]];
+    let invalid_at = |tile: u32, element: u32, tag: u64| {
+        let mut b = Ballot::new(VOTE_INVALID, tag);
+        b.evidence = invalid_evidence(tile, element, &b.evidence);
+        b
+    };
+    // v1 points at row 6's logit 3, v2 at row 9's class: both right
+    w.decide(
+        task,
+        &[
+            (v0, Ballot::new(VOTE_VALID, 1)),
+            (v1, invalid_at(1, 2 * 11 + 3, 2)),
+            (v2, invalid_at(2, 11 + 10, 3)),
+        ],
+    );
+    assert_eq!(w.task(&task).status, TaskStatus::Rejected);
+    let provider = c.provider.clone();
+    w.donate(&c.client, provider.wallet, R).unwrap();
+    let (vote1, vote2) = (pda::vote(&task, &v1.node, 0), pda::vote(&task, &v2.node, 0));
+    // one kind-2 dispute a vote, from two wallets, in parallel: each claims its row's trace
+    for (who, vote, row, word) in [(&provider, vote1, 6, 3), (&second, vote2, 9, 10)] {
+        w.open_dispute(who, task, DISPUTE_CLAIMS_FALSE, 0, 0)
+            .unwrap();
+        w.dispute_target(who, task, vote).unwrap();
+        let d = w.dispute(&task, who).unwrap();
+        w.prove_element(who, task, &right, d.tile, d.element)
+            .unwrap();
+        w.prove_inputs(who, task, &s.inputs).unwrap();
+        w.lay_out(who, task, &s.inputs).unwrap();
+        let truth = Trace::of(&s.right, s.row(row));
+        // a claim that the committed value is wrong refutes nothing
+        let mut lie = truth.clone();
+        let at = lie.lay.slot(lie.lay.word_step(word)).0 as usize;
+        lie.mem[at] ^= 1;
+        refused(w, "ClaimContradicts", |w| {
+            w.claim_trace(who, task, &lie, word)
+        });
+        w.claim_trace(who, task, &truth, word)
+            .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+    }
+    // v1 defends its claim with a trace of the cheat's model and loses the game; v2 joins
+    // and goes silent
+    let truth = Trace::of(&s.right, s.row(6));
+    let lie = Trace::of(&s.cheat, s.row(6));
+    w.defend(v1, task, &provider).unwrap();
+    w.play(&provider, &truth, v1, &lie, task, &s.inputs)
+        .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+    w.defend(v2, task, &second).unwrap();
+    let truth9 = Trace::of(&s.right, s.row(9));
+    w.split(&second, task, v2, &truth9).unwrap();
+    let g = w.game(&task, &second, v2).unwrap();
+    w.advance(g.deadline + 1 - w.slot());
+    w.game_timeout(task, &second, v2).unwrap();
+    let d = w.dispute(&task, &provider).unwrap();
+    w.advance(d.defend_deadline.saturating_sub(w.slot()) + 1);
+    w.resolve(&provider, task, Some(vote1)).unwrap();
+    assert_eq!(w.task(&task).status, TaskStatus::Rejected, "one seat left");
+    assert_eq!(w.task(&task).refuted_seats, 1);
+    w.resolve(&second, task, Some(vote2)).unwrap();
+    let t = w.task(&task);
+    assert_eq!(
+        (t.status, t.tally().majority),
+        (TaskStatus::Accepted, VERDICT_CLAIMS_REFUTED)
+    );
+    // the provider's own dispute is moot now: its bond comes back at close
+    let vb = t.verifier_bond;
+    let stakes: Vec<u64> = [v1, v2].iter().map(|v| stake(w, v)).collect();
+    let wallet = w.balance(&provider.wallet);
+    w.close_dispute(task, &provider).unwrap();
+    assert_eq!(w.balance(&provider.wallet), wallet + vb, "its bond back");
+    w.conclude(task).unwrap();
+    wind_up(w, task, &[v0, v1, v2], &[&second]);
+    assert_eq!(stake(w, v1), stakes[0] - vb, "a false statement");
+    assert_eq!(stake(w, v2), stakes[1] - vb, "a false statement");
+    assert_eq!(
+        supply(w),
+        before + 10 * R,
+        "conserved (the second wallet's tokens added)"
     );
 }
