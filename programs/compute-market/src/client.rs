@@ -628,6 +628,7 @@ fn game_turn(task: Pubkey, challenger: Pubkey, defender: Pubkey, mover: Pubkey) 
         task,
         dispute,
         game: pda::game(&dispute, &defender),
+        defender,
         mover,
     }
 }

@@ -289,10 +289,12 @@ pub struct GameTurn<'info> {
     pub dispute: AccountLoader<'info, Dispute>,
     #[account(
         mut,
-        seeds = [SEED_GAME, dispute.key().as_ref(), game.load()?.defender.as_ref()],
+        seeds = [SEED_GAME, dispute.key().as_ref(), defender.key().as_ref()],
         bump = game.load()?.bump,
     )]
     pub game: AccountLoader<'info, Game>,
+    /// CHECK: the game's defender (its PDA's seed); the mover when it picks.
+    pub defender: UncheckedAccount<'info>,
     /// The party whose turn it is (the challenger splits and replays, the defender picks);
     /// the challenger gets the game's rent when it wins it.
     #[account(mut)]

@@ -8,6 +8,7 @@
 
 export * from './config';
 export * from './dispute';
+export * from './game';
 export * from './market';
 export * from './node';
 export * from './task';

@@ -9,6 +9,7 @@
 export * from './config';
 export * from './dispute';
 export * from './escrow';
+export * from './game';
 export * from './node';
 export * from './providerVault';
 export * from './vault';
