@@ -57,8 +57,9 @@ impl Trace {
     }
 }
 
-/// Bytes a write carries.
-const WRITE_LEN: usize = crate::disputes::WRITE_LEN;
+/// Bytes one `game_write` carries: as many as fit a packet beside its signature, its five
+/// accounts and a compute-budget instruction.
+pub const WRITE_LEN: usize = 896;
 
 fn with_path(mut piece: Vec<u8>, len: usize, path: &[Digest]) -> Vec<u8> {
     piece.resize(len, 0);

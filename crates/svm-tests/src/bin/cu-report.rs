@@ -34,7 +34,10 @@ const PACKET: usize = 1_232;
 
 /// Whether a row is one of a dispute's instructions.
 fn is_dispute(label: &str) -> bool {
-    label.contains("dispute") || label.starts_with("conclude_task")
+    label.contains("dispute")
+        || label.starts_with("conclude_task")
+        || label.contains("game")
+        || label == "defend"
 }
 
 /// One kind-1 dispute at the bounds of `job`: a wrong result whose committed root the provider
@@ -192,6 +195,137 @@ fn random_model(widths: &[usize]) -> compute_market_protocol::infer::Mlp {
             })
             .collect(),
     }
+}
+
+/// A game at its bounds (PROTOCOL §8.10): a 64-4096-4096-4096 model (33 MiB of slices, far
+/// too large to read in a dispute). The client claims the right trace of a row against a
+/// wrong class; two defenders each hold a trace that departs from it at one step, so their
+/// games end at the widest replays: a second-layer output (4 096 inputs from the memory, a
+/// 4 108-byte record across six chunks) and the class (4 096 logits from 16 leaves). Returns
+/// the rows of each game instruction
+/// (the costliest of each) and the transactions of a dispute against one defender, from open
+/// to verdict.
+fn game_at_bounds() -> (Vec<TxRecord>, usize) {
+    use compute_market_protocol::trace;
+    use compute_market_svm_tests::games::Trace;
+    let model = random_model(&[64, 4_096, 4_096, 4_096]);
+    let x: Vec<i8> = (0..4 * 64).map(|i| (i % 17) as i8).collect();
+    let (job, inputs) = disputes::Inputs::mlp(&model, &x, 4);
+    assert_eq!(dispute::method(&job, 400), Some(dispute::Method::Game));
+    let market = compute_market::state::MarketArgs {
+        dispute_window: 400,
+        ..test_market(1)
+    };
+    let mut c = cast_in(3, 1, market);
+    let truth = Trace::of(&model, &x[64..128]);
+    let class = 4_096u32;
+    // row 1's class is wrong in the result
+    let rows: Vec<Vec<u8>> = x.chunks(64).map(|r| model.row(r)).collect();
+    let wrong = disputes::Committed::new(job, |t, e| {
+        let (row, w) = ((t * 4 + e / 4_097) as usize, (e % 4_097) as usize);
+        let mut v = [0u8; 32];
+        if let Some(r) = rows.get(row) {
+            v[..4].copy_from_slice(&r[4 * w..4 * w + 4]);
+        }
+        if (row, w as u32) == (1, class) {
+            v[0] ^= 1;
+        }
+        v
+    });
+    let task = c.submitted_job(1, job, 0, wrong.root());
+    let w = &mut c.w;
+    let votes: Vec<(&Actor, Ballot)> = c
+        .verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v, Ballot::new(VOTE_VALID, i as u64)))
+        .collect();
+    w.decide(task, &votes);
+    let start = w.records.len();
+    let client = c.client.clone();
+    let element = 4_097 + class;
+    w.open_dispute(&client, task, 1, 0, element).expect("open");
+    w.prove_element(&client, task, &wrong, 0, element)
+        .expect("prove");
+    w.prove_inputs(&client, task, &inputs).expect("inputs");
+    w.lay_out(&client, task, &inputs).expect("layout");
+    w.claim_trace(&client, task, &truth, class).expect("claim");
+    let lay = truth.lay;
+    // each defender's trace departs from the truth at one step
+    let departing = |s: u64| {
+        let mut t = truth.clone();
+        let (off, _) = lay.slot(s);
+        t.mem[off as usize] ^= 0x55;
+        t
+    };
+    let second_layer = lay.hidden_at(1) + 2_000 + 1;
+    assert!(matches!(
+        lay.step(second_layer),
+        Some(trace::Step::Hidden { layer: 1, .. })
+    ));
+    let mut one_game = 0;
+    for (name, s) in [("d.hidden", second_layer), ("d.class", lay.steps())] {
+        let d = w.actor(name, 0);
+        w.defend(&d, task, &client).expect("defend");
+        w.play(&client, &truth, &d, &departing(s), task, &inputs)
+            .expect("the right claim wins the game");
+        if one_game == 0 {
+            // open to claim, one game to its widest replay, and the resolution
+            one_game = w.records.len() - start + 1;
+        }
+    }
+    // a defender that goes silent after the client's split loses at its deadline
+    let silent = w.actor("d.silent", 0);
+    w.defend(&silent, task, &client).expect("defend");
+    w.split(&client, task, &silent, &truth).expect("split");
+    let g = w.game(&task, &client, &silent).expect("a game");
+    // a second challenger's claim, defended against, made moot by the first one's win
+    let other = w.actor("other", 10_000_000);
+    w.open_dispute(&other, task, 1, 0, element).expect("open");
+    w.prove_element(&other, task, &wrong, 0, element)
+        .expect("prove");
+    w.prove_inputs(&other, task, &inputs).expect("inputs");
+    w.lay_out(&other, task, &inputs).expect("layout");
+    w.claim_trace(&other, task, &truth, class).expect("claim");
+    let moot = w.actor("d.moot", 0);
+    w.defend(&moot, task, &other).expect("defend");
+    w.advance(g.deadline + 1 - w.slot());
+    w.game_timeout(task, &client, &silent)
+        .expect("game_timeout");
+    let d = w.dispute(&task, &client).expect("open");
+    w.advance(d.defend_deadline.saturating_sub(w.slot()) + 1);
+    w.resolve(&client, task, None).expect("resolve");
+    w.close_game(task, &other, &moot).expect("close_game");
+    w.close_dispute(task, &other)
+        .expect("close the moot dispute");
+    assert_eq!(
+        w.task(&task).tally().majority,
+        compute_market_protocol::commit::VERDICT_PROVEN_WRONG
+    );
+    let mut rows: Vec<TxRecord> = vec![];
+    for r in &w.records[start..] {
+        let l = r.label.as_str();
+        let game = l.contains("game")
+            || l == "defend"
+            || matches!(l, "dispute_layout" | "dispute_claim" | "dispute_resolve");
+        if !game || !r.ok {
+            continue;
+        }
+        let label = l.to_string();
+        match rows.iter_mut().find(|x| x.label == label) {
+            Some(x) if x.cu >= r.cu => {}
+            Some(x) => {
+                *x = r.clone();
+                x.label = label;
+            }
+            None => {
+                let mut r = r.clone();
+                r.label = label;
+                rows.push(r);
+            }
+        }
+    }
+    (rows, one_game)
 }
 
 /// A kind-2 dispute (a pointer outside the result, refuted at once; one recomputed) and a
@@ -475,6 +609,9 @@ fn main() {
     dispute_txs.push(("MatMulModP on data, k = 2 048", txs));
     w.records.extend(records);
     w.records.extend(refutation_and_timeout());
+    let (records, txs) = game_at_bounds();
+    dispute_txs.push(("Mlp 64-4096-4096-4096 by a game against one defender", txs));
+    w.records.extend(records);
 
     // first successful record of each instruction, in order of appearance
     let mut rows: Vec<&TxRecord> = vec![];
