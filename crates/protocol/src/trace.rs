@@ -883,7 +883,7 @@ mod tests {
         assert_eq!(step_pieces(&job), 12);
         let c = clock(&job, 400).expect("a game fits 400 slots");
         assert_eq!(c.levels, 4);
-        assert!(c.turn >= MIN_TURN);
+        assert_eq!(c.turn, 30, "PROTOCOL §8.10's figure");
         assert_eq!(c.step, 3 * 12 * 2);
         // the claim, then a turn to join, two a split, the replay and the resolution
         assert!(CLAIM_TRANSACTIONS * 2 <= c.claim_by);
