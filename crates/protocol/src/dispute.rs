@@ -386,8 +386,8 @@ mod tests {
             slices_len: 200_000,
             ..sliced
         };
-        assert_eq!(method(&wide, 400), Some(Method::Game));
-        assert_eq!(method(&wide, 200), None);
+        assert_eq!(method(&wide, 2_000), Some(Method::Game));
+        assert_eq!(method(&wide, 1_000), None, "turns of a minute do not fit");
         let product = JobSpec {
             input_mode: InputMode::ContentHash,
             ..JobSpec::matmul(2, 8_192, 2, [2; 32])

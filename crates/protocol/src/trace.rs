@@ -48,8 +48,11 @@ pub const REPLAY_LEN: usize = 64;
 pub const WORK_LEN: usize = MAX_MLP_WIDTH as usize;
 /// Bytes of a game's buffer: one piece (a chunk or a leaf) and up to 32 siblings.
 pub const BUFFER_LEN: usize = LEAF_LEN + 32 * 32;
-/// Fewest slots a turn of a game may be given.
-pub const MIN_TURN: u64 = 16;
+/// Fewest slots a turn of a game may be given: a minute at 400 ms a slot, so that a party
+/// kept out of a few blocks (congestion, a hostile leader) still moves in time.
+pub const MIN_TURN: u64 = 150;
+/// Turns defenders have to join a claim.
+pub const DEFENCE_TURNS: u64 = 2;
 /// Transactions from opening a dispute to its claim, at most: open; the element (two writes,
 /// prove); the manifest (a write, `dispute_inputs`); the model's header (two writes,
 /// `dispute_layout`); the claim's leaf (two writes, `dispute_claim`).
@@ -58,10 +61,10 @@ pub const CLAIM_TRANSACTIONS: u64 = 12;
 /// The clock of a game in a market of dispute window D (PROTOCOL §8.10), in slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Clock {
-    /// Each turn of a game: the defenders' joining, a split, a pick, and the challenger's
-    /// resolution after the last game.
+    /// Each turn of a game: a split, a pick, the challenger's resolution after the last game;
+    /// defenders join for [`DEFENCE_TURNS`] of them.
     pub turn: u64,
-    /// The challenger's replay of the one step left (every piece at two slots a transaction).
+    /// The defender's replay of the one step left (every piece at two slots a transaction).
     pub step: u64,
     /// The claim must land within this many slots of the dispute's opening, so that every
     /// game ends inside the window.
@@ -81,8 +84,27 @@ pub fn step_pieces(job: &JobSpec) -> u64 {
     dense.max(class) + 1
 }
 
+impl Clock {
+    /// Turns from the claim to the resolution, besides the replay: the defence, a split and a
+    /// pick per level, the resolution.
+    pub fn turns(&self) -> u64 {
+        DEFENCE_TURNS + 2 * self.levels as u64 + 1
+    }
+
+    /// Slots defenders have to join, from the claim.
+    pub fn defence(&self) -> u64 {
+        DEFENCE_TURNS * self.turn
+    }
+
+    /// Slots from the claim to the last moment the challenger may resolve: every game a
+    /// defender joins in time has ended before.
+    pub fn after_claim(&self) -> u64 {
+        self.turns() * self.turn + self.step
+    }
+}
+
 /// The game's clock for an `Mlp` job on the client's data in a window of `window` slots, or
-/// `None` when a game cannot be played in it: the claim's transactions, the joining turn, two
+/// `None` when a game cannot be played in it: the claim's transactions, the defence, two
 /// turns a split for the most splits any model of the job's shape needs, the replay, and the
 /// challenger's resolution, at most `window` slots, with every turn at least [`MIN_TURN`].
 pub fn clock(job: &JobSpec, window: u32) -> Option<Clock> {
@@ -93,7 +115,7 @@ pub fn clock(job: &JobSpec, window: u32) -> Option<Clock> {
     let levels = levels(steps);
     let step = 3 * step_pieces(job) * SLOTS_PER_TRANSACTION;
     let claim = CLAIM_TRANSACTIONS * SLOTS_PER_TRANSACTION;
-    let turns = 2 + 2 * levels as u64;
+    let turns = DEFENCE_TURNS + 2 * levels as u64 + 1;
     let turn = (window as u64).checked_sub(claim + step)? / turns;
     (turn >= MIN_TURN).then_some(Clock {
         turn,
@@ -878,18 +900,19 @@ mod tests {
     #[test]
     fn a_game_fits_its_window_or_is_not_played() {
         let mut job = JobSpec::mlp(100, 64, 10, 64 * 256 + 256 * 128 + 1280, 8, [1; 32]);
-        assert_eq!(clock(&job, 400), None, "no slices declared");
+        assert_eq!(clock(&job, 2_000), None, "no slices declared");
         job.slices_len = 60_000;
         assert_eq!(step_pieces(&job), 12);
-        let c = clock(&job, 400).expect("a game fits 400 slots");
+        let c = clock(&job, 2_000).expect("a game fits 2 000 slots");
         assert_eq!(c.levels, 4);
-        assert_eq!(c.turn, 30, "PROTOCOL §8.10's figure");
+        assert_eq!(c.turn, 173, "PROTOCOL §8.10's figure");
         assert_eq!(c.step, 3 * 12 * 2);
-        // the claim, then a turn to join, two a split, the replay and the resolution
+        // the claim, then two turns to join, two a split, the replay and the resolution
         assert!(CLAIM_TRANSACTIONS * 2 <= c.claim_by);
-        assert_eq!(c.claim_by + c.turn * (2 + 2 * 4) + c.step, 400);
-        assert_eq!(clock(&job, 255), None, "turns under 16 slots");
-        assert!(clock(&job, 256).is_some());
+        assert_eq!(c.turns(), 11);
+        assert_eq!(c.claim_by + c.after_claim(), 2_000);
+        assert_eq!(clock(&job, 1_745), None, "turns under 150 slots");
+        assert!(clock(&job, 1_746).is_some());
         let wide = JobSpec::mlp(100, 4096, 4096, 4096 * 4096, 8, [1; 32]);
         assert_eq!(clock(&wide, 10_000), None, "no slices declared");
     }

@@ -131,7 +131,8 @@ impl World {
         )
     }
 
-    /// `defend` by `defender` against `challenger`'s claim.
+    /// `defend` by `defender` against `challenger`'s claim, its bond from and payout to its
+    /// wallet.
     pub fn defend(
         &mut self,
         defender: &Actor,
@@ -146,7 +147,13 @@ impl World {
         self.send_as(
             "defend",
             defender,
-            client::defend(task, challenger.key(), defender.key()),
+            client::defend(
+                task,
+                challenger.key(),
+                defender.key(),
+                defender.wallet,
+                defender.wallet,
+            ),
         )
     }
 
@@ -195,13 +202,15 @@ impl World {
         )
     }
 
-    /// The challenger replays the one step left from its own trace, piece by piece, until the
-    /// game ends (won) or a feed is refused (its trace is wrong there).
+    /// The defender replays the one step left from its own trace (the memory before the step
+    /// is the one it agreed to), piece by piece, until the game ends: the challenger's root
+    /// after the step matched (the challenger won the game) or did not (the defender won the
+    /// dispute).
     pub fn replay(
         &mut self,
-        challenger: &Actor,
-        task: Pubkey,
         defender: &Actor,
+        task: Pubkey,
+        challenger: &Actor,
         trace: &Trace,
         inputs: &Inputs,
     ) -> Result<Vec<TxRecord>, TxRecord> {
@@ -232,7 +241,7 @@ impl World {
             for (i, part) in bytes.chunks(WRITE_LEN).enumerate() {
                 self.send_as(
                     "game_write",
-                    challenger,
+                    defender,
                     client::game_write(
                         task,
                         challenger.key(),
@@ -242,30 +251,40 @@ impl World {
                     ),
                 )?;
             }
-            let kp = challenger.kp.insecure_clone();
+            let kp = defender.kp.insecure_clone();
+            let last = r.stage == 2;
+            let ix = if last {
+                client::game_settle(
+                    task,
+                    challenger.key(),
+                    defender.key(),
+                    defender.wallet,
+                    index,
+                    siblings as u8,
+                )
+            } else {
+                client::game_feed(
+                    task,
+                    challenger.key(),
+                    defender.key(),
+                    src.code(),
+                    index,
+                    siblings as u8,
+                )
+            };
             out.push(self.send_all(
-                "game_feed",
+                if last { "game_settle" } else { "game_feed" },
                 &kp,
                 &[],
-                &[
-                    client::compute_unit_limit(1_400_000),
-                    client::game_feed(
-                        task,
-                        challenger.key(),
-                        defender.key(),
-                        src.code(),
-                        index,
-                        siblings as u8,
-                    ),
-                ],
+                &[client::compute_unit_limit(1_400_000), ix],
             )?);
         }
         Ok(out)
     }
 
     /// Plays `defender`'s game against `challenger`'s claim, each party by its own trace,
-    /// until it ends or a party's move is refused (returned: a challenger whose replay is
-    /// refused then loses at its deadline). Returns every record of the game.
+    /// until it ends (the defender's replay decides it) or a move is refused (returned).
+    /// Returns every record of the game.
     #[allow(clippy::too_many_arguments)]
     pub fn play(
         &mut self,
@@ -279,7 +298,7 @@ impl World {
         let mut out = vec![];
         while let Some(g) = self.game(&task, challenger, defender) {
             if g.stage != STAGE_BISECT {
-                out.extend(self.replay(challenger, task, defender, claimed, inputs)?);
+                out.extend(self.replay(defender, task, challenger, truth, inputs)?);
             } else if g.turn == TURN_CHALLENGER {
                 out.push(self.split(challenger, task, defender, claimed)?);
             } else {
@@ -287,6 +306,29 @@ impl World {
             }
         }
         Ok(out)
+    }
+
+    /// Plays `defender`'s game by both traces until one step is left (or the game ended);
+    /// returns the game then.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bisect(
+        &mut self,
+        challenger: &Actor,
+        claimed: &Trace,
+        defender: &Actor,
+        truth: &Trace,
+        task: Pubkey,
+    ) -> Result<Option<Game>, TxRecord> {
+        while let Some(g) = self.game(&task, challenger, defender) {
+            if g.stage != STAGE_BISECT {
+                return Ok(Some(g));
+            } else if g.turn == TURN_CHALLENGER {
+                self.split(challenger, task, defender, claimed)?;
+            } else {
+                self.pick(defender, task, challenger, truth)?;
+            }
+        }
+        Ok(None)
     }
 
     /// `game_timeout` of `defender`'s game against `challenger`'s claim, by the cranker.
@@ -298,7 +340,7 @@ impl World {
     ) -> Result<TxRecord, TxRecord> {
         self.crank(
             "game_timeout",
-            client::game_timeout(task, challenger.key(), defender.key()),
+            client::game_timeout(task, challenger.key(), defender.key(), defender.wallet),
         )
     }
 
@@ -311,7 +353,7 @@ impl World {
     ) -> Result<TxRecord, TxRecord> {
         self.crank(
             "close_game",
-            client::close_game(task, challenger.key(), defender.key()),
+            client::close_game(task, challenger.key(), defender.key(), defender.wallet),
         )
     }
 }

@@ -902,7 +902,12 @@ pub fn cast(n: usize, provider_roles: u8) -> Cast {
 
 /// A [`cast`] in a world whose first market is `market`.
 pub fn cast_in(n: usize, provider_roles: u8, market: MarketArgs) -> Cast {
-    let mut w = World::with(test_params(), market);
+    cast_with(n, provider_roles, test_params(), market)
+}
+
+/// A [`cast_in`] under `params` (a long dispute window needs a longer unstake cooldown).
+pub fn cast_with(n: usize, provider_roles: u8, params: Params, market: MarketArgs) -> Cast {
+    let mut w = World::with(params, market);
     let client = w.actor("client", 100 * R);
     let provider = w.actor("provider", STAKE);
     w.onboard(&provider, provider_roles, STAKE);

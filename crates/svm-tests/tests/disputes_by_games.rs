@@ -21,7 +21,7 @@ use compute_market_svm_tests::{
 };
 
 /// The dispute window: a game fits it, reading this model in one dispute does not.
-const D: u32 = 400;
+const D: u32 = 2_000;
 /// Rows a tile.
 const R_TILE: u8 = 4;
 
@@ -32,6 +32,11 @@ fn market() -> compute_market::state::MarketArgs {
     }
 }
 
+/// The unstake cooldown outlasts twice the longest task, two windows of 2 000 slots included.
+fn params() -> compute_market::state::Params {
+    compute_market::state::Params::defaults(20_000)
+}
+
 fn lcg(seed: &mut u64) -> u64 {
     *seed = seed
         .wrapping_mul(6364136223846793005)
@@ -39,7 +44,8 @@ fn lcg(seed: &mut u64) -> u64 {
     *seed >> 33
 }
 
-/// A 64-256-128-10 model of random weights: 54 chunks of slices.
+/// A 64-512-256-10 model of random weights: 172 chunks of slices, too many to read in a
+/// window of 2 000 slots.
 fn wide(seed: &mut u64) -> Mlp {
     let layer = |inp: usize, out: usize, hidden: bool, seed: &mut u64| Layer {
         inp,
@@ -57,9 +63,9 @@ fn wide(seed: &mut u64) -> Mlp {
     };
     Mlp {
         layers: vec![
-            layer(64, 256, true, seed),
-            layer(256, 128, true, seed),
-            layer(128, 10, false, seed),
+            layer(64, 512, true, seed),
+            layer(512, 256, true, seed),
+            layer(256, 10, false, seed),
         ],
     }
 }
@@ -139,7 +145,7 @@ fn a_right_claim_beats_every_defender_and_overturns_three_colluders() {
     let s = setup();
     let wrong = s.result(&s.cheat);
     let (tile, element, word) = s.disputed();
-    let mut c = cast_in(3, 1, market());
+    let mut c = cast_with(3, 1, params(), market());
     let task = c.submitted_job(1, s.job, s.job.tile_count() as u16, wrong.root());
     let before = supply(&c.w);
     let w = &mut c.w;
@@ -178,6 +184,8 @@ fn a_right_claim_beats_every_defender_and_overturns_three_colluders() {
 
     // the provider defends by its own (wrong) trace; a colluding verifier joins and goes silent
     let silent = vs[0];
+    w.donate(&client, provider.wallet, R).unwrap();
+    w.donate(&client, silent.wallet, R).unwrap();
     w.defend(&provider, task, &client).unwrap();
     w.defend(silent, task, &client).unwrap();
     refused(w, "NotYourTurn", |w| w.pick(&provider, task, &client, &lie));
@@ -204,14 +212,21 @@ fn a_right_claim_beats_every_defender_and_overturns_three_colluders() {
     let g = w.game(&task, &client, silent).unwrap();
     w.advance(g.deadline + 1 - w.slot());
     refused(w, "TurnExpired", |w| w.pick(silent, task, &client, &truth));
-    let lamports = w.c.svm.get_balance(&client.key()).unwrap();
+    let bond = w.dispute(&task, &client).unwrap().bond;
     w.game_timeout(task, &client, silent).unwrap();
-    assert!(
-        w.c.svm.get_balance(&client.key()).unwrap() > lamports,
-        "the silent defender's rent goes to the challenger"
-    );
     let d = w.dispute(&task, &client).unwrap();
     assert_eq!(d.games_open, 0);
+    let vb = w.task(&task).verifier_bond;
+    assert_eq!(
+        d.bond,
+        bond + vb,
+        "the silent defender's bond joins the dispute's"
+    );
+    assert_eq!(
+        bond,
+        2 * vb,
+        "the client's bond and the provider's, whose game it won"
+    );
     w.advance(d.defend_deadline + 1 - w.slot());
     w.resolve(&client, task, None)
         .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
@@ -249,7 +264,8 @@ fn a_right_claim_beats_every_defender_and_overturns_three_colluders() {
     let client_part = bond * test_params().reject_client_bps as u64 / 10_000;
     assert_eq!(
         w.balance(&client.wallet),
-        wallet + R + vb + client_part + award
+        wallet + R + 3 * vb + client_part + award,
+        "refund, its bond and the two defenders', the client's part, the award"
     );
     assert_eq!(supply(w), before, "conserved");
     w.check_invariants(&[&provider, vs[0], vs[1], vs[2]], &[]);
@@ -269,7 +285,7 @@ fn a_wrong_logit_or_class_is_replayed_from_the_memory_before_it() {
     let mut s = setup();
     // a claim wrong only in the last layer: its logit's replay reads the second hidden
     // layer's values from the memory, proven against the agreed root (a refused proof would
-    // be a ProofMismatch, not the ReplayMismatch asserted)
+    // fail the replay, ProofMismatch)
     let (_, _, word) = s.disputed();
     let mut late = s.right.clone();
     late.layers[2].bias[word as usize] += 50_000;
@@ -295,7 +311,7 @@ fn wrong_claim_loses(s: &Setup, cheat: &Mlp, first_wrong: impl Fn(trace::Step) -
 fn wrong_trace_loses(s: &Setup, lie: &Trace, word: u32, first_wrong: impl Fn(trace::Step) -> bool) {
     let right = s.result(&s.right);
     let (tile, element) = (1, 2 * 11 + word);
-    let mut c = cast_in(3, 1, market());
+    let mut c = cast_with(3, 1, params(), market());
     let task = c.submitted_job(1, s.job, 3, right.root());
     let before = supply(&c.w);
     let stranger = c.w.actor("stranger", 10 * R);
@@ -314,6 +330,9 @@ fn wrong_trace_loses(s: &Setup, lie: &Trace, word: u32, first_wrong: impl Fn(tra
     let wallet = w.balance(&stranger.wallet);
     // two honest verifiers defend; one game is enough
     let (honest, other) = (vs[1], vs[2]);
+    w.donate(&c.client, honest.wallet, R).unwrap();
+    w.donate(&c.client, other.wallet, R).unwrap();
+    let honest_wallet = w.balance(&honest.wallet);
     w.defend(honest, task, &stranger).unwrap();
     w.defend(other, task, &stranger).unwrap();
     refused(w, "WrongSplit", |w| {
@@ -323,36 +342,60 @@ fn wrong_trace_loses(s: &Setup, lie: &Trace, word: u32, first_wrong: impl Fn(tra
             compute_market::client::game_split(task, stranger.key(), honest.key(), vec![[0; 32]]),
         )
     });
-    // bisection narrows the lie to the first step it got wrong, whose replay is refused
-    let refusal = w
-        .play(&stranger, lie, honest, &truth, task, &s.inputs)
-        .expect_err("the lie's step does not replay to its root");
-    assert!(
-        refusal.logs.join("\n").contains("ReplayMismatch"),
-        "{}",
-        refusal.logs.join("\n")
-    );
-    let g = w.game(&task, &stranger, honest).unwrap();
+    // bisection narrows the lie to the first step it got wrong; the defender's replay of it
+    // does not reach the claimed root, and the whole dispute is lost
+    let g = w
+        .bisect(&stranger, lie, honest, &truth, task)
+        .unwrap()
+        .expect("one step left");
     assert_eq!(g.hi - g.lo, 1, "one step left");
     let layout = trace::build::layout(&s.right);
     let step = layout.step(g.hi).unwrap();
     assert!(first_wrong(step), "the lie's first wrong step: {step:?}");
-    w.advance(g.deadline + 1 - w.slot());
-    let lamports = w.c.svm.get_balance(&honest.key()).unwrap();
-    w.game_timeout(task, &stranger, honest).unwrap();
+    // the replay is the defender's move
+    refused(w, "NotYourTurn", |w| {
+        let mut ix =
+            compute_market::client::game_write(task, stranger.key(), honest.key(), 0, vec![1]);
+        let mover = ix.accounts.last_mut().expect("the mover");
+        mover.pubkey = stranger.key();
+        w.send_as("game_write", &stranger, ix)
+    });
+    w.replay(honest, task, &stranger, &truth, &s.inputs)
+        .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
     assert!(w.dispute(&task, &stranger).is_none(), "lost: closed");
-    assert!(w.c.svm.get_balance(&honest.key()).unwrap() > lamports);
-    // the other game is moot: its rent goes back
-    let lamports = w.c.svm.get_balance(&other.key()).unwrap();
+    let vb = w.task(&task).verifier_bond;
+    assert_eq!(
+        w.balance(&honest.wallet),
+        honest_wallet + vb,
+        "its bond back and the challenger's"
+    );
+    // the other game's dispute has ended (its account is gone)
+    refused(w, "AccountOwnedByWrongProgram", |w| {
+        w.game_timeout(task, &stranger, other)
+    });
+    // the stranger disputes again at the same address: the old game is not this dispute's
+    w.open_dispute(&stranger, task, 1, tile, element).unwrap();
+    refused(w, "GameNotInPlay", |w| {
+        w.game_timeout(task, &stranger, other)
+    });
+    let other_wallet = w.balance(&other.wallet);
     w.close_game(task, &stranger, other).unwrap();
-    assert!(w.c.svm.get_balance(&other.key()).unwrap() > lamports);
+    assert_eq!(w.balance(&other.wallet), other_wallet + vb, "its bond back");
+    assert_eq!(w.dispute(&task, &stranger).unwrap().games_open, 0);
+    // the second dispute, never argued, loses at its deadline
+    let d = w.dispute(&task, &stranger).unwrap();
+    w.advance(d.answer_deadline + 1 - w.slot());
+    w.dispute_timeout(task, &stranger).unwrap();
     let t = w.task(&task);
     assert_eq!(
         (t.status, t.tally().majority),
         (TaskStatus::Accepted, VOTE_VALID)
     );
-    assert_eq!(t.dispute_forfeit, t.verifier_bond);
-    assert_eq!(w.balance(&stranger.wallet), wallet);
+    assert_eq!(
+        t.dispute_forfeit, vb,
+        "the first bond went to the defender, the second is forfeit"
+    );
+    assert_eq!(w.balance(&stranger.wallet), wallet - vb);
     let stakes: Vec<u64> = vs.iter().map(|v| stake(w, v)).collect();
     let deadline = t.dispute_deadline;
     w.advance(deadline.saturating_sub(w.slot()) + 1);
@@ -381,7 +424,7 @@ fn a_rejected_right_result_is_restored_by_games_played_from_two_wallets() {
     };
     let s = setup();
     let right = s.result(&s.right);
-    let mut c = cast_in(3, 1, market());
+    let mut c = cast_with(3, 1, params(), market());
     let task = c.submitted_job(1, s.job, 3, right.root());
     let before = supply(&c.w);
     let second = c.w.actor("provider.second", 10 * R);
@@ -430,6 +473,8 @@ fn a_rejected_right_result_is_restored_by_games_played_from_two_wallets() {
     // and goes silent
     let truth = Trace::of(&s.right, s.row(6));
     let lie = Trace::of(&s.cheat, s.row(6));
+    w.donate(&c.client, v1.wallet, R).unwrap();
+    w.donate(&c.client, v2.wallet, R).unwrap();
     w.defend(v1, task, &provider).unwrap();
     w.play(&provider, &truth, v1, &lie, task, &s.inputs)
         .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
@@ -455,7 +500,11 @@ fn a_rejected_right_result_is_restored_by_games_played_from_two_wallets() {
     let stakes: Vec<u64> = [v1, v2].iter().map(|v| stake(w, v)).collect();
     let wallet = w.balance(&provider.wallet);
     w.close_dispute(task, &provider).unwrap();
-    assert_eq!(w.balance(&provider.wallet), wallet + vb, "its bond back");
+    assert_eq!(
+        w.balance(&provider.wallet),
+        wallet + 2 * vb,
+        "its bond back, and v1's, whose game it won"
+    );
     w.conclude(task).unwrap();
     wind_up(w, task, &[v0, v1, v2], &[&second]);
     assert_eq!(stake(w, v1), stakes[0] - vb, "a false statement");

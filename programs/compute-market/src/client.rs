@@ -607,24 +607,35 @@ pub fn dispute_resolve(task: Pubkey, challenger: Pubkey, vote: Option<Pubkey>) -
     build(dispute_turn(task, challenger, vote), ix::DisputeResolve {})
 }
 
-/// `defend`: `defender` opens a game against `challenger`'s claim.
-pub fn defend(task: Pubkey, challenger: Pubkey, defender: Pubkey) -> Instruction {
+/// `defend`: `defender` opens a game against `challenger`'s claim, its bond from
+/// `defender_token`, paid to `payout`.
+pub fn defend(
+    task: Pubkey,
+    challenger: Pubkey,
+    defender: Pubkey,
+    defender_token: Pubkey,
+    payout: Pubkey,
+) -> Instruction {
     let dispute = pda::dispute(&task, &challenger);
     build(
         acc::Defend {
             task,
+            escrow: pda::escrow(&task),
             dispute,
             game: pda::game(&dispute, &defender),
             defender,
+            defender_token,
+            payout,
+            token_program: token::ID,
             system_program: system_program::ID,
         },
         ix::Defend {},
     )
 }
 
-fn game_turn(task: Pubkey, challenger: Pubkey, defender: Pubkey, mover: Pubkey) -> acc::GameTurn {
+fn game_move(task: Pubkey, challenger: Pubkey, defender: Pubkey, mover: Pubkey) -> acc::GameMove {
     let dispute = pda::dispute(&task, &challenger);
-    acc::GameTurn {
+    acc::GameMove {
         task,
         dispute,
         game: pda::game(&dispute, &defender),
@@ -641,7 +652,7 @@ pub fn game_split(
     roots: Vec<[u8; 32]>,
 ) -> Instruction {
     build(
-        game_turn(task, challenger, defender, challenger),
+        game_move(task, challenger, defender, challenger),
         ix::GameSplit { roots },
     )
 }
@@ -649,12 +660,12 @@ pub fn game_split(
 /// `game_pick` by the defender: the segment it disputes.
 pub fn game_pick(task: Pubkey, challenger: Pubkey, defender: Pubkey, segment: u8) -> Instruction {
     build(
-        game_turn(task, challenger, defender, defender),
+        game_move(task, challenger, defender, defender),
         ix::GamePick { segment },
     )
 }
 
-/// `game_write` by the challenger: `data` at `offset` of the game's buffer.
+/// `game_write` by the defender: `data` at `offset` of the game's buffer.
 pub fn game_write(
     task: Pubkey,
     challenger: Pubkey,
@@ -663,12 +674,37 @@ pub fn game_write(
     data: Vec<u8>,
 ) -> Instruction {
     build(
-        game_turn(task, challenger, defender, challenger),
+        game_move(task, challenger, defender, defender),
         ix::GameWrite { offset, data },
     )
 }
 
-/// `game_feed` by the challenger: piece `index` of `source` with `siblings` after it.
+/// The accounts that end a game: the defender is paid to `payout` (or, when `payout_ata_mint`
+/// is `Some(mint)`, its associated token account of it).
+fn game_end(
+    task: Pubkey,
+    challenger: Pubkey,
+    defender: Pubkey,
+    payout: Pubkey,
+    payout_ata_mint: Option<Pubkey>,
+) -> acc::GameEnd {
+    let dispute = pda::dispute(&task, &challenger);
+    acc::GameEnd {
+        task,
+        escrow: pda::escrow(&task),
+        dispute,
+        game: pda::game(&dispute, &defender),
+        challenger,
+        defender,
+        payout,
+        payout_ata: payout_ata_mint.map(|mint| {
+            anchor_spl::associated_token::get_associated_token_address(&defender, &mint)
+        }),
+        token_program: token::ID,
+    }
+}
+
+/// `game_feed` by the defender: piece `index` of `source` with `siblings` after it.
 pub fn game_feed(
     task: Pubkey,
     challenger: Pubkey,
@@ -678,7 +714,7 @@ pub fn game_feed(
     siblings: u8,
 ) -> Instruction {
     build(
-        game_turn(task, challenger, defender, challenger),
+        game_move(task, challenger, defender, defender),
         ix::GameFeed {
             source,
             index,
@@ -687,30 +723,59 @@ pub fn game_feed(
     )
 }
 
-/// `game_timeout` (anyone).
-pub fn game_timeout(task: Pubkey, challenger: Pubkey, defender: Pubkey) -> Instruction {
-    let dispute = pda::dispute(&task, &challenger);
+/// `game_settle` by the defender (it signs), paid at `payout` if it wins: the step's leaf
+/// `index` with `siblings` after it.
+pub fn game_settle(
+    task: Pubkey,
+    challenger: Pubkey,
+    defender: Pubkey,
+    payout: Pubkey,
+    index: u64,
+    siblings: u8,
+) -> Instruction {
+    let mut ix = build(
+        game_end(task, challenger, defender, payout, None),
+        ix::GameSettle { index, siblings },
+    );
+    for m in ix.accounts.iter_mut() {
+        if m.pubkey == defender {
+            m.is_signer = true;
+        }
+    }
+    ix
+}
+
+/// `game_timeout` (anyone), paying the defender at `payout` if it wins.
+pub fn game_timeout(
+    task: Pubkey,
+    challenger: Pubkey,
+    defender: Pubkey,
+    payout: Pubkey,
+) -> Instruction {
     build(
-        acc::GameTimeout {
-            task,
-            dispute,
-            game: pda::game(&dispute, &defender),
-            challenger,
-            defender,
-        },
+        game_end(task, challenger, defender, payout, None),
         ix::GameTimeout {},
     )
 }
 
-/// `close_game` (anyone): a game of an ended or moot dispute.
-pub fn close_game(task: Pubkey, challenger: Pubkey, defender: Pubkey) -> Instruction {
+/// `close_game` (anyone): a game of an ended or moot dispute; the bond back to `payout`.
+pub fn close_game(
+    task: Pubkey,
+    challenger: Pubkey,
+    defender: Pubkey,
+    payout: Pubkey,
+) -> Instruction {
     let dispute = pda::dispute(&task, &challenger);
     build(
         acc::CloseGame {
             task,
+            escrow: pda::escrow(&task),
             dispute,
             game: pda::game(&dispute, &defender),
             defender,
+            payout,
+            payout_ata: None,
+            token_program: token::ID,
         },
         ix::CloseGame {},
     )

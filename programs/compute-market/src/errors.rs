@@ -264,6 +264,8 @@ pub enum MarketError {
     GameNotClosable,
     #[msg("defenders may still join: resolve after the defence deadline")]
     DefenceOpen,
-    #[msg("the replayed step does not lead to the challenger's root after it: its claim is wrong there")]
-    ReplayMismatch,
+    #[msg("the game's dispute has ended (or the account at its address is another dispute): close_game returns the bond")]
+    GameNotInPlay,
+    #[msg("the replay's next piece is the step's own leaf, which ends the game: game_settle")]
+    SettleTheStep,
 }

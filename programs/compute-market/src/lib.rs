@@ -270,7 +270,7 @@ pub mod compute_market {
         dispute_game::resolve(ctx)
     }
 
-    /// Anyone but the challenger: opens a game against a dispute's claimed trace.
+    /// Anyone but the challenger: bonds and opens a game against a dispute's claimed trace.
     #[access_control(ctx.accounts.validate())]
     pub fn defend(ctx: Context<Defend>) -> Result<()> {
         dispute_game::defend(ctx)
@@ -278,35 +278,39 @@ pub mod compute_market {
 
     /// Challenger: the roots inside the game's disputed range of steps.
     #[access_control(ctx.accounts.validate())]
-    pub fn game_split(ctx: Context<GameTurn>, roots: Vec<[u8; 32]>) -> Result<()> {
+    pub fn game_split(ctx: Context<GameMove>, roots: Vec<[u8; 32]>) -> Result<()> {
         dispute_game::split(ctx, roots)
     }
 
     /// Defender: the segment whose end it disputes.
     #[access_control(ctx.accounts.validate())]
-    pub fn game_pick(ctx: Context<GameTurn>, segment: u8) -> Result<()> {
+    pub fn game_pick(ctx: Context<GameMove>, segment: u8) -> Result<()> {
         dispute_game::pick(ctx, segment)
     }
 
-    /// Challenger: part of a replay's piece into the game's buffer.
+    /// Defender: part of a replay's piece into the game's buffer.
     #[access_control(ctx.accounts.validate())]
-    pub fn game_write(ctx: Context<GameTurn>, offset: u16, data: Vec<u8>) -> Result<()> {
+    pub fn game_write(ctx: Context<GameMove>, offset: u16, data: Vec<u8>) -> Result<()> {
         dispute_game::write(ctx, offset, data)
     }
 
-    /// Challenger: one proven piece of the replay of the one step left.
+    /// Defender: one proven piece of the replay of the one step left.
     #[access_control(ctx.accounts.validate())]
-    pub fn game_feed(ctx: Context<GameTurn>, source: u8, index: u64, siblings: u8) -> Result<()> {
+    pub fn game_feed(ctx: Context<GameMove>, source: u8, index: u64, siblings: u8) -> Result<()> {
         dispute_game::feed(ctx, source, index, siblings)
     }
 
+    /// Defender: the step's own leaf, which decides the game.
+    pub fn game_settle(ctx: Context<GameEnd>, index: u64, siblings: u8) -> Result<()> {
+        dispute_game::settle(ctx, index, siblings)
+    }
+
     /// Anyone: the party that missed its turn in a game loses.
-    #[access_control(ctx.accounts.validate())]
-    pub fn game_timeout(ctx: Context<GameTimeout>) -> Result<()> {
+    pub fn game_timeout(ctx: Context<GameEnd>) -> Result<()> {
         dispute_game::timeout(ctx)
     }
 
-    /// Anyone: a game whose dispute ended or is moot returns its rent to the defender.
+    /// Anyone: a game whose dispute ended or is moot returns the defender's bond.
     pub fn close_game(ctx: Context<CloseGame>) -> Result<()> {
         dispute_game::close_game(ctx)
     }

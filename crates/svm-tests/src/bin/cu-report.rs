@@ -198,25 +198,25 @@ fn random_model(widths: &[usize]) -> compute_market_protocol::infer::Mlp {
 }
 
 /// A game at its bounds (PROTOCOL §8.10): a 64-4096-4096-4096 model (33 MiB of slices, far
-/// too large to read in a dispute). The client claims the right trace of a row against a
-/// wrong class; two defenders each hold a trace that departs from it at one step, so their
-/// games end at the widest replays: a second-layer output (4 096 inputs from the memory, a
-/// 4 108-byte record across six chunks) and the class (4 096 logits from 16 leaves). Returns
-/// the rows of each game instruction
-/// (the costliest of each) and the transactions of a dispute against one defender, from open
-/// to verdict.
+/// too large to read in a dispute), in a window of 2 000 slots. The client claims the right
+/// trace of a row against a wrong class; two defenders each hold a trace that departs from it
+/// at one step, so their games end at the widest replays (each its own): a second-layer
+/// output (4 096 inputs from the memory, a 4 108-byte record across six chunks) and the class
+/// (4 096 logits from 16 leaves). A third defender goes silent, and a second challenger's
+/// claim is made moot. Returns the rows of each game instruction (the costliest of each) and
+/// the transactions of a dispute against one defender, from open to verdict.
 fn game_at_bounds() -> (Vec<TxRecord>, usize) {
     use compute_market_protocol::trace;
     use compute_market_svm_tests::games::Trace;
     let model = random_model(&[64, 4_096, 4_096, 4_096]);
     let x: Vec<i8> = (0..4 * 64).map(|i| (i % 17) as i8).collect();
     let (job, inputs) = disputes::Inputs::mlp(&model, &x, 4);
-    assert_eq!(dispute::method(&job, 400), Some(dispute::Method::Game));
+    assert_eq!(dispute::method(&job, 2_000), Some(dispute::Method::Game));
     let market = compute_market::state::MarketArgs {
-        dispute_window: 400,
+        dispute_window: 2_000,
         ..test_market(1)
     };
-    let mut c = cast_in(3, 1, market);
+    let mut c = cast_with(3, 1, Params::defaults(20_000), market);
     let truth = Trace::of(&model, &x[64..128]);
     let class = 4_096u32;
     // row 1's class is wrong in the result
@@ -265,7 +265,7 @@ fn game_at_bounds() -> (Vec<TxRecord>, usize) {
     ));
     let mut one_game = 0;
     for (name, s) in [("d.hidden", second_layer), ("d.class", lay.steps())] {
-        let d = w.actor(name, 0);
+        let d = w.actor(name, 10_000_000);
         w.defend(&d, task, &client).expect("defend");
         w.play(&client, &truth, &d, &departing(s), task, &inputs)
             .expect("the right claim wins the game");
@@ -275,7 +275,7 @@ fn game_at_bounds() -> (Vec<TxRecord>, usize) {
         }
     }
     // a defender that goes silent after the client's split loses at its deadline
-    let silent = w.actor("d.silent", 0);
+    let silent = w.actor("d.silent", 10_000_000);
     w.defend(&silent, task, &client).expect("defend");
     w.split(&client, task, &silent, &truth).expect("split");
     let g = w.game(&task, &client, &silent).expect("a game");
@@ -287,7 +287,7 @@ fn game_at_bounds() -> (Vec<TxRecord>, usize) {
     w.prove_inputs(&other, task, &inputs).expect("inputs");
     w.lay_out(&other, task, &inputs).expect("layout");
     w.claim_trace(&other, task, &truth, class).expect("claim");
-    let moot = w.actor("d.moot", 0);
+    let moot = w.actor("d.moot", 10_000_000);
     w.defend(&moot, task, &other).expect("defend");
     w.advance(g.deadline + 1 - w.slot());
     w.game_timeout(task, &client, &silent)

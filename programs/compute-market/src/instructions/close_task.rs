@@ -50,7 +50,7 @@ impl CloseTask<'_> {
         require!(!self.task.held, MarketError::TaskNotConcluded);
         require!(self.task.open_votes == 0, MarketError::VotesOutstanding);
         require!(
-            self.task.disputes_open == 0 && !self.task.award_pending,
+            self.task.disputes_open == 0 && self.task.games_open == 0 && !self.task.award_pending,
             MarketError::DisputeOpen
         );
         Ok(())

@@ -8,11 +8,13 @@
 //! * `defend`: anyone else opens a game against the claim, until the defence deadline;
 //! * `game_split` / `game_pick`: the challenger posts the roots inside the disputed range of
 //!   steps, the defender names the segment it disputes, until one step is left;
-//! * `game_write` / `game_feed`: the challenger replays that step from proven pieces; the
-//!   program checks the memory after it against the challenger's root, and the challenger
-//!   wins the game;
+//! * `game_write` / `game_feed` / `game_settle`: the defender replays that step from proven
+//!   pieces; with the step's own leaf the program compares the memory after it with the
+//!   challenger's root: equal, the challenger wins the game (the defender's bond joins its
+//!   dispute's); not, the defender wins the whole dispute (both bonds to the defender);
 //! * `game_timeout`: a party that misses its turn loses (the challenger: its whole dispute);
-//! * `close_game`: a game whose dispute ended otherwise, or was made moot, returns its rent;
+//! * `close_game`: a game whose dispute ended otherwise, or was made moot, returns the
+//!   defender's bond;
 //! * `dispute_resolve`: once the defence is closed and every game won, the claim stands: the
 //!   dispute decides as a recomputation would.
 use anchor_lang::prelude::*;
@@ -24,8 +26,10 @@ use compute_market_protocol::{
     job::JobSpec,
     merkle::{chunk_leaf, verify_chunk_proof, CHUNK_LEN},
     slices,
-    trace::{self, Layout, Replay, Source, LEAF_LEN, REPLAY_LEN},
+    trace::{self, Replay, Source, LEAF_LEN, REPLAY_LEN},
 };
+
+use anchor_spl::token::{Token, TokenAccount};
 
 use crate::{
     constants::*,
@@ -34,6 +38,7 @@ use crate::{
     instructions::DisputeTurn,
     math,
     state::*,
+    transfer,
 };
 
 /// Siblings read from `buf` after a piece of `at` bytes.
@@ -158,10 +163,9 @@ pub fn claim(ctx: Context<DisputeTurn>, root: [u8; 32], siblings_n: u8) -> Resul
             MarketError::ClaimContradicts
         );
         // every game must end, and the challenger resolve, before the answer deadline
-        let turns = 2 + 2 * clock.levels as u64;
-        let end = math::add(now, clock.turn * turns + clock.step)?;
+        let end = math::add(now, clock.after_claim())?;
         require!(end <= d.answer_deadline, MarketError::ClaimTooLate);
-        let defend_deadline = math::add(now, clock.turn)?;
+        let defend_deadline = math::add(now, clock.defence())?;
         d.claimed = 1;
         d.claim_root = root;
         d.claim_value = value;
@@ -201,8 +205,10 @@ pub fn resolve(ctx: Context<DisputeTurn>) -> Result<()> {
 
 #[derive(Accounts)]
 pub struct Defend<'info> {
-    #[account(seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
+    #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
     pub task: Box<Account<'info, Task>>,
+    #[account(mut, seeds = [SEED_ESCROW, task.key().as_ref()], bump = task.escrow_bump)]
+    pub escrow: Box<Account<'info, TokenAccount>>,
     #[account(mut, constraint = dispute.load()?.task == task.key() @ MarketError::WrongTask)]
     pub dispute: AccountLoader<'info, Dispute>,
     #[account(
@@ -210,9 +216,23 @@ pub struct Defend<'info> {
         seeds = [SEED_GAME, dispute.key().as_ref(), defender.key().as_ref()], bump,
     )]
     pub game: AccountLoader<'info, Game>,
-    /// Anyone but the challenger: its rent for the game is its bond.
+    /// Anyone but the challenger: bonds a seat's bond, pays the game's rent (returned).
     #[account(mut)]
     pub defender: Signer<'info>,
+    /// The defender's account the bond comes from.
+    #[account(
+        mut,
+        constraint = defender_token.mint == escrow.mint @ MarketError::WrongMint,
+        constraint = defender_token.owner == defender.key() @ MarketError::WrongAuthority,
+    )]
+    pub defender_token: Box<Account<'info, TokenAccount>>,
+    /// Where the defender is paid: a token account of the stake mint.
+    #[account(
+        constraint = payout.mint == escrow.mint @ MarketError::WrongMint,
+        constraint = payout.key() != escrow.key() @ MarketError::WrongTokenAccount,
+    )]
+    pub payout: Box<Account<'info, TokenAccount>>,
+    pub token_program: Program<'info, Token>,
     pub system_program: Program<'info, System>,
 }
 
@@ -236,29 +256,47 @@ impl Defend<'_> {
 }
 
 /// `defend`: a game against the dispute's claim over all its steps: the memory before the
-/// first is all zero (agreed), after the last the claimed root (disputed).
+/// first is all zero (agreed), after the last the claimed root (disputed). The defender bonds
+/// a seat's bond into the escrow.
 pub fn defend(ctx: Context<Defend>) -> Result<()> {
     let a = ctx.accounts;
     let job = JobSpec::decode(&a.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
     let clock = clock_of(&job, &a.task)?;
     let now = Clock::get()?.slot;
-    let (steps, claim_root, depth) = {
+    let bond = a.task.verifier_bond.max(1);
+    transfer::from_wallet(
+        &a.token_program,
+        &a.defender_token,
+        &a.escrow,
+        &a.defender,
+        bond,
+    )?;
+    let (steps, claim_root, depth, nonce) = {
         let mut d = a.dispute.load_mut()?;
         d.games_open = d
             .games_open
             .checked_add(1)
             .ok_or(MarketError::MathOverflow)?;
         let lay = d.layout().ok_or(MarketError::NotLaidOut)?;
-        (lay.steps(), d.claim_root, lay.depth())
+        (lay.steps(), d.claim_root, lay.depth(), d.nonce)
     };
+    let task = &mut a.task;
+    task.escrow_balance = math::add(task.escrow_balance, bond)?;
+    task.games_open = task
+        .games_open
+        .checked_add(1)
+        .ok_or(MarketError::MathOverflow)?;
     let deadline = math::add(now, clock.turn)?;
     {
         let mut g = a.game.load_init()?;
         g.version = ACCOUNT_VERSION;
         g.bump = ctx.bumps.game;
-        g.task = a.task.key();
+        g.task = task.key();
         g.dispute = a.dispute.key();
         g.defender = a.defender.key();
+        g.payout = a.payout.key();
+        g.bond = bond;
+        g.nonce = nonce;
         g.lo = 0;
         g.hi = steps;
         g.lo_root = trace::zero_root(depth);
@@ -266,13 +304,9 @@ pub fn defend(ctx: Context<Defend>) -> Result<()> {
         g.opened_slot = now;
         g.turn = TURN_CHALLENGER;
         g.deadline = deadline;
-        if steps == 1 {
-            g.stage = STAGE_REPLAY;
-            g.deadline = math::add(now, clock.step)?;
-        }
     }
     emit!(GameOpened {
-        task: a.task.key(),
+        task: task.key(),
         dispute: a.dispute.key(),
         defender: a.defender.key(),
         steps,
@@ -281,11 +315,24 @@ pub fn defend(ctx: Context<Defend>) -> Result<()> {
     Ok(())
 }
 
+/// The game's dispute still open and claimed, the game opened against it (not against an
+/// earlier dispute at the same address), the verdict in force.
+fn in_play(d: &Dispute, g: &Game, task: &Task) -> Result<()> {
+    require!(
+        d.state == DISPUTE_OPEN && d.nonce == g.nonce,
+        MarketError::GameNotInPlay
+    );
+    require!(!overturned(task.tally().majority), MarketError::DisputeMoot);
+    require!(d.claimed == 1, MarketError::NotClaimed);
+    Ok(())
+}
+
 #[derive(Accounts)]
-pub struct GameTurn<'info> {
+pub struct GameMove<'info> {
     #[account(seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
     pub task: Box<Account<'info, Task>>,
-    #[account(mut, constraint = dispute.load()?.task == task.key() @ MarketError::WrongTask)]
+    /// Read only: parallel games do not contend for it.
+    #[account(constraint = dispute.load()?.task == task.key() @ MarketError::WrongTask)]
     pub dispute: AccountLoader<'info, Dispute>,
     #[account(
         mut,
@@ -293,26 +340,18 @@ pub struct GameTurn<'info> {
         bump = game.load()?.bump,
     )]
     pub game: AccountLoader<'info, Game>,
-    /// CHECK: the game's defender (its PDA's seed); the mover when it picks.
+    /// CHECK: the game's defender (its PDA's seed); the mover when it picks or replays.
     pub defender: UncheckedAccount<'info>,
-    /// The party whose turn it is (the challenger splits and replays, the defender picks);
-    /// the challenger gets the game's rent when it wins it.
-    #[account(mut)]
+    /// The party whose turn it is: the challenger splits; the defender picks and replays.
     pub mover: Signer<'info>,
 }
 
-impl GameTurn<'_> {
-    /// The game's dispute still open and claimed, its verdict in force, the turn the signer's
-    /// and not expired.
+impl GameMove<'_> {
+    /// In play, the turn the signer's and not expired.
     pub fn validate(&self) -> Result<()> {
         let d = self.dispute.load()?;
         let g = self.game.load()?;
-        require!(d.state == DISPUTE_OPEN, MarketError::DisputeNotClosable);
-        require!(
-            !overturned(self.task.tally().majority),
-            MarketError::DisputeMoot
-        );
-        require!(d.claimed == 1, MarketError::NotClaimed);
+        in_play(&d, &g, &self.task)?;
         require!(Clock::get()?.slot <= g.deadline, MarketError::TurnExpired);
         let who = if g.turn == TURN_CHALLENGER {
             d.challenger
@@ -322,200 +361,97 @@ impl GameTurn<'_> {
         require_keys_eq!(self.mover.key(), who, MarketError::NotYourTurn);
         Ok(())
     }
+}
 
-    fn job_clock(&self) -> Result<(JobSpec, trace::Clock)> {
-        let job =
-            JobSpec::decode(&self.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
-        let clock = clock_of(&job, &self.task)?;
-        Ok((job, clock))
-    }
-
-    fn moved(&self, action: u8, piece: u64) -> Result<()> {
-        let g = self.game.load()?;
-        emit!(GameMoved {
-            task: self.task.key(),
-            dispute: self.dispute.key(),
-            defender: g.defender,
-            action,
-            lo: g.lo,
-            hi: g.hi,
-            segments: g.segments,
-            piece,
-            deadline: g.deadline,
-        });
-        Ok(())
-    }
+fn moved(task: Pubkey, dispute: Pubkey, g: &Game, action: u8, piece: u64) {
+    emit!(GameMoved {
+        task,
+        dispute,
+        defender: g.defender,
+        action,
+        lo: g.lo,
+        hi: g.hi,
+        segments: g.segments,
+        piece,
+        deadline: g.deadline,
+    });
 }
 
 /// `game_split`: the challenger's roots at the inner points of the disputed range's segments.
-pub fn split(ctx: Context<GameTurn>, roots: Vec<[u8; 32]>) -> Result<()> {
+pub fn split(ctx: Context<GameMove>, roots: Vec<[u8; 32]>) -> Result<()> {
     let a = ctx.accounts;
-    let (_, clock) = a.job_clock()?;
-    {
-        let mut g = a.game.load_mut()?;
-        require!(g.stage == STAGE_BISECT, MarketError::NotYourTurn);
-        let (k, _) = trace::split_points(g.lo, g.hi);
-        require!(roots.len() as u64 + 1 == k, MarketError::WrongSplit);
-        for (slot, r) in g.roots.iter_mut().zip(&roots) {
-            *slot = *r;
-        }
-        g.segments = k as u8;
-        g.turn = TURN_DEFENDER;
-        g.deadline = math::add(Clock::get()?.slot, clock.turn)?;
+    let job = JobSpec::decode(&a.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
+    let clock = clock_of(&job, &a.task)?;
+    let mut g = a.game.load_mut()?;
+    require!(g.stage == STAGE_BISECT, MarketError::NotYourTurn);
+    let (k, _) = trace::split_points(g.lo, g.hi);
+    require!(roots.len() as u64 + 1 == k, MarketError::WrongSplit);
+    for (slot, r) in g.roots.iter_mut().zip(&roots) {
+        *slot = *r;
     }
-    a.moved(1, 0)
-}
-
-/// `game_pick`: the defender disputes the end of segment `segment` and agrees with its start.
-pub fn pick(ctx: Context<GameTurn>, segment: u8) -> Result<()> {
-    let a = ctx.accounts;
-    let (_, clock) = a.job_clock()?;
-    let now = Clock::get()?.slot;
-    {
-        let mut g = a.game.load_mut()?;
-        let k = g.segments as u64;
-        require!((segment as u64) < k, MarketError::WrongSegment);
-        let (_, p) = trace::split_points(g.lo, g.hi);
-        let i = segment as u64;
-        let (lo, hi) = (p(i), p(i + 1));
-        if i > 0 {
-            g.lo_root = g.roots[i as usize - 1];
-        }
-        if i + 1 < k {
-            g.hi_root = g.roots[i as usize];
-        }
-        g.lo = lo;
-        g.hi = hi;
-        g.segments = 0;
-        g.roots = [[0; 32]; trace::MAX_SPLIT_ROOTS];
-        g.turn = TURN_CHALLENGER;
-        if hi - lo == 1 {
-            g.stage = STAGE_REPLAY;
-            g.replay = [0; REPLAY_LEN];
-            g.deadline = math::add(now, clock.step)?;
-        } else {
-            g.deadline = math::add(now, clock.turn)?;
-        }
-    }
-    a.moved(2, 0)
-}
-
-/// `game_write`: part of a piece of the replay and its siblings into the game's buffer.
-pub fn write(ctx: Context<GameTurn>, offset: u16, data: Vec<u8>) -> Result<()> {
-    let a = ctx.accounts;
-    {
-        let mut g = a.game.load_mut()?;
-        require!(g.stage == STAGE_REPLAY, MarketError::NotReplaying);
-        let end = offset as usize + data.len();
-        require!(end <= g.buffer.len(), MarketError::ProofTooLong);
-        g.buffer[offset as usize..end].copy_from_slice(&data);
-    }
-    a.moved(3, offset as u64)
-}
-
-/// `game_feed`: piece `index` of `source` (0 model, 1 batch: a chunk of its slices; 2 the
-/// memory before the step: a leaf) is in the buffer with `siblings` after it. Proven, the
-/// replay takes it; when it takes the step's own leaf, the memory after the step must have
-/// the challenger's root, and the challenger wins the game.
-pub fn feed(ctx: Context<GameTurn>, source: u8, index: u64, siblings_n: u8) -> Result<()> {
-    let a = ctx.accounts;
-    let (job, _) = a.job_clock()?;
-    let src = Source::from_code(source).ok_or(MarketError::WrongChunk)?;
-    let (lay, row, roots, lens): (Layout, u32, [Digest; 2], [u64; 2]) = {
-        let d = a.dispute.load()?;
-        let (row, _) = word_of(&job, &d)?;
-        (
-            d.layout().ok_or(MarketError::NotLaidOut)?,
-            row,
-            d.slice_roots,
-            d.slice_lens,
-        )
-    };
-    let won = {
-        let mut g = a.game.load_mut()?;
-        require!(g.stage == STAGE_REPLAY, MarketError::NotReplaying);
-        let s = g.hi;
-        let mut r = Replay::decode(&g.replay);
-        // the piece the replay needs next, before any hashing
-        let want = r
-            .next(&job, &lay, row, s)
-            .ok_or(MarketError::FeedComplete)?;
-        require!(want == (src, index), MarketError::WrongChunk);
-        let g = &mut *g;
-        let (bytes_len, path) = match src {
-            Source::Trace => {
-                require!(siblings_n as u32 == lay.depth(), MarketError::ProofMismatch);
-                require!(index < lay.leaves(), MarketError::WrongChunk);
-                let path = siblings(&g.buffer, LEAF_LEN, siblings_n as usize)?;
-                require!(
-                    trace::fold(index, trace::leaf_hash(&g.buffer[..LEAF_LEN]), &path) == g.lo_root,
-                    MarketError::ProofMismatch
-                );
-                (LEAF_LEN, path)
-            }
-            Source::Model | Source::Batch => {
-                let i = src.code() as usize;
-                let n = slices::chunk_len(lens[i], index);
-                let path = siblings(&g.buffer, CHUNK_LEN, siblings_n as usize)?;
-                check_slice_chunk(&roots[i], lens[i], index, &g.buffer[..n], &path)?;
-                (n, path)
-            }
-        };
-        let taken = r
-            .take(
-                &job,
-                &lay,
-                row,
-                s,
-                src,
-                index,
-                &g.buffer[..bytes_len],
-                &mut g.work,
-            )
-            .map_err(feed_error)?;
-        g.replay = r.encode();
-        match taken {
-            None => false,
-            Some(patch) => {
-                // the slot's leaf (proven above) becomes the leaf after the step
-                patch.apply(&mut g.buffer[..LEAF_LEN]);
-                require!(
-                    trace::fold(index, trace::leaf_hash(&g.buffer[..LEAF_LEN]), &path) == g.hi_root,
-                    MarketError::ReplayMismatch
-                );
-                true
-            }
-        }
-    };
-    a.moved(4, index)?;
-    if won {
-        let (defender, step) = {
-            let g = a.game.load()?;
-            (g.defender, g.hi)
-        };
-        {
-            let mut d = a.dispute.load_mut()?;
-            d.games_open = d
-                .games_open
-                .checked_sub(1)
-                .ok_or(MarketError::MathOverflow)?;
-        }
-        emit!(GameEnded {
-            task: a.task.key(),
-            dispute: a.dispute.key(),
-            defender,
-            outcome: 1,
-            step,
-        });
-        a.game.close(a.mover.to_account_info())?;
-    }
+    g.segments = k as u8;
+    g.turn = TURN_DEFENDER;
+    g.deadline = math::add(Clock::get()?.slot, clock.turn)?;
+    moved(a.task.key(), a.dispute.key(), &g, 1, 0);
     Ok(())
 }
 
+/// `game_pick`: the defender disputes the end of segment `segment` and agrees with its start;
+/// one step left, it replays it next.
+pub fn pick(ctx: Context<GameMove>, segment: u8) -> Result<()> {
+    let a = ctx.accounts;
+    let job = JobSpec::decode(&a.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
+    let clock = clock_of(&job, &a.task)?;
+    let now = Clock::get()?.slot;
+    let mut g = a.game.load_mut()?;
+    require!(g.stage == STAGE_BISECT, MarketError::NotYourTurn);
+    let k = g.segments as u64;
+    require!((segment as u64) < k, MarketError::WrongSegment);
+    let (_, p) = trace::split_points(g.lo, g.hi);
+    let i = segment as u64;
+    let (lo, hi) = (p(i), p(i + 1));
+    if i > 0 {
+        g.lo_root = g.roots[i as usize - 1];
+    }
+    if i + 1 < k {
+        g.hi_root = g.roots[i as usize];
+    }
+    g.lo = lo;
+    g.hi = hi;
+    g.segments = 0;
+    g.roots = [[0; 32]; trace::MAX_SPLIT_ROOTS];
+    if hi - lo == 1 {
+        g.stage = STAGE_REPLAY;
+        g.replay = [0; REPLAY_LEN];
+        g.deadline = math::add(now, clock.step)?;
+    } else {
+        g.turn = TURN_CHALLENGER;
+        g.deadline = math::add(now, clock.turn)?;
+    }
+    moved(a.task.key(), a.dispute.key(), &g, 2, 0);
+    Ok(())
+}
+
+/// `game_write`: part of a piece of the replay and its siblings into the game's buffer.
+pub fn write(ctx: Context<GameMove>, offset: u16, data: Vec<u8>) -> Result<()> {
+    let a = ctx.accounts;
+    let mut g = a.game.load_mut()?;
+    require!(g.stage == STAGE_REPLAY, MarketError::NotReplaying);
+    let end = offset as usize + data.len();
+    require!(end <= g.buffer.len(), MarketError::ProofTooLong);
+    g.buffer[offset as usize..end].copy_from_slice(&data);
+    moved(a.task.key(), a.dispute.key(), &g, 3, offset as u64);
+    Ok(())
+}
+
+/// The accounts that end a game and may end its dispute: the task, its escrow, the dispute,
+/// the game, both parties and the defender's payout account.
 #[derive(Accounts)]
-pub struct GameTimeout<'info> {
+pub struct GameEnd<'info> {
     #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
     pub task: Box<Account<'info, Task>>,
+    #[account(mut, seeds = [SEED_ESCROW, task.key().as_ref()], bump = task.escrow_bump)]
+    pub escrow: Box<Account<'info, TokenAccount>>,
     #[account(
         mut,
         seeds = [SEED_DISPUTE, task.key().as_ref(), challenger.key().as_ref()], bump,
@@ -527,86 +463,244 @@ pub struct GameTimeout<'info> {
         bump = game.load()?.bump,
     )]
     pub game: AccountLoader<'info, Game>,
-    /// CHECK: the dispute's challenger (its PDA's seed): gets the dispute's rent when it loses,
-    /// the game's when the defender loses.
+    /// CHECK: the dispute's challenger (its PDA's seed): gets the dispute's rent if it loses.
     #[account(mut)]
     pub challenger: UncheckedAccount<'info>,
-    /// CHECK: the game's defender (its PDA's seed): gets the game's rent back when it wins.
+    /// The game's defender (its PDA's seed): gets the game's rent back. Signs `game_settle`
+    /// (its replay's end); anyone may end a game by `game_timeout`.
+    /// CHECK: the seed of the game's PDA.
     #[account(mut)]
     pub defender: UncheckedAccount<'info>,
+    /// CHECK: the payout account the defender named (checked against the game; read as a
+    /// token account in the handler: its owner may have closed it).
+    #[account(mut, address = game.load()?.payout @ MarketError::WrongTokenAccount)]
+    pub payout: UncheckedAccount<'info>,
+    /// CHECK: only when `payout` is closed: the defender's associated token account of the
+    /// stake mint (address derived and checked).
+    #[account(mut)]
+    pub payout_ata: Option<UncheckedAccount<'info>>,
+    pub token_program: Program<'info, Token>,
 }
 
-impl GameTimeout<'_> {
-    /// The game's dispute open and in force, the turn's deadline passed.
-    pub fn validate(&self) -> Result<()> {
-        let d = self.dispute.load()?;
-        require!(d.state == DISPUTE_OPEN, MarketError::DisputeNotClosable);
-        require!(
-            !overturned(self.task.tally().majority),
-            MarketError::DisputeMoot
-        );
-        require!(
-            Clock::get()?.slot > self.game.load()?.deadline,
-            MarketError::TurnNotExpired
-        );
+impl<'info> GameEnd<'info> {
+    fn in_play(&self) -> Result<()> {
+        in_play(&*self.dispute.load()?, &*self.game.load()?, &self.task)
+    }
+
+    /// Pays `amount` from the escrow to the defender's payout account.
+    fn pay_defender(&mut self, amount: u64) -> Result<()> {
+        let to = transfer::destination(
+            self.payout.to_account_info(),
+            self.payout_ata.as_ref().map(|x| x.to_account_info()),
+            &self.defender.key(),
+            &self.escrow.mint,
+        )?;
+        let id = self.task.task_id.to_le_bytes();
+        let bump = [self.task.bump];
+        transfer::from_pda_to_info(
+            &self.token_program,
+            &self.escrow,
+            to,
+            self.task.to_account_info(),
+            &self.task.signer_seeds(&id, &bump),
+            amount,
+        )?;
+        self.task.escrow_balance = math::sub(self.task.escrow_balance, amount)?;
         Ok(())
     }
-}
 
-/// `game_timeout` (anyone): the party whose turn it was loses. A defender's loss closes its
-/// game (its rent to the challenger); the challenger's loses its whole dispute (its bond
-/// forfeit to the defenders' side, as a dispute lost by recomputation) and the game's rent
-/// goes back to the defender.
-pub fn timeout(ctx: Context<GameTimeout>) -> Result<()> {
-    let a = ctx.accounts;
-    let (turn, step) = {
-        let g = a.game.load()?;
-        (g.turn, g.hi)
-    };
-    let defender_won = turn == TURN_CHALLENGER;
-    emit!(GameEnded {
-        task: a.task.key(),
-        dispute: a.dispute.key(),
-        defender: a.defender.key(),
-        outcome: if defender_won { 2 } else { 1 },
-        step,
-    });
-    if !defender_won {
+    fn ended(&self, outcome: u8) -> Result<()> {
+        let g = self.game.load()?;
+        emit!(GameEnded {
+            task: self.task.key(),
+            dispute: self.dispute.key(),
+            defender: g.defender,
+            outcome,
+            step: g.hi,
+        });
+        Ok(())
+    }
+
+    /// The challenger won the game: the defender's bond joins the dispute's (paid with it if
+    /// the dispute wins, forfeit with it if it loses), the game closes.
+    fn challenger_won(&mut self) -> Result<()> {
+        self.ended(1)?;
+        let bond = self.game.load()?.bond;
         {
-            let mut d = a.dispute.load_mut()?;
+            let mut d = self.dispute.load_mut()?;
+            d.bond = math::add(d.bond, bond)?;
             d.games_open = d
                 .games_open
                 .checked_sub(1)
                 .ok_or(MarketError::MathOverflow)?;
         }
-        return a.game.close(a.challenger.to_account_info());
+        self.task.games_open = self
+            .task
+            .games_open
+            .checked_sub(1)
+            .ok_or(MarketError::MathOverflow)?;
+        self.game.close(self.defender.to_account_info())
     }
-    let bond = a.dispute.load()?.bond;
-    let task = &mut a.task;
-    task.dispute_forfeit = math::add(task.dispute_forfeit, bond)?;
-    task.disputes_open = task
-        .disputes_open
-        .checked_sub(1)
-        .ok_or(MarketError::MathOverflow)?;
-    emit!(DisputeResolved {
-        task: task.key(),
-        challenger: a.challenger.key(),
-        outcome: 2,
-        majority: task.tally().majority,
-        vote: Pubkey::default(),
-        committed: [0; 32],
-        recomputed: [0; 32],
-    });
-    a.game.close(a.defender.to_account_info())?;
-    a.dispute.close(a.challenger.to_account_info())
+
+    /// The defender won the game: the whole dispute is lost; its bond and the defender's go to
+    /// the defender, both accounts close. The dispute's other games are left to `close_game`.
+    fn defender_won(&mut self) -> Result<()> {
+        self.ended(2)?;
+        let (bond, dispute_bond) = (self.game.load()?.bond, self.dispute.load()?.bond);
+        self.pay_defender(math::add(bond, dispute_bond)?)?;
+        let task = &mut self.task;
+        task.games_open = task
+            .games_open
+            .checked_sub(1)
+            .ok_or(MarketError::MathOverflow)?;
+        task.disputes_open = task
+            .disputes_open
+            .checked_sub(1)
+            .ok_or(MarketError::MathOverflow)?;
+        emit!(DisputeResolved {
+            task: task.key(),
+            challenger: self.challenger.key(),
+            outcome: 2,
+            majority: task.tally().majority,
+            vote: Pubkey::default(),
+            committed: [0; 32],
+            recomputed: [0; 32],
+        });
+        self.game.close(self.defender.to_account_info())?;
+        self.dispute.close(self.challenger.to_account_info())
+    }
+}
+
+/// Proves piece `index` of `source` (0 model, 1 batch: a chunk of its slices; 2 the memory
+/// before the step: a leaf) from the game's buffer, with `siblings_n` siblings after it, and
+/// has the replay take it. Once the replay takes the step's own leaf: whether the memory
+/// after the step has the challenger's root.
+fn take_piece(
+    job: &JobSpec,
+    d: &Dispute,
+    g: &mut Game,
+    source: u8,
+    index: u64,
+    siblings_n: u8,
+) -> Result<Option<bool>> {
+    require!(g.stage == STAGE_REPLAY, MarketError::NotReplaying);
+    let src = Source::from_code(source).ok_or(MarketError::WrongChunk)?;
+    let (row, _) = word_of(job, d)?;
+    let lay = d.layout().ok_or(MarketError::NotLaidOut)?;
+    let s = g.hi;
+    let mut r = Replay::decode(&g.replay);
+    // the piece the replay needs next, before any hashing
+    let want = r.next(job, &lay, row, s).ok_or(MarketError::FeedComplete)?;
+    require!(want == (src, index), MarketError::WrongChunk);
+    let (bytes_len, path) = match src {
+        Source::Trace => {
+            require!(siblings_n as u32 == lay.depth(), MarketError::ProofMismatch);
+            require!(index < lay.leaves(), MarketError::WrongChunk);
+            let path = siblings(&g.buffer, LEAF_LEN, siblings_n as usize)?;
+            require!(
+                trace::fold(index, trace::leaf_hash(&g.buffer[..LEAF_LEN]), &path) == g.lo_root,
+                MarketError::ProofMismatch
+            );
+            (LEAF_LEN, path)
+        }
+        Source::Model | Source::Batch => {
+            let i = src.code() as usize;
+            let len = d.slice_lens[i];
+            let n = slices::chunk_len(len, index);
+            let path = siblings(&g.buffer, CHUNK_LEN, siblings_n as usize)?;
+            check_slice_chunk(&d.slice_roots[i], len, index, &g.buffer[..n], &path)?;
+            (n, path)
+        }
+    };
+    let taken = r
+        .take(
+            job,
+            &lay,
+            row,
+            s,
+            src,
+            index,
+            &g.buffer[..bytes_len],
+            &mut g.work,
+        )
+        .map_err(feed_error)?;
+    g.replay = r.encode();
+    Ok(taken.map(|patch| {
+        // the slot's leaf (proven above) becomes the leaf after the step
+        patch.apply(&mut g.buffer[..LEAF_LEN]);
+        trace::fold(index, trace::leaf_hash(&g.buffer[..LEAF_LEN]), &path) == g.hi_root
+    }))
+}
+
+/// `game_feed` (the defender, one step left): piece `index` of `source` of the replay, proven
+/// and taken. Touches only the game: parallel games do not contend. The step's own leaf, which
+/// ends the game, is `game_settle`'s.
+pub fn feed(ctx: Context<GameMove>, source: u8, index: u64, siblings_n: u8) -> Result<()> {
+    let a = ctx.accounts;
+    let job = JobSpec::decode(&a.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
+    let d = a.dispute.load()?;
+    let mut g = a.game.load_mut()?;
+    require!(
+        Replay::decode(&g.replay).stage < 2,
+        MarketError::SettleTheStep
+    );
+    let taken = take_piece(&job, &d, &mut g, source, index, siblings_n)?;
+    debug_assert!(taken.is_none(), "only the step's leaf completes a replay");
+    moved(a.task.key(), a.dispute.key(), &g, 4, index);
+    Ok(())
+}
+
+/// `game_settle` (the defender): the step's own leaf (`index`, with `siblings_n` siblings) is
+/// in the buffer; the replay writes the step's value into it and compares the memory after
+/// the step with the challenger's root: equal, the challenger wins the game; not, the
+/// defender wins the dispute.
+pub fn settle(ctx: Context<GameEnd>, index: u64, siblings_n: u8) -> Result<()> {
+    let a = ctx.accounts;
+    a.in_play()?;
+    require!(a.defender.is_signer, MarketError::NotYourTurn);
+    let job = JobSpec::decode(&a.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
+    let matched = {
+        let d = a.dispute.load()?;
+        let mut g = a.game.load_mut()?;
+        require!(Clock::get()?.slot <= g.deadline, MarketError::TurnExpired);
+        let taken = take_piece(&job, &d, &mut g, Source::Trace.code(), index, siblings_n)?;
+        moved(a.task.key(), a.dispute.key(), &g, 4, index);
+        taken.ok_or(MarketError::WrongChunk)?
+    };
+    if matched {
+        a.challenger_won()
+    } else {
+        a.defender_won()
+    }
+}
+
+/// `game_timeout` (anyone): the party whose turn it was loses: a silent defender its bond (to
+/// the challenger's dispute), a silent challenger its whole dispute (both bonds to the
+/// defender).
+pub fn timeout(ctx: Context<GameEnd>) -> Result<()> {
+    let a = ctx.accounts;
+    a.in_play()?;
+    let (turn, deadline) = {
+        let g = a.game.load()?;
+        (g.turn, g.deadline)
+    };
+    require!(Clock::get()?.slot > deadline, MarketError::TurnNotExpired);
+    if turn == TURN_CHALLENGER {
+        a.defender_won()
+    } else {
+        a.challenger_won()
+    }
 }
 
 #[derive(Accounts)]
 pub struct CloseGame<'info> {
-    #[account(seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
+    #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
     pub task: Box<Account<'info, Task>>,
-    /// CHECK: the game's dispute: closed already (its challenger lost or timed out), or open
-    /// and moot (another dispute overturned the verdict); read in the handler.
+    #[account(mut, seeds = [SEED_ESCROW, task.key().as_ref()], bump = task.escrow_bump)]
+    pub escrow: Box<Account<'info, TokenAccount>>,
+    /// CHECK: the game's dispute: closed already (its challenger lost), re-created since
+    /// (another dispute), or open and moot (another dispute overturned the verdict); read in
+    /// the handler.
     #[account(mut, address = game.load()?.dispute @ MarketError::WrongTask)]
     pub dispute: UncheckedAccount<'info>,
     #[account(
@@ -619,12 +713,23 @@ pub struct CloseGame<'info> {
     /// CHECK: the game's defender (its PDA's seed): gets the rent back.
     #[account(mut)]
     pub defender: UncheckedAccount<'info>,
+    /// CHECK: the payout account the defender named (checked against the game).
+    #[account(mut, address = game.load()?.payout @ MarketError::WrongTokenAccount)]
+    pub payout: UncheckedAccount<'info>,
+    /// CHECK: only when `payout` is closed: the defender's associated token account.
+    #[account(mut)]
+    pub payout_ata: Option<UncheckedAccount<'info>>,
+    pub token_program: Program<'info, Token>,
 }
 
-/// `close_game` (anyone): a game whose dispute has ended (closed) or is moot returns its rent
-/// to the defender.
+/// `close_game` (anyone): a game whose dispute has ended (closed, or another dispute since at
+/// its address) or is moot returns the defender's bond (and the rent).
 pub fn close_game(ctx: Context<CloseGame>) -> Result<()> {
     let a = ctx.accounts;
+    let (bond, nonce) = {
+        let g = a.game.load()?;
+        (g.bond, g.nonce)
+    };
     let info = a.dispute.to_account_info();
     if info.owner == &crate::ID && !info.data_is_empty() {
         use anchor_lang::Discriminator;
@@ -634,18 +739,43 @@ pub fn close_game(ctx: Context<CloseGame>) -> Result<()> {
             MarketError::GameNotClosable
         );
         let d: &mut Dispute = bytemuck::from_bytes_mut(&mut data[8..Dispute::SPACE]);
-        require!(
-            d.state == DISPUTE_OPEN && overturned(a.task.tally().majority),
-            MarketError::GameNotClosable
-        );
-        d.games_open = d
-            .games_open
-            .checked_sub(1)
-            .ok_or(MarketError::MathOverflow)?;
+        if d.nonce == nonce {
+            // its own dispute, still open: only moot
+            require!(
+                d.state == DISPUTE_OPEN && overturned(a.task.tally().majority),
+                MarketError::GameNotClosable
+            );
+            d.games_open = d
+                .games_open
+                .checked_sub(1)
+                .ok_or(MarketError::MathOverflow)?;
+        }
     }
+    let to = transfer::destination(
+        a.payout.to_account_info(),
+        a.payout_ata.as_ref().map(|x| x.to_account_info()),
+        &a.defender.key(),
+        &a.escrow.mint,
+    )?;
+    let id = a.task.task_id.to_le_bytes();
+    let bump = [a.task.bump];
+    transfer::from_pda_to_info(
+        &a.token_program,
+        &a.escrow,
+        to,
+        a.task.to_account_info(),
+        &a.task.signer_seeds(&id, &bump),
+        bond,
+    )?;
+    let task = &mut a.task;
+    task.escrow_balance = math::sub(task.escrow_balance, bond)?;
+    task.games_open = task
+        .games_open
+        .checked_sub(1)
+        .ok_or(MarketError::MathOverflow)?;
     let g = a.game.load()?;
     emit!(GameEnded {
-        task: a.task.key(),
+        task: task.key(),
         dispute: a.dispute.key(),
         defender: g.defender,
         outcome: 3,

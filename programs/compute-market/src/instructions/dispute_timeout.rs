@@ -33,6 +33,8 @@ impl DisputeTimeout<'_> {
             Clock::get()?.slot > d.answer_deadline,
             MarketError::DisputeNotExpired
         );
+        // a silent defender's game ends first (game_timeout), its bond to this dispute
+        require!(d.games_open == 0, MarketError::GamesOpen);
         Ok(())
     }
 }

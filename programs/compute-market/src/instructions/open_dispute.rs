@@ -101,6 +101,12 @@ pub fn handler(mut ctx: Context<OpenDispute>, args: OpenDisputeArgs) -> Result<(
     )?;
     let answer_deadline = math::add(now, a.task.dispute_window as u64)?;
     let task_key = a.task.key();
+    a.task.dispute_nonce = a
+        .task
+        .dispute_nonce
+        .checked_add(1)
+        .ok_or(MarketError::MathOverflow)?;
+    let nonce = a.task.dispute_nonce;
     {
         let mut d = a.dispute.load_init()?;
         d.version = ACCOUNT_VERSION;
@@ -113,6 +119,7 @@ pub fn handler(mut ctx: Context<OpenDispute>, args: OpenDisputeArgs) -> Result<(
         d.bond = bond;
         d.opened_slot = now;
         d.answer_deadline = answer_deadline;
+        d.nonce = nonce;
         if args.kind == DISPUTE_RESULT_WRONG {
             d.tile = args.tile;
             d.element = args.element;

@@ -171,7 +171,9 @@ pub fn handler(ctx: Context<PostTask>, args: PostTaskArgs) -> Result<()> {
         dispute_forfeit: 0,
         dispute_award: 0,
         award_pending: false,
-        reserved: [0; 25],
+        games_open: 0,
+        dispute_nonce: 0,
+        reserved: [0; 17],
     });
     let a = &ctx.accounts;
     transfer::from_wallet(

@@ -78,8 +78,8 @@ pub struct Dispute {
     pub pad3: [u8; 3],
     /// A game: the element's value in the claimed trace (its width; the rest zero).
     pub claim_value: [u8; 4],
-    /// Padding (zero).
-    pub pad4: [u8; 4],
+    /// Its number among the task's disputes (`Task.dispute_nonce` when it was opened).
+    pub nonce: u32,
     /// A game: the root of the claimed trace's memory after its last step.
     pub claim_root: [u8; 32],
     /// Zeroed space for fields of later versions.
@@ -110,6 +110,7 @@ impl Dispute {
 
     /// Forgets the element being argued (kind 2, between votes).
     pub fn clear_element(&mut self) {
+        debug_assert_eq!(self.games_open, 0, "an element's games end before the next");
         self.target = Pubkey::default();
         self.proven = 0;
         self.acc = 0;

@@ -1,19 +1,20 @@
 use anchor_lang::prelude::*;
 use compute_market_protocol::trace::{BUFFER_LEN, MAX_SPLIT_ROOTS, REPLAY_LEN, WORK_LEN};
 
-/// The challenger splits (or, one step left, replays it).
+/// The challenger splits.
 pub const TURN_CHALLENGER: u8 = 0;
-/// The defender picks a segment.
+/// The defender picks a segment (or, one step left, replays it).
 pub const TURN_DEFENDER: u8 = 1;
 /// Splitting the range of steps.
 pub const STAGE_BISECT: u8 = 0;
-/// One step left: the challenger replays it.
+/// One step left: the defender replays it.
 pub const STAGE_REPLAY: u8 = 1;
 
 /// One defender's game against a dispute's claimed trace (PROTOCOL §8.10):
-/// `[SEED_GAME, dispute, defender]`. Zero-copy (a replay's buffer and work area). Its rent is
-/// the defender's bond: returned when the defender wins or the game is moot, paid to the
-/// challenger when the defender loses.
+/// `[SEED_GAME, dispute, defender]`. Zero-copy (a replay's buffer and work area). The
+/// defender bonds a seat's bond into the task's escrow: paid to the challenger's dispute when
+/// the defender loses, back with the challenger's bond when it wins, back alone when the game
+/// ends otherwise. Rent back to the defender at close.
 #[account(zero_copy)]
 #[repr(C)]
 pub struct Game {
@@ -33,8 +34,10 @@ pub struct Game {
     pub task: Pubkey,
     /// The dispute whose claim is defended against.
     pub dispute: Pubkey,
-    /// Who defends (picks segments, gets the rent back unless it loses).
+    /// Who defends (picks segments, replays the last step, gets the rent back).
     pub defender: Pubkey,
+    /// Token account of the stake mint the defender is paid to.
+    pub payout: Pubkey,
     /// The range of steps in dispute: the memory after `lo` steps is agreed, after `hi` not.
     pub lo: u64,
     /// See `lo`.
@@ -43,6 +46,12 @@ pub struct Game {
     pub deadline: u64,
     /// Slot it was opened.
     pub opened_slot: u64,
+    /// The defender's bond, in the task's escrow.
+    pub bond: u64,
+    /// The number of the dispute it was opened against (`Dispute.nonce`).
+    pub nonce: u32,
+    /// Padding (zero).
+    pub pad1: u32,
     /// The challenger's root of the memory after `lo` steps (agreed).
     pub lo_root: [u8; 32],
     /// The challenger's root after `hi` steps (disputed).
@@ -64,6 +73,8 @@ impl Game {
     pub const TASK_OFFSET: usize = 8 + 8;
     /// Byte offset of `dispute`: a dispute's games.
     pub const DISPUTE_OFFSET: usize = 8 + 8 + 32;
+    /// Byte offset of `defender`: a defender's games.
+    pub const DEFENDER_OFFSET: usize = 8 + 8 + 64;
 
     /// Reads a game from its account data (discriminator included), off-chain; `None` if the
     /// data is not a game.

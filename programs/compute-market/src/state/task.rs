@@ -227,8 +227,15 @@ pub struct Task {
     pub dispute_award: u64,
     /// Whether a won dispute's challenger is still to be paid (`close_dispute`).
     pub award_pending: bool,
+    /// Games of its disputes not yet closed (PROTOCOL §8.10): their defenders' bonds are in
+    /// the escrow, so the task closes only once every game has.
+    pub games_open: u32,
+    /// Disputes ever opened on it: each dispute keeps its number, and a game only acts on the
+    /// dispute it was opened against (a dispute account re-created at the same address is
+    /// another dispute).
+    pub dispute_nonce: u32,
     /// Zeroed space for fields of later versions.
-    pub reserved: [u8; 25],
+    pub reserved: [u8; 17],
 }
 
 impl Task {

@@ -6,7 +6,7 @@
  * @see https://github.com/codama-idl/codama
  */
 
-import { assertAccountExists, assertAccountsExist, combineCodec, decodeAccount, fetchEncodedAccount, fetchEncodedAccounts, fixDecoderSize, fixEncoderSize, getAddressDecoder, getAddressEncoder, getArrayDecoder, getArrayEncoder, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU64Decoder, getU64Encoder, getU8Decoder, getU8Encoder, transformEncoder, type Account, type Address, type EncodedAccount, type FetchAccountConfig, type FetchAccountsConfig, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type MaybeAccount, type MaybeEncodedAccount, type ReadonlyUint8Array } from '@solana/kit';
+import { assertAccountExists, assertAccountsExist, combineCodec, decodeAccount, fetchEncodedAccount, fetchEncodedAccounts, fixDecoderSize, fixEncoderSize, getAddressDecoder, getAddressEncoder, getArrayDecoder, getArrayEncoder, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU32Decoder, getU32Encoder, getU64Decoder, getU64Encoder, getU8Decoder, getU8Encoder, transformEncoder, type Account, type Address, type EncodedAccount, type FetchAccountConfig, type FetchAccountsConfig, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type MaybeAccount, type MaybeEncodedAccount, type ReadonlyUint8Array } from '@solana/kit';
 
 export const GAME_DISCRIMINATOR: ReadonlyUint8Array = new Uint8Array([27, 90, 166, 125, 74, 100, 121, 18]);
 
@@ -29,8 +29,10 @@ pad0: ReadonlyUint8Array;
 task: Address; 
 /** The dispute whose claim is defended against. */
 dispute: Address; 
-/** Who defends (picks segments, gets the rent back unless it loses). */
+/** Who defends (picks segments, replays the last step, gets the rent back). */
 defender: Address; 
+/** Token account of the stake mint the defender is paid to. */
+payout: Address; 
 /** The range of steps in dispute: the memory after `lo` steps is agreed, after `hi` not. */
 lo: bigint; 
 /** See `lo`. */
@@ -39,6 +41,12 @@ hi: bigint;
 deadline: bigint; 
 /** Slot it was opened. */
 openedSlot: bigint; 
+/** The defender's bond, in the task's escrow. */
+bond: bigint; 
+/** The number of the dispute it was opened against (`Dispute.nonce`). */
+nonce: number; 
+/** Padding (zero). */
+pad1: number; 
 /** The challenger's root of the memory after `lo` steps (agreed). */
 loRoot: ReadonlyUint8Array; 
 /** The challenger's root after `hi` steps (disputed). */
@@ -69,8 +77,10 @@ pad0: ReadonlyUint8Array;
 task: Address; 
 /** The dispute whose claim is defended against. */
 dispute: Address; 
-/** Who defends (picks segments, gets the rent back unless it loses). */
+/** Who defends (picks segments, replays the last step, gets the rent back). */
 defender: Address; 
+/** Token account of the stake mint the defender is paid to. */
+payout: Address; 
 /** The range of steps in dispute: the memory after `lo` steps is agreed, after `hi` not. */
 lo: number | bigint; 
 /** See `lo`. */
@@ -79,6 +89,12 @@ hi: number | bigint;
 deadline: number | bigint; 
 /** Slot it was opened. */
 openedSlot: number | bigint; 
+/** The defender's bond, in the task's escrow. */
+bond: number | bigint; 
+/** The number of the dispute it was opened against (`Dispute.nonce`). */
+nonce: number; 
+/** Padding (zero). */
+pad1: number; 
 /** The challenger's root of the memory after `lo` steps (agreed). */
 loRoot: ReadonlyUint8Array; 
 /** The challenger's root after `hi` steps (disputed). */
@@ -94,12 +110,12 @@ work: ReadonlyUint8Array;  };
 
 /** Gets the encoder for {@link GameArgs} account data. */
 export function getGameEncoder(): FixedSizeEncoder<GameArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['bump', getU8Encoder()], ['turn', getU8Encoder()], ['stage', getU8Encoder()], ['segments', getU8Encoder()], ['pad0', fixEncoderSize(getBytesEncoder(), 3)], ['task', getAddressEncoder()], ['dispute', getAddressEncoder()], ['defender', getAddressEncoder()], ['lo', getU64Encoder()], ['hi', getU64Encoder()], ['deadline', getU64Encoder()], ['openedSlot', getU64Encoder()], ['loRoot', fixEncoderSize(getBytesEncoder(), 32)], ['hiRoot', fixEncoderSize(getBytesEncoder(), 32)], ['roots', getArrayEncoder(fixEncoderSize(getBytesEncoder(), 32), { size: 15 })], ['replay', fixEncoderSize(getBytesEncoder(), 64)], ['buffer', fixEncoderSize(getBytesEncoder(), 2048)], ['work', fixEncoderSize(getBytesEncoder(), 4096)]]), (value) => ({ ...value, discriminator: GAME_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['bump', getU8Encoder()], ['turn', getU8Encoder()], ['stage', getU8Encoder()], ['segments', getU8Encoder()], ['pad0', fixEncoderSize(getBytesEncoder(), 3)], ['task', getAddressEncoder()], ['dispute', getAddressEncoder()], ['defender', getAddressEncoder()], ['payout', getAddressEncoder()], ['lo', getU64Encoder()], ['hi', getU64Encoder()], ['deadline', getU64Encoder()], ['openedSlot', getU64Encoder()], ['bond', getU64Encoder()], ['nonce', getU32Encoder()], ['pad1', getU32Encoder()], ['loRoot', fixEncoderSize(getBytesEncoder(), 32)], ['hiRoot', fixEncoderSize(getBytesEncoder(), 32)], ['roots', getArrayEncoder(fixEncoderSize(getBytesEncoder(), 32), { size: 15 })], ['replay', fixEncoderSize(getBytesEncoder(), 64)], ['buffer', fixEncoderSize(getBytesEncoder(), 2048)], ['work', fixEncoderSize(getBytesEncoder(), 4096)]]), (value) => ({ ...value, discriminator: GAME_DISCRIMINATOR }));
 }
 
 /** Gets the decoder for {@link Game} account data. */
 export function getGameDecoder(): FixedSizeDecoder<Game> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['bump', getU8Decoder()], ['turn', getU8Decoder()], ['stage', getU8Decoder()], ['segments', getU8Decoder()], ['pad0', fixDecoderSize(getBytesDecoder(), 3)], ['task', getAddressDecoder()], ['dispute', getAddressDecoder()], ['defender', getAddressDecoder()], ['lo', getU64Decoder()], ['hi', getU64Decoder()], ['deadline', getU64Decoder()], ['openedSlot', getU64Decoder()], ['loRoot', fixDecoderSize(getBytesDecoder(), 32)], ['hiRoot', fixDecoderSize(getBytesDecoder(), 32)], ['roots', getArrayDecoder(fixDecoderSize(getBytesDecoder(), 32), { size: 15 })], ['replay', fixDecoderSize(getBytesDecoder(), 64)], ['buffer', fixDecoderSize(getBytesDecoder(), 2048)], ['work', fixDecoderSize(getBytesDecoder(), 4096)]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['bump', getU8Decoder()], ['turn', getU8Decoder()], ['stage', getU8Decoder()], ['segments', getU8Decoder()], ['pad0', fixDecoderSize(getBytesDecoder(), 3)], ['task', getAddressDecoder()], ['dispute', getAddressDecoder()], ['defender', getAddressDecoder()], ['payout', getAddressDecoder()], ['lo', getU64Decoder()], ['hi', getU64Decoder()], ['deadline', getU64Decoder()], ['openedSlot', getU64Decoder()], ['bond', getU64Decoder()], ['nonce', getU32Decoder()], ['pad1', getU32Decoder()], ['loRoot', fixDecoderSize(getBytesDecoder(), 32)], ['hiRoot', fixDecoderSize(getBytesDecoder(), 32)], ['roots', getArrayDecoder(fixDecoderSize(getBytesDecoder(), 32), { size: 15 })], ['replay', fixDecoderSize(getBytesDecoder(), 64)], ['buffer', fixDecoderSize(getBytesDecoder(), 2048)], ['work', fixDecoderSize(getBytesDecoder(), 4096)]]);
 }
 
 /** Gets the codec for {@link Game} account data. */
@@ -152,5 +168,5 @@ export async function fetchAllMaybeGame(
 }
 
 export function getGameSize(): number {
-  return 6896;
+  return 6944;
 }

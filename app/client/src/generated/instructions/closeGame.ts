@@ -8,15 +8,15 @@
 
 import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlyUint8Array, type WritableAccount } from '@solana/kit';
 import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, type ResolvedInstructionAccount } from '@solana/program-client-core';
-import { findGamePda } from '../pdas';
+import { findEscrowPda, findGamePda } from '../pdas';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from '../programs';
 
 export const CLOSE_GAME_DISCRIMINATOR: ReadonlyUint8Array = new Uint8Array([237, 236, 157, 201, 253, 20, 248, 67]);
 
 export function getCloseGameDiscriminatorBytes(): ReadonlyUint8Array { return fixEncoderSize(getBytesEncoder(), 8).encode(CLOSE_GAME_DISCRIMINATOR); }
 
-export type CloseGameInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountDispute extends string | AccountMeta<string> = string, TAccountGame extends string | AccountMeta<string> = string, TAccountDefender extends string | AccountMeta<string> = string, TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
-Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? ReadonlyAccount<TAccountTask> : TAccountTask, TAccountDispute extends string ? WritableAccount<TAccountDispute> : TAccountDispute, TAccountGame extends string ? WritableAccount<TAccountGame> : TAccountGame, TAccountDefender extends string ? WritableAccount<TAccountDefender> : TAccountDefender, ...TRemainingAccounts]>;
+export type CloseGameInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountEscrow extends string | AccountMeta<string> = string, TAccountDispute extends string | AccountMeta<string> = string, TAccountGame extends string | AccountMeta<string> = string, TAccountDefender extends string | AccountMeta<string> = string, TAccountPayout extends string | AccountMeta<string> = string, TAccountPayoutAta extends string | AccountMeta<string> = string, TAccountTokenProgram extends string | AccountMeta<string> = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
+Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? WritableAccount<TAccountTask> : TAccountTask, TAccountEscrow extends string ? WritableAccount<TAccountEscrow> : TAccountEscrow, TAccountDispute extends string ? WritableAccount<TAccountDispute> : TAccountDispute, TAccountGame extends string ? WritableAccount<TAccountGame> : TAccountGame, TAccountDefender extends string ? WritableAccount<TAccountDefender> : TAccountDefender, TAccountPayout extends string ? WritableAccount<TAccountPayout> : TAccountPayout, TAccountPayoutAta extends string ? WritableAccount<TAccountPayoutAta> : TAccountPayoutAta, TAccountTokenProgram extends string ? ReadonlyAccount<TAccountTokenProgram> : TAccountTokenProgram, ...TRemainingAccounts]>;
 
 export type CloseGameInstructionData = { discriminator: ReadonlyUint8Array;  };
 
@@ -34,68 +34,98 @@ export function getCloseGameInstructionDataCodec(): FixedSizeCodec<CloseGameInst
     return combineCodec(getCloseGameInstructionDataEncoder(), getCloseGameInstructionDataDecoder());
 }
 
-export type CloseGameAsyncInput<TAccountTask extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountDefender extends string = string> =  {
+export type CloseGameAsyncInput<TAccountTask extends string = string, TAccountEscrow extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountDefender extends string = string, TAccountPayout extends string = string, TAccountPayoutAta extends string = string, TAccountTokenProgram extends string = string> =  {
   task: Address<TAccountTask>;
-/** and moot (another dispute overturned the verdict); read in the handler. */
+escrow?: Address<TAccountEscrow>;
+/**
+ * (another dispute), or open and moot (another dispute overturned the verdict); read in
+ * the handler.
+ */
 dispute: Address<TAccountDispute>;
 game?: Address<TAccountGame>;
 defender: Address<TAccountDefender>;
+payout: Address<TAccountPayout>;
+payoutAta?: Address<TAccountPayoutAta>;
+tokenProgram?: Address<TAccountTokenProgram>;
 }
 
-export async function getCloseGameInstructionAsync<TAccountTask extends string, TAccountDispute extends string, TAccountGame extends string, TAccountDefender extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: CloseGameAsyncInput<TAccountTask, TAccountDispute, TAccountGame, TAccountDefender>, config?: { programAddress?: TProgramAddress } ): Promise<CloseGameInstruction<TProgramAddress, TAccountTask, TAccountDispute, TAccountGame, TAccountDefender>> {
+export async function getCloseGameInstructionAsync<TAccountTask extends string, TAccountEscrow extends string, TAccountDispute extends string, TAccountGame extends string, TAccountDefender extends string, TAccountPayout extends string, TAccountPayoutAta extends string, TAccountTokenProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: CloseGameAsyncInput<TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>, config?: { programAddress?: TProgramAddress } ): Promise<CloseGameInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>> {
   // Program address.
 const programAddress = config?.programAddress ?? COMPUTE_MARKET_PROGRAM_ADDRESS;
 
  // Original accounts.
-const originalAccounts = { task: { value: input.task ?? null, isWritable: false }, dispute: { value: input.dispute ?? null, isWritable: true }, game: { value: input.game ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: true } }
+const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, escrow: { value: input.escrow ?? null, isWritable: true }, dispute: { value: input.dispute ?? null, isWritable: true }, game: { value: input.game ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: true }, payout: { value: input.payout ?? null, isWritable: true }, payoutAta: { value: input.payoutAta ?? null, isWritable: true }, tokenProgram: { value: input.tokenProgram ?? null, isWritable: false } }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
 // Resolve default values.
+if (!accounts.escrow.value) {
+accounts.escrow.value = await findEscrowPda({ task: getAddressFromResolvedInstructionAccount("task", accounts.task.value) });
+}
 if (!accounts.game.value) {
 accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value) });
 }
-
-const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender)], data: getCloseGameInstructionDataEncoder().encode({}), programAddress } as CloseGameInstruction<TProgramAddress, TAccountTask, TAccountDispute, TAccountGame, TAccountDefender>);
+if (!accounts.tokenProgram.value) {
+accounts.tokenProgram.value = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA' as Address<'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA'>;
 }
 
-export type CloseGameInput<TAccountTask extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountDefender extends string = string> =  {
+const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender), getAccountMeta("payout", accounts.payout), getAccountMeta("payoutAta", accounts.payoutAta), getAccountMeta("tokenProgram", accounts.tokenProgram)], data: getCloseGameInstructionDataEncoder().encode({}), programAddress } as CloseGameInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>);
+}
+
+export type CloseGameInput<TAccountTask extends string = string, TAccountEscrow extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountDefender extends string = string, TAccountPayout extends string = string, TAccountPayoutAta extends string = string, TAccountTokenProgram extends string = string> =  {
   task: Address<TAccountTask>;
-/** and moot (another dispute overturned the verdict); read in the handler. */
+escrow: Address<TAccountEscrow>;
+/**
+ * (another dispute), or open and moot (another dispute overturned the verdict); read in
+ * the handler.
+ */
 dispute: Address<TAccountDispute>;
 game: Address<TAccountGame>;
 defender: Address<TAccountDefender>;
+payout: Address<TAccountPayout>;
+payoutAta?: Address<TAccountPayoutAta>;
+tokenProgram?: Address<TAccountTokenProgram>;
 }
 
-export function getCloseGameInstruction<TAccountTask extends string, TAccountDispute extends string, TAccountGame extends string, TAccountDefender extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: CloseGameInput<TAccountTask, TAccountDispute, TAccountGame, TAccountDefender>, config?: { programAddress?: TProgramAddress } ): CloseGameInstruction<TProgramAddress, TAccountTask, TAccountDispute, TAccountGame, TAccountDefender> {
+export function getCloseGameInstruction<TAccountTask extends string, TAccountEscrow extends string, TAccountDispute extends string, TAccountGame extends string, TAccountDefender extends string, TAccountPayout extends string, TAccountPayoutAta extends string, TAccountTokenProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: CloseGameInput<TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>, config?: { programAddress?: TProgramAddress } ): CloseGameInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram> {
   // Program address.
 const programAddress = config?.programAddress ?? COMPUTE_MARKET_PROGRAM_ADDRESS;
 
  // Original accounts.
-const originalAccounts = { task: { value: input.task ?? null, isWritable: false }, dispute: { value: input.dispute ?? null, isWritable: true }, game: { value: input.game ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: true } }
+const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, escrow: { value: input.escrow ?? null, isWritable: true }, dispute: { value: input.dispute ?? null, isWritable: true }, game: { value: input.game ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: true }, payout: { value: input.payout ?? null, isWritable: true }, payoutAta: { value: input.payoutAta ?? null, isWritable: true }, tokenProgram: { value: input.tokenProgram ?? null, isWritable: false } }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
-
+// Resolve default values.
+if (!accounts.tokenProgram.value) {
+accounts.tokenProgram.value = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA' as Address<'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA'>;
+}
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender)], data: getCloseGameInstructionDataEncoder().encode({}), programAddress } as CloseGameInstruction<TProgramAddress, TAccountTask, TAccountDispute, TAccountGame, TAccountDefender>);
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender), getAccountMeta("payout", accounts.payout), getAccountMeta("payoutAta", accounts.payoutAta), getAccountMeta("tokenProgram", accounts.tokenProgram)], data: getCloseGameInstructionDataEncoder().encode({}), programAddress } as CloseGameInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>);
 }
 
 export type ParsedCloseGameInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountMetas extends readonly AccountMeta[] = readonly AccountMeta[]> = { programAddress: Address<TProgram>;
 accounts: {
 task: TAccountMetas[0];
-/** and moot (another dispute overturned the verdict); read in the handler. */
-dispute: TAccountMetas[1];
-game: TAccountMetas[2];
-defender: TAccountMetas[3];
+escrow: TAccountMetas[1];
+/**
+ * (another dispute), or open and moot (another dispute overturned the verdict); read in
+ * the handler.
+ */
+dispute: TAccountMetas[2];
+game: TAccountMetas[3];
+defender: TAccountMetas[4];
+payout: TAccountMetas[5];
+payoutAta?: TAccountMetas[6] | undefined;
+tokenProgram: TAccountMetas[7];
 };
 data: CloseGameInstructionData; };
 
 export function parseCloseGameInstruction<TProgram extends string, TAccountMetas extends readonly AccountMeta[]>(instruction: Instruction<TProgram> & InstructionWithAccounts<TAccountMetas> & InstructionWithData<ReadonlyUint8Array>): ParsedCloseGameInstruction<TProgram, TAccountMetas> {
-  if (instruction.accounts.length < 4) {
-  throw new SolanaError(SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, { actualAccountMetas: instruction.accounts.length, expectedAccountMetas: 4 });
+  if (instruction.accounts.length < 8) {
+  throw new SolanaError(SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, { actualAccountMetas: instruction.accounts.length, expectedAccountMetas: 8 });
 }
 let accountIndex = 0;
 const getNextAccount = () => {
@@ -103,5 +133,9 @@ const getNextAccount = () => {
   accountIndex += 1;
   return accountMeta;
 }
-  return { programAddress: instruction.programAddress, accounts: { task: getNextAccount(), dispute: getNextAccount(), game: getNextAccount(), defender: getNextAccount() }, data: getCloseGameInstructionDataDecoder().decode(instruction.data) };
+const getNextOptionalAccount = () => {
+  const accountMeta = getNextAccount();
+  return accountMeta.address === COMPUTE_MARKET_PROGRAM_ADDRESS ? undefined : accountMeta;
+};
+  return { programAddress: instruction.programAddress, accounts: { task: getNextAccount(), escrow: getNextAccount(), dispute: getNextAccount(), game: getNextAccount(), defender: getNextAccount(), payout: getNextAccount(), payoutAta: getNextOptionalAccount(), tokenProgram: getNextAccount() }, data: getCloseGameInstructionDataDecoder().decode(instruction.data) };
 }

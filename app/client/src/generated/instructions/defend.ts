@@ -8,15 +8,15 @@
 
 import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type AccountSignerMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlyUint8Array, type TransactionSigner, type WritableAccount, type WritableSignerAccount } from '@solana/kit';
 import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, type ResolvedInstructionAccount } from '@solana/program-client-core';
-import { findGamePda } from '../pdas';
+import { findEscrowPda, findGamePda } from '../pdas';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from '../programs';
 
 export const DEFEND_DISCRIMINATOR: ReadonlyUint8Array = new Uint8Array([142, 105, 191, 156, 164, 134, 161, 87]);
 
 export function getDefendDiscriminatorBytes(): ReadonlyUint8Array { return fixEncoderSize(getBytesEncoder(), 8).encode(DEFEND_DISCRIMINATOR); }
 
-export type DefendInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountDispute extends string | AccountMeta<string> = string, TAccountGame extends string | AccountMeta<string> = string, TAccountDefender extends string | AccountMeta<string> = string, TAccountSystemProgram extends string | AccountMeta<string> = "11111111111111111111111111111111", TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
-Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? ReadonlyAccount<TAccountTask> : TAccountTask, TAccountDispute extends string ? WritableAccount<TAccountDispute> : TAccountDispute, TAccountGame extends string ? WritableAccount<TAccountGame> : TAccountGame, TAccountDefender extends string ? WritableSignerAccount<TAccountDefender> & AccountSignerMeta<TAccountDefender> : TAccountDefender, TAccountSystemProgram extends string ? ReadonlyAccount<TAccountSystemProgram> : TAccountSystemProgram, ...TRemainingAccounts]>;
+export type DefendInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountEscrow extends string | AccountMeta<string> = string, TAccountDispute extends string | AccountMeta<string> = string, TAccountGame extends string | AccountMeta<string> = string, TAccountDefender extends string | AccountMeta<string> = string, TAccountDefenderToken extends string | AccountMeta<string> = string, TAccountPayout extends string | AccountMeta<string> = string, TAccountTokenProgram extends string | AccountMeta<string> = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", TAccountSystemProgram extends string | AccountMeta<string> = "11111111111111111111111111111111", TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
+Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? WritableAccount<TAccountTask> : TAccountTask, TAccountEscrow extends string ? WritableAccount<TAccountEscrow> : TAccountEscrow, TAccountDispute extends string ? WritableAccount<TAccountDispute> : TAccountDispute, TAccountGame extends string ? WritableAccount<TAccountGame> : TAccountGame, TAccountDefender extends string ? WritableSignerAccount<TAccountDefender> & AccountSignerMeta<TAccountDefender> : TAccountDefender, TAccountDefenderToken extends string ? WritableAccount<TAccountDefenderToken> : TAccountDefenderToken, TAccountPayout extends string ? ReadonlyAccount<TAccountPayout> : TAccountPayout, TAccountTokenProgram extends string ? ReadonlyAccount<TAccountTokenProgram> : TAccountTokenProgram, TAccountSystemProgram extends string ? ReadonlyAccount<TAccountSystemProgram> : TAccountSystemProgram, ...TRemainingAccounts]>;
 
 export type DefendInstructionData = { discriminator: ReadonlyUint8Array;  };
 
@@ -34,77 +34,104 @@ export function getDefendInstructionDataCodec(): FixedSizeCodec<DefendInstructio
     return combineCodec(getDefendInstructionDataEncoder(), getDefendInstructionDataDecoder());
 }
 
-export type DefendAsyncInput<TAccountTask extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountDefender extends string = string, TAccountSystemProgram extends string = string> =  {
+export type DefendAsyncInput<TAccountTask extends string = string, TAccountEscrow extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountDefender extends string = string, TAccountDefenderToken extends string = string, TAccountPayout extends string = string, TAccountTokenProgram extends string = string, TAccountSystemProgram extends string = string> =  {
   task: Address<TAccountTask>;
+escrow?: Address<TAccountEscrow>;
 dispute: Address<TAccountDispute>;
 game?: Address<TAccountGame>;
-/** Anyone but the challenger: its rent for the game is its bond. */
+/** Anyone but the challenger: bonds a seat's bond, pays the game's rent (returned). */
 defender: TransactionSigner<TAccountDefender>;
+/** The defender's account the bond comes from. */
+defenderToken: Address<TAccountDefenderToken>;
+/** Where the defender is paid: a token account of the stake mint. */
+payout: Address<TAccountPayout>;
+tokenProgram?: Address<TAccountTokenProgram>;
 systemProgram?: Address<TAccountSystemProgram>;
 }
 
-export async function getDefendInstructionAsync<TAccountTask extends string, TAccountDispute extends string, TAccountGame extends string, TAccountDefender extends string, TAccountSystemProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: DefendAsyncInput<TAccountTask, TAccountDispute, TAccountGame, TAccountDefender, TAccountSystemProgram>, config?: { programAddress?: TProgramAddress } ): Promise<DefendInstruction<TProgramAddress, TAccountTask, TAccountDispute, TAccountGame, TAccountDefender, TAccountSystemProgram>> {
+export async function getDefendInstructionAsync<TAccountTask extends string, TAccountEscrow extends string, TAccountDispute extends string, TAccountGame extends string, TAccountDefender extends string, TAccountDefenderToken extends string, TAccountPayout extends string, TAccountTokenProgram extends string, TAccountSystemProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: DefendAsyncInput<TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountDefenderToken, TAccountPayout, TAccountTokenProgram, TAccountSystemProgram>, config?: { programAddress?: TProgramAddress } ): Promise<DefendInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountDefenderToken, TAccountPayout, TAccountTokenProgram, TAccountSystemProgram>> {
   // Program address.
 const programAddress = config?.programAddress ?? COMPUTE_MARKET_PROGRAM_ADDRESS;
 
  // Original accounts.
-const originalAccounts = { task: { value: input.task ?? null, isWritable: false }, dispute: { value: input.dispute ?? null, isWritable: true }, game: { value: input.game ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: true }, systemProgram: { value: input.systemProgram ?? null, isWritable: false } }
+const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, escrow: { value: input.escrow ?? null, isWritable: true }, dispute: { value: input.dispute ?? null, isWritable: true }, game: { value: input.game ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: true }, defenderToken: { value: input.defenderToken ?? null, isWritable: true }, payout: { value: input.payout ?? null, isWritable: false }, tokenProgram: { value: input.tokenProgram ?? null, isWritable: false }, systemProgram: { value: input.systemProgram ?? null, isWritable: false } }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
 // Resolve default values.
+if (!accounts.escrow.value) {
+accounts.escrow.value = await findEscrowPda({ task: getAddressFromResolvedInstructionAccount("task", accounts.task.value) });
+}
 if (!accounts.game.value) {
 accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value) });
 }
+if (!accounts.tokenProgram.value) {
+accounts.tokenProgram.value = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA' as Address<'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA'>;
+}
 if (!accounts.systemProgram.value) {
 accounts.systemProgram.value = '11111111111111111111111111111111' as Address<'11111111111111111111111111111111'>;
 }
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender), getAccountMeta("systemProgram", accounts.systemProgram)], data: getDefendInstructionDataEncoder().encode({}), programAddress } as DefendInstruction<TProgramAddress, TAccountTask, TAccountDispute, TAccountGame, TAccountDefender, TAccountSystemProgram>);
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender), getAccountMeta("defenderToken", accounts.defenderToken), getAccountMeta("payout", accounts.payout), getAccountMeta("tokenProgram", accounts.tokenProgram), getAccountMeta("systemProgram", accounts.systemProgram)], data: getDefendInstructionDataEncoder().encode({}), programAddress } as DefendInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountDefenderToken, TAccountPayout, TAccountTokenProgram, TAccountSystemProgram>);
 }
 
-export type DefendInput<TAccountTask extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountDefender extends string = string, TAccountSystemProgram extends string = string> =  {
+export type DefendInput<TAccountTask extends string = string, TAccountEscrow extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountDefender extends string = string, TAccountDefenderToken extends string = string, TAccountPayout extends string = string, TAccountTokenProgram extends string = string, TAccountSystemProgram extends string = string> =  {
   task: Address<TAccountTask>;
+escrow: Address<TAccountEscrow>;
 dispute: Address<TAccountDispute>;
 game: Address<TAccountGame>;
-/** Anyone but the challenger: its rent for the game is its bond. */
+/** Anyone but the challenger: bonds a seat's bond, pays the game's rent (returned). */
 defender: TransactionSigner<TAccountDefender>;
+/** The defender's account the bond comes from. */
+defenderToken: Address<TAccountDefenderToken>;
+/** Where the defender is paid: a token account of the stake mint. */
+payout: Address<TAccountPayout>;
+tokenProgram?: Address<TAccountTokenProgram>;
 systemProgram?: Address<TAccountSystemProgram>;
 }
 
-export function getDefendInstruction<TAccountTask extends string, TAccountDispute extends string, TAccountGame extends string, TAccountDefender extends string, TAccountSystemProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: DefendInput<TAccountTask, TAccountDispute, TAccountGame, TAccountDefender, TAccountSystemProgram>, config?: { programAddress?: TProgramAddress } ): DefendInstruction<TProgramAddress, TAccountTask, TAccountDispute, TAccountGame, TAccountDefender, TAccountSystemProgram> {
+export function getDefendInstruction<TAccountTask extends string, TAccountEscrow extends string, TAccountDispute extends string, TAccountGame extends string, TAccountDefender extends string, TAccountDefenderToken extends string, TAccountPayout extends string, TAccountTokenProgram extends string, TAccountSystemProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: DefendInput<TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountDefenderToken, TAccountPayout, TAccountTokenProgram, TAccountSystemProgram>, config?: { programAddress?: TProgramAddress } ): DefendInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountDefenderToken, TAccountPayout, TAccountTokenProgram, TAccountSystemProgram> {
   // Program address.
 const programAddress = config?.programAddress ?? COMPUTE_MARKET_PROGRAM_ADDRESS;
 
  // Original accounts.
-const originalAccounts = { task: { value: input.task ?? null, isWritable: false }, dispute: { value: input.dispute ?? null, isWritable: true }, game: { value: input.game ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: true }, systemProgram: { value: input.systemProgram ?? null, isWritable: false } }
+const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, escrow: { value: input.escrow ?? null, isWritable: true }, dispute: { value: input.dispute ?? null, isWritable: true }, game: { value: input.game ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: true }, defenderToken: { value: input.defenderToken ?? null, isWritable: true }, payout: { value: input.payout ?? null, isWritable: false }, tokenProgram: { value: input.tokenProgram ?? null, isWritable: false }, systemProgram: { value: input.systemProgram ?? null, isWritable: false } }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
 // Resolve default values.
+if (!accounts.tokenProgram.value) {
+accounts.tokenProgram.value = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA' as Address<'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA'>;
+}
 if (!accounts.systemProgram.value) {
 accounts.systemProgram.value = '11111111111111111111111111111111' as Address<'11111111111111111111111111111111'>;
 }
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender), getAccountMeta("systemProgram", accounts.systemProgram)], data: getDefendInstructionDataEncoder().encode({}), programAddress } as DefendInstruction<TProgramAddress, TAccountTask, TAccountDispute, TAccountGame, TAccountDefender, TAccountSystemProgram>);
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender), getAccountMeta("defenderToken", accounts.defenderToken), getAccountMeta("payout", accounts.payout), getAccountMeta("tokenProgram", accounts.tokenProgram), getAccountMeta("systemProgram", accounts.systemProgram)], data: getDefendInstructionDataEncoder().encode({}), programAddress } as DefendInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountDefenderToken, TAccountPayout, TAccountTokenProgram, TAccountSystemProgram>);
 }
 
 export type ParsedDefendInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountMetas extends readonly AccountMeta[] = readonly AccountMeta[]> = { programAddress: Address<TProgram>;
 accounts: {
 task: TAccountMetas[0];
-dispute: TAccountMetas[1];
-game: TAccountMetas[2];
-/** Anyone but the challenger: its rent for the game is its bond. */
-defender: TAccountMetas[3];
-systemProgram: TAccountMetas[4];
+escrow: TAccountMetas[1];
+dispute: TAccountMetas[2];
+game: TAccountMetas[3];
+/** Anyone but the challenger: bonds a seat's bond, pays the game's rent (returned). */
+defender: TAccountMetas[4];
+/** The defender's account the bond comes from. */
+defenderToken: TAccountMetas[5];
+/** Where the defender is paid: a token account of the stake mint. */
+payout: TAccountMetas[6];
+tokenProgram: TAccountMetas[7];
+systemProgram: TAccountMetas[8];
 };
 data: DefendInstructionData; };
 
 export function parseDefendInstruction<TProgram extends string, TAccountMetas extends readonly AccountMeta[]>(instruction: Instruction<TProgram> & InstructionWithAccounts<TAccountMetas> & InstructionWithData<ReadonlyUint8Array>): ParsedDefendInstruction<TProgram, TAccountMetas> {
-  if (instruction.accounts.length < 5) {
-  throw new SolanaError(SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, { actualAccountMetas: instruction.accounts.length, expectedAccountMetas: 5 });
+  if (instruction.accounts.length < 9) {
+  throw new SolanaError(SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, { actualAccountMetas: instruction.accounts.length, expectedAccountMetas: 9 });
 }
 let accountIndex = 0;
 const getNextAccount = () => {
@@ -112,5 +139,5 @@ const getNextAccount = () => {
   accountIndex += 1;
   return accountMeta;
 }
-  return { programAddress: instruction.programAddress, accounts: { task: getNextAccount(), dispute: getNextAccount(), game: getNextAccount(), defender: getNextAccount(), systemProgram: getNextAccount() }, data: getDefendInstructionDataDecoder().decode(instruction.data) };
+  return { programAddress: instruction.programAddress, accounts: { task: getNextAccount(), escrow: getNextAccount(), dispute: getNextAccount(), game: getNextAccount(), defender: getNextAccount(), defenderToken: getNextAccount(), payout: getNextAccount(), tokenProgram: getNextAccount(), systemProgram: getNextAccount() }, data: getDefendInstructionDataDecoder().decode(instruction.data) };
 }

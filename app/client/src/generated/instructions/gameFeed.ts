@@ -6,7 +6,7 @@
  * @see https://github.com/codama-idl/codama
  */
 
-import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU64Decoder, getU64Encoder, getU8Decoder, getU8Encoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type AccountSignerMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlyUint8Array, type TransactionSigner, type WritableAccount, type WritableSignerAccount } from '@solana/kit';
+import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU64Decoder, getU64Encoder, getU8Decoder, getU8Encoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type AccountSignerMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlySignerAccount, type ReadonlyUint8Array, type TransactionSigner, type WritableAccount } from '@solana/kit';
 import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, type ResolvedInstructionAccount } from '@solana/program-client-core';
 import { findGamePda } from '../pdas';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from '../programs';
@@ -16,7 +16,7 @@ export const GAME_FEED_DISCRIMINATOR: ReadonlyUint8Array = new Uint8Array([98, 1
 export function getGameFeedDiscriminatorBytes(): ReadonlyUint8Array { return fixEncoderSize(getBytesEncoder(), 8).encode(GAME_FEED_DISCRIMINATOR); }
 
 export type GameFeedInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountDispute extends string | AccountMeta<string> = string, TAccountGame extends string | AccountMeta<string> = string, TAccountDefender extends string | AccountMeta<string> = string, TAccountMover extends string | AccountMeta<string> = string, TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
-Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? ReadonlyAccount<TAccountTask> : TAccountTask, TAccountDispute extends string ? WritableAccount<TAccountDispute> : TAccountDispute, TAccountGame extends string ? WritableAccount<TAccountGame> : TAccountGame, TAccountDefender extends string ? ReadonlyAccount<TAccountDefender> : TAccountDefender, TAccountMover extends string ? WritableSignerAccount<TAccountMover> & AccountSignerMeta<TAccountMover> : TAccountMover, ...TRemainingAccounts]>;
+Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? ReadonlyAccount<TAccountTask> : TAccountTask, TAccountDispute extends string ? ReadonlyAccount<TAccountDispute> : TAccountDispute, TAccountGame extends string ? WritableAccount<TAccountGame> : TAccountGame, TAccountDefender extends string ? ReadonlyAccount<TAccountDefender> : TAccountDefender, TAccountMover extends string ? ReadonlySignerAccount<TAccountMover> & AccountSignerMeta<TAccountMover> : TAccountMover, ...TRemainingAccounts]>;
 
 export type GameFeedInstructionData = { discriminator: ReadonlyUint8Array; source: number; index: bigint; siblings: number;  };
 
@@ -36,13 +36,11 @@ export function getGameFeedInstructionDataCodec(): FixedSizeCodec<GameFeedInstru
 
 export type GameFeedAsyncInput<TAccountTask extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountDefender extends string = string, TAccountMover extends string = string> =  {
   task: Address<TAccountTask>;
+/** Read only: parallel games do not contend for it. */
 dispute: Address<TAccountDispute>;
 game?: Address<TAccountGame>;
 defender: Address<TAccountDefender>;
-/**
- * The party whose turn it is (the challenger splits and replays, the defender picks);
- * the challenger gets the game's rent when it wins it.
- */
+/** The party whose turn it is: the challenger splits; the defender picks and replays. */
 mover: TransactionSigner<TAccountMover>;
 source: GameFeedInstructionDataArgs["source"];
 index: GameFeedInstructionDataArgs["index"];
@@ -54,7 +52,7 @@ export async function getGameFeedInstructionAsync<TAccountTask extends string, T
 const programAddress = config?.programAddress ?? COMPUTE_MARKET_PROGRAM_ADDRESS;
 
  // Original accounts.
-const originalAccounts = { task: { value: input.task ?? null, isWritable: false }, dispute: { value: input.dispute ?? null, isWritable: true }, game: { value: input.game ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: false }, mover: { value: input.mover ?? null, isWritable: true } }
+const originalAccounts = { task: { value: input.task ?? null, isWritable: false }, dispute: { value: input.dispute ?? null, isWritable: false }, game: { value: input.game ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: false }, mover: { value: input.mover ?? null, isWritable: false } }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
@@ -73,13 +71,11 @@ return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAcco
 
 export type GameFeedInput<TAccountTask extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountDefender extends string = string, TAccountMover extends string = string> =  {
   task: Address<TAccountTask>;
+/** Read only: parallel games do not contend for it. */
 dispute: Address<TAccountDispute>;
 game: Address<TAccountGame>;
 defender: Address<TAccountDefender>;
-/**
- * The party whose turn it is (the challenger splits and replays, the defender picks);
- * the challenger gets the game's rent when it wins it.
- */
+/** The party whose turn it is: the challenger splits; the defender picks and replays. */
 mover: TransactionSigner<TAccountMover>;
 source: GameFeedInstructionDataArgs["source"];
 index: GameFeedInstructionDataArgs["index"];
@@ -91,7 +87,7 @@ export function getGameFeedInstruction<TAccountTask extends string, TAccountDisp
 const programAddress = config?.programAddress ?? COMPUTE_MARKET_PROGRAM_ADDRESS;
 
  // Original accounts.
-const originalAccounts = { task: { value: input.task ?? null, isWritable: false }, dispute: { value: input.dispute ?? null, isWritable: true }, game: { value: input.game ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: false }, mover: { value: input.mover ?? null, isWritable: true } }
+const originalAccounts = { task: { value: input.task ?? null, isWritable: false }, dispute: { value: input.dispute ?? null, isWritable: false }, game: { value: input.game ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: false }, mover: { value: input.mover ?? null, isWritable: false } }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
@@ -108,13 +104,11 @@ return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAcco
 export type ParsedGameFeedInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountMetas extends readonly AccountMeta[] = readonly AccountMeta[]> = { programAddress: Address<TProgram>;
 accounts: {
 task: TAccountMetas[0];
+/** Read only: parallel games do not contend for it. */
 dispute: TAccountMetas[1];
 game: TAccountMetas[2];
 defender: TAccountMetas[3];
-/**
- * The party whose turn it is (the challenger splits and replays, the defender picks);
- * the challenger gets the game's rent when it wins it.
- */
+/** The party whose turn it is: the challenger splits; the defender picks and replays. */
 mover: TAccountMetas[4];
 };
 data: GameFeedInstructionData; };

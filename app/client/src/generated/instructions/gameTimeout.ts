@@ -6,17 +6,17 @@
  * @see https://github.com/codama-idl/codama
  */
 
-import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyUint8Array, type WritableAccount } from '@solana/kit';
+import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlyUint8Array, type WritableAccount } from '@solana/kit';
 import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, type ResolvedInstructionAccount } from '@solana/program-client-core';
-import { findDisputePda, findGamePda } from '../pdas';
+import { findDisputePda, findEscrowPda, findGamePda } from '../pdas';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from '../programs';
 
 export const GAME_TIMEOUT_DISCRIMINATOR: ReadonlyUint8Array = new Uint8Array([19, 39, 125, 51, 80, 168, 201, 233]);
 
 export function getGameTimeoutDiscriminatorBytes(): ReadonlyUint8Array { return fixEncoderSize(getBytesEncoder(), 8).encode(GAME_TIMEOUT_DISCRIMINATOR); }
 
-export type GameTimeoutInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountDispute extends string | AccountMeta<string> = string, TAccountGame extends string | AccountMeta<string> = string, TAccountChallenger extends string | AccountMeta<string> = string, TAccountDefender extends string | AccountMeta<string> = string, TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
-Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? WritableAccount<TAccountTask> : TAccountTask, TAccountDispute extends string ? WritableAccount<TAccountDispute> : TAccountDispute, TAccountGame extends string ? WritableAccount<TAccountGame> : TAccountGame, TAccountChallenger extends string ? WritableAccount<TAccountChallenger> : TAccountChallenger, TAccountDefender extends string ? WritableAccount<TAccountDefender> : TAccountDefender, ...TRemainingAccounts]>;
+export type GameTimeoutInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountEscrow extends string | AccountMeta<string> = string, TAccountDispute extends string | AccountMeta<string> = string, TAccountGame extends string | AccountMeta<string> = string, TAccountChallenger extends string | AccountMeta<string> = string, TAccountDefender extends string | AccountMeta<string> = string, TAccountPayout extends string | AccountMeta<string> = string, TAccountPayoutAta extends string | AccountMeta<string> = string, TAccountTokenProgram extends string | AccountMeta<string> = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
+Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? WritableAccount<TAccountTask> : TAccountTask, TAccountEscrow extends string ? WritableAccount<TAccountEscrow> : TAccountEscrow, TAccountDispute extends string ? WritableAccount<TAccountDispute> : TAccountDispute, TAccountGame extends string ? WritableAccount<TAccountGame> : TAccountGame, TAccountChallenger extends string ? WritableAccount<TAccountChallenger> : TAccountChallenger, TAccountDefender extends string ? WritableAccount<TAccountDefender> : TAccountDefender, TAccountPayout extends string ? WritableAccount<TAccountPayout> : TAccountPayout, TAccountPayoutAta extends string ? WritableAccount<TAccountPayoutAta> : TAccountPayoutAta, TAccountTokenProgram extends string ? ReadonlyAccount<TAccountTokenProgram> : TAccountTokenProgram, ...TRemainingAccounts]>;
 
 export type GameTimeoutInstructionData = { discriminator: ReadonlyUint8Array;  };
 
@@ -34,74 +34,110 @@ export function getGameTimeoutInstructionDataCodec(): FixedSizeCodec<GameTimeout
     return combineCodec(getGameTimeoutInstructionDataEncoder(), getGameTimeoutInstructionDataDecoder());
 }
 
-export type GameTimeoutAsyncInput<TAccountTask extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountChallenger extends string = string, TAccountDefender extends string = string> =  {
+export type GameTimeoutAsyncInput<TAccountTask extends string = string, TAccountEscrow extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountChallenger extends string = string, TAccountDefender extends string = string, TAccountPayout extends string = string, TAccountPayoutAta extends string = string, TAccountTokenProgram extends string = string> =  {
   task: Address<TAccountTask>;
+escrow?: Address<TAccountEscrow>;
 dispute?: Address<TAccountDispute>;
 game?: Address<TAccountGame>;
-/** the game's when the defender loses. */
 challenger: Address<TAccountChallenger>;
+/**
+ * The game's defender (its PDA's seed): gets the game's rent back. Signs `game_settle`
+ * (its replay's end); anyone may end a game by `game_timeout`.
+ */
 defender: Address<TAccountDefender>;
+/** token account in the handler: its owner may have closed it). */
+payout: Address<TAccountPayout>;
+/** stake mint (address derived and checked). */
+payoutAta?: Address<TAccountPayoutAta>;
+tokenProgram?: Address<TAccountTokenProgram>;
 }
 
-export async function getGameTimeoutInstructionAsync<TAccountTask extends string, TAccountDispute extends string, TAccountGame extends string, TAccountChallenger extends string, TAccountDefender extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: GameTimeoutAsyncInput<TAccountTask, TAccountDispute, TAccountGame, TAccountChallenger, TAccountDefender>, config?: { programAddress?: TProgramAddress } ): Promise<GameTimeoutInstruction<TProgramAddress, TAccountTask, TAccountDispute, TAccountGame, TAccountChallenger, TAccountDefender>> {
+export async function getGameTimeoutInstructionAsync<TAccountTask extends string, TAccountEscrow extends string, TAccountDispute extends string, TAccountGame extends string, TAccountChallenger extends string, TAccountDefender extends string, TAccountPayout extends string, TAccountPayoutAta extends string, TAccountTokenProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: GameTimeoutAsyncInput<TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountChallenger, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>, config?: { programAddress?: TProgramAddress } ): Promise<GameTimeoutInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountChallenger, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>> {
   // Program address.
 const programAddress = config?.programAddress ?? COMPUTE_MARKET_PROGRAM_ADDRESS;
 
  // Original accounts.
-const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, dispute: { value: input.dispute ?? null, isWritable: true }, game: { value: input.game ?? null, isWritable: true }, challenger: { value: input.challenger ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: true } }
+const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, escrow: { value: input.escrow ?? null, isWritable: true }, dispute: { value: input.dispute ?? null, isWritable: true }, game: { value: input.game ?? null, isWritable: true }, challenger: { value: input.challenger ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: true }, payout: { value: input.payout ?? null, isWritable: true }, payoutAta: { value: input.payoutAta ?? null, isWritable: true }, tokenProgram: { value: input.tokenProgram ?? null, isWritable: false } }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
 // Resolve default values.
+if (!accounts.escrow.value) {
+accounts.escrow.value = await findEscrowPda({ task: getAddressFromResolvedInstructionAccount("task", accounts.task.value) });
+}
 if (!accounts.dispute.value) {
 accounts.dispute.value = await findDisputePda({ task: getAddressFromResolvedInstructionAccount("task", accounts.task.value), challenger: getAddressFromResolvedInstructionAccount("challenger", accounts.challenger.value) });
 }
 if (!accounts.game.value) {
 accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value) });
 }
+if (!accounts.tokenProgram.value) {
+accounts.tokenProgram.value = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA' as Address<'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA'>;
+}
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("challenger", accounts.challenger), getAccountMeta("defender", accounts.defender)], data: getGameTimeoutInstructionDataEncoder().encode({}), programAddress } as GameTimeoutInstruction<TProgramAddress, TAccountTask, TAccountDispute, TAccountGame, TAccountChallenger, TAccountDefender>);
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("challenger", accounts.challenger), getAccountMeta("defender", accounts.defender), getAccountMeta("payout", accounts.payout), getAccountMeta("payoutAta", accounts.payoutAta), getAccountMeta("tokenProgram", accounts.tokenProgram)], data: getGameTimeoutInstructionDataEncoder().encode({}), programAddress } as GameTimeoutInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountChallenger, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>);
 }
 
-export type GameTimeoutInput<TAccountTask extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountChallenger extends string = string, TAccountDefender extends string = string> =  {
+export type GameTimeoutInput<TAccountTask extends string = string, TAccountEscrow extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountChallenger extends string = string, TAccountDefender extends string = string, TAccountPayout extends string = string, TAccountPayoutAta extends string = string, TAccountTokenProgram extends string = string> =  {
   task: Address<TAccountTask>;
+escrow: Address<TAccountEscrow>;
 dispute: Address<TAccountDispute>;
 game: Address<TAccountGame>;
-/** the game's when the defender loses. */
 challenger: Address<TAccountChallenger>;
+/**
+ * The game's defender (its PDA's seed): gets the game's rent back. Signs `game_settle`
+ * (its replay's end); anyone may end a game by `game_timeout`.
+ */
 defender: Address<TAccountDefender>;
+/** token account in the handler: its owner may have closed it). */
+payout: Address<TAccountPayout>;
+/** stake mint (address derived and checked). */
+payoutAta?: Address<TAccountPayoutAta>;
+tokenProgram?: Address<TAccountTokenProgram>;
 }
 
-export function getGameTimeoutInstruction<TAccountTask extends string, TAccountDispute extends string, TAccountGame extends string, TAccountChallenger extends string, TAccountDefender extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: GameTimeoutInput<TAccountTask, TAccountDispute, TAccountGame, TAccountChallenger, TAccountDefender>, config?: { programAddress?: TProgramAddress } ): GameTimeoutInstruction<TProgramAddress, TAccountTask, TAccountDispute, TAccountGame, TAccountChallenger, TAccountDefender> {
+export function getGameTimeoutInstruction<TAccountTask extends string, TAccountEscrow extends string, TAccountDispute extends string, TAccountGame extends string, TAccountChallenger extends string, TAccountDefender extends string, TAccountPayout extends string, TAccountPayoutAta extends string, TAccountTokenProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: GameTimeoutInput<TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountChallenger, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>, config?: { programAddress?: TProgramAddress } ): GameTimeoutInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountChallenger, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram> {
   // Program address.
 const programAddress = config?.programAddress ?? COMPUTE_MARKET_PROGRAM_ADDRESS;
 
  // Original accounts.
-const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, dispute: { value: input.dispute ?? null, isWritable: true }, game: { value: input.game ?? null, isWritable: true }, challenger: { value: input.challenger ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: true } }
+const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, escrow: { value: input.escrow ?? null, isWritable: true }, dispute: { value: input.dispute ?? null, isWritable: true }, game: { value: input.game ?? null, isWritable: true }, challenger: { value: input.challenger ?? null, isWritable: true }, defender: { value: input.defender ?? null, isWritable: true }, payout: { value: input.payout ?? null, isWritable: true }, payoutAta: { value: input.payoutAta ?? null, isWritable: true }, tokenProgram: { value: input.tokenProgram ?? null, isWritable: false } }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
-
+// Resolve default values.
+if (!accounts.tokenProgram.value) {
+accounts.tokenProgram.value = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA' as Address<'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA'>;
+}
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("challenger", accounts.challenger), getAccountMeta("defender", accounts.defender)], data: getGameTimeoutInstructionDataEncoder().encode({}), programAddress } as GameTimeoutInstruction<TProgramAddress, TAccountTask, TAccountDispute, TAccountGame, TAccountChallenger, TAccountDefender>);
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("challenger", accounts.challenger), getAccountMeta("defender", accounts.defender), getAccountMeta("payout", accounts.payout), getAccountMeta("payoutAta", accounts.payoutAta), getAccountMeta("tokenProgram", accounts.tokenProgram)], data: getGameTimeoutInstructionDataEncoder().encode({}), programAddress } as GameTimeoutInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountChallenger, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>);
 }
 
 export type ParsedGameTimeoutInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountMetas extends readonly AccountMeta[] = readonly AccountMeta[]> = { programAddress: Address<TProgram>;
 accounts: {
 task: TAccountMetas[0];
-dispute: TAccountMetas[1];
-game: TAccountMetas[2];
-/** the game's when the defender loses. */
-challenger: TAccountMetas[3];
-defender: TAccountMetas[4];
+escrow: TAccountMetas[1];
+dispute: TAccountMetas[2];
+game: TAccountMetas[3];
+challenger: TAccountMetas[4];
+/**
+ * The game's defender (its PDA's seed): gets the game's rent back. Signs `game_settle`
+ * (its replay's end); anyone may end a game by `game_timeout`.
+ */
+defender: TAccountMetas[5];
+/** token account in the handler: its owner may have closed it). */
+payout: TAccountMetas[6];
+/** stake mint (address derived and checked). */
+payoutAta?: TAccountMetas[7] | undefined;
+tokenProgram: TAccountMetas[8];
 };
 data: GameTimeoutInstructionData; };
 
 export function parseGameTimeoutInstruction<TProgram extends string, TAccountMetas extends readonly AccountMeta[]>(instruction: Instruction<TProgram> & InstructionWithAccounts<TAccountMetas> & InstructionWithData<ReadonlyUint8Array>): ParsedGameTimeoutInstruction<TProgram, TAccountMetas> {
-  if (instruction.accounts.length < 5) {
-  throw new SolanaError(SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, { actualAccountMetas: instruction.accounts.length, expectedAccountMetas: 5 });
+  if (instruction.accounts.length < 9) {
+  throw new SolanaError(SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, { actualAccountMetas: instruction.accounts.length, expectedAccountMetas: 9 });
 }
 let accountIndex = 0;
 const getNextAccount = () => {
@@ -109,5 +145,9 @@ const getNextAccount = () => {
   accountIndex += 1;
   return accountMeta;
 }
-  return { programAddress: instruction.programAddress, accounts: { task: getNextAccount(), dispute: getNextAccount(), game: getNextAccount(), challenger: getNextAccount(), defender: getNextAccount() }, data: getGameTimeoutInstructionDataDecoder().decode(instruction.data) };
+const getNextOptionalAccount = () => {
+  const accountMeta = getNextAccount();
+  return accountMeta.address === COMPUTE_MARKET_PROGRAM_ADDRESS ? undefined : accountMeta;
+};
+  return { programAddress: instruction.programAddress, accounts: { task: getNextAccount(), escrow: getNextAccount(), dispute: getNextAccount(), game: getNextAccount(), challenger: getNextAccount(), defender: getNextAccount(), payout: getNextAccount(), payoutAta: getNextOptionalAccount(), tokenProgram: getNextAccount() }, data: getGameTimeoutInstructionDataDecoder().decode(instruction.data) };
 }

@@ -33,6 +33,7 @@ export * from './expireTask';
 export * from './finalizeTask';
 export * from './gameFeed';
 export * from './gamePick';
+export * from './gameSettle';
 export * from './gameSplit';
 export * from './gameTimeout';
 export * from './gameWrite';
