@@ -611,6 +611,111 @@ pub mod build {
     use super::*;
     use crate::infer::Mlp;
 
+    /// One party's trace of a row: the memory after its last step, as it computes it.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Trace {
+        /// The layout (the model's widths).
+        pub lay: Layout,
+        /// The memory after every step.
+        pub mem: Vec<u8>,
+    }
+
+    impl Trace {
+        /// The trace of row `x` through `model`.
+        pub fn of(model: &Mlp, x: &[i8]) -> Trace {
+            Trace {
+                lay: layout(model),
+                mem: memory(model, x),
+            }
+        }
+
+        /// The trace of row `x` through the model whose slice string is `model` (PROTOCOL
+        /// §8.7: header, then every neuron's record), read as the program reads it; `None` if
+        /// the string is not a model's.
+        pub fn of_slices(model: &[u8], x: &[i8]) -> Option<Trace> {
+            let word = |o: usize| -> Option<i32> {
+                Some(i32::from_le_bytes(model.get(o..o + 4)?.try_into().ok()?))
+            };
+            let layers = usize::try_from(word(0)?).ok()?;
+            if !(1..=MAX_MLP_LAYERS as usize).contains(&layers) {
+                return None;
+            }
+            let widths: Vec<u32> = (0..=layers)
+                .map(|i| word(4 + 4 * i).and_then(|w| u32::try_from(w).ok()))
+                .collect::<Option<_>>()?;
+            if widths.iter().any(|&w| w == 0 || w > MAX_MLP_WIDTH)
+                || widths[0] as usize != x.len()
+                || slices::model_slices_len(&widths) != model.len() as u64
+            {
+                return None;
+            }
+            let lay = Layout::new(&widths);
+            let mut mem = vec![0u8; lay.len() as usize];
+            let mut a: Vec<i8> = x.to_vec();
+            for l in 0..layers {
+                let (inp, out) = (widths[l] as usize, widths[l + 1]);
+                let mut next = Vec::with_capacity(out as usize);
+                for o in 0..out {
+                    let at = slices::record_offset(&widths, l, o) as usize;
+                    let (bias, m, sh) = (word(at)?, word(at + 4)?, word(at + 8)?);
+                    let w = model.get(at + 12..at + 12 + inp)?;
+                    let acc = bias as i64
+                        + w.iter()
+                            .zip(&a)
+                            .map(|(&w, &x)| (w as i8 as i64) * x as i64)
+                            .sum::<i64>();
+                    if l + 1 < layers {
+                        if m < 1 || !(1..=62).contains(&sh) {
+                            return None;
+                        }
+                        next.push(requantize(acc as i32, m, sh).max(0));
+                    } else {
+                        let la = lay.logits_at() as usize + 4 * o as usize;
+                        mem[la..la + 4].copy_from_slice(&(acc as i32).to_le_bytes());
+                    }
+                }
+                if l + 1 < layers {
+                    let at = lay.hidden_at(l) as usize;
+                    for (i, &v) in next.iter().enumerate() {
+                        mem[at + i] = v as u8;
+                    }
+                    a = next;
+                }
+            }
+            let c = lay.classes() as usize;
+            let la = lay.logits_at() as usize;
+            let logits: Vec<i32> = (0..c)
+                .map(|o| i32::from_le_bytes(mem[la + 4 * o..la + 4 * o + 4].try_into().unwrap()))
+                .collect();
+            let class = crate::infer::class_of(&logits);
+            mem[la + 4 * c..la + 4 * c + 4].copy_from_slice(&class.to_le_bytes());
+            Some(Trace { lay, mem })
+        }
+
+        /// The memory after `s` steps.
+        pub fn state(&self, s: u64) -> Vec<u8> {
+            state(&self.lay, &self.mem, s)
+        }
+
+        /// Its root after `s` steps.
+        pub fn root_at(&self, s: u64) -> Digest {
+            root(&self.lay, &self.state(s))
+        }
+
+        /// Its value of word `w` of the row (a logit, or the class at C).
+        pub fn word(&self, w: u32) -> [u8; 4] {
+            let (off, _) = self.lay.slot(self.lay.word_step(w));
+            self.mem[off as usize..off as usize + 4]
+                .try_into()
+                .expect("4 bytes")
+        }
+
+        /// The leaf of its memory after `s` steps holding byte `offset`, and its siblings.
+        pub fn leaf_at(&self, s: u64, index: u64) -> ([u8; LEAF_LEN], Vec<Digest>) {
+            leaf_proof(&self.lay, &self.state(s), index)
+        }
+    }
+
     /// The model's layout.
     pub fn layout(m: &Mlp) -> Layout {
         let mut widths: Vec<u32> = vec![m.layers[0].inp as u32];
@@ -848,6 +953,24 @@ mod tests {
             let post = replay(&job, &lay, &ms, &batch, &bad, row, s).unwrap();
             assert_ne!(post, root(&lay, &state(&lay, &mem, s)));
         }
+    }
+
+    #[test]
+    fn a_trace_read_from_the_models_slices_is_the_reference() {
+        let mut seed = 9;
+        for widths in [vec![3usize, 1500, 7, 5], vec![700, 4], vec![9, 2, 3, 2, 3]] {
+            let m = model(&widths, &mut seed);
+            let x: Vec<i8> = (0..widths[0]).map(|_| lcg(&mut seed) as i8).collect();
+            let t = Trace::of_slices(&sb::model(&m), &x).expect("a model's slices");
+            assert_eq!(t, Trace::of(&m, &x));
+        }
+        let m = model(&[4, 5, 2], &mut seed);
+        assert_eq!(
+            Trace::of_slices(&sb::model(&m), &[1, 2, 3]),
+            None,
+            "a row of another width"
+        );
+        assert_eq!(Trace::of_slices(&sb::model(&m)[..40], &[1, 2, 3, 4]), None);
     }
 
     #[test]

@@ -11,51 +11,15 @@ use compute_market::{
 use compute_market_protocol::{
     feed::{self, Target},
     hash::Digest,
-    infer::Mlp,
     job::JobSpec,
     merkle::CHUNK_LEN,
     slices::build as sb,
-    trace::{self, build, Layout, Replay, Source},
+    trace::{self, build, Replay, Source},
 };
 
 use crate::{disputes::Inputs, Actor, TxRecord, World};
 
-/// One party's trace of a row: the memory after its last step, as it computes it.
-#[derive(Clone)]
-pub struct Trace {
-    /// The layout (the model's widths).
-    pub lay: Layout,
-    /// The memory after every step.
-    pub mem: Vec<u8>,
-}
-
-impl Trace {
-    /// The trace of row `x` through `model` (the right one, or a cheat's).
-    pub fn of(model: &Mlp, x: &[i8]) -> Trace {
-        Trace {
-            lay: build::layout(model),
-            mem: build::memory(model, x),
-        }
-    }
-
-    /// The memory after `s` steps.
-    pub fn state(&self, s: u64) -> Vec<u8> {
-        build::state(&self.lay, &self.mem, s)
-    }
-
-    /// Its root after `s` steps.
-    pub fn root_at(&self, s: u64) -> Digest {
-        build::root(&self.lay, &self.state(s))
-    }
-
-    /// Its value of word `w` of the row (a logit, or the class at C).
-    pub fn word(&self, w: u32) -> [u8; 4] {
-        let (off, _) = self.lay.slot(self.lay.word_step(w));
-        self.mem[off as usize..off as usize + 4]
-            .try_into()
-            .expect("4 bytes")
-    }
-}
+pub use compute_market_protocol::trace::build::Trace;
 
 /// Bytes one `game_write` carries: as many as fit a packet beside its signature, its five
 /// accounts and a compute-budget instruction.
