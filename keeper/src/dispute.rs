@@ -241,6 +241,22 @@ impl SlicedInputs {
         (chunk(s, c).to_vec(), path)
     }
 
+    /// The trace of `job`'s row `row` through its model (PROTOCOL §8.10), read from the slice
+    /// strings as the program reads them; `None` past the batch or for slices not a model's.
+    pub fn trace(
+        &self,
+        job: &JobSpec,
+        row: u32,
+    ) -> Option<compute_market_protocol::trace::build::Trace> {
+        let f = job.dims[1] as usize;
+        let x: Vec<i8> = self.slices[1]
+            .get(row as usize * f..(row as usize + 1) * f)?
+            .iter()
+            .map(|&b| b as i8)
+            .collect();
+        compute_market_protocol::trace::build::Trace::of_slices(&self.slices[0], &x)
+    }
+
     /// Element (tile, element) of the job recomputed as the program will, one chunk at a time
     /// (`compute_market_protocol::feed`): its 4 bytes; `None` when the slices break the job's
     /// rules (the program would refuse them too).

@@ -371,3 +371,234 @@ fn a_client_overturns_a_wrong_digits_result_from_its_own_data_through_the_progra
     assert!(slashed >= 1, "the digits' provider lost its bond");
     assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");
 }
+
+/// The dispute window of the game tests: a game's turns of a minute fit it.
+const GAME_WINDOW: u32 = 2_000;
+
+fn wide_scenario(dir: &std::path::Path, corrupt: f64, careless: bool) -> Scenario {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let cfg = DemoConfig {
+        providers: 2,
+        verifiers: 3,
+        tasks: 1,
+        wide: true,
+        corrupt_fraction: corrupt,
+        dispute_window: GAME_WINDOW,
+        ..Default::default()
+    };
+    let mut s = Scenario::new(&cfg, Arc::new(CpuBackend), dir).expect("scenario");
+    for v in &mut s.verifiers {
+        v.careless = careless;
+    }
+    for p in &mut s.providers {
+        p.corrupt_fraction = corrupt;
+    }
+    s
+}
+
+#[test]
+fn a_wrong_row_of_a_model_too_large_to_read_is_overturned_by_the_watchers_claim() {
+    // a 64-512-256-10 model (172 chunks: no feed fits the window), a provider that corrupts
+    // its rows, seats that vouch blindly; the client's watcher claims the row's trace, nobody
+    // can defend against a right claim, and it stands
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = wide_scenario(dir.path(), 1.0, true);
+    let (key, _, _) = s.wide.clone().expect("the wide task");
+    let job = s.tasks.iter().find(|(k, _, _)| *k == key).unwrap().1;
+    assert_eq!(
+        compute_market_protocol::dispute::method(&job, GAME_WINDOW),
+        Some(compute_market_protocol::dispute::Method::Game)
+    );
+    let kp = Keypair::try_from(&s.client.to_bytes()[..]).unwrap();
+    let ctx = NodeCtx {
+        name: "client-watcher".into(),
+        node: pda::node(&kp.pubkey()),
+        kp,
+        market: pda::market(1),
+        backend: s.backend.clone(),
+        store: s.store.clone(),
+        parallel: 1,
+        progress: None,
+    };
+    let db =
+        Arc::new(compute_market_keeper::db::Db::open(&dir.path().join("watcher.redb")).unwrap());
+    let me = s.client.pubkey();
+    s.watchers
+        .push(Watcher::new(ctx, db, Watched::Clients(vec![me])));
+    let mut claimed = false;
+    let mut guard = 0;
+    while !s.done() {
+        s.tick().unwrap();
+        claimed |= s
+            .chain
+            .disputes(&key)
+            .unwrap()
+            .iter()
+            .any(|(_, d)| d.claimed == 1);
+        guard += 1;
+        assert!(guard < 6_000, "the market finishes");
+    }
+    assert!(claimed, "the watcher claimed the row's trace");
+    assert_eq!(
+        s.verdicts[&key],
+        (TaskStatus::Rejected, VERDICT_PROVEN_WRONG),
+        "the claim stood: the result is proven wrong"
+    );
+    assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");
+}
+
+#[test]
+fn keepers_defend_a_right_result_against_a_wrong_claim_and_win_the_game() {
+    use compute_market::client;
+    use compute_market_keeper::{dispute::element_proof, roles::challenger::sliced_inputs};
+    use compute_market_protocol::{
+        dispute::DISPUTE_RESULT_WRONG,
+        merkle::CHUNK_LEN,
+        trace::{self, LEAF_LEN},
+    };
+    // honest provider and verifiers; a stranger, driven here by raw instructions, claims a
+    // trace whose class is wrong and splits with its lying roots: the keepers that vouched for
+    // the row defend on their own, narrow the lie to its one wrong step, replay it, and win
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = wide_scenario(dir.path(), 0.0, false);
+    let (key, _, _) = s.wide.clone().expect("the wide task");
+    let stranger = s.chain.with(|c| {
+        let kp = c.keypair("stranger");
+        c.airdrop(&kp.pubkey(), 100_000_000_000);
+        kp
+    });
+    let funded = compute_market_keeper::deploy::fund(
+        s.chain.as_ref(),
+        &s.admin,
+        &stranger.pubkey(),
+        10_000_000,
+    )
+    .unwrap();
+    let wallet: Pubkey = funded.token_account.parse().unwrap();
+    let me = stranger.pubkey();
+    let send = |s: &Scenario, what: &str, ixs: Vec<solana_instruction::Instruction>| {
+        let mut all = vec![client::compute_unit_limit(1_400_000)];
+        all.extend(ixs);
+        let r = s.chain.send(&all, &stranger, &[]).unwrap();
+        assert!(r.ok, "{what}: {:?}", r.error);
+    };
+    let write = |s: &Scenario, bytes: &[u8]| {
+        for (i, part) in bytes.chunks(900).enumerate() {
+            send(
+                s,
+                "dispute_write",
+                vec![client::dispute_write(
+                    key,
+                    me,
+                    (i * 900) as u16,
+                    part.to_vec(),
+                )],
+            );
+        }
+    };
+    let mut lie = None;
+    let mut bond = 0;
+    let mut guard = 0;
+    while !s.done() {
+        s.tick().unwrap();
+        guard += 1;
+        assert!(guard < 6_000, "the market finishes");
+        let Some(t) = s.chain.task(&key).unwrap() else {
+            continue;
+        };
+        if lie.is_none() && t.held && t.status == TaskStatus::Accepted {
+            // open, prove row 6's class, the manifest, the header, and claim a lie
+            let job = compute_market_protocol::job::JobSpec::decode(&t.job).unwrap();
+            let (tile, element, row) = (1u32, 2 * 11 + 10, 6u32);
+            bond = t.verifier_bond.max(1);
+            send(
+                &s,
+                "open_dispute",
+                vec![client::open_dispute(
+                    key,
+                    me,
+                    wallet,
+                    wallet,
+                    compute_market::instructions::OpenDisputeArgs {
+                        kind: DISPUTE_RESULT_WRONG,
+                        tile,
+                        element,
+                    },
+                )],
+            );
+            let entry = s.store.entry(&t.result_root).expect("the result is served");
+            let proof = entry.tree().unwrap().proof(tile).unwrap();
+            let (chunk, path) =
+                element_proof(&job, tile, element, &entry.tile(tile).unwrap(), &proof);
+            write(&s, &[chunk, path.concat()].concat());
+            send(
+                &s,
+                "dispute_prove",
+                vec![client::dispute_prove(key, me, path.len() as u8)],
+            );
+            let data = sliced_inputs(&s.store, &t, &job).unwrap();
+            write(&s, &data.manifest);
+            send(
+                &s,
+                "dispute_inputs",
+                vec![client::dispute_inputs(key, me, data.manifest.len() as u16)],
+            );
+            let (mut chunk, path) = data.chunk(0, 0);
+            chunk.resize(CHUNK_LEN, 0);
+            write(&s, &[chunk, path.concat()].concat());
+            send(
+                &s,
+                "dispute_layout",
+                vec![client::dispute_layout(key, me, path.len() as u8)],
+            );
+            let mut t2 = data.trace(&job, row).unwrap();
+            let (off, _) = t2.lay.slot(t2.lay.steps());
+            t2.mem[off as usize] ^= 1;
+            let steps = t2.lay.steps();
+            let (leaf, path) = t2.leaf_at(steps, off / LEAF_LEN as u64);
+            write(&s, &[leaf.to_vec(), path.concat()].concat());
+            send(
+                &s,
+                "dispute_claim",
+                vec![client::dispute_claim(
+                    key,
+                    me,
+                    t2.root_at(steps),
+                    path.len() as u8,
+                )],
+            );
+            lie = Some(t2);
+            continue;
+        }
+        // the stranger answers every split of its games with its lying roots
+        let Some(l) = &lie else { continue };
+        let d = pda::dispute(&key, &me);
+        for (_, g) in s.chain.games(&d).unwrap() {
+            if g.stage == 0 && g.turn == 0 && s.chain.slot().unwrap() <= g.deadline {
+                let (k, p) = trace::split_points(g.lo, g.hi);
+                let roots = (1..k).map(|i| l.root_at(p(i))).collect();
+                send(
+                    &s,
+                    "game_split",
+                    vec![client::game_split(key, me, g.defender, roots)],
+                );
+            }
+        }
+    }
+    assert!(lie.is_some(), "the stranger claimed");
+    assert_eq!(
+        s.verdicts[&key],
+        (TaskStatus::Accepted, VOTE_VALID),
+        "the right result stands"
+    );
+    // the stranger's bond went to the defender that won; every game was closed
+    assert_eq!(
+        s.chain.token_balance(&wallet).unwrap(),
+        10_000_000 - bond,
+        "the stranger lost its bond"
+    );
+    assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");
+}

@@ -11,7 +11,7 @@ pub mod rpc;
 use anchor_lang::{prelude::Pubkey, AccountDeserialize, Discriminator, Event};
 use anyhow::Result;
 use base64::Engine;
-use compute_market::state::{Dispute, Node, Task, Vote};
+use compute_market::state::{Dispute, Game, Node, Task, Vote};
 use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 
@@ -166,6 +166,24 @@ pub trait ChainExt: Chain {
             .into_iter()
             .filter_map(|(k, d)| Some((k, Dispute::from_account_data(&d)?)))
             .filter(|(_, x)| x.task == *task)
+            .collect())
+    }
+    /// The games of `dispute` (PROTOCOL §8.10; filtered on the game's dispute field).
+    fn games(&self, dispute: &Pubkey) -> Result<Vec<(Pubkey, Game)>> {
+        Ok(self
+            .program_accounts_matching(Game::DISCRIMINATOR, Game::DISPUTE_OFFSET, dispute.as_ref())?
+            .into_iter()
+            .filter_map(|(k, d)| Some((k, Game::from_account_data(&d)?)))
+            .filter(|(_, g)| g.dispute == *dispute)
+            .collect())
+    }
+    /// The games of every dispute of `task` (filtered on the game's task field).
+    fn games_of_task(&self, task: &Pubkey) -> Result<Vec<(Pubkey, Game)>> {
+        Ok(self
+            .program_accounts_matching(Game::DISCRIMINATOR, Game::TASK_OFFSET, task.as_ref())?
+            .into_iter()
+            .filter_map(|(k, d)| Some((k, Game::from_account_data(&d)?)))
+            .filter(|(_, g)| g.task == *task)
             .collect())
     }
     /// All votes of `task` (filtered on the vote's first field, the task).

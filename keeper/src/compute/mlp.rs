@@ -107,6 +107,43 @@ pub fn digits_heldout() -> Result<(Vec<u8>, Vec<u8>)> {
     Ok((batch, labels))
 }
 
+/// A model's safetensors file (PROTOCOL §5, Mlp: `l{i}.weight` `I8` [out, in], `l{i}.bias`
+/// and, for hidden layers, `l{i}.multiplier` and `l{i}.shift` `I32` [out]): what a client
+/// posts, here for models made in code (tests, the demo's wide model).
+pub fn model_file(m: &Mlp) -> Result<Vec<u8>> {
+    use safetensors::{tensor::TensorView, Dtype};
+    let le = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let mut data: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = vec![];
+    for (i, l) in m.layers.iter().enumerate() {
+        let w = l.weight.iter().map(|&x| x as u8).collect();
+        data.push((format!("l{i}.weight"), Dtype::I8, vec![l.out, l.inp], w));
+        data.push((format!("l{i}.bias"), Dtype::I32, vec![l.out], le(&l.bias)));
+        if let Some((mul, shift)) = &l.requant {
+            data.push((format!("l{i}.multiplier"), Dtype::I32, vec![l.out], le(mul)));
+            data.push((format!("l{i}.shift"), Dtype::I32, vec![l.out], le(shift)));
+        }
+    }
+    let views: Vec<(String, TensorView)> = data
+        .iter()
+        .map(|(n, d, shape, bytes)| {
+            Ok((
+                n.clone(),
+                TensorView::new(*d, shape.clone(), bytes).map_err(|e| anyhow!("{e}"))?,
+            ))
+        })
+        .collect::<Result<_>>()?;
+    safetensors::serialize(views, None).map_err(|e| anyhow!("{e}"))
+}
+
+/// A batch's safetensors file: one tensor `x`, `I8` [rows, features].
+pub fn batch_file(x: &[i8], features: usize) -> Result<Vec<u8>> {
+    use safetensors::{tensor::TensorView, Dtype};
+    let bytes: Vec<u8> = x.iter().map(|&v| v as u8).collect();
+    let view = TensorView::new(Dtype::I8, vec![x.len() / features, features], &bytes)
+        .map_err(|e| anyhow!("{e}"))?;
+    safetensors::serialize([("x", view)], None).map_err(|e| anyhow!("{e}"))
+}
+
 /// The float model's held-out accuracy, from the model file's metadata.
 pub fn digits_float_accuracy() -> Option<f64> {
     let (_, meta) = SafeTensors::read_metadata(DIGITS_MODEL).ok()?;

@@ -64,6 +64,10 @@ pub struct DemoConfig {
     /// client's data; the report gives the verified embeddings' cosine to the fp32 model's).
     /// Needs the model made by `scripts/minilm-model`.
     pub sentences: bool,
+    /// Also post an `Mlp` task of 12 rows through a random 64-512-256-10 model, too large to
+    /// read in a dispute: its disputes are games over a claimed trace (PROTOCOL §8.10) when the
+    /// window holds one (about 1 750 slots).
+    pub wide: bool,
     /// The market's minimum quorum (0: the protocol's default, 3).
     pub min_quorum: u8,
     /// The market's dispute window, slots (0: verdicts final at once; PROTOCOL §8).
@@ -86,9 +90,43 @@ impl Default for DemoConfig {
             },
             digits: false,
             sentences: false,
+            wide: false,
             min_quorum: 0,
             dispute_window: 0,
         }
+    }
+}
+
+/// A model of widths `widths` with weights from a fixed generator, its requantization
+/// keeping hidden values spread: the demo's model too large to read in a dispute.
+fn wide_model(widths: &[usize]) -> compute_market_protocol::infer::Mlp {
+    use compute_market_protocol::infer::{Layer, Mlp};
+    let mut x = 0x5eed_u64;
+    let mut next = move || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x >> 33
+    };
+    let n = widths.len() - 1;
+    Mlp {
+        layers: (0..n)
+            .map(|l| {
+                let (inp, out) = (widths[l], widths[l + 1]);
+                Layer {
+                    inp,
+                    out,
+                    weight: (0..inp * out).map(|_| next() as i8).collect(),
+                    bias: (0..out).map(|_| (next() % 2_000) as i32 - 1_000).collect(),
+                    requant: (l + 1 < n).then(|| {
+                        (
+                            (0..out).map(|_| 1 + (next() % 1_000) as i32).collect(),
+                            (0..out).map(|_| 14 + (next() % 4) as i32).collect(),
+                        )
+                    }),
+                }
+            })
+            .collect(),
     }
 }
 
@@ -189,6 +227,8 @@ pub struct Scenario {
     pub store: Arc<ResultStore>,
     /// The backend its nodes compute on.
     pub backend: Arc<dyn Backend>,
+    /// The wide model's task, its model and batch, when posted.
+    pub wide: Option<(Pubkey, compute_market_protocol::infer::Mlp, Vec<i8>)>,
     /// The digits task and the held-out labels, when posted.
     pub digits: Option<(Pubkey, Vec<u8>)>,
     /// The sentences task and the fp32 model's embeddings of its texts, when posted.
@@ -298,6 +338,7 @@ impl Scenario {
             store: store.clone(),
             backend: backend.clone(),
             digits: None,
+            wide: None,
             sentences: None,
             roots: HashMap::new(),
         };
@@ -384,6 +425,33 @@ impl Scenario {
             let key = post(args)?;
             tasks.push((key, job, reward));
             s.digits = Some((key, labels));
+        }
+        if cfg.wide {
+            // a model too large to read in a dispute, on the client's data
+            use crate::compute::mlp;
+            use compute_market_protocol::manifest::Role;
+            let model = wide_model(&[64, 512, 256, 10]);
+            let x: Vec<i8> = (0..12 * 64).map(|i| ((i * 7 + 3) % 17) as i8).collect();
+            let (model_file, batch_file) = (mlp::model_file(&model)?, mlp::batch_file(&x, 64)?);
+            let named = [
+                crate::compute::slices::of_model(&model),
+                crate::compute::slices::of_batch(&mlp::parse_batch(&batch_file, 12, 64)?),
+            ];
+            let manifest = stored_inputs(
+                &store,
+                &[(Role::Model, &model_file), (Role::Batch, &batch_file)],
+                Some(&named),
+            )?;
+            let job = JobSpec {
+                slices_len: named[0].len,
+                ..JobSpec::mlp(12, 64, 10, model.work_per_row(), 4, manifest.hash())
+            };
+            let (id, reward) = (cfg.tasks as u64 + 1, 1_000_000 + job.work() / 16);
+            let mut args = PostTaskArgs::new(id, &job, reward);
+            args.input_uri = "http://wide.demo.invalid".into();
+            let key = post(args)?;
+            tasks.push((key, job, reward));
+            s.wide = Some((key, model, x));
         }
         if cfg.sentences {
             // likewise the MiniLM encoder over the held-out texts

@@ -180,8 +180,15 @@ pub fn argue(
             }
             // a transaction confirmed before the next takes up to two slots; a dispute that
             // cannot finish within its answer deadline (the window) forfeits its bond. An
-            // element takes at most what the program allows for it (`element_transactions`).
-            let per_element = rule::element_transactions(&job).unwrap_or(0);
+            // element takes at most what the program allows for it (`element_transactions`);
+            // a game's element its claim's transactions, then the game's own clock, which the
+            // program fits to the window (one element a dispute)
+            let game = super::games::is_game(&job, t.dispute_window);
+            let per_element = if game {
+                compute_market_protocol::trace::CLAIM_TRANSACTIONS
+            } else {
+                rule::element_transactions(&job).unwrap_or(0)
+            };
             let turns = match claim {
                 Claim::ResultWrong(_) => 1 + per_element,
                 Claim::ClaimsFalse(_) => {
@@ -204,7 +211,8 @@ pub fn argue(
                 }
             };
             let slots = turns * rule::SLOTS_PER_TRANSACTION;
-            if slots > u64::from(t.dispute_window) * 3 / 4 {
+            let elements = turns.div_ceil(1 + per_element);
+            if (game && elements > 1) || slots > u64::from(t.dispute_window) * 3 / 4 {
                 bail!(
                     "{TOO_SLOW}: about {turns} transactions ({slots} slots), the window is {} slots",
                     t.dispute_window
@@ -287,6 +295,22 @@ pub fn argue(
                 vec![client::dispute_prove(*key, me, path.len() as u8)],
                 None,
             )
+        } else if let Some(turn) = game_turn(chain, challenger, who, key, &job, &t, &d, data, now)?
+        {
+            // a game over the claimed trace (PROTOCOL §8.10)
+            match turn {
+                super::games::Turn::Wait => return Ok(Outcome::Open),
+                super::games::Turn::Send(what, ixs) => {
+                    sent += 1;
+                    let mut all = vec![client::compute_unit_limit(1_400_000)];
+                    all.extend(ixs);
+                    (
+                        what,
+                        all,
+                        (d.kind == DISPUTE_CLAIMS_FALSE).then_some(d.target),
+                    )
+                }
+            }
         } else if let Some(fed) = fed_turn(&job, &d, data) {
             // on the client's data: the manifest, then the chunks the recomputation asks for
             let (what, ix, bytes) = fed?;
@@ -328,6 +352,38 @@ fn write_buffer(
         crate::chain::must("dispute_write", r)?;
     }
     Ok(bytes.len().div_ceil(WRITE_BYTES))
+}
+
+/// The challenger's turn in a game (PROTOCOL §8.10) once its element and the manifest are
+/// proven; `None` when the dispute is not a game, or its element is padding.
+#[allow(clippy::too_many_arguments)]
+fn game_turn(
+    chain: &dyn Chain,
+    challenger: &Keypair,
+    who: &str,
+    key: &Pubkey,
+    job: &JobSpec,
+    t: &Task,
+    d: &Dispute,
+    data: Option<&SlicedInputs>,
+    now: u64,
+) -> Result<Option<super::games::Turn>> {
+    if !super::games::is_game(job, t.dispute_window) || d.proven == 0 || d.inputs == 0 {
+        return Ok(None);
+    }
+    let data = data.with_context(|| {
+        format!("the inputs of task {key} are not held here: its game is played from them")
+    })?;
+    super::games::challenger_turn(
+        chain,
+        &challenger.pubkey(),
+        key,
+        job,
+        d,
+        data,
+        now,
+        &mut |bytes| write_buffer(chain, challenger, who, key, bytes),
+    )
 }
 
 /// The next turn of a proven element of a job on the client's data (PROTOCOL §8.7): what to

@@ -41,8 +41,9 @@ fn close_in_pack(
     t: &Task,
     treasury: Pubkey,
 ) -> Option<Instruction> {
-    // a dispute still to end or to be paid closes first (`end_disputes`), after the votes
-    if t.disputes_open > 0 || t.award_pending {
+    // a dispute still to end or to be paid closes first (`end_disputes`), after the votes;
+    // so does a game (its bond is in the escrow)
+    if t.disputes_open > 0 || t.award_pending || t.games_open > 0 {
         return None;
     }
     let refund_account = chain.account(&t.client_token).ok()??;
@@ -116,6 +117,8 @@ impl Cranker {
     fn end_disputes(&self, chain: &dyn Chain, now: u64, key: Pubkey, t: &Task) -> Result<bool> {
         let overturned = compute_market_protocol::commit::overturned(t.tally().majority);
         let mut sent = false;
+        // games first: a moot dispute closes, and a dispute times out, only once its games have
+        super::games::crank_games(chain, "cranker", &self.kp, &key, t);
         for (_, d) in chain.disputes(&key)? {
             let closable = if d.state == DISPUTE_WON {
                 !t.held && t.open_votes == 0
@@ -390,7 +393,9 @@ impl Cranker {
         let Some(mut t) = chain.task(&key)? else {
             return Ok(());
         };
-        if (t.disputes_open > 0 || t.award_pending) && self.end_disputes(chain, now, key, &t)? {
+        if (t.disputes_open > 0 || t.award_pending || t.games_open > 0)
+            && self.end_disputes(chain, now, key, &t)?
+        {
             let Some(again) = chain.task(&key)? else {
                 return Ok(());
             };

@@ -5,6 +5,7 @@
 
 pub mod challenger;
 pub mod cranker;
+pub mod games;
 pub mod prefetch;
 pub mod provider;
 pub mod verifier;

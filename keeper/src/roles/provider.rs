@@ -1036,6 +1036,13 @@ impl Provider {
             }
         }
         self.dispute_rejections(chain, now, tasks);
+        // its Accepted results against game claims its own trace finds wrong (PROTOCOL §8.10)
+        for (key, t) in tasks {
+            if t.held && t.provider == self.ctx.node && t.disputes_open > 0 {
+                let data = || self.disputes.inputs_of(chain, &self.ctx, key);
+                super::games::defend_claims(chain, &self.ctx, &data, key, t);
+            }
+        }
         let Some(node) = chain.node(&self.ctx.node)? else {
             return Ok(());
         };

@@ -198,6 +198,26 @@ impl Verifier {
         }
     }
 
+    /// Defends the held verdicts it voted in against game claims its own trace finds wrong
+    /// (PROTOCOL §8.10): a VALID vote's bond is at stake in a kind-1 claim, an INVALID vote's
+    /// in a kind-2 one.
+    fn defend_verdicts(&self, chain: &dyn Chain, tasks: &[(Pubkey, Task)]) {
+        for (key, t) in tasks {
+            if !t.held || t.games_open == 0 && t.disputes_open == 0 {
+                continue;
+            }
+            let voted = chain
+                .account(&compute_market::pda::vote(key, &self.ctx.node, t.round))
+                .ok()
+                .flatten()
+                .is_some();
+            if voted {
+                let data = || self.disputes.inputs_of(chain, &self.ctx, key);
+                super::games::defend_claims(chain, &self.ctx, &data, key, t);
+            }
+        }
+    }
+
     fn checker(&self) -> Checker {
         let mut secret = [0u8; 32];
         secret.copy_from_slice(&self.ctx.kp.to_bytes()[..32]);
@@ -694,6 +714,7 @@ impl Verifier {
             }
         }
         self.dispute_lost(chain, now, tasks);
+        self.defend_verdicts(chain, tasks);
         Ok(())
     }
 }

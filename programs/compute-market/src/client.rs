@@ -765,7 +765,17 @@ pub fn close_game(
     defender: Pubkey,
     payout: Pubkey,
 ) -> Instruction {
-    let dispute = pda::dispute(&task, &challenger);
+    close_game_of(task, pda::dispute(&task, &challenger), defender, payout)
+}
+
+/// [`close_game`] by the game's dispute address (its challenger may be unknown: the dispute
+/// account is closed).
+pub fn close_game_of(
+    task: Pubkey,
+    dispute: Pubkey,
+    defender: Pubkey,
+    payout: Pubkey,
+) -> Instruction {
     build(
         acc::CloseGame {
             task,

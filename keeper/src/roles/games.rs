@@ -1,0 +1,387 @@
+//! Games over a claimed trace as keepers play them (PROTOCOL §8.10), from chain state alone:
+//!
+//! * the challenger ([`challenger_turn`], one turn at a time inside
+//!   [`super::challenger::argue`]): proves the model's header, claims its own trace of the
+//!   disputed row, splits every game whose turn is its own with its own roots, times out
+//!   silent defenders, and resolves once the defence is closed and every game won;
+//! * a defender ([`defend_claims`]): a provider or a voter of a task checks every claim made
+//!   against its verdict with its own trace, and only when the claim is wrong, bonds, opens a
+//!   game, picks the first segment whose end root is not its own, and replays the one step
+//!   left through the program, which then rules the claim wrong;
+//! * anyone ([`crank_games`]): times out silent parties and closes games whose dispute ended.
+//!
+//! Every move is read back from the chain before the next, so a keeper that restarts carries on
+//! where its games stand; a move is sent only in its party's turn and before its deadline.
+
+use anchor_lang::prelude::Pubkey;
+use anyhow::{Context, Result};
+use compute_market::{
+    client, pda,
+    state::{Dispute, Game, Task, DISPUTE_OPEN, STAGE_BISECT, TURN_CHALLENGER, TURN_DEFENDER},
+};
+use compute_market_protocol::{
+    commit::overturned,
+    dispute::{self as rule, Method, DISPUTE_CLAIMS_FALSE},
+    feed::{self, Target},
+    job::JobSpec,
+    merkle::CHUNK_LEN,
+    trace::{self, build::Trace, Replay, Source, LEAF_LEN},
+};
+use solana_instruction::Instruction;
+use solana_keypair::Keypair;
+use solana_signer::Signer;
+
+use super::{send_all, NodeCtx};
+use crate::{
+    chain::{Chain, ChainExt},
+    dispute::SlicedInputs,
+};
+
+/// Bytes one `game_write` carries (a packet holds it beside its five accounts and a
+/// priority-fee instruction).
+const GAME_WRITE_BYTES: usize = 896;
+
+/// Most moves one pass makes in one game before it returns (a replay is at most 18 pieces of
+/// three transactions each).
+const MAX_MOVES: usize = 64;
+
+/// What the challenger does next in a game dispute.
+pub enum Turn {
+    /// Send these instructions (the buffer is written already), named `what`.
+    Send(&'static str, Vec<Instruction>),
+    /// Nothing to do until a defender moves or a deadline passes.
+    Wait,
+}
+
+/// The row and word of a dispute's element when it is a word of an `Mlp` row.
+fn word(job: &JobSpec, d: &Dispute) -> Option<(u32, u32)> {
+    match feed::target(job, d.tile, d.element)? {
+        Target::Word(r, w) => Some((r, w)),
+        _ => None,
+    }
+}
+
+/// Whether `job`'s disputes are games in a window of `window` slots.
+pub fn is_game(job: &JobSpec, window: u32) -> bool {
+    rule::method(job, window) == Some(Method::Game)
+}
+
+/// A piece with its siblings after it, the piece padded to `len`.
+fn with_path(mut piece: Vec<u8>, len: usize, path: &[[u8; 32]]) -> Vec<u8> {
+    piece.resize(len, 0);
+    for p in path {
+        piece.extend_from_slice(p);
+    }
+    piece
+}
+
+/// The challenger's next turn in its game dispute `d` of task `key` (its element proven, the
+/// manifest proven), writing the dispute's buffer first when the turn needs it (`write`
+/// sends `bytes` there and returns the transactions it took). `None` when the element is not
+/// played by a game (padding: `dispute_step` decides it).
+#[allow(clippy::too_many_arguments)]
+pub fn challenger_turn(
+    chain: &dyn Chain,
+    me: &Pubkey,
+    key: &Pubkey,
+    job: &JobSpec,
+    d: &Dispute,
+    data: &SlicedInputs,
+    now: u64,
+    write: &mut dyn FnMut(&[u8]) -> Result<usize>,
+) -> Result<Option<Turn>> {
+    let Some((row, w)) = word(job, d) else {
+        return Ok(None);
+    };
+    let vote = (d.kind == DISPUTE_CLAIMS_FALSE).then_some(d.target);
+    let Some(lay) = d.layout() else {
+        let (chunk, path) = data.chunk(0, 0);
+        write(&with_path(chunk, CHUNK_LEN, &path))?;
+        let ix = client::dispute_layout(*key, *me, path.len() as u8);
+        return Ok(Some(Turn::Send("dispute_layout", vec![ix])));
+    };
+    let mine = data
+        .trace(job, row)
+        .context("the row's trace cannot be computed from the inputs held")?;
+    anyhow::ensure!(
+        mine.lay == lay,
+        "the model's header proven on chain is not the model held here"
+    );
+    let steps = lay.steps();
+    if d.claimed == 0 {
+        let (off, _) = lay.slot(lay.word_step(w));
+        let (leaf, path) = mine.leaf_at(steps, off / LEAF_LEN as u64);
+        write(&with_path(leaf.to_vec(), LEAF_LEN, &path))?;
+        let ix = client::dispute_claim(*key, *me, mine.root_at(steps), path.len() as u8);
+        return Ok(Some(Turn::Send("dispute_claim", vec![ix])));
+    }
+    let dispute_key = pda::dispute(key, me);
+    for (_, g) in chain.games(&dispute_key)? {
+        if g.nonce != d.nonce {
+            continue;
+        }
+        if g.stage == STAGE_BISECT && g.turn == TURN_CHALLENGER && now <= g.deadline {
+            let (k, p) = trace::split_points(g.lo, g.hi);
+            let roots = (1..k).map(|i| mine.root_at(p(i))).collect();
+            let ix = client::game_split(*key, *me, g.defender, roots);
+            return Ok(Some(Turn::Send("game_split", vec![ix])));
+        }
+        if g.turn == TURN_DEFENDER && now > g.deadline {
+            let ix = client::game_timeout(*key, *me, g.defender, g.payout);
+            return Ok(Some(Turn::Send("game_timeout", vec![ix])));
+        }
+    }
+    if d.games_open == 0 && now > d.defend_deadline {
+        let ix = client::dispute_resolve(*key, *me, vote);
+        return Ok(Some(Turn::Send("dispute_resolve", vec![ix])));
+    }
+    Ok(Some(Turn::Wait))
+}
+
+/// Defends task `key`'s verdict against every claim made in a game dispute that this
+/// keeper's own trace finds wrong (PROTOCOL §8.10): a right claim is left alone (a game
+/// against it would lose the bond). Called for tasks whose verdict this keeper has a stake in
+/// (its result, its vote); failures are logged and retried on the next pass.
+pub fn defend_claims(
+    chain: &dyn Chain,
+    ctx: &NodeCtx,
+    data: &dyn Fn() -> Option<std::sync::Arc<SlicedInputs>>,
+    key: &Pubkey,
+    t: &Task,
+) {
+    let Ok(job) = JobSpec::decode(&t.job) else {
+        return;
+    };
+    if !t.held || !is_game(&job, t.dispute_window) || overturned(t.tally().majority) {
+        return;
+    }
+    let me = ctx.kp.pubkey();
+    let disputes = match chain.disputes(key) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!(who = ctx.name, task = %key, error = %format!("{e:#}"), "cannot read the task's disputes");
+            return;
+        }
+    };
+    for (dk, d) in disputes {
+        if d.challenger == me || d.claimed == 0 || d.state != DISPUTE_OPEN {
+            continue;
+        }
+        let Some(inputs) = data() else {
+            return;
+        };
+        if let Err(e) = defend_one(chain, ctx, &inputs, key, &job, &dk, &d) {
+            tracing::warn!(who = ctx.name, task = %key, dispute = %dk, error = %format!("{e:#}"), "defence: will retry");
+        }
+    }
+}
+
+/// Plays this keeper's game against claim `d` (dispute `dk` of task `key`) for up to
+/// [`MAX_MOVES`] moves, or until it must wait for the challenger.
+fn defend_one(
+    chain: &dyn Chain,
+    ctx: &NodeCtx,
+    data: &SlicedInputs,
+    key: &Pubkey,
+    job: &JobSpec,
+    dk: &Pubkey,
+    d: &Dispute,
+) -> Result<()> {
+    let (who, kp) = (ctx.name.as_str(), &ctx.kp);
+    let me = kp.pubkey();
+    let (row, _) = word(job, d).context("the claim is not of a row's word")?;
+    let mine = data
+        .trace(job, row)
+        .context("the row's trace cannot be computed from the inputs held")?;
+    let steps = mine.lay.steps();
+    if mine.root_at(steps) == d.claim_root {
+        tracing::debug!(who, task = %key, dispute = %dk, "the claim is this keeper's own trace: not defending");
+        return Ok(());
+    }
+    let game_key = pda::game(dk, &me);
+    for _ in 0..MAX_MOVES {
+        let now = chain.slot()?;
+        let g = chain
+            .account(&game_key)?
+            .and_then(|a| Game::from_account_data(&a));
+        let Some(g) = g else {
+            if now > d.defend_deadline {
+                return Ok(());
+            }
+            open_game(chain, kp, who, key, d, &mine)?;
+            continue;
+        };
+        if g.nonce != d.nonce {
+            return Ok(()); // an earlier dispute's game: the cranker closes it
+        }
+        let (what, ix) = if g.turn == TURN_CHALLENGER {
+            if now <= g.deadline {
+                return Ok(()); // the challenger's turn
+            }
+            (
+                "game_timeout",
+                client::game_timeout(*key, d.challenger, me, g.payout),
+            )
+        } else if now > g.deadline {
+            return Ok(()); // missed: the challenger times it out
+        } else if g.stage == STAGE_BISECT {
+            let (k, p) = trace::split_points(g.lo, g.hi);
+            let end = |i: u64| {
+                if i + 1 < k {
+                    g.roots[i as usize]
+                } else {
+                    g.hi_root
+                }
+            };
+            let segment = (0..k)
+                .find(|&i| end(i) != mine.root_at(p(i + 1)))
+                .unwrap_or(k - 1);
+            (
+                "game_pick",
+                client::game_pick(*key, d.challenger, me, segment as u8),
+            )
+        } else {
+            replay_move(chain, kp, who, key, job, d, &g, &mine, data, row)?
+        };
+        let r = send_all(
+            chain,
+            who,
+            what,
+            key,
+            &[client::compute_unit_limit(1_400_000), ix],
+            kp,
+        )?;
+        crate::chain::must(what, r)?;
+        tracing::info!(who, task = %key, dispute = %dk, step = what, lo = g.lo, hi = g.hi, "game move");
+        if matches!(what, "game_settle" | "game_timeout") {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Bonds (from the wallet's associated token account, paid back there) and opens a game.
+fn open_game(
+    chain: &dyn Chain,
+    kp: &Keypair,
+    who: &str,
+    key: &Pubkey,
+    d: &Dispute,
+    mine: &Trace,
+) -> Result<()> {
+    let me = kp.pubkey();
+    let mint = chain
+        .decoded::<compute_market::state::Config>(&pda::config())?
+        .context("the program has no config on this cluster")?
+        .stake_mint;
+    let wallet = anchor_spl::associated_token::get_associated_token_address(&me, &mint);
+    let t = chain.task(key)?.context("the task is gone")?;
+    let bond = t.verifier_bond.max(1);
+    let balance = chain.token_balance(&wallet)?;
+    anyhow::ensure!(
+        balance >= bond,
+        "defending task {key} bonds {bond} base units from {wallet}, which holds {balance}: fund the wallet to defend"
+    );
+    let ix = client::defend(*key, d.challenger, me, wallet, wallet);
+    let r = send_all(chain, who, "defend", key, &[ix], kp)?;
+    crate::chain::must("defend", r)?;
+    tracing::info!(who, task = %key, challenger = %d.challenger, bond, steps = mine.lay.steps(), "a claim its own trace finds wrong: defending");
+    Ok(())
+}
+
+/// The defender's next replay move: the next piece written into the game's buffer (those
+/// writes sent here), and the feed (or, for the step's own leaf, the settle) that takes it.
+#[allow(clippy::too_many_arguments)]
+fn replay_move(
+    chain: &dyn Chain,
+    kp: &Keypair,
+    who: &str,
+    key: &Pubkey,
+    job: &JobSpec,
+    d: &Dispute,
+    g: &Game,
+    mine: &Trace,
+    data: &SlicedInputs,
+    row: u32,
+) -> Result<(&'static str, Instruction)> {
+    let me = kp.pubkey();
+    let r = Replay::decode(&g.replay);
+    let (src, index) = r
+        .next(job, &mine.lay, row, g.hi)
+        .context("the replay needs no more pieces")?;
+    let (bytes, siblings) = match src {
+        Source::Trace => {
+            let (leaf, path) = mine.leaf_at(g.lo, index);
+            (with_path(leaf.to_vec(), LEAF_LEN, &path), path.len())
+        }
+        Source::Model | Source::Batch => {
+            let (chunk, path) = data.chunk(src.code(), index);
+            (with_path(chunk, CHUNK_LEN, &path), path.len())
+        }
+    };
+    for (i, part) in bytes.chunks(GAME_WRITE_BYTES).enumerate() {
+        let ix = client::game_write(
+            *key,
+            d.challenger,
+            me,
+            (i * GAME_WRITE_BYTES) as u16,
+            part.to_vec(),
+        );
+        let r = send_all(chain, who, "game_write", key, &[ix], kp)?;
+        crate::chain::must("game_write", r)?;
+    }
+    Ok(if r.stage == 2 {
+        (
+            "game_settle",
+            client::game_settle(*key, d.challenger, me, g.payout, index, siblings as u8),
+        )
+    } else {
+        (
+            "game_feed",
+            client::game_feed(*key, d.challenger, me, src.code(), index, siblings as u8),
+        )
+    })
+}
+
+/// The cranker's part (anyone): times out the silent party of every expired game of task
+/// `key`, and closes the games whose dispute has ended or is moot (their bonds back).
+pub fn crank_games(chain: &dyn Chain, who: &str, kp: &Keypair, key: &Pubkey, t: &Task) {
+    if t.games_open == 0 {
+        return;
+    }
+    let Ok(now) = chain.slot() else { return };
+    let Ok(games) = chain.games_of_task(key) else {
+        return;
+    };
+    for (_, g) in games {
+        let d = chain
+            .account(&g.dispute)
+            .ok()
+            .flatten()
+            .and_then(|a| Dispute::from_account_data(&a));
+        let (what, ix) = match d {
+            Some(d) if d.nonce == g.nonce && !overturned(t.tally().majority) => {
+                if now <= g.deadline || d.state != DISPUTE_OPEN {
+                    continue;
+                }
+                (
+                    "game_timeout",
+                    client::game_timeout(*key, d.challenger, g.defender, g.payout),
+                )
+            }
+            _ => (
+                "close_game",
+                client::close_game_of(*key, g.dispute, g.defender, g.payout),
+            ),
+        };
+        match send_all(chain, who, what, key, &[ix], kp) {
+            Ok(r) if r.ok => {
+                tracing::info!(who, task = %key, defender = %g.defender, what, "game cranked")
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(who, task = %key, error = %format!("{e:#}"), "game crank not sent")
+            }
+        }
+    }
+}
