@@ -373,7 +373,7 @@ fn a_client_overturns_a_wrong_digits_result_from_its_own_data_through_the_progra
 }
 
 /// The dispute window of the game tests: a game's turns of a minute fit it.
-const GAME_WINDOW: u32 = 2_000;
+const GAME_WINDOW: u32 = 2_400;
 
 fn wide_scenario(dir: &std::path::Path, corrupt: f64, careless: bool) -> Scenario {
     let _ = tracing_subscriber::fmt()
@@ -401,7 +401,7 @@ fn wide_scenario(dir: &std::path::Path, corrupt: f64, careless: bool) -> Scenari
 
 #[test]
 fn a_wrong_row_of_a_model_too_large_to_read_is_overturned_by_the_watchers_claim() {
-    // a 64-512-256-10 model (172 chunks: no feed fits the window), a provider that corrupts
+    // a 64-512-512-10 model (305 chunks: no feed fits the window), a provider that corrupts
     // its rows, seats that vouch blindly; the client's watcher claims the row's trace, nobody
     // can defend against a right claim, and it stands
     let dir = tempfile::tempdir().unwrap();
@@ -410,7 +410,9 @@ fn a_wrong_row_of_a_model_too_large_to_read_is_overturned_by_the_watchers_claim(
     let job = s.tasks.iter().find(|(k, _, _)| *k == key).unwrap().1;
     assert_eq!(
         compute_market_protocol::dispute::method(&job, GAME_WINDOW),
-        Some(compute_market_protocol::dispute::Method::Game)
+        Some(compute_market_protocol::dispute::Method::Game),
+        "{job:?}: {:?} transactions to feed",
+        compute_market_protocol::dispute::element_transactions(&job)
     );
     let kp = Keypair::try_from(&s.client.to_bytes()[..]).unwrap();
     let ctx = NodeCtx {
@@ -580,11 +582,13 @@ fn keepers_defend_a_right_result_against_a_wrong_claim_and_win_the_game() {
             if g.stage == 0 && g.turn == 0 && s.chain.slot().unwrap() <= g.deadline {
                 let (k, p) = trace::split_points(g.lo, g.hi);
                 let roots = (1..k).map(|i| l.root_at(p(i))).collect();
-                send(
-                    &s,
-                    "game_split",
-                    vec![client::game_split(key, me, g.defender, roots)],
-                );
+                let r = client::GameRef {
+                    task: key,
+                    challenger: me,
+                    nonce: g.nonce,
+                    defender: g.defender,
+                };
+                send(&s, "game_split", vec![client::game_split(r, roots)]);
             }
         }
     }

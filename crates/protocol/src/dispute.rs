@@ -386,7 +386,7 @@ mod tests {
             slices_len: 200_000,
             ..sliced
         };
-        assert_eq!(method(&wide, 2_000), Some(Method::Game));
+        assert_eq!(method(&wide, 2_400), Some(Method::Game));
         assert_eq!(method(&wide, 1_000), None, "turns of a minute do not fit");
         let product = JobSpec {
             input_mode: InputMode::ContentHash,

@@ -85,15 +85,22 @@ pub fn step_pieces(job: &JobSpec) -> u64 {
 }
 
 impl Clock {
-    /// Turns from the claim to the resolution, besides the replay: the defence, a split and a
-    /// pick per level, the resolution.
+    /// Turns from the claim to the resolution, besides the replay's own slots: the defence, a
+    /// split and a pick per level, a turn of margin for the replay (transactions confirmed
+    /// slower than two slots each), the resolution.
     pub fn turns(&self) -> u64 {
-        DEFENCE_TURNS + 2 * self.levels as u64 + 1
+        DEFENCE_TURNS + 2 * self.levels as u64 + 2
     }
 
     /// Slots defenders have to join, from the claim.
     pub fn defence(&self) -> u64 {
         DEFENCE_TURNS * self.turn
+    }
+
+    /// Slots the defender has to replay the one step left, from its last pick: a turn of
+    /// margin and the replay's own slots.
+    pub fn replay(&self) -> u64 {
+        self.turn + self.step
     }
 
     /// Slots from the claim to the last moment the challenger may resolve: every game a
@@ -106,7 +113,8 @@ impl Clock {
 /// The game's clock for an `Mlp` job on the client's data in a window of `window` slots, or
 /// `None` when a game cannot be played in it: the claim's transactions, the defence, two
 /// turns a split for the most splits any model of the job's shape needs, the replay, and the
-/// challenger's resolution, at most `window` slots, with every turn at least [`MIN_TURN`].
+/// challenger's resolution, at most `window` slots, with every turn, and the time from the
+/// dispute's opening to its claim, at least [`MIN_TURN`].
 pub fn clock(job: &JobSpec, window: u32) -> Option<Clock> {
     if job.kind != crate::job::JobKind::Mlp || job.slices_len == 0 {
         return None;
@@ -114,8 +122,8 @@ pub fn clock(job: &JobSpec, window: u32) -> Option<Clock> {
     let steps = (MAX_MLP_LAYERS - 1) * MAX_MLP_WIDTH as u64 + job.dims[2] as u64 + 1;
     let levels = levels(steps);
     let step = 3 * step_pieces(job) * SLOTS_PER_TRANSACTION;
-    let claim = CLAIM_TRANSACTIONS * SLOTS_PER_TRANSACTION;
-    let turns = DEFENCE_TURNS + 2 * levels as u64 + 1;
+    let claim = (CLAIM_TRANSACTIONS * SLOTS_PER_TRANSACTION).max(MIN_TURN);
+    let turns = DEFENCE_TURNS + 2 * levels as u64 + 2;
     let turn = (window as u64).checked_sub(claim + step)? / turns;
     (turn >= MIN_TURN).then_some(Clock {
         turn,
@@ -1023,19 +1031,21 @@ mod tests {
     #[test]
     fn a_game_fits_its_window_or_is_not_played() {
         let mut job = JobSpec::mlp(100, 64, 10, 64 * 256 + 256 * 128 + 1280, 8, [1; 32]);
-        assert_eq!(clock(&job, 2_000), None, "no slices declared");
+        assert_eq!(clock(&job, 2_400), None, "no slices declared");
         job.slices_len = 60_000;
         assert_eq!(step_pieces(&job), 12);
-        let c = clock(&job, 2_000).expect("a game fits 2 000 slots");
+        let c = clock(&job, 2_400).expect("a game fits 2 400 slots");
         assert_eq!(c.levels, 4);
-        assert_eq!(c.turn, 173, "PROTOCOL §8.10's figure");
+        assert_eq!(c.turn, 181, "PROTOCOL §8.10's figure");
         assert_eq!(c.step, 3 * 12 * 2);
-        // the claim, then two turns to join, two a split, the replay and the resolution
-        assert!(CLAIM_TRANSACTIONS * 2 <= c.claim_by);
-        assert_eq!(c.turns(), 11);
-        assert_eq!(c.claim_by + c.after_claim(), 2_000);
-        assert_eq!(clock(&job, 1_745), None, "turns under 150 slots");
-        assert!(clock(&job, 1_746).is_some());
+        // the claim, then two turns to join, two a split, a turn of margin for the replay
+        // and its slots, the resolution
+        assert!(MIN_TURN <= c.claim_by);
+        assert_eq!(c.turns(), 12);
+        assert_eq!(c.replay(), 181 + 72);
+        assert_eq!(c.claim_by + c.after_claim(), 2_400);
+        assert_eq!(clock(&job, 2_021), None, "turns under 150 slots");
+        assert!(clock(&job, 2_022).is_some());
         let wide = JobSpec::mlp(100, 4096, 4096, 4096 * 4096, 8, [1; 32]);
         assert_eq!(clock(&wide, 10_000), None, "no slices declared");
     }

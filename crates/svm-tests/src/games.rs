@@ -5,7 +5,8 @@
 
 use anchor_lang::prelude::Pubkey;
 use compute_market::{
-    client, pda,
+    client::{self, GameRef},
+    pda,
     state::{Game, STAGE_BISECT, TURN_CHALLENGER},
 };
 use compute_market_protocol::{
@@ -34,13 +35,29 @@ fn with_path(mut piece: Vec<u8>, len: usize, path: &[Digest]) -> Vec<u8> {
 }
 
 impl World {
+    /// `defender`'s game against `challenger`'s dispute of `task`: the one open now, else the
+    /// task's latest.
+    pub fn game_ref(&self, task: &Pubkey, challenger: &Actor, defender: &Actor) -> GameRef {
+        let nonce = self
+            .dispute(task, challenger)
+            .map(|d| d.nonce)
+            .or_else(|| self.try_task(task).map(|t| t.dispute_nonce))
+            .unwrap_or(0);
+        GameRef {
+            task: *task,
+            challenger: challenger.key(),
+            nonce,
+            defender: defender.key(),
+        }
+    }
+
     /// `defender`'s game against `challenger`'s claim on `task`, if open.
     pub fn game(&self, task: &Pubkey, challenger: &Actor, defender: &Actor) -> Option<Game> {
-        let d = pda::dispute(task, &challenger.key());
+        let r = self.game_ref(task, challenger, defender);
         let a = self
             .c
             .svm
-            .get_account(&pda::game(&d, &defender.key()))
+            .get_account(&r.game())
             .filter(|a| a.lamports > 0)?;
         Game::from_account_data(&a.data)
     }
@@ -103,9 +120,9 @@ impl World {
         task: Pubkey,
         challenger: &Actor,
     ) -> Result<TxRecord, TxRecord> {
-        let d = pda::dispute(&task, &challenger.key());
+        let r = self.game_ref(&task, challenger, defender);
         self.names.insert(
-            pda::game(&d, &defender.key()),
+            r.game(),
             format!("game[{}→{}]", defender.name, challenger.name),
         );
         self.send_as(
@@ -114,6 +131,7 @@ impl World {
             client::defend(
                 task,
                 challenger.key(),
+                r.nonce,
                 defender.key(),
                 defender.wallet,
                 defender.wallet,
@@ -135,7 +153,7 @@ impl World {
         self.send_as(
             "game_split",
             challenger,
-            client::game_split(task, challenger.key(), defender.key(), roots),
+            client::game_split(self.game_ref(&task, challenger, defender), roots),
         )
     }
 
@@ -162,7 +180,7 @@ impl World {
         self.send_as(
             "game_pick",
             defender,
-            client::game_pick(task, challenger.key(), defender.key(), segment as u8),
+            client::game_pick(self.game_ref(&task, challenger, defender), segment as u8),
         )
     }
 
@@ -184,6 +202,7 @@ impl World {
             panic!("a word of a row")
         };
         let mut out = vec![];
+        let gr = self.game_ref(&task, challenger, defender);
         while let Some(g) = self.game(&task, challenger, defender) {
             let r = Replay::decode(&g.replay);
             let pre = trace.state(g.lo);
@@ -206,35 +225,15 @@ impl World {
                 self.send_as(
                     "game_write",
                     defender,
-                    client::game_write(
-                        task,
-                        challenger.key(),
-                        defender.key(),
-                        (i * WRITE_LEN) as u16,
-                        part.to_vec(),
-                    ),
+                    client::game_write(gr, (i * WRITE_LEN) as u16, part.to_vec()),
                 )?;
             }
             let kp = defender.kp.insecure_clone();
             let last = r.stage == 2;
             let ix = if last {
-                client::game_settle(
-                    task,
-                    challenger.key(),
-                    defender.key(),
-                    defender.wallet,
-                    index,
-                    siblings as u8,
-                )
+                client::game_settle(gr, defender.wallet, None, index, siblings as u8)
             } else {
-                client::game_feed(
-                    task,
-                    challenger.key(),
-                    defender.key(),
-                    src.code(),
-                    index,
-                    siblings as u8,
-                )
+                client::game_feed(gr, src.code(), index, siblings as u8)
             };
             out.push(self.send_all(
                 if last { "game_settle" } else { "game_feed" },
@@ -304,20 +303,33 @@ impl World {
     ) -> Result<TxRecord, TxRecord> {
         self.crank(
             "game_timeout",
-            client::game_timeout(task, challenger.key(), defender.key(), defender.wallet),
+            client::game_timeout(
+                self.game_ref(&task, challenger, defender),
+                defender.wallet,
+                None,
+            ),
         )
     }
 
-    /// `close_game` of `defender`'s game against `challenger`'s claim, by the cranker.
+    /// `close_game` of `defender`'s game against `challenger`'s dispute number `nonce`, by the
+    /// cranker.
     pub fn close_game(
         &mut self,
         task: Pubkey,
         challenger: &Actor,
+        nonce: u32,
         defender: &Actor,
     ) -> Result<TxRecord, TxRecord> {
         self.crank(
             "close_game",
-            client::close_game(task, challenger.key(), defender.key(), defender.wallet),
+            client::close_game(
+                task,
+                pda::dispute(&task, &challenger.key()),
+                nonce,
+                defender.key(),
+                defender.wallet,
+                None,
+            ),
         )
     }
 }

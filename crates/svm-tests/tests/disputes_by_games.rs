@@ -21,7 +21,7 @@ use compute_market_svm_tests::{
 };
 
 /// The dispute window: a game fits it, reading this model in one dispute does not.
-const D: u32 = 2_000;
+const D: u32 = 2_400;
 /// Rows a tile.
 const R_TILE: u8 = 4;
 
@@ -32,7 +32,7 @@ fn market() -> compute_market::state::MarketArgs {
     }
 }
 
-/// The unstake cooldown outlasts twice the longest task, two windows of 2 000 slots included.
+/// The unstake cooldown outlasts twice the longest task, two windows of 2 400 slots included.
 fn params() -> compute_market::state::Params {
     compute_market::state::Params::defaults(20_000)
 }
@@ -44,8 +44,8 @@ fn lcg(seed: &mut u64) -> u64 {
     *seed >> 33
 }
 
-/// A 64-512-256-10 model of random weights: 172 chunks of slices, too many to read in a
-/// window of 2 000 slots.
+/// A 64-512-512-10 model of random weights: 305 chunks of slices, too many to read in a
+/// window of 2 400 slots.
 fn wide(seed: &mut u64) -> Mlp {
     let layer = |inp: usize, out: usize, hidden: bool, seed: &mut u64| Layer {
         inp,
@@ -64,8 +64,8 @@ fn wide(seed: &mut u64) -> Mlp {
     Mlp {
         layers: vec![
             layer(64, 512, true, seed),
-            layer(512, 256, true, seed),
-            layer(256, 10, false, seed),
+            layer(512, 512, true, seed),
+            layer(512, 10, false, seed),
         ],
     }
 }
@@ -339,7 +339,7 @@ fn wrong_trace_loses(s: &Setup, lie: &Trace, word: u32, first_wrong: impl Fn(tra
         w.send_as(
             "game_split",
             &stranger,
-            compute_market::client::game_split(task, stranger.key(), honest.key(), vec![[0; 32]]),
+            compute_market::client::game_split(w.game_ref(&task, &stranger, honest), vec![[0; 32]]),
         )
     });
     // bisection narrows the lie to the first step it got wrong; the defender's replay of it
@@ -355,7 +355,7 @@ fn wrong_trace_loses(s: &Setup, lie: &Trace, word: u32, first_wrong: impl Fn(tra
     // the replay is the defender's move
     refused(w, "NotYourTurn", |w| {
         let mut ix =
-            compute_market::client::game_write(task, stranger.key(), honest.key(), 0, vec![1]);
+            compute_market::client::game_write(w.game_ref(&task, &stranger, honest), 0, vec![1]);
         let mover = ix.accounts.last_mut().expect("the mover");
         mover.pubkey = stranger.key();
         w.send_as("game_write", &stranger, ix)
@@ -375,11 +375,19 @@ fn wrong_trace_loses(s: &Setup, lie: &Trace, word: u32, first_wrong: impl Fn(tra
     });
     // the stranger disputes again at the same address: the old game is not this dispute's
     w.open_dispute(&stranger, task, 1, tile, element).unwrap();
+    let old = compute_market::client::GameRef {
+        nonce: 1,
+        ..w.game_ref(&task, &stranger, other)
+    };
+    assert_eq!(w.game_ref(&task, &stranger, other).nonce, 2);
     refused(w, "GameNotInPlay", |w| {
-        w.game_timeout(task, &stranger, other)
+        w.crank(
+            "game_timeout",
+            compute_market::client::game_timeout(old, other.wallet, None),
+        )
     });
     let other_wallet = w.balance(&other.wallet);
-    w.close_game(task, &stranger, other).unwrap();
+    w.close_game(task, &stranger, 1, other).unwrap();
     assert_eq!(w.balance(&other.wallet), other_wallet + vb, "its bond back");
     assert_eq!(w.dispute(&task, &stranger).unwrap().games_open, 0);
     // the second dispute, never argued, loses at its deadline

@@ -64,9 +64,9 @@ pub struct DemoConfig {
     /// client's data; the report gives the verified embeddings' cosine to the fp32 model's).
     /// Needs the model made by `scripts/minilm-model`.
     pub sentences: bool,
-    /// Also post an `Mlp` task of 12 rows through a random 64-512-256-10 model, too large to
+    /// Also post an `Mlp` task of 12 rows through a random 64-512-512-10 model, too large to
     /// read in a dispute: its disputes are games over a claimed trace (PROTOCOL §8.10) when the
-    /// window holds one (about 1 750 slots).
+    /// window holds one (about 2 000 slots).
     pub wide: bool,
     /// The market's minimum quorum (0: the protocol's default, 3).
     pub min_quorum: u8,
@@ -430,7 +430,7 @@ impl Scenario {
             // a model too large to read in a dispute, on the client's data
             use crate::compute::mlp;
             use compute_market_protocol::manifest::Role;
-            let model = wide_model(&[64, 512, 256, 10]);
+            let model = wide_model(&[64, 512, 512, 10]);
             let x: Vec<i8> = (0..12 * 64).map(|i| ((i * 7 + 3) % 17) as i8).collect();
             let (model_file, batch_file) = (mlp::model_file(&model)?, mlp::batch_file(&x, 64)?);
             let named = [

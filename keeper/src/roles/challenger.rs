@@ -466,9 +466,10 @@ pub fn sliced_inputs(
 
 /// Refusals the same turn would meet again (a proof that does not lead to the root, an element
 /// or kind the program will not take): the dispute is given up rather than retried every pass.
-const FINAL_REFUSALS: [&str; 8] = [
+const FINAL_REFUSALS: [&str; 9] = [
     NOT_WRONG,
     TOO_SLOW,
+    "ClaimTooLate",
     "ProofMismatch",
     "ProofTooLong",
     "ElementOutOfRange",

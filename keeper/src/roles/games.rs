@@ -16,7 +16,8 @@
 use anchor_lang::prelude::Pubkey;
 use anyhow::{Context, Result};
 use compute_market::{
-    client, pda,
+    client::{self, GameRef},
+    pda,
     state::{Dispute, Game, Task, DISPUTE_OPEN, STAGE_BISECT, TURN_CHALLENGER, TURN_DEFENDER},
 };
 use compute_market_protocol::{
@@ -109,6 +110,14 @@ pub fn challenger_turn(
     );
     let steps = lay.steps();
     if d.claimed == 0 {
+        // the program refuses a claim whose games could not end before the answer deadline
+        let clock = trace::clock(job, t_window(chain, key)?)
+            .context("the job's disputes are not games in this window")?;
+        anyhow::ensure!(
+            now + clock.after_claim() <= d.answer_deadline,
+            "ClaimTooLate: a claim now could not end its games before slot {}",
+            d.answer_deadline
+        );
         let (off, _) = lay.slot(lay.word_step(w));
         let (leaf, path) = mine.leaf_at(steps, off / LEAF_LEN as u64);
         write(&with_path(leaf.to_vec(), LEAF_LEN, &path))?;
@@ -116,18 +125,31 @@ pub fn challenger_turn(
         return Ok(Some(Turn::Send("dispute_claim", vec![ix])));
     }
     let dispute_key = pda::dispute(key, me);
-    for (_, g) in chain.games(&dispute_key)? {
-        if g.nonce != d.nonce {
-            continue;
-        }
+    let mut games: Vec<Game> = chain
+        .games(&dispute_key)?
+        .into_iter()
+        .map(|(_, g)| g)
+        .filter(|g| g.nonce == d.nonce)
+        .collect();
+    // the most urgent first: many games may be due in the same turn
+    games.sort_by_key(|g| g.deadline);
+    for g in games {
+        let r = GameRef {
+            task: *key,
+            challenger: *me,
+            nonce: g.nonce,
+            defender: g.defender,
+        };
         if g.stage == STAGE_BISECT && g.turn == TURN_CHALLENGER && now <= g.deadline {
             let (k, p) = trace::split_points(g.lo, g.hi);
             let roots = (1..k).map(|i| mine.root_at(p(i))).collect();
-            let ix = client::game_split(*key, *me, g.defender, roots);
-            return Ok(Some(Turn::Send("game_split", vec![ix])));
+            return Ok(Some(Turn::Send(
+                "game_split",
+                vec![client::game_split(r, roots)],
+            )));
         }
         if g.turn == TURN_DEFENDER && now > g.deadline {
-            let ix = client::game_timeout(*key, *me, g.defender, g.payout);
+            let ix = client::game_timeout(r, g.payout, payout_fallback(chain, &g.payout)?);
             return Ok(Some(Turn::Send("game_timeout", vec![ix])));
         }
     }
@@ -136,6 +158,25 @@ pub fn challenger_turn(
         return Ok(Some(Turn::Send("dispute_resolve", vec![ix])));
     }
     Ok(Some(Turn::Wait))
+}
+
+/// The dispute window of task `key`.
+fn t_window(chain: &dyn Chain, key: &Pubkey) -> Result<u32> {
+    Ok(chain.task(key)?.context("the task is gone")?.dispute_window)
+}
+
+/// When the token account `payout` is gone (its owner closed it), the stake mint, so that a
+/// payment goes to the owner's associated token account instead (PROTOCOL §3.7).
+fn payout_fallback(chain: &dyn Chain, payout: &Pubkey) -> Result<Option<Pubkey>> {
+    if chain.account(payout)?.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(
+        chain
+            .decoded::<compute_market::state::Config>(&pda::config())?
+            .context("the program has no config on this cluster")?
+            .stake_mint,
+    ))
 }
 
 /// Defends task `key`'s verdict against every claim made in a game dispute that this
@@ -198,7 +239,13 @@ fn defend_one(
         tracing::debug!(who, task = %key, dispute = %dk, "the claim is this keeper's own trace: not defending");
         return Ok(());
     }
-    let game_key = pda::game(dk, &me);
+    let r = GameRef {
+        task: *key,
+        challenger: d.challenger,
+        nonce: d.nonce,
+        defender: me,
+    };
+    let game_key = r.game();
     for _ in 0..MAX_MOVES {
         let now = chain.slot()?;
         let g = chain
@@ -211,16 +258,13 @@ fn defend_one(
             open_game(chain, kp, who, key, d, &mine)?;
             continue;
         };
-        if g.nonce != d.nonce {
-            return Ok(()); // an earlier dispute's game: the cranker closes it
-        }
         let (what, ix) = if g.turn == TURN_CHALLENGER {
             if now <= g.deadline {
                 return Ok(()); // the challenger's turn
             }
             (
                 "game_timeout",
-                client::game_timeout(*key, d.challenger, me, g.payout),
+                client::game_timeout(r, g.payout, payout_fallback(chain, &g.payout)?),
             )
         } else if now > g.deadline {
             return Ok(()); // missed: the challenger times it out
@@ -236,12 +280,9 @@ fn defend_one(
             let segment = (0..k)
                 .find(|&i| end(i) != mine.root_at(p(i + 1)))
                 .unwrap_or(k - 1);
-            (
-                "game_pick",
-                client::game_pick(*key, d.challenger, me, segment as u8),
-            )
+            ("game_pick", client::game_pick(r, segment as u8))
         } else {
-            replay_move(chain, kp, who, key, job, d, &g, &mine, data, row)?
+            replay_move(chain, kp, who, r, job, &g, &mine, data, row)?
         };
         let r = send_all(
             chain,
@@ -282,7 +323,7 @@ fn open_game(
         balance >= bond,
         "defending task {key} bonds {bond} base units from {wallet}, which holds {balance}: fund the wallet to defend"
     );
-    let ix = client::defend(*key, d.challenger, me, wallet, wallet);
+    let ix = client::defend(*key, d.challenger, d.nonce, me, wallet, wallet);
     let r = send_all(chain, who, "defend", key, &[ix], kp)?;
     crate::chain::must("defend", r)?;
     tracing::info!(who, task = %key, challenger = %d.challenger, bond, steps = mine.lay.steps(), "a claim its own trace finds wrong: defending");
@@ -296,17 +337,15 @@ fn replay_move(
     chain: &dyn Chain,
     kp: &Keypair,
     who: &str,
-    key: &Pubkey,
+    r: GameRef,
     job: &JobSpec,
-    d: &Dispute,
     g: &Game,
     mine: &Trace,
     data: &SlicedInputs,
     row: u32,
 ) -> Result<(&'static str, Instruction)> {
-    let me = kp.pubkey();
-    let r = Replay::decode(&g.replay);
-    let (src, index) = r
+    let replay = Replay::decode(&g.replay);
+    let (src, index) = replay
         .next(job, &mine.lay, row, g.hi)
         .context("the replay needs no more pieces")?;
     let (bytes, siblings) = match src {
@@ -320,25 +359,20 @@ fn replay_move(
         }
     };
     for (i, part) in bytes.chunks(GAME_WRITE_BYTES).enumerate() {
-        let ix = client::game_write(
-            *key,
-            d.challenger,
-            me,
-            (i * GAME_WRITE_BYTES) as u16,
-            part.to_vec(),
-        );
-        let r = send_all(chain, who, "game_write", key, &[ix], kp)?;
-        crate::chain::must("game_write", r)?;
+        let ix = client::game_write(r, (i * GAME_WRITE_BYTES) as u16, part.to_vec());
+        let rep = send_all(chain, who, "game_write", &r.task, &[ix], kp)?;
+        crate::chain::must("game_write", rep)?;
     }
-    Ok(if r.stage == 2 {
+    Ok(if replay.stage == 2 {
+        let fallback = payout_fallback(chain, &g.payout)?;
         (
             "game_settle",
-            client::game_settle(*key, d.challenger, me, g.payout, index, siblings as u8),
+            client::game_settle(r, g.payout, fallback, index, siblings as u8),
         )
     } else {
         (
             "game_feed",
-            client::game_feed(*key, d.challenger, me, src.code(), index, siblings as u8),
+            client::game_feed(r, src.code(), index, siblings as u8),
         )
     })
 }
@@ -359,22 +393,40 @@ pub fn crank_games(chain: &dyn Chain, who: &str, kp: &Keypair, key: &Pubkey, t: 
             .ok()
             .flatten()
             .and_then(|a| Dispute::from_account_data(&a));
+        let fallback = match payout_fallback(chain, &g.payout) {
+            Ok(f) => f,
+            Err(_) => continue,
+        };
         let (what, ix) = match d {
             Some(d) if d.nonce == g.nonce && !overturned(t.tally().majority) => {
                 if now <= g.deadline || d.state != DISPUTE_OPEN {
                     continue;
                 }
-                (
-                    "game_timeout",
-                    client::game_timeout(*key, d.challenger, g.defender, g.payout),
-                )
+                let r = GameRef {
+                    task: *key,
+                    challenger: d.challenger,
+                    nonce: g.nonce,
+                    defender: g.defender,
+                };
+                ("game_timeout", client::game_timeout(r, g.payout, fallback))
             }
             _ => (
                 "close_game",
-                client::close_game_of(*key, g.dispute, g.defender, g.payout),
+                client::close_game(*key, g.dispute, g.nonce, g.defender, g.payout, fallback),
             ),
         };
-        match send_all(chain, who, what, key, &[ix], kp) {
+        let mut ixs = vec![];
+        if let Some(mint) = fallback {
+            // the defender's associated token account, created if need be
+            ixs.push(anchor_spl::associated_token::spl_associated_token_account::instruction::create_associated_token_account_idempotent(
+                &kp.pubkey(),
+                &g.defender,
+                &mint,
+                &anchor_spl::token::ID,
+            ));
+        }
+        ixs.push(ix);
+        match send_all(chain, who, what, key, &ixs, kp) {
             Ok(r) if r.ok => {
                 tracing::info!(who, task = %key, defender = %g.defender, what, "game cranked")
             }

@@ -607,11 +607,12 @@ pub fn dispute_resolve(task: Pubkey, challenger: Pubkey, vote: Option<Pubkey>) -
     build(dispute_turn(task, challenger, vote), ix::DisputeResolve {})
 }
 
-/// `defend`: `defender` opens a game against `challenger`'s claim, its bond from
-/// `defender_token`, paid to `payout`.
+/// `defend`: `defender` opens a game against `challenger`'s claim (its dispute number
+/// `nonce`), its bond from `defender_token`, paid to `payout`.
 pub fn defend(
     task: Pubkey,
     challenger: Pubkey,
+    nonce: u32,
     defender: Pubkey,
     defender_token: Pubkey,
     payout: Pubkey,
@@ -622,100 +623,110 @@ pub fn defend(
             task,
             escrow: pda::escrow(&task),
             dispute,
-            game: pda::game(&dispute, &defender),
+            game: pda::game(&dispute, &defender, nonce),
             defender,
             defender_token,
             payout,
             token_program: token::ID,
             system_program: system_program::ID,
         },
-        ix::Defend {},
+        ix::Defend { nonce },
     )
 }
 
-fn game_move(task: Pubkey, challenger: Pubkey, defender: Pubkey, mover: Pubkey) -> acc::GameMove {
-    let dispute = pda::dispute(&task, &challenger);
+/// The game of `defender` against `challenger`'s dispute number `nonce`.
+#[derive(Clone, Copy, Debug)]
+pub struct GameRef {
+    /// The task.
+    pub task: Pubkey,
+    /// The dispute's challenger.
+    pub challenger: Pubkey,
+    /// The dispute's number (`Dispute.nonce`).
+    pub nonce: u32,
+    /// The defender.
+    pub defender: Pubkey,
+}
+
+impl GameRef {
+    /// The dispute's address.
+    pub fn dispute(&self) -> Pubkey {
+        pda::dispute(&self.task, &self.challenger)
+    }
+
+    /// The game's address.
+    pub fn game(&self) -> Pubkey {
+        pda::game(&self.dispute(), &self.defender, self.nonce)
+    }
+}
+
+fn game_move(r: GameRef, mover: Pubkey) -> acc::GameMove {
     acc::GameMove {
-        task,
-        dispute,
-        game: pda::game(&dispute, &defender),
-        defender,
+        task: r.task,
+        dispute: r.dispute(),
+        game: r.game(),
+        defender: r.defender,
         mover,
     }
 }
 
 /// `game_split` by the challenger: the roots inside the disputed range.
-pub fn game_split(
-    task: Pubkey,
-    challenger: Pubkey,
-    defender: Pubkey,
-    roots: Vec<[u8; 32]>,
-) -> Instruction {
+pub fn game_split(r: GameRef, roots: Vec<[u8; 32]>) -> Instruction {
     build(
-        game_move(task, challenger, defender, challenger),
-        ix::GameSplit { roots },
+        game_move(r, r.challenger),
+        ix::GameSplit {
+            nonce: r.nonce,
+            roots,
+        },
     )
 }
 
 /// `game_pick` by the defender: the segment it disputes.
-pub fn game_pick(task: Pubkey, challenger: Pubkey, defender: Pubkey, segment: u8) -> Instruction {
+pub fn game_pick(r: GameRef, segment: u8) -> Instruction {
     build(
-        game_move(task, challenger, defender, defender),
-        ix::GamePick { segment },
+        game_move(r, r.defender),
+        ix::GamePick {
+            nonce: r.nonce,
+            segment,
+        },
     )
 }
 
 /// `game_write` by the defender: `data` at `offset` of the game's buffer.
-pub fn game_write(
-    task: Pubkey,
-    challenger: Pubkey,
-    defender: Pubkey,
-    offset: u16,
-    data: Vec<u8>,
-) -> Instruction {
+pub fn game_write(r: GameRef, offset: u16, data: Vec<u8>) -> Instruction {
     build(
-        game_move(task, challenger, defender, defender),
-        ix::GameWrite { offset, data },
+        game_move(r, r.defender),
+        ix::GameWrite {
+            nonce: r.nonce,
+            offset,
+            data,
+        },
     )
 }
 
 /// The accounts that end a game: the defender is paid to `payout` (or, when `payout_ata_mint`
 /// is `Some(mint)`, its associated token account of it).
-fn game_end(
-    task: Pubkey,
-    challenger: Pubkey,
-    defender: Pubkey,
-    payout: Pubkey,
-    payout_ata_mint: Option<Pubkey>,
-) -> acc::GameEnd {
-    let dispute = pda::dispute(&task, &challenger);
+fn game_end(r: GameRef, payout: Pubkey, payout_ata_mint: Option<Pubkey>) -> acc::GameEnd {
     acc::GameEnd {
-        task,
-        escrow: pda::escrow(&task),
-        dispute,
-        game: pda::game(&dispute, &defender),
-        challenger,
-        defender,
+        task: r.task,
+        escrow: pda::escrow(&r.task),
+        dispute: r.dispute(),
+        game: r.game(),
+        challenger: r.challenger,
+        defender: r.defender,
         payout,
         payout_ata: payout_ata_mint.map(|mint| {
-            anchor_spl::associated_token::get_associated_token_address(&defender, &mint)
+            anchor_spl::associated_token::get_associated_token_address(&r.defender, &mint)
         }),
         token_program: token::ID,
     }
 }
 
 /// `game_feed` by the defender: piece `index` of `source` with `siblings` after it.
-pub fn game_feed(
-    task: Pubkey,
-    challenger: Pubkey,
-    defender: Pubkey,
-    source: u8,
-    index: u64,
-    siblings: u8,
-) -> Instruction {
+pub fn game_feed(r: GameRef, source: u8, index: u64, siblings: u8) -> Instruction {
     build(
-        game_move(task, challenger, defender, defender),
+        game_move(r, r.defender),
         ix::GameFeed {
+            nonce: r.nonce,
             source,
             index,
             siblings,
@@ -723,70 +734,65 @@ pub fn game_feed(
     )
 }
 
-/// `game_settle` by the defender (it signs), paid at `payout` if it wins: the step's leaf
+/// `game_settle` by the defender (it signs), paid at `payout` if it wins (or, when
+/// `payout_ata_mint` is `Some(mint)`, its associated token account of it): the step's leaf
 /// `index` with `siblings` after it.
 pub fn game_settle(
-    task: Pubkey,
-    challenger: Pubkey,
-    defender: Pubkey,
+    r: GameRef,
     payout: Pubkey,
+    payout_ata_mint: Option<Pubkey>,
     index: u64,
     siblings: u8,
 ) -> Instruction {
     let mut ix = build(
-        game_end(task, challenger, defender, payout, None),
-        ix::GameSettle { index, siblings },
+        game_end(r, payout, payout_ata_mint),
+        ix::GameSettle {
+            nonce: r.nonce,
+            index,
+            siblings,
+        },
     );
     for m in ix.accounts.iter_mut() {
-        if m.pubkey == defender {
+        if m.pubkey == r.defender {
             m.is_signer = true;
         }
     }
     ix
 }
 
-/// `game_timeout` (anyone), paying the defender at `payout` if it wins.
-pub fn game_timeout(
-    task: Pubkey,
-    challenger: Pubkey,
-    defender: Pubkey,
-    payout: Pubkey,
-) -> Instruction {
+/// `game_timeout` (anyone), paying the defender at `payout` if it wins (or its associated
+/// token account of `payout_ata_mint`).
+pub fn game_timeout(r: GameRef, payout: Pubkey, payout_ata_mint: Option<Pubkey>) -> Instruction {
     build(
-        game_end(task, challenger, defender, payout, None),
-        ix::GameTimeout {},
+        game_end(r, payout, payout_ata_mint),
+        ix::GameTimeout { nonce: r.nonce },
     )
 }
 
-/// `close_game` (anyone): a game of an ended or moot dispute; the bond back to `payout`.
+/// `close_game` (anyone): `defender`'s game against dispute `dispute` (number `nonce`; its
+/// challenger may be unknown, the dispute account closed), ended or moot; the bond back to
+/// `payout` (or the defender's associated token account of `payout_ata_mint`).
 pub fn close_game(
     task: Pubkey,
-    challenger: Pubkey,
-    defender: Pubkey,
-    payout: Pubkey,
-) -> Instruction {
-    close_game_of(task, pda::dispute(&task, &challenger), defender, payout)
-}
-
-/// [`close_game`] by the game's dispute address (its challenger may be unknown: the dispute
-/// account is closed).
-pub fn close_game_of(
-    task: Pubkey,
     dispute: Pubkey,
+    nonce: u32,
     defender: Pubkey,
     payout: Pubkey,
+    payout_ata_mint: Option<Pubkey>,
 ) -> Instruction {
     build(
         acc::CloseGame {
             task,
             escrow: pda::escrow(&task),
             dispute,
-            game: pda::game(&dispute, &defender),
+            game: pda::game(&dispute, &defender, nonce),
             defender,
             payout,
-            payout_ata: None,
+            payout_ata: payout_ata_mint.map(|mint| {
+                anchor_spl::associated_token::get_associated_token_address(&defender, &mint)
+            }),
             token_program: token::ID,
         },
-        ix::CloseGame {},
+        ix::CloseGame { nonce },
     )
 }

@@ -272,47 +272,58 @@ pub mod compute_market {
 
     /// Anyone but the challenger: bonds and opens a game against a dispute's claimed trace.
     #[access_control(ctx.accounts.validate())]
-    pub fn defend(ctx: Context<Defend>) -> Result<()> {
-        dispute_game::defend(ctx)
+    pub fn defend(ctx: Context<Defend>, nonce: u32) -> Result<()> {
+        dispute_game::defend(ctx, nonce)
     }
 
     /// Challenger: the roots inside the game's disputed range of steps.
     #[access_control(ctx.accounts.validate())]
-    pub fn game_split(ctx: Context<GameMove>, roots: Vec<[u8; 32]>) -> Result<()> {
-        dispute_game::split(ctx, roots)
+    pub fn game_split(ctx: Context<GameMove>, nonce: u32, roots: Vec<[u8; 32]>) -> Result<()> {
+        dispute_game::split(ctx, nonce, roots)
     }
 
     /// Defender: the segment whose end it disputes.
     #[access_control(ctx.accounts.validate())]
-    pub fn game_pick(ctx: Context<GameMove>, segment: u8) -> Result<()> {
-        dispute_game::pick(ctx, segment)
+    pub fn game_pick(ctx: Context<GameMove>, nonce: u32, segment: u8) -> Result<()> {
+        dispute_game::pick(ctx, nonce, segment)
     }
 
     /// Defender: part of a replay's piece into the game's buffer.
     #[access_control(ctx.accounts.validate())]
-    pub fn game_write(ctx: Context<GameMove>, offset: u16, data: Vec<u8>) -> Result<()> {
-        dispute_game::write(ctx, offset, data)
+    pub fn game_write(
+        ctx: Context<GameMove>,
+        nonce: u32,
+        offset: u16,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        dispute_game::write(ctx, nonce, offset, data)
     }
 
     /// Defender: one proven piece of the replay of the one step left.
     #[access_control(ctx.accounts.validate())]
-    pub fn game_feed(ctx: Context<GameMove>, source: u8, index: u64, siblings: u8) -> Result<()> {
-        dispute_game::feed(ctx, source, index, siblings)
+    pub fn game_feed(
+        ctx: Context<GameMove>,
+        nonce: u32,
+        source: u8,
+        index: u64,
+        siblings: u8,
+    ) -> Result<()> {
+        dispute_game::feed(ctx, nonce, source, index, siblings)
     }
 
     /// Defender: the step's own leaf, which decides the game.
-    pub fn game_settle(ctx: Context<GameEnd>, index: u64, siblings: u8) -> Result<()> {
-        dispute_game::settle(ctx, index, siblings)
+    pub fn game_settle(ctx: Context<GameEnd>, nonce: u32, index: u64, siblings: u8) -> Result<()> {
+        dispute_game::settle(ctx, nonce, index, siblings)
     }
 
     /// Anyone: the party that missed its turn in a game loses.
-    pub fn game_timeout(ctx: Context<GameEnd>) -> Result<()> {
-        dispute_game::timeout(ctx)
+    pub fn game_timeout(ctx: Context<GameEnd>, nonce: u32) -> Result<()> {
+        dispute_game::timeout(ctx, nonce)
     }
 
     /// Anyone: a game whose dispute ended or is moot returns the defender's bond.
-    pub fn close_game(ctx: Context<CloseGame>) -> Result<()> {
-        dispute_game::close_game(ctx)
+    pub fn close_game(ctx: Context<CloseGame>, nonce: u32) -> Result<()> {
+        dispute_game::close_game(ctx, nonce)
     }
 
     /// Anyone: ends a dispute whose challenger missed its answer deadline (lost).

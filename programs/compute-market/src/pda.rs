@@ -44,9 +44,20 @@ pub fn dispute(task: &Pubkey, challenger: &Pubkey) -> Pubkey {
     Pubkey::find_program_address(&[SEED_DISPUTE, task.as_ref(), challenger.as_ref()], &ID).0
 }
 
-/// A defender's game against a dispute's claim: `[SEED_GAME, dispute, defender]`.
-pub fn game(dispute: &Pubkey, defender: &Pubkey) -> Pubkey {
-    Pubkey::find_program_address(&[SEED_GAME, dispute.as_ref(), defender.as_ref()], &ID).0
+/// A defender's game against a dispute's claim: `[SEED_GAME, dispute, defender, nonce]`, the
+/// dispute's number among its task's (`Dispute.nonce`, LE `u32`): a dispute re-created at the
+/// same address has new games.
+pub fn game(dispute: &Pubkey, defender: &Pubkey, nonce: u32) -> Pubkey {
+    Pubkey::find_program_address(
+        &[
+            SEED_GAME,
+            dispute.as_ref(),
+            defender.as_ref(),
+            &nonce.to_le_bytes(),
+        ],
+        &ID,
+    )
+    .0
 }
 
 /// The program-data account of this (upgradeable) program: names its upgrade authority.

@@ -198,7 +198,7 @@ fn random_model(widths: &[usize]) -> compute_market_protocol::infer::Mlp {
 }
 
 /// A game at its bounds (PROTOCOL §8.10): a 64-4096-4096-4096 model (33 MiB of slices, far
-/// too large to read in a dispute), in a window of 2 000 slots. The client claims the right
+/// too large to read in a dispute), in a window of 2 400 slots. The client claims the right
 /// trace of a row against a wrong class; two defenders each hold a trace that departs from it
 /// at one step, so their games end at the widest replays (each its own): a second-layer
 /// output (4 096 inputs from the memory, a 4 108-byte record across six chunks) and the class
@@ -211,9 +211,9 @@ fn game_at_bounds() -> (Vec<TxRecord>, usize) {
     let model = random_model(&[64, 4_096, 4_096, 4_096]);
     let x: Vec<i8> = (0..4 * 64).map(|i| (i % 17) as i8).collect();
     let (job, inputs) = disputes::Inputs::mlp(&model, &x, 4);
-    assert_eq!(dispute::method(&job, 2_000), Some(dispute::Method::Game));
+    assert_eq!(dispute::method(&job, 2_400), Some(dispute::Method::Game));
     let market = compute_market::state::MarketArgs {
-        dispute_window: 2_000,
+        dispute_window: 2_400,
         ..test_market(1)
     };
     let mut c = cast_with(3, 1, Params::defaults(20_000), market);
@@ -295,7 +295,9 @@ fn game_at_bounds() -> (Vec<TxRecord>, usize) {
     let d = w.dispute(&task, &client).expect("open");
     w.advance(d.defend_deadline.saturating_sub(w.slot()) + 1);
     w.resolve(&client, task, None).expect("resolve");
-    w.close_game(task, &other, &moot).expect("close_game");
+    let nonce = w.game_ref(&task, &other, &moot).nonce;
+    w.close_game(task, &other, nonce, &moot)
+        .expect("close_game");
     w.close_dispute(task, &other)
         .expect("close the moot dispute");
     assert_eq!(

@@ -204,16 +204,25 @@ pub fn resolve(ctx: Context<DisputeTurn>) -> Result<()> {
 }
 
 #[derive(Accounts)]
+#[instruction(nonce: u32)]
 pub struct Defend<'info> {
     #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
     pub task: Box<Account<'info, Task>>,
     #[account(mut, seeds = [SEED_ESCROW, task.key().as_ref()], bump = task.escrow_bump)]
     pub escrow: Box<Account<'info, TokenAccount>>,
-    #[account(mut, constraint = dispute.load()?.task == task.key() @ MarketError::WrongTask)]
+    #[account(
+        mut,
+        constraint = dispute.load()?.task == task.key() @ MarketError::WrongTask,
+        constraint = dispute.load()?.nonce == nonce @ MarketError::GameNotInPlay,
+    )]
     pub dispute: AccountLoader<'info, Dispute>,
     #[account(
         init, payer = defender, space = Game::SPACE,
-        seeds = [SEED_GAME, dispute.key().as_ref(), defender.key().as_ref()], bump,
+        seeds = [
+            SEED_GAME, dispute.key().as_ref(), defender.key().as_ref(),
+            &nonce.to_le_bytes(),
+        ],
+        bump,
     )]
     pub game: AccountLoader<'info, Game>,
     /// Anyone but the challenger: bonds a seat's bond, pays the game's rent (returned).
@@ -258,7 +267,7 @@ impl Defend<'_> {
 /// `defend`: a game against the dispute's claim over all its steps: the memory before the
 /// first is all zero (agreed), after the last the claimed root (disputed). The defender bonds
 /// a seat's bond into the escrow.
-pub fn defend(ctx: Context<Defend>) -> Result<()> {
+pub fn defend(ctx: Context<Defend>, _nonce: u32) -> Result<()> {
     let a = ctx.accounts;
     let job = JobSpec::decode(&a.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
     let clock = clock_of(&job, &a.task)?;
@@ -328,15 +337,22 @@ fn in_play(d: &Dispute, g: &Game, task: &Task) -> Result<()> {
 }
 
 #[derive(Accounts)]
+#[instruction(nonce: u32)]
 pub struct GameMove<'info> {
     #[account(seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
     pub task: Box<Account<'info, Task>>,
     /// Read only: parallel games do not contend for it.
-    #[account(constraint = dispute.load()?.task == task.key() @ MarketError::WrongTask)]
+    #[account(
+        constraint = dispute.load()?.task == task.key() @ MarketError::WrongTask,
+        constraint = dispute.load()?.nonce == nonce @ MarketError::GameNotInPlay,
+    )]
     pub dispute: AccountLoader<'info, Dispute>,
     #[account(
         mut,
-        seeds = [SEED_GAME, dispute.key().as_ref(), defender.key().as_ref()],
+        seeds = [
+            SEED_GAME, dispute.key().as_ref(), defender.key().as_ref(),
+            &nonce.to_le_bytes(),
+        ],
         bump = game.load()?.bump,
     )]
     pub game: AccountLoader<'info, Game>,
@@ -378,7 +394,7 @@ fn moved(task: Pubkey, dispute: Pubkey, g: &Game, action: u8, piece: u64) {
 }
 
 /// `game_split`: the challenger's roots at the inner points of the disputed range's segments.
-pub fn split(ctx: Context<GameMove>, roots: Vec<[u8; 32]>) -> Result<()> {
+pub fn split(ctx: Context<GameMove>, _nonce: u32, roots: Vec<[u8; 32]>) -> Result<()> {
     let a = ctx.accounts;
     let job = JobSpec::decode(&a.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
     let clock = clock_of(&job, &a.task)?;
@@ -398,7 +414,7 @@ pub fn split(ctx: Context<GameMove>, roots: Vec<[u8; 32]>) -> Result<()> {
 
 /// `game_pick`: the defender disputes the end of segment `segment` and agrees with its start;
 /// one step left, it replays it next.
-pub fn pick(ctx: Context<GameMove>, segment: u8) -> Result<()> {
+pub fn pick(ctx: Context<GameMove>, _nonce: u32, segment: u8) -> Result<()> {
     let a = ctx.accounts;
     let job = JobSpec::decode(&a.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
     let clock = clock_of(&job, &a.task)?;
@@ -423,7 +439,7 @@ pub fn pick(ctx: Context<GameMove>, segment: u8) -> Result<()> {
     if hi - lo == 1 {
         g.stage = STAGE_REPLAY;
         g.replay = [0; REPLAY_LEN];
-        g.deadline = math::add(now, clock.step)?;
+        g.deadline = math::add(now, clock.replay())?;
     } else {
         g.turn = TURN_CHALLENGER;
         g.deadline = math::add(now, clock.turn)?;
@@ -433,7 +449,7 @@ pub fn pick(ctx: Context<GameMove>, segment: u8) -> Result<()> {
 }
 
 /// `game_write`: part of a piece of the replay and its siblings into the game's buffer.
-pub fn write(ctx: Context<GameMove>, offset: u16, data: Vec<u8>) -> Result<()> {
+pub fn write(ctx: Context<GameMove>, _nonce: u32, offset: u16, data: Vec<u8>) -> Result<()> {
     let a = ctx.accounts;
     let mut g = a.game.load_mut()?;
     require!(g.stage == STAGE_REPLAY, MarketError::NotReplaying);
@@ -447,6 +463,7 @@ pub fn write(ctx: Context<GameMove>, offset: u16, data: Vec<u8>) -> Result<()> {
 /// The accounts that end a game and may end its dispute: the task, its escrow, the dispute,
 /// the game, both parties and the defender's payout account.
 #[derive(Accounts)]
+#[instruction(nonce: u32)]
 pub struct GameEnd<'info> {
     #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
     pub task: Box<Account<'info, Task>>,
@@ -455,11 +472,15 @@ pub struct GameEnd<'info> {
     #[account(
         mut,
         seeds = [SEED_DISPUTE, task.key().as_ref(), challenger.key().as_ref()], bump,
+        constraint = dispute.load()?.nonce == nonce @ MarketError::GameNotInPlay,
     )]
     pub dispute: AccountLoader<'info, Dispute>,
     #[account(
         mut,
-        seeds = [SEED_GAME, dispute.key().as_ref(), defender.key().as_ref()],
+        seeds = [
+            SEED_GAME, dispute.key().as_ref(), defender.key().as_ref(),
+            &nonce.to_le_bytes(),
+        ],
         bump = game.load()?.bump,
     )]
     pub game: AccountLoader<'info, Game>,
@@ -635,7 +656,13 @@ fn take_piece(
 /// `game_feed` (the defender, one step left): piece `index` of `source` of the replay, proven
 /// and taken. Touches only the game: parallel games do not contend. The step's own leaf, which
 /// ends the game, is `game_settle`'s.
-pub fn feed(ctx: Context<GameMove>, source: u8, index: u64, siblings_n: u8) -> Result<()> {
+pub fn feed(
+    ctx: Context<GameMove>,
+    _nonce: u32,
+    source: u8,
+    index: u64,
+    siblings_n: u8,
+) -> Result<()> {
     let a = ctx.accounts;
     let job = JobSpec::decode(&a.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
     let d = a.dispute.load()?;
@@ -654,7 +681,7 @@ pub fn feed(ctx: Context<GameMove>, source: u8, index: u64, siblings_n: u8) -> R
 /// in the buffer; the replay writes the step's value into it and compares the memory after
 /// the step with the challenger's root: equal, the challenger wins the game; not, the
 /// defender wins the dispute.
-pub fn settle(ctx: Context<GameEnd>, index: u64, siblings_n: u8) -> Result<()> {
+pub fn settle(ctx: Context<GameEnd>, _nonce: u32, index: u64, siblings_n: u8) -> Result<()> {
     let a = ctx.accounts;
     a.in_play()?;
     require!(a.defender.is_signer, MarketError::NotYourTurn);
@@ -677,7 +704,7 @@ pub fn settle(ctx: Context<GameEnd>, index: u64, siblings_n: u8) -> Result<()> {
 /// `game_timeout` (anyone): the party whose turn it was loses: a silent defender its bond (to
 /// the challenger's dispute), a silent challenger its whole dispute (both bonds to the
 /// defender).
-pub fn timeout(ctx: Context<GameEnd>) -> Result<()> {
+pub fn timeout(ctx: Context<GameEnd>, _nonce: u32) -> Result<()> {
     let a = ctx.accounts;
     a.in_play()?;
     let (turn, deadline) = {
@@ -693,6 +720,7 @@ pub fn timeout(ctx: Context<GameEnd>) -> Result<()> {
 }
 
 #[derive(Accounts)]
+#[instruction(nonce: u32)]
 pub struct CloseGame<'info> {
     #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
     pub task: Box<Account<'info, Task>>,
@@ -706,7 +734,7 @@ pub struct CloseGame<'info> {
     #[account(
         mut, close = defender,
         constraint = game.load()?.task == task.key() @ MarketError::WrongTask,
-        seeds = [SEED_GAME, dispute.key().as_ref(), defender.key().as_ref()],
+        seeds = [SEED_GAME, dispute.key().as_ref(), defender.key().as_ref(), &nonce.to_le_bytes()],
         bump = game.load()?.bump,
     )]
     pub game: AccountLoader<'info, Game>,
@@ -724,7 +752,7 @@ pub struct CloseGame<'info> {
 
 /// `close_game` (anyone): a game whose dispute has ended (closed, or another dispute since at
 /// its address) or is moot returns the defender's bond (and the rent).
-pub fn close_game(ctx: Context<CloseGame>) -> Result<()> {
+pub fn close_game(ctx: Context<CloseGame>, _nonce: u32) -> Result<()> {
     let a = ctx.accounts;
     let (bond, nonce) = {
         let g = a.game.load()?;

@@ -11,7 +11,7 @@ pub const STAGE_BISECT: u8 = 0;
 pub const STAGE_REPLAY: u8 = 1;
 
 /// One defender's game against a dispute's claimed trace (PROTOCOL §8.10):
-/// `[SEED_GAME, dispute, defender]`. Zero-copy (a replay's buffer and work area). The
+/// `[SEED_GAME, dispute, defender, nonce]`. Zero-copy (a replay's buffer and work area). The
 /// defender bonds a seat's bond into the task's escrow: paid to the challenger's dispute when
 /// the defender loses, back with the challenger's bond when it wins, back alone when the game
 /// ends otherwise. Rent back to the defender at close.

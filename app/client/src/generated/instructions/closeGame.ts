@@ -6,8 +6,8 @@
  * @see https://github.com/codama-idl/codama
  */
 
-import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlyUint8Array, type WritableAccount } from '@solana/kit';
-import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, type ResolvedInstructionAccount } from '@solana/program-client-core';
+import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU32Decoder, getU32Encoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlyUint8Array, type WritableAccount } from '@solana/kit';
+import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, getNonNullResolvedInstructionInput, type ResolvedInstructionAccount } from '@solana/program-client-core';
 import { findEscrowPda, findGamePda } from '../pdas';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from '../programs';
 
@@ -18,16 +18,16 @@ export function getCloseGameDiscriminatorBytes(): ReadonlyUint8Array { return fi
 export type CloseGameInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountEscrow extends string | AccountMeta<string> = string, TAccountDispute extends string | AccountMeta<string> = string, TAccountGame extends string | AccountMeta<string> = string, TAccountDefender extends string | AccountMeta<string> = string, TAccountPayout extends string | AccountMeta<string> = string, TAccountPayoutAta extends string | AccountMeta<string> = string, TAccountTokenProgram extends string | AccountMeta<string> = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
 Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? WritableAccount<TAccountTask> : TAccountTask, TAccountEscrow extends string ? WritableAccount<TAccountEscrow> : TAccountEscrow, TAccountDispute extends string ? WritableAccount<TAccountDispute> : TAccountDispute, TAccountGame extends string ? WritableAccount<TAccountGame> : TAccountGame, TAccountDefender extends string ? WritableAccount<TAccountDefender> : TAccountDefender, TAccountPayout extends string ? WritableAccount<TAccountPayout> : TAccountPayout, TAccountPayoutAta extends string ? WritableAccount<TAccountPayoutAta> : TAccountPayoutAta, TAccountTokenProgram extends string ? ReadonlyAccount<TAccountTokenProgram> : TAccountTokenProgram, ...TRemainingAccounts]>;
 
-export type CloseGameInstructionData = { discriminator: ReadonlyUint8Array;  };
+export type CloseGameInstructionData = { discriminator: ReadonlyUint8Array; nonce: number;  };
 
-export type CloseGameInstructionDataArgs = {  };
+export type CloseGameInstructionDataArgs = { nonce: number;  };
 
 export function getCloseGameInstructionDataEncoder(): FixedSizeEncoder<CloseGameInstructionDataArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)]]), (value) => ({ ...value, discriminator: CLOSE_GAME_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['nonce', getU32Encoder()]]), (value) => ({ ...value, discriminator: CLOSE_GAME_DISCRIMINATOR }));
 }
 
 export function getCloseGameInstructionDataDecoder(): FixedSizeDecoder<CloseGameInstructionData> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['nonce', getU32Decoder()]]);
 }
 
 export function getCloseGameInstructionDataCodec(): FixedSizeCodec<CloseGameInstructionDataArgs, CloseGameInstructionData> {
@@ -47,6 +47,7 @@ defender: Address<TAccountDefender>;
 payout: Address<TAccountPayout>;
 payoutAta?: Address<TAccountPayoutAta>;
 tokenProgram?: Address<TAccountTokenProgram>;
+nonce: CloseGameInstructionDataArgs["nonce"];
 }
 
 export async function getCloseGameInstructionAsync<TAccountTask extends string, TAccountEscrow extends string, TAccountDispute extends string, TAccountGame extends string, TAccountDefender extends string, TAccountPayout extends string, TAccountPayoutAta extends string, TAccountTokenProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: CloseGameAsyncInput<TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>, config?: { programAddress?: TProgramAddress } ): Promise<CloseGameInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>> {
@@ -58,19 +59,23 @@ const originalAccounts = { task: { value: input.task ?? null, isWritable: true }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
+// Original args.
+const args = { ...input,  };
+
+
 // Resolve default values.
 if (!accounts.escrow.value) {
 accounts.escrow.value = await findEscrowPda({ task: getAddressFromResolvedInstructionAccount("task", accounts.task.value) });
 }
 if (!accounts.game.value) {
-accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value) });
+accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value), nonce: getNonNullResolvedInstructionInput("nonce", args.nonce) });
 }
 if (!accounts.tokenProgram.value) {
 accounts.tokenProgram.value = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA' as Address<'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA'>;
 }
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender), getAccountMeta("payout", accounts.payout), getAccountMeta("payoutAta", accounts.payoutAta), getAccountMeta("tokenProgram", accounts.tokenProgram)], data: getCloseGameInstructionDataEncoder().encode({}), programAddress } as CloseGameInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>);
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender), getAccountMeta("payout", accounts.payout), getAccountMeta("payoutAta", accounts.payoutAta), getAccountMeta("tokenProgram", accounts.tokenProgram)], data: getCloseGameInstructionDataEncoder().encode(args as CloseGameInstructionDataArgs), programAddress } as CloseGameInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>);
 }
 
 export type CloseGameInput<TAccountTask extends string = string, TAccountEscrow extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountDefender extends string = string, TAccountPayout extends string = string, TAccountPayoutAta extends string = string, TAccountTokenProgram extends string = string> =  {
@@ -86,6 +91,7 @@ defender: Address<TAccountDefender>;
 payout: Address<TAccountPayout>;
 payoutAta?: Address<TAccountPayoutAta>;
 tokenProgram?: Address<TAccountTokenProgram>;
+nonce: CloseGameInstructionDataArgs["nonce"];
 }
 
 export function getCloseGameInstruction<TAccountTask extends string, TAccountEscrow extends string, TAccountDispute extends string, TAccountGame extends string, TAccountDefender extends string, TAccountPayout extends string, TAccountPayoutAta extends string, TAccountTokenProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: CloseGameInput<TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>, config?: { programAddress?: TProgramAddress } ): CloseGameInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram> {
@@ -97,13 +103,17 @@ const originalAccounts = { task: { value: input.task ?? null, isWritable: true }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
+// Original args.
+const args = { ...input,  };
+
+
 // Resolve default values.
 if (!accounts.tokenProgram.value) {
 accounts.tokenProgram.value = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA' as Address<'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA'>;
 }
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender), getAccountMeta("payout", accounts.payout), getAccountMeta("payoutAta", accounts.payoutAta), getAccountMeta("tokenProgram", accounts.tokenProgram)], data: getCloseGameInstructionDataEncoder().encode({}), programAddress } as CloseGameInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>);
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender), getAccountMeta("payout", accounts.payout), getAccountMeta("payoutAta", accounts.payoutAta), getAccountMeta("tokenProgram", accounts.tokenProgram)], data: getCloseGameInstructionDataEncoder().encode(args as CloseGameInstructionDataArgs), programAddress } as CloseGameInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>);
 }
 
 export type ParsedCloseGameInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountMetas extends readonly AccountMeta[] = readonly AccountMeta[]> = { programAddress: Address<TProgram>;

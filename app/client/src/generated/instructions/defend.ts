@@ -6,8 +6,8 @@
  * @see https://github.com/codama-idl/codama
  */
 
-import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type AccountSignerMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlyUint8Array, type TransactionSigner, type WritableAccount, type WritableSignerAccount } from '@solana/kit';
-import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, type ResolvedInstructionAccount } from '@solana/program-client-core';
+import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU32Decoder, getU32Encoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type AccountSignerMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlyUint8Array, type TransactionSigner, type WritableAccount, type WritableSignerAccount } from '@solana/kit';
+import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, getNonNullResolvedInstructionInput, type ResolvedInstructionAccount } from '@solana/program-client-core';
 import { findEscrowPda, findGamePda } from '../pdas';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from '../programs';
 
@@ -18,16 +18,16 @@ export function getDefendDiscriminatorBytes(): ReadonlyUint8Array { return fixEn
 export type DefendInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountEscrow extends string | AccountMeta<string> = string, TAccountDispute extends string | AccountMeta<string> = string, TAccountGame extends string | AccountMeta<string> = string, TAccountDefender extends string | AccountMeta<string> = string, TAccountDefenderToken extends string | AccountMeta<string> = string, TAccountPayout extends string | AccountMeta<string> = string, TAccountTokenProgram extends string | AccountMeta<string> = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", TAccountSystemProgram extends string | AccountMeta<string> = "11111111111111111111111111111111", TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
 Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? WritableAccount<TAccountTask> : TAccountTask, TAccountEscrow extends string ? WritableAccount<TAccountEscrow> : TAccountEscrow, TAccountDispute extends string ? WritableAccount<TAccountDispute> : TAccountDispute, TAccountGame extends string ? WritableAccount<TAccountGame> : TAccountGame, TAccountDefender extends string ? WritableSignerAccount<TAccountDefender> & AccountSignerMeta<TAccountDefender> : TAccountDefender, TAccountDefenderToken extends string ? WritableAccount<TAccountDefenderToken> : TAccountDefenderToken, TAccountPayout extends string ? ReadonlyAccount<TAccountPayout> : TAccountPayout, TAccountTokenProgram extends string ? ReadonlyAccount<TAccountTokenProgram> : TAccountTokenProgram, TAccountSystemProgram extends string ? ReadonlyAccount<TAccountSystemProgram> : TAccountSystemProgram, ...TRemainingAccounts]>;
 
-export type DefendInstructionData = { discriminator: ReadonlyUint8Array;  };
+export type DefendInstructionData = { discriminator: ReadonlyUint8Array; nonce: number;  };
 
-export type DefendInstructionDataArgs = {  };
+export type DefendInstructionDataArgs = { nonce: number;  };
 
 export function getDefendInstructionDataEncoder(): FixedSizeEncoder<DefendInstructionDataArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)]]), (value) => ({ ...value, discriminator: DEFEND_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['nonce', getU32Encoder()]]), (value) => ({ ...value, discriminator: DEFEND_DISCRIMINATOR }));
 }
 
 export function getDefendInstructionDataDecoder(): FixedSizeDecoder<DefendInstructionData> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['nonce', getU32Decoder()]]);
 }
 
 export function getDefendInstructionDataCodec(): FixedSizeCodec<DefendInstructionDataArgs, DefendInstructionData> {
@@ -47,6 +47,7 @@ defenderToken: Address<TAccountDefenderToken>;
 payout: Address<TAccountPayout>;
 tokenProgram?: Address<TAccountTokenProgram>;
 systemProgram?: Address<TAccountSystemProgram>;
+nonce: DefendInstructionDataArgs["nonce"];
 }
 
 export async function getDefendInstructionAsync<TAccountTask extends string, TAccountEscrow extends string, TAccountDispute extends string, TAccountGame extends string, TAccountDefender extends string, TAccountDefenderToken extends string, TAccountPayout extends string, TAccountTokenProgram extends string, TAccountSystemProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: DefendAsyncInput<TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountDefenderToken, TAccountPayout, TAccountTokenProgram, TAccountSystemProgram>, config?: { programAddress?: TProgramAddress } ): Promise<DefendInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountDefenderToken, TAccountPayout, TAccountTokenProgram, TAccountSystemProgram>> {
@@ -58,12 +59,16 @@ const originalAccounts = { task: { value: input.task ?? null, isWritable: true }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
+// Original args.
+const args = { ...input,  };
+
+
 // Resolve default values.
 if (!accounts.escrow.value) {
 accounts.escrow.value = await findEscrowPda({ task: getAddressFromResolvedInstructionAccount("task", accounts.task.value) });
 }
 if (!accounts.game.value) {
-accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value) });
+accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value), nonce: getNonNullResolvedInstructionInput("nonce", args.nonce) });
 }
 if (!accounts.tokenProgram.value) {
 accounts.tokenProgram.value = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA' as Address<'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA'>;
@@ -73,7 +78,7 @@ accounts.systemProgram.value = '11111111111111111111111111111111' as Address<'11
 }
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender), getAccountMeta("defenderToken", accounts.defenderToken), getAccountMeta("payout", accounts.payout), getAccountMeta("tokenProgram", accounts.tokenProgram), getAccountMeta("systemProgram", accounts.systemProgram)], data: getDefendInstructionDataEncoder().encode({}), programAddress } as DefendInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountDefenderToken, TAccountPayout, TAccountTokenProgram, TAccountSystemProgram>);
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender), getAccountMeta("defenderToken", accounts.defenderToken), getAccountMeta("payout", accounts.payout), getAccountMeta("tokenProgram", accounts.tokenProgram), getAccountMeta("systemProgram", accounts.systemProgram)], data: getDefendInstructionDataEncoder().encode(args as DefendInstructionDataArgs), programAddress } as DefendInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountDefenderToken, TAccountPayout, TAccountTokenProgram, TAccountSystemProgram>);
 }
 
 export type DefendInput<TAccountTask extends string = string, TAccountEscrow extends string = string, TAccountDispute extends string = string, TAccountGame extends string = string, TAccountDefender extends string = string, TAccountDefenderToken extends string = string, TAccountPayout extends string = string, TAccountTokenProgram extends string = string, TAccountSystemProgram extends string = string> =  {
@@ -89,6 +94,7 @@ defenderToken: Address<TAccountDefenderToken>;
 payout: Address<TAccountPayout>;
 tokenProgram?: Address<TAccountTokenProgram>;
 systemProgram?: Address<TAccountSystemProgram>;
+nonce: DefendInstructionDataArgs["nonce"];
 }
 
 export function getDefendInstruction<TAccountTask extends string, TAccountEscrow extends string, TAccountDispute extends string, TAccountGame extends string, TAccountDefender extends string, TAccountDefenderToken extends string, TAccountPayout extends string, TAccountTokenProgram extends string, TAccountSystemProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: DefendInput<TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountDefenderToken, TAccountPayout, TAccountTokenProgram, TAccountSystemProgram>, config?: { programAddress?: TProgramAddress } ): DefendInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountDefenderToken, TAccountPayout, TAccountTokenProgram, TAccountSystemProgram> {
@@ -100,6 +106,10 @@ const originalAccounts = { task: { value: input.task ?? null, isWritable: true }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
+// Original args.
+const args = { ...input,  };
+
+
 // Resolve default values.
 if (!accounts.tokenProgram.value) {
 accounts.tokenProgram.value = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA' as Address<'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA'>;
@@ -109,7 +119,7 @@ accounts.systemProgram.value = '11111111111111111111111111111111' as Address<'11
 }
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender), getAccountMeta("defenderToken", accounts.defenderToken), getAccountMeta("payout", accounts.payout), getAccountMeta("tokenProgram", accounts.tokenProgram), getAccountMeta("systemProgram", accounts.systemProgram)], data: getDefendInstructionDataEncoder().encode({}), programAddress } as DefendInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountDefenderToken, TAccountPayout, TAccountTokenProgram, TAccountSystemProgram>);
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("dispute", accounts.dispute), getAccountMeta("game", accounts.game), getAccountMeta("defender", accounts.defender), getAccountMeta("defenderToken", accounts.defenderToken), getAccountMeta("payout", accounts.payout), getAccountMeta("tokenProgram", accounts.tokenProgram), getAccountMeta("systemProgram", accounts.systemProgram)], data: getDefendInstructionDataEncoder().encode(args as DefendInstructionDataArgs), programAddress } as DefendInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountDispute, TAccountGame, TAccountDefender, TAccountDefenderToken, TAccountPayout, TAccountTokenProgram, TAccountSystemProgram>);
 }
 
 export type ParsedDefendInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountMetas extends readonly AccountMeta[] = readonly AccountMeta[]> = { programAddress: Address<TProgram>;

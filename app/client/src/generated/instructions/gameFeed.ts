@@ -6,8 +6,8 @@
  * @see https://github.com/codama-idl/codama
  */
 
-import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU64Decoder, getU64Encoder, getU8Decoder, getU8Encoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type AccountSignerMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlySignerAccount, type ReadonlyUint8Array, type TransactionSigner, type WritableAccount } from '@solana/kit';
-import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, type ResolvedInstructionAccount } from '@solana/program-client-core';
+import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU32Decoder, getU32Encoder, getU64Decoder, getU64Encoder, getU8Decoder, getU8Encoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type AccountSignerMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlySignerAccount, type ReadonlyUint8Array, type TransactionSigner, type WritableAccount } from '@solana/kit';
+import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, getNonNullResolvedInstructionInput, type ResolvedInstructionAccount } from '@solana/program-client-core';
 import { findGamePda } from '../pdas';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from '../programs';
 
@@ -18,16 +18,16 @@ export function getGameFeedDiscriminatorBytes(): ReadonlyUint8Array { return fix
 export type GameFeedInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountDispute extends string | AccountMeta<string> = string, TAccountGame extends string | AccountMeta<string> = string, TAccountDefender extends string | AccountMeta<string> = string, TAccountMover extends string | AccountMeta<string> = string, TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
 Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? ReadonlyAccount<TAccountTask> : TAccountTask, TAccountDispute extends string ? ReadonlyAccount<TAccountDispute> : TAccountDispute, TAccountGame extends string ? WritableAccount<TAccountGame> : TAccountGame, TAccountDefender extends string ? ReadonlyAccount<TAccountDefender> : TAccountDefender, TAccountMover extends string ? ReadonlySignerAccount<TAccountMover> & AccountSignerMeta<TAccountMover> : TAccountMover, ...TRemainingAccounts]>;
 
-export type GameFeedInstructionData = { discriminator: ReadonlyUint8Array; source: number; index: bigint; siblings: number;  };
+export type GameFeedInstructionData = { discriminator: ReadonlyUint8Array; nonce: number; source: number; index: bigint; siblings: number;  };
 
-export type GameFeedInstructionDataArgs = { source: number; index: number | bigint; siblings: number;  };
+export type GameFeedInstructionDataArgs = { nonce: number; source: number; index: number | bigint; siblings: number;  };
 
 export function getGameFeedInstructionDataEncoder(): FixedSizeEncoder<GameFeedInstructionDataArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['source', getU8Encoder()], ['index', getU64Encoder()], ['siblings', getU8Encoder()]]), (value) => ({ ...value, discriminator: GAME_FEED_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['nonce', getU32Encoder()], ['source', getU8Encoder()], ['index', getU64Encoder()], ['siblings', getU8Encoder()]]), (value) => ({ ...value, discriminator: GAME_FEED_DISCRIMINATOR }));
 }
 
 export function getGameFeedInstructionDataDecoder(): FixedSizeDecoder<GameFeedInstructionData> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['source', getU8Decoder()], ['index', getU64Decoder()], ['siblings', getU8Decoder()]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['nonce', getU32Decoder()], ['source', getU8Decoder()], ['index', getU64Decoder()], ['siblings', getU8Decoder()]]);
 }
 
 export function getGameFeedInstructionDataCodec(): FixedSizeCodec<GameFeedInstructionDataArgs, GameFeedInstructionData> {
@@ -42,6 +42,7 @@ game?: Address<TAccountGame>;
 defender: Address<TAccountDefender>;
 /** The party whose turn it is: the challenger splits; the defender picks and replays. */
 mover: TransactionSigner<TAccountMover>;
+nonce: GameFeedInstructionDataArgs["nonce"];
 source: GameFeedInstructionDataArgs["source"];
 index: GameFeedInstructionDataArgs["index"];
 siblings: GameFeedInstructionDataArgs["siblings"];
@@ -62,7 +63,7 @@ const args = { ...input,  };
 
 // Resolve default values.
 if (!accounts.game.value) {
-accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value) });
+accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value), nonce: getNonNullResolvedInstructionInput("nonce", args.nonce) });
 }
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
@@ -77,6 +78,7 @@ game: Address<TAccountGame>;
 defender: Address<TAccountDefender>;
 /** The party whose turn it is: the challenger splits; the defender picks and replays. */
 mover: TransactionSigner<TAccountMover>;
+nonce: GameFeedInstructionDataArgs["nonce"];
 source: GameFeedInstructionDataArgs["source"];
 index: GameFeedInstructionDataArgs["index"];
 siblings: GameFeedInstructionDataArgs["siblings"];

@@ -6,8 +6,8 @@
  * @see https://github.com/codama-idl/codama
  */
 
-import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU8Decoder, getU8Encoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type AccountSignerMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlySignerAccount, type ReadonlyUint8Array, type TransactionSigner, type WritableAccount } from '@solana/kit';
-import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, type ResolvedInstructionAccount } from '@solana/program-client-core';
+import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU32Decoder, getU32Encoder, getU8Decoder, getU8Encoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type AccountSignerMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlySignerAccount, type ReadonlyUint8Array, type TransactionSigner, type WritableAccount } from '@solana/kit';
+import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, getNonNullResolvedInstructionInput, type ResolvedInstructionAccount } from '@solana/program-client-core';
 import { findGamePda } from '../pdas';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from '../programs';
 
@@ -18,16 +18,16 @@ export function getGamePickDiscriminatorBytes(): ReadonlyUint8Array { return fix
 export type GamePickInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountDispute extends string | AccountMeta<string> = string, TAccountGame extends string | AccountMeta<string> = string, TAccountDefender extends string | AccountMeta<string> = string, TAccountMover extends string | AccountMeta<string> = string, TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
 Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? ReadonlyAccount<TAccountTask> : TAccountTask, TAccountDispute extends string ? ReadonlyAccount<TAccountDispute> : TAccountDispute, TAccountGame extends string ? WritableAccount<TAccountGame> : TAccountGame, TAccountDefender extends string ? ReadonlyAccount<TAccountDefender> : TAccountDefender, TAccountMover extends string ? ReadonlySignerAccount<TAccountMover> & AccountSignerMeta<TAccountMover> : TAccountMover, ...TRemainingAccounts]>;
 
-export type GamePickInstructionData = { discriminator: ReadonlyUint8Array; segment: number;  };
+export type GamePickInstructionData = { discriminator: ReadonlyUint8Array; nonce: number; segment: number;  };
 
-export type GamePickInstructionDataArgs = { segment: number;  };
+export type GamePickInstructionDataArgs = { nonce: number; segment: number;  };
 
 export function getGamePickInstructionDataEncoder(): FixedSizeEncoder<GamePickInstructionDataArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['segment', getU8Encoder()]]), (value) => ({ ...value, discriminator: GAME_PICK_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['nonce', getU32Encoder()], ['segment', getU8Encoder()]]), (value) => ({ ...value, discriminator: GAME_PICK_DISCRIMINATOR }));
 }
 
 export function getGamePickInstructionDataDecoder(): FixedSizeDecoder<GamePickInstructionData> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['segment', getU8Decoder()]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['nonce', getU32Decoder()], ['segment', getU8Decoder()]]);
 }
 
 export function getGamePickInstructionDataCodec(): FixedSizeCodec<GamePickInstructionDataArgs, GamePickInstructionData> {
@@ -42,6 +42,7 @@ game?: Address<TAccountGame>;
 defender: Address<TAccountDefender>;
 /** The party whose turn it is: the challenger splits; the defender picks and replays. */
 mover: TransactionSigner<TAccountMover>;
+nonce: GamePickInstructionDataArgs["nonce"];
 segment: GamePickInstructionDataArgs["segment"];
 }
 
@@ -60,7 +61,7 @@ const args = { ...input,  };
 
 // Resolve default values.
 if (!accounts.game.value) {
-accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value) });
+accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value), nonce: getNonNullResolvedInstructionInput("nonce", args.nonce) });
 }
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
@@ -75,6 +76,7 @@ game: Address<TAccountGame>;
 defender: Address<TAccountDefender>;
 /** The party whose turn it is: the challenger splits; the defender picks and replays. */
 mover: TransactionSigner<TAccountMover>;
+nonce: GamePickInstructionDataArgs["nonce"];
 segment: GamePickInstructionDataArgs["segment"];
 }
 

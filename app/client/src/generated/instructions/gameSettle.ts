@@ -6,8 +6,8 @@
  * @see https://github.com/codama-idl/codama
  */
 
-import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU64Decoder, getU64Encoder, getU8Decoder, getU8Encoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlyUint8Array, type WritableAccount } from '@solana/kit';
-import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, type ResolvedInstructionAccount } from '@solana/program-client-core';
+import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU32Decoder, getU32Encoder, getU64Decoder, getU64Encoder, getU8Decoder, getU8Encoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlyUint8Array, type WritableAccount } from '@solana/kit';
+import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, getNonNullResolvedInstructionInput, type ResolvedInstructionAccount } from '@solana/program-client-core';
 import { findDisputePda, findEscrowPda, findGamePda } from '../pdas';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from '../programs';
 
@@ -18,16 +18,16 @@ export function getGameSettleDiscriminatorBytes(): ReadonlyUint8Array { return f
 export type GameSettleInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountEscrow extends string | AccountMeta<string> = string, TAccountDispute extends string | AccountMeta<string> = string, TAccountGame extends string | AccountMeta<string> = string, TAccountChallenger extends string | AccountMeta<string> = string, TAccountDefender extends string | AccountMeta<string> = string, TAccountPayout extends string | AccountMeta<string> = string, TAccountPayoutAta extends string | AccountMeta<string> = string, TAccountTokenProgram extends string | AccountMeta<string> = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
 Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? WritableAccount<TAccountTask> : TAccountTask, TAccountEscrow extends string ? WritableAccount<TAccountEscrow> : TAccountEscrow, TAccountDispute extends string ? WritableAccount<TAccountDispute> : TAccountDispute, TAccountGame extends string ? WritableAccount<TAccountGame> : TAccountGame, TAccountChallenger extends string ? WritableAccount<TAccountChallenger> : TAccountChallenger, TAccountDefender extends string ? WritableAccount<TAccountDefender> : TAccountDefender, TAccountPayout extends string ? WritableAccount<TAccountPayout> : TAccountPayout, TAccountPayoutAta extends string ? WritableAccount<TAccountPayoutAta> : TAccountPayoutAta, TAccountTokenProgram extends string ? ReadonlyAccount<TAccountTokenProgram> : TAccountTokenProgram, ...TRemainingAccounts]>;
 
-export type GameSettleInstructionData = { discriminator: ReadonlyUint8Array; index: bigint; siblings: number;  };
+export type GameSettleInstructionData = { discriminator: ReadonlyUint8Array; nonce: number; index: bigint; siblings: number;  };
 
-export type GameSettleInstructionDataArgs = { index: number | bigint; siblings: number;  };
+export type GameSettleInstructionDataArgs = { nonce: number; index: number | bigint; siblings: number;  };
 
 export function getGameSettleInstructionDataEncoder(): FixedSizeEncoder<GameSettleInstructionDataArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['index', getU64Encoder()], ['siblings', getU8Encoder()]]), (value) => ({ ...value, discriminator: GAME_SETTLE_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['nonce', getU32Encoder()], ['index', getU64Encoder()], ['siblings', getU8Encoder()]]), (value) => ({ ...value, discriminator: GAME_SETTLE_DISCRIMINATOR }));
 }
 
 export function getGameSettleInstructionDataDecoder(): FixedSizeDecoder<GameSettleInstructionData> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['index', getU64Decoder()], ['siblings', getU8Decoder()]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['nonce', getU32Decoder()], ['index', getU64Decoder()], ['siblings', getU8Decoder()]]);
 }
 
 export function getGameSettleInstructionDataCodec(): FixedSizeCodec<GameSettleInstructionDataArgs, GameSettleInstructionData> {
@@ -50,6 +50,7 @@ payout: Address<TAccountPayout>;
 /** stake mint (address derived and checked). */
 payoutAta?: Address<TAccountPayoutAta>;
 tokenProgram?: Address<TAccountTokenProgram>;
+nonce: GameSettleInstructionDataArgs["nonce"];
 index: GameSettleInstructionDataArgs["index"];
 siblings: GameSettleInstructionDataArgs["siblings"];
 }
@@ -75,7 +76,7 @@ if (!accounts.dispute.value) {
 accounts.dispute.value = await findDisputePda({ task: getAddressFromResolvedInstructionAccount("task", accounts.task.value), challenger: getAddressFromResolvedInstructionAccount("challenger", accounts.challenger.value) });
 }
 if (!accounts.game.value) {
-accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value) });
+accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value), nonce: getNonNullResolvedInstructionInput("nonce", args.nonce) });
 }
 if (!accounts.tokenProgram.value) {
 accounts.tokenProgram.value = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA' as Address<'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA'>;
@@ -101,6 +102,7 @@ payout: Address<TAccountPayout>;
 /** stake mint (address derived and checked). */
 payoutAta?: Address<TAccountPayoutAta>;
 tokenProgram?: Address<TAccountTokenProgram>;
+nonce: GameSettleInstructionDataArgs["nonce"];
 index: GameSettleInstructionDataArgs["index"];
 siblings: GameSettleInstructionDataArgs["siblings"];
 }

@@ -7,7 +7,7 @@
  */
 
 import { addDecoderSizePrefix, addEncoderSizePrefix, combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, getU16Decoder, getU16Encoder, getU32Decoder, getU32Encoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type AccountSignerMeta, type Address, type Codec, type Decoder, type Encoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlySignerAccount, type ReadonlyUint8Array, type TransactionSigner, type WritableAccount } from '@solana/kit';
-import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, type ResolvedInstructionAccount } from '@solana/program-client-core';
+import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, getNonNullResolvedInstructionInput, type ResolvedInstructionAccount } from '@solana/program-client-core';
 import { findGamePda } from '../pdas';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from '../programs';
 
@@ -18,16 +18,16 @@ export function getGameWriteDiscriminatorBytes(): ReadonlyUint8Array { return fi
 export type GameWriteInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountDispute extends string | AccountMeta<string> = string, TAccountGame extends string | AccountMeta<string> = string, TAccountDefender extends string | AccountMeta<string> = string, TAccountMover extends string | AccountMeta<string> = string, TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
 Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? ReadonlyAccount<TAccountTask> : TAccountTask, TAccountDispute extends string ? ReadonlyAccount<TAccountDispute> : TAccountDispute, TAccountGame extends string ? WritableAccount<TAccountGame> : TAccountGame, TAccountDefender extends string ? ReadonlyAccount<TAccountDefender> : TAccountDefender, TAccountMover extends string ? ReadonlySignerAccount<TAccountMover> & AccountSignerMeta<TAccountMover> : TAccountMover, ...TRemainingAccounts]>;
 
-export type GameWriteInstructionData = { discriminator: ReadonlyUint8Array; offset: number; data: ReadonlyUint8Array;  };
+export type GameWriteInstructionData = { discriminator: ReadonlyUint8Array; nonce: number; offset: number; data: ReadonlyUint8Array;  };
 
-export type GameWriteInstructionDataArgs = { offset: number; data: ReadonlyUint8Array;  };
+export type GameWriteInstructionDataArgs = { nonce: number; offset: number; data: ReadonlyUint8Array;  };
 
 export function getGameWriteInstructionDataEncoder(): Encoder<GameWriteInstructionDataArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['offset', getU16Encoder()], ['data', addEncoderSizePrefix(getBytesEncoder(), getU32Encoder())]]), (value) => ({ ...value, discriminator: GAME_WRITE_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['nonce', getU32Encoder()], ['offset', getU16Encoder()], ['data', addEncoderSizePrefix(getBytesEncoder(), getU32Encoder())]]), (value) => ({ ...value, discriminator: GAME_WRITE_DISCRIMINATOR }));
 }
 
 export function getGameWriteInstructionDataDecoder(): Decoder<GameWriteInstructionData> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['offset', getU16Decoder()], ['data', addDecoderSizePrefix(getBytesDecoder(), getU32Decoder())]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['nonce', getU32Decoder()], ['offset', getU16Decoder()], ['data', addDecoderSizePrefix(getBytesDecoder(), getU32Decoder())]]);
 }
 
 export function getGameWriteInstructionDataCodec(): Codec<GameWriteInstructionDataArgs, GameWriteInstructionData> {
@@ -42,6 +42,7 @@ game?: Address<TAccountGame>;
 defender: Address<TAccountDefender>;
 /** The party whose turn it is: the challenger splits; the defender picks and replays. */
 mover: TransactionSigner<TAccountMover>;
+nonce: GameWriteInstructionDataArgs["nonce"];
 offset: GameWriteInstructionDataArgs["offset"];
 data: GameWriteInstructionDataArgs["data"];
 }
@@ -61,7 +62,7 @@ const args = { ...input,  };
 
 // Resolve default values.
 if (!accounts.game.value) {
-accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value) });
+accounts.game.value = await findGamePda({ dispute: getAddressFromResolvedInstructionAccount("dispute", accounts.dispute.value), defender: getAddressFromResolvedInstructionAccount("defender", accounts.defender.value), nonce: getNonNullResolvedInstructionInput("nonce", args.nonce) });
 }
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
@@ -76,6 +77,7 @@ game: Address<TAccountGame>;
 defender: Address<TAccountDefender>;
 /** The party whose turn it is: the challenger splits; the defender picks and replays. */
 mover: TransactionSigner<TAccountMover>;
+nonce: GameWriteInstructionDataArgs["nonce"];
 offset: GameWriteInstructionDataArgs["offset"];
 data: GameWriteInstructionDataArgs["data"];
 }

@@ -6,14 +6,15 @@
  * @see https://github.com/codama-idl/codama
  */
 
-import { getAddressEncoder, getBytesEncoder, getProgramDerivedAddress, type Address, type ProgramDerivedAddress } from '@solana/kit';
+import { getAddressEncoder, getBytesEncoder, getProgramDerivedAddress, getU32Encoder, type Address, type ProgramDerivedAddress } from '@solana/kit';
 
 export type GameSeeds = {
 dispute: Address;
 defender: Address;
+nonce: number;
 };
 
 export async function findGamePda(seeds: GameSeeds, config: { programAddress?: Address | undefined } = {}): Promise<ProgramDerivedAddress> {
   const { programAddress = 'C7dNHMTtuzBkddhdpqiXzaWZ2j3HZXPjstDXaY9PnwbJ' as Address<'C7dNHMTtuzBkddhdpqiXzaWZ2j3HZXPjstDXaY9PnwbJ'> } = config;
-  return await getProgramDerivedAddress({ programAddress, seeds: [getBytesEncoder().encode(new Uint8Array([103, 97, 109, 101])), getAddressEncoder().encode(seeds.dispute), getAddressEncoder().encode(seeds.defender)]});
+  return await getProgramDerivedAddress({ programAddress, seeds: [getBytesEncoder().encode(new Uint8Array([103, 97, 109, 101])), getAddressEncoder().encode(seeds.dispute), getAddressEncoder().encode(seeds.defender), getU32Encoder().encode(seeds.nonce)]});
 }
