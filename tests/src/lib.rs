@@ -99,6 +99,8 @@ pub struct Validator {
     pub admin: PathBuf,
     base: u16,
     with_program: bool,
+    /// Ticks a slot at genesis (`None`: the default 64, 400 ms slots).
+    ticks_per_slot: Option<u64>,
     proc: Option<Proc>,
 }
 
@@ -108,12 +110,34 @@ impl Validator {
         Self::start_with(true)
     }
 
+    /// [`Validator::start`] with `ticks` ticks a slot (8: 50 ms slots), for tests whose
+    /// windows are many slots long (a game's turns are at least 150 slots).
+    pub fn start_fast(ticks: u64) -> Result<Self> {
+        let mut v = Self::start_unlaunched(true)?;
+        v.ticks_per_slot = Some(ticks);
+        v.boot()?;
+        Ok(v)
+    }
+
     /// Starts one without the program (a test deploys it), and waits until it answers.
     pub fn start_bare() -> Result<Self> {
         Self::start_with(false)
     }
 
     fn start_with(with_program: bool) -> Result<Self> {
+        let mut v = Self::start_unlaunched(with_program)?;
+        v.boot()?;
+        Ok(v)
+    }
+
+    /// Launches from genesis and funds the admin.
+    fn boot(&mut self) -> Result<()> {
+        self.launch(true)?;
+        self.solana(&["airdrop", "1000", &pubkey(&self.admin)?])?;
+        Ok(())
+    }
+
+    fn start_unlaunched(with_program: bool) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let so = program_so();
         anyhow::ensure!(
@@ -124,17 +148,15 @@ impl Validator {
         let admin = dir.path().join("admin.json");
         keygen(&admin)?;
         let base = port_block(120);
-        let mut v = Validator {
+        Ok(Validator {
             url: format!("http://127.0.0.1:{base}"),
             dir,
             admin,
             base,
             with_program,
+            ticks_per_slot: None,
             proc: None,
-        };
-        v.launch(true)?;
-        v.solana(&["airdrop", "1000", &pubkey(&v.admin)?])?;
-        Ok(v)
+        })
     }
 
     /// Starts the process (`reset`: from genesis; otherwise resuming the ledger it left) and
@@ -147,6 +169,9 @@ impl Validator {
         let mut cmd = Command::new("solana-test-validator");
         if reset {
             cmd.arg("--reset");
+            if let Some(t) = self.ticks_per_slot {
+                cmd.args(["--ticks-per-slot", &t.to_string()]);
+            }
         }
         let base = self.base;
         cmd.args(["--quiet", "--ledger"])

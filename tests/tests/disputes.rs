@@ -208,3 +208,86 @@ fn a_wrong_digits_result_on_the_clients_data_is_overturned_by_the_clients_watche
     assert!(chain.disputes(&task)?.is_empty(), "paid and closed");
     Ok(())
 }
+
+#[test]
+fn a_wrong_row_of_a_model_too_large_to_read_is_overturned_by_a_claim_nobody_can_defend(
+) -> Result<()> {
+    // a 64-512-512-10 model on the client's data (305 chunks of slices: no feed fits the
+    // window): the program referees it by a game (PROTOCOL §8.10). The client's watcher claims
+    // the row's trace; the provider and the seats check the claim with their own traces and do
+    // not defend a right one; the claim stands after the defence and the result is overturned.
+    // 8 ticks a slot (50 ms): the window of 2 400 slots and turns of 181 pass in minutes.
+    let v = Validator::start_fast(8)?;
+    // the windows in slots of 50 ms: as long in time as the other tests' at 400 ms
+    let (client, provider, verifiers) = small_market_with(
+        &v,
+        "320,120,120,120",
+        &["--dispute-window", "2400", "--cooldown", "12000"],
+    )?;
+    let chain = v.chain();
+    let (_store, store_url) = spawn_serve(&v, "client-store")?;
+    let model = compute_market_keeper::demo::wide_model(&[64, 512, 512, 10]);
+    let x: Vec<i8> = (0..12 * 64).map(|i| ((i * 7 + 3) % 17) as i8).collect();
+    let (model_path, batch_path) = (
+        v.dir.path().join("wide.safetensors"),
+        v.dir.path().join("wide-batch.safetensors"),
+    );
+    std::fs::write(
+        &model_path,
+        compute_market_keeper::compute::mlp::model_file(&model)?,
+    )?;
+    std::fs::write(
+        &batch_path,
+        compute_market_keeper::compute::mlp::batch_file(&x, 64)?,
+    )?;
+    let out = v.keeper(
+        &client,
+        &[
+            "task",
+            "post",
+            "--id",
+            "1",
+            "--model",
+            model_path.to_str().unwrap(),
+            "--batch",
+            batch_path.to_str().unwrap(),
+            "--store",
+            &store_url,
+            "--reward",
+            &REWARD.to_string(),
+        ],
+    )?;
+    let task: anchor_lang::prelude::Pubkey = out["posted"]["task"]
+        .as_str()
+        .expect("task address")
+        .parse()?;
+    let job = compute_market_protocol::job::JobSpec::decode(&chain.task(&task)?.unwrap().job)
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    assert_eq!(
+        compute_market_protocol::dispute::method(&job, 2_400),
+        Some(compute_market_protocol::dispute::Method::Game),
+        "a game referees it"
+    );
+    overturned_by_the_watcher(&v, &client, &provider, &verifiers, &task)?;
+    let log = std::fs::read_to_string(v.dir.path().join("watch.log"))?;
+    for step in ["dispute_layout", "dispute_claim", "dispute_resolve"] {
+        assert!(
+            log.contains(&format!("step=\"{step}\"")),
+            "the watcher sent {step}:\n{}",
+            log_tails(&v, &["watch"])
+        );
+    }
+    let provider_log = std::fs::read_to_string(v.dir.path().join("provider.log"))?;
+    assert!(
+        !provider_log.contains("defending"),
+        "the provider's own trace agrees with the claim: it does not bond against it"
+    );
+    let p = chain.node(&node_of(&provider))?.expect("provider node");
+    assert_eq!(
+        (p.times_slashed, p.earned, p.bonded),
+        (1, 0, 0),
+        "the provider's bond slashed"
+    );
+    assert!(chain.disputes(&task)?.is_empty(), "paid and closed");
+    Ok(())
+}

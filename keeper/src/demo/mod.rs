@@ -98,8 +98,9 @@ impl Default for DemoConfig {
 }
 
 /// A model of widths `widths` with weights from a fixed generator, its requantization
-/// keeping hidden values spread: the demo's model too large to read in a dispute.
-fn wide_model(widths: &[usize]) -> compute_market_protocol::infer::Mlp {
+/// keeping hidden values spread: the demo's model too large to read in a dispute (and the
+/// real-validator test's).
+pub fn wide_model(widths: &[usize]) -> compute_market_protocol::infer::Mlp {
     use compute_market_protocol::infer::{Layer, Mlp};
     let mut x = 0x5eed_u64;
     let mut next = move || {
