@@ -454,155 +454,56 @@ fn a_wrong_row_of_a_model_too_large_to_read_is_overturned_by_the_watchers_claim(
 
 #[test]
 fn keepers_defend_a_right_result_against_a_wrong_claim_and_win_the_game() {
-    use compute_market::client;
-    use compute_market_keeper::{dispute::element_proof, roles::challenger::sliced_inputs};
-    use compute_market_protocol::{
-        dispute::DISPUTE_RESULT_WRONG,
-        merkle::CHUNK_LEN,
-        trace::{self, LEAF_LEN},
-    };
-    // honest provider and verifiers; a stranger, driven here by raw instructions, claims a
-    // trace whose class is wrong and splits with its lying roots: the keepers that vouched for
-    // the row defend on their own, narrow the lie to its one wrong step, replay it, and win
+    use compute_market_keeper::roles::games::Liar;
+    // honest provider and verifiers; a lying challenger claims a trace whose class is wrong
+    // and splits with its lying roots: the keepers that vouched for the row defend on their
+    // own, narrow the lie to its one wrong step, replay it, and win its bond
     let dir = tempfile::tempdir().unwrap();
     let mut s = wide_scenario(dir.path(), 0.0, false);
     let (key, _, _) = s.wide.clone().expect("the wide task");
-    let stranger = s.chain.with(|c| {
-        let kp = c.keypair("stranger");
+    let kp = s.chain.with(|c| {
+        let kp = c.keypair("liar");
         c.airdrop(&kp.pubkey(), 100_000_000_000);
         kp
     });
-    let funded = compute_market_keeper::deploy::fund(
-        s.chain.as_ref(),
-        &s.admin,
-        &stranger.pubkey(),
-        10_000_000,
-    )
-    .unwrap();
+    let funded =
+        compute_market_keeper::deploy::fund(s.chain.as_ref(), &s.admin, &kp.pubkey(), 10_000_000)
+            .unwrap();
     let wallet: Pubkey = funded.token_account.parse().unwrap();
-    let me = stranger.pubkey();
-    let send = |s: &Scenario, what: &str, ixs: Vec<solana_instruction::Instruction>| {
-        let mut all = vec![client::compute_unit_limit(1_400_000)];
-        all.extend(ixs);
-        let r = s.chain.send(&all, &stranger, &[]).unwrap();
-        assert!(r.ok, "{what}: {:?}", r.error);
+    let mut liar = Liar {
+        kp,
+        store: s.store.clone(),
+        task: key,
+        // row 6's class
+        at: (1, 2 * 11 + 10),
+        lie: None,
     };
-    let write = |s: &Scenario, bytes: &[u8]| {
-        for (i, part) in bytes.chunks(900).enumerate() {
-            send(
-                s,
-                "dispute_write",
-                vec![client::dispute_write(
-                    key,
-                    me,
-                    (i * 900) as u16,
-                    part.to_vec(),
-                )],
-            );
-        }
-    };
-    let mut lie = None;
     let mut bond = 0;
     let mut guard = 0;
     while !s.done() {
         s.tick().unwrap();
+        if bond == 0 {
+            bond = s
+                .chain
+                .task(&key)
+                .unwrap()
+                .map_or(0, |t| t.verifier_bond.max(1));
+        }
+        liar.step(s.chain.as_ref())
+            .unwrap_or_else(|e| panic!("the liar: {e:#}"));
         guard += 1;
         assert!(guard < 6_000, "the market finishes");
-        let Some(t) = s.chain.task(&key).unwrap() else {
-            continue;
-        };
-        if lie.is_none() && t.held && t.status == TaskStatus::Accepted {
-            // open, prove row 6's class, the manifest, the header, and claim a lie
-            let job = compute_market_protocol::job::JobSpec::decode(&t.job).unwrap();
-            let (tile, element, row) = (1u32, 2 * 11 + 10, 6u32);
-            bond = t.verifier_bond.max(1);
-            send(
-                &s,
-                "open_dispute",
-                vec![client::open_dispute(
-                    key,
-                    me,
-                    wallet,
-                    wallet,
-                    compute_market::instructions::OpenDisputeArgs {
-                        kind: DISPUTE_RESULT_WRONG,
-                        tile,
-                        element,
-                    },
-                )],
-            );
-            let entry = s.store.entry(&t.result_root).expect("the result is served");
-            let proof = entry.tree().unwrap().proof(tile).unwrap();
-            let (chunk, path) =
-                element_proof(&job, tile, element, &entry.tile(tile).unwrap(), &proof);
-            write(&s, &[chunk, path.concat()].concat());
-            send(
-                &s,
-                "dispute_prove",
-                vec![client::dispute_prove(key, me, path.len() as u8)],
-            );
-            let data = sliced_inputs(&s.store, &t, &job).unwrap();
-            write(&s, &data.manifest);
-            send(
-                &s,
-                "dispute_inputs",
-                vec![client::dispute_inputs(key, me, data.manifest.len() as u16)],
-            );
-            let (mut chunk, path) = data.chunk(0, 0);
-            chunk.resize(CHUNK_LEN, 0);
-            write(&s, &[chunk, path.concat()].concat());
-            send(
-                &s,
-                "dispute_layout",
-                vec![client::dispute_layout(key, me, path.len() as u8)],
-            );
-            let mut t2 = data.trace(&job, row).unwrap();
-            let (off, _) = t2.lay.slot(t2.lay.steps());
-            t2.mem[off as usize] ^= 1;
-            let steps = t2.lay.steps();
-            let (leaf, path) = t2.leaf_at(steps, off / LEAF_LEN as u64);
-            write(&s, &[leaf.to_vec(), path.concat()].concat());
-            send(
-                &s,
-                "dispute_claim",
-                vec![client::dispute_claim(
-                    key,
-                    me,
-                    t2.root_at(steps),
-                    path.len() as u8,
-                )],
-            );
-            lie = Some(t2);
-            continue;
-        }
-        // the stranger answers every split of its games with its lying roots
-        let Some(l) = &lie else { continue };
-        let d = pda::dispute(&key, &me);
-        for (_, g) in s.chain.games(&d).unwrap() {
-            if g.stage == 0 && g.turn == 0 && s.chain.slot().unwrap() <= g.deadline {
-                let (k, p) = trace::split_points(g.lo, g.hi);
-                let roots = (1..k).map(|i| l.root_at(p(i))).collect();
-                let r = client::GameRef {
-                    task: key,
-                    challenger: me,
-                    nonce: g.nonce,
-                    defender: g.defender,
-                };
-                send(&s, "game_split", vec![client::game_split(r, roots)]);
-            }
-        }
     }
-    assert!(lie.is_some(), "the stranger claimed");
+    assert!(liar.lie.is_some(), "the liar claimed");
     assert_eq!(
         s.verdicts[&key],
         (TaskStatus::Accepted, VOTE_VALID),
         "the right result stands"
     );
-    // the stranger's bond went to the defender that won; every game was closed
     assert_eq!(
         s.chain.token_balance(&wallet).unwrap(),
         10_000_000 - bond,
-        "the stranger lost its bond"
+        "the liar lost its bond"
     );
     assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");
 }

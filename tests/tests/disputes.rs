@@ -1,12 +1,17 @@
 //! Disputes on a real validator, keepers as separate processes, nobody typing anything after
 //! the task is posted (PROTOCOL §8): a wrong result that every seat vouched for is overturned by
 //! the client's watcher (a generated product, and digits classified on the client's own data,
-//! recomputed by the program from proven slices of the inputs); a right result that lying seats
-//! rejected is overturned by its provider.
+//! recomputed by the program from proven slices of the inputs, and a row of a model too large to
+//! read, refereed by a game over a claimed trace); a right result that lying seats rejected is
+//! overturned by its provider; a lying claim is defended against by the keepers that vouched.
 
+use std::path::{Path, PathBuf};
+
+use anchor_lang::prelude::Pubkey;
 use anyhow::Result;
 use compute_market_cluster_tests::*;
 use compute_market_keeper::chain::{Chain, ChainExt};
+use compute_market_protocol::job::JobSpec;
 use solana_signer::Signer;
 
 /// Windows submit, join, commit, reveal; and the dispute window, slots.
@@ -209,23 +214,21 @@ fn a_wrong_digits_result_on_the_clients_data_is_overturned_by_the_clients_watche
     Ok(())
 }
 
-#[test]
-fn a_wrong_row_of_a_model_too_large_to_read_is_overturned_by_a_claim_nobody_can_defend(
-) -> Result<()> {
-    // a 64-512-512-10 model on the client's data (305 chunks of slices: no feed fits the
-    // window): the program referees it by a game (PROTOCOL §8.10). The client's watcher claims
-    // the row's trace; the provider and the seats check the claim with their own traces and do
-    // not defend a right one; the claim stands after the defence and the result is overturned.
-    // 8 ticks a slot (50 ms): the window of 2 400 slots and turns of 181 pass in minutes.
-    let v = Validator::start_fast(8)?;
-    // the windows in slots of 50 ms: as long in time as the other tests' at 400 ms
-    let (client, provider, verifiers) = small_market_with(
-        &v,
+/// A market whose windows, in slots of 50 ms ([`Validator::start_fast`]), are as long in
+/// time as the other tests' at 400 ms, with a dispute window a game fits (2 400 slots).
+fn game_market(v: &Validator) -> Result<(PathBuf, PathBuf, Vec<PathBuf>)> {
+    small_market_with(
+        v,
         "320,120,120,120",
         &["--dispute-window", "2400", "--cooldown", "12000"],
-    )?;
-    let chain = v.chain();
-    let (_store, store_url) = spawn_serve(&v, "client-store")?;
+    )
+}
+
+/// Posts an `Mlp` task of 12 rows through a 64-512-512-10 model (305 chunks of slices: no
+/// feed fits the window, a game referees it), the client's data served by its own store
+/// (kept running by the returned process).
+fn post_wide(v: &Validator, client: &Path) -> Result<(Pubkey, impl Drop)> {
+    let (store, store_url) = spawn_serve(v, "client-store")?;
     let model = compute_market_keeper::demo::wide_model(&[64, 512, 512, 10]);
     let x: Vec<i8> = (0..12 * 64).map(|i| ((i * 7 + 3) % 17) as i8).collect();
     let (model_path, batch_path) = (
@@ -241,7 +244,7 @@ fn a_wrong_row_of_a_model_too_large_to_read_is_overturned_by_a_claim_nobody_can_
         compute_market_keeper::compute::mlp::batch_file(&x, 64)?,
     )?;
     let out = v.keeper(
-        &client,
+        client,
         &[
             "task",
             "post",
@@ -257,17 +260,30 @@ fn a_wrong_row_of_a_model_too_large_to_read_is_overturned_by_a_claim_nobody_can_
             &REWARD.to_string(),
         ],
     )?;
-    let task: anchor_lang::prelude::Pubkey = out["posted"]["task"]
+    let task: Pubkey = out["posted"]["task"]
         .as_str()
         .expect("task address")
         .parse()?;
-    let job = compute_market_protocol::job::JobSpec::decode(&chain.task(&task)?.unwrap().job)
+    let job = JobSpec::decode(&v.chain().task(&task)?.unwrap().job)
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     assert_eq!(
         compute_market_protocol::dispute::method(&job, 2_400),
         Some(compute_market_protocol::dispute::Method::Game),
         "a game referees it"
     );
+    Ok((task, store))
+}
+
+#[test]
+fn a_wrong_row_of_a_model_too_large_to_read_is_overturned_by_a_claim_nobody_can_defend(
+) -> Result<()> {
+    // the client's watcher claims the row's trace; the provider and the seats check the claim
+    // with their own traces and do not defend a right one; the claim stands after the
+    // defence and the result is overturned (8 ticks a slot: 50 ms)
+    let v = Validator::start_fast(8)?;
+    let (client, provider, verifiers) = game_market(&v)?;
+    let chain = v.chain();
+    let (task, _store) = post_wide(&v, &client)?;
     overturned_by_the_watcher(&v, &client, &provider, &verifiers, &task)?;
     let log = std::fs::read_to_string(v.dir.path().join("watch.log"))?;
     for step in ["dispute_layout", "dispute_claim", "dispute_resolve"] {
@@ -289,5 +305,68 @@ fn a_wrong_row_of_a_model_too_large_to_read_is_overturned_by_a_claim_nobody_can_
         "the provider's bond slashed"
     );
     assert!(chain.disputes(&task)?.is_empty(), "paid and closed");
+    Ok(())
+}
+
+#[test]
+fn keepers_defend_a_right_row_against_a_lying_claim_and_win_the_game() -> Result<()> {
+    // honest provider and seats as processes; a liar, driven here, claims a trace whose class
+    // is wrong and splits with its lying roots: the keepers that vouched defend by themselves,
+    // bisect to the lie's one wrong step, replay it, and take the liar's bond
+    use compute_market_keeper::roles::games::Liar;
+    let v = Validator::start_fast(8)?;
+    let (client, provider, verifiers) = game_market(&v)?;
+    let chain = v.chain();
+    let (task, _store) = post_wide(&v, &client)?;
+    let liar_wallet = v.wallet("liar", 100 * REWARD)?;
+    let mut liar = Liar {
+        kp: keypair(&liar_wallet)?,
+        store: std::sync::Arc::new(
+            compute_market_keeper::results::ResultStore::open(
+                &v.dir.path().join("liar-store"),
+                u64::MAX,
+                None,
+            )?
+            .with_policy(compute_market_keeper::results::net::FetchPolicy::loopback()),
+        ),
+        task,
+        // row 6's class
+        at: (1, 2 * 11 + 10),
+        lie: None,
+    };
+    let before = wallet_balance(&v, &liar_wallet)?;
+    let mut procs = vec![v.spawn_keeper("provider", &provider, &["--provider"])?];
+    for (i, w) in verifiers.iter().enumerate() {
+        procs.push(v.spawn_keeper(&format!("v{i}"), w, &["--verifier"])?);
+    }
+    procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    let names = ["provider", "v0", "v1", "v2", "crank"];
+    let mut bond = 0;
+    wait_for(300, "the liar's claim defended and the task closed", || {
+        let Some(t) = chain.task(&task)? else {
+            return Ok(Some(()));
+        };
+        bond = t.verifier_bond.max(1);
+        if let Err(e) = liar.step(&chain) {
+            println!("the liar: {e:#}");
+        }
+        Ok(None)
+    })
+    .map_err(|e| e.context(log_tails(&v, &names)))?;
+    assert!(liar.lie.is_some(), "the liar claimed");
+    assert_eq!(
+        wallet_balance(&v, &liar_wallet)?,
+        before - bond,
+        "the liar lost its bond\n{}",
+        log_tails(&v, &names)
+    );
+    let mut won = 0;
+    for n in ["provider", "v0", "v1", "v2"] {
+        let log = std::fs::read_to_string(v.dir.path().join(format!("{n}.log")))?;
+        assert!(log.contains("defending"), "{n} defended");
+        won += log.contains("step=\"game_settle\"") as u32;
+    }
+    assert!(won >= 1, "a defender replayed the lie's step to its end");
+    drop(procs);
     Ok(())
 }
