@@ -64,6 +64,25 @@ fn by_provider(s: &Scenario) -> (Vec<Pubkey>, Vec<Pubkey>) {
         })
 }
 
+/// The client watches its own tasks from its wallet (no node), as `keeper run --watch` does.
+fn watch_own_tasks(s: &mut Scenario, dir: &std::path::Path) {
+    let kp = Keypair::try_from(&s.client.to_bytes()[..]).unwrap();
+    let ctx = NodeCtx {
+        name: "client-watcher".into(),
+        node: pda::node(&kp.pubkey()),
+        kp,
+        market: pda::market(1),
+        backend: s.backend.clone(),
+        store: s.store.clone(),
+        parallel: 1,
+        progress: None,
+    };
+    let db = Arc::new(compute_market_keeper::db::Db::open(&dir.join("watcher.redb")).unwrap());
+    let me = s.client.pubkey();
+    s.watchers
+        .push(Watcher::new(ctx, db, Watched::Clients(vec![me])));
+}
+
 fn client_balance(s: &Scenario) -> u64 {
     let mint = compute_market_keeper::cli::config(s.chain.as_ref())
         .unwrap()
@@ -85,22 +104,7 @@ fn seats_that_vouch_for_wrong_results_are_overturned_by_the_clients_watcher() {
         v.careless = true;
     }
     // the client watches its own tasks from its wallet (no node)
-    let kp = Keypair::try_from(&s.client.to_bytes()[..]).unwrap();
-    let ctx = NodeCtx {
-        name: "client-watcher".into(),
-        node: pda::node(&kp.pubkey()),
-        kp,
-        market: pda::market(1),
-        backend: s.backend.clone(),
-        store: s.store.clone(),
-        parallel: 1,
-        progress: None,
-    };
-    let db =
-        Arc::new(compute_market_keeper::db::Db::open(&dir.path().join("watcher.redb")).unwrap());
-    let me = s.client.pubkey();
-    s.watchers
-        .push(Watcher::new(ctx, db, Watched::Clients(vec![me])));
+    watch_own_tasks(&mut s, dir.path());
     let before = client_balance(&s);
     let rewards: u64 = s.tasks.iter().map(|(_, _, r)| r).sum();
     s.run_to_end(3_000).expect("every task closes");
@@ -414,22 +418,7 @@ fn a_wrong_row_of_a_model_too_large_to_read_is_overturned_by_the_watchers_claim(
         "{job:?}: {:?} transactions to feed",
         compute_market_protocol::dispute::element_transactions(&job)
     );
-    let kp = Keypair::try_from(&s.client.to_bytes()[..]).unwrap();
-    let ctx = NodeCtx {
-        name: "client-watcher".into(),
-        node: pda::node(&kp.pubkey()),
-        kp,
-        market: pda::market(1),
-        backend: s.backend.clone(),
-        store: s.store.clone(),
-        parallel: 1,
-        progress: None,
-    };
-    let db =
-        Arc::new(compute_market_keeper::db::Db::open(&dir.path().join("watcher.redb")).unwrap());
-    let me = s.client.pubkey();
-    s.watchers
-        .push(Watcher::new(ctx, db, Watched::Clients(vec![me])));
+    watch_own_tasks(&mut s, dir.path());
     let mut claimed = false;
     let mut guard = 0;
     while !s.done() {

@@ -382,10 +382,7 @@ impl Feed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        infer::{Layer, Mlp},
-        slices::build,
-    };
+    use crate::{infer::Mlp, slices::build};
 
     /// Feeds `target` from the two slice strings as the program would, chunk by chunk.
     pub(crate) fn run(
@@ -419,28 +416,7 @@ mod tests {
     }
 
     fn model(widths: &[usize], seed: &mut u64) -> Mlp {
-        let n = widths.len() - 1;
-        Mlp {
-            layers: (0..n)
-                .map(|l| {
-                    let (inp, out) = (widths[l], widths[l + 1]);
-                    Layer {
-                        inp,
-                        out,
-                        weight: (0..inp * out).map(|_| lcg(seed) as i8).collect(),
-                        bias: (0..out)
-                            .map(|_| (lcg(seed) % 20_000) as i32 - 10_000)
-                            .collect(),
-                        requant: (l + 1 < n).then(|| {
-                            (
-                                (0..out).map(|_| 1 + (lcg(seed) % 60_000) as i32).collect(),
-                                (0..out).map(|_| 16 + (lcg(seed) % 8) as i32).collect(),
-                            )
-                        }),
-                    }
-                })
-                .collect(),
-        }
+        crate::infer::random_mlp(widths, lcg(seed))
     }
 
     #[test]

@@ -49,6 +49,40 @@ pub struct Mlp {
     pub layers: Vec<Layer>,
 }
 
+/// A model of widths `w_0 … w_L` with weights from a fixed generator seeded by `seed`, inside
+/// every bound of PROTOCOL §5 (biases within ±1 000, multipliers 1 ..= 1 000, shifts
+/// 14 ..= 17, so hidden values spread over the int8 range): for tests, the CU report and the
+/// demo's model too large to read in a dispute.
+pub fn random_mlp(widths: &[usize], seed: u64) -> Mlp {
+    let mut x = seed;
+    let mut next = move || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x >> 33
+    };
+    let n = widths.len() - 1;
+    Mlp {
+        layers: (0..n)
+            .map(|l| {
+                let (inp, out) = (widths[l], widths[l + 1]);
+                Layer {
+                    inp,
+                    out,
+                    weight: (0..inp * out).map(|_| next() as i8).collect(),
+                    bias: (0..out).map(|_| (next() % 2_000) as i32 - 1_000).collect(),
+                    requant: (l + 1 < n).then(|| {
+                        (
+                            (0..out).map(|_| 1 + (next() % 1_000) as i32).collect(),
+                            (0..out).map(|_| 14 + (next() % 4) as i32).collect(),
+                        )
+                    }),
+                }
+            })
+            .collect(),
+    }
+}
+
 /// Why a model is refused (each names what broke which bound).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelError(pub String);

@@ -826,11 +826,7 @@ pub mod build {
 #[cfg(test)]
 mod tests {
     use super::{build::*, *};
-    use crate::{
-        infer::{Layer, Mlp},
-        job::JobSpec,
-        slices::build as sb,
-    };
+    use crate::{infer::Mlp, job::JobSpec, slices::build as sb};
 
     fn lcg(seed: &mut u64) -> u64 {
         *seed = seed
@@ -839,29 +835,8 @@ mod tests {
         *seed >> 33
     }
 
-    pub(crate) fn model(widths: &[usize], seed: &mut u64) -> Mlp {
-        let n = widths.len() - 1;
-        Mlp {
-            layers: (0..n)
-                .map(|l| {
-                    let (inp, out) = (widths[l], widths[l + 1]);
-                    Layer {
-                        inp,
-                        out,
-                        weight: (0..inp * out).map(|_| lcg(seed) as i8).collect(),
-                        bias: (0..out)
-                            .map(|_| (lcg(seed) % 20_000) as i32 - 10_000)
-                            .collect(),
-                        requant: (l + 1 < n).then(|| {
-                            (
-                                (0..out).map(|_| 1 + (lcg(seed) % 60_000) as i32).collect(),
-                                (0..out).map(|_| 16 + (lcg(seed) % 8) as i32).collect(),
-                            )
-                        }),
-                    }
-                })
-                .collect(),
-        }
+    fn model(widths: &[usize], seed: &mut u64) -> Mlp {
+        crate::infer::random_mlp(widths, lcg(seed))
     }
 
     fn job_for(m: &Mlp, rows: u32, model_len: u64) -> JobSpec {

@@ -9,7 +9,7 @@ use compute_market::state::TaskStatus;
 use compute_market_protocol::{
     commit::{VERDICT_PROVEN_WRONG, VOTE_VALID},
     dispute::{self, Method},
-    infer::{Layer, Mlp},
+    infer::Mlp,
     job::JobSpec,
     sampling::sample_indices,
     trace,
@@ -46,28 +46,8 @@ fn lcg(seed: &mut u64) -> u64 {
 
 /// A 64-512-512-10 model of random weights: 305 chunks of slices, too many to read in a
 /// window of 2 400 slots.
-fn wide(seed: &mut u64) -> Mlp {
-    let layer = |inp: usize, out: usize, hidden: bool, seed: &mut u64| Layer {
-        inp,
-        out,
-        weight: (0..inp * out).map(|_| lcg(seed) as i8).collect(),
-        bias: (0..out)
-            .map(|_| (lcg(seed) % 2_000) as i32 - 1_000)
-            .collect(),
-        requant: hidden.then(|| {
-            (
-                (0..out).map(|_| 1 + (lcg(seed) % 1_000) as i32).collect(),
-                (0..out).map(|_| 14 + (lcg(seed) % 4) as i32).collect(),
-            )
-        }),
-    };
-    Mlp {
-        layers: vec![
-            layer(64, 512, true, seed),
-            layer(512, 512, true, seed),
-            layer(512, 10, false, seed),
-        ],
-    }
+fn wide(seed: u64) -> Mlp {
+    compute_market_protocol::infer::random_mlp(&[64, 512, 512, 10], seed)
 }
 
 struct Setup {
@@ -81,7 +61,7 @@ struct Setup {
 
 fn setup() -> Setup {
     let mut seed = 21;
-    let right = wide(&mut seed);
+    let right = wide(seed);
     right.check(64, 10).unwrap();
     let mut cheat = right.clone();
     for b in cheat.layers[0].bias.iter_mut() {

@@ -97,38 +97,10 @@ impl Default for DemoConfig {
     }
 }
 
-/// A model of widths `widths` with weights from a fixed generator, its requantization
-/// keeping hidden values spread: the demo's model too large to read in a dispute (and the
-/// real-validator test's).
+/// The demo's model too large to read in a dispute (and the real-validator test's): widths
+/// `widths`, weights from a fixed generator.
 pub fn wide_model(widths: &[usize]) -> compute_market_protocol::infer::Mlp {
-    use compute_market_protocol::infer::{Layer, Mlp};
-    let mut x = 0x5eed_u64;
-    let mut next = move || {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        x >> 33
-    };
-    let n = widths.len() - 1;
-    Mlp {
-        layers: (0..n)
-            .map(|l| {
-                let (inp, out) = (widths[l], widths[l + 1]);
-                Layer {
-                    inp,
-                    out,
-                    weight: (0..inp * out).map(|_| next() as i8).collect(),
-                    bias: (0..out).map(|_| (next() % 2_000) as i32 - 1_000).collect(),
-                    requant: (l + 1 < n).then(|| {
-                        (
-                            (0..out).map(|_| 1 + (next() % 1_000) as i32).collect(),
-                            (0..out).map(|_| 14 + (next() % 4) as i32).collect(),
-                        )
-                    }),
-                }
-            })
-            .collect(),
-    }
+    compute_market_protocol::infer::random_mlp(widths, 0x5eed)
 }
 
 /// Puts a client's input parts and their manifest in `store` (as if every node had fetched

@@ -110,6 +110,33 @@ pub fn destination<'info>(
     Ok(ata)
 }
 
+/// Pays `amount` out of `task`'s escrow to `owner` (at the account it named, `primary`, or its
+/// associated token account `ata` if that one is gone: [`destination`]), signed by the task,
+/// and takes it off the task's `escrow_balance`.
+pub fn from_escrow<'info>(
+    token_program: &Program<'info, Token>,
+    escrow: &Account<'info, TokenAccount>,
+    task: &mut Account<'info, crate::state::Task>,
+    primary: AccountInfo<'info>,
+    ata: Option<AccountInfo<'info>>,
+    owner: &Pubkey,
+    amount: u64,
+) -> Result<()> {
+    let to = destination(primary, ata, owner, &escrow.mint)?;
+    let id = task.task_id.to_le_bytes();
+    let bump = [task.bump];
+    from_pda_to_info(
+        token_program,
+        escrow,
+        to,
+        task.to_account_info(),
+        &task.signer_seeds(&id, &bump),
+        amount,
+    )?;
+    task.escrow_balance = crate::math::sub(task.escrow_balance, amount)?;
+    Ok(())
+}
+
 /// Closes an empty PDA-owned token account, rent to `destination`.
 pub fn close_pda_account<'info>(
     token_program: &Program<'info, Token>,

@@ -149,52 +149,32 @@ fn dispute_on_data(
         if matches!(r.label.as_str(), "dispute_inputs" | "dispute_feed") {
             // the costliest chunk of each instruction
             let label = format!("{} ({kind})", r.label);
-            match rows.iter_mut().find(|x| x.label == label) {
-                Some(x) if x.cu >= r.cu => {}
-                Some(x) => {
-                    *x = r.clone();
-                    x.label = label;
-                }
-                None => {
-                    let mut r = r.clone();
-                    r.label = label;
-                    rows.push(r);
-                }
-            }
+            keep_costliest(&mut rows, label, r);
         }
     }
     (rows, txs)
 }
 
+/// Keeps in `rows` the costliest record of each label: `r`, relabelled `label`, unless a
+/// costlier one is there.
+fn keep_costliest(rows: &mut Vec<TxRecord>, label: String, r: &TxRecord) {
+    match rows.iter_mut().find(|x| x.label == label) {
+        Some(x) if x.cu >= r.cu => {}
+        Some(x) => {
+            *x = r.clone();
+            x.label = label;
+        }
+        None => {
+            let mut r = r.clone();
+            r.label = label;
+            rows.push(r);
+        }
+    }
+}
+
 /// A model of random weights with widths `widths`, for the CU report.
 fn random_model(widths: &[usize]) -> compute_market_protocol::infer::Mlp {
-    use compute_market_protocol::infer::{Layer, Mlp};
-    let mut x = 7u64;
-    let mut next = move || {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        x >> 33
-    };
-    let n = widths.len() - 1;
-    Mlp {
-        layers: (0..n)
-            .map(|l| Layer {
-                inp: widths[l],
-                out: widths[l + 1],
-                weight: (0..widths[l] * widths[l + 1])
-                    .map(|_| next() as i8)
-                    .collect(),
-                bias: (0..widths[l + 1]).map(|_| next() as i32 % 1000).collect(),
-                requant: (l + 1 < n).then(|| {
-                    (
-                        vec![1 + (next() % 1000) as i32; widths[l + 1]],
-                        vec![12; widths[l + 1]],
-                    )
-                }),
-            })
-            .collect(),
-    }
+    compute_market_protocol::infer::random_mlp(widths, 7)
 }
 
 /// A game at its bounds (PROTOCOL §8.10): a 64-4096-4096-4096 model (33 MiB of slices, far
@@ -314,18 +294,7 @@ fn game_at_bounds() -> (Vec<TxRecord>, usize) {
             continue;
         }
         let label = l.to_string();
-        match rows.iter_mut().find(|x| x.label == label) {
-            Some(x) if x.cu >= r.cu => {}
-            Some(x) => {
-                *x = r.clone();
-                x.label = label;
-            }
-            None => {
-                let mut r = r.clone();
-                r.label = label;
-                rows.push(r);
-            }
-        }
+        keep_costliest(&mut rows, label, r);
     }
     (rows, one_game)
 }

@@ -62,24 +62,16 @@ pub fn handler(ctx: Context<CloseDispute>) -> Result<()> {
     } else {
         bond
     };
-    let to = transfer::destination(
+    transfer::from_escrow(
+        &a.token_program,
+        &a.escrow,
+        &mut a.task,
         a.payout.to_account_info(),
         a.payout_ata.as_ref().map(|x| x.to_account_info()),
         &a.challenger.key(),
-        &a.escrow.mint,
-    )?;
-    let id = a.task.task_id.to_le_bytes();
-    let bump = [a.task.bump];
-    transfer::from_pda_to_info(
-        &a.token_program,
-        &a.escrow,
-        to,
-        a.task.to_account_info(),
-        &a.task.signer_seeds(&id, &bump),
         paid,
     )?;
     let task = &mut a.task;
-    task.escrow_balance = math::sub(task.escrow_balance, paid)?;
     if won {
         task.dispute_award = 0;
         task.award_pending = false;

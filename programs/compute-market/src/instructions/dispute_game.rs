@@ -510,24 +510,15 @@ impl<'info> GameEnd<'info> {
 
     /// Pays `amount` from the escrow to the defender's payout account.
     fn pay_defender(&mut self, amount: u64) -> Result<()> {
-        let to = transfer::destination(
+        transfer::from_escrow(
+            &self.token_program,
+            &self.escrow,
+            &mut self.task,
             self.payout.to_account_info(),
             self.payout_ata.as_ref().map(|x| x.to_account_info()),
             &self.defender.key(),
-            &self.escrow.mint,
-        )?;
-        let id = self.task.task_id.to_le_bytes();
-        let bump = [self.task.bump];
-        transfer::from_pda_to_info(
-            &self.token_program,
-            &self.escrow,
-            to,
-            self.task.to_account_info(),
-            &self.task.signer_seeds(&id, &bump),
             amount,
-        )?;
-        self.task.escrow_balance = math::sub(self.task.escrow_balance, amount)?;
-        Ok(())
+        )
     }
 
     fn ended(&self, outcome: u8) -> Result<()> {
@@ -779,24 +770,16 @@ pub fn close_game(ctx: Context<CloseGame>, _nonce: u32) -> Result<()> {
                 .ok_or(MarketError::MathOverflow)?;
         }
     }
-    let to = transfer::destination(
+    transfer::from_escrow(
+        &a.token_program,
+        &a.escrow,
+        &mut a.task,
         a.payout.to_account_info(),
         a.payout_ata.as_ref().map(|x| x.to_account_info()),
         &a.defender.key(),
-        &a.escrow.mint,
-    )?;
-    let id = a.task.task_id.to_le_bytes();
-    let bump = [a.task.bump];
-    transfer::from_pda_to_info(
-        &a.token_program,
-        &a.escrow,
-        to,
-        a.task.to_account_info(),
-        &a.task.signer_seeds(&id, &bump),
         bond,
     )?;
     let task = &mut a.task;
-    task.escrow_balance = math::sub(task.escrow_balance, bond)?;
     task.games_open = task
         .games_open
         .checked_sub(1)
