@@ -443,7 +443,7 @@ fn a_wrong_row_of_a_model_too_large_to_read_is_overturned_by_the_watchers_claim(
 
 #[test]
 fn keepers_defend_a_right_result_against_a_wrong_claim_and_win_the_game() {
-    use compute_market_keeper::roles::games::Liar;
+    use compute_market_keeper::roles::liar::Liar;
     // honest provider and verifiers; a lying challenger claims a trace whose class is wrong
     // and splits with its lying roots: the keepers that vouched for the row defend on their
     // own, narrow the lie to its one wrong step, replay it, and win its bond

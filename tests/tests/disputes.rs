@@ -313,7 +313,7 @@ fn keepers_defend_a_right_row_against_a_lying_claim_and_win_the_game() -> Result
     // honest provider and seats as processes; a liar, driven here, claims a trace whose class
     // is wrong and splits with its lying roots: the keepers that vouched defend by themselves,
     // bisect to the lie's one wrong step, replay it, and take the liar's bond
-    use compute_market_keeper::roles::games::Liar;
+    use compute_market_keeper::roles::liar::Liar;
     let v = Validator::start_fast(8)?;
     let (client, provider, verifiers) = game_market(&v)?;
     let chain = v.chain();

@@ -6,6 +6,7 @@
 pub mod challenger;
 pub mod cranker;
 pub mod games;
+pub mod liar;
 pub mod prefetch;
 pub mod provider;
 pub mod verifier;
