@@ -30,8 +30,9 @@ const MASK64 = (1n << 64n) - 1n;
 
 /** Whether this client argues disputes of `job`: those the program recomputes from the job
  * alone, `HashBatch` and `MatMulModP` on generated inputs. The program also referees `Mlp`
- * and `MatMulModP` on the client's data from proven slices of the inputs (PROTOCOL §8.7):
- * `keeper task dispute` argues those. */
+ * and `MatMulModP` on the client's data from proven slices of the inputs (PROTOCOL §8.7), and
+ * `Mlp` models too large to read by a game (§8.10): `keeper task dispute` and `keeper run
+ * --watch` argue those. */
 export function disputeSupported(job: JobSpec): boolean {
   return job.kind === JobKind.HashBatch || (job.kind === JobKind.MatMulModP && job.inputMode === InputMode.Generated);
 }
@@ -185,7 +186,9 @@ export async function disputeTask(client: KitClient, args: DisputeTaskArgs, prog
   const job = decodeJobSpec(new Uint8Array(t.job));
   if (!disputeSupported(job)) {
     throw new Error(
-      `${JobKind[job.kind]} jobs on the client's data are argued from proven slices of the inputs (PROTOCOL §8.7): use keeper task dispute`,
+      job.kind === JobKind.Encoder
+        ? 'Encoder jobs are not refereed yet: their verdicts settle at once (PROTOCOL §8.10)'
+        : `${JobKind[job.kind]} jobs on the client's data are argued from proven slices of the inputs (PROTOCOL §8.7), or by a game over a claimed trace when the model is too large to read (§8.10): use keeper task dispute, or keeper run --watch`,
     );
   }
   if (!t.held || t.rounds[t.round].majority !== 1) throw new Error('the task has no Accepted verdict held for disputes');
