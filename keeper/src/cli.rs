@@ -641,7 +641,7 @@ pub fn task_dispute(
             v.reason
         );
     };
-    let outcome = argue(
+    let mut outcome = argue(
         chain,
         kp,
         "client",
@@ -651,6 +651,34 @@ pub fn task_dispute(
         mine,
         &mut || Ok(()),
     )?;
+    // a game (PROTOCOL §8.10) waits for its defence and its defenders' moves: play it to its
+    // end while the cluster moves on (a cluster whose slot stops for a minute is left to
+    // `keeper run --watch`, which resumes it from chain state)
+    let mut last = (chain.slot()?, std::time::Instant::now());
+    if outcome == crate::roles::challenger::Outcome::Open {
+        tracing::info!(task = %task, "the dispute is a game: playing it until the defence closes and every defender has moved (PROTOCOL §8.10)");
+    }
+    while outcome == crate::roles::challenger::Outcome::Open {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        let now = chain.slot()?;
+        if now != last.0 {
+            last = (now, std::time::Instant::now());
+        } else if last.1.elapsed() > std::time::Duration::from_secs(60) {
+            tracing::warn!(task = %task, "the cluster's slot has not moved for a minute: the dispute stays open; `keeper run --watch` carries it on");
+            break;
+        }
+        tracing::debug!(task = %task, slot = now, "waiting for the defence and the defenders' moves");
+        outcome = argue(
+            chain,
+            kp,
+            "client",
+            task,
+            &Claim::ResultWrong(&p),
+            data.as_ref(),
+            true,
+            &mut || Ok(()),
+        )?;
+    }
     let majority = chain.task(task)?.map_or(0, |t| t.tally().majority);
     Ok(DisputeReport {
         task: task.to_string(),
