@@ -199,6 +199,13 @@ pub struct SlicedInputs {
     pub manifest: Vec<u8>,
     slices: [Vec<u8>; 2],
     trees: [std::sync::OnceLock<compute_market_protocol::merkle::MerkleTree>; 2],
+    /// Rows' traces (PROTOCOL §8.10), computed once each: a game reads one every turn.
+    traces: std::sync::Mutex<
+        std::collections::HashMap<
+            u32,
+            std::sync::Arc<compute_market_protocol::trace::build::Trace>,
+        >,
+    >,
 }
 
 impl SlicedInputs {
@@ -229,6 +236,7 @@ impl SlicedInputs {
             manifest,
             slices,
             trees: Default::default(),
+            traces: Default::default(),
         })
     }
 
@@ -242,19 +250,31 @@ impl SlicedInputs {
     }
 
     /// The trace of `job`'s row `row` through its model (PROTOCOL §8.10), read from the slice
-    /// strings as the program reads them; `None` past the batch or for slices not a model's.
+    /// strings as the program reads them (once a row); `None` past the batch or for slices not
+    /// a model's.
     pub fn trace(
         &self,
         job: &JobSpec,
         row: u32,
-    ) -> Option<compute_market_protocol::trace::build::Trace> {
+    ) -> Option<std::sync::Arc<compute_market_protocol::trace::build::Trace>> {
+        if let Some(t) = self.traces.lock().expect("traces lock").get(&row) {
+            return Some(t.clone());
+        }
         let f = job.dims[1] as usize;
         let x: Vec<i8> = self.slices[1]
             .get(row as usize * f..(row as usize + 1) * f)?
             .iter()
             .map(|&b| b as i8)
             .collect();
-        compute_market_protocol::trace::build::Trace::of_slices(&self.slices[0], &x)
+        let t = std::sync::Arc::new(compute_market_protocol::trace::build::Trace::of_slices(
+            &self.slices[0],
+            &x,
+        )?);
+        self.traces
+            .lock()
+            .expect("traces lock")
+            .insert(row, t.clone());
+        Some(t)
     }
 
     /// Element (tile, element) of the job recomputed as the program will, one chunk at a time

@@ -48,6 +48,9 @@ pub const REPLAY_LEN: usize = 64;
 pub const WORK_LEN: usize = MAX_MLP_WIDTH as usize;
 /// Bytes of a game's buffer: one piece (a chunk or a leaf) and up to 32 siblings.
 pub const BUFFER_LEN: usize = LEAF_LEN + 32 * 32;
+/// Bytes one `game_write` carries: as many as fit a transaction packet beside its signature,
+/// its five accounts and a compute-budget instruction.
+pub const WRITE_LEN: usize = 896;
 /// Fewest slots a turn of a game may be given: a minute at 400 ms a slot, so that a party
 /// kept out of a few blocks (congestion, a hostile leader) still moves in time.
 pub const MIN_TURN: u64 = 150;
@@ -718,10 +721,44 @@ pub mod build {
                 .expect("4 bytes")
         }
 
-        /// The leaf of its memory after `s` steps holding byte `offset`, and its siblings.
+        /// Leaf `index` of its memory after `s` steps, and its siblings.
         pub fn leaf_at(&self, s: u64, index: u64) -> ([u8; LEAF_LEN], Vec<Digest>) {
             leaf_proof(&self.lay, &self.state(s), index)
         }
+
+        /// A challenger's split of steps `lo .. hi` by this trace: its roots at the inner
+        /// points ([`split_points`]).
+        pub fn split_roots(&self, lo: u64, hi: u64) -> Vec<Digest> {
+            let (k, p) = split_points(lo, hi);
+            (1..k).map(|i| self.root_at(p(i))).collect()
+        }
+
+        /// A defender's pick by this trace in a split of steps `lo .. hi` whose inner roots
+        /// are `roots` and whose end root is `hi_root`: the first segment whose end root is
+        /// not its own (the last when all agree).
+        pub fn pick(&self, lo: u64, hi: u64, roots: &[Digest], hi_root: &Digest) -> u8 {
+            let (k, p) = split_points(lo, hi);
+            let end = |i: u64| {
+                if i + 1 < k {
+                    roots[i as usize]
+                } else {
+                    *hi_root
+                }
+            };
+            (0..k)
+                .find(|&i| end(i) != self.root_at(p(i + 1)))
+                .unwrap_or(k - 1) as u8
+        }
+    }
+
+    /// A piece (a chunk or a leaf) padded to `len` bytes, its siblings after it: what a
+    /// dispute's or a game's buffer holds before the instruction that proves it.
+    pub fn with_siblings(mut piece: Vec<u8>, len: usize, siblings: &[Digest]) -> Vec<u8> {
+        piece.resize(len, 0);
+        for s in siblings {
+            piece.extend_from_slice(s);
+        }
+        piece
     }
 
     /// The model's layout.

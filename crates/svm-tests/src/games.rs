@@ -11,28 +11,19 @@ use compute_market::{
 };
 use compute_market_protocol::{
     feed::{self, Target},
-    hash::Digest,
     job::JobSpec,
     merkle::CHUNK_LEN,
     slices::build as sb,
-    trace::{self, build, Replay, Source},
+    trace::{
+        self,
+        build::{self, with_siblings},
+        Replay, Source, WRITE_LEN,
+    },
 };
 
 use crate::{disputes::Inputs, Actor, TxRecord, World};
 
 pub use compute_market_protocol::trace::build::Trace;
-
-/// Bytes one `game_write` carries: as many as fit a packet beside its signature, its five
-/// accounts and a compute-budget instruction.
-pub const WRITE_LEN: usize = 896;
-
-fn with_path(mut piece: Vec<u8>, len: usize, path: &[Digest]) -> Vec<u8> {
-    piece.resize(len, 0);
-    for p in path {
-        piece.extend_from_slice(p);
-    }
-    piece
-}
 
 impl World {
     /// `defender`'s game against `challenger`'s dispute of `task`: the one open now, else the
@@ -70,7 +61,7 @@ impl World {
         inputs: &Inputs,
     ) -> Result<TxRecord, TxRecord> {
         let (chunk, path) = sb::chunk_proof(&inputs.slices[0], 0);
-        self.write_proof(who, task, &with_path(chunk, CHUNK_LEN, &path))?;
+        self.write_proof(who, task, &with_siblings(chunk, CHUNK_LEN, &path))?;
         self.send_as(
             "dispute_layout",
             who,
@@ -89,7 +80,11 @@ impl World {
         let (off, _) = trace.lay.slot(trace.lay.word_step(w));
         let index = off / trace::LEAF_LEN as u64;
         let (leaf, path) = build::leaf_proof(&trace.lay, &trace.mem, index);
-        self.write_proof(who, task, &with_path(leaf.to_vec(), trace::LEAF_LEN, &path))?;
+        self.write_proof(
+            who,
+            task,
+            &with_siblings(leaf.to_vec(), trace::LEAF_LEN, &path),
+        )?;
         let root = trace.root_at(trace.lay.steps());
         self.send_as(
             "dispute_claim",
@@ -148,8 +143,7 @@ impl World {
         trace: &Trace,
     ) -> Result<TxRecord, TxRecord> {
         let g = self.game(&task, challenger, defender).expect("a game");
-        let (k, p) = trace::split_points(g.lo, g.hi);
-        let roots = (1..k).map(|i| trace.root_at(p(i))).collect();
+        let roots = trace.split_roots(g.lo, g.hi);
         self.send_as(
             "game_split",
             challenger,
@@ -166,21 +160,11 @@ impl World {
         truth: &Trace,
     ) -> Result<TxRecord, TxRecord> {
         let g = self.game(&task, challenger, defender).expect("a game");
-        let (k, p) = trace::split_points(g.lo, g.hi);
-        let end_root = |i: u64| {
-            if i + 1 < k {
-                g.roots[i as usize]
-            } else {
-                g.hi_root
-            }
-        };
-        let segment = (0..k)
-            .find(|&i| end_root(i) != truth.root_at(p(i + 1)))
-            .unwrap_or(k - 1);
+        let segment = truth.pick(g.lo, g.hi, &g.roots, &g.hi_root);
         self.send_as(
             "game_pick",
             defender,
-            client::game_pick(self.game_ref(&task, challenger, defender), segment as u8),
+            client::game_pick(self.game_ref(&task, challenger, defender), segment),
         )
     }
 
@@ -210,11 +194,11 @@ impl World {
             let bytes = match src {
                 Source::Trace => {
                     let (leaf, path) = build::leaf_proof(&trace.lay, &pre, index);
-                    with_path(leaf.to_vec(), trace::LEAF_LEN, &path)
+                    with_siblings(leaf.to_vec(), trace::LEAF_LEN, &path)
                 }
                 Source::Model | Source::Batch => {
                     let (chunk, path) = sb::chunk_proof(&inputs.slices[src.code() as usize], index);
-                    with_path(chunk, CHUNK_LEN, &path)
+                    with_siblings(chunk, CHUNK_LEN, &path)
                 }
             };
             let siblings = match src {

@@ -338,7 +338,7 @@ pub fn argue(
 
 /// Writes `bytes` into the dispute's buffer from its start, [`WRITE_BYTES`] a transaction, each
 /// confirmed; the transactions sent.
-fn write_buffer(
+pub(super) fn write_buffer(
     chain: &dyn Chain,
     challenger: &Keypair,
     who: &str,
@@ -379,6 +379,7 @@ fn game_turn(
         &challenger.pubkey(),
         key,
         job,
+        t.dispute_window,
         d,
         data,
         now,

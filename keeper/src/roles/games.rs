@@ -26,7 +26,11 @@ use compute_market_protocol::{
     feed::{self, Target},
     job::JobSpec,
     merkle::CHUNK_LEN,
-    trace::{self, build::Trace, Replay, Source, LEAF_LEN},
+    trace::{
+        self,
+        build::{with_siblings, Trace},
+        Replay, Source, LEAF_LEN, WRITE_LEN,
+    },
 };
 use solana_instruction::Instruction;
 use solana_keypair::Keypair;
@@ -37,10 +41,6 @@ use crate::{
     chain::{Chain, ChainExt},
     dispute::SlicedInputs,
 };
-
-/// Bytes one `game_write` carries (a packet holds it beside its five accounts and a
-/// priority-fee instruction).
-const GAME_WRITE_BYTES: usize = 896;
 
 /// Most moves one pass makes in one game before it returns (a replay is at most 18 pieces of
 /// three transactions each).
@@ -67,25 +67,18 @@ pub fn is_game(job: &JobSpec, window: u32) -> bool {
     rule::method(job, window) == Some(Method::Game)
 }
 
-/// A piece with its siblings after it, the piece padded to `len`.
-fn with_path(mut piece: Vec<u8>, len: usize, path: &[[u8; 32]]) -> Vec<u8> {
-    piece.resize(len, 0);
-    for p in path {
-        piece.extend_from_slice(p);
-    }
-    piece
-}
-
 /// The challenger's next turn in its game dispute `d` of task `key` (its element proven, the
-/// manifest proven), writing the dispute's buffer first when the turn needs it (`write`
-/// sends `bytes` there and returns the transactions it took). `None` when the element is not
-/// played by a game (padding: `dispute_step` decides it).
+/// manifest proven) of a task in a market of dispute window `window`, writing the dispute's
+/// buffer first when the turn needs it (`write` sends `bytes` there and returns the
+/// transactions it took). `None` when the element is not played by a game (padding:
+/// `dispute_step` decides it).
 #[allow(clippy::too_many_arguments)]
 pub fn challenger_turn(
     chain: &dyn Chain,
     me: &Pubkey,
     key: &Pubkey,
     job: &JobSpec,
+    window: u32,
     d: &Dispute,
     data: &SlicedInputs,
     now: u64,
@@ -97,7 +90,7 @@ pub fn challenger_turn(
     let vote = (d.kind == DISPUTE_CLAIMS_FALSE).then_some(d.target);
     let Some(lay) = d.layout() else {
         let (chunk, path) = data.chunk(0, 0);
-        write(&with_path(chunk, CHUNK_LEN, &path))?;
+        write(&with_siblings(chunk, CHUNK_LEN, &path))?;
         let ix = client::dispute_layout(*key, *me, path.len() as u8);
         return Ok(Some(Turn::Send("dispute_layout", vec![ix])));
     };
@@ -111,8 +104,8 @@ pub fn challenger_turn(
     let steps = lay.steps();
     if d.claimed == 0 {
         // the program refuses a claim whose games could not end before the answer deadline
-        let clock = trace::clock(job, t_window(chain, key)?)
-            .context("the job's disputes are not games in this window")?;
+        let clock =
+            trace::clock(job, window).context("the job's disputes are not games in this window")?;
         anyhow::ensure!(
             now + clock.after_claim() <= d.answer_deadline,
             "ClaimTooLate: a claim now could not end its games before slot {}",
@@ -120,7 +113,7 @@ pub fn challenger_turn(
         );
         let (off, _) = lay.slot(lay.word_step(w));
         let (leaf, path) = mine.leaf_at(steps, off / LEAF_LEN as u64);
-        write(&with_path(leaf.to_vec(), LEAF_LEN, &path))?;
+        write(&with_siblings(leaf.to_vec(), LEAF_LEN, &path))?;
         let ix = client::dispute_claim(*key, *me, mine.root_at(steps), path.len() as u8);
         return Ok(Some(Turn::Send("dispute_claim", vec![ix])));
     }
@@ -141,8 +134,7 @@ pub fn challenger_turn(
             defender: g.defender,
         };
         if g.stage == STAGE_BISECT && g.turn == TURN_CHALLENGER && now <= g.deadline {
-            let (k, p) = trace::split_points(g.lo, g.hi);
-            let roots = (1..k).map(|i| mine.root_at(p(i))).collect();
+            let roots = mine.split_roots(g.lo, g.hi);
             return Ok(Some(Turn::Send(
                 "game_split",
                 vec![client::game_split(r, roots)],
@@ -158,11 +150,6 @@ pub fn challenger_turn(
         return Ok(Some(Turn::Send("dispute_resolve", vec![ix])));
     }
     Ok(Some(Turn::Wait))
-}
-
-/// The dispute window of task `key`.
-fn t_window(chain: &dyn Chain, key: &Pubkey) -> Result<u32> {
-    Ok(chain.task(key)?.context("the task is gone")?.dispute_window)
 }
 
 /// When the token account `payout` is gone (its owner closed it), the stake mint, so that a
@@ -269,18 +256,8 @@ fn defend_one(
         } else if now > g.deadline {
             return Ok(()); // missed: the challenger times it out
         } else if g.stage == STAGE_BISECT {
-            let (k, p) = trace::split_points(g.lo, g.hi);
-            let end = |i: u64| {
-                if i + 1 < k {
-                    g.roots[i as usize]
-                } else {
-                    g.hi_root
-                }
-            };
-            let segment = (0..k)
-                .find(|&i| end(i) != mine.root_at(p(i + 1)))
-                .unwrap_or(k - 1);
-            ("game_pick", client::game_pick(r, segment as u8))
+            let segment = mine.pick(g.lo, g.hi, &g.roots, &g.hi_root);
+            ("game_pick", client::game_pick(r, segment))
         } else {
             replay_move(chain, kp, who, r, job, &g, &mine, data, row)?
         };
@@ -351,15 +328,15 @@ fn replay_move(
     let (bytes, siblings) = match src {
         Source::Trace => {
             let (leaf, path) = mine.leaf_at(g.lo, index);
-            (with_path(leaf.to_vec(), LEAF_LEN, &path), path.len())
+            (with_siblings(leaf.to_vec(), LEAF_LEN, &path), path.len())
         }
         Source::Model | Source::Batch => {
             let (chunk, path) = data.chunk(src.code(), index);
-            (with_path(chunk, CHUNK_LEN, &path), path.len())
+            (with_siblings(chunk, CHUNK_LEN, &path), path.len())
         }
     };
-    for (i, part) in bytes.chunks(GAME_WRITE_BYTES).enumerate() {
-        let ix = client::game_write(r, (i * GAME_WRITE_BYTES) as u16, part.to_vec());
+    for (i, part) in bytes.chunks(WRITE_LEN).enumerate() {
+        let ix = client::game_write(r, (i * WRITE_LEN) as u16, part.to_vec());
         let rep = send_all(chain, who, "game_write", &r.task, &[ix], kp)?;
         crate::chain::must("game_write", rep)?;
     }

@@ -13,7 +13,10 @@ use compute_market_protocol::{
     feed::{self, Target},
     job::JobSpec,
     merkle::CHUNK_LEN,
-    trace::{self, build::Trace, LEAF_LEN},
+    trace::{
+        build::{with_siblings, Trace},
+        LEAF_LEN,
+    },
 };
 use solana_instruction::Instruction;
 use solana_keypair::Keypair;
@@ -21,15 +24,6 @@ use solana_signer::Signer;
 
 use super::send_all;
 use crate::chain::{Chain, ChainExt};
-
-/// A piece with its siblings after it, the piece padded to `len`.
-fn with_path(mut piece: Vec<u8>, len: usize, path: &[[u8; 32]]) -> Vec<u8> {
-    piece.resize(len, 0);
-    for p in path {
-        piece.extend_from_slice(p);
-    }
-    piece
-}
 
 /// A challenger that lies, for tests and demonstrations of the defence (as a verifier may be
 /// `careless` or `lying`): once task `task`'s result is held Accepted, it disputes word
@@ -58,12 +52,7 @@ impl Liar {
     }
 
     fn write(&self, chain: &dyn Chain, bytes: &[u8]) -> Result<()> {
-        let me = self.kp.pubkey();
-        for (i, part) in bytes.chunks(900).enumerate() {
-            let ix = client::dispute_write(self.task, me, (i * 900) as u16, part.to_vec());
-            self.send(chain, "dispute_write", vec![ix])?;
-        }
-        Ok(())
+        super::challenger::write_buffer(chain, &self.kp, "liar", &self.task, bytes).map(|_| ())
     }
 
     /// One pass: the claim once the result is held Accepted, then its splits.
@@ -100,7 +89,7 @@ impl Liar {
             self.send(chain, "open_dispute", vec![open])?;
             let (chunk, path) =
                 crate::dispute::element_proof(&job, tile, element, &s.tile, &s.proof);
-            self.write(chain, &[chunk, path.concat()].concat())?;
+            self.write(chain, &with_siblings(chunk, CHUNK_LEN, &path))?;
             let prove = client::dispute_prove(key, me, path.len() as u8);
             self.send(chain, "dispute_prove", vec![prove])?;
             let data = super::challenger::sliced_inputs(&self.store, &t, &job)?;
@@ -108,15 +97,15 @@ impl Liar {
             let inputs = client::dispute_inputs(key, me, data.manifest.len() as u16);
             self.send(chain, "dispute_inputs", vec![inputs])?;
             let (chunk, path) = data.chunk(0, 0);
-            self.write(chain, &with_path(chunk, CHUNK_LEN, &path))?;
+            self.write(chain, &with_siblings(chunk, CHUNK_LEN, &path))?;
             let layout = client::dispute_layout(key, me, path.len() as u8);
             self.send(chain, "dispute_layout", vec![layout])?;
-            let mut lie = data.trace(&job, row).context("the row's trace")?;
+            let mut lie: Trace = (*data.trace(&job, row).context("the row's trace")?).clone();
             let (off, _) = lie.lay.slot(lie.lay.word_step(w));
             lie.mem[off as usize] ^= 1;
             let steps = lie.lay.steps();
             let (leaf, path) = lie.leaf_at(steps, off / LEAF_LEN as u64);
-            self.write(chain, &with_path(leaf.to_vec(), LEAF_LEN, &path))?;
+            self.write(chain, &with_siblings(leaf.to_vec(), LEAF_LEN, &path))?;
             let claim = client::dispute_claim(key, me, lie.root_at(steps), path.len() as u8);
             self.send(chain, "dispute_claim", vec![claim])?;
             tracing::info!(task = %key, tile, element, "the liar claimed a wrong trace");
@@ -127,8 +116,7 @@ impl Liar {
         let dispute = pda::dispute(&key, &me);
         for (_, g) in chain.games(&dispute)? {
             if g.stage == STAGE_BISECT && g.turn == TURN_CHALLENGER && now <= g.deadline {
-                let (k, p) = trace::split_points(g.lo, g.hi);
-                let roots = (1..k).map(|i| lie.root_at(p(i))).collect();
+                let roots = lie.split_roots(g.lo, g.hi);
                 let r = GameRef {
                     task: key,
                     challenger: me,

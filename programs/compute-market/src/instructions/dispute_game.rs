@@ -42,7 +42,7 @@ use crate::{
 };
 
 /// Siblings read from `buf` after a piece of `at` bytes.
-fn siblings(buf: &[u8], at: usize, n: usize) -> Result<Vec<Digest>> {
+pub(crate) fn siblings(buf: &[u8], at: usize, n: usize) -> Result<Vec<Digest>> {
     require!(n <= dispute::MAX_CHUNK_SIBLINGS, MarketError::ProofTooLong);
     Ok(buf
         .get(at..at + 32 * n)

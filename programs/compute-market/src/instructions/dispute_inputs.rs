@@ -12,7 +12,7 @@ use compute_market_protocol::{
     feed::{self, Feed, FeedError, STATE_LEN},
     hash::{hashv, Digest},
     manifest::Manifest,
-    merkle::{chunk_leaf, verify_chunk_proof, CHUNK_LEN},
+    merkle::CHUNK_LEN,
     slices,
 };
 
@@ -155,23 +155,15 @@ pub fn feed(ctx: Context<DisputeTurn>, input: u8, chunk: u64, siblings: u8) -> R
         let want = f.next(&job, target).ok_or(MarketError::FeedComplete)?;
         require!(want == (input, chunk), MarketError::WrongChunk);
         let len = d.slice_lens[input as usize];
-        let count = slices::chunk_count(len);
-        require!(chunk < count, MarketError::WrongChunk);
         let bytes = &d.buffer[..slices::chunk_len(len, chunk)];
-        let path: Vec<Digest> = d.buffer[CHUNK_LEN..CHUNK_LEN + 32 * n]
-            .chunks_exact(32)
-            .map(|c| c.try_into().expect("32 bytes"))
-            .collect();
-        require!(
-            verify_chunk_proof(
-                &d.slice_roots[input as usize],
-                chunk,
-                count,
-                &chunk_leaf(chunk, count, bytes),
-                &path
-            ),
-            MarketError::ProofMismatch
-        );
+        let path = super::dispute_game::siblings(&d.buffer, CHUNK_LEN, n)?;
+        super::dispute_game::check_slice_chunk(
+            &d.slice_roots[input as usize],
+            len,
+            chunk,
+            bytes,
+            &path,
+        )?;
         let taken = f.take(
             &job,
             target,

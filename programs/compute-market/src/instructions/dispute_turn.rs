@@ -8,7 +8,6 @@ use compute_market_protocol::{
     commit::{VERDICT_CLAIMS_REFUTED, VERDICT_PROVEN_WRONG, VOTE_INVALID},
     dispute::{self, DISPUTE_CLAIMS_FALSE, DISPUTE_RESULT_WRONG, MAX_STEP_TERMS},
     feed::{self, Feed, Target},
-    hash::Digest,
     job::{JobKind, JobSpec},
     merkle::{chunk_leaf, verify_chunk_proof, CHUNK_LEN},
 };
@@ -267,14 +266,7 @@ pub fn prove(ctx: Context<DisputeTurn>, siblings: u8) -> Result<()> {
     require!(n <= dispute::MAX_CHUNK_SIBLINGS, MarketError::ProofTooLong);
     let (chunk, at) = dispute::element_chunk(&job, d.tile, d.element);
     let count = dispute::chunk_count(&job);
-    let path: Vec<Digest> = d.buffer[CHUNK_LEN..CHUNK_LEN + 32 * n]
-        .chunks_exact(32)
-        .map(|c| {
-            let mut x = [0u8; 32];
-            x.copy_from_slice(c);
-            x
-        })
-        .collect();
+    let path = super::dispute_game::siblings(&d.buffer, CHUNK_LEN, n)?;
     let leaf = chunk_leaf(chunk, count, &d.buffer[..CHUNK_LEN]);
     require!(
         verify_chunk_proof(&root, chunk, count, &leaf, &path),
