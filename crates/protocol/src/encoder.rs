@@ -472,3 +472,115 @@ fn norm_rows(n: &Norm, r: &[i64], y: &mut [i64], h: usize) {
 pub fn row_len(hidden: usize) -> usize {
     2 * hidden
 }
+
+/// The shape of a generated encoder: width, heads, feed-forward, blocks, vocabulary,
+/// positions.
+#[derive(Clone, Copy, Debug)]
+pub struct RandomShape {
+    /// Hidden width H.
+    pub hidden: usize,
+    /// Heads (dividing H).
+    pub heads: usize,
+    /// Feed-forward width.
+    pub ffn: usize,
+    /// Blocks.
+    pub blocks: usize,
+    /// Vocabulary.
+    pub vocab: usize,
+    /// Positions.
+    pub positions: usize,
+}
+
+/// An encoder of `shape` with weights and scales from a fixed generator seeded by `seed`, inside
+/// every bound of [`Encoder::check`], its scales drawn so that values spread over each step's
+/// range and reach its clamps now and then: for the trace's tests, and kernels' (any odd
+/// width).
+pub fn random_encoder(shape: RandomShape, seed: u64) -> Encoder {
+    let RandomShape {
+        hidden: h,
+        heads,
+        ffn: f,
+        blocks,
+        vocab,
+        positions,
+    } = shape;
+    let mut x = seed;
+    let mut next = move || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x >> 33
+    };
+    let mut bytes = |n: usize| -> Vec<i8> { (0..n).map(|_| next() as i8).collect() };
+    let mut x2 = seed ^ 0x9e37_79b9;
+    let mut draw = move |n: u64| -> u64 {
+        x2 = crate::job::splitmix64(x2);
+        x2 % n
+    };
+    // a scale ≈ 2^-base per channel: m in 2^30 ..= 2^31 − 1, s = 30 + base ± 1
+    let mut rq = |n: usize, base: i32| Requant {
+        m: (0..n)
+            .map(|_| (1 << 30) + draw(1 << 30).min((1 << 30) - 1) as i32)
+            .collect(),
+        s: (0..n).map(|_| 30 + base - 1 + draw(3) as i32).collect(),
+    };
+    let mut blocks_v = Vec::new();
+    let norm = |g: i32| Norm {
+        g: vec![g; h],
+        b: vec![0; h],
+        shift: 12,
+    };
+    let word = bytes(vocab * h);
+    let pos = bytes(positions * h);
+    for _ in 0..blocks {
+        let mut dense =
+            |inp: usize, out: usize, base: i32, bytes: &mut dyn FnMut(usize) -> Vec<i8>| Dense {
+                inp,
+                out,
+                weight: bytes(inp * out),
+                bias: bytes(out).into_iter().map(|b| b as i32 * 16).collect(),
+                rq: rq(out, base),
+            };
+        // operand scale: int16 inputs (≈ 2^12) · int8 weights · √H terms → int8
+        let lg = (h as f64).log2() as i32 / 2;
+        let q = dense(h, h, 12 + lg, &mut bytes);
+        let k = dense(h, h, 12 + lg, &mut bytes);
+        let v = dense(h, h, 12 + lg, &mut bytes);
+        let o = dense(h, h, 0, &mut bytes);
+        let f1 = dense(h, f, 10 + lg, &mut bytes);
+        let f2 = dense(f, h, 0, &mut bytes);
+        blocks_v.push(Block {
+            q,
+            k,
+            v,
+            att: (1 << 30, 30 + 5),
+            ctx: rq(h, 15),
+            o,
+            res1: rq(h, -8),
+            ln1: norm(1 << 12),
+            f1,
+            gelu: bytes(GELU_LEN),
+            f2,
+            res2: rq(h, -8),
+            ln2: norm(1 << 12),
+        });
+    }
+    Encoder {
+        hidden: h,
+        heads,
+        word,
+        word_rq: rq(h, -12),
+        pos,
+        pos_rq: rq(h, -12),
+        ln: norm(1 << 12),
+        exp: (0..EXP_LEN as i32)
+            .map(|t| ((1 << 15) as f64 * (-(t as f64) / 64.0).exp()) as i32)
+            .map(|e| e.max(0))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .enumerate()
+            .map(|(t, e)| if t == 0 { e.max(1) } else { e })
+            .collect(),
+        blocks: blocks_v,
+    }
+}

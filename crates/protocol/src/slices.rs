@@ -18,6 +18,8 @@
 //! rebuilds the slice string from what it parsed and refuses a manifest whose slices do not
 //! match (the provider never claims such a task).
 
+pub mod encoder;
+
 use crate::{
     job::{JobKind, JobSpec, MAX_MLP_LAYERS, MAX_MLP_WIDTH},
     manifest::Role,

@@ -25,6 +25,8 @@
 //! after the hidden values. Steps are the slots in memory order: step 1 is layer 0's output 0;
 //! the last step is the class.
 
+pub mod encoder;
+
 use crate::{
     dispute::SLOTS_PER_TRANSACTION,
     feed::{requantize, FeedError},
@@ -376,17 +378,55 @@ impl Source {
 pub struct Patch {
     /// The slot's offset in the leaf.
     pub at: usize,
-    /// The slot's width (1 or 4 bytes).
+    /// The slot's width (1 to 1 024 bytes).
     pub width: usize,
-    /// The value (its first `width` bytes).
+    /// A value of at most 4 bytes (its first `width` bytes).
     pub value: [u8; 4],
+    /// Where the value lies in the replay's work area instead (a row: an `Encoder`'s
+    /// LayerNorm, probabilities, sums, embedding).
+    pub work: Option<usize>,
 }
 
 impl Patch {
     /// Writes the value into `leaf` (the slot's leaf of the memory before the step), which
     /// becomes the leaf after it.
-    pub fn apply(&self, leaf: &mut [u8]) {
-        leaf[self.at..self.at + self.width].copy_from_slice(&self.value[..self.width]);
+    pub fn apply(&self, leaf: &mut [u8], work: &[u8]) {
+        let to = &mut leaf[self.at..self.at + self.width];
+        match self.work {
+            Some(o) => to.copy_from_slice(&work[o..o + self.width]),
+            None => to.copy_from_slice(&self.value[..self.width]),
+        }
+    }
+}
+
+/// A trace's memory layout as the game sees it: its length, its steps, and the slot each
+/// writes (steps in memory order: every slot past step s's end is zero after step s).
+pub trait Slots {
+    /// Bytes of the memory.
+    fn mem_len(&self) -> u64;
+    /// Steps of the trace.
+    fn step_count(&self) -> u64;
+    /// Offset and width of step `s`'s slot.
+    fn slot_of(&self, s: u64) -> (u64, usize);
+    /// Leaves of the memory.
+    fn leaf_count(&self) -> u64 {
+        self.mem_len().div_ceil(LEAF_LEN as u64)
+    }
+    /// Depth of the memory tree: ⌈log2 leaves⌉.
+    fn tree_depth(&self) -> u32 {
+        self.leaf_count().next_power_of_two().trailing_zeros()
+    }
+}
+
+impl Slots for Layout {
+    fn mem_len(&self) -> u64 {
+        self.len()
+    }
+    fn step_count(&self) -> u64 {
+        self.steps()
+    }
+    fn slot_of(&self, s: u64) -> (u64, usize) {
+        self.slot(s)
     }
 }
 
@@ -610,6 +650,7 @@ impl Replay {
                     at: (off % LEAF_LEN as u64) as usize,
                     width,
                     value: self.value,
+                    work: None,
                 }))
             }
         }
@@ -624,14 +665,14 @@ pub mod build {
 
     /// One party's trace of a row: the memory after its last step, as it computes it.
     #[derive(Clone, Debug, PartialEq, Eq)]
-    pub struct Trace {
-        /// The layout (the model's widths).
-        pub lay: Layout,
+    pub struct Trace<L = Layout> {
+        /// The layout (the model's widths, or an encoder's shape and the text's tokens).
+        pub lay: L,
         /// The memory after every step.
         pub mem: Vec<u8>,
     }
 
-    impl Trace {
+    impl Trace<Layout> {
         /// The trace of row `x` through `model`.
         pub fn of(model: &Mlp, x: &[i8]) -> Trace {
             Trace {
@@ -703,6 +744,16 @@ pub mod build {
             Some(Trace { lay, mem })
         }
 
+        /// Its value of word `w` of the row (a logit, or the class at C).
+        pub fn word(&self, w: u32) -> [u8; 4] {
+            let (off, _) = self.lay.slot(self.lay.word_step(w));
+            self.mem[off as usize..off as usize + 4]
+                .try_into()
+                .expect("4 bytes")
+        }
+    }
+
+    impl<L: Slots> Trace<L> {
         /// The memory after `s` steps.
         pub fn state(&self, s: u64) -> Vec<u8> {
             state(&self.lay, &self.mem, s)
@@ -711,14 +762,6 @@ pub mod build {
         /// Its root after `s` steps.
         pub fn root_at(&self, s: u64) -> Digest {
             root(&self.lay, &self.state(s))
-        }
-
-        /// Its value of word `w` of the row (a logit, or the class at C).
-        pub fn word(&self, w: u32) -> [u8; 4] {
-            let (off, _) = self.lay.slot(self.lay.word_step(w));
-            self.mem[off as usize..off as usize + 4]
-                .try_into()
-                .expect("4 bytes")
         }
 
         /// Leaf `index` of its memory after `s` steps, and its siblings.
@@ -808,10 +851,10 @@ pub mod build {
 
     /// The memory after step `s` of a trace whose final memory is `mem`: every slot past
     /// step `s` zero.
-    pub fn state(lay: &Layout, mem: &[u8], s: u64) -> Vec<u8> {
+    pub fn state<L: Slots>(lay: &L, mem: &[u8], s: u64) -> Vec<u8> {
         let mut out = vec![0u8; mem.len()];
         if s > 0 {
-            let (off, w) = lay.slot(s);
+            let (off, w) = lay.slot_of(s);
             let end = off as usize + w;
             out[..end].copy_from_slice(&mem[..end]);
         }
@@ -819,8 +862,8 @@ pub mod build {
     }
 
     /// Every level of the memory tree, leaves first.
-    pub fn tree(lay: &Layout, mem: &[u8]) -> Vec<Vec<Digest>> {
-        let n = 1usize << lay.depth();
+    pub fn tree<L: Slots>(lay: &L, mem: &[u8]) -> Vec<Vec<Digest>> {
+        let n = 1usize << lay.tree_depth();
         let mut level: Vec<Digest> = (0..n)
             .map(|i| {
                 leaf_hash(
@@ -838,12 +881,12 @@ pub mod build {
     }
 
     /// The root of a memory.
-    pub fn root(lay: &Layout, mem: &[u8]) -> Digest {
+    pub fn root<L: Slots>(lay: &L, mem: &[u8]) -> Digest {
         tree(lay, mem).last().expect("a root")[0]
     }
 
     /// Leaf `index` of a memory (1 024 bytes) and its siblings, bottom-up.
-    pub fn leaf_proof(lay: &Layout, mem: &[u8], index: u64) -> ([u8; LEAF_LEN], Vec<Digest>) {
+    pub fn leaf_proof<L: Slots>(lay: &L, mem: &[u8], index: u64) -> ([u8; LEAF_LEN], Vec<Digest>) {
         let levels = tree(lay, mem);
         let mut leaf = [0u8; LEAF_LEN];
         let at = index as usize * LEAF_LEN;
@@ -908,7 +951,7 @@ mod tests {
             if let Some(patch) = r.take(job, lay, row, s, src, i, &bytes, &mut work)? {
                 let (mut leaf, path) = leaf_proof(lay, pre, i);
                 assert_eq!(fold(i, leaf_hash(&leaf), &path), root(lay, pre));
-                patch.apply(&mut leaf);
+                patch.apply(&mut leaf, &work);
                 return Ok(fold(i, leaf_hash(&leaf), &path));
             }
         }

@@ -639,7 +639,8 @@ fn take_piece(
     g.replay = r.encode();
     Ok(taken.map(|patch| {
         // the slot's leaf (proven above) becomes the leaf after the step
-        patch.apply(&mut g.buffer[..LEAF_LEN]);
+        let g = &mut *g;
+        patch.apply(&mut g.buffer[..LEAF_LEN], &g.work);
         trace::fold(index, trace::leaf_hash(&g.buffer[..LEAF_LEN]), &path) == g.hi_root
     }))
 }
