@@ -28,12 +28,12 @@ pub const PROOF_BUFFER_LEN: usize = CHUNK_LEN + 32 * MAX_CHUNK_SIBLINGS;
 
 /// Whether the program referees disputes of this job (PROTOCOL §8.4, §8.7): `HashBatch` and
 /// generated `MatMulModP` from the job alone; `MatMulModP` and `Mlp` on the client's data from
-/// proven slices of its inputs (which needs a version-2 manifest). `Encoder` needs bisection
-/// (not built).
+/// proven slices of its inputs (which needs a version-2 manifest); `Encoder` of an even width
+/// by a game over one text's trace (PROTOCOL §8.10), its elements the embeddings' words.
 pub fn supported(job: &JobSpec) -> bool {
     match job.kind {
         JobKind::HashBatch | JobKind::MatMulModP | JobKind::Mlp => true,
-        JobKind::Encoder => false,
+        JobKind::Encoder => job.dims[2].is_multiple_of(2),
     }
 }
 
@@ -115,13 +115,17 @@ pub fn one_step(job: &JobSpec) -> bool {
 }
 
 /// Elements in one tile: entries of a 64 × 64 block, nonces of a `HashBatch` tile, the 4-byte
-/// words of an `Mlp` tile (row e / (C + 1), word e mod (C + 1): a logit, or the class), texts of
-/// an `Encoder` tile.
+/// words of an `Mlp` tile (row e / (C + 1), word e mod (C + 1): a logit, or the class), the
+/// 4-byte words of an `Encoder` tile of an even width H (text e / (H/2), channels 2w and
+/// 2w + 1 of its embedding), else its texts.
 pub fn elements_per_tile(job: &JobSpec) -> u32 {
     match job.kind {
         JobKind::MatMulModP => MATMUL_TILE * MATMUL_TILE,
         JobKind::HashBatch => job.dims[1],
         JobKind::Mlp => u32::from(job.rows_per_tile) * (job.dims[2] + 1),
+        JobKind::Encoder if job.dims[2].is_multiple_of(2) => {
+            u32::from(job.rows_per_tile) * (job.dims[2] / 2)
+        }
         JobKind::Encoder => u32::from(job.rows_per_tile),
     }
 }

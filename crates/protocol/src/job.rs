@@ -115,11 +115,11 @@ pub struct JobSpec {
     /// multiply-adds per token (blocks · (4H² + 2HF)). Providers check it against the model
     /// they fetch, so work and price are known before any fetch; 0 for the other kinds.
     pub work_per_row: u64,
-    /// `MatMulModP` and `Mlp` on the client's data: the length of the slice string of A (m ·
-    /// ⌈4k / 1 024⌉ · 1 024) or of the model that the job's version-2 manifest names
+    /// `MatMulModP`, `Mlp` and `Encoder` on the client's data: the length of the slice string
+    /// of A (m · ⌈4k / 1 024⌉ · 1 024) or of the model that the job's version-2 manifest names
     /// (PROTOCOL §8.7); 0 when the manifest names no slices (the program then cannot referee
     /// the job). It lets the program know, before any dispute, how many transactions one
-    /// takes. 0 for the other kinds.
+    /// takes. 0 for `HashBatch` and generated inputs.
     pub slices_len: u64,
 }
 
@@ -271,7 +271,7 @@ impl JobSpec {
         sl.copy_from_slice(&b[56..64]);
         let slices_len = u64::from_le_bytes(sl);
         let sliced = input_mode == InputMode::ContentHash
-            && matches!(kind, JobKind::MatMulModP | JobKind::Mlp);
+            && matches!(kind, JobKind::MatMulModP | JobKind::Mlp | JobKind::Encoder);
         if (slices_len != 0 && !sliced) || (!rows && (rows_per_tile != 0 || work_per_row != 0)) {
             return Err(JobError::ReservedNotZero);
         }

@@ -12,7 +12,8 @@
 //!   and output o a 12-byte record head `bias: i32, multiplier: i32, shift: i32` (0 and 0 in
 //!   the last layer) followed by the weights `W_l[o][0 … w_l)` as int8: a row is fed through the
 //!   model by reading it front to back, one chunk at a time.
-//! * `Encoder`'s texts: the part's own bytes (not yet refereed).
+//! * `Encoder`'s model and texts: laid out for the replay of one step of a text's trace,
+//!   the texts as token ids ([`encoder`]).
 //!
 //! Content stores hold, and the manifest's SHA-256 names, the part's own bytes; a keeper
 //! rebuilds the slice string from what it parsed and refuses a manifest whose slices do not
@@ -69,16 +70,19 @@ pub fn expected_len(job: &JobSpec, role: Role) -> Option<u64> {
         (JobKind::MatMulModP, Role::A) => Some(m as u64 * matrix_stride(k)),
         (JobKind::MatMulModP, Role::B) => Some(n as u64 * matrix_stride(k)),
         (JobKind::Mlp, Role::Batch) => Some(m as u64 * k as u64),
+        (JobKind::Encoder, Role::Texts) => Some(m as u64 * encoder::ids_stride(k)),
         _ => None,
     }
 }
 
 /// The two parts a refereed job on the client's data is recomputed from, in the order the
-/// program keeps their slices (`0`, `1`): A and B, or model and batch.
+/// program keeps their slices (`0`, `1`): A and B, or model and batch (an `Encoder`'s texts by
+/// their ids).
 pub fn refereed_roles(job: &JobSpec) -> Option<[Role; 2]> {
     match job.kind {
         JobKind::MatMulModP => Some([Role::A, Role::B]),
         JobKind::Mlp => Some([Role::Model, Role::Batch]),
+        JobKind::Encoder => Some([Role::Model, Role::Texts]),
         _ => None,
     }
 }

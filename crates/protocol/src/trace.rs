@@ -115,18 +115,25 @@ impl Clock {
     }
 }
 
-/// The game's clock for an `Mlp` job on the client's data in a window of `window` slots, or
+/// The game's clock for an `Mlp` job on the client's data, or an `Encoder`'s
+/// ([`encoder::gameable`]), in a window of `window` slots, or
 /// `None` when a game cannot be played in it: the claim's transactions, the defence, two
 /// turns a split for the most splits any model of the job's shape needs, the replay, and the
 /// challenger's resolution, at most `window` slots, with every turn, and the time from the
 /// dispute's opening to its claim, at least [`MIN_TURN`].
 pub fn clock(job: &JobSpec, window: u32) -> Option<Clock> {
-    if job.kind != crate::job::JobKind::Mlp || job.slices_len == 0 {
+    let (steps, pieces) = if encoder::gameable(job) {
+        (encoder::steps_bound(job), encoder::step_pieces(job))
+    } else if job.kind == crate::job::JobKind::Mlp && job.slices_len > 0 {
+        (
+            (MAX_MLP_LAYERS - 1) * MAX_MLP_WIDTH as u64 + job.dims[2] as u64 + 1,
+            step_pieces(job),
+        )
+    } else {
         return None;
-    }
-    let steps = (MAX_MLP_LAYERS - 1) * MAX_MLP_WIDTH as u64 + job.dims[2] as u64 + 1;
+    };
     let levels = levels(steps);
-    let step = 3 * step_pieces(job) * SLOTS_PER_TRANSACTION;
+    let step = 3 * pieces * SLOTS_PER_TRANSACTION;
     let claim = (CLAIM_TRANSACTIONS * SLOTS_PER_TRANSACTION).max(MIN_TURN);
     let turns = DEFENCE_TURNS + 2 * levels as u64 + 2;
     let turn = (window as u64).checked_sub(claim + step)? / turns;
@@ -260,6 +267,110 @@ impl Layout {
     /// The step whose slot holds word `w` of the row's output (a logit, or the class at C).
     pub fn word_step(&self, w: u32) -> u64 {
         self.hidden() + w.min(self.classes()) as u64 + 1
+    }
+}
+
+/// The layout of a disputed element's trace: an `Mlp` row's or an `Encoder` text's, with the
+/// replay of one of its steps, so that the program plays both games alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Traced {
+    /// An `Mlp` row.
+    Mlp(Layout),
+    /// An `Encoder` text.
+    Encoder(encoder::Layout),
+}
+
+impl Slots for Traced {
+    fn mem_len(&self) -> u64 {
+        match self {
+            Traced::Mlp(l) => l.len(),
+            Traced::Encoder(l) => l.len(),
+        }
+    }
+    fn step_count(&self) -> u64 {
+        match self {
+            Traced::Mlp(l) => l.steps(),
+            Traced::Encoder(l) => l.steps(),
+        }
+    }
+    fn slot_of(&self, s: u64) -> (u64, usize) {
+        match self {
+            Traced::Mlp(l) => l.slot(s),
+            Traced::Encoder(l) => l.slot(s),
+        }
+    }
+}
+
+impl From<Layout> for Traced {
+    fn from(l: Layout) -> Traced {
+        Traced::Mlp(l)
+    }
+}
+
+impl From<encoder::Layout> for Traced {
+    fn from(l: encoder::Layout) -> Traced {
+        Traced::Encoder(l)
+    }
+}
+
+impl Traced {
+    /// Where word `w` of the element's row lies in the memory after the last step (4 bytes).
+    pub fn word_at(&self, w: u32) -> u64 {
+        match self {
+            Traced::Mlp(l) => l.slot(l.word_step(w)).0,
+            Traced::Encoder(l) => l.word_at(w),
+        }
+    }
+
+    /// The piece a replay (state `r`) of step `s` of row `row` needs next; `None` once complete.
+    pub fn next(
+        &self,
+        job: &JobSpec,
+        row: u32,
+        s: u64,
+        r: &[u8; REPLAY_LEN],
+    ) -> Option<(Source, u64)> {
+        match self {
+            Traced::Mlp(l) => Replay::decode(r).next(job, l, row, s),
+            Traced::Encoder(l) => encoder::Replay::decode(r).next(job, l, row, s),
+        }
+    }
+
+    /// Whether the replay (state `r`) has read every input: its next piece is the slot's leaf.
+    pub fn at_slot(&self, job: &JobSpec, row: u32, s: u64, r: &[u8; REPLAY_LEN]) -> bool {
+        match self {
+            Traced::Mlp(_) => Replay::decode(r).stage >= 2,
+            Traced::Encoder(l) => encoder::Replay::decode(r).at_slot(job, l, row, s),
+        }
+    }
+
+    /// The replay (state `r`, updated) takes piece `index` of `source`: see [`Replay::take`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn take(
+        &self,
+        job: &JobSpec,
+        row: u32,
+        s: u64,
+        r: &mut [u8; REPLAY_LEN],
+        source: Source,
+        index: u64,
+        bytes: &[u8],
+        work: &mut [u8],
+    ) -> Result<Option<Patch>, FeedError> {
+        match self {
+            Traced::Mlp(l) => {
+                let mut rep = Replay::decode(r);
+                let out = rep.take(job, l, row, s, source, index, bytes, work);
+                *r = rep.encode();
+                out
+            }
+            Traced::Encoder(l) => {
+                let mut rep = encoder::Replay::decode(r);
+                let out = rep.take(job, l, row, s, source, index, bytes, work);
+                *r = rep.encode();
+                out
+            }
+        }
     }
 }
 
@@ -743,13 +854,14 @@ pub mod build {
             mem[la + 4 * c..la + 4 * c + 4].copy_from_slice(&class.to_le_bytes());
             Some(Trace { lay, mem })
         }
+    }
 
-        /// Its value of word `w` of the row (a logit, or the class at C).
+    impl<L: Copy + Into<Traced>> Trace<L> {
+        /// Its value of word `w` of the row (an `Mlp`'s logit, or the class at C; two
+        /// channels of an `Encoder`'s embedding).
         pub fn word(&self, w: u32) -> [u8; 4] {
-            let (off, _) = self.lay.slot(self.lay.word_step(w));
-            self.mem[off as usize..off as usize + 4]
-                .try_into()
-                .expect("4 bytes")
+            let off = self.lay.into().word_at(w) as usize;
+            self.mem[off..off + 4].try_into().expect("4 bytes")
         }
     }
 

@@ -94,7 +94,7 @@ impl Inputs {
         let parts = roles
             .iter()
             .zip(&slices)
-            .map(|(r, s)| Part::safetensors(*r, s).with_slices(build::slices_of(s)))
+            .map(|(r, s)| Part::new(*r, s).with_slices(build::slices_of(s)))
             .collect();
         Inputs {
             manifest: Manifest::new(parts).encode(),
@@ -119,6 +119,33 @@ impl Inputs {
                 f as u32,
                 c as u32,
                 model.work_per_row(),
+                r,
+                compute_market_protocol::hash::hashv(&[&i.manifest]),
+            )
+        };
+        (job, i)
+    }
+
+    /// An `Encoder` job of `model` on texts of token ids `texts` (each at most `limit`),
+    /// `r` texts a tile.
+    pub fn encoder(
+        model: &compute_market_protocol::encoder::Encoder,
+        texts: &[Vec<u32>],
+        limit: u32,
+        r: u8,
+    ) -> (JobSpec, Inputs) {
+        use compute_market_protocol::slices::encoder::build as eb;
+        let i = Inputs::new(
+            [Role::Model, Role::Texts],
+            [eb::model(model), eb::ids(texts, limit)],
+        );
+        let job = JobSpec {
+            slices_len: i.slices[0].len() as u64,
+            ..JobSpec::encoder(
+                texts.len() as u32,
+                limit,
+                model.hidden as u32,
+                model.work_per_token(limit as usize),
                 r,
                 compute_market_protocol::hash::hashv(&[&i.manifest]),
             )

@@ -1,5 +1,6 @@
 //! Games over a claimed trace in the test world (PROTOCOL §8.10): a party's [`Trace`] of one
-//! `Mlp` row (right, or computed with another model), and one method per game instruction,
+//! `Mlp` row or one `Encoder` text (right, or computed with another model), and one method per
+//! game instruction,
 //! plus [`World::play`], which plays a game between a challenger and a defender, each by its
 //! own trace, to its end.
 
@@ -17,13 +18,17 @@ use compute_market_protocol::{
     trace::{
         self,
         build::{self, with_siblings},
-        Replay, Source, WRITE_LEN,
+        encoder, Slots, Source, Traced, WRITE_LEN,
     },
 };
 
 use crate::{disputes::Inputs, Actor, TxRecord, World};
 
 pub use compute_market_protocol::trace::build::Trace;
+
+/// A trace's layout the game helpers take: an `Mlp` row's or an `Encoder` text's.
+pub trait Layout: Slots + Copy + Into<Traced> {}
+impl<L: Slots + Copy + Into<Traced>> Layout for L {}
 
 impl World {
     /// `defender`'s game against `challenger`'s dispute of `task`: the one open now, else the
@@ -53,31 +58,45 @@ impl World {
         Game::from_account_data(&a.data)
     }
 
-    /// `dispute_layout`: chunk 0 of the model's slices and its siblings, written and proven.
+    /// `dispute_layout`: chunk 0 of the model's slices and its siblings, written and proven;
+    /// for an `Encoder`, then the chunk of the texts' ids that holds the disputed text's count.
     pub fn lay_out(
         &mut self,
         who: &Actor,
         task: Pubkey,
         inputs: &Inputs,
     ) -> Result<TxRecord, TxRecord> {
-        let (chunk, path) = sb::chunk_proof(&inputs.slices[0], 0);
-        self.write_proof(who, task, &with_siblings(chunk, CHUNK_LEN, &path))?;
-        self.send_as(
-            "dispute_layout",
-            who,
-            client::dispute_layout(task, who.key(), path.len() as u8),
-        )
+        let job = JobSpec::decode(&self.task(&task).job).expect("job");
+        let mut pieces = vec![(0usize, 0u64)];
+        if job.kind == compute_market_protocol::job::JobKind::Encoder {
+            let d = self.dispute(&task, who).expect("a dispute");
+            let Some(Target::Word(row, _)) = feed::target(&job, d.tile, d.element) else {
+                panic!("a word of a text")
+            };
+            pieces.push((1, encoder::count_at(&job, row) / CHUNK_LEN as u64));
+        }
+        let mut last = None;
+        for (input, chunk) in pieces {
+            let (bytes, path) = sb::chunk_proof(&inputs.slices[input], chunk);
+            self.write_proof(who, task, &with_siblings(bytes, CHUNK_LEN, &path))?;
+            last = Some(self.send_as(
+                "dispute_layout",
+                who,
+                client::dispute_layout(task, who.key(), path.len() as u8),
+            )?);
+        }
+        Ok(last.expect("a piece"))
     }
 
     /// `dispute_claim` of `trace` for the dispute's element (word `w` of its row).
-    pub fn claim_trace(
+    pub fn claim_trace<L: Layout>(
         &mut self,
         who: &Actor,
         task: Pubkey,
-        trace: &Trace,
+        trace: &Trace<L>,
         w: u32,
     ) -> Result<TxRecord, TxRecord> {
-        let (off, _) = trace.lay.slot(trace.lay.word_step(w));
+        let off = trace.lay.into().word_at(w);
         let index = off / trace::LEAF_LEN as u64;
         let (leaf, path) = build::leaf_proof(&trace.lay, &trace.mem, index);
         self.write_proof(
@@ -85,7 +104,7 @@ impl World {
             task,
             &with_siblings(leaf.to_vec(), trace::LEAF_LEN, &path),
         )?;
-        let root = trace.root_at(trace.lay.steps());
+        let root = trace.root_at(trace.lay.step_count());
         self.send_as(
             "dispute_claim",
             who,
@@ -135,12 +154,12 @@ impl World {
     }
 
     /// The challenger's split: its roots at the inner points of the game's range.
-    pub fn split(
+    pub fn split<L: Layout>(
         &mut self,
         challenger: &Actor,
         task: Pubkey,
         defender: &Actor,
-        trace: &Trace,
+        trace: &Trace<L>,
     ) -> Result<TxRecord, TxRecord> {
         let g = self.game(&task, challenger, defender).expect("a game");
         let roots = trace.split_roots(g.lo, g.hi);
@@ -152,12 +171,12 @@ impl World {
     }
 
     /// The defender's pick by its own trace: the first segment whose end root is not its own.
-    pub fn pick(
+    pub fn pick<L: Layout>(
         &mut self,
         defender: &Actor,
         task: Pubkey,
         challenger: &Actor,
-        truth: &Trace,
+        truth: &Trace<L>,
     ) -> Result<TxRecord, TxRecord> {
         let g = self.game(&task, challenger, defender).expect("a game");
         let segment = truth.pick(g.lo, g.hi, &g.roots, &g.hi_root);
@@ -172,14 +191,15 @@ impl World {
     /// is the one it agreed to), piece by piece, until the game ends: the challenger's root
     /// after the step matched (the challenger won the game) or did not (the defender won the
     /// dispute).
-    pub fn replay(
+    pub fn replay<L: Layout>(
         &mut self,
         defender: &Actor,
         task: Pubkey,
         challenger: &Actor,
-        trace: &Trace,
+        trace: &Trace<L>,
         inputs: &Inputs,
     ) -> Result<Vec<TxRecord>, TxRecord> {
+        let lay: Traced = trace.lay.into();
         let job = JobSpec::decode(&self.task(&task).job).expect("job");
         let d = self.dispute(&task, challenger).expect("a dispute");
         let Some(Target::Word(row, _)) = feed::target(&job, d.tile, d.element) else {
@@ -188,9 +208,10 @@ impl World {
         let mut out = vec![];
         let gr = self.game_ref(&task, challenger, defender);
         while let Some(g) = self.game(&task, challenger, defender) {
-            let r = Replay::decode(&g.replay);
             let pre = trace.state(g.lo);
-            let (src, index) = r.next(&job, &trace.lay, row, g.hi).expect("more to replay");
+            let (src, index) = lay
+                .next(&job, row, g.hi, &g.replay)
+                .expect("more to replay");
             let bytes = match src {
                 Source::Trace => {
                     let (leaf, path) = build::leaf_proof(&trace.lay, &pre, index);
@@ -202,7 +223,7 @@ impl World {
                 }
             };
             let siblings = match src {
-                Source::Trace => trace.lay.depth() as usize,
+                Source::Trace => lay.tree_depth() as usize,
                 _ => (bytes.len() - CHUNK_LEN) / 32,
             };
             for (i, part) in bytes.chunks(WRITE_LEN).enumerate() {
@@ -213,7 +234,7 @@ impl World {
                 )?;
             }
             let kp = defender.kp.insecure_clone();
-            let last = r.stage == 2;
+            let last = lay.at_slot(&job, row, g.hi, &g.replay);
             let ix = if last {
                 client::game_settle(gr, defender.wallet, None, index, siblings as u8)
             } else {
@@ -233,12 +254,12 @@ impl World {
     /// until it ends (the defender's replay decides it) or a move is refused (returned).
     /// Returns every record of the game.
     #[allow(clippy::too_many_arguments)]
-    pub fn play(
+    pub fn play<L: Layout>(
         &mut self,
         challenger: &Actor,
-        claimed: &Trace,
+        claimed: &Trace<L>,
         defender: &Actor,
-        truth: &Trace,
+        truth: &Trace<L>,
         task: Pubkey,
         inputs: &Inputs,
     ) -> Result<Vec<TxRecord>, TxRecord> {
@@ -258,12 +279,12 @@ impl World {
     /// Plays `defender`'s game by both traces until one step is left (or the game ended);
     /// returns the game then.
     #[allow(clippy::too_many_arguments)]
-    pub fn bisect(
+    pub fn bisect<L: Layout>(
         &mut self,
         challenger: &Actor,
-        claimed: &Trace,
+        claimed: &Trace<L>,
         defender: &Actor,
-        truth: &Trace,
+        truth: &Trace<L>,
         task: Pubkey,
     ) -> Result<Option<Game>, TxRecord> {
         while let Some(g) = self.game(&task, challenger, defender) {

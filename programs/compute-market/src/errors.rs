@@ -176,7 +176,7 @@ pub enum MarketError {
     VerdictOverturned,
     #[msg("the dispute window has closed")]
     DisputeWindowClosed,
-    #[msg("the program does not referee this job in this market: an Encoder, a job whose manifest names no slices of its inputs, or one whose dispute would not fit half the window")]
+    #[msg("the program does not referee this job in this market: an Encoder of odd width, a job whose manifest names no slices of its inputs, one whose dispute or game would not fit the window, or a text whose trace is over 64 MiB")]
     DisputeNotSupported,
     #[msg("no such element: tile at or above the tile count, or element at or above the tile's elements")]
     ElementOutOfRange,

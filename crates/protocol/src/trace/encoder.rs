@@ -436,6 +436,48 @@ impl Layout {
     }
 }
 
+/// Bytes of an encoded [`Layout`].
+pub const LAYOUT_LEN: usize = 28;
+
+impl Layout {
+    /// Its bytes: the shape's six words, then T (0 while the text's count is not read).
+    pub fn encode(&self) -> [u8; LAYOUT_LEN] {
+        let mut b = [0u8; LAYOUT_LEN];
+        let s = &self.shape;
+        let words = [
+            s.hidden,
+            s.heads,
+            s.ffn,
+            s.blocks,
+            s.vocab,
+            s.positions,
+            self.t,
+        ];
+        for (i, w) in words.iter().enumerate() {
+            b[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        b
+    }
+
+    /// [`Layout::encode`] read back (T may be 0).
+    pub fn decode(b: &[u8]) -> Option<Layout> {
+        let w = |i: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(
+                b.get(4 * i..4 * i + 4)?.try_into().ok()?,
+            ))
+        };
+        let shape = Shape {
+            hidden: w(0)?,
+            heads: w(1)?,
+            ffn: w(2)?,
+            blocks: w(3)?,
+            vocab: w(4)?,
+            positions: w(5)?,
+        };
+        (shape.hidden > 0).then_some(Layout { shape, t: w(6)? })
+    }
+}
+
 impl Slots for Layout {
     fn mem_len(&self) -> u64 {
         self.len()
@@ -728,6 +770,16 @@ impl Replay {
             Some((src, at, _)) => Some((src, (at + me.pos as u64) / CHUNK_LEN as u64)),
             None => Some((Source::Trace, lay.slot(s).0 / LEAF_LEN as u64)),
         }
+    }
+
+    /// Whether it has read every input: its next piece is the slot's leaf.
+    pub fn at_slot(&self, job: &JobSpec, lay: &Layout, row: u32, s: u64) -> bool {
+        let Some(step) = lay.step(s) else {
+            return false;
+        };
+        let mut me = *self;
+        me.settle_stage(job, lay, row, step);
+        me.stage != DONE && me.read(job, lay, row, step, me.stage).is_none()
     }
 
     /// Takes piece `index` of `source` (`bytes`, already proven: a chunk, or a whole memory
@@ -1050,6 +1102,16 @@ pub mod build {
     use super::*;
     use crate::encoder::{Block, Encoder};
     use crate::slices::encoder::build::shape;
+
+    impl crate::trace::build::Trace<Layout> {
+        /// The trace of text `ids` through `e`.
+        pub fn of_text(e: &Encoder, ids: &[u32]) -> Self {
+            crate::trace::build::Trace {
+                lay: layout(e, ids.len()),
+                mem: memory(e, ids),
+            }
+        }
+    }
 
     /// The layout of a text of `t` tokens through `e`.
     pub fn layout(e: &Encoder, t: usize) -> Layout {

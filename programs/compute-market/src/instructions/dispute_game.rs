@@ -26,7 +26,7 @@ use compute_market_protocol::{
     job::JobSpec,
     merkle::{chunk_leaf, verify_chunk_proof, CHUNK_LEN},
     slices,
-    trace::{self, Replay, Source, LEAF_LEN, REPLAY_LEN},
+    trace::{self, encoder, Slots, Source, LEAF_LEN, REPLAY_LEN},
 };
 
 use anchor_spl::token::{Token, TokenAccount};
@@ -97,37 +97,65 @@ fn word_of(job: &JobSpec, d: &Dispute) -> Result<(u32, u32)> {
 
 /// `dispute_layout`: chunk 0 of the model's slices is in the buffer with `siblings` after it;
 /// proven against the manifest's root, its header (checked against the job) fixes the trace's
-/// layout.
+/// layout. An `Encoder`'s takes a second call: the chunk of the texts' ids that holds the
+/// disputed text's count (its tokens T).
 pub fn layout(ctx: Context<DisputeTurn>, siblings_n: u8) -> Result<()> {
     let a = ctx.accounts;
     let job = a.job()?;
     clock_of(&job, &a.task)?;
-    let lay = {
+    let (input, chunk, steps) = {
         let mut d = a.dispute.load_mut()?;
         require!(d.proven == 1, MarketError::NotProven);
         require!(d.inputs == 1, MarketError::InputsNotProven);
         require!(d.claimed == 0, MarketError::AlreadyClaimed);
-        word_of(&job, &d)?;
-        let len = d.slice_lens[0];
-        let bytes = &d.buffer[..slices::chunk_len(len, 0)];
+        let (row, _) = word_of(&job, &d)?;
+        let half = encoder::Layout::decode(&d.enc_layout);
+        let (input, chunk) = match half {
+            Some(_) => (1, encoder::count_at(&job, row) / CHUNK_LEN as u64),
+            None => (0, 0),
+        };
+        let len = d.slice_lens[input];
+        let bytes = &d.buffer[..slices::chunk_len(len, chunk)];
         let path = siblings(&d.buffer, CHUNK_LEN, siblings_n as usize)?;
-        check_slice_chunk(&d.slice_roots[0], len, 0, bytes, &path)?;
-        let lay = trace::read_header(&job, len, bytes).map_err(feed_error)?;
-        let mut f = feed::Feed::decode(&d.feed);
-        f.layers = lay.layers;
-        for (a, b) in f.widths.iter_mut().zip(lay.widths) {
-            *a = b as u16;
+        check_slice_chunk(&d.slice_roots[input], len, chunk, bytes, &path)?;
+        match half {
+            // the text's count
+            Some(mut lay) => {
+                require!(lay.t == 0, MarketError::AlreadyClaimed);
+                let at = (encoder::count_at(&job, row) % CHUNK_LEN as u64) as usize;
+                let word = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+                lay.t = encoder::read_count(&job, &lay.shape, word).map_err(feed_error)?;
+                require!(
+                    lay.len() <= encoder::MAX_MEMORY,
+                    MarketError::DisputeNotSupported
+                );
+                d.enc_layout = lay.encode();
+            }
+            None if job.kind == compute_market_protocol::job::JobKind::Encoder => {
+                let shape = slices::encoder::read_header(&job, len, bytes).map_err(feed_error)?;
+                d.enc_layout = encoder::Layout { shape, t: 0 }.encode();
+            }
+            None => {
+                let lay = trace::read_header(&job, len, bytes).map_err(feed_error)?;
+                let mut f = feed::Feed::decode(&d.feed);
+                f.layers = lay.layers;
+                for (a, b) in f.widths.iter_mut().zip(lay.widths) {
+                    *a = b as u16;
+                }
+                d.feed = f.encode();
+            }
         }
-        d.feed = f.encode();
-        lay
+        (input, chunk, d.layout().map(|l| l.step_count()))
     };
     emit!(crate::events::DisputeFed {
         task: a.task.key(),
         challenger: a.challenger.key(),
-        input: 0,
-        chunk: 0,
+        input: input as u8,
+        chunk,
     });
-    msg!("trace of {} steps", lay.steps());
+    if let Some(steps) = steps {
+        msg!("trace of {} steps", steps);
+    }
     Ok(())
 }
 
@@ -145,9 +173,12 @@ pub fn claim(ctx: Context<DisputeTurn>, root: [u8; 32], siblings_n: u8) -> Resul
         require!(d.claimed == 0, MarketError::AlreadyClaimed);
         let lay = d.layout().ok_or(MarketError::NotLaidOut)?;
         let (_, w) = word_of(&job, &d)?;
-        let (off, width) = lay.slot(lay.word_step(w));
+        let (off, width) = (lay.word_at(w), 4);
         let index = off / LEAF_LEN as u64;
-        require!(siblings_n as u32 == lay.depth(), MarketError::ProofMismatch);
+        require!(
+            siblings_n as u32 == lay.tree_depth(),
+            MarketError::ProofMismatch
+        );
         let path = siblings(&d.buffer, LEAF_LEN, siblings_n as usize)?;
         let leaf = &d.buffer[..LEAF_LEN];
         require!(
@@ -170,7 +201,7 @@ pub fn claim(ctx: Context<DisputeTurn>, root: [u8; 32], siblings_n: u8) -> Resul
         d.claim_root = root;
         d.claim_value = value;
         d.defend_deadline = defend_deadline;
-        (value, lay.steps(), defend_deadline)
+        (value, lay.step_count(), defend_deadline)
     };
     emit!(DisputeClaimed {
         task: a.task.key(),
@@ -287,7 +318,7 @@ pub fn defend(ctx: Context<Defend>, _nonce: u32) -> Result<()> {
             .checked_add(1)
             .ok_or(MarketError::MathOverflow)?;
         let lay = d.layout().ok_or(MarketError::NotLaidOut)?;
-        (lay.steps(), d.claim_root, lay.depth(), d.nonce)
+        (lay.step_count(), d.claim_root, lay.tree_depth(), d.nonce)
     };
     let task = &mut a.task;
     task.escrow_balance = math::add(task.escrow_balance, bond)?;
@@ -600,14 +631,18 @@ fn take_piece(
     let (row, _) = word_of(job, d)?;
     let lay = d.layout().ok_or(MarketError::NotLaidOut)?;
     let s = g.hi;
-    let mut r = Replay::decode(&g.replay);
     // the piece the replay needs next, before any hashing
-    let want = r.next(job, &lay, row, s).ok_or(MarketError::FeedComplete)?;
+    let want = lay
+        .next(job, row, s, &g.replay)
+        .ok_or(MarketError::FeedComplete)?;
     require!(want == (src, index), MarketError::WrongChunk);
     let (bytes_len, path) = match src {
         Source::Trace => {
-            require!(siblings_n as u32 == lay.depth(), MarketError::ProofMismatch);
-            require!(index < lay.leaves(), MarketError::WrongChunk);
+            require!(
+                siblings_n as u32 == lay.tree_depth(),
+                MarketError::ProofMismatch
+            );
+            require!(index < lay.leaf_count(), MarketError::WrongChunk);
             let path = siblings(&g.buffer, LEAF_LEN, siblings_n as usize)?;
             require!(
                 trace::fold(index, trace::leaf_hash(&g.buffer[..LEAF_LEN]), &path) == g.lo_root,
@@ -624,22 +659,21 @@ fn take_piece(
             (n, path)
         }
     };
-    let taken = r
+    let g = &mut *g;
+    let taken = lay
         .take(
             job,
-            &lay,
             row,
             s,
+            &mut g.replay,
             src,
             index,
             &g.buffer[..bytes_len],
             &mut g.work,
         )
         .map_err(feed_error)?;
-    g.replay = r.encode();
     Ok(taken.map(|patch| {
         // the slot's leaf (proven above) becomes the leaf after the step
-        let g = &mut *g;
         patch.apply(&mut g.buffer[..LEAF_LEN], &g.work);
         trace::fold(index, trace::leaf_hash(&g.buffer[..LEAF_LEN]), &path) == g.hi_root
     }))
@@ -659,8 +693,10 @@ pub fn feed(
     let job = JobSpec::decode(&a.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
     let d = a.dispute.load()?;
     let mut g = a.game.load_mut()?;
+    let (row, _) = word_of(&job, &d)?;
+    let lay = d.layout().ok_or(MarketError::NotLaidOut)?;
     require!(
-        Replay::decode(&g.replay).stage < 2,
+        !lay.at_slot(&job, row, g.hi, &g.replay),
         MarketError::SettleTheStep
     );
     let taken = take_piece(&job, &d, &mut g, source, index, siblings_n)?;

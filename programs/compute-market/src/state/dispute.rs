@@ -1,5 +1,9 @@
 use anchor_lang::prelude::*;
-use compute_market_protocol::{dispute::PROOF_BUFFER_LEN, feed::STATE_LEN};
+use compute_market_protocol::{
+    dispute::PROOF_BUFFER_LEN,
+    feed::STATE_LEN,
+    trace::{encoder, Traced},
+};
 
 /// A dispute still being argued.
 pub const DISPUTE_OPEN: u8 = 0;
@@ -82,8 +86,11 @@ pub struct Dispute {
     pub nonce: u32,
     /// A game: the root of the claimed trace's memory after its last step.
     pub claim_root: [u8; 32],
+    /// An `Encoder` game: the model's shape and the text's tokens, as `dispute_layout` read
+    /// them (`compute_market_protocol::trace::encoder::Layout::encode`; zero until then).
+    pub enc_layout: [u8; 28],
     /// Zeroed space for fields of later versions.
-    pub reserved: [u8; 32],
+    pub reserved: [u8; 4],
 }
 
 impl Dispute {
@@ -120,18 +127,23 @@ impl Dispute {
         self.claimed = 0;
         self.claim_value = [0; 4];
         self.claim_root = [0; 32];
+        self.enc_layout = [0; 28];
         self.defend_deadline = 0;
     }
 
-    /// The trace layout `dispute_layout` read from the model's header, if it did.
-    pub fn layout(&self) -> Option<compute_market_protocol::trace::Layout> {
+    /// The trace layout `dispute_layout` read (the model's header, and an `Encoder` text's
+    /// count), once complete.
+    pub fn layout(&self) -> Option<Traced> {
+        if let Some(l) = encoder::Layout::decode(&self.enc_layout) {
+            return (l.t > 0).then_some(Traced::Encoder(l));
+        }
         let f = compute_market_protocol::feed::Feed::decode(&self.feed);
         (f.layers > 0).then(|| {
             let w: Vec<u32> = f.widths[..f.layers as usize + 1]
                 .iter()
                 .map(|&w| w as u32)
                 .collect();
-            compute_market_protocol::trace::Layout::new(&w)
+            Traced::Mlp(compute_market_protocol::trace::Layout::new(&w))
         })
     }
 }
