@@ -38,7 +38,9 @@ export function disputeSupported(job: JobSpec): boolean {
 }
 
 /** Elements in one tile: entries of a 64 × 64 block, nonces of a `HashBatch` tile, the 4-byte
- * words of an `Mlp` tile (R · (C + 1): each row's logits and class), texts of an `Encoder`. */
+ * words of an `Mlp` tile (R · (C + 1): each row's logits and class), the 4-byte words of an
+ * `Encoder` tile of an even width H (R · H / 2: two channels of a text's embedding each), else
+ * its texts. */
 export function elementsPerTile(job: JobSpec): number {
   switch (job.kind) {
     case JobKind.MatMulModP:
@@ -47,6 +49,8 @@ export function elementsPerTile(job: JobSpec): number {
       return job.dims[1];
     case JobKind.Mlp:
       return job.rowsPerTile * (job.dims[2] + 1);
+    case JobKind.Encoder:
+      return job.dims[2] % 2 === 0 ? job.rowsPerTile * (job.dims[2] / 2) : job.rowsPerTile;
     default:
       return job.rowsPerTile;
   }
@@ -187,7 +191,7 @@ export async function disputeTask(client: KitClient, args: DisputeTaskArgs, prog
   if (!disputeSupported(job)) {
     throw new Error(
       job.kind === JobKind.Encoder
-        ? 'Encoder jobs are not refereed yet: their verdicts settle at once (PROTOCOL §8.10)'
+        ? 'Encoder jobs are argued by a game over a claimed trace of one text (PROTOCOL §8.10), when the job names the slices of its inputs and its width is even: use keeper task dispute, or keeper run --watch'
         : `${JobKind[job.kind]} jobs on the client's data are argued from proven slices of the inputs (PROTOCOL §8.7), or by a game over a claimed trace when the model is too large to read (§8.10): use keeper task dispute, or keeper run --watch`,
     );
   }

@@ -90,6 +90,11 @@ claimValue: ReadonlyUint8Array;
 nonce: number; 
 /** A game: the root of the claimed trace's memory after its last step. */
 claimRoot: ReadonlyUint8Array; 
+/**
+ * An `Encoder` game: the model's shape and the text's tokens, as `dispute_layout` read
+ * them (`compute_market_protocol::trace::encoder::Layout::encode`; zero until then).
+ */
+encLayout: ReadonlyUint8Array; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
@@ -171,17 +176,22 @@ claimValue: ReadonlyUint8Array;
 nonce: number; 
 /** A game: the root of the claimed trace's memory after its last step. */
 claimRoot: ReadonlyUint8Array; 
+/**
+ * An `Encoder` game: the model's shape and the text's tokens, as `dispute_layout` read
+ * them (`compute_market_protocol::trace::encoder::Layout::encode`; zero until then).
+ */
+encLayout: ReadonlyUint8Array; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
 /** Gets the encoder for {@link DisputeArgs} account data. */
 export function getDisputeEncoder(): FixedSizeEncoder<DisputeArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['kind', getU8Encoder()], ['state', getU8Encoder()], ['proven', getU8Encoder()], ['bump', getU8Encoder()], ['pad0', fixEncoderSize(getBytesEncoder(), 3)], ['task', getAddressEncoder()], ['challenger', getAddressEncoder()], ['payout', getAddressEncoder()], ['target', getAddressEncoder()], ['bond', getU64Encoder()], ['openedSlot', getU64Encoder()], ['answerDeadline', getU64Encoder()], ['acc', getU64Encoder()], ['tile', getU32Encoder()], ['element', getU32Encoder()], ['done', getU32Encoder()], ['pad1', getU32Encoder()], ['committed', fixEncoderSize(getBytesEncoder(), 32)], ['buffer', fixEncoderSize(getBytesEncoder(), 2048)], ['inputs', getU8Encoder()], ['pad2', fixEncoderSize(getBytesEncoder(), 7)], ['sliceLens', getArrayEncoder(getU64Encoder(), { size: 2 })], ['sliceRoots', getArrayEncoder(fixEncoderSize(getBytesEncoder(), 32), { size: 2 })], ['feed', fixEncoderSize(getBytesEncoder(), 96)], ['defendDeadline', getU64Encoder()], ['gamesOpen', getU32Encoder()], ['claimed', getU8Encoder()], ['pad3', fixEncoderSize(getBytesEncoder(), 3)], ['claimValue', fixEncoderSize(getBytesEncoder(), 4)], ['nonce', getU32Encoder()], ['claimRoot', fixEncoderSize(getBytesEncoder(), 32)], ['reserved', fixEncoderSize(getBytesEncoder(), 32)]]), (value) => ({ ...value, discriminator: DISPUTE_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['kind', getU8Encoder()], ['state', getU8Encoder()], ['proven', getU8Encoder()], ['bump', getU8Encoder()], ['pad0', fixEncoderSize(getBytesEncoder(), 3)], ['task', getAddressEncoder()], ['challenger', getAddressEncoder()], ['payout', getAddressEncoder()], ['target', getAddressEncoder()], ['bond', getU64Encoder()], ['openedSlot', getU64Encoder()], ['answerDeadline', getU64Encoder()], ['acc', getU64Encoder()], ['tile', getU32Encoder()], ['element', getU32Encoder()], ['done', getU32Encoder()], ['pad1', getU32Encoder()], ['committed', fixEncoderSize(getBytesEncoder(), 32)], ['buffer', fixEncoderSize(getBytesEncoder(), 2048)], ['inputs', getU8Encoder()], ['pad2', fixEncoderSize(getBytesEncoder(), 7)], ['sliceLens', getArrayEncoder(getU64Encoder(), { size: 2 })], ['sliceRoots', getArrayEncoder(fixEncoderSize(getBytesEncoder(), 32), { size: 2 })], ['feed', fixEncoderSize(getBytesEncoder(), 96)], ['defendDeadline', getU64Encoder()], ['gamesOpen', getU32Encoder()], ['claimed', getU8Encoder()], ['pad3', fixEncoderSize(getBytesEncoder(), 3)], ['claimValue', fixEncoderSize(getBytesEncoder(), 4)], ['nonce', getU32Encoder()], ['claimRoot', fixEncoderSize(getBytesEncoder(), 32)], ['encLayout', fixEncoderSize(getBytesEncoder(), 28)], ['reserved', fixEncoderSize(getBytesEncoder(), 4)]]), (value) => ({ ...value, discriminator: DISPUTE_DISCRIMINATOR }));
 }
 
 /** Gets the decoder for {@link Dispute} account data. */
 export function getDisputeDecoder(): FixedSizeDecoder<Dispute> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['kind', getU8Decoder()], ['state', getU8Decoder()], ['proven', getU8Decoder()], ['bump', getU8Decoder()], ['pad0', fixDecoderSize(getBytesDecoder(), 3)], ['task', getAddressDecoder()], ['challenger', getAddressDecoder()], ['payout', getAddressDecoder()], ['target', getAddressDecoder()], ['bond', getU64Decoder()], ['openedSlot', getU64Decoder()], ['answerDeadline', getU64Decoder()], ['acc', getU64Decoder()], ['tile', getU32Decoder()], ['element', getU32Decoder()], ['done', getU32Decoder()], ['pad1', getU32Decoder()], ['committed', fixDecoderSize(getBytesDecoder(), 32)], ['buffer', fixDecoderSize(getBytesDecoder(), 2048)], ['inputs', getU8Decoder()], ['pad2', fixDecoderSize(getBytesDecoder(), 7)], ['sliceLens', getArrayDecoder(getU64Decoder(), { size: 2 })], ['sliceRoots', getArrayDecoder(fixDecoderSize(getBytesDecoder(), 32), { size: 2 })], ['feed', fixDecoderSize(getBytesDecoder(), 96)], ['defendDeadline', getU64Decoder()], ['gamesOpen', getU32Decoder()], ['claimed', getU8Decoder()], ['pad3', fixDecoderSize(getBytesDecoder(), 3)], ['claimValue', fixDecoderSize(getBytesDecoder(), 4)], ['nonce', getU32Decoder()], ['claimRoot', fixDecoderSize(getBytesDecoder(), 32)], ['reserved', fixDecoderSize(getBytesDecoder(), 32)]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['kind', getU8Decoder()], ['state', getU8Decoder()], ['proven', getU8Decoder()], ['bump', getU8Decoder()], ['pad0', fixDecoderSize(getBytesDecoder(), 3)], ['task', getAddressDecoder()], ['challenger', getAddressDecoder()], ['payout', getAddressDecoder()], ['target', getAddressDecoder()], ['bond', getU64Decoder()], ['openedSlot', getU64Decoder()], ['answerDeadline', getU64Decoder()], ['acc', getU64Decoder()], ['tile', getU32Decoder()], ['element', getU32Decoder()], ['done', getU32Decoder()], ['pad1', getU32Decoder()], ['committed', fixDecoderSize(getBytesDecoder(), 32)], ['buffer', fixDecoderSize(getBytesDecoder(), 2048)], ['inputs', getU8Decoder()], ['pad2', fixDecoderSize(getBytesDecoder(), 7)], ['sliceLens', getArrayDecoder(getU64Decoder(), { size: 2 })], ['sliceRoots', getArrayDecoder(fixDecoderSize(getBytesDecoder(), 32), { size: 2 })], ['feed', fixDecoderSize(getBytesDecoder(), 96)], ['defendDeadline', getU64Decoder()], ['gamesOpen', getU32Decoder()], ['claimed', getU8Decoder()], ['pad3', fixDecoderSize(getBytesDecoder(), 3)], ['claimValue', fixDecoderSize(getBytesDecoder(), 4)], ['nonce', getU32Decoder()], ['claimRoot', fixDecoderSize(getBytesDecoder(), 32)], ['encLayout', fixDecoderSize(getBytesDecoder(), 28)], ['reserved', fixDecoderSize(getBytesDecoder(), 4)]]);
 }
 
 /** Gets the codec for {@link Dispute} account data. */
