@@ -242,7 +242,14 @@ pub fn prepare_encoder(
     for (role, path, bytes) in &files {
         within_bound(&job, *role, path, bytes)?;
     }
-    Ok(prepared(job, files, None))
+    // the model's and the texts' ids' slices, so that the program can referee the job by a
+    // game over a text's trace (PROTOCOL §8.7, §8.10)
+    use crate::compute::slices;
+    let named = [
+        slices::of_encoder(&enc.encoder),
+        slices::of_ids(&ids, max_tokens),
+    ];
+    Ok(prepared(job, files, Some(named)))
 }
 
 /// What a client needs to post jobs on a model it hosts, without reading the model again: the

@@ -200,13 +200,14 @@ pub struct SlicedInputs {
     slices: [Vec<u8>; 2],
     trees: [std::sync::OnceLock<compute_market_protocol::merkle::MerkleTree>; 2],
     /// Rows' traces (PROTOCOL §8.10), computed once each: a game reads one every turn.
-    traces: std::sync::Mutex<
-        std::collections::HashMap<
-            u32,
-            std::sync::Arc<compute_market_protocol::trace::build::Trace>,
-        >,
-    >,
+    traces: std::sync::Mutex<std::collections::HashMap<u32, std::sync::Arc<RowTrace>>>,
+    /// An `Encoder` job's encoder, read from its slice string once.
+    encoder: std::sync::OnceLock<Option<compute_market_protocol::encoder::Encoder>>,
 }
+
+/// One party's trace of a disputed row: an `Mlp` row's or an `Encoder` text's.
+pub type RowTrace =
+    compute_market_protocol::trace::build::Trace<compute_market_protocol::trace::Traced>;
 
 impl SlicedInputs {
     /// The inputs of a job whose manifest is `manifest` and whose slice strings are `slices`,
@@ -237,7 +238,19 @@ impl SlicedInputs {
             slices,
             trees: Default::default(),
             traces: Default::default(),
+            encoder: Default::default(),
         })
+    }
+
+    /// The pieces `dispute_layout` proves for row `row`, (input, chunk) in order: the
+    /// model's header, and for an `Encoder` the chunk of the ids holding the text's count.
+    pub fn layout_pieces(job: &JobSpec, row: u32) -> Vec<(u8, u64)> {
+        use compute_market_protocol::{job::JobKind, merkle::CHUNK_LEN, trace::encoder};
+        let mut p = vec![(0, 0)];
+        if job.kind == JobKind::Encoder {
+            p.push((1, encoder::count_at(job, row) / CHUNK_LEN as u64));
+        }
+        p
     }
 
     /// Chunk `c` of input `input` and its siblings to the input's root, bottom-up.
@@ -251,25 +264,53 @@ impl SlicedInputs {
 
     /// The trace of `job`'s row `row` through its model (PROTOCOL §8.10), read from the slice
     /// strings as the program reads them (once a row); `None` past the batch or for slices not
-    /// a model's.
-    pub fn trace(
-        &self,
-        job: &JobSpec,
-        row: u32,
-    ) -> Option<std::sync::Arc<compute_market_protocol::trace::build::Trace>> {
+    /// a model's (and an `Encoder`'s ids out of its vocabulary or positions).
+    pub fn trace(&self, job: &JobSpec, row: u32) -> Option<std::sync::Arc<RowTrace>> {
+        use compute_market_protocol::{job::JobKind, slices::encoder as se, trace::build::Trace};
         if let Some(t) = self.traces.lock().expect("traces lock").get(&row) {
             return Some(t.clone());
         }
-        let f = job.dims[1] as usize;
-        let x: Vec<i8> = self.slices[1]
-            .get(row as usize * f..(row as usize + 1) * f)?
-            .iter()
-            .map(|&b| b as i8)
-            .collect();
-        let t = std::sync::Arc::new(compute_market_protocol::trace::build::Trace::of_slices(
-            &self.slices[0],
-            &x,
-        )?);
+        let t = if job.kind == JobKind::Encoder {
+            let enc = self
+                .encoder
+                .get_or_init(|| se::build::parse(&self.slices[0]))
+                .as_ref()?;
+            let stride = se::ids_stride(job.dims[1]) as usize;
+            let at = row as usize * stride;
+            let word = |o: usize| -> Option<u32> {
+                Some(u32::from_le_bytes(
+                    self.slices[1].get(o..o + 4)?.try_into().ok()?,
+                ))
+            };
+            let count = word(at)? as usize;
+            if count == 0 || count > job.dims[1] as usize || count > enc.positions() {
+                return None;
+            }
+            let ids: Vec<u32> = (0..count)
+                .map(|p| word(at + 4 + 4 * p))
+                .collect::<Option<_>>()?;
+            if ids.iter().any(|&id| id as usize >= enc.vocab()) {
+                return None;
+            }
+            let t = Trace::of_text(enc, &ids);
+            Trace {
+                lay: t.lay.into(),
+                mem: t.mem,
+            }
+        } else {
+            let f = job.dims[1] as usize;
+            let x: Vec<i8> = self.slices[1]
+                .get(row as usize * f..(row as usize + 1) * f)?
+                .iter()
+                .map(|&b| b as i8)
+                .collect();
+            let t = Trace::of_slices(&self.slices[0], &x)?;
+            Trace {
+                lay: t.lay.into(),
+                mem: t.mem,
+            }
+        };
+        let t = std::sync::Arc::new(t);
         self.traces
             .lock()
             .expect("traces lock")
@@ -288,6 +329,12 @@ impl SlicedInputs {
         let target = feed::target(job, tile, element)?;
         if target == Target::Padding {
             return Some([0; 4]);
+        }
+        if let (compute_market_protocol::job::JobKind::Encoder, Target::Word(row, w)) =
+            (job.kind, target)
+        {
+            // an embedding's word: the text's trace (its last steps are the embedding)
+            return Some(self.trace(job, row)?.word(w));
         }
         let mut f = Feed::start(job, target);
         let mut work = vec![0u8; feed::WORK_LEN];

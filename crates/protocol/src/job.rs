@@ -319,6 +319,9 @@ impl JobSpec {
                 JobKind::MatMulModP => {
                     slices_len == dims[0] as u64 * crate::slices::matrix_stride(dims[1])
                 }
+                JobKind::Encoder => {
+                    slices_len <= crate::slices::encoder::max_len(dims[2], work_per_row)
+                }
                 _ => {
                     slices_len
                         <= crate::slices::MAX_MODEL_HEADER

@@ -55,10 +55,32 @@ pub fn of_batch(b: &Batch) -> Slices {
     build::slices_of(&build::batch(&b.x))
 }
 
+/// An `Encoder` model's slices (laid out for the replay of one step: PROTOCOL §8.7).
+pub fn of_encoder(e: &compute_market_protocol::encoder::Encoder) -> Slices {
+    build::slices_of(&compute_market_protocol::slices::encoder::build::model(e))
+}
+
+/// An `Encoder` job's texts by their token ids, at the job's token limit.
+pub fn of_ids(ids: &[Vec<u32>], limit: u32) -> Slices {
+    build::slices_of(&compute_market_protocol::slices::encoder::build::ids(
+        ids, limit,
+    ))
+}
+
 /// Refuses a manifest whose part `role` names slices other than `have` (a version-1
 /// manifest names none: nothing to check).
 pub fn check(manifest: &Manifest, role: Role, have: Slices) -> anyhow::Result<()> {
+    check_with(manifest, role, || have)
+}
+
+/// [`check`], computing the part's slices only when the manifest names some.
+pub fn check_with(
+    manifest: &Manifest,
+    role: Role,
+    have: impl FnOnce() -> Slices,
+) -> anyhow::Result<()> {
     if let Some(named) = manifest.part(role).and_then(|p| p.slices) {
+        let have = have();
         anyhow::ensure!(
             named == have,
             "the manifest names slices of part {} ({} bytes, BLAKE3 {}) that are not its content's ({} bytes, BLAKE3 {}): the program could not referee this job (PROTOCOL §8.7)",

@@ -536,6 +536,17 @@ impl ResultStore {
                 .map_err(invalid)?;
             let ids =
                 crate::compute::encoder::tokenize(&model, &texts, max_tokens).map_err(invalid)?;
+            // the texts are refereed by their ids: a manifest naming ids other than this
+            // keeper's tokenization is refused, so no task is claimed on ids nobody computed
+            use crate::compute::slices;
+            slices::check_with(&manifest, Role::Model, || {
+                slices::of_encoder(&model.encoder)
+            })
+            .map_err(invalid)?;
+            slices::check_with(&manifest, Role::Texts, || {
+                slices::of_ids(&ids, max_tokens as u32)
+            })
+            .map_err(invalid)?;
             inputs::hold_encoder(
                 job.input,
                 inputs::EncoderInputs {

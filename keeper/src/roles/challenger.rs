@@ -460,6 +460,11 @@ pub fn sliced_inputs(
                 build::matrix_columns(&i.b.data, k, n),
             ]
         }
+        JobKind::Encoder => {
+            use compute_market_protocol::slices::encoder::build as eb;
+            let i = inputs::encoder(job)?;
+            [eb::model(&i.encoder), eb::ids(&i.ids, k)]
+        }
         kind => bail!("{kind:?} jobs are not refereed from slices"),
     };
     SlicedInputs::new(job, manifest.to_vec(), slices)

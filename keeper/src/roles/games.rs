@@ -26,11 +26,7 @@ use compute_market_protocol::{
     feed::{self, Target},
     job::JobSpec,
     merkle::CHUNK_LEN,
-    trace::{
-        self,
-        build::{with_siblings, Trace},
-        Replay, Source, LEAF_LEN, WRITE_LEN,
-    },
+    trace::{self, build::with_siblings, encoder, Slots, Source, LEAF_LEN, WRITE_LEN},
 };
 use solana_instruction::Instruction;
 use solana_keypair::Keypair;
@@ -39,7 +35,7 @@ use solana_signer::Signer;
 use super::{send_all, NodeCtx};
 use crate::{
     chain::{Chain, ChainExt},
-    dispute::SlicedInputs,
+    dispute::{RowTrace as Trace, SlicedInputs},
 };
 
 /// Most moves one pass makes in one game before it returns (a replay is at most 18 pieces of
@@ -54,7 +50,8 @@ pub enum Turn {
     Wait,
 }
 
-/// The row and word of a dispute's element when it is a word of an `Mlp` row.
+/// The row and word of a dispute's element when it is a word of an `Mlp` row or of an
+/// `Encoder` text's embedding.
 fn word(job: &JobSpec, d: &Dispute) -> Option<(u32, u32)> {
     match feed::target(job, d.tile, d.element)? {
         Target::Word(r, w) => Some((r, w)),
@@ -89,7 +86,11 @@ pub fn challenger_turn(
     };
     let vote = (d.kind == DISPUTE_CLAIMS_FALSE).then_some(d.target);
     let Some(lay) = d.layout() else {
-        let (chunk, path) = data.chunk(0, 0);
+        // the model's header; an Encoder's text count next
+        let pieces = SlicedInputs::layout_pieces(job, row);
+        let half = encoder::Layout::decode(&d.enc_layout).is_some();
+        let (input, c) = pieces[usize::from(half).min(pieces.len() - 1)];
+        let (chunk, path) = data.chunk(input, c);
         write(&with_siblings(chunk, CHUNK_LEN, &path))?;
         let ix = client::dispute_layout(*key, *me, path.len() as u8);
         return Ok(Some(Turn::Send("dispute_layout", vec![ix])));
@@ -101,7 +102,7 @@ pub fn challenger_turn(
         mine.lay == lay,
         "the model's header proven on chain is not the model held here"
     );
-    let steps = lay.steps();
+    let steps = lay.step_count();
     if d.claimed == 0 {
         // the program refuses a claim whose games could not end before the answer deadline
         let clock =
@@ -111,7 +112,7 @@ pub fn challenger_turn(
             "ClaimTooLate: a claim now could not end its games before slot {}",
             d.answer_deadline
         );
-        let (off, _) = lay.slot(lay.word_step(w));
+        let off = lay.word_at(w);
         let (leaf, path) = mine.leaf_at(steps, off / LEAF_LEN as u64);
         write(&with_siblings(leaf.to_vec(), LEAF_LEN, &path))?;
         let ix = client::dispute_claim(*key, *me, mine.root_at(steps), path.len() as u8);
@@ -221,7 +222,7 @@ fn defend_one(
     let mine = data
         .trace(job, row)
         .context("the row's trace cannot be computed from the inputs held")?;
-    let steps = mine.lay.steps();
+    let steps = mine.lay.step_count();
     if mine.root_at(steps) == d.claim_root {
         tracing::debug!(who, task = %key, dispute = %dk, "the claim is this keeper's own trace: not defending");
         return Ok(());
@@ -303,7 +304,7 @@ fn open_game(
     let ix = client::defend(*key, d.challenger, d.nonce, me, wallet, wallet);
     let r = send_all(chain, who, "defend", key, &[ix], kp)?;
     crate::chain::must("defend", r)?;
-    tracing::info!(who, task = %key, challenger = %d.challenger, bond, steps = mine.lay.steps(), "a claim its own trace finds wrong: defending");
+    tracing::info!(who, task = %key, challenger = %d.challenger, bond, steps = mine.lay.step_count(), "a claim its own trace finds wrong: defending");
     Ok(())
 }
 
@@ -321,9 +322,9 @@ fn replay_move(
     data: &SlicedInputs,
     row: u32,
 ) -> Result<(&'static str, Instruction)> {
-    let replay = Replay::decode(&g.replay);
-    let (src, index) = replay
-        .next(job, &mine.lay, row, g.hi)
+    let (src, index) = mine
+        .lay
+        .next(job, row, g.hi, &g.replay)
         .context("the replay needs no more pieces")?;
     let (bytes, siblings) = match src {
         Source::Trace => {
@@ -340,7 +341,7 @@ fn replay_move(
         let rep = send_all(chain, who, "game_write", &r.task, &[ix], kp)?;
         crate::chain::must("game_write", rep)?;
     }
-    Ok(if replay.stage == 2 {
+    Ok(if mine.lay.at_slot(job, row, g.hi, &g.replay) {
         let fallback = payout_fallback(chain, &g.payout)?;
         (
             "game_settle",

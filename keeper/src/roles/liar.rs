@@ -13,17 +13,17 @@ use compute_market_protocol::{
     feed::{self, Target},
     job::JobSpec,
     merkle::CHUNK_LEN,
-    trace::{
-        build::{with_siblings, Trace},
-        LEAF_LEN,
-    },
+    trace::{build::with_siblings, Slots, LEAF_LEN},
 };
 use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
 use super::send_all;
-use crate::chain::{Chain, ChainExt};
+use crate::{
+    chain::{Chain, ChainExt},
+    dispute::RowTrace as Trace,
+};
 
 /// A challenger that lies, for tests and demonstrations of the defence (as a verifier may be
 /// `careless` or `lying`): once task `task`'s result is held Accepted, it disputes word
@@ -96,14 +96,16 @@ impl Liar {
             self.write(chain, &data.manifest)?;
             let inputs = client::dispute_inputs(key, me, data.manifest.len() as u16);
             self.send(chain, "dispute_inputs", vec![inputs])?;
-            let (chunk, path) = data.chunk(0, 0);
-            self.write(chain, &with_siblings(chunk, CHUNK_LEN, &path))?;
-            let layout = client::dispute_layout(key, me, path.len() as u8);
-            self.send(chain, "dispute_layout", vec![layout])?;
+            for (input, c) in crate::dispute::SlicedInputs::layout_pieces(&job, row) {
+                let (chunk, path) = data.chunk(input, c);
+                self.write(chain, &with_siblings(chunk, CHUNK_LEN, &path))?;
+                let layout = client::dispute_layout(key, me, path.len() as u8);
+                self.send(chain, "dispute_layout", vec![layout])?;
+            }
             let mut lie: Trace = (*data.trace(&job, row).context("the row's trace")?).clone();
-            let (off, _) = lie.lay.slot(lie.lay.word_step(w));
+            let off = lie.lay.word_at(w);
             lie.mem[off as usize] ^= 1;
-            let steps = lie.lay.steps();
+            let steps = lie.lay.step_count();
             let (leaf, path) = lie.leaf_at(steps, off / LEAF_LEN as u64);
             self.write(chain, &with_siblings(leaf.to_vec(), LEAF_LEN, &path))?;
             let claim = client::dispute_claim(key, me, lie.root_at(steps), path.len() as u8);

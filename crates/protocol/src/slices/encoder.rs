@@ -272,6 +272,26 @@ pub fn read_header(job: &JobSpec, len: u64, bytes: &[u8]) -> Result<Shape, FeedE
     }
 }
 
+/// The most bytes an `Encoder` model's slice string of width `h` and `work` multiply-adds a
+/// token (blocks · (4H² + 2HF) ≤ work) may have: the header and the embeddings' records, the
+/// largest tables, the exp table, and per block its weights (within the work), the records'
+/// heads and padding (at most `1 048 + 115H` bytes and 15 a feed-forward output).
+pub fn max_len(h: u32, work: u64) -> u64 {
+    let h = h.max(1) as u64;
+    let blocks = (work / (4 * h * h)).min(MAX_ENCODER_BLOCKS);
+    let ffn = work / (2 * h);
+    HEADER_LEN
+        + 16 * h
+        + 4
+        + 8 * h
+        + pad4(MAX_ENCODER_VOCAB * h)
+        + pad4(MAX_ENCODER_TOKENS as u64 * h)
+        + 4 * EXP_LEN
+        + blocks * (1_048 + 115 * h)
+        + work
+        + 15 * ffn
+}
+
 /// Bytes from one text's ids to the next: a count and `limit` ids.
 pub fn ids_stride(limit: u32) -> u64 {
     4 * (limit as u64 + 1)
@@ -281,7 +301,7 @@ pub fn ids_stride(limit: u32) -> u64 {
 #[cfg(not(target_os = "solana"))]
 pub mod build {
     use super::*;
-    use crate::encoder::{Dense, Encoder, Norm, Requant};
+    use crate::encoder::{Block, Dense, Encoder, Norm, Requant};
 
     /// The shape of an encoder (checked by [`Encoder::check`]).
     pub fn shape(e: &Encoder) -> Shape {
@@ -362,8 +382,153 @@ pub mod build {
         out
     }
 
+    /// The encoder an `Encoder` model's slice string holds, read as the program reads it
+    /// ([`model`] read back); `None` if the string is not one, or its encoder breaks a bound
+    /// ([`Encoder::check`]).
+    pub fn parse(bytes: &[u8]) -> Option<Encoder> {
+        let head = bytes.get(..HEADER_LEN as usize)?;
+        let w = |i: usize| u32::from_le_bytes(head[4 * i..4 * i + 4].try_into().expect("4"));
+        let s = Shape {
+            hidden: w(1),
+            heads: w(2),
+            ffn: w(3),
+            blocks: w(4),
+            vocab: w(5),
+            positions: w(6),
+        };
+        let fits = w(0) == MAGIC
+            && (1..=MAX_ENCODER_HIDDEN).contains(&s.hidden)
+            && s.heads >= 1
+            && (1..=MAX_ENCODER_FFN).contains(&(s.ffn as u64))
+            && (1..=MAX_ENCODER_BLOCKS).contains(&(s.blocks as u64))
+            && (1..=MAX_ENCODER_VOCAB).contains(&(s.vocab as u64))
+            && (1..=MAX_ENCODER_TOKENS).contains(&s.positions)
+            && s.len() == bytes.len() as u64;
+        if !fits {
+            return None;
+        }
+        let (h, f) = (s.hidden as usize, s.ffn as usize);
+        let mut r = Reader {
+            b: bytes,
+            at: HEADER_LEN as usize,
+        };
+        let mut word_rq = Requant::default();
+        let mut pos_rq = Requant::default();
+        for _ in 0..h {
+            word_rq.m.push(r.i32());
+            word_rq.s.push(r.i32());
+            pos_rq.m.push(r.i32());
+            pos_rq.s.push(r.i32());
+        }
+        let ln = r.norm(h);
+        let word = r.bytes(s.vocab as usize * h);
+        let pos = r.bytes(s.positions as usize * h);
+        let exp = (0..EXP_LEN).map(|_| r.i32()).collect();
+        let mut blocks = Vec::with_capacity(s.blocks as usize);
+        for _ in 0..s.blocks {
+            let att = (r.i32(), r.i32());
+            let q = r.dense(h, h, None);
+            let k = r.dense(h, h, None);
+            let v = r.dense(h, h, None);
+            let mut ctx = Requant::default();
+            for _ in 0..h {
+                ctx.m.push(r.i32());
+                ctx.s.push(r.i32());
+            }
+            let mut res1 = Requant::default();
+            let o = r.dense(h, h, Some(&mut res1));
+            let ln1 = r.norm(h);
+            let f1 = r.dense(h, f, None);
+            let gelu = r.bytes(GELU_LEN as usize);
+            let mut res2 = Requant::default();
+            let f2 = r.dense(f, h, Some(&mut res2));
+            let ln2 = r.norm(h);
+            blocks.push(Block {
+                q,
+                k,
+                v,
+                att,
+                ctx,
+                o,
+                res1,
+                ln1,
+                f1,
+                gelu,
+                f2,
+                res2,
+                ln2,
+            });
+        }
+        let e = Encoder {
+            hidden: h,
+            heads: s.heads as usize,
+            word,
+            word_rq,
+            pos,
+            pos_rq,
+            ln,
+            exp,
+            blocks,
+        };
+        e.check().ok()?;
+        Some(e)
+    }
+
+    /// Reads a slice string front to back (its length checked first).
+    struct Reader<'a> {
+        b: &'a [u8],
+        at: usize,
+    }
+
+    impl Reader<'_> {
+        fn i32(&mut self) -> i32 {
+            let v = i32::from_le_bytes(self.b[self.at..self.at + 4].try_into().expect("4"));
+            self.at += 4;
+            v
+        }
+
+        fn bytes(&mut self, n: usize) -> Vec<i8> {
+            let v = self.b[self.at..self.at + n]
+                .iter()
+                .map(|&x| x as i8)
+                .collect();
+            self.at += pad4(n as u64) as usize;
+            v
+        }
+
+        fn norm(&mut self, h: usize) -> Norm {
+            let shift = self.i32();
+            let (mut g, mut b) = (Vec::with_capacity(h), Vec::with_capacity(h));
+            for _ in 0..h {
+                g.push(self.i32());
+                b.push(self.i32());
+            }
+            Norm { g, b, shift }
+        }
+
+        fn dense(&mut self, inp: usize, out: usize, mut res: Option<&mut Requant>) -> Dense {
+            let mut d = Dense {
+                inp,
+                out,
+                ..Dense::default()
+            };
+            for _ in 0..out {
+                d.bias.push(self.i32());
+                d.rq.m.push(self.i32());
+                d.rq.s.push(self.i32());
+                if let Some(r) = res.as_deref_mut() {
+                    r.m.push(self.i32());
+                    r.s.push(self.i32());
+                }
+                d.weight.extend(self.bytes(inp));
+            }
+            d
+        }
+    }
+
     /// The texts' slice string: each text's count and ids at [`ids_stride`]`(limit)`.
     pub fn ids(texts: &[Vec<u32>], limit: u32) -> Vec<u8> {
+        debug_assert!(texts.iter().all(|t| t.len() <= limit as usize));
         let stride = ids_stride(limit) as usize;
         let mut out = vec![0u8; texts.len() * stride];
         for (r, ids) in texts.iter().enumerate() {

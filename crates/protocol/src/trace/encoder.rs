@@ -1378,6 +1378,11 @@ mod tests {
             e.check().expect("a generated encoder is within the bounds");
             let limit = shape.positions as u32;
             let ms = se::build::model(&e);
+            assert_eq!(se::build::parse(&ms).as_ref(), Some(&e), "read back");
+            let h = e.hidden as u32;
+            assert!(ms.len() as u64 <= se::max_len(h, e.work_per_token(limit as usize)));
+            assert!(JobSpec::decode(&job_for(&e, 3, limit, ms.len() as u64).encode()).is_ok());
+            assert_eq!(se::build::parse(&ms[..ms.len() - 1]), None);
             let all = texts(&e, &lens, seed);
             let ids = se::build::ids(&all, limit);
             let job = job_for(&e, lens.len() as u32, limit, ms.len() as u64);

@@ -37,7 +37,7 @@ fn is_dispute(label: &str) -> bool {
     label.contains("dispute")
         || label.starts_with("conclude_task")
         || label.contains("game")
-        || label == "defend"
+        || label.starts_with("defend")
 }
 
 /// One kind-1 dispute at the bounds of `job`: a wrong result whose committed root the provider
@@ -297,6 +297,140 @@ fn game_at_bounds() -> (Vec<TxRecord>, usize) {
         keep_costliest(&mut rows, label, r);
     }
     (rows, one_game)
+}
+
+/// Games over an `Encoder` text at MiniLM's shape (H 384, 12 heads, F 1 536, 6 blocks, a
+/// 30 522-token vocabulary) and the job's longest text (128 tokens), in a window of 3 000
+/// slots: one defender's trace departs from the truth at the last block's attention (the
+/// widest replay: 4 KiB of keys and the exp table), one at its feed-forward-out sum, one at
+/// its LayerNorm; each loses its game. Rows labelled "(Encoder)"; returns them, the
+/// transactions of the attention's game (open to resolution), and the trace's steps.
+fn encoder_games_at_scale() -> (Vec<TxRecord>, usize, u64) {
+    use compute_market_protocol::{
+        encoder::{random_encoder, RandomShape},
+        trace::encoder::{Region, Step},
+    };
+    use compute_market_svm_tests::games::Trace;
+    let (h, words, limit) = (384usize, 192u32, 128u32);
+    let enc = random_encoder(
+        RandomShape {
+            hidden: h,
+            heads: 12,
+            ffn: 1_536,
+            blocks: 6,
+            vocab: 30_522,
+            positions: 512,
+        },
+        77,
+    );
+    let texts: Vec<Vec<u32>> = (0..4u32)
+        .map(|r| {
+            (0..limit)
+                .map(|p| (r * 7_919 + p * 104_729) % 30_522)
+                .collect()
+        })
+        .collect();
+    let (job, inputs) = disputes::Inputs::encoder(&enc, &texts, limit, 4);
+    let window = 3_000;
+    assert_eq!(dispute::method(&job, window), Some(dispute::Method::Game));
+    let market = compute_market::state::MarketArgs {
+        dispute_window: window,
+        ..test_market(1)
+    };
+    let mut c = cast_with(3, 1, Params::defaults(30_000), market);
+    let truth = Trace::of_text(&enc, &texts[1]);
+    let embeddings: Vec<Vec<u8>> = texts
+        .iter()
+        .map(|t| enc.embed(t).iter().flat_map(|v| v.to_le_bytes()).collect())
+        .collect();
+    // text 1's word 5 is wrong in the result
+    let wrong = disputes::Committed::new(job, |t, e| {
+        let (row, w) = ((t * 4 + e / words) as usize, (e % words) as usize);
+        let mut v = [0u8; 32];
+        if let Some(r) = embeddings.get(row) {
+            v[..4].copy_from_slice(&r[4 * w..4 * w + 4]);
+        }
+        if (row, w) == (1, 5) {
+            v[0] ^= 1;
+        }
+        v
+    });
+    let task = c.submitted_job(1, job, 0, wrong.root());
+    let w = &mut c.w;
+    let votes: Vec<(&Actor, Ballot)> = c
+        .verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v, Ballot::new(VOTE_VALID, i as u64)))
+        .collect();
+    w.decide(task, &votes);
+    let start = w.records.len();
+    let client = c.client.clone();
+    let element = words + 5;
+    w.open_dispute(&client, task, 1, 0, element).expect("open");
+    w.prove_element(&client, task, &wrong, 0, element)
+        .expect("prove");
+    w.prove_inputs(&client, task, &inputs).expect("inputs");
+    w.lay_out(&client, task, &inputs).expect("layout");
+    w.claim_trace(&client, task, &truth, 5).expect("claim");
+    let lay = truth.lay;
+    let find = |f: &dyn Fn(Step) -> bool| {
+        (1..=lay.steps())
+            .rev()
+            .find(|&s| f(lay.step(s).expect("a step")))
+            .expect("a step of that kind")
+    };
+    let attn = find(&|s| matches!(s, Step::Attn { b: 5, h: 11, .. }));
+    let res = find(&|s| {
+        matches!(
+            s,
+            Step::Res {
+                b: 5,
+                second: true,
+                ..
+            }
+        )
+    });
+    let norm = find(&|s| {
+        matches!(
+            s,
+            Step::Norm {
+                block: Some(5),
+                second: true,
+                ..
+            }
+        )
+    });
+    assert!(lay.len() <= compute_market_protocol::trace::encoder::MAX_MEMORY);
+    let _ = Region::Out;
+    let mut one_game = 0;
+    for (name, s) in [("d.attention", attn), ("d.residual", res), ("d.norm", norm)] {
+        let mut departing = truth.clone();
+        let (off, width) = compute_market_protocol::trace::Slots::slot_of(&lay, s);
+        departing.mem[off as usize + width - 1] ^= 0x55;
+        let d = w.actor(name, 10_000_000);
+        w.defend(&d, task, &client).expect("defend");
+        w.play(&client, &truth, &d, &departing, task, &inputs)
+            .expect("the right claim wins the game");
+        if one_game == 0 {
+            one_game = w.records.len() - start + 1;
+        }
+    }
+    let d = w.dispute(&task, &client).expect("open");
+    w.advance(d.defend_deadline.saturating_sub(w.slot()) + 1);
+    w.resolve(&client, task, None).expect("resolve");
+    let mut rows: Vec<TxRecord> = vec![];
+    for r in &w.records[start..] {
+        let l = r.label.as_str();
+        let game = l.contains("game")
+            || l == "defend"
+            || matches!(l, "dispute_layout" | "dispute_claim" | "dispute_resolve");
+        if !game || !r.ok {
+            continue;
+        }
+        keep_costliest(&mut rows, format!("{l} (Encoder)"), r);
+    }
+    (rows, one_game, lay.steps())
 }
 
 /// A kind-2 dispute (a pointer outside the result, refuted at once; one recomputed) and a
@@ -582,6 +716,13 @@ fn main() {
     w.records.extend(refutation_and_timeout());
     let (records, txs) = game_at_bounds();
     dispute_txs.push(("Mlp 64-4096-4096-4096 by a game against one defender", txs));
+    w.records.extend(records);
+    let (records, txs, steps) = encoder_games_at_scale();
+    println!("Encoder at MiniLM's shape, a text of 128 tokens: a trace of {steps} steps");
+    dispute_txs.push((
+        "Encoder MiniLM-shaped, 128 tokens, by a game against one defender (an attention step)",
+        txs,
+    ));
     w.records.extend(records);
 
     // first successful record of each instruction, in order of appearance
