@@ -496,3 +496,88 @@ fn keepers_defend_a_right_result_against_a_wrong_claim_and_win_the_game() {
     );
     assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");
 }
+
+/// The dispute window of the encoder game tests: a game over a MiniLM text fits it.
+const ENCODER_WINDOW: u32 = 3_000;
+
+#[test]
+fn keepers_defend_a_right_embedding_against_a_wrong_claim_and_win_the_game() {
+    use compute_market_keeper::roles::liar::Liar;
+    // the MiniLM task over the held-out texts, honest keepers; a lying challenger claims a
+    // trace of text 6 whose embedding's first word is flipped: the keepers that vouched for it
+    // defend on their own, narrow the lie to its one wrong step (the embedding's first group,
+    // replayed from the running sums on chain), and win its bond
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = DemoConfig {
+        providers: 2,
+        verifiers: 3,
+        tasks: 1,
+        sentences: true,
+        dispute_window: ENCODER_WINDOW,
+        ..Default::default()
+    };
+    let mut s = Scenario::new(&cfg, Arc::new(CpuBackend), dir.path()).expect("scenario");
+    for v in &mut s.verifiers {
+        v.careless = false;
+    }
+    // the bond follows the task's reward, which follows MiniLM's work
+    const FUNDS: u64 = 1 << 50;
+    let (key, _) = s.sentences.clone().expect("the sentences task");
+    let job = s.tasks.iter().find(|(k, _, _)| *k == key).unwrap().1;
+    assert_eq!(
+        compute_market_protocol::dispute::method(&job, ENCODER_WINDOW),
+        Some(compute_market_protocol::dispute::Method::Game),
+        "{job:?}"
+    );
+    let kp = s.chain.with(|c| {
+        let kp = c.keypair("liar");
+        c.airdrop(&kp.pubkey(), 100_000_000_000);
+        kp
+    });
+    let funded =
+        compute_market_keeper::deploy::fund(s.chain.as_ref(), &s.admin, &kp.pubkey(), FUNDS)
+            .unwrap();
+    let wallet: Pubkey = funded.token_account.parse().unwrap();
+    let rpt = job.rows_per_tile as u32;
+    let words = job.dims[2] / 2;
+    let mut liar = Liar {
+        kp,
+        store: s.store.clone(),
+        task: key,
+        // text 6's first word
+        at: (6 / rpt, (6 % rpt) * words),
+        lie: None,
+    };
+    let mut bond = 0;
+    let mut guard = 0;
+    while !s.done() {
+        s.tick().unwrap();
+        if bond == 0 {
+            bond = s
+                .chain
+                .task(&key)
+                .unwrap()
+                .map_or(0, |t| t.verifier_bond.max(1));
+        }
+        liar.step(s.chain.as_ref())
+            .unwrap_or_else(|e| panic!("the liar: {e:#}"));
+        guard += 1;
+        assert!(guard < 8_000, "the market finishes");
+    }
+    assert!(liar.lie.is_some(), "the liar claimed");
+    assert_eq!(
+        s.verdicts[&key],
+        (TaskStatus::Accepted, VOTE_VALID),
+        "the right embeddings stand"
+    );
+    assert_eq!(
+        s.chain.token_balance(&wallet).unwrap(),
+        FUNDS - bond,
+        "the liar lost its bond"
+    );
+    assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");
+}

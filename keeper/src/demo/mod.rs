@@ -61,8 +61,9 @@ pub struct DemoConfig {
     /// client's data; the report says how well the market's verified result classifies them).
     pub digits: bool,
     /// Also post the MiniLM encoder over the 60 held-out texts (an `Encoder` task on the
-    /// client's data; the report gives the verified embeddings' cosine to the fp32 model's).
-    /// Needs the model made by `scripts/minilm-model`.
+    /// client's data, its slices named: its disputes are games over a text's trace when the
+    /// window holds one, about 2 700 slots; the report gives the verified embeddings' cosine
+    /// to the fp32 model's). Needs the model made by `scripts/minilm-model`.
     pub sentences: bool,
     /// Also post an `Mlp` task of 12 rows through a random 64-512-512-10 model, too large to
     /// read in a dispute: its disputes are games over a claimed trace (PROTOCOL §8.10) when the
@@ -434,20 +435,29 @@ impl Scenario {
             let model = encoder::parse_model(&model_bytes)?;
             let (texts, fp32, ids) = encoder::minilm_heldout_ids(&model)?;
             let longest = ids.iter().map(Vec::len).max().unwrap_or(1) as u32;
+            // the model's and the ids' slices: the program referees the task by a game over a
+            // text's trace when the window holds one (PROTOCOL §8.10)
+            let named = [
+                crate::compute::slices::of_encoder(&model.encoder),
+                crate::compute::slices::of_ids(&ids, longest),
+            ];
             let manifest = stored_inputs(
                 &store,
                 &[(Role::Model, &model_bytes), (Role::Texts, &texts)],
-                None,
+                Some(&named),
             )?;
             let e = &model.encoder;
-            let job = JobSpec::encoder(
-                ids.len() as u32,
-                longest,
-                e.hidden as u32,
-                e.work_per_token(longest as usize),
-                crate::clientdata::ENCODER_ROWS_PER_TILE,
-                manifest.hash(),
-            );
+            let job = JobSpec {
+                slices_len: named[0].len,
+                ..JobSpec::encoder(
+                    ids.len() as u32,
+                    longest,
+                    e.hidden as u32,
+                    e.work_per_token(longest as usize),
+                    crate::clientdata::ENCODER_ROWS_PER_TILE,
+                    manifest.hash(),
+                )
+            };
             let (id, reward) = (cfg.tasks as u64 + 1, 1_000_000 + job.work() / 16);
             let mut args = PostTaskArgs::new(id, &job, reward);
             args.input_uri = "http://sentences.demo.invalid".into();
