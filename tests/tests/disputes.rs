@@ -313,11 +313,77 @@ fn keepers_defend_a_right_row_against_a_lying_claim_and_win_the_game() -> Result
     // honest provider and seats as processes; a liar, driven here, claims a trace whose class
     // is wrong and splits with its lying roots: the keepers that vouched defend by themselves,
     // bisect to the lie's one wrong step, replay it, and take the liar's bond
-    use compute_market_keeper::roles::liar::Liar;
     let v = Validator::start_fast(8)?;
     let (client, provider, verifiers) = game_market(&v)?;
-    let chain = v.chain();
     let (task, _store) = post_wide(&v, &client)?;
+    // row 6's class
+    defended_against_the_liar(&v, &provider, &verifiers, task, (1, 2 * 11 + 10))
+}
+
+#[test]
+fn keepers_defend_a_right_embedding_against_a_lying_claim_and_win_the_game() -> Result<()> {
+    // the same for MiniLM embeddings posted through the CLI (the texts refereed by their token
+    // ids): the keepers bisect the liar's trace of a text to the one operation it got wrong
+    let v = Validator::start_fast(8)?;
+    let (client, provider, verifiers) = game_market(&v)?;
+    let (store, store_url) = spawn_serve(&v, "client-store")?;
+    let texts = v.dir.path().join("sentences.txt");
+    std::fs::write(
+        &texts,
+        "A cat sat on the mat.\nNo way!!!\nThe invoice is due on 3 March.\nYes.\n\
+         Rust makes systems programming safe.\nCall me at 555-0199.\nI love this song.\n\
+         Where is the station?\n",
+    )?;
+    let model = compute_market_keeper::compute::encoder::minilm_path();
+    let out = v.keeper(
+        &client,
+        &[
+            "task",
+            "post",
+            "--id",
+            "2",
+            "--model",
+            model.to_str().unwrap(),
+            "--texts",
+            texts.to_str().unwrap(),
+            "--store",
+            &store_url,
+            "--reward",
+            &REWARD.to_string(),
+        ],
+    )?;
+    let task: Pubkey = out["posted"]["task"]
+        .as_str()
+        .expect("task address")
+        .parse()?;
+    let job = JobSpec::decode(&v.chain().task(&task)?.unwrap().job)
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    assert_eq!(
+        compute_market_protocol::dispute::method(&job, 2_400),
+        Some(compute_market_protocol::dispute::Method::Game),
+        "a game referees it: {job:?}"
+    );
+    // text 5's first word (two texts a tile, 192 words a text)
+    let words = job.dims[2] / 2;
+    let rpt = job.rows_per_tile as u32;
+    let at = (5 / rpt, (5 % rpt) * words);
+    let r = defended_against_the_liar(&v, &provider, &verifiers, task, at);
+    drop(store);
+    r
+}
+
+/// Runs the honest provider, seats and cranker as processes while a liar, driven here, claims
+/// a wrong trace of (tile, element) `at` of `task`; ends when the task closes, the liar's bond
+/// lost and every keeper having defended.
+fn defended_against_the_liar(
+    v: &Validator,
+    provider: &Path,
+    verifiers: &[PathBuf],
+    task: Pubkey,
+    at: (u32, u32),
+) -> Result<()> {
+    use compute_market_keeper::roles::liar::Liar;
+    let chain = v.chain();
     let liar_wallet = v.wallet("liar", 100 * REWARD)?;
     let mut liar = Liar {
         kp: keypair(&liar_wallet)?,
@@ -330,12 +396,11 @@ fn keepers_defend_a_right_row_against_a_lying_claim_and_win_the_game() -> Result
             .with_policy(compute_market_keeper::results::net::FetchPolicy::loopback()),
         ),
         task,
-        // row 6's class
-        at: (1, 2 * 11 + 10),
+        at,
         lie: None,
     };
-    let before = wallet_balance(&v, &liar_wallet)?;
-    let mut procs = vec![v.spawn_keeper("provider", &provider, &["--provider"])?];
+    let before = wallet_balance(v, &liar_wallet)?;
+    let mut procs = vec![v.spawn_keeper("provider", provider, &["--provider"])?];
     for (i, w) in verifiers.iter().enumerate() {
         procs.push(v.spawn_keeper(&format!("v{i}"), w, &["--verifier"])?);
     }
@@ -352,13 +417,13 @@ fn keepers_defend_a_right_row_against_a_lying_claim_and_win_the_game() -> Result
         }
         Ok(None)
     })
-    .map_err(|e| e.context(log_tails(&v, &names)))?;
+    .map_err(|e| e.context(log_tails(v, &names)))?;
     assert!(liar.lie.is_some(), "the liar claimed");
     assert_eq!(
-        wallet_balance(&v, &liar_wallet)?,
+        wallet_balance(v, &liar_wallet)?,
         before - bond,
         "the liar lost its bond\n{}",
-        log_tails(&v, &names)
+        log_tails(v, &names)
     );
     let mut won = 0;
     for n in ["provider", "v0", "v1", "v2"] {
