@@ -1522,6 +1522,27 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_windows_a_minilm_game_needs() {
+        let shape = Shape {
+            hidden: 384,
+            heads: 12,
+            ffn: 1536,
+            blocks: 6,
+            vocab: 30522,
+            positions: 512,
+        };
+        let least = |limit: u32| {
+            let mut job = JobSpec::encoder(100, limit, 384, encoder_work_for(&shape, limit as u64), 2, [0; 32]);
+            job.slices_len = 1;
+            (1_000..10_000u32)
+                .find(|&d| crate::trace::clock(&job, d).is_some())
+                .unwrap()
+        };
+        // PROTOCOL §8.10's figures
+        assert_eq!((least(12), least(128)), (2_340, 2_898));
+    }
+
     fn encoder_work_for(s: &Shape, limit: u64) -> u64 {
         crate::job::encoder_work_per_token(
             s.blocks as u64,
