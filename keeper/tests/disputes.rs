@@ -443,58 +443,14 @@ fn a_wrong_row_of_a_model_too_large_to_read_is_overturned_by_the_watchers_claim(
 
 #[test]
 fn keepers_defend_a_right_result_against_a_wrong_claim_and_win_the_game() {
-    use compute_market_keeper::roles::liar::Liar;
     // honest provider and verifiers; a lying challenger claims a trace whose class is wrong
     // and splits with its lying roots: the keepers that vouched for the row defend on their
     // own, narrow the lie to its one wrong step, replay it, and win its bond
     let dir = tempfile::tempdir().unwrap();
     let mut s = wide_scenario(dir.path(), 0.0, false);
     let (key, _, _) = s.wide.clone().expect("the wide task");
-    let kp = s.chain.with(|c| {
-        let kp = c.keypair("liar");
-        c.airdrop(&kp.pubkey(), 100_000_000_000);
-        kp
-    });
-    let funded =
-        compute_market_keeper::deploy::fund(s.chain.as_ref(), &s.admin, &kp.pubkey(), 10_000_000)
-            .unwrap();
-    let wallet: Pubkey = funded.token_account.parse().unwrap();
-    let mut liar = Liar {
-        kp,
-        store: s.store.clone(),
-        task: key,
-        // row 6's class
-        at: (1, 2 * 11 + 10),
-        lie: None,
-    };
-    let mut bond = 0;
-    let mut guard = 0;
-    while !s.done() {
-        s.tick().unwrap();
-        if bond == 0 {
-            bond = s
-                .chain
-                .task(&key)
-                .unwrap()
-                .map_or(0, |t| t.verifier_bond.max(1));
-        }
-        liar.step(s.chain.as_ref())
-            .unwrap_or_else(|e| panic!("the liar: {e:#}"));
-        guard += 1;
-        assert!(guard < 6_000, "the market finishes");
-    }
-    assert!(liar.lie.is_some(), "the liar claimed");
-    assert_eq!(
-        s.verdicts[&key],
-        (TaskStatus::Accepted, VOTE_VALID),
-        "the right result stands"
-    );
-    assert_eq!(
-        s.chain.token_balance(&wallet).unwrap(),
-        10_000_000 - bond,
-        "the liar lost its bond"
-    );
-    assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");
+    // row 6's class
+    liar_loses(&mut s, key, (1, 2 * 11 + 10), 10_000_000);
 }
 
 /// The dispute window of the encoder game tests: a game over a MiniLM text fits it.
@@ -502,7 +458,6 @@ const ENCODER_WINDOW: u32 = 3_000;
 
 #[test]
 fn keepers_defend_a_right_embedding_against_a_wrong_claim_and_win_the_game() {
-    use compute_market_keeper::roles::liar::Liar;
     // the MiniLM task over the held-out texts, honest keepers; a lying challenger claims a
     // trace of text 6 whose embedding's first word is flipped: the keepers that vouched for it
     // defend on their own, narrow the lie to its one wrong step (the embedding's first group,
@@ -524,8 +479,6 @@ fn keepers_defend_a_right_embedding_against_a_wrong_claim_and_win_the_game() {
     for v in &mut s.verifiers {
         v.careless = false;
     }
-    // the bond follows the task's reward, which follows MiniLM's work
-    const FUNDS: u64 = 1 << 50;
     let (key, _) = s.sentences.clone().expect("the sentences task");
     let job = s.tasks.iter().find(|(k, _, _)| *k == key).unwrap().1;
     assert_eq!(
@@ -533,23 +486,31 @@ fn keepers_defend_a_right_embedding_against_a_wrong_claim_and_win_the_game() {
         Some(compute_market_protocol::dispute::Method::Game),
         "{job:?}"
     );
+    // text 6's first word
+    let (rpt, words) = (job.rows_per_tile as u32, job.dims[2] / 2);
+    // the bond follows the task's reward, which follows MiniLM's work
+    liar_loses(&mut s, key, (6 / rpt, (6 % rpt) * words), 1 << 50);
+}
+
+/// Runs the market while a liar holding `funds` claims a wrong trace of (tile, element) `at`
+/// of task `key`: the honest keepers defend, the right verdict stands, the liar loses its bond
+/// and every task closes.
+fn liar_loses(s: &mut Scenario, key: Pubkey, at: (u32, u32), funds: u64) {
+    use compute_market_keeper::roles::liar::Liar;
     let kp = s.chain.with(|c| {
         let kp = c.keypair("liar");
         c.airdrop(&kp.pubkey(), 100_000_000_000);
         kp
     });
     let funded =
-        compute_market_keeper::deploy::fund(s.chain.as_ref(), &s.admin, &kp.pubkey(), FUNDS)
+        compute_market_keeper::deploy::fund(s.chain.as_ref(), &s.admin, &kp.pubkey(), funds)
             .unwrap();
     let wallet: Pubkey = funded.token_account.parse().unwrap();
-    let rpt = job.rows_per_tile as u32;
-    let words = job.dims[2] / 2;
     let mut liar = Liar {
         kp,
         store: s.store.clone(),
         task: key,
-        // text 6's first word
-        at: (6 / rpt, (6 % rpt) * words),
+        at,
         lie: None,
     };
     let mut bond = 0;
@@ -572,11 +533,11 @@ fn keepers_defend_a_right_embedding_against_a_wrong_claim_and_win_the_game() {
     assert_eq!(
         s.verdicts[&key],
         (TaskStatus::Accepted, VOTE_VALID),
-        "the right embeddings stand"
+        "the right result stands"
     );
     assert_eq!(
         s.chain.token_balance(&wallet).unwrap(),
-        FUNDS - bond,
+        funds - bond,
         "the liar lost its bond"
     );
     assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");

@@ -243,11 +243,10 @@ fn post_wide(v: &Validator, client: &Path) -> Result<(Pubkey, impl Drop)> {
         &batch_path,
         compute_market_keeper::compute::mlp::batch_file(&x, 64)?,
     )?;
-    let out = v.keeper(
+    let (task, _) = post_game(
+        v,
         client,
         &[
-            "task",
-            "post",
             "--id",
             "1",
             "--model",
@@ -256,10 +255,18 @@ fn post_wide(v: &Validator, client: &Path) -> Result<(Pubkey, impl Drop)> {
             batch_path.to_str().unwrap(),
             "--store",
             &store_url,
-            "--reward",
-            &REWARD.to_string(),
         ],
     )?;
+    Ok((task, store))
+}
+
+/// `keeper task post` as `client` with `args` and the tests' reward: the task posted, and its
+/// job, which a game referees in the game market's window.
+fn post_game(v: &Validator, client: &Path, args: &[&str]) -> Result<(Pubkey, JobSpec)> {
+    let reward = REWARD.to_string();
+    let mut all = vec!["task", "post", "--reward", &reward];
+    all.extend_from_slice(args);
+    let out = v.keeper(client, &all)?;
     let task: Pubkey = out["posted"]["task"]
         .as_str()
         .expect("task address")
@@ -269,9 +276,9 @@ fn post_wide(v: &Validator, client: &Path) -> Result<(Pubkey, impl Drop)> {
     assert_eq!(
         compute_market_protocol::dispute::method(&job, 2_400),
         Some(compute_market_protocol::dispute::Method::Game),
-        "a game referees it"
+        "a game referees it: {job:?}"
     );
-    Ok((task, store))
+    Ok((task, job))
 }
 
 #[test]
@@ -335,11 +342,10 @@ fn keepers_defend_a_right_embedding_against_a_lying_claim_and_win_the_game() -> 
          Where is the station?\n",
     )?;
     let model = compute_market_keeper::compute::encoder::minilm_path();
-    let out = v.keeper(
+    let (task, job) = post_game(
+        &v,
         &client,
         &[
-            "task",
-            "post",
             "--id",
             "2",
             "--model",
@@ -348,21 +354,8 @@ fn keepers_defend_a_right_embedding_against_a_lying_claim_and_win_the_game() -> 
             texts.to_str().unwrap(),
             "--store",
             &store_url,
-            "--reward",
-            &REWARD.to_string(),
         ],
     )?;
-    let task: Pubkey = out["posted"]["task"]
-        .as_str()
-        .expect("task address")
-        .parse()?;
-    let job = JobSpec::decode(&v.chain().task(&task)?.unwrap().job)
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    assert_eq!(
-        compute_market_protocol::dispute::method(&job, 2_400),
-        Some(compute_market_protocol::dispute::Method::Game),
-        "a game referees it: {job:?}"
-    );
     // text 5's first word (two texts a tile, 192 words a text)
     let words = job.dims[2] / 2;
     let rpt = job.rows_per_tile as u32;

@@ -534,3 +534,55 @@ pub fn wind_up(w: &mut World, task: Pubkey, voters: &[&Actor], challengers: &[&A
     w.close(task)
         .unwrap_or_else(|r| panic!("close: {:?}", r.logs));
 }
+
+/// Concludes and winds up `task` after `client`'s kind-1 dispute proved its Accepted result
+/// wrong (a recomputation or a claim that stood), and checks the money of a proven-wrong
+/// verdict (PROTOCOL §8.5): the provider's bond slashed; each seat in `vs` that sampled `tile`
+/// and vouched slashed a bond, half of it to the client; the client refunded its reward (R) and
+/// paid `bonds` bonds (its own, and the games' it won) and its part of the provider's bond;
+/// every token accounted for (`before`: the supply before).
+#[allow(clippy::too_many_arguments)]
+pub fn proven_wrong_paid(
+    w: &mut World,
+    task: Pubkey,
+    tile: u32,
+    provider: &Actor,
+    client: &Actor,
+    vs: &[&Actor],
+    bonds: u64,
+    before: u64,
+) {
+    let t = w.task(&task);
+    let job = JobSpec::decode(&t.job).expect("job");
+    let (vb, bond) = (t.verifier_bond, t.provider_bond);
+    let (wallet, provider_stake) = (w.balance(&client.wallet), stake(w, provider));
+    let stakes: Vec<u64> = vs.iter().map(|v| stake(w, v)).collect();
+    let sampled: Vec<bool> = vs
+        .iter()
+        .map(|v| {
+            compute_market_protocol::sampling::sample_indices(
+                &t.seed,
+                &v.node.to_bytes(),
+                t.samples as u32,
+                job.tile_count(),
+            )
+            .contains(&tile)
+        })
+        .collect();
+    w.conclude(task).unwrap();
+    wind_up(w, task, vs, &[client]);
+    assert_eq!(stake(w, provider), provider_stake - bond);
+    let mut award = 0;
+    for ((v, st), vouched) in vs.iter().zip(stakes).zip(&sampled) {
+        let lost = if *vouched { vb } else { 0 };
+        award += lost / 2;
+        assert_eq!(stake(w, v), st - lost, "{}", v.name);
+    }
+    let client_part = bond * crate::test_params().reject_client_bps as u64 / 10_000;
+    assert_eq!(
+        w.balance(&client.wallet),
+        wallet + crate::R + bonds * vb + client_part + award,
+        "refund, the bonds, the client's part, the award"
+    );
+    assert_eq!(supply(w), before, "conserved");
+}

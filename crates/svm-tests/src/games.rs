@@ -47,6 +47,20 @@ impl World {
         }
     }
 
+    /// Every seat in `vs` votes VALID on `task` (commitment tags from `tag`): a unanimous
+    /// Accepted verdict, held for disputes.
+    pub fn vouch(&mut self, task: Pubkey, vs: &[&Actor], tag: u64) {
+        let ballots: Vec<(&Actor, crate::Ballot)> = vs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let vote = compute_market_protocol::commit::VOTE_VALID;
+                (*v, crate::Ballot::new(vote, tag + i as u64))
+            })
+            .collect();
+        self.decide(task, &ballots);
+    }
+
     /// `defender`'s game against `challenger`'s claim on `task`, if open.
     pub fn game(&self, task: &Pubkey, challenger: &Actor, defender: &Actor) -> Option<Game> {
         let r = self.game_ref(task, challenger, defender);
@@ -110,6 +124,27 @@ impl World {
             who,
             client::dispute_claim(task, who.key(), root, path.len() as u8),
         )
+    }
+
+    /// A kind-1 dispute of (tile, element) of `task` by `who`, argued to its claim: opened,
+    /// the element proven against `committed`, the inputs proven, the trace laid out, and
+    /// `trace` claimed (the element being word `w` of its row).
+    #[allow(clippy::too_many_arguments)]
+    pub fn claim_against<L: Layout>(
+        &mut self,
+        who: &Actor,
+        task: Pubkey,
+        committed: &crate::disputes::Committed,
+        (tile, element): (u32, u32),
+        inputs: &Inputs,
+        trace: &Trace<L>,
+        w: u32,
+    ) -> Result<TxRecord, TxRecord> {
+        self.open_dispute(who, task, 1, tile, element)?;
+        self.prove_element(who, task, committed, tile, element)?;
+        self.prove_inputs(who, task, inputs)?;
+        self.lay_out(who, task, inputs)?;
+        self.claim_trace(who, task, trace, w)
     }
 
     /// `dispute_resolve` of `who`'s claimed dispute; `vote`: a kind-2 dispute's target.

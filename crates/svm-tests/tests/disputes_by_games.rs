@@ -11,11 +11,10 @@ use compute_market_protocol::{
     dispute::{self, Method},
     infer::Mlp,
     job::JobSpec,
-    sampling::sample_indices,
     trace,
 };
 use compute_market_svm_tests::{
-    disputes::{stake, supply, wind_up, Committed, Inputs},
+    disputes::{proven_wrong_paid, stake, supply, wind_up, Committed, Inputs},
     games::Trace,
     *,
 };
@@ -111,15 +110,6 @@ impl Setup {
     }
 }
 
-fn vouch(w: &mut World, task: anchor_lang::prelude::Pubkey, vs: &[&Actor], tag: u64) {
-    let ballots: Vec<(&Actor, Ballot)> = vs
-        .iter()
-        .enumerate()
-        .map(|(i, v)| (*v, Ballot::new(VOTE_VALID, tag + i as u64)))
-        .collect();
-    w.decide(task, &ballots);
-}
-
 #[test]
 fn a_right_claim_beats_every_defender_and_overturns_three_colluders() {
     let s = setup();
@@ -130,7 +120,7 @@ fn a_right_claim_beats_every_defender_and_overturns_three_colluders() {
     let before = supply(&c.w);
     let w = &mut c.w;
     let vs: Vec<&Actor> = c.verifiers.iter().collect();
-    vouch(w, task, &vs, 0);
+    w.vouch(task, &vs, 0);
     assert!(w.task(&task).held);
     let (client, provider) = (c.client.clone(), c.provider.clone());
     let truth = Trace::of(&s.right, s.row(6));
@@ -216,38 +206,9 @@ fn a_right_claim_beats_every_defender_and_overturns_three_colluders() {
         (TaskStatus::Rejected, VERDICT_PROVEN_WRONG)
     );
 
-    // the money of a proven-wrong verdict, as after a recomputation
-    let (vb, bond) = (t.verifier_bond, t.provider_bond);
-    let (wallet, provider_stake) = (w.balance(&client.wallet), stake(w, &provider));
-    let stakes: Vec<u64> = vs.iter().map(|v| stake(w, v)).collect();
-    let sampled: Vec<bool> = vs
-        .iter()
-        .map(|v| {
-            sample_indices(
-                &t.seed,
-                &v.node.to_bytes(),
-                t.samples as u32,
-                s.job.tile_count(),
-            )
-            .contains(&tile)
-        })
-        .collect();
-    w.conclude(task).unwrap();
-    wind_up(w, task, &vs, &[&client]);
-    assert_eq!(stake(w, &provider), provider_stake - bond);
-    let mut award = 0;
-    for ((v, st), vouched) in vs.iter().zip(stakes).zip(&sampled) {
-        let lost = if *vouched { vb } else { 0 };
-        award += lost / 2;
-        assert_eq!(stake(w, v), st - lost, "{}", v.name);
-    }
-    let client_part = bond * test_params().reject_client_bps as u64 / 10_000;
-    assert_eq!(
-        w.balance(&client.wallet),
-        wallet + R + 3 * vb + client_part + award,
-        "refund, its bond and the two defenders', the client's part, the award"
-    );
-    assert_eq!(supply(w), before, "conserved");
+    // the money of a proven-wrong verdict, as after a recomputation: the client paid its
+    // bond and the two defenders'
+    proven_wrong_paid(w, task, tile, &provider, &client, &vs, 3, before);
     w.check_invariants(&[&provider, vs[0], vs[1], vs[2]], &[]);
 }
 
@@ -297,7 +258,7 @@ fn wrong_trace_loses(s: &Setup, lie: &Trace, word: u32, first_wrong: impl Fn(tra
     let stranger = c.w.actor("stranger", 10 * R);
     let w = &mut c.w;
     let vs: Vec<&Actor> = c.verifiers.iter().collect();
-    vouch(w, task, &vs, 10);
+    w.vouch(task, &vs, 10);
     let truth = Trace::of(&s.right, s.row(6));
 
     // a stranger claims the cheat's trace; the provider stays out of it

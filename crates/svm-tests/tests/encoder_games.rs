@@ -7,15 +7,14 @@
 
 use compute_market::state::TaskStatus;
 use compute_market_protocol::{
-    commit::{VERDICT_PROVEN_WRONG, VOTE_VALID},
+    commit::VERDICT_PROVEN_WRONG,
     dispute::{self, Method},
     encoder::{random_encoder, Encoder, RandomShape},
     job::JobSpec,
-    sampling::sample_indices,
     trace::{self, encoder::Step, Slots},
 };
 use compute_market_svm_tests::{
-    disputes::{stake, supply, wind_up, Committed, Inputs},
+    disputes::{proven_wrong_paid, supply, Committed, Inputs},
     games::Trace,
     *,
 };
@@ -123,15 +122,6 @@ impl Setup {
     }
 }
 
-fn vouch(w: &mut World, task: anchor_lang::prelude::Pubkey, vs: &[&Actor], tag: u64) {
-    let ballots: Vec<(&Actor, Ballot)> = vs
-        .iter()
-        .enumerate()
-        .map(|(i, v)| (*v, Ballot::new(VOTE_VALID, tag + i as u64)))
-        .collect();
-    w.decide(task, &ballots);
-}
-
 #[test]
 fn a_right_claim_of_a_text_overturns_three_colluders() {
     let s = setup();
@@ -142,7 +132,7 @@ fn a_right_claim_of_a_text_overturns_three_colluders() {
     let before = supply(&c.w);
     let w = &mut c.w;
     let vs: Vec<&Actor> = c.verifiers.iter().collect();
-    vouch(w, task, &vs, 0);
+    w.vouch(task, &vs, 0);
     let (client, provider) = (c.client.clone(), c.provider.clone());
     let truth = s.trace(&s.right, 6);
     let lie = s.trace(&s.cheat, 6);
@@ -190,38 +180,8 @@ fn a_right_claim_of_a_text_overturns_three_colluders() {
         (TaskStatus::Rejected, VERDICT_PROVEN_WRONG)
     );
 
-    // the money of a proven-wrong verdict
-    let (vb, bond) = (t.verifier_bond, t.provider_bond);
-    let (wallet, provider_stake) = (w.balance(&client.wallet), stake(w, &provider));
-    let stakes: Vec<u64> = vs.iter().map(|v| stake(w, v)).collect();
-    let sampled: Vec<bool> = vs
-        .iter()
-        .map(|v| {
-            sample_indices(
-                &t.seed,
-                &v.node.to_bytes(),
-                t.samples as u32,
-                s.job.tile_count(),
-            )
-            .contains(&tile)
-        })
-        .collect();
-    w.conclude(task).unwrap();
-    wind_up(w, task, &vs, &[&client]);
-    assert_eq!(stake(w, &provider), provider_stake - bond);
-    let mut award = 0;
-    for ((v, st), vouched) in vs.iter().zip(stakes).zip(&sampled) {
-        let lost = if *vouched { vb } else { 0 };
-        award += lost / 2;
-        assert_eq!(stake(w, v), st - lost, "{}", v.name);
-    }
-    let client_part = bond * test_params().reject_client_bps as u64 / 10_000;
-    assert_eq!(
-        w.balance(&client.wallet),
-        wallet + R + 2 * vb + client_part + award,
-        "refund, its bond and the provider's, the client's part, the award"
-    );
-    assert_eq!(supply(w), before, "conserved");
+    // the money of a proven-wrong verdict: the client paid its bond and the provider's
+    proven_wrong_paid(w, task, tile, &provider, &client, &vs, 2, before);
 }
 
 #[test]
@@ -234,16 +194,20 @@ fn a_wrong_claim_against_a_right_embedding_loses_to_one_honest_defender() {
     let stranger = c.w.actor("stranger", 10 * R);
     let w = &mut c.w;
     let vs: Vec<&Actor> = c.verifiers.iter().collect();
-    vouch(w, task, &vs, 10);
+    w.vouch(task, &vs, 10);
     let truth = s.trace(&s.right, 6);
     let lie = s.trace(&s.cheat, 6);
 
-    w.open_dispute(&stranger, task, 1, tile, element).unwrap();
-    w.prove_element(&stranger, task, &right, tile, element)
-        .unwrap();
-    w.prove_inputs(&stranger, task, &s.inputs).unwrap();
-    w.lay_out(&stranger, task, &s.inputs).unwrap();
-    w.claim_trace(&stranger, task, &lie, word).unwrap();
+    w.claim_against(
+        &stranger,
+        task,
+        &right,
+        (tile, element),
+        &s.inputs,
+        &lie,
+        word,
+    )
+    .unwrap();
     let honest = vs[1];
     w.donate(&c.client, honest.wallet, R).unwrap();
     let honest_wallet = w.balance(&honest.wallet);
@@ -307,7 +271,7 @@ fn every_kind_of_encoder_step_replays_on_chain() {
         let stranger = c.w.actor("stranger", 10 * R);
         let w = &mut c.w;
         let vs: Vec<&Actor> = c.verifiers.iter().collect();
-        vouch(w, task, &vs, 10);
+        w.vouch(task, &vs, 10);
         // the lie: the truth with step st's slot changed, and every later step computed on
         // from it would differ too; only its first wrong step matters to the game
         let mut lie = truth.clone();
@@ -315,12 +279,16 @@ fn every_kind_of_encoder_step_replays_on_chain() {
         lie.mem[off as usize + width - 1] ^= 0x11;
         let off = lay.word_at(word) as usize;
         lie.mem[off] ^= 1;
-        w.open_dispute(&stranger, task, 1, tile, element).unwrap();
-        w.prove_element(&stranger, task, &right, tile, element)
-            .unwrap();
-        w.prove_inputs(&stranger, task, &s.inputs).unwrap();
-        w.lay_out(&stranger, task, &s.inputs).unwrap();
-        w.claim_trace(&stranger, task, &lie, word).unwrap();
+        w.claim_against(
+            &stranger,
+            task,
+            &right,
+            (tile, element),
+            &s.inputs,
+            &lie,
+            word,
+        )
+        .unwrap();
         let honest = vs[1];
         w.donate(&c.client, honest.wallet, R).unwrap();
         w.defend(honest, task, &stranger).unwrap();

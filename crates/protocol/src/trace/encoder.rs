@@ -1533,7 +1533,14 @@ mod tests {
             positions: 512,
         };
         let least = |limit: u32| {
-            let mut job = JobSpec::encoder(100, limit, 384, encoder_work_for(&shape, limit as u64), 2, [0; 32]);
+            let mut job = JobSpec::encoder(
+                100,
+                limit,
+                384,
+                encoder_work_for(&shape, limit as u64),
+                2,
+                [0; 32],
+            );
             job.slices_len = 1;
             (1_000..10_000u32)
                 .find(|&d| crate::trace::clock(&job, d).is_some())

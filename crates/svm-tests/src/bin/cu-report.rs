@@ -172,6 +172,22 @@ fn keep_costliest(rows: &mut Vec<TxRecord>, label: String, r: &TxRecord) {
     }
 }
 
+/// The costliest successful record of each game instruction in `records` (the layout, the
+/// claim, defences, moves, the resolution), labelled with `suffix`.
+fn game_rows(records: &[TxRecord], suffix: &str) -> Vec<TxRecord> {
+    let mut rows: Vec<TxRecord> = vec![];
+    for r in records.iter().filter(|r| r.ok) {
+        let l = r.label.as_str();
+        if l.contains("game")
+            || l == "defend"
+            || matches!(l, "dispute_layout" | "dispute_claim" | "dispute_resolve")
+        {
+            keep_costliest(&mut rows, format!("{l}{suffix}"), r);
+        }
+    }
+    rows
+}
+
 /// A model of random weights with widths `widths`, for the CU report.
 fn random_model(widths: &[usize]) -> compute_market_protocol::infer::Mlp {
     compute_market_protocol::infer::random_mlp(widths, 7)
@@ -284,19 +300,7 @@ fn game_at_bounds() -> (Vec<TxRecord>, usize) {
         w.task(&task).tally().majority,
         compute_market_protocol::commit::VERDICT_PROVEN_WRONG
     );
-    let mut rows: Vec<TxRecord> = vec![];
-    for r in &w.records[start..] {
-        let l = r.label.as_str();
-        let game = l.contains("game")
-            || l == "defend"
-            || matches!(l, "dispute_layout" | "dispute_claim" | "dispute_resolve");
-        if !game || !r.ok {
-            continue;
-        }
-        let label = l.to_string();
-        keep_costliest(&mut rows, label, r);
-    }
-    (rows, one_game)
+    (game_rows(&w.records[start..], ""), one_game)
 }
 
 /// Games over an `Encoder` text at MiniLM's shape (H 384, 12 heads, F 1 536, 6 blocks, a
@@ -366,13 +370,8 @@ fn encoder_games_at_scale() -> (Vec<TxRecord>, usize, u64) {
     w.decide(task, &votes);
     let start = w.records.len();
     let client = c.client.clone();
-    let element = words + 5;
-    w.open_dispute(&client, task, 1, 0, element).expect("open");
-    w.prove_element(&client, task, &wrong, 0, element)
-        .expect("prove");
-    w.prove_inputs(&client, task, &inputs).expect("inputs");
-    w.lay_out(&client, task, &inputs).expect("layout");
-    w.claim_trace(&client, task, &truth, 5).expect("claim");
+    w.claim_against(&client, task, &wrong, (0, words + 5), &inputs, &truth, 5)
+        .expect("the claim");
     let lay = truth.lay;
     let find = |f: &dyn Fn(Step) -> bool| {
         (1..=lay.steps())
@@ -419,18 +418,11 @@ fn encoder_games_at_scale() -> (Vec<TxRecord>, usize, u64) {
     let d = w.dispute(&task, &client).expect("open");
     w.advance(d.defend_deadline.saturating_sub(w.slot()) + 1);
     w.resolve(&client, task, None).expect("resolve");
-    let mut rows: Vec<TxRecord> = vec![];
-    for r in &w.records[start..] {
-        let l = r.label.as_str();
-        let game = l.contains("game")
-            || l == "defend"
-            || matches!(l, "dispute_layout" | "dispute_claim" | "dispute_resolve");
-        if !game || !r.ok {
-            continue;
-        }
-        keep_costliest(&mut rows, format!("{l} (Encoder)"), r);
-    }
-    (rows, one_game, lay.steps())
+    (
+        game_rows(&w.records[start..], " (Encoder)"),
+        one_game,
+        lay.steps(),
+    )
 }
 
 /// A kind-2 dispute (a pointer outside the result, refuted at once; one recomputed) and a
