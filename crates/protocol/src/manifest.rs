@@ -348,27 +348,33 @@ impl Manifest {
 
 impl Manifest {
     /// Checks that the slices `job` declares (its `slices_len`, PROTOCOL §8.7) are what the
-    /// manifest names for the job's first refereed part: a job that declares none is not
-    /// refereed, whatever the manifest names; one that declares some needs a version-2
-    /// manifest naming that length.
+    /// manifest names for the job's first refereed part, and that its second refereed part
+    /// names slices too: a job that declares none is not refereed, whatever the manifest
+    /// names; one that declares some needs a version-2 manifest naming that length (a job
+    /// held for disputes whose inputs could not be proven would be refereed by nobody).
     pub fn check_slices_declared(&self, job: &JobSpec) -> Result<(), ManifestError> {
         if job.slices_len == 0 {
             return Ok(());
         }
-        let role = crate::slices::refereed_roles(job)
-            .map(|r| r[0])
-            .ok_or_else(|| {
-                ManifestError::WrongForJob(format!("{:?} declares no slices", job.kind))
-            })?;
+        let [role, second] = crate::slices::refereed_roles(job).ok_or_else(|| {
+            ManifestError::WrongForJob(format!("{:?} declares no slices", job.kind))
+        })?;
         match self.part(role).and_then(|p| p.slices) {
-            Some(s) if s.len == job.slices_len => Ok(()),
-            named => Err(ManifestError::WrongForJob(format!(
+            Some(s) if s.len == job.slices_len => {}
+            named => return Err(ManifestError::WrongForJob(format!(
                 "the job declares a slice string of {} bytes for part {}, the manifest names {}",
                 job.slices_len,
                 role.name(),
                 named.map_or("none".to_string(), |s| format!("{} bytes", s.len))
             ))),
         }
+        if self.part(second).and_then(|p| p.slices).is_none() {
+            return Err(ManifestError::WrongForJob(format!(
+                "the job declares slices, and the manifest names none for part {}",
+                second.name()
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -435,6 +441,37 @@ pub fn part_bound(job: &JobSpec, role: Role) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_declaring_slices_needs_both_refereed_parts_named() {
+        use crate::slices::encoder::build::ids;
+        let job = JobSpec {
+            slices_len: 100,
+            ..JobSpec::encoder(2, 4, 8, 1 << 20, 2, [0; 32])
+        };
+        let model = Slices {
+            len: 100,
+            root: [1; 32],
+        };
+        let texts = crate::slices::build::slices_of(&ids(&[vec![1], vec![2, 3]], 4));
+        let both = Manifest::new(vec![
+            Part::new(Role::Model, b"m").with_slices(model),
+            Part::new(Role::Texts, b"a\nb\n").with_slices(texts),
+        ]);
+        both.check_slices_declared(&job).unwrap();
+        // the model's slices named, the texts' not: refused, naming the part
+        let one = Manifest::new(vec![
+            Part::new(Role::Model, b"m").with_slices(model),
+            Part::new(Role::Texts, b"a\nb\n"),
+        ]);
+        let e = one.check_slices_declared(&job).unwrap_err().to_string();
+        assert!(e.contains("names none for part texts"), "{e}");
+        let other = JobSpec {
+            slices_len: 99,
+            ..job
+        };
+        assert!(both.check_slices_declared(&other).is_err());
+    }
 
     fn part(role: Role, len: u64, h: u8) -> Part {
         Part {

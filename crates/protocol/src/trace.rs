@@ -63,6 +63,16 @@ pub const DEFENCE_TURNS: u64 = 2;
 /// `dispute_layout`); the claim's leaf (two writes, `dispute_claim`).
 pub const CLAIM_TRANSACTIONS: u64 = 12;
 
+/// [`CLAIM_TRANSACTIONS`] for this job: an `Encoder`'s layout takes a second piece (the text's
+/// count: two writes and `dispute_layout`).
+pub fn claim_transactions(job: &JobSpec) -> u64 {
+    if job.kind == crate::job::JobKind::Encoder {
+        CLAIM_TRANSACTIONS + 3
+    } else {
+        CLAIM_TRANSACTIONS
+    }
+}
+
 /// The clock of a game in a market of dispute window D (PROTOCOL §8.10), in slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Clock {
@@ -134,7 +144,7 @@ pub fn clock(job: &JobSpec, window: u32) -> Option<Clock> {
     };
     let levels = levels(steps);
     let step = 3 * pieces * SLOTS_PER_TRANSACTION;
-    let claim = (CLAIM_TRANSACTIONS * SLOTS_PER_TRANSACTION).max(MIN_TURN);
+    let claim = (claim_transactions(job) * SLOTS_PER_TRANSACTION).max(MIN_TURN);
     let turns = DEFENCE_TURNS + 2 * levels as u64 + 2;
     let turn = (window as u64).checked_sub(claim + step)? / turns;
     (turn >= MIN_TURN).then_some(Clock {

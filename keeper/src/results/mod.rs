@@ -524,6 +524,12 @@ impl ResultStore {
             let [rows, max_tokens, hidden] = job.dims.map(|d| d as usize);
             let model = crate::compute::encoder::parse_model(&fetched[0]).map_err(invalid)?;
             let e = &model.encoder;
+            if max_tokens > e.positions() {
+                return Err(FetchError::Invalid(format!(
+                    "the job's limit is {max_tokens} tokens a text, the model has {} positions",
+                    e.positions()
+                )));
+            }
             if e.hidden != hidden || e.work_per_token(max_tokens) != job.work_per_row {
                 return Err(FetchError::Invalid(format!(
                     "the model is {} wide doing {} multiply-adds a token, the job says {hidden} and {}",

@@ -185,7 +185,7 @@ pub fn argue(
             // program fits to the window (one element a dispute)
             let game = super::games::is_game(&job, t.dispute_window);
             let per_element = if game {
-                compute_market_protocol::trace::CLAIM_TRANSACTIONS
+                compute_market_protocol::trace::claim_transactions(&job)
             } else {
                 rule::element_transactions(&job).unwrap_or(0)
             };

@@ -504,8 +504,9 @@ pub fn count_at(job: &JobSpec, row: u32) -> u64 {
     row as u64 * ids_stride(job.dims[1])
 }
 
-/// Whether a game over this job's texts fits `MAX_MEMORY`, and its most steps, bounded from
-/// the job alone (its width, limit and work per token: blocks · (4H² + 2HF) ≤ work).
+/// The most steps a text's trace of this job can have, bounded from the job alone (its width,
+/// limit and work per token: blocks · (4H² + 2HF) ≤ work), at most `MAX_MEMORY` (a step
+/// writes at least a byte of a memory [`memory_bound`] keeps within it).
 pub fn steps_bound(job: &JobSpec) -> u64 {
     let (l, h) = (job.dims[1] as u64, (job.dims[2] as u64).max(1));
     let blocks = (job.work_per_row / (4 * h * h)).min(MAX_ENCODER_BLOCKS);
@@ -513,6 +514,30 @@ pub fn steps_bound(job: &JobSpec) -> u64 {
     // per token: the embeddings, a block's 6H + heads (≤ H) + 3, the feed-forward, pooling
     let per_token = h + 1 + blocks * (7 * h + 3) + bf + 2;
     (l * per_token + 2).min(MAX_MEMORY)
+}
+
+/// The most bytes a text's trace of this job can take, bounded from the job alone. A block's
+/// regions for a text of L tokens take `A + heads · L · ps + F · L` bytes (`A = 12LH + 2L · rs`
+/// and a leaf of rounding a region; `rs`, `ps` the row strides) and cost
+/// `C + heads · 64L + F · (2H + 16)` of the job's work per token (`C = 4H² + 8LH + 96H`), so the
+/// blocks' memory is at most the work times the largest of `A / C`, `ps / 64`, `L / (2H + 16)`;
+/// then the embeddings' regions, the sums and the embedding.
+pub fn memory_bound(job: &JobSpec) -> u64 {
+    let (l, h) = (job.dims[1] as u64, (job.dims[2] as u64).max(1));
+    let leaf = LEAF_LEN as u64;
+    let (rs, ps) = ((2 * h).next_power_of_two(), (2 * l).next_power_of_two());
+    let at = |num: u64, den: u64| {
+        ((job.work_per_row as u128 * num as u128).div_ceil(den.max(1) as u128))
+            .min(u64::MAX as u128) as u64
+    };
+    let blocks = at(
+        12 * l * h + 2 * l * rs + 10 * leaf,
+        4 * h * h + 8 * l * h + 96 * h,
+    )
+    .max(at(ps, 64))
+    .max(at(l, 2 * h + 16));
+    let groups = h.div_ceil(GROUP as u64);
+    (4 * l * h + leaf) + (l * rs + leaf) + blocks.saturating_add(l * groups * leaf + 2 * h + leaf)
 }
 
 /// Pieces one step of this job's traces reads at most, the slot's leaf included: an attention
@@ -523,17 +548,35 @@ pub fn step_pieces(job: &JobSpec) -> u64 {
     let k = CHUNK_LEN as u64;
     let (l, h) = (job.dims[1] as u64, job.dims[2] as u64);
     let span = |n: u64| n.div_ceil(k) + 1;
-    let attn = span(h) + span(l * h) + 1 + span(4 * EXP_LEN);
+    let attn = span(h) + span(l * h) + span(8) + span(4 * EXP_LEN);
     let res = span(MAX_ENCODER_FFN) + 1 + span(RES_HEAD + MAX_ENCODER_FFN);
     let norm = span(4 * h) + span(4 + 8 * h);
     attn.max(res).max(norm) + 1
 }
 
 /// Whether this job's element is refereed by a game over an encoder trace: an `Encoder` whose
-/// manifest names slices, of an even width (its embeddings' words are the elements).
+/// manifest names slices, of an even width (its embeddings' words are the elements), whose
+/// texts' traces fit `MAX_MEMORY` whatever its model ([`memory_bound`]).
 pub fn gameable(job: &JobSpec) -> bool {
-    job.kind == JobKind::Encoder && job.slices_len > 0 && job.dims[2].is_multiple_of(2)
+    job.kind == JobKind::Encoder
+        && job.slices_len > 0
+        && job.dims[2].is_multiple_of(2)
+        && memory_bound(job) <= MAX_MEMORY
 }
+
+// What the layout and the replay's work area assume of the job's bounds: a LayerNorm row (2H
+// bytes) and a probability row (2T) each fit a leaf; a LayerNorm's replay keeps 6H bytes, an
+// attention's a query below its scores and 4T bytes of them, a feed-forward-out's F inputs.
+const _: () = {
+    use crate::job::{MAX_ENCODER_HIDDEN, MAX_ENCODER_TOKENS};
+    assert!(2 * MAX_ENCODER_HIDDEN as usize <= LEAF_LEN);
+    assert!(2 * MAX_ENCODER_TOKENS as usize <= LEAF_LEN);
+    assert!(6 * MAX_ENCODER_HIDDEN as usize <= super::WORK_LEN);
+    assert!(MAX_ENCODER_HIDDEN as usize <= SCORES_AT);
+    assert!(SCORES_AT + 4 * MAX_ENCODER_TOKENS as usize <= super::WORK_LEN);
+    assert!(MAX_ENCODER_FFN as usize <= super::WORK_LEN);
+    assert!(MAX_ENCODER_HIDDEN <= 2 * GROUP);
+};
 
 /// The replay of one step of a text's trace (PROTOCOL §8.10): its reads in order, whole fields
 /// at a time, then the slot's leaf, which it returns with the value written. Resumable:
@@ -1510,11 +1553,33 @@ mod tests {
             128 * 385 + 6 * (6 * 128 * 384 + 12 * 128 + 2 * 128 + 128 * 1536) + 128 * 2 + 2
         );
         let work = encoder_work_for(&shape, 128);
-        let job = JobSpec::encoder(1000, 128, 384, work, 4, [0; 32]);
+        let mut job = JobSpec::encoder(1000, 128, 384, work, 4, [0; 32]);
+        job.slices_len = 1;
         assert!(steps_bound(&job) >= lay.steps());
+        assert!(memory_bound(&job) >= lay.len());
+        assert!(gameable(&job));
+        // twelve blocks at a limit of 512 tokens: a text's trace could pass 64 MiB, so no game
+        // is offered (the verdict settles at once rather than stand undisputable)
+        let twelve = Shape {
+            blocks: 12,
+            ..shape
+        };
+        let long = Layout {
+            shape: twelve,
+            t: 512,
+        };
+        assert!(long.len() > MAX_MEMORY);
+        let mut job = JobSpec::encoder(100, 512, 384, encoder_work_for(&twelve, 512), 4, [0; 32]);
+        job.slices_len = 1;
+        assert!(memory_bound(&job) >= long.len());
+        assert!(!gameable(&job));
+        assert_eq!(crate::trace::clock(&job, 10_000), None);
         // an attention step of a 128-token text: its query, 48 KiB of keys at most, the
-        // scale, the exp table, the slot
-        assert_eq!(step_pieces(&job), 2 + 49 + 1 + 5 + 1);
+        // scale (two chunks when its pair straddles), the exp table, the slot
+        assert_eq!(
+            step_pieces(&JobSpec::encoder(1000, 128, 384, work, 4, [0; 32])),
+            2 + 49 + 2 + 5 + 1
+        );
         // every slot lies in one leaf
         for s in (1..=lay.steps()).step_by(997).chain([lay.steps()]) {
             let (off, w) = lay.slot(s);
@@ -1547,7 +1612,11 @@ mod tests {
                 .unwrap()
         };
         // PROTOCOL §8.10's figures
-        assert_eq!((least(12), least(128)), (2_340, 2_898));
+        assert_eq!((least(12), least(128)), (2_346, 2_904));
+        // past 128 tokens the probability rows double and the bound passes 64 MiB
+        let mut job = JobSpec::encoder(100, 129, 384, encoder_work_for(&shape, 129), 2, [0; 32]);
+        job.slices_len = 1;
+        assert!(!gameable(&job));
     }
 
     fn encoder_work_for(s: &Shape, limit: u64) -> u64 {
