@@ -359,14 +359,14 @@ impl Manifest {
         let [role, second] = crate::slices::refereed_roles(job).ok_or_else(|| {
             ManifestError::WrongForJob(format!("{:?} declares no slices", job.kind))
         })?;
-        match self.part(role).and_then(|p| p.slices) {
-            Some(s) if s.len == job.slices_len => {}
-            named => return Err(ManifestError::WrongForJob(format!(
-                "the job declares a slice string of {} bytes for part {}, the manifest names {}",
+        let named = self.part(role).and_then(|p| p.slices);
+        if named.is_none_or(|s| s.len != job.slices_len) {
+            let named = named.map_or("none".to_string(), |s| format!("{} bytes", s.len));
+            return Err(ManifestError::WrongForJob(format!(
+                "the job declares a slice string of {} bytes for part {}, the manifest names {named}",
                 job.slices_len,
                 role.name(),
-                named.map_or("none".to_string(), |s| format!("{} bytes", s.len))
-            ))),
+            )));
         }
         if self.part(second).and_then(|p| p.slices).is_none() {
             return Err(ManifestError::WrongForJob(format!(
