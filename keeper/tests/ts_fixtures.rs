@@ -64,6 +64,11 @@ fn rust_written() -> Value {
         JobSpec::hash_batch(3, 5, 2, seed),
         JobSpec::mlp(450, 64, 10, 64 * 128 + 128 * 10, 8, seed),
         JobSpec::encoder(60, 32, 384, wpt, 2, seed),
+        // an Encoder naming its slices (PROTOCOL §8.7): the model laid out for the replay
+        JobSpec {
+            slices_len: compute_market_protocol::slices::encoder::max_len(384, wpt),
+            ..JobSpec::encoder(60, 32, 384, wpt, 2, seed)
+        },
     ];
     let base = JobSpec::encoder(60, 32, 384, wpt, 2, seed).encode();
     let edit = |f: &dyn Fn(&mut [u8; 64])| {
@@ -75,7 +80,23 @@ fn rust_written() -> Value {
         (edit(&|b| b[0] = 1), "UnsupportedVersion"),
         (edit(&|b| b[1] = 5), "UnknownKind"),
         (edit(&|b| b[2] = 2), "UnknownInputMode"),
-        (edit(&|b| b[60] = 1), "ReservedNotZero"),
+        (
+            {
+                // slices on generated inputs
+                let mut b = JobSpec::hash_batch(3, 5, 2, seed).encode();
+                b[60] = 1;
+                b
+            },
+            "ReservedNotZero",
+        ),
+        (
+            // an Encoder model's slices past what its width and work allow
+            edit(&|b| {
+                let most = compute_market_protocol::slices::encoder::max_len(384, wpt);
+                b[56..64].copy_from_slice(&(most + 1).to_le_bytes())
+            }),
+            "DimensionOutOfRange",
+        ),
         (
             edit(&|b| b[12..16].copy_from_slice(&513u32.to_le_bytes())),
             "DimensionOutOfRange",
@@ -349,6 +370,21 @@ fn prepared() -> Value {
     std::fs::write(&file, texts.join("\n") + "\n").unwrap();
     let minilm = compute_market_keeper::compute::encoder::minilm_path();
     let enc = prepare_encoder(&minilm, &file, 2, Some(24)).unwrap();
+    // the CLI names the model's and the ids' slices (PROTOCOL §8.7); the client, which does
+    // not tokenize, posts the same job without them (version 1: not refereed)
+    assert!(enc.job.slices_len > 0 && enc.manifest.version() == 2);
+    let unsliced = Manifest::new(
+        enc.manifest
+            .parts
+            .iter()
+            .map(|p| Part { slices: None, ..*p })
+            .collect(),
+    );
+    let unsliced_job = JobSpec {
+        slices_len: 0,
+        input: unsliced.hash(),
+        ..enc.job
+    };
     json!({
         "mlp": {
             "model": info(&model),
@@ -363,9 +399,10 @@ fn prepared() -> Value {
             "texts": texts,
             "maxTokens": 24,
             "rowsPerTile": 2,
-            "job": hex(&enc.job.encode()),
+            "job": hex(&unsliced_job.encode()),
             "part": hex(&enc.parts[1]),
-            "manifest": hex(&enc.manifest.encode()),
+            "manifest": hex(&unsliced.encode()),
+            "slicedJob": hex(&enc.job.encode()),
         },
     })
 }

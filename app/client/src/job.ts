@@ -20,6 +20,8 @@ export const MAX_ENCODER_TOKENS = 512;
 export const MAX_ENCODER_HIDDEN = 512;
 export const MAX_ENCODER_BLOCKS = 24n;
 export const MAX_ENCODER_FFN = 4_096n;
+/** Largest `Encoder` vocabulary. */
+export const MAX_ENCODER_VOCAB = 262_144n;
 export const MAX_ROWS_PER_TILE = 64;
 
 /** What a job computes. */
@@ -123,7 +125,7 @@ export function decodeJobSpec(b: Uint8Array): JobSpec {
   const rowsPerTile = b[3];
   const rows = isInference(kind);
   const slicesLen = v.getBigUint64(56, true);
-  const sliced = inputMode === InputMode.ContentHash && (kind === JobKind.MatMulModP || kind === JobKind.Mlp);
+  const sliced = inputMode === InputMode.ContentHash && kind !== JobKind.HashBatch;
   if ((slicesLen !== 0n && !sliced) || (!rows && (rowsPerTile !== 0 || workPerRow !== 0n))) {
     throw new JobError('ReservedNotZero');
   }
@@ -159,10 +161,27 @@ export function decodeJobSpec(b: Uint8Array): JobSpec {
     const fits =
       kind === JobKind.MatMulModP
         ? slicesLen === BigInt(dims[0]) * stride
-        : slicesLen <= 4n + 4n * (MAX_MLP_LAYERS + 1n) + 12n * MAX_MLP_LAYERS * BigInt(MAX_MLP_WIDTH) + workPerRow;
+        : kind === JobKind.Encoder
+          ? slicesLen <= encoderSlicesMaxLen(BigInt(dims[2]), workPerRow)
+          : slicesLen <= 4n + 4n * (MAX_MLP_LAYERS + 1n) + 12n * MAX_MLP_LAYERS * BigInt(MAX_MLP_WIDTH) + workPerRow;
     if (!fits) throw new JobError('DimensionOutOfRange');
   }
   return { kind, inputMode, dims, input: b.slice(16, 48), rowsPerTile, workPerRow, slicesLen };
+}
+
+const pad4 = (n: bigint): bigint => ((n + 3n) / 4n) * 4n;
+
+/** The most bytes an `Encoder` model's slice string may have (PROTOCOL §8.7,
+ * `slices::encoder::max_len`): the header and the embeddings' records, the largest tables, the
+ * exp table, and per block its weights (within the work), the records' heads and padding. */
+export function encoderSlicesMaxLen(hidden: bigint, work: bigint): bigint {
+  const h = hidden > 0n ? hidden : 1n;
+  const blocksByWork = work / (4n * h * h);
+  const blocks = blocksByWork < MAX_ENCODER_BLOCKS ? blocksByWork : MAX_ENCODER_BLOCKS;
+  const ffn = work / (2n * h);
+  return (
+    32n + 16n * h + 4n + 8n * h + pad4(MAX_ENCODER_VOCAB * h) + pad4(BigInt(MAX_ENCODER_TOKENS) * h) + 4096n + blocks * (1048n + 115n * h) + work + 15n * ffn
+  );
 }
 
 /** Tiles along rows and columns of the output. */

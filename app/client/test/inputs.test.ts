@@ -35,10 +35,13 @@ describe('jobs on the client data', () => {
     expect(hex(p.manifest)).toBe(m.manifest);
   });
 
-  it('an Encoder job over texts is the one the Rust CLI prepares, and the token bound covers each text', async () => {
+  it('an Encoder job over texts is the one the Rust CLI prepares, less its slices, and the token bound covers each text', async () => {
     const e = rust.encoder;
     const p = await encoderJob(e.model as ModelInfo, e.texts, e.rowsPerTile, e.maxTokens);
     expect(hex(encodeJobSpec(p.job))).toBe(e.job);
+    // the CLI also names the texts' token ids (PROTOCOL §8.7), which this client cannot compute
+    expect(decodeJobSpec(unhex(e.slicedJob)).slicesLen).toBeGreaterThan(0n);
+    expect(p.job.slicesLen ?? 0n).toBe(0n);
     expect(hex(p.parts[0])).toBe(e.part);
     expect(hex(p.manifest)).toBe(e.manifest);
     // without a limit, the longest text's bound: never below the tokens it has (at most 24 here)
