@@ -327,13 +327,11 @@ fn keepers_defend_a_right_row_against_a_lying_claim_and_win_the_game() -> Result
     defended_against_the_liar(&v, &provider, &verifiers, task, (1, 2 * 11 + 10))
 }
 
-#[test]
-fn keepers_defend_a_right_embedding_against_a_lying_claim_and_win_the_game() -> Result<()> {
-    // the same for MiniLM embeddings posted through the CLI (the texts refereed by their token
-    // ids): the keepers bisect the liar's trace of a text to the one operation it got wrong
-    let v = Validator::start_fast(8)?;
-    let (client, provider, verifiers) = game_market(&v)?;
-    let (store, store_url) = spawn_serve(&v, "client-store")?;
+/// Posts MiniLM embeddings of eight texts through the CLI (the texts refereed by their token
+/// ids, PROTOCOL §8.7), the client's data served by its own store (kept running by the
+/// returned process): the task, and its job, which a game referees.
+fn post_sentences(v: &Validator, client: &Path) -> Result<(Pubkey, JobSpec, impl Drop)> {
+    let (store, store_url) = spawn_serve(v, "client-store")?;
     let texts = v.dir.path().join("sentences.txt");
     std::fs::write(
         &texts,
@@ -343,8 +341,8 @@ fn keepers_defend_a_right_embedding_against_a_lying_claim_and_win_the_game() -> 
     )?;
     let model = compute_market_keeper::compute::encoder::minilm_path();
     let (task, job) = post_game(
-        &v,
-        &client,
+        v,
+        client,
         &[
             "--id",
             "2",
@@ -356,13 +354,46 @@ fn keepers_defend_a_right_embedding_against_a_lying_claim_and_win_the_game() -> 
             &store_url,
         ],
     )?;
+    Ok((task, job, store))
+}
+
+#[test]
+fn keepers_defend_a_right_embedding_against_a_lying_claim_and_win_the_game() -> Result<()> {
+    // the same for MiniLM embeddings: the keepers bisect the liar's trace of a text to the one
+    // operation it got wrong
+    let v = Validator::start_fast(8)?;
+    let (client, provider, verifiers) = game_market(&v)?;
+    let (task, job, _store) = post_sentences(&v, &client)?;
     // text 5's first word (two texts a tile, 192 words a text)
-    let words = job.dims[2] / 2;
-    let rpt = job.rows_per_tile as u32;
-    let at = (5 / rpt, (5 % rpt) * words);
-    let r = defended_against_the_liar(&v, &provider, &verifiers, task, at);
-    drop(store);
-    r
+    let (rpt, words) = (job.rows_per_tile as u32, job.dims[2] / 2);
+    defended_against_the_liar(
+        &v,
+        &provider,
+        &verifiers,
+        task,
+        (5 / rpt, (5 % rpt) * words),
+    )
+}
+
+#[test]
+fn a_wrong_embedding_is_overturned_by_a_claim_nobody_can_defend() -> Result<()> {
+    // MiniLM embeddings posted through the CLI, a provider that corrupts them, seats that vouch
+    // blindly: the client's watcher claims the disputed text's trace, no keeper's own trace
+    // disputes it, and it stands
+    let v = Validator::start_fast(8)?;
+    let (client, provider, verifiers) = game_market(&v)?;
+    let (task, _, _store) = post_sentences(&v, &client)?;
+    overturned_by_the_watcher(&v, &client, &provider, &verifiers, &task)?;
+    let log = std::fs::read_to_string(v.dir.path().join("watch.log"))?;
+    for step in ["dispute_layout", "dispute_claim", "dispute_resolve"] {
+        assert!(
+            log.contains(&format!("step=\"{step}\"")),
+            "the watcher sent {step}:\n{}",
+            log_tails(&v, &["watch"])
+        );
+    }
+    assert!(v.chain().disputes(&task)?.is_empty(), "paid and closed");
+    Ok(())
 }
 
 /// Runs the honest provider, seats and cranker as processes while a liar, driven here, claims

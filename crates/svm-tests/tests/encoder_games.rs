@@ -313,3 +313,102 @@ fn every_kind_of_encoder_step_replays_on_chain() {
         );
     }
 }
+
+#[test]
+fn a_rejected_right_embedding_is_restored_by_games_played_from_two_wallets() {
+    use compute_market::pda;
+    use compute_market_protocol::{
+        commit::{VERDICT_CLAIMS_REFUTED, VOTE_INVALID, VOTE_VALID},
+        dispute::{invalid_evidence, DISPUTE_CLAIMS_FALSE},
+    };
+    use compute_market_svm_tests::disputes::{stake, wind_up};
+    let s = setup();
+    let right = s.result(&s.right);
+    let mut c = cast_with(3, 1, params(), market());
+    let task = c.submitted_job(1, s.job, 3, right.root());
+    let before = supply(&c.w);
+    let second = c.w.actor("provider.second", 10 * R);
+    let w = &mut c.w;
+    let [v0, v1, v2] = [&c.verifiers[0], &c.verifiers[1], &c.verifiers[2]];
+    let invalid_at = |tile: u32, element: u32, tag: u64| {
+        let mut b = Ballot::new(VOTE_INVALID, tag);
+        b.evidence = invalid_evidence(tile, element, &b.evidence);
+        b
+    };
+    // v1 points at text 6's word 3, v2 at text 9's word 5: both right
+    w.decide(
+        task,
+        &[
+            (v0, Ballot::new(VOTE_VALID, 1)),
+            (v1, invalid_at(1, 2 * WORDS + 3, 2)),
+            (v2, invalid_at(2, WORDS + 5, 3)),
+        ],
+    );
+    assert_eq!(w.task(&task).status, TaskStatus::Rejected);
+    let provider = c.provider.clone();
+    w.donate(&c.client, provider.wallet, R).unwrap();
+    let (vote1, vote2) = (pda::vote(&task, &v1.node, 0), pda::vote(&task, &v2.node, 0));
+    // one kind-2 dispute a vote, from two wallets, in parallel: each claims its text's trace
+    for (who, vote, row, word) in [(&provider, vote1, 6, 3), (&second, vote2, 9, 5)] {
+        w.open_dispute(who, task, DISPUTE_CLAIMS_FALSE, 0, 0)
+            .unwrap();
+        w.dispute_target(who, task, vote).unwrap();
+        let d = w.dispute(&task, who).unwrap();
+        w.prove_element(who, task, &right, d.tile, d.element)
+            .unwrap();
+        w.prove_inputs(who, task, &s.inputs).unwrap();
+        w.lay_out(who, task, &s.inputs).unwrap();
+        let truth = s.trace(&s.right, row);
+        // a claim that the committed value is wrong refutes nothing
+        let mut lie = truth.clone();
+        let at = lie.lay.word_at(word) as usize;
+        lie.mem[at] ^= 1;
+        refused(w, "ClaimContradicts", |w| {
+            w.claim_trace(who, task, &lie, word)
+        });
+        w.claim_trace(who, task, &truth, word)
+            .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+    }
+    // v1 defends its pointer with a trace of the cheat's encoder and loses the game; v2 joins
+    // and goes silent, and loses at its deadline
+    let (truth, lie) = (s.trace(&s.right, 6), s.trace(&s.cheat, 6));
+    w.donate(&c.client, v1.wallet, R).unwrap();
+    w.donate(&c.client, v2.wallet, R).unwrap();
+    w.defend(v1, task, &provider).unwrap();
+    w.play(&provider, &truth, v1, &lie, task, &s.inputs)
+        .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+    w.defend(v2, task, &second).unwrap();
+    w.split(&second, task, v2, &s.trace(&s.right, 9)).unwrap();
+    let g = w.game(&task, &second, v2).unwrap();
+    refused(w, "TurnNotExpired", |w| w.game_timeout(task, &second, v2));
+    w.advance(g.deadline + 1 - w.slot());
+    w.game_timeout(task, &second, v2).unwrap();
+    let d = w.dispute(&task, &provider).unwrap();
+    w.advance(d.defend_deadline.saturating_sub(w.slot()) + 1);
+    w.resolve(&provider, task, Some(vote1)).unwrap();
+    assert_eq!(w.task(&task).status, TaskStatus::Rejected, "one seat left");
+    w.resolve(&second, task, Some(vote2)).unwrap();
+    let t = w.task(&task);
+    assert_eq!(
+        (t.status, t.tally().majority),
+        (TaskStatus::Accepted, VERDICT_CLAIMS_REFUTED)
+    );
+    let vb = t.verifier_bond;
+    let stakes: Vec<u64> = [v1, v2].iter().map(|v| stake(w, v)).collect();
+    let wallet = w.balance(&provider.wallet);
+    w.close_dispute(task, &provider).unwrap();
+    assert_eq!(
+        w.balance(&provider.wallet),
+        wallet + 2 * vb,
+        "its bond back, and v1's, whose game it won"
+    );
+    w.conclude(task).unwrap();
+    wind_up(w, task, &[v0, v1, v2], &[&second]);
+    assert_eq!(stake(w, v1), stakes[0] - vb, "a false statement");
+    assert_eq!(stake(w, v2), stakes[1] - vb, "a false statement");
+    assert_eq!(
+        supply(w),
+        before + 10 * R,
+        "conserved (the second wallet's tokens added)"
+    );
+}
