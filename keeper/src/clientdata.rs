@@ -386,27 +386,38 @@ pub struct Uploaded {
     pub manifest: String,
     /// Bytes sent, parts and manifest.
     pub bytes: u64,
+    /// Bytes not sent: parts and manifest the store held already.
+    pub held: u64,
 }
 
 /// Uploads the parts, then the manifest, to the content store at `store`.
 pub fn upload(store: &str, p: &PreparedInputs, policy: &FetchPolicy) -> Result<Uploaded> {
     let client = Client::new(policy)?;
-    let mut bytes = 0;
+    let (mut bytes, mut held) = (0, 0);
+    let mut count = |sent: bool, n: usize| {
+        if sent {
+            bytes += n as u64
+        } else {
+            held += n as u64
+        }
+    };
     for part in &p.parts {
-        client
+        let sent = client
             .put_content(store, part.clone())
             .map_err(|e| anyhow::anyhow!("uploading an input part: {e}"))?;
-        bytes += part.len() as u64;
+        count(sent, part.len());
     }
     let m = p.manifest.encode();
-    bytes += m.len() as u64;
-    client
+    let n = m.len();
+    let sent = client
         .put_content(store, m)
         .map_err(|e| anyhow::anyhow!("uploading the input manifest: {e}"))?;
+    count(sent, n);
     Ok(Uploaded {
         store: store.to_string(),
         manifest: hex(&p.job.input),
         bytes,
+        held,
     })
 }
 

@@ -738,6 +738,50 @@ fn a_busy_provider_fetches_the_next_tasks_inputs_before_it_can_claim_it() {
 }
 
 #[test]
+fn parts_the_store_holds_are_not_sent_again_and_a_held_objects_upload_is_read_to_its_end() {
+    let (_store, _server, url) = served();
+    let client = results::client::Client::new(&loopback()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (pa, pb) = (
+        dir.path().join("A.safetensors"),
+        dir.path().join("B.safetensors"),
+    );
+    std::fs::write(
+        &pa,
+        clientdata::tensor_file("A", 10, 20, &vec![1; 200]).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        &pb,
+        clientdata::tensor_file("B", 20, 3, &vec![2; 60]).unwrap(),
+    )
+    .unwrap();
+    let prepared = clientdata::prepare_inputs(&[pa, pb]).unwrap();
+    let first = clientdata::upload(&url, &prepared, &loopback()).unwrap();
+    assert!(first.bytes > 0 && first.held == 0, "{first:?}");
+    let second = clientdata::upload(&url, &prepared, &loopback()).unwrap();
+    assert_eq!(
+        (second.bytes, second.held),
+        (0, first.bytes),
+        "uploaded once"
+    );
+    // a held object uploaded anyway (a race, an older client): answered after its whole body,
+    // never a connection closed under the sender
+    let big = vec![9u8; 24 << 20];
+    assert!(client.put_content(&url, big.clone()).unwrap(), "sent");
+    assert!(
+        !client.put_content(&url, big.clone()).unwrap(),
+        "held: not sent"
+    );
+    let raw = reqwest::blocking::Client::new()
+        .put(format!("{url}/c/{}", results::hex(&hashv(&[&big]))))
+        .body(big)
+        .send()
+        .unwrap();
+    assert_eq!(raw.status(), 201);
+}
+
+#[test]
 fn an_upload_to_a_full_store_is_refused_naming_its_budget() {
     let mut host = ResultStore::default().with_policy(loopback());
     host.content.budget = 4096;

@@ -1333,12 +1333,12 @@ fn sentences_posted_through_the_cli_are_embedded_as_numpy_does_and_a_text_over_t
     let path = v.dir.path().join("sentences.txt");
     std::fs::write(&path, &texts)?;
     let model = minilm_path();
-    let post = |extra: &[&str]| {
+    let post = |id: &'static str, extra: &[&str]| {
         let mut args = vec![
             "task",
             "post",
             "--id",
-            "7",
+            id,
             "--model",
             model.to_str().unwrap(),
             "--texts",
@@ -1352,7 +1352,7 @@ fn sentences_posted_through_the_cli_are_embedded_as_numpy_does_and_a_text_over_t
         v.keeper(&client, &args)
     };
     // a limit below the longest text: refused by the text's line, nothing posted
-    let e = post(&["--max-tokens", "8"]).unwrap_err().to_string();
+    let e = post("7", &["--max-tokens", "8"]).unwrap_err().to_string();
     assert!(e.contains("tokens long, over the limit of 8"), "{e}");
     assert!(
         chain
@@ -1360,11 +1360,31 @@ fn sentences_posted_through_the_cli_are_embedded_as_numpy_does_and_a_text_over_t
             .is_none(),
         "nothing posted"
     );
-    let out = post(&[])?;
+    let out = post("7", &[])?;
     let task: Pubkey = out["posted"]["task"]
         .as_str()
         .expect("task address")
         .parse()?;
+    // posted again on the same model and texts: the store holds every part and the manifest,
+    // so nothing is sent again (the client asks before it uploads)
+    let sent = out["inputs"]["bytes"].as_u64().expect("bytes sent");
+    assert!(
+        sent > 20 << 20,
+        "the 23 MB model went up once: {}",
+        out["inputs"]
+    );
+    assert_eq!(out["inputs"]["held"].as_u64(), Some(0));
+    let again = post("8", &[])?;
+    assert_eq!(
+        (
+            again["inputs"]["bytes"].as_u64(),
+            again["inputs"]["held"].as_u64()
+        ),
+        (Some(0), Some(sent)),
+        "posted twice, uploaded once: {}",
+        again["inputs"]
+    );
+    v.keeper(&client, &["task", "cancel", "8"])?;
     let _p = v.spawn_keeper("honest", &honest, &["--provider"])?;
     let _vs = verify_until_closed(&v, &verifiers, &task, &["honest", "v0", "crank"])?;
     let h = chain.node(&node_of(&honest))?.expect("honest node");

@@ -397,14 +397,23 @@ impl Client {
         }
     }
 
-    /// Uploads `bytes` as `<base>/c/<hex of their SHA-256>` (a content store: `keeper serve`).
-    pub fn put_content(&self, base: &str, bytes: Vec<u8>) -> Result<(), FetchError> {
+    /// Uploads `bytes` as `<base>/c/<hex of their SHA-256>` (a content store: `keeper serve`)
+    /// unless the store holds them already (a `HEAD` first: a model posted again is not sent
+    /// again). Returns whether the bytes were sent.
+    pub fn put_content(&self, base: &str, bytes: Vec<u8>) -> Result<bool, FetchError> {
         let hash = compute_market_protocol::hash::hashv(&[&bytes]);
         let url = format!("{}/c/{}", base.trim_end_matches('/'), super::hex(&hash));
         let parsed = Url::parse(&url)
             .map_err(|e| FetchError::Invalid(format!("{url:?} is not a URL: {e}")))?;
         check_url(&parsed, &self.policy)
             .map_err(|e| FetchError::Invalid(format!("{url:?} is refused: {e}")))?;
+        let held = || {
+            let head = self.sign(self.http.head(parsed.clone()), "HEAD", &parsed);
+            head.send().is_ok_and(|r| r.status().is_success())
+        };
+        if held() {
+            return Ok(false);
+        }
         // a connection may close under the upload (a pooled keep-alive connection the server
         // just closed, or an early answer to an object it already holds): then a HEAD says
         // whether the object is there, and the upload is tried once more if it is not
@@ -415,9 +424,8 @@ impl Client {
             match req.body(bytes.clone()).send() {
                 Ok(r) => break r,
                 Err(e) => {
-                    let head = self.sign(self.http.head(parsed.clone()), "HEAD", &parsed);
-                    if head.send().is_ok_and(|r| r.status().is_success()) {
-                        return Ok(());
+                    if held() {
+                        return Ok(true);
                     }
                     if tries >= 2 {
                         return Err(FetchError::Unavailable(format!(
@@ -435,7 +443,7 @@ impl Client {
                 "{url} refused the upload: HTTP {status}: {why}"
             )));
         }
-        Ok(())
+        Ok(true)
     }
 }
 
