@@ -737,10 +737,8 @@ fn a_busy_provider_fetches_the_next_tasks_inputs_before_it_can_claim_it() {
     );
 }
 
-#[test]
-fn parts_the_store_holds_are_not_sent_again_and_a_held_objects_upload_is_read_to_its_end() {
-    let (_store, _server, url) = served();
-    let client = results::client::Client::new(&loopback()).unwrap();
+/// A small product's inputs (A 10 × 20, B 20 × 3) prepared for posting.
+fn small_product() -> clientdata::PreparedInputs {
     let dir = tempfile::tempdir().unwrap();
     let (pa, pb) = (
         dir.path().join("A.safetensors"),
@@ -756,7 +754,14 @@ fn parts_the_store_holds_are_not_sent_again_and_a_held_objects_upload_is_read_to
         clientdata::tensor_file("B", 20, 3, &vec![2; 60]).unwrap(),
     )
     .unwrap();
-    let prepared = clientdata::prepare_inputs(&[pa, pb]).unwrap();
+    clientdata::prepare_inputs(&[pa, pb]).unwrap()
+}
+
+#[test]
+fn parts_the_store_holds_are_not_sent_again_and_a_held_objects_upload_is_read_to_its_end() {
+    let (_store, _server, url) = served();
+    let client = results::client::Client::new(&loopback()).unwrap();
+    let prepared = small_product();
     let first = clientdata::upload(&url, &prepared, &loopback()).unwrap();
     assert!(first.bytes > 0 && first.held == 0, "{first:?}");
     let second = clientdata::upload(&url, &prepared, &loopback()).unwrap();
@@ -791,22 +796,7 @@ fn an_upload_to_a_full_store_is_refused_naming_its_budget() {
     let client = results::client::Client::new(&loopback()).unwrap();
     // what is in use (uploaded just now) is never evicted for a stranger's upload
     client.put_content(&url, vec![7u8; 3000]).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let (pa, pb) = (
-        dir.path().join("A.safetensors"),
-        dir.path().join("B.safetensors"),
-    );
-    std::fs::write(
-        &pa,
-        clientdata::tensor_file("A", 10, 20, &vec![1; 200]).unwrap(),
-    )
-    .unwrap();
-    std::fs::write(
-        &pb,
-        clientdata::tensor_file("B", 20, 3, &vec![2; 60]).unwrap(),
-    )
-    .unwrap();
-    let prepared = clientdata::prepare_inputs(&[pa, pb]).unwrap();
+    let prepared = small_product();
     let e = clientdata::upload(&url, &prepared, &loopback())
         .unwrap_err()
         .to_string();

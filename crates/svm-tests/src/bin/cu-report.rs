@@ -312,7 +312,7 @@ fn game_at_bounds() -> (Vec<TxRecord>, usize) {
 fn encoder_games_at_scale() -> (Vec<TxRecord>, usize, u64) {
     use compute_market_protocol::{
         encoder::{random_encoder, RandomShape},
-        trace::encoder::{Region, Step},
+        trace::encoder::Step,
     };
     use compute_market_svm_tests::games::Trace;
     let (h, words, limit) = (384usize, 192u32, 128u32);
@@ -401,7 +401,6 @@ fn encoder_games_at_scale() -> (Vec<TxRecord>, usize, u64) {
         )
     });
     assert!(lay.len() <= compute_market_protocol::trace::encoder::MAX_MEMORY);
-    let _ = Region::Out;
     let mut one_game = 0;
     for (name, s) in [("d.attention", attn), ("d.residual", res), ("d.norm", norm)] {
         let mut departing = truth.clone();
