@@ -647,3 +647,85 @@ fn rounding_goes_to_the_treasury_and_the_sortition_total_stays_exact_under_slash
     assert_eq!(w.market_account().verifier_stake, exact, "exact after sync");
     w.close(task).unwrap();
 }
+
+#[test]
+fn only_a_nodes_authority_updates_it_and_its_endpoint_is_a_short_http_url() {
+    use compute_market::{instructions::UpdateNodeArgs, state::Hardware};
+    let mut w = World::new();
+    let p = w.actor("p", STAKE);
+    let stranger = w.actor("stranger", STAKE);
+    w.onboard(&p, 1, STAKE);
+    let args = |endpoint: &str, gflops: u32| UpdateNodeArgs {
+        hardware: Hardware { gflops, ..gpu() },
+        endpoint: endpoint.into(),
+    };
+    let r = w
+        .send_as(
+            "update_node",
+            &p,
+            client::update_node(p.key(), w.market, args("http://10.0.0.7:8900", 70_000)),
+        )
+        .unwrap();
+    let updated = r
+        .logs
+        .iter()
+        .filter_map(|l| l.strip_prefix("Program data: "))
+        .any(|b| {
+            use anchor_lang::Discriminator;
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .is_ok_and(|d| d.starts_with(compute_market::events::NodeUpdated::DISCRIMINATOR))
+        });
+    assert!(updated, "NodeUpdated is emitted");
+    let n = w.node(&p.node);
+    assert_eq!(n.endpoint(), b"http://10.0.0.7:8900");
+    assert_eq!(n.hardware.gflops, 70_000);
+    // a stranger cannot write another's node: its PDA is derived from the signer
+    let mut ix = client::update_node(
+        stranger.key(),
+        w.market,
+        args("http://evil.example", 70_000),
+    );
+    ix.accounts[1].pubkey = p.node;
+    refused(&mut w, "ConstraintSeeds", |w| {
+        w.send_as("update_node", &stranger, ix)
+    });
+    for bad in [
+        "ftp://10.0.0.7",
+        "http://a b",
+        "https://",
+        &format!(
+            "https://{}",
+            "a".repeat(compute_market::constants::MAX_ENDPOINT_LEN)
+        ),
+    ] {
+        refused(&mut w, "EndpointInvalid", |w| {
+            w.send_as(
+                "update_node",
+                &p,
+                client::update_node(p.key(), w.market, args(bad, 70_000)),
+            )
+        });
+    }
+    // a provider's hardware still meets the market's minimum
+    refused(&mut w, "HardwareBelowMarketMinimum", |w| {
+        w.send_as(
+            "update_node",
+            &p,
+            client::update_node(p.key(), w.market, args("", 0)),
+        )
+    });
+    // an empty endpoint withdraws it
+    w.send_as(
+        "update_node",
+        &p,
+        client::update_node(p.key(), w.market, args("", 70_000)),
+    )
+    .unwrap();
+    assert_eq!(w.node(&p.node).endpoint(), b"");
+    assert!(
+        w.try_node(&stranger.node).is_none(),
+        "the stranger has no node"
+    );
+}

@@ -94,6 +94,18 @@ pub fn register_node(
     )
 }
 
+/// `update_node`.
+pub fn update_node(authority: Pubkey, market: Pubkey, args: UpdateNodeArgs) -> Instruction {
+    build(
+        acc::UpdateNode {
+            market,
+            node: pda::node(&authority),
+            authority,
+        },
+        ix::UpdateNode { args },
+    )
+}
+
 /// `stake` from `source`.
 pub fn stake(authority: Pubkey, market: Pubkey, source: Pubkey, amount: u64) -> Instruction {
     let node = pda::node(&authority);

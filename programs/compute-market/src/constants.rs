@@ -23,6 +23,8 @@ pub const SEED_VOTE: &[u8] = b"vote";
 pub const BPS: u64 = 10_000;
 /// Longest URI (result location or input location), bytes.
 pub const MAX_URI_LEN: usize = 128;
+/// Longest node endpoint (`Node.endpoint`), bytes.
+pub const MAX_ENDPOINT_LEN: usize = 56;
 /// Longest market name, bytes.
 pub const MAX_NAME_LEN: usize = 32;
 

@@ -48,6 +48,17 @@ pub struct NodeRegistered {
     pub region: u16,
 }
 
+/// A node re-declared its hardware and announced its endpoint (empty: none).
+#[event]
+pub struct NodeUpdated {
+    pub node: Pubkey,
+    pub gflops: u32,
+    pub memory_gb: u32,
+    pub bandwidth_gbps: u32,
+    pub region: u16,
+    pub endpoint: String,
+}
+
 /// Tokens moved from the authority into the node's stake.
 #[event]
 pub struct Staked {

@@ -81,6 +81,12 @@ pub mod compute_market {
         register_node::handler(ctx, args)
     }
 
+    /// Re-declares the signer's node's hardware and announces its keeper's endpoint.
+    #[access_control(ctx.accounts.validate(&args))]
+    pub fn update_node(ctx: Context<UpdateNode>, args: UpdateNodeArgs) -> Result<()> {
+        update_node::handler(ctx, args)
+    }
+
     /// Moves tokens into the node's vault as free stake.
     #[access_control(ctx.accounts.validate(amount))]
     pub fn stake(ctx: Context<Stake>, amount: u64) -> Result<()> {

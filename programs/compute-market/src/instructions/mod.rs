@@ -33,6 +33,7 @@ pub mod stake;
 pub mod submit_result;
 pub mod sweep_fees;
 pub mod sync_stake;
+pub mod update_node;
 pub mod withdraw;
 
 pub use apply_params::*;
@@ -65,4 +66,5 @@ pub use stake::*;
 pub use submit_result::*;
 pub use sweep_fees::*;
 pub use sync_stake::*;
+pub use update_node::*;
 pub use withdraw::*;

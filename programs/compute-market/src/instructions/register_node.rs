@@ -80,7 +80,9 @@ pub fn handler(ctx: Context<RegisterNode>, args: RegisterNodeArgs) -> Result<()>
         registered_slot: now,
         bump: ctx.bumps.node,
         vault_bump: ctx.bumps.vault,
-        reserved: [0; 64],
+        endpoint: [0; MAX_ENDPOINT_LEN],
+        endpoint_len: 0,
+        reserved: [0; 7],
     });
     let market = &mut ctx.accounts.market;
     if args.roles & ROLE_PROVIDER != 0 {

@@ -253,7 +253,9 @@ mod tests {
             registered_slot: 0,
             bump: 0,
             vault_bump: 0,
-            reserved: [0; 64],
+            endpoint: [0; MAX_ENDPOINT_LEN],
+            endpoint_len: 0,
+            reserved: [0; 7],
         }
     }
 

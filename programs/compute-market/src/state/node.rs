@@ -68,14 +68,33 @@ pub struct Node {
     pub bump: u8,
     /// Canonical bump of the vault PDA.
     pub vault_bump: u8,
+    /// The keeper's public base URL ([`MAX_ENDPOINT_LEN`] bytes, `endpoint_len` used; taken
+    /// from the reserved bytes: 0 = none announced). Its `/provider` card says what the node
+    /// takes and why it skips the tasks it skips (PROTOCOL §2).
+    pub endpoint: [u8; MAX_ENDPOINT_LEN],
+    /// Bytes of `endpoint` in use.
+    pub endpoint_len: u8,
     /// Zeroed space for fields of later versions.
-    pub reserved: [u8; 64],
+    pub reserved: [u8; 7],
 }
 
 impl Node {
     /// Byte offset of `market` in the account data (after the discriminator, the version and
     /// the authority): clients read one market's nodes with a `memcmp` here.
     pub const MARKET_OFFSET: usize = 8 + 1 + 32;
+
+    /// The announced endpoint (empty: none).
+    pub fn endpoint(&self) -> &[u8] {
+        &self.endpoint[..usize::from(self.endpoint_len).min(MAX_ENDPOINT_LEN)]
+    }
+
+    /// Sets the endpoint (checked by the caller to fit).
+    pub fn set_endpoint(&mut self, e: &[u8]) {
+        let n = e.len().min(MAX_ENDPOINT_LEN);
+        self.endpoint = [0; MAX_ENDPOINT_LEN];
+        self.endpoint[..n].copy_from_slice(&e[..n]);
+        self.endpoint_len = n as u8;
+    }
 
     /// Whether the node has `role`.
     pub fn has(&self, role: u8) -> bool {

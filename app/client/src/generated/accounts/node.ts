@@ -63,6 +63,14 @@ registeredSlot: bigint;
 bump: number; 
 /** Canonical bump of the vault PDA. */
 vaultBump: number; 
+/**
+ * The keeper's public base URL ([`MAX_ENDPOINT_LEN`] bytes, `endpoint_len` used; taken
+ * from the reserved bytes: 0 = none announced). Its `/provider` card says what the node
+ * takes and why it skips the tasks it skips (PROTOCOL §2).
+ */
+endpoint: ReadonlyUint8Array; 
+/** Bytes of `endpoint` in use. */
+endpointLen: number; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
@@ -116,17 +124,25 @@ registeredSlot: number | bigint;
 bump: number; 
 /** Canonical bump of the vault PDA. */
 vaultBump: number; 
+/**
+ * The keeper's public base URL ([`MAX_ENDPOINT_LEN`] bytes, `endpoint_len` used; taken
+ * from the reserved bytes: 0 = none announced). Its `/provider` card says what the node
+ * takes and why it skips the tasks it skips (PROTOCOL §2).
+ */
+endpoint: ReadonlyUint8Array; 
+/** Bytes of `endpoint` in use. */
+endpointLen: number; 
 /** Zeroed space for fields of later versions. */
 reserved: ReadonlyUint8Array;  };
 
 /** Gets the encoder for {@link NodeArgs} account data. */
 export function getNodeEncoder(): FixedSizeEncoder<NodeArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['authority', getAddressEncoder()], ['market', getAddressEncoder()], ['roles', getU8Encoder()], ['free', getU64Encoder()], ['bonded', getU64Encoder()], ['pendingUnstake', getU64Encoder()], ['unlockSlot', getU64Encoder()], ['earned', getU64Encoder()], ['feesDue', getU64Encoder()], ['activating', getU64Encoder()], ['activatingSlot', getU64Encoder()], ['settledSlot', getU64Encoder()], ['stakeDebt', getU64Encoder()], ['hardware', getHardwareEncoder()], ['tasksCompleted', getU32Encoder()], ['verifications', getU32Encoder()], ['timesSlashed', getU32Encoder()], ['registeredSlot', getU64Encoder()], ['bump', getU8Encoder()], ['vaultBump', getU8Encoder()], ['reserved', fixEncoderSize(getBytesEncoder(), 64)]]), (value) => ({ ...value, discriminator: NODE_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['authority', getAddressEncoder()], ['market', getAddressEncoder()], ['roles', getU8Encoder()], ['free', getU64Encoder()], ['bonded', getU64Encoder()], ['pendingUnstake', getU64Encoder()], ['unlockSlot', getU64Encoder()], ['earned', getU64Encoder()], ['feesDue', getU64Encoder()], ['activating', getU64Encoder()], ['activatingSlot', getU64Encoder()], ['settledSlot', getU64Encoder()], ['stakeDebt', getU64Encoder()], ['hardware', getHardwareEncoder()], ['tasksCompleted', getU32Encoder()], ['verifications', getU32Encoder()], ['timesSlashed', getU32Encoder()], ['registeredSlot', getU64Encoder()], ['bump', getU8Encoder()], ['vaultBump', getU8Encoder()], ['endpoint', fixEncoderSize(getBytesEncoder(), 56)], ['endpointLen', getU8Encoder()], ['reserved', fixEncoderSize(getBytesEncoder(), 7)]]), (value) => ({ ...value, discriminator: NODE_DISCRIMINATOR }));
 }
 
 /** Gets the decoder for {@link Node} account data. */
 export function getNodeDecoder(): FixedSizeDecoder<Node> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['authority', getAddressDecoder()], ['market', getAddressDecoder()], ['roles', getU8Decoder()], ['free', getU64Decoder()], ['bonded', getU64Decoder()], ['pendingUnstake', getU64Decoder()], ['unlockSlot', getU64Decoder()], ['earned', getU64Decoder()], ['feesDue', getU64Decoder()], ['activating', getU64Decoder()], ['activatingSlot', getU64Decoder()], ['settledSlot', getU64Decoder()], ['stakeDebt', getU64Decoder()], ['hardware', getHardwareDecoder()], ['tasksCompleted', getU32Decoder()], ['verifications', getU32Decoder()], ['timesSlashed', getU32Decoder()], ['registeredSlot', getU64Decoder()], ['bump', getU8Decoder()], ['vaultBump', getU8Decoder()], ['reserved', fixDecoderSize(getBytesDecoder(), 64)]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['authority', getAddressDecoder()], ['market', getAddressDecoder()], ['roles', getU8Decoder()], ['free', getU64Decoder()], ['bonded', getU64Decoder()], ['pendingUnstake', getU64Decoder()], ['unlockSlot', getU64Decoder()], ['earned', getU64Decoder()], ['feesDue', getU64Decoder()], ['activating', getU64Decoder()], ['activatingSlot', getU64Decoder()], ['settledSlot', getU64Decoder()], ['stakeDebt', getU64Decoder()], ['hardware', getHardwareDecoder()], ['tasksCompleted', getU32Decoder()], ['verifications', getU32Decoder()], ['timesSlashed', getU32Decoder()], ['registeredSlot', getU64Decoder()], ['bump', getU8Decoder()], ['vaultBump', getU8Decoder()], ['endpoint', fixDecoderSize(getBytesDecoder(), 56)], ['endpointLen', getU8Decoder()], ['reserved', fixDecoderSize(getBytesDecoder(), 7)]]);
 }
 
 /** Gets the codec for {@link Node} account data. */

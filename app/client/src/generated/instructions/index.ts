@@ -51,4 +51,5 @@ export * from './stake';
 export * from './submitResult';
 export * from './sweepFees';
 export * from './syncStake';
+export * from './updateNode';
 export * from './withdraw';
