@@ -5,7 +5,7 @@ use anchor_lang::prelude::Pubkey;
 use anyhow::{bail, Context, Result};
 use compute_market::{
     client,
-    instructions::{PostTaskArgs, RegisterNodeArgs},
+    instructions::{PostTaskArgs, RegisterNodeArgs, UpdateNodeArgs},
     pda,
     state::{Config, Hardware, Market, Node, Task},
 };
@@ -129,6 +129,8 @@ pub struct NodeView {
     pub stake_debt: u64,
     /// Declared hardware.
     pub hardware: HardwareView,
+    /// Where its keeper serves its card (PROTOCOL §2; empty: none announced).
+    pub endpoint: String,
     /// Tasks completed.
     pub tasks_completed: u32,
     /// Votes revealed.
@@ -331,6 +333,30 @@ fn node_of(chain: &dyn Chain, authority: &Pubkey) -> Result<Node> {
         .with_context(|| format!("{authority} has no node (run `keeper node register` first)"))
 }
 
+/// Announces `endpoint` as the node's (PROTOCOL §2, node endpoint), keeping its declared
+/// hardware; `None` when the node already names it. `keeper run` calls it for a provider, so
+/// clients find its card.
+pub fn node_announce(chain: &dyn Chain, kp: &Keypair, endpoint: &str) -> Result<Option<Sent>> {
+    let n = node_of(chain, &kp.pubkey())?;
+    if n.endpoint() == endpoint.as_bytes() {
+        return Ok(None);
+    }
+    anyhow::ensure!(
+        compute_market::instructions::endpoint_ok(endpoint.as_bytes()),
+        "the endpoint {endpoint:?} is not an http(s) URL of at most {} printable ASCII bytes",
+        compute_market::constants::MAX_ENDPOINT_LEN
+    );
+    let ix = client::update_node(
+        kp.pubkey(),
+        n.market,
+        UpdateNodeArgs {
+            hardware: n.hardware,
+            endpoint: endpoint.to_string(),
+        },
+    );
+    send(chain, kp, "update_node", ix).map(Some)
+}
+
 /// `node status`.
 pub fn node_status(chain: &dyn Chain, authority: &Pubkey) -> Result<NodeView> {
     let n = node_of(chain, authority)?;
@@ -360,6 +386,7 @@ pub fn node_status(chain: &dyn Chain, authority: &Pubkey) -> Result<NodeView> {
             bandwidth_gbps: n.hardware.bandwidth_gbps,
             region: n.hardware.region,
         },
+        endpoint: String::from_utf8_lossy(n.endpoint()).into_owned(),
         tasks_completed: n.tasks_completed,
         verifications: n.verifications,
         times_slashed: n.times_slashed,
@@ -384,6 +411,19 @@ pub struct TaskTerms {
     pub region: u16,
 }
 
+/// Says what is missing when `owner`'s stake-token account cannot pay `count` tasks at
+/// `reward` (rather than letting the transaction fail in simulation); returns the account.
+pub fn ensure_funds(chain: &dyn Chain, owner: &Pubkey, reward: u64, count: u64) -> Result<Pubkey> {
+    let wallet = wallet(chain, owner)?;
+    let needed = reward.saturating_mul(count);
+    let balance = chain.token_balance(&wallet)?;
+    anyhow::ensure!(
+        balance >= needed,
+        "the wallet's stake-token account {wallet} holds {balance}, but {count} task(s) at a reward of {reward} need {needed}"
+    );
+    Ok(wallet)
+}
+
 /// `task post`: one task per `(id, job)`, up to 16 transactions in flight at once. One JSON
 /// object per task, in order; the first refusal is the error.
 pub fn task_post(
@@ -393,16 +433,7 @@ pub fn task_post(
     jobs: Vec<(u64, JobSpec)>,
 ) -> Result<Vec<Posted>> {
     let cfg = config(chain)?;
-    let wallet = wallet(chain, &kp.pubkey())?;
-    // say what is missing rather than let the transaction fail in simulation
-    let needed = terms.reward.saturating_mul(jobs.len() as u64);
-    let balance = chain.token_balance(&wallet)?;
-    anyhow::ensure!(
-        balance >= needed,
-        "the wallet's stake-token account {wallet} holds {balance}, but {} task(s) at a reward of {} need {needed}",
-        jobs.len(),
-        terms.reward
-    );
+    let wallet = ensure_funds(chain, &kp.pubkey(), terms.reward, jobs.len() as u64)?;
     let TaskTerms {
         input_uri,
         market,
@@ -514,12 +545,94 @@ fn task_view(key: &Pubkey, t: &Task) -> TaskView {
     }
 }
 
-/// `task status`.
-pub fn task_status(chain: &dyn Chain, task: &Pubkey) -> Result<TaskView> {
-    let t = chain.task(task)?.with_context(|| {
-        format!("no task at {task} (closed tasks are gone; see the TaskClosed event)")
-    })?;
-    Ok(task_view(task, &t))
+/// What `task status` shows: a task on chain (an open one with how long it has waited and why
+/// each provider leaves it), or a closed one's outcome from its history.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum StatusReport {
+    /// The task's account.
+    Live {
+        /// The task.
+        #[serde(flatten)]
+        task: TaskView,
+        /// An open task: how long it has waited and why.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        waiting: Option<Waiting>,
+        /// A decided task: what its status means for the client.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        meaning: Option<&'static str>,
+    },
+    /// Its account is closed: the outcome from its transactions.
+    Closed(crate::outlook::Closed),
+}
+
+/// How long an open task has waited, and why each provider leaves it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Waiting {
+    /// Slots since it was posted.
+    pub slots: u64,
+    /// The same in seconds, at the cluster's recent slot time.
+    pub seconds: f64,
+    /// Slots left until it expires unclaimed.
+    pub expires_in_slots: u64,
+    /// Each provider's reason (from its card when it published one).
+    pub providers: crate::outlook::Outlook,
+}
+
+/// `task status`: the task, and for an open one why it waits (the providers' cards read under
+/// `policy`, seconds at `slot_seconds`); a closed task's outcome from its history (`logs`).
+pub fn task_report(
+    chain: &dyn Chain,
+    task: &Pubkey,
+    policy: &crate::results::FetchPolicy,
+    slot_seconds: f64,
+    logs: impl FnOnce() -> Result<Vec<Vec<String>>>,
+) -> Result<StatusReport> {
+    let Some(t) = chain.task(task)? else {
+        return Ok(StatusReport::Closed(crate::outlook::closed(
+            task,
+            &logs()?,
+        )?));
+    };
+    let waiting = match (t.status, JobSpec::decode(&t.job)) {
+        (compute_market::state::TaskStatus::Open, Ok(job)) => {
+            let now = chain.slot()?;
+            let known = crate::outlook::providers(chain, &t.market, policy)?;
+            let slots = now.saturating_sub(t.posted_slot);
+            Some(Waiting {
+                slots,
+                seconds: (slots as f64 * slot_seconds * 10.0).round() / 10.0,
+                expires_in_slots: t.open_deadline.saturating_sub(now),
+                providers: crate::outlook::waiting(&known, task, &t, &job),
+            })
+        }
+        _ => None,
+    };
+    Ok(StatusReport::Live {
+        task: task_view(task, &t),
+        waiting,
+        meaning: Some(crate::outlook::meaning(t.status)).filter(|m| !m.is_empty()),
+    })
+}
+
+/// Whether any provider of `market` would take `job` posted at these terms (`task post` asks
+/// before it uploads or pays).
+pub fn task_outlook(
+    chain: &dyn Chain,
+    market: u16,
+    reward: u64,
+    quorum: u8,
+    samples: u16,
+    job: &JobSpec,
+    policy: &crate::results::FetchPolicy,
+) -> Result<crate::outlook::Outlook> {
+    let cfg = config(chain)?;
+    let m: Market = chain
+        .decoded(&pda::market(market))?
+        .with_context(|| format!("no market {market}"))?;
+    let t = crate::outlook::would_post(&cfg, &m, reward, quorum, samples, job);
+    let known = crate::outlook::providers(chain, &pda::market(market), policy)?;
+    Ok(crate::outlook::estimate(&known, &t, job))
 }
 
 /// `task list`.

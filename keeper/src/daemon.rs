@@ -505,6 +505,17 @@ pub fn run(
         p.policy.min_samples = opts.min_samples;
         p
     });
+    if provider.is_some() {
+        // clients read the provider's card at its announced endpoint (PROTOCOL §2)
+        let base = tiles.base_url.clone().unwrap_or_default();
+        match crate::cli::node_announce(chain.as_ref(), &kp, &base) {
+            Ok(Some(_)) => tracing::info!(endpoint = base, "announced the node's endpoint"),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(endpoint = base, error = %format!("{e:#}"), "cannot announce the node's endpoint: clients will not see why it skips tasks")
+            }
+        }
+    }
     let verifier = opts.verifier.then(|| {
         let mut v = Verifier::new(ctx("verifier", clone(&kp)), db.clone());
         v.hold_after_commit = opts.hold_after_commit;

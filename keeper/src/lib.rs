@@ -19,7 +19,8 @@
 //! * [`roles`] — provider, verifier, cranker: each a pass over the chain and a backend.
 //! * [`daemon`] — `keeper run` (roles, HTTP, store, shutdown passed in); [`cli`] and
 //!   [`deploy`] — the client operations and `keeper init`/`fund`, typed results; [`config`] —
-//!   the config file and keypairs; [`demo`], [`bench`](mod@bench), [`gpucheck`] — the embedded-cluster
+//!   the config file and keypairs; [`card`] and [`outlook`] — a provider's published card
+//!   and what a client reads of the cards (whether a job will be taken, why a task waits); [`demo`], [`bench`](mod@bench), [`gpucheck`] — the embedded-cluster
 //!   scenario, the benchmarks and the GPU check, each with its report.
 //!
 //! "PROTOCOL §n" in this crate's comments is section n of `docs/PROTOCOL.md` in this
@@ -27,6 +28,7 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod card;
 pub mod chain;
 pub mod cli;
 pub mod clientdata;
@@ -39,6 +41,7 @@ pub mod deploy;
 pub mod dispute;
 pub mod gpucheck;
 pub mod metrics;
+pub mod outlook;
 pub mod results;
 pub mod roles;
 pub mod verify;

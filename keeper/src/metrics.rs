@@ -18,6 +18,13 @@ pub struct StateLabel {
     pub state: String,
 }
 
+/// The label of [`Metrics::claims_skipped`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// Why ([`crate::card::SkipReason::label`]).
+    pub reason: String,
+}
+
 /// Counters and gauges of one keeper process (cheap to clone: every metric is shared).
 pub struct Metrics {
     registry: Registry,
@@ -62,6 +69,8 @@ pub struct Metrics {
     pub store_bytes: Gauge,
     /// Panics caught in one task's work (that task failed; the process went on).
     pub panics: Counter,
+    /// Open tasks the provider did not claim, once per task and reason.
+    pub claims_skipped: Family<ReasonLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -93,6 +102,7 @@ impl Default for Metrics {
             http_signed: Counter::default(),
             store_bytes: Gauge::default(),
             panics: Counter::default(),
+            claims_skipped: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -191,6 +201,11 @@ impl Default for Metrics {
             "Panics caught in one task's work",
             m.panics.clone(),
         );
+        registry.register(
+            "claims_skipped",
+            "Open tasks this provider did not claim, once per task and reason",
+            m.claims_skipped.clone(),
+        );
         Metrics { registry, ..m }
     }
 }
@@ -206,6 +221,15 @@ impl Metrics {
                 })
                 .set(*n as i64);
         }
+    }
+
+    /// Counts a task skipped for `reason`.
+    pub fn claim_skipped(&self, reason: crate::card::SkipReason) {
+        self.claims_skipped
+            .get_or_create(&ReasonLabel {
+                reason: reason.label().into(),
+            })
+            .inc();
     }
 
     /// Seconds verifying per second computing (0 before any compute).

@@ -12,6 +12,7 @@ use std::{
 use compute_market::state::Windows;
 use compute_market::{pda, state::TaskStatus};
 use compute_market_keeper::{
+    card::SkipReason,
     chain::{Chain, ChainExt},
     cli::{self, TaskTerms},
     compute::{cpu::CpuBackend, Backend},
@@ -397,7 +398,8 @@ fn a_provider_below_its_reward_floor_does_not_claim() {
     };
     // 16.7·10^6 work units at 10^5 per 10^9: a floor of 1,677; 1,000 is below it
     let why = refusal(&t, &job, &held, &cap).expect("refused");
-    assert!(why.contains("below the floor"), "{why}");
+    assert_eq!(why.reason, SkipReason::Reward);
+    assert!(why.detail.contains("below the floor"), "{why:?}");
     t.reward = 1_678;
     assert_eq!(refusal(&t, &job, &held, &cap), None);
     // the store's budget: a result that does not fit is not claimed
@@ -406,7 +408,8 @@ fn a_provider_below_its_reward_floor_does_not_claim() {
         ..held
     };
     let why = refusal(&t, &job, &small, &cap).expect("refused");
-    assert!(why.contains("the store has"), "{why}");
+    assert_eq!(why.reason, SkipReason::Disk);
+    assert!(why.detail.contains("the store has"), "{why:?}");
 }
 
 /// Why a provider with the default policy, unbounded memory and disk and throughput `rate`
@@ -431,6 +434,7 @@ fn refused_by_default_policy(
         },
     )
     .expect("refused")
+    .detail
 }
 
 fn blank_task() -> compute_market::state::Task {

@@ -1387,6 +1387,18 @@ fn sentences_posted_through_the_cli_are_embedded_as_numpy_does_and_a_text_over_t
     v.keeper(&client, &["task", "cancel", "8"])?;
     let _p = v.spawn_keeper("honest", &honest, &["--provider"])?;
     let _vs = verify_until_closed(&v, &verifiers, &task, &["honest", "v0", "crank"])?;
+    // closed in the transaction that decided it: `task status` reads the outcome from its
+    // history
+    let status = v.keeper(&client, &["task", "status", &task.to_string()])?;
+    assert_eq!(
+        (&status["account"], &status["status"], &status["provider"]),
+        (
+            &"closed".into(),
+            &"Accepted".into(),
+            &node_of(&honest).to_string().into()
+        ),
+        "{status}"
+    );
     let h = chain.node(&node_of(&honest))?.expect("honest node");
     assert_eq!((h.tasks_completed, h.times_slashed), (1, 0), "accepted");
     // the verified embeddings, every tile checked against the root, as a client reads them
@@ -1837,6 +1849,142 @@ fn stake_added_and_removed_in_the_submitting_transaction_leaves_the_snapshot_whe
         Some("NotEligibleForSeat"),
         "{:?}",
         refusal.logs
+    );
+    Ok(())
+}
+
+/// A client is told before it pays that no provider can finish its job, and after, why its
+/// task waits and how it ended. The provider announces its endpoint at start; its card there
+/// gives its measured speed. A hash batch it would take minutes over (its submit window gives
+/// it 8 s) is refused at post, naming the provider and the window, and nothing is posted;
+/// `--anyway` posts it with the same warning. The provider logs once, at info, why it does
+/// not claim it and counts it (`keeper_claims_skipped_total{reason="window"}`); `task status`
+/// shows how long the task has waited and the provider's own reason; cancelled, the task's
+/// status is its outcome read from its history.
+#[test]
+fn a_task_no_provider_can_finish_is_refused_at_post_and_its_status_says_why_it_waits_and_how_it_ended(
+) -> Result<()> {
+    let v = Validator::start()?;
+    let (client, provider, _verifiers) = small_market(&v, "40,15,15,15")?;
+    let chain = v.chain();
+    let port = free_port();
+    let _p = v.spawn_keeper_on("provider", &provider, port, &["--provider"])?;
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::blocking::Client::new();
+    wait_for(60, "the provider's card", || {
+        let node = chain.node(&node_of(&provider))?.expect("provider node");
+        let card = http.get(format!("{base}/provider")).send().ok();
+        Ok(
+            (node.endpoint() == base.as_bytes() && card.is_some_and(|r| r.status().is_success()))
+                .then_some(()),
+        )
+    })
+    .map_err(|e| e.context(log_tails(&v, &["provider"])))?;
+    // 65 536 tiles of 64 nonces hashed 1 024 times: 4.3·10^9 compressions
+    let post = |id: &str, extra: &[&str]| {
+        let mut args = vec![
+            "task",
+            "post",
+            "--id",
+            id,
+            "--kind",
+            "hash",
+            "--dims",
+            "65536,64,1024",
+            "--reward",
+            "1000000",
+            "--allow-private-urls",
+        ];
+        args.extend_from_slice(extra);
+        v.keeper(&client, &args)
+    };
+    let e = post("1", &[]).unwrap_err().to_string();
+    let p = node_of(&provider).to_string();
+    assert!(
+        e.contains("no provider would take this task")
+            && e.contains(&p)
+            && e.contains("submit window")
+            && e.contains("(card)")
+            && e.contains("--anyway"),
+        "{e}"
+    );
+    let client_key = keypair(&client)?.pubkey();
+    assert!(
+        chain.task(&pda::task(&client_key, 1))?.is_none(),
+        "nothing posted"
+    );
+    let out = post("1", &["--anyway"])?;
+    assert!(
+        out["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("submit window")),
+        "{out}"
+    );
+    let task: Pubkey = out["task"].as_str().expect("task address").parse()?;
+    // the provider's own reason, from its card, with how long the task has waited
+    let status = wait_for(60, "the provider's reason on its card", || {
+        let s = v.keeper(
+            &client,
+            &["task", "status", &task.to_string(), "--allow-private-urls"],
+        )?;
+        let each = &s["waiting"]["providers"]["each"][0];
+        let waited = s["waiting"]["slots"].as_u64().is_some_and(|n| n > 0);
+        Ok((each["source"] == "card" && each["since_slot"].is_u64() && waited).then_some(s))
+    })
+    .map_err(|e| e.context(log_tails(&v, &["provider"])))?;
+    let w = &status["waiting"];
+    assert_eq!(status["status"], "Open", "{status}");
+    assert_eq!(w["providers"]["able"], 0, "{status}");
+    assert_eq!(w["providers"]["each"][0]["node"], p.as_str(), "{status}");
+    assert_eq!(w["providers"]["each"][0]["reason"], "window", "{status}");
+    assert!(
+        w["slots"].as_u64().is_some_and(|s| s > 0)
+            && w["seconds"].as_f64().is_some_and(|s| s > 0.0)
+            && w["expires_in_slots"].as_u64().is_some_and(|s| s > 0),
+        "{status}"
+    );
+    // logged once at info, and counted once
+    let log = std::fs::read_to_string(v.dir.path().join("provider.log"))?;
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("not claiming") && l.contains(&task.to_string()))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("INFO") && lines[0].contains("window"),
+        "{lines:?}"
+    );
+    let metrics = http.get(format!("{base}/metrics")).send()?.text()?;
+    assert!(
+        metrics.contains("keeper_claims_skipped_total{reason=\"window\"} 1"),
+        "{metrics}"
+    );
+    // cancelled: the status says what that means; closed by a cranker, its account is gone
+    // and its history tells the outcome
+    v.keeper(&client, &["task", "cancel", "1"])?;
+    let cancelled = v.keeper(&client, &["task", "status", &task.to_string()])?;
+    assert_eq!(cancelled["status"], "Cancelled", "{cancelled}");
+    assert!(
+        cancelled["meaning"]
+            .as_str()
+            .is_some_and(|m| m.contains("refunded")),
+        "{cancelled}"
+    );
+    let _crank = v.spawn_keeper("crank", &v.admin, &["--crank"])?;
+    wait_for(60, "the cancelled task to be closed", || {
+        Ok(chain.task(&task)?.is_none().then_some(()))
+    })?;
+    let closed = v.keeper(&client, &["task", "status", &task.to_string()])?;
+    assert_eq!(
+        (&closed["account"], &closed["status"], &closed["refunded"]),
+        (&"closed".into(), &"Cancelled".into(), &1_000_000.into()),
+        "{closed}"
+    );
+    assert!(
+        closed["meaning"]
+            .as_str()
+            .is_some_and(|m| m.contains("cancelled")),
+        "{closed}"
     );
     Ok(())
 }

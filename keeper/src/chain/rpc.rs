@@ -87,6 +87,16 @@ impl RpcChain {
         }
     }
 
+    /// Seconds per slot over the cluster's most recent performance sample (`None` before the
+    /// node has one: it samples once a minute).
+    pub fn slot_seconds(&self) -> Option<f64> {
+        let s = self
+            .wait(self.client.get_recent_performance_samples(Some(1)))
+            .ok()?;
+        let s = s.first()?;
+        (s.num_slots > 0).then(|| f64::from(s.sample_period_secs) / s.num_slots as f64)
+    }
+
     /// The underlying (nonblocking) client.
     pub fn client(&self) -> &RpcClient {
         &self.client

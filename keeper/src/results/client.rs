@@ -332,6 +332,12 @@ impl Client {
 }
 
 impl Client {
+    /// The body of `url`, at most `limit` bytes, within the policy's time (a small document:
+    /// a provider's card).
+    pub fn fetch_small(&self, url: &str, limit: u64) -> Result<Vec<u8>, FetchError> {
+        self.get(url, limit, Instant::now() + self.policy.timeout)
+    }
+
     /// The object `hash` at `base` (`<base>/c/<hex>`): at most `limit` bytes, refused unless
     /// its SHA-256 is `hash`. With a `partial` file (one per object and source), every byte is
     /// also written there as it arrives — asked for uncompressed, so the disk holds no more

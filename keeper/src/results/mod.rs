@@ -106,6 +106,8 @@ pub struct ResultStore {
     pub policy: FetchPolicy,
     /// Where content fetches and hits are counted (set by the daemon).
     pub metrics: std::sync::OnceLock<Arc<crate::metrics::Metrics>>,
+    /// The provider's card, served at `/provider` (none: this keeper runs no provider).
+    card: std::sync::RwLock<Option<Arc<crate::card::Card>>>,
     /// Results in their voting window, until when ([`ResultStore::set_hot`]).
     hot: std::sync::Mutex<std::collections::HashMap<Digest, std::time::Instant>>,
     client: std::sync::OnceLock<Result<client::Client, String>>,
@@ -141,11 +143,22 @@ impl ResultStore {
             base_url,
             policy: FetchPolicy::default(),
             metrics: Default::default(),
+            card: Default::default(),
             hot: Default::default(),
             client: Default::default(),
             signer: None,
             fetching: Default::default(),
         }
+    }
+
+    /// Sets the provider's card (served at `/provider`).
+    pub fn set_card(&self, card: crate::card::Card) {
+        *self.card.write().expect("card lock") = Some(Arc::new(card));
+    }
+
+    /// The provider's card, when this keeper runs one.
+    pub fn card(&self) -> Option<Arc<crate::card::Card>> {
+        self.card.read().expect("card lock").clone()
     }
 
     /// A store in memory whose published URLs point at `base_url` (`http://host:port`).

@@ -4,7 +4,8 @@
 //! * `GET /r/<root>/all` — every tile of the result, streamed;
 //! * `GET /r/<root>/tiles?i=3,17,42` — those tiles (distinct, each `< T`, at most
 //!   [`ServerLimits::max_indices`]) with their Merkle proofs;
-//! * `GET /metrics` — Prometheus text.
+//! * `GET /metrics` — Prometheus text;
+//! * `GET /provider` — the provider's card ([`crate::card`]).
 //!
 //! Any client may connect, so nothing one client does may keep the others from being served:
 //! each connection is its own task (a reader that stops reading stalls only itself, and only
@@ -950,6 +951,27 @@ async fn content_put(
     }
 }
 
+/// `GET /provider`: the provider's card ([`crate::card`]), 404 when this keeper runs none.
+async fn provider_card(State(app): State<App>) -> Response {
+    match app.store.card() {
+        Some(card) => match serde_json::to_vec(card.as_ref()) {
+            Ok(body) => (
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                body,
+            )
+                .into_response(),
+            Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        },
+        None => refuse(
+            StatusCode::NOT_FOUND,
+            "this keeper runs no provider".to_string(),
+        ),
+    }
+}
+
 async fn metrics(State(app): State<App>) -> Response {
     let mut r = app.metrics.render().into_response();
     r.headers_mut().insert(
@@ -1014,6 +1036,7 @@ fn router(app: App) -> Router {
     }
     Router::new()
         .route("/metrics", get(metrics))
+        .route("/provider", get(provider_card))
         .with_state(app)
         .merge(data)
         .layer(CompressionLayer::new().quality(CompressionLevel::Fastest))

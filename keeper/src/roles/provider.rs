@@ -30,6 +30,7 @@ use super::{
     send, NodeCtx, Reporter,
 };
 use crate::{
+    card::{Skip, SkipReason},
     chain::{Chain, ChainExt},
     compute::Backend,
     db::Db,
@@ -75,6 +76,14 @@ impl Throughput {
     /// Work units per second for `kind`, when known.
     pub fn rate(&self, kind: JobKind) -> Option<f64> {
         self.rates.lock().expect("rates lock").get(&kind).copied()
+    }
+
+    /// Every rate known, by kind.
+    pub fn all(&self) -> Vec<(JobKind, f64)> {
+        let r = self.rates.lock().expect("rates lock");
+        let mut v: Vec<(JobKind, f64)> = r.iter().map(|(k, r)| (*k, *r)).collect();
+        v.sort_by_key(|(k, _)| *k as u8);
+        v
     }
 
     /// Sets the rate of `kind`.
@@ -229,6 +238,10 @@ pub struct Provider {
     manifest_parts: HashMap<Digest, Vec<Digest>>,
     /// The disputes it plays: of Rejected verdicts of its right results (PROTOCOL §8).
     disputes: super::challenger::Disputes,
+    /// Why it skips each open task it does not claim, and since which slot ([`Provider::note_skips`]).
+    skips: HashMap<Pubkey, (Skip, u64)>,
+    /// Tasks whose inputs failed to arrive or to check, with why.
+    input_failures: HashMap<Pubkey, String>,
 }
 
 impl Provider {
@@ -251,6 +264,8 @@ impl Provider {
             source_failures: HashMap::new(),
             manifest_parts: HashMap::new(),
             disputes: Default::default(),
+            skips: HashMap::new(),
+            input_failures: HashMap::new(),
         }
     }
 
@@ -371,53 +386,73 @@ pub struct Capacity<'a> {
     pub policy: &'a ClaimPolicy,
 }
 
-/// Why a task is not claimed (for logs and tests); `None`: it can be.
-pub fn refusal(t: &Task, job: &JobSpec, held: &Holding, cap: &Capacity) -> Option<String> {
+/// Why a task is not claimed (for logs, the card and tests); `None`: it can be. With nothing
+/// held, the reasons it is never claimed by this provider; with its holdings, also the reasons
+/// it waits for room.
+pub fn refusal(t: &Task, job: &JobSpec, held: &Holding, cap: &Capacity) -> Option<Skip> {
     let window = f64::from(t.windows.submit) * cap.policy.slot_seconds * cap.policy.margin;
     let seconds = cap.throughput.seconds(job);
     if held.seconds + seconds > window {
-        return Some(format!(
+        return Some(Skip::new(
+            SkipReason::Window,
+            format!(
             "expected {seconds:.1} s (plus {:.1} s held) exceeds {:.0}% of its {:.0} s submit window",
             held.seconds,
             cap.policy.margin * 100.0,
             f64::from(t.windows.submit) * cap.policy.slot_seconds
+        ),
         ));
     }
     if held.memory + job.memory_bytes() > cap.memory {
-        return Some(format!(
-            "needs {} MiB with {} MiB held, {} MiB available",
-            job.memory_bytes() >> 20,
-            held.memory >> 20,
-            cap.memory >> 20
+        return Some(Skip::new(
+            SkipReason::Memory,
+            format!(
+                "needs {} MiB with {} MiB held, {} MiB available",
+                job.memory_bytes() >> 20,
+                held.memory >> 20,
+                cap.memory >> 20
+            ),
         ));
     }
     if file_len(job) > held.disk {
-        return Some(format!(
-            "its result takes {} MiB, the store has {} MiB left",
-            file_len(job) >> 20,
-            held.disk >> 20
+        return Some(Skip::new(
+            SkipReason::Disk,
+            format!(
+                "its result takes {} MiB, the store has {} MiB left",
+                file_len(job) >> 20,
+                held.disk >> 20
+            ),
         ));
     }
     if t.quorum < cap.policy.min_quorum {
-        return Some(format!(
+        return Some(Skip::new(
+            SkipReason::Quorum,
+            format!(
             "it asks for a quorum of {}, below the {} this provider accepts (--min-quorum): too \
              few seats to keep one wallet from rejecting an honest result",
             t.quorum, cap.policy.min_quorum
+        ),
         ));
     }
     if t.samples < cap.policy.min_samples {
-        return Some(format!(
+        return Some(Skip::new(
+            SkipReason::Samples,
+            format!(
             "its verifiers check {} samples each, below the {} this provider accepts (--min-samples)",
             t.samples, cap.policy.min_samples
+        ),
         ));
     }
     let floor = u128::from(cap.policy.min_reward_per_gwork) * u128::from(job.work());
     if u128::from(t.reward) * 1_000_000_000 < floor {
-        return Some(format!(
-            "pays {} for {} work units, below the floor of {} per 10^9",
-            t.reward,
-            job.work(),
-            cap.policy.min_reward_per_gwork
+        return Some(Skip::new(
+            SkipReason::Reward,
+            format!(
+                "pays {} for {} work units, below the floor of {} per 10^9",
+                t.reward,
+                job.work(),
+                cap.policy.min_reward_per_gwork
+            ),
         ));
     }
     None
@@ -452,7 +487,7 @@ pub fn plan_claims(
             continue;
         }
         if let Some(why) = refusal(t, &job, &held, cap) {
-            tracing::debug!(task = %key, why, "not claimed");
+            tracing::debug!(task = %key, why = why.detail, "not claimed");
             continue;
         }
         free -= t.provider_bond;
@@ -906,6 +941,7 @@ impl Provider {
                 .ready(&job, false, move || w.fetch_inputs(&k, &task))
             {
                 Ready::Held => {
+                    self.input_failures.remove(&key);
                     if job.input_mode == compute_market_protocol::job::InputMode::ContentHash {
                         self.record_source(t, true);
                     }
@@ -917,6 +953,7 @@ impl Provider {
                 }
                 Ready::Failed(why) => {
                     tracing::debug!(provider = self.ctx.name, task = %key, why, "inputs not held; not claimed");
+                    self.input_failures.insert(key, why.clone());
                     if self.prefetcher.failed_transiently(&job) {
                         self.record_source(t, false);
                     }
@@ -1132,9 +1169,11 @@ impl Provider {
             );
             (key, bond, load, r)
         });
+        let mut claimed = std::collections::HashSet::new();
         for (key, bond, load, r) in claims {
             match r {
                 Ok(r) if r.ok => {
+                    claimed.insert(key);
                     tracing::info!(provider = self.ctx.name, task = %key, bond, load, "claimed")
                 }
                 Ok(_) => {}
@@ -1143,10 +1182,139 @@ impl Provider {
                 }
             }
         }
+        self.note_skips(tasks, &node, now, held, &cap, &claimed);
         if let Err(e) = self.evict(tasks) {
             tracing::warn!(provider = self.ctx.name, error = %format!("{e:#}"), "eviction will be retried");
         }
         Ok(())
+    }
+
+    /// Why it does not claim `t` (`key`), an open task of its market: the reasons it never
+    /// would (its job, its bond, [`refusal`] with nothing held), its inputs failing, then its
+    /// load. `None`: it claims it once its turn comes (back-off, inputs being fetched).
+    fn skip_of(
+        &self,
+        key: &Pubkey,
+        t: &Task,
+        node: &Node,
+        held: Holding,
+        cap: &Capacity,
+    ) -> Option<Skip> {
+        let Ok(job) = JobSpec::decode(&t.job) else {
+            return Some(Skip::new(SkipReason::Job, "its job spec does not decode"));
+        };
+        if t.provider_bond > node.free {
+            return Some(Skip::new(
+                SkipReason::Stake,
+                format!(
+                    "its bond of {} is more than this provider's free stake of {}",
+                    t.provider_bond, node.free
+                ),
+            ));
+        }
+        let alone = Holding {
+            disk: held.disk,
+            ..Holding::default()
+        };
+        if let Some(s) = refusal(t, &job, &alone, cap) {
+            return Some(s);
+        }
+        if let Some(why) = self.input_failures.get(key) {
+            return Some(Skip::new(SkipReason::Inputs, format!("its inputs: {why}")));
+        }
+        if held.load >= self.max_active {
+            return Some(Skip::new(
+                SkipReason::Busy,
+                format!("it holds {} tasks, the most it takes at once", held.load),
+            ));
+        }
+        refusal(t, &job, &held, cap).map(|s| {
+            Skip::new(
+                SkipReason::Busy,
+                format!("with the {} tasks it holds: {}", held.load, s.detail),
+            )
+        })
+    }
+
+    /// Keeps why it skips each open task of its market it did not claim this pass: a task
+    /// skipped for a new reason is logged at info and counted
+    /// (`keeper_claims_skipped_total{reason}`) once; the reasons are listed on its card
+    /// ([`crate::card`]), served at `/provider`, with its rates and policy.
+    fn note_skips(
+        &mut self,
+        tasks: &[(Pubkey, Task)],
+        node: &Node,
+        now: u64,
+        held: Holding,
+        cap: &Capacity,
+        claimed: &std::collections::HashSet<Pubkey>,
+    ) {
+        let mut skips = HashMap::new();
+        for (key, t) in tasks {
+            if t.status != TaskStatus::Open
+                || t.market != self.ctx.market
+                || now > t.open_deadline
+                || claimed.contains(key)
+            {
+                continue;
+            }
+            let Some(skip) = self.skip_of(key, t, node, held, cap) else {
+                continue;
+            };
+            let since = match self.skips.get(key) {
+                Some((old, since)) if old.reason == skip.reason => *since,
+                _ => {
+                    tracing::info!(
+                        provider = self.ctx.name,
+                        task = %key,
+                        reason = skip.reason.label(),
+                        why = skip.detail,
+                        "not claiming"
+                    );
+                    if let Some(m) = self.ctx.store.metrics.get() {
+                        m.claim_skipped(skip.reason);
+                    }
+                    now
+                }
+            };
+            skips.insert(*key, (skip, since));
+        }
+        self.skips = skips;
+        self.input_failures
+            .retain(|k, _| self.skips.contains_key(k));
+        let mut skipped: Vec<crate::card::Skipped> = self
+            .skips
+            .iter()
+            .map(|(k, (skip, since))| crate::card::Skipped {
+                task: k.to_string(),
+                skip: skip.clone(),
+                since_slot: *since,
+            })
+            .collect();
+        skipped.sort_by(|a, b| b.since_slot.cmp(&a.since_slot).then(a.task.cmp(&b.task)));
+        skipped.truncate(crate::card::MAX_SKIPS);
+        let p = cap.policy;
+        self.ctx.store.set_card(crate::card::Card {
+            node: self.ctx.node.to_string(),
+            rates: cap
+                .throughput
+                .all()
+                .into_iter()
+                .map(|(k, r)| (format!("{k:?}"), r))
+                .collect(),
+            memory_bytes: cap.memory,
+            disk_bytes: held.disk,
+            policy: crate::card::CardPolicy {
+                min_reward_per_gwork: p.min_reward_per_gwork,
+                min_quorum: p.min_quorum,
+                min_samples: p.min_samples,
+                margin: p.margin,
+                slot_seconds: p.slot_seconds,
+            },
+            load: held.load,
+            max_active: self.max_active,
+            skipped,
+        });
     }
 }
 

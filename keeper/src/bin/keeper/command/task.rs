@@ -81,6 +81,14 @@ pub enum TaskCmd {
         /// given); prints one result per task.
         #[arg(long, default_value_t = 1)]
         count: u64,
+        /// Posts even when no provider of the market would take the job (their cards, or
+        /// their declared hardware, say why): it then waits until it expires or is cancelled,
+        /// and its reward is refunded.
+        #[arg(long)]
+        anyway: bool,
+        /// Read the providers' cards from loopback and private addresses (a local cluster).
+        #[arg(long)]
+        allow_private_urls: bool,
     },
     /// Downloads an Accepted task's result, checks every tile against the root on chain, and
     /// writes it (safetensors for matrices); nothing is written unless all of it matched.
@@ -129,11 +137,16 @@ pub enum TaskCmd {
         /// Task id.
         id: u64,
     },
-    /// Shows a task.
+    /// Shows a task: an open one with how long it has waited and why each provider leaves it
+    /// (the reason its card gives, or the claim rule on its declared hardware); a closed one's
+    /// outcome, read from its history.
     Status {
         /// Task address.
         #[arg(value_parser = parse_address)]
         task: Pubkey,
+        /// Read the providers' cards from loopback and private addresses (a local cluster).
+        #[arg(long)]
+        allow_private_urls: bool,
     },
     /// Lists tasks.
     List {
@@ -167,8 +180,39 @@ impl TaskCmd {
                 seed,
                 region,
                 count,
+                anyway,
+                allow_private_urls,
             } => {
                 let kp = ctx.keypair()?;
+                let market = ctx.market(m);
+                anyhow::ensure!(count >= 1, "--count must be at least 1");
+                cli::ensure_funds(chain.as_ref(), &kp.pubkey(), reward, count)?;
+                let cards = private_policy(allow_private_urls);
+                // whether any provider would take the job, asked before uploading or paying
+                let ask = |job: &JobSpec| -> Result<Option<String>> {
+                    let o = cli::task_outlook(
+                        chain.as_ref(),
+                        market,
+                        reward,
+                        quorum,
+                        samples,
+                        job,
+                        &cards,
+                    )?;
+                    if o.able > 0 {
+                        return Ok(None);
+                    }
+                    let why = format!("no provider would take this task: {}", o.summary());
+                    ensure!(
+                        anyway,
+                        "{why}. It would wait unclaimed until it expires; change the job or its \
+                         terms, or post it --anyway (its reward is refunded when it expires or \
+                         is cancelled)"
+                    );
+                    tracing::warn!("{why}; posting it anyway");
+                    Ok(Some(why))
+                };
+                let warning;
                 let id = id.unwrap_or_else(|| {
                     std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
@@ -202,6 +246,7 @@ impl TaskCmd {
                         ),
                         _ => clientdata::prepare_inputs(&input)?,
                     };
+                    warning = ask(&prepared.job)?;
                     let policy = FetchPolicy {
                         allow_loopback: true,
                         allow_private: true,
@@ -221,7 +266,7 @@ impl TaskCmd {
                 } else {
                     let kind = kind.context("--kind is needed without --input")?;
                     let given = seed.as_deref().map(parse_seed).transpose()?;
-                    (id..id.checked_add(count).context("--id + --count overflows")?)
+                    let jobs = (id..id.checked_add(count).context("--id + --count overflows")?)
                         .map(|id| {
                             let seed = given.unwrap_or_else(|| {
                                 compute_market_protocol::hash::hashv(&[
@@ -232,24 +277,30 @@ impl TaskCmd {
                             });
                             Ok((id, parse_job(&kind, &dims, seed)?))
                         })
-                        .collect::<Result<Vec<_>>>()?
+                        .collect::<Result<Vec<_>>>()?;
+                    warning = ask(&jobs[0].1)?;
+                    jobs
                 };
                 let terms = cli::TaskTerms {
                     input_uri,
-                    market: ctx.market(m),
+                    market,
                     reward,
                     quorum,
                     samples,
                     region,
                 };
                 let mut posted = cli::task_post(chain.as_ref(), &kp, terms, jobs)?;
-                if let Some(up) = uploaded {
+                let mut v = if let Some(up) = uploaded {
                     serde_json::json!({ "posted": posted.remove(0), "inputs": up })
                 } else if posted.len() == 1 {
                     to_value(posted.remove(0))?
                 } else {
                     to_value(posted)?
+                };
+                if let (Some(w), Some(o)) = (warning, v.as_object_mut()) {
+                    o.insert("warning".into(), w.into());
                 }
+                v
             }
             TaskCmd::Result {
                 task,
@@ -322,12 +373,45 @@ impl TaskCmd {
             TaskCmd::Cancel { id } => {
                 to_value(cli::task_cancel(chain.as_ref(), &ctx.keypair()?, id)?)?
             }
-            TaskCmd::Status { task } => to_value(cli::task_status(chain.as_ref(), &task)?)?,
+            TaskCmd::Status {
+                task,
+                allow_private_urls,
+            } => {
+                let rpc = compute_market_keeper::chain::rpc::RpcChain::new(&ctx.url);
+                let slot = rpc
+                    .slot_seconds()
+                    .unwrap_or(compute_market_keeper::roles::provider::SLOT_SECONDS);
+                let policy = private_policy(allow_private_urls);
+                // a closed task's history is indexed a few seconds after its close lands
+                let mut tries = 0;
+                loop {
+                    match cli::task_report(chain.as_ref(), &task, &policy, slot, || {
+                        rpc.logs_of(&task)
+                    }) {
+                        Ok(r) => break to_value(r)?,
+                        Err(e) if tries < 10 && format!("{e}").contains("not in its history") => {
+                            tries += 1;
+                            std::thread::sleep(std::time::Duration::from_secs(3));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
             TaskCmd::List { market: m } => {
                 to_value(cli::task_list(chain.as_ref(), m.or(ctx.file.market))?)?
             }
         };
         ctx.print(&v)
+    }
+}
+
+/// The fetch policy with loopback and private addresses allowed when `allow` (a local
+/// cluster).
+fn private_policy(allow: bool) -> FetchPolicy {
+    FetchPolicy {
+        allow_loopback: allow,
+        allow_private: allow,
+        ..FetchPolicy::default()
     }
 }
 
