@@ -726,16 +726,7 @@ pub fn task_result(
                         commit(&t).root() == c.root,
                         "the result served does not hash to the root on chain"
                     );
-                    match c.job.kind {
-                        JobKind::MatMulModP => {
-                            let m = Matrix::from_tiles(&c.job, &t)?;
-                            tensor_file("C", m.rows, m.cols, &m.data)
-                        }
-                        JobKind::HashBatch => Ok(t.concat()),
-                        JobKind::Mlp | JobKind::Encoder => {
-                            rows_file(&c.job, &t.concat(), &(0..c.job.dims[0]))
-                        }
-                    }
+                    whole_file(&c.job, &t)
                 }),
             Some(want) => store
                 .fetch(from, &c.job, want)
@@ -777,6 +768,97 @@ pub fn task_result(
         "no source served a result matching the root on chain; nothing written ({})",
         errors.join("; ")
     )
+}
+
+/// The whole result of `job` from its `tiles`, as `task result` writes it: C as a safetensors
+/// `U32` tensor for a `MatMulModP`, the raw digests for a `HashBatch`, the classes and logits
+/// or the embeddings for an `Mlp` or an `Encoder`.
+pub fn whole_file(job: &JobSpec, tiles: &[Vec<u8>]) -> Result<Vec<u8>> {
+    match job.kind {
+        JobKind::MatMulModP => {
+            let m = Matrix::from_tiles(job, tiles)?;
+            tensor_file("C", m.rows, m.cols, &m.data)
+        }
+        JobKind::HashBatch => Ok(tiles.concat()),
+        JobKind::Mlp | JobKind::Encoder => rows_file(job, &tiles.concat(), &(0..job.dims[0])),
+    }
+}
+
+/// What `keeper compute` computed and wrote.
+#[derive(Clone, Debug, Serialize)]
+pub struct Local {
+    /// The job, as it would be posted (kind and dimensions).
+    pub job: String,
+    /// The root a provider would commit (the market's result root for the same job).
+    pub root: String,
+    /// Output tiles.
+    pub tiles: u32,
+    /// Work units (what rewards are priced by, PROTOCOL §5).
+    pub work: u64,
+    /// Bytes the job needs at once (what providers check against their memory).
+    pub memory_bytes: u64,
+    /// Seconds this machine took, inputs checked to the last tile.
+    pub seconds: f64,
+    /// The backend it ran on.
+    pub backend: String,
+    /// The file written, as `task result` writes the market's result.
+    pub output: String,
+    /// Its bytes.
+    pub bytes: u64,
+}
+
+/// Runs `job` here as a provider would (PROTOCOL §5): its inputs (`prepared`, for a job on the
+/// client's data) put into a content store and checked by the provider's own path
+/// ([`ResultStore::ensure_inputs`]: the manifest against the job, every part against its hash
+/// and bounds), every tile computed by `backend`, committed into the root a provider would
+/// submit, and the whole result written to `out` as `task result` would write the market's.
+/// Nothing is posted or paid.
+pub fn compute_locally(
+    job: &JobSpec,
+    prepared: Option<&PreparedInputs>,
+    backend: &dyn crate::compute::Backend,
+    progress: &crate::compute::Progress<'_>,
+    out: &Path,
+) -> Result<Local> {
+    let start = std::time::Instant::now();
+    let store = ResultStore::default();
+    if let Some(p) = prepared {
+        for part in &p.parts {
+            let h = inputs::content_hash(part);
+            store
+                .content
+                .put(&h, part, false)
+                .map_err(|e| anyhow::anyhow!("holding an input part: {e}"))?;
+        }
+        let m = p.manifest.encode();
+        store
+            .content
+            .put(&inputs::content_hash(&m), &m, false)
+            .map_err(|e| anyhow::anyhow!("holding the manifest: {e}"))?;
+        store
+            .ensure_inputs(job, &[], None)
+            .map_err(|e| anyhow::anyhow!("its inputs, checked as a provider checks them: {e}"))?;
+    }
+    let tiles = backend.run_with_progress(job, progress)?;
+    let (root, _) = store.publish([0; 32], *job, tiles.clone())?;
+    let file = whole_file(job, &tiles)?;
+    let tmp = out.with_extension("part");
+    std::fs::write(&tmp, &file).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, out)?;
+    if let Some(p) = prepared {
+        inputs::release(&p.job.input);
+    }
+    Ok(Local {
+        job: format!("{:?} {:?}", job.kind, job.dims),
+        root: hex(&root),
+        tiles: job.tile_count(),
+        work: job.work(),
+        memory_bytes: job.memory_bytes(),
+        seconds: (start.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+        backend: backend.name().to_string(),
+        output: out.display().to_string(),
+        bytes: file.len() as u64,
+    })
 }
 
 /// Tiles (checked) as one safetensors tensor each, `tile_<i>`: 64 × 64 for `MatMulModP`, the

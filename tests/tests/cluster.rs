@@ -85,6 +85,17 @@ fn honest_and_cheating_providers_end_with_the_right_balances() -> Result<()> {
         Ok((chain.task(&t1)?.is_none() && chain.task(&t2)?.is_none()).then_some(()))
     })?;
 
+    // the client's own run of task 1's job before paying would have shown the same result
+    let out = v.dir.path().join("t1.safetensors");
+    let r = task_result(&v, &client, &t1, &out)?;
+    computed_here_as_the_market_did(
+        &v,
+        &client,
+        &["--kind", "matmul", "--dims", "96,64,80", "--id", "1"],
+        &out,
+        r["root"].as_str().expect("root"),
+    )?;
+
     // read back over RPC
     let h = chain.node(&node(&honest))?.expect("honest node");
     assert_eq!(
@@ -1011,6 +1022,20 @@ fn a_client_posts_its_own_matrices_and_gets_the_verified_product_back() -> Resul
     assert_eq!(shape, vec![m, n]);
     let want = reference_product(&a, &b, m, k, n);
     assert!(c == want, "C differs from A·B mod p");
+    // `keeper compute` on the same files, here, wrote the same C under the same root
+    let dir = v.dir.path();
+    let inputs = format!(
+        "{},{}",
+        dir.join("A.safetensors").display(),
+        dir.join("B.safetensors").display()
+    );
+    computed_here_as_the_market_did(
+        &v,
+        &client,
+        &["--input", &inputs],
+        &out,
+        r["root"].as_str().expect("root"),
+    )?;
     // two tiles only, with their proofs: tile 1 is rows 0..64, columns 64..128; tile 5 is rows
     // 64..100 (zero below), columns 128..130 (zero beyond)
     let part = v.dir.path().join("tiles.safetensors");
@@ -1301,7 +1326,22 @@ fn digits_classified_by_the_market_an_honest_provider_paid_one_corrupting_rows_s
     assert_eq!((c.tasks_completed, c.times_slashed), (0, 1), "rejected");
     // the accepted classification, every tile checked against the root, against the labels
     let out = v.dir.path().join("digits.safetensors");
-    task_result(&v, &client, &t1, &out)?;
+    let r = task_result(&v, &client, &t1, &out)?;
+    let model =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/digits-mlp.safetensors");
+    let batch = v.dir.path().join("digits-batch.safetensors");
+    computed_here_as_the_market_did(
+        &v,
+        &client,
+        &[
+            "--model",
+            model.to_str().unwrap(),
+            "--batch",
+            batch.to_str().unwrap(),
+        ],
+        &out,
+        r["root"].as_str().expect("root"),
+    )?;
     let (shape, classes) = read_tensor(&out, "class")?;
     assert_eq!(shape, vec![450]);
     let correct = classes
@@ -1403,7 +1443,19 @@ fn sentences_posted_through_the_cli_are_embedded_as_numpy_does_and_a_text_over_t
     assert_eq!((h.tasks_completed, h.times_slashed), (1, 0), "accepted");
     // the verified embeddings, every tile checked against the root, as a client reads them
     let file = v.dir.path().join("embeddings.safetensors");
-    task_result(&v, &client, &task, &file)?;
+    let r = task_result(&v, &client, &task, &file)?;
+    computed_here_as_the_market_did(
+        &v,
+        &client,
+        &[
+            "--model",
+            model.to_str().unwrap(),
+            "--texts",
+            path.to_str().unwrap(),
+        ],
+        &file,
+        r["root"].as_str().expect("root"),
+    )?;
     let bytes = std::fs::read(&file)?;
     let st = safetensors::SafeTensors::deserialize(&bytes)?;
     let e = st.tensor("embedding")?;
@@ -1428,6 +1480,29 @@ fn sentences_posted_through_the_cli_are_embedded_as_numpy_does_and_a_text_over_t
     let min = cos.iter().cloned().fold(1.0, f64::min);
     println!("sentences embedded by the market: cosine to fp32 {mean:.4} mean, {min:.4} least");
     assert!(mean >= 0.98 && min >= 0.96);
+    Ok(())
+}
+
+/// `keeper compute ARGS` as the client, on this machine's CPU: the file it writes is the one
+/// `task result` wrote at `market` (byte for byte) and its root the one the provider
+/// committed (`root`, hex).
+fn computed_here_as_the_market_did(
+    v: &Validator,
+    client: &std::path::Path,
+    args: &[&str],
+    market: &std::path::Path,
+    root: &str,
+) -> Result<()> {
+    let here = market.with_extension("local.safetensors");
+    let mut all = vec!["compute", "--backend", "cpu", "-o", here.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let local = v.keeper(client, &all)?;
+    assert_eq!(local["root"].as_str(), Some(root), "{local}");
+    assert!(
+        std::fs::read(&here)? == std::fs::read(market)?,
+        "keeper compute wrote the file task result wrote: {local}"
+    );
+    assert!(local["work"].as_u64().is_some_and(|w| w > 0), "{local}");
     Ok(())
 }
 
@@ -1865,7 +1940,7 @@ fn stake_added_and_removed_in_the_submitting_transaction_leaves_the_snapshot_whe
 fn a_task_no_provider_can_finish_is_refused_at_post_and_its_status_says_why_it_waits_and_how_it_ended(
 ) -> Result<()> {
     let v = Validator::start()?;
-    let (client, provider, _verifiers) = small_market(&v, "40,15,15,15")?;
+    let (client, provider, verifiers) = small_market(&v, "40,15,15,15")?;
     let chain = v.chain();
     let port = free_port();
     let _p = v.spawn_keeper_on("provider", &provider, port, &["--provider"])?;
@@ -1880,8 +1955,7 @@ fn a_task_no_provider_can_finish_is_refused_at_post_and_its_status_says_why_it_w
         )
     })
     .map_err(|e| e.context(log_tails(&v, &["provider"])))?;
-    // 65 536 tiles of 64 nonces hashed 1 024 times: 4.3·10^9 compressions
-    let post = |id: &str, extra: &[&str]| {
+    let post_hash = |id: &str, dims: &str, extra: &[&str]| {
         let mut args = vec![
             "task",
             "post",
@@ -1890,7 +1964,7 @@ fn a_task_no_provider_can_finish_is_refused_at_post_and_its_status_says_why_it_w
             "--kind",
             "hash",
             "--dims",
-            "65536,64,1024",
+            dims,
             "--reward",
             "1000000",
             "--allow-private-urls",
@@ -1898,6 +1972,8 @@ fn a_task_no_provider_can_finish_is_refused_at_post_and_its_status_says_why_it_w
         args.extend_from_slice(extra);
         v.keeper(&client, &args)
     };
+    // 65 536 tiles of 64 nonces hashed 1 024 times: 4.3·10^9 compressions
+    let post = |id: &str, extra: &[&str]| post_hash(id, "65536,64,1024", extra);
     let e = post("1", &[]).unwrap_err().to_string();
     let p = node_of(&provider).to_string();
     assert!(
@@ -1959,6 +2035,20 @@ fn a_task_no_provider_can_finish_is_refused_at_post_and_its_status_says_why_it_w
         metrics.contains("keeper_claims_skipped_total{reason=\"window\"} 1"),
         "{metrics}"
     );
+    // a hash batch it can take, verified and closed: `keeper compute` here wrote the file
+    // `task result` fetched from the market, under the same root
+    let small = post_hash("2", "64,16,4", &[]);
+    let small: Pubkey = small?["task"].as_str().expect("task address").parse()?;
+    let _vs = verify_until_closed(&v, &verifiers, &small, &["provider", "v0", "crank"])?;
+    let out = v.dir.path().join("hashes.bin");
+    let r = task_result(&v, &client, &small, &out)?;
+    computed_here_as_the_market_did(
+        &v,
+        &client,
+        &["--kind", "hash", "--dims", "64,16,4", "--id", "2"],
+        &out,
+        r["root"].as_str().expect("root"),
+    )?;
     // cancelled: the status says what that means; closed by a cranker, its account is gone
     // and its history tells the outcome
     v.keeper(&client, &["task", "cancel", "1"])?;
@@ -1970,7 +2060,6 @@ fn a_task_no_provider_can_finish_is_refused_at_post_and_its_status_says_why_it_w
             .is_some_and(|m| m.contains("refunded")),
         "{cancelled}"
     );
-    let _crank = v.spawn_keeper("crank", &v.admin, &["--crank"])?;
     wait_for(60, "the cancelled task to be closed", || {
         Ok(chain.task(&task)?.is_none().then_some(()))
     })?;

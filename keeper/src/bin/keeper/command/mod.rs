@@ -7,10 +7,12 @@ use clap::{Parser, Subcommand};
 use crate::context::{Ctx, Output};
 
 pub mod bench;
+pub mod compute;
 pub mod demo;
 pub mod fund;
 pub mod gpu_check;
 pub mod init;
+pub mod job;
 pub mod market;
 pub mod model;
 pub mod node;
@@ -78,6 +80,10 @@ pub enum Command {
     /// providers (one cheats), 5 verifiers (one careless), 20 tasks, a cranker; prints the
     /// outcome per task, slashes, payouts, costs, slots per phase and the performance model.
     Demo(demo::DemoArgs),
+    /// Runs a job a client could post on this machine, through the provider's own code path
+    /// (inputs checked as providers check them, every tile computed, the root a provider would
+    /// commit), and writes the file `task result` would write: try before paying.
+    Compute(compute::ComputeArgs),
     /// Measures compute and verification side by side (per job kind and size) and Merkle
     /// commit throughput next to raw SHA-256.
     Bench(bench::BenchArgs),
@@ -107,6 +113,7 @@ impl Cli {
             Command::Init(c) => c.execute(&ctx),
             Command::Fund(c) => c.execute(&ctx),
             Command::Demo(c) => c.execute(&ctx),
+            Command::Compute(c) => c.execute(&ctx),
             Command::Bench(c) => c.execute(&ctx),
             Command::GpuCheck(c) => c.execute(&ctx),
         }

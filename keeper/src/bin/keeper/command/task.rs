@@ -2,13 +2,14 @@
 //! cancel, status, list.
 
 use anchor_lang::prelude::Pubkey;
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use clap::Subcommand;
 use compute_market_keeper::{chain::ChainExt, cli, clientdata, results::FetchPolicy};
 use compute_market_protocol::job::JobSpec;
 use serde_json::to_value;
 use solana_signer::Signer;
 
+use super::job::{JobArgs, Jobs};
 use crate::context::{parse_address, select, Backend, Ctx};
 
 /// Client tasks.
@@ -19,40 +20,9 @@ pub enum TaskCmd {
         /// Market id.
         #[arg(long)]
         market: Option<u16>,
-        /// Task id (unique per client) [default: the current time in ms].
-        #[arg(long)]
-        id: Option<u64>,
-        /// matmul (m,k,n) or hash (tiles,nonces,iterations) on generated inputs (not with
-        /// --input).
-        #[arg(long, required_unless_present_any = ["input", "model"])]
-        kind: Option<String>,
-        /// Three dimensions, comma-separated (not with --input: they come from the files).
-        #[arg(long, value_delimiter = ',', required_unless_present_any = ["input", "model"])]
-        dims: Vec<u32>,
-        /// The client's own matrices: A.safetensors,B.safetensors (one U32 tensor each,
-        /// named "A" and "B", every element below 2^31 − 1); a MatMulModP of A·B is posted on
-        /// them after they are checked and uploaded to --store.
-        #[arg(long, value_delimiter = ',', conflicts_with_all = ["kind", "dims", "seed", "model"])]
-        input: Vec<std::path::PathBuf>,
-        /// An integer model (PROTOCOL §5: an Mlp's layers, or an Encoder such as the MiniLM
-        /// one scripts/minilm-model makes): run over --batch (Mlp) or --texts (Encoder),
-        /// uploaded to --store with it.
-        #[arg(long, conflicts_with_all = ["kind", "dims", "seed"])]
-        model: Option<std::path::PathBuf>,
-        /// The batch for an Mlp --model: safetensors, one tensor "x", I8 [rows, features].
-        #[arg(long, requires = "model", conflicts_with = "texts")]
-        batch: Option<std::path::PathBuf>,
-        /// The texts for an Encoder --model: UTF-8, one text per line; each is embedded.
-        #[arg(long, requires = "model")]
-        texts: Option<std::path::PathBuf>,
-        /// Most tokens of one text, [CLS] and [SEP] included (Encoder; a longer text is
-        /// refused) [default: the longest text's, the tightest price].
-        #[arg(long, requires = "texts")]
-        max_tokens: Option<u32>,
-        /// Rows (Mlp) or texts (Encoder) per output tile (1 to 64): a verifier recomputes k
-        /// tiles [default: 8 rows, 2 texts].
-        #[arg(long, requires = "model")]
-        rows_per_tile: Option<u8>,
+        /// What job.
+        #[command(flatten)]
+        job: JobArgs,
         /// The content store the inputs are uploaded to and fetched from
         /// (`http(s)://host:port`, e.g. a `keeper serve`); the task's input URI.
         #[arg(long)]
@@ -71,9 +41,6 @@ pub enum TaskCmd {
         /// Samples k [default: the market's].
         #[arg(long, default_value_t = 0)]
         samples: u16,
-        /// Input seed, 64 hex digits [default: derived from the id].
-        #[arg(long)]
-        seed: Option<String>,
         /// Preferred region code (continent·100 + zone; 0 = any). Providers rank nearer tasks first.
         #[arg(long, default_value_t = 0)]
         region: u16,
@@ -163,21 +130,12 @@ impl TaskCmd {
         let v = match self {
             TaskCmd::Post {
                 market: m,
-                id,
-                kind,
-                dims,
-                input,
-                model,
-                batch,
-                texts,
-                max_tokens,
-                rows_per_tile,
+                job,
                 store,
                 input_uri: public_uri,
                 reward,
                 quorum,
                 samples,
-                seed,
                 region,
                 count,
                 anyway,
@@ -212,74 +170,34 @@ impl TaskCmd {
                     tracing::warn!("{why}; posting it anyway");
                     Ok(Some(why))
                 };
+                let (mut input_uri, mut uploaded) = (String::new(), None);
                 let warning;
-                let id = id.unwrap_or_else(|| {
-                    std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_millis() as u64)
-                        .unwrap_or(0)
-                });
-                anyhow::ensure!(count >= 1, "--count must be at least 1");
-                let mut input_uri = String::new();
-                let mut uploaded = None;
-                let jobs = if !input.is_empty() || model.is_some() {
-                    ensure!(count == 1, "--input and --model post one task (--count 1)");
-                    let store = store.context(
-                        "--input and --model need --store URL: the content store the inputs are uploaded to (keeper serve)",
-                    )?;
-                    let prepared = match (&model, &batch, &texts) {
-                        (Some(m), Some(b), _) => clientdata::prepare_mlp(
-                            m,
-                            b,
-                            rows_per_tile.unwrap_or(clientdata::MLP_ROWS_PER_TILE),
-                        )?,
-                        (Some(m), None, Some(t)) => {
-                            clientdata::prepare_encoder(
-                                m,
-                                t,
-                                rows_per_tile.unwrap_or(clientdata::ENCODER_ROWS_PER_TILE),
-                                max_tokens,
-                            )?
-                        }
-                        (Some(_), None, None) => bail!(
-                            "--model needs --batch (an Mlp over rows) or --texts (an Encoder over texts)"
-                        ),
-                        _ => clientdata::prepare_inputs(&input)?,
-                    };
-                    warning = ask(&prepared.job)?;
-                    let policy = FetchPolicy {
-                        allow_loopback: true,
-                        allow_private: true,
-                        ..FetchPolicy::default()
-                    };
-                    uploaded = Some(clientdata::upload(&store, &prepared, &policy)?);
-                    input_uri = public_uri
-                        .as_deref()
-                        .unwrap_or(&store)
-                        .trim_end_matches('/')
-                        .to_string();
-                    anyhow::ensure!(
-                        input_uri.starts_with("http://") || input_uri.starts_with("https://"),
-                        "--input-uri must be an http(s) URL, got {input_uri:?}"
-                    );
-                    vec![(id, prepared.job)]
-                } else {
-                    let kind = kind.context("--kind is needed without --input")?;
-                    let given = seed.as_deref().map(parse_seed).transpose()?;
-                    let jobs = (id..id.checked_add(count).context("--id + --count overflows")?)
-                        .map(|id| {
-                            let seed = given.unwrap_or_else(|| {
-                                compute_market_protocol::hash::hashv(&[
-                                    b"cli seed",
-                                    kp.pubkey().as_ref(),
-                                    &id.to_le_bytes(),
-                                ])
-                            });
-                            Ok((id, parse_job(&kind, &dims, seed)?))
-                        })
-                        .collect::<Result<Vec<_>>>()?;
-                    warning = ask(&jobs[0].1)?;
-                    jobs
+                let jobs = match job.jobs(Some(&kp.pubkey()), count)? {
+                    Jobs::Data(id, prepared) => {
+                        let store = store.context(
+                            "--input and --model need --store URL: the content store the inputs are uploaded to (keeper serve)",
+                        )?;
+                        warning = ask(&prepared.job)?;
+                        uploaded = Some(clientdata::upload(
+                            &store,
+                            &prepared,
+                            &private_policy(true),
+                        )?);
+                        input_uri = public_uri
+                            .as_deref()
+                            .unwrap_or(&store)
+                            .trim_end_matches('/')
+                            .to_string();
+                        anyhow::ensure!(
+                            input_uri.starts_with("http://") || input_uri.starts_with("https://"),
+                            "--input-uri must be an http(s) URL, got {input_uri:?}"
+                        );
+                        vec![(id, prepared.job)]
+                    }
+                    Jobs::Generated(jobs) => {
+                        warning = ask(&jobs[0].1)?;
+                        jobs
+                    }
                 };
                 let terms = cli::TaskTerms {
                     input_uri,
@@ -413,23 +331,4 @@ fn private_policy(allow: bool) -> FetchPolicy {
         allow_private: allow,
         ..FetchPolicy::default()
     }
-}
-
-fn parse_job(kind: &str, dims: &[u32], seed: [u8; 32]) -> Result<JobSpec> {
-    ensure!(dims.len() == 3, "--dims takes three numbers");
-    let job = match kind {
-        "matmul" => JobSpec::matmul(dims[0], dims[1], dims[2], seed),
-        "hash" => JobSpec::hash_batch(dims[0], dims[1], dims[2], seed),
-        other => bail!("--kind must be matmul or hash, not {other:?}"),
-    };
-    JobSpec::decode(&job.encode()).map_err(|e| anyhow::anyhow!("invalid job: {e}"))
-}
-
-fn parse_seed(s: &str) -> Result<[u8; 32]> {
-    ensure!(s.len() == 64, "--seed takes 64 hex digits");
-    let mut out = [0u8; 32];
-    for (i, b) in out.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).context("--seed is not hex")?;
-    }
-    Ok(out)
 }
