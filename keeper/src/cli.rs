@@ -39,8 +39,9 @@ pub struct Sent {
     pub ok: bool,
     /// The instruction.
     pub instruction: String,
-    /// Compute units it used.
-    pub compute_units: u64,
+    /// Compute units its transaction used (`null`: the node did not return the confirmed
+    /// transaction within a few seconds, so they are unknown — never reported as 0).
+    pub compute_units: Option<u64>,
 }
 
 /// A node registered.
@@ -234,7 +235,7 @@ fn send(
     Ok(Sent {
         ok: true,
         instruction: what.to_string(),
-        compute_units: r.cu,
+        compute_units: (r.cu > 0).then_some(r.cu),
     })
 }
 
@@ -495,7 +496,7 @@ pub fn task_post(
                 sent: Sent {
                     ok: true,
                     instruction: "post_task".into(),
-                    compute_units: r.cu,
+                    compute_units: (r.cu > 0).then_some(r.cu),
                 },
                 task: pda::task(&kp.pubkey(), id).to_string(),
             });

@@ -48,6 +48,15 @@ fn shape_in(path: &Path, bytes: &[u8]) -> Result<[u32; 2]> {
         names.len()
     );
     let t = st.tensor(names[0]).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // named first: numpy's default int64 would otherwise be refused by its size alone
+    ensure!(
+        t.dtype() == safetensors::Dtype::U32,
+        "{}: tensor {:?} is {:?}; a matrix is U32, every element below 2^31 − 1 (numpy: \
+         a.astype(np.uint32))",
+        path.display(),
+        names[0],
+        t.dtype()
+    );
     let shape = t.shape();
     ensure!(
         shape.len() == 2,
@@ -206,6 +215,15 @@ pub fn prepare_encoder(
         crate::compute::encoder::parse_model(&m).with_context(|| format!("{}", model.display()))?;
     let in_file = || format!("{}", texts.display());
     let lines = crate::compute::encoder::texts_of(&t).with_context(in_file)?;
+    // every line is a text, verbatim (a `#` starts a hashtag as well as a comment); a blank
+    // line would be embedded as an empty text, which no client means
+    if let Some(i) = lines.iter().position(|l| l.trim().is_empty()) {
+        bail!(
+            "{}: line {} is blank: every line is one text to embed; remove blank lines",
+            texts.display(),
+            i + 1
+        );
+    }
     let rows = lines.len();
     let positions = enc.encoder.positions();
     if let Some(m) = max_tokens {
@@ -214,8 +232,10 @@ pub fn prepare_encoder(
             "--max-tokens {m}: the model takes 1 to {positions} tokens a text"
         );
     }
+    // bounded in bytes at the model's positions (what tokenizing may cost), then held to the
+    // limit in tokens, the unit --max-tokens is given in
+    crate::compute::encoder::check_text_bytes(&lines, positions).with_context(in_file)?;
     let limit = max_tokens.map_or(positions, |m| m as usize);
-    crate::compute::encoder::check_text_bytes(&lines, limit).with_context(in_file)?;
     let ids = crate::compute::encoder::tokenize(&enc, &lines, limit).with_context(in_file)?;
     let longest = ids.iter().map(Vec::len).max().unwrap_or(0) as u32;
     let max_tokens = max_tokens.unwrap_or(longest);
@@ -864,21 +884,51 @@ pub fn compute_locally(
 /// Tiles (checked) as one safetensors tensor each, `tile_<i>`: 64 × 64 for `MatMulModP`, the
 /// tile's bytes as `u32` for `HashBatch`.
 fn tiles_file(job: &JobSpec, served: &[crate::verify::ProvenTile]) -> Result<Vec<u8>> {
-    let tensors: Vec<(String, safetensors::tensor::TensorView<'_>)> = served
+    // each tile cropped to what the output holds: an edge tile of C is the rows and columns
+    // of C it covers, the last tile of a batch its rows (no padding for the client to cut)
+    let cropped: Vec<(u32, safetensors::Dtype, Vec<usize>, Vec<u8>)> = served
         .iter()
-        .map(|s| {
-            let (dtype, shape) = match job.kind {
-                JobKind::MatMulModP => (safetensors::Dtype::U32, vec![64, 64]),
-                JobKind::HashBatch | JobKind::Mlp => {
-                    (safetensors::Dtype::U32, vec![s.tile.len() / 4])
+        .map(|s| match job.kind {
+            JobKind::MatMulModP => {
+                let t = MATMUL_TILE as usize;
+                let [m, _, n] = job.dims.map(|d| d as usize);
+                let across = n.div_ceil(t);
+                let (r0, c0) = (s.index as usize / across * t, s.index as usize % across * t);
+                let (rows, cols) = ((m - r0).min(t), (n - c0).min(t));
+                let data = (0..rows)
+                    .flat_map(|r| s.tile[4 * r * t..4 * (r * t + cols)].iter().copied())
+                    .collect();
+                (s.index, safetensors::Dtype::U32, vec![rows, cols], data)
+            }
+            JobKind::HashBatch => (
+                s.index,
+                safetensors::Dtype::U32,
+                vec![s.tile.len() / 4],
+                s.tile.clone(),
+            ),
+            JobKind::Mlp | JobKind::Encoder => {
+                let per = usize::from(job.rows_per_tile);
+                let first = s.index as usize * per;
+                let rows = (job.dims[0] as usize).saturating_sub(first).min(per);
+                let len = s.tile.len() / per.max(1) * rows;
+                let data = s.tile[..len].to_vec();
+                match job.kind {
+                    JobKind::Encoder => (
+                        s.index,
+                        safetensors::Dtype::I16,
+                        vec![rows, job.dims[2] as usize],
+                        data,
+                    ),
+                    _ => (s.index, safetensors::Dtype::U32, vec![len / 4], data),
                 }
-                JobKind::Encoder => (
-                    safetensors::Dtype::I16,
-                    vec![usize::from(job.rows_per_tile), job.dims[2] as usize],
-                ),
-            };
-            safetensors::tensor::TensorView::new(dtype, shape, &s.tile)
-                .map(|v| (format!("tile_{}", s.index), v))
+            }
+        })
+        .collect();
+    let tensors: Vec<(String, safetensors::tensor::TensorView<'_>)> = cropped
+        .iter()
+        .map(|(i, dtype, shape, data)| {
+            safetensors::tensor::TensorView::new(*dtype, shape.clone(), data)
+                .map(|v| (format!("tile_{i}"), v))
                 .map_err(|e| anyhow::anyhow!("{e}"))
         })
         .collect::<Result<_>>()?;

@@ -101,6 +101,18 @@ fn a_clients_inputs_are_fetched_checked_and_held() {
         format!("{e:#}").contains("A's columns must equal B's rows"),
         "{e:#}"
     );
+    // numpy's default int64: refused naming the dtype, not by its size
+    let wide: Vec<u8> = a.iter().flat_map(|x| i64::from(*x).to_le_bytes()).collect();
+    let view =
+        safetensors::tensor::TensorView::new(safetensors::Dtype::I64, vec![m, k], &wide).unwrap();
+    std::fs::write(&pa, safetensors::serialize([("A", view)], None).unwrap()).unwrap();
+    let e = clientdata::prepare_inputs(&[pa.clone(), pb.clone()])
+        .err()
+        .unwrap();
+    assert!(
+        format!("{e:#}").contains("tensor \"A\" is I64; a matrix is U32"),
+        "{e:#}"
+    );
     std::fs::write(&pa, b"not safetensors at all").unwrap();
     let e = clientdata::prepare_inputs(&[pa, pb]).err().unwrap();
     assert!(format!("{e:#}").contains("safetensors"), "{e:#}");

@@ -270,6 +270,24 @@ fn bad_encoder_models_and_texts_are_refused_by_name() {
         "{e}"
     );
     assert!(parse_texts(format!("short\n{}\n", "x".repeat(128)).as_bytes(), 2, 8).is_ok());
+    // a client's file: a blank line is refused by its number; --max-tokens is held in tokens
+    let dir = tempfile::tempdir().unwrap();
+    let (model_file, texts_file) = (dir.path().join("m.safetensors"), dir.path().join("t.txt"));
+    std::fs::write(&model_file, &bytes).unwrap();
+    let prepare = |texts: &str, max: Option<u32>| {
+        std::fs::write(&texts_file, texts).unwrap();
+        compute_market_keeper::clientdata::prepare_encoder(&model_file, &texts_file, 2, max)
+            .map(|p| p.job.dims)
+            .map_err(|e| format!("{e:#}"))
+    };
+    let e = prepare("one text\n\n#hashtag text\n", None).unwrap_err();
+    assert!(e.contains("line 2 is blank"), "{e}");
+    assert_eq!(prepare("one text\n#hashtag text\n", None).unwrap()[0], 2);
+    let e = prepare(&format!("short\n{}\n", "word ".repeat(60)), Some(8)).unwrap_err();
+    assert!(
+        e.contains("text 2 is 62 tokens long, over the limit of 8"),
+        "{e}"
+    );
     // the tokenizer is defined on one Unicode version, this keeper's
     assert_eq!(
         char::UNICODE_VERSION,

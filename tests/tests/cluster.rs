@@ -943,6 +943,13 @@ fn post_own_matrices_at(
         args.extend(["--input-uri", uri]);
     }
     let out = v.keeper(client, &args)?;
+    // what the post cost, read from its transaction
+    assert!(
+        out["posted"]["compute_units"]
+            .as_u64()
+            .is_some_and(|cu| cu > 0),
+        "{out}"
+    );
     let task = out["posted"]["task"]
         .as_str()
         .expect("task address")
@@ -1004,8 +1011,27 @@ fn a_client_posts_its_own_matrices_and_gets_the_verified_product_back() -> Resul
         (2, 0),
         "both accepted"
     );
-    // the whole product, checked against the root and then against A·B computed here
+    // the whole product, checked against the root and then against A·B computed here; on a
+    // local cluster the keepers serve on 127.0.0.1, which is refused unless asked for, by name
     let out = v.dir.path().join("C.safetensors");
+    let e = v
+        .keeper(
+            &client,
+            &[
+                "task",
+                "result",
+                &task.to_string(),
+                "-o",
+                out.to_str().unwrap(),
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("127.0.0.1 is a loopback address") && e.contains("--allow-private-urls"),
+        "{e}"
+    );
+    assert!(!out.exists(), "nothing written");
     let r = v.keeper(
         &client,
         &[
@@ -1037,7 +1063,7 @@ fn a_client_posts_its_own_matrices_and_gets_the_verified_product_back() -> Resul
         r["root"].as_str().expect("root"),
     )?;
     // two tiles only, with their proofs: tile 1 is rows 0..64, columns 64..128; tile 5 is rows
-    // 64..100 (zero below), columns 128..130 (zero beyond)
+    // 64..100, columns 128..130, written cropped to them (no padding for the client to cut)
     let part = v.dir.path().join("tiles.safetensors");
     v.keeper(
         &client,
@@ -1052,18 +1078,16 @@ fn a_client_posts_its_own_matrices_and_gets_the_verified_product_back() -> Resul
             "--allow-private-urls",
         ],
     )?;
-    for (tile, (r0, c0)) in [(1usize, (0usize, 64usize)), (5, (64, 128))] {
+    for (tile, (r0, c0), (rows, cols)) in [
+        (1usize, (0usize, 64usize), (64usize, 64usize)),
+        (5, (64, 128), (m - 64, n - 128)),
+    ] {
         let (shape, got) = read_tensor(&part, &format!("tile_{tile}"))?;
-        assert_eq!(shape, vec![64, 64]);
-        for r in 0..64 {
-            for col in 0..64 {
-                let (gr, gc) = (r0 + r, c0 + col);
-                let want = if gr < m && gc < n {
-                    want[gr * n + gc]
-                } else {
-                    0
-                };
-                assert_eq!(got[r * 64 + col], want, "tile {tile} ({r}, {col})");
+        assert_eq!(shape, vec![rows, cols]);
+        for r in 0..rows {
+            for col in 0..cols {
+                let want = want[(r0 + r) * n + c0 + col];
+                assert_eq!(got[r * cols + col], want, "tile {tile} ({r}, {col})");
             }
         }
     }

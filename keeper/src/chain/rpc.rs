@@ -293,12 +293,19 @@ impl Chain for RpcChain {
             commitment: Some(self.client.commitment()),
             max_supported_transaction_version: Some(0),
         };
-        let meta = self
-            .retry("getTransaction", || {
+        // a confirmed transaction can take a moment to be indexed: asked again for ~3 s before
+        // its logs and compute units are reported unknown
+        let mut meta = None;
+        for wait in [0, 100, 200, 300, 400, 500, 700, 800] {
+            sleep(Duration::from_millis(wait));
+            let got = self.retry("getTransaction", || {
                 self.wait(self.client.get_transaction_with_config(&sig, config))
-            })
-            .ok()
-            .and_then(|t| t.transaction.meta);
+            });
+            if let Ok(t) = got {
+                meta = t.transaction.meta;
+                break;
+            }
+        }
         let (logs, cu) = match meta {
             Some(m) => (
                 match m.log_messages {

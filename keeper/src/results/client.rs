@@ -46,7 +46,11 @@ impl Resolve for Guarded {
                     .first()
                     .and_then(|a| policy.refuses(a.ip()))
                     .unwrap_or("no address");
-                return Err(format!("{host} resolves only to refused addresses ({why})").into());
+                return Err(format!(
+                    "{host} resolves only to refused addresses ({why}; allowed with \
+                     --allow-private-urls, a local cluster)"
+                )
+                .into());
             }
             Ok(Box::new(ok.into_iter()) as Addrs)
         })
@@ -66,7 +70,7 @@ fn check_url(url: &Url, policy: &FetchPolicy) -> Result<(), String> {
     };
     if let Some(why) = ip.and_then(|ip| policy.refuses(ip)) {
         return Err(format!(
-            "{} is a {why} address",
+            "{} is a {why} address, refused unless --allow-private-urls (a local cluster)",
             url.host_str().unwrap_or("")
         ));
     }
