@@ -97,6 +97,9 @@ def main():
         "integer_accuracy": f"{int_acc:.6f}",
         "heldout_rows": str(len(yte)),
         "seed": str(SEED),
+        # the pixel range the model learned (UCI digits: 0..16 ink per 4×4 block); clients are
+        # warned of batch values outside it (keeper task post / compute)
+        "input_range": "0..16",
     }
     save_file(tensors, os.path.join(OUT, "digits-mlp.safetensors"), metadata=meta)
     save_file(

@@ -3,13 +3,16 @@
 # keeper against URL). `localnet_up WINDOWS` starts solana-test-validator with the program (the
 # admin its upgrade authority), runs `keeper init` with those phase windows, funds a client, a
 # provider and three verifiers, and registers and stakes the provider and the verifiers.
+# Ports, all from RPC_PORT so that moving it moves them together: RPC, gossip +101, keepers
+# and stores +400…+499 (the callers'), faucet +1001, the validator's dynamic ports
+# +2000…+2100 (never among the keepers').
 k() { "$KEEPER" -u "$URL" "$@"; }
 
 localnet_up() {
   local windows="$1"
   solana-keygen new --no-bip39-passphrase -s -f -o "$W/admin.json" >/dev/null
   solana-test-validator --reset --quiet --ledger "$W/ledger" --rpc-port "$RPC_PORT" --faucet-port $((RPC_PORT + 1001)) \
-    --gossip-port $((RPC_PORT + 101)) --dynamic-port-range $((RPC_PORT + 200))-$((RPC_PORT + 300)) \
+    --gossip-port $((RPC_PORT + 101)) --dynamic-port-range $((RPC_PORT + 2000))-$((RPC_PORT + 2100)) \
     --upgradeable-program C7dNHMTtuzBkddhdpqiXzaWZ2j3HZXPjstDXaY9PnwbJ "$COMPUTE_MARKET_SO" "$W/admin.json" >"$W/validator.log" 2>&1 &
   PIDS+=($!)
   for _ in $(seq 1 60); do

@@ -34,6 +34,8 @@ pub struct PreparedInputs {
     pub manifest: Manifest,
     /// The parts' bytes, in manifest order.
     pub parts: Vec<Vec<u8>>,
+    /// What the client should know before paying (inputs outside what the model learned).
+    pub warnings: Vec<String>,
 }
 
 /// `[rows, cols]` of the one tensor of a safetensors file (any name), for sizing the job.
@@ -139,6 +141,7 @@ fn prepared<P>(
         job,
         manifest,
         parts: files.into_iter().map(|(_, _, bytes)| bytes).collect(),
+        warnings: vec![],
     }
 }
 
@@ -194,7 +197,36 @@ pub fn prepare_mlp(model: &Path, batch: &Path, rows_per_tile: u8) -> Result<Prep
     }
     use crate::compute::slices;
     let named = [slices::of_model(&mlp), slices::of_batch(&parsed)];
-    Ok(prepared(job, files, Some(named)))
+    let warnings = outside_range(&files[0].2, &parsed.x, features)
+        .map(|w| format!("{}: {w}", batch.display()))
+        .into_iter()
+        .collect();
+    Ok(PreparedInputs {
+        warnings,
+        ..prepared(job, files, Some(named))
+    })
+}
+
+/// The first batch value outside the input range a model's metadata declares (`input_range`:
+/// `"lo..hi"`, inclusive; the digits model learned 0..16), named with its row and column: the
+/// job runs, but the model was never trained on such inputs.
+fn outside_range(model: &[u8], x: &[i8], features: usize) -> Option<String> {
+    let (_, meta) = safetensors::SafeTensors::read_metadata(model).ok()?;
+    let range = meta.metadata().as_ref()?.get("input_range")?;
+    let (lo, hi) = range.split_once("..")?;
+    let (lo, hi): (i32, i32) = (lo.trim().parse().ok()?, hi.trim().parse().ok()?);
+    let i = x.iter().position(|&v| !(lo..=hi).contains(&i32::from(v)))?;
+    Some(format!(
+        "row {} column {} is {}, outside the {lo}..{hi} the model learned: it runs, but expect \
+         it to be misread ({} of {} values are outside)",
+        i / features.max(1),
+        i % features.max(1),
+        x[i],
+        x.iter()
+            .filter(|&&v| !(lo..=hi).contains(&i32::from(v)))
+            .count(),
+        x.len()
+    ))
 }
 
 /// Reads an integer encoder (PROTOCOL §5, Encoder) and a texts file (UTF-8, one text per

@@ -468,3 +468,33 @@ fn the_gpu_self_tests_odd_model_is_valid_and_its_fast_path_equals_the_reference(
         "rows past the batch are zero"
     );
 }
+
+#[test]
+fn a_batch_outside_the_range_the_digits_model_learned_is_posted_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let (batch, _, _, rows) = heldout();
+    let path = dir.path().join("batch.safetensors");
+    let prepare = |bytes: &[u8]| {
+        std::fs::write(&path, bytes).unwrap();
+        compute_market_keeper::clientdata::prepare_mlp(
+            &models().join("digits-mlp.safetensors"),
+            &path,
+            8,
+        )
+        .unwrap()
+        .warnings
+    };
+    // the held-out pixels are all within 0..16
+    assert!(prepare(&batch).is_empty());
+    // a pixel of 127 (a drawing scaled to the int8 range, not to the model's)
+    let st = SafeTensors::deserialize(&batch).unwrap();
+    let mut x = st.tensor("x").unwrap().data().to_vec();
+    x[64 + 3] = 127;
+    let view = TensorView::new(Dtype::I8, vec![rows, 64], &x).unwrap();
+    let w = prepare(&safetensors::serialize([("x", view)], None).unwrap());
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("row 1 column 3 is 127, outside the 0..16 the model learned"),
+        "{w:?}"
+    );
+}

@@ -34,18 +34,29 @@ impl ComputeArgs {
         let backend = select(self.backend)?;
         let bars = progress_bars();
         let report = |done: u64, all: u64| bars("computing", done, all);
+        let mut warnings = vec![];
         let local = match self.job.jobs(client.as_ref(), 1)? {
-            Jobs::Data(_, prepared) => clientdata::compute_locally(
-                &prepared.job,
-                Some(&prepared),
-                backend.as_ref(),
-                &report,
-                &self.out,
-            )?,
+            Jobs::Data(_, prepared) => {
+                for w in &prepared.warnings {
+                    tracing::warn!("{w}");
+                }
+                warnings = prepared.warnings.clone();
+                clientdata::compute_locally(
+                    &prepared.job,
+                    Some(&prepared),
+                    backend.as_ref(),
+                    &report,
+                    &self.out,
+                )?
+            }
             Jobs::Generated(jobs) => {
                 clientdata::compute_locally(&jobs[0].1, None, backend.as_ref(), &report, &self.out)?
             }
         };
-        ctx.print(&local)
+        let mut v = serde_json::to_value(&local)?;
+        if let Some(o) = v.as_object_mut().filter(|_| !warnings.is_empty()) {
+            o.insert("warnings".into(), warnings.into());
+        }
+        ctx.print(&v)
     }
 }

@@ -174,15 +174,17 @@ impl TaskCmd {
                 let warning;
                 let jobs = match job.jobs(Some(&kp.pubkey()), count)? {
                     Jobs::Data(id, prepared) => {
+                        for w in &prepared.warnings {
+                            tracing::warn!("{w}");
+                        }
                         let store = store.context(
                             "--input and --model need --store URL: the content store the inputs are uploaded to (keeper serve)",
                         )?;
                         warning = ask(&prepared.job)?;
-                        uploaded = Some(clientdata::upload(
-                            &store,
-                            &prepared,
-                            &private_policy(true),
-                        )?);
+                        uploaded = Some((
+                            clientdata::upload(&store, &prepared, &private_policy(true))?,
+                            prepared.warnings.clone(),
+                        ));
                         input_uri = public_uri
                             .as_deref()
                             .unwrap_or(&store)
@@ -208,8 +210,8 @@ impl TaskCmd {
                     region,
                 };
                 let mut posted = cli::task_post(chain.as_ref(), &kp, terms, jobs)?;
-                let mut v = if let Some(up) = uploaded {
-                    serde_json::json!({ "posted": posted.remove(0), "inputs": up })
+                let mut v = if let Some((up, warnings)) = uploaded {
+                    serde_json::json!({ "posted": posted.remove(0), "inputs": up, "warnings": warnings })
                 } else if posted.len() == 1 {
                     to_value(posted.remove(0))?
                 } else {
