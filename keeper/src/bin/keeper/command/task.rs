@@ -160,7 +160,18 @@ impl TaskCmd {
                     if o.able > 0 {
                         return Ok(None);
                     }
-                    let why = format!("no provider would take this task: {}", o.summary());
+                    let mut why = format!("no provider would take this task: {}", o.summary());
+                    let slow = o
+                        .each
+                        .iter()
+                        .any(|p| p.reason == Some(compute_market_keeper::card::SkipReason::Window));
+                    if slow && job.kind == compute_market_protocol::job::JobKind::Encoder {
+                        why.push_str(&format!(
+                            " (an Encoder is timed with every text at its token limit, {} here: \
+                             post the longest texts in a task of their own)",
+                            job.dims[1]
+                        ));
+                    }
                     ensure!(
                         anyway,
                         "{why}. It would wait unclaimed until it expires; change the job or its \
