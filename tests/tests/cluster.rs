@@ -87,14 +87,8 @@ fn honest_and_cheating_providers_end_with_the_right_balances() -> Result<()> {
 
     // the client's own run of task 1's job before paying would have shown the same result
     let out = v.dir.path().join("t1.safetensors");
-    let r = task_result(&v, &client, &t1, &out)?;
-    computed_here_as_the_market_did(
-        &v,
-        &client,
-        &["--kind", "matmul", "--dims", "96,64,80", "--id", "1"],
-        &out,
-        r["root"].as_str().expect("root"),
-    )?;
+    let args = ["--kind", "matmul", "--dims", "96,64,80", "--id", "1"];
+    fetched_and_computed_here(&v, &client, &t1, &out, &args)?;
 
     // read back over RPC
     let h = chain.node(&node(&honest))?.expect("honest node");
@@ -1032,36 +1026,19 @@ fn a_client_posts_its_own_matrices_and_gets_the_verified_product_back() -> Resul
         "{e}"
     );
     assert!(!out.exists(), "nothing written");
-    let r = v.keeper(
-        &client,
-        &[
-            "task",
-            "result",
-            &task.to_string(),
-            "-o",
-            out.to_str().unwrap(),
-            "--allow-private-urls",
-        ],
-    )?;
-    assert_eq!(r["tiles"], 6, "{r}");
-    let (shape, c) = read_tensor(&out, "C")?;
-    assert_eq!(shape, vec![m, n]);
-    let want = reference_product(&a, &b, m, k, n);
-    assert!(c == want, "C differs from A·B mod p");
-    // `keeper compute` on the same files, here, wrote the same C under the same root
+    // `keeper compute` on the same files, here, writes the same C under the same root
     let dir = v.dir.path();
     let inputs = format!(
         "{},{}",
         dir.join("A.safetensors").display(),
         dir.join("B.safetensors").display()
     );
-    computed_here_as_the_market_did(
-        &v,
-        &client,
-        &["--input", &inputs],
-        &out,
-        r["root"].as_str().expect("root"),
-    )?;
+    let r = fetched_and_computed_here(&v, &client, &task, &out, &["--input", &inputs])?;
+    assert_eq!(r["tiles"], 6, "{r}");
+    let (shape, c) = read_tensor(&out, "C")?;
+    assert_eq!(shape, vec![m, n]);
+    let want = reference_product(&a, &b, m, k, n);
+    assert!(c == want, "C differs from A·B mod p");
     // two tiles only, with their proofs: tile 1 is rows 0..64, columns 64..128; tile 5 is rows
     // 64..100, columns 128..130, written cropped to them (no padding for the client to cut)
     let part = v.dir.path().join("tiles.safetensors");
@@ -1350,22 +1327,16 @@ fn digits_classified_by_the_market_an_honest_provider_paid_one_corrupting_rows_s
     assert_eq!((c.tasks_completed, c.times_slashed), (0, 1), "rejected");
     // the accepted classification, every tile checked against the root, against the labels
     let out = v.dir.path().join("digits.safetensors");
-    let r = task_result(&v, &client, &t1, &out)?;
     let model =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/digits-mlp.safetensors");
     let batch = v.dir.path().join("digits-batch.safetensors");
-    computed_here_as_the_market_did(
-        &v,
-        &client,
-        &[
-            "--model",
-            model.to_str().unwrap(),
-            "--batch",
-            batch.to_str().unwrap(),
-        ],
-        &out,
-        r["root"].as_str().expect("root"),
-    )?;
+    let args = [
+        "--model",
+        model.to_str().unwrap(),
+        "--batch",
+        batch.to_str().unwrap(),
+    ];
+    fetched_and_computed_here(&v, &client, &t1, &out, &args)?;
     let (shape, classes) = read_tensor(&out, "class")?;
     assert_eq!(shape, vec![450]);
     let correct = classes
@@ -1467,19 +1438,13 @@ fn sentences_posted_through_the_cli_are_embedded_as_numpy_does_and_a_text_over_t
     assert_eq!((h.tasks_completed, h.times_slashed), (1, 0), "accepted");
     // the verified embeddings, every tile checked against the root, as a client reads them
     let file = v.dir.path().join("embeddings.safetensors");
-    let r = task_result(&v, &client, &task, &file)?;
-    computed_here_as_the_market_did(
-        &v,
-        &client,
-        &[
-            "--model",
-            model.to_str().unwrap(),
-            "--texts",
-            path.to_str().unwrap(),
-        ],
-        &file,
-        r["root"].as_str().expect("root"),
-    )?;
+    let args = [
+        "--model",
+        model.to_str().unwrap(),
+        "--texts",
+        path.to_str().unwrap(),
+    ];
+    fetched_and_computed_here(&v, &client, &task, &file, &args)?;
     let bytes = std::fs::read(&file)?;
     let st = safetensors::SafeTensors::deserialize(&bytes)?;
     let e = st.tensor("embedding")?;
@@ -1507,27 +1472,28 @@ fn sentences_posted_through_the_cli_are_embedded_as_numpy_does_and_a_text_over_t
     Ok(())
 }
 
-/// `keeper compute ARGS` as the client, on this machine's CPU: the file it writes is the one
-/// `task result` wrote at `market` (byte for byte) and its root the one the provider
-/// committed (`root`, hex).
-fn computed_here_as_the_market_did(
+/// `keeper task result TASK -o MARKET` as the client, then `keeper compute ARGS` on this
+/// machine's CPU: the file it writes is the one `task result` wrote (byte for byte) and its
+/// root the one the provider committed. Returns what `task result` printed.
+fn fetched_and_computed_here(
     v: &Validator,
     client: &std::path::Path,
-    args: &[&str],
+    task: &Pubkey,
     market: &std::path::Path,
-    root: &str,
-) -> Result<()> {
+    args: &[&str],
+) -> Result<serde_json::Value> {
+    let r = task_result(v, client, task, market)?;
     let here = market.with_extension("local.safetensors");
     let mut all = vec!["compute", "--backend", "cpu", "-o", here.to_str().unwrap()];
     all.extend_from_slice(args);
     let local = v.keeper(client, &all)?;
-    assert_eq!(local["root"].as_str(), Some(root), "{local}");
+    assert_eq!(local["root"], r["root"], "{local}");
     assert!(
         std::fs::read(&here)? == std::fs::read(market)?,
         "keeper compute wrote the file task result wrote: {local}"
     );
     assert!(local["work"].as_u64().is_some_and(|w| w > 0), "{local}");
-    Ok(())
+    Ok(r)
 }
 
 /// `keeper task result TASK -o OUT` as the client, from the local cluster's keepers.
@@ -2065,14 +2031,8 @@ fn a_task_no_provider_can_finish_is_refused_at_post_and_its_status_says_why_it_w
     let small: Pubkey = small?["task"].as_str().expect("task address").parse()?;
     let _vs = verify_until_closed(&v, &verifiers, &small, &["provider", "v0", "crank"])?;
     let out = v.dir.path().join("hashes.bin");
-    let r = task_result(&v, &client, &small, &out)?;
-    computed_here_as_the_market_did(
-        &v,
-        &client,
-        &["--kind", "hash", "--dims", "64,16,4", "--id", "2"],
-        &out,
-        r["root"].as_str().expect("root"),
-    )?;
+    let args = ["--kind", "hash", "--dims", "64,16,4", "--id", "2"];
+    fetched_and_computed_here(&v, &client, &small, &out, &args)?;
     // cancelled: the status says what that means; closed by a cranker, its account is gone
     // and its history tells the outcome
     v.keeper(&client, &["task", "cancel", "1"])?;
