@@ -75,7 +75,12 @@ pub struct Skip {
 impl Skip {
     /// A reason with its words, cut to [`MAX_REASON`] bytes.
     pub fn new(reason: SkipReason, detail: impl Into<String>) -> Self {
-        let mut detail: String = detail.into();
+        // the words may quote what a stranger chose (an input URI): no control characters
+        let mut detail: String = detail
+            .into()
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
         if detail.len() > MAX_REASON {
             let mut cut = MAX_REASON;
             while !detail.is_char_boundary(cut) {
@@ -97,6 +102,22 @@ pub struct Skipped {
     pub skip: Skip,
     /// Slot it was first skipped for this reason.
     pub since_slot: u64,
+}
+
+/// Keeps the newest skips (`skipped` newest first) that fit a card a client reads whole: at
+/// most [`MAX_SKIPS`], and at most half of [`MAX_CARD_BYTES`] of JSON between them (a
+/// detail's escapes can double it), so an honest card is never refused for its size.
+pub fn bound_skips(skipped: &mut Vec<Skipped>) {
+    skipped.truncate(MAX_SKIPS);
+    let mut bytes = 0u64;
+    let fits = skipped
+        .iter()
+        .position(|s| {
+            bytes += serde_json::to_vec(s).map_or(u64::MAX / 2, |v| v.len() as u64 + 1);
+            bytes > MAX_CARD_BYTES / 2
+        })
+        .unwrap_or(skipped.len());
+    skipped.truncate(fits);
 }
 
 /// A provider's claim policy, as its card states it.
@@ -124,7 +145,7 @@ pub struct Card {
     pub rates: std::collections::BTreeMap<String, f64>,
     /// Bytes it computes in.
     pub memory_bytes: u64,
-    /// Bytes its result store may still take.
+    /// Bytes its result store may take in all (its budget: a result larger never fits).
     pub disk_bytes: u64,
     /// Its policy.
     pub policy: CardPolicy,
@@ -151,7 +172,8 @@ impl Card {
             .iter()
             .find(|s| s.skip.detail.len() > MAX_REASON || s.task.len() > 44)
         {
-            return Err(format!("a skip of task {:.44} is too long", s.task));
+            let task: String = s.task.chars().take(44).collect();
+            return Err(format!("a skip of task {task:?} is too long"));
         }
         if self.rates.len() > 16 || self.rates.keys().any(|k| k.len() > 32) {
             return Err("too many or too long rate names".into());
@@ -235,6 +257,22 @@ mod tests {
         let mut c = card();
         c.policy.margin = 0.0;
         assert!(c.check().unwrap_err().contains("margin"));
+        // a stranger's words lose their control characters; skips that would make the card
+        // too large to read are dropped, oldest first
+        let s = Skip::new(SkipReason::Inputs, "a\x1b[31mred\n");
+        assert_eq!(s.detail, "a [31mred ");
+        let quoted = Skipped {
+            task: "t".repeat(44),
+            skip: Skip::new(SkipReason::Inputs, "\"".repeat(MAX_REASON)),
+            since_slot: 1,
+        };
+        let mut many = vec![quoted; MAX_SKIPS];
+        bound_skips(&mut many);
+        let mut c = card();
+        c.skipped = many;
+        let len = serde_json::to_vec(&c).unwrap().len() as u64;
+        assert!(len <= MAX_CARD_BYTES && !c.skipped.is_empty(), "{len}");
+        assert!(c.skipped.len() < MAX_SKIPS);
         // a reason is cut at a character boundary, within the bound
         let s = Skip::new(SkipReason::Inputs, "é".repeat(MAX_REASON));
         assert!(s.detail.len() <= MAX_REASON && s.detail.len() >= MAX_REASON - 1);

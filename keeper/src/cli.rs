@@ -595,10 +595,11 @@ pub fn task_report(
             &logs()?,
         )?));
     };
+    let now = chain.slot()?;
+    let lapsed = t.status == compute_market::state::TaskStatus::Open && now > t.open_deadline;
     let waiting = match (t.status, JobSpec::decode(&t.job)) {
-        (compute_market::state::TaskStatus::Open, Ok(job)) => {
-            let now = chain.slot()?;
-            let known = crate::outlook::providers(chain, &t.market, policy)?;
+        (compute_market::state::TaskStatus::Open, Ok(job)) if !lapsed => {
+            let known = crate::outlook::providers(chain, &t.market, t.provider_bond, policy)?;
             let slots = now.saturating_sub(t.posted_slot);
             Some(Waiting {
                 slots,
@@ -612,7 +613,14 @@ pub fn task_report(
     Ok(StatusReport::Live {
         task: task_view(task, &t),
         waiting,
-        meaning: Some(crate::outlook::meaning(t.status)).filter(|m| !m.is_empty()),
+        meaning: if lapsed {
+            Some(
+                "its deadline passed unclaimed: it is refunded by expire_task, which anyone may \
+                 send (a cranker does)",
+            )
+        } else {
+            Some(crate::outlook::meaning(t.status)).filter(|m| !m.is_empty())
+        },
     })
 }
 
@@ -632,7 +640,7 @@ pub fn task_outlook(
         .decoded(&pda::market(market))?
         .with_context(|| format!("no market {market}"))?;
     let t = crate::outlook::would_post(&cfg, &m, reward, quorum, samples, job);
-    let known = crate::outlook::providers(chain, &pda::market(market), policy)?;
+    let known = crate::outlook::providers(chain, &pda::market(market), t.provider_bond, policy)?;
     Ok(crate::outlook::estimate(&known, &t, job))
 }
 

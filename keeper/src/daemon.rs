@@ -507,7 +507,12 @@ pub fn run(
     });
     if provider.is_some() {
         // clients read the provider's card at its announced endpoint (PROTOCOL §2)
-        let base = tiles.base_url.clone().unwrap_or_default();
+        let mut base = tiles.base_url.clone().unwrap_or_default();
+        if !compute_market::instructions::endpoint_ok(base.as_bytes()) {
+            tracing::warn!(endpoint = base, "the public URL cannot be announced (an http(s) base URL of at most 56 bytes): clients will not see why it skips tasks");
+            // an endpoint announced earlier no longer answers for this keeper
+            base.clear();
+        }
         match crate::cli::node_announce(chain.as_ref(), &kp, &base) {
             Ok(Some(_)) => tracing::info!(endpoint = base, "announced the node's endpoint"),
             Ok(None) => {}

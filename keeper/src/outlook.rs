@@ -28,6 +28,15 @@ use crate::{
 
 /// Most providers whose cards are read at once.
 const CARD_READS: usize = 8;
+/// Most cards read for one answer (the best-staked providers first): a market's other nodes
+/// are judged on what they declared, so strangers registering many nodes cannot make a
+/// client's post slow.
+const MOST_CARDS: usize = 64;
+/// All the cards of one answer are read within this time; a card not read by then counts as
+/// absent (the node is judged on what it declared).
+const CARDS_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+/// Most providers named in [`Outlook::summary`].
+const SUMMARY_LINES: usize = 8;
 
 /// A provider of the market, with its card or why it has none.
 pub struct Known {
@@ -76,10 +85,10 @@ impl Outlook {
         if self.providers == 0 {
             return "the market has no providers".into();
         }
-        let reasons: Vec<String> = self
-            .each
+        let refusing: Vec<&ProviderOutlook> = self.each.iter().filter(|p| !p.takes).collect();
+        let mut reasons: Vec<String> = refusing
             .iter()
-            .filter(|p| !p.takes)
+            .take(SUMMARY_LINES)
             .map(|p| {
                 format!(
                     "{}: {} ({})",
@@ -89,6 +98,9 @@ impl Outlook {
                 )
             })
             .collect();
+        if refusing.len() > SUMMARY_LINES {
+            reasons.push(format!("and {} more", refusing.len() - SUMMARY_LINES));
+        }
         format!(
             "{} of {} providers would take it; {}",
             self.able,
@@ -98,35 +110,87 @@ impl Outlook {
     }
 }
 
-/// The market's provider-role nodes, each with its card read from its endpoint (bounded in
-/// bytes and time by `policy`, [`MAX_CARD_BYTES`], and checked).
-pub fn providers(chain: &dyn Chain, market: &Pubkey, policy: &FetchPolicy) -> Result<Vec<Known>> {
-    let nodes: Vec<(Pubkey, Node)> = chain
+/// The market's provider-role nodes, those whose stake could bond `bond` with their card read
+/// from its endpoint (the [`MOST_CARDS`] best-staked, all within [`CARDS_TIME`], each bounded in
+/// bytes and time by `policy` and [`MAX_CARD_BYTES`], and checked); the others are judged on
+/// what they declared.
+pub fn providers(
+    chain: &dyn Chain,
+    market: &Pubkey,
+    bond: u64,
+    policy: &FetchPolicy,
+) -> Result<Vec<Known>> {
+    let (mut nodes, short): (Vec<(Pubkey, Node)>, Vec<(Pubkey, Node)>) = chain
         .nodes_of(market)?
         .into_iter()
         .filter(|(_, n)| n.has(ROLE_PROVIDER))
-        .collect();
+        .partition(|(_, n)| n.stake() >= bond);
+    nodes.sort_by_key(|(k, n)| (std::cmp::Reverse(n.stake()), *k));
     let mut policy = policy.clone();
     policy.timeout = policy.timeout.min(std::time::Duration::from_secs(5));
     policy.connect_timeout = policy
         .connect_timeout
         .min(std::time::Duration::from_secs(2));
     let client = Client::new(&policy)?;
-    Ok(crate::roles::parallel(CARD_READS, nodes, |(key, node)| {
-        let card = card_of(&client, &key, &node);
+    let deadline = std::time::Instant::now() + CARDS_TIME;
+    let rest = nodes.split_off(nodes.len().min(MOST_CARDS));
+    let mut known = crate::roles::parallel(CARD_READS, nodes, |(key, node)| {
+        let card = if std::time::Instant::now() < deadline {
+            card_of(&client, &key, &node, deadline)
+        } else {
+            Err("not read in time".into())
+        };
         Known { key, node, card }
-    }))
+    });
+    known.extend(rest.into_iter().map(|(key, node)| Known {
+        key,
+        node,
+        card: Err(format!(
+            "not read: only the {MOST_CARDS} best-staked cards are"
+        )),
+    }));
+    // a node whose stake cannot bond the task is refused on chain alone
+    known.extend(short.into_iter().map(|(key, node)| Known {
+        key,
+        node,
+        card: Err("not read: its stake cannot bond the task".into()),
+    }));
+    Ok(known)
 }
 
-/// `node`'s card, read from the endpoint it announced.
-fn card_of(client: &Client, key: &Pubkey, node: &Node) -> Result<Card, String> {
+/// The card URL of an announced endpoint: an http(s) base with a host and nothing a stranger
+/// could use to point clients elsewhere (no user info, query or fragment).
+fn card_url(endpoint: &str) -> Result<reqwest::Url, String> {
+    let base = reqwest::Url::parse(endpoint).map_err(|e| format!("its endpoint: {e}"))?;
+    let plain = matches!(base.scheme(), "http" | "https")
+        && base.host_str().is_some()
+        && base.username().is_empty()
+        && base.password().is_none()
+        && base.query().is_none()
+        && base.fragment().is_none();
+    if !plain {
+        return Err("its endpoint is not a plain http(s) base URL".into());
+    }
+    let path = format!("{}/provider", base.path().trim_end_matches('/'));
+    let mut url = base;
+    url.set_path(&path);
+    Ok(url)
+}
+
+/// `node`'s card, read from the endpoint it announced, by `deadline`.
+fn card_of(
+    client: &Client,
+    key: &Pubkey,
+    node: &Node,
+    deadline: std::time::Instant,
+) -> Result<Card, String> {
     let endpoint = std::str::from_utf8(node.endpoint()).map_err(|_| "its endpoint is not UTF-8")?;
     if endpoint.is_empty() {
         return Err("it announced no endpoint".into());
     }
-    let url = format!("{}/provider", endpoint.trim_end_matches('/'));
+    let url = card_url(endpoint)?;
     let body = client
-        .fetch_small(&url, MAX_CARD_BYTES)
+        .fetch_small(url.as_str(), MAX_CARD_BYTES, deadline)
         .map_err(|e| format!("{url}: {e}"))?;
     let card: Card =
         serde_json::from_slice(&body).map_err(|e| format!("{url} is not a card: {e}"))?;
@@ -183,12 +247,13 @@ fn judge(p: &Known, t: &Task, job: &JobSpec) -> ProviderOutlook {
         throughput: &throughput,
         policy: &policy,
     };
-    let skip = if t.provider_bond > p.node.free {
+    let skip = if t.provider_bond > p.node.stake() {
         Some(Skip::new(
             SkipReason::Stake,
             format!(
-                "its bond of {} is more than this provider's free stake of {}",
-                t.provider_bond, p.node.free
+                "its bond of {} is more than this provider's stake of {}",
+                t.provider_bond,
+                p.node.stake()
             ),
         ))
     } else {
@@ -302,8 +367,9 @@ pub struct Closed {
     /// The provider that claimed it, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
-    /// What its escrow returned to the client at close.
-    pub refunded: u64,
+    /// What its escrow returned to the client at close (`null` when the close's log was cut
+    /// short and the outcome comes from the finalize).
+    pub refunded: Option<u64>,
     /// Transactions read.
     pub transactions: usize,
 }
@@ -327,32 +393,64 @@ pub fn meaning(status: TaskStatus) -> &'static str {
 }
 
 /// The outcome of the closed task `key` from its transactions' events (`logs`, oldest
-/// first): its post, its claim, its close. Errors name what is missing (the node may not
-/// have indexed the close yet).
+/// first, each decoded on its own): its last post, and the claim and the close (or, when the
+/// close's log was cut short, the conclusion or the finalize) that came after it — a task address is reused
+/// when its client posts the same id again after a close. Errors name what is missing (the
+/// node may not have indexed the close yet).
 pub fn closed(key: &Pubkey, logs: &[Vec<String>]) -> Result<Closed> {
     use compute_market::events;
-    let all: Vec<String> = logs.concat();
-    let posted = decode_events::<events::TaskPosted>(&all);
-    let Some(p) = posted.iter().rev().find(|e| e.task == *key) else {
+    let posted = logs.iter().enumerate().rev().find_map(|(i, l)| {
+        decode_events::<events::TaskPosted>(l)
+            .into_iter()
+            .rev()
+            .find(|e| e.task == *key)
+            .map(|e| (i, e))
+    });
+    let Some((from, p)) = posted else {
         anyhow::bail!("no task at {key}, and no record of one in its transactions");
     };
-    let close = decode_events::<events::TaskClosed>(&all)
-        .into_iter()
-        .rev()
-        .find(|e| e.task == *key)
+    let after = &logs[from..];
+    let close = after.iter().rev().find_map(|l| {
+        decode_events::<events::TaskClosed>(l)
+            .into_iter()
+            .rev()
+            .find(|e| e.task == *key)
+    });
+    let finalized = after.iter().rev().find_map(|l| {
+        decode_events::<events::TaskFinalized>(l)
+            .into_iter()
+            .rev()
+            .find(|e| e.task == *key)
+            .map(|e| e.status)
+    });
+    // a verdict held for disputes moves its money at its conclusion, which may overturn it
+    let concluded = after.iter().rev().find_map(|l| {
+        decode_events::<events::TaskConcluded>(l)
+            .into_iter()
+            .rev()
+            .find(|e| e.task == *key)
+            .map(|e| e.status)
+    });
+    let status = close
+        .as_ref()
+        .map(|c| c.status)
+        .or(concluded)
+        .or(finalized)
         .ok_or_else(|| {
             anyhow::anyhow!("task {key} is gone but its close is not in its history yet")
         })?;
-    let provider = decode_events::<events::TaskClaimed>(&all)
-        .into_iter()
-        .rev()
-        .find(|e| e.task == *key)
-        .map(|e| e.provider.to_string());
+    let provider = after.iter().rev().find_map(|l| {
+        decode_events::<events::TaskClaimed>(l)
+            .into_iter()
+            .rev()
+            .find(|e| e.task == *key)
+            .map(|e| e.provider.to_string())
+    });
     Ok(Closed {
         task: key.to_string(),
         account: "closed",
-        status: format!("{:?}", close.status),
-        meaning: meaning(close.status).into(),
+        status: format!("{status:?}"),
+        meaning: meaning(status).into(),
         client: p.client.to_string(),
         id: p.task_id,
         job: JobSpec::decode(&p.job)
@@ -360,7 +458,119 @@ pub fn closed(key: &Pubkey, logs: &[Vec<String>]) -> Result<Closed> {
             .unwrap_or_else(|e| format!("invalid: {e}")),
         reward: p.reward,
         provider,
-        refunded: close.refunded,
+        refunded: close.map(|c| c.refunded),
         transactions: logs.len(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use anchor_lang::Event;
+    use base64::Engine;
+    use compute_market::events::{TaskClaimed, TaskClosed, TaskFinalized, TaskPosted};
+
+    use super::*;
+
+    /// One transaction's logs: the program invoked, emitting `events`.
+    fn tx(events: &[Vec<u8>]) -> Vec<String> {
+        let id = compute_market::ID.to_string();
+        let mut l = vec![format!("Program {id} invoke [1]")];
+        for e in events {
+            l.push(format!(
+                "Program data: {}",
+                base64::engine::general_purpose::STANDARD.encode(e)
+            ));
+        }
+        l.push(format!("Program {id} success"));
+        l
+    }
+
+    fn posted(task: Pubkey, id: u64) -> Vec<u8> {
+        TaskPosted {
+            task,
+            client: Pubkey::new_unique(),
+            market: Pubkey::new_unique(),
+            task_id: id,
+            job: JobSpec::matmul(64, 64, 64, [1; 32]).encode(),
+            reward: 7,
+            quorum: 3,
+            samples: 1,
+            open_deadline: 9,
+            region: 0,
+        }
+        .data()
+    }
+
+    fn finalized(task: Pubkey, status: TaskStatus) -> Vec<u8> {
+        TaskFinalized {
+            task,
+            status,
+            valid: 0,
+            invalid: 0,
+            unavailable: 0,
+            majority: 0,
+            provider_paid: 0,
+            provider_slashed: 0,
+            fee: 0,
+            majority_share: 0,
+            held_until: 0,
+        }
+        .data()
+    }
+
+    #[test]
+    fn a_closed_tasks_outcome_is_read_after_its_last_post_and_from_the_finalize_if_need_be() {
+        let task = Pubkey::new_unique();
+        let provider = Pubkey::new_unique();
+        let claimed = TaskClaimed {
+            task,
+            provider,
+            bond: 1,
+            submit_deadline: 5,
+        }
+        .data();
+        let closed_as = |status| {
+            TaskClosed {
+                task,
+                status,
+                refunded: 7,
+                leftover_to_treasury: 0,
+            }
+            .data()
+        };
+        // a first life Accepted, then the same address posted again and cancelled
+        let logs = vec![
+            tx(&[posted(task, 1)]),
+            tx(&[claimed.clone()]),
+            tx(&[
+                finalized(task, TaskStatus::Accepted),
+                closed_as(TaskStatus::Accepted),
+            ]),
+            tx(&[posted(task, 1)]),
+            tx(&[closed_as(TaskStatus::Cancelled)]),
+        ];
+        let c = closed(&task, &logs).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.provider, c.refunded),
+            ("Cancelled", None, Some(7))
+        );
+        // a close whose log was cut short: the finalize says how it ended
+        let logs = vec![
+            tx(&[posted(task, 2)]),
+            tx(&[claimed]),
+            tx(&[finalized(task, TaskStatus::Rejected)]),
+        ];
+        let c = closed(&task, &logs).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.provider, c.refunded),
+            ("Rejected", Some(provider.to_string()), None)
+        );
+        // neither yet: said so (the caller reads the history again)
+        let e = closed(&task, &logs[..2]).unwrap_err().to_string();
+        assert!(e.contains("not in its history yet"), "{e}");
+        let e = closed(&Pubkey::new_unique(), &logs)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no record of one"), "{e}");
+    }
 }

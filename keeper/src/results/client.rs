@@ -336,10 +336,19 @@ impl Client {
 }
 
 impl Client {
-    /// The body of `url`, at most `limit` bytes, within the policy's time (a small document:
-    /// a provider's card).
-    pub fn fetch_small(&self, url: &str, limit: u64) -> Result<Vec<u8>, FetchError> {
-        self.get(url, limit, Instant::now() + self.policy.timeout)
+    /// The body of `url`, at most `limit` bytes, by `deadline` and within the policy's time
+    /// (a small document: a provider's card).
+    pub fn fetch_small(
+        &self,
+        url: &str,
+        limit: u64,
+        deadline: Instant,
+    ) -> Result<Vec<u8>, FetchError> {
+        self.get(
+            url,
+            limit,
+            deadline.min(Instant::now() + self.policy.timeout),
+        )
     }
 
     /// The object `hash` at `base` (`<base>/c/<hex>`): at most `limit` bytes, refused unless

@@ -1182,38 +1182,57 @@ impl Provider {
                 }
             }
         }
-        self.note_skips(tasks, &node, now, held, &cap, &claimed);
+        // what it holds after this pass's claims, so that their load is not reported one
+        // pass late
+        let (mut after, mut node_after) = (held, node.clone());
+        for (_, t) in tasks.iter().filter(|(k, _)| claimed.contains(k)) {
+            let Ok(job) = JobSpec::decode(&t.job) else {
+                continue;
+            };
+            node_after.free = node_after.free.saturating_sub(t.provider_bond);
+            after = Holding {
+                load: after.load + 1,
+                memory: after.memory + job.memory_bytes(),
+                seconds: after.seconds + cap.throughput.seconds(&job),
+                disk: after.disk.saturating_sub(file_len(&job)),
+            };
+        }
+        self.note_skips(tasks, &node_after, now, after, stats.budget, &cap, &claimed);
         if let Err(e) = self.evict(tasks) {
             tracing::warn!(provider = self.ctx.name, error = %format!("{e:#}"), "eviction will be retried");
         }
         Ok(())
     }
 
-    /// Why it does not claim `t` (`key`), an open task of its market: the reasons it never
-    /// would (its job, its bond, [`refusal`] with nothing held), its inputs failing, then its
-    /// load. `None`: it claims it once its turn comes (back-off, inputs being fetched).
+    /// Why it does not claim `t` (`key`), an open task of its market: first the reasons it
+    /// never would (its job; its bond beyond its whole stake; [`refusal`] with nothing held and
+    /// its store empty), then its inputs failing, then its load (its bonds, memory, window or
+    /// store taken by the tasks it holds: Busy). `None`: it claims it once its turn comes
+    /// (back-off, inputs being fetched).
     fn skip_of(
         &self,
         key: &Pubkey,
         t: &Task,
         node: &Node,
         held: Holding,
+        budget: u64,
         cap: &Capacity,
     ) -> Option<Skip> {
         let Ok(job) = JobSpec::decode(&t.job) else {
             return Some(Skip::new(SkipReason::Job, "its job spec does not decode"));
         };
-        if t.provider_bond > node.free {
+        if t.provider_bond > node.stake() {
             return Some(Skip::new(
                 SkipReason::Stake,
                 format!(
-                    "its bond of {} is more than this provider's free stake of {}",
-                    t.provider_bond, node.free
+                    "its bond of {} is more than this provider's stake of {}",
+                    t.provider_bond,
+                    node.stake()
                 ),
             ));
         }
         let alone = Holding {
-            disk: held.disk,
+            disk: budget,
             ..Holding::default()
         };
         if let Some(s) = refusal(t, &job, &alone, cap) {
@@ -1228,6 +1247,16 @@ impl Provider {
                 format!("it holds {} tasks, the most it takes at once", held.load),
             ));
         }
+        if t.provider_bond > node.free {
+            return Some(Skip::new(
+                SkipReason::Busy,
+                format!(
+                    "its bond of {} is more than the {} of its stake not bonded to the tasks \
+                     it holds",
+                    t.provider_bond, node.free
+                ),
+            ));
+        }
         refusal(t, &job, &held, cap).map(|s| {
             Skip::new(
                 SkipReason::Busy,
@@ -1236,52 +1265,56 @@ impl Provider {
         })
     }
 
-    /// Keeps why it skips each open task of its market it did not claim this pass: a task
-    /// skipped for a new reason is logged at info and counted
-    /// (`keeper_claims_skipped_total{reason}`) once; the reasons are listed on its card
-    /// ([`crate::card`]), served at `/provider`, with its rates and policy.
+    /// Keeps why it skips each open task of its market it did not claim: a task skipped for
+    /// a new reason is counted (`keeper_claims_skipped_total{reason}`) and logged once — at
+    /// info, or at debug when it only waits for room (Busy) — and its reason is kept until it
+    /// leaves Open or gets another one (a pass where it only waits its turn changes nothing).
+    /// The reasons are listed on its card ([`crate::card`], served at `/provider`), with its
+    /// rates and policy.
+    #[allow(clippy::too_many_arguments)]
     fn note_skips(
         &mut self,
         tasks: &[(Pubkey, Task)],
         node: &Node,
         now: u64,
         held: Holding,
+        budget: u64,
         cap: &Capacity,
         claimed: &std::collections::HashSet<Pubkey>,
     ) {
-        let mut skips = HashMap::new();
-        for (key, t) in tasks {
-            if t.status != TaskStatus::Open
-                || t.market != self.ctx.market
-                || now > t.open_deadline
-                || claimed.contains(key)
+        let open: std::collections::HashSet<Pubkey> = tasks
+            .iter()
+            .filter(|(k, t)| {
+                t.status == TaskStatus::Open
+                    && t.market == self.ctx.market
+                    && now <= t.open_deadline
+                    && !claimed.contains(k)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        self.skips.retain(|k, _| open.contains(k));
+        self.input_failures.retain(|k, _| open.contains(k));
+        for (key, t) in tasks.iter().filter(|(k, _)| open.contains(k)) {
+            let Some(skip) = self.skip_of(key, t, node, held, budget, cap) else {
+                continue;
+            };
+            if self
+                .skips
+                .get(key)
+                .is_some_and(|(old, _)| old.reason == skip.reason)
             {
                 continue;
             }
-            let Some(skip) = self.skip_of(key, t, node, held, cap) else {
-                continue;
-            };
-            let since = match self.skips.get(key) {
-                Some((old, since)) if old.reason == skip.reason => *since,
-                _ => {
-                    tracing::info!(
-                        provider = self.ctx.name,
-                        task = %key,
-                        reason = skip.reason.label(),
-                        why = skip.detail,
-                        "not claiming"
-                    );
-                    if let Some(m) = self.ctx.store.metrics.get() {
-                        m.claim_skipped(skip.reason);
-                    }
-                    now
-                }
-            };
-            skips.insert(*key, (skip, since));
+            if skip.reason == SkipReason::Busy {
+                tracing::debug!(provider = self.ctx.name, task = %key, reason = skip.reason.label(), why = skip.detail, "not claiming");
+            } else {
+                tracing::info!(provider = self.ctx.name, task = %key, reason = skip.reason.label(), why = skip.detail, "not claiming");
+            }
+            if let Some(m) = self.ctx.store.metrics.get() {
+                m.claim_skipped(skip.reason);
+            }
+            self.skips.insert(*key, (skip, now));
         }
-        self.skips = skips;
-        self.input_failures
-            .retain(|k, _| self.skips.contains_key(k));
         let mut skipped: Vec<crate::card::Skipped> = self
             .skips
             .iter()
@@ -1292,7 +1325,7 @@ impl Provider {
             })
             .collect();
         skipped.sort_by(|a, b| b.since_slot.cmp(&a.since_slot).then(a.task.cmp(&b.task)));
-        skipped.truncate(crate::card::MAX_SKIPS);
+        crate::card::bound_skips(&mut skipped);
         let p = cap.policy;
         self.ctx.store.set_card(crate::card::Card {
             node: self.ctx.node.to_string(),
@@ -1303,7 +1336,7 @@ impl Provider {
                 .map(|(k, r)| (format!("{k:?}"), r))
                 .collect(),
             memory_bytes: cap.memory,
-            disk_bytes: held.disk,
+            disk_bytes: budget,
             policy: crate::card::CardPolicy {
                 min_reward_per_gwork: p.min_reward_per_gwork,
                 min_quorum: p.min_quorum,

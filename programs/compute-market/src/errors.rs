@@ -268,6 +268,6 @@ pub enum MarketError {
     GameNotInPlay,
     #[msg("the replay's next piece is the step's own leaf, which ends the game: game_settle")]
     SettleTheStep,
-    #[msg("a node's endpoint is empty or an http(s) URL of at most 56 printable ASCII bytes")]
+    #[msg("a node's endpoint is empty or an http(s) base URL of at most 56 printable ASCII bytes, without user info, query or fragment")]
     EndpointInvalid,
 }

@@ -46,14 +46,18 @@ impl UpdateNode<'_> {
     }
 }
 
-/// Empty, or `http://` / `https://` and more, at most [`MAX_ENDPOINT_LEN`] bytes of printable
-/// ASCII without spaces.
+/// Empty, or `http://` / `https://` and a host, at most [`MAX_ENDPOINT_LEN`] bytes of printable
+/// ASCII without spaces, and no user info, query or fragment (`@`, `?`, `#`, `\`): a base URL
+/// clients append paths to, which cannot point them at another host's query.
 pub fn endpoint_ok(e: &[u8]) -> bool {
+    let rest = e
+        .strip_prefix(b"http://")
+        .or_else(|| e.strip_prefix(b"https://"));
     e.is_empty()
         || (e.len() <= MAX_ENDPOINT_LEN
-            && (e.starts_with(b"http://") || e.starts_with(b"https://"))
-            && e.len() > b"https://".len()
-            && e.iter().all(|b| b.is_ascii_graphic()))
+            && rest.is_some_and(|r| !r.is_empty() && r[0] != b'/')
+            && e.iter()
+                .all(|b| b.is_ascii_graphic() && !b"@?#\\".contains(b)))
 }
 
 pub fn handler(ctx: Context<UpdateNode>, args: UpdateNodeArgs) -> Result<()> {
@@ -82,6 +86,16 @@ mod tests {
         assert!(endpoint_ok(b"https://gpu-3.example.com"));
         assert!(!endpoint_ok(b"ftp://x.example.com"));
         assert!(!endpoint_ok(b"https://"));
+        assert!(endpoint_ok(b"http://a"));
+        assert!(!endpoint_ok(b"http:///path"));
+        for bad in [
+            &b"https://victim.example/api?x="[..],
+            b"https://host.example#",
+            b"https://user@host.example",
+            b"https://host.example\\x",
+        ] {
+            assert!(!endpoint_ok(bad), "{}", String::from_utf8_lossy(bad));
+        }
         assert!(!endpoint_ok(b"https://a b.example"));
         assert!(!endpoint_ok("https://é.example".as_bytes()));
         let long = format!("https://{}", "a".repeat(super::MAX_ENDPOINT_LEN));

@@ -2,7 +2,7 @@
 //! cancel, status, list.
 
 use anchor_lang::prelude::Pubkey;
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result};
 use clap::Subcommand;
 use compute_market_keeper::{chain::ChainExt, cli, clientdata, results::FetchPolicy};
 use compute_market_protocol::job::JobSpec;
@@ -48,9 +48,9 @@ pub enum TaskCmd {
         /// given); prints one result per task.
         #[arg(long, default_value_t = 1)]
         count: u64,
-        /// Posts even when no provider of the market would take the job (their cards, or
-        /// their declared hardware, say why): it then waits until it expires or is cancelled,
-        /// and its reward is refunded.
+        /// Posts without asking the market's providers whether any would take the job (their
+        /// cards, or their declared hardware): one none would take waits until it expires or
+        /// is cancelled, and its reward is refunded.
         #[arg(long)]
         anyway: bool,
         /// Read the providers' cards from loopback and private addresses (a local cluster).
@@ -147,8 +147,12 @@ impl TaskCmd {
                 cli::ensure_funds(chain.as_ref(), &kp.pubkey(), reward, count)?;
                 let cards = private_policy(allow_private_urls);
                 // whether any provider would take the job, asked before uploading or paying
-                let ask = |job: &JobSpec| -> Result<Option<String>> {
-                    let o = cli::task_outlook(
+                // (not with --anyway; a check that cannot be made is said and skipped)
+                let ask = |job: &JobSpec| -> Result<()> {
+                    if anyway {
+                        return Ok(());
+                    }
+                    let o = match cli::task_outlook(
                         chain.as_ref(),
                         market,
                         reward,
@@ -156,9 +160,17 @@ impl TaskCmd {
                         samples,
                         job,
                         &cards,
-                    )?;
+                    ) {
+                        Ok(o) => o,
+                        Err(e) => {
+                            tracing::warn!(
+                                "cannot tell whether a provider would take it ({e:#}); posting"
+                            );
+                            return Ok(());
+                        }
+                    };
                     if o.able > 0 {
-                        return Ok(None);
+                        return Ok(());
                     }
                     let mut why = format!("no provider would take this task: {}", o.summary());
                     let slow = o
@@ -172,17 +184,13 @@ impl TaskCmd {
                             job.dims[1]
                         ));
                     }
-                    ensure!(
-                        anyway,
+                    anyhow::bail!(
                         "{why}. It would wait unclaimed until it expires; change the job or its \
                          terms, or post it --anyway (its reward is refunded when it expires or \
                          is cancelled)"
-                    );
-                    tracing::warn!("{why}; posting it anyway");
-                    Ok(Some(why))
+                    )
                 };
                 let (mut input_uri, mut uploaded) = (String::new(), None);
-                let warning;
                 let jobs = match job.jobs(Some(&kp.pubkey()), count)? {
                     Jobs::Data(id, prepared) => {
                         for w in &prepared.warnings {
@@ -191,7 +199,7 @@ impl TaskCmd {
                         let store = store.context(
                             "--input and --model need --store URL: the content store the inputs are uploaded to (keeper serve)",
                         )?;
-                        warning = ask(&prepared.job)?;
+                        ask(&prepared.job)?;
                         uploaded = Some((
                             clientdata::upload(&store, &prepared, &private_policy(true))?,
                             prepared.warnings.clone(),
@@ -208,7 +216,7 @@ impl TaskCmd {
                         vec![(id, prepared.job)]
                     }
                     Jobs::Generated(jobs) => {
-                        warning = ask(&jobs[0].1)?;
+                        ask(&jobs[0].1)?;
                         jobs
                     }
                 };
@@ -221,17 +229,13 @@ impl TaskCmd {
                     region,
                 };
                 let mut posted = cli::task_post(chain.as_ref(), &kp, terms, jobs)?;
-                let mut v = if let Some((up, warnings)) = uploaded {
+                if let Some((up, warnings)) = uploaded {
                     serde_json::json!({ "posted": posted.remove(0), "inputs": up, "warnings": warnings })
                 } else if posted.len() == 1 {
                     to_value(posted.remove(0))?
                 } else {
                     to_value(posted)?
-                };
-                if let (Some(w), Some(o)) = (warning, v.as_object_mut()) {
-                    o.insert("warning".into(), w.into());
                 }
-                v
             }
             TaskCmd::Result {
                 task,
