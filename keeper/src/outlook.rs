@@ -111,7 +111,7 @@ impl Outlook {
 }
 
 /// The market's provider-role nodes, those whose stake could bond `bond` with their card read
-/// from its endpoint (the [`MOST_CARDS`] best-staked, all within [`CARDS_TIME`], each bounded in
+/// from its endpoint (the `MOST_CARDS` (64) best-staked, all within `CARDS_TIME` (10 s), each bounded in
 /// bytes and time by `policy` and [`MAX_CARD_BYTES`], and checked); the others are judged on
 /// what they declared.
 pub fn providers(
