@@ -711,7 +711,8 @@ pub fn mlp(
     r
 }
 
-/// The MiniLM encoder over `texts` texts (the 60 held-out ones repeated), two texts a tile (the
+/// The MiniLM encoder over `texts` texts (the first 60 held-out ones, English sentences,
+/// repeated: the texts every earlier figure was measured on), two texts a tile (the
 /// default): computing every tile and the commitment against one verifier's check of its k
 /// sampled tiles. The inputs are held first, tokenized, as a provider holds them.
 pub fn encoder(
@@ -722,7 +723,12 @@ pub fn encoder(
     use crate::compute::{encoder, inputs};
     let model = encoder::parse_model(&encoder::minilm_bytes()?)?;
     let (_, _, ids) = encoder::minilm_heldout_ids(&model)?;
-    let ids: Vec<Vec<u32>> = ids.iter().cycle().take(texts as usize).cloned().collect();
+    let ids: Vec<Vec<u32>> = ids[..60]
+        .iter()
+        .cycle()
+        .take(texts as usize)
+        .cloned()
+        .collect();
     let longest = ids.iter().map(Vec::len).max().unwrap_or(1) as u32;
     let e = &model.encoder;
     let job = JobSpec::encoder(

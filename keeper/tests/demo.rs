@@ -175,12 +175,14 @@ fn the_demo_posts_the_digits_and_sentences_and_reports_what_the_market_verified(
     let r = run(&cfg, Arc::new(CpuBackend)).expect("demo runs to the end");
     assert_eq!(r.tasks.len(), 6, "four tasks, the digits and the sentences");
     let e = r.sentences.clone().expect("the sentences task is reported");
-    assert_eq!((e.outcome.as_str(), e.texts), ("Accepted", 60));
+    assert_eq!((e.outcome.as_str(), e.texts), ("Accepted", 300));
     let (mean, min) = e.cosine.expect("embedded");
     assert!(
-        mean >= 0.98 && min >= 0.96,
+        mean >= 0.99 && min >= 0.98,
         "cosine {mean} mean, {min} least"
     );
+    assert_eq!(e.by_kind.len(), 14, "the first 60, twelve kinds, all");
+    assert!(e.by_kind.iter().all(|k| k.least >= 0.98), "{:?}", e.by_kind);
     assert!(r.verification_over_compute_by_kind.contains_key("Encoder"));
     let d = r.digits.clone().expect("the digits task is reported");
     assert_eq!((d.outcome.as_str(), d.rows), ("Accepted", 450));
@@ -190,7 +192,9 @@ fn the_demo_posts_the_digits_and_sentences_and_reports_what_the_market_verified(
     let text = compute_market_keeper::demo::render(&r);
     assert!(
         text.contains("the market's verified result classifies")
-            && text.contains("the market's verified embeddings have cosine"),
+            && text.contains("the market's verified embeddings have cosine")
+            && text.contains("multilingual")
+            && text.contains("emoji"),
         "{text}"
     );
 }

@@ -366,8 +366,9 @@ fn a_provider_corrupting_five_percent_of_the_digits_is_rejected() {
     assert_eq!((completed, slashed), (0, 1), "rejected and slashed");
 }
 
-/// The 60 held-out texts embedded by the market (MiniLM, 8 texts a tile): (completed,
-/// slashed, embeddings, the fixture's integer and fp32 embeddings).
+/// The first 60 held-out texts (the English sentence pairs) embedded by the market (MiniLM, 8
+/// texts a tile): (completed, slashed, embeddings, the fixture's integer and fp32 embeddings
+/// of them).
 fn texts_on_the_market(corrupt: f64, samples: u16) -> (u32, u32, Vec<i16>, Vec<i16>, Vec<f32>) {
     use compute_market_keeper::compute::encoder::{minilm_bytes, MINILM_HELDOUT};
     let st = SafeTensors::deserialize(MINILM_HELDOUT).unwrap();
@@ -377,7 +378,9 @@ fn texts_on_the_market(corrupt: f64, samples: u16) -> (u32, u32, Vec<i16>, Vec<i
         dir.path().join("texts.txt"),
     );
     std::fs::write(&model, minilm_bytes().unwrap()).unwrap();
-    std::fs::write(&texts, st.tensor("texts").unwrap().data()).unwrap();
+    let all = std::str::from_utf8(st.tensor("texts").unwrap().data()).unwrap();
+    let first: Vec<&str> = all.split('\n').take(60).collect();
+    std::fs::write(&texts, first.join("\n") + "\n").unwrap();
     let prepared =
         compute_market_keeper::clientdata::prepare_encoder(&model, &texts, 8, None).unwrap();
     assert_eq!(prepared.job.dims[0], 60);
@@ -387,7 +390,7 @@ fn texts_on_the_market(corrupt: f64, samples: u16) -> (u32, u32, Vec<i16>, Vec<i
             .map(|c| i16::from_le_bytes(c.try_into().unwrap()))
             .collect()
     };
-    let fp32 = st
+    let fp32: Vec<f32> = st
         .tensor("fp32")
         .unwrap()
         .data()
@@ -398,8 +401,8 @@ fn texts_on_the_market(corrupt: f64, samples: u16) -> (u32, u32, Vec<i16>, Vec<i
         completed,
         slashed,
         i16s(&out[..60 * 768]),
-        i16s(st.tensor("embedding").unwrap().data()),
-        fp32,
+        i16s(&st.tensor("embedding").unwrap().data()[..60 * 768]),
+        fp32[..60 * 384].to_vec(),
     )
 }
 
@@ -420,7 +423,7 @@ fn the_market_embeds_the_held_out_texts_as_numpy_does_near_the_fp32_model() {
     let mean = cos.iter().sum::<f64>() / cos.len() as f64;
     let min = cos.iter().cloned().fold(1.0, f64::min);
     println!("the market's MiniLM embeddings: cosine to fp32 mean {mean:.4}, min {min:.4}");
-    assert!(mean >= 0.98 && min >= 0.96);
+    assert!(mean >= 0.99 && min >= 0.98);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Integer-only transformer encoder (PROTOCOL §5, Encoder): a BERT-family sentence encoder
 //! with every step an integer rule — int8 GEMMs with int32 accumulators, integer softmax from
-//! an exp table, integer LayerNorm with `⌊√n⌋`, GELU from a table, a fixed-point residual
-//! stream — and mean pooling to one int16 embedding per text.
+//! an exp table, integer LayerNorm with `⌊√n⌋`, GELU from an int16 table, a fixed-point
+//! residual stream — and mean pooling to one int16 embedding per text.
 //!
 //! This is the reference: plain loops that read as the protocol's text, every bound checked by
 //! [`Encoder::check`] so that no step can overflow for any token sequence. Tokenization and
@@ -15,6 +15,8 @@ pub const EXP_LEN: usize = 1024;
 /// Entries of a GELU table, indexed by `u + 512` for `u ∈ −512 ..= 511`.
 pub const GELU_LEN: usize = 1024;
 const GELU_HALF: i64 = 512;
+/// Largest magnitude of a GELU table's int16 entry: the feed-forward-out layer's operand.
+pub const GELU_MAX: i64 = 1 << 15;
 /// LayerNorm's normalized value is `⌊d · 2^12 / σ⌋`.
 const Z_FRAC: u32 = 12;
 /// Every term added into the residual stream is clamped to `±2^24`.
@@ -113,7 +115,8 @@ impl Dense {
     }
 
     /// Shape, lengths, requantization, and the accumulator bound for inputs of magnitude at
-    /// most `operand`: `|bias[o]| + inp · 128 · operand ≤ 2^31 − 1`.
+    /// most `operand`, row by row: `|bias[o]| + operand · Σ_j |W[o][j]| ≤ 2^31 − 1` (the
+    /// largest sum any inputs can make, so int32 accumulators are exact).
     fn check(&self, what: &str, inp: usize, out: usize, operand: i64) -> Result<(), ModelError> {
         if self.inp != inp || self.out != out {
             return refuse(format!(
@@ -130,14 +133,22 @@ impl Dense {
             ));
         }
         self.rq.check(what, out)?;
-        let room = i64::from(i32::MAX) - inp as i64 * 128 * operand;
-        if let Some(o) = self.bias.iter().position(|&b| i64::from(b).abs() > room) {
-            return refuse(format!(
-                "{what}'s accumulators could overflow int32: |bias[{o}]| + {inp} · 128 · {operand} > 2^31 − 1"
-            ));
+        for (o, (row, &bias)) in self.weight.chunks_exact(inp).zip(&self.bias).enumerate() {
+            if !acc_fits(bias, row, operand) {
+                return refuse(format!(
+                    "{what}'s accumulators could overflow int32: |bias[{o}]| + {operand} · Σ|W[{o}][j]| > 2^31 − 1"
+                ));
+            }
         }
         Ok(())
     }
+}
+
+/// Whether a dense output's accumulator stays in int32 for any inputs of magnitude at most
+/// `operand`: `|bias| + operand · Σ_j |w_j| ≤ 2^31 − 1` (PROTOCOL §5, Encoder).
+pub fn acc_fits(bias: i32, row: &[i8], operand: i64) -> bool {
+    let weights: i64 = row.iter().map(|&w| i64::from(w).abs()).sum();
+    i64::from(bias).abs() + operand * weights <= i64::from(i32::MAX)
 }
 
 /// Integer LayerNorm: per channel `g`, `b` and one output shift.
@@ -208,8 +219,9 @@ pub struct Block {
     pub ln1: Norm,
     /// Feed-forward in (to a GELU index `−512 ..= 511`).
     pub f1: Dense,
-    /// GELU by table: `gelu[u + 512]`, int8.
-    pub gelu: Vec<i8>,
+    /// GELU by table: `gelu[u + 512]`, int16 (the feed-forward's 1 536 outputs are the step
+    /// that loses most in int8: PROTOCOL §5).
+    pub gelu: Vec<i16>,
     /// Feed-forward out (into the residual stream).
     pub f2: Dense,
     /// The attention LayerNorm's output into the residual stream.
@@ -350,7 +362,7 @@ impl Encoder {
                     b.gelu.len()
                 ));
             }
-            b.f2.check(&name("feed-forward out"), f, h, 128)?;
+            b.f2.check(&name("feed-forward out"), f, h, GELU_MAX)?;
             b.res2.check(&name("second residual"), h)?;
             b.ln2.check(&name("second LayerNorm"), h)?;
         }
@@ -548,7 +560,13 @@ pub fn random_encoder(shape: RandomShape, seed: u64) -> Encoder {
         let v = dense(h, h, 12 + lg, &mut bytes);
         let o = dense(h, h, 0, &mut bytes);
         let f1 = dense(h, f, 10 + lg, &mut bytes);
-        let f2 = dense(f, h, 0, &mut bytes);
+        // int16 GELU outputs: weights of at most 128 / 2^k so that every row's sum fits the
+        // accumulator bound (`acc_fits`), the scale raised to match
+        let narrow = (0..8)
+            .find(|&n| f as i64 * (128 >> n) * GELU_MAX + 2048 <= i64::from(i32::MAX))
+            .unwrap_or(7);
+        let mut f2 = dense(f, h, 8 - narrow, &mut bytes);
+        f2.weight.iter_mut().for_each(|w| *w >>= narrow);
         blocks_v.push(Block {
             q,
             k,
@@ -559,7 +577,10 @@ pub fn random_encoder(shape: RandomShape, seed: u64) -> Encoder {
             res1: rq(h, -8),
             ln1: norm(1 << 12),
             f1,
-            gelu: bytes(GELU_LEN),
+            gelu: bytes(2 * GELU_LEN)
+                .chunks_exact(2)
+                .map(|p| i16::from_le_bytes([p[0] as u8, p[1] as u8]))
+                .collect(),
             f2,
             res2: rq(h, -8),
             ln2: norm(1 << 12),

@@ -71,8 +71,11 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model> {
     let mut i = 0;
     while i < MAX_BLOCKS && t.0.contains_key(&format!("l{i}.q.w")) {
         let p = |f: &str| format!("l{i}.{f}");
-        let (_, gelu) = t.take(&p("gelu"), Dtype::I8)?;
-        let gelu = i8s(gelu);
+        let (_, gelu) = t.take(&p("gelu"), Dtype::I16)?;
+        let gelu = gelu
+            .chunks_exact(2)
+            .map(|b| i16::from_le_bytes([b[0], b[1]]))
+            .collect();
         enc.blocks.push(Block {
             q: t.dense(&p("q"))?,
             k: t.dense(&p("k"))?,
@@ -348,8 +351,10 @@ pub fn minilm_path() -> std::path::PathBuf {
 /// The SHA-256 the MiniLM integer model must have (`models/minilm-int8.sha256`).
 pub const MINILM_SHA256: &str = include_str!("../../../models/minilm-int8.sha256");
 
-/// The 60 held-out texts with the reference tokenizer's ids and the fp32 and integer
-/// embeddings (`scripts/minilm-model --fixture`), for the demo, the bench and the tests.
+/// The 300 held-out texts (`models/minilm-heldout.tsv`: the project's first 60 English
+/// sentences, then twenty of each of twelve kinds) with their kinds, the reference tokenizer's
+/// ids and the fp32 and integer embeddings (`scripts/minilm-model --fixture`), for the demo,
+/// the bench and the tests.
 pub const MINILM_HELDOUT: &[u8] = include_bytes!("../../../models/minilm-heldout.safetensors");
 
 /// Reads the MiniLM model from [`minilm_path`], checking its pinned SHA-256.
@@ -409,8 +414,15 @@ fn synthetic() -> Encoder {
         res1: rq(h),
         ln1: norm(),
         f1: dense(h, f, 5),
-        gelu: gen(compute_market_protocol::encoder::GELU_LEN, 6),
-        f2: dense(f, h, 7),
+        gelu: gen(compute_market_protocol::encoder::GELU_LEN, 6)
+            .into_iter()
+            .map(|g| i16::from(g) << 6)
+            .collect(),
+        f2: Dense {
+            // int16 GELU outputs (up to 2^13 here): weights within the accumulator bound
+            weight: gen(f * h, 7).into_iter().map(|w| w >> 2).collect(),
+            ..dense(f, h, 7)
+        },
         res2: rq(h),
         ln2: norm(),
     };
@@ -458,6 +470,69 @@ pub fn minilm_heldout() -> Result<(Vec<u8>, Vec<f32>)> {
         .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
         .collect();
     Ok((get("texts")?, fp32))
+}
+
+/// The held-out texts' kinds, one per text (`pairs`, `short`, `punctuation`, …), from
+/// [`MINILM_HELDOUT`].
+pub fn minilm_kinds() -> Result<Vec<String>> {
+    let st = safetensors::SafeTensors::deserialize(MINILM_HELDOUT)
+        .map_err(|e| anyhow!("the held-out texts: {e}"))?;
+    let kinds = st
+        .tensor("kinds")
+        .map_err(|e| anyhow!("the held-out texts' kinds: {e}"))?;
+    Ok(std::str::from_utf8(kinds.data())
+        .context("the held-out texts' kinds are not UTF-8")?
+        .split('\n')
+        .map(str::to_owned)
+        .collect())
+}
+
+/// Cosine to the fp32 embeddings over the texts of one kind.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct KindFigures {
+    /// The kind (`all` for every text).
+    pub kind: String,
+    /// Texts of the kind.
+    pub texts: usize,
+    /// Mean cosine.
+    pub mean: f64,
+    /// Least cosine.
+    pub least: f64,
+}
+
+/// Cosine of each integer embedding (rows of `2 · dim` LE `i16` bytes) to its fp32 one, by kind
+/// in the order kinds first appear, then `all`: the MiniLM accuracy table (README).
+pub fn accuracy(kinds: &[String], embeddings: &[u8], fp32: &[f32], dim: usize) -> Vec<KindFigures> {
+    let cos: Vec<f64> = embeddings
+        .chunks_exact(2 * dim)
+        .zip(fp32.chunks_exact(dim))
+        .map(|(e, f)| cosine(e, f))
+        .collect();
+    let figures = |kind: &str, of: Vec<f64>| KindFigures {
+        kind: kind.to_owned(),
+        texts: of.len(),
+        mean: of.iter().sum::<f64>() / of.len().max(1) as f64,
+        least: of.iter().cloned().fold(1.0, f64::min),
+    };
+    let mut order: Vec<&String> = vec![];
+    for k in kinds.iter().take(cos.len()) {
+        if !order.contains(&k) {
+            order.push(k);
+        }
+    }
+    let mut rows: Vec<KindFigures> = order
+        .iter()
+        .map(|k| {
+            let of = kinds
+                .iter()
+                .zip(&cos)
+                .filter(|(x, _)| x == k)
+                .map(|(_, &c)| c);
+            figures(k, of.collect())
+        })
+        .collect();
+    rows.push(figures("all", cos));
+    rows
 }
 
 /// The held-out texts tokenized by `model` (as a provider would), with the texts part and the

@@ -60,7 +60,7 @@ pub struct DemoConfig {
     /// Also post the digits model over the 450 held-out digits (an `Mlp` task on the
     /// client's data; the report says how well the market's verified result classifies them).
     pub digits: bool,
-    /// Also post the MiniLM encoder over the 60 held-out texts (an `Encoder` task on the
+    /// Also post the MiniLM encoder over the 300 held-out texts (an `Encoder` task on the
     /// client's data, its slices named: its disputes are games over a text's trace when the
     /// window holds one, about 2 700 slots; the report gives the verified embeddings' cosine
     /// to the fp32 model's). Needs the model made by `scripts/minilm-model`.

@@ -74,8 +74,16 @@ pub fn render(r: &DemoReport) -> String {
     if let Some(d) = &r.sentences {
         s += &match d.cosine {
             Some((mean, min)) => format!(
-                "sentences (an Encoder task on the client's data, MiniLM over {} held-out texts): {}, the market's verified embeddings have cosine {mean:.4} mean, {min:.4} least to the fp32 model's\n",
-                d.texts, d.outcome
+                "sentences (an Encoder task on the client's data, MiniLM over {} held-out texts): {}, the market's verified embeddings have cosine {mean:.4} mean, {min:.4} least to the fp32 model's; by kind of text:\n{}",
+                d.texts,
+                d.outcome,
+                d.by_kind
+                    .iter()
+                    .map(|k| format!(
+                        "  {:13} {:4} texts  mean {:.4}  least {:.4}\n",
+                        k.kind, k.texts, k.mean, k.least
+                    ))
+                    .collect::<String>()
             ),
             None => format!(
                 "sentences (an Encoder task on the client's data, {} held-out texts): {}, no verified embeddings\n",

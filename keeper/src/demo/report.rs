@@ -113,6 +113,8 @@ pub struct SentencesRow {
     pub texts: usize,
     /// Mean and least cosine to the fp32 embeddings, from the Accepted result (none otherwise).
     pub cosine: Option<(f64, f64)>,
+    /// The same by kind of text, then `all` (the README's MiniLM accuracy table).
+    pub by_kind: Vec<crate::compute::encoder::KindFigures>,
 }
 
 /// How the market's verified result classified the held-out digits.
@@ -400,24 +402,22 @@ impl Scenario {
                 .find(|(k, _, _)| k == key)
                 .map_or(1, |(_, job, _)| job.dims[2] as usize);
             let texts = fp32.len() / h.max(1);
-            let cosine = (outcome == "Accepted")
+            let kinds = crate::compute::encoder::minilm_kinds().unwrap_or_default();
+            let by_kind = (outcome == "Accepted")
                 .then(|| self.roots.get(key).and_then(|root| self.store.entry(root)))
                 .flatten()
                 .and_then(|e| e.tiles().ok())
                 .map(|tiles| {
                     let all = tiles.concat();
-                    let cos: Vec<f64> = all
-                        .chunks_exact(2 * h)
-                        .zip(fp32.chunks_exact(h))
-                        .map(|(e, f)| crate::compute::encoder::cosine(e, f))
-                        .collect();
-                    let mean = cos.iter().sum::<f64>() / cos.len().max(1) as f64;
-                    (mean, cos.iter().cloned().fold(1.0, f64::min))
-                });
+                    let rows = all.len().min(texts * 2 * h);
+                    crate::compute::encoder::accuracy(&kinds, &all[..rows], fp32, h)
+                })
+                .unwrap_or_default();
             SentencesRow {
                 outcome,
                 texts,
-                cosine,
+                cosine: by_kind.last().map(|r| (r.mean, r.least)),
+                by_kind,
             }
         });
         Ok(DemoReport {

@@ -20,7 +20,7 @@
 //!   (output o: `bias, m, s`, then `W[o][0 … H)` padded to a multiple of 4); the context's
 //!   requantization per channel `(m, s)`; the attention output's records with the first
 //!   residual's requantization of channel o (`bias, m, s, m_res, s_res`, then the weights);
-//!   the first norm record; the feed-forward-in records; the GELU table (1 024 int8); the
+//!   the first norm record; the feed-forward-in records; the GELU table (1 024 LE `i16`); the
 //!   feed-forward-out records with the second residual's requantization; the second norm
 //!   record.
 
@@ -32,13 +32,13 @@ use crate::{
     },
 };
 
-/// The header's first word: "CMe1".
-pub const MAGIC: u32 = u32::from_le_bytes(*b"CMe1");
+/// The header's first word: "CMe2" (the second layout: int16 GELU tables).
+pub const MAGIC: u32 = u32::from_le_bytes(*b"CMe2");
 /// Bytes of the model's header.
 pub const HEADER_LEN: u64 = 32;
 /// Entries of the exp table.
 pub const EXP_LEN: u64 = 1024;
-/// Entries of a GELU table.
+/// Entries of a GELU table (LE `i16`, two bytes each).
 pub const GELU_LEN: u64 = 1024;
 /// Bytes of a dense record's head: bias, multiplier, shift.
 pub const HEAD: u64 = 12;
@@ -160,7 +160,7 @@ impl Shape {
             Part::O => hh * Self::record_len(RES_HEAD, h),
             Part::Ln1 | Part::Ln2 => self.norm_len(),
             Part::F1 => f as u64 * Self::record_len(HEAD, h),
-            Part::Gelu => GELU_LEN,
+            Part::Gelu => 2 * GELU_LEN,
             Part::F2 => hh * Self::record_len(RES_HEAD, f),
         }
     }
@@ -275,7 +275,7 @@ pub fn read_header(job: &JobSpec, len: u64, bytes: &[u8]) -> Result<Shape, FeedE
 /// The most bytes an `Encoder` model's slice string of width `h` and `work` multiply-adds a
 /// token (blocks · (4H² + 2HF) ≤ work) may have: the header and the embeddings' records, the
 /// largest tables, the exp table, and per block its weights (within the work), the records'
-/// heads and padding (at most `1 048 + 115H` bytes and 15 a feed-forward output).
+/// heads and padding (at most `2 072 + 115H` bytes and 15 a feed-forward output).
 pub fn max_len(h: u32, work: u64) -> u64 {
     let h = h.max(1) as u64;
     let blocks = (work / (4 * h * h)).min(MAX_ENCODER_BLOCKS);
@@ -287,7 +287,7 @@ pub fn max_len(h: u32, work: u64) -> u64 {
         + pad4(MAX_ENCODER_VOCAB * h)
         + pad4(MAX_ENCODER_TOKENS as u64 * h)
         + 4 * EXP_LEN
-        + blocks * (1_048 + 115 * h)
+        + blocks * (2_072 + 115 * h)
         + work
         + 15 * ffn
 }
@@ -374,7 +374,9 @@ pub mod build {
             dense(&mut out, &b.o, Some(&b.res1));
             norm(&mut out, &b.ln1);
             dense(&mut out, &b.f1, None);
-            bytes(&mut out, &b.gelu);
+            for &g in &b.gelu {
+                out.extend_from_slice(&g.to_le_bytes());
+            }
             dense(&mut out, &b.f2, Some(&b.res2));
             norm(&mut out, &b.ln2);
         }
@@ -439,7 +441,7 @@ pub mod build {
             let o = r.dense(h, h, Some(&mut res1));
             let ln1 = r.norm(h);
             let f1 = r.dense(h, f, None);
-            let gelu = r.bytes(GELU_LEN as usize);
+            let gelu = (0..GELU_LEN).map(|_| r.i16()).collect();
             let mut res2 = Requant::default();
             let f2 = r.dense(f, h, Some(&mut res2));
             let ln2 = r.norm(h);
@@ -484,6 +486,12 @@ pub mod build {
         fn i32(&mut self) -> i32 {
             let v = i32::from_le_bytes(self.b[self.at..self.at + 4].try_into().expect("4"));
             self.at += 4;
+            v
+        }
+
+        fn i16(&mut self) -> i16 {
+            let v = i16::from_le_bytes([self.b[self.at], self.b[self.at + 1]]);
+            self.at += 2;
             v
         }
 

@@ -16,8 +16,12 @@
 //! | `C` | `ctx[i][c]`, int8 | Σ_j p_j · v[c][j], requantized |
 //! | `R1` | `r[i][c]`, LE `i32` | the attention output plus the first residual |
 //! | `N1` | row i, as `Y0` | LayerNorm |
-//! | `G` | `g[i][o]`, int8 | the feed-forward-in output through the GELU table |
+//! | `G` | `g[i][o]`, LE `i16` | the feed-forward-in output through the GELU table |
 //! | `R2` | `r[i][c]`, LE `i32` | the feed-forward-out output plus the second residual |
+//!
+//! A residual step (`R1`, `R2`) reads its record first (the weights kept in the work area),
+//! then the input row (streamed: a feed-forward row of int16 values is `2F` bytes, more than
+//! the work area), then the residual's input value.
 //! | `N2` | row i, as `Y0` | LayerNorm: the block's output |
 //! | `Pool` | (p, g): the running sums of channels `256g …` over tokens `0 … p`, LE `i32`, a leaf each | |
 //! | `Out` | group g: the embedding's channels `256g …`, LE `i16` | `⌊sum / T⌋` |
@@ -215,7 +219,7 @@ impl Layout {
             ),
             R1 | R2 => (4 * t * h, t * h),
             N1 | N2 => (t * self.row_stride(), t),
-            _ => (t * f, t * f),
+            _ => (2 * t * f, t * f),
         }
     }
 
@@ -410,8 +414,9 @@ impl Layout {
                 4,
             ),
             Step::Gelu { b, i, o } => (
-                self.region_at(Region::Block(b, G)) + i as u64 * self.shape.ffn as u64 + o as u64,
-                1,
+                self.region_at(Region::Block(b, G))
+                    + 2 * (i as u64 * self.shape.ffn as u64 + o as u64),
+                2,
             ),
             Step::Pool { p, g } => (
                 self.region_at(Region::Pool)
@@ -517,10 +522,10 @@ pub fn steps_bound(job: &JobSpec) -> u64 {
 }
 
 /// The most bytes a text's trace of this job can take, bounded from the job alone. A block's
-/// regions for a text of L tokens take `A + heads · L · ps + F · L` bytes (`A = 12LH + 2L · rs`
+/// regions for a text of L tokens take `A + heads · L · ps + 2F · L` bytes (`A = 12LH + 2L · rs`
 /// and a leaf of rounding a region; `rs`, `ps` the row strides) and cost
 /// `C + heads · 64L + F · (2H + 16)` of the job's work per token (`C = 4H² + 8LH + 96H`), so the
-/// blocks' memory is at most the work times the largest of `A / C`, `ps / 64`, `L / (2H + 16)`;
+/// blocks' memory is at most the work times the largest of `A / C`, `ps / 64`, `2L / (2H + 16)`;
 /// then the embeddings' regions, the sums and the embedding.
 pub fn memory_bound(job: &JobSpec) -> u64 {
     let (l, h) = (job.dims[1] as u64, (job.dims[2] as u64).max(1));
@@ -535,21 +540,21 @@ pub fn memory_bound(job: &JobSpec) -> u64 {
         4 * h * h + 8 * l * h + 96 * h,
     )
     .max(at(ps, 64))
-    .max(at(l, 2 * h + 16));
+    .max(at(2 * l, 2 * h + 16));
     let groups = h.div_ceil(GROUP as u64);
     (4 * l * h + leaf) + (l * rs + leaf) + blocks.saturating_add(l * groups * leaf + 2 * h + leaf)
 }
 
 /// Pieces one step of this job's traces reads at most, the slot's leaf included: an attention
 /// step's (its query, the head's keys `T · d_h ≤ L · H` bytes, the scale, the exp table), or a
-/// feed-forward-out step's (a row of up to 4 096 values, a residual, a record), or a
+/// feed-forward-out step's (a record, a row of up to 4 096 int16 values, a residual), or a
 /// LayerNorm's (a row of `4H` bytes and a record of `8H + 4`).
 pub fn step_pieces(job: &JobSpec) -> u64 {
     let k = CHUNK_LEN as u64;
     let (l, h) = (job.dims[1] as u64, job.dims[2] as u64);
     let span = |n: u64| n.div_ceil(k) + 1;
     let attn = span(h) + span(l * h) + span(8) + span(4 * EXP_LEN);
-    let res = span(MAX_ENCODER_FFN) + 1 + span(RES_HEAD + MAX_ENCODER_FFN);
+    let res = span(RES_HEAD + MAX_ENCODER_FFN) + span(2 * MAX_ENCODER_FFN) + 1;
     let norm = span(4 * h) + span(4 + 8 * h);
     attn.max(res).max(norm) + 1
 }
@@ -593,7 +598,8 @@ pub struct Replay {
     pub acc: i64,
     /// A LayerNorm's mean, a residual's input, a position embedding's value.
     pub y: i64,
-    /// A LayerNorm's σ, the probabilities' sum.
+    /// A LayerNorm's σ, the probabilities' sum, a dense record's accumulator bound
+    /// `|bias| + operand · Σ|w|`.
     pub z: i64,
     /// A record's multiplier and shift, a LayerNorm's scale.
     pub m: i32,
@@ -626,13 +632,17 @@ fn rq(acc: i64, m: i32, s: i32, lo: i64, hi: i64) -> Result<i64, FeedError> {
     Ok(((acc * m as i64 + (1i64 << (s - 1))) >> s).clamp(lo, hi))
 }
 
-/// The accumulator bound of a dense layer of `inp` inputs of magnitude at most `operand`.
-fn bias_fits(bias: i32, inp: u64, operand: i64) -> Result<(), FeedError> {
-    if (bias as i64).abs() + inp as i64 * 128 * operand > i32::MAX as i64 {
+/// A dense record's accumulator bound, `|bias| + operand · Σ_j |W[o][j]| ≤ 2^31 − 1`
+/// ([`crate::encoder::acc_fits`]), once its record is read.
+fn acc_bound(z: i64) -> Result<(), FeedError> {
+    if z > i32::MAX as i64 {
         return Err(FeedError::BadModel);
     }
     Ok(())
 }
+
+/// Largest magnitude of a feed-forward-out input: an int16 GELU entry.
+const GELU_MAX: i64 = 1 << 15;
 
 impl Replay {
     /// The state's bytes.
@@ -728,33 +738,7 @@ impl Replay {
                 trace(lay.region_at(Region::Block(b, V)) + c as u64 * t, t)
             }
             (Step::Ctx { b, c, .. }, 2) => model(sh.part_at(b, Part::Ctx) + 8 * c as u64, 8),
-            (
-                Step::Res {
-                    b,
-                    second: false,
-                    i,
-                    ..
-                },
-                0,
-            ) => trace(lay.region_at(Region::Block(b, C)) + i as u64 * h, h),
-            (
-                Step::Res {
-                    b, second: true, i, ..
-                },
-                0,
-            ) => {
-                let f = sh.ffn as u64;
-                trace(lay.region_at(Region::Block(b, G)) + i as u64 * f, f)
-            }
-            (Step::Res { b, second, i, c }, 1) => {
-                let row = if second {
-                    lay.norm_row(Some(b), false, i)
-                } else {
-                    lay.input_row(b, i)
-                };
-                trace(row + 2 * c as u64, 2)
-            }
-            (Step::Res { b, second, c, .. }, 2) => {
+            (Step::Res { b, second, c, .. }, 0) => {
                 let (part, inp) = if second {
                     (Part::F2, sh.ffn as u64)
                 } else {
@@ -762,11 +746,38 @@ impl Replay {
                 };
                 model(sh.record_at(b, part, c), RES_HEAD + inp)
             }
+            (
+                Step::Res {
+                    b,
+                    second: false,
+                    i,
+                    ..
+                },
+                1,
+            ) => trace(lay.region_at(Region::Block(b, C)) + i as u64 * h, h),
+            (
+                Step::Res {
+                    b, second: true, i, ..
+                },
+                1,
+            ) => {
+                let f = sh.ffn as u64;
+                trace(lay.region_at(Region::Block(b, G)) + 2 * i as u64 * f, 2 * f)
+            }
+            (Step::Res { b, second, i, c }, 2) => {
+                let row = if second {
+                    lay.norm_row(Some(b), false, i)
+                } else {
+                    lay.input_row(b, i)
+                };
+                trace(row + 2 * c as u64, 2)
+            }
             (Step::Gelu { b, i, .. }, 0) => trace(lay.norm_row(Some(b), false, i), 2 * h),
             (Step::Gelu { b, o, .. }, 1) => model(sh.record_at(b, Part::F1, o), HEAD + h),
-            (Step::Gelu { b, .. }, 2) => {
-                model(sh.part_at(b, Part::Gelu) + (self.x + GELU_HALF) as u64, 1)
-            }
+            (Step::Gelu { b, .. }, 2) => model(
+                sh.part_at(b, Part::Gelu) + 2 * (self.x + GELU_HALF) as u64,
+                2,
+            ),
             (Step::Pool { p, g }, 0) => {
                 let len = if p == 0 {
                     0
@@ -937,11 +948,9 @@ impl Replay {
             }
             (Step::Dense { .. } | Step::Gelu { .. }, 0) => work[i..i + b.len()].copy_from_slice(b),
             (Step::Dense { .. } | Step::Gelu { .. }, 1) => {
-                self.record(b, i, HEAD as usize, h as u64, Y_MAX, work, |w, j| {
-                    w16(w, 2 * j)
-                })?
+                self.record(b, i, HEAD as usize, Y_MAX, work, |w, j| w16(w, 2 * j))
             }
-            (Step::Gelu { .. }, _) => self.value = [b[0], 0, 0, 0],
+            (Step::Gelu { .. }, _) => self.value = [b[0], b[1], 0, 0],
             (Step::Dense { .. }, _) => return Err(FeedError::Complete),
             (Step::Attn { .. }, 0) => work[i..i + b.len()].copy_from_slice(b),
             (Step::Attn { .. }, 1) => {
@@ -983,18 +992,32 @@ impl Replay {
                 }
             }
             (Step::Ctx { .. }, _) => self.words(i, b),
-            (Step::Res { .. }, 0) => work[i..i + b.len()].copy_from_slice(b),
-            (Step::Res { .. }, 1) => self.y = w16(b, 0),
-            (Step::Res { second, .. }, _) => {
-                let inp = if second {
-                    lay.shape.ffn
-                } else {
-                    lay.shape.hidden
-                } as u64;
-                self.record(b, i, RES_HEAD as usize, inp, 128, work, |w, j| {
-                    w[j] as i8 as i64
-                })?
+            (Step::Res { second, .. }, 0) => {
+                let operand = if second { GELU_MAX } else { 128 };
+                for (o, &v) in b.iter().enumerate() {
+                    let at = i + o;
+                    if at < RES_HEAD as usize {
+                        if at % 4 == 3 {
+                            self.head_word(at / 4, w32(b, o - 3));
+                        }
+                    } else {
+                        // the weights wait in the work area for the streamed input row
+                        work[at - RES_HEAD as usize] = v;
+                        self.z += operand * (v as i8 as i64).abs();
+                    }
+                }
             }
+            (Step::Res { second: false, .. }, 1) => {
+                for (o, &x) in b.iter().enumerate() {
+                    self.acc += work[i + o] as i8 as i64 * x as i8 as i64;
+                }
+            }
+            (Step::Res { second: true, .. }, 1) => {
+                for (o, x) in b.chunks_exact(2).enumerate() {
+                    self.acc += work[i / 2 + o] as i8 as i64 * w16(x, 0);
+                }
+            }
+            (Step::Res { .. }, _) => self.y = w16(b, 0),
             (Step::Pool { .. }, 0) => work[i..i + b.len()].copy_from_slice(b),
             (Step::Pool { p, .. }, _) => {
                 for (o, f) in b.chunks_exact(2).enumerate() {
@@ -1030,40 +1053,44 @@ impl Replay {
         }
     }
 
-    /// Takes bytes `i ..` of a dense record with a head of `head` bytes over `inp` inputs of
+    /// Takes word `k` of a dense record's head (`bias, m, s, m2, s2`); the bias starts the
+    /// accumulator and its bound ([`acc_bound`]).
+    fn head_word(&mut self, k: usize, f: i32) {
+        match k {
+            0 => {
+                self.acc = f as i64;
+                self.z = (f as i64).abs();
+            }
+            1 => self.m = f,
+            2 => self.s = f,
+            3 => self.m2 = f,
+            _ => self.s2 = f,
+        }
+    }
+
+    /// Takes bytes `i ..` of a dense record with a head of `head` bytes over inputs of
     /// magnitude at most `operand`, input j being `input(work, j)`.
-    #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
         b: &[u8],
         i: usize,
         head: usize,
-        inp: u64,
         operand: i64,
         work: &[u8],
         input: impl Fn(&[u8], usize) -> i64,
-    ) -> Result<(), FeedError> {
+    ) {
         for (o, &v) in b.iter().enumerate() {
             let at = i + o;
             if at < head {
                 if at % 4 == 3 {
-                    let f = w32(b, o - 3);
-                    match at / 4 {
-                        0 => {
-                            bias_fits(f, inp, operand)?;
-                            self.acc = f as i64;
-                        }
-                        1 => self.m = f,
-                        2 => self.s = f,
-                        3 => self.m2 = f,
-                        _ => self.s2 = f,
-                    }
+                    self.head_word(at / 4, w32(b, o - 3));
                 }
             } else {
-                self.acc += v as i8 as i64 * input(work, at - head);
+                let w = v as i8 as i64;
+                self.acc += w * input(work, at - head);
+                self.z += operand * w.abs();
             }
         }
-        Ok(())
     }
 
     /// Completes a read.
@@ -1085,12 +1112,15 @@ impl Replay {
                 self.z = (var as u64).isqrt().max(1) as i64;
             }
             (Step::Dense { .. }, 1) => {
+                acc_bound(self.z)?;
                 let v = rq(self.acc, self.m, self.s, -128, 127)?;
                 self.value = [v as i8 as u8, 0, 0, 0];
             }
             (Step::Gelu { .. }, 1) => {
+                acc_bound(self.z)?;
                 self.x = rq(self.acc, self.m, self.s, -GELU_HALF, GELU_HALF - 1)?
             }
+            (Step::Res { .. }, 0) => acc_bound(self.z)?,
             (Step::Emb { .. }, 3) => {
                 let word = rq(self.acc, self.m, self.s, -RES_CLAMP, RES_CLAMP)?;
                 let pos = rq(self.y, self.m2, self.s2, -RES_CLAMP, RES_CLAMP)?;
@@ -1308,7 +1338,7 @@ pub mod build {
             .map(|&u| b.gelu[(u + GELU_HALF) as usize].into())
             .collect();
         for (i, &x) in g.iter().enumerate() {
-            mem[at(G) + i] = x as i8 as u8;
+            mem[at(G) + 2 * i..at(G) + 2 * i + 2].copy_from_slice(&(x as i16).to_le_bytes());
         }
         let f = b.f2.apply(&g, -RES_CLAMP, RES_CLAMP);
         let r: Vec<i64> = (0..t * h)
@@ -1612,7 +1642,7 @@ mod tests {
                 .unwrap()
         };
         // PROTOCOL §8.10's figures
-        assert_eq!((least(12), least(128)), (2_346, 2_904));
+        assert_eq!((least(12), least(128)), (2_352, 2_904));
         // past 128 tokens the probability rows double and the bound passes 64 MiB
         let mut job = JobSpec::encoder(100, 129, 384, encoder_work_for(&shape, 129), 2, [0; 32]);
         job.slices_len = 1;

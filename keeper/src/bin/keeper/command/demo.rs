@@ -24,7 +24,7 @@ pub struct DemoArgs {
     /// Leave out the digits task (the digits model over the 450 held-out digits).
     #[arg(long)]
     no_digits: bool,
-    /// Leave out the sentences task (the MiniLM encoder over the 60 held-out texts; it needs
+    /// Leave out the sentences task (the MiniLM encoder over the 300 held-out texts; it needs
     /// the model scripts/minilm-model makes).
     #[arg(long)]
     no_sentences: bool,
