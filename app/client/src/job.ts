@@ -180,7 +180,7 @@ export function encoderSlicesMaxLen(hidden: bigint, work: bigint): bigint {
   const blocks = blocksByWork < MAX_ENCODER_BLOCKS ? blocksByWork : MAX_ENCODER_BLOCKS;
   const ffn = work / (2n * h);
   return (
-    32n + 16n * h + 4n + 8n * h + pad4(MAX_ENCODER_VOCAB * h) + pad4(BigInt(MAX_ENCODER_TOKENS) * h) + 4096n + blocks * (1048n + 115n * h) + work + 15n * ffn
+    32n + 16n * h + 4n + 8n * h + pad4(MAX_ENCODER_VOCAB * h) + pad4(BigInt(MAX_ENCODER_TOKENS) * h) + 4096n + blocks * (2072n + 115n * h) + work + 15n * ffn
   );
 }
 

@@ -196,7 +196,7 @@ fn encoder_weight_bytes(e: &compute_market_protocol::encoder::Encoder) -> usize 
                     .map(dense)
                     .iter()
                     .sum::<usize>()
-                    + b.gelu.len()
+                    + 2 * b.gelu.len()
                     + 8 * 5 * e.hidden
             })
             .sum::<usize>()

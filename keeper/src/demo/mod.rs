@@ -39,6 +39,10 @@ use crate::{
     roles::{cranker::Cranker, provider::Provider, verifier::Verifier, watcher::Watcher, NodeCtx},
 };
 
+/// The least submit window of a demo market that posts the sentences task, slots: room for
+/// the 300 held-out texts at the longest one's tokens.
+pub const SENTENCES_SUBMIT_WINDOW: u32 = 600;
+
 /// Seconds per slot assumed when turning slots into time (Solana's target).
 pub const SLOT_SECONDS: f64 = 0.4;
 
@@ -249,7 +253,12 @@ impl Scenario {
             c.set_upgrade_authority(Some(&admin.pubkey()));
         });
         // the same flows as `keeper init`, `keeper fund` and `keeper node register/stake`
-        let windows = cfg.windows;
+        let mut windows = cfg.windows;
+        if cfg.sentences {
+            // the 300 held-out texts are priced at the longest one's 81 tokens (README,
+            // Encoder pricing): a provider claims the task only if that fits half the window
+            windows.submit = windows.submit.max(SENTENCES_SUBMIT_WINDOW);
+        }
         // the cooldown outlasts twice the longest task, disputes included (PROTOCOL §7, §8.1)
         let longest = u64::from(windows.submit)
             + 2 * u64::from(windows.join + windows.commit + windows.reveal)
@@ -458,7 +467,9 @@ impl Scenario {
                     manifest.hash(),
                 )
             };
-            let (id, reward) = (cfg.tasks as u64 + 1, 1_000_000 + job.work() / 16);
+            // the 300 texts are priced at the longest one's tokens (README, Encoder pricing):
+            // a reward at the other tasks' rate would ask a bond past the demo providers' stake
+            let (id, reward) = (cfg.tasks as u64 + 1, 1_000_000 + job.work() / 512);
             let mut args = PostTaskArgs::new(id, &job, reward);
             args.input_uri = "http://sentences.demo.invalid".into();
             let key = post(args)?;
