@@ -179,6 +179,103 @@ pub struct BenchReport {
     pub transfer: Vec<TransferRow>,
     /// Rows not measured, with why (the MiniLM model not made on this machine).
     pub skipped: Vec<String>,
+    /// The MiniLM encoder on the CPU by kernel set, side by side in one run.
+    pub encoder_kernels: Vec<EncoderKernelRow>,
+}
+
+/// The MiniLM encoder's texts embedded by one GEMM kernel set on every core ([`encoder_kernels`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct EncoderKernelRow {
+    /// The kernel set.
+    pub kernels: String,
+    /// Texts embedded.
+    pub texts: usize,
+    /// Median seconds of the runs.
+    pub seconds: f64,
+    /// Texts a second.
+    pub texts_per_s: f64,
+    /// Tokens a second.
+    pub tokens_per_s: f64,
+    /// Integer multiply-adds a second (the GEMMs' and the attention's, the tokens' own).
+    pub macs_per_s: f64,
+    /// The machine's peak for this set: cores × int16 multiply-adds per instruction × one
+    /// vector multiply-add a cycle × the clock (`clock_hz`), an assumption stated in the README.
+    pub peak_macs: f64,
+    /// `macs_per_s / peak_macs`.
+    pub peak_fraction: f64,
+    /// Speed over the scalar set's, measured in this run.
+    pub over_scalar: f64,
+    /// Whether its embeddings equal the scalar set's bit for bit (must be true).
+    pub same_bits: bool,
+    /// The clock the peak assumes, Hz (`/proc/cpuinfo`'s largest "cpu MHz", else 2 GHz).
+    pub clock_hz: f64,
+}
+
+/// The CPU clock the peak figures assume: the largest "cpu MHz" `/proc/cpuinfo` lists (2 GHz
+/// where it lists none).
+fn clock_hz() -> f64 {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .filter(|l| l.starts_with("cpu MHz"))
+                .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+                .reduce(f64::max)
+        })
+        .map_or(2e9, |mhz| mhz * 1e6)
+}
+
+/// The MiniLM encoder over `texts` texts (the first 60 held-out ones repeated) by each GEMM
+/// kernel set this machine runs, on every core: texts, tokens and multiply-adds a second, the
+/// share of the set's peak, the speed over the scalar set and the bits against it.
+pub fn encoder_kernels(texts: usize) -> Result<Vec<EncoderKernelRow>> {
+    use crate::compute::{encoder, gemm::KernelSet};
+    let model = encoder::parse_model(&encoder::minilm_bytes()?)?;
+    let (_, _, ids) = encoder::minilm_heldout_ids(&model)?;
+    let ids: Vec<Vec<u32>> = ids[..60].iter().cycle().take(texts).cloned().collect();
+    let e = &model.encoder;
+    let (h, f, blocks) = (e.hidden as u64, e.ffn() as u64, e.blocks.len() as u64);
+    let tokens: u64 = ids.iter().map(|t| t.len() as u64).sum();
+    // per token: the six GEMMs; per text of T tokens: the scores and P·V (2 · T² · H)
+    let macs: u64 = ids
+        .iter()
+        .map(|t| {
+            let t = t.len() as u64;
+            blocks * (t * (4 * h * h + 2 * h * f) + 2 * t * t * h)
+        })
+        .sum();
+    let cores = rayon::current_num_threads() as f64;
+    let clock = clock_hz();
+    let mut rows: Vec<EncoderKernelRow> = vec![];
+    let mut scalar: Option<(Vec<u8>, f64)> = None;
+    for set in KernelSet::here() {
+        let run = || encoder::run_rows_by(set, e, &ids, 0, ids.len());
+        let out = run();
+        let (_, seconds) = median_of(3, || Ok(std::hint::black_box(run())))?;
+        let (same_bits, over_scalar) = match &scalar {
+            Some((bits, s)) => (*bits == out, s / seconds),
+            None => (true, 1.0),
+        };
+        if scalar.is_none() {
+            scalar = Some((out, seconds));
+        }
+        let peak = cores * f64::from(set.lanes()) * clock;
+        let macs_per_s = macs as f64 / seconds;
+        rows.push(EncoderKernelRow {
+            kernels: set.name().into(),
+            texts,
+            seconds,
+            texts_per_s: texts as f64 / seconds,
+            tokens_per_s: tokens as f64 / seconds,
+            macs_per_s,
+            peak_macs: peak,
+            peak_fraction: macs_per_s / peak,
+            over_scalar,
+            same_bits,
+            clock_hz: clock,
+        });
+    }
+    Ok(rows)
 }
 
 /// One client input part fetched from a content store over loopback HTTP, hashed and parsed
@@ -964,8 +1061,11 @@ pub fn run(backends: &[std::sync::Arc<dyn Backend>], sizes: &[u32]) -> Result<Be
         }
     }
     let mut skipped = vec![];
+    let mut encoder_kernel_rows = vec![];
     let minilm = crate::compute::encoder::minilm_path();
     if minilm.exists() {
+        tracing::info!(texts = 1024, "Encoder by kernel set");
+        encoder_kernel_rows = encoder_kernels(1024)?;
         let mut reference: Option<Vec<Vec<u8>>> = None;
         for b in backends {
             tracing::info!(texts = 1024, backend = b.name(), "Encoder");
@@ -998,6 +1098,7 @@ pub fn run(backends: &[std::sync::Arc<dyn Backend>], sizes: &[u32]) -> Result<Be
         claim_n: CLAIM_N,
         transfer: transfer(1024)?,
         skipped,
+        encoder_kernels: encoder_kernel_rows,
     })
 }
 
@@ -1083,6 +1184,26 @@ pub fn render(r: &BenchReport) -> String {
         s += &format!("not measured: {why}\n");
     }
     s += &format!("CPU verifier kernels: {}\n", r.simd);
+    if let Some(k) = r.encoder_kernels.first() {
+        s += &format!(
+            "Encoder (MiniLM, {} texts, the first 60 held-out repeated) by GEMM kernel set, every core; peak = cores × int16 multiply-adds an instruction × 1 a cycle × {:.2} GHz:\n",
+            k.texts,
+            k.clock_hz / 1e9
+        );
+    }
+    for k in &r.encoder_kernels {
+        s += &format!(
+            "  {:<12} {:>7.1} texts/s {:>9.0} tokens/s {:>8.2} G mul-adds/s {:>5.1}% of {:.0} G  {:>5.2}× scalar  same bits: {}\n",
+            k.kernels,
+            k.texts_per_s,
+            k.tokens_per_s,
+            k.macs_per_s / 1e9,
+            100.0 * k.peak_fraction,
+            k.peak_macs / 1e9,
+            k.over_scalar,
+            if k.same_bits { "yes" } else { "NO" }
+        );
+    }
     for j in &r.jobs {
         if let Some(p) = &j.check_parts {
             s += &format!(

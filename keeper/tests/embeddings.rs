@@ -91,6 +91,21 @@ fn minilm_token_ids_match_the_reference_tokenizer_and_embeddings_match_numpy_and
             i + 1
         );
     }
+    // every kernel set this machine runs (the fast path above took the widest), text by text
+    for set in compute_market_keeper::compute::gemm::KernelSet::here() {
+        let by = compute_market_keeper::compute::encoder::run_rows_by(
+            set,
+            &model.encoder,
+            &ids,
+            0,
+            ids.len(),
+        );
+        assert!(
+            by == out[..ids.len() * 2 * dim],
+            "the {} kernels embed the held-out texts as numpy does",
+            set.name()
+        );
+    }
     // the plain reference (every step a loop in the protocol crate) on a few texts
     for i in [0, 17, 59, 60, 180, ids.len() - 1] {
         assert_eq!(

@@ -5,7 +5,8 @@
 //!
 //! The arithmetic is the protocol crate's ([`compute_market_protocol::encoder`]); the fast path
 //! here replaces only its GEMMs (int8 weights × int16 activations summed in int32, which the
-//! bounds make exact) and spreads texts over the cores, so its bytes are the reference's.
+//! bounds make exact, vectorized per kernel set: [`super::gemm`]) and spreads texts over the
+//! cores, so its bytes are the reference's.
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use compute_market_protocol::encoder::{row_len, Block, Dense, Encoder, Norm, Requant, MAX_BLOCKS};
@@ -17,6 +18,7 @@ use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::bert::BertProcessing;
 use tokenizers::Tokenizer;
 
+use super::gemm::{gemm, KernelSet};
 use super::tensors::{i32s, tensors};
 
 /// A model file's encoder and tokenizer.
@@ -298,39 +300,37 @@ pub fn tokenize(model: &Model, texts: &[&str], max_tokens: usize) -> Result<Vec<
         .collect()
 }
 
-/// The fast GEMM: `bias + W·x` per row of `x` (int16 values) with int8 weights, summed in
-/// int32 (exact under [`Encoder::check`]'s bound; wrapping adds let the compiler vectorize
-/// what cannot overflow), weights outer so each weight row is read once per text.
-fn gemm(d: &Dense, x: &[i64], lo: i64, hi: i64) -> Vec<i64> {
-    let t = x.len() / d.inp;
-    let xs: Vec<i16> = x.iter().map(|&v| v as i16).collect();
-    let mut y = vec![0i64; t * d.out];
-    for o in 0..d.out {
-        let w = &d.weight[o * d.inp..(o + 1) * d.inp];
-        for r in 0..t {
-            let xr = &xs[r * d.inp..(r + 1) * d.inp];
-            let dot = w.iter().zip(xr).fold(0i32, |a, (&w, &x)| {
-                a.wrapping_add(i32::from(w).wrapping_mul(i32::from(x)))
-            });
-            y[r * d.out + o] = d.rq.apply(o, i64::from(d.bias[o]) + i64::from(dot), lo, hi);
-        }
-    }
-    y
+/// One text's embedding by the fast path (the reference's steps, its GEMMs by the widest
+/// kernel set this machine runs: [`super::gemm`]).
+pub fn embed(enc: &Encoder, ids: &[u32]) -> Vec<i16> {
+    embed_by(KernelSet::best(), enc, ids)
 }
 
-/// One text's embedding by the fast path (the reference's steps, its GEMMs replaced).
-pub fn embed(enc: &Encoder, ids: &[u32]) -> Vec<i16> {
-    enc.embed_with(ids, &gemm)
+/// [`embed`] with the GEMMs of kernel set `set` (one this machine runs).
+pub fn embed_by(set: KernelSet, enc: &Encoder, ids: &[u32]) -> Vec<i16> {
+    enc.embed_with(ids, &|d, x, lo, hi| gemm(set, d, x, lo, hi))
 }
 
 /// Output rows `first .. first + count` (rows past the texts are zero): each text's int16
 /// embedding, little-endian, texts spread over the cores.
 pub fn run_rows(enc: &Encoder, ids: &[Vec<u32>], first: usize, count: usize) -> Vec<u8> {
+    run_rows_by(KernelSet::best(), enc, ids, first, count)
+}
+
+/// [`run_rows`] with the GEMMs of kernel set `set` (one this machine runs): the bench's
+/// figures per set, the tests' equality per set.
+pub fn run_rows_by(
+    set: KernelSet,
+    enc: &Encoder,
+    ids: &[Vec<u32>],
+    first: usize,
+    count: usize,
+) -> Vec<u8> {
     let len = row_len(enc.hidden);
     let mut out = vec![0u8; count * len];
     out.par_chunks_mut(len).enumerate().for_each(|(i, row)| {
         if let Some(ids) = ids.get(first + i) {
-            for (c, v) in embed(enc, ids).iter().enumerate() {
+            for (c, v) in embed_by(set, enc, ids).iter().enumerate() {
                 row[2 * c..2 * c + 2].copy_from_slice(&v.to_le_bytes());
             }
         }

@@ -1,0 +1,237 @@
+//! The encoder's GEMMs by kernel set (PROTOCOL §5, Encoder: every `Dense` is exact in int32 by
+//! the model's row bound): int8 weights · int16 activations summed in wrapping int32 — exact,
+//! since no partial sum can pass the bound — in loops the compiler vectorizes, compiled once
+//! per instruction set and picked at run time, as the verifier's kernels are. Integers: every
+//! set gives the scalar code's bits (tests hold each set the machine has to it).
+
+use compute_market_protocol::encoder::Dense;
+
+/// An instruction set the encoder's GEMM is compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum KernelSet {
+    /// Plain Rust for the build's baseline (x86-64: SSE2, 128-bit `pmaddwd`).
+    Scalar,
+    /// AVX2: 256-bit `vpmaddwd`.
+    Avx2,
+    /// AVX-VNNI: 256-bit `vpdpwssd` (multiply-add in one instruction).
+    AvxVnni,
+    /// AVX-512 with VNNI: 512-bit `vpdpwssd`.
+    Avx512Vnni,
+}
+
+impl KernelSet {
+    /// Its name in bench reports and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelSet::Scalar => "scalar",
+            KernelSet::Avx2 => "avx2",
+            KernelSet::AvxVnni => "avx-vnni",
+            KernelSet::Avx512Vnni => "avx512-vnni",
+        }
+    }
+
+    /// Int16 multiply-adds one instruction does (the vector width over 32 bits, twice).
+    pub fn lanes(self) -> u32 {
+        match self {
+            KernelSet::Scalar => 8,
+            KernelSet::Avx2 | KernelSet::AvxVnni => 16,
+            KernelSet::Avx512Vnni => 32,
+        }
+    }
+
+    /// Whether this machine runs it.
+    pub fn runs_here(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            match self {
+                KernelSet::Scalar => true,
+                KernelSet::Avx2 => has!("avx2"),
+                KernelSet::AvxVnni => has!("avx2") && has!("avxvnni"),
+                KernelSet::Avx512Vnni => has!("avx512f") && has!("avx512bw") && has!("avx512vnni"),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self == KernelSet::Scalar
+        }
+    }
+
+    /// Every set this machine runs, plainest first.
+    pub fn here() -> Vec<KernelSet> {
+        [
+            KernelSet::Scalar,
+            KernelSet::Avx2,
+            KernelSet::AvxVnni,
+            KernelSet::Avx512Vnni,
+        ]
+        .into_iter()
+        .filter(|k| k.runs_here())
+        .collect()
+    }
+
+    /// The widest set this machine runs.
+    pub fn best() -> KernelSet {
+        *Self::here().last().expect("scalar runs everywhere")
+    }
+}
+
+/// `Σ_j w[j] · x[j]` in wrapping int32 (exact under the row bound).
+#[inline(always)]
+fn dot(w: &[i8], x: &[i16]) -> i32 {
+    w.iter().zip(x).fold(0i32, |a, (&w, &x)| {
+        a.wrapping_add(i32::from(w).wrapping_mul(i32::from(x)))
+    })
+}
+
+/// The dots of one weight row with every input row (`t` rows of `w.len()`).
+#[inline(always)]
+fn row_dots(w: &[i8], xs: &[i16], out: &mut [i32]) {
+    for (o, x) in out.iter_mut().zip(xs.chunks_exact(w.len())) {
+        *o = dot(w, x);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn row_dots_avx2(w: &[i8], xs: &[i16], out: &mut [i32]) {
+    row_dots(w, xs, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,avxvnni")]
+fn row_dots_avxvnni(w: &[i8], xs: &[i16], out: &mut [i32]) {
+    row_dots(w, xs, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn row_dots_avx512(w: &[i8], xs: &[i16], out: &mut [i32]) {
+    row_dots(w, xs, out)
+}
+
+/// `dense` over the rows of `x` (int16 values, as `i64`), requantized to `lo ..= hi`, with
+/// kernel set `set` (one this machine runs): equal to `dense.apply(x, lo, hi)`.
+pub fn gemm(set: KernelSet, d: &Dense, x: &[i64], lo: i64, hi: i64) -> Vec<i64> {
+    debug_assert!(set.runs_here());
+    let t = x.len() / d.inp;
+    let xs: Vec<i16> = x.iter().map(|&v| v as i16).collect();
+    let mut dots = vec![0i32; t];
+    let mut y = vec![0i64; t * d.out];
+    for o in 0..d.out {
+        let w = &d.weight[o * d.inp..(o + 1) * d.inp];
+        match set {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the set runs here (the caller's check, asserted above)
+            KernelSet::Avx2 => unsafe { row_dots_avx2(w, &xs, &mut dots) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above
+            KernelSet::AvxVnni => unsafe { row_dots_avxvnni(w, &xs, &mut dots) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above
+            KernelSet::Avx512Vnni => unsafe { row_dots_avx512(w, &xs, &mut dots) },
+            _ => row_dots(w, &xs, &mut dots),
+        }
+        for (r, &dot) in dots.iter().enumerate() {
+            y[r * d.out + o] = d.rq.apply(o, i64::from(d.bias[o]) + i64::from(dot), lo, hi);
+        }
+    }
+    y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use compute_market_protocol::encoder::{random_encoder, RandomShape, Requant};
+
+    /// Every set's dots equal the int64 sums at every length past a vector's tail, with the
+    /// operands' extremes (−128 · −32768 and 127 · 32767 in runs).
+    #[test]
+    fn every_kernel_set_sums_exactly_at_every_length_and_extreme() {
+        let sets = KernelSet::here();
+        println!(
+            "kernel sets here: {:?}",
+            sets.iter().map(|k| k.name()).collect::<Vec<_>>()
+        );
+        for n in 1..200usize {
+            let w: Vec<i8> = (0..n)
+                .map(|j| match j % 5 {
+                    0 => -128,
+                    1 => 127,
+                    _ => (j * 37 % 251) as u8 as i8,
+                })
+                .collect();
+            let x: Vec<i64> = (0..3 * n)
+                .map(|j| match j % 7 {
+                    0 => -32768,
+                    1 => 32767,
+                    _ => (j as i64 * 7919 % 65_536) - 32_768,
+                })
+                .collect();
+            let d = Dense {
+                inp: n,
+                out: 1,
+                weight: w.clone(),
+                bias: vec![-5],
+                // the identity: m = 2^30, s = 30
+                rq: Requant {
+                    m: vec![1 << 30],
+                    s: vec![30],
+                },
+            };
+            let want: Vec<i64> = x
+                .chunks_exact(n)
+                .map(|r| {
+                    -5 + r
+                        .iter()
+                        .zip(&w)
+                        .map(|(&x, &w)| x * i64::from(w))
+                        .sum::<i64>()
+                })
+                .collect();
+            for &set in &sets {
+                assert_eq!(
+                    gemm(set, &d, &x, i64::MIN / 4, i64::MAX / 4),
+                    want,
+                    "{} at n = {n}",
+                    set.name()
+                );
+            }
+        }
+    }
+
+    /// Random encoders of odd widths (their clamps reached): every set embeds as the
+    /// reference does.
+    #[test]
+    fn every_kernel_set_embeds_random_encoders_of_odd_widths_as_the_reference() {
+        for (seed, (hidden, heads, ffn)) in [(45, 3, 101), (33, 1, 67), (64, 4, 130)]
+            .into_iter()
+            .enumerate()
+        {
+            let e = random_encoder(
+                RandomShape {
+                    hidden,
+                    heads,
+                    ffn,
+                    blocks: 2,
+                    vocab: 50,
+                    positions: 24,
+                },
+                seed as u64 + 3,
+            );
+            e.check().unwrap();
+            for t in [1usize, 7, 24] {
+                let ids: Vec<u32> = (0..t).map(|p| ((p * 13 + seed) % 50) as u32).collect();
+                let want = e.embed(&ids);
+                for set in KernelSet::here() {
+                    assert_eq!(
+                        super::super::encoder::embed_by(set, &e, &ids),
+                        want,
+                        "{} on {hidden}/{heads}/{ffn}, {t} tokens",
+                        set.name()
+                    );
+                }
+            }
+        }
+    }
+}
