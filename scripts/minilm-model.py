@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "..", "models")
 EXP_LEN, EXP_STEP = 1024, 64  # exp table: E[t] = round(2^15 · e^(−t/64)), t < 1024
 GELU_LEN, GELU_HALF = 1024, 512  # GELU table indexed by u + 512, u ∈ [−512, 511]
-GELU_MAX = 32767  # the GELU table's outputs use the int16 range (int8 before: --ablation)
+GELU_TOP = 32767  # the GELU table's largest entry: the int16 range (int8 before: --ablation)
 Z_FRAC = 12  # LayerNorm's normalized value z is Q12
 RES_CLAMP = 1 << 24  # every term added to the residual stream is clamped to ±2^24
 I16 = 32767
@@ -227,7 +227,7 @@ def ln_params(g, b, s_y):
     return np.round(gr * 2**t).astype(np.int32), np.round(br * 2**t).astype(np.int32), np.array([t], dtype=np.int32)
 
 
-def convert(W, vocab, heads, st, gelu_max=GELU_MAX):
+def convert(W, vocab, heads, st, gelu_max=GELU_TOP):
     """The integer model from the fp32 weights and the calibration ranges `st` (`gelu_max` 127
     gives the int8 GELU table of the first rule, for the ablation)."""
     M = {}
@@ -288,6 +288,14 @@ def convert(W, vocab, heads, st, gelu_max=GELU_MAX):
             W[p + "output.LayerNorm.weight"], W[p + "output.LayerNorm.bias"], s_y
         )
         s_in = s_y
+    # the protocol's accumulator bound, row by row: |b| + A · Σ|W| ≤ 2^31 − 1 with A the largest
+    # input its type allows (LayerNorm outputs 32767, int8 contexts 128, GELU entries 2^15 or 128)
+    for i in range(layer_count(W)):
+        for n, a in [("q", 32767), ("k", 32767), ("v", 32767), ("f1", 32767), ("o", 128),
+                     ("f2", 32768 if gelu_max > 127 else 128)]:
+            w, b = M[f"l{i}.{n}.w"].astype(np.int64), M[f"l{i}.{n}.b"].astype(np.int64)
+            worst = (np.abs(b) + a * np.abs(w).sum(1)).max()
+            assert worst <= 2**31 - 1, f"l{i}.{n}: a row's accumulator bound is {worst} > 2^31 − 1"
     M["heads"] = np.array([heads], dtype=np.int32)
     M["vocab"] = np.frombuffer(vocab, dtype=np.uint8).copy()
     return M
@@ -323,7 +331,7 @@ def ablation(W, vocab, heads, ids, calib_kinds, calib, held_kinds, held):
     print("| rule | calibration | mean | least | least kind |")
     print("|---|---|---|---|---|")
     for gm, cal, name in [(127, first, "50 English sentences"), (127, calib, f"all {len(calib)}"),
-                          (GELU_MAX, first, "50 English sentences"), (GELU_MAX, calib, f"all {len(calib)}")]:
+                          (GELU_TOP, first, "50 English sentences"), (GELU_TOP, calib, f"all {len(calib)}")]:
         st = {}
         for t in ids(cal):
             fp32_forward(W, t, heads, st)

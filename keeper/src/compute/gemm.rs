@@ -84,56 +84,90 @@ fn dot(w: &[i8], x: &[i16]) -> i32 {
     })
 }
 
-/// The dots of one weight row with every input row (`t` rows of `w.len()`).
+/// One output channel's requantization (`Requant::apply`'s rule, PROTOCOL §5): its bias,
+/// multiplier and shift, and the clamp.
+#[derive(Clone, Copy)]
+struct Column {
+    bias: i64,
+    m: i64,
+    s: i64,
+    lo: i64,
+    hi: i64,
+}
+
+/// One weight row against every input row (`t` rows of `w.len()`), each sum requantized:
+/// `out[r] = clamp(⌊((bias + w·x_r) · m + 2^(s−1)) / 2^s⌋, lo, hi)`, in loops the compiler
+/// vectorizes (the channel's constants hoisted out of the rows).
 #[inline(always)]
-fn row_dots(w: &[i8], xs: &[i16], out: &mut [i32]) {
-    for (o, x) in out.iter_mut().zip(xs.chunks_exact(w.len())) {
-        *o = dot(w, x);
+fn column(w: &[i8], xs: &[i16], c: Column, out: &mut [i64]) {
+    let mut dots = [0i32; 64];
+    for (rows, out) in xs.chunks(64 * w.len()).zip(out.chunks_mut(64)) {
+        for (d, x) in dots.iter_mut().zip(rows.chunks_exact(w.len())) {
+            *d = dot(w, x);
+        }
+        let half = 1i64 << (c.s - 1);
+        for (o, &d) in out.iter_mut().zip(&dots) {
+            *o = (((c.bias + i64::from(d)) * c.m + half) >> c.s).clamp(c.lo, c.hi);
+        }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn row_dots_avx2(w: &[i8], xs: &[i16], out: &mut [i32]) {
-    row_dots(w, xs, out)
+fn column_avx2(w: &[i8], xs: &[i16], c: Column, out: &mut [i64]) {
+    column(w, xs, c, out)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,avxvnni")]
-fn row_dots_avxvnni(w: &[i8], xs: &[i16], out: &mut [i32]) {
-    row_dots(w, xs, out)
+fn column_avxvnni(w: &[i8], xs: &[i16], c: Column, out: &mut [i64]) {
+    column(w, xs, c, out)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn row_dots_avx512(w: &[i8], xs: &[i16], out: &mut [i32]) {
-    row_dots(w, xs, out)
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vnni")]
+fn column_avx512(w: &[i8], xs: &[i16], c: Column, out: &mut [i64]) {
+    column(w, xs, c, out)
 }
 
 /// `dense` over the rows of `x` (int16 values, as `i64`), requantized to `lo ..= hi`, with
-/// kernel set `set` (one this machine runs): equal to `dense.apply(x, lo, hi)`.
+/// kernel set `set` (one this machine runs): equal to `dense.apply(x, lo, hi)`. Computed by
+/// output channel (each weight row read once per call), then laid out by row.
 pub fn gemm(set: KernelSet, d: &Dense, x: &[i64], lo: i64, hi: i64) -> Vec<i64> {
     debug_assert!(set.runs_here());
     let t = x.len() / d.inp;
     let xs: Vec<i16> = x.iter().map(|&v| v as i16).collect();
-    let mut dots = vec![0i32; t];
-    let mut y = vec![0i64; t * d.out];
-    for o in 0..d.out {
+    let mut by_channel = vec![0i64; t * d.out];
+    for (o, out) in by_channel
+        .chunks_exact_mut(t.max(1))
+        .enumerate()
+        .take(d.out)
+    {
         let w = &d.weight[o * d.inp..(o + 1) * d.inp];
+        let c = Column {
+            bias: i64::from(d.bias[o]),
+            m: i64::from(d.rq.m[o]),
+            s: i64::from(d.rq.s[o]),
+            lo,
+            hi,
+        };
         match set {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the set runs here (the caller's check, asserted above)
-            KernelSet::Avx2 => unsafe { row_dots_avx2(w, &xs, &mut dots) },
+            KernelSet::Avx2 => unsafe { column_avx2(w, &xs, c, out) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above
-            KernelSet::AvxVnni => unsafe { row_dots_avxvnni(w, &xs, &mut dots) },
+            KernelSet::AvxVnni => unsafe { column_avxvnni(w, &xs, c, out) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above
-            KernelSet::Avx512Vnni => unsafe { row_dots_avx512(w, &xs, &mut dots) },
-            _ => row_dots(w, &xs, &mut dots),
+            KernelSet::Avx512Vnni => unsafe { column_avx512(w, &xs, c, out) },
+            _ => column(w, &xs, c, out),
         }
-        for (r, &dot) in dots.iter().enumerate() {
-            y[r * d.out + o] = d.rq.apply(o, i64::from(d.bias[o]) + i64::from(dot), lo, hi);
+    }
+    let mut y = vec![0i64; t * d.out];
+    for (o, col) in by_channel.chunks_exact(t.max(1)).enumerate().take(d.out) {
+        for (r, &v) in col.iter().enumerate().take(t) {
+            y[r * d.out + o] = v;
         }
     }
     y

@@ -18,13 +18,13 @@
 //! | `N1` | row i, as `Y0` | LayerNorm |
 //! | `G` | `g[i][o]`, LE `i16` | the feed-forward-in output through the GELU table |
 //! | `R2` | `r[i][c]`, LE `i32` | the feed-forward-out output plus the second residual |
-//!
+
+//! | `N2` | row i, as `Y0` | LayerNorm: the block's output |
+//! | `Pool` | (p, g): the running sums of channels `256g …` over tokens `0 … p`, LE `i32`, a leaf each | |
+//! | `Out` | group g: the embedding's channels `256g …`, LE `i16` | `⌊sum / T⌋` |//!
 //! A residual step (`R1`, `R2`) reads its record first (the weights kept in the work area),
 //! then the input row (streamed: a feed-forward row of int16 values is `2F` bytes, more than
 //! the work area), then the residual's input value.
-//! | `N2` | row i, as `Y0` | LayerNorm: the block's output |
-//! | `Pool` | (p, g): the running sums of channels `256g …` over tokens `0 … p`, LE `i32`, a leaf each | |
-//! | `Out` | group g: the embedding's channels `256g …`, LE `i16` | `⌊sum / T⌋` |
 //!
 //! `Out` is the text's result row. Every step reads whole fields (each at a multiple of its
 //! width, so none straddles a 1 KiB piece): from the memory before the step (leaves, proven
@@ -571,7 +571,8 @@ pub fn gameable(job: &JobSpec) -> bool {
 
 // What the layout and the replay's work area assume of the job's bounds: a LayerNorm row (2H
 // bytes) and a probability row (2T) each fit a leaf; a LayerNorm's replay keeps 6H bytes, an
-// attention's a query below its scores and 4T bytes of them, a feed-forward-out's F inputs.
+// attention's a query below its scores and 4T bytes of them, a feed-forward-out's F weights
+// (its row is streamed).
 const _: () = {
     use crate::job::{MAX_ENCODER_HIDDEN, MAX_ENCODER_TOKENS};
     assert!(2 * MAX_ENCODER_HIDDEN as usize <= LEAF_LEN);
@@ -1490,6 +1491,85 @@ mod tests {
                 assert_eq!(lay.step(lay.word_step(0)), Some(Step::Out { g: 0 }));
             }
         }
+    }
+
+    /// A feed-forward wider than a chunk (its int16 row 1 400 bytes, its records over 700): the
+    /// residual step streams the row across leaves; a GELU table of −32 768 everywhere (the
+    /// operand's extreme); a row of the feed-forward-out exactly at the accumulator bound
+    /// replays, one past it is refused, as `Encoder::check` refuses it.
+    #[test]
+    fn wide_feed_forward_rows_stream_and_the_row_bound_is_the_reference_s() {
+        let shape = RandomShape {
+            hidden: 8,
+            heads: 2,
+            ffn: 700,
+            blocks: 1,
+            vocab: 20,
+            positions: 3,
+        };
+        let mut e = random_encoder(shape, 11);
+        e.blocks[0].gelu = vec![i16::MIN; crate::encoder::GELU_LEN];
+        // row 0: Σ|w| = 65 535, bias 32 767: |bias| + 32 768 · Σ|w| = 2^31 − 1
+        let w = &mut e.blocks[0].f2.weight[..700];
+        w.iter_mut().for_each(|v| *v = 0);
+        w[..516].iter_mut().enumerate().for_each(|(j, v)| {
+            *v = if j % 2 == 0 { 127 } else { -127 };
+        });
+        w[516] = 3;
+        e.blocks[0].f2.bias[0] = 32_767;
+        e.check().expect("at the bound");
+        let all = texts(&e, &[3, 2], 5);
+        let ids = se::build::ids(&all, 3);
+        let ms = se::build::model(&e);
+        let job = job_for(&e, 2, 3, ms.len() as u64);
+        for (row, text) in all.iter().enumerate() {
+            let lay = layout(&e, text.len());
+            let mem = memory(&e, text);
+            let steps: Vec<u64> = (1..=lay.steps())
+                .filter(|&s| {
+                    matches!(
+                        lay.step(s),
+                        Some(
+                            Step::Res { second: true, .. }
+                                | Step::Gelu {
+                                    o: 0 | 511 | 699,
+                                    ..
+                                }
+                        )
+                    )
+                })
+                .collect();
+            assert_eq!(steps.len(), text.len() * (8 + 3));
+            for s in steps {
+                let pre = tb::state(&lay, &mem, s - 1);
+                let post = replay(&job, &lay, &ms, &ids, &pre, row as u32, s)
+                    .unwrap_or_else(|err| panic!("step {s}: {err:?}"));
+                assert_eq!(post, tb::root(&lay, &tb::state(&lay, &mem, s)), "step {s}");
+            }
+        }
+        // one past the bound: refused by the reference and by the replay
+        let mut over = e.clone();
+        over.blocks[0].f2.bias[0] = 32_768;
+        assert!(over.check().is_err());
+        let ms = se::build::model(&over);
+        let lay = layout(&e, 3);
+        let mem = memory(&e, &all[0]);
+        let s = (1..=lay.steps())
+            .find(|&s| {
+                lay.step(s)
+                    == Some(Step::Res {
+                        b: 0,
+                        second: true,
+                        i: 0,
+                        c: 0,
+                    })
+            })
+            .unwrap();
+        let pre = tb::state(&lay, &mem, s - 1);
+        assert_eq!(
+            replay(&job, &lay, &ms, &ids, &pre, 0, s),
+            Err(FeedError::BadModel)
+        );
     }
 
     #[test]
