@@ -211,6 +211,16 @@ pub struct EncoderKernelRow {
     pub clock_hz: f64,
 }
 
+/// The MiniLM model and `texts` token-id rows: the first 60 held-out texts (English
+/// sentences, the texts every encoder figure has been measured on) repeated.
+fn minilm_repeated(texts: usize) -> Result<(crate::compute::encoder::Model, Vec<Vec<u32>>)> {
+    use crate::compute::encoder;
+    let model = encoder::parse_model(&encoder::minilm_bytes()?)?;
+    let (_, _, ids) = encoder::minilm_heldout_ids(&model)?;
+    let ids = ids[..60].iter().cycle().take(texts).cloned().collect();
+    Ok((model, ids))
+}
+
 /// The CPU clock the peak figures assume: the largest "cpu MHz" `/proc/cpuinfo` lists (2 GHz
 /// where it lists none).
 fn clock_hz() -> f64 {
@@ -230,9 +240,7 @@ fn clock_hz() -> f64 {
 /// share of the set's peak, the speed over the scalar set and the bits against it.
 pub fn encoder_kernels(texts: usize) -> Result<Vec<EncoderKernelRow>> {
     use crate::compute::{encoder, gemm::KernelSet};
-    let model = encoder::parse_model(&encoder::minilm_bytes()?)?;
-    let (_, _, ids) = encoder::minilm_heldout_ids(&model)?;
-    let ids: Vec<Vec<u32>> = ids[..60].iter().cycle().take(texts).cloned().collect();
+    let (model, ids) = minilm_repeated(texts)?;
     let e = &model.encoder;
     let (h, f, blocks) = (e.hidden as u64, e.ffn() as u64, e.blocks.len() as u64);
     let tokens: u64 = ids.iter().map(|t| t.len() as u64).sum();
@@ -817,15 +825,8 @@ pub fn encoder(
     texts: u32,
     reference: Option<&[Vec<u8>]>,
 ) -> Result<(JobRow, Vec<Vec<u8>>)> {
-    use crate::compute::{encoder, inputs};
-    let model = encoder::parse_model(&encoder::minilm_bytes()?)?;
-    let (_, _, ids) = encoder::minilm_heldout_ids(&model)?;
-    let ids: Vec<Vec<u32>> = ids[..60]
-        .iter()
-        .cycle()
-        .take(texts as usize)
-        .cloned()
-        .collect();
+    use crate::compute::inputs;
+    let (model, ids) = minilm_repeated(texts as usize)?;
     let longest = ids.iter().map(Vec::len).max().unwrap_or(1) as u32;
     let e = &model.encoder;
     let job = JobSpec::encoder(

@@ -48,7 +48,9 @@ impl KernelSet {
                 KernelSet::Scalar => true,
                 KernelSet::Avx2 => has!("avx2"),
                 KernelSet::AvxVnni => has!("avx2") && has!("avxvnni"),
-                KernelSet::Avx512Vnni => has!("avx512f") && has!("avx512bw") && has!("avx512vnni"),
+                KernelSet::Avx512Vnni => {
+                    has!("avx512f") && has!("avx512bw") && has!("avx512dq") && has!("avx512vnni")
+                }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -70,9 +72,10 @@ impl KernelSet {
         .collect()
     }
 
-    /// The widest set this machine runs.
+    /// The widest set this machine runs (detected once).
     pub fn best() -> KernelSet {
-        *Self::here().last().expect("scalar runs everywhere")
+        static BEST: std::sync::OnceLock<KernelSet> = std::sync::OnceLock::new();
+        *BEST.get_or_init(|| *Self::here().last().expect("scalar runs everywhere"))
     }
 }
 

@@ -949,7 +949,7 @@ impl Replay {
             }
             (Step::Dense { .. } | Step::Gelu { .. }, 0) => work[i..i + b.len()].copy_from_slice(b),
             (Step::Dense { .. } | Step::Gelu { .. }, 1) => {
-                self.record(b, i, HEAD as usize, Y_MAX, work, |w, j| w16(w, 2 * j))
+                self.record(b, i, HEAD as usize, Y_MAX, |j, w| w * w16(work, 2 * j))
             }
             (Step::Gelu { .. }, _) => self.value = [b[0], b[1], 0, 0],
             (Step::Dense { .. }, _) => return Err(FeedError::Complete),
@@ -995,18 +995,11 @@ impl Replay {
             (Step::Ctx { .. }, _) => self.words(i, b),
             (Step::Res { second, .. }, 0) => {
                 let operand = if second { GELU_MAX } else { 128 };
-                for (o, &v) in b.iter().enumerate() {
-                    let at = i + o;
-                    if at < RES_HEAD as usize {
-                        if at % 4 == 3 {
-                            self.head_word(at / 4, w32(b, o - 3));
-                        }
-                    } else {
-                        // the weights wait in the work area for the streamed input row
-                        work[at - RES_HEAD as usize] = v;
-                        self.z += operand * (v as i8 as i64).abs();
-                    }
-                }
+                // the weights wait in the work area for the streamed input row
+                self.record(b, i, RES_HEAD as usize, operand, |j, w| {
+                    work[j] = w as i8 as u8;
+                    0
+                })
             }
             (Step::Res { second: false, .. }, 1) => {
                 for (o, &x) in b.iter().enumerate() {
@@ -1070,15 +1063,15 @@ impl Replay {
     }
 
     /// Takes bytes `i ..` of a dense record with a head of `head` bytes over inputs of
-    /// magnitude at most `operand`, input j being `input(work, j)`.
+    /// magnitude at most `operand`: weight j goes to `weight(j, w)`, which returns what it adds
+    /// to the accumulator.
     fn record(
         &mut self,
         b: &[u8],
         i: usize,
         head: usize,
         operand: i64,
-        work: &[u8],
-        input: impl Fn(&[u8], usize) -> i64,
+        mut weight: impl FnMut(usize, i64) -> i64,
     ) {
         for (o, &v) in b.iter().enumerate() {
             let at = i + o;
@@ -1088,7 +1081,7 @@ impl Replay {
                 }
             } else {
                 let w = v as i8 as i64;
-                self.acc += w * input(work, at - head);
+                self.acc += weight(at - head, w);
                 self.z += operand * w.abs();
             }
         }
