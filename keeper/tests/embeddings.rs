@@ -6,8 +6,8 @@
 //! refused by name.
 
 use compute_market_keeper::compute::encoder::{
-    accuracy, minilm_bytes, minilm_kinds, parse_model, parse_texts, run_rows, tokenize,
-    MINILM_HELDOUT,
+    accuracy, cpu::Fast, gemm::KernelSet, minilm_bytes, minilm_kinds, parse_model, parse_texts,
+    run_rows, tokenize, MINILM_HELDOUT,
 };
 use safetensors::{tensor::TensorView, Dtype, SafeTensors};
 
@@ -73,7 +73,9 @@ fn minilm_token_ids_match_the_reference_tokenizer_and_embeddings_match_numpy_and
     let dim = model.encoder.hidden;
     assert_eq!(dim, 384);
     // the fast path over every text, in the output layout, against numpy's integer pass
-    let out = run_rows(&model.encoder, &ids, 0, ids.len() + 2);
+    let encoder = std::sync::Arc::new(model.encoder.clone());
+    let fast = Fast::new(encoder.clone(), KernelSet::best());
+    let out = run_rows(&fast, &ids, 0, ids.len() + 2);
     assert_eq!(out.len(), (ids.len() + 2) * 2 * dim);
     assert!(
         out[ids.len() * 2 * dim..].iter().all(|&b| b == 0),
@@ -91,15 +93,9 @@ fn minilm_token_ids_match_the_reference_tokenizer_and_embeddings_match_numpy_and
             i + 1
         );
     }
-    // every kernel set this machine runs (the fast path above took the widest), text by text
-    for set in compute_market_keeper::compute::gemm::KernelSet::here() {
-        let by = compute_market_keeper::compute::encoder::run_rows_by(
-            set,
-            &model.encoder,
-            &ids,
-            0,
-            ids.len(),
-        );
+    // every kernel set this machine runs (the fast path above took the widest)
+    for set in KernelSet::here() {
+        let by = run_rows(&Fast::new(encoder.clone(), set), &ids, 0, ids.len());
         assert!(
             by == out[..ids.len() * 2 * dim],
             "the {} kernels embed the held-out texts as numpy does",

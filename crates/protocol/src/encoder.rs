@@ -14,17 +14,18 @@ use crate::infer::ModelError;
 pub const EXP_LEN: usize = 1024;
 /// Entries of a GELU table, indexed by `u + 512` for `u ∈ −512 ..= 511`.
 pub const GELU_LEN: usize = 1024;
-const GELU_HALF: i64 = 512;
+/// Half a GELU table: its index is `u + GELU_HALF`.
+pub const GELU_HALF: i64 = 512;
 /// Largest magnitude of a GELU table's int16 entry: the feed-forward-out layer's operand.
 pub const GELU_MAX: i64 = 1 << 15;
 /// LayerNorm's normalized value is `⌊d · 2^12 / σ⌋`.
-const Z_FRAC: u32 = 12;
+pub const Z_FRAC: u32 = 12;
 /// Every term added into the residual stream is clamped to `±2^24`.
 pub const RES_CLAMP: i64 = 1 << 24;
 /// Largest LayerNorm output (int16, symmetric).
-const Y_MAX: i64 = 32_767;
+pub const Y_MAX: i64 = 32_767;
 /// Probabilities are Q15.
-const P_FRAC: u32 = 15;
+pub const P_FRAC: u32 = 15;
 /// Widest hidden state.
 pub const MAX_HIDDEN: usize = crate::job::MAX_ENCODER_HIDDEN as usize;
 /// Widest feed-forward layer.

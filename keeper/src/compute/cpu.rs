@@ -77,7 +77,7 @@ impl Backend for CpuBackend {
                 indices
                     .par_iter()
                     .map(|&i| {
-                        super::encoder::run_rows(&inputs.encoder, &inputs.ids, i as usize * r, r)
+                        super::encoder::run_rows(&inputs.fast, &inputs.ids, i as usize * r, r)
                     })
                     .collect()
             }

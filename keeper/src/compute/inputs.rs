@@ -144,6 +144,24 @@ pub struct EncoderInputs {
     pub encoder: Arc<compute_market_protocol::encoder::Encoder>,
     /// Token ids of each text, `[CLS]` and `[SEP]` included.
     pub ids: Arc<Vec<Vec<u32>>>,
+    /// The encoder packed for the fast path with this machine's widest kernel set.
+    pub fast: Arc<super::encoder::cpu::Fast>,
+}
+
+impl EncoderInputs {
+    /// A checked encoder and its texts' ids, the encoder packed for the fast path.
+    pub fn new(encoder: compute_market_protocol::encoder::Encoder, ids: Vec<Vec<u32>>) -> Self {
+        let encoder = Arc::new(encoder);
+        let fast = super::encoder::cpu::Fast::new(
+            encoder.clone(),
+            super::encoder::gemm::KernelSet::best(),
+        );
+        EncoderInputs {
+            encoder,
+            ids: Arc::new(ids),
+            fast: Arc::new(fast),
+        }
+    }
 }
 
 /// A job's checked inputs, of whichever kind.
@@ -178,7 +196,9 @@ fn size_of(i: &Inputs) -> usize {
                     .sum::<usize>()
         }
         Inputs::Encoder(e) => {
-            encoder_weight_bytes(&e.encoder) + 4 * e.ids.iter().map(Vec::len).sum::<usize>()
+            encoder_weight_bytes(&e.encoder)
+                + e.fast.bytes()
+                + 4 * e.ids.iter().map(Vec::len).sum::<usize>()
         }
     }
 }

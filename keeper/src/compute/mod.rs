@@ -10,7 +10,7 @@ pub mod cuda;
 pub mod device;
 pub mod encoder;
 pub mod freivalds;
-pub mod gemm;
+
 pub mod inputs;
 pub mod matrix;
 pub mod mlp;

@@ -566,13 +566,7 @@ impl ResultStore {
                 slices::of_ids(&ids, max_tokens as u32)
             })
             .map_err(invalid)?;
-            inputs::hold_encoder(
-                job.input,
-                inputs::EncoderInputs {
-                    encoder: Arc::new(model.encoder),
-                    ids: Arc::new(ids),
-                },
-            );
+            inputs::hold_encoder(job.input, inputs::EncoderInputs::new(model.encoder, ids));
             return Ok(counts);
         }
         let mut parsed = vec![];

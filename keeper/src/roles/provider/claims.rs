@@ -83,12 +83,8 @@ impl Throughput {
         }
         if self.rate(JobKind::Encoder).is_none() {
             // likewise the encoder: a synthetic one-block encoder over 8 texts of 32 tokens
-            let t = Instant::now();
-            let work = crate::compute::encoder::synthetic_run(8);
-            self.set(
-                JobKind::Encoder,
-                work as f64 / t.elapsed().as_secs_f64().max(1e-6),
-            );
+            let (work, seconds) = crate::compute::encoder::synthetic_run(8);
+            self.set(JobKind::Encoder, work as f64 / seconds.max(1e-6));
         }
         if self.rate(JobKind::Mlp).is_none() {
             // every backend runs the integer MLP on the CPU path: a synthetic 256-wide model

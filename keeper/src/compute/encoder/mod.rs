@@ -4,9 +4,12 @@
 //! over the model's own vocabulary), and each text run through the encoder.
 //!
 //! The arithmetic is the protocol crate's ([`compute_market_protocol::encoder`]); the fast path
-//! here replaces only its GEMMs (int8 weights × int16 activations summed in int32, which the
-//! bounds make exact, vectorized per kernel set: [`super::gemm`]) and spreads texts over the
-//! cores, so its bytes are the reference's.
+//! ([`cpu::Fast`]) runs the same integer steps laid out for speed (texts batched, GEMMs by
+//! packed kernels per instruction set: [`gemm`]) and spreads batches over the cores, so its
+//! bytes are the reference's.
+
+pub mod cpu;
+pub mod gemm;
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use compute_market_protocol::encoder::{row_len, Block, Dense, Encoder, Norm, Requant, MAX_BLOCKS};
@@ -18,7 +21,7 @@ use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::bert::BertProcessing;
 use tokenizers::Tokenizer;
 
-use super::gemm::{gemm, KernelSet};
+use self::cpu::{Fast, BATCH};
 use super::tensors::{i32s, tensors};
 
 /// A model file's encoder and tokenizer.
@@ -300,41 +303,26 @@ pub fn tokenize(model: &Model, texts: &[&str], max_tokens: usize) -> Result<Vec<
         .collect()
 }
 
-/// One text's embedding by the fast path (the reference's steps, its GEMMs by the widest
-/// kernel set this machine runs: [`super::gemm`]).
-pub fn embed(enc: &Encoder, ids: &[u32]) -> Vec<i16> {
-    embed_by(KernelSet::best(), enc, ids)
-}
-
-/// [`embed`] with the GEMMs of kernel set `set` (one this machine runs).
-pub fn embed_by(set: KernelSet, enc: &Encoder, ids: &[u32]) -> Vec<i16> {
-    enc.embed_with(ids, &|d, x, lo, hi| gemm(set, d, x, lo, hi))
-}
-
 /// Output rows `first .. first + count` (rows past the texts are zero): each text's int16
-/// embedding, little-endian, texts spread over the cores.
-pub fn run_rows(enc: &Encoder, ids: &[Vec<u32>], first: usize, count: usize) -> Vec<u8> {
-    run_rows_by(KernelSet::best(), enc, ids, first, count)
-}
-
-/// [`run_rows`] with the GEMMs of kernel set `set` (one this machine runs): the bench's
-/// figures per set, the tests' equality per set.
-pub fn run_rows_by(
-    set: KernelSet,
-    enc: &Encoder,
-    ids: &[Vec<u32>],
-    first: usize,
-    count: usize,
-) -> Vec<u8> {
-    let len = row_len(enc.hidden);
+/// embedding, little-endian, by `fast`, batches of texts spread over the cores.
+pub fn run_rows(fast: &Fast, ids: &[Vec<u32>], first: usize, count: usize) -> Vec<u8> {
+    let len = row_len(fast.encoder().hidden);
     let mut out = vec![0u8; count * len];
-    out.par_chunks_mut(len).enumerate().for_each(|(i, row)| {
-        if let Some(ids) = ids.get(first + i) {
-            for (c, v) in embed_by(set, enc, ids).iter().enumerate() {
-                row[2 * c..2 * c + 2].copy_from_slice(&v.to_le_bytes());
+    let texts: Vec<&[u32]> = ids
+        .iter()
+        .skip(first)
+        .take(count)
+        .map(Vec::as_slice)
+        .collect();
+    out.par_chunks_mut(BATCH * len)
+        .zip(texts.par_chunks(BATCH))
+        .for_each(|(rows, batch)| {
+            for (row, e) in rows.chunks_exact_mut(len).zip(fast.embed(batch)) {
+                for (c, v) in e.iter().enumerate() {
+                    row[2 * c..2 * c + 2].copy_from_slice(&v.to_le_bytes());
+                }
             }
-        }
-    });
+        });
     out
 }
 
@@ -349,13 +337,13 @@ pub fn minilm_path() -> std::path::PathBuf {
 }
 
 /// The SHA-256 the MiniLM integer model must have (`models/minilm-int8.sha256`).
-pub const MINILM_SHA256: &str = include_str!("../../../models/minilm-int8.sha256");
+pub const MINILM_SHA256: &str = include_str!("../../../../models/minilm-int8.sha256");
 
 /// The 300 held-out texts (`models/minilm-heldout.tsv`: the project's first 60 English
 /// sentences, then twenty of each of twelve kinds) with their kinds, the reference tokenizer's
 /// ids and the fp32 and integer embeddings (`scripts/minilm-model --fixture`), for the demo,
 /// the bench and the tests.
-pub const MINILM_HELDOUT: &[u8] = include_bytes!("../../../models/minilm-heldout.safetensors");
+pub const MINILM_HELDOUT: &[u8] = include_bytes!("../../../../models/minilm-heldout.safetensors");
 
 /// Reads the MiniLM model from [`minilm_path`], checking its pinned SHA-256.
 pub fn minilm_bytes() -> Result<Vec<u8>> {
@@ -441,16 +429,20 @@ fn synthetic() -> Encoder {
     }
 }
 
-/// Runs `texts` texts of 32 tokens through the synthetic encoder; returns the multiply-adds
-/// done (tokens × work per token), for a speed figure.
-pub fn synthetic_run(texts: usize) -> u64 {
-    let enc = synthetic();
+/// Runs `texts` texts of 32 tokens through the synthetic encoder by the fast path; returns the
+/// work done (tokens × work per token) and the seconds it took (packing the weights excluded),
+/// for a speed figure.
+pub fn synthetic_run(texts: usize) -> (u64, f64) {
+    let enc = std::sync::Arc::new(synthetic());
     debug_assert!(enc.check().is_ok());
     let ids: Vec<Vec<u32>> = (0..texts)
         .map(|i| (0..32).map(|t| ((i * 31 + t * 7) % 1000) as u32).collect())
         .collect();
-    std::hint::black_box(run_rows(&enc, &ids, 0, texts));
-    (texts * 32) as u64 * enc.work_per_token(32)
+    let work = (texts * 32) as u64 * enc.work_per_token(32);
+    let fast = Fast::new(enc, gemm::KernelSet::best());
+    let t = std::time::Instant::now();
+    std::hint::black_box(run_rows(&fast, &ids, 0, texts));
+    (work, t.elapsed().as_secs_f64())
 }
 
 /// The held-out texts (as a texts part) and the fp32 model's embeddings of them (`H` per text),

@@ -1,0 +1,401 @@
+//! The encoder's fast path on the CPU: PROTOCOL §5's integer steps, each giving the reference's
+//! (`Encoder::embed`'s) bits, laid out for speed.
+//!
+//! - Texts are run in batches: their rows (tokens) stacked with no padding, so every GEMM
+//!   reads its weights once per batch; attention alone runs text by text.
+//! - The GEMMs are [`super::gemm`]'s packed kernels by kernel set; `q`, `k` and `v` are one
+//!   GEMM (their clamps are the same).
+//! - Activations are held as narrow as their ranges: LayerNorm outputs, the context and GELU
+//!   outputs in int16, the residual stream in int32 (`|r| ≤ 2^25`), the attention's sums in
+//!   int32 (`|Σ q · k| ≤ 2^14 · H`, `|Σ p · v| ≤ 2^15 · 128`).
+//! - Each row's divisions by one divisor (LayerNorm's `σ`, attention's `Σe`) are a
+//!   multiplication by its reciprocal in f64, corrected to the exact floor by one integer step
+//!   ([`floor_div`]): the compiler vectorizes them where it cannot vectorize a division.
+
+use std::sync::Arc;
+
+use compute_market_protocol::encoder::{
+    Block, Encoder, Norm, Requant, EXP_LEN, GELU_HALF, P_FRAC, RES_CLAMP, Y_MAX, Z_FRAC,
+};
+
+use super::gemm::{gemm, KernelSet, Packed};
+
+/// Texts run together: their rows share each weight's trip from memory.
+pub const BATCH: usize = 16;
+
+/// An encoder prepared for the fast path with one kernel set.
+#[derive(Debug)]
+pub struct Fast {
+    enc: Arc<Encoder>,
+    set: KernelSet,
+    word: Rq,
+    pos: Rq,
+    ln: Ln,
+    blocks: Vec<FastBlock>,
+}
+
+#[derive(Debug)]
+struct FastBlock {
+    qkv: Packed,
+    o: Packed,
+    f1: Packed,
+    f2: Packed,
+    ctx: Rq,
+    res1: Rq,
+    ln1: Ln,
+    res2: Rq,
+    ln2: Ln,
+}
+
+/// A requantization's constants per channel, widened once.
+#[derive(Debug)]
+struct Rq {
+    m: Vec<i64>,
+    s: Vec<i64>,
+    half: Vec<i64>,
+}
+
+impl Rq {
+    fn new(r: &Requant) -> Rq {
+        Rq {
+            m: r.m.iter().map(|&m| i64::from(m)).collect(),
+            s: r.s.iter().map(|&s| i64::from(s)).collect(),
+            half: r.s.iter().map(|&s| 1i64 << (s - 1)).collect(),
+        }
+    }
+
+    /// `Requant::apply` on one row (channel `c` = position), clamped to `±RES_CLAMP`, plus
+    /// `add[c]`: a residual-stream row.
+    #[inline(always)]
+    fn residual(&self, x: impl Iterator<Item = i64>, add: &[i32], out: &mut [i32]) {
+        let consts = self.m.iter().zip(&self.s).zip(&self.half);
+        for (((o, x), &a), ((&m, &s), &half)) in out.iter_mut().zip(x).zip(add).zip(consts) {
+            // |x| ≤ 2^15, m < 2^31: inside int64; the sum inside ±2^25 (two terms ≤ 2^24)
+            let v = x
+                .wrapping_mul(m)
+                .wrapping_add(half)
+                .wrapping_shr(s as u32)
+                .clamp(-RES_CLAMP, RES_CLAMP);
+            *o = v.wrapping_add(i64::from(a)) as i32;
+        }
+    }
+}
+
+/// A LayerNorm's constants, widened once.
+#[derive(Debug)]
+struct Ln {
+    g: Vec<i64>,
+    b: Vec<i64>,
+    shift: i64,
+}
+
+impl Ln {
+    fn new(n: &Norm) -> Ln {
+        Ln {
+            g: n.g.iter().map(|&g| i64::from(g)).collect(),
+            b: n.b.iter().map(|&b| i64::from(b)).collect(),
+            shift: i64::from(n.shift),
+        }
+    }
+
+    /// `Norm::apply` on one residual row, into int16.
+    #[inline(always)]
+    fn row(&self, r: &[i32], y: &mut [i16]) {
+        let n = r.len() as i64;
+        // |r| ≤ 2^25 and n ≤ 2^12: Σr inside 2^37, each d² inside 2^52, Σd² inside 2^64 − 1
+        // only as the reference's own int64 sum is (wrapping: the same bits where it does not
+        // overflow, which `Encoder::check`'s bounds make every case)
+        let mu = r
+            .iter()
+            .fold(0i64, |a, &v| a.wrapping_add(i64::from(v)))
+            .div_euclid(n);
+        let var = r
+            .iter()
+            .fold(0i64, |a, &v| {
+                let d = i64::from(v).wrapping_sub(mu);
+                a.wrapping_add(d.wrapping_mul(d))
+            })
+            .div_euclid(n);
+        let sigma = (var as u64).isqrt().max(1) as i64;
+        let inv = 1.0 / sigma as f64;
+        let (t, half) = (self.shift, 1i64 << (self.shift - 1));
+        for ((y, &v), (&g, &b)) in y.iter_mut().zip(r).zip(self.g.iter().zip(&self.b)) {
+            let z = floor_div(i64::from(v).wrapping_sub(mu) << Z_FRAC, sigma, inv);
+            let v = z.wrapping_mul(g).wrapping_add(b).wrapping_add(half);
+            *y = v.wrapping_shr(t as u32).clamp(-Y_MAX, Y_MAX) as i16;
+        }
+    }
+}
+
+/// `⌊a / d⌋` for `d ≥ 1` and `|a| < 2^52`, given `inv = 1 / d` in f64: the product is within
+/// `|a / d| · 2^−51 < 1` of the quotient, so its floor is off by at most one, which the
+/// remainder's sign corrects.
+#[inline(always)]
+fn floor_div(a: i64, d: i64, inv: f64) -> i64 {
+    let q = (a as f64 * inv).floor() as i64;
+    let r = a.wrapping_sub(q.wrapping_mul(d));
+    q.wrapping_sub(i64::from(r < 0))
+        .wrapping_add(i64::from(r >= d))
+}
+
+/// One batch's working rows, reused block to block.
+struct Work {
+    /// LayerNorm outputs (the next GEMM's input), `rows × stride`.
+    y: Vec<i16>,
+    /// The residual stream, `rows × H`.
+    r: Vec<i32>,
+}
+
+impl Fast {
+    /// `enc` (checked: [`Encoder::check`]) packed for kernel set `set` (one this machine runs).
+    pub fn new(enc: Arc<Encoder>, set: KernelSet) -> Fast {
+        assert!(
+            set.runs_here(),
+            "kernel set {} does not run here",
+            set.name()
+        );
+        let blocks = enc
+            .blocks
+            .iter()
+            .map(|b| FastBlock {
+                qkv: Packed::new(&[&b.q, &b.k, &b.v]),
+                o: Packed::new(&[&b.o]),
+                f1: Packed::new(&[&b.f1]),
+                f2: Packed::new(&[&b.f2]),
+                ctx: Rq::new(&b.ctx),
+                res1: Rq::new(&b.res1),
+                ln1: Ln::new(&b.ln1),
+                res2: Rq::new(&b.res2),
+                ln2: Ln::new(&b.ln2),
+            })
+            .collect();
+        Fast {
+            word: Rq::new(&enc.word_rq),
+            pos: Rq::new(&enc.pos_rq),
+            ln: Ln::new(&enc.ln),
+            enc,
+            set,
+            blocks,
+        }
+    }
+
+    /// The encoder it runs.
+    pub fn encoder(&self) -> &Encoder {
+        &self.enc
+    }
+
+    /// Its kernel set.
+    pub fn set(&self) -> KernelSet {
+        self.set
+    }
+
+    /// Bytes its packed weights hold, beyond the encoder's own.
+    pub fn bytes(&self) -> usize {
+        self.blocks
+            .iter()
+            .map(|b| b.qkv.bytes() + b.o.bytes() + b.f1.bytes() + b.f2.bytes())
+            .sum()
+    }
+
+    /// Each text's embedding (token ids as `Encoder::embed` takes them), equal to it. The
+    /// steps between the GEMMs are compiled for the kernel set's instructions too (64-bit
+    /// vector multiplies and shifts, a vector floor).
+    pub fn embed(&self, texts: &[&[u32]]) -> Vec<Vec<i16>> {
+        match self.set {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the set runs here (checked when made)
+            KernelSet::Avx512Vnni => unsafe { x86::steps_avx512(self, texts) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above (AVX-VNNI's sets include AVX2)
+            KernelSet::Avx2 | KernelSet::AvxVnni => unsafe { x86::steps_avx2(self, texts) },
+            _ => self.steps(texts),
+        }
+    }
+
+    /// [`Fast::embed`]'s steps, inlined into each set's build.
+    #[inline(always)]
+    fn steps(&self, texts: &[&[u32]]) -> Vec<Vec<i16>> {
+        let e = &*self.enc;
+        let h = e.hidden;
+        let rows: usize = texts.iter().map(|t| t.len()).sum();
+        let sh = h + h % 2;
+        let mut w = Work {
+            y: vec![0i16; rows * sh],
+            r: vec![0i32; rows * h],
+        };
+        // the embeddings into the residual stream, then LayerNorm
+        let mut row = 0;
+        let (mut pos, zero) = (vec![0i32; h], vec![0i32; h]);
+        for ids in texts {
+            for (p, &id) in ids.iter().enumerate() {
+                let (wd, ps) = (&e.word[id as usize * h..][..h], &e.pos[p * h..][..h]);
+                self.pos
+                    .residual(ps.iter().map(|&v| i64::from(v)), &zero, &mut pos);
+                self.word.residual(
+                    wd.iter().map(|&v| i64::from(v)),
+                    &pos,
+                    &mut w.r[row * h..][..h],
+                );
+                row += 1;
+            }
+        }
+        self.norm(&self.ln, &mut w);
+        for (b, eb) in self.blocks.iter().zip(&e.blocks) {
+            self.block(b, eb, texts, &mut w);
+        }
+        // mean pooling: ⌊Σ / T⌋
+        let mut at = 0;
+        texts
+            .iter()
+            .map(|ids| {
+                let t = ids.len();
+                let mut sum = vec![0i64; h];
+                for y in w.y[at * sh..(at + t) * sh].chunks_exact(sh) {
+                    for (s, &v) in sum.iter_mut().zip(y) {
+                        *s = s.wrapping_add(i64::from(v));
+                    }
+                }
+                at += t;
+                sum.iter().map(|&s| s.div_euclid(t as i64) as i16).collect()
+            })
+            .collect()
+    }
+
+    /// LayerNorm `n` over every residual row into the int16 rows.
+    #[inline(always)]
+    fn norm(&self, n: &Ln, w: &mut Work) {
+        let h = self.enc.hidden;
+        let sh = h + h % 2;
+        for (r, y) in w.r.chunks_exact(h).zip(w.y.chunks_exact_mut(sh)) {
+            n.row(r, &mut y[..h]);
+        }
+    }
+
+    /// One block over the batch's rows (`eb`: the encoder's own, for its tables).
+    #[inline(always)]
+    fn block(&self, b: &FastBlock, eb: &Block, texts: &[&[u32]], w: &mut Work) {
+        let (h, set) = (self.enc.hidden, self.set);
+        let rows = w.r.len() / h;
+        let mut qkv = vec![0i32; rows * 3 * h];
+        gemm(set, &b.qkv, &w.y, &mut qkv, -128, 127);
+        let mut ctx = vec![0i16; rows * b.o.stride()];
+        let mut at = 0;
+        for ids in texts {
+            let t = ids.len();
+            self.attention(
+                eb.att,
+                b,
+                &qkv[at * 3 * h..(at + t) * 3 * h],
+                &mut ctx[at * b.o.stride()..(at + t) * b.o.stride()],
+            );
+            at += t;
+        }
+        let mut a = vec![0i32; rows * h];
+        gemm(set, &b.o, &ctx, &mut a, -RES_CLAMP, RES_CLAMP);
+        let sh = w.y.len() / rows.max(1);
+        for ((y, a), r) in
+            w.y.chunks_exact(sh)
+                .zip(a.chunks_exact(h))
+                .zip(w.r.chunks_exact_mut(h))
+        {
+            b.res1.residual(y[..h].iter().map(|&v| i64::from(v)), a, r);
+        }
+        self.norm(&b.ln1, w);
+        let ffn = b.f1.out;
+        let mut u = vec![0i32; rows * ffn];
+        gemm(set, &b.f1, &w.y, &mut u, -GELU_HALF, GELU_HALF - 1);
+        let table = &eb.gelu;
+        let sf = b.f2.stride();
+        let mut g = vec![0i16; rows * sf];
+        for (g, u) in g.chunks_exact_mut(sf).zip(u.chunks_exact(ffn)) {
+            for (g, &u) in g.iter_mut().zip(u) {
+                *g = table[(i64::from(u) + GELU_HALF) as usize];
+            }
+        }
+        let mut f = vec![0i32; rows * h];
+        gemm(set, &b.f2, &g, &mut f, -RES_CLAMP, RES_CLAMP);
+        for ((y, f), r) in
+            w.y.chunks_exact(sh)
+                .zip(f.chunks_exact(h))
+                .zip(w.r.chunks_exact_mut(h))
+        {
+            b.res2.residual(y[..h].iter().map(|&v| i64::from(v)), f, r);
+        }
+        self.norm(&b.ln2, w);
+    }
+
+    /// `Encoder::attention` on one text's rows of `q | k | v` (each already clamped to int8),
+    /// with the context requantized to int8 into `ctx` (rows of the `o` GEMM's stride).
+    #[inline(always)]
+    fn attention(&self, (am, ash): (i32, i32), b: &FastBlock, qkv: &[i32], ctx: &mut [i16]) {
+        let e = &*self.enc;
+        let (h, heads) = (e.hidden, e.heads);
+        let dh = h / heads;
+        let t = qkv.len() / (3 * h);
+        let so = ctx.len() / t.max(1);
+        let (am, half) = (i64::from(am), 1i64 << (ash - 1));
+        let (mut s, mut p) = (vec![0i64; t], vec![0i32; t]);
+        let mut acc = vec![0i32; dh];
+        for head in 0..heads {
+            let c0 = head * dh;
+            for i in 0..t {
+                let qi = &qkv[i * 3 * h + c0..][..dh];
+                for (j, s) in s.iter_mut().enumerate() {
+                    let kj = &qkv[j * 3 * h + h + c0..][..dh];
+                    // int8 operands: |Σ| ≤ 2^14 · dh, inside int32
+                    let dot = qi
+                        .iter()
+                        .zip(kj)
+                        .fold(0i32, |s, (&a, &b)| s.wrapping_add(a.wrapping_mul(b)));
+                    *s = i64::from(dot);
+                }
+                let max = *s.iter().max().expect("t ≥ 1");
+                let mut sum = 0i64;
+                for s in s.iter_mut() {
+                    // δ ≤ 2^15 · dh ≤ 2^25 times m < 2^31: inside int64
+                    let d = (max - *s).wrapping_mul(am).wrapping_add(half);
+                    let idx = d.wrapping_shr(ash as u32).min(EXP_LEN as i64 - 1);
+                    *s = i64::from(e.exp[idx as usize]);
+                    sum = sum.wrapping_add(*s);
+                }
+                let inv = 1.0 / sum as f64;
+                for (p, &e) in p.iter_mut().zip(&s) {
+                    *p = floor_div(e << P_FRAC, sum, inv) as i32;
+                }
+                acc.fill(0);
+                for (j, &p) in p.iter().enumerate() {
+                    let vj = &qkv[j * 3 * h + 2 * h + c0..][..dh];
+                    // Σp ≤ 2^15 and |v| ≤ 128: |Σ p · v| ≤ 2^22
+                    for (a, &v) in acc.iter_mut().zip(vj) {
+                        *a = a.wrapping_add(p.wrapping_mul(v));
+                    }
+                }
+                let out = &mut ctx[i * so + c0..][..dh];
+                let consts = b.ctx.m[c0..]
+                    .iter()
+                    .zip(&b.ctx.s[c0..])
+                    .zip(&b.ctx.half[c0..]);
+                for ((o, &a), ((&m, &s), &half)) in out.iter_mut().zip(&acc).zip(consts) {
+                    let v = i64::from(a).wrapping_mul(m).wrapping_add(half);
+                    *o = v.wrapping_shr(s as u32).clamp(-128, 127) as i16;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! [`Fast::steps`] built for each kernel set's instructions.
+    use super::Fast;
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vnni")]
+    pub fn steps_avx512(f: &Fast, texts: &[&[u32]]) -> Vec<Vec<i16>> {
+        f.steps(texts)
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub fn steps_avx2(f: &Fast, texts: &[&[u32]]) -> Vec<Vec<i16>> {
+        f.steps(texts)
+    }
+}
