@@ -198,8 +198,9 @@ pub struct EncoderKernelRow {
     pub tokens_per_s: f64,
     /// Integer multiply-adds a second (the GEMMs' and the attention's, the tokens' own).
     pub macs_per_s: f64,
-    /// The machine's peak for this set: cores × int16 multiply-adds per instruction × one
-    /// vector multiply-add a cycle × the clock (`clock_hz`), an assumption stated in the README.
+    /// The machine's peak for this set: cores × its int16 multiply-adds a cycle
+    /// (`KernelSet::macs_per_cycle`) × the clock (`clock_hz`), an assumption stated in the
+    /// README.
     pub peak_macs: f64,
     /// `macs_per_s / peak_macs`.
     pub peak_fraction: f64,

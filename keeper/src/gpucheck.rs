@@ -53,6 +53,47 @@ pub fn identity_suite() -> Vec<JobSpec> {
         ]);
         jobs.push(crate::compute::inputs::hold_synthetic(rows, manifest));
     }
+    // the encoder: the self-test's odd widths, and a MiniLM-sized random one over 600 texts of
+    // 1 to 128 tokens (many launches' grids, texts longer than a block's threads)
+    let mut cases = crate::compute::cuda::encoder_self_test_cases();
+    cases.push((
+        compute_market_protocol::encoder::RandomShape {
+            hidden: 384,
+            heads: 12,
+            ffn: 1536,
+            blocks: 2,
+            vocab: 1000,
+            positions: 128,
+        },
+        (0..600usize)
+            .map(|i| {
+                let t = 1 + (i * 37) % 128;
+                (0..t).map(|p| ((i * 131 + p * 7) % 1000) as u32).collect()
+            })
+            .collect(),
+    ));
+    for (k, (shape, texts)) in cases.into_iter().enumerate() {
+        let e = compute_market_protocol::encoder::random_encoder(shape, 9);
+        let longest = texts.iter().map(Vec::len).max().unwrap_or(1);
+        let manifest = compute_market_protocol::hash::hashv(&[
+            b"gpu-check encoder",
+            nonce.as_bytes(),
+            &(k as u64).to_le_bytes(),
+        ]);
+        let job = JobSpec::encoder(
+            texts.len() as u32,
+            longest as u32,
+            e.hidden as u32,
+            e.work_per_token(longest),
+            8,
+            manifest,
+        );
+        crate::compute::inputs::hold_encoder(
+            manifest,
+            crate::compute::inputs::EncoderInputs::new(e, texts),
+        );
+        jobs.push(job);
+    }
     jobs
 }
 
@@ -65,6 +106,10 @@ pub struct IdentityRow {
     pub tiles_equal: bool,
     /// Freivalds products equal (`MatMulModP` only).
     pub freivalds_equal: Option<bool>,
+    /// Seconds the CPU backend took for the whole job (every tile, inputs held).
+    pub cpu_s: f64,
+    /// Seconds the GPU backend took for it.
+    pub gpu_s: f64,
 }
 
 /// One `MatMulModP` kernel timed alone (inputs and their byte planes already on the device).
@@ -94,6 +139,8 @@ pub struct GpuReport {
     pub fallbacks: Vec<String>,
     /// The `MatMulModP` kernel the self-test chose (the bench's).
     pub matmul_kernel: String,
+    /// Where `Encoder` jobs run: on the GPU's kernels, or on the CPU path with why.
+    pub encoder: String,
     /// Each `MatMulModP` kernel alone at the largest size.
     pub kernels: Vec<KernelRow>,
     /// Seconds to open the backend the first time (kernels compiled unless already cached).
@@ -154,7 +201,9 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
     let mut identity = vec![];
     let suite = identity_suite();
     for &job in &suite {
+        let t = Instant::now();
         let want = CpuBackend.run(&job)?;
+        let cpu_s = t.elapsed().as_secs_f64();
         // MatMulModP on every kernel; the Freivalds products do not depend on it
         let on: Vec<Option<MatmulKernel>> = if job.kind == JobKind::MatMulModP {
             kernels.iter().copied().map(Some).collect()
@@ -165,16 +214,26 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
             if let Some(k) = kernel {
                 gpu.use_matmul_kernel(k)?;
             }
-            let on = match (kernel, job.kind, &gpu.mlp_on_gpu) {
-                (Some(k), _, _) => format!(" on the {} kernel", k.name()),
-                (None, JobKind::Mlp, Ok(())) => " on the dp4a kernel".into(),
-                (None, JobKind::Mlp, Err(why)) => {
-                    format!(" on the CPU path (the dp4a kernel failed its self-test: {why})")
-                }
+            let on = match (kernel, job.kind) {
+                (Some(k), _) => format!(" on the {} kernel", k.name()),
+                (None, JobKind::Mlp) => match &gpu.mlp_on_gpu {
+                    Ok(()) => " on the dp4a kernel".into(),
+                    Err(why) => {
+                        format!(" on the CPU path (the dp4a kernel failed its self-test: {why})")
+                    }
+                },
+                (None, JobKind::Encoder) => match &gpu.encoder_on_gpu {
+                    Ok(()) => " on the encoder kernels".into(),
+                    Err(why) => format!(
+                        " on the CPU path (the encoder kernels failed their self-test: {why})"
+                    ),
+                },
                 _ => String::new(),
             };
             tracing::info!(kind = ?job.kind, dims = ?job.dims, "bit identity{on}");
+            let t = Instant::now();
             let tiles_equal = gpu.run(&job)? == want;
+            let gpu_s = t.elapsed().as_secs_f64();
             let freivalds_equal = if job.kind == JobKind::MatMulModP && i == 0 {
                 let rs: Vec<Vec<u32>> = (0..3u64)
                     .map(|s| {
@@ -191,10 +250,15 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
                 job: format!("{:?} {:?}{on}", job.kind, job.dims),
                 tiles_equal,
                 freivalds_equal,
+                cpu_s,
+                gpu_s,
             });
         }
     }
-    for job in suite.iter().filter(|j| j.kind == JobKind::Mlp) {
+    for job in suite
+        .iter()
+        .filter(|j| matches!(j.kind, JobKind::Mlp | JobKind::Encoder))
+    {
         crate::compute::inputs::release(&job.input);
     }
     let bit_identical = identity
@@ -224,6 +288,7 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
     for (d, k) in gpu.devices.iter().zip(&chosen) {
         d.set_matmul_kernel(*k)?;
     }
+    let encoder_on_gpu = gpu.encoder_on_gpu.clone();
     let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend), gpu];
     let bench = bench::run(&backends, sizes)?;
     Ok(GpuReport {
@@ -231,6 +296,10 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
         disabled,
         fallbacks,
         matmul_kernel: preferred.name().into(),
+        encoder: match &encoder_on_gpu {
+            Ok(()) => "the GPU's encoder kernels (self-test passed)".into(),
+            Err(why) => format!("the CPU path: the encoder kernels failed their self-test: {why}"),
+        },
         kernels: kernel_rows,
         cold_start_s,
         cold_start_cached,
@@ -254,6 +323,7 @@ pub fn render(r: &GpuReport) -> String {
         s += &format!("tensor-core kernel failed its self-test, CUDA cores used: {d}\n");
     }
     s += &format!("MatMulModP kernel in use: {}\n", r.matmul_kernel);
+    s += &format!("Encoder jobs run on {}\n", r.encoder);
     for k in &r.kernels {
         s += &format!(
             "kernel {} alone, n = {}: {:.2} ms, {:.0} G multiply-adds mod p per second, {:.1}% of the int32 multiply-add peak\n",
@@ -286,6 +356,20 @@ pub fn render(r: &GpuReport) -> String {
         s += &format!(
             "  differs: {} (tiles equal {}, Freivalds equal {:?})\n",
             row.job, row.tiles_equal, row.freivalds_equal
+        );
+    }
+    // the encoder's identity jobs, timed whole on each side (the GPU's weights copied per call)
+    for row in r
+        .identity
+        .iter()
+        .filter(|row| row.job.starts_with("Encoder"))
+    {
+        s += &format!(
+            "  {}: CPU {:.1} ms, GPU {:.1} ms ({:.2}×)\n",
+            row.job,
+            row.cpu_s * 1e3,
+            row.gpu_s * 1e3,
+            row.cpu_s / row.gpu_s.max(1e-9)
         );
     }
     // GPU kernel speed against the CPU, per job

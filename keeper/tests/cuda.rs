@@ -162,6 +162,13 @@ fn kernels_compile_to_cubins_with_nvrtc_even_without_a_gpu() {
             "gen_rows_dot",
             "hash_batch",
             "mlp_layer",
+            "enc_embed",
+            "enc_norm",
+            "enc_gemm",
+            "enc_attention",
+            "enc_residual",
+            "enc_gelu",
+            "enc_pool",
         ] {
             assert!(
                 bin.windows(kernel.len()).any(|w| w == kernel.as_bytes()),

@@ -437,3 +437,218 @@ extern "C" __global__ void mlp_layer(const i8* __restrict__ x, u32 in4, const i8
         }
     }
 }
+
+// ---- The integer encoder (PROTOCOL §5, Encoder): one launch per step over a batch of texts,
+// their rows (tokens) stacked. Every value is the CPU reference's (crates/protocol/src/
+// encoder.rs): integer sums exact by the model's bounds (any order gives the same value),
+// int64 requantization with an arithmetic shift, floor divisions, no floating point but an
+// exact integer square root's first guess.
+
+typedef short i16;
+typedef long long i64;
+
+#define ENC_RES (1LL << 24)
+#define ENC_MAX_T 512
+
+// clamp(⌊(acc·m + 2^(s−1)) / 2^s⌋, lo, hi) (Requant::apply)
+__device__ __forceinline__ i64 enc_rq(i64 acc, int m, int s, i64 lo, i64 hi) {
+    i64 v = (acc * (i64)m + (1LL << (s - 1))) >> s;
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+// ⌊a / d⌋ for d ≥ 1
+__device__ __forceinline__ i64 enc_floor_div(i64 a, i64 d) {
+    i64 q = a / d;
+    return (a % d != 0 && a < 0) ? q - 1 : q;
+}
+
+// Two int16 · int8 products added to c: x holds two int16 (low first), w's bytes `2·hi`,
+// `2·hi + 1` the two int8 weights (dp2a from sm_61, one by one before).
+__device__ __forceinline__ int enc_dot2(int x, int w, int c, int hi) {
+#if __CUDA_ARCH__ >= 610
+    return hi ? __dp2a_hi(x, w, c) : __dp2a_lo(x, w, c);
+#else
+    int s = hi ? 16 : 0;
+    return c + (int)(i16)x * (int)(i8)(w >> s) + (int)(i16)(x >> 16) * (int)(i8)(w >> (s + 8));
+#endif
+}
+
+// The embeddings into the residual stream, one thread per (row, channel):
+// r = rq(word[id]) + rq(pos[p]), each clamped to ±2^24.
+extern "C" __global__ void enc_embed(const u32* __restrict__ ids, const u32* __restrict__ pos,
+                                     const i8* __restrict__ word, const i8* __restrict__ pemb,
+                                     u32 h, const int* __restrict__ wm, const int* __restrict__ ws,
+                                     const int* __restrict__ pm, const int* __restrict__ ps,
+                                     u32 rows, int* __restrict__ r) {
+    u64 total = (u64)rows * h;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x) {
+        u32 row = (u32)(i / h), c = (u32)(i % h);
+        i64 a = enc_rq(word[(u64)ids[row] * h + c], wm[c], ws[c], -ENC_RES, ENC_RES);
+        i64 b = enc_rq(pemb[(u64)pos[row] * h + c], pm[c], ps[c], -ENC_RES, ENC_RES);
+        r[i] = (int)(a + b);
+    }
+}
+
+// LayerNorm (Norm::apply), one block of 256 threads per row: μ = ⌊Σr / n⌋, σ = max(⌊√⌊Σd² /
+// n⌋⌋, 1), z = ⌊d · 2^12 / σ⌋, y = clamp(⌊(z·g + b + 2^(t−1)) / 2^t⌋, ±32767) into int16 rows
+// of `ystride`.
+extern "C" __global__ void __launch_bounds__(256) enc_norm(const int* __restrict__ r, u32 h,
+                                                           const int* __restrict__ g,
+                                                           const int* __restrict__ b, int t,
+                                                           u32 rows, i16* __restrict__ y,
+                                                           u32 ystride) {
+    __shared__ i64 part[256];
+    u32 tid = threadIdx.x;
+    for (u32 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const int* rr = r + (u64)row * h;
+        i64 s = 0;
+        for (u32 c = tid; c < h; c += 256) s += rr[c];
+        part[tid] = s;
+        __syncthreads();
+        for (u32 k = 128; k > 0; k >>= 1) {
+            if (tid < k) part[tid] += part[tid + k];
+            __syncthreads();
+        }
+        i64 mu = enc_floor_div(part[0], h);
+        __syncthreads();
+        i64 q = 0;
+        for (u32 c = tid; c < h; c += 256) {
+            i64 d = rr[c] - mu;
+            q += d * d;
+        }
+        part[tid] = q;
+        __syncthreads();
+        for (u32 k = 128; k > 0; k >>= 1) {
+            if (tid < k) part[tid] += part[tid + k];
+            __syncthreads();
+        }
+        u64 var = (u64)(part[0] / h);
+        __syncthreads();
+        u64 sg = (u64)sqrt((double)var);
+        while (sg > 0 && sg * sg > var) sg--;
+        while ((sg + 1) * (sg + 1) <= var) sg++;
+        i64 sigma = sg < 1 ? 1 : (i64)sg;
+        for (u32 c = tid; c < h; c += 256) {
+            i64 z = enc_floor_div((i64)(rr[c] - mu) * 4096, sigma);
+            i64 v = (z * g[c] + b[c] + (1LL << (t - 1))) >> t;
+            v = v < -32767 ? -32767 : (v > 32767 ? 32767 : v);
+            y[(u64)row * ystride + c] = (i16)v;
+        }
+    }
+}
+
+// A dense layer (Dense::apply) over int16 rows, one thread per (row, output): x rows of k4
+// int16 (zero past the inputs), the weights transposed as k4/4 rows of `out` words (each the
+// output's four int8 weights of those inputs: consecutive threads read consecutive words),
+// sums in int32 (exact by the row bound), requantized to lo ..= hi into int32 y (rows × out).
+extern "C" __global__ void enc_gemm(const int* __restrict__ x, u32 k4, const int* __restrict__ wt,
+                                    const int* __restrict__ bias, const int* __restrict__ mult,
+                                    const int* __restrict__ shift, u32 rows, u32 out, i64 lo,
+                                    i64 hi, int* __restrict__ y) {
+    u64 total = (u64)rows * out;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x) {
+        u32 row = (u32)(i / out), o = (u32)(i % out);
+        const int* xr = x + (u64)row * (k4 / 2);
+        int acc = 0;
+        for (u32 q = 0; q < k4 / 4; q++) {
+            int w = wt[(u64)q * out + o];
+            acc = enc_dot2(xr[2 * q], w, acc, 0);
+            acc = enc_dot2(xr[2 * q + 1], w, acc, 1);
+        }
+        y[i] = (int)enc_rq((i64)bias[o] + acc, mult[o], shift[o], lo, hi);
+    }
+}
+
+// Attention (Encoder::attention), one block of 128 threads per (row i, head): its text's rows
+// first[i] .. first[i] + len[i]; scores S_j = Σ q·k, e_j = E[min(⌊((max S − S_j)·m + 2^(s−1))
+// / 2^s⌋, 1023)], p_j = ⌊e_j · 2^15 / Σe⌋, ctx = rq(Σ_j p_j · v_j) to int8 into int16 rows of
+// `cstride`.
+extern "C" __global__ void __launch_bounds__(128) enc_attention(
+    const int* __restrict__ qkv, u32 h, u32 heads, const u32* __restrict__ first,
+    const u32* __restrict__ len, const int* __restrict__ table, int am, int ash,
+    const int* __restrict__ cm, const int* __restrict__ cs, u32 rows, i16* __restrict__ ctx,
+    u32 cstride) {
+    __shared__ i64 e[ENC_MAX_T];
+    __shared__ i64 red[128];
+    u32 tid = threadIdx.x, dh = h / heads;
+    for (u64 blk = blockIdx.x; blk < (u64)rows * heads; blk += gridDim.x) {
+        u32 i = (u32)(blk / heads), c0 = (u32)(blk % heads) * dh;
+        u32 f = first[i], t = len[i];
+        const int* qi = qkv + (u64)i * 3 * h + c0;
+        for (u32 j = tid; j < t; j += 128) {
+            const int* kj = qkv + (u64)(f + j) * 3 * h + h + c0;
+            int s = 0;
+            for (u32 d = 0; d < dh; d++) s += qi[d] * kj[d];
+            e[j] = s;
+        }
+        __syncthreads();
+        i64 m = -(1LL << 62);
+        for (u32 j = tid; j < t; j += 128) m = e[j] > m ? e[j] : m;
+        red[tid] = m;
+        __syncthreads();
+        for (u32 k = 64; k > 0; k >>= 1) {
+            if (tid < k && red[tid + k] > red[tid]) red[tid] = red[tid + k];
+            __syncthreads();
+        }
+        i64 mx = red[0];
+        __syncthreads();
+        i64 s = 0;
+        for (u32 j = tid; j < t; j += 128) {
+            i64 idx = ((mx - e[j]) * am + (1LL << (ash - 1))) >> ash;
+            i64 ev = table[idx < 1023 ? idx : 1023];
+            e[j] = ev;
+            s += ev;
+        }
+        red[tid] = s;
+        __syncthreads();
+        for (u32 k = 64; k > 0; k >>= 1) {
+            if (tid < k) red[tid] += red[tid + k];
+            __syncthreads();
+        }
+        i64 sum = red[0];
+        for (u32 j = tid; j < t; j += 128) e[j] = (e[j] << 15) / sum;
+        __syncthreads();
+        for (u32 d = tid; d < dh; d += 128) {
+            i64 acc = 0;
+            for (u32 j = 0; j < t; j++) acc += e[j] * qkv[(u64)(f + j) * 3 * h + 2 * h + c0 + d];
+            ctx[(u64)i * cstride + c0 + d] = (i16)enc_rq(acc, cm[c0 + d], cs[c0 + d], -128, 127);
+        }
+        __syncthreads();
+    }
+}
+
+// The residual stream: r = rq(y) clamped to ±2^24, plus a (both rows × h; y int16 rows of
+// `ystride`).
+extern "C" __global__ void enc_residual(const i16* __restrict__ y, u32 ystride,
+                                        const int* __restrict__ a, const int* __restrict__ m,
+                                        const int* __restrict__ s, u32 h, u32 rows,
+                                        int* __restrict__ r) {
+    u64 total = (u64)rows * h;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x) {
+        u32 row = (u32)(i / h), c = (u32)(i % h);
+        r[i] = (int)(enc_rq(y[(u64)row * ystride + c], m[c], s[c], -ENC_RES, ENC_RES) + a[i]);
+    }
+}
+
+// GELU by table: g = table[u + 512] into int16 rows of `gstride` (u: rows × f).
+extern "C" __global__ void enc_gelu(const int* __restrict__ u, const i16* __restrict__ table,
+                                    u32 f, u32 rows, i16* __restrict__ g, u32 gstride) {
+    u64 total = (u64)rows * f;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x) {
+        u32 row = (u32)(i / f), j = (u32)(i % f);
+        g[(u64)row * gstride + j] = table[u[i] + 512];
+    }
+}
+
+// Mean pooling, one thread per (text, channel): ⌊Σ_p y[p][c] / T⌋ over the text's rows.
+extern "C" __global__ void enc_pool(const i16* __restrict__ y, u32 ystride,
+                                    const u32* __restrict__ first, const u32* __restrict__ len,
+                                    u32 h, u32 texts, i16* __restrict__ out) {
+    u64 total = (u64)texts * h;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x) {
+        u32 k = (u32)(i / h), c = (u32)(i % h);
+        i64 s = 0;
+        for (u32 p = 0; p < len[k]; p++) s += y[(u64)(first[k] + p) * ystride + c];
+        out[i] = (i16)enc_floor_div(s, len[k]);
+    }
+}

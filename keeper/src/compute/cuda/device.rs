@@ -56,6 +56,7 @@ pub(crate) struct Kernels {
     pub(crate) gen_rows_dot: CudaFunction,
     pub(crate) hash_batch: CudaFunction,
     pub(crate) mlp_layer: CudaFunction,
+    pub(crate) enc: super::encoder::EncoderKernels,
     pub(crate) _module: Arc<CudaModule>,
 }
 
@@ -154,6 +155,7 @@ impl Device {
             gen_rows_dot: f("gen_rows_dot")?,
             hash_batch: f("hash_batch")?,
             mlp_layer: f("mlp_layer")?,
+            enc: super::encoder::EncoderKernels::load(&f)?,
             _module: module.clone(),
         };
         use cudarc::driver::sys::CUdevice_attribute as A;

@@ -49,11 +49,13 @@ use super::{cpu::CpuBackend, Backend};
 
 mod compile;
 mod device;
+mod encoder;
 mod loading;
 mod self_test;
 
 pub use compile::*;
 pub use device::*;
+pub use encoder::ENCODER_GPU_ROWS;
 pub use loading::*;
 pub use self_test::*;
 
@@ -83,6 +85,9 @@ pub struct CudaBackend {
     /// Whether `Mlp` jobs run on the first GPU (its dp4a kernel passed the self-test); else
     /// why not, and they run on the CPU path.
     pub mlp_on_gpu: Result<(), String>,
+    /// Whether `Encoder` jobs run on the first GPU (its kernels passed the self-test against
+    /// the CPU); else why not, and they run on the CPU path.
+    pub encoder_on_gpu: Result<(), String>,
 }
 
 pub(crate) static SHARED: OnceLock<Result<Arc<CudaBackend>, String>> = OnceLock::new();
@@ -120,6 +125,7 @@ impl CudaBackend {
                 fallbacks: vec![],
                 startup_s: 0.0,
                 mlp_on_gpu: Err("not tested".into()),
+                encoder_on_gpu: Err("not tested".into()),
             };
             // the preferred MatMulModP kernel first, the next when one fails; a failure that
             // is not the kernel's (HashBatch, Freivalds) fails every one and disables the device
@@ -162,12 +168,18 @@ impl CudaBackend {
             fallbacks,
             startup_s: 0.0,
             mlp_on_gpu: Ok(()),
+            encoder_on_gpu: Ok(()),
         };
         // the integer MLP on the GPU only when its kernel agrees with the CPU bit for bit;
         // otherwise on the CPU path (the device stays in use for the other kinds)
         backend.mlp_on_gpu = mlp_self_test(&backend).map_err(|e| format!("{e:#}"));
         if let Err(why) = &backend.mlp_on_gpu {
             tracing::warn!(error = %why, "the Mlp GPU kernel is not used: its results differ from the CPU's");
+        }
+        // likewise the encoder's kernels
+        backend.encoder_on_gpu = encoder_self_test(&backend).map_err(|e| format!("{e:#}"));
+        if let Err(why) = &backend.encoder_on_gpu {
+            tracing::warn!(error = %why, "the Encoder GPU kernels are not used: their results differ from the CPU's");
         }
         backend.startup_s = start.elapsed().as_secs_f64();
         Ok(backend)
@@ -284,6 +296,48 @@ impl CudaBackend {
     }
 }
 
+impl CudaBackend {
+    /// Tiles `indices` of an `Encoder` job on the first GPU: the tiles' texts in one batch
+    /// (calls of at most [`ENCODER_GPU_ROWS`] rows), each row its text's int16 embedding,
+    /// little-endian; rows past the texts zero.
+    pub fn encoder_tiles(
+        &self,
+        inputs: &crate::compute::inputs::EncoderInputs,
+        job: &JobSpec,
+        indices: &[u32],
+    ) -> Result<Vec<Vec<u8>>> {
+        let per = usize::from(job.rows_per_tile);
+        let total = inputs.ids.len();
+        let spans: Vec<std::ops::Range<usize>> = indices
+            .iter()
+            .map(|&i| (i as usize * per).min(total)..((i as usize + 1) * per).min(total))
+            .collect();
+        let texts: Vec<&[u32]> = spans
+            .iter()
+            .flat_map(|r| inputs.ids[r.clone()].iter().map(Vec::as_slice))
+            .collect();
+        let embeddings = if texts.is_empty() {
+            vec![]
+        } else {
+            self.devices[0].encoder_embed(&inputs.encoder, &texts)?
+        };
+        let len = compute_market_protocol::encoder::row_len(inputs.encoder.hidden);
+        let mut at = embeddings.iter();
+        Ok(spans
+            .iter()
+            .map(|r| {
+                let mut tile = vec![0u8; per * len];
+                for (row, e) in tile.chunks_exact_mut(len).take(r.len()).zip(&mut at) {
+                    for (b, v) in row.chunks_exact_mut(2).zip(e) {
+                        b.copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+                tile
+            })
+            .collect())
+    }
+}
+
 impl Backend for CudaBackend {
     fn name(&self) -> String {
         let ids: Vec<String> = self.devices.iter().map(|d| d.ordinal.to_string()).collect();
@@ -315,7 +369,15 @@ impl Backend for CudaBackend {
                     crate::compute::cpu::CpuBackend.tiles(job, indices)
                 });
             }
-            // the encoder (and the MLP when its kernel failed the self-test) runs on the CPU
+            JobKind::Encoder if self.encoder_on_gpu.is_ok() => {
+                let inputs = crate::compute::inputs::encoder(job)?;
+                // a GPU error (memory, a launch) falls back to the CPU path: same bytes
+                return self.encoder_tiles(&inputs, job, indices).or_else(|e| {
+                    tracing::warn!(error = %format!("{e:#}"), "the Encoder GPU kernels failed; the CPU path computes it");
+                    crate::compute::cpu::CpuBackend.tiles(job, indices)
+                });
+            }
+            // the MLP or the encoder when its kernels failed the self-test run on the CPU
             // path here: the same bytes by construction
             JobKind::Mlp | JobKind::Encoder => {
                 return crate::compute::cpu::CpuBackend.tiles(job, indices)

@@ -79,3 +79,66 @@ pub fn mlp_self_test(backend: &CudaBackend) -> Result<()> {
     }
     Ok(())
 }
+
+/// The integer encoder on the GPU against the CPU's fast path, bit for bit: random encoders of
+/// odd widths (their clamps reached) over texts of 1 to 24 tokens, every tile and scattered
+/// ones. Its inputs are never held.
+pub fn encoder_self_test(backend: &CudaBackend) -> Result<()> {
+    for (shape, texts) in encoder_self_test_cases() {
+        let e = compute_market_protocol::encoder::random_encoder(shape, 5);
+        e.check()
+            .map_err(|e| anyhow!("the self-test's encoder: {e}"))?;
+        let longest = texts.iter().map(Vec::len).max().unwrap_or(1);
+        let job = JobSpec::encoder(
+            texts.len() as u32,
+            longest as u32,
+            e.hidden as u32,
+            e.work_per_token(longest),
+            2,
+            [0; 32],
+        );
+        let inputs = crate::compute::inputs::EncoderInputs::new(e, texts);
+        let t = job.tile_count();
+        for indices in [(0..t).collect::<Vec<u32>>(), vec![t - 1, t / 2, 0]] {
+            let got = backend.encoder_tiles(&inputs, &job, &indices)?;
+            for (k, &i) in indices.iter().enumerate() {
+                let want =
+                    crate::compute::encoder::run_rows(&inputs.fast, &inputs.ids, i as usize * 2, 2);
+                ensure!(
+                    got.get(k) == Some(&want),
+                    "Encoder {}/{}/{} tiles {indices:?}: tile {i} differs from the CPU",
+                    shape.hidden,
+                    shape.heads,
+                    shape.ffn
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The self-test's encoders and texts: odd widths, one head and several, texts of 1 to 24
+/// tokens (ids cycling through the vocabulary).
+pub fn encoder_self_test_cases(
+) -> Vec<(compute_market_protocol::encoder::RandomShape, Vec<Vec<u32>>)> {
+    use compute_market_protocol::encoder::RandomShape;
+    [(45, 3, 101), (33, 1, 67), (64, 4, 130)]
+        .into_iter()
+        .enumerate()
+        .map(|(k, (hidden, heads, ffn))| {
+            let shape = RandomShape {
+                hidden,
+                heads,
+                ffn,
+                blocks: 2,
+                vocab: 50,
+                positions: 24,
+            };
+            let texts = [1usize, 7, 24, 2, 13]
+                .iter()
+                .map(|&t| (0..t).map(|p| ((p * 13 + k + t) % 50) as u32).collect())
+                .collect();
+            (shape, texts)
+        })
+        .collect()
+}
