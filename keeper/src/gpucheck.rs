@@ -53,9 +53,9 @@ pub fn identity_suite() -> Vec<JobSpec> {
         ]);
         jobs.push(crate::compute::inputs::hold_synthetic(rows, manifest));
     }
-    // the encoder: the self-test's odd widths, and a MiniLM-sized random one over 600 texts of
-    // 1 to 128 tokens (many launches' grids, texts longer than a block's threads)
-    let mut cases = crate::compute::cuda::encoder_self_test_cases();
+    // the encoder: the self-test's odd widths (texts up to 512 tokens), and a MiniLM-sized
+    // random one over 600 texts of 1 to 128 tokens (many launches' grids)
+    let mut cases = crate::compute::encoder::odd_encoders();
     cases.push((
         compute_market_protocol::encoder::RandomShape {
             hidden: 384,

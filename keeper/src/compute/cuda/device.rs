@@ -117,6 +117,9 @@ pub struct Device {
     /// The `MatMulModP` kernel in use: its index in [`MatmulKernel::ALL`].
     pub(crate) matmul: AtomicUsize,
     pub(crate) lock: Mutex<()>,
+    /// The last encoder run here, on the device (at most one held: its weights, transposed):
+    /// a verifier's few tiles and a provider's many calls pay the copy once per model.
+    pub(crate) encoder: Mutex<Option<super::encoder::HeldEncoder>>,
 }
 
 /// 256-thread blocks enough to cover `count` elements, for the grid-stride kernels
@@ -179,6 +182,7 @@ impl Device {
                     .expect("the CUDA cores run anywhere"),
             ),
             lock: Mutex::new(()),
+            encoder: Mutex::new(None),
         })
     }
 

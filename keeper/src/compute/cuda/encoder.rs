@@ -56,6 +56,29 @@ struct DeviceDense {
 /// A requantization or LayerNorm's vectors on the device.
 struct DeviceVecs(CudaSlice<i32>, CudaSlice<i32>);
 
+/// An encoder on the device, with the host encoder it was copied from (compared by address:
+/// the held inputs' `Arc`, alive as long as this holds it).
+pub(crate) struct HeldEncoder {
+    from: Arc<Encoder>,
+    model: Arc<DeviceModel>,
+}
+
+/// An encoder's tensors on the device.
+struct DeviceModel {
+    blocks: Vec<DeviceBlock>,
+    shared: Shared,
+}
+
+/// The embeddings' tables and requantizations, the first LayerNorm and the exp table.
+type Shared = (
+    CudaSlice<i8>,
+    CudaSlice<i8>,
+    DeviceVecs,
+    DeviceVecs,
+    (DeviceVecs, i32),
+    CudaSlice<i32>,
+);
+
 struct DeviceBlock {
     qkv: DeviceDense,
     o: DeviceDense,
@@ -211,18 +234,65 @@ impl Device {
         Ok(())
     }
 
-    /// Each text's embedding (token ids as `Encoder::embed` takes them; every text 1 ..= 512
-    /// tokens, ids below the vocabulary: the caller's checks), by launches on this GPU, in
-    /// calls of at most [`ENCODER_GPU_ROWS`] rows.
-    pub(crate) fn encoder_embed(&self, enc: &Encoder, texts: &[&[u32]]) -> Result<Vec<Vec<i16>>> {
-        ensure!(
-            texts
-                .iter()
-                .all(|t| (1..=compute_market_protocol::encoder::MAX_POSITIONS).contains(&t.len())),
-            "a text's tokens are 1 ..= {}",
-            compute_market_protocol::encoder::MAX_POSITIONS
-        );
+    /// Each text's embedding (token ids as `Encoder::embed` takes them), by launches on this
+    /// GPU, in calls of at most [`ENCODER_GPU_ROWS`] rows. Every text is checked first: 1 ..=
+    /// the encoder's positions (and 512, the attention kernel's shared scores) tokens, each id
+    /// below its vocabulary, since the kernels index tables with them.
+    pub(crate) fn encoder_embed(
+        &self,
+        enc: &Arc<Encoder>,
+        texts: &[&[u32]],
+    ) -> Result<Vec<Vec<i16>>> {
+        let most = enc
+            .positions()
+            .min(compute_market_protocol::encoder::MAX_POSITIONS);
+        let vocab = enc.vocab() as u32;
+        for (i, t) in texts.iter().enumerate() {
+            ensure!(
+                (1..=most).contains(&t.len()),
+                "text {} has {} tokens: the encoder takes 1 ..= {most}",
+                i + 1,
+                t.len()
+            );
+            ensure!(
+                t.iter().all(|&id| id < vocab),
+                "text {} has a token id past the vocabulary of {vocab}",
+                i + 1
+            );
+        }
         let _g = self.lock.lock().expect("device lock");
+        let model = {
+            let mut held = self.encoder.lock().expect("encoder lock");
+            match &*held {
+                Some(h) if Arc::ptr_eq(&h.from, enc) => h.model.clone(),
+                _ => {
+                    *held = None; // the last model's memory goes back before the next's
+                    let model = Arc::new(self.model_up(enc)?);
+                    *held = Some(HeldEncoder {
+                        from: enc.clone(),
+                        model: model.clone(),
+                    });
+                    model
+                }
+            }
+        };
+        let mut out = Vec::with_capacity(texts.len());
+        let mut at = 0;
+        while at < texts.len() {
+            let mut end = at + 1;
+            let mut rows = texts[at].len();
+            while end < texts.len() && rows + texts[end].len() <= ENCODER_GPU_ROWS {
+                rows += texts[end].len();
+                end += 1;
+            }
+            out.extend(self.encoder_batch(enc, &model.blocks, &model.shared, &texts[at..end])?);
+            at = end;
+        }
+        Ok(out)
+    }
+
+    /// `enc`'s tensors copied to the device.
+    fn model_up(&self, enc: &Encoder) -> Result<DeviceModel> {
         let blocks: Vec<DeviceBlock> = enc
             .blocks
             .iter()
@@ -250,34 +320,15 @@ impl Device {
             self.norm_up(&enc.ln)?,
             self.up(&enc.exp, "copy exp table")?,
         );
-        let mut out = Vec::with_capacity(texts.len());
-        let mut at = 0;
-        while at < texts.len() {
-            let mut end = at + 1;
-            let mut rows = texts[at].len();
-            while end < texts.len() && rows + texts[end].len() <= ENCODER_GPU_ROWS {
-                rows += texts[end].len();
-                end += 1;
-            }
-            out.extend(self.encoder_batch(enc, &blocks, &shared, &texts[at..end])?);
-            at = end;
-        }
-        Ok(out)
+        Ok(DeviceModel { blocks, shared })
     }
 
-    #[allow(clippy::type_complexity)]
+    /// One call's texts (at most [`ENCODER_GPU_ROWS`] rows) through the model on the device.
     fn encoder_batch(
         &self,
         enc: &Encoder,
         blocks: &[DeviceBlock],
-        (word, pos, word_rq, pos_rq, ln, exp): &(
-            CudaSlice<i8>,
-            CudaSlice<i8>,
-            DeviceVecs,
-            DeviceVecs,
-            (DeviceVecs, i32),
-            CudaSlice<i32>,
-        ),
+        (word, pos, word_rq, pos_rq, ln, exp): &Shared,
         texts: &[&[u32]],
     ) -> Result<Vec<Vec<i16>>> {
         let h = enc.hidden;

@@ -84,7 +84,7 @@ pub fn mlp_self_test(backend: &CudaBackend) -> Result<()> {
 /// odd widths (their clamps reached) over texts of 1 to 24 tokens, every tile and scattered
 /// ones. Its inputs are never held.
 pub fn encoder_self_test(backend: &CudaBackend) -> Result<()> {
-    for (shape, texts) in encoder_self_test_cases() {
+    for (shape, texts) in crate::compute::encoder::odd_encoders() {
         let e = compute_market_protocol::encoder::random_encoder(shape, 5);
         e.check()
             .map_err(|e| anyhow!("the self-test's encoder: {e}"))?;
@@ -115,30 +115,4 @@ pub fn encoder_self_test(backend: &CudaBackend) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The self-test's encoders and texts: odd widths, one head and several, texts of 1 to 24
-/// tokens (ids cycling through the vocabulary).
-pub fn encoder_self_test_cases(
-) -> Vec<(compute_market_protocol::encoder::RandomShape, Vec<Vec<u32>>)> {
-    use compute_market_protocol::encoder::RandomShape;
-    [(45, 3, 101), (33, 1, 67), (64, 4, 130)]
-        .into_iter()
-        .enumerate()
-        .map(|(k, (hidden, heads, ffn))| {
-            let shape = RandomShape {
-                hidden,
-                heads,
-                ffn,
-                blocks: 2,
-                vocab: 50,
-                positions: 24,
-            };
-            let texts = [1usize, 7, 24, 2, 13]
-                .iter()
-                .map(|&t| (0..t).map(|p| ((p * 13 + k + t) % 50) as u32).collect())
-                .collect();
-            (shape, texts)
-        })
-        .collect()
 }

@@ -146,6 +146,25 @@ struct Work {
     r: Vec<i32>,
 }
 
+impl Work {
+    /// The residual stream made anew: each LayerNorm output requantized by `rq`, plus `add`
+    /// (rows × H).
+    #[inline(always)]
+    fn residual(&mut self, rq: &Rq, add: &[i32]) {
+        let h = rq.m.len();
+        let rows = self.r.len() / h.max(1);
+        let sh = self.y.len() / rows.max(1);
+        for ((y, a), r) in self
+            .y
+            .chunks_exact(sh)
+            .zip(add.chunks_exact(h))
+            .zip(self.r.chunks_exact_mut(h))
+        {
+            rq.residual(y[..h].iter().map(|&v| i64::from(v)), a, r);
+        }
+    }
+}
+
 impl Fast {
     /// `enc` (checked: [`Encoder::check`]) packed for kernel set `set` (one this machine runs).
     pub fn new(enc: Arc<Encoder>, set: KernelSet) -> Fast {
@@ -215,6 +234,9 @@ impl Fast {
     /// [`Fast::embed`]'s steps, inlined into each set's build.
     #[inline(always)]
     fn steps(&self, texts: &[&[u32]]) -> Vec<Vec<i16>> {
+        if texts.is_empty() {
+            return vec![];
+        }
         let e = &*self.enc;
         let h = e.hidden;
         let rows: usize = texts.iter().map(|t| t.len()).sum();
@@ -292,14 +314,7 @@ impl Fast {
         }
         let mut a = vec![0i32; rows * h];
         gemm(set, &b.o, &ctx, &mut a, -RES_CLAMP, RES_CLAMP);
-        let sh = w.y.len() / rows.max(1);
-        for ((y, a), r) in
-            w.y.chunks_exact(sh)
-                .zip(a.chunks_exact(h))
-                .zip(w.r.chunks_exact_mut(h))
-        {
-            b.res1.residual(y[..h].iter().map(|&v| i64::from(v)), a, r);
-        }
+        w.residual(&b.res1, &a);
         self.norm(&b.ln1, w);
         let ffn = b.f1.out;
         let mut u = vec![0i32; rows * ffn];
@@ -314,13 +329,7 @@ impl Fast {
         }
         let mut f = vec![0i32; rows * h];
         gemm(set, &b.f2, &g, &mut f, -RES_CLAMP, RES_CLAMP);
-        for ((y, f), r) in
-            w.y.chunks_exact(sh)
-                .zip(f.chunks_exact(h))
-                .zip(w.r.chunks_exact_mut(h))
-        {
-            b.res2.residual(y[..h].iter().map(|&v| i64::from(v)), f, r);
-        }
+        w.residual(&b.res2, &f);
         self.norm(&b.ln2, w);
     }
 

@@ -274,14 +274,19 @@ mod x86 {
         unsafe { std::mem::transmute(acc) }
     }
 
-    /// 4 rows × 16 channels in eight 256-bit sums, by AVX-VNNI's `vpdpwssd`.
-    #[target_feature(enable = "avx2,avxvnni")]
-    pub fn tile_avxvnni(w: &[i16], xs: [&[i16]; 4]) -> Tile<4> {
+    /// 4 rows × 16 channels in eight 256-bit sums, each step `madd(sum, pairs, weights)`.
+    #[inline(always)]
+    fn tile256(
+        w: &[i16],
+        xs: [&[i16]; 4],
+        madd: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+    ) -> Tile<4> {
         let k2 = w.len() / (2 * GROUP);
         assert!(xs.iter().all(|x| x.len() >= 2 * k2));
-        let mut acc = [[_mm256_setzero_si256(); 2]; 4];
+        // SAFETY (both blocks): AVX2 runs here (every caller is built for it); 2 × 16 int16
+        // at 32p lie within w
+        let mut acc = [[unsafe { _mm256_setzero_si256() }; 2]; 4];
         for p in 0..k2 {
-            // SAFETY: 2 × 16 int16 at 32p within w
             let (w0, w1) = unsafe {
                 let at = w.as_ptr().add(p * 2 * GROUP);
                 (
@@ -290,38 +295,28 @@ mod x86 {
                 )
             };
             for (a, x) in acc.iter_mut().zip(&xs) {
-                let xv = _mm256_set1_epi32(pair(x, p));
-                a[0] = _mm256_dpwssd_avx_epi32(a[0], xv, w0);
-                a[1] = _mm256_dpwssd_avx_epi32(a[1], xv, w1);
+                // SAFETY: as above
+                let xv = unsafe { _mm256_set1_epi32(pair(x, p)) };
+                a[0] = madd(a[0], xv, w0);
+                a[1] = madd(a[1], xv, w1);
             }
         }
-        // SAFETY: as above, 4 × 2 × 8 int32
+        // SAFETY: 4 × 2 vectors of 8 int32 are 4 rows of 16 int32
         unsafe { std::mem::transmute(acc) }
     }
 
-    /// 4 rows × 16 channels in eight 256-bit sums, by `vpmaddwd` and `vpaddd`.
+    /// AVX-VNNI's tile: `vpdpwssd`.
+    #[target_feature(enable = "avx2,avxvnni")]
+    pub fn tile_avxvnni(w: &[i16], xs: [&[i16]; 4]) -> Tile<4> {
+        tile256(w, xs, |a, x, w| _mm256_dpwssd_avx_epi32(a, x, w))
+    }
+
+    /// AVX2's tile: `vpmaddwd` then `vpaddd`.
     #[target_feature(enable = "avx2")]
     pub fn tile_avx2(w: &[i16], xs: [&[i16]; 4]) -> Tile<4> {
-        let k2 = w.len() / (2 * GROUP);
-        assert!(xs.iter().all(|x| x.len() >= 2 * k2));
-        let mut acc = [[_mm256_setzero_si256(); 2]; 4];
-        for p in 0..k2 {
-            // SAFETY: as in tile_avxvnni
-            let (w0, w1) = unsafe {
-                let at = w.as_ptr().add(p * 2 * GROUP);
-                (
-                    _mm256_loadu_si256(at.cast()),
-                    _mm256_loadu_si256(at.add(GROUP).cast()),
-                )
-            };
-            for (a, x) in acc.iter_mut().zip(&xs) {
-                let xv = _mm256_set1_epi32(pair(x, p));
-                a[0] = _mm256_add_epi32(a[0], _mm256_madd_epi16(xv, w0));
-                a[1] = _mm256_add_epi32(a[1], _mm256_madd_epi16(xv, w1));
-            }
-        }
-        // SAFETY: as above
-        unsafe { std::mem::transmute(acc) }
+        tile256(w, xs, |a, x, w| {
+            _mm256_add_epi32(a, _mm256_madd_epi16(x, w))
+        })
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vnni")]
@@ -370,7 +365,7 @@ pub fn gemm(set: KernelSet, p: &Packed, x: &[i16], y: &mut [i32], lo: i64, hi: i
 #[cfg(test)]
 mod tests {
     use super::*;
-    use compute_market_protocol::encoder::{random_encoder, RandomShape, Requant};
+    use compute_market_protocol::encoder::{random_encoder, Requant};
     use std::sync::Arc;
 
     /// `d` over the rows of `x` by `set`, laid out as `Dense::apply`'s.
@@ -457,39 +452,17 @@ mod tests {
     }
 
     /// Random encoders of odd widths (their clamps reached), texts batched with others of
-    /// other lengths: every set embeds each text as the reference does.
+    /// other lengths: every set embeds each text as the reference does, batched and alone.
     #[test]
     fn every_kernel_set_embeds_random_encoders_of_odd_widths_as_the_reference() {
-        for (seed, (hidden, heads, ffn)) in [(45, 3, 101), (33, 1, 67), (64, 4, 130)]
-            .into_iter()
-            .enumerate()
-        {
-            let e = Arc::new(random_encoder(
-                RandomShape {
-                    hidden,
-                    heads,
-                    ffn,
-                    blocks: 2,
-                    vocab: 50,
-                    positions: 24,
-                },
-                seed as u64 + 3,
-            ));
+        for (shape, texts) in super::super::odd_encoders() {
+            let e = Arc::new(random_encoder(shape, 3));
             e.check().unwrap();
-            let texts: Vec<Vec<u32>> = [1usize, 7, 24, 2, 13]
-                .iter()
-                .map(|&t| (0..t).map(|p| ((p * 13 + seed + t) % 50) as u32).collect())
-                .collect();
             let want: Vec<Vec<i16>> = texts.iter().map(|ids| e.embed(ids)).collect();
             let refs: Vec<&[u32]> = texts.iter().map(Vec::as_slice).collect();
             for set in KernelSet::here() {
                 let fast = super::super::cpu::Fast::new(e.clone(), set);
-                assert_eq!(
-                    fast.embed(&refs),
-                    want,
-                    "{} on {hidden}/{heads}/{ffn}",
-                    set.name()
-                );
+                assert_eq!(fast.embed(&refs), want, "{} on {shape:?}", set.name());
                 for (ids, want) in refs.iter().zip(&want) {
                     assert_eq!(&fast.embed(&[ids])[0], want, "{} alone", set.name());
                 }

@@ -445,6 +445,41 @@ pub fn synthetic_run(texts: usize) -> (u64, f64) {
     (work, t.elapsed().as_secs_f64())
 }
 
+/// Encoder shapes of odd widths (one head and several, a feed-forward no vector divides) with
+/// texts of 1 to 512 tokens, ids cycling through a 50-token vocabulary: what every fast path
+/// (each CPU kernel set, the GPU's self-test, `keeper gpu-check`) is held to the reference on,
+/// with `random_encoder`'s weights (their clamps reached).
+pub fn odd_encoders() -> Vec<(compute_market_protocol::encoder::RandomShape, Vec<Vec<u32>>)> {
+    use compute_market_protocol::encoder::RandomShape;
+    // the last: texts past a GPU block's 128 threads, up to the 512-token limit
+    let lengths: [&[usize]; 4] = [
+        &[1, 7, 24, 2, 13],
+        &[1, 7, 24, 2, 13],
+        &[1, 7, 24, 2, 13],
+        &[129, 3, 512, 200],
+    ];
+    [(45, 3, 101), (33, 1, 67), (64, 4, 130), (22, 2, 38)]
+        .into_iter()
+        .zip(lengths)
+        .enumerate()
+        .map(|(k, ((hidden, heads, ffn), lengths))| {
+            let shape = RandomShape {
+                hidden,
+                heads,
+                ffn,
+                blocks: 2,
+                vocab: 50,
+                positions: lengths.iter().copied().max().unwrap_or(1),
+            };
+            let texts = lengths
+                .iter()
+                .map(|&t| (0..t).map(|p| ((p * 13 + k + t) % 50) as u32).collect())
+                .collect();
+            (shape, texts)
+        })
+        .collect()
+}
+
 /// The held-out texts (as a texts part) and the fp32 model's embeddings of them (`H` per text),
 /// from [`MINILM_HELDOUT`].
 pub fn minilm_heldout() -> Result<(Vec<u8>, Vec<f32>)> {
