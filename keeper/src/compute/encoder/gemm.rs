@@ -219,15 +219,15 @@ fn drive<const R: usize>(
     }
 }
 
-/// The pair of inputs `2p, 2p + 1` of a row as one int32 (low half first, as x86 stores it):
+/// Each row's pairs of inputs as int32 (`2p, 2p + 1`, low half first, as x86 stores them):
 /// the operand every lane's pair of weights multiplies, read straight from memory so that the
-/// vector sets broadcast it as a memory operand.
+/// vector sets broadcast it as a memory operand. Asserts every row holds `k2` pairs, so that
+/// the tiles' reads `rows[r].add(p)` for `p < k2` stay in bounds.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn pair(x: &[i16], p: usize) -> i32 {
-    let two = &x[2 * p..2 * p + 2];
-    // SAFETY: two int16 in bounds (sliced above) are four bytes, read unaligned
-    unsafe { two.as_ptr().cast::<i32>().read_unaligned() }
+fn pairs<const R: usize>(xs: [&[i16]; R], k2: usize) -> [*const i32; R] {
+    assert!(xs.iter().all(|x| x.len() >= 2 * k2), "rows of k2 pairs");
+    xs.map(|x| x.as_ptr().cast::<i32>())
 }
 
 /// The plain tile: `R` rows by 16 channels in int32 (each step's two products fit: |w · x| ≤
@@ -254,20 +254,24 @@ mod x86 {
     //! The vector tiles: each step broadcasts a row's pair of inputs and multiplies it into the
     //! group's vector of weight pairs (`vpmaddwd` then `vpaddd` on AVX2; `vpdpwssd`, one
     //! instruction, with VNNI), wrapping int32 sums as the plain tile's.
-    use super::{pair, Tile, GROUP};
+    use super::{pairs, Tile, GROUP};
     use std::arch::x86_64::*;
 
     /// 8 rows × 16 channels in eight 512-bit sums.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub fn tile_avx512(w: &[i16], xs: [&[i16]; 8]) -> Tile<8> {
         let k2 = w.len() / (2 * GROUP);
-        assert!(xs.iter().all(|x| x.len() >= 2 * k2));
+        let rows = pairs(xs, k2);
         let mut acc = [_mm512_setzero_si512(); 8];
         for p in 0..k2 {
-            // SAFETY: 32 int16 at 32p within w (k2 steps of 32)
-            let wv = unsafe { _mm512_loadu_si512(w.as_ptr().add(p * 2 * GROUP).cast()) };
-            for (a, x) in acc.iter_mut().zip(&xs) {
-                *a = _mm512_dpwssd_epi32(*a, _mm512_set1_epi32(pair(x, p)), wv);
+            // SAFETY: 32 int16 at 32p within w (k2 steps of 32); pair p < k2 of each row
+            // (`pairs`' assertion), read unaligned
+            unsafe {
+                let wv = _mm512_loadu_si512(w.as_ptr().add(p * 2 * GROUP).cast());
+                for (a, x) in acc.iter_mut().zip(&rows) {
+                    let xv = _mm512_set1_epi32(x.add(p).read_unaligned());
+                    *a = _mm512_dpwssd_epi32(*a, xv, wv);
+                }
             }
         }
         // SAFETY: eight vectors of 16 int32 are eight rows of 16 int32
@@ -282,23 +286,22 @@ mod x86 {
         madd: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
     ) -> Tile<4> {
         let k2 = w.len() / (2 * GROUP);
-        assert!(xs.iter().all(|x| x.len() >= 2 * k2));
+        let rows = pairs(xs, k2);
         // SAFETY (both blocks): AVX2 runs here (every caller is built for it); 2 × 16 int16
-        // at 32p lie within w
+        // at 32p lie within w; pair p < k2 of each row (`pairs`' assertion), read unaligned
         let mut acc = [[unsafe { _mm256_setzero_si256() }; 2]; 4];
         for p in 0..k2 {
-            let (w0, w1) = unsafe {
+            unsafe {
                 let at = w.as_ptr().add(p * 2 * GROUP);
-                (
+                let (w0, w1) = (
                     _mm256_loadu_si256(at.cast()),
                     _mm256_loadu_si256(at.add(GROUP).cast()),
-                )
-            };
-            for (a, x) in acc.iter_mut().zip(&xs) {
-                // SAFETY: as above
-                let xv = unsafe { _mm256_set1_epi32(pair(x, p)) };
-                a[0] = madd(a[0], xv, w0);
-                a[1] = madd(a[1], xv, w1);
+                );
+                for (a, x) in acc.iter_mut().zip(&rows) {
+                    let xv = _mm256_set1_epi32(x.add(p).read_unaligned());
+                    a[0] = madd(a[0], xv, w0);
+                    a[1] = madd(a[1], xv, w1);
+                }
             }
         }
         // SAFETY: 4 × 2 vectors of 8 int32 are 4 rows of 16 int32
