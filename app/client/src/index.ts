@@ -14,3 +14,8 @@ export * from './tx';
 export * from './inputs';
 export * from './history';
 export * from './dispute';
+export * from './amounts';
+export * from './network';
+export * from './budget';
+export * from './queries';
+export * from './client';

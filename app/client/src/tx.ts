@@ -4,13 +4,8 @@
 // name and message (`ProgramRefusal`) rather than a custom-error number.
 
 import {
-  appendTransactionMessageInstructions,
-  createTransactionMessage,
   getSignatureFromTransaction,
-  pipe,
   sendAndConfirmTransactionFactory,
-  setTransactionMessageFeePayerSigner,
-  setTransactionMessageLifetimeUsingBlockhash,
   signTransactionMessageWithSigners,
   assertIsTransactionWithBlockhashLifetime,
   type Address,
@@ -22,6 +17,7 @@ import {
   type TransactionSigner,
 } from '@solana/kit';
 import { findAssociatedTokenPda, getCreateAssociatedTokenIdempotentInstruction, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
+import { buildTransaction, type FeeOptions } from './budget';
 import { fetchConfig } from './generated/accounts/config';
 import { ERRORS } from './generated/eventsIdl';
 import { getPostTaskInstruction } from './generated/instructions/postTask';
@@ -88,25 +84,28 @@ function logsOf(e: unknown): string[] {
   return [];
 }
 
-/** Signs `instructions` with `payer` (and any signers they carry), sends and confirms them;
- * returns the signature. A refusal is a `ProgramRefusal` naming the program's error. */
-export async function sendInstructions(client: KitClient, payer: TransactionSigner, instructions: Instruction[]): Promise<string> {
-  const { value: blockhash } = await client.rpc.getLatestBlockhash({ commitment: 'confirmed' }).send();
-  const message = pipe(
-    createTransactionMessage({ version: 0 }),
-    (m) => setTransactionMessageFeePayerSigner(payer, m),
-    (m) => setTransactionMessageLifetimeUsingBlockhash(blockhash, m),
-    (m) => appendTransactionMessageInstructions(instructions, m),
-  );
-  const tx = await signTransactionMessageWithSigners(message);
-  assertIsTransactionWithBlockhashLifetime(tx);
+/** `e` as a `ProgramRefusal` naming the program's error where it has one. */
+export function refusalOf(e: unknown): ProgramRefusal {
+  if (e instanceof ProgramRefusal) return e;
+  const p = programErrorOf(e);
+  const logs = logsOf(e);
+  if (p) return new ProgramRefusal(p.name, p.code, `the program refused the transaction: ${p.name} (${p.msg})`, logs);
+  return new ProgramRefusal(undefined, undefined, `the transaction was refused: ${(e as Error).message}`, logs);
+}
+
+/** Signs `instructions` with `payer` (and any signers they carry), with the compute-unit limit
+ * and priority fee of `fees` ([`buildTransaction`]: simulated and from recent fees by
+ * default), sends and confirms them; returns the signature. A refusal, in simulation or on
+ * the cluster, is a `ProgramRefusal` naming the program's error. */
+export async function sendInstructions(client: KitClient, payer: TransactionSigner, instructions: Instruction[], fees: FeeOptions = {}): Promise<string> {
+  let tx;
   try {
+    const { message } = await buildTransaction(client.rpc, payer, instructions, fees);
+    tx = await signTransactionMessageWithSigners(message);
+    assertIsTransactionWithBlockhashLifetime(tx);
     await sendAndConfirmTransactionFactory(client)(tx, { commitment: 'confirmed' });
   } catch (e) {
-    const p = programErrorOf(e);
-    const logs = logsOf(e);
-    if (p) throw new ProgramRefusal(p.name, p.code, `the program refused the transaction: ${p.name} (${p.msg})`, logs);
-    throw new ProgramRefusal(undefined, undefined, `the transaction was refused: ${(e as Error).message}`, logs);
+    throw refusalOf(e);
   }
   return getSignatureFromTransaction(tx);
 }
@@ -175,6 +174,7 @@ export async function postTask(
   client: KitClient,
   args: PostTaskArgs,
   programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS,
+  fees: FeeOptions = {},
 ): Promise<{ task: Address; signature: string }> {
   const mint = await stakeMintOf(client.rpc, programAddress);
   const account = await tokenAccountOf(args.client.address, mint);
@@ -187,5 +187,5 @@ export async function postTask(
     );
   }
   const { task, instructions } = await postTaskInstructions(args, mint, programAddress);
-  return { task, signature: await sendInstructions(client, args.client, instructions) };
+  return { task, signature: await sendInstructions(client, args.client, instructions, fees) };
 }

@@ -2,62 +2,12 @@
 // tasks, every account checked (owner, discriminator, size) before decoding; and the seed's
 // performance model P = N·G·E/(1+L/C) filled from measured figures (docs/PROTOCOL.md).
 
-import { getBase58Decoder, type Address, type ReadonlyUint8Array, type Rpc, type SolanaRpcApi } from '@solana/kit';
-import {
-  checkedAccountData,
-  COMPUTE_MARKET_PROGRAM_ADDRESS,
-  getNodeDecoder,
-  getNodeSize,
-  getTaskDecoder,
-  getTaskSize,
-  NODE_DISCRIMINATOR,
-  TASK_DISCRIMINATOR,
-  decodeJobSpec,
-  work,
-  type Node,
-  type Task,
-} from '@compute-market/client';
+import { decodeJobSpec, work, type Node } from '@compute-market/client';
+// the market's nodes and live tasks, each account checked before it is decoded
+export { nodesOf, tasksOf } from '@compute-market/client';
 
 /** Seconds a slot takes (the protocol's figure for latency). */
 export const SLOT_SECONDS = 0.4;
-
-async function accountsOf<T>(
-  rpc: Rpc<SolanaRpcApi>,
-  name: string,
-  discriminator: ReadonlyUint8Array,
-  size: number,
-  marketOffset: number,
-  market: Address,
-  decode: (b: Uint8Array) => T,
-): Promise<{ address: Address; data: T }[]> {
-  const got = await rpc
-    .getProgramAccounts(COMPUTE_MARKET_PROGRAM_ADDRESS, {
-      encoding: 'base64',
-      commitment: 'confirmed',
-      filters: [
-        { dataSize: BigInt(size) },
-        { memcmp: { offset: 0n, bytes: getBase58Decoder().decode(discriminator) as any, encoding: 'base58' } },
-        { memcmp: { offset: BigInt(marketOffset), bytes: market as any, encoding: 'base58' } },
-      ],
-    })
-    .send();
-  return (got as any[]).map((a) => ({
-    address: a.pubkey as Address,
-    data: decode(checkedAccountData(a.account, name, discriminator, size)),
-  }));
-}
-
-/** The market's nodes. */
-export function nodesOf(rpc: Rpc<SolanaRpcApi>, market: Address) {
-  // discriminator 8, version 1, authority 32, then the market
-  return accountsOf<Node>(rpc, 'Node', NODE_DISCRIMINATOR, getNodeSize(), 41, market, (b) => getNodeDecoder().decode(b));
-}
-
-/** The market's live tasks. */
-export function tasksOf(rpc: Rpc<SolanaRpcApi>, market: Address) {
-  // discriminator 8, version 1, client 32, task id 8, then the market
-  return accountsOf<Task>(rpc, 'Task', TASK_DISCRIMINATOR, getTaskSize(), 49, market, (b) => getTaskDecoder().decode(b));
-}
 
 /** One finished task's measured times (slots), from its history. */
 export interface Measured {
