@@ -2059,3 +2059,172 @@ fn a_task_no_provider_can_finish_is_refused_at_post_and_its_status_says_why_it_w
     );
     Ok(())
 }
+
+/// The TypeScript client as others install it: `npm pack` in app/client, the tarball unpacked
+/// as a scratch project's dependency, and a plain Node script that imports it by name, posts a
+/// generated `MatMulModP` task with its client object (reward typed in tokens, the stake mint's
+/// decimals read from chain, compute budget and priority fee from the cluster), lists it by
+/// client, watches it to its close, and fetches the verified result — held here to the CPU's
+/// tiles, the chain's outcome and the client's balance.
+#[test]
+fn the_packed_client_installed_in_a_scratch_project_posts_watches_and_fetches_a_verified_task(
+) -> Result<()> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let app = root.join("app");
+    anyhow::ensure!(
+        app.join("node_modules/.bin/vite").exists(),
+        "app/node_modules is missing: run scripts/setup (npm ci in app/)"
+    );
+    let v = Validator::start()?;
+    let (client, provider, verifiers) = small_market(&v, "60,30,30,30")?;
+    let _p = v.spawn_keeper("provider", &provider, &["--provider"])?;
+    let _keepers = verifiers_and_crank(&v, &verifiers)?;
+    // the tarball, unpacked inside app/ (so its dependencies resolve from app/node_modules)
+    let scratch = app.join(format!(".pack-cluster-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)?;
+    struct Gone(std::path::PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _gone = Gone(scratch.clone());
+    let packed = std::process::Command::new("npm")
+        .current_dir(app.join("client"))
+        .args(["pack", "--json", "--pack-destination"])
+        .arg(&scratch)
+        .output()?;
+    anyhow::ensure!(
+        packed.status.success(),
+        "npm pack: {}",
+        String::from_utf8_lossy(&packed.stderr)
+    );
+    let listing: serde_json::Value = serde_json::from_slice(&packed.stdout)?;
+    let tarball = scratch.join(listing[0]["filename"].as_str().expect("a tarball"));
+    let into = scratch.join("node_modules/@compute-market/client");
+    std::fs::create_dir_all(&into)?;
+    let untar = std::process::Command::new("tar")
+        .arg("-xzf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&into)
+        .arg("--strip-components=1")
+        .status()?;
+    anyhow::ensure!(untar.success(), "tar -xzf {}", tarball.display());
+    std::fs::write(
+        scratch.join("package.json"),
+        r#"{"name":"scratch","private":true,"type":"module"}"#,
+    )?;
+    std::fs::write(scratch.join("use.mjs"), PACKED_CLIENT_SCRIPT)?;
+    let secret: Vec<u8> = serde_json::from_str(&std::fs::read_to_string(&client)?)?;
+    let out = std::process::Command::new("node")
+        .arg("use.mjs")
+        .current_dir(&scratch)
+        .env("RPC", &v.url)
+        .env("KEYPAIR", serde_json::to_string(&secret)?)
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "the scratch project's script failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        log_tails(&v, &["provider", "v0", "crank"])
+    );
+    let shown: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default(),
+    )?;
+    println!("the packed client: {shown}");
+    assert_eq!(
+        shown["decimals"], 6,
+        "the stake mint's decimals, read from chain"
+    );
+    assert_eq!(
+        shown["reward"],
+        REWARD.to_string(),
+        "'1' token in base units"
+    );
+    assert_eq!(shown["listed"], true, "the task listed by its client");
+    let statuses: Vec<&str> = shown["statuses"]
+        .as_array()
+        .expect("statuses")
+        .iter()
+        .filter_map(|s| s.as_str())
+        .collect();
+    assert_eq!(
+        statuses.last(),
+        Some(&"closed"),
+        "watched to its close: {statuses:?}"
+    );
+    // (a watch may miss a state the chain passed through between two notifications)
+    assert!(
+        statuses
+            .iter()
+            .any(|s| ["Claimed", "Verifying", "Accepted"].contains(s)),
+        "seen on its way: {statuses:?}"
+    );
+    // the result it fetched and checked against the root is the CPU's
+    use compute_market_keeper::compute::Backend;
+    let job = compute_market_protocol::job::JobSpec::matmul(64, 64, 64, [7; 32]);
+    let want: Vec<u8> = compute_market_keeper::compute::cpu::CpuBackend
+        .run(&job)?
+        .concat();
+    let sha: String = compute_market_protocol::hash::hashv(&[&want])
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(shown["tiles"], job.tile_count(), "every tile fetched");
+    assert_eq!(shown["sha256"], sha, "the verified result is the CPU's");
+    // the chain: Accepted, and the client paid the reward
+    let task: Pubkey = shown["task"].as_str().expect("a task").parse()?;
+    let rpc = compute_market_keeper::chain::rpc::RpcChain::new(&v.url);
+    let c = compute_market_keeper::clientdata::committed(&rpc, &task, || rpc.logs_of(&task))?;
+    assert_eq!(c.job, job);
+    assert_eq!(
+        shown["paid"],
+        REWARD.to_string(),
+        "the client paid the reward, in base units"
+    );
+    Ok(())
+}
+
+/// The scratch project's script (plain Node, the package imported by name).
+const PACKED_CLIENT_SCRIPT: &str = r#"
+import { createKeyPairSignerFromBytes } from '@solana/kit';
+import { committedOf, createComputeMarket, fetchResult, InputMode, JobKind, TaskStatus } from '@compute-market/client';
+import { createHash } from 'node:crypto';
+
+const cm = createComputeMarket({ network: { rpc: process.env.RPC } });
+const client = await createKeyPairSignerFromBytes(new Uint8Array(JSON.parse(process.env.KEYPAIR)));
+const { decimals } = await cm.tokens.stakeToken();
+const reward = await cm.tokens.parse('1');
+const before = await cm.tokens.balanceOf(client.address);
+const job = { kind: JobKind.MatMulModP, inputMode: InputMode.Generated, dims: [64, 64, 64], rowsPerTile: 0, workPerRow: 0n, input: new Uint8Array(32).fill(7) };
+const { task } = await cm.tasks.post({ client, market: 1, taskId: 4242n, job, reward });
+const listed = (await cm.tasks.where({ client: client.address })).some((t) => t.address === task);
+const statuses = [];
+for await (const u of cm.tasks.watch(task, AbortSignal.timeout(240_000))) {
+  const s = u.kind === 'state' ? TaskStatus[u.task.status] : 'closed';
+  if (statuses.at(-1) !== s) statuses.push(s);
+  if (u.kind === 'closed') break;
+}
+let c;
+for (let i = 0; ; i++) {
+  try {
+    c = await committedOf(cm.rpc, task);
+    break;
+  } catch (e) {
+    if (i >= 20) throw e;
+    await new Promise((r) => setTimeout(r, 1500));
+  }
+}
+const tiles = await fetchResult(c.resultUri, c.job, c.root, { allowPrivate: true });
+const all = Buffer.concat(tiles.map((t) => Buffer.from(t)));
+const after = await cm.tokens.balanceOf(client.address);
+console.log(JSON.stringify({
+  task, decimals, reward: String(reward), listed, statuses, tiles: tiles.length,
+  sha256: createHash('sha256').update(all).digest('hex'), paid: String(before - after),
+}));
+"#;
