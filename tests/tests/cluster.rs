@@ -1785,6 +1785,10 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         shown["perf"]
     );
     assert_eq!(shown["nodes"], 4);
+    assert_eq!(
+        shown["recentAfterDouble"], 1,
+        "a double click on Post posts one task"
+    );
     assert!(
         shown["tokensError"]
             .as_str()

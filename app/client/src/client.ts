@@ -5,7 +5,6 @@
 // confirm), queries, and a watch.
 
 import { createSolanaRpc, createSolanaRpcSubscriptions, type Address, type Instruction, type TransactionSigner } from '@solana/kit';
-import { fetchMint } from '@solana-program/token';
 import { buildTransaction, type FeeOptions } from './budget';
 import { formatAmount, parseUiAmount, toUiAmount } from './amounts';
 import { getCancelTaskInstruction } from './generated/instructions/cancelTask';
@@ -13,7 +12,7 @@ import { COMPUTE_MARKET_PROGRAM_ADDRESS } from './generated/programs';
 import { endpointsOf, type Endpoints, type NetworkName } from './network';
 import { marketAddress } from './pda';
 import { nodesOf, tasksWhere, votesOf, type TaskFilter } from './queries';
-import { postTask, postTaskInstructions, sendInstructions, stakeMintOf, tokenAccountOf, tokenBalance, type PostTaskArgs } from './tx';
+import { postTask, postTaskInstructions, sendInstructions, stakeTokenOf, tokenAccountOf, tokenBalance, type PostTaskArgs } from './tx';
 import { watchTask } from './watch';
 
 /** What a client connects to. */
@@ -43,8 +42,7 @@ export function createComputeMarket(options: ComputeMarketOptions) {
   let token: Promise<StakeToken> | undefined;
   const stakeToken = (): Promise<StakeToken> =>
     (token ??= (async () => {
-      const mint = await stakeMintOf(rpc, programAddress);
-      const { decimals } = (await fetchMint(rpc, mint)).data;
+      const { mint, decimals } = await stakeTokenOf(rpc, programAddress);
       return { mint, decimals, symbol: options.symbol ?? '' };
     })().catch((e) => {
       token = undefined; // a failed read is asked again next time

@@ -16,7 +16,8 @@ import {
   type SolanaRpcSubscriptionsApi,
   type TransactionSigner,
 } from '@solana/kit';
-import { findAssociatedTokenPda, getCreateAssociatedTokenIdempotentInstruction, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
+import { fetchMint, findAssociatedTokenPda, getCreateAssociatedTokenIdempotentInstruction, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
+import { toUiAmount } from './amounts';
 import { buildTransaction, type FeeOptions } from './budget';
 import { fetchConfig } from './generated/accounts/config';
 import { ERRORS } from './generated/eventsIdl';
@@ -34,6 +35,12 @@ export interface KitClient {
 /** The stake mint, from the config account. */
 export async function stakeMintOf(rpc: Rpc<SolanaRpcApi>, programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS): Promise<Address> {
   return (await fetchConfig(rpc, await configAddress(programAddress))).data.stakeMint;
+}
+
+/** The stake mint (from the config account) and its decimals (from the mint account). */
+export async function stakeTokenOf(rpc: Rpc<SolanaRpcApi>, programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS): Promise<{ mint: Address; decimals: number }> {
+  const mint = await stakeMintOf(rpc, programAddress);
+  return { mint, decimals: (await fetchMint(rpc, mint)).data.decimals };
 }
 
 /** `owner`'s associated token account of `mint` (classic SPL Token, as the program requires). */
@@ -176,14 +183,15 @@ export async function postTask(
   programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS,
   fees: FeeOptions = {},
 ): Promise<{ task: Address; signature: string }> {
-  const mint = await stakeMintOf(client.rpc, programAddress);
+  const { mint, decimals } = await stakeTokenOf(client.rpc, programAddress);
   const account = await tokenAccountOf(args.client.address, mint);
   const balance = await tokenBalance(client.rpc, account);
   if (balance < args.reward) {
+    const ui = (x: bigint) => toUiAmount(x, decimals);
     throw new ProgramRefusal(
       'InsufficientTokens',
       undefined,
-      `the wallet's stake-token account ${account} holds ${balance}, the reward is ${args.reward}: fund it first`,
+      `the wallet's stake-token account ${account} holds ${ui(balance)} tokens, the reward is ${ui(args.reward)} (${balance} and ${args.reward} base units): fund it first`,
     );
   }
   const { task, instructions } = await postTaskInstructions(args, mint, programAddress);

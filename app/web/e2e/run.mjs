@@ -73,8 +73,10 @@ try {
   // a digit: a "1", one stroke down the pad
   await stroke(page, [0.55, 0.12], [0.45, 0.88], 25);
   await shot('02-digit-drawn');
-  await page.click('#post-btn');
+  // a double click posts one task (the button is disabled while the post is in flight)
+  await page.dblclick('#post-btn');
   const digitTask = await posted('—');
+  const recentAfterDouble = await page.evaluate(() => JSON.parse(localStorage.getItem('cm.recent') ?? '[]').length);
   await noError('posting the digit');
   await shot('03-digit-posted');
   await waitAccepted(digitTask, 'the digit');
@@ -109,12 +111,12 @@ try {
   // errors a person can act on: too few tokens; an unreachable content store
   await page.click('nav button[data-tab=post]');
   await page.check('input[name=kind][value=digit]');
-  await page.fill('#reward', '18000000000000000000');
+  await page.fill('#reward', '1000000000');
   await page.click('#post-btn');
   await page.waitForSelector('#error:not([hidden])');
   const tokensError = await text('#error');
   await shot('08-error-insufficient-tokens');
-  await page.fill('#reward', '1000000');
+  await page.fill('#reward', '1');
   await page.fill('#store', 'http://127.0.0.1:9');
   await page.click('#connect-btn');
   await page.waitForFunction(() => !document.querySelector('#post-btn').disabled);
@@ -178,7 +180,7 @@ try {
     await w.close();
   }
 
-  console.log(JSON.stringify({ digit: { task: digitTask, class: digitClass }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, tokensError, storeError, walletError, walletTask, walletClasses, tamperError, fromHistory, verifiedLine }));
+  console.log(JSON.stringify({ recentAfterDouble, digit: { task: digitTask, class: digitClass }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, tokensError, storeError, walletError, walletTask, walletClasses, tamperError, fromHistory, verifiedLine }));
 } catch (e) {
   await shot('failure').catch(() => {});
   console.error(e);

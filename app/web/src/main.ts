@@ -23,9 +23,12 @@ import {
   mlpClasses,
   mlpJob,
   outcomeOf,
+  encodeJobSpec,
+  parseUiAmount,
   postTask,
-  stakeMintOf,
+  stakeTokenOf,
   taskHistory,
+  toUiAmount,
   TaskStatus,
   tileCount,
   tokenAccountOf,
@@ -52,6 +55,11 @@ const TERMINAL = ['Accepted', 'Rejected', 'Undecided', 'Cancelled', 'Expired'];
 let settings: Settings;
 let client: KitClient | null = null;
 let signer: Signer | null = null;
+/** The stake token (its mint and decimals, read from chain at connect): amounts are shown and
+ * typed in tokens. */
+let token: { mint: Address; decimals: number } | null = null;
+/** An amount in base units (an event's or an account's), in tokens. */
+const tk = (base: unknown) => (token ? toUiAmount(BigInt(base as bigint), token.decimals) : String(base));
 let watching: AbortController | null = null;
 /** The texts of the Encoder tasks posted from this page, for the similarity matrix's legend. */
 const postedTexts = new Map<string, string[]>();
@@ -112,6 +120,7 @@ async function connect() {
     }
   }
   signer = settings.localKeypair ? await localSigner(settings.localKeypair) : await standardSigner(genesis);
+  token = await stakeTokenOf(c.rpc);
   client = c;
   await showWallet();
   $<HTMLButtonElement>('post-btn').disabled = false;
@@ -128,10 +137,9 @@ async function showWallet() {
   if (!client || !signer) return;
   const me = signer.signer.address;
   const sol = (await client.rpc.getBalance(me, { commitment: 'confirmed' }).send()).value;
-  const mint = await stakeMintOf(client.rpc);
-  const tokens = await tokenBalance(client.rpc, await tokenAccountOf(me, mint));
+  const tokens = await tokenBalance(client.rpc, await tokenAccountOf(me, token!.mint));
   $('wallet').innerHTML = '';
-  $('wallet').append(`${signer.label}: `, code(me), ` · ${(Number(sol) / 1e9).toFixed(3)} SOL · `, spanId('tokens', String(tokens)), ' stake tokens');
+  $('wallet').append(`${signer.label}: `, code(me), ` · ${(Number(sol) / 1e9).toFixed(3)} SOL · `, spanId('tokens', tk(tokens)), ' stake tokens');
   if (sol === lamports(0n)) throw new Error(`the wallet ${me} has no SOL to pay fees: on localnet, solana airdrop 1 ${me} -u ${settings.rpc}`);
 }
 
@@ -228,11 +236,10 @@ function readTerms() {
     if (!/^\d+$/.test(v) || Number(v) < lo || Number(v) > hi) throw new Error(`${what} must be a whole number from ${lo} to ${hi}, not ${JSON.stringify(v)}`);
     return Number(v);
   };
-  const r = $<HTMLInputElement>('reward').value.trim();
-  if (!/^\d+$/.test(r) || BigInt(r) === 0n || BigInt(r) > 0xffff_ffff_ffff_ffffn) {
-    throw new Error(`the reward is a whole number of base units from 1 to 2^64 − 1, not ${JSON.stringify(r)}`);
-  }
-  return { reward: BigInt(r), quorum: int('quorum', 'quorum V (0: the market\'s)', 0, 15), samples: int('samples', 'samples k (0: the market\'s)', 0, 256), region: int('region', 'the region (0: any)', 0, 65535) };
+  if (!token) throw new Error('connect first');
+  const reward = parseUiAmount($<HTMLInputElement>('reward').value, token.decimals);
+  if (reward === 0n) throw new Error('the reward must be more than 0 tokens');
+  return { reward, quorum: int('quorum', 'quorum V (0: the market\'s)', 0, 15), samples: int('samples', 'samples k (0: the market\'s)', 0, 256), region: int('region', 'the region (0: any)', 0, 65535) };
 }
 
 async function post() {
@@ -248,10 +255,11 @@ async function post() {
   for (const part of prepared.parts) await uploadContent(settings.store, part);
   await uploadContent(settings.store, prepared.manifest);
   status.textContent = 'posting…';
+  const taskId = await postId(prepared.job, terms);
   const { task, signature } = await postTask(client, {
     client: signer.signer,
     market: settings.market,
-    taskId: BigInt(Date.now()),
+    taskId,
     job: prepared.job,
     reward: terms.reward,
     quorum: terms.quorum,
@@ -260,6 +268,7 @@ async function post() {
     inputUri: settings.store,
   });
   if (texts) postedTexts.set(task, texts);
+  sessionStorage.removeItem(NONCE); // the next post is a new task
   status.innerHTML = '';
   status.append('posted ', code(task), ' in ', txLink(signature));
   const recent = JSON.parse(localStorage.getItem('cm.recent') ?? '[]') as string[];
@@ -267,6 +276,28 @@ async function post() {
   tab('watch');
   void watch(task as Address);
   void showWallet().catch(() => {});
+}
+
+/** Where this tab keeps the nonce of the post it is making. */
+const NONCE = 'cm.postNonce';
+
+/** The task id of this post: the first 8 bytes of SHA-256(nonce, job spec, terms), the nonce
+ * kept for the tab until a post lands. The same form posted again (a second click, a retry
+ * after a lost confirmation) names the same task account, which the program creates once:
+ * one task, one payment. */
+async function postId(job: PreparedJob['job'], terms: ReturnType<typeof readTerms>): Promise<bigint> {
+  let nonce = sessionStorage.getItem(NONCE);
+  if (!nonce) {
+    nonce = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, '0')).join('');
+    sessionStorage.setItem(NONCE, nonce);
+  }
+  const what = new TextEncoder().encode(`${nonce} ${terms.reward} ${terms.quorum} ${terms.samples} ${terms.region} ${settings.market} `);
+  const spec = encodeJobSpec(job);
+  const all = new Uint8Array(what.length + spec.length);
+  all.set(what);
+  all.set(spec, what.length);
+  const h = new DataView(await crypto.subtle.digest('SHA-256', all));
+  return h.getBigUint64(0, true);
 }
 
 // ---------------------------------------------------------------- watch
@@ -299,15 +330,15 @@ function describeEvent(name: string, d: Record<string, unknown>): string {
   const short = (a: unknown) => `${String(a).slice(0, 6)}…`;
   switch (name) {
     case 'TaskPosted':
-      return `posted, reward ${d.reward}, quorum ${d.quorum}, samples ${d.samples}`;
+      return `posted, reward ${tk(d.reward)}, quorum ${d.quorum}, samples ${d.samples}`;
     case 'TaskClaimed':
-      return `claimed by ${short(d.provider)}, bond ${d.bond}`;
+      return `claimed by ${short(d.provider)}, bond ${tk(d.bond)}`;
     case 'ResultSubmitted':
       return `result committed, root ${hex(d.result_root as Uint8Array).slice(0, 12)}…`;
     case 'SeedDrawn':
       return `seed drawn (round ${d.round}) from slot ${d.hashed_slot}`;
     case 'VerifierJoined':
-      return `verifier ${short(d.verifier)} took seat ${d.seat} (holds ${d.held}; ${d.seats} seats taken), bond ${d.bond}`;
+      return `verifier ${short(d.verifier)} took seat ${d.seat} (holds ${tk(d.held)}; ${d.seats} seats taken), bond ${tk(d.bond)}`;
     case 'VerifierDisplaced':
       return `verifier ${short(d.displaced)} displaced from seat ${d.seat} by ${short(d.by)}`;
     case 'VoteCommitted':
@@ -315,11 +346,11 @@ function describeEvent(name: string, d: Record<string, unknown>): string {
     case 'VoteRevealed':
       return `vote revealed by ${short(d.verifier)}: ${VOTE_NAMES[d.vote as number] ?? `vote ${d.vote}`} (${d.seats} seat${d.seats === 1 ? '' : 's'})`;
     case 'TaskFinalized':
-      return `finalized ${d.status}${d.majority === 3 ? ' (withheld)' : ''}: ${d.valid} valid, ${d.invalid} invalid, ${d.unavailable} unavailable; provider paid ${d.provider_paid}, slashed ${d.provider_slashed}; fee ${d.fee}`;
+      return `finalized ${d.status}${d.majority === 3 ? ' (withheld)' : ''}: ${d.valid} valid, ${d.invalid} invalid, ${d.unavailable} unavailable; provider paid ${tk(d.provider_paid)}, slashed ${tk(d.provider_slashed)}; fee ${tk(d.fee)}`;
     case 'VoteSettled':
-      return `vote of ${short(d.verifier)} settled: paid ${d.paid}, slashed ${d.slashed}`;
+      return `vote of ${short(d.verifier)} settled: paid ${tk(d.paid)}, slashed ${tk(d.slashed)}`;
     case 'TaskClosed':
-      return `closed ${d.status}, ${d.refunded} refunded`;
+      return `closed ${d.status}, ${tk(d.refunded)} refunded`;
     default:
       return name;
   }
@@ -486,7 +517,7 @@ async function showMarket() {
   const live = await tasksOf(client.rpc, market);
   const recent = (JSON.parse(localStorage.getItem('cm.recent') ?? '[]') as Address[]).slice(0, 10);
   const measured: Measured[] = [];
-  const rows: string[][] = live.map(({ address, data: t }) => [`${address.slice(0, 8)}…`, TaskStatus[t.status], String(t.reward), String(t.tileCount)]);
+  const rows: string[][] = live.map(({ address, data: t }) => [`${address.slice(0, 8)}…`, TaskStatus[t.status], tk(t.reward), String(t.tileCount)]);
   for (const addr of recent.filter((a) => !live.some((l) => l.address === a))) {
     const h = await historyOf(addr);
     const mm = measuredOf(h);
@@ -522,11 +553,19 @@ $('open-task').addEventListener('submit', (e) => {
   })();
 });
 $('post-btn').addEventListener('click', () => {
+  // disabled before anything awaits: a second click while this post is in flight does nothing
+  const btn = $<HTMLButtonElement>('post-btn');
+  if (btn.disabled) return;
+  btn.disabled = true;
   clearError();
-  post().catch((e) => {
-    $('post-status').textContent = 'not posted';
-    showError(e);
-  });
+  post()
+    .catch((e) => {
+      $('post-status').textContent = 'not posted';
+      showError(e);
+    })
+    .finally(() => {
+      btn.disabled = !client;
+    });
 });
 $('connect').addEventListener('submit', (e) => {
   e.preventDefault();
