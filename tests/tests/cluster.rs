@@ -1790,6 +1790,14 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "a double click on Post posts one task"
     );
     assert!(
+        shown["quorumError"]
+            .as_str()
+            .unwrap()
+            .contains("quorum V = 15 is more than market 1's 3 verifiers with stake"),
+        "{}",
+        shown["quorumError"]
+    );
+    assert!(
         shown["tokensError"]
             .as_str()
             .unwrap()

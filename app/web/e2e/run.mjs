@@ -117,6 +117,13 @@ try {
   const tokensError = await text('#error');
   await shot('08-error-insufficient-tokens');
   await page.fill('#reward', '1');
+  // a quorum above the market's verifiers with stake is refused by name
+  await page.fill('#quorum', '15');
+  await page.click('#post-btn');
+  await page.waitForFunction(() => (document.querySelector('#error')?.textContent ?? '').includes('quorum V'), null, { timeout: 30_000 });
+  const quorumError = await text('#error');
+  await shot('08b-error-quorum-above-the-verifiers');
+  await page.fill('#quorum', '0');
   await page.fill('#store', 'http://127.0.0.1:9');
   await page.click('#connect-btn');
   await page.waitForFunction(() => !document.querySelector('#post-btn').disabled);
@@ -180,7 +187,7 @@ try {
     await w.close();
   }
 
-  console.log(JSON.stringify({ recentAfterDouble, digit: { task: digitTask, class: digitClass }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, tokensError, storeError, walletError, walletTask, walletClasses, tamperError, fromHistory, verifiedLine }));
+  console.log(JSON.stringify({ recentAfterDouble, quorumError, digit: { task: digitTask, class: digitClass }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, tokensError, storeError, walletError, walletTask, walletClasses, tamperError, fromHistory, verifiedLine }));
 } catch (e) {
   await shot('failure').catch(() => {});
   console.error(e);

@@ -246,6 +246,7 @@ async function post() {
   if (!client || !signer) throw new Error('connect first');
   const terms = readTerms();
   const { prepared, model: m, what, texts } = await prepare();
+  await checkTerms(terms, prepared.job);
   const status = $('post-status');
   // the model must be on the store the providers will fetch from
   status.textContent = `checking ${settings.store} holds the model…`;
@@ -276,6 +277,21 @@ async function post() {
   tab('watch');
   void watch(task as Address);
   void showWallet().catch(() => {});
+}
+
+/** The terms against the market as the chain holds it, refused by name before anything is
+ * uploaded or signed: a quorum more than its verifiers with stake could never be seated (the
+ * task would escalate and end Undecided), and more samples than the job has tiles cannot be
+ * drawn. */
+async function checkTerms(terms: ReturnType<typeof readTerms>, job: PreparedJob['job']) {
+  const tiles = tileCount(job);
+  if (terms.samples > tiles) throw new Error(`samples k = ${terms.samples} is more than this job's ${tiles} tile${tiles === 1 ? '' : 's'}: at most ${tiles} (0 takes the market's)`);
+  if (terms.quorum === 0) return;
+  const nodes = await nodesOf(client!.rpc, await marketAddress(settings.market));
+  const verifiers = nodes.filter(({ data: n }) => (n.roles & 2) !== 0 && n.free + n.bonded > 0n).length;
+  if (terms.quorum > verifiers) {
+    throw new Error(`quorum V = ${terms.quorum} is more than market ${settings.market}'s ${verifiers} verifier${verifiers === 1 ? '' : 's'} with stake: no verdict could be reached (the task would end Undecided); at most ${verifiers}, or 0 for the market's own`);
+  }
 }
 
 /** Where this tab keeps the nonce of the post it is making. */
