@@ -2240,3 +2240,79 @@ console.log(JSON.stringify({
   sha256: createHash('sha256').update(all).digest('hex'), paid: String(before - after),
 }));
 "#;
+
+/// `scripts/app` on SIGTERM (as Ctrl-C's INT) stops every process it started: the validator,
+/// the content store, the five keepers and Vite, each recorded by its own PID — none is left
+/// naming its work folder or the page's port.
+#[test]
+fn scripts_app_stops_every_process_it_started_on_sigterm() -> Result<()> {
+    use std::io::BufRead;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let work = tempfile::tempdir()?;
+    let (rpc, page) = (free_port(), free_port());
+    let mut app = std::process::Command::new("bash")
+        .arg(root.join("scripts/app"))
+        .arg(work.path())
+        .env("RPC_PORT", rpc.to_string())
+        .env("PAGE_PORT", page.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let stdout = app.stdout.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(400);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains("the page:") => break,
+            Ok(_) => {}
+            Err(_) => {
+                let _ = app.kill();
+                anyhow::bail!("scripts/app did not print the page's URL within 400 s");
+            }
+        }
+    }
+    // the page served, then TERM
+    wait_for(60, "the page to be served", || {
+        Ok(std::net::TcpStream::connect(("127.0.0.1", page))
+            .ok()
+            .map(|_| ()))
+    })?;
+    let dir = work.path().to_string_lossy().to_string();
+    let ours = || -> Result<Vec<String>> {
+        let ps = std::process::Command::new("ps")
+            .args(["-eo", "pid,args"])
+            .output()?;
+        Ok(String::from_utf8_lossy(&ps.stdout)
+            .lines()
+            .filter(|l| l.contains(&dir) || l.contains(&format!("--port {page}")))
+            .filter(|l| !l.contains("scripts/app"))
+            .map(str::to_owned)
+            .collect())
+    };
+    let before = ours()?;
+    assert!(
+        before.len() >= 7,
+        "the validator, the store, five keepers and Vite run: {before:#?}"
+    );
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &app.id().to_string()])
+        .status()?;
+    anyhow::ensure!(killed.success(), "kill -TERM");
+    wait_for(30, "scripts/app to exit", || {
+        Ok(app.try_wait()?.map(|_| ()))
+    })?;
+    wait_for(10, "every process it started to be gone", || {
+        Ok(ours()?.is_empty().then_some(()))
+    })
+    .map_err(|e| anyhow::anyhow!("{e}: still running {:#?}", ours().unwrap_or_default()))?;
+    Ok(())
+}
