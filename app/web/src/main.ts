@@ -110,6 +110,9 @@ async function connect() {
   postedTexts.clear();
   client = null;
   signer = null;
+  token = null;
+  // nothing can be posted until this connection is made (a post needs its signer and token)
+  $<HTMLButtonElement>('post-btn').disabled = true;
   const ws = settings.ws ?? wsOf(settings.rpc);
   const c: KitClient = { rpc: createSolanaRpc(settings.rpc), rpcSubscriptions: createSolanaRpcSubscriptions(ws) };
   const genesis = await c.rpc.getGenesisHash().send();
