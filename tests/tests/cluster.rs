@@ -1530,12 +1530,8 @@ fn task_result(
 fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results_the_chain_holds(
 ) -> Result<()> {
     use compute_market_keeper::compute::encoder::{cosine, minilm_path};
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = app_installed()?;
     let web = root.join("app/web");
-    anyhow::ensure!(
-        root.join("app/node_modules/.bin/vite").exists(),
-        "app/node_modules is missing: run scripts/setup (npm ci in app/)"
-    );
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     anyhow::ensure!(
         std::path::Path::new(&chromium).exists(),
@@ -1650,12 +1646,7 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "the page's end-to-end run failed:\n{stderr}\n{}",
         log_tails(&v, &["provider", "v0", "crank", "client-store"])
     );
-    let shown: serde_json::Value = serde_json::from_str(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .unwrap_or_default(),
-    )?;
+    let shown = last_json_line(&out.stdout)?;
     println!("the page showed: {shown}");
     // the chain, over RPC: both tasks Accepted (closed: read from their transactions), the
     // provider paid for two
@@ -2081,12 +2072,8 @@ fn a_task_no_provider_can_finish_is_refused_at_post_and_its_status_says_why_it_w
 #[test]
 fn the_packed_client_installed_in_a_scratch_project_posts_watches_and_fetches_a_verified_task(
 ) -> Result<()> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = app_installed()?;
     let app = root.join("app");
-    anyhow::ensure!(
-        app.join("node_modules/.bin/vite").exists(),
-        "app/node_modules is missing: run scripts/setup (npm ci in app/)"
-    );
     let v = Validator::start()?;
     let (client, provider, verifiers) = small_market(&v, "60,30,30,30")?;
     let _p = v.spawn_keeper("provider", &provider, &["--provider"])?;
@@ -2142,12 +2129,7 @@ fn the_packed_client_installed_in_a_scratch_project_posts_watches_and_fetches_a_
         String::from_utf8_lossy(&out.stderr),
         log_tails(&v, &["provider", "v0", "crank"])
     );
-    let shown: serde_json::Value = serde_json::from_str(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .unwrap_or_default(),
-    )?;
+    let shown = last_json_line(&out.stdout)?;
     println!("the packed client: {shown}");
     assert_eq!(
         shown["decimals"], 6,
@@ -2315,4 +2297,22 @@ fn scripts_app_stops_every_process_it_started_on_sigterm() -> Result<()> {
     })
     .map_err(|e| anyhow::anyhow!("{e}: still running {:#?}", ours().unwrap_or_default()))?;
     Ok(())
+}
+
+/// The repository's root, once `app/node_modules` is there (the dApp's tests need it).
+fn app_installed() -> Result<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    anyhow::ensure!(
+        root.join("app/node_modules/.bin/vite").exists(),
+        "app/node_modules is missing: run scripts/setup (npm ci in app/)"
+    );
+    Ok(root)
+}
+
+/// The last line a Node script printed, as JSON (what it reports).
+fn last_json_line(stdout: &[u8]) -> Result<serde_json::Value> {
+    let text = String::from_utf8_lossy(stdout);
+    let last = text.lines().last().unwrap_or_default();
+    serde_json::from_str(last)
+        .map_err(|e| anyhow::anyhow!("the script's last line is not JSON ({e}): {last:?}"))
 }
