@@ -39,6 +39,7 @@ export function createComputeMarket(options: ComputeMarketOptions) {
   const rpcSubscriptions = createSolanaRpcSubscriptions(endpoints.ws);
   const kit = { rpc, rpcSubscriptions };
   const programAddress = options.programAddress ?? COMPUTE_MARKET_PROGRAM_ADDRESS;
+  const cancelInstructions = (task: Address, client: TransactionSigner): Instruction[] => [getCancelTaskInstruction({ task, client }, { programAddress })];
   let token: Promise<StakeToken> | undefined;
   const stakeToken = (): Promise<StakeToken> =>
     (token ??= (async () => {
@@ -75,12 +76,11 @@ export function createComputeMarket(options: ComputeMarketOptions) {
       postInstructions: async (args: PostTaskArgs) => postTaskInstructions(args, (await stakeToken()).mint, programAddress),
       /** The instruction that cancels an Open task (its client signs; the escrow is refunded
        * when it is closed). */
-      cancelInstructions: (task: Address, client: TransactionSigner): Instruction[] => [getCancelTaskInstruction({ task, client }, { programAddress })],
+      cancelInstructions,
       /** Posts a task (the reward checked against the client's balance first). */
       post: (args: PostTaskArgs, fees?: FeeOptions) => postTask(kit, args, programAddress, fees),
       /** Cancels an Open task. */
-      cancel: (task: Address, client: TransactionSigner, fees?: FeeOptions) =>
-        sendInstructions(kit, client, [getCancelTaskInstruction({ task, client }, { programAddress })], fees),
+      cancel: (task: Address, client: TransactionSigner, fees?: FeeOptions) => sendInstructions(kit, client, cancelInstructions(task, client), fees),
       /** Live tasks by market, client and status. */
       where: (filter: TaskFilter) => tasksWhere(rpc, filter, programAddress),
       /** The task's states as the chain changes it, until it is closed or aborted. */

@@ -24,6 +24,7 @@ import {
   mlpJob,
   outcomeOf,
   encodeJobSpec,
+  endpointsOf,
   parseUiAmount,
   postTask,
   stakeTokenOf,
@@ -113,7 +114,7 @@ async function connect() {
   token = null;
   // nothing can be posted until this connection is made (a post needs its signer and token)
   $<HTMLButtonElement>('post-btn').disabled = true;
-  const ws = settings.ws ?? wsOf(settings.rpc);
+  const { ws } = endpointsOf({ rpc: settings.rpc, ws: settings.ws });
   const c: KitClient = { rpc: createSolanaRpc(settings.rpc), rpcSubscriptions: createSolanaRpcSubscriptions(ws) };
   const genesis = await c.rpc.getGenesisHash().send();
   if (settings.localKeypair) {
@@ -127,13 +128,6 @@ async function connect() {
   client = c;
   await showWallet();
   $<HTMLButtonElement>('post-btn').disabled = false;
-}
-
-function wsOf(rpc: string): string {
-  const u = new URL(rpc);
-  u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
-  if (u.port) u.port = String(Number(u.port) + 1);
-  return u.toString();
 }
 
 async function showWallet() {

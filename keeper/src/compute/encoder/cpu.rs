@@ -15,10 +15,10 @@
 use std::sync::Arc;
 
 use compute_market_protocol::encoder::{
-    Block, Encoder, Norm, Requant, EXP_LEN, GELU_HALF, P_FRAC, RES_CLAMP, Y_MAX, Z_FRAC,
+    Block, Encoder, Norm, EXP_LEN, GELU_HALF, P_FRAC, RES_CLAMP, Y_MAX, Z_FRAC,
 };
 
-use super::gemm::{gemm, KernelSet, Packed};
+use super::gemm::{gemm, requant, KernelSet, Packed, Rq};
 
 /// Texts run together: their rows share each weight's trip from memory.
 pub const BATCH: usize = 16;
@@ -47,35 +47,15 @@ struct FastBlock {
     ln2: Ln,
 }
 
-/// A requantization's constants per channel, widened once.
-#[derive(Debug)]
-struct Rq {
-    m: Vec<i64>,
-    s: Vec<i64>,
-    half: Vec<i64>,
-}
-
 impl Rq {
-    fn new(r: &Requant) -> Rq {
-        Rq {
-            m: r.m.iter().map(|&m| i64::from(m)).collect(),
-            s: r.s.iter().map(|&s| i64::from(s)).collect(),
-            half: r.s.iter().map(|&s| 1i64 << (s - 1)).collect(),
-        }
-    }
-
     /// `Requant::apply` on one row (channel `c` = position), clamped to `±RES_CLAMP`, plus
     /// `add[c]`: a residual-stream row.
     #[inline(always)]
     fn residual(&self, x: impl Iterator<Item = i64>, add: &[i32], out: &mut [i32]) {
         let consts = self.m.iter().zip(&self.s).zip(&self.half);
         for (((o, x), &a), ((&m, &s), &half)) in out.iter_mut().zip(x).zip(add).zip(consts) {
-            // |x| ≤ 2^15, m < 2^31: inside int64; the sum inside ±2^25 (two terms ≤ 2^24)
-            let v = x
-                .wrapping_mul(m)
-                .wrapping_add(half)
-                .wrapping_shr(s as u32)
-                .clamp(-RES_CLAMP, RES_CLAMP);
+            // |x| ≤ 2^15; the sum inside ±2^25 (two terms ≤ 2^24)
+            let v = requant(x, m, half, s).clamp(-RES_CLAMP, RES_CLAMP);
             *o = v.wrapping_add(i64::from(a)) as i32;
         }
     }
@@ -144,6 +124,10 @@ struct Work {
     y: Vec<i16>,
     /// The residual stream, `rows × H`.
     r: Vec<i32>,
+    /// H.
+    h: usize,
+    /// `y`'s row stride: H rounded up to even (the GEMMs' input stride, the pad zero).
+    stride: usize,
 }
 
 impl Work {
@@ -151,12 +135,10 @@ impl Work {
     /// (rows × H).
     #[inline(always)]
     fn residual(&mut self, rq: &Rq, add: &[i32]) {
-        let h = rq.m.len();
-        let rows = self.r.len() / h.max(1);
-        let sh = self.y.len() / rows.max(1);
+        let h = self.h;
         for ((y, a), r) in self
             .y
-            .chunks_exact(sh)
+            .chunks_exact(self.stride)
             .zip(add.chunks_exact(h))
             .zip(self.r.chunks_exact_mut(h))
         {
@@ -181,16 +163,16 @@ impl Fast {
                 o: Packed::new(&[&b.o]),
                 f1: Packed::new(&[&b.f1]),
                 f2: Packed::new(&[&b.f2]),
-                ctx: Rq::new(&b.ctx),
-                res1: Rq::new(&b.res1),
+                ctx: Rq::of(&b.ctx),
+                res1: Rq::of(&b.res1),
                 ln1: Ln::new(&b.ln1),
-                res2: Rq::new(&b.res2),
+                res2: Rq::of(&b.res2),
                 ln2: Ln::new(&b.ln2),
             })
             .collect();
         Fast {
-            word: Rq::new(&enc.word_rq),
-            pos: Rq::new(&enc.pos_rq),
+            word: Rq::of(&enc.word_rq),
+            pos: Rq::of(&enc.pos_rq),
             ln: Ln::new(&enc.ln),
             enc,
             set,
@@ -244,6 +226,8 @@ impl Fast {
         let mut w = Work {
             y: vec![0i16; rows * sh],
             r: vec![0i32; rows * h],
+            h,
+            stride: sh,
         };
         // the embeddings into the residual stream, then LayerNorm
         let mut row = 0;
@@ -286,10 +270,8 @@ impl Fast {
     /// LayerNorm `n` over every residual row into the int16 rows.
     #[inline(always)]
     fn norm(&self, n: &Ln, w: &mut Work) {
-        let h = self.enc.hidden;
-        let sh = h + h % 2;
-        for (r, y) in w.r.chunks_exact(h).zip(w.y.chunks_exact_mut(sh)) {
-            n.row(r, &mut y[..h]);
+        for (r, y) in w.r.chunks_exact(w.h).zip(w.y.chunks_exact_mut(w.stride)) {
+            n.row(r, &mut y[..w.h]);
         }
     }
 
@@ -385,8 +367,7 @@ impl Fast {
                     .zip(&b.ctx.s[c0..])
                     .zip(&b.ctx.half[c0..]);
                 for ((o, &a), ((&m, &s), &half)) in out.iter_mut().zip(&acc).zip(consts) {
-                    let v = i64::from(a).wrapping_mul(m).wrapping_add(half);
-                    *o = v.wrapping_shr(s as u32).clamp(-128, 127) as i16;
+                    *o = requant(i64::from(a), m, half, s).clamp(-128, 127) as i16;
                 }
             }
         }

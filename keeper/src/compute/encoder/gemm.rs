@@ -10,7 +10,7 @@
 //! No crate does this: `gemm`/`matrixmultiply` are float-only or i8 × i8 → i32 without our
 //! requantization, and oneDNN is a C++ build; the kernels are ~100 lines per set.
 
-use compute_market_protocol::encoder::Dense;
+use compute_market_protocol::encoder::{Dense, Requant};
 
 /// An instruction set the encoder's GEMM is compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -95,6 +95,38 @@ pub const GROUP: usize = 16;
 /// every group of weights passes over them.
 const CHUNK: usize = 64;
 
+/// Per-channel requantization constants (`Requant::apply`'s rule), widened to int64 once.
+#[derive(Clone, Debug)]
+pub(super) struct Rq {
+    pub(super) m: Vec<i64>,
+    pub(super) s: Vec<i64>,
+    /// `2^(s − 1)`, the rounding term.
+    pub(super) half: Vec<i64>,
+}
+
+impl Rq {
+    /// From each channel's `(m, s)`.
+    pub(super) fn new(channels: impl Iterator<Item = (i32, i32)> + Clone) -> Rq {
+        Rq {
+            m: channels.clone().map(|(m, _)| i64::from(m)).collect(),
+            s: channels.clone().map(|(_, s)| i64::from(s)).collect(),
+            half: channels.map(|(_, s)| 1i64 << (s - 1)).collect(),
+        }
+    }
+
+    /// `r`'s channels.
+    pub(super) fn of(r: &Requant) -> Rq {
+        Rq::new(r.m.iter().copied().zip(r.s.iter().copied()))
+    }
+}
+
+/// `⌊(x · m + 2^(s−1)) / 2^s⌋` before its clamp, in wrapping int64: exact for every caller's
+/// operands (`|x| ≤ 2^31`, `m < 2^31`), which the model's bounds give.
+#[inline(always)]
+pub(super) fn requant(x: i64, m: i64, half: i64, s: i64) -> i64 {
+    x.wrapping_mul(m).wrapping_add(half).wrapping_shr(s as u32)
+}
+
 /// A dense layer, or several side by side over the same input (`q`, `k`, `v`), packed for the
 /// kernels: for each group of [`GROUP`] output channels and each pair of inputs `p`, the group's
 /// two weights per channel as int16, `w[(g · k2 + p) · 32 + 2c + i] = W[16g + c][2p + i]`
@@ -110,9 +142,7 @@ pub struct Packed {
     k2: usize,
     w: Vec<i16>,
     bias: Vec<i64>,
-    m: Vec<i64>,
-    s: Vec<i64>,
-    half: Vec<i64>,
+    rq: Rq,
 }
 
 impl Packed {
@@ -139,18 +169,16 @@ impl Packed {
                 w[(g * k2 + j / 2) * 2 * GROUP + 2 * c + j % 2] = i16::from(v);
             }
         }
-        let per = |f: &dyn Fn(&Dense, usize) -> i64| -> Vec<i64> {
-            channels.iter().map(|&(d, o)| f(d, o)).collect()
-        };
         Packed {
             inp,
             out,
             k2,
             w,
-            bias: per(&|d, o| i64::from(d.bias[o])),
-            m: per(&|d, o| i64::from(d.rq.m[o])),
-            s: per(&|d, o| i64::from(d.rq.s[o])),
-            half: per(&|d, o| 1i64 << (d.rq.s[o] - 1)),
+            bias: channels
+                .iter()
+                .map(|&(d, o)| i64::from(d.bias[o]))
+                .collect(),
+            rq: Rq::new(channels.iter().map(|&(d, o)| (d.rq.m[o], d.rq.s[o]))),
         }
     }
 
@@ -173,17 +201,14 @@ impl Packed {
     #[inline(always)]
     fn finish(&self, g: usize, acc: &[i32; GROUP], y: &mut [i32], lo: i64, hi: i64) {
         let (o0, n) = (g * GROUP, (self.out - g * GROUP).min(GROUP));
+        let rq = &self.rq;
         let consts = self.bias[o0..o0 + n]
             .iter()
-            .zip(&self.m[o0..o0 + n])
-            .zip(self.s[o0..o0 + n].iter().zip(&self.half[o0..o0 + n]));
+            .zip(&rq.m[o0..o0 + n])
+            .zip(rq.s[o0..o0 + n].iter().zip(&rq.half[o0..o0 + n]));
         for ((y, &a), ((&b, &m), (&s, &half))) in y[o0..o0 + n].iter_mut().zip(acc).zip(consts) {
-            // |b + a| ≤ 2^31 (the row bound), m < 2^31, half ≤ 2^61: inside int64
-            let v = b
-                .wrapping_add(i64::from(a))
-                .wrapping_mul(m)
-                .wrapping_add(half);
-            *y = v.wrapping_shr(s as u32).clamp(lo, hi) as i32;
+            // |b + a| ≤ 2^31 (the row bound)
+            *y = requant(b.wrapping_add(i64::from(a)), m, half, s).clamp(lo, hi) as i32;
         }
     }
 }
