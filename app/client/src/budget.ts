@@ -92,5 +92,5 @@ export async function buildTransaction(
     if (!Number.isInteger(units) || units < 1 || units > MAX_COMPUTE_UNITS) throw new Error(`a compute-unit limit is 1‥${MAX_COMPUTE_UNITS}, not ${units}`);
   }
   const message = prependTransactionMessageInstructions([getSetComputeUnitLimitInstruction({ units }), ...budget], base);
-  return { message, computeUnits: units, priorityFee };
+  return { message, computeUnits: units, priorityFee, lastValidBlockHeight: blockhash.lastValidBlockHeight };
 }

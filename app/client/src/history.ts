@@ -14,6 +14,9 @@ import { taskOf } from './watch';
  * merely naming its address is read up to here, as the Rust client's `logs_of` does). */
 export const MAX_HISTORY = 5_000;
 
+/** How many transactions a history reads at once. */
+export const HISTORY_BATCH = 8;
+
 /** One transaction that named the task. */
 export interface HistoryEntry {
   signature: Signature;
@@ -50,8 +53,20 @@ async function readHistory(
     if (page.length < 1_000) break;
     before = page[page.length - 1].signature;
   }
+  // the transactions not read before, fetched HISTORY_BATCH at a time (public RPCs limit
+  // how fast one page may ask; one at a time is slow, all at once is refused)
+  const listed = sigs.slice(0, MAX_HISTORY).reverse();
+  const wanted = listed.filter((s) => !cache.has(s.signature) && s.err === null);
+  const fetched = new Map<string, Awaited<ReturnType<typeof fetchTx>>>();
+  const fetchTx = (signature: Signature) =>
+    rpc.getTransaction(signature, { commitment: 'confirmed', maxSupportedTransactionVersion: 0, encoding: 'json' }).send();
+  for (let i = 0; i < wanted.length; i += HISTORY_BATCH) {
+    const batch = wanted.slice(i, i + HISTORY_BATCH);
+    const txs = await Promise.all(batch.map((s) => fetchTx(s.signature)));
+    batch.forEach((s, j) => fetched.set(s.signature, txs[j]));
+  }
   const out: HistoryEntry[] = [];
-  for (const s of sigs.slice(0, MAX_HISTORY).reverse()) {
+  for (const s of listed) {
     const known = cache.get(s.signature);
     if (known) {
       out.push(known);
@@ -60,9 +75,7 @@ async function readHistory(
     const failed = s.err !== null;
     let events: ProgramEvent[] = [];
     if (!failed) {
-      const tx = await rpc
-        .getTransaction(s.signature, { commitment: 'confirmed', maxSupportedTransactionVersion: 0, encoding: 'json' })
-        .send();
+      const tx = fetched.get(s.signature);
       // not served yet (or without its logs): read again next time
       if (!tx || !tx.meta) {
         unserved++;

@@ -18,4 +18,6 @@ export * from './amounts';
 export * from './network';
 export * from './budget';
 export * from './queries';
+export * from './staking';
 export * from './client';
+export * from './changes';

@@ -4,10 +4,13 @@
 // name and message (`ProgramRefusal`) rather than a custom-error number.
 
 import {
+  getBase58Decoder,
+  getBase64EncodedWireTransaction,
   getSignatureFromTransaction,
-  sendAndConfirmTransactionFactory,
+  isTransactionSendingSigner,
+  signAndSendTransactionMessageWithSigners,
   signTransactionMessageWithSigners,
-  assertIsTransactionWithBlockhashLifetime,
+  type Signature,
   type Address,
   type Instruction,
   type Rpc,
@@ -103,18 +106,66 @@ export function refusalOf(e: unknown): ProgramRefusal {
 /** Signs `instructions` with `payer` (and any signers they carry), with the compute-unit limit
  * and priority fee of `fees` ([`buildTransaction`]: simulated and from recent fees by
  * default), sends and confirms them; returns the signature. A refusal, in simulation or on
- * the cluster, is a `ProgramRefusal` naming the program's error. */
-export async function sendInstructions(client: KitClient, payer: TransactionSigner, instructions: Instruction[], fees: FeeOptions = {}): Promise<string> {
-  let tx;
+ * the cluster, is a `ProgramRefusal` naming the program's error.
+ *
+ * A wallet that sends for itself (a `TransactionSendingSigner`: Wallet Standard's
+ * `solana:signAndSendTransaction`) signs and sends; otherwise the transaction is signed here
+ * (a `TransactionModifyingSigner` first, as kit orders them) and sent to the RPC. Either way
+ * the confirmation is polled over HTTP, not awaited on the websocket, so a dropped
+ * subscription cannot leave a sent transaction unconfirmed. */
+export async function sendInstructions(client: KitClient, payer: TransactionSigner, instructions: Instruction[], fees: SendOptions = {}): Promise<string> {
   try {
-    const { message } = await buildTransaction(client.rpc, payer, instructions, fees);
-    tx = await signTransactionMessageWithSigners(message);
-    assertIsTransactionWithBlockhashLifetime(tx);
-    await sendAndConfirmTransactionFactory(client)(tx, { commitment: 'confirmed' });
+    const { message, lastValidBlockHeight } = await buildTransaction(client.rpc, payer, instructions, fees);
+    let signature: Signature;
+    if (isTransactionSendingSigner(payer)) {
+      signature = getBase58Decoder().decode(await signAndSendTransactionMessageWithSigners(message)) as Signature;
+    } else {
+      const tx = await signTransactionMessageWithSigners(message);
+      signature = getSignatureFromTransaction(tx);
+      await client.rpc.sendTransaction(getBase64EncodedWireTransaction(tx), { encoding: 'base64', preflightCommitment: 'confirmed' }).send();
+    }
+    fees.onSent?.(signature);
+    await confirmSignature(client.rpc, signature, lastValidBlockHeight);
+    return signature;
   } catch (e) {
     throw refusalOf(e);
   }
-  return getSignatureFromTransaction(tx);
+}
+
+/** How a transaction is paid for, and who hears it was sent. */
+export interface SendOptions extends FeeOptions {
+  /** Called once the transaction is signed and sent, before it is confirmed (a dApp shows
+   * its explorer link while it waits). */
+  onSent?: (signature: Signature) => void;
+}
+
+/** How often [`confirmSignature`] asks. */
+const CONFIRM_POLL_MS = 400;
+
+/** Waits until `signature` is confirmed, polling `getSignatureStatuses`; throws the program's
+ * refusal if it failed on chain, or says it expired once the cluster passes
+ * `lastValidBlockHeight` without it (it can then never land: post again). */
+export async function confirmSignature(rpc: Rpc<SolanaRpcApi>, signature: Signature, lastValidBlockHeight: bigint, abortSignal?: AbortSignal): Promise<void> {
+  for (;;) {
+    abortSignal?.throwIfAborted();
+    const [status] = (await rpc.getSignatureStatuses([signature]).send()).value;
+    if (status) {
+      if (status.err) throw refusalOf(transactionErrorOf(status.err, signature));
+      if (status.confirmationStatus === 'confirmed' || status.confirmationStatus === 'finalized') return;
+    } else if ((await rpc.getBlockHeight({ commitment: 'confirmed' }).send()) > lastValidBlockHeight) {
+      throw new Error(`the transaction ${signature} expired before it landed (its blockhash passed block height ${lastValidBlockHeight}): nothing was done, send it again`);
+    }
+    await new Promise((r) => setTimeout(r, CONFIRM_POLL_MS));
+  }
+}
+
+/** A failed transaction's status error (`{ InstructionError: [i, { Custom: n }] }`) in the
+ * shape [`programErrorOf`] reads. */
+function transactionErrorOf(err: unknown, signature: string): Error {
+  const custom = (err as any)?.InstructionError?.[1]?.Custom;
+  const e = new Error(`the transaction ${signature} failed on chain: ${JSON.stringify(err, (_, v) => (typeof v === 'bigint' ? Number(v) : v))}`);
+  if (typeof custom === 'number' || typeof custom === 'bigint') (e as any).context = { code: Number(custom) };
+  return e;
 }
 
 /** A task to post. */
@@ -175,25 +226,38 @@ export async function postTaskInstructions(
   return { task, instructions };
 }
 
+/** Throws a named `InsufficientTokens` refusal unless `owner`'s stake-token account holds
+ * `amount` base units: said before anything is signed, not found in a failed simulation. */
+export async function assertHoldsTokens(
+  client: KitClient,
+  owner: Address,
+  amount: bigint,
+  what: string,
+  programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS,
+): Promise<void> {
+  const { mint, decimals } = await stakeTokenOf(client.rpc, programAddress);
+  const account = await tokenAccountOf(owner, mint);
+  const balance = await tokenBalance(client.rpc, account);
+  if (balance < amount) {
+    const ui = (x: bigint) => toUiAmount(x, decimals);
+    throw new ProgramRefusal(
+      'InsufficientTokens',
+      undefined,
+      `the wallet's stake-token account ${account} holds ${ui(balance)} tokens, ${what} is ${ui(amount)} (${balance} and ${amount} base units): fund it first`,
+    );
+  }
+}
+
 /** Posts a task: checks the client holds the reward first (a named error, not a failed
  * simulation), then sends. Returns the task's address and the signature. */
 export async function postTask(
   client: KitClient,
   args: PostTaskArgs,
   programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS,
-  fees: FeeOptions = {},
+  fees: SendOptions = {},
 ): Promise<{ task: Address; signature: string }> {
-  const { mint, decimals } = await stakeTokenOf(client.rpc, programAddress);
-  const account = await tokenAccountOf(args.client.address, mint);
-  const balance = await tokenBalance(client.rpc, account);
-  if (balance < args.reward) {
-    const ui = (x: bigint) => toUiAmount(x, decimals);
-    throw new ProgramRefusal(
-      'InsufficientTokens',
-      undefined,
-      `the wallet's stake-token account ${account} holds ${ui(balance)} tokens, the reward is ${ui(args.reward)} (${balance} and ${args.reward} base units): fund it first`,
-    );
-  }
+  await assertHoldsTokens(client, args.client.address, args.reward, 'the reward', programAddress);
+  const { mint } = await stakeTokenOf(client.rpc, programAddress);
   const { task, instructions } = await postTaskInstructions(args, mint, programAddress);
   return { task, signature: await sendInstructions(client, args.client, instructions, fees) };
 }

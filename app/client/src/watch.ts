@@ -38,42 +38,152 @@ export function taskOf(value: AccountValue | null, programAddress: Address = COM
   return getTaskDecoder().decode(checkedAccountData(value, 'Task', TASK_DISCRIMINATOR, getTaskSize(), programAddress));
 }
 
-/** The task at `address`, step by step, until it is closed or `abortSignal` fires. */
-export async function* watchTask(
-  client: WatchClient,
-  address: Address,
-  options: { abortSignal?: AbortSignal; commitment?: Commitment; programAddress?: Address } = {},
-): AsyncGenerator<TaskUpdate> {
-  const { commitment = 'confirmed', programAddress = COMPUTE_MARKET_PROGRAM_ADDRESS } = options;
+/** How a watch is connected, for a dApp to show. */
+export type WatchConnection = 'live' | 'polling';
+
+/** Options of [`watchTask`]. */
+export interface WatchOptions {
+  abortSignal?: AbortSignal;
+  commitment?: Commitment;
+  programAddress?: Address;
+  /** How often the account is read while the websocket is down (ms; default 2 000). */
+  pollMs?: number;
+  /** How often it is read while the websocket is up, in case a notification is lost or the
+   * socket died without closing (ms; default 15 000). */
+  safetyPollMs?: number;
+  /** The longest wait between attempts to subscribe again (ms; default 30 000). */
+  maxBackoffMs?: number;
+  /** Told when the subscription is made or lost. */
+  onConnection?: (state: WatchConnection, error?: unknown) => void;
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+  });
+
+/** The task at `address`, step by step, until it is closed or `abortSignal` fires.
+ *
+ * It survives its connection: a subscription that fails or drops is made again (backing off
+ * to `maxBackoffMs`), the account is read every `pollMs` meanwhile, and every `safetyPollMs`
+ * while it is up. Reads that fail are tried again at the next turn. A state older (by slot)
+ * than one already yielded is dropped, so a late read cannot step the task back. */
+export async function* watchTask(client: WatchClient, address: Address, options: WatchOptions = {}): AsyncGenerator<TaskUpdate> {
+  const { commitment = 'confirmed', programAddress = COMPUTE_MARKET_PROGRAM_ADDRESS, pollMs = 2_000, safetyPollMs = 15_000, maxBackoffMs = 30_000 } = options;
   const stop = new AbortController();
   const onAbort = () => stop.abort();
   options.abortSignal?.addEventListener('abort', onAbort);
+  if (options.abortSignal?.aborted) stop.abort();
+  // what the subscriber and the poller found, in order; the generator yields from here
+  const found: { slot: bigint; value: AccountValue | null }[] = [];
+  let wake: (() => void) | null = null;
+  const push = (slot: bigint, value: AccountValue | null) => {
+    found.push({ slot, value });
+    wake?.();
+  };
+  let live = false;
+  /** Wakes the poller when the connection changes. */
+  let kick = () => {};
+  let firstRead: () => void = () => {};
+  const firstReadDone = new Promise<void>((r) => (firstRead = r));
+  const read = async () => {
+    try {
+      const r = await client.rpc.getAccountInfo(address, { commitment, encoding: 'base64' }).send({ abortSignal: stop.signal });
+      push(r.context.slot, r.value as AccountValue | null);
+      return true;
+    } catch {
+      return false; // tried again at the next turn
+    }
+  };
+  const subscriber = (async () => {
+    let backoff = pollMs;
+    let first = true;
+    while (!stop.signal.aborted) {
+      const attempt = new AbortController();
+      const stopAttempt = () => attempt.abort();
+      stop.signal.addEventListener('abort', stopAttempt);
+      try {
+        const notifications = await client.rpcSubscriptions
+          .accountNotifications(address, { commitment, encoding: 'base64' })
+          .subscribe({ abortSignal: attempt.signal });
+        // subscribed first, read second: no change between the two is missed
+        if (first) {
+          first = false;
+          while (!(await read()) && !stop.signal.aborted) await sleep(pollMs, stop.signal);
+          firstRead();
+        } else {
+          await read();
+        }
+        live = true;
+        kick();
+        backoff = pollMs;
+        options.onConnection?.('live');
+        for await (const n of notifications) push(n.context.slot, n.value as AccountValue | null);
+        if (!stop.signal.aborted) throw new Error('the subscription ended');
+      } catch (e) {
+        if (stop.signal.aborted) break;
+        live = false;
+        kick();
+        options.onConnection?.('polling', e);
+        if (first) {
+          // no subscription yet: the first state comes from a read
+          first = false;
+          while (!(await read()) && !stop.signal.aborted) await sleep(pollMs, stop.signal);
+          firstRead();
+        }
+        await sleep(backoff, stop.signal);
+        backoff = Math.min(backoff * 2, maxBackoffMs);
+      } finally {
+        stop.signal.removeEventListener('abort', stopAttempt);
+        attempt.abort();
+      }
+    }
+  })();
+  const poller = (async () => {
+    await firstReadDone;
+    while (!stop.signal.aborted) {
+      // a change of connection cuts the wait short: the pace follows it at once
+      const wait = new AbortController();
+      const cut = () => wait.abort();
+      stop.signal.addEventListener('abort', cut, { once: true });
+      kick = cut;
+      const wasLive: boolean = live;
+      await sleep(wasLive ? safetyPollMs : pollMs, wait.signal);
+      stop.signal.removeEventListener('abort', cut);
+      kick = () => {};
+      if (!stop.signal.aborted && live === wasLive) await read();
+    }
+  })();
+  let last: string | null = null;
+  let lastSlot = -1n;
   try {
-    const notifications = await client.rpcSubscriptions
-      .accountNotifications(address, { commitment, encoding: 'base64' })
-      .subscribe({ abortSignal: stop.signal });
-    let last: string | null = null;
-    const step = (slot: bigint, value: AccountValue | null): TaskUpdate | null => {
-      const task = taskOf(value, programAddress);
-      if (!task) return { kind: 'closed', slot };
-      const key = String(value!.data[0]);
-      if (key === last) return null;
+    while (!stop.signal.aborted) {
+      const next = found.shift();
+      if (!next) {
+        await new Promise<void>((r) => {
+          wake = r;
+          stop.signal.addEventListener('abort', () => r(), { once: true });
+        });
+        wake = null;
+        continue;
+      }
+      if (next.slot < lastSlot) continue;
+      lastSlot = next.slot;
+      const task = taskOf(next.value, programAddress);
+      if (!task) {
+        yield { kind: 'closed', slot: next.slot };
+        return;
+      }
+      const key = String(next.value!.data[0]);
+      if (key === last) continue;
       last = key;
-      return { kind: 'state', slot, task };
-    };
-    const first = await client.rpc.getAccountInfo(address, { commitment, encoding: 'base64' }).send({ abortSignal: stop.signal });
-    const u = step(first.context.slot, first.value as AccountValue | null);
-    if (u) yield u;
-    // an abort ends the iteration quietly, whether it came before or during a wait
-    if (u?.kind === 'closed' || stop.signal.aborted) return;
-    for await (const n of notifications) {
-      const u = step(n.context.slot, n.value as AccountValue | null);
-      if (!u) continue;
-      yield u;
-      if (u.kind === 'closed' || stop.signal.aborted) return;
+      yield { kind: 'state', slot: next.slot, task };
     }
   } finally {
     options.abortSignal?.removeEventListener('abort', onAbort);
     stop.abort();
+    firstRead!();
+    await Promise.allSettled([subscriber, poller]);
   }
 }

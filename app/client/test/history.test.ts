@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { address } from '@solana/kit';
-import { committedOf, taskHistory, type HistoryCache } from '../src';
+import { committedOf, HISTORY_BATCH, taskHistory, type HistoryCache } from '../src';
 
 const rust = JSON.parse(readFileSync(join(__dirname, 'fixtures', 'rust-written.json'), 'utf8'));
 const [posted, closed] = rust.events;
@@ -81,4 +81,24 @@ it('reads an outcome from a complete history of the last life at the address onl
     { sig: 'c', slot: 20, logs: inOurs(posted.log) },
   ]);
   await expect(committedOf(again.rpc, TASK)).rejects.toThrow('closed and was never finalized');
+});
+
+it('reads a long history in batches of HISTORY_BATCH at once, in order', async () => {
+  const txs = Array.from({ length: 20 }, (_, i) => ({ sig: `s${i}`, slot: i, logs: i === 0 ? inOurs(posted.log) : [] }));
+  const { rpc } = fakeRpc(txs);
+  let inFlight = 0;
+  let most = 0;
+  const inner = rpc.getTransaction;
+  rpc.getTransaction = (sig: string) => ({
+    send: async () => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      await new Promise((r) => setTimeout(r, 5));
+      inFlight--;
+      return inner(sig).send();
+    },
+  });
+  const h = await taskHistory(rpc, TASK);
+  expect(h.map((e) => e.signature)).toEqual(txs.map((t) => t.sig));
+  expect(most).toBe(HISTORY_BATCH);
 });

@@ -94,4 +94,62 @@ describe('watchTask', () => {
     const short = value(getBase64Decoder().decode(new Uint8Array(100)));
     await expect(watchTask(fake(short, [], []), TASK).next()).rejects.toThrow('holds 100 bytes, a Task is');
   });
+
+  it('survives a dropped websocket: polls meanwhile, subscribes again, and never steps back', async () => {
+    const log: string[] = [];
+    // the account as reads find it, in turn: the drop happens while Claimed, a poll fails
+    // (tried again), the polls find Verifying; a later read of an older slot is ignored
+    const reads = [
+      { slot: 9n, v: value(account(TaskStatus.Open)) },
+      { slot: 12n, v: value(account(TaskStatus.Verifying)) },
+      { slot: 11n, v: value(account(TaskStatus.Claimed)) },
+    ];
+    let subscriptions = 0;
+    const states: string[] = [];
+    const client = {
+      rpcSubscriptions: {
+        accountNotifications: () => ({
+          subscribe: async ({ abortSignal }: { abortSignal: AbortSignal }) => {
+            const n = ++subscriptions;
+            log.push(`subscribe ${n}`);
+            if (n === 2) throw new Error('websocket refused'); // the first try again fails
+            return (async function* () {
+              if (n === 1) {
+                yield { context: { slot: 10n }, value: value(account(TaskStatus.Claimed)) };
+                throw new Error('websocket closed');
+              }
+              // the third, once the polls have shown Verifying: Accepted, then the close
+              while (!states.includes('Verifying') && !abortSignal.aborted) await new Promise((r) => setTimeout(r, 5));
+              yield { context: { slot: 13n }, value: value(account(TaskStatus.Accepted)) };
+              yield { context: { slot: 20n }, value: { owner: address('11111111111111111111111111111111'), lamports: 0n, data: ['', 'base64'] } };
+            })();
+          },
+        }),
+      },
+      rpc: {
+        getAccountInfo: () => ({
+          send: async () => {
+            if (reads[0].slot === 12n && !log.includes('read failed')) {
+              log.push('read failed');
+              throw new Error('HTTP 429');
+            }
+            const r = reads.length > 1 ? reads.shift()! : reads[0];
+            log.push(`read ${r.slot}`);
+            return { context: { slot: r.slot }, value: r.v };
+          },
+        }),
+      },
+    } as any;
+    const connection: string[] = [];
+    const got: string[] = [];
+    for await (const u of watchTask(client, TASK, { pollMs: 10, safetyPollMs: 10_000, onConnection: (s) => connection.push(s) })) {
+      if (u.kind === 'state') states.push(TaskStatus[u.task.status]);
+      got.push(u.kind === 'state' ? `${TaskStatus[u.task.status]}@${u.slot}` : `closed@${u.slot}`);
+    }
+    expect(got).toEqual(['Open@9', 'Claimed@10', 'Verifying@12', 'Accepted@13', 'closed@20']);
+    expect(subscriptions).toBe(3);
+    expect(connection.slice(0, 2)).toEqual(['live', 'polling']);
+    expect(connection.indexOf('live', 2), 'live again after the drop').toBeGreaterThan(1);
+    expect(log).toContain('read failed');
+  });
 });
