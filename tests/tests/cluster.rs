@@ -1521,11 +1521,14 @@ fn task_result(
 }
 
 /// The web page (app/web) end to end in Chromium: built and served by Vite's preview server,
-/// its settings handing it the client's localnet keypair, the content store and the models
-/// (`keeper model publish`); app/web/e2e/run.mjs draws a digit and types sentences, posts
-/// both, and reads what the page shows. What the page says is then held to the chain, read
-/// over RPC: both tasks Accepted and closed, the provider paid twice, the digit's class and
-/// the sentences' similarities equal to what `keeper task result` verifies on its own.
+/// its settings (confirmed on the page) handing it the client's localnet keypair, the content
+/// store and the models (`keeper model publish`); app/web/e2e/run.mjs draws the digits 0‥9 with
+/// the mouse as one task, cuts its websocket mid-task, reloads, types sentences, checks
+/// accessibility and the 390 px layout, and posts through one of two test wallets (a change
+/// beyond the compute budget refused). What the page says is then held to the chain, read over
+/// RPC: every task Accepted and closed, the provider paid for each, the digits' classes (at
+/// least 9 of 10 right) and the sentences' similarities equal to what `keeper task result`
+/// verifies on its own.
 #[test]
 fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results_the_chain_holds(
 ) -> Result<()> {
@@ -1652,7 +1655,7 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
     // provider paid for two
     let rpc = compute_market_keeper::chain::rpc::RpcChain::new(&v.url);
     let tasks = [
-        shown["digit"]["task"].as_str().expect("a task"),
+        shown["digits"]["task"].as_str().expect("a task"),
         shown["sentences"]["task"].as_str().expect("a task"),
         shown["walletTask"]
             .as_str()
@@ -1707,13 +1710,49 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         shown["tamperError"]
             .as_str()
             .unwrap()
-            .contains("changed the transaction before signing it"),
+            .contains("Tamper Wallet changed the transaction before signing it (instruction"),
         "{}",
         shown["tamperError"]
     );
     assert_eq!(
+        shown["chooser"],
+        serde_json::json!(["Budget Wallet", "Tamper Wallet"]),
+        "both wallets offered, the late one too"
+    );
+    // the wallet's own priority fee was accepted: the posting transaction on chain carries it
+    assert!(
+        shown["budgetAdded"].as_u64().unwrap() >= 1,
+        "{}",
+        shown["budgetAdded"]
+    );
+    let blocking = solana_client::rpc_client::RpcClient::new(v.url.clone());
+    let compute_budget: Pubkey = "ComputeBudget111111111111111111111111111111".parse()?;
+    let mut with_price = false;
+    for s in blocking.get_signatures_for_address(&wallet_task)? {
+        let tx = blocking.get_transaction_with_config(
+            &s.signature.parse()?,
+            solana_client::rpc_config::RpcTransactionConfig {
+                encoding: Some(solana_transaction_status_client_types::UiTransactionEncoding::Base64),
+                commitment: None,
+                max_supported_transaction_version: Some(0),
+            },
+        )?;
+        let Some(tx) = tx.transaction.transaction.decode() else {
+            continue;
+        };
+        let keys = tx.message.static_account_keys();
+        with_price |= tx.message.instructions().iter().any(|ix| {
+            keys.get(usize::from(ix.program_id_index)) == Some(&compute_budget)
+                && ix.data.first() == Some(&3)
+        });
+    }
+    assert!(
+        with_price,
+        "a transaction of the wallet's task carries the wallet's SetComputeUnitPrice"
+    );
+    assert_eq!(
         shown["fromHistory"],
-        serde_json::json!({ "class": shown["digit"]["class"], "status": "Accepted" }),
+        serde_json::json!({ "classes": shown["digits"]["classes"], "status": "Accepted" }),
         "the closed task read back from its transactions"
     );
     assert!(
@@ -1732,16 +1771,56 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "{}",
         shown["walletError"]
     );
-    // the digit's class as the CLI verifies it, tile by tile, on its own
-    let digit = verified(tasks[0], "digit")?;
-    let (shape, classes) = read_tensor(&digit, "class")?;
-    assert_eq!(shape, vec![1]);
-    assert_eq!(
-        u64::from(classes[0]),
-        shown["digit"]["class"].as_u64().unwrap(),
-        "the page's class is the verified one"
+    // the digits' classes as the CLI verifies them, tile by tile, on its own: the page shows
+    // them, and the ten drawn digits are read right at least 9 times in 10
+    let digits = verified(tasks[0], "digits")?;
+    let (shape, classes) = read_tensor(&digits, "class")?;
+    assert_eq!(shape, vec![10]);
+    let shown_digits: Vec<u32> = serde_json::from_value(shown["digits"]["classes"].clone())?;
+    assert_eq!(shown_digits, classes, "the page's classes are the verified ones");
+    let right = classes.iter().enumerate().filter(|&(d, &c)| c as usize == d).count();
+    assert!(right >= 9, "the digits 0‥9 drawn were read as {classes:?}: {right} of 10 right");
+    assert_eq!(shown["batchCount"], 10, "ten digits in the batch");
+    assert_eq!(shown["keyboardDrawn"], 1, "a digit drawn with the keyboard");
+    // the link's settings were shown before anything connected; the cluster named after
+    let link = shown["linkShown"].as_str().unwrap();
+    assert!(link.contains(&v.url) && link.contains(&store), "{link}");
+    let cluster = shown["cluster"].as_str().unwrap();
+    let genesis = solana_client::rpc_client::RpcClient::new(v.url.clone()).get_genesis_hash()?;
+    assert!(cluster.contains("localnet") && cluster.contains(&genesis.to_string()), "{cluster}");
+    // the summary before signing
+    let summary = shown["summary"].as_str().unwrap();
+    for part in ["Reward", "Bonds", "Network fee", "Rent", "returned to you when it closes"] {
+        assert!(summary.contains(part), "the summary lacks {part}: {summary}");
+    }
+    // the websocket cut mid-task (and refused for 3 s): the page tried to subscribe again,
+    // polled meanwhile, and followed the task to its verified result (above)
+    assert!(
+        shown["wsCut"]["triedWhileRefused"].as_u64().unwrap() >= 1,
+        "the page tried a websocket again: {}",
+        shown["wsCut"]
     );
-    assert_eq!(classes[0], 1, "a vertical stroke is a 1");
+    let stages: Vec<String> = serde_json::from_value(shown["stages"].clone())?;
+    for stage in ["posted", "claimed", "computed", "seated", "voted", "verdict", "verified"] {
+        assert!(
+            stages.contains(&format!("{stage}:done")),
+            "stage {stage} done: {stages:?}"
+        );
+    }
+    // the reload reconnected and followed the same task, without asking about the link again
+    assert_eq!(
+        shown["reloaded"],
+        serde_json::json!({ "linkAskedAgain": false, "task": tasks[0] }),
+    );
+    // accessibility and the small screen
+    assert_eq!(shown["axe"], serde_json::json!([]), "axe-core's serious violations");
+    for tab in ["post", "watch", "market"] {
+        assert!(
+            shown["mobileOverflow"][tab].as_i64().unwrap() <= 0,
+            "the {tab} tab scrolls sideways at 390 px: {}",
+            shown["mobileOverflow"]
+        );
+    }
     // the sentences' similarities from the CLI's verified embeddings
     let emb = verified(tasks[1], "sentences")?;
     let bytes = std::fs::read(&emb)?;
@@ -1805,19 +1884,28 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         shown["storeError"]
     );
     for s in [
+        "00-link-settings-confirm",
         "01-connected",
-        "02-digit-drawn",
-        "03-digit-posted",
-        "04-digit-accepted-verified-class",
-        "05-sentences-typed",
-        "06-sentences-accepted-similarity",
-        "07-market",
-        "08-error-insufficient-tokens",
-        "09-error-unreachable-store",
-        "10-error-no-wallet",
-        "11-error-wallet-changed-the-transaction",
-        "12-file-posted-through-a-wallet-classes",
-        "13-closed-task-read-from-its-history",
+        "02-digits-drawn",
+        "03-digits-posted",
+        "03b-websocket-cut-polling",
+        "04-digits-accepted-verified-classes",
+        "05-reloaded-reconnected",
+        "07-sentences-accepted-similarity",
+        "08-market",
+        "09b-error-quorum-above-the-verifiers",
+        "10-error-unreachable-store",
+        "11-error-no-wallet",
+        "12-error-wallet-changed-an-account",
+        "13-wallet-chooser-budget-wallet",
+        "14-file-posted-through-a-wallet-classes",
+        "15-closed-task-read-from-its-history",
+        "desktop-1280-post",
+        "desktop-1280-watch",
+        "desktop-1280-market",
+        "mobile-390-post",
+        "mobile-390-watch",
+        "mobile-390-market",
     ] {
         assert!(shots.join(format!("{s}.png")).exists(), "screenshot {s}");
     }

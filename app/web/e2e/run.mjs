@@ -2,15 +2,22 @@
 // against a running cluster with keepers: the web test in tests/tests/cluster.rs starts the
 // validator, the keepers and the page, then runs this with ORIGIN (the page's), SETTINGS (a
 // file of its settings, handed over in the URL fragment as scripts/app does) and SHOTS (the
-// folder for screenshots). It draws a digit and posts it, waits for Accepted and the verified
-// class; types sentences, waits for the similarity matrix; opens the market; provokes two
-// errors a person can act on. The last stdout line is JSON of what the page showed, which
-// the Rust test holds to the chain read over RPC.
+// folder for screenshots). It confirms the link's settings; draws a digit with the keyboard;
+// draws the ten digits 0‥9 with the mouse and posts them as one task (a double click, the
+// summary signed), cuts the page's websocket mid-task and follows the task to its verified
+// classes; reloads (the tab reconnects and follows it again); types sentences; opens the
+// market; runs axe-core on every tab at 1280 and 390 px and measures sideways scrolling;
+// provokes errors a person can act on; and, with WALLET_PAGE, picks between two Wallet
+// Standard wallets (one adds a compute-budget instruction: accepted; one changes an account:
+// refused). The last stdout line is JSON of what the page showed, which the Rust test holds to
+// the chain read over RPC.
 import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { getAddressDecoder } from '@solana/kit';
+import { DIGIT_STROKES } from './digit-strokes.mjs';
 
 const origin = process.env.ORIGIN;
 const settingsFile = process.env.SETTINGS;
@@ -38,14 +45,6 @@ const shot = async (name) => {
   console.error(`screenshot ${name}.png`);
 };
 const text = (sel) => page.locator(sel).innerText();
-/** One pen stroke on `p`'s pad, between two points given as fractions of its size. */
-const stroke = async (p, [x0, y0], [x1, y1], steps) => {
-  const pad = await p.locator('#pad').boundingBox();
-  await p.mouse.move(pad.x + pad.width * x0, pad.y + pad.height * y0);
-  await p.mouse.down();
-  await p.mouse.move(pad.x + pad.width * x1, pad.y + pad.height * y1, { steps });
-  await p.mouse.up();
-};
 const noError = async (step) => {
   if (await page.locator('#error').isVisible()) throw new Error(`${step}: the page shows an error: ${await text('#error')}`);
 };
@@ -63,42 +62,150 @@ const posted = async (before) => {
   return text('#task-address');
 };
 
+// every websocket the page opens goes through here, so the test can cut them mid-task
+const sockets = [];
+let refuseSockets = false;
+let socketAttempts = 0;
+await page.routeWebSocket(/.*/, (ws) => {
+  socketAttempts++;
+  if (refuseSockets) return ws.close({ code: 1011, reason: 'the test refuses websockets' });
+  ws.connectToServer();
+  sockets.push(ws);
+});
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+/** axe-core's serious and critical violations on `p` as it stands. */
+const axeCheck = async (p, where) => {
+  if (!(await p.evaluate(() => 'axe' in window))) await p.addScriptTag({ content: axeSource });
+  const r = await p.evaluate(async () => {
+    const res = await window.axe.run(document, { resultTypes: ['violations'] });
+    return res.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target.join(' ')).slice(0, 3) }));
+  });
+  const bad = r.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  if (r.length) console.error(`axe on ${where}: ${JSON.stringify(r)}`);
+  return bad.map((v) => ({ ...v, where }));
+};
+/** Draws `strokes` (fractions of the pad) as a person with a mouse would. */
+const drawStrokes = async (p, strokes) => {
+  const pad = await p.locator('#pad').boundingBox();
+  const at = ([x, y]) => [pad.x + pad.width * x, pad.y + pad.height * y];
+  for (const s of strokes) {
+    await p.mouse.move(...at(s[0]));
+    await p.mouse.down();
+    for (const pt of s.slice(1)) await p.mouse.move(...at(pt), { steps: 3 });
+    await p.mouse.up();
+  }
+};
+/** Confirms the summary before signing; returns its text. */
+const signSummary = async (p) => {
+  await p.waitForSelector('#summary[open]', { timeout: 60_000 });
+  const said = await p.locator('#summary').innerText();
+  await p.click('#summary-sign');
+  return said;
+};
+/** Uses a link's settings once they are shown. */
+const useLink = async (p) => {
+  await p.waitForSelector('#link-settings:not([hidden])', { timeout: 30_000 });
+  await p.click('#link-use');
+};
+/** How much wider than its window the page is, on each tab. */
+const overflow = async (p) => {
+  const out = {};
+  for (const t of ['post', 'watch', 'market']) {
+    await p.click(`nav [data-tab=${t}]`);
+    await p.waitForTimeout(300);
+    out[t] = await p.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  }
+  return out;
+};
+
 try {
   await page.goto(page_url);
+  // a link's settings are shown and used only when confirmed
+  await page.waitForSelector('#link-settings:not([hidden])', { timeout: 30_000 });
+  const linkShown = await text('#link-settings');
+  if (await page.locator('#tokens').count()) throw new Error('the page connected before the link was confirmed');
+  await shot('00-link-settings-confirm');
+  await page.click('#link-use');
   await page.waitForSelector('#tokens', { timeout: 60_000 });
   await noError('connect');
   if (page.url().includes('config=')) throw new Error(`the settings stay in the address bar: ${page.url()}`);
+  const cluster = await text('#cluster');
   await shot('01-connected');
 
-  // a digit: a "1", one stroke down the pad
-  await stroke(page, [0.55, 0.12], [0.45, 0.88], 25);
-  await shot('02-digit-drawn');
+  // the pad by keyboard: Space lowers the pen, the arrows draw, Space lifts it
+  await page.focus('#pad');
+  await page.keyboard.press('ArrowUp');
+  await page.keyboard.press('ArrowUp');
+  await page.keyboard.press('Space');
+  for (let i = 0; i < 5; i++) await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('Space');
+  await page.click('#pad-add');
+  const keyboardDrawn = await page.locator('#batch canvas').count();
+  await page.click('#batch-clear');
+
+  // the digits 0‥9, drawn with the mouse, one task
+  for (const strokes of DIGIT_STROKES) {
+    await drawStrokes(page, strokes);
+    await page.click('#pad-add');
+  }
+  const batchCount = await page.locator('#batch canvas').count();
+  await shot('02-digits-drawn');
   // a double click posts one task (the button is disabled while the post is in flight)
   await page.dblclick('#post-btn');
+  const summary = await signSummary(page);
   const digitTask = await posted('—');
   const recentAfterDouble = await page.evaluate(() => JSON.parse(localStorage.getItem('cm.recent') ?? '[]').length);
-  await noError('posting the digit');
-  await shot('03-digit-posted');
-  await waitAccepted(digitTask, 'the digit');
-  await page.waitForSelector('#result-class', { timeout: 120_000 });
+  await noError('posting the digits');
+  await shot('03-digits-posted');
+  // the websocket cut mid-task, and refused for 3 s: the page polls, then subscribes again
+  await page.waitForFunction(() => ['Claimed', 'Verifying'].includes(document.querySelector('#status')?.textContent ?? '') && document.querySelector('#connection')?.textContent === '(live)', null, { timeout: 120_000 });
+  const cutAt = await text('#status');
+  refuseSockets = true;
+  const before = sockets.length;
+  const attemptsBefore = socketAttempts;
+  for (const ws of sockets) await ws.close({ code: 1006, reason: 'cut by the test' }).catch(() => {});
+  await page.waitForFunction(() => (document.querySelector('#connection')?.textContent ?? '').includes('connection lost'), null, { timeout: 30_000 });
+  await shot('03b-websocket-cut-polling');
+  await page.waitForTimeout(3_000);
+  const triedWhileRefused = socketAttempts - attemptsBefore;
+  refuseSockets = false;
+  // live again, unless the task ended first (polling followed it meanwhile)
+  await page.waitForFunction(
+    () => document.querySelector('#connection')?.textContent === '(live)' || ['Accepted', 'Rejected', 'Undecided', 'Expired'].includes(document.querySelector('#status')?.textContent ?? ''),
+    null,
+    { timeout: 60_000 },
+  );
+  const liveAgain = (await text('#connection')) === '(live)';
+  await waitAccepted(digitTask, 'the digits');
+  await page.waitForSelector('#result-classes', { timeout: 120_000 });
+  const wsCut = { cutAt, triedWhileRefused, reopened: sockets.length - before, liveAgain };
+  const digitClasses = await page.$$eval('#result-classes tr', (rows) => rows.slice(1).map((r) => Number(r.querySelectorAll('td')[1].textContent)));
   await page.waitForSelector('#timeline li[data-event=TaskFinalized]', { timeout: 60_000 });
-  const digitClass = Number(await text('#result-class'));
   const verifiedLine = await text('#verified');
-  await shot('04-digit-accepted-verified-class');
+  const stages = await page.$$eval('#stages li', (li) => li.map((l) => `${l.dataset.stage}:${l.className}`));
+  await shot('04-digits-accepted-verified-classes');
+
+  // a reload: the tab reconnects and follows the same task, without asking again
+  await page.reload();
+  await page.waitForSelector('#tokens', { timeout: 60_000 });
+  await page.waitForFunction((t) => document.querySelector('#task-address')?.textContent === t && document.querySelector('#result-classes'), digitTask, { timeout: 60_000 });
+  const reloaded = { linkAskedAgain: await page.locator('#link-settings').isVisible(), task: await text('#task-address') };
+  await shot('05-reloaded-reconnected');
 
   // sentences: the similarity matrix
   const sentences = ['A cat sleeps on the warm windowsill.', 'The kitten naps in the sun by the window.', 'Interest rates rose again this quarter.', 'The central bank raised borrowing costs.'];
   await page.click('nav button[data-tab=post]');
   await page.check('input[name=kind][value=sentences]');
   await page.fill('#sentences', sentences.join('\n'));
-  await shot('05-sentences-typed');
+  await shot('06-sentences-typed');
   await page.click('#post-btn');
+  await signSummary(page);
   const sentencesTask = await posted(digitTask);
   await noError('posting the sentences');
   await waitAccepted(sentencesTask, 'the sentences');
   await page.waitForSelector('#similarity', { timeout: 120_000 });
   const matrix = await page.$$eval('#similarity tr', (rows) => rows.slice(1).map((r) => Array.from(r.querySelectorAll('td')).slice(1).map((c) => Number(c.textContent))));
-  await shot('06-sentences-accepted-similarity');
+  await shot('07-sentences-accepted-similarity');
 
   // the market
   await page.click('nav button[data-tab=market]');
@@ -106,88 +213,123 @@ try {
   await page.waitForSelector('#nodes tr:nth-child(5)');
   const perf = await text('#perf');
   const nodes = await page.locator('#nodes tr').count();
-  await shot('07-market');
+  await shot('08-market');
 
-  // errors a person can act on: too few tokens; an unreachable content store
+  // accessibility: axe-core on every tab, at 1280 px and at 390 px; no sideways scrolling at 390
+  const axe = [];
+  await page.setViewportSize({ width: 1280, height: 900 });
+  for (const t of ['post', 'watch', 'market']) {
+    await page.click(`nav [data-tab=${t}]`);
+    await page.waitForTimeout(300);
+    axe.push(...(await axeCheck(page, `${t} at 1280 px`)));
+    await shot(`desktop-1280-${t}`);
+  }
+  await page.setViewportSize({ width: 390, height: 844 });
+  const mobileOverflow = await overflow(page);
+  for (const t of ['post', 'watch', 'market']) {
+    await page.click(`nav [data-tab=${t}]`);
+    await page.waitForTimeout(300);
+    axe.push(...(await axeCheck(page, `${t} at 390 px`)));
+    await shot(`mobile-390-${t}`);
+  }
+  await page.setViewportSize({ width: 1100, height: 1000 });
+
+  // errors a person can act on, beside the button: too few tokens; a quorum the market cannot
+  // seat; an unreachable content store
   await page.click('nav button[data-tab=post]');
   await page.check('input[name=kind][value=digit]');
+  await drawStrokes(page, DIGIT_STROKES[1]);
   await page.fill('#reward', '1000000000');
   await page.click('#post-btn');
-  await page.waitForSelector('#error:not([hidden])');
-  const tokensError = await text('#error');
-  await shot('08-error-insufficient-tokens');
+  await page.waitForSelector('#post-error:not([hidden])');
+  const tokensError = await text('#post-error');
+  await shot('09-error-insufficient-tokens');
   await page.fill('#reward', '1');
-  // a quorum above the market's verifiers with stake is refused by name
   await page.fill('#quorum', '15');
   await page.click('#post-btn');
-  await page.waitForFunction(() => (document.querySelector('#error')?.textContent ?? '').includes('quorum V'), null, { timeout: 30_000 });
-  const quorumError = await text('#error');
-  await shot('08b-error-quorum-above-the-verifiers');
+  await page.waitForFunction(() => (document.querySelector('#post-error')?.textContent ?? '').includes('quorum V'), null, { timeout: 30_000 });
+  const quorumError = await text('#post-error');
+  await shot('09b-error-quorum-above-the-verifiers');
   await page.fill('#quorum', '0');
   await page.fill('#store', 'http://127.0.0.1:9');
   await page.click('#connect-btn');
   await page.waitForFunction(() => !document.querySelector('#post-btn').disabled);
   await page.click('#post-btn');
-  await page.waitForFunction(() => (document.querySelector('#error')?.textContent ?? '').startsWith('Unreachable'), null, { timeout: 30_000 });
-  const storeError = await text('#error');
-  await shot('09-error-unreachable-store');
+  await page.waitForFunction(() => (document.querySelector('#post-error')?.textContent ?? '').startsWith('Unreachable'), null, { timeout: 30_000 });
+  const storeError = await text('#post-error');
+  await shot('10-error-unreachable-store');
 
-  // no wallet at all: said so
   let walletError = null;
   let walletTask = null;
   let walletClasses = null;
   let tamperError = null;
   let fromHistory = null;
+  let chooser = null;
+  let budgetAdded = null;
   if (wallet_url && keypair) {
+    // no wallet at all: said so
     const bare = await ctx.newPage();
     await bare.goto(wallet_url);
+    await useLink(bare);
     await bare.waitForSelector('#error:not([hidden])', { timeout: 30_000 });
     walletError = await bare.locator('#error').innerText();
-    await bare.screenshot({ path: join(shots, '10-error-no-wallet.png'), fullPage: true });
+    await bare.screenshot({ path: join(shots, '11-error-no-wallet.png'), fullPage: true });
     await bare.close();
-    // a wallet that changes the transaction before signing it: refused, nothing sent
-    const t = await ctx.newPage();
-    const address0 = getAddressDecoder().decode(Uint8Array.from(keypair.slice(32)));
-    await t.addInitScript(testWallet, { secret: keypair, address: address0, tamper: true });
-    await t.goto(wallet_url);
-    await t.waitForSelector('#tokens', { timeout: 60_000 });
-    await stroke(t, [0.5, 0.15], [0.5, 0.85], 10);
-    await t.click('#post-btn');
-    await t.waitForSelector('#error:not([hidden])', { timeout: 30_000 });
-    tamperError = await t.locator('#error').innerText();
-    await t.screenshot({ path: join(shots, '11-error-wallet-changed-the-transaction.png'), fullPage: true });
-    await t.close();
-    // a Wallet Standard wallet (the test's own, signing in the page with WebCrypto): the page
-    // connects through it and posts a digit it signs
+    // two wallets: one adds a compute-budget instruction (accepted), one changes an account
+    // (refused); the second registers after the page has loaded
     const w = await ctx.newPage();
     w.on('console', (m) => console.error(`[wallet page ${m.type()}] ${m.text()}`));
     const address = getAddressDecoder().decode(Uint8Array.from(keypair.slice(32)));
-    await w.addInitScript(testWallet, { secret: keypair, address });
+    await w.addInitScript(testWallets, { secret: keypair, address });
     await w.goto(wallet_url);
+    await w.waitForSelector('#link-settings:not([hidden])', { timeout: 30_000 });
+    await w.waitForFunction(() => document.querySelectorAll('#wallet-choice option').length === 2, null, { timeout: 10_000 });
+    chooser = await w.$$eval('#wallet-choice option', (o) => o.map((x) => x.textContent));
+    await w.selectOption('#wallet-choice', 'Tamper Wallet');
+    await w.click('#link-use');
     await w.waitForSelector('#tokens', { timeout: 60_000 });
-    const label = await w.locator('#wallet').innerText();
-    if (!label.startsWith('E2E Wallet (Wallet Standard)')) throw new Error(`the page did not connect through the wallet: ${label}`);
+    const tamperLabel = await w.locator('#wallet').innerText();
+    if (!tamperLabel.startsWith('Tamper Wallet (Wallet Standard)')) throw new Error(`the page did not connect through the chosen wallet: ${tamperLabel}`);
+    await drawStrokes(w, DIGIT_STROKES[7]);
+    await w.click('#post-btn');
+    await signSummary(w);
+    await w.waitForSelector('#post-error:not([hidden])', { timeout: 30_000 });
+    tamperError = await w.locator('#post-error').innerText();
+    await w.screenshot({ path: join(shots, '12-error-wallet-changed-an-account.png'), fullPage: true });
+    // the other wallet, chosen and connected
+    await w.selectOption('#wallet-choice', 'Budget Wallet');
+    await w.click('#connect-btn');
+    await w.waitForFunction(() => (document.querySelector('#wallet')?.textContent ?? '').startsWith('Budget Wallet') && document.querySelector('#tokens'), null, { timeout: 60_000 });
+    await w.screenshot({ path: join(shots, '13-wallet-chooser-budget-wallet.png'), fullPage: true });
     // a file this time: a batch of rows (BATCH) for the digits model
     await w.check('input[name=kind][value=files]');
     await w.selectOption('#file-model', 'digits');
     await w.setInputFiles('#file', process.env.BATCH);
     await w.click('#post-btn');
+    await signSummary(w);
     await w.waitForFunction(() => (document.querySelector('#task-address')?.textContent ?? '—').length > 30, null, { timeout: 60_000 });
     walletTask = await w.locator('#task-address').innerText();
-    if (await w.locator('#error').isVisible()) throw new Error(`posting through the wallet: ${await w.locator('#error').innerText()}`);
+    if (await w.locator('#post-error').isVisible()) throw new Error(`posting through the wallet: ${await w.locator('#post-error').innerText()}`);
     await w.waitForSelector('#result-classes', { timeout: 300_000 });
     walletClasses = await w.$$eval('#result-classes tr', (rows) => rows.slice(1).map((r) => Number(r.querySelectorAll('td')[1].textContent)));
-    await w.screenshot({ path: join(shots, '12-file-posted-through-a-wallet-classes.png'), fullPage: true });
-    // the digit's task, long closed, opened by its address: read back from its transactions
+    budgetAdded = await w.evaluate(() => window.__budgetAdded ?? 0);
+    await w.screenshot({ path: join(shots, '14-file-posted-through-a-wallet-classes.png'), fullPage: true });
+    // the digits' task, long closed, opened by its address: read back from its transactions
+    await w.click('nav button[data-tab=watch]');
     await w.fill('#open-address', digitTask);
     await w.click('#open-task button');
-    await w.waitForFunction((t) => document.querySelector('#task-address')?.textContent === t && document.querySelector('#result-class'), digitTask, { timeout: 60_000 });
-    fromHistory = { class: Number(await w.locator('#result-class').innerText()), status: await w.locator('#status').innerText() };
-    await w.screenshot({ path: join(shots, '13-closed-task-read-from-its-history.png'), fullPage: true });
+    await w.waitForFunction((t) => document.querySelector('#task-address')?.textContent === t && document.querySelector('#result-classes'), digitTask, { timeout: 60_000 });
+    fromHistory = {
+      classes: await w.$$eval('#result-classes tr', (rows) => rows.slice(1).map((r) => Number(r.querySelectorAll('td')[1].textContent))),
+      status: await w.locator('#status').innerText(),
+    };
+    await w.screenshot({ path: join(shots, '15-closed-task-read-from-its-history.png'), fullPage: true });
     await w.close();
   }
 
-  console.log(JSON.stringify({ recentAfterDouble, quorumError, digit: { task: digitTask, class: digitClass }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, tokensError, storeError, walletError, walletTask, walletClasses, tamperError, fromHistory, verifiedLine }));
+  console.log(
+    JSON.stringify({ linkShown, cluster, keyboardDrawn, batchCount, summary, recentAfterDouble, wsCut, stages, reloaded, quorumError, digits: { task: digitTask, classes: digitClasses }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, axe, mobileOverflow, tokensError, storeError, walletError, chooser, walletTask, walletClasses, budgetAdded, tamperError, fromHistory, verifiedLine }),
+  );
 } catch (e) {
   await shot('failure').catch(() => {});
   console.error(e);
@@ -196,41 +338,100 @@ try {
   await ctx.close();
 }
 
-/** A Wallet Standard wallet for the test, registered in the page before its scripts run: it
- * connects one account and signs transactions (its account is the fee payer, the first
- * signature) with the given keypair through WebCrypto's Ed25519; `tamper` changes the message
- * before signing, as a wallet adding its own instructions would. */
-function testWallet({ secret, address, tamper = false }) {
+/** Two Wallet Standard wallets for the test, registered in the page before its scripts run
+ * (the second 300 ms later, as a slow extension would), both signing with the given keypair
+ * through WebCrypto's Ed25519 (their account is the fee payer, the first signature):
+ * "Budget Wallet" adds a compute-budget instruction (a priority fee of its own) before it
+ * signs, as Phantom documents; "Tamper Wallet" replaces an account of the message. */
+function testWallets({ secret, address }) {
   const seed = Uint8Array.from(secret.slice(0, 32));
   const pkcs8 = new Uint8Array([0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20, ...seed]);
   const key = crypto.subtle.importKey('pkcs8', pkcs8, { name: 'Ed25519' }, false, ['sign']);
-  const account = { address, publicKey: Uint8Array.from(secret.slice(32)), chains: ['solana:localnet'], features: ['solana:signTransaction'] };
-  const signTransaction = async (...inputs) =>
-    Promise.all(
-      inputs.map(async ({ transaction }) => {
-        const tx = Uint8Array.from(transaction);
-        if (tx[0] < 1 || tx[0] > 127) throw new Error('the test wallet reads one-byte signature counts');
-        const message = tx.subarray(1 + 64 * tx[0]);
-        // a wallet that "improves" the transaction: the last byte of its last instruction's data
-        if (tamper) message[message.length - 1] ^= 1;
-        const sig = new Uint8Array(await crypto.subtle.sign('Ed25519', await key, message));
-        tx.set(sig, 1);
-        return { signedTransaction: tx };
-      }),
-    );
-  const wallet = {
-    version: '1.0.0',
-    name: 'E2E Wallet',
-    icon: 'data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4=',
-    chains: ['solana:localnet'],
-    accounts: [account],
-    features: {
-      'standard:connect': { version: '1.0.0', connect: async () => ({ accounts: [account] }) },
-      'standard:events': { version: '1.0.0', on: () => () => {} },
-      'solana:signTransaction': { version: '1.0.0', supportedTransactionVersions: ['legacy', 0], signTransaction },
-    },
+  // compact-u16, the message's lengths
+  const readLen = (b, at) => {
+    let v = 0;
+    for (let i = 0; ; i++) {
+      const x = b[at + i];
+      v |= (x & 0x7f) << (7 * i);
+      if (!(x & 0x80)) return [v, at + i + 1];
+    }
   };
-  const callback = ({ register }) => register(wallet);
-  window.dispatchEvent(new CustomEvent('wallet-standard:register-wallet', { detail: callback }));
-  window.addEventListener('wallet-standard:app-ready', ({ detail }) => callback(detail));
+  /** A v0 message with a SetComputeUnitPrice instruction added after the others. */
+  const addPriorityFee = (m) => {
+    if (m[0] !== 0x80) throw new Error('the test wallet reads v0 messages');
+    let [keys, at] = readLen(m, 4);
+    at += 32 * keys + 32; // the keys and the blockhash
+    const countAt = at;
+    let n;
+    [n, at] = readLen(m, at);
+    if (n > 126) throw new Error('the test wallet reads up to 126 instructions');
+    let budgetIndex = -1;
+    for (let i = 0; i < n; i++) {
+      const program = m[at];
+      let accounts, len;
+      [accounts, at] = readLen(m, at + 1);
+      at += accounts;
+      [len, at] = readLen(m, at);
+      // the page's SetComputeUnitLimit (2, u32): its program is the Compute Budget program
+      if (len === 5 && m[at] === 2) budgetIndex = program;
+      at += len;
+    }
+    if (budgetIndex < 0) throw new Error('no compute-unit limit to find the Compute Budget program by');
+    const price = [3, 0xe8, 0x03, 0, 0, 0, 0, 0, 0]; // 1 000 micro-lamports a unit
+    const out = new Uint8Array(m.length + 3 + price.length);
+    out.set(m.subarray(0, at));
+    out[countAt] = n + 1;
+    out.set([budgetIndex, 0, price.length, ...price], at);
+    out.set(m.subarray(at), at + 3 + price.length);
+    return out;
+  };
+  /** The message with its last account key replaced. */
+  const changeAccount = (m) => {
+    const [keys, at] = readLen(m, 4);
+    const out = Uint8Array.from(m);
+    out.fill(7, at + 32 * (keys - 1), at + 32 * keys);
+    return out;
+  };
+  const wallet = (name, change) => {
+    const account = { address, publicKey: Uint8Array.from(secret.slice(32)), chains: ['solana:localnet'], features: ['solana:signTransaction'] };
+    const signTransaction = async (...inputs) =>
+      Promise.all(
+        inputs.map(async ({ transaction }) => {
+          const tx = Uint8Array.from(transaction);
+          if (tx[0] < 1 || tx[0] > 127) throw new Error('the test wallet reads one-byte signature counts');
+          const head = 1 + 64 * tx[0];
+          const message = change(tx.subarray(head));
+          const sig = new Uint8Array(await crypto.subtle.sign('Ed25519', await key, message));
+          const out = new Uint8Array(head + message.length);
+          out.set(tx.subarray(0, head));
+          out.set(sig, 1);
+          out.set(message, head);
+          return { signedTransaction: out };
+        }),
+      );
+    return {
+      version: '1.0.0',
+      name,
+      icon: 'data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4=',
+      chains: ['solana:localnet'],
+      accounts: [account],
+      features: {
+        'standard:connect': { version: '1.0.0', connect: async () => ({ accounts: [account] }) },
+        'standard:events': { version: '1.0.0', on: () => () => {} },
+        'solana:signTransaction': { version: '1.0.0', supportedTransactionVersions: ['legacy', 0], signTransaction },
+      },
+    };
+  };
+  const budget = wallet('Budget Wallet', (m) => {
+    window.__budgetAdded = (window.__budgetAdded ?? 0) + 1;
+    return addPriorityFee(m);
+  });
+  const tamper = wallet('Tamper Wallet', changeAccount);
+  const register = (w) => {
+    const callback = ({ register }) => register(w);
+    window.dispatchEvent(new CustomEvent('wallet-standard:register-wallet', { detail: callback }));
+    window.addEventListener('wallet-standard:app-ready', ({ detail }) => callback(detail));
+  };
+  register(budget);
+  setTimeout(() => register(tamper), 300);
 }

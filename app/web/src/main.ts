@@ -12,8 +12,15 @@ import {
   type Address,
 } from '@solana/kit';
 import {
+  assertHoldsTokens,
+  buildTransaction,
   committedOf,
   cosine,
+  fetchConfig,
+  configAddress,
+  getCancelTaskInstruction,
+  getTaskSize,
+  sendInstructions,
   embeddings,
   encoderJob,
   fetchMarket,
@@ -27,6 +34,7 @@ import {
   endpointsOf,
   parseUiAmount,
   postTask,
+  postTaskInstructions,
   stakeTokenOf,
   taskHistory,
   toUiAmount,
@@ -34,6 +42,7 @@ import {
   tileCount,
   tokenAccountOf,
   tokenBalance,
+  TransferError,
   uploadContent,
   watchTask,
   type HistoryCache,
@@ -42,12 +51,13 @@ import {
   type ModelInfo,
   type PreparedJob,
   type Task,
+  type WatchConnection,
 } from '@compute-market/client';
-import { paintRow, Pad } from './digits';
+import { keyboardPen, paintRow, Pad } from './digits';
 import { describeError } from './errors';
 import { measuredOf, nodesOf, perfOf, tasksOf, type Measured } from './market';
-import { checkSettings, isLoopback, loadSettings, saveSettings, type Settings } from './settings';
-import { GENESIS, localSigner, standardSigner, type Signer } from './wallet';
+import { checkSettings, isLoopback, linkSettings, loadSession, saveSession, saveSettings, storedSettings, type Settings } from './settings';
+import { clusterOf, connectWallet, GENESIS, localSigner, onWalletsChanged, solanaWallets, type Connection, type Signer, type WalletChange } from './wallet';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 const hex = (b: Uint8Array) => getBase16Decoder().decode(b);
@@ -71,20 +81,23 @@ const historyOf = (task: Address) => {
   return taskHistory(client!.rpc, task, histories.get(task));
 };
 
-function showError(e: unknown) {
-  const el = $('error');
+/** Where an error is shown: beside the action that failed (the header's for connecting). */
+type ErrorBox = 'error' | 'post-error' | 'watch-error' | 'market-error';
+
+function showError(e: unknown, box: ErrorBox = 'error') {
+  const el = $(box);
   el.textContent = describeError(e, settings);
   el.hidden = false;
   console.error(e);
 }
-function clearError() {
-  $('error').hidden = true;
+function clearError(box: ErrorBox = 'error') {
+  $(box).hidden = true;
 }
-/** Runs `f`, showing what went wrong. */
-function guarded(f: () => Promise<void>) {
+/** Runs `f`, showing what went wrong in `box`. */
+function guarded(f: () => Promise<void>, box: ErrorBox = 'error') {
   return () => {
-    clearError();
-    f().catch(showError);
+    clearError(box);
+    f().catch((e) => showError(e, box));
   };
 }
 
@@ -102,32 +115,116 @@ function txLink(sig: string): HTMLAnchorElement {
 
 // ---------------------------------------------------------------- connect
 
-async function connect() {
-  settings = checkSettings({ ...settings, rpc: $<HTMLInputElement>('rpc').value.trim(), store: $<HTMLInputElement>('store').value.trim(), market: Number($<HTMLInputElement>('market-id').value) });
-  saveSettings(settings);
-  // nothing read from the cluster before (perhaps another one) stands for this one
+/** The wallet connected, when one is (not the local keypair). */
+let connection: Connection | null = null;
+/** What the chooser names the local keypair. */
+const LOCAL = 'local';
+
+/** The chooser: the local keypair (localnet settings only) and every Wallet Standard wallet
+ * registered, kept up to date as wallets register later. */
+function fillChooser(prefer?: string) {
+  const sel = $<HTMLSelectElement>('wallet-choice');
+  const keep = prefer ?? sel.value;
+  sel.innerHTML = '';
+  if (settings?.localKeypair) sel.add(new Option('Local keypair (localnet)', LOCAL));
+  for (const w of solanaWallets()) sel.add(new Option(w.name, w.name));
+  if (sel.options.length === 0) sel.add(new Option('No wallet found', ''));
+  if ([...sel.options].some((o) => o.value === keep)) sel.value = keep;
+}
+onWalletsChanged(() => fillChooser());
+
+/** The wallets registered, waiting up to 2 s for one named `name` (or any, for `''`) to
+ * register. */
+async function walletsWith(name: string): Promise<readonly ReturnType<typeof solanaWallets>[number][]> {
+  const has = () => solanaWallets().some((w) => name === '' || w.name === name);
+  if (!has()) {
+    await new Promise<void>((resolve) => {
+      const off = onWalletsChanged(() => has() && (off(), resolve()));
+      setTimeout(() => (off(), resolve()), 2_000);
+    });
+  }
+  return solanaWallets();
+}
+
+/** Forgets everything read from a cluster (perhaps another one comes next). */
+function reset() {
   watching?.abort();
   histories.clear();
   postedTexts.clear();
   client = null;
   signer = null;
   token = null;
-  // nothing can be posted until this connection is made (a post needs its signer and token)
   $<HTMLButtonElement>('post-btn').disabled = true;
+  $('disconnect-btn').hidden = true;
+}
+
+async function connect(choice = $<HTMLSelectElement>('wallet-choice').value) {
+  settings = checkSettings({ ...settings, rpc: $<HTMLInputElement>('rpc').value.trim(), store: $<HTMLInputElement>('store').value.trim(), market: Number($<HTMLInputElement>('market-id').value) });
+  saveSettings(settings);
+  // nothing read from the cluster before (perhaps another one) stands for this one; nothing
+  // can be posted until this connection is made (a post needs its signer and token)
+  const old = connection;
+  connection = null;
+  reset();
+  await old?.disconnect().catch(() => {});
+  $('wallet').textContent = 'Connecting…';
   const { ws } = endpointsOf({ rpc: settings.rpc, ws: settings.ws });
   const c: KitClient = { rpc: createSolanaRpc(settings.rpc), rpcSubscriptions: createSolanaRpcSubscriptions(ws) };
   const genesis = await c.rpc.getGenesisHash().send();
-  if (settings.localKeypair) {
+  let s: Signer;
+  if (choice === LOCAL) {
     // the keypair signs for a local cluster only: a loopback host and no public genesis
+    if (!settings.localKeypair) throw new Error('these settings hold no local keypair: choose a wallet');
     if (!isLoopback(settings.rpc) || Object.values(GENESIS).includes(genesis as any)) {
       throw new Error(`a local keypair signs on localnet only, and ${settings.rpc} is not one: use a wallet`);
     }
+    s = await localSigner(settings.localKeypair);
+  } else {
+    // a wallet registers when its extension has loaded, perhaps after this page
+    const wallets = await walletsWith(choice);
+    if (wallets.length === 0) {
+      throw new Error('No wallet: install a Solana wallet that supports Wallet Standard (or, on localnet, start the page with scripts/app, which hands it a local keypair)');
+    }
+    const wallet = wallets.find((w) => w.name === choice) ?? (choice === '' ? wallets[0] : undefined);
+    if (!wallet) throw new Error(`the wallet ${choice} is not installed in this browser: choose another`);
+    connection = await connectWallet(wallet, genesis, (change) => onWalletChange(wallet.name, change));
+    s = connection;
+    choice = wallet.name;
   }
-  signer = settings.localKeypair ? await localSigner(settings.localKeypair) : await standardSigner(genesis);
+  signer = s;
   token = await stakeTokenOf(c.rpc);
   client = c;
+  saveSession({ settings, wallet: choice });
+  const cl = $('cluster');
+  cl.innerHTML = '';
+  cl.append(`Cluster: ${clusterOf(genesis)} (genesis `, code(genesis), `) at ${settings.rpc} · market ${settings.market} · content store ${settings.store}`);
+  $('disconnect-btn').hidden = false;
   await showWallet();
   $<HTMLButtonElement>('post-btn').disabled = false;
+}
+
+/** A change made in the wallet: another account reconnects, a disconnect or another network
+ * stops posting until the person acts. */
+function onWalletChange(name: string, change: WalletChange) {
+  if (change.kind === 'account') {
+    guarded(() => connect(name))();
+  } else if (change.kind === 'disconnected') {
+    void disconnect().then(() => showError(new Error(`${name} disconnected: connect again to post`)));
+  } else {
+    $<HTMLButtonElement>('post-btn').disabled = true;
+    showError(new Error(`${name} switched to ${change.chains.join(', ')}; this page is connected to ${settings.rpc}: switch the wallet back, or connect to that cluster`));
+  }
+}
+
+async function disconnect() {
+  const old = connection;
+  connection = null;
+  reset();
+  saveSession(null);
+  sessionStorage.removeItem(WATCHING);
+  await old?.disconnect().catch(() => {});
+  $('wallet').textContent = 'Not connected.';
+  $('cluster').textContent = '';
 }
 
 async function showWallet() {
@@ -136,9 +233,12 @@ async function showWallet() {
   const sol = (await client.rpc.getBalance(me, { commitment: 'confirmed' }).send()).value;
   const tokens = await tokenBalance(client.rpc, await tokenAccountOf(me, token!.mint));
   $('wallet').innerHTML = '';
-  $('wallet').append(`${signer.label}: `, code(me), ` · ${(Number(sol) / 1e9).toFixed(3)} SOL · `, spanId('tokens', tk(tokens)), ' stake tokens');
+  $('wallet').append(`${signer.label}: `, code(me), ` · ${sol9(sol)} SOL · `, spanId('tokens', tk(tokens)), ' stake tokens');
   if (sol === lamports(0n)) throw new Error(`the wallet ${me} has no SOL to pay fees: on localnet, solana airdrop 1 ${me} -u ${settings.rpc}`);
 }
+
+/** Lamports in SOL. */
+const sol9 = (l: bigint) => toUiAmount(BigInt(l), 9);
 
 function code(s: string) {
   const c = document.createElement('code');
@@ -157,6 +257,37 @@ function spanId(id: string, s: string) {
 const pad = new Pad($<HTMLCanvasElement>('pad'));
 pad.onChange = () => paintRow($<HTMLCanvasElement>('pad-8x8'), pad.row());
 $('pad-clear').addEventListener('click', () => pad.clear());
+keyboardPen(pad, $('pad-cursor'), (t) => ($('pad-said').textContent = t));
+/** Digits kept for one task (each the row the model reads), in the order drawn. */
+const batch: Int8Array[] = [];
+/** Most digits in one task. */
+const MAX_BATCH = 64;
+function showBatch() {
+  const box = $('batch');
+  box.innerHTML = '';
+  batch.forEach((row, i) => {
+    const c = document.createElement('canvas');
+    c.setAttribute('role', 'img');
+    c.setAttribute('aria-label', `digit ${i + 1} of the batch`);
+    paintRow(c, row);
+    box.append(c);
+  });
+  $('batch-count').textContent = batch.length ? `${batch.length} digit${batch.length === 1 ? '' : 's'} in the batch${pad.row() ? ' (the pad’s drawing is added when you post)' : ''}` : '';
+  $('batch-clear').hidden = batch.length === 0;
+}
+$('pad-add').addEventListener('click', () => {
+  clearError('post-error');
+  const row = pad.row();
+  if (!row) return showError(new Error('draw a digit on the pad first'), 'post-error');
+  if (batch.length >= MAX_BATCH) return showError(new Error(`a batch holds at most ${MAX_BATCH} digits: post these first`), 'post-error');
+  batch.push(row);
+  pad.clear();
+  showBatch();
+});
+$('batch-clear').addEventListener('click', () => {
+  batch.length = 0;
+  showBatch();
+});
 
 function kind(): string {
   return (document.querySelector('input[name=kind]:checked') as HTMLInputElement).value;
@@ -198,9 +329,10 @@ async function prepare(): Promise<{ prepared: PreparedJob; model: ModelInfo; wha
   switch (kind()) {
     case 'digit': {
       const row = pad.row();
-      if (!row) throw new Error('draw a digit on the pad first');
+      const rows = row ? [...batch, row] : [...batch];
+      if (rows.length === 0) throw new Error('draw a digit on the pad first');
       const m = model('digits');
-      return { prepared: await mlpJob(m, [row]), model: m, what: 'a drawn digit' };
+      return { prepared: await mlpJob(m, rows), model: m, what: rows.length === 1 ? 'a drawn digit' : `${rows.length} drawn digits` };
     }
     case 'sentences': {
       const texts = $<HTMLTextAreaElement>('sentences').value.split('\n').map((t) => t.trim()).filter((t) => t !== '');
@@ -239,22 +371,29 @@ function readTerms() {
   return { reward, quorum: int('quorum', 'quorum V (0: the market\'s)', 0, 15), samples: int('samples', 'samples k (0: the market\'s)', 0, 256), region: int('region', 'the region (0: any)', 0, 65535) };
 }
 
+/** The post's stages, as the person sees them beside the button. */
+function postStage(text: string, sig?: string) {
+  const status = $('post-status');
+  status.innerHTML = '';
+  status.append(text);
+  if (sig) status.append(' ', txLink(sig));
+}
+
 async function post() {
   if (!client || !signer) throw new Error('connect first');
   const terms = readTerms();
   const { prepared, model: m, what, texts } = await prepare();
   await checkTerms(terms, prepared.job);
-  const status = $('post-status');
+  await assertHoldsTokens(client, signer.signer.address, terms.reward, 'the reward');
   // the model must be on the store the providers will fetch from
-  status.textContent = `checking ${settings.store} holds the model…`;
+  postStage(`checking ${settings.store} holds the model…`);
   const head = await fetch(`${settings.store.replace(/\/$/, '')}/c/${m.sha256}`, { method: 'HEAD' });
   if (!head.ok) throw new Error(`the content store ${settings.store} does not hold the model ${m.sha256.slice(0, 12)}… (HTTP ${head.status}): publish it with keeper model publish`);
-  status.textContent = `uploading ${what}…`;
+  postStage(`uploading ${what}…`);
   for (const part of prepared.parts) await uploadContent(settings.store, part);
   await uploadContent(settings.store, prepared.manifest);
-  status.textContent = 'posting…';
   const taskId = await postId(prepared.job, terms);
-  const { task, signature } = await postTask(client, {
+  const args = {
     client: signer.signer,
     market: settings.market,
     taskId,
@@ -264,16 +403,78 @@ async function post() {
     samples: terms.samples,
     region: terms.region,
     inputUri: settings.store,
+  };
+  postStage('estimating the fee…');
+  const { instructions } = await postTaskInstructions(args, token!.mint);
+  const built = await buildTransaction(client.rpc, signer.signer, instructions);
+  await confirmSummary(terms, built, what);
+  postStage(`signing with ${signer.label}…`);
+  const { task, signature } = await postTask(client, args, undefined, {
+    computeUnits: built.computeUnits,
+    priorityFee: built.priorityFee,
+    onSent: (sig) => postStage('sent, waiting for the cluster to confirm it…', sig),
   });
   if (texts) postedTexts.set(task, texts);
   sessionStorage.removeItem(NONCE); // the next post is a new task
+  if (kind() === 'digit') {
+    batch.length = 0;
+    pad.clear();
+    showBatch();
+  }
+  const status = $('post-status');
   status.innerHTML = '';
   status.append('posted ', code(task), ' in ', txLink(signature));
   const recent = JSON.parse(localStorage.getItem('cm.recent') ?? '[]') as string[];
   localStorage.setItem('cm.recent', JSON.stringify([task, ...recent.filter((t) => t !== task)].slice(0, 20)));
   tab('watch');
-  void watch(task as Address);
+  void watch(task as Address, signature);
   void showWallet().catch(() => {});
+}
+
+/** What signing this post costs, shown before the wallet is asked: the reward (held in
+ * escrow), the bonds the market's nodes put up, the network fee, and the rent the task's
+ * accounts hold until it closes. Resolves on "Sign", rejects on "Back". */
+async function confirmSummary(terms: ReturnType<typeof readTerms>, built: { computeUnits: number; priorityFee: bigint }, what: string) {
+  const rpc = client!.rpc;
+  const params = (await fetchConfig(rpc, await configAddress())).data.params;
+  const bps = (x: bigint, b: number) => (x * BigInt(b)) / 10_000n;
+  const rent = async (bytes: number) => BigInt(await rpc.getMinimumBalanceForRentExemption(BigInt(bytes)).send());
+  // the task account and its escrow (a token account, 165 bytes), both returned at close
+  const held = (await rent(getTaskSize())) + (await rent(165));
+  const fee = 5_000n + (BigInt(built.computeUnits) * built.priorityFee + 999_999n) / 1_000_000n;
+  const rows: [string, string][] = [
+    ['Posting', what],
+    ['Reward', `${tk(terms.reward)} stake tokens, held in the task's escrow: paid to the provider and verifiers if the result is accepted (less the protocol's ${params.feeBps / 100}% fee), refunded to you otherwise`],
+    ['Bonds', `the provider bonds ${tk(bps(terms.reward, params.providerBondBps))} and each verifier ${tk(bps(terms.reward, params.verifierBondBps) || 1n)} of their own stake, slashed if they are wrong; nothing of yours`],
+    ['Network fee', `${sol9(fee)} SOL (${built.computeUnits.toLocaleString('en')} compute units, priority fee ${built.priorityFee} micro-lamports a unit)`],
+    ['Rent', `${sol9(held)} SOL for the task's accounts, returned to you when it closes`],
+  ];
+  const dl = $('summary-list');
+  dl.innerHTML = '';
+  for (const [k, v] of rows) {
+    const dt = document.createElement('dt');
+    dt.textContent = k;
+    const dd = document.createElement('dd');
+    dd.textContent = v;
+    dl.append(dt, dd);
+  }
+  const dialog = $<HTMLDialogElement>('summary');
+  dialog.showModal();
+  await new Promise<void>((resolve, reject) => {
+    const done = (ok: boolean) => () => {
+      $('summary-sign').removeEventListener('click', yes);
+      $('summary-back').removeEventListener('click', no);
+      dialog.removeEventListener('cancel', no);
+      dialog.close();
+      if (ok) resolve();
+      else reject(new Error('not posted: you went back before signing (nothing was signed or paid)'));
+    };
+    const yes = done(true);
+    const no = done(false);
+    $('summary-sign').addEventListener('click', yes);
+    $('summary-back').addEventListener('click', no);
+    dialog.addEventListener('cancel', no);
+  });
 }
 
 /** The terms against the market as the chain holds it, refused by name before anything is
@@ -387,55 +588,189 @@ function renderHistory(h: HistoryEntry[]) {
   return outcomeOf(h);
 }
 
-async function watch(task: Address) {
+/** The task this tab follows: a reload follows it again. */
+const WATCHING = 'cm.watching';
+
+/** A task's stages, each done when its event is in the history (with the transaction's
+ * explorer link), the first not done the current one. */
+const STAGES: { name: string; event: string; label: string }[] = [
+  { name: 'posted', event: 'TaskPosted', label: 'posted' },
+  { name: 'claimed', event: 'TaskClaimed', label: 'claimed by a provider' },
+  { name: 'computed', event: 'ResultSubmitted', label: 'result committed' },
+  { name: 'seated', event: 'VerifierJoined', label: 'verifiers seated' },
+  { name: 'voted', event: 'VoteRevealed', label: 'votes revealed' },
+  { name: 'verdict', event: 'TaskFinalized', label: 'verdict' },
+  { name: 'verified', event: '', label: 'result fetched and checked against the root here' },
+  { name: 'closed', event: 'TaskClosed', label: 'closed, rent returned' },
+];
+
+function renderStages(h: HistoryEntry[], outcome: string | undefined, verified: boolean, failed?: string) {
+  const ol = $('stages');
+  ol.innerHTML = '';
+  const at = (event: string) => h.filter((e) => e.events.some((x) => x.name === event)).at(-1);
+  const ended = outcome !== undefined && outcome !== 'Accepted';
+  let current = false;
+  for (const st of STAGES) {
+    const li = document.createElement('li');
+    li.dataset.stage = st.name;
+    const entry = st.event ? at(st.event) : undefined;
+    const done = st.name === 'verified' ? verified : entry !== undefined;
+    if (st.name === 'verified' && ended) {
+      li.className = 'pending';
+      li.append(`no result to fetch (${outcome})`);
+      ol.append(li);
+      continue;
+    }
+    if (done) li.className = st.name === 'verdict' && ended ? 'failed' : 'done';
+    else if (failed && st.name === 'verified') li.className = 'failed';
+    else if (!current && !ended) {
+      li.className = 'current';
+      li.setAttribute('aria-current', 'step');
+      current = true;
+    } else li.className = 'pending';
+    li.append(st.name === 'verdict' && outcome ? `verdict: ${outcome}` : st.label);
+    if (failed && st.name === 'verified' && !done) li.append(`: ${failed}`);
+    if (entry) li.append(' ', txLink(entry.signature));
+    ol.append(li);
+  }
+}
+
+/** What an ending means for the person who posted, and what they can do. */
+function explain(outcome: string | undefined, t?: Task): string {
+  switch (outcome) {
+    case 'Undecided':
+      return 'Undecided: the verifiers reached no majority (too few seats were filled or votes revealed in time, or they split), even after a second round. Your reward, and anything a late provider forfeited, is refunded when the task closes; the provider’s bond is released. You can post it again, perhaps with a smaller quorum.';
+    case 'Expired':
+      return `Expired: no provider claimed it before its open window ended${t ? ` (slot ${t.openDeadline})` : ''}. Nothing was computed; your reward is refunded when it closes (anyone may close it). Post again, perhaps with a larger reward or another region.`;
+    case 'Cancelled':
+      return 'Cancelled: you withdrew it before a provider claimed it. Your reward is refunded when it closes.';
+    case 'Rejected':
+      return 'Rejected: the verifiers found the result wrong (or a majority could not get it). The provider’s bond is slashed, part of it paid to you, and your reward is refunded.';
+    default:
+      return '';
+  }
+}
+
+async function watch(task: Address, postedIn?: string) {
   if (!client) return;
   watching?.abort();
   const me = new AbortController();
   watching = me;
+  sessionStorage.setItem(WATCHING, task);
+  clearError('watch-error');
   $('task-address').textContent = task;
   setStatus('…');
-  $('timeline').innerHTML = '';
-  $('result').innerHTML = '';
+  for (const id of ['timeline', 'stages', 'result', 'phase', 'explain', 'connection']) $(id).innerHTML = '';
+  $('cancel-btn').hidden = true;
+  if (postedIn) renderStages([], undefined, false);
   let shown = false;
-  const refresh = async () => {
-    const final = renderHistory(await historyOf(task));
+  let fetchFailed: string | undefined;
+  let lastTask: Task | undefined;
+  let final: string | undefined;
+  // one history read at a time; updates meanwhile ask for one more after it
+  let reading: Promise<void> | null = null;
+  let again = false;
+  const readOnce = async () => {
+    const h = await historyOf(task);
+    if (me.signal.aborted) return;
+    final = renderHistory(h);
     if (final) setStatus(final);
-    if (final === 'Accepted' && !shown) {
-      shown = true;
-      await showResult(task);
+    $('explain').textContent = explain(final, lastTask);
+    renderStages(h, final, shown, fetchFailed);
+    if (final === 'Accepted' && !shown && !fetchFailed) {
+      try {
+        await showResult(task, me.signal);
+        shown = !me.signal.aborted;
+      } catch (e) {
+        fetchFailed = e instanceof Error ? e.message : String(e);
+        showError(e, 'watch-error');
+      }
+      if (!me.signal.aborted) renderStages(h, final, shown, fetchFailed);
     }
-    return final;
+  };
+  const refresh = async (): Promise<void> => {
+    if (reading) {
+      again = true;
+      return reading;
+    }
+    reading = (async () => {
+      do {
+        again = false;
+        await readOnce();
+      } while (again && !me.signal.aborted);
+    })().finally(() => (reading = null));
+    return reading;
+  };
+  const onConnection = (state: WatchConnection) => {
+    if (!me.signal.aborted) $('connection').textContent = state === 'live' ? '(live)' : '(connection lost: reading every 2 s while it reconnects)';
   };
   try {
-    for await (const u of watchTask(client, task, { abortSignal: me.signal })) {
+    for await (const u of watchTask(client, task, { abortSignal: me.signal, onConnection })) {
       if (u.kind === 'state') {
+        lastTask = u.task;
         setStatus(TaskStatus[u.task.status]);
         $('phase').textContent = phaseOf(u.task, u.slot);
+        $('cancel-btn').hidden = !(u.task.status === TaskStatus.Open && signer?.signer.address === u.task.client);
+      } else {
+        $('cancel-btn').hidden = true;
       }
-      await refresh();
+      await refresh().catch((e) => showError(e, 'watch-error'));
     }
     // closed: the history names the outcome (read again while the node indexes the last ones)
     for (let i = 0; i < 10 && !me.signal.aborted; i++) {
-      const final = await refresh();
-      if (final && TERMINAL.includes(final) && (final !== 'Accepted' || shown)) break;
+      await refresh().catch(() => {});
+      if (final && TERMINAL.includes(final) && (final !== 'Accepted' || shown || fetchFailed) && renderedClose()) break;
       await new Promise((r) => setTimeout(r, 1500));
     }
-    $('phase').textContent = 'closed: its rent went back; the history below is read from its transactions';
+    if (!me.signal.aborted) {
+      $('connection').textContent = '';
+      $('phase').textContent = final ? 'closed: its rent went back; the history below is read from its transactions' : 'no task at this address (and none in its transactions)';
+    }
   } catch (e) {
-    if (!me.signal.aborted) showError(e);
+    if (!me.signal.aborted) showError(e, 'watch-error');
   }
 }
 
+/** Whether the timeline shows the task's close. */
+const renderedClose = () => document.querySelector('#timeline li[data-event=TaskClosed]') !== null;
+
+$('cancel-btn').addEventListener('click', () => {
+  const task = $('task-address').textContent as Address;
+  const btn = $<HTMLButtonElement>('cancel-btn');
+  if (btn.disabled || !client || !signer) return;
+  btn.disabled = true;
+  clearError('watch-error');
+  sendInstructions(client, signer.signer, [getCancelTaskInstruction({ task, client: signer.signer })])
+    .then(() => ($('explain').textContent = 'Cancelled: the reward is refunded when the task closes.'))
+    .catch((e) => showError(e, 'watch-error'))
+    .finally(() => (btn.disabled = false));
+});
+
 // ---------------------------------------------------------------- result
 
-async function showResult(task: Address) {
+/** `f`, tried again after 1, 2 and 4 s when it fails for a reason other than a result that
+ * does not verify (that is an answer, not a hiccup). */
+async function retried<T>(f: () => Promise<T>, what: string, signal: AbortSignal): Promise<T> {
+  for (let i = 0; ; i++) {
+    try {
+      return await f();
+    } catch (e) {
+      if (i === 3 || e instanceof TransferError || signal.aborted) throw e;
+      $('result').textContent = `${what} failed (${(e as Error).message}); trying again (${i + 2} of 4)…`;
+      await new Promise((r) => setTimeout(r, 1000 << i));
+    }
+  }
+}
+
+async function showResult(task: Address, signal: AbortSignal) {
   if (!histories.has(task)) histories.set(task, new Map());
-  const c = await committedOf(client!.rpc, task, histories.get(task));
   const box = $('result');
   box.innerHTML = '<p>fetching the result…</p>';
+  const c = await retried(() => committedOf(client!.rpc, task, histories.get(task)), 'reading the committed result', signal);
   // a provider's address, read from chain: private hosts only when the cluster is local
   const from = new URL(c.resultUri).host;
-  const tiles = await fetchResult(c.resultUri, c.job, c.root, { allowPrivate: isLoopback(settings.rpc) });
+  const tiles = await retried(() => fetchResult(c.resultUri, c.job, c.root, { allowPrivate: isLoopback(settings.rpc) }), `fetching the result from ${from}`, signal);
+  if (signal.aborted) return;
   box.innerHTML = '';
   const p = document.createElement('p');
   p.id = 'verified';
@@ -461,8 +796,10 @@ async function showResult(task: Address) {
     t.classList.add('sim');
     t.querySelectorAll('td').forEach((td) => {
       const v = Number(td.textContent);
-      if (!Number.isNaN(v)) td.style.background = `rgba(53, 88, 216, ${Math.max(0, v).toFixed(2)})`;
-      if (v > 0.6) td.style.color = '#fff';
+      if (Number.isNaN(v)) return;
+      const [bg, fg] = shade(Math.max(0, v));
+      td.style.background = bg;
+      td.style.color = fg;
     });
     box.append('Cosine similarity of the verified embeddings:', t);
     const texts = postedTexts.get(task);
@@ -481,6 +818,15 @@ async function showResult(task: Address) {
   a.id = 'download';
   a.textContent = `Download the verified output (${all.length} bytes)`;
   box.append(document.createElement('br'), a);
+}
+
+/** A cell's background for a similarity `a` (0‥1: white to the page's blue) and the text
+ * colour, black or white, whichever contrasts more with it (WCAG's relative luminance). */
+function shade(a: number): [string, string] {
+  const rgb = [53, 88, 216].map((c) => Math.round(255 + (c - 255) * a));
+  const lin = (c: number) => ((c /= 255) <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4);
+  const l = 0.2126 * lin(rgb[0]) + 0.7152 * lin(rgb[1]) + 0.0722 * lin(rgb[2]);
+  return [`rgb(${rgb.join(', ')})`, (l + 0.05) / 0.05 >= 1.05 / (l + 0.05) ? '#000' : '#fff'];
 }
 
 function table(head: string[], rows: string[][], id: string): HTMLTableElement {
@@ -549,13 +895,31 @@ async function showMarket() {
 
 // ---------------------------------------------------------------- tabs and start
 
-function tab(name: string) {
-  document.querySelectorAll<HTMLButtonElement>('nav button').forEach((b) => b.classList.toggle('active', b.dataset.tab === name));
-  for (const t of ['post', 'watch', 'market']) $(`tab-${t}`).hidden = t !== name;
-  if (name === 'market' && client) guarded(showMarket)();
+const TABS = ['post', 'watch', 'market'];
+
+/** Shows one tab (WAI-ARIA tabs: the selected one focusable, the others by arrow keys). */
+function tab(name: string, focus = false) {
+  document.querySelectorAll<HTMLButtonElement>('nav [role=tab]').forEach((b) => {
+    const on = b.dataset.tab === name;
+    b.classList.toggle('active', on);
+    b.setAttribute('aria-selected', String(on));
+    b.tabIndex = on ? 0 : -1;
+    if (on && focus) b.focus();
+  });
+  for (const t of TABS) $(`tab-${t}`).hidden = t !== name;
+  if (name === 'market' && client) guarded(showMarket, 'market-error')();
 }
-document.querySelectorAll<HTMLButtonElement>('nav button').forEach((b) => b.addEventListener('click', () => tab(b.dataset.tab!)));
-$('market-refresh').addEventListener('click', guarded(showMarket));
+document.querySelectorAll<HTMLButtonElement>('nav [role=tab]').forEach((b) => {
+  b.addEventListener('click', () => tab(b.dataset.tab!));
+  b.addEventListener('keydown', (e) => {
+    const i = TABS.indexOf(b.dataset.tab!);
+    const to = { ArrowRight: i + 1, ArrowLeft: i - 1 + TABS.length, Home: 0, End: TABS.length - 1 }[e.key];
+    if (to === undefined) return;
+    e.preventDefault();
+    tab(TABS[to % TABS.length], true);
+  });
+});
+$('market-refresh').addEventListener('click', guarded(showMarket, 'market-error'));
 $('open-task').addEventListener('submit', (e) => {
   e.preventDefault();
   guarded(async () => {
@@ -563,18 +927,18 @@ $('open-task').addEventListener('submit', (e) => {
     const a = $<HTMLInputElement>('open-address').value.trim();
     if (!isAddress(a)) throw new Error(`${JSON.stringify(a)} is not a task address (base58, 32 bytes)`);
     void watch(a as Address);
-  })();
+  }, 'watch-error')();
 });
 $('post-btn').addEventListener('click', () => {
   // disabled before anything awaits: a second click while this post is in flight does nothing
   const btn = $<HTMLButtonElement>('post-btn');
   if (btn.disabled) return;
   btn.disabled = true;
-  clearError();
+  clearError('post-error');
   post()
     .catch((e) => {
       $('post-status').textContent = 'not posted';
-      showError(e);
+      showError(e, 'post-error');
     })
     .finally(() => {
       btn.disabled = !client;
@@ -582,17 +946,73 @@ $('post-btn').addEventListener('click', () => {
 });
 $('connect').addEventListener('submit', (e) => {
   e.preventDefault();
-  guarded(connect)();
+  guarded(() => connect())();
 });
+$('disconnect-btn').addEventListener('click', guarded(disconnect));
 
-loadSettings()
-  .then((s) => {
-    settings = s;
-    $<HTMLInputElement>('rpc').value = s.rpc;
-    $<HTMLInputElement>('store').value = s.store;
-    $<HTMLInputElement>('market-id').value = String(s.market);
-    const sel = $<HTMLSelectElement>('file-model');
-    for (const name of Object.keys(s.models ?? {})) sel.add(new Option(`${name} (${s.models![name].kind})`, name));
-    if (s.autoConnect) guarded(connect)();
-  })
-  .catch(showError);
+/** Puts `s` in force: the form's fields, the chooser, the models. */
+function useSettings(s: Settings, wallet?: string) {
+  settings = s;
+  $<HTMLInputElement>('rpc').value = s.rpc;
+  $<HTMLInputElement>('store').value = s.store;
+  $<HTMLInputElement>('market-id').value = String(s.market);
+  const sel = $<HTMLSelectElement>('file-model');
+  sel.innerHTML = '';
+  for (const name of Object.keys(s.models ?? {})) sel.add(new Option(`${name} (${s.models![name].kind})`, name));
+  fillChooser(wallet ?? (s.localKeypair ? LOCAL : undefined));
+}
+
+/** A link's settings, shown; used once the person says so. */
+function offerLink(s: Settings) {
+  const dl = $('link-list');
+  dl.innerHTML = '';
+  const rows: [string, string][] = [
+    ['Cluster', s.rpc],
+    ['Websocket', endpointsOf({ rpc: s.rpc, ws: s.ws }).ws],
+    ['Market', String(s.market)],
+    ['Content store', s.store],
+    ['Models', Object.entries(s.models ?? {}).map(([n, m]) => `${n} ${m.sha256.slice(0, 12)}…`).join(', ') || 'none'],
+    ['Signs with', s.localKeypair ? 'a local keypair the link carries (localnet only)' : 'your wallet'],
+  ];
+  for (const [k, v] of rows) {
+    const dt = document.createElement('dt');
+    dt.textContent = k;
+    const dd = document.createElement('dd');
+    dd.textContent = v;
+    dl.append(dt, dd);
+  }
+  $('link-settings').hidden = false;
+  $('link-use').onclick = () => {
+    $('link-settings').hidden = true;
+    useSettings(s, $<HTMLSelectElement>('wallet-choice').value || undefined);
+    guarded(() => connect())();
+  };
+  $('link-ignore').onclick = () => {
+    $('link-settings').hidden = true;
+    useSettings(storedSettings());
+  };
+}
+
+async function start() {
+  const link = await linkSettings();
+  const session = loadSession();
+  if (link) {
+    // a link in the address asks first, even in a connected tab
+    useSettings(storedSettings());
+    offerLink(link);
+    return;
+  }
+  if (session) {
+    // a reload: the tab's connection and the task it followed, again
+    useSettings(session.settings, session.wallet);
+    await connect(session.wallet);
+    const task = sessionStorage.getItem(WATCHING);
+    if (task && isAddress(task)) {
+      tab('watch');
+      void watch(task as Address);
+    }
+    return;
+  }
+  useSettings(storedSettings());
+}
+start().catch((e) => showError(e));

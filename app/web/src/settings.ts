@@ -1,7 +1,10 @@
 // The page's settings: the cluster, the market, the content store clients upload to, the
 // models hosted there (as `keeper model publish` prints them) and, on localnet only, a local
 // keypair. Read from the URL's fragment (`#config=<base64url JSON>`: never sent to a server),
-// or from `?config=<URL>` (a JSON file), else the last ones used; each field checked.
+// or from `?config=<URL>` (a JSON file), else the last ones used; each field checked. A
+// link's settings are shown and used only once the person confirms them; what the tab is
+// connected with is kept for the session (sessionStorage: this tab only, gone when it closes),
+// so a reload reconnects without asking again.
 
 import type { ModelInfo } from '@compute-market/client';
 
@@ -20,6 +23,34 @@ export interface Settings {
   autoConnect?: boolean;
   /** Where these came from: a link's settings are used for the visit, never saved. */
   source?: 'link' | 'saved' | 'defaults';
+}
+
+/** What this tab was connected with: a reload reconnects with it. */
+export interface Session {
+  settings: Settings;
+  /** The wallet chosen (`local` for the localnet keypair). */
+  wallet: string;
+}
+
+const SESSION = 'cm.session';
+
+/** The session this tab is connected with, if any. */
+export function loadSession(): Session | null {
+  const raw = sessionStorage.getItem(SESSION);
+  if (!raw) return null;
+  try {
+    const s = JSON.parse(raw);
+    return { settings: { ...checkSettings(s.settings), source: s.settings.source }, wallet: String(s.wallet) };
+  } catch {
+    sessionStorage.removeItem(SESSION); // an older page's, or damaged: start afresh
+    return null;
+  }
+}
+
+/** Keeps what the tab connected with (`null`: disconnected, forget it). */
+export function saveSession(s: Session | null) {
+  if (s) sessionStorage.setItem(SESSION, JSON.stringify(s));
+  else sessionStorage.removeItem(SESSION);
 }
 
 /** Whether `url` names this machine (a local cluster's keepers serve on it too). */
@@ -55,8 +86,8 @@ export function checkSettings(s: any): Settings {
   return out;
 }
 
-/** The settings in force. */
-export async function loadSettings(): Promise<Settings> {
+/** The settings a link in the address carries (to be confirmed before use), else `null`. */
+export async function linkSettings(): Promise<Settings | null> {
   const frag = new URLSearchParams(location.hash.slice(1)).get('config');
   if (frag) {
     // out of the address bar and the history (it may hold a localnet keypair)
@@ -68,8 +99,16 @@ export async function loadSettings(): Promise<Settings> {
   if (url) {
     const r = await fetch(url, { credentials: 'omit' });
     if (!r.ok) throw new Error(`the page settings at ${url} could not be read (HTTP ${r.status})`);
-    return { ...checkSettings(await r.json()), source: 'link' };
+    const s = { ...checkSettings(await r.json()), source: 'link' as const };
+    // read once: a reload resumes the session rather than asking again
+    history.replaceState(null, '', location.pathname);
+    return s;
   }
+  return null;
+}
+
+/** The settings typed here before (never a link's), else the defaults. */
+export function storedSettings(): Settings {
   const saved = localStorage.getItem('cm.settings');
   // saved settings never connect on their own (an older page could have saved a link's)
   const { autoConnect: _, ...kept } = saved ? JSON.parse(saved) : {};
