@@ -1732,7 +1732,9 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         let tx = blocking.get_transaction_with_config(
             &s.signature.parse()?,
             solana_client::rpc_config::RpcTransactionConfig {
-                encoding: Some(solana_transaction_status_client_types::UiTransactionEncoding::Base64),
+                encoding: Some(
+                    solana_transaction_status_client_types::UiTransactionEncoding::Base64,
+                ),
                 commitment: None,
                 max_supported_transaction_version: Some(0),
             },
@@ -1777,9 +1779,19 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
     let (shape, classes) = read_tensor(&digits, "class")?;
     assert_eq!(shape, vec![10]);
     let shown_digits: Vec<u32> = serde_json::from_value(shown["digits"]["classes"].clone())?;
-    assert_eq!(shown_digits, classes, "the page's classes are the verified ones");
-    let right = classes.iter().enumerate().filter(|&(d, &c)| c as usize == d).count();
-    assert!(right >= 9, "the digits 0‥9 drawn were read as {classes:?}: {right} of 10 right");
+    assert_eq!(
+        shown_digits, classes,
+        "the page's classes are the verified ones"
+    );
+    let right = classes
+        .iter()
+        .enumerate()
+        .filter(|&(d, &c)| c as usize == d)
+        .count();
+    assert!(
+        right >= 9,
+        "the digits 0‥9 drawn were read as {classes:?}: {right} of 10 right"
+    );
     assert_eq!(shown["batchCount"], 10, "ten digits in the batch");
     assert_eq!(shown["keyboardDrawn"], 1, "a digit drawn with the keyboard");
     // the link's settings were shown before anything connected; the cluster named after
@@ -1787,11 +1799,23 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
     assert!(link.contains(&v.url) && link.contains(&store), "{link}");
     let cluster = shown["cluster"].as_str().unwrap();
     let genesis = solana_client::rpc_client::RpcClient::new(v.url.clone()).get_genesis_hash()?;
-    assert!(cluster.contains("localnet") && cluster.contains(&genesis.to_string()), "{cluster}");
+    assert!(
+        cluster.contains("localnet") && cluster.contains(&genesis.to_string()),
+        "{cluster}"
+    );
     // the summary before signing
     let summary = shown["summary"].as_str().unwrap();
-    for part in ["Reward", "Bonds", "Network fee", "Rent", "returned to you when it closes"] {
-        assert!(summary.contains(part), "the summary lacks {part}: {summary}");
+    for part in [
+        "Reward",
+        "Bonds",
+        "Network fee",
+        "Rent",
+        "returned to you when it closes",
+    ] {
+        assert!(
+            summary.contains(part),
+            "the summary lacks {part}: {summary}"
+        );
     }
     // the websocket cut mid-task (and refused for 3 s): the page tried to subscribe again,
     // polled meanwhile, and followed the task to its verified result (above)
@@ -1801,7 +1825,9 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         shown["wsCut"]
     );
     let stages: Vec<String> = serde_json::from_value(shown["stages"].clone())?;
-    for stage in ["posted", "claimed", "computed", "seated", "voted", "verdict", "verified"] {
+    for stage in [
+        "posted", "claimed", "computed", "seated", "voted", "verdict", "verified",
+    ] {
         assert!(
             stages.contains(&format!("{stage}:done")),
             "stage {stage} done: {stages:?}"
@@ -1813,7 +1839,11 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         serde_json::json!({ "linkAskedAgain": false, "task": tasks[0] }),
     );
     // accessibility and the small screen
-    assert_eq!(shown["axe"], serde_json::json!([]), "axe-core's serious violations");
+    assert_eq!(
+        shown["axe"],
+        serde_json::json!([]),
+        "axe-core's serious violations"
+    );
     for tab in ["post", "watch", "market"] {
         assert!(
             shown["mobileOverflow"][tab].as_i64().unwrap() <= 0,
