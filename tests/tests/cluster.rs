@@ -1579,7 +1579,7 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "store": store,
         "models": { "digits": models[0], "minilm": models[1] },
         "localKeypair": secret,
-        "autoConnect": true,
+        "symbol": "CMT",
     });
     std::fs::write(dist.join("e2e-settings.json"), settings.to_string())?;
     // the same without the keypair: a wallet must sign (none, then the test's own)
@@ -1612,10 +1612,24 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
             .map(|_| ()))
     })?;
     // the keepers; the provider's result server open to the page
+    // a floor under which the provider claims nothing: a one-digit task paying one base unit
+    // stays Open (the page's Cancel button), every other task here pays far above it
+    let digits_work = models[0]["work_per_row"]
+        .as_str()
+        .map(|s| s.parse::<u64>())
+        .or_else(|| models[0]["work_per_row"].as_u64().map(Ok))
+        .expect("the digits model's work per row")?;
+    let floor = (2_000_000_000 / digits_work + 1).to_string();
     let _p = v.spawn_keeper(
         "provider",
         &provider,
-        &["--provider", "--cors-origin", &origin],
+        &[
+            "--provider",
+            "--cors-origin",
+            &origin,
+            "--min-reward-per-gwork",
+            &floor,
+        ],
     )?;
     let _keepers = verifiers_and_crank(&v, &verifiers)?;
     // five held-out rows as a file, for the page's upload path
@@ -1833,6 +1847,35 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
             "stage {stage} done: {stages:?}"
         );
     }
+    // the task no provider took, cancelled from the page: closed Cancelled with its reward
+    // (one base unit) refunded
+    assert_eq!(shown["cancelled"]["status"], "Cancelled");
+    assert!(
+        shown["cancelled"]["explain"]
+            .as_str()
+            .unwrap()
+            .contains("reward is refunded"),
+        "{}",
+        shown["cancelled"]
+    );
+    let cheap: Pubkey = shown["cancelled"]["task"].as_str().unwrap().parse()?;
+    let closed = wait_for(60, "the cancelled task to be closed", || {
+        let logs = rpc.logs_of(&cheap)?.concat();
+        Ok(
+            compute_market_keeper::chain::decode_events::<compute_market::events::TaskClosed>(
+                &logs,
+            )
+            .pop(),
+        )
+    })?;
+    assert_eq!(
+        (closed.status, closed.refunded),
+        (compute_market::state::TaskStatus::Cancelled, 1)
+    );
+    println!(
+        "post to verified result (sentences, signed to verified in the page): {} ms",
+        shown["postToVerifiedMs"]
+    );
     // the reload reconnected and followed the same task, without asking about the link again
     assert_eq!(
         shown["reloaded"],
@@ -1922,6 +1965,8 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "04-digits-accepted-verified-classes",
         "05-reloaded-reconnected",
         "07-sentences-accepted-similarity",
+        "07b-open-task-cancel-button",
+        "07c-cancelled-explained",
         "08-market",
         "09b-error-quorum-above-the-verifiers",
         "10-error-unreachable-store",

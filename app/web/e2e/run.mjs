@@ -200,12 +200,31 @@ try {
   await shot('06-sentences-typed');
   await page.click('#post-btn');
   await signSummary(page);
+  const signedAt = Date.now();
   const sentencesTask = await posted(digitTask);
   await noError('posting the sentences');
   await waitAccepted(sentencesTask, 'the sentences');
   await page.waitForSelector('#similarity', { timeout: 120_000 });
+  const postToVerifiedMs = Date.now() - signedAt;
   const matrix = await page.$$eval('#similarity tr', (rows) => rows.slice(1).map((r) => Array.from(r.querySelectorAll('td')).slice(1).map((c) => Number(c.textContent))));
   await shot('07-sentences-accepted-similarity');
+
+  // a task no provider takes (one base unit, under the provider's floor): cancelled from the
+  // page, and the ending explained
+  await page.click('nav button[data-tab=post]');
+  await page.check('input[name=kind][value=digit]');
+  await drawStrokes(page, DIGIT_STROKES[4]);
+  await page.fill('#reward', '0.000001');
+  await page.click('#post-btn');
+  await signSummary(page);
+  const cheapTask = await posted(sentencesTask);
+  await page.waitForSelector('#cancel-btn:not([hidden])', { timeout: 60_000 });
+  await shot('07b-open-task-cancel-button');
+  await page.click('#cancel-btn');
+  await page.waitForFunction(() => (document.querySelector('#explain')?.textContent ?? '').startsWith('Cancelled'), null, { timeout: 60_000 });
+  await page.waitForFunction(() => document.querySelector('#status')?.textContent === 'Cancelled', null, { timeout: 60_000 });
+  const cancelled = { task: cheapTask, status: await text('#status'), explain: await text('#explain') };
+  await shot('07c-cancelled-explained');
 
   // the market
   await page.click('nav button[data-tab=market]');
@@ -237,7 +256,6 @@ try {
   // errors a person can act on, beside the button: too few tokens; a quorum the market cannot
   // seat; an unreachable content store
   await page.click('nav button[data-tab=post]');
-  await page.check('input[name=kind][value=digit]');
   await drawStrokes(page, DIGIT_STROKES[1]);
   await page.fill('#reward', '1000000000');
   await page.click('#post-btn');
@@ -328,7 +346,7 @@ try {
   }
 
   console.log(
-    JSON.stringify({ linkShown, cluster, keyboardDrawn, batchCount, summary, recentAfterDouble, wsCut, stages, reloaded, quorumError, digits: { task: digitTask, classes: digitClasses }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, axe, mobileOverflow, tokensError, storeError, walletError, chooser, walletTask, walletClasses, budgetAdded, tamperError, fromHistory, verifiedLine }),
+    JSON.stringify({ linkShown, cluster, cancelled, postToVerifiedMs, keyboardDrawn, batchCount, summary, recentAfterDouble, wsCut, stages, reloaded, quorumError, digits: { task: digitTask, classes: digitClasses }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, axe, mobileOverflow, tokensError, storeError, walletError, chooser, walletTask, walletClasses, budgetAdded, tamperError, fromHistory, verifiedLine }),
   );
 } catch (e) {
   await shot('failure').catch(() => {});

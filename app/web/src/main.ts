@@ -69,6 +69,8 @@ let signer: Signer | null = null;
 /** The stake token (its mint and decimals, read from chain at connect): amounts are shown and
  * typed in tokens. */
 let token: { mint: Address; decimals: number } | null = null;
+/** The stake token's name: the symbol the market's settings give it, else "stake tokens". */
+const unit = () => settings?.symbol ?? 'stake tokens';
 /** An amount in base units (an event's or an account's), in tokens. */
 const tk = (base: unknown) => (token ? toUiAmount(BigInt(base as bigint), token.decimals) : String(base));
 let watching: AbortController | null = null;
@@ -233,7 +235,7 @@ async function showWallet() {
   const sol = (await client.rpc.getBalance(me, { commitment: 'confirmed' }).send()).value;
   const tokens = await tokenBalance(client.rpc, await tokenAccountOf(me, token!.mint));
   $('wallet').innerHTML = '';
-  $('wallet').append(`${signer.label}: `, code(me), ` · ${sol9(sol)} SOL · `, spanId('tokens', tk(tokens)), ' stake tokens');
+  $('wallet').append(`${signer.label}: `, code(me), ` · ${sol9(sol)} SOL · `, spanId('tokens', tk(tokens)), ` ${unit()}`);
   if (sol === lamports(0n)) throw new Error(`the wallet ${me} has no SOL to pay fees: on localnet, solana airdrop 1 ${me} -u ${settings.rpc}`);
 }
 
@@ -444,7 +446,7 @@ async function confirmSummary(terms: ReturnType<typeof readTerms>, built: { comp
   const fee = 5_000n + (BigInt(built.computeUnits) * built.priorityFee + 999_999n) / 1_000_000n;
   const rows: [string, string][] = [
     ['Posting', what],
-    ['Reward', `${tk(terms.reward)} stake tokens, held in the task's escrow: paid to the provider and verifiers if the result is accepted (less the protocol's ${params.feeBps / 100}% fee), refunded to you otherwise`],
+    ['Reward', `${tk(terms.reward)} ${unit()}, held in the task's escrow: paid to the provider and verifiers if the result is accepted (less the protocol's ${params.feeBps / 100}% fee), refunded to you otherwise`],
     ['Bonds', `the provider bonds ${tk(bps(terms.reward, params.providerBondBps))} and each verifier ${tk(bps(terms.reward, params.verifierBondBps) || 1n)} of their own stake, slashed if they are wrong; nothing of yours`],
     ['Network fee', `${sol9(fee)} SOL (${built.computeUnits.toLocaleString('en')} compute units, priority fee ${built.priorityFee} micro-lamports a unit)`],
     ['Rent', `${sol9(held)} SOL for the task's accounts, returned to you when it closes`],
@@ -674,7 +676,12 @@ async function watch(task: Address, postedIn?: string) {
     const h = await historyOf(task);
     if (me.signal.aborted) return;
     final = renderHistory(h);
-    if (final) setStatus(final);
+    if (final) {
+      setStatus(final);
+      // the account's last state seen may be older than the ending the history shows
+      if (!lastTask || !TERMINAL.includes(TaskStatus[lastTask.status])) $('phase').textContent = `${final}: see its transactions below`;
+      $('connection').textContent = '';
+    }
     $('explain').textContent = explain(final, lastTask);
     renderStages(h, final, shown, fetchFailed);
     if (final === 'Accepted' && !shown && !fetchFailed) {
@@ -956,6 +963,7 @@ function useSettings(s: Settings, wallet?: string) {
   $<HTMLInputElement>('rpc').value = s.rpc;
   $<HTMLInputElement>('store').value = s.store;
   $<HTMLInputElement>('market-id').value = String(s.market);
+  $('reward-unit').textContent = unit();
   const sel = $<HTMLSelectElement>('file-model');
   sel.innerHTML = '';
   for (const name of Object.keys(s.models ?? {})) sel.add(new Option(`${name} (${s.models![name].kind})`, name));

@@ -14,6 +14,8 @@ export interface Settings {
   ws?: string;
   market: number;
   store: string;
+  /** The stake token's symbol, as the market's operators name it (amounts are shown with it). */
+  symbol?: string;
   /** Explorer link template: `{sig}` and `{rpc}` are filled in. */
   explorer?: string;
   models?: Record<string, ModelInfo>;
@@ -75,6 +77,7 @@ export function checkSettings(s: any): Settings {
   if (!Number.isInteger(out.market) || out.market < 0 || out.market > 65535) throw new Error(`the page settings' market is not an id 0‥65535: ${out.market}`);
   if (out.localKeypair && !isLoopback(out.rpc)) throw new Error(`a local keypair is for localnet only, not ${out.rpc}: use a wallet`);
   if (out.ws !== undefined && !/^wss?:\/\//.test(out.ws)) throw new Error(`the page settings' ws is not a ws(s) URL: ${JSON.stringify(out.ws)}`);
+  if (out.symbol !== undefined && !/^[A-Za-z0-9$]{1,10}$/.test(out.symbol)) throw new Error(`the page settings' symbol must be 1–10 letters or digits: ${JSON.stringify(out.symbol)}`);
   if (out.explorer !== undefined && !(out.explorer.startsWith('https://') && out.explorer.includes('{sig}'))) {
     throw new Error("the page settings' explorer must be an https:// link template with {sig}");
   }
