@@ -21,7 +21,7 @@ export interface Settings {
   models?: Record<string, ModelInfo>;
   /** Localnet only: the 64-byte keypair the page signs with. */
   localKeypair?: number[];
-  /** Connect on load (read-only: nothing is signed without a click). */
+  /** Older links' "connect on load": ignored, a link's settings are always confirmed first. */
   autoConnect?: boolean;
   /** Where these came from: a link's settings are used for the visit, never saved. */
   source?: 'link' | 'saved' | 'defaults';
