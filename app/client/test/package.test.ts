@@ -21,27 +21,8 @@ import {
   U64_MAX,
   writableAccounts,
 } from '../src';
+import { BLOCKHASH, scripted } from './scripted';
 
-/** An RPC whose methods answer from `answers` (a function of the call's arguments), recording
- * each call. */
-function scripted(answers: Record<string, (...args: any[]) => unknown>) {
-  const calls: { method: string; args: any[] }[] = [];
-  const rpc = new Proxy(
-    {},
-    {
-      get: (_, method: string) =>
-        (...args: any[]) => {
-          calls.push({ method, args });
-          const answer = answers[method];
-          if (!answer) throw new Error(`unexpected RPC call ${method}`);
-          return { send: async () => answer(...args) };
-        },
-    },
-  ) as any;
-  return { rpc, calls };
-}
-
-const BLOCKHASH = { value: { blockhash: '11111111111111111111111111111111', lastValidBlockHeight: 100n } };
 
 describe('token amounts', () => {
   it('shows base units with the decimals and parses typed text back exactly', () => {

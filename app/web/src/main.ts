@@ -242,6 +242,19 @@ async function showWallet() {
 /** Lamports in SOL. */
 const sol9 = (l: bigint) => toUiAmount(BigInt(l), 9);
 
+/** Fills a description list with `rows` of (term, what it is), as text (never HTML: the values
+ * may come from a link). */
+function describe(dl: HTMLElement, rows: [string, string][]) {
+  dl.innerHTML = '';
+  for (const [k, v] of rows) {
+    const dt = document.createElement('dt');
+    dt.textContent = k;
+    const dd = document.createElement('dd');
+    dd.textContent = v;
+    dl.append(dt, dd);
+  }
+}
+
 function code(s: string) {
   const c = document.createElement('code');
   c.textContent = s;
@@ -451,15 +464,7 @@ async function confirmSummary(terms: ReturnType<typeof readTerms>, built: { comp
     ['Network fee', `${sol9(fee)} SOL (${built.computeUnits.toLocaleString('en')} compute units, priority fee ${built.priorityFee} micro-lamports a unit)`],
     ['Rent', `${sol9(held)} SOL for the task's accounts, returned to you when it closes`],
   ];
-  const dl = $('summary-list');
-  dl.innerHTML = '';
-  for (const [k, v] of rows) {
-    const dt = document.createElement('dt');
-    dt.textContent = k;
-    const dd = document.createElement('dd');
-    dd.textContent = v;
-    dl.append(dt, dd);
-  }
+  describe($('summary-list'), rows);
   const dialog = $<HTMLDialogElement>('summary');
   dialog.showModal();
   await new Promise<void>((resolve, reject) => {
@@ -972,8 +977,6 @@ function useSettings(s: Settings, wallet?: string) {
 
 /** A link's settings, shown; used once the person says so. */
 function offerLink(s: Settings) {
-  const dl = $('link-list');
-  dl.innerHTML = '';
   const rows: [string, string][] = [
     ['Cluster', s.rpc],
     ['Websocket', endpointsOf({ rpc: s.rpc, ws: s.ws }).ws],
@@ -982,13 +985,7 @@ function offerLink(s: Settings) {
     ['Models', Object.entries(s.models ?? {}).map(([n, m]) => `${n} ${m.sha256.slice(0, 12)}…`).join(', ') || 'none'],
     ['Signs with', s.localKeypair ? 'a local keypair the link carries (localnet only)' : 'your wallet'],
   ];
-  for (const [k, v] of rows) {
-    const dt = document.createElement('dt');
-    dt.textContent = k;
-    const dd = document.createElement('dd');
-    dd.textContent = v;
-    dl.append(dt, dd);
-  }
+  describe($('link-list'), rows);
   $('link-settings').hidden = false;
   $('link-use').onclick = () => {
     $('link-settings').hidden = true;
