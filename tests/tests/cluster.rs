@@ -1721,10 +1721,9 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "the page's classes are the verified ones"
     );
     assert!(
-        shown["tamperError"]
-            .as_str()
-            .unwrap()
-            .contains("Tamper Wallet changed the transaction before signing it (instruction"),
+        shown["tamperError"].as_str().unwrap().contains(
+            "Tamper Wallet changed the transaction before signing it (the accounts it loads ("
+        ),
         "{}",
         shown["tamperError"]
     );

@@ -114,6 +114,7 @@ export function refusalOf(e: unknown): ProgramRefusal {
  * the confirmation is polled over HTTP, not awaited on the websocket, so a dropped
  * subscription cannot leave a sent transaction unconfirmed. */
 export async function sendInstructions(client: KitClient, payer: TransactionSigner, instructions: Instruction[], fees: SendOptions = {}): Promise<string> {
+  let sent: string | undefined;
   try {
     const { message, lastValidBlockHeight } = await buildTransaction(client.rpc, payer, instructions, fees);
     let signature: Signature;
@@ -125,9 +126,13 @@ export async function sendInstructions(client: KitClient, payer: TransactionSign
       await client.rpc.sendTransaction(getBase64EncodedWireTransaction(tx), { encoding: 'base64', preflightCommitment: 'confirmed' }).send();
     }
     fees.onSent?.(signature);
+    sent = signature;
     await confirmSignature(client.rpc, signature, lastValidBlockHeight);
     return signature;
   } catch (e) {
+    if (e instanceof ProgramRefusal || e instanceof ExpiredTransaction) throw e;
+    // after sending, an RPC failure says nothing of the transaction's fate
+    if (sent) throw new UnconfirmedTransaction(sent, e);
     throw refusalOf(e);
   }
 }
@@ -139,6 +144,23 @@ export interface SendOptions extends FeeOptions {
   onSent?: (signature: Signature) => void;
 }
 
+/** A transaction that can no longer land: its blockhash has passed. */
+export class ExpiredTransaction extends Error {
+  override name = 'ExpiredTransaction';
+}
+
+/** A transaction sent whose outcome could not be read (the RPC failed while confirming): it may
+ * have landed, so look it up before sending it again. */
+export class UnconfirmedTransaction extends Error {
+  override name = 'UnconfirmedTransaction';
+  constructor(
+    readonly signature: string,
+    cause: unknown,
+  ) {
+    super(`the transaction ${signature} was sent, but its confirmation could not be read (${(cause as Error)?.message ?? cause}): it may have landed, look it up before sending it again`);
+  }
+}
+
 /** How often [`confirmSignature`] asks. */
 const CONFIRM_POLL_MS = 400;
 
@@ -148,12 +170,14 @@ const CONFIRM_POLL_MS = 400;
 export async function confirmSignature(rpc: Rpc<SolanaRpcApi>, signature: Signature, lastValidBlockHeight: bigint, abortSignal?: AbortSignal): Promise<void> {
   for (;;) {
     abortSignal?.throwIfAborted();
-    const [status] = (await rpc.getSignatureStatuses([signature]).send()).value;
+    // the height first, the status second: a status read after the height passed is final
+    const passed = (await rpc.getBlockHeight({ commitment: 'confirmed' }).send()) > lastValidBlockHeight;
+    const [status] = (await rpc.getSignatureStatuses([signature], { searchTransactionHistory: passed }).send()).value;
     if (status) {
       if (status.err) throw refusalOf(transactionErrorOf(status.err, signature));
       if (status.confirmationStatus === 'confirmed' || status.confirmationStatus === 'finalized') return;
-    } else if ((await rpc.getBlockHeight({ commitment: 'confirmed' }).send()) > lastValidBlockHeight) {
-      throw new Error(`the transaction ${signature} expired before it landed (its blockhash passed block height ${lastValidBlockHeight}): nothing was done, send it again`);
+    } else if (passed) {
+      throw new ExpiredTransaction(`the transaction ${signature} expired before it landed (its blockhash passed block height ${lastValidBlockHeight}): nothing was done, send it again`);
     }
     await new Promise((r) => setTimeout(r, CONFIRM_POLL_MS));
   }

@@ -53,14 +53,24 @@ export interface WatchOptions {
   safetyPollMs?: number;
   /** The longest wait between attempts to subscribe again (ms; default 30 000). */
   maxBackoffMs?: number;
+  /** For a task just posted: how long an absent account means "not created yet" (an RPC node
+ * behind the one the post landed on) rather than "closed" (ms; default 0). */
+  awaitCreationMs?: number;
   /** Told when the subscription is made or lost. */
   onConnection?: (state: WatchConnection, error?: unknown) => void;
 }
 
+/** Waits `ms`, or until `signal` aborts (at once if it has); leaves no listener behind. */
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
   });
 
 /** The task at `address`, step by step, until it is closed or `abortSignal` fires.
@@ -157,20 +167,27 @@ export async function* watchTask(client: WatchClient, address: Address, options:
   })();
   let last: string | null = null;
   let lastSlot = -1n;
+  const awaitUntil = Date.now() + (options.awaitCreationMs ?? 0);
   try {
     while (!stop.signal.aborted) {
       const next = found.shift();
       if (!next) {
         await new Promise<void>((r) => {
-          wake = r;
-          stop.signal.addEventListener('abort', () => r(), { once: true });
+          const done = () => {
+            stop.signal.removeEventListener('abort', done);
+            r();
+          };
+          wake = done;
+          stop.signal.addEventListener('abort', done, { once: true });
         });
         wake = null;
         continue;
       }
       if (next.slot < lastSlot) continue;
-      lastSlot = next.slot;
       const task = taskOf(next.value, programAddress);
+      // a node behind the one the post landed on has no account yet: not closed, not yet
+      if (!task && last === null && Date.now() < awaitUntil) continue;
+      lastSlot = next.slot;
       if (!task) {
         yield { kind: 'closed', slot: next.slot };
         return;

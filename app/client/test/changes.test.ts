@@ -49,11 +49,25 @@ describe('messageChange', () => {
     const withPrice = bytes([ix()], [limit, price(10)]);
     expect(messageChange(withPrice, bytes([ix()], [getSetComputeUnitLimitInstruction({ units: 80_000 }), price(9999)]))).toBeNull();
   });
-  it('names a changed account', () => expect(messageChange(sent, bytes([ix(address('SysvarC1ock11111111111111111111111111111111'))], [limit]))).toMatch(/instruction 1's account 2/));
+  it('names a changed account', () => expect(messageChange(sent, bytes([ix(address('SysvarC1ock11111111111111111111111111111111'))], [limit]))).toMatch(/accounts it loads \(SysvarC1ock1+ added\)/));
   it("names a changed account's flags", () => expect(messageChange(sent, bytes([ix(other, [1, 2, 3], AccountRole.READONLY)], [limit]))).toMatch(/signer or writable/));
   it('names changed data', () => expect(messageChange(sent, bytes([ix(other, [1, 2, 4])], [limit]))).toMatch(/instruction 1's data/));
   it('names an added instruction', () => expect(messageChange(sent, bytes([ix(), ix()], [limit]))).toMatch(/instructions \(1 → 2\)/));
   it('names a changed fee payer', () => expect(messageChange(bytes([ix()], [limit]), bytes([ix()], [limit], other))).toMatch(/fee payer/));
   it('names a changed blockhash', () => expect(messageChange(sent, bytes([ix()], [limit], payer, H2))).toMatch(/blockhash/));
   it('names garbage', () => expect(messageChange(sent, Uint8Array.from([0x80, 1, 2]))).toMatch(/could not be read/));
+  it('names an extra signer and trailing bytes', () => {
+    const extraSigner: Instruction = { programAddress: program, accounts: [{ address: other, role: AccountRole.READONLY_SIGNER }], data: new Uint8Array() };
+    expect(messageChange(sent, bytes([ix(), extraSigner], [limit]))).toMatch(/signers \(1 → 2/);
+    expect(messageChange(sent, Uint8Array.from([...sent, 0]))).toMatch(/1 bytes after its message/);
+  });
+  it("holds a wallet's budget: a lower limit, a priority fee above the cap, a heap frame", () => {
+    expect(messageChange(sent, bytes([ix()], [getSetComputeUnitLimitInstruction({ units: 10_000 })]))).toMatch(/compute-unit limit \(50000 → 10000/);
+    // 50 000 units at 10^9 micro-lamports: 50 000 000 lamports, over the 1 000 000 allowed
+    expect(messageChange(sent, bytes([ix()], [limit, price(1_000_000_000)]))).toMatch(/priority fee \(to 50000000 lamports, more than the 1000000 allowed\)/);
+    expect(messageChange(sent, bytes([ix()], [limit, price(1_000_000_000)]), { maxPriorityLamports: 60_000_000n })).toBeNull();
+    const heap: Instruction = { programAddress: limit.programAddress, data: Uint8Array.from([1, 0, 0, 1, 0]) };
+    expect(messageChange(sent, bytes([ix()], [limit, heap]))).toMatch(/kind a wallet does not set/);
+    expect(messageChange(sent, bytes([ix()], [limit, limit]))).toMatch(/twice/);
+  });
 });

@@ -4,7 +4,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { address, generateKeyPairSigner, getBase58Encoder, type Instruction, type TransactionSendingSigner } from '@solana/kit';
-import { confirmSignature, ProgramRefusal, sendInstructions } from '../src';
+import { confirmSignature, ProgramRefusal, sendInstructions, UnconfirmedTransaction } from '../src';
 import { BLOCKHASH, scripted } from './scripted';
 
 const program = address('Stake11111111111111111111111111111111111111');
@@ -41,7 +41,7 @@ describe('sendInstructions', () => {
       address: key.address,
       signAndSendTransactions: async (txs) => (given.push(...txs), [sigBytes as any]),
     };
-    const { rpc, calls } = scripted({ getLatestBlockhash: () => BLOCKHASH, getSignatureStatuses: confirmedAfter(1) });
+    const { rpc, calls } = scripted({ getLatestBlockhash: () => BLOCKHASH, getBlockHeight: () => 50n, getSignatureStatuses: confirmedAfter(1) });
     const sig = await sendInstructions({ rpc, rpcSubscriptions: {} as any }, wallet, [ix], fixed);
     expect(given).toHaveLength(1);
     expect(calls.map((c) => c.method)).not.toContain('sendTransaction');
@@ -53,12 +53,29 @@ describe('sendInstructions', () => {
     const { rpc } = scripted({
       getLatestBlockhash: () => BLOCKHASH,
       sendTransaction: () => 'sig',
+      getBlockHeight: () => 50n,
       getSignatureStatuses: () => ({ value: [{ confirmationStatus: 'confirmed', err: { InstructionError: [1, { Custom: 6000 }] } }] }),
     });
     const e = await sendInstructions({ rpc, rpcSubscriptions: {} as any }, payer, [ix], fixed).catch((x) => x);
     expect(e).toBeInstanceOf(ProgramRefusal);
     expect(e.errorName).toBeTypeOf('string');
     expect(e.code).toBe(6000);
+  });
+});
+
+describe('after sending', () => {
+  it('says the outcome is unknown, not refused, when the RPC fails while confirming', async () => {
+    const payer = await generateKeyPairSigner();
+    const { rpc } = scripted({
+      getLatestBlockhash: () => BLOCKHASH,
+      sendTransaction: () => 'sig',
+      getBlockHeight: () => {
+        throw new Error('HTTP 503');
+      },
+    });
+    const e = await sendInstructions({ rpc, rpcSubscriptions: {} as any }, payer, [ix], fixed).catch((x) => x);
+    expect(e).toBeInstanceOf(UnconfirmedTransaction);
+    expect(e.message).toMatch(/was sent, but its confirmation could not be read \(HTTP 503\)/);
   });
 });
 

@@ -152,4 +152,30 @@ describe('watchTask', () => {
     expect(connection.indexOf('live', 2), 'live again after the drop').toBeGreaterThan(1);
     expect(log).toContain('read failed');
   });
+
+  it('waits for a task just posted when the node has not seen it yet (awaitCreationMs)', async () => {
+    let reads = 0;
+    const client = {
+      rpcSubscriptions: { accountNotifications: () => ({ subscribe: async () => { throw new Error('no websocket'); } }) },
+      rpc: {
+        getAccountInfo: () => ({
+          send: async () => {
+            reads++;
+            // behind for two reads, then the task, then closed
+            const value = reads <= 2 ? null : reads === 3 ? value_(TaskStatus.Open) : null;
+            return { context: { slot: BigInt(reads) }, value };
+          },
+        }),
+      },
+    } as any;
+    const value_ = (st: TaskStatus) => value(account(st));
+    const got: string[] = [];
+    for await (const u of watchTask(client, TASK, { pollMs: 5, awaitCreationMs: 5_000 })) got.push(u.kind === 'state' ? TaskStatus[u.task.status] : 'closed');
+    expect(got).toEqual(['Open', 'closed']);
+    // without it, an absent account is closed at once
+    reads = 0;
+    const plain: string[] = [];
+    for await (const u of watchTask(client, TASK, { pollMs: 5 })) plain.push(u.kind);
+    expect(plain).toEqual(['closed']);
+  });
 });

@@ -202,7 +202,8 @@ async function connect(choice = $<HTMLSelectElement>('wallet-choice').value) {
   cl.append(`Cluster: ${clusterOf(genesis)} (genesis `, code(genesis), `) at ${settings.rpc} · market ${settings.market} · content store ${settings.store}`);
   $('disconnect-btn').hidden = false;
   await showWallet();
-  $<HTMLButtonElement>('post-btn').disabled = false;
+  // a post under way keeps the button off until it ends
+  $<HTMLButtonElement>('post-btn').disabled = posting;
 }
 
 /** A change made in the wallet: another account reconnects, a disconnect or another network
@@ -404,9 +405,12 @@ async function post() {
   postStage(`checking ${settings.store} holds the model…`);
   const head = await fetch(`${settings.store.replace(/\/$/, '')}/c/${m.sha256}`, { method: 'HEAD' });
   if (!head.ok) throw new Error(`the content store ${settings.store} does not hold the model ${m.sha256.slice(0, 12)}… (HTTP ${head.status}): publish it with keeper model publish`);
-  postStage(`uploading ${what}…`);
-  for (const part of prepared.parts) await uploadContent(settings.store, part);
-  await uploadContent(settings.store, prepared.manifest);
+  // whoever signs is the one the summary is shown for: a wallet that changes account during
+  // the post stops it
+  const who = signer;
+  const same = () => {
+    if (signer !== who || !client) throw new Error('the wallet changed during the post: nothing was signed, post again');
+  };
   const taskId = await postId(prepared.job, terms);
   const args = {
     client: signer.signer,
@@ -423,8 +427,14 @@ async function post() {
   const { instructions } = await postTaskInstructions(args, token!.mint);
   const built = await buildTransaction(client.rpc, signer.signer, instructions);
   await confirmSummary(terms, built, what);
-  postStage(`signing with ${signer.label}…`);
-  const { task, signature } = await postTask(client, args, undefined, {
+  same();
+  // the data goes to the store only once the person has said yes
+  postStage(`uploading ${what}…`);
+  for (const part of prepared.parts) await uploadContent(settings.store, part);
+  await uploadContent(settings.store, prepared.manifest);
+  same();
+  postStage(`signing with ${who.label}…`);
+  const { task, signature } = await postTask(client!, args, undefined, {
     computeUnits: built.computeUnits,
     priorityFee: built.priorityFee,
     onSent: (sig) => postStage('sent, waiting for the cluster to confirm it…', sig),
@@ -717,7 +727,8 @@ async function watch(task: Address, postedIn?: string) {
     if (!me.signal.aborted) $('connection').textContent = state === 'live' ? '(live)' : '(connection lost: reading every 2 s while it reconnects)';
   };
   try {
-    for await (const u of watchTask(client, task, { abortSignal: me.signal, onConnection })) {
+    // just posted: an RPC node a little behind has no account yet (not closed)
+    for await (const u of watchTask(client, task, { abortSignal: me.signal, onConnection, awaitCreationMs: postedIn ? 30_000 : 0 })) {
       if (u.kind === 'state') {
         lastTask = u.task;
         setStatus(TaskStatus[u.task.status]);
@@ -941,11 +952,14 @@ $('open-task').addEventListener('submit', (e) => {
     void watch(a as Address);
   }, 'watch-error')();
 });
+/** Whether a post is under way (a reconnect meanwhile leaves Post off). */
+let posting = false;
 $('post-btn').addEventListener('click', () => {
   // disabled before anything awaits: a second click while this post is in flight does nothing
   const btn = $<HTMLButtonElement>('post-btn');
-  if (btn.disabled) return;
+  if (btn.disabled || posting) return;
   btn.disabled = true;
+  posting = true;
   clearError('post-error');
   post()
     .catch((e) => {
@@ -953,6 +967,7 @@ $('post-btn').addEventListener('click', () => {
       showError(e, 'post-error');
     })
     .finally(() => {
+      posting = false;
       btn.disabled = !client;
     });
 });
@@ -984,6 +999,9 @@ function offerLink(s: Settings) {
     ['Content store', s.store],
     ['Models', Object.entries(s.models ?? {}).map(([n, m]) => `${n} ${m.sha256.slice(0, 12)}…`).join(', ') || 'none'],
     ['Signs with', s.localKeypair ? 'a local keypair the link carries (localnet only)' : 'your wallet'],
+    ['Token symbol', s.symbol ?? '(none: "stake tokens")'],
+    ['Explorer links', s.explorer ?? 'explorer.solana.com (custom cluster)'],
+    ['From', s.from ?? 'the link itself (#config=)'],
   ];
   describe($('link-list'), rows);
   $('link-settings').hidden = false;

@@ -25,6 +25,8 @@ export interface Settings {
   autoConnect?: boolean;
   /** Where these came from: a link's settings are used for the visit, never saved. */
   source?: 'link' | 'saved' | 'defaults';
+  /** Where a link's settings were fetched from (`?config=`). */
+  from?: string;
 }
 
 /** What this tab was connected with: a reload reconnects with it. */
@@ -77,7 +79,9 @@ export function checkSettings(s: any): Settings {
   if (!Number.isInteger(out.market) || out.market < 0 || out.market > 65535) throw new Error(`the page settings' market is not an id 0‥65535: ${out.market}`);
   if (out.localKeypair && !isLoopback(out.rpc)) throw new Error(`a local keypair is for localnet only, not ${out.rpc}: use a wallet`);
   if (out.ws !== undefined && !/^wss?:\/\//.test(out.ws)) throw new Error(`the page settings' ws is not a ws(s) URL: ${JSON.stringify(out.ws)}`);
-  if (out.symbol !== undefined && !/^[A-Za-z0-9$]{1,10}$/.test(out.symbol)) throw new Error(`the page settings' symbol must be 1–10 letters or digits: ${JSON.stringify(out.symbol)}`);
+  if (out.symbol !== undefined && (!/^[A-Za-z0-9$]{1,10}$/.test(out.symbol) || out.symbol.toUpperCase() === 'SOL')) {
+    throw new Error(`the page settings' symbol must be 1–10 letters or digits, and not SOL (the stake token is not SOL): ${JSON.stringify(out.symbol)}`);
+  }
   if (out.explorer !== undefined && !(out.explorer.startsWith('https://') && out.explorer.includes('{sig}'))) {
     throw new Error("the page settings' explorer must be an https:// link template with {sig}");
   }
@@ -102,7 +106,7 @@ export async function linkSettings(): Promise<Settings | null> {
   if (url) {
     const r = await fetch(url, { credentials: 'omit' });
     if (!r.ok) throw new Error(`the page settings at ${url} could not be read (HTTP ${r.status})`);
-    const s = { ...checkSettings(await r.json()), source: 'link' as const };
+    const s = { ...checkSettings(await r.json()), source: 'link' as const, from: new URL(url, location.href).href };
     // read once: a reload resumes the session rather than asking again
     history.replaceState(null, '', location.pathname);
     return s;
@@ -122,6 +126,6 @@ export function storedSettings(): Settings {
  * connecting on load). */
 export function saveSettings(s: Settings) {
   if (s.source === 'link') return;
-  const { localKeypair: _k, autoConnect: _a, source: _s, ...rest } = s;
+  const { localKeypair: _k, autoConnect: _a, source: _s, from: _f, ...rest } = s;
   localStorage.setItem('cm.settings', JSON.stringify(rest));
 }

@@ -164,8 +164,10 @@ function modifyingSigner(wallet: Wallet, account: WalletAccount, chain: string, 
           const others = Object.entries(sent.signatures).filter(([a, s]) => a !== me && s);
           const same = sent.messageBytes.length === signed.messageBytes.length && sent.messageBytes.every((b, j) => b === signed.messageBytes[j]);
           if (!same && others.length > 0) throw new Error(`${wallet.name} changed the compute budget of a transaction others had signed: refused, nothing was sent`);
-          // the wallet's message (its compute budget), the lifetime the page chose (checked equal)
-          return { ...signed, lifetimeConstraint: (sent as any).lifetimeConstraint } as any;
+          // the wallet's message (its compute budget), the lifetime the page chose (checked
+          // equal); over the same message, the signatures others made here stand
+          const signatures = same ? { ...signed.signatures, ...Object.fromEntries(others) } : signed.signatures;
+          return { ...signed, signatures, lifetimeConstraint: (sent as any).lifetimeConstraint } as any;
         }),
       );
     },
