@@ -1727,6 +1727,29 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "{}",
         shown["tamperError"]
     );
+    // the wallet's own changes: another network stops posting, a disconnect is said, the
+    // Disconnect button disconnects the wallet and a reload stays disconnected
+    let events = &shown["walletEvents"];
+    assert!(
+        events["chain"]
+            .as_str()
+            .unwrap()
+            .contains("Budget Wallet switched to solana:devnet")
+            && events["postDisabled"] == true,
+        "{events}"
+    );
+    assert!(
+        events["disconnected"]
+            .as_str()
+            .unwrap()
+            .starts_with("Budget Wallet disconnected"),
+        "{events}"
+    );
+    assert_eq!(
+        events["disconnects"], 2,
+        "standard:disconnect called: {events}"
+    );
+    assert_eq!(events["afterReload"], "Not connected.", "{events}");
     assert_eq!(
         shown["chooser"],
         serde_json::json!(["Budget Wallet", "Tamper Wallet"]),
@@ -1974,6 +1997,7 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "13-wallet-chooser-budget-wallet",
         "14-file-posted-through-a-wallet-classes",
         "15-closed-task-read-from-its-history",
+        "16-wallet-disconnected-itself",
         "desktop-1280-post",
         "desktop-1280-watch",
         "desktop-1280-market",

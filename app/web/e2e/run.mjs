@@ -284,6 +284,7 @@ try {
   let fromHistory = null;
   let chooser = null;
   let budgetAdded = null;
+  let walletEvents = null;
   if (wallet_url && keypair) {
     // no wallet at all: said so
     const bare = await ctx.newPage();
@@ -342,11 +343,28 @@ try {
       status: await w.locator('#status').innerText(),
     };
     await w.screenshot({ path: join(shots, '15-closed-task-read-from-its-history.png'), fullPage: true });
+    // the wallet switches network, then disconnects itself: the page stops posting and says so
+    await w.evaluate(() => window.__walletChange('Budget Wallet', { chains: ['solana:devnet'] }));
+    await w.waitForFunction(() => (document.querySelector('#error')?.textContent ?? '').includes('switched to solana:devnet'), null, { timeout: 10_000 });
+    walletEvents = { chain: await w.locator('#error').innerText(), postDisabled: await w.locator('#post-btn').isDisabled() };
+    await w.evaluate(() => window.__walletChange('Budget Wallet', { accounts: [] }));
+    await w.waitForFunction(() => document.querySelector('#wallet')?.textContent === 'Not connected.' && (document.querySelector('#error')?.textContent ?? '').includes('disconnected'), null, { timeout: 10_000 });
+    walletEvents.disconnected = await w.locator('#error').innerText();
+    await w.screenshot({ path: join(shots, '16-wallet-disconnected-itself.png'), fullPage: true });
+    // connected again through the chooser, then the Disconnect button: a reload stays disconnected
+    await w.click('#connect-btn');
+    await w.waitForSelector('#tokens', { timeout: 60_000 });
+    await w.click('#disconnect-btn');
+    await w.waitForFunction(() => document.querySelector('#wallet')?.textContent === 'Not connected.', null, { timeout: 10_000 });
+    walletEvents.disconnects = await w.evaluate(() => window.__walletDisconnects?.['Budget Wallet'] ?? 0);
+    await w.reload();
+    await w.waitForTimeout(2_000);
+    walletEvents.afterReload = await w.locator('#wallet').innerText();
     await w.close();
   }
 
   console.log(
-    JSON.stringify({ linkShown, cluster, cancelled, postToVerifiedMs, keyboardDrawn, batchCount, summary, recentAfterDouble, wsCut, stages, reloaded, quorumError, digits: { task: digitTask, classes: digitClasses }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, axe, mobileOverflow, tokensError, storeError, walletError, chooser, walletTask, walletClasses, budgetAdded, tamperError, fromHistory, verifiedLine }),
+    JSON.stringify({ linkShown, cluster, cancelled, postToVerifiedMs, keyboardDrawn, batchCount, summary, recentAfterDouble, wsCut, stages, reloaded, quorumError, digits: { task: digitTask, classes: digitClasses }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, axe, mobileOverflow, tokensError, storeError, walletError, chooser, walletTask, walletClasses, budgetAdded, walletEvents, tamperError, fromHistory, verifiedLine }),
   );
 } catch (e) {
   await shot('failure').catch(() => {});
@@ -410,6 +428,9 @@ function testWallets({ secret, address }) {
     out.fill(7, at + 32 * (keys - 1), at + 32 * keys);
     return out;
   };
+  // what the test makes a wallet announce (standard:events 'change'), by wallet name
+  const listeners = {};
+  window.__walletChange = (name, props) => (listeners[name] ?? []).forEach((l) => l(props));
   const wallet = (name, change) => {
     const account = { address, publicKey: Uint8Array.from(secret.slice(32)), chains: ['solana:localnet'], features: ['solana:signTransaction'] };
     const signTransaction = async (...inputs) =>
@@ -435,7 +456,21 @@ function testWallets({ secret, address }) {
       accounts: [account],
       features: {
         'standard:connect': { version: '1.0.0', connect: async () => ({ accounts: [account] }) },
-        'standard:events': { version: '1.0.0', on: () => () => {} },
+        'standard:events': {
+          version: '1.0.0',
+          on: (event, listener) => {
+            const all = (listeners[name] ??= []);
+            if (event === 'change') all.push(listener);
+            return () => all.splice(all.indexOf(listener), 1);
+          },
+        },
+        'standard:disconnect': {
+          version: '1.0.0',
+          disconnect: async () => {
+            const d = (window.__walletDisconnects ??= {});
+            d[name] = (d[name] ?? 0) + 1;
+          },
+        },
         'solana:signTransaction': { version: '1.0.0', supportedTransactionVersions: ['legacy', 0], signTransaction },
       },
     };
