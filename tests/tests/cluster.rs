@@ -1860,6 +1860,9 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "the page tried a websocket again: {}",
         shown["wsCut"]
     );
+    // live again on a fresh websocket once they are allowed, unless polling saw the task end
+    // first (about 6 s after the cut, the task's windows about 13 s)
+    println!("websocket cut: {}", shown["wsCut"]);
     let stages: Vec<String> = serde_json::from_value(shown["stages"].clone())?;
     for stage in [
         "posted", "claimed", "computed", "seated", "voted", "verdict", "verified",

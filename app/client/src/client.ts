@@ -69,7 +69,7 @@ import {
   type UpdateNodeArgs,
 } from './staking';
 import { confirmSignature, postTask, postTaskInstructions, ProgramRefusal, refusalOf, sendInstructions, stakeTokenOf, tokenAccountOf, tokenBalance, type PostTaskArgs } from './tx';
-import { watchTask } from './watch';
+import { watchTask, type WatchOptions } from './watch';
 
 /** A message [`partiallySign`] takes: `transaction(...)`'s, or any with a fee payer, a lifetime
  * and its signers in its instructions. */
@@ -265,8 +265,10 @@ export function createComputeMarket(options: ComputeMarketOptions) {
       },
       /** Live tasks by market, client and status. */
       where: (filter: TaskFilter) => tasksWhere(rpc, filter, programAddress),
-      /** The task's states as the chain changes it, until it is closed or aborted. */
-      watch: (task: Address, abortSignal?: AbortSignal) => watchTask(kit, task, { abortSignal, programAddress }),
+      /** The task's states as the chain changes it, until it is closed or aborted; it
+       * survives its websocket (re-made, on a fresh connection, while the account is polled). */
+      watch: (task: Address, abortSignal?: AbortSignal, options: Omit<WatchOptions, 'abortSignal' | 'programAddress'> = {}) =>
+        watchTask(kit, task, { freshSubscriptions: () => createSolanaRpcSubscriptions(endpoints.ws), ...options, abortSignal, programAddress }),
       /** The vote accounts of a task. */
       votes: (task: Address) => votesOf(rpc, task, programAddress),
     },

@@ -51,6 +51,12 @@ export interface WatchOptions {
   /** How often it is read while the websocket is up, in case a notification is lost or the
    * socket died without closing (ms; default 15 000). */
   safetyPollMs?: number;
+  /** A new subscriptions client for each attempt after the first: kit pools its websockets,
+   * and a socket that died while opening can stay in the pool, so a retry on the same client
+   * may wait on it (the page passes `() => createSolanaRpcSubscriptions(ws)`). */
+  freshSubscriptions?: () => RpcSubscriptions<AccountNotificationsApi>;
+  /** How long one attempt to subscribe may take (ms; default 5 000). */
+  subscribeTimeoutMs?: number;
   /** The longest wait between attempts to subscribe again (ms; default 30 000). */
   maxBackoffMs?: number;
   /** For a task just posted: how long an absent account means "not created yet" (an RPC node
@@ -80,7 +86,7 @@ const sleep = (ms: number, signal: AbortSignal) =>
  * while it is up. Reads that fail are tried again at the next turn. A state older (by slot)
  * than one already yielded is dropped, so a late read cannot step the task back. */
 export async function* watchTask(client: WatchClient, address: Address, options: WatchOptions = {}): AsyncGenerator<TaskUpdate> {
-  const { commitment = 'confirmed', programAddress = COMPUTE_MARKET_PROGRAM_ADDRESS, pollMs = 2_000, safetyPollMs = 15_000, maxBackoffMs = 30_000 } = options;
+  const { commitment = 'confirmed', programAddress = COMPUTE_MARKET_PROGRAM_ADDRESS, pollMs = 2_000, safetyPollMs = 15_000, maxBackoffMs = 30_000, subscribeTimeoutMs = 5_000 } = options;
   const stop = new AbortController();
   const onAbort = () => stop.abort();
   options.abortSignal?.addEventListener('abort', onAbort);
@@ -109,14 +115,24 @@ export async function* watchTask(client: WatchClient, address: Address, options:
   const subscriber = (async () => {
     let backoff = pollMs;
     let first = true;
+    let tries = 0;
     while (!stop.signal.aborted) {
       const attempt = new AbortController();
+      const started = Date.now();
       const stopAttempt = () => attempt.abort();
       stop.signal.addEventListener('abort', stopAttempt);
       try {
-        const notifications = await client.rpcSubscriptions
-          .accountNotifications(address, { commitment, encoding: 'base64' })
-          .subscribe({ abortSignal: attempt.signal });
+        // a socket refused or dropped while opening can leave the subscribe pending: give up
+        // on it after `subscribeTimeoutMs` and try again
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const notifications = await Promise.race([
+          (tries++ > 0 && options.freshSubscriptions ? options.freshSubscriptions() : client.rpcSubscriptions)
+            .accountNotifications(address, { commitment, encoding: 'base64' })
+            .subscribe({ abortSignal: attempt.signal }),
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(new Error(`no subscription after ${subscribeTimeoutMs} ms`)), subscribeTimeoutMs);
+          }),
+        ]).finally(() => clearTimeout(timer));
         // subscribed first, read second: no change between the two is missed
         if (first) {
           first = false;
@@ -142,7 +158,8 @@ export async function* watchTask(client: WatchClient, address: Address, options:
           while (!(await read()) && !stop.signal.aborted) await sleep(pollMs, stop.signal);
           firstRead();
         }
-        await sleep(backoff, stop.signal);
+        // the wait counts from the attempt's start: an attempt that timed out has waited already
+        await sleep(Math.max(0, backoff - (Date.now() - started)), stop.signal);
         backoff = Math.min(backoff * 2, maxBackoffMs);
       } finally {
         stop.signal.removeEventListener('abort', stopAttempt);

@@ -178,4 +178,44 @@ describe('watchTask', () => {
     for await (const u of watchTask(client, TASK, { pollMs: 5 })) plain.push(u.kind);
     expect(plain).toEqual(['closed']);
   });
+
+  it('gives up on a subscribe that never answers and tries again', async () => {
+    let attempts = 0;
+    const client = {
+      rpcSubscriptions: {
+        accountNotifications: () => ({
+          subscribe: ({ abortSignal }: { abortSignal: AbortSignal }) => {
+            attempts++;
+            // the first never settles (a socket refused while opening); the second works
+            if (attempts === 1) return new Promise(() => {});
+            return Promise.resolve(
+              (async function* () {
+                yield { context: { slot: 20n }, value: value(account(TaskStatus.Claimed)) };
+                yield { context: { slot: 21n }, value: { owner: address('11111111111111111111111111111111'), lamports: 0n, data: ['', 'base64'] } };
+                if (!abortSignal.aborted) await new Promise((r) => abortSignal.addEventListener('abort', r));
+              })(),
+            );
+          },
+        }),
+      },
+      rpc: { getAccountInfo: () => ({ send: async () => ({ context: { slot: 9n }, value: value(account(TaskStatus.Open)) }) }) },
+    } as any;
+    const got: string[] = [];
+    for await (const u of watchTask(client, TASK, { pollMs: 5, subscribeTimeoutMs: 30 })) got.push(u.kind === 'state' ? TaskStatus[u.task.status] : 'closed');
+    expect(got).toEqual(['Open', 'Claimed', 'closed']);
+    expect(attempts).toBe(2);
+    // a pooled client that stays stuck: each attempt after the first on a fresh one
+    attempts = 0;
+    const stuck = { ...client, rpcSubscriptions: { accountNotifications: () => ({ subscribe: () => new Promise(() => {}) }) } };
+    let fresh = 0;
+    const again: string[] = [];
+    const freshSubscriptions = () => {
+      fresh++;
+      attempts = 1; // the working client's second behaviour
+      return client.rpcSubscriptions;
+    };
+    for await (const u of watchTask(stuck, TASK, { pollMs: 5, subscribeTimeoutMs: 30, freshSubscriptions })) again.push(u.kind);
+    expect(again).toEqual(['state', 'state', 'closed']);
+    expect(fresh).toBe(1);
+  });
 });

@@ -728,7 +728,9 @@ async function watch(task: Address, postedIn?: string) {
   };
   try {
     // just posted: an RPC node a little behind has no account yet (not closed)
-    for await (const u of watchTask(client, task, { abortSignal: me.signal, onConnection, awaitCreationMs: postedIn ? 30_000 : 0 })) {
+    const { ws } = endpointsOf({ rpc: settings.rpc, ws: settings.ws });
+    const freshSubscriptions = () => createSolanaRpcSubscriptions(ws);
+    for await (const u of watchTask(client, task, { abortSignal: me.signal, onConnection, freshSubscriptions, awaitCreationMs: postedIn ? 30_000 : 0 })) {
       if (u.kind === 'state') {
         lastTask = u.task;
         setStatus(TaskStatus[u.task.status]);
