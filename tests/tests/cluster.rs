@@ -1727,7 +1727,8 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "{}",
         shown["tamperError"]
     );
-    // the wallet's own changes: another network stops posting, a disconnect is said, the
+    // the wallet's own changes: another network stops posting (back on this one, it posts
+    // again), a disconnect is said, the
     // Disconnect button disconnects the wallet and a reload stays disconnected
     let events = &shown["walletEvents"];
     assert!(
@@ -1735,7 +1736,8 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
             .as_str()
             .unwrap()
             .contains("Budget Wallet switched to solana:devnet")
-            && events["postDisabled"] == true,
+            && events["postDisabled"] == true
+            && events["backOnChain"] == true,
         "{events}"
     );
     assert!(

@@ -347,6 +347,9 @@ try {
     await w.evaluate(() => window.__walletChange('Budget Wallet', { chains: ['solana:devnet'] }));
     await w.waitForFunction(() => (document.querySelector('#error')?.textContent ?? '').includes('switched to solana:devnet'), null, { timeout: 10_000 });
     walletEvents = { chain: await w.locator('#error').innerText(), postDisabled: await w.locator('#post-btn').isDisabled() };
+    await w.evaluate(() => window.__walletChange('Budget Wallet', { chains: ['solana:localnet'] }));
+    await w.waitForFunction(() => !document.querySelector('#post-btn').disabled && document.querySelector('#error').hidden, null, { timeout: 10_000 });
+    walletEvents.backOnChain = true;
     await w.evaluate(() => window.__walletChange('Budget Wallet', { accounts: [] }));
     await w.waitForFunction(() => document.querySelector('#wallet')?.textContent === 'Not connected.' && (document.querySelector('#error')?.textContent ?? '').includes('disconnected'), null, { timeout: 10_000 });
     walletEvents.disconnected = await w.locator('#error').innerText();

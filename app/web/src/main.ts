@@ -203,19 +203,28 @@ async function connect(choice = $<HTMLSelectElement>('wallet-choice').value) {
   $('disconnect-btn').hidden = false;
   await showWallet();
   // a post under way keeps the button off until it ends
+  offChain = false;
   $<HTMLButtonElement>('post-btn').disabled = posting;
 }
 
-/** A change made in the wallet: another account reconnects, a disconnect or another network
- * stops posting until the person acts. */
+/** Whether the wallet is on another network than the page's cluster (Post stays off). */
+let offChain = false;
+
+/** A change made in the wallet: another account reconnects, a disconnect stops posting until
+ * the person connects again, another network until the wallet comes back. */
 function onWalletChange(name: string, change: WalletChange) {
   if (change.kind === 'account') {
     guarded(() => connect(name))();
   } else if (change.kind === 'disconnected') {
     void disconnect().then(() => showError(new Error(`${name} disconnected: connect again to post`)));
-  } else {
+  } else if (change.kind === 'chain') {
+    offChain = true;
     $<HTMLButtonElement>('post-btn').disabled = true;
     showError(new Error(`${name} switched to ${change.chains.join(', ')}; this page is connected to ${settings.rpc}: switch the wallet back, or connect to that cluster`));
+  } else if (offChain) {
+    offChain = false;
+    clearError();
+    $<HTMLButtonElement>('post-btn').disabled = posting || !client;
   }
 }
 
@@ -970,7 +979,7 @@ $('post-btn').addEventListener('click', () => {
     })
     .finally(() => {
       posting = false;
-      btn.disabled = !client;
+      btn.disabled = !client || offChain;
     });
 });
 $('connect').addEventListener('submit', (e) => {

@@ -83,7 +83,12 @@ export interface Connection extends Signer {
 }
 
 /** What changed in a connected wallet. */
-export type WalletChange = { kind: 'account'; address: Address } | { kind: 'disconnected' } | { kind: 'chain'; chains: readonly string[] };
+export type WalletChange =
+  | { kind: 'account'; address: Address }
+  | { kind: 'disconnected' }
+  | { kind: 'chain'; chains: readonly string[] }
+  /** Back on this cluster's network. */
+  | { kind: 'chainBack' };
 
 /** Connects `wallet` for the cluster of `genesis`; `onChange` hears of a new account, a
  * disconnect or a change of chain made in the wallet. */
@@ -105,7 +110,7 @@ export async function connectWallet(wallet: Wallet, genesis: string, onChange: (
       if (!first) onChange({ kind: 'disconnected' });
       else if (first.address !== me) onChange({ kind: 'account', address: first.address as Address });
     }
-    if (props.chains && !props.chains.includes(chain)) onChange({ kind: 'chain', chains: props.chains });
+    if (props.chains) onChange(props.chains.includes(chain) ? { kind: 'chainBack' } : { kind: 'chain', chains: props.chains });
   });
   return {
     signer,
