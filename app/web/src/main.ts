@@ -589,6 +589,10 @@ function describeEvent(name: string, d: Record<string, unknown>): string {
       return `finalized ${d.status}${d.majority === 3 ? ' (withheld)' : ''}: ${d.valid} valid, ${d.invalid} invalid, ${d.unavailable} unavailable; provider paid ${tk(d.provider_paid)}, slashed ${tk(d.provider_slashed)}; fee ${tk(d.fee)}`;
     case 'VoteSettled':
       return `vote of ${short(d.verifier)} settled: paid ${tk(d.paid)}, slashed ${tk(d.slashed)}`;
+    case 'TaskCancelled':
+      return 'cancelled by its client';
+    case 'TaskExpired':
+      return 'expired: no provider claimed it in time';
     case 'TaskClosed':
       return `closed ${d.status}, ${tk(d.refunded)} refunded`;
     default:
@@ -667,9 +671,9 @@ function explain(outcome: string | undefined, t?: Task): string {
     case 'Undecided':
       return 'Undecided: the verifiers reached no majority (too few seats were filled or votes revealed in time, or they split), even after a second round. Your reward, and anything a late provider forfeited, is refunded when the task closes; the provider’s bond is released. You can post it again, perhaps with a smaller quorum.';
     case 'Expired':
-      return `Expired: no provider claimed it before its open window ended${t ? ` (slot ${t.openDeadline})` : ''}. Nothing was computed; your reward is refunded when it closes (anyone may close it). Post again, perhaps with a larger reward or another region.`;
+      return `Expired: no provider claimed it before its open window ended${t ? ` (slot ${t.openDeadline})` : ''}. Nothing was computed; your reward is refunded at its close (anyone may close it; the market’s crank does). Post again, perhaps with a larger reward or another region.`;
     case 'Cancelled':
-      return 'Cancelled: you withdrew it before a provider claimed it. Your reward is refunded when it closes.';
+      return 'Cancelled: you withdrew it before a provider claimed it. Your reward is refunded at its close (anyone may close it; the market’s crank does).';
     case 'Rejected':
       return 'Rejected: the verifiers found the result wrong (or a majority could not get it). The provider’s bond is slashed, part of it paid to you, and your reward is refunded.';
     default:
