@@ -68,7 +68,7 @@ import {
   type StakeArgs,
   type UpdateNodeArgs,
 } from './staking';
-import { confirmSignature, postTask, postTaskInstructions, ProgramRefusal, refusalOf, sendInstructions, stakeTokenOf, tokenAccountOf, tokenBalance, type PostTaskArgs } from './tx';
+import { assertHoldsTokens, postTask, postTaskInstructions, refusalOf, sendAndConfirm, sendInstructions, stakeTokenOf, tokenAccountOf, tokenBalance, type PostTaskArgs } from './tx';
 import { watchTask, type WatchOptions } from './watch';
 
 /** A message [`partiallySign`] takes: `transaction(...)`'s, or any with a fee payer, a lifetime
@@ -189,13 +189,8 @@ export function createComputeMarket(options: ComputeMarketOptions) {
     update: async (args: OnNode<UpdateNodeArgs>, fees?: FeeOptions) => send(args.authority, await staking.updateInstructions(args), fees),
     /** Stakes (the source's balance checked first: a named error, not a failed simulation). */
     stake: async (args: OnNode<StakeArgs>, fees?: FeeOptions) => {
-      const { mint: m, decimals } = await stakeToken();
-      const source = args.source ?? (await tokenAccountOf(args.authority.address, m));
-      const balance = await tokenBalance(rpc, source);
-      if (balance < args.amount) {
-        const ui = (x: bigint) => toUiAmount(x, decimals);
-        throw new ProgramRefusal('InsufficientTokens', undefined, `the stake-token account ${source} holds ${ui(balance)} tokens, the stake is ${ui(args.amount)} (${balance} and ${args.amount} base units): fund it first`);
-      }
+      const source = args.source ?? (await tokenAccountOf(args.authority.address, await mint()));
+      await assertHoldsTokens(kit, args.authority.address, args.amount, 'the stake', programAddress, source);
       return send(args.authority, await staking.stakeInstructions({ ...args, source }), fees);
     },
     /** Requests an unstake. */
@@ -208,6 +203,51 @@ export function createComputeMarket(options: ComputeMarketOptions) {
     close: async (args: OnNode<CloseNodeArgs>, fees?: FeeOptions) => send(args.payer ?? args.authority, await staking.closeInstructions(args), fees),
     /** Syncs a node's stake, `payer` paying the fees. */
     sync: async (node: Address, payer: TransactionSigner, fees?: FeeOptions) => send(payer, await staking.syncInstructions(node), fees),
+  };
+  /** Tasks: instructions, transactions, send; queries and a watch. */
+  const tasks = {
+    /** The task's address and the instructions that post it. */
+    postInstructions: async (args: PostTaskArgs) => postTaskInstructions(args, (await stakeToken()).mint, programAddress),
+    /** The instruction that cancels an Open task (its client signs; the escrow is refunded
+     * when it is closed). */
+    cancelInstructions,
+    /** `expire_task` (anyone): an Open task past its deadline ends. */
+    expireInstructions: (task: Address) => expireTaskInstructions(task, programAddress),
+    /** `reclaim_task` (anyone): a Claimed task past its submit deadline reopens (its provider
+     * read from the task). */
+    reclaimInstructions: async (task: Address) => reclaimTaskInstructions(await reclaimTaskArgsOf(rpc, task, programAddress), programAddress),
+    /** `close_task` (anyone): a finished task closed, the client refunded; the refund
+     * account, the client's associated account and the treasury as the chain stands (with
+     * `payer`, the client's associated account is created first when the refund goes there). */
+    closeInstructions: async (task: Address, payer?: TransactionSigner) => {
+      const m = await mint();
+      return closeTaskInstructions({ ...(await closeTaskArgsOf(rpc, task, m, programAddress)), payer }, m, programAddress);
+    },
+    /** Posts a task (the reward checked against the client's balance first). */
+    post: (args: PostTaskArgs, fees?: FeeOptions) => postTask(kit, args, programAddress, fees),
+    /** Cancels an Open task. */
+    cancel: (task: Address, client: TransactionSigner, fees?: FeeOptions) => send(client, cancelInstructions(task, client), fees),
+    /** Expires a task, `payer` paying the fees. */
+    expire: (task: Address, payer: TransactionSigner, fees?: FeeOptions) => send(payer, expireTaskInstructions(task, programAddress), fees),
+    /** Reclaims a task, `payer` paying the fees. */
+    reclaim: async (task: Address, payer: TransactionSigner, fees?: FeeOptions) => send(payer, await tasks.reclaimInstructions(task), fees),
+    /** Closes a task, `payer` paying the fees (and the client's associated account, if needed). */
+    close: async (task: Address, payer: TransactionSigner, fees?: FeeOptions) => send(payer, await tasks.closeInstructions(task, payer), fees),
+    /** Live tasks by market, client and status. */
+    where: (filter: TaskFilter) => tasksWhere(rpc, filter, programAddress),
+    /** The task's states as the chain changes it, until it is closed or aborted; it
+     * survives its websocket (re-made, on a fresh connection, while the account is polled). */
+    watch: (task: Address, abortSignal?: AbortSignal, options: Omit<WatchOptions, 'abortSignal' | 'programAddress'> = {}) =>
+      watchTask(kit, task, { freshSubscriptions: () => createSolanaRpcSubscriptions(endpoints.ws), ...options, abortSignal, programAddress }),
+    /** The vote accounts of a task. */
+    votes: (task: Address) => votesOf(rpc, task, programAddress),
+  };
+  /** Protocol fees a node accrued. */
+  const protocolFees = {
+    /** `sweep_fees` (anyone): the node's fees to the treasury (read from the config). */
+    sweepInstructions: async (node: Address) => sweepFeesInstructions(await sweepFeesArgsOf(rpc, node, programAddress), programAddress),
+    /** Sweeps the node's fees, `payer` paying the transaction's fees. */
+    sweep: async (node: Address, payer: TransactionSigner, fees?: FeeOptions) => send(payer, await protocolFees.sweepInstructions(node), fees),
   };
   return {
     endpoints,
@@ -231,59 +271,13 @@ export function createComputeMarket(options: ComputeMarketOptions) {
       balanceOf: async (owner: Address) => tokenBalance(rpc, await tokenAccountOf(owner, (await stakeToken()).mint)),
     },
     /** Tasks: instructions, transactions, send; queries and a watch. */
-    tasks: {
-      /** The task's address and the instructions that post it. */
-      postInstructions: async (args: PostTaskArgs) => postTaskInstructions(args, (await stakeToken()).mint, programAddress),
-      /** The instruction that cancels an Open task (its client signs; the escrow is refunded
-       * when it is closed). */
-      cancelInstructions,
-      /** `expire_task` (anyone): an Open task past its deadline ends. */
-      expireInstructions: (task: Address) => expireTaskInstructions(task, programAddress),
-      /** `reclaim_task` (anyone): a Claimed task past its submit deadline reopens (its provider
-       * read from the task). */
-      reclaimInstructions: async (task: Address) => reclaimTaskInstructions(await reclaimTaskArgsOf(rpc, task, programAddress), programAddress),
-      /** `close_task` (anyone): a finished task closed, the client refunded; the refund
-       * account, the client's associated account and the treasury as the chain stands (with
-       * `payer`, the client's associated account is created first when the refund goes there). */
-      closeInstructions: async (task: Address, payer?: TransactionSigner) => {
-        const m = await mint();
-        return closeTaskInstructions({ ...(await closeTaskArgsOf(rpc, task, m, programAddress)), payer }, m, programAddress);
-      },
-      /** Posts a task (the reward checked against the client's balance first). */
-      post: (args: PostTaskArgs, fees?: FeeOptions) => postTask(kit, args, programAddress, fees),
-      /** Cancels an Open task. */
-      cancel: (task: Address, client: TransactionSigner, fees?: FeeOptions) => send(client, cancelInstructions(task, client), fees),
-      /** Expires a task, `payer` paying the fees. */
-      expire: (task: Address, payer: TransactionSigner, fees?: FeeOptions) => send(payer, expireTaskInstructions(task, programAddress), fees),
-      /** Reclaims a task, `payer` paying the fees. */
-      reclaim: async (task: Address, payer: TransactionSigner, fees?: FeeOptions) =>
-        send(payer, await reclaimTaskInstructions(await reclaimTaskArgsOf(rpc, task, programAddress), programAddress), fees),
-      /** Closes a task, `payer` paying the fees (and the client's associated account, if needed). */
-      close: async (task: Address, payer: TransactionSigner, fees?: FeeOptions) => {
-        const m = await mint();
-        return send(payer, await closeTaskInstructions({ ...(await closeTaskArgsOf(rpc, task, m, programAddress)), payer }, m, programAddress), fees);
-      },
-      /** Live tasks by market, client and status. */
-      where: (filter: TaskFilter) => tasksWhere(rpc, filter, programAddress),
-      /** The task's states as the chain changes it, until it is closed or aborted; it
-       * survives its websocket (re-made, on a fresh connection, while the account is polled). */
-      watch: (task: Address, abortSignal?: AbortSignal, options: Omit<WatchOptions, 'abortSignal' | 'programAddress'> = {}) =>
-        watchTask(kit, task, { freshSubscriptions: () => createSolanaRpcSubscriptions(endpoints.ws), ...options, abortSignal, programAddress }),
-      /** The vote accounts of a task. */
-      votes: (task: Address) => votesOf(rpc, task, programAddress),
-    },
+    tasks,
     /** The nodes of a market, by its id. */
     nodes: async (market: number) => nodesOf(rpc, await marketAddress(market, programAddress), programAddress),
     /** A node's own actions (its authority signs), and `sync` (anyone). */
     staking,
     /** Protocol fees a node accrued. */
-    fees: {
-      /** `sweep_fees` (anyone): the node's fees to the treasury (read from the config). */
-      sweepInstructions: async (node: Address) => sweepFeesInstructions(await sweepFeesArgsOf(rpc, node, programAddress), programAddress),
-      /** Sweeps the node's fees, `payer` paying the transaction's fees. */
-      sweep: async (node: Address, payer: TransactionSigner, fees?: FeeOptions) =>
-        send(payer, await sweepFeesInstructions(await sweepFeesArgsOf(rpc, node, programAddress), programAddress), fees),
-    },
+    fees: protocolFees,
     /** An unsigned transaction of `instructions` paid by `feePayer`, with its compute-unit limit
      * and priority fee: an address (a wallet, or a relayer, signs later) or a signer. The
      * instructions' signers (the actor) need not be the fee payer. */
@@ -299,18 +293,19 @@ export function createComputeMarket(options: ComputeMarketOptions) {
      * last valid height is unknown (from the wire) is given the current height + 150 (a
      * blockhash is valid 150 blocks at most). */
     sendSigned: async (tx: PartlySignedTransaction): Promise<string> => {
+      let lastValid: bigint;
       try {
         assertIsSendableTransaction(tx);
         assertIsTransactionWithBlockhashLifetime(tx);
-        let lastValid = tx.lifetimeConstraint.lastValidBlockHeight;
+        lastValid = tx.lifetimeConstraint.lastValidBlockHeight;
         if (lastValid === U64_MAX) lastValid = (await rpc.getBlockHeight({ commitment: 'confirmed' }).send()) + 150n;
-        const signature = getSignatureFromTransaction(tx);
-        await rpc.sendTransaction(toWire(tx), { encoding: 'base64', preflightCommitment: 'confirmed' }).send();
-        await confirmSignature(rpc, signature, lastValid);
-        return signature;
       } catch (e) {
         throw refusalOf(e);
       }
+      return sendAndConfirm(rpc, lastValid, undefined, async () => {
+        await rpc.sendTransaction(toWire(tx), { encoding: 'base64', preflightCommitment: 'confirmed' }).send();
+        return getSignatureFromTransaction(tx);
+      });
     },
   };
 }

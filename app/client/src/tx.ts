@@ -114,20 +114,37 @@ export function refusalOf(e: unknown): ProgramRefusal {
  * the confirmation is polled over HTTP, not awaited on the websocket, so a dropped
  * subscription cannot leave a sent transaction unconfirmed. */
 export async function sendInstructions(client: KitClient, payer: TransactionSigner, instructions: Instruction[], fees: SendOptions = {}): Promise<string> {
+  let built;
+  try {
+    built = await buildTransaction(client.rpc, payer, instructions, fees);
+  } catch (e) {
+    throw refusalOf(e);
+  }
+  const { message, lastValidBlockHeight } = built;
+  return sendAndConfirm(client.rpc, lastValidBlockHeight, fees.onSent, async () => {
+    if (isTransactionSendingSigner(payer)) return getBase58Decoder().decode(await signAndSendTransactionMessageWithSigners(message)) as Signature;
+    const tx = await signTransactionMessageWithSigners(message);
+    await client.rpc.sendTransaction(getBase64EncodedWireTransaction(tx), { encoding: 'base64', preflightCommitment: 'confirmed' }).send();
+    return getSignatureFromTransaction(tx);
+  });
+}
+
+/** Runs `send` (it signs and sends a transaction valid to `lastValidBlockHeight`, returning
+ * its signature), tells `onSent`, and polls until it is confirmed. A refusal before or on
+ * chain is a `ProgramRefusal`, an expiry an `ExpiredTransaction`, and an RPC failure once it
+ * was sent an `UnconfirmedTransaction` (it may have landed). */
+export async function sendAndConfirm(
+  rpc: Rpc<SolanaRpcApi>,
+  lastValidBlockHeight: bigint,
+  onSent: ((signature: Signature) => void) | undefined,
+  send: () => Promise<Signature>,
+): Promise<string> {
   let sent: string | undefined;
   try {
-    const { message, lastValidBlockHeight } = await buildTransaction(client.rpc, payer, instructions, fees);
-    let signature: Signature;
-    if (isTransactionSendingSigner(payer)) {
-      signature = getBase58Decoder().decode(await signAndSendTransactionMessageWithSigners(message)) as Signature;
-    } else {
-      const tx = await signTransactionMessageWithSigners(message);
-      signature = getSignatureFromTransaction(tx);
-      await client.rpc.sendTransaction(getBase64EncodedWireTransaction(tx), { encoding: 'base64', preflightCommitment: 'confirmed' }).send();
-    }
-    fees.onSent?.(signature);
+    const signature = await send();
+    onSent?.(signature);
     sent = signature;
-    await confirmSignature(client.rpc, signature, lastValidBlockHeight);
+    await confirmSignature(rpc, signature, lastValidBlockHeight);
     return signature;
   } catch (e) {
     if (e instanceof ProgramRefusal || e instanceof ExpiredTransaction) throw e;
@@ -250,24 +267,26 @@ export async function postTaskInstructions(
   return { task, instructions };
 }
 
-/** Throws a named `InsufficientTokens` refusal unless `owner`'s stake-token account holds
- * `amount` base units: said before anything is signed, not found in a failed simulation. */
+/** Throws a named `InsufficientTokens` refusal unless `owner`'s stake-token account (or
+ * `account`, another of its token accounts) holds `amount` base units: said before anything is
+ * signed, not found in a failed simulation. `what` names the amount ("the reward"). */
 export async function assertHoldsTokens(
-  client: KitClient,
+  client: Pick<KitClient, 'rpc'>,
   owner: Address,
   amount: bigint,
   what: string,
   programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS,
+  account?: Address,
 ): Promise<void> {
   const { mint, decimals } = await stakeTokenOf(client.rpc, programAddress);
-  const account = await tokenAccountOf(owner, mint);
-  const balance = await tokenBalance(client.rpc, account);
+  const source = account ?? (await tokenAccountOf(owner, mint));
+  const balance = await tokenBalance(client.rpc, source);
   if (balance < amount) {
     const ui = (x: bigint) => toUiAmount(x, decimals);
     throw new ProgramRefusal(
       'InsufficientTokens',
       undefined,
-      `the wallet's stake-token account ${account} holds ${ui(balance)} tokens, ${what} is ${ui(amount)} (${balance} and ${amount} base units): fund it first`,
+      `the ${account ? '' : "wallet's "}stake-token account ${source} holds ${ui(balance)} tokens, ${what} is ${ui(amount)} (${balance} and ${amount} base units): fund it first`,
     );
   }
 }

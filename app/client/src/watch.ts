@@ -116,6 +116,12 @@ export async function* watchTask(client: WatchClient, address: Address, options:
     let backoff = pollMs;
     let first = true;
     let tries = 0;
+    /** The first state, read until a read succeeds; then the poller starts. */
+    const readFirst = async () => {
+      first = false;
+      while (!(await read()) && !stop.signal.aborted) await sleep(pollMs, stop.signal);
+      firstRead();
+    };
     while (!stop.signal.aborted) {
       const attempt = new AbortController();
       const started = Date.now();
@@ -134,13 +140,8 @@ export async function* watchTask(client: WatchClient, address: Address, options:
           }),
         ]).finally(() => clearTimeout(timer));
         // subscribed first, read second: no change between the two is missed
-        if (first) {
-          first = false;
-          while (!(await read()) && !stop.signal.aborted) await sleep(pollMs, stop.signal);
-          firstRead();
-        } else {
-          await read();
-        }
+        if (first) await readFirst();
+        else await read();
         live = true;
         kick();
         backoff = pollMs;
@@ -152,12 +153,8 @@ export async function* watchTask(client: WatchClient, address: Address, options:
         live = false;
         kick();
         options.onConnection?.('polling', e);
-        if (first) {
-          // no subscription yet: the first state comes from a read
-          first = false;
-          while (!(await read()) && !stop.signal.aborted) await sleep(pollMs, stop.signal);
-          firstRead();
-        }
+        // no subscription yet: the first state comes from a read
+        if (first) await readFirst();
         // the wait counts from the attempt's start: an attempt that timed out has waited already
         await sleep(Math.max(0, backoff - (Date.now() - started)), stop.signal);
         backoff = Math.min(backoff * 2, maxBackoffMs);

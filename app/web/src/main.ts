@@ -33,7 +33,6 @@ import {
   encodeJobSpec,
   endpointsOf,
   parseUiAmount,
-  postTask,
   postTaskInstructions,
   stakeTokenOf,
   taskHistory,
@@ -65,6 +64,9 @@ const TERMINAL = ['Accepted', 'Rejected', 'Undecided', 'Cancelled', 'Expired'];
 
 let settings: Settings;
 let client: KitClient | null = null;
+/** A new websocket client to the connected cluster: the watch re-subscribes on one each time
+ * (kit pools its sockets, and a dead one can stay in the pool). */
+let freshSubscriptions: (() => KitClient['rpcSubscriptions']) | undefined;
 let signer: Signer | null = null;
 /** The stake token (its mint and decimals, read from chain at connect): amounts are shown and
  * typed in tokens. */
@@ -171,7 +173,8 @@ async function connect(choice = $<HTMLSelectElement>('wallet-choice').value) {
   await old?.disconnect().catch(() => {});
   $('wallet').textContent = 'Connecting…';
   const { ws } = endpointsOf({ rpc: settings.rpc, ws: settings.ws });
-  const c: KitClient = { rpc: createSolanaRpc(settings.rpc), rpcSubscriptions: createSolanaRpcSubscriptions(ws) };
+  const fresh = () => createSolanaRpcSubscriptions(ws);
+  const c: KitClient = { rpc: createSolanaRpc(settings.rpc), rpcSubscriptions: fresh() };
   const genesis = await c.rpc.getGenesisHash().send();
   let s: Signer;
   if (choice === LOCAL) {
@@ -196,6 +199,7 @@ async function connect(choice = $<HTMLSelectElement>('wallet-choice').value) {
   signer = s;
   token = await stakeTokenOf(c.rpc);
   client = c;
+  freshSubscriptions = fresh;
   saveSession({ settings, wallet: choice });
   const cl = $('cluster');
   cl.innerHTML = '';
@@ -433,7 +437,7 @@ async function post() {
     inputUri: settings.store,
   };
   postStage('estimating the fee…');
-  const { instructions } = await postTaskInstructions(args, token!.mint);
+  const { task, instructions } = await postTaskInstructions(args, token!.mint);
   const built = await buildTransaction(client.rpc, signer.signer, instructions);
   await confirmSummary(terms, built, what);
   same();
@@ -443,7 +447,9 @@ async function post() {
   await uploadContent(settings.store, prepared.manifest);
   same();
   postStage(`signing with ${who.label}…`);
-  const { task, signature } = await postTask(client!, args, undefined, {
+  // the instructions summarized, with the limit and fee summarized (the reward was checked
+  // against the balance before the summary)
+  const signature = await sendInstructions(client!, who.signer, instructions, {
     computeUnits: built.computeUnits,
     priorityFee: built.priorityFee,
     onSent: (sig) => postStage('sent, waiting for the cluster to confirm it…', sig),
@@ -741,8 +747,6 @@ async function watch(task: Address, postedIn?: string) {
   };
   try {
     // just posted: an RPC node a little behind has no account yet (not closed)
-    const { ws } = endpointsOf({ rpc: settings.rpc, ws: settings.ws });
-    const freshSubscriptions = () => createSolanaRpcSubscriptions(ws);
     for await (const u of watchTask(client, task, { abortSignal: me.signal, onConnection, freshSubscriptions, awaitCreationMs: postedIn ? 30_000 : 0 })) {
       if (u.kind === 'state') {
         lastTask = u.task;
