@@ -18,6 +18,14 @@ pub const VERDICT_PROVEN_WRONG: u8 = 4;
 /// The verdict after a won dispute refuted every INVALID claim (PROTOCOL §8.4): it was
 /// Rejected, now Accepted.
 pub const VERDICT_CLAIMS_REFUTED: u8 = 5;
+/// The verdict after the provider of a withheld result published the tiles its contest drew
+/// (PROTOCOL §8.11): it was Rejected as withheld, now Accepted, still open to disputes of its
+/// content; its UNAVAILABLE votes are false statements.
+pub const VERDICT_SERVED: u8 = 6;
+/// The verdict after the provider of an Accepted result let an availability challenge of it
+/// pass unanswered (PROTOCOL §8.11): it was Accepted, now Rejected; the provider's bond is
+/// slashed and the client refunded in full.
+pub const VERDICT_UNSERVED: u8 = 7;
 
 /// Whether a verdict came from a dispute rather than the seats' majority.
 pub fn overturned(majority: u8) -> bool {
@@ -72,6 +80,9 @@ pub fn side(majority: u8, revealed: bool, vote: u8) -> Side {
         return Side::Loser;
     }
     match (majority, vote) {
+        (VERDICT_SERVED, VOTE_VALID) => Side::Winner,
+        (VERDICT_SERVED, VOTE_UNAVAILABLE) => Side::FalseStatement,
+        (VERDICT_UNSERVED, _) => Side::Released,
         (VERDICT_PROVEN_WRONG, VOTE_VALID) | (VERDICT_CLAIMS_REFUTED, VOTE_INVALID) => {
             Side::FalseStatement
         }
@@ -96,6 +107,11 @@ pub fn sides(majority: u8, revealed: u8, valid: u8, invalid: u8) -> (u8, u8) {
         // the false statements and the silent are the losers; nothing is shared among winners
         VERDICT_PROVEN_WRONG => (0, invalid.saturating_add(unavailable)),
         VERDICT_CLAIMS_REFUTED => (valid, unavailable),
+        // the UNAVAILABLE seats' false statements are settled apart (their whole bonds to the
+        // treasury): neither winners nor released, nor among the losers that pay a bonus
+        VERDICT_SERVED => (valid, unavailable),
+        // a provider chooses whom it serves: every revealed seat is released
+        VERDICT_UNSERVED => (0, revealed),
         _ => (invalid.saturating_add(unavailable), valid),
     }
 }

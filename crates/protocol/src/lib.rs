@@ -6,6 +6,7 @@
 //! * [`job`]: the canonical 64-byte job-spec encoding, its validation and tile geometry;
 //! * [`merkle`]: the result commitment, BLAKE3 of the output with tiles as subtrees, tile
 //!   proofs and (on-chain too) the chunk proofs of disputes;
+//! * [`availability`]: what an availability challenge or contest names and publishes;
 //! * [`dispute`]: what a dispute proves and recomputes: elements of a tile, their place in the
 //!   committed string, the one-step recomputation, INVALID votes' pointers;
 //! * [`infer`] (host only): integer-only inference — the accumulator bound, the
@@ -31,6 +32,7 @@
 //! repository.
 #![deny(missing_docs)]
 
+pub mod availability;
 pub mod commit;
 pub mod dispute;
 #[cfg(not(target_os = "solana"))]

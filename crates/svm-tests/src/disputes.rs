@@ -65,6 +65,11 @@ impl Committed {
         self.tree.root()
     }
 
+    /// The proof of tile `tile` (its siblings in the tile tree).
+    pub fn tile_proof(&self, tile: u32) -> Vec<Digest> {
+        self.tree.proof(tile).expect("tile")
+    }
+
     /// The chunk holding (tile, element) and its siblings (PROTOCOL §8.4).
     pub fn element_proof(&self, tile: u32, element: u32) -> (Vec<u8>, Vec<Digest>) {
         let slot = compute_market_protocol::merkle::slot_len(self.job.tile_len());

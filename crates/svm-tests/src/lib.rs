@@ -26,6 +26,7 @@ use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
+pub mod availability;
 pub mod disputes;
 pub mod games;
 

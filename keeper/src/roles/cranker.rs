@@ -301,11 +301,19 @@ impl Cranker {
                     }
                 }
             }
+            TaskStatus::Accepted | TaskStatus::Rejected if t.held && t.challenges_open > 0 => {
+                // availability challenges past their deadline, or moot, end first (PROTOCOL
+                // §8.11); the conclusion follows on a later pass
+                sent |=
+                    super::availability::end_expired(chain, "cranker", &self.kp, now, &key, &t)?;
+            }
             TaskStatus::Accepted | TaskStatus::Rejected
                 if t.held
                     && t.disputes_open == 0
                     && (now > t.dispute_deadline
-                        || compute_market_protocol::commit::overturned(t.tally().majority)) =>
+                        || compute_market::instructions::availability::concludes_at_once(
+                            t.tally().majority,
+                        )) =>
             {
                 // the dispute window closed (or a dispute overturned the verdict): its money
                 // moves now (PROTOCOL §8.1)

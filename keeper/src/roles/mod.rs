@@ -3,6 +3,7 @@
 //! due. Steps are idempotent: everything they do is derived from chain state, so a restarted
 //! keeper picks up where the chain is.
 
+pub mod availability;
 pub mod challenger;
 pub mod cranker;
 pub mod games;

@@ -42,6 +42,37 @@ pub const WATCH_SLOT: u8 = 0xFF;
 /// Tiles a watcher checks of a task at the least (more when the task's verifiers sample more).
 pub const WATCH_SAMPLES: u32 = 8;
 
+/// A result nobody served: the tiles the watcher wanted and why it did not get them.
+#[derive(Debug)]
+pub struct Unserved {
+    /// The tiles it wanted.
+    pub tiles: Vec<u32>,
+    /// What the fetch said.
+    pub why: String,
+}
+
+impl Unserved {
+    fn of(uri: &str, tiles: Vec<u32>, e: &crate::results::FetchError) -> anyhow::Error {
+        anyhow::Error::new(Unserved {
+            tiles,
+            why: format!("fetching from {uri}: {e}"),
+        })
+    }
+}
+
+impl std::fmt::Display for Unserved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+impl std::error::Error for Unserved {}
+
+/// Passes in a row a result must go unserved before a client's watcher challenges its
+/// availability: one failed fetch may be a network's blip, and a challenge the provider then
+/// answers costs the bond.
+pub const UNSERVED_PASSES: u32 = 3;
+
 /// Whose tasks a watcher checks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Watched {
@@ -62,17 +93,25 @@ pub struct Watcher {
     /// What it found of each task it checked: a wrong element, or none.
     checked: Mutex<HashMap<Pubkey, Option<Pointer>>>,
     disputes: Disputes,
+    /// Passes in a row each task's result could not be fetched.
+    unserved: Mutex<HashMap<Pubkey, u32>>,
+    /// Whether it challenges the availability of a result nobody serves (PROTOCOL §8.11): a
+    /// client's watcher does; a watcher of every task (`--watch-all`) leaves that to clients.
+    pub challenges: bool,
 }
 
 impl Watcher {
     /// A watcher of `watched`'s tasks.
     pub fn new(ctx: NodeCtx, db: Arc<Db>, watched: Watched) -> Self {
+        let challenges = matches!(watched, Watched::Clients(_));
         Watcher {
             ctx,
             db,
             watched,
             checked: Mutex::default(),
             disputes: Disputes::default(),
+            unserved: Mutex::default(),
+            challenges,
         }
     }
 
@@ -115,6 +154,7 @@ impl Watcher {
                 Some(found) => found,
                 None => match super::guard(|| self.check(chain, key, t)) {
                     Ok(found) => {
+                        self.unserved.lock().expect("unserved lock").remove(key);
                         self.checked
                             .lock()
                             .expect("checked lock")
@@ -122,7 +162,26 @@ impl Watcher {
                         found
                     }
                     Err(e) => {
-                        tracing::warn!(watcher = self.ctx.name, task = %key, error = %format!("{e:#}"), "could not check the result; will retry");
+                        if let Some(u) = e.downcast_ref::<Unserved>() {
+                            // nobody serves it: the provider must publish it on chain or lose
+                            // its bond (PROTOCOL §8.11)
+                            tracing::warn!(watcher = self.ctx.name, task = %key, error = %u.why, "the provider is not serving the result");
+                            let failed = {
+                                let mut f = self.unserved.lock().expect("unserved lock");
+                                let n = f.entry(*key).or_insert(0);
+                                *n += 1;
+                                *n
+                            };
+                            if self.challenges && failed >= UNSERVED_PASSES {
+                                if let Err(e) = super::availability::challenge_missing(
+                                    chain, &self.ctx, key, t, &u.tiles,
+                                ) {
+                                    tracing::warn!(watcher = self.ctx.name, task = %key, error = %format!("{e:#}"), "could not challenge the result's availability");
+                                }
+                            }
+                        } else {
+                            tracing::warn!(watcher = self.ctx.name, task = %key, error = %format!("{e:#}"), "could not check the result; will retry");
+                        }
                         continue;
                     }
                 },
@@ -132,6 +191,12 @@ impl Watcher {
                 self.db.put_pointer(key, WATCH_SLOT, &p.encode())?;
                 self.disputes
                     .play(chain, &self.ctx, &self.db, key, &Claim::ResultWrong(&p));
+            }
+        }
+        if self.challenges {
+            // its ended challenges of concluded tasks: rent back
+            if let Err(e) = super::availability::close_ended(chain, &self.ctx.name, &self.ctx.kp) {
+                tracing::debug!(watcher = self.ctx.name, error = %format!("{e:#}"), "closing ended availability challenges");
             }
         }
         Ok(())
@@ -161,7 +226,7 @@ impl Watcher {
                 .ctx
                 .store
                 .fetch_all_by(uri, &job, None)
-                .map_err(|e| anyhow::anyhow!("fetching the result from {uri}: {e}"))?;
+                .map_err(|e| Unserved::of(uri, (0..t.tile_count).collect(), &e))?;
             let v = check_matmul(
                 self.ctx.backend.as_ref(),
                 &job,
@@ -181,7 +246,7 @@ impl Watcher {
             .ctx
             .store
             .fetch_by(uri, &job, &want, None)
-            .map_err(|e| anyhow::anyhow!("fetching tiles {want:?} from {uri}: {e}"))?;
+            .map_err(|e| Unserved::of(uri, want.clone(), &e))?;
         let v = check_sampled(
             self.ctx.backend.as_ref(),
             &job,

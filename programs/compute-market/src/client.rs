@@ -808,3 +808,129 @@ pub fn close_game(
         ix::CloseGame { nonce },
     )
 }
+
+/// `challenge_availability`: `challenger` bonds from `challenger_token` and names `tiles` of
+/// `task`'s held Accepted result; the account is number `nonce` (`Task.availability_nonce`).
+pub fn challenge_availability(
+    task: Pubkey,
+    nonce: u16,
+    challenger: Pubkey,
+    challenger_token: Pubkey,
+    payout: Pubkey,
+    tiles: Vec<u32>,
+) -> Instruction {
+    build(
+        acc::ChallengeAvailability {
+            task,
+            escrow: pda::escrow(&task),
+            availability: pda::availability(&task, nonce),
+            challenger,
+            challenger_token,
+            payout,
+            token_program: token::ID,
+            system_program: system_program::ID,
+        },
+        ix::ChallengeAvailability {
+            args: ChallengeArgs { tiles },
+        },
+    )
+}
+
+/// `contest_withheld`: the provider's `authority` contests `task`'s withheld verdict; the
+/// account is number `nonce` (`Task.availability_nonce`).
+pub fn contest_withheld(task: Pubkey, nonce: u16, authority: Pubkey) -> Instruction {
+    build(
+        acc::ContestWithheld {
+            task,
+            availability: pda::availability(&task, nonce),
+            provider_node: pda::node(&authority),
+            authority,
+            system_program: system_program::ID,
+        },
+        ix::ContestWithheld {},
+    )
+}
+
+/// `publish_write`: the provider's `authority` writes `data` at `offset` of the data area of
+/// availability account `availability`.
+pub fn publish_write(
+    task: Pubkey,
+    availability: Pubkey,
+    authority: Pubkey,
+    offset: u32,
+    data: Vec<u8>,
+) -> Instruction {
+    build(
+        acc::PublishWrite {
+            task,
+            availability,
+            provider_node: pda::node(&authority),
+            publisher: authority,
+        },
+        ix::PublishWrite { offset, data },
+    )
+}
+
+/// `publish_prove`: chunk `chunk` of named tile `tile` (its index in the account) with its
+/// `siblings`.
+pub fn publish_prove(
+    task: Pubkey,
+    availability: Pubkey,
+    authority: Pubkey,
+    tile: u8,
+    chunk: u8,
+    siblings: Vec<[u8; 32]>,
+) -> Instruction {
+    let provider_node = pda::node(&authority);
+    build(
+        acc::PublishProve {
+            task,
+            escrow: pda::escrow(&task),
+            availability,
+            provider_node,
+            provider_vault: pda::vault(&provider_node),
+            publisher: authority,
+            token_program: token::ID,
+        },
+        ix::PublishProve {
+            tile,
+            chunk,
+            siblings,
+        },
+    )
+}
+
+/// `availability_timeout` (anyone) of `availability`, returning its bond to `payout` (or, when
+/// `payout_ata_mint` is `Some(mint)`, to `opener`'s associated token account of it).
+pub fn availability_timeout(
+    task: Pubkey,
+    availability: Pubkey,
+    payout: Pubkey,
+    opener: Pubkey,
+    payout_ata_mint: Option<Pubkey>,
+) -> Instruction {
+    build(
+        acc::AvailabilityTimeout {
+            task,
+            escrow: pda::escrow(&task),
+            availability,
+            payout,
+            payout_ata: payout_ata_mint.map(|mint| {
+                anchor_spl::associated_token::get_associated_token_address(&opener, &mint)
+            }),
+            token_program: token::ID,
+        },
+        ix::AvailabilityTimeout {},
+    )
+}
+
+/// `close_availability` by its `opener`.
+pub fn close_availability(availability: Pubkey, opener: Pubkey) -> Instruction {
+    build(
+        acc::CloseAvailability {
+            availability,
+            opener,
+        },
+        ix::CloseAvailability {},
+    )
+}

@@ -270,4 +270,34 @@ pub enum MarketError {
     SettleTheStep,
     #[msg("a node's endpoint is empty or an http(s) base URL of at most 56 printable ASCII bytes, without user info, query or fragment")]
     EndpointInvalid,
+    #[msg(
+        "availability challenges are opened against a held Accepted verdict only (PROTOCOL §8.11)"
+    )]
+    NotChallengeable,
+    #[msg("this job cannot be challenged for availability in this market: one tile's slot does not fit the bounds or half the dispute window (PROTOCOL §8.11)")]
+    AvailabilityNotSupported,
+    #[msg("name 1 to max_tiles tiles, distinct, increasing, each below the tile count (availability::max_tiles)")]
+    TilesInvalid,
+    #[msg("too many availability challenges are open on this task: wait for one to end")]
+    TooManyChallenges,
+    #[msg("only a withheld verdict (majority 3) held for its window is contested")]
+    NotContestable,
+    #[msg("the withheld verdict was already contested")]
+    AlreadyContested,
+    #[msg("only the task's provider publishes its result")]
+    NotThePublisher,
+    #[msg("the write falls outside the data area, or names no tile or chunk of it")]
+    OutOfRange,
+    #[msg("that chunk is already proven: it cannot be written again")]
+    ChunkAlreadyProven,
+    #[msg("the availability account is no longer open")]
+    AvailabilityClosed,
+    #[msg("its answer deadline has passed")]
+    AvailabilityExpired,
+    #[msg("its answer deadline has not passed yet")]
+    AvailabilityNotExpired,
+    #[msg("it is still open: close it once answered, failed or moot")]
+    AvailabilityOpen,
+    #[msg("an availability challenge or contest of this task is still open")]
+    ChallengeOpen,
 }

@@ -449,3 +449,47 @@ pub struct GameEnded {
     pub outcome: u8,
     pub step: u64,
 }
+
+/// An availability challenge (kind 1, a client's) or contest (kind 2, the provider's answer to
+/// a withheld verdict) was opened (PROTOCOL §8.11).
+#[event]
+pub struct AvailabilityOpened {
+    pub task: Pubkey,
+    pub availability: Pubkey,
+    pub opener: Pubkey,
+    pub kind: u8,
+    pub tiles: Vec<u32>,
+    pub bond: u64,
+    pub answer_deadline: u64,
+}
+
+/// The provider proved one published chunk of a named tile.
+#[event]
+pub struct AvailabilityPublished {
+    pub task: Pubkey,
+    pub availability: Pubkey,
+    pub tile: u32,
+    pub chunk: u8,
+    pub chunks_left: u32,
+}
+
+/// An availability account ended: 1 answered, 2 failed (its deadline passed), 3 moot. With
+/// the verdict then in force (6 served, 7 unserved, or unchanged).
+#[event]
+pub struct AvailabilityEnded {
+    pub task: Pubkey,
+    pub availability: Pubkey,
+    pub kind: u8,
+    pub outcome: u8,
+    pub majority: u8,
+    pub status: TaskStatus,
+    pub bond_forfeit: u64,
+}
+
+/// An ended availability account was closed, its rent returned to its opener.
+#[event]
+pub struct AvailabilityClosed {
+    pub task: Pubkey,
+    pub availability: Pubkey,
+    pub opener: Pubkey,
+}

@@ -344,6 +344,54 @@ pub mod compute_market {
         close_dispute::handler(ctx)
     }
 
+    /// Anyone (for a client that could not fetch): bonds and names tiles of a held Accepted
+    /// result its provider must publish on chain (PROTOCOL §8.11).
+    #[access_control(ctx.accounts.validate(&args))]
+    pub fn challenge_availability(
+        ctx: Context<ChallengeAvailability>,
+        args: ChallengeArgs,
+    ) -> Result<()> {
+        availability::challenge(ctx, args)
+    }
+
+    /// Provider: contests a held withheld verdict by publishing tiles drawn from the round's
+    /// seed (PROTOCOL §8.11).
+    #[access_control(ctx.accounts.validate())]
+    pub fn contest_withheld(ctx: Context<ContestWithheld>) -> Result<()> {
+        availability::contest(ctx)
+    }
+
+    /// Provider: bytes of named tiles into an availability account's data area.
+    #[access_control(ctx.accounts.validate())]
+    pub fn publish_write(ctx: Context<PublishWrite>, offset: u32, data: Vec<u8>) -> Result<()> {
+        availability::write(ctx, offset, data)
+    }
+
+    /// Provider: proves one written chunk of a named tile against the result root; the last
+    /// one answers the challenge or contest.
+    #[access_control(ctx.accounts.validate())]
+    pub fn publish_prove(
+        ctx: Context<PublishProve>,
+        tile: u8,
+        chunk: u8,
+        siblings: Vec<[u8; 32]>,
+    ) -> Result<()> {
+        availability::prove(ctx, tile, chunk, siblings)
+    }
+
+    /// Anyone: ends an availability account past its deadline (the provider failed) or moot,
+    /// returning its bond.
+    #[access_control(ctx.accounts.validate())]
+    pub fn availability_timeout(ctx: Context<AvailabilityTimeout>) -> Result<()> {
+        availability::timeout(ctx)
+    }
+
+    /// Its opener: closes an ended availability account (rent back).
+    #[access_control(ctx.accounts.validate())]
+    pub fn close_availability(ctx: Context<CloseAvailability>) -> Result<()> {
+        availability::close(ctx)
+    }
+
     /// Anyone: refunds the client and closes a finished task and its escrow.
     #[access_control(ctx.accounts.validate())]
     pub fn close_task(ctx: Context<CloseTask>) -> Result<()> {

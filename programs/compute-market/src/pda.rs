@@ -44,6 +44,15 @@ pub fn dispute(task: &Pubkey, challenger: &Pubkey) -> Pubkey {
     Pubkey::find_program_address(&[SEED_DISPUTE, task.as_ref(), challenger.as_ref()], &ID).0
 }
 
+/// Availability account number `nonce` of `task` (PROTOCOL §8.11).
+pub fn availability(task: &Pubkey, nonce: u16) -> Pubkey {
+    Pubkey::find_program_address(
+        &[SEED_AVAILABILITY, task.as_ref(), &nonce.to_le_bytes()],
+        &ID,
+    )
+    .0
+}
+
 /// A defender's game against a dispute's claim: `[SEED_GAME, dispute, defender, nonce]`, the
 /// dispute's number among its task's (`Dispute.nonce`, LE `u32`): a dispute re-created at the
 /// same address has new games.

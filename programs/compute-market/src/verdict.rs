@@ -4,7 +4,8 @@
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
 use compute_market_protocol::commit::{
-    sides, VERDICT_CLAIMS_REFUTED, VERDICT_PROVEN_WRONG, VERDICT_WITHHELD, VOTE_INVALID, VOTE_VALID,
+    sides, VERDICT_CLAIMS_REFUTED, VERDICT_PROVEN_WRONG, VERDICT_SERVED, VERDICT_UNSERVED,
+    VERDICT_WITHHELD, VOTE_INVALID, VOTE_VALID,
 };
 
 use crate::{constants::*, errors::MarketError, math, state::*, transfer};
@@ -108,7 +109,26 @@ pub fn settle(p: &mut Parties, majority: u8) -> Result<Settlement> {
     };
     let s = match majority {
         // the forfeits of disputes that lost against this result go to its provider
-        VOTE_VALID => p.accept(t.valid, forfeit)?,
+        VOTE_VALID | VERDICT_SERVED => p.accept(t.valid, forfeit)?,
+        VERDICT_UNSERVED => {
+            // the provider did not publish what a client could not fetch (PROTOCOL §8.11):
+            // its whole bond, the client's part to the client, the rest to the treasury; the
+            // reward refunded in full; forfeits of lost disputes to the client
+            let client_part = math::bps_of(bond, p.task.terms.reject_client_bps as u64)?;
+            p.take_from_provider(client_part)?;
+            let node = &mut p.provider_node;
+            node.release(bond, bond)?;
+            let treasury_part = math::sub(bond, client_part)?;
+            node.fees_due = math::add(node.fees_due, treasury_part)?;
+            p.task.client_extra = math::add(math::add(p.task.client_extra, client_part)?, forfeit)?;
+            p.task.majority_share = 0;
+            Settlement {
+                status: Some(TaskStatus::Rejected),
+                provider_paid: 0,
+                provider_slashed: bond,
+                fee: treasury_part,
+            }
+        }
         VOTE_INVALID => {
             let terms = p.task.terms;
             let client_part = math::bps_of(bond, terms.reject_client_bps as u64)?;
@@ -202,7 +222,13 @@ pub fn settle(p: &mut Parties, majority: u8) -> Result<Settlement> {
             task.tally_mut().losers_pending = 0;
         } else {
             let collected = math::mul(task.loser_slash, losers as u64)?;
-            let (bonus, dust) = math::split(collected, winners as u64)?;
+            // no winner to share the losers' slashes (a served result no seat vouched for, an
+            // unserved one): all of it to the treasury through the losers' own nodes
+            let (bonus, dust) = if winners > 0 {
+                math::split(collected, winners as u64)?
+            } else {
+                (0, collected)
+            };
             task.loser_bonus = bonus;
             task.loser_dust = if task.loser_slash > 0 { dust } else { 0 };
             task.tally_mut().losers_pending = if task.loser_slash > 0 { losers } else { 0 };

@@ -770,6 +770,22 @@ impl Provider {
             }
         }
         self.dispute_rejections(chain, now, tasks);
+        // its held results whose availability is challenged, or rejected as withheld: published
+        // on chain (PROTOCOL §8.11)
+        for (key, t) in tasks {
+            let withheld = t.tally().majority == compute_market_protocol::commit::VERDICT_WITHHELD;
+            if t.held && t.provider == me && (t.challenges_open > 0 || (withheld && t.contest == 0))
+            {
+                if let Err(e) =
+                    super::guard(|| super::availability::answer(chain, &self.ctx, now, key, t))
+                {
+                    tracing::warn!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "could not answer an availability challenge; will retry");
+                }
+            }
+        }
+        if let Err(e) = super::availability::close_ended(chain, &self.ctx.name, &self.ctx.kp) {
+            tracing::debug!(provider = self.ctx.name, error = %format!("{e:#}"), "closing ended availability accounts");
+        }
         // its Accepted results against game claims its own trace finds wrong (PROTOCOL §8.10)
         for (key, t) in tasks {
             if t.held && t.provider == self.ctx.node && t.disputes_open > 0 {

@@ -4,9 +4,11 @@
 //! challenger) or claims refuted (the provider paid).
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
-use compute_market_protocol::commit::overturned;
 
-use crate::{constants::*, errors::MarketError, events::TaskConcluded, state::*, verdict};
+use crate::{
+    constants::*, errors::MarketError, events::TaskConcluded,
+    instructions::availability::concludes_at_once, state::*, verdict,
+};
 
 #[derive(Accounts)]
 pub struct ConcludeTask<'info> {
@@ -30,8 +32,9 @@ impl ConcludeTask<'_> {
         let task = &self.task;
         require!(task.held, MarketError::AlreadyConcluded);
         require!(task.disputes_open == 0, MarketError::DisputeOpen);
+        require!(task.challenges_open == 0, MarketError::ChallengeOpen);
         require!(
-            Clock::get()?.slot > task.dispute_deadline || overturned(task.tally().majority),
+            Clock::get()?.slot > task.dispute_deadline || concludes_at_once(task.tally().majority),
             MarketError::DisputeWindowOpen
         );
         Ok(())

@@ -7,7 +7,8 @@
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
 use compute_market_protocol::{
-    commit::{unavailable, verdict, VOTE_INVALID, VOTE_VALID},
+    availability,
+    commit::{unavailable, verdict, VERDICT_WITHHELD, VOTE_INVALID, VOTE_VALID},
     dispute,
     job::JobSpec,
 };
@@ -81,9 +82,14 @@ pub fn handler(ctx: Context<FinalizeTask>) -> Result<()> {
     let a = ctx.accounts;
     // a verdict the program can referee stays open to disputes for the window, its money held
     // (PROTOCOL §8.1); anything else settles now
-    let disputable = matches!(majority, VOTE_VALID | VOTE_INVALID)
-        && a.task.dispute_window > 0
-        && JobSpec::decode(&a.task.job).is_ok_and(|j| dispute::refereed(&j, a.task.dispute_window));
+    // a withheld one too when its provider can contest it by publication (PROTOCOL §8.11)
+    let window = a.task.dispute_window;
+    let disputable = window > 0
+        && JobSpec::decode(&a.task.job).is_ok_and(|j| match majority {
+            VOTE_VALID | VOTE_INVALID => dispute::refereed(&j, window),
+            VERDICT_WITHHELD => availability::max_tiles(&j, window) > 0,
+            _ => false,
+        });
     let s = if disputable {
         let task = &mut a.task;
         task.held = true;

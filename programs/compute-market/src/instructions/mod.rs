@@ -3,6 +3,7 @@
 #![allow(ambiguous_glob_reexports)]
 
 pub mod apply_params;
+pub mod availability;
 pub mod cancel_task;
 pub mod claim_earnings;
 pub mod claim_task;
@@ -37,6 +38,7 @@ pub mod update_node;
 pub mod withdraw;
 
 pub use apply_params::*;
+pub use availability::*;
 pub use cancel_task::*;
 pub use claim_task::*;
 pub use close_dispute::*;

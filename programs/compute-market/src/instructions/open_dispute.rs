@@ -4,7 +4,7 @@
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
 use compute_market_protocol::{
-    commit::{overturned, VOTE_INVALID, VOTE_VALID},
+    commit::{overturned, VERDICT_SERVED, VOTE_INVALID, VOTE_VALID},
     dispute::{self, DISPUTE_CLAIMS_FALSE, DISPUTE_RESULT_WRONG},
     job::JobSpec,
 };
@@ -63,12 +63,14 @@ impl OpenDispute<'_> {
         );
         require!(task.held, MarketError::NotDisputable);
         require!(!overturned(majority), MarketError::VerdictOverturned);
-        let expected = if args.kind == DISPUTE_RESULT_WRONG {
-            VOTE_VALID
+        // kind 1 against an Accepted verdict, or a served one (PROTOCOL §8.11: decided on its
+        // content once published); kind 2 against a Rejected one by INVALID seats
+        let against = if args.kind == DISPUTE_RESULT_WRONG {
+            matches!(majority, VOTE_VALID | VERDICT_SERVED)
         } else {
-            VOTE_INVALID
+            majority == VOTE_INVALID
         };
-        require!(majority == expected, MarketError::NotDisputable);
+        require!(against, MarketError::NotDisputable);
         require!(
             Clock::get()?.slot <= task.dispute_deadline,
             MarketError::DisputeWindowClosed

@@ -173,7 +173,10 @@ pub fn handler(ctx: Context<PostTask>, args: PostTaskArgs) -> Result<()> {
         award_pending: false,
         games_open: 0,
         dispute_nonce: 0,
-        reserved: [0; 17],
+        challenges_open: 0,
+        availability_nonce: 0,
+        contest: 0,
+        reserved: [0; 13],
     });
     let a = &ctx.accounts;
     transfer::from_wallet(

@@ -5,7 +5,9 @@
 use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
 use compute_market_protocol::{
-    commit::{overturned, side, Side, VERDICT_CLAIMS_REFUTED, VERDICT_PROVEN_WRONG},
+    commit::{
+        overturned, side, Side, VERDICT_CLAIMS_REFUTED, VERDICT_PROVEN_WRONG, VERDICT_SERVED,
+    },
     job::{JobKind, JobSpec},
     sampling::sample_index,
 };
@@ -86,7 +88,14 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
         side = Some(Side::Released);
     }
     let refuted_winner = a.vote.refuted && !overturned(majority) && side == Some(Side::Winner);
-    if refuted_winner {
+    if majority == VERDICT_SERVED && side == Some(Side::FalseStatement) {
+        // "unavailable" of a result its provider then published (PROTOCOL §8.11): the whole
+        // bond, all of it to the treasury (none to the provider, which must not profit from
+        // withholding from seats)
+        slashed = bond;
+        a.node.release(bond, slashed)?;
+        a.node.fees_due = math::add(a.node.fees_due, slashed)?;
+    } else if refuted_winner {
         // its claim was disproved though the verdict stood on others' true claims: a false
         // statement, its whole bond to the treasury, its share back to the client
         slashed = bond;

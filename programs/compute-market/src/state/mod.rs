@@ -1,4 +1,5 @@
 //! Account types. Each is one PDA (PROTOCOL §2); none holds an unbounded vector.
+pub mod availability;
 pub mod config;
 pub mod dispute;
 pub mod game;
@@ -7,6 +8,7 @@ pub mod node;
 pub mod task;
 pub mod vote;
 
+pub use availability::*;
 pub use config::*;
 pub use dispute::*;
 pub use game::*;

@@ -234,8 +234,15 @@ pub struct Task {
     /// dispute it was opened against (a dispute account re-created at the same address is
     /// another dispute).
     pub dispute_nonce: u32,
+    /// Availability challenges and contests open (PROTOCOL §8.11): the verdict concludes only
+    /// once none is.
+    pub challenges_open: u8,
+    /// Availability accounts ever opened on it (the next one's PDA seed).
+    pub availability_nonce: u16,
+    /// The provider's contest of a withheld verdict: 0 none, 1 open, 2 answered, 3 failed.
+    pub contest: u8,
     /// Zeroed space for fields of later versions.
-    pub reserved: [u8; 17],
+    pub reserved: [u8; 13],
 }
 
 impl Task {

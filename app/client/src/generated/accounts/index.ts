@@ -6,6 +6,7 @@
  * @see https://github.com/codama-idl/codama
  */
 
+export * from './availability';
 export * from './config';
 export * from './dispute';
 export * from './game';

@@ -7,15 +7,19 @@
  */
 
 export * from './applyParams';
+export * from './availabilityTimeout';
 export * from './cancelTask';
+export * from './challengeAvailability';
 export * from './claimEarnings';
 export * from './claimTask';
+export * from './closeAvailability';
 export * from './closeDispute';
 export * from './closeGame';
 export * from './closeNode';
 export * from './closeTask';
 export * from './commitVote';
 export * from './concludeTask';
+export * from './contestWithheld';
 export * from './createMarket';
 export * from './defend';
 export * from './disputeClaim';
@@ -42,6 +46,8 @@ export * from './joinTask';
 export * from './openDispute';
 export * from './postTask';
 export * from './proposeParams';
+export * from './publishProve';
+export * from './publishWrite';
 export * from './reclaimTask';
 export * from './registerNode';
 export * from './requestUnstake';

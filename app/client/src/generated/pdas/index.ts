@@ -11,5 +11,6 @@ export * from './dispute';
 export * from './escrow';
 export * from './game';
 export * from './node';
+export * from './providerNode';
 export * from './providerVault';
 export * from './vault';
