@@ -50,7 +50,7 @@ use tower_http::{
 };
 
 use super::{
-    admission::{peer_key, verify_request, Admission, Conn, Place, Progress, Signers},
+    admission::{peer_key, verify_request, Admission, Conn, Place, Progress, Signers, Verdict},
     content::Opened,
     parse_hex_digest,
     wire::encode_one,
@@ -107,23 +107,26 @@ pub struct ServerLimits {
     /// The least a peer may hold however full the server is.
     pub connections_per_peer_min: usize,
     /// Connections of admitted nodes (a request on them signed by a key in
-    /// [`HttpServer::admitted`]) open at once, apart from the strangers' cap: never evicted,
-    /// and at most [`ServerLimits::connections_per_peer`] per signer. Past it a node's
-    /// connection stays in the strangers' places.
+    /// [`HttpServer::admitted`]) open at once, apart from the strangers' cap: never evicted.
+    /// Each signer holds at most its share by stake (a place at least while the pool has one
+    /// for every signer, [`super::admission::Admitted::share`]), and never more than
+    /// [`ServerLimits::connections_per_peer`]. Past it a node's connection stays in the
+    /// strangers' places.
     pub node_connections: usize,
     /// Transfers of admitted nodes' signed requests in flight at once, in all: a pool
-    /// strangers cannot draw from (a node's request finding it full falls back to the
-    /// strangers' pools).
+    /// strangers cannot draw from (a node's request finding it full, or its signer holding
+    /// its share by stake of it, falls back to the strangers' pools).
     pub node_transfers: usize,
-    /// The same for one signer.
+    /// The most for one signer, whatever its stake.
     pub node_transfers_per_signer: usize,
     /// How far a signed request's time may be from the server's clock; a request signed
     /// longer ago (or ahead) is a stranger's.
     pub signature_skew: Duration,
-    /// The names (`host[:port]`, as a request's `Host` says them) this server answers to: a
-    /// signed request naming another host — a signature collected by another server — is a
-    /// stranger's. Empty: any name (a server that cannot know its names; `keeper run` sets its
-    /// public URL's and its listening address's).
+    /// The names (`host[:port]`, as a request's `Host` says them) this server answers to: an
+    /// admitted node's signed request naming another host — a signature collected by another
+    /// server, replayed here — is refused with `403`. Empty: any name (a library server that
+    /// cannot know its names; `keeper run` and `keeper serve` set their public URL's and their
+    /// listening address's, [`own_hosts`]).
     pub own_hosts: Vec<String>,
     /// Least rate a transfer must keep, bytes per second averaged over each
     /// [`ServerLimits::stall_timeout`]: a reader slower than that (or stopped) loses its
@@ -264,6 +267,8 @@ struct App {
     uploads: Arc<Transfers>,
     /// Admitted nodes' signed transfers ([`ServerLimits::node_transfers`]).
     nodes: Arc<Transfers>,
+    /// The admitted signers and their stakes (their shares of `nodes`).
+    admitted: Signers,
     /// Bytes of content objects held by `GET /c/` bodies now.
     reading: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -282,14 +287,18 @@ impl Drop for Reading {
 }
 
 impl App {
-    /// A place in the nodes' pool for a connection whose requests an admitted node signed.
+    /// A place in the nodes' pool for a connection whose requests an admitted node signed,
+    /// within its signer's share by stake of the pool.
     fn node_place(&self, conn: &Conn) -> Option<Permit> {
         let signer = conn.signer.get()?;
-        self.nodes.take(
-            Holder::Node(*signer),
-            self.limits.node_transfers_per_signer,
-            self.limits.node_transfers,
-        )
+        let share = self
+            .admitted
+            .read()
+            .expect("signers lock")
+            .share(signer, self.limits.node_transfers, 1)
+            .min(self.limits.node_transfers_per_signer);
+        self.nodes
+            .take(Holder::Node(*signer), share, self.limits.node_transfers)
     }
 
     /// A transfer place for `ip` to fetch the result under `root`: from the nodes' pool for
@@ -1066,6 +1075,43 @@ impl Drop for InFlight {
     }
 }
 
+/// The refusal of an admitted node's request signed for `host`, which is not one of `own`.
+fn other_host(host: &str, own: &[String]) -> String {
+    format!(
+        "this request is signed for host {host:?}, which is not one of this server's names \
+         ({}): a signature made for another server is not accepted here. If this server is \
+         reached as {host:?}, its operator must name it (--public-url)",
+        own.join(", ")
+    )
+}
+
+/// The names a server answers to, as requests' `Host` headers say them: its public URL's
+/// `host[:port]` (the port only when not the scheme's default, as clients send it), and its
+/// listening address when that is one a client can reach (not `0.0.0.0` or `[::]`), with
+/// `localhost:<port>` for a loopback one.
+pub fn own_hosts(public: Option<&str>, local: SocketAddr) -> Vec<String> {
+    let mut out = vec![];
+    if !local.ip().is_unspecified() {
+        out.push(local.to_string());
+        if local.ip().is_loopback() {
+            out.push(format!("localhost:{}", local.port()));
+        }
+    }
+    if let Some(u) = public.and_then(|p| reqwest::Url::parse(p).ok()) {
+        if let Some(h) = u.host_str() {
+            let h = h.to_ascii_lowercase();
+            let name = match u.port() {
+                Some(p) => format!("{h}:{p}"),
+                None => h,
+            };
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
 /// Bytes of `req`'s head as it came: the request line and every header line.
 fn head_len<B>(req: &Request<B>) -> usize {
     let line = req.method().as_str().len()
@@ -1149,55 +1195,75 @@ async fn accept_loop(
             let skew = limits.signature_skew;
             let signed = metrics.clone();
             let max_head = limits.max_request_head;
-            let svc = hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
-                let busy = InFlight::new(&served.progress);
-                // hyper bounds its read buffer only while a head is incomplete: a head that
-                // arrives in one read may pass the limit, so it is measured here
-                if head_len(&req) > max_head {
-                    let mut r = refuse(
-                        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                        format!("the request head is larger than {max_head} bytes"),
-                    );
-                    r.headers_mut()
-                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                    return futures_util::future::Either::Left(std::future::ready(Ok::<
-                        _,
-                        Infallible,
-                    >(
-                        r
-                    )));
-                }
-                // the first request signed by an admitted node makes the connection a node's
-                if served.signer.get().is_none()
-                    && req.headers().contains_key(super::admission::SIGNER)
-                    && !tried.swap(true, std::sync::atomic::Ordering::Relaxed)
-                {
-                    let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
-                    if let Some(signer) = verify_request(
-                        req.headers(),
-                        req.method().as_str(),
-                        pq,
-                        &admitted,
-                        skew,
-                        &own_hosts,
-                        &replays,
-                    ) {
-                        let _ = served.signer.set(signer);
-                        admission.promote(served.id, signer);
+            let svc =
+                hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
+                    let busy = InFlight::new(&served.progress);
+                    // hyper bounds its read buffer only while a head is incomplete: a head that
+                    // arrives in one read may pass the limit, so it is measured here
+                    if head_len(&req) > max_head {
+                        let mut r = refuse(
+                            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                            format!("the request head is larger than {max_head} bytes"),
+                        );
+                        r.headers_mut()
+                            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                        return futures_util::future::Either::Left(std::future::ready(Ok::<
+                            _,
+                            Infallible,
+                        >(
+                            r
+                        )));
                     }
-                }
-                if served.signer.get().is_some() {
-                    signed.http_signed.inc();
-                }
-                req.extensions_mut().insert(Peer(peer));
-                req.extensions_mut().insert(served.clone());
-                let app = app.clone();
-                futures_util::future::Either::Right(async move {
-                    let r = app.oneshot(req).await.into_response();
-                    drop(busy);
-                    Ok::<_, Infallible>(r)
-                })
-            });
+                    // the first request signed by an admitted node makes the connection a node's
+                    if served.signer.get().is_none()
+                        && req.headers().contains_key(super::admission::SIGNER)
+                        && !tried.swap(true, std::sync::atomic::Ordering::Relaxed)
+                    {
+                        let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
+                        match verify_request(
+                            req.headers(),
+                            req.method().as_str(),
+                            pq,
+                            &admitted,
+                            skew,
+                            &own_hosts,
+                            &replays,
+                        ) {
+                            Verdict::Node(signer) => {
+                                let _ = served.signer.set(signer);
+                                let share = admission
+                                    .node_share(&admitted.read().expect("signers lock"), &signer);
+                                admission.promote(served.id, signer, share);
+                            }
+                            Verdict::OtherHost(host) => {
+                                signed.http_signed_elsewhere.inc();
+                                let mut r =
+                                    refuse(StatusCode::FORBIDDEN, other_host(&host, &own_hosts));
+                                r.headers_mut()
+                                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                                r.headers_mut().insert(
+                                    super::admission::REFUSED,
+                                    HeaderValue::from_static("other-host"),
+                                );
+                                return futures_util::future::Either::Left(std::future::ready(
+                                    Ok::<_, Infallible>(r),
+                                ));
+                            }
+                            Verdict::Stranger => {}
+                        }
+                    }
+                    if served.signer.get().is_some() {
+                        signed.http_signed.inc();
+                    }
+                    req.extensions_mut().insert(Peer(peer));
+                    req.extensions_mut().insert(served.clone());
+                    let app = app.clone();
+                    futures_util::future::Either::Right(async move {
+                        let r = app.oneshot(req).await.into_response();
+                        drop(busy);
+                        Ok::<_, Infallible>(r)
+                    })
+                });
             let conn_fut = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout)
@@ -1278,6 +1344,7 @@ pub fn serve_listener(
         urgent: Default::default(),
         uploads: Default::default(),
         nodes: Default::default(),
+        admitted: admitted.clone(),
         reading: Default::default(),
     });
     let serving = Serving {
@@ -1322,9 +1389,10 @@ pub fn serve_listener(
 pub struct HttpServer {
     /// Where it listens.
     pub addr: SocketAddr,
-    /// The keys whose signed requests are a market node's ([`super::admission`]): empty at
-    /// start; the daemon fills it with the market's nodes as it reads them from chain, and
-    /// `keeper serve --admit` with the keys it is given.
+    /// The keys whose signed requests are a market node's, with their stakes
+    /// ([`super::admission`]): empty at start; the daemon fills it with the market's staked
+    /// nodes as it reads them from chain, and `keeper serve` with the keys it is given
+    /// (`--admit`) and those it reads from chain (`--admit-market`).
     pub admitted: Signers,
     stop: tokio::sync::watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
