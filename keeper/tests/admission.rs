@@ -18,7 +18,7 @@ use std::{
     io::{Read, Write},
     net::{SocketAddr, TcpStream},
     sync::{
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         Arc, Mutex,
     },
     time::{Duration, Instant},
@@ -382,7 +382,29 @@ fn nodes_without_stake_cannot_take_the_nodes_pool() {
     assert!(!floored.contains(&low.pubkey()) && floored.contains(&verifier.pubkey()));
     let low_share = admitted.share(&low.pubkey(), 8, 1);
 
-    let (server, _metrics, root, job) = server(admitted);
+    // the server's set, kept by the thread `keeper run` and `keeper serve --admit-market` run:
+    // the market's staked nodes, and a key admitted by hand besides
+    let (server, _metrics, root, job) = server(Admitted::default());
+    let by_hand = Keypair::new().pubkey();
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = daemon::admit_nodes(
+        s.chain.clone(),
+        pda::market(1),
+        daemon::ADMIT_MIN_STAKE,
+        Admitted::new([(by_hand, 5)]),
+        server.admitted.clone(),
+        stop.clone(),
+    )
+    .unwrap();
+    let t = Instant::now();
+    while server.admitted.read().unwrap().len() < 7 && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::SeqCst);
+    reader.join().unwrap();
+    let mut expected = admitted.clone();
+    expected.insert(by_hand, 5);
+    assert_eq!(*server.admitted.read().unwrap(), expected);
     let addr = server.addr;
     let all = format!("/r/{}/all", hex(&root));
     let strangers: Vec<String> = (1..=2).map(|i| format!("127.6.0.{i}")).collect();
