@@ -20,8 +20,8 @@
 //!   Only a signer in the set costs a signature check, so strangers cannot make the server
 //!   verify signatures by sending made-up keys.
 //! * **Shares by stake.** Each admitted signer holds at most its share of the node
-//!   connections, of the node transfers and of the replay memory ([`Replays`]): a place
-//!   or two each ([`Admitted::share`]) and the rest in proportion to its stake. A signer over
+//!   connections, of the node transfers and of the replay memory ([`Replays`]): a least share
+//!   each ([`Admitted::share`]) and the rest in proportion to its stake. A signer over
 //!   its share is served as a stranger; nothing it does takes another signer's places or
 //!   evicts another signer's remembered signatures.
 //! * **Bound to this server.** A signature names the host it was made for; a server accepts
@@ -211,7 +211,8 @@ struct ReplayState {
 }
 
 /// One signer's accepted signatures: each with the unix time it may be forgotten at, in the
-/// order accepted (so also of those times).
+/// order accepted (forgotten from the front: a signer signing ahead of the clock keeps its own
+/// entries longer, no one else's).
 #[derive(Default)]
 struct Seen {
     sigs: HashSet<[u8; 64]>,

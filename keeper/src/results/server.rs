@@ -1075,14 +1075,26 @@ impl Drop for InFlight {
     }
 }
 
-/// The refusal of an admitted node's request signed for `host`, which is not one of `own`.
-fn other_host(host: &str, own: &[String]) -> String {
-    format!(
-        "this request is signed for host {host:?}, which is not one of this server's names \
-         ({}): a signature made for another server is not accepted here. If this server is \
-         reached as {host:?}, its operator must name it (--public-url)",
-        own.join(", ")
-    )
+/// The refusal (403) of an admitted node's request signed for `host`, which is not one of
+/// `own`: it names both and the fix, and marks itself ([`super::admission::REFUSED`]) so that
+/// a node reaching the server under a name it was not told asks again as a stranger.
+fn refuse_other_host(host: &str, own: &[String]) -> Response {
+    let mut r = refuse(
+        StatusCode::FORBIDDEN,
+        format!(
+            "this request is signed for host {host:?}, which is not one of this server's names \
+             ({}): a signature made for another server is not accepted here. If this server is \
+             reached as {host:?}, its operator must name it (--public-url)",
+            own.join(", ")
+        ),
+    );
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r.headers_mut().insert(
+        super::admission::REFUSED,
+        HeaderValue::from_static("other-host"),
+    );
+    r
 }
 
 /// The names a server answers to, as requests' `Host` headers say them: its public URL's
@@ -1195,75 +1207,64 @@ async fn accept_loop(
             let skew = limits.signature_skew;
             let signed = metrics.clone();
             let max_head = limits.max_request_head;
-            let svc =
-                hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
-                    let busy = InFlight::new(&served.progress);
-                    // hyper bounds its read buffer only while a head is incomplete: a head that
-                    // arrives in one read may pass the limit, so it is measured here
-                    if head_len(&req) > max_head {
-                        let mut r = refuse(
-                            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                            format!("the request head is larger than {max_head} bytes"),
-                        );
-                        r.headers_mut()
-                            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                        return futures_util::future::Either::Left(std::future::ready(Ok::<
-                            _,
-                            Infallible,
-                        >(
-                            r
-                        )));
+            let svc = hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
+                let busy = InFlight::new(&served.progress);
+                // hyper bounds its read buffer only while a head is incomplete: a head that
+                // arrives in one read may pass the limit, so it is measured here
+                if head_len(&req) > max_head {
+                    let mut r = refuse(
+                        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                        format!("the request head is larger than {max_head} bytes"),
+                    );
+                    r.headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                    return futures_util::future::Either::Left(std::future::ready(Ok::<
+                        _,
+                        Infallible,
+                    >(
+                        r
+                    )));
+                }
+                // the first request signed by an admitted node makes the connection a node's
+                if served.signer.get().is_none()
+                    && req.headers().contains_key(super::admission::SIGNER)
+                    && !tried.swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
+                    let verdict = verify_request(
+                        req.headers(),
+                        req.method().as_str(),
+                        pq,
+                        &admitted,
+                        skew,
+                        &own_hosts,
+                        &replays,
+                    );
+                    if let Verdict::OtherHost(host) = &verdict {
+                        // a signature made for another server: refused, saying so
+                        signed.http_signed_elsewhere.inc();
+                        let r = refuse_other_host(host, &own_hosts);
+                        return futures_util::future::Either::Left(std::future::ready(Ok(r)));
                     }
-                    // the first request signed by an admitted node makes the connection a node's
-                    if served.signer.get().is_none()
-                        && req.headers().contains_key(super::admission::SIGNER)
-                        && !tried.swap(true, std::sync::atomic::Ordering::Relaxed)
-                    {
-                        let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
-                        match verify_request(
-                            req.headers(),
-                            req.method().as_str(),
-                            pq,
-                            &admitted,
-                            skew,
-                            &own_hosts,
-                            &replays,
-                        ) {
-                            Verdict::Node(signer) => {
-                                let _ = served.signer.set(signer);
-                                let share = admission
-                                    .node_share(&admitted.read().expect("signers lock"), &signer);
-                                admission.promote(served.id, signer, share);
-                            }
-                            Verdict::OtherHost(host) => {
-                                signed.http_signed_elsewhere.inc();
-                                let mut r =
-                                    refuse(StatusCode::FORBIDDEN, other_host(&host, &own_hosts));
-                                r.headers_mut()
-                                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                                r.headers_mut().insert(
-                                    super::admission::REFUSED,
-                                    HeaderValue::from_static("other-host"),
-                                );
-                                return futures_util::future::Either::Left(std::future::ready(
-                                    Ok::<_, Infallible>(r),
-                                ));
-                            }
-                            Verdict::Stranger => {}
-                        }
+                    if let Verdict::Node(signer) = verdict {
+                        let _ = served.signer.set(signer);
+                        let share =
+                            admission.node_share(&admitted.read().expect("signers lock"), &signer);
+                        admission.promote(served.id, signer, share);
                     }
-                    if served.signer.get().is_some() {
-                        signed.http_signed.inc();
-                    }
-                    req.extensions_mut().insert(Peer(peer));
-                    req.extensions_mut().insert(served.clone());
-                    let app = app.clone();
-                    futures_util::future::Either::Right(async move {
-                        let r = app.oneshot(req).await.into_response();
-                        drop(busy);
-                        Ok::<_, Infallible>(r)
-                    })
-                });
+                }
+                if served.signer.get().is_some() {
+                    signed.http_signed.inc();
+                }
+                req.extensions_mut().insert(Peer(peer));
+                req.extensions_mut().insert(served.clone());
+                let app = app.clone();
+                futures_util::future::Either::Right(async move {
+                    let r = app.oneshot(req).await.into_response();
+                    drop(busy);
+                    Ok::<_, Infallible>(r)
+                })
+            });
             let conn_fut = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout)
