@@ -1421,7 +1421,33 @@ impl Drop for HttpServer {
 
 #[cfg(test)]
 mod tests {
-    use super::{byte_range, Range};
+    use super::{byte_range, own_hosts, Range};
+
+    #[test]
+    fn a_servers_names_are_those_a_client_sends() {
+        let at = |a: &str| a.parse().unwrap();
+        assert_eq!(
+            own_hosts(None, at("127.0.0.1:9200")),
+            ["127.0.0.1:9200", "localhost:9200"]
+        );
+        // the scheme's default port is not in the Host header clients send
+        assert_eq!(
+            own_hosts(Some("https://Store.Example/"), at("0.0.0.0:9200")),
+            ["store.example"]
+        );
+        assert_eq!(
+            own_hosts(Some("http://203.0.113.5:9200"), at("[::]:9200")),
+            ["203.0.113.5:9200"]
+        );
+        assert_eq!(
+            own_hosts(Some("http://[2001:db8::1]:80"), at("[2001:db8::1]:9200")),
+            ["[2001:db8::1]:9200", "[2001:db8::1]"]
+        );
+        assert!(
+            own_hosts(None, at("0.0.0.0:9200")).is_empty(),
+            "a wildcard names nothing"
+        );
+    }
 
     #[test]
     fn one_byte_range_is_read_everything_else_is_the_whole_object() {
