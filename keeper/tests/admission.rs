@@ -550,11 +550,14 @@ fn one_signer_cannot_flush_the_replay_memory() {
     );
     println!("{report}");
     assert_eq!(total, 4 * EACH, "{report}");
-    assert!((1..=share).contains(&served), "{report}");
+    // a signature is remembered while its time passes the check (61 s here): a flush
+    // outlasting that (a slow machine) may have a share accepted per window
+    let windows = 1 + (flush_s / 61.0) as usize;
+    assert!((1..=share * windows).contains(&served), "{report}");
     // every request on a node's connection is the verifier's (one a fetch) or one of the
     // signer's accepted signatures: never more of those than its share
     assert!(
-        signed_requests as usize <= share + during + 5,
+        signed_requests as usize <= share * windows + during + 5,
         "the signer's accepted signatures: {report}"
     );
     assert_eq!(
