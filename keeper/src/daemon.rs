@@ -17,7 +17,10 @@ use std::{
 
 use anchor_lang::prelude::Pubkey;
 use anyhow::{Context, Result};
-use compute_market::{pda, state::Task};
+use compute_market::{
+    pda,
+    state::{Node, Task},
+};
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
@@ -90,6 +93,9 @@ pub struct DaemonOptions {
     /// Verifier: other keepers asked for a result its provider does not serve
     /// ([`Verifier::mirrors`]).
     pub mirrors: Vec<String>,
+    /// Least stake (free + bonded, token base units) of a market node whose signed requests
+    /// this keeper's server admits ahead of strangers' ([`admitted_nodes`]); at least 1.
+    pub admit_min_stake: u64,
 }
 
 /// Default disk budget for served results, bytes.
@@ -127,6 +133,7 @@ impl DaemonOptions {
             min_samples: 1,
             cors_origins: vec![],
             mirrors: vec![],
+            admit_min_stake: ADMIT_MIN_STAKE,
         }
     }
 }
@@ -316,30 +323,59 @@ pub fn raise_open_files() -> Option<(u64, u64)> {
     None
 }
 
-/// The names a keeper's server answers to, as requests' `Host` headers say them: its public
-/// URL's `host[:port]` and its listening address.
-fn own_hosts(public: &str, local: std::net::SocketAddr) -> Vec<String> {
-    let mut out = vec![local.to_string()];
-    if let Ok(u) = reqwest::Url::parse(public) {
-        if let Some(h) = u.host_str() {
-            out.push(match u.port() {
-                Some(p) => format!("{h}:{p}"),
-                None => h.to_string(),
-            });
-        }
-    }
-    out
-}
-
 /// How often the daemon reads the market's nodes to admit their signed requests ahead of
 /// strangers' ([`crate::results::admission`]).
 const NODES_EVERY: Duration = Duration::from_secs(60);
 
-/// Keeps `admitted` to the authorities of `market`'s nodes, read every [`NODES_EVERY`] on a
+/// The default floor of stake for admission ([`DaemonOptions::admit_min_stake`], `keeper
+/// serve --admit-min-stake`): any nonzero stake. The market sets no floor yet (a field of
+/// the Market account would be a program change); a keeper sets its own.
+pub const ADMIT_MIN_STAKE: u64 = 1;
+
+/// `--admit-min-stake` checked: a floor of 0 would admit nodes without stake, which anyone
+/// can register for the rent of an account, so the least is 1.
+pub fn admit_min_stake(v: u64) -> Result<u64> {
+    anyhow::ensure!(
+        v >= 1,
+        "--admit-min-stake 0 would admit nodes without stake (anyone can register one and take \
+         the nodes' places): give at least 1 (token base units; the default, {ADMIT_MIN_STAKE}, \
+         admits any nonzero stake)"
+    );
+    Ok(v)
+}
+
+/// The stake of a node that admission weighs: free + bonded (what it can lose to a slash;
+/// stake waiting for its cooldown is leaving).
+pub fn admission_stake(n: &Node) -> u64 {
+    n.free.saturating_add(n.bonded)
+}
+
+/// `market`'s nodes holding at least `min_stake` ([`admission_stake`]), as the admitted
+/// signers of a keeper's server: each node's authority with its stake. Nodes below the floor
+/// (a registered node with no stake costs only its rent) are strangers.
+pub fn admitted_nodes(
+    chain: &dyn Chain,
+    market: &Pubkey,
+    min_stake: u64,
+) -> Result<crate::results::admission::Admitted> {
+    let min_stake = min_stake.max(1);
+    Ok(crate::results::admission::Admitted::new(
+        chain
+            .nodes_of(market)?
+            .iter()
+            .map(|(_, n)| (n.authority, admission_stake(n)))
+            .filter(|(_, stake)| *stake >= min_stake),
+    ))
+}
+
+/// Keeps `admitted` to `market`'s nodes holding at least `min_stake` ([`admitted_nodes`]) and
+/// the `fixed` signers besides (`keeper serve --admit`), read every [`NODES_EVERY`] on a
 /// thread of its own (a slow RPC never delays a role), until `stop`.
-fn admit_nodes(
+pub fn admit_nodes(
     chain: Arc<dyn Chain>,
     market: Pubkey,
+    min_stake: u64,
+    fixed: crate::results::admission::Admitted,
     admitted: crate::results::admission::Signers,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
@@ -349,12 +385,17 @@ fn admit_nodes(
             let mut next = Instant::now();
             while !stop.load(Ordering::SeqCst) {
                 if Instant::now() >= next {
-                    match chain.nodes_of(&market) {
-                        Ok(nodes) => {
-                            let keys: std::collections::HashSet<Pubkey> =
-                                nodes.iter().map(|(_, n)| n.authority).collect();
-                            tracing::debug!(nodes = keys.len(), "admitting the market's nodes");
-                            *admitted.write().expect("signers lock") = keys;
+                    match admitted_nodes(chain.as_ref(), &market, min_stake) {
+                        Ok(mut set) => {
+                            tracing::debug!(
+                                nodes = set.len(),
+                                min_stake,
+                                "admitting the market's staked nodes"
+                            );
+                            for (k, w) in fixed.iter() {
+                                set.insert(*k, w);
+                            }
+                            *admitted.write().expect("signers lock") = set;
                         }
                         Err(e) => {
                             tracing::warn!(error = %format!("{e:#}"), "cannot read the market's nodes (the admitted set is kept)")
@@ -443,7 +484,7 @@ pub fn run(
         .clone()
         .unwrap_or(format!("http://{}", listener.local_addr()?));
     let local = listener.local_addr()?;
-    let hosts = own_hosts(&base, local);
+    let hosts = crate::results::server::own_hosts(Some(&base), local);
     let started = Instant::now();
     // every fetch (a verifier's of results, a provider's of inputs) is signed by the node's
     // key: other keepers' servers admit it ahead of strangers
@@ -558,7 +599,14 @@ pub fn run(
         last: Mutex::new(None),
     });
     let pulse = Arc::new(Pulse::default());
-    let nodes = admit_nodes(chain.clone(), market, server.admitted.clone(), stop.clone())?;
+    let nodes = admit_nodes(
+        chain.clone(),
+        market,
+        opts.admit_min_stake,
+        Default::default(),
+        server.admitted.clone(),
+        stop.clone(),
+    )?;
     let survive = |who: &str, r: Result<()>| {
         if let Err(e) = r {
             tracing::warn!(who, error = %format!("{e:#}"), "pass failed; retrying");

@@ -65,6 +65,9 @@ pub struct Metrics {
     pub http_connections_evicted: Counter,
     /// Requests signed by an admitted node (served from the nodes' pools).
     pub http_signed: Counter,
+    /// Admitted nodes' requests refused (403) for naming a host that is not one of the
+    /// server's names: signatures made for another server ([`crate::results::admission`]).
+    pub http_signed_elsewhere: Counter,
     /// Bytes of served results held on disk.
     pub store_bytes: Gauge,
     /// Panics caught in one task's work (that task failed; the process went on).
@@ -100,6 +103,7 @@ impl Default for Metrics {
             http_stalled: Counter::default(),
             http_connections_evicted: Counter::default(),
             http_signed: Counter::default(),
+            http_signed_elsewhere: Counter::default(),
             store_bytes: Gauge::default(),
             panics: Counter::default(),
             claims_skipped: Family::default(),
@@ -190,6 +194,11 @@ impl Default for Metrics {
             "http_signed",
             "Requests signed by an admitted node",
             m.http_signed.clone(),
+        );
+        registry.register(
+            "http_signed_elsewhere",
+            "Admitted nodes' requests refused for naming another server's host",
+            m.http_signed_elsewhere.clone(),
         );
         registry.register(
             "store_bytes",

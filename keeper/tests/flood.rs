@@ -9,9 +9,8 @@
 //! attacking socket).
 
 use std::{
-    io::{BufRead, Read, Write},
+    io::{Read, Write},
     net::{IpAddr, SocketAddr},
-    process::{Child, Command, Stdio},
     sync::{
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
         Arc,
@@ -19,6 +18,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+mod common;
+
+use common::serve::{big_object, keeper_serve};
 use compute_market_keeper::{
     compute::{cpu::CpuBackend, Backend},
     metrics::Metrics,
@@ -44,60 +46,6 @@ fn raise_nofile() -> u64 {
     l.rlim_cur
 }
 
-/// A `keeper serve` on a free loopback port over `dir`, admitting `admit`; its address.
-fn keeper_serve(
-    dir: &std::path::Path,
-    admit: &[String],
-    nofile: Option<u64>,
-) -> (Child, SocketAddr) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_keeper"));
-    cmd.args(["serve", "--listen", "127.0.0.1:0", "--dir"])
-        .arg(dir)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for k in admit {
-        cmd.args(["--admit", k]);
-    }
-    if let Some(soft) = nofile {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: setrlimit is async-signal-safe; it only lowers the child's soft limit.
-        unsafe {
-            cmd.pre_exec(move || {
-                let mut l = libc::rlimit {
-                    rlim_cur: 0,
-                    rlim_max: 0,
-                };
-                libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
-                l.rlim_cur = soft.min(l.rlim_max);
-                libc::setrlimit(libc::RLIMIT_NOFILE, &l);
-                Ok(())
-            });
-        }
-    }
-    let mut child = cmd.spawn().expect("keeper serve");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut sent = false;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if let Some(a) = line.strip_prefix("serving the content store at http://") {
-                if !sent {
-                    let _ = tx.send(a.trim().parse::<SocketAddr>().unwrap());
-                    sent = true;
-                }
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("keeper serve said where it listens");
-    (child, addr)
-}
-
 /// `VmRSS` of process `pid`, MiB.
 fn rss_mib(pid: u32) -> f64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -105,32 +53,6 @@ fn rss_mib(pid: u32) -> f64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
-}
-
-/// Writes a deterministic object of `len` bytes into the content directory of a store at
-/// `dir` (as its file, named by its SHA-256, streamed: never held in memory); its hash.
-fn big_object(dir: &std::path::Path, len: usize) -> [u8; 32] {
-    let content = dir.join("content");
-    std::fs::create_dir_all(&content).unwrap();
-    let tmp = content.join("object.tmp.partial");
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp).unwrap());
-    let mut h = solana_sha256_hasher::Hasher::default();
-    let mut chunk = vec![0u8; 1 << 20];
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    for _ in 0..len / chunk.len() {
-        for b in chunk.chunks_exact_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            b.copy_from_slice(&x.to_le_bytes());
-        }
-        h.hash(&chunk);
-        f.write_all(&chunk).unwrap();
-    }
-    drop(f);
-    let d = h.result().to_bytes();
-    std::fs::rename(&tmp, content.join(hex(&d))).unwrap();
-    d
 }
 
 /// One slowloris connection from `from` to `to`, kept up (reconnected when the server closes
@@ -197,7 +119,11 @@ fn an_honest_verifier_is_served_under_a_flood_of_slowloris_and_range_loops() {
     };
     let object = big_object(dir.path(), 256 << 20);
     let verifier = Keypair::new();
-    let (mut server, addr) = keeper_serve(dir.path(), &[verifier.pubkey().to_string()], None);
+    let (mut server, addr) = keeper_serve(
+        dir.path(),
+        &["--admit", &verifier.pubkey().to_string()],
+        None,
+    );
     let pid = server.id();
     let base_rss = rss_mib(pid);
 

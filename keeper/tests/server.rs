@@ -420,7 +420,7 @@ fn a_nodes_signed_fetch_is_served_when_strangers_hold_every_transfer() {
     let server =
         results::server::serve_with(store, metrics.clone(), "127.0.0.1:0", limits).unwrap();
     let node = solana_keypair::Keypair::new();
-    server.admitted.write().unwrap().insert(node.pubkey());
+    server.admitted.write().unwrap().insert(node.pubkey(), 1);
     let mut stalled = vec![];
     for from in ["127.0.0.2", "127.0.0.3"] {
         let mut c = connect_from(from, server.addr);

@@ -9,14 +9,25 @@
 //!   connections than the peer holding the most closes an idle connection of that peer (no
 //!   request in flight, no transfer streaming) rather than being dropped: whoever holds more
 //!   than their share pays for the newcomer.
-//! * **A market's nodes ahead of strangers.** A request signed by a node's key (ed25519 over
-//!   method, path and query and a recent unix time, in [`SIGNER`], [`TIME`] and [`SIGNATURE`])
-//!   whose signer is in the admitted set ([`Signers`], filled from chain by the daemon)
-//!   moves its connection out of the strangers' places into a pool of
-//!   `ServerLimits::node_connections` of its own, where it is never evicted, and its
-//!   transfers draw from `ServerLimits::node_transfers`, which strangers cannot take.
+//! * **A market's staked nodes ahead of strangers.** A request signed by a node's key
+//!   (ed25519 over method, the server's host, path and query, a recent unix time and a nonce,
+//!   in [`SIGNER`], [`TIME`], [`NONCE`] and [`SIGNATURE`]) whose signer is in the admitted
+//!   set ([`Signers`]: the market's nodes holding at least the floor of stake, read from
+//!   chain by the daemon, or the keys `keeper serve --admit` is given) moves its connection
+//!   out of the strangers' places into a pool of `ServerLimits::node_connections` of its
+//!   own, where it is never evicted, and its transfers draw from
+//!   `ServerLimits::node_transfers`, which strangers cannot take.
 //!   Only a signer in the set costs a signature check, so strangers cannot make the server
 //!   verify signatures by sending made-up keys.
+//! * **Shares by stake.** Each admitted signer holds at most its share of the node
+//!   connections, of the node transfers and of the replay memory ([`Replays`]): a least share
+//!   each ([`Admitted::share`]) and the rest in proportion to its stake. A signer over
+//!   its share is served as a stranger; nothing it does takes another signer's places or
+//!   evicts another signer's remembered signatures.
+//! * **Bound to this server.** A signature names the host it was made for; a server accepts
+//!   only its own names (`ServerLimits::own_hosts`), and answers an admitted signer's request
+//!   signed for another host `403` ([`Verdict::OtherHost`]): a signature harvested by another
+//!   server is never a node's here.
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet},
@@ -42,10 +53,96 @@ pub const TIME: &str = "x-cm-time";
 pub const SIGNATURE: &str = "x-cm-signature";
 /// The header carrying a random nonce (hex), so that no two requests carry one signature.
 pub const NONCE: &str = "x-cm-nonce";
+/// The header of a `403` refusing an admitted node's signature made for another host
+/// ([`Verdict::OtherHost`]): a node asking that server under a name it does not know asks
+/// again unsigned, as a stranger.
+pub const REFUSED: &str = "x-cm-refused";
 
-/// The keys whose signed requests a server admits ahead of strangers: the market's nodes'
-/// authorities. Shared: the daemon replaces its content as it reads the nodes from chain.
-pub type Signers = Arc<RwLock<HashSet<Pubkey>>>;
+/// The keys whose signed requests a server admits ahead of strangers, each with its stake
+/// (token base units; its weight): the market's staked nodes' authorities. Shared: the daemon
+/// replaces its content as it reads the nodes from chain.
+pub type Signers = Arc<RwLock<Admitted>>;
+
+/// The admitted signers and their stakes ([`Signers`]), with the total that shares are cut
+/// from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Admitted {
+    stakes: HashMap<Pubkey, u64>,
+    total: u128,
+}
+
+impl Admitted {
+    /// A set of `(signer, stake)`; a signer named twice keeps its last stake, a zero stake
+    /// admits nothing.
+    pub fn new(stakes: impl IntoIterator<Item = (Pubkey, u64)>) -> Self {
+        let mut a = Admitted::default();
+        a.extend(stakes);
+        a
+    }
+
+    /// Admits `signer` with `stake` (a zero stake removes it: a signer without stake is a
+    /// stranger).
+    pub fn insert(&mut self, signer: Pubkey, stake: u64) {
+        self.remove(&signer);
+        if stake > 0 {
+            self.stakes.insert(signer, stake);
+            self.total += u128::from(stake);
+        }
+    }
+
+    /// Admits each of `stakes` ([`Admitted::insert`]).
+    pub fn extend(&mut self, stakes: impl IntoIterator<Item = (Pubkey, u64)>) {
+        for (k, w) in stakes {
+            self.insert(k, w);
+        }
+    }
+
+    /// No longer admits `signer`.
+    pub fn remove(&mut self, signer: &Pubkey) {
+        if let Some(w) = self.stakes.remove(signer) {
+            self.total -= u128::from(w);
+        }
+    }
+
+    /// `signer`'s stake, if it is admitted.
+    pub fn stake(&self, signer: &Pubkey) -> Option<u64> {
+        self.stakes.get(signer).copied()
+    }
+
+    /// Every admitted signer with its stake.
+    pub fn iter(&self) -> impl Iterator<Item = (&Pubkey, u64)> {
+        self.stakes.iter().map(|(k, w)| (k, *w))
+    }
+
+    /// Whether `signer` is admitted.
+    pub fn contains(&self, signer: &Pubkey) -> bool {
+        self.stakes.contains_key(signer)
+    }
+
+    /// How many signers are admitted.
+    pub fn len(&self) -> usize {
+        self.stakes.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.stakes.is_empty()
+    }
+
+    /// `signer`'s share of a pool of `pool` places: `least` each (less when the pool cannot
+    /// give every signer that many: then an equal part of it), and what is left in proportion
+    /// to stake. The shares of all signers add up to at most `pool`, so however the others
+    /// use theirs, a signer's share is there for it. 0 for a signer not admitted.
+    pub fn share(&self, signer: &Pubkey, pool: usize, least: usize) -> usize {
+        let Some(&stake) = self.stakes.get(signer) else {
+            return 0;
+        };
+        let n = self.stakes.len();
+        let each = least.min(pool / n);
+        let rest = (pool - each * n) as u128;
+        each + (rest * u128::from(stake) / self.total.max(1)) as usize
+    }
+}
 
 /// What a signature covers: a domain tag (so no other message signed by a node's key can be
 /// replayed as a request), the method, the server's host as the request names it (`Host`:
@@ -93,39 +190,130 @@ pub fn sign_request(
     ]
 }
 
-/// Signatures a server has accepted within the skew window: each is accepted once, so one
-/// collected on the wire (or by a server the node fetched from, for the same host) cannot
-/// promote a second connection. Bounded: when full, nothing more is accepted until entries
-/// age out (the requests are served as strangers').
+/// Signatures a server has accepted within the skew window, per signer: each is accepted
+/// once, so one collected on the wire cannot promote a second connection. Bounded per signer:
+/// a signer holds at most its share of [`REPLAYS_MAX`] ([`Admitted::share`], at least
+/// [`REPLAYS_LEAST`] while the memory allows), and a signer at its share has its further
+/// requests served as a stranger's until its own entries age out. One signer's volume never
+/// evicts another's entries nor keeps another's signatures out.
 #[derive(Default)]
 pub struct Replays {
-    seen: Mutex<HashMap<[u8; 64], u64>>,
+    state: Mutex<ReplayState>,
 }
 
-/// Most signatures kept by [`Replays`] (a few MiB).
-const REPLAYS_MAX: usize = 65_536;
+#[derive(Default)]
+struct ReplayState {
+    by_signer: HashMap<Pubkey, Seen>,
+    /// Entries held, all signers together.
+    len: usize,
+    /// When every signer's expired entries were last dropped (unix seconds).
+    swept: u64,
+}
+
+/// One signer's accepted signatures: each with the unix time it may be forgotten at, in the
+/// order accepted (forgotten from the front: a signer signing ahead of the clock keeps its own
+/// entries longer, no one else's).
+#[derive(Default)]
+struct Seen {
+    sigs: HashSet<[u8; 64]>,
+    order: std::collections::VecDeque<(u64, [u8; 64])>,
+}
+
+impl Seen {
+    /// Forgets the entries whose time has come; how many.
+    fn expire(&mut self, now: u64) -> usize {
+        let mut n = 0;
+        while let Some((at, _)) = self.order.front() {
+            if *at > now {
+                break;
+            }
+            let (_, sig) = self.order.pop_front().expect("a front");
+            self.sigs.remove(&sig);
+            n += 1;
+        }
+        n
+    }
+}
+
+/// Most signatures kept by [`Replays`], all signers together (a few MiB): the pool that
+/// signers' shares are cut from.
+pub const REPLAYS_MAX: usize = 65_536;
+
+/// The least share of [`REPLAYS_MAX`] each admitted signer holds, whatever its stake (while
+/// the memory allows as many for every signer): a verifier opens a few connections a minute,
+/// each checked once.
+pub const REPLAYS_LEAST: usize = 256;
+
+/// What [`Replays::fresh`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fresh {
+    /// New here; now remembered.
+    New,
+    /// Accepted before.
+    Replayed,
+    /// Its signer holds its whole share: not remembered (so not accepted).
+    OverShare,
+}
 
 impl Replays {
-    /// Whether `sig`, signed at `time`, is new here (and now remembered); entries older than
-    /// `skew` twice over are dropped first.
-    pub fn fresh(&self, sig: &Signature, time: u64, skew: Duration) -> bool {
+    /// Whether `sig` by `signer`, signed at `time`, is new here and within `share` entries of
+    /// the signer's own; then remembered until `time + skew` has passed (after which the time
+    /// check refuses it anyway). A signer's entries are forgotten in the order it made them.
+    pub fn fresh(
+        &self,
+        signer: &Pubkey,
+        sig: &Signature,
+        time: u64,
+        skew: Duration,
+        share: usize,
+    ) -> Fresh {
         let now = unix_now();
-        let mut seen = self.seen.lock().expect("replays lock");
-        let horizon = 2 * skew.as_secs();
-        if seen.len() >= REPLAYS_MAX / 2 {
-            seen.retain(|_, t| now.saturating_sub(*t) <= horizon);
-        }
-        if seen.len() >= REPLAYS_MAX {
-            return false;
+        let mut st = self.state.lock().expect("replays lock");
+        // signers that went quiet (or left the admitted set) give their memory back
+        if now != st.swept {
+            st.swept = now;
+            let mut dropped = 0;
+            st.by_signer.retain(|_, seen| {
+                dropped += seen.expire(now);
+                !seen.order.is_empty()
+            });
+            st.len -= dropped;
         }
         let key: [u8; 64] = sig.as_ref().try_into().expect("64 bytes");
-        match seen.entry(key) {
-            std::collections::hash_map::Entry::Occupied(_) => false,
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(time);
-                true
-            }
+        let seen = st.by_signer.entry(*signer).or_default();
+        let dropped = seen.expire(now);
+        let verdict = if seen.sigs.contains(&key) {
+            Fresh::Replayed
+        } else if seen.order.len() >= share {
+            Fresh::OverShare
+        } else {
+            seen.sigs.insert(key);
+            seen.order
+                .push_back((time.saturating_add(skew.as_secs()) + 1, key));
+            Fresh::New
+        };
+        let empty = seen.order.is_empty();
+        if empty {
+            st.by_signer.remove(signer);
         }
+        st.len = st.len - dropped + usize::from(verdict == Fresh::New);
+        verdict
+    }
+
+    /// Signatures remembered now, all signers together.
+    pub fn len(&self) -> usize {
+        self.state.lock().expect("replays lock").len
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Signatures of `signer` remembered now.
+    pub fn held_by(&self, signer: &Pubkey) -> usize {
+        let st = self.state.lock().expect("replays lock");
+        st.by_signer.get(signer).map_or(0, |s| s.order.len())
     }
 }
 
@@ -135,12 +323,28 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The admitted signer of a request, if it carries a valid signature by one: the signer is
+/// What a request's signature makes of it ([`verify_request`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// A stranger's request: no signature, a key not admitted, a stale time, a bad or
+    /// replayed signature, or a signer holding its whole share of the replay memory (never
+    /// an error: a node with a skewed clock is still served, as a stranger).
+    Stranger,
+    /// An admitted signer's, with a valid fresh signature for this server.
+    Node(Pubkey),
+    /// An admitted signer's request naming a host (this one) that is not one of this
+    /// server's names: a signature made for another server, replayed here, or a server
+    /// reached under a name it was not told ([`verify_request`]); refused with `403`.
+    OtherHost(String),
+}
+
+/// What a request's signature makes of it: a node's ([`Verdict::Node`]) when the signer is
 /// in `admitted`, the request's `Host` is one of `own_hosts` (the names this server answers
 /// to; none: any), the time within `skew` of now, the signature over [`request_message`]
-/// checks, and `replays` has not seen it. Anything else — no headers, a key not admitted,
-/// another server's name, a stale time, a bad or replayed signature — is a stranger's request
-/// (never an error: a node with a skewed clock is still served, as a stranger).
+/// checks, and `replays` has not seen it and holds less than the signer's share of it.
+/// An admitted signer naming another host is [`Verdict::OtherHost`] (checked before the
+/// signature: a request naming another server costs no signature check); anything else is a
+/// stranger's.
 #[allow(clippy::too_many_arguments)]
 pub fn verify_request(
     headers: &axum::http::HeaderMap,
@@ -150,7 +354,28 @@ pub fn verify_request(
     skew: Duration,
     own_hosts: &[String],
     replays: &Replays,
-) -> Option<Pubkey> {
+) -> Verdict {
+    verify(
+        headers,
+        method,
+        path_and_query,
+        admitted,
+        skew,
+        own_hosts,
+        replays,
+    )
+    .unwrap_or(Verdict::Stranger)
+}
+
+fn verify(
+    headers: &axum::http::HeaderMap,
+    method: &str,
+    path_and_query: &str,
+    admitted: &Signers,
+    skew: Duration,
+    own_hosts: &[String],
+    replays: &Replays,
+) -> Option<Verdict> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let signer = Pubkey::from_str(text(SIGNER)?).ok()?;
     if !admitted.read().expect("signers lock").contains(&signer) {
@@ -158,7 +383,7 @@ pub fn verify_request(
     }
     let host = text(axum::http::header::HOST.as_str())?.to_ascii_lowercase();
     if !own_hosts.is_empty() && !own_hosts.iter().any(|h| h.eq_ignore_ascii_case(&host)) {
-        return None;
+        return Some(Verdict::OtherHost(host));
     }
     let time: u64 = text(TIME)?.parse().ok()?;
     if unix_now().abs_diff(time) > skew.as_secs() {
@@ -169,11 +394,18 @@ pub fn verify_request(
         return None;
     }
     let sig = Signature::from_str(text(SIGNATURE)?).ok()?;
-    (sig.verify(
+    if !sig.verify(
         signer.as_ref(),
         &request_message(method, &host, path_and_query, time, nonce),
-    ) && replays.fresh(&sig, time, skew))
-    .then_some(signer)
+    ) {
+        return None;
+    }
+    // the share is read after the check: a signer dropped meanwhile has none
+    let share = admitted
+        .read()
+        .expect("signers lock")
+        .share(&signer, REPLAYS_MAX, REPLAYS_LEAST);
+    (replays.fresh(&signer, &sig, time, skew, share) == Fresh::New).then_some(Verdict::Node(signer))
 }
 
 /// How far a connection's requests and transfers have moved: the body streams count every
@@ -390,9 +622,18 @@ impl Admission {
         Self::remove(&mut self.state.lock().expect("admission lock"), id);
     }
 
+    /// `signer`'s share of the node connections: its share by stake of the pool
+    /// ([`Admitted::share`], a place at least), and never more than a peer's full allowance.
+    pub(crate) fn node_share(&self, admitted: &Admitted, signer: &Pubkey) -> usize {
+        admitted
+            .share(signer, self.node_connections, 1)
+            .min(self.per_peer)
+    }
+
     /// Moves connection `id` into `signer`'s node places (never evicted, outside the
-    /// strangers' cap) when the node pool has room; whether it is there now.
-    pub(crate) fn promote(&self, id: u64, signer: Pubkey) -> bool {
+    /// strangers' cap) when the node pool has room and the signer holds less than `share`
+    /// of it ([`Admission::node_share`]); whether it is there now.
+    pub(crate) fn promote(&self, id: u64, signer: Pubkey, share: usize) -> bool {
         let mut st = self.state.lock().expect("admission lock");
         let (nodes, mine) = (st.nodes, st.by_signer.get(&signer).copied().unwrap_or(0));
         let Some(held) = st.conns.get(&id) else {
@@ -401,7 +642,7 @@ impl Admission {
         if held.node.is_some() {
             return true;
         }
-        if nodes >= self.node_connections || mine >= self.per_peer {
+        if nodes >= self.node_connections || mine >= share {
             return false;
         }
         let key = held.key;
@@ -511,7 +752,7 @@ mod tests {
         let a = Arc::new(from_limits(&limits(4, 4, 1)));
         let kp = Keypair::new();
         let node = a.admit(ip(1)).unwrap();
-        assert!(a.promote(node.conn.id, kp.pubkey()));
+        assert!(a.promote(node.conn.id, kp.pubkey(), 4));
         assert_eq!(a.counts(), (0, 1));
         // strangers fill the strangers' places; a newcomer evicts one of them, never the node
         let strangers: Vec<Place> = (2..6).map(|p| a.admit(ip(p)).unwrap()).collect();
@@ -526,12 +767,96 @@ mod tests {
         let mut many: Vec<Place> = (0..3).map(|p| a.admit(ip(20 + p)).unwrap()).collect();
         many.push(other);
         for p in &many {
-            assert!(a.promote(p.conn.id, Keypair::new().pubkey()));
+            assert!(a.promote(p.conn.id, Keypair::new().pubkey(), 4));
         }
         assert_eq!(a.counts(), (0, 4));
         let fifth = a.admit(ip(30)).unwrap();
-        assert!(!a.promote(fifth.conn.id, kp.pubkey()), "node_connections");
+        assert!(
+            !a.promote(fifth.conn.id, kp.pubkey(), 4),
+            "node_connections"
+        );
         assert_eq!(a.counts(), (1, 4));
+        // and a signer holding its share stays a stranger however much room the pool has
+        drop(many);
+        let (x, y) = (a.admit(ip(40)).unwrap(), a.admit(ip(41)).unwrap());
+        assert!(a.promote(x.conn.id, kp.pubkey(), 1));
+        assert!(!a.promote(y.conn.id, kp.pubkey(), 1), "its share");
+        assert_eq!(a.counts(), (2, 1));
+    }
+
+    #[test]
+    fn shares_follow_stake_with_a_least_share_each_and_never_add_past_the_pool() {
+        let (big, small, gone) = (Keypair::new(), Keypair::new(), Keypair::new());
+        let mut s = Admitted::new([(big.pubkey(), 900), (small.pubkey(), 100)]);
+        // a place each, the other 62 by stake: 1 + 55, 1 + 6
+        assert_eq!(s.share(&big.pubkey(), 64, 1), 56);
+        assert_eq!(s.share(&small.pubkey(), 64, 1), 7);
+        assert_eq!(s.share(&gone.pubkey(), 64, 1), 0, "not admitted");
+        // a zero stake is no admission; a new stake replaces the old
+        s.insert(gone.pubkey(), 0);
+        assert!(!s.contains(&gone.pubkey()));
+        s.insert(small.pubkey(), 900);
+        assert_eq!(s.share(&small.pubkey(), 64, 1), 32);
+        // more signers than places: no least share, stake alone
+        let many = Admitted::new((1..=100u64).map(|i| (Keypair::new().pubkey(), i)));
+        let total: usize = many.iter().map(|(k, _)| many.share(k, 64, 1)).sum();
+        assert!(total <= 64, "{total}");
+        // the replay memory: every signer holds its least share, the shares fit the memory
+        let total: usize = many
+            .iter()
+            .map(|(k, _)| many.share(k, REPLAYS_MAX, REPLAYS_LEAST))
+            .sum();
+        assert!(total <= REPLAYS_MAX, "{total}");
+        assert!(many
+            .iter()
+            .all(|(k, _)| many.share(k, REPLAYS_MAX, REPLAYS_LEAST) >= REPLAYS_LEAST));
+    }
+
+    #[test]
+    fn a_signer_fills_only_its_own_share_of_the_replay_memory() {
+        let (flood, honest) = (Keypair::new(), Keypair::new());
+        let r = Replays::default();
+        let skew = Duration::from_secs(60);
+        let now = unix_now();
+        let sig = |kp: &Keypair, i: u32| kp.sign_message(&i.to_le_bytes());
+        for i in 0..100 {
+            assert_eq!(
+                r.fresh(&flood.pubkey(), &sig(&flood, i), now, skew, 100),
+                Fresh::New
+            );
+        }
+        // at its share: refused, nothing of its own or anyone's forgotten
+        assert_eq!(
+            r.fresh(&flood.pubkey(), &sig(&flood, 100), now, skew, 100),
+            Fresh::OverShare
+        );
+        assert_eq!(r.held_by(&flood.pubkey()), 100);
+        assert_eq!(
+            r.fresh(&flood.pubkey(), &sig(&flood, 7), now, skew, 100),
+            Fresh::Replayed
+        );
+        // another signer's signatures go in, and are still refused a second time
+        assert_eq!(
+            r.fresh(&honest.pubkey(), &sig(&honest, 1), now, skew, 1),
+            Fresh::New
+        );
+        assert_eq!(
+            r.fresh(&honest.pubkey(), &sig(&honest, 1), now, skew, 1),
+            Fresh::Replayed
+        );
+        assert_eq!(r.len(), 101);
+        // entries whose time can no longer pass the check are forgotten (signed 61 s ago)
+        let r = Replays::default();
+        assert_eq!(
+            r.fresh(&flood.pubkey(), &sig(&flood, 1), now - 61, skew, 1),
+            Fresh::New
+        );
+        assert_eq!(
+            r.fresh(&flood.pubkey(), &sig(&flood, 2), now, skew, 1),
+            Fresh::New,
+            "the expired entry gave its place"
+        );
+        assert_eq!(r.len(), 1);
     }
 
     #[test]
@@ -555,12 +880,17 @@ mod tests {
                 sign_request(&kp, "GET", "keeper.example:9100", pq),
             )
         };
-        let check = |h: &axum::http::HeaderMap, method: &str, pq: &str, r: &Replays| {
-            verify_request(h, method, pq, &admitted, skew, &me, r)
-        };
+        let check =
+            |h: &axum::http::HeaderMap, method: &str, pq: &str, r: &Replays| match verify_request(
+                h, method, pq, &admitted, skew, &me, r,
+            ) {
+                Verdict::Node(k) => Some(k),
+                Verdict::Stranger => None,
+                Verdict::OtherHost(h) => panic!("refused as signed for {h}"),
+            };
         let r = Replays::default();
         assert_eq!(check(&sign(), "GET", pq, &r), None, "not admitted");
-        admitted.write().unwrap().insert(kp.pubkey());
+        admitted.write().unwrap().insert(kp.pubkey(), 1);
         let signed = sign();
         assert_eq!(check(&signed, "GET", pq, &r), Some(kp.pubkey()));
         // the same signature again: a replay
@@ -580,16 +910,37 @@ mod tests {
         forged.insert(SIGNER, kp.pubkey().to_string().parse().unwrap());
         assert_eq!(check(&forged, "GET", pq, &fresh()), None);
         // signed for another server (collected there), replayed here: under its own name it
-        // is refused by this server's names; under this server's name the signature fails
+        // is refused (403) by this server's names; under this server's name the signature
+        // fails
         let theirs = sign_request(&kp, "GET", "hostile.example:80", pq);
         assert_eq!(
-            check(
+            verify_request(
                 &headers("hostile.example:80", theirs.clone()),
                 "GET",
                 pq,
+                &admitted,
+                skew,
+                &me,
                 &fresh()
             ),
-            None
+            Verdict::OtherHost("hostile.example:80".into())
+        );
+        // a key not admitted naming another host is only a stranger (no answer for it)
+        let other = Keypair::new();
+        assert_eq!(
+            verify_request(
+                &headers(
+                    "hostile.example:80",
+                    sign_request(&other, "GET", "hostile.example:80", pq)
+                ),
+                "GET",
+                pq,
+                &admitted,
+                skew,
+                &me,
+                &fresh()
+            ),
+            Verdict::Stranger
         );
         assert_eq!(
             check(&headers("keeper.example:9100", theirs), "GET", pq, &fresh()),

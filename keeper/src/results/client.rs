@@ -188,22 +188,41 @@ impl Client {
         let held = sink.held();
         let identity = Self::identity(limit, sink);
         let http = if identity { &self.raw } else { &self.http };
-        let mut req = http.get(parsed.clone()).timeout(left("to ask")?);
-        req = self.sign(req, "GET", &parsed);
-        if identity {
-            req = req.header(reqwest::header::ACCEPT_ENCODING, "identity");
-        }
-        if held > 0 {
-            req = req.header(reqwest::header::RANGE, format!("bytes={held}-"));
-        }
-        let resp = req.send().map_err(|e| {
-            let chain = error_chain(&e);
-            if e.is_redirect() || chain.contains("refused addresses") || e.is_builder() {
-                FetchError::Invalid(format!("{url:?} is refused: {chain}"))
-            } else {
-                FetchError::Unavailable(format!("{url:?} is unreachable: {chain}"))
+        let send = |signed: bool| {
+            let mut req = http.get(parsed.clone()).timeout(left("to ask")?);
+            if signed {
+                req = self.sign(req, "GET", &parsed);
             }
-        })?;
+            if identity {
+                req = req.header(reqwest::header::ACCEPT_ENCODING, "identity");
+            }
+            if held > 0 {
+                req = req.header(reqwest::header::RANGE, format!("bytes={held}-"));
+            }
+            req.send().map_err(|e| {
+                let chain = error_chain(&e);
+                if e.is_redirect() || chain.contains("refused addresses") || e.is_builder() {
+                    FetchError::Invalid(format!("{url:?} is refused: {chain}"))
+                } else {
+                    FetchError::Unavailable(format!("{url:?} is unreachable: {chain}"))
+                }
+            })
+        };
+        let mut resp = send(self.signer.is_some())?;
+        if self.signer.is_some()
+            && resp.status() == StatusCode::FORBIDDEN
+            && resp.headers().contains_key(super::admission::REFUSED)
+        {
+            // the server does not answer to the name the URL gives it (its operator has not
+            // told it): asked again unsigned, the request is served as a stranger's
+            let why = resp.text().unwrap_or_default();
+            tracing::warn!(
+                url,
+                why,
+                "a server refused this node's signature: asking as a stranger"
+            );
+            resp = send(false)?;
+        }
         let status = resp.status();
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
             return Err(FetchError::Unavailable(format!(

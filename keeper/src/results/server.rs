@@ -50,7 +50,7 @@ use tower_http::{
 };
 
 use super::{
-    admission::{peer_key, verify_request, Admission, Conn, Place, Progress, Signers},
+    admission::{peer_key, verify_request, Admission, Conn, Place, Progress, Signers, Verdict},
     content::Opened,
     parse_hex_digest,
     wire::encode_one,
@@ -107,23 +107,26 @@ pub struct ServerLimits {
     /// The least a peer may hold however full the server is.
     pub connections_per_peer_min: usize,
     /// Connections of admitted nodes (a request on them signed by a key in
-    /// [`HttpServer::admitted`]) open at once, apart from the strangers' cap: never evicted,
-    /// and at most [`ServerLimits::connections_per_peer`] per signer. Past it a node's
-    /// connection stays in the strangers' places.
+    /// [`HttpServer::admitted`]) open at once, apart from the strangers' cap: never evicted.
+    /// Each signer holds at most its share by stake (a place at least while the pool has one
+    /// for every signer, [`super::admission::Admitted::share`]), and never more than
+    /// [`ServerLimits::connections_per_peer`]. Past it a node's connection stays in the
+    /// strangers' places.
     pub node_connections: usize,
     /// Transfers of admitted nodes' signed requests in flight at once, in all: a pool
-    /// strangers cannot draw from (a node's request finding it full falls back to the
-    /// strangers' pools).
+    /// strangers cannot draw from (a node's request finding it full, or its signer holding
+    /// its share by stake of it, falls back to the strangers' pools).
     pub node_transfers: usize,
-    /// The same for one signer.
+    /// The most for one signer, whatever its stake.
     pub node_transfers_per_signer: usize,
     /// How far a signed request's time may be from the server's clock; a request signed
     /// longer ago (or ahead) is a stranger's.
     pub signature_skew: Duration,
-    /// The names (`host[:port]`, as a request's `Host` says them) this server answers to: a
-    /// signed request naming another host — a signature collected by another server — is a
-    /// stranger's. Empty: any name (a server that cannot know its names; `keeper run` sets its
-    /// public URL's and its listening address's).
+    /// The names (`host[:port]`, as a request's `Host` says them) this server answers to: an
+    /// admitted node's signed request naming another host — a signature collected by another
+    /// server, replayed here — is refused with `403`. Empty: any name (a library server that
+    /// cannot know its names; `keeper run` and `keeper serve` set their public URL's and their
+    /// listening address's, [`own_hosts`]).
     pub own_hosts: Vec<String>,
     /// Least rate a transfer must keep, bytes per second averaged over each
     /// [`ServerLimits::stall_timeout`]: a reader slower than that (or stopped) loses its
@@ -264,6 +267,8 @@ struct App {
     uploads: Arc<Transfers>,
     /// Admitted nodes' signed transfers ([`ServerLimits::node_transfers`]).
     nodes: Arc<Transfers>,
+    /// The admitted signers and their stakes (their shares of `nodes`).
+    admitted: Signers,
     /// Bytes of content objects held by `GET /c/` bodies now.
     reading: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -282,14 +287,18 @@ impl Drop for Reading {
 }
 
 impl App {
-    /// A place in the nodes' pool for a connection whose requests an admitted node signed.
+    /// A place in the nodes' pool for a connection whose requests an admitted node signed,
+    /// within its signer's share by stake of the pool.
     fn node_place(&self, conn: &Conn) -> Option<Permit> {
         let signer = conn.signer.get()?;
-        self.nodes.take(
-            Holder::Node(*signer),
-            self.limits.node_transfers_per_signer,
-            self.limits.node_transfers,
-        )
+        let share = self
+            .admitted
+            .read()
+            .expect("signers lock")
+            .share(signer, self.limits.node_transfers, 1)
+            .min(self.limits.node_transfers_per_signer);
+        self.nodes
+            .take(Holder::Node(*signer), share, self.limits.node_transfers)
     }
 
     /// A transfer place for `ip` to fetch the result under `root`: from the nodes' pool for
@@ -1066,6 +1075,55 @@ impl Drop for InFlight {
     }
 }
 
+/// The refusal (403) of an admitted node's request signed for `host`, which is not one of
+/// `own`: it names both and the fix, and marks itself ([`super::admission::REFUSED`]) so that
+/// a node reaching the server under a name it was not told asks again as a stranger.
+fn refuse_other_host(host: &str, own: &[String]) -> Response {
+    let mut r = refuse(
+        StatusCode::FORBIDDEN,
+        format!(
+            "this request is signed for host {host:?}, which is not one of this server's names \
+             ({}): a signature made for another server is not accepted here. If this server is \
+             reached as {host:?}, its operator must name it (--public-url)",
+            own.join(", ")
+        ),
+    );
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r.headers_mut().insert(
+        super::admission::REFUSED,
+        HeaderValue::from_static("other-host"),
+    );
+    r
+}
+
+/// The names a server answers to, as requests' `Host` headers say them: its public URL's
+/// `host[:port]` (the port only when not the scheme's default, as clients send it), and its
+/// listening address when that is one a client can reach (not `0.0.0.0` or `[::]`), with
+/// `localhost:<port>` for a loopback one.
+pub fn own_hosts(public: Option<&str>, local: SocketAddr) -> Vec<String> {
+    let mut out = vec![];
+    if !local.ip().is_unspecified() {
+        out.push(local.to_string());
+        if local.ip().is_loopback() {
+            out.push(format!("localhost:{}", local.port()));
+        }
+    }
+    if let Some(u) = public.and_then(|p| reqwest::Url::parse(p).ok()) {
+        if let Some(h) = u.host_str() {
+            let h = h.to_ascii_lowercase();
+            let name = match u.port() {
+                Some(p) => format!("{h}:{p}"),
+                None => h,
+            };
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
 /// Bytes of `req`'s head as it came: the request line and every header line.
 fn head_len<B>(req: &Request<B>) -> usize {
     let line = req.method().as_str().len()
@@ -1173,7 +1231,7 @@ async fn accept_loop(
                     && !tried.swap(true, std::sync::atomic::Ordering::Relaxed)
                 {
                     let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
-                    if let Some(signer) = verify_request(
+                    let verdict = verify_request(
                         req.headers(),
                         req.method().as_str(),
                         pq,
@@ -1181,9 +1239,18 @@ async fn accept_loop(
                         skew,
                         &own_hosts,
                         &replays,
-                    ) {
+                    );
+                    if let Verdict::OtherHost(host) = &verdict {
+                        // a signature made for another server: refused, saying so
+                        signed.http_signed_elsewhere.inc();
+                        let r = refuse_other_host(host, &own_hosts);
+                        return futures_util::future::Either::Left(std::future::ready(Ok(r)));
+                    }
+                    if let Verdict::Node(signer) = verdict {
                         let _ = served.signer.set(signer);
-                        admission.promote(served.id, signer);
+                        let share =
+                            admission.node_share(&admitted.read().expect("signers lock"), &signer);
+                        admission.promote(served.id, signer, share);
                     }
                 }
                 if served.signer.get().is_some() {
@@ -1278,6 +1345,7 @@ pub fn serve_listener(
         urgent: Default::default(),
         uploads: Default::default(),
         nodes: Default::default(),
+        admitted: admitted.clone(),
         reading: Default::default(),
     });
     let serving = Serving {
@@ -1322,9 +1390,10 @@ pub fn serve_listener(
 pub struct HttpServer {
     /// Where it listens.
     pub addr: SocketAddr,
-    /// The keys whose signed requests are a market node's ([`super::admission`]): empty at
-    /// start; the daemon fills it with the market's nodes as it reads them from chain, and
-    /// `keeper serve --admit` with the keys it is given.
+    /// The keys whose signed requests are a market node's, with their stakes
+    /// ([`super::admission`]): empty at start; the daemon fills it with the market's staked
+    /// nodes as it reads them from chain, and `keeper serve` with the keys it is given
+    /// (`--admit`) and those it reads from chain (`--admit-market`).
     pub admitted: Signers,
     stop: tokio::sync::watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
@@ -1352,7 +1421,33 @@ impl Drop for HttpServer {
 
 #[cfg(test)]
 mod tests {
-    use super::{byte_range, Range};
+    use super::{byte_range, own_hosts, Range};
+
+    #[test]
+    fn a_servers_names_are_those_a_client_sends() {
+        let at = |a: &str| a.parse().unwrap();
+        assert_eq!(
+            own_hosts(None, at("127.0.0.1:9200")),
+            ["127.0.0.1:9200", "localhost:9200"]
+        );
+        // the scheme's default port is not in the Host header clients send
+        assert_eq!(
+            own_hosts(Some("https://Store.Example/"), at("0.0.0.0:9200")),
+            ["store.example"]
+        );
+        assert_eq!(
+            own_hosts(Some("http://203.0.113.5:9200"), at("[::]:9200")),
+            ["203.0.113.5:9200"]
+        );
+        assert_eq!(
+            own_hosts(Some("http://[2001:db8::1]:80"), at("[2001:db8::1]:9200")),
+            ["[2001:db8::1]:9200", "[2001:db8::1]"]
+        );
+        assert!(
+            own_hosts(None, at("0.0.0.0:9200")).is_empty(),
+            "a wildcard names nothing"
+        );
+    }
 
     #[test]
     fn one_byte_range_is_read_everything_else_is_the_whole_object() {

@@ -18,3 +18,6 @@ pub fn assert_outcomes(r: &DemoReport) {
 
 #[allow(dead_code)]
 pub mod hostile;
+
+#[allow(dead_code)]
+pub mod serve;

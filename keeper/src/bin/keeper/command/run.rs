@@ -44,6 +44,11 @@ pub struct RunArgs {
     /// Public base URL of that server [default: http://<listen>].
     #[arg(long)]
     public_url: Option<String>,
+    /// Least stake (free + bonded, token base units) of a market node whose signed requests
+    /// this keeper's server admits ahead of strangers' (each within its share by stake).
+    /// The market sets no floor yet: a keeper sets its own.
+    #[arg(long, default_value_t = daemon::ADMIT_MIN_STAKE)]
+    admit_min_stake: u64,
     /// Poll interval, ms.
     #[arg(long)]
     poll_ms: Option<u64>,
@@ -179,6 +184,7 @@ impl RunArgs {
         opts.min_quorum = self.min_quorum;
         opts.min_samples = self.min_samples;
         opts.cors_origins = self.cors_origins;
+        opts.admit_min_stake = daemon::admit_min_stake(self.admit_min_stake)?;
         for m in &self.mirrors {
             ensure!(
                 m.starts_with("http://") || m.starts_with("https://"),
