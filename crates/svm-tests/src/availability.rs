@@ -37,18 +37,36 @@ impl World {
             who.wallet,
             tiles.to_vec(),
         );
-        self.send_as("challenge_availability", who, ix)?;
+        let job =
+            compute_market_protocol::job::JobSpec::decode(&self.task(&task).job).expect("job");
+        let av = pda::availability(&task, nonce);
+        let ixs = client::opened_and_grown(ix, av, who.key(), &job, tiles.len());
+        let kp = who.kp.insecure_clone();
+        self.send_all("challenge_availability", &kp, &[], &ixs)?;
         Ok(nonce)
     }
 
     /// `contest_withheld` by the provider `who`. Returns the account's number.
     pub fn contest(&mut self, who: &Actor, task: Pubkey) -> Result<u16, TxRecord> {
-        let nonce = self.task(&task).availability_nonce;
-        self.send_as(
-            "contest_withheld",
-            who,
+        let t = self.task(&task);
+        let nonce = t.availability_nonce;
+        let job = compute_market_protocol::job::JobSpec::decode(&t.job).expect("job");
+        let tiles = compute_market_protocol::availability::contest_tiles(
+            &job,
+            t.dispute_window,
+            &t.seed,
+            &task.to_bytes(),
+        );
+        let av = pda::availability(&task, nonce);
+        let ixs = client::opened_and_grown(
             client::contest_withheld(task, nonce, who.key()),
-        )?;
+            av,
+            who.key(),
+            &job,
+            tiles.len(),
+        );
+        let kp = who.kp.insecure_clone();
+        self.send_all("contest_withheld", &kp, &[], &ixs)?;
         Ok(nonce)
     }
 
@@ -142,9 +160,10 @@ impl World {
         let payout = self
             .availability(&task, nonce)
             .map_or(opener.wallet, |(a, _)| a.payout);
+        let provider = self.task(&task).provider;
         self.crank(
             "availability_timeout",
-            client::availability_timeout(task, av, payout, opener.key(), None),
+            client::availability_timeout(task, provider, av, payout, opener.key(), None),
         )
     }
 

@@ -443,3 +443,64 @@ fn an_unanswered_contest_leaves_the_withheld_verdict() {
     w.close_availability(&provider, task, nonce).unwrap();
     assert_eq!(supply(w), before, "conserved");
 }
+
+#[test]
+fn a_challenge_of_product_tiles_is_grown_past_10_kib_in_its_opening_transaction() {
+    // 16 KiB slots: in a window of 200 slots, one tile a challenge
+    let job = JobSpec::matmul(256, 64, 256, [4; 32]);
+    let market = MarketArgs {
+        dispute_window: 200,
+        ..test_market(1)
+    };
+    assert_eq!(availability::max_tiles(&job, 200), 1);
+    let mut c = cast_in(3, 1, market);
+    let result = Committed::new(job, |t, e| {
+        let mut v = [0u8; 32];
+        v[..4].copy_from_slice(&(t * 7 + e).to_le_bytes());
+        v
+    });
+    let task = c.submitted_job(1, job, 2, result.root());
+    let votes: Vec<(&Actor, Ballot)> = c
+        .verifiers
+        .iter()
+        .zip(1..)
+        .map(|(v, tag)| (v, Ballot::new(VOTE_VALID, tag)))
+        .collect();
+    c.w.decide(task, &votes);
+    let (client, provider) = (c.client.clone(), c.provider.clone());
+    let w = &mut c.w;
+    let nonce = w.challenge(&client, task, &[9]).unwrap();
+    let (_, data) = w.availability(&task, nonce).unwrap();
+    assert_eq!(
+        data.len(),
+        compute_market::state::Availability::HEADER + 16 * 1024,
+        "grown to its full size"
+    );
+    let sent = w.publish(&provider, task, nonce, &result).unwrap();
+    assert_eq!(sent, 32 + 16, "32 writes and 16 proves");
+    let (a, data) = w.availability(&task, nonce).unwrap();
+    assert_eq!(a.state, AVAILABILITY_ANSWERED);
+    assert_eq!(a.tile_bytes(&data, 0).unwrap(), &result.tiles[9][..]);
+
+    // a challenge opened and never grown cannot be answered: it fails nobody and its bond
+    // goes to the treasury
+    let nonce = w.task(&task).availability_nonce;
+    let ix = compute_market::client::challenge_availability(
+        task,
+        nonce,
+        client.key(),
+        client.wallet,
+        client.wallet,
+        vec![3],
+    );
+    w.send_as("challenge_availability", &client, ix).unwrap();
+    refused(w, "AvailabilityNotSized", |w| {
+        w.publish_write(&provider, task, nonce, 0, vec![1; 8])
+    });
+    let fees = w.node(&provider.node).fees_due;
+    w.advance(201);
+    w.availability_timeout(task, nonce, &client).unwrap();
+    let t = w.task(&task);
+    assert_eq!(t.tally().majority, VOTE_VALID, "the verdict stands");
+    assert_eq!(w.node(&provider.node).fees_due, fees + t.verifier_bond);
+}

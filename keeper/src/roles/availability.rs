@@ -105,10 +105,19 @@ pub fn answer(chain: &dyn Chain, ctx: &NodeCtx, now: u64, key: &Pubkey, t: &Task
         if entry.is_none() {
             bail!("task {key} was rejected as withheld, but its result is no longer in the store: it cannot be contested");
         }
-        let ix = client::contest_withheld(*key, t.availability_nonce, ctx.kp.pubkey());
+        let tiles = availability::contest_tiles(&job, t.dispute_window, &t.seed, &key.to_bytes());
+        let me = ctx.kp.pubkey();
+        let av = pda::availability(key, t.availability_nonce);
+        let ixs = client::opened_and_grown(
+            client::contest_withheld(*key, t.availability_nonce, me),
+            av,
+            me,
+            &job,
+            tiles.len(),
+        );
         must(
             "contest_withheld",
-            send(chain, &ctx.name, "contest_withheld", key, ix, &ctx.kp)?,
+            super::send_all(chain, &ctx.name, "contest_withheld", key, &ixs, &ctx.kp)?,
         )?;
         tracing::info!(provider = ctx.name, task = %key, "contested a withheld verdict: publishing the tiles the seed drew");
         sent += 1;
@@ -248,9 +257,18 @@ pub fn challenge_missing(
         wallet,
         want.clone(),
     );
+    let av = pda::availability(key, t.availability_nonce);
+    let ixs = client::opened_and_grown(ix, av, me, &job, want.len());
     must(
         "challenge_availability",
-        send(chain, &ctx.name, "challenge_availability", key, ix, &ctx.kp)?,
+        super::send_all(
+            chain,
+            &ctx.name,
+            "challenge_availability",
+            key,
+            &ixs,
+            &ctx.kp,
+        )?,
     )?;
     tracing::warn!(who = ctx.name, task = %key, tiles = ?want, bond, "the provider is not serving the result: challenged its availability on chain");
     Ok(want)
@@ -279,7 +297,14 @@ pub fn end_expired(
         if in_play && (now <= acc.a.answer_deadline || t.disputes_open > 0) {
             continue;
         }
-        let ix = client::availability_timeout(*key, acc.key, acc.a.payout, acc.a.opener, None);
+        let ix = client::availability_timeout(
+            *key,
+            t.provider,
+            acc.key,
+            acc.a.payout,
+            acc.a.opener,
+            None,
+        );
         let mut r = send(chain, who, "availability_timeout", key, ix, kp)?;
         if !r.ok && r.error_code().as_deref() == Some("ClientRefundAccountClosed") {
             let mint = chain
@@ -293,7 +318,14 @@ pub fn end_expired(
                     &mint,
                     &anchor_spl::token::ID,
                 ),
-                client::availability_timeout(*key, acc.key, acc.a.payout, acc.a.opener, Some(mint)),
+                client::availability_timeout(
+                    *key,
+                    t.provider,
+                    acc.key,
+                    acc.a.payout,
+                    acc.a.opener,
+                    Some(mint),
+                ),
             ];
             r = super::send_all(chain, who, "availability_timeout", key, &ixs, kp)?;
         }

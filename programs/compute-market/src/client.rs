@@ -900,10 +900,12 @@ pub fn publish_prove(
     )
 }
 
-/// `availability_timeout` (anyone) of `availability`, returning its bond to `payout` (or, when
-/// `payout_ata_mint` is `Some(mint)`, to `opener`'s associated token account of it).
+/// `availability_timeout` (anyone) of `availability` of `task` (whose provider's node is
+/// `provider_node`), returning its bond to `payout` (or, when `payout_ata_mint` is
+/// `Some(mint)`, to `opener`'s associated token account of it).
 pub fn availability_timeout(
     task: Pubkey,
+    provider_node: Pubkey,
     availability: Pubkey,
     payout: Pubkey,
     opener: Pubkey,
@@ -918,6 +920,8 @@ pub fn availability_timeout(
             payout_ata: payout_ata_mint.map(|mint| {
                 anchor_spl::associated_token::get_associated_token_address(&opener, &mint)
             }),
+            provider_node,
+            provider_vault: pda::vault(&provider_node),
             token_program: token::ID,
         },
         ix::AvailabilityTimeout {},
@@ -933,4 +937,34 @@ pub fn close_availability(availability: Pubkey, opener: Pubkey) -> Instruction {
         },
         ix::CloseAvailability {},
     )
+}
+
+/// `availability_grow`: its `opener` adds up to 10 KiB to `availability`.
+pub fn availability_grow(availability: Pubkey, opener: Pubkey) -> Instruction {
+    build(
+        acc::AvailabilityGrow {
+            availability,
+            opener,
+            system_program: system_program::ID,
+        },
+        ix::AvailabilityGrow {},
+    )
+}
+
+/// The instructions that open an availability account of `tiles` tiles of `job` and grow it to
+/// its full size, in one transaction (PROTOCOL §8.11): `open` (`challenge_availability` or
+/// `contest_withheld`) for account `availability` of `opener`, then its grows.
+pub fn opened_and_grown(
+    open: Instruction,
+    availability: Pubkey,
+    opener: Pubkey,
+    job: &compute_market_protocol::job::JobSpec,
+    tiles: usize,
+) -> Vec<Instruction> {
+    let slot = compute_market_protocol::merkle::slot_len(job.tile_len());
+    let mut ixs = vec![open];
+    ixs.extend(
+        (0..Availability::grows(tiles, slot)).map(|_| availability_grow(availability, opener)),
+    );
+    ixs
 }

@@ -300,4 +300,6 @@ pub enum MarketError {
     AvailabilityOpen,
     #[msg("an availability challenge or contest of this task is still open")]
     ChallengeOpen,
+    #[msg("the availability account is not grown to its full size yet: its opener sends availability_grow (10 KiB each) in the opening transaction")]
+    AvailabilityNotSized,
 }

@@ -379,6 +379,11 @@ pub mod compute_market {
         availability::prove(ctx, tile, chunk, siblings)
     }
 
+    /// Its opener: grows an availability account by up to 10 KiB towards its full size.
+    pub fn availability_grow(ctx: Context<AvailabilityGrow>) -> Result<()> {
+        availability::grow(ctx)
+    }
+
     /// Anyone: ends an availability account past its deadline (the provider failed) or moot,
     /// returning its bond.
     #[access_control(ctx.accounts.validate())]

@@ -424,6 +424,75 @@ fn encoder_games_at_scale() -> (Vec<TxRecord>, usize, u64) {
     )
 }
 
+/// Availability at its bounds (PROTOCOL §8.11): a product of 256 tiles of 16 KiB in a window
+/// of 800 slots, a challenge of the 4 tiles (64 chunks, 64 KiB of data) a challenge may name,
+/// answered in full; a second one that times out (the verdict unserved) and both closed; then
+/// a withheld verdict contested and answered. The rows of every availability instruction, and
+/// the transactions of one whole answer.
+fn availability_at_bounds() -> (Vec<TxRecord>, usize) {
+    use compute_market_protocol::{availability, commit::VOTE_UNAVAILABLE};
+    let job = JobSpec::matmul(1_024, 64, 1_024, [9; 32]);
+    let market = compute_market::state::MarketArgs {
+        dispute_window: 800,
+        ..test_market(1)
+    };
+    assert_eq!(availability::max_tiles(&job, 800), 4);
+    let mut c = cast_with(3, 1, Params::defaults(20_000), market);
+    let result = disputes::Committed::new(job, |t, e| {
+        let mut v = [0u8; 32];
+        v[..4].copy_from_slice(&((t * 4_096 + e) % 2_147_483_647).to_le_bytes());
+        v
+    });
+    let task = c.submitted_job(1, job, 2, result.root());
+    let votes: Vec<(&Actor, Ballot)> = c
+        .verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v, Ballot::new(VOTE_VALID, 40 + i as u64)))
+        .collect();
+    c.w.decide(task, &votes);
+    let start = c.w.records.len();
+    let client = c.client.clone();
+    let provider = c.provider.clone();
+    let w = &mut c.w;
+    let n = w
+        .challenge(&client, task, &[0, 17, 128, 255])
+        .expect("challenge");
+    let answer = w.publish(&provider, task, n, &result).expect("publish");
+    let n2 = w.challenge(&client, task, &[3]).expect("challenge");
+    w.advance(801);
+    w.availability_timeout(task, n2, &client).expect("timeout");
+    w.close_availability(&client, task, n).expect("close");
+    // a withheld verdict, contested
+    let t2 = c.submitted_job(2, job, 2, result.root());
+    let votes: Vec<(&Actor, Ballot)> = c
+        .verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let vote = if i == 0 { VOTE_VALID } else { VOTE_UNAVAILABLE };
+            (v, Ballot::new(vote, 50 + i as u64))
+        })
+        .collect();
+    c.w.decide(t2, &votes);
+    let w = &mut c.w;
+    let n3 = w.contest(&provider, t2).expect("contest");
+    w.publish(&provider, t2, n3, &result)
+        .expect("publish the contest");
+    assert_eq!(
+        w.task(&t2).tally().majority,
+        compute_market_protocol::commit::VERDICT_SERVED
+    );
+    (
+        w.records[start..]
+            .iter()
+            .filter(|r| r.ok)
+            .cloned()
+            .collect(),
+        answer,
+    )
+}
+
 /// A kind-2 dispute (a pointer outside the result, refuted at once; one recomputed) and a
 /// challenger that times out: the rows of `dispute_target` and `dispute_timeout`.
 fn refutation_and_timeout() -> Vec<TxRecord> {
@@ -705,6 +774,9 @@ fn main() {
     dispute_txs.push(("MatMulModP on data, k = 2 048", txs));
     w.records.extend(records);
     w.records.extend(refutation_and_timeout());
+    let (records, answer) = availability_at_bounds();
+    println!("Availability at the bounds: 4 tiles of 16 KiB answered in {answer} transactions");
+    w.records.extend(records);
     let (records, txs) = game_at_bounds();
     dispute_txs.push(("Mlp 64-4096-4096-4096 by a game against one defender", txs));
     w.records.extend(records);

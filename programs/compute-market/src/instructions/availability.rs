@@ -57,10 +57,17 @@ pub fn contest_tiles(task: &Task, task_key: &Pubkey) -> Result<Vec<u32>> {
     ))
 }
 
-/// Account size of an availability account naming `tiles` tiles of `task`'s job.
+/// Size an availability account naming `tiles` tiles of `task`'s job is created with (the
+/// rest is grown by `availability_grow`).
 pub fn space_for(task: &Task, tiles: usize) -> usize {
     let slot = JobSpec::decode(&task.job).map_or(CHUNK_LEN, |j| slot_len(j.tile_len()));
-    Availability::space(tiles, slot)
+    Availability::space(tiles, slot).min(Availability::MAX_INITIAL)
+}
+
+/// Whether the account has grown to its full size (its data area all there).
+fn sized(loader: &AccountLoader<Availability>) -> Result<bool> {
+    let full = loader.load()?.full_len();
+    Ok(loader.to_account_info().data_len() >= full)
 }
 
 /// Whether an open account of this kind still matters under the verdict in force: a challenge
@@ -317,7 +324,12 @@ fn publishable(a: &Availability, task: &Task) -> Result<()> {
 
 impl PublishWrite<'_> {
     pub fn validate(&self) -> Result<()> {
-        publishable(&*self.availability.load()?, &self.task)
+        publishable(&*self.availability.load()?, &self.task)?;
+        require!(
+            sized(&self.availability)?,
+            MarketError::AvailabilityNotSized
+        );
+        Ok(())
     }
 }
 
@@ -370,7 +382,12 @@ pub struct PublishProve<'info> {
 
 impl PublishProve<'_> {
     pub fn validate(&self) -> Result<()> {
-        publishable(&*self.availability.load()?, &self.task)
+        publishable(&*self.availability.load()?, &self.task)?;
+        require!(
+            sized(&self.availability)?,
+            MarketError::AvailabilityNotSized
+        );
+        Ok(())
     }
 }
 
@@ -475,6 +492,49 @@ pub fn prove(
 }
 
 #[derive(Accounts)]
+pub struct AvailabilityGrow<'info> {
+    #[account(mut, constraint = availability.load()?.opener == opener.key() @ MarketError::WrongAuthority)]
+    pub availability: AccountLoader<'info, Availability>,
+    /// Its opener: pays the rent of the room it adds (returned at close).
+    #[account(mut)]
+    pub opener: Signer<'info>,
+    pub system_program: Program<'info, System>,
+}
+
+/// Adds up to 10 KiB to an open account short of its full size (a no-op once full).
+pub fn grow(ctx: Context<AvailabilityGrow>) -> Result<()> {
+    let a = ctx.accounts;
+    let (full, state) = {
+        let v = a.availability.load()?;
+        (v.full_len(), v.state)
+    };
+    require!(state == AVAILABILITY_OPEN, MarketError::AvailabilityClosed);
+    let info = a.availability.to_account_info();
+    let now_len = info.data_len();
+    if now_len >= full {
+        return Ok(());
+    }
+    let len = full.min(now_len + Availability::MAX_INITIAL);
+    let need = Rent::get()?
+        .minimum_balance(len)
+        .saturating_sub(info.lamports());
+    if need > 0 {
+        anchor_lang::system_program::transfer(
+            CpiContext::new(
+                a.system_program.key(),
+                anchor_lang::system_program::Transfer {
+                    from: a.opener.to_account_info(),
+                    to: info.clone(),
+                },
+            ),
+            need,
+        )?;
+    }
+    info.resize(len)?;
+    Ok(())
+}
+
+#[derive(Accounts)]
 pub struct AvailabilityTimeout<'info> {
     #[account(mut, seeds = [SEED_TASK, task.client.as_ref(), &task.task_id.to_le_bytes()], bump = task.bump)]
     pub task: Box<Account<'info, Task>>,
@@ -490,6 +550,15 @@ pub struct AvailabilityTimeout<'info> {
     /// mint (address derived and checked).
     #[account(mut)]
     pub payout_ata: Option<UncheckedAccount<'info>>,
+    /// The task's provider: a challenge its opener never grew to full size is forfeit to the
+    /// treasury through it.
+    #[account(
+        mut, seeds = [SEED_NODE, provider_node.authority.as_ref()], bump = provider_node.bump,
+        constraint = provider_node.key() == task.provider @ MarketError::NotTaskProvider,
+    )]
+    pub provider_node: Box<Account<'info, Node>>,
+    #[account(mut, seeds = [SEED_VAULT, provider_node.key().as_ref()], bump = provider_node.vault_bump)]
+    pub provider_vault: Box<Account<'info, TokenAccount>>,
     pub token_program: Program<'info, Token>,
 }
 
@@ -521,10 +590,18 @@ pub fn timeout(ctx: Context<AvailabilityTimeout>) -> Result<()> {
         (v.kind, v.bond, v.opener, a.availability.key())
     };
     let majority = a.task.tally().majority;
-    let outcome = if in_play(kind, majority) {
+    // an account its opener never grew could not be answered: it fails nobody, and a
+    // challenger's bond is forfeit to the treasury (it held the conclusion for nothing)
+    let short = !sized(&a.availability)?;
+    let outcome = if in_play(kind, majority) && !short {
         AVAILABILITY_FAILED
     } else {
         AVAILABILITY_MOOT
+    };
+    let forfeit = if short && in_play(kind, majority) {
+        bond
+    } else {
+        0
     };
     let task = &mut a.task;
     task.challenges_open = task
@@ -540,7 +617,20 @@ pub fn timeout(ctx: Context<AvailabilityTimeout>) -> Result<()> {
             task.contest = CONTEST_FAILED;
         }
     }
-    if bond > 0 {
+    if forfeit > 0 {
+        let id = task.task_id.to_le_bytes();
+        let bump = [task.bump];
+        transfer::from_pda(
+            &a.token_program,
+            &a.escrow,
+            &a.provider_vault,
+            task.to_account_info(),
+            &task.signer_seeds(&id, &bump),
+            forfeit,
+        )?;
+        task.escrow_balance = math::sub(task.escrow_balance, forfeit)?;
+        a.provider_node.fees_due = math::add(a.provider_node.fees_due, forfeit)?;
+    } else if bond > 0 {
         transfer::from_escrow(
             &a.token_program,
             &a.escrow,
@@ -551,7 +641,11 @@ pub fn timeout(ctx: Context<AvailabilityTimeout>) -> Result<()> {
             bond,
         )?;
     }
-    a.availability.load_mut()?.state = outcome;
+    {
+        let mut v = a.availability.load_mut()?;
+        v.state = outcome;
+        v.forfeit = (forfeit > 0) as u8;
+    }
     emit!(AvailabilityEnded {
         task: task.key(),
         availability: key,
@@ -559,7 +653,7 @@ pub fn timeout(ctx: Context<AvailabilityTimeout>) -> Result<()> {
         outcome,
         majority: task.tally().majority,
         status: task.status,
-        bond_forfeit: 0,
+        bond_forfeit: forfeit,
     });
     Ok(())
 }

@@ -65,9 +65,27 @@ impl Availability {
     /// Byte offset of `opener`: a wallet finds the accounts it opened here.
     pub const OPENER_OFFSET: usize = 8 + 8 + 32;
 
-    /// Account size for `tiles` tiles of slot `slot_len`.
+    /// Most bytes an account is created with: a program creates accounts through a call of
+    /// the system program, which allocates at most 10 KiB; the rest is grown by
+    /// `availability_grow`, 10 KiB an instruction, in the opening transaction.
+    pub const MAX_INITIAL: usize = 10_240;
+
+    /// Account size, fully grown, for `tiles` tiles of slot `slot_len`.
     pub fn space(tiles: usize, slot_len: usize) -> usize {
         Self::HEADER + tiles * slot_len
+    }
+
+    /// `availability_grow` instructions that take an account of `tiles` tiles of slot
+    /// `slot_len` from its initial size to its full one.
+    pub fn grows(tiles: usize, slot_len: usize) -> usize {
+        Self::space(tiles, slot_len)
+            .saturating_sub(Self::MAX_INITIAL)
+            .div_ceil(Self::MAX_INITIAL)
+    }
+
+    /// Its size fully grown.
+    pub fn full_len(&self) -> usize {
+        Self::space(self.tile_count as usize, self.slot_len as usize)
     }
 
     /// Reads the fields from account data (discriminator included), off-chain; `None` if the

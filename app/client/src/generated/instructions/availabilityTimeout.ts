@@ -8,15 +8,15 @@
 
 import { combineCodec, fixDecoderSize, fixEncoderSize, getBytesDecoder, getBytesEncoder, getStructDecoder, getStructEncoder, SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, SolanaError, transformEncoder, type AccountMeta, type Address, type FixedSizeCodec, type FixedSizeDecoder, type FixedSizeEncoder, type Instruction, type InstructionWithAccounts, type InstructionWithData, type ReadonlyAccount, type ReadonlyUint8Array, type WritableAccount } from '@solana/kit';
 import { getAccountMetaFactory, getAddressFromResolvedInstructionAccount, type ResolvedInstructionAccount } from '@solana/program-client-core';
-import { findEscrowPda } from '../pdas';
+import { findEscrowPda, findProviderVaultPda } from '../pdas';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from '../programs';
 
 export const AVAILABILITY_TIMEOUT_DISCRIMINATOR: ReadonlyUint8Array = new Uint8Array([102, 7, 22, 50, 76, 139, 203, 75]);
 
 export function getAvailabilityTimeoutDiscriminatorBytes(): ReadonlyUint8Array { return fixEncoderSize(getBytesEncoder(), 8).encode(AVAILABILITY_TIMEOUT_DISCRIMINATOR); }
 
-export type AvailabilityTimeoutInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountEscrow extends string | AccountMeta<string> = string, TAccountAvailability extends string | AccountMeta<string> = string, TAccountPayout extends string | AccountMeta<string> = string, TAccountPayoutAta extends string | AccountMeta<string> = string, TAccountTokenProgram extends string | AccountMeta<string> = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
-Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? WritableAccount<TAccountTask> : TAccountTask, TAccountEscrow extends string ? WritableAccount<TAccountEscrow> : TAccountEscrow, TAccountAvailability extends string ? WritableAccount<TAccountAvailability> : TAccountAvailability, TAccountPayout extends string ? WritableAccount<TAccountPayout> : TAccountPayout, TAccountPayoutAta extends string ? WritableAccount<TAccountPayoutAta> : TAccountPayoutAta, TAccountTokenProgram extends string ? ReadonlyAccount<TAccountTokenProgram> : TAccountTokenProgram, ...TRemainingAccounts]>;
+export type AvailabilityTimeoutInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountTask extends string | AccountMeta<string> = string, TAccountEscrow extends string | AccountMeta<string> = string, TAccountAvailability extends string | AccountMeta<string> = string, TAccountPayout extends string | AccountMeta<string> = string, TAccountPayoutAta extends string | AccountMeta<string> = string, TAccountProviderNode extends string | AccountMeta<string> = string, TAccountProviderVault extends string | AccountMeta<string> = string, TAccountTokenProgram extends string | AccountMeta<string> = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", TRemainingAccounts extends readonly AccountMeta<string>[] = []> =
+Instruction<TProgram> & InstructionWithData<ReadonlyUint8Array> & InstructionWithAccounts<[TAccountTask extends string ? WritableAccount<TAccountTask> : TAccountTask, TAccountEscrow extends string ? WritableAccount<TAccountEscrow> : TAccountEscrow, TAccountAvailability extends string ? WritableAccount<TAccountAvailability> : TAccountAvailability, TAccountPayout extends string ? WritableAccount<TAccountPayout> : TAccountPayout, TAccountPayoutAta extends string ? WritableAccount<TAccountPayoutAta> : TAccountPayoutAta, TAccountProviderNode extends string ? WritableAccount<TAccountProviderNode> : TAccountProviderNode, TAccountProviderVault extends string ? WritableAccount<TAccountProviderVault> : TAccountProviderVault, TAccountTokenProgram extends string ? ReadonlyAccount<TAccountTokenProgram> : TAccountTokenProgram, ...TRemainingAccounts]>;
 
 export type AvailabilityTimeoutInstructionData = { discriminator: ReadonlyUint8Array;  };
 
@@ -34,7 +34,7 @@ export function getAvailabilityTimeoutInstructionDataCodec(): FixedSizeCodec<Ava
     return combineCodec(getAvailabilityTimeoutInstructionDataEncoder(), getAvailabilityTimeoutInstructionDataDecoder());
 }
 
-export type AvailabilityTimeoutAsyncInput<TAccountTask extends string = string, TAccountEscrow extends string = string, TAccountAvailability extends string = string, TAccountPayout extends string = string, TAccountPayoutAta extends string = string, TAccountTokenProgram extends string = string> =  {
+export type AvailabilityTimeoutAsyncInput<TAccountTask extends string = string, TAccountEscrow extends string = string, TAccountAvailability extends string = string, TAccountPayout extends string = string, TAccountPayoutAta extends string = string, TAccountProviderNode extends string = string, TAccountProviderVault extends string = string, TAccountTokenProgram extends string = string> =  {
   task: Address<TAccountTask>;
 escrow?: Address<TAccountEscrow>;
 availability: Address<TAccountAvailability>;
@@ -42,15 +42,21 @@ availability: Address<TAccountAvailability>;
 payout: Address<TAccountPayout>;
 /** mint (address derived and checked). */
 payoutAta?: Address<TAccountPayoutAta>;
+/**
+ * The task's provider: a challenge its opener never grew to full size is forfeit to the
+ * treasury through it.
+ */
+providerNode: Address<TAccountProviderNode>;
+providerVault?: Address<TAccountProviderVault>;
 tokenProgram?: Address<TAccountTokenProgram>;
 }
 
-export async function getAvailabilityTimeoutInstructionAsync<TAccountTask extends string, TAccountEscrow extends string, TAccountAvailability extends string, TAccountPayout extends string, TAccountPayoutAta extends string, TAccountTokenProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: AvailabilityTimeoutAsyncInput<TAccountTask, TAccountEscrow, TAccountAvailability, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>, config?: { programAddress?: TProgramAddress } ): Promise<AvailabilityTimeoutInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountAvailability, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>> {
+export async function getAvailabilityTimeoutInstructionAsync<TAccountTask extends string, TAccountEscrow extends string, TAccountAvailability extends string, TAccountPayout extends string, TAccountPayoutAta extends string, TAccountProviderNode extends string, TAccountProviderVault extends string, TAccountTokenProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: AvailabilityTimeoutAsyncInput<TAccountTask, TAccountEscrow, TAccountAvailability, TAccountPayout, TAccountPayoutAta, TAccountProviderNode, TAccountProviderVault, TAccountTokenProgram>, config?: { programAddress?: TProgramAddress } ): Promise<AvailabilityTimeoutInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountAvailability, TAccountPayout, TAccountPayoutAta, TAccountProviderNode, TAccountProviderVault, TAccountTokenProgram>> {
   // Program address.
 const programAddress = config?.programAddress ?? COMPUTE_MARKET_PROGRAM_ADDRESS;
 
  // Original accounts.
-const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, escrow: { value: input.escrow ?? null, isWritable: true }, availability: { value: input.availability ?? null, isWritable: true }, payout: { value: input.payout ?? null, isWritable: true }, payoutAta: { value: input.payoutAta ?? null, isWritable: true }, tokenProgram: { value: input.tokenProgram ?? null, isWritable: false } }
+const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, escrow: { value: input.escrow ?? null, isWritable: true }, availability: { value: input.availability ?? null, isWritable: true }, payout: { value: input.payout ?? null, isWritable: true }, payoutAta: { value: input.payoutAta ?? null, isWritable: true }, providerNode: { value: input.providerNode ?? null, isWritable: true }, providerVault: { value: input.providerVault ?? null, isWritable: true }, tokenProgram: { value: input.tokenProgram ?? null, isWritable: false } }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
@@ -58,15 +64,18 @@ const accounts = originalAccounts as Record<keyof typeof originalAccounts, Resol
 if (!accounts.escrow.value) {
 accounts.escrow.value = await findEscrowPda({ task: getAddressFromResolvedInstructionAccount("task", accounts.task.value) });
 }
+if (!accounts.providerVault.value) {
+accounts.providerVault.value = await findProviderVaultPda({ providerNode: getAddressFromResolvedInstructionAccount("providerNode", accounts.providerNode.value) });
+}
 if (!accounts.tokenProgram.value) {
 accounts.tokenProgram.value = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA' as Address<'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA'>;
 }
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("availability", accounts.availability), getAccountMeta("payout", accounts.payout), getAccountMeta("payoutAta", accounts.payoutAta), getAccountMeta("tokenProgram", accounts.tokenProgram)], data: getAvailabilityTimeoutInstructionDataEncoder().encode({}), programAddress } as AvailabilityTimeoutInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountAvailability, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>);
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("availability", accounts.availability), getAccountMeta("payout", accounts.payout), getAccountMeta("payoutAta", accounts.payoutAta), getAccountMeta("providerNode", accounts.providerNode), getAccountMeta("providerVault", accounts.providerVault), getAccountMeta("tokenProgram", accounts.tokenProgram)], data: getAvailabilityTimeoutInstructionDataEncoder().encode({}), programAddress } as AvailabilityTimeoutInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountAvailability, TAccountPayout, TAccountPayoutAta, TAccountProviderNode, TAccountProviderVault, TAccountTokenProgram>);
 }
 
-export type AvailabilityTimeoutInput<TAccountTask extends string = string, TAccountEscrow extends string = string, TAccountAvailability extends string = string, TAccountPayout extends string = string, TAccountPayoutAta extends string = string, TAccountTokenProgram extends string = string> =  {
+export type AvailabilityTimeoutInput<TAccountTask extends string = string, TAccountEscrow extends string = string, TAccountAvailability extends string = string, TAccountPayout extends string = string, TAccountPayoutAta extends string = string, TAccountProviderNode extends string = string, TAccountProviderVault extends string = string, TAccountTokenProgram extends string = string> =  {
   task: Address<TAccountTask>;
 escrow: Address<TAccountEscrow>;
 availability: Address<TAccountAvailability>;
@@ -74,15 +83,21 @@ availability: Address<TAccountAvailability>;
 payout: Address<TAccountPayout>;
 /** mint (address derived and checked). */
 payoutAta?: Address<TAccountPayoutAta>;
+/**
+ * The task's provider: a challenge its opener never grew to full size is forfeit to the
+ * treasury through it.
+ */
+providerNode: Address<TAccountProviderNode>;
+providerVault: Address<TAccountProviderVault>;
 tokenProgram?: Address<TAccountTokenProgram>;
 }
 
-export function getAvailabilityTimeoutInstruction<TAccountTask extends string, TAccountEscrow extends string, TAccountAvailability extends string, TAccountPayout extends string, TAccountPayoutAta extends string, TAccountTokenProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: AvailabilityTimeoutInput<TAccountTask, TAccountEscrow, TAccountAvailability, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>, config?: { programAddress?: TProgramAddress } ): AvailabilityTimeoutInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountAvailability, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram> {
+export function getAvailabilityTimeoutInstruction<TAccountTask extends string, TAccountEscrow extends string, TAccountAvailability extends string, TAccountPayout extends string, TAccountPayoutAta extends string, TAccountProviderNode extends string, TAccountProviderVault extends string, TAccountTokenProgram extends string, TProgramAddress extends Address = typeof COMPUTE_MARKET_PROGRAM_ADDRESS>(input: AvailabilityTimeoutInput<TAccountTask, TAccountEscrow, TAccountAvailability, TAccountPayout, TAccountPayoutAta, TAccountProviderNode, TAccountProviderVault, TAccountTokenProgram>, config?: { programAddress?: TProgramAddress } ): AvailabilityTimeoutInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountAvailability, TAccountPayout, TAccountPayoutAta, TAccountProviderNode, TAccountProviderVault, TAccountTokenProgram> {
   // Program address.
 const programAddress = config?.programAddress ?? COMPUTE_MARKET_PROGRAM_ADDRESS;
 
  // Original accounts.
-const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, escrow: { value: input.escrow ?? null, isWritable: true }, availability: { value: input.availability ?? null, isWritable: true }, payout: { value: input.payout ?? null, isWritable: true }, payoutAta: { value: input.payoutAta ?? null, isWritable: true }, tokenProgram: { value: input.tokenProgram ?? null, isWritable: false } }
+const originalAccounts = { task: { value: input.task ?? null, isWritable: true }, escrow: { value: input.escrow ?? null, isWritable: true }, availability: { value: input.availability ?? null, isWritable: true }, payout: { value: input.payout ?? null, isWritable: true }, payoutAta: { value: input.payoutAta ?? null, isWritable: true }, providerNode: { value: input.providerNode ?? null, isWritable: true }, providerVault: { value: input.providerVault ?? null, isWritable: true }, tokenProgram: { value: input.tokenProgram ?? null, isWritable: false } }
 const accounts = originalAccounts as Record<keyof typeof originalAccounts, ResolvedInstructionAccount>;
 
 
@@ -92,7 +107,7 @@ accounts.tokenProgram.value = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA' as A
 }
 
 const getAccountMeta = getAccountMetaFactory(programAddress, 'programId');
-return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("availability", accounts.availability), getAccountMeta("payout", accounts.payout), getAccountMeta("payoutAta", accounts.payoutAta), getAccountMeta("tokenProgram", accounts.tokenProgram)], data: getAvailabilityTimeoutInstructionDataEncoder().encode({}), programAddress } as AvailabilityTimeoutInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountAvailability, TAccountPayout, TAccountPayoutAta, TAccountTokenProgram>);
+return Object.freeze({ accounts: [getAccountMeta("task", accounts.task), getAccountMeta("escrow", accounts.escrow), getAccountMeta("availability", accounts.availability), getAccountMeta("payout", accounts.payout), getAccountMeta("payoutAta", accounts.payoutAta), getAccountMeta("providerNode", accounts.providerNode), getAccountMeta("providerVault", accounts.providerVault), getAccountMeta("tokenProgram", accounts.tokenProgram)], data: getAvailabilityTimeoutInstructionDataEncoder().encode({}), programAddress } as AvailabilityTimeoutInstruction<TProgramAddress, TAccountTask, TAccountEscrow, TAccountAvailability, TAccountPayout, TAccountPayoutAta, TAccountProviderNode, TAccountProviderVault, TAccountTokenProgram>);
 }
 
 export type ParsedAvailabilityTimeoutInstruction<TProgram extends string = typeof COMPUTE_MARKET_PROGRAM_ADDRESS, TAccountMetas extends readonly AccountMeta[] = readonly AccountMeta[]> = { programAddress: Address<TProgram>;
@@ -104,13 +119,19 @@ availability: TAccountMetas[2];
 payout: TAccountMetas[3];
 /** mint (address derived and checked). */
 payoutAta?: TAccountMetas[4] | undefined;
-tokenProgram: TAccountMetas[5];
+/**
+ * The task's provider: a challenge its opener never grew to full size is forfeit to the
+ * treasury through it.
+ */
+providerNode: TAccountMetas[5];
+providerVault: TAccountMetas[6];
+tokenProgram: TAccountMetas[7];
 };
 data: AvailabilityTimeoutInstructionData; };
 
 export function parseAvailabilityTimeoutInstruction<TProgram extends string, TAccountMetas extends readonly AccountMeta[]>(instruction: Instruction<TProgram> & InstructionWithAccounts<TAccountMetas> & InstructionWithData<ReadonlyUint8Array>): ParsedAvailabilityTimeoutInstruction<TProgram, TAccountMetas> {
-  if (instruction.accounts.length < 6) {
-  throw new SolanaError(SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, { actualAccountMetas: instruction.accounts.length, expectedAccountMetas: 6 });
+  if (instruction.accounts.length < 8) {
+  throw new SolanaError(SOLANA_ERROR__PROGRAM_CLIENTS__INSUFFICIENT_ACCOUNT_METAS, { actualAccountMetas: instruction.accounts.length, expectedAccountMetas: 8 });
 }
 let accountIndex = 0;
 const getNextAccount = () => {
@@ -122,5 +143,5 @@ const getNextOptionalAccount = () => {
   const accountMeta = getNextAccount();
   return accountMeta.address === COMPUTE_MARKET_PROGRAM_ADDRESS ? undefined : accountMeta;
 };
-  return { programAddress: instruction.programAddress, accounts: { task: getNextAccount(), escrow: getNextAccount(), availability: getNextAccount(), payout: getNextAccount(), payoutAta: getNextOptionalAccount(), tokenProgram: getNextAccount() }, data: getAvailabilityTimeoutInstructionDataDecoder().decode(instruction.data) };
+  return { programAddress: instruction.programAddress, accounts: { task: getNextAccount(), escrow: getNextAccount(), availability: getNextAccount(), payout: getNextAccount(), payoutAta: getNextOptionalAccount(), providerNode: getNextAccount(), providerVault: getNextAccount(), tokenProgram: getNextAccount() }, data: getAvailabilityTimeoutInstructionDataDecoder().decode(instruction.data) };
 }

@@ -7,6 +7,7 @@
  */
 
 export * from './applyParams';
+export * from './availabilityGrow';
 export * from './availabilityTimeout';
 export * from './cancelTask';
 export * from './challengeAvailability';
