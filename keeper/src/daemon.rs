@@ -90,6 +90,11 @@ pub struct DaemonOptions {
     /// Verifier: other keepers asked for a result its provider does not serve
     /// ([`Verifier::mirrors`]).
     pub mirrors: Vec<String>,
+    /// Verifier: most bytes kept of the results it checked, served again (PROTOCOL §8.11;
+    /// the oldest kept is evicted first). 0: nothing is kept.
+    pub reserve_max_bytes: u64,
+    /// Verifier: least time a result it checked is kept (longer while its dispute window runs).
+    pub reserve_retention: Duration,
 }
 
 /// Default disk budget for served results, bytes.
@@ -127,6 +132,8 @@ impl DaemonOptions {
             min_samples: 1,
             cors_origins: vec![],
             mirrors: vec![],
+            reserve_max_bytes: crate::results::reserve::DEFAULT_MAX_BYTES,
+            reserve_retention: crate::results::reserve::DEFAULT_RETENTION,
         }
     }
 }
@@ -448,10 +455,17 @@ pub fn run(
     // every fetch (a verifier's of results, a provider's of inputs) is signed by the node's
     // key: other keepers' servers admit it ahead of strangers
     let signer = Arc::new(Keypair::try_from(&kp.to_bytes()[..]).expect("keypair copy"));
+    // what its verifier checked, kept to be served again (PROTOCOL §8.11)
+    let reserve = crate::results::reserve::Reserve::open(
+        &results_dir.join("reserve"),
+        opts.reserve_max_bytes,
+        opts.reserve_retention,
+    )?;
     let tiles = Arc::new(
         ResultStore::open(&results_dir, opts.disk_budget, Some(base))?
             .with_policy(opts.fetch.clone())
-            .with_signer(signer),
+            .with_signer(signer)
+            .with_reserve(reserve),
     );
     let _ = tiles.metrics.set(metrics.clone());
     let server = crate::results::server::serve_listener(
@@ -481,7 +495,8 @@ pub fn run(
     }
     let stats = tiles.stats();
     metrics.store_bytes.set(stats.bytes as i64);
-    tracing::info!(%addr, public = tiles.base_url.as_deref().unwrap_or(""), results = stats.results, bytes = stats.bytes, ms = started.elapsed().as_millis() as u64, "serving results and /metrics");
+    let kept = tiles.reserve.stats();
+    tracing::info!(%addr, public = tiles.base_url.as_deref().unwrap_or(""), results = stats.results, bytes = stats.bytes, kept = kept.results, kept_bytes = kept.bytes, ms = started.elapsed().as_millis() as u64, "serving results and /metrics");
     let node = pda::node(&kp.pubkey());
     let ctx = |name: &str, kp: Keypair| NodeCtx {
         name: name.into(),
@@ -505,11 +520,12 @@ pub fn run(
         p.policy.min_samples = opts.min_samples;
         p
     });
-    if provider.is_some() {
-        // clients read the provider's card at its announced endpoint (PROTOCOL §2)
+    if provider.is_some() || opts.verifier {
+        // clients read the provider's card at its announced endpoint (PROTOCOL §2), and fetch
+        // the results a verifier kept from it (§8.11)
         let mut base = tiles.base_url.clone().unwrap_or_default();
         if !compute_market::instructions::endpoint_ok(base.as_bytes()) {
-            tracing::warn!(endpoint = base, "the public URL cannot be announced (an http(s) base URL of at most 56 bytes): clients will not see why it skips tasks");
+            tracing::warn!(endpoint = base, "the public URL cannot be announced (an http(s) base URL of at most 56 bytes): clients will not see why it skips tasks, nor fetch the results it checked");
             // an endpoint announced earlier no longer answers for this keeper
             base.clear();
         }
@@ -517,7 +533,7 @@ pub fn run(
             Ok(Some(_)) => tracing::info!(endpoint = base, "announced the node's endpoint"),
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(endpoint = base, error = %format!("{e:#}"), "cannot announce the node's endpoint: clients will not see why it skips tasks")
+                tracing::warn!(endpoint = base, error = %format!("{e:#}"), "cannot announce the node's endpoint: clients will not see why it skips tasks, nor fetch the results it checked")
             }
         }
     }
