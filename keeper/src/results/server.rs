@@ -4,13 +4,13 @@
 //! * `GET /r/<root>/all` — every tile of the result, streamed;
 //! * `GET /r/<root>/tiles?i=3,17,42` — those tiles (distinct, each `< T`, at most
 //!   [`ServerLimits::max_indices`]) with their Merkle proofs;
-//!
-//! under the roots of this keeper's own results and of those its verifier keeps (PROTOCOL
-//! §8.11): of a result kept whole, the same; of one whose sampled tiles only are kept, `/tiles`
-//! answers those of the asked tiles it holds, in the order asked (none: an empty body), and
-//! `/all` is 404;
 //! * `GET /metrics` — Prometheus text;
 //! * `GET /provider` — the provider's card ([`crate::card`]).
+//!
+//! Results are served under the roots of this keeper's own results and of those its verifier
+//! kept (PROTOCOL §8.11): of a result kept whole, the same; of one whose sampled tiles only
+//! were kept, `/tiles` answers those of the asked tiles it holds, in the order asked (none: an
+//! empty body), and `/all` is 404.
 //!
 //! Any client may connect, so nothing one client does may keep the others from being served:
 //! each connection is its own task (a reader that stops reading stalls only itself, and only

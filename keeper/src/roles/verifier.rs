@@ -873,14 +873,17 @@ impl Checker {
                         &me,
                         t.samples as u32,
                     );
-                    let kept = self.store.reserve.keep_whole(
-                        keep.task.to_bytes(),
-                        *job,
-                        t.result_root,
-                        tiles,
-                        keep.until,
-                    );
-                    self.kept(&keep.task, kept);
+                    // (a keeper that serves the root itself, its own provider's, keeps no copy)
+                    if self.store.entry(&t.result_root).is_none() {
+                        let kept = self.store.reserve.keep_whole(
+                            keep.task.to_bytes(),
+                            *job,
+                            t.result_root,
+                            tiles,
+                            keep.until,
+                        );
+                        self.kept(&keep.task, kept);
+                    }
                     v
                 }),
             JobKind::HashBatch | JobKind::Mlp | JobKind::Encoder => {
@@ -896,11 +899,15 @@ impl Checker {
                             &served,
                             &t.result_root,
                         );
-                        let kept =
-                            self.store
-                                .reserve
-                                .keep_tiles(*job, t.result_root, &served, keep.until);
-                        self.kept(&keep.task, kept);
+                        if self.store.entry(&t.result_root).is_none() {
+                            let kept = self.store.reserve.keep_tiles(
+                                *job,
+                                t.result_root,
+                                &served,
+                                keep.until,
+                            );
+                            self.kept(&keep.task, kept);
+                        }
                         v
                     })
             }
