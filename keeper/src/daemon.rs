@@ -495,6 +495,9 @@ pub fn run(
     }
     let stats = tiles.stats();
     metrics.store_bytes.set(stats.bytes as i64);
+    metrics
+        .reserve_bytes
+        .set(tiles.reserve.stats().bytes as i64);
     let kept = tiles.reserve.stats();
     tracing::info!(%addr, public = tiles.base_url.as_deref().unwrap_or(""), results = stats.results, bytes = stats.bytes, kept = kept.results, kept_bytes = kept.bytes, ms = started.elapsed().as_millis() as u64, "serving results and /metrics");
     let node = pda::node(&kp.pubkey());
@@ -642,6 +645,9 @@ pub fn run(
                 let r = v.step_with(chain.as_ref(), now, tasks);
                 let new = &v.records[reported..];
                 metrics.verifications.inc_by(new.len() as u64);
+                metrics
+                    .reserve_bytes
+                    .set(v.ctx.store.reserve.stats().bytes as i64);
                 metrics
                     .verify_seconds
                     .inc_by(new.iter().map(|r| r.seconds).sum::<f64>());

@@ -40,6 +40,9 @@ pub const MEMORY_MAX_BYTES: u64 = 256 << 20;
 /// Default least time a checked result is kept (beyond it only while its dispute window runs).
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3600);
 
+/// Least extension of a kept result's time that is written ([`Reserve::extend`]).
+pub const EXTEND_STEP: Duration = Duration::from_secs(30);
+
 const MAGIC: &[u8; 4] = b"CMRT";
 const VERSION: u8 = 1;
 const TILES_HEADER: usize = 8 + 32 + JOB_SPEC_LEN;
@@ -487,13 +490,14 @@ impl Reserve {
     }
 
     /// Keeps what is under `root` at least until `until` (its dispute window, learnt later);
-    /// whether anything is kept under it.
+    /// whether anything is kept under it. A time less than [`EXTEND_STEP`] past the one held
+    /// changes nothing (a deadline in slots, seen again each pass, moves by the clock's drift).
     pub fn extend(&self, root: &Digest, until: SystemTime) -> bool {
         let mut items = self.items.lock().expect("reserve lock");
         let Some(i) = items.get_mut(root) else {
             return false;
         };
-        if i.until < until {
+        if i.until + EXTEND_STEP <= until {
             i.until = until;
             let i = &items[root];
             self.write_keep(root, i);
@@ -629,6 +633,11 @@ mod tests {
         // the time is what it was kept for, and only ever extended
         assert!(r.extend(&ra, soon - Duration::from_secs(1)));
         assert_eq!(secs(r.kept_until(&ra).unwrap()), secs(soon));
+        assert!(r.extend(&rb, far() + EXTEND_STEP));
+        assert!(
+            !r.extend(&[7; 32], soon + EXTEND_STEP),
+            "nothing kept under that root"
+        );
         drop(r);
         let r = Reserve::open(dir.path(), u64::MAX, DEFAULT_RETENTION).unwrap();
         assert!(r.whole(&ra).is_some(), "not yet past its time");
