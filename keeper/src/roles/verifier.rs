@@ -920,6 +920,7 @@ impl Checker {
             Ok(true) => {
                 tracing::debug!(verifier = self.name, task = %task, "kept the result it checked, to serve it again")
             }
+            Ok(false) if self.store.reserve.max_bytes == 0 => {}
             Ok(false) => {
                 let s = self.store.reserve.stats();
                 tracing::warn!(verifier = self.name, task = %task, max_bytes = s.max_bytes, "the result it checked is larger than the reserve: not kept (raise --reserve-max-bytes)")
