@@ -583,8 +583,11 @@ pub struct Retrieved {
     pub task: String,
     /// The root every tile was checked against.
     pub root: String,
-    /// Where it came from.
+    /// Where it came from: each source that served tiles, and how many.
     pub from: String,
+    /// What each source asked that served nothing (or a tile that did not prove against the
+    /// root) answered.
+    pub skipped: Vec<String>,
     /// Tiles fetched and checked.
     pub tiles: u32,
     /// The file written.
@@ -805,7 +808,7 @@ pub fn task_result(
         anyhow::anyhow!("{e}")
             .context("nothing written: no source served the result matching the root on chain")
     };
-    let (bytes, from) = match &proven {
+    let (bytes, from, skipped) = match &proven {
         None => {
             let g = store
                 .gather_all(sources, &c.job, &c.root, None)
@@ -814,7 +817,7 @@ pub fn task_result(
                 commit(&g.tiles).root() == c.root,
                 "the gathered result does not hash to the root on chain; nothing written"
             );
-            (whole_file(&c.job, &g.tiles)?, g.served_by())
+            (whole_file(&c.job, &g.tiles)?, g.served_by(), g.failed)
         }
         Some(want) => {
             let g = store
@@ -832,7 +835,7 @@ pub fn task_result(
                 Wanted::Rows(rows) => assemble_rows(&c.job, rows, &g.tiles)?,
                 _ => tiles_file(&c.job, &g.tiles)?,
             };
-            (bytes, g.served_by())
+            (bytes, g.served_by(), g.failed)
         }
     };
     let tmp = out.with_extension("part");
@@ -842,6 +845,7 @@ pub fn task_result(
         task: task.to_string(),
         root: hex(&c.root),
         from,
+        skipped,
         tiles: proven.as_ref().map_or(count, |t| t.len() as u32),
         output: out.display().to_string(),
         bytes: bytes.len() as u64,

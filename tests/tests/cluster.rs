@@ -2584,6 +2584,12 @@ fn the_provider_gone_after_the_verdict_the_client_gets_its_result_from_the_verif
             "served by the verifiers' keepers, not the provider's: {r}"
         );
         assert!(
+            r["skipped"][0]
+                .as_str()
+                .is_some_and(|s| s.starts_with(&gone) && s.contains("unreachable")),
+            "the provider, asked first, did not answer: {r}"
+        );
+        assert!(
             std::fs::read(&out)? == want,
             "byte for byte what the provider computed"
         );
