@@ -301,3 +301,117 @@ fn a_reserve_past_its_time_serves_nothing() {
     assert_eq!(store.reserve.sweep(SystemTime::now()), 1);
     assert_eq!(store.reserve.stats().results, 0);
 }
+
+/// The verifier role keeps what it checked (PROTOCOL §8.11): of a `MatMulModP` the whole
+/// result, of a `HashBatch` exactly the tiles its seed drew for it, with their proofs; a
+/// careless seat that checked nothing keeps nothing. Served by the provider over HTTP, each
+/// verifier with a store of its own.
+#[test]
+fn verifiers_keep_the_whole_matmul_they_hashed_and_the_hash_tiles_they_sampled() {
+    use compute_market::pda;
+    use compute_market_keeper::{
+        chain::{Chain, ChainExt},
+        demo::{DemoConfig, Scenario},
+        verify::distinct,
+    };
+    use compute_market_protocol::{job::JobKind, sampling::sample_indices};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = DemoConfig {
+        tasks: 2,
+        corrupt_fraction: 0.0,
+        ..Default::default()
+    };
+    let mut s = Scenario::new(&cfg, Arc::new(CpuBackend), dir.path()).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", l.local_addr().unwrap());
+    let served = Arc::new(ResultStore::serving_at(base));
+    let _server = results::server::serve_listener(
+        served.clone(),
+        Arc::new(Metrics::default()),
+        l,
+        ServerLimits::default(),
+    )
+    .unwrap();
+    for p in &mut s.providers {
+        p.ctx.store = served.clone();
+    }
+    for v in &mut s.verifiers {
+        v.ctx.store = Arc::new(ResultStore::default().with_policy(policy()));
+    }
+    // each task's last drawn round: its seed, samples, root and the seats that joined it (a
+    // verifier checks before it joins)
+    let mut rounds = std::collections::HashMap::new();
+    let start = s.chain.slot().unwrap();
+    while !s.done() {
+        assert!(
+            s.chain.slot().unwrap() - start < 3_000,
+            "the market did not finish"
+        );
+        s.tick().unwrap();
+        for (k, t) in s.chain.tasks_of(&pda::market(1)).unwrap() {
+            if t.seed_drawn {
+                let voters: Vec<_> = s
+                    .chain
+                    .votes(&k)
+                    .unwrap()
+                    .into_iter()
+                    .filter(|(_, v)| v.round == t.round)
+                    .map(|(_, v)| v.node)
+                    .collect();
+                rounds.insert(k, (t.clone(), voters));
+            }
+        }
+    }
+    let careless = s.verifiers.len() - 1;
+    let mut checked = (0, 0);
+    for (k, job, _) in &s.tasks {
+        let (t, voters) = &rounds[k];
+        assert_eq!(
+            s.verdicts[k].0,
+            compute_market::state::TaskStatus::Accepted,
+            "{k}"
+        );
+        for (i, v) in s.verifiers.iter().enumerate() {
+            let reserve = &v.ctx.store.reserve;
+            if i == careless || !voters.contains(&v.ctx.node) {
+                assert!(
+                    i != careless || reserve.stats().results == 0,
+                    "a careless seat keeps nothing"
+                );
+                continue;
+            }
+            match job.kind {
+                JobKind::MatMulModP => {
+                    let e = reserve
+                        .whole(&t.result_root)
+                        .expect("the whole result kept");
+                    assert!(
+                        e.tiles().unwrap()
+                            == served.entry(&t.result_root).unwrap().tiles().unwrap()
+                    );
+                    checked.0 += 1;
+                }
+                _ => {
+                    let drawn = distinct(&sample_indices(
+                        &t.seed,
+                        &v.ctx.node.to_bytes(),
+                        u32::from(t.samples),
+                        t.tile_count,
+                    ));
+                    let kept = reserve.sampled(&t.result_root).expect("its sample kept");
+                    let mut want = drawn.clone();
+                    want.sort_unstable();
+                    assert_eq!(kept.tiles.keys().copied().collect::<Vec<_>>(), want);
+                    assert!(kept.tiles.values().all(|x| results::reserve::proves(
+                        job,
+                        &t.result_root,
+                        x
+                    )));
+                    assert!(reserve.whole(&t.result_root).is_none());
+                    checked.1 += 1;
+                }
+            }
+        }
+    }
+    assert!(checked.0 >= 2 && checked.1 >= 2, "{checked:?}");
+}
