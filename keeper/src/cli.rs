@@ -748,9 +748,18 @@ pub fn task_dispute(
     } else {
         Some(crate::roles::challenger::sliced_inputs(store, &t, &job)?)
     };
+    // from its provider, else from the verifiers seated on it (PROTOCOL §8.12)
+    let sources = crate::results::sources::ordered(
+        &uri,
+        chain
+            .endpoints_of(&chain.seated(task, &t)?)
+            .into_iter()
+            .map(|e| crate::results::sources::result_url(&e, &t.result_root)),
+    );
     let served = store
-        .fetch(&uri, &job, &want)
-        .map_err(|e| anyhow::anyhow!("fetching tiles of {task} from {uri}: {e}"))?;
+        .gather(&sources, &job, &t.result_root, &want, None)
+        .map_err(|e| anyhow::anyhow!("fetching tiles of {task}: {e}"))?
+        .tiles;
     let v = crate::verify::check_sampled(backend, &job, &want, &served, &t.result_root)?;
     let Some(p) = v.pointer else {
         bail!(

@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::{
     chain::{decode_events, Chain, ChainExt},
     compute::{inputs, Matrix},
-    results::{client::Client, content::read_object, hex, FetchPolicy, ResultStore},
+    results::{client::Client, content::read_object, hex, sources, FetchPolicy, ResultStore},
     verify::commit,
 };
 
@@ -484,6 +484,9 @@ pub struct Committed {
     pub root: Digest,
     /// Where the provider serves it.
     pub uri: String,
+    /// The verifiers seated on it (their nodes), whose keepers keep what they checked
+    /// (PROTOCOL §8.12).
+    pub verifiers: Vec<Pubkey>,
 }
 
 /// The result of `task` if it was Accepted: from its account while it is open, else from the
@@ -506,6 +509,7 @@ pub fn committed(
             job,
             root: t.result_root,
             uri,
+            verifiers: chain.seated(task, &t)?,
         });
     }
     let txs = logs()?;
@@ -539,11 +543,37 @@ pub fn committed(
         .rev()
         .find(|e| e.task == *task)
         .context("no ResultSubmitted event for an Accepted task")?;
+    // the verifiers that joined it, then those that revealed (a displaced one may still hold it)
+    let mut verifiers: Vec<Pubkey> = decode_events::<events::VerifierJoined>(&logs)
+        .into_iter()
+        .filter(|e| e.task == *task)
+        .map(|e| e.verifier)
+        .chain(
+            decode_events::<events::VoteRevealed>(&logs)
+                .into_iter()
+                .filter(|e| e.task == *task)
+                .map(|e| e.verifier),
+        )
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    verifiers.retain(|v| seen.insert(*v));
     Ok(Committed {
         job,
         root: s.result_root,
         uri: s.result_uri,
+        verifiers,
     })
+}
+
+/// Where `task result` fetches `c` from, in order (PROTOCOL §8.12): the provider's result URL,
+/// then `from` (result URLs given by the client), then the keeper of every verifier seated on
+/// the task, at the endpoint its node announced.
+pub fn result_sources(chain: &dyn Chain, c: &Committed, from: &[String]) -> Vec<String> {
+    let verifiers = chain
+        .endpoints_of(&c.verifiers)
+        .into_iter()
+        .map(|e| sources::result_url(&e, &c.root));
+    sources::ordered(&c.uri, from.iter().cloned().chain(verifiers))
 }
 
 /// What `task result` wrote.
@@ -553,8 +583,11 @@ pub struct Retrieved {
     pub task: String,
     /// The root every tile was checked against.
     pub root: String,
-    /// Where it came from.
+    /// Where it came from: each source that served tiles, and how many.
     pub from: String,
+    /// What each source asked that served nothing (or a tile that did not prove against the
+    /// root) answered.
+    pub skipped: Vec<String>,
     /// Tiles fetched and checked.
     pub tiles: u32,
     /// The file written.
@@ -739,24 +772,24 @@ fn assemble_rows(
 }
 
 /// Downloads the result `c` of `task` (all of it, some tiles, or some rows: those with their
-/// proofs) from its provider's URI, else from `others` (result URLs `<base>/r/<root>` of
-/// keepers that hold it), checks every tile against the root, and writes `out`: C as a
-/// safetensors `U32` tensor "C" (m × n, or the rows asked for) for a `MatMulModP` result, one
-/// tensor per tile (`tile_<i>`, 64 × 64 or the tile's bytes as u32) for tiles, the raw digests
-/// for `HashBatch`. Nothing is written unless everything matched.
+/// proofs) from `sources` (result URLs: the provider's first, then the other keepers that
+/// hold it, [`result_sources`]), gathered from as many of them as it takes, every tile checked
+/// against the root ([`ResultStore::gather_all`]), and writes `out`: C as a safetensors `U32`
+/// tensor "C" (m × n, or the rows asked for) for a `MatMulModP` result, one tensor per tile
+/// (`tile_<i>`, 64 × 64 or the tile's bytes as u32) for tiles, the raw digests for
+/// `HashBatch`. Nothing is written unless everything matched.
 pub fn task_result(
     task: &Pubkey,
     c: &Committed,
     wanted: Wanted,
-    others: &[String],
+    sources: &[String],
     out: &Path,
     policy: FetchPolicy,
 ) -> Result<Retrieved> {
     let store = ResultStore::default().with_policy(policy);
-    let mut sources = vec![c.uri.clone()];
-    sources.extend(others.iter().cloned());
     let count = c.job.tile_count();
-    // the tiles to fetch with proofs (none: all of them, checked against the root together)
+    // the tiles to fetch with proofs (none: all of them, a whole result checked against the
+    // root together, or tiles with their proofs where no source serves it whole)
     let proven: Option<Vec<u32>> = match &wanted {
         Wanted::All => None,
         Wanted::Tiles(want) => {
@@ -767,59 +800,56 @@ pub fn task_result(
         }
         Wanted::Rows(rows) => Some(tiles_of_rows(&c.job, rows)?),
     };
-    let mut errors = vec![];
-    for from in &sources {
-        let got: Result<Vec<u8>> = match &proven {
-            None => store
-                .fetch_all(from, &c.job)
-                .map_err(anyhow::Error::from)
-                .and_then(|t| {
-                    ensure!(
-                        commit(&t).root() == c.root,
-                        "the result served does not hash to the root on chain"
-                    );
-                    whole_file(&c.job, &t)
-                }),
-            Some(want) => store
-                .fetch(from, &c.job, want)
-                .map_err(anyhow::Error::from)
-                .and_then(|served| {
-                    for s in &served {
-                        let leaf = leaf_hash(s.index, count, &s.tile);
-                        ensure!(
-                            verify_proof(&c.root, s.index, count, &leaf, &s.proof),
-                            "tile {} has no valid proof to the root on chain",
-                            s.index
-                        );
-                    }
-                    match &wanted {
-                        Wanted::Rows(rows) => assemble_rows(&c.job, rows, &served),
-                        _ => tiles_file(&c.job, &served),
-                    }
-                }),
-        };
-        match got {
-            Ok(bytes) => {
-                let tmp = out.with_extension("part");
-                std::fs::write(&tmp, &bytes)
-                    .with_context(|| format!("writing {}", tmp.display()))?;
-                std::fs::rename(&tmp, out)?;
-                return Ok(Retrieved {
-                    task: task.to_string(),
-                    root: hex(&c.root),
-                    from: from.clone(),
-                    tiles: proven.as_ref().map_or(count, |t| t.len() as u32),
-                    output: out.display().to_string(),
-                    bytes: bytes.len() as u64,
-                });
-            }
-            Err(e) => errors.push(format!("{from}: {e:#}")),
+    ensure!(
+        !sources.is_empty(),
+        "task {task} names no result URL and no verifier of it announced an endpoint: nowhere to fetch its result from (give one with --from <URL>/r/<root>)"
+    );
+    let nobody = |e: crate::results::FetchError| {
+        anyhow::anyhow!("{e}")
+            .context("nothing written: no source served the result matching the root on chain")
+    };
+    let (bytes, from, skipped) = match &proven {
+        None => {
+            let g = store
+                .gather_all(sources, &c.job, &c.root, None)
+                .map_err(nobody)?;
+            ensure!(
+                commit(&g.tiles).root() == c.root,
+                "the gathered result does not hash to the root on chain; nothing written"
+            );
+            (whole_file(&c.job, &g.tiles)?, g.served_by(), g.failed)
         }
-    }
-    bail!(
-        "no source served a result matching the root on chain; nothing written ({})",
-        errors.join("; ")
-    )
+        Some(want) => {
+            let g = store
+                .gather(sources, &c.job, &c.root, want, None)
+                .map_err(nobody)?;
+            for s in &g.tiles {
+                let leaf = leaf_hash(s.index, count, &s.tile);
+                ensure!(
+                    verify_proof(&c.root, s.index, count, &leaf, &s.proof),
+                    "tile {} has no valid proof to the root on chain",
+                    s.index
+                );
+            }
+            let bytes = match &wanted {
+                Wanted::Rows(rows) => assemble_rows(&c.job, rows, &g.tiles)?,
+                _ => tiles_file(&c.job, &g.tiles)?,
+            };
+            (bytes, g.served_by(), g.failed)
+        }
+    };
+    let tmp = out.with_extension("part");
+    std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, out)?;
+    Ok(Retrieved {
+        task: task.to_string(),
+        root: hex(&c.root),
+        from,
+        skipped,
+        tiles: proven.as_ref().map_or(count, |t| t.len() as u32),
+        output: out.display().to_string(),
+        bytes: bytes.len() as u64,
+    })
 }
 
 /// The whole result of `job` from its `tiles`, as `task result` writes it: C as a safetensors

@@ -96,6 +96,11 @@ pub struct DaemonOptions {
     /// Least stake (free + bonded, token base units) of a market node whose signed requests
     /// this keeper's server admits ahead of strangers' ([`admitted_nodes`]); at least 1.
     pub admit_min_stake: u64,
+    /// Verifier: most bytes kept of the results it checked, served again (PROTOCOL §8.12;
+    /// the oldest kept is evicted first). 0: nothing is kept.
+    pub reserve_max_bytes: u64,
+    /// Verifier: least time a result it checked is kept (longer while its dispute window runs).
+    pub reserve_retention: Duration,
 }
 
 /// Default disk budget for served results, bytes.
@@ -134,6 +139,8 @@ impl DaemonOptions {
             cors_origins: vec![],
             mirrors: vec![],
             admit_min_stake: ADMIT_MIN_STAKE,
+            reserve_max_bytes: crate::results::reserve::DEFAULT_MAX_BYTES,
+            reserve_retention: crate::results::reserve::DEFAULT_RETENTION,
         }
     }
 }
@@ -489,10 +496,17 @@ pub fn run(
     // every fetch (a verifier's of results, a provider's of inputs) is signed by the node's
     // key: other keepers' servers admit it ahead of strangers
     let signer = Arc::new(Keypair::try_from(&kp.to_bytes()[..]).expect("keypair copy"));
+    // what its verifier checked, kept to be served again (PROTOCOL §8.12)
+    let reserve = crate::results::reserve::Reserve::open(
+        &results_dir.join("reserve"),
+        opts.reserve_max_bytes,
+        opts.reserve_retention,
+    )?;
     let tiles = Arc::new(
         ResultStore::open(&results_dir, opts.disk_budget, Some(base))?
             .with_policy(opts.fetch.clone())
-            .with_signer(signer),
+            .with_signer(signer)
+            .with_reserve(reserve),
     );
     let _ = tiles.metrics.set(metrics.clone());
     let server = crate::results::server::serve_listener(
@@ -522,7 +536,11 @@ pub fn run(
     }
     let stats = tiles.stats();
     metrics.store_bytes.set(stats.bytes as i64);
-    tracing::info!(%addr, public = tiles.base_url.as_deref().unwrap_or(""), results = stats.results, bytes = stats.bytes, ms = started.elapsed().as_millis() as u64, "serving results and /metrics");
+    metrics
+        .reserve_bytes
+        .set(tiles.reserve.stats().bytes as i64);
+    let kept = tiles.reserve.stats();
+    tracing::info!(%addr, public = tiles.base_url.as_deref().unwrap_or(""), results = stats.results, bytes = stats.bytes, kept = kept.results, kept_bytes = kept.bytes, ms = started.elapsed().as_millis() as u64, "serving results and /metrics");
     let node = pda::node(&kp.pubkey());
     let ctx = |name: &str, kp: Keypair| NodeCtx {
         name: name.into(),
@@ -546,11 +564,12 @@ pub fn run(
         p.policy.min_samples = opts.min_samples;
         p
     });
-    if provider.is_some() {
-        // clients read the provider's card at its announced endpoint (PROTOCOL §2)
+    if provider.is_some() || opts.verifier {
+        // clients read the provider's card at its announced endpoint (PROTOCOL §2), and fetch
+        // the results a verifier kept from it (§8.12)
         let mut base = tiles.base_url.clone().unwrap_or_default();
         if !compute_market::instructions::endpoint_ok(base.as_bytes()) {
-            tracing::warn!(endpoint = base, "the public URL cannot be announced (an http(s) base URL of at most 56 bytes): clients will not see why it skips tasks");
+            tracing::warn!(endpoint = base, "the public URL cannot be announced (an http(s) base URL of at most 56 bytes): clients will not see why it skips tasks, nor fetch the results it checked");
             // an endpoint announced earlier no longer answers for this keeper
             base.clear();
         }
@@ -558,7 +577,7 @@ pub fn run(
             Ok(Some(_)) => tracing::info!(endpoint = base, "announced the node's endpoint"),
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(endpoint = base, error = %format!("{e:#}"), "cannot announce the node's endpoint: clients will not see why it skips tasks")
+                tracing::warn!(endpoint = base, error = %format!("{e:#}"), "cannot announce the node's endpoint: clients will not see why it skips tasks, nor fetch the results it checked")
             }
         }
     }
@@ -674,6 +693,9 @@ pub fn run(
                 let r = v.step_with(chain.as_ref(), now, tasks);
                 let new = &v.records[reported..];
                 metrics.verifications.inc_by(new.len() as u64);
+                metrics
+                    .reserve_bytes
+                    .set(v.ctx.store.reserve.stats().bytes as i64);
                 metrics
                     .verify_seconds
                     .inc_by(new.iter().map(|r| r.seconds).sum::<f64>());

@@ -70,6 +70,8 @@ pub struct Metrics {
     pub http_signed_elsewhere: Counter,
     /// Bytes of served results held on disk.
     pub store_bytes: Gauge,
+    /// Bytes kept of results its verifier checked, served again (PROTOCOL §8.12).
+    pub reserve_bytes: Gauge,
     /// Panics caught in one task's work (that task failed; the process went on).
     pub panics: Counter,
     /// Open tasks the provider did not claim, once per task and reason.
@@ -105,6 +107,7 @@ impl Default for Metrics {
             http_signed: Counter::default(),
             http_signed_elsewhere: Counter::default(),
             store_bytes: Gauge::default(),
+            reserve_bytes: Gauge::default(),
             panics: Counter::default(),
             claims_skipped: Family::default(),
             registry: Registry::default(),
@@ -204,6 +207,11 @@ impl Default for Metrics {
             "store_bytes",
             "Bytes of served results held on disk",
             m.store_bytes.clone(),
+        );
+        registry.register(
+            "reserve_bytes",
+            "Bytes kept of results this keeper's verifier checked, served again",
+            m.reserve_bytes.clone(),
         );
         registry.register(
             "panics",

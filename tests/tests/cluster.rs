@@ -2507,3 +2507,114 @@ fn last_json_line(stdout: &[u8]) -> Result<serde_json::Value> {
     serde_json::from_str(last)
         .map_err(|e| anyhow::anyhow!("the script's last line is not JSON ({e}): {last:?}"))
 }
+
+/// Issue 42: a provider that served its verifiers and then went away (its keeper stopped once
+/// the verdict was in) does not keep the client from its result: the verifiers' keepers kept
+/// the `MatMulModP` result they hashed whole (PROTOCOL §8.12), and `keeper task result` gets
+/// it from them, checked against the root, byte for byte what the provider computed: while the
+/// verdict is held for its dispute window (the verifiers found through the task's seats and
+/// votes), and again once the task is closed (found through its events). With every keeper
+/// gone, it says no source served it and names each one it tried.
+#[test]
+fn the_provider_gone_after_the_verdict_the_client_gets_its_result_from_the_verifiers() -> Result<()>
+{
+    let v = Validator::start()?;
+    let (client, provider, verifiers) =
+        small_market_with(&v, "60,30,30,30", &["--dispute-window", "60"])?;
+    let chain = v.chain();
+    let task = post_matmul(&v, &client, 42)?;
+    let provider_port = free_port();
+    let p = v.spawn_keeper_on("provider", &provider, provider_port, &["--provider"])?;
+    let keepers = verifiers_and_crank(&v, &verifiers)?;
+    let logs = ["provider", "v0", "v1", "v2", "crank"];
+    let t = wait_for(180, "the verdict", || {
+        Ok(chain.task(&task)?.filter(|t| t.status.is_decided()))
+    })
+    .map_err(|e| e.context(log_tails(&v, &logs)))?;
+    assert_eq!(t.status, TaskStatus::Accepted, "{}", log_tails(&v, &logs));
+    assert!(t.held, "held for its dispute window");
+    // the provider's keeper goes away; what it computed stays on its disk for the comparison
+    drop(p);
+    let gone = format!("http://127.0.0.1:{provider_port}");
+    assert!(
+        reqwest::blocking::get(format!("{gone}/metrics")).is_err(),
+        "the provider no longer answers"
+    );
+    let (root, job) = (
+        t.result_root,
+        compute_market_protocol::job::JobSpec::decode(&t.job).unwrap(),
+    );
+    let root_hex = compute_market_keeper::results::hex(&root);
+    let res = v
+        .dir
+        .path()
+        .join("provider.results")
+        .join(format!("{root_hex}.res"));
+    let file = std::fs::read(&res)?;
+    let at =
+        compute_market_keeper::results::store::HEADER_LEN as usize + 32 * job.tile_count() as usize;
+    let computed: Vec<Vec<u8>> = file[at..]
+        .chunks_exact(job.tile_len())
+        .map(<[u8]>::to_vec)
+        .collect();
+    assert_eq!(computed.len(), job.tile_count() as usize);
+    assert_eq!(
+        compute_market_keeper::verify::commit(&computed).root(),
+        root
+    );
+    let want = compute_market_keeper::clientdata::whole_file(&job, &computed)?;
+    // every verifier announced the endpoint its keeper serves at
+    for w in &verifiers {
+        let n = chain.node(&node_of(w))?.expect("verifier node");
+        assert!(
+            n.endpoint().starts_with(b"http://127.0.0.1:"),
+            "{:?}",
+            String::from_utf8_lossy(n.endpoint())
+        );
+    }
+    let fetched = |name: &str| -> Result<()> {
+        let out = v.dir.path().join(name);
+        let r =
+            task_result(&v, &client, &task, &out).map_err(|e| e.context(log_tails(&v, &logs)))?;
+        assert_eq!(r["root"], root_hex.as_str(), "{r}");
+        assert_eq!(r["tiles"], job.tile_count(), "{r}");
+        let from = r["from"].as_str().unwrap_or_default();
+        assert!(
+            from.contains(&format!("/r/{root_hex}")) && !from.contains(&gone),
+            "served by the verifiers' keepers, not the provider's: {r}"
+        );
+        assert!(
+            r["skipped"][0]
+                .as_str()
+                .is_some_and(|s| s.starts_with(&gone) && s.contains("unreachable")),
+            "the provider, asked first, did not answer: {r}"
+        );
+        assert!(
+            std::fs::read(&out)? == want,
+            "byte for byte what the provider computed"
+        );
+        let (shape, _) = read_tensor(&out, "C")?;
+        assert_eq!(shape, vec![96, 80]);
+        Ok(())
+    };
+    // held: the task's account names its seats
+    fetched("held.safetensors")?;
+    assert!(chain.task(&task)?.is_some(), "still open");
+    // closed: its events name its verifiers
+    wait_for(180, "the task to be closed", || {
+        Ok(chain.task(&task)?.is_none().then_some(()))
+    })
+    .map_err(|e| e.context(log_tails(&v, &logs)))?;
+    fetched("closed.safetensors")?;
+    // nobody left: the error says so, names every source tried, and nothing is written
+    drop(keepers);
+    let none = v.dir.path().join("none.safetensors");
+    let e = task_result(&v, &client, &task, &none)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no source served"), "{e}");
+    assert!(e.contains(&gone), "the provider named: {e}");
+    assert!(e.matches(&format!("/r/{root_hex}")).count() >= 4, "{e}");
+    assert!(!none.exists());
+    Ok(())
+}

@@ -215,6 +215,46 @@ pub trait ChainExt: Chain {
     fn node(&self, key: &Pubkey) -> Result<Option<Node>> {
         self.decoded(key)
     }
+    /// The nodes seated on the task `key` (`t`): the holders of its round's seats, then every
+    /// node with a vote account on it (a round escalated keeps the first round's votes), each
+    /// once (PROTOCOL §8.12: the keepers a client may fetch its result from).
+    fn seated(&self, key: &Pubkey, t: &Task) -> Result<Vec<Pubkey>> {
+        let mut out: Vec<Pubkey> = t
+            .seats
+            .iter()
+            .filter(|s| s.taken())
+            .map(|s| s.node)
+            .collect();
+        for (_, v) in self.votes(key)? {
+            out.push(v.node);
+        }
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|n| seen.insert(*n));
+        Ok(out)
+    }
+    /// The endpoints `nodes` announced (PROTOCOL §2), in order, each once; a node that is gone,
+    /// announced none, or cannot be read is left out (logged).
+    fn endpoints_of(&self, nodes: &[Pubkey]) -> Vec<String> {
+        let mut out: Vec<String> = vec![];
+        for n in nodes {
+            match self.node(n) {
+                Ok(Some(node)) => match std::str::from_utf8(node.endpoint()) {
+                    Ok(e) if !e.is_empty() => {
+                        let e = e.trim_end_matches('/').to_string();
+                        if !out.contains(&e) {
+                            out.push(e);
+                        }
+                    }
+                    _ => tracing::debug!(node = %n, "the node announced no endpoint"),
+                },
+                Ok(None) => tracing::debug!(node = %n, "the node is gone"),
+                Err(e) => {
+                    tracing::info!(node = %n, error = %format!("{e:#}"), "cannot read the node's endpoint")
+                }
+            }
+        }
+        out
+    }
     /// All nodes.
     fn nodes(&self) -> Result<Vec<(Pubkey, Node)>> {
         Ok(self

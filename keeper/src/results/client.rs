@@ -352,6 +352,21 @@ impl Client {
         let limit = proven_len(job, indices.len());
         decode_proven(job, indices.len(), &self.get(&url, limit, deadline)?)
     }
+
+    /// Those of tiles `indices` of `job`'s result that `base` holds, with proofs, by
+    /// `deadline`: a verifier that kept its sample serves only those (PROTOCOL §8.12), in the
+    /// order asked; an answer with tiles not asked for is refused.
+    pub fn fetch_held(
+        &self,
+        base: &str,
+        job: &JobSpec,
+        indices: &[u32],
+        deadline: Instant,
+    ) -> Result<Vec<ProvenTile>, FetchError> {
+        let served = self.fetch(base, job, indices, deadline)?;
+        super::wire::check_subset(job, indices, &served)?;
+        Ok(served)
+    }
 }
 
 impl Client {

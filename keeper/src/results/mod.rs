@@ -6,9 +6,13 @@
 //! tiles of `tile_len` bytes is never read past T·`tile_len` bytes, however it is compressed,
 //! and a sampled fetch never past the sampled tiles with their proofs (PROTOCOL §5).
 //!
+//! A verifier keeps what it fetched and checked in its [`reserve`] and serves it again (PROTOCOL
+//! §8.12), and a client gathers a result from every source that serves it ([`sources`]).
+//!
 //! One-way layers: [`wire`] (encoding) and [`net`] (which addresses may be fetched) ←
-//! [`store`] (memory or disk) ← [`client`] (fetch over HTTP) and [`server`] (serve over HTTP,
-//! admitting connections through [`admission`]) ← this module's [`ResultStore`]; nothing here
+//! [`store`] (memory or disk) ← [`reserve`] (what a verifier keeps) ← [`client`] (fetch over
+//! HTTP) and [`server`] (serve over HTTP, admitting connections through [`admission`]) ← this
+//! module's [`ResultStore`] ← [`sources`] (a result from several keepers); nothing here
 //! imports the roles, the chain or the commands.
 
 use std::sync::Arc;
@@ -21,7 +25,9 @@ pub mod admission;
 pub mod client;
 pub mod content;
 pub mod net;
+pub mod reserve;
 pub mod server;
+pub mod sources;
 pub mod store;
 pub mod wire;
 
@@ -115,6 +121,9 @@ pub struct ResultStore {
     signer: Option<Arc<solana_keypair::Keypair>>,
     /// One fetch per object at a time (the others wait for it, then find it held).
     fetching: std::sync::Mutex<std::collections::HashMap<Digest, Arc<std::sync::Mutex<()>>>>,
+    /// Results of other providers this keeper's verifier checked, kept to be served again
+    /// (PROTOCOL §8.12; [`ResultStore::with_reserve`]).
+    pub reserve: reserve::Reserve,
 }
 
 impl Default for ResultStore {
@@ -148,7 +157,23 @@ impl ResultStore {
             client: Default::default(),
             signer: None,
             fetching: Default::default(),
+            reserve: reserve::Reserve::memory(
+                reserve::MEMORY_MAX_BYTES,
+                reserve::DEFAULT_RETENTION,
+            ),
         }
+    }
+
+    /// Keeps what its verifier checked in `reserve` (a directory and a bound: `keeper run
+    /// --reserve-max-bytes`) instead of the default one in memory.
+    pub fn with_reserve(mut self, reserve: reserve::Reserve) -> Self {
+        self.reserve = reserve;
+        self
+    }
+
+    /// The whole result served under `root`: this keeper's own, else one its verifier kept.
+    pub fn served(&self, root: &Digest) -> Option<Arc<Entry>> {
+        self.store.get(root).or_else(|| self.reserve.whole(root))
     }
 
     /// Sets the provider's card (served at `/provider`).
@@ -280,7 +305,7 @@ impl ResultStore {
 
     fn local(&self, uri: &str) -> Result<Arc<Entry>, FetchError> {
         let root = parse_mem_uri(uri)?;
-        self.store.get(&root).ok_or_else(|| {
+        self.served(&root).ok_or_else(|| {
             FetchError::Invalid(format!(
                 "result URL {uri:?} is unreachable: nothing served under that root"
             ))

@@ -7,6 +7,11 @@
 //! * `GET /metrics` — Prometheus text;
 //! * `GET /provider` — the provider's card ([`crate::card`]).
 //!
+//! Results are served under the roots of this keeper's own results and of those its verifier
+//! kept (PROTOCOL §8.12): of a result kept whole, the same; of one whose sampled tiles only
+//! were kept, `/tiles` answers those of the asked tiles it holds, in the order asked (none: an
+//! empty body), and `/all` is 404.
+//!
 //! Any client may connect, so nothing one client does may keep the others from being served:
 //! each connection is its own task (a reader that stops reading stalls only itself, and only
 //! until [`ServerLimits::connection_lifetime`]); request heads are bounded in size and in the
@@ -395,12 +400,36 @@ fn immutable(mut r: Response) -> Response {
     r
 }
 
-fn lookup(app: &App, root: &str) -> Result<Arc<super::Entry>, Response> {
+/// What is served under a root: a whole result, or the sampled tiles a verifier kept.
+enum Served {
+    Whole(Arc<super::Entry>),
+    Sampled(Arc<super::reserve::Sampled>),
+}
+
+fn lookup_any(app: &App, root: &str) -> Result<Served, Response> {
     let d = parse_hex_digest(root)
         .ok_or_else(|| refuse(StatusCode::BAD_REQUEST, "a root is 64 hex characters"))?;
+    if let Some(e) = app.store.served(&d) {
+        return Ok(Served::Whole(e));
+    }
     app.store
-        .entry(&d)
+        .reserve
+        .sampled(&d)
+        .map(Served::Sampled)
         .ok_or_else(|| refuse(StatusCode::NOT_FOUND, "nothing served under that root"))
+}
+
+fn lookup(app: &App, root: &str) -> Result<Arc<super::Entry>, Response> {
+    match lookup_any(app, root)? {
+        Served::Whole(e) => Ok(e),
+        Served::Sampled(s) => Err(refuse(
+            StatusCode::NOT_FOUND,
+            format!(
+                "this keeper holds only {} tiles of that result, with their proofs: ask for them at /tiles?i=…",
+                s.tiles.len()
+            ),
+        )),
+    }
 }
 
 /// Tiles per chunk of a streamed `/all` body.
@@ -471,11 +500,14 @@ async fn tiles(
     Path(root): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let entry = match lookup(&app, &root) {
-        Ok(e) => e,
+    let served = match lookup_any(&app, &root) {
+        Ok(s) => s,
         Err(r) => return r,
     };
-    let count = entry.count();
+    let count = match &served {
+        Served::Whole(e) => e.count(),
+        Served::Sampled(s) => s.job.tile_count(),
+    };
     let Some(list) = query.as_deref().and_then(|q| q.strip_prefix("i=")) else {
         return refuse(StatusCode::BAD_REQUEST, "expected ?i=<index>,<index>,…");
     };
@@ -506,6 +538,28 @@ async fn tiles(
         }
         indices.push(i);
     }
+    let entry = match served {
+        Served::Whole(e) => e,
+        Served::Sampled(s) => {
+            // the tiles a verifier kept: those asked for that it holds, in the order asked
+            let Some(permit) = app.place_for(&s.root, peer.ip(), &conn) else {
+                app.metrics.http_busy.inc();
+                return busy();
+            };
+            let transfer = Transfer::new(permit, &conn);
+            let body = super::wire::encode_proven(&s.held(&indices));
+            transfer.progress.touch(body.len() as u64);
+            let mut r = Body::from(body).into_response();
+            let h = r.headers_mut();
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            );
+            // another verifier's tiles may be kept here later: not for caches to keep
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            return r;
+        }
+    };
     let Some(permit) = app.place_for(&entry.root, peer.ip(), &conn) else {
         app.metrics.http_busy.inc();
         return busy();

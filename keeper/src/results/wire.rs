@@ -138,3 +138,30 @@ pub fn check_proven_shape(
 ) -> Result<(), FetchError> {
     crate::verify::proven_shape(job, asked, served).map_err(FetchError::Invalid)
 }
+
+/// An answer from a keeper that may hold only some of the `asked` tiles (a verifier that kept
+/// its sample, PROTOCOL §8.12): tiles among those asked, each once, in the order asked, each of
+/// the job's tile length. Whether each proves against the root is the caller's check.
+pub fn check_subset(job: &JobSpec, asked: &[u32], served: &[ProvenTile]) -> Result<(), FetchError> {
+    let mut at = 0usize;
+    for s in served {
+        match asked[at..].iter().position(|&i| i == s.index) {
+            Some(p) => at += p + 1,
+            None => {
+                return Err(FetchError::Invalid(format!(
+                    "served tile {} that was not asked for (or out of order, or twice)",
+                    s.index
+                )))
+            }
+        }
+        if s.tile.len() != job.tile_len() {
+            return Err(FetchError::Invalid(format!(
+                "served tile {} is {} bytes, the job's tiles are {}",
+                s.index,
+                s.tile.len(),
+                job.tile_len()
+            )));
+        }
+    }
+    Ok(())
+}

@@ -3,6 +3,11 @@
 //! whole product for `MatMulModP`, proven recomputed samples otherwise), commits its vote, and
 //! reveals it once commits are closed.
 //!
+//! What it fetched and checked it keeps in its store's reserve and serves again (PROTOCOL
+//! §8.12): the whole result of a `MatMulModP`, its sampled tiles with their proofs otherwise,
+//! until the task's dispute window ends (at least the reserve's retention), so a client whose
+//! provider went away still has sources.
+//!
 //! It checks before joining, then joins and commits in one transaction (one fee, one slot),
 //! at its own risk: the seat may be taken meanwhile, or a better ticket may still displace it
 //! during the join window, which costs it the check only — the program releases a displaced
@@ -715,8 +720,27 @@ impl Verifier {
         }
         self.dispute_lost(chain, now, tasks);
         self.defend_verdicts(chain, tasks);
+        self.upkeep_reserve(now, tasks);
         Ok(())
     }
+
+    /// Keeps what it kept of a held task's result until its dispute window ends (the deadline
+    /// is known once the verdict is), and deletes what is past its time (PROTOCOL §8.12).
+    fn upkeep_reserve(&self, now: u64, tasks: &[(Pubkey, Task)]) {
+        let reserve = &self.ctx.store.reserve;
+        for (_, t) in tasks {
+            if t.held && t.dispute_deadline > now {
+                reserve.extend(&t.result_root, slot_time(now, t.dispute_deadline));
+            }
+        }
+        reserve.sweep(std::time::SystemTime::now());
+    }
+}
+
+/// The wall-clock time of slot `at`, seen from slot `now` (at [`SLOT_SECONDS`] a slot).
+fn slot_time(now: u64, at: u64) -> std::time::SystemTime {
+    std::time::SystemTime::now()
+        + std::time::Duration::from_secs_f64(at.saturating_sub(now) as f64 * SLOT_SECONDS)
 }
 
 impl Checker {
@@ -755,7 +779,16 @@ impl Checker {
             Some(deadline),
         );
         let held = inputs.is_ok();
-        let fetched = inputs.and_then(|_| self.check_from(uri, t, &job, deadline));
+        // what it checks is kept until the dispute window that follows the reveals ends
+        let keep = Keep {
+            task: *task,
+            until: self.store.reserve.until(slot_time(
+                now,
+                t.reveal_deadline
+                    .saturating_add(u64::from(t.dispute_window)),
+            )),
+        };
+        let fetched = inputs.and_then(|_| self.check_from(uri, t, &job, deadline, &keep));
         // the provider did not answer: any mirror holding the root (a VALID verdict only; the
         // mirrors were asked for the inputs already)
         let fetched = match fetched {
@@ -767,7 +800,7 @@ impl Checker {
                     // to the end of the first must not leave the mirrors no time
                     let deadline =
                         give_up_at.min(Instant::now() + attempt_budget(&job, t.samples));
-                    match self.check_from(&at, t, &job, deadline) {
+                    match self.check_from(&at, t, &job, deadline, &keep) {
                         Ok(Ok(v)) if v.vote == VOTE_VALID => Some(Ok(Verdict {
                             reason: format!("{} (served by the mirror {m})", v.reason),
                             ..v
@@ -815,13 +848,15 @@ impl Checker {
     }
 
     /// Fetches `t`'s result (the samples its seed draws for this verifier, or all of a
-    /// `MatMulModP` product) from `uri`, its inputs held, and checks it.
+    /// `MatMulModP` product) from `uri`, its inputs held, checks it, and keeps what it fetched
+    /// as `keep` says when it proves against the root (PROTOCOL §8.12).
     fn check_from(
         &self,
         uri: &str,
         t: &Task,
         job: &JobSpec,
         deadline: Instant,
+        keep: &Keep,
     ) -> Result<Result<Verdict>, FetchError> {
         let me = self.node.to_bytes();
         match job.kind {
@@ -829,7 +864,7 @@ impl Checker {
                 .store
                 .fetch_all_by(uri, job, Some(deadline))
                 .map(|tiles| {
-                    check_matmul(
+                    let v = check_matmul(
                         self.backend.as_ref(),
                         job,
                         &tiles,
@@ -837,7 +872,19 @@ impl Checker {
                         &t.seed,
                         &me,
                         t.samples as u32,
-                    )
+                    );
+                    // (a keeper that serves the root itself, its own provider's, keeps no copy)
+                    if self.store.entry(&t.result_root).is_none() {
+                        let kept = self.store.reserve.keep_whole(
+                            keep.task.to_bytes(),
+                            *job,
+                            t.result_root,
+                            tiles,
+                            keep.until,
+                        );
+                        self.kept(&keep.task, kept);
+                    }
+                    v
                 }),
             JobKind::HashBatch | JobKind::Mlp | JobKind::Encoder => {
                 let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
@@ -845,8 +892,42 @@ impl Checker {
                 self.store
                     .fetch_by(uri, job, &want, Some(deadline))
                     .map(|served| {
-                        check_sampled(self.backend.as_ref(), job, &picked, &served, &t.result_root)
+                        let v = check_sampled(
+                            self.backend.as_ref(),
+                            job,
+                            &picked,
+                            &served,
+                            &t.result_root,
+                        );
+                        if self.store.entry(&t.result_root).is_none() {
+                            let kept = self.store.reserve.keep_tiles(
+                                *job,
+                                t.result_root,
+                                &served,
+                                keep.until,
+                            );
+                            self.kept(&keep.task, kept);
+                        }
+                        v
                     })
+            }
+        }
+    }
+
+    /// Logs what keeping a checked result came to.
+    fn kept(&self, task: &Pubkey, kept: Result<bool>) {
+        match kept {
+            Ok(true) => {
+                tracing::debug!(verifier = self.name, task = %task, "kept the result it checked, to serve it again")
+            }
+            Ok(false) if self.store.reserve.max_bytes == 0 => {}
+            Ok(false) => {
+                let s = self.store.reserve.stats();
+                tracing::warn!(verifier = self.name, task = %task, max_bytes = s.max_bytes, "the result it checked is larger than the reserve: not kept (raise --reserve-max-bytes)")
+            }
+            // it does not prove against the root: nothing to serve under it
+            Err(e) => {
+                tracing::info!(verifier = self.name, task = %task, error = %format!("{e:#}"), "what was served is not kept")
             }
         }
     }
@@ -897,6 +978,12 @@ impl Checker {
             sealed,
         ))
     }
+}
+
+/// What a check keeps of what it fetched: for which task, until when.
+struct Keep {
+    task: Pubkey,
+    until: std::time::SystemTime,
 }
 
 /// A seat of a task's current round a verifier can take now.

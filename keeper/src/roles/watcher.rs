@@ -5,7 +5,10 @@
 //! of its own); of a `HashBatch` it draws its own sample of tiles from that secret (the provider
 //! cannot know which it will check), fetches them with their proofs and recomputes them. It
 //! disputes a wrong element at once. Only jobs the program referees are watched; each task is
-//! checked once.
+//! checked once. It fetches from the provider's result URL first, then from every verifier
+//! seated on the task (their keepers keep what they checked, PROTOCOL §8.12), each tile checked
+//! against the root: a provider that serves its verifiers and then refuses the client does
+//! not keep the client from its result.
 
 use std::{
     collections::HashMap,
@@ -32,6 +35,7 @@ use crate::{
     chain::{Chain, ChainExt},
     db::Db,
     dispute::{first_difference, Pointer},
+    results::sources,
     verify::{check_matmul, check_sampled, distinct},
 };
 
@@ -52,10 +56,10 @@ pub struct Unserved {
 }
 
 impl Unserved {
-    fn of(uri: &str, tiles: Vec<u32>, e: &crate::results::FetchError) -> anyhow::Error {
+    fn of(tiles: Vec<u32>, e: &crate::results::FetchError) -> anyhow::Error {
         anyhow::Error::new(Unserved {
             tiles,
-            why: format!("fetching from {uri}: {e}"),
+            why: format!("fetching the result from every source: {e}"),
         })
     }
 }
@@ -217,16 +221,25 @@ impl Watcher {
             super::challenger::sliced_inputs(&self.ctx.store, t, &job)?;
         }
         let uri = super::result_uri(t);
+        let sources = sources::ordered(
+            uri,
+            chain
+                .endpoints_of(&chain.seated(key, t)?)
+                .into_iter()
+                .map(|e| sources::result_url(&e, &t.result_root)),
+        );
         let secret = hashv(&[b"watch", &self.ctx.kp.to_bytes()[..32], key.as_ref()]);
         let start = Instant::now();
         if job.kind == JobKind::MatMulModP {
             // all of C, hashed to the root and Freivalds-checked (vectors from its secret): a
             // wrong entry anywhere is found, whichever tiles the provider corrupted
-            let tiles = self
+            let g = self
                 .ctx
                 .store
-                .fetch_all_by(uri, &job, None)
-                .map_err(|e| Unserved::of(uri, (0..t.tile_count).collect(), &e))?;
+                .gather_all(&sources, &job, &t.result_root, None)
+                .map_err(|e| Unserved::of((0..t.tile_count).collect(), &e))?;
+            tracing::info!(watcher = self.ctx.name, task = %key, from = g.served_by(), "fetched the result");
+            let tiles = g.tiles;
             let v = check_matmul(
                 self.ctx.backend.as_ref(),
                 &job,
@@ -245,8 +258,9 @@ impl Watcher {
         let served = self
             .ctx
             .store
-            .fetch_by(uri, &job, &want, None)
-            .map_err(|e| Unserved::of(uri, want.clone(), &e))?;
+            .gather(&sources, &job, &t.result_root, &want, None)
+            .map_err(|e| Unserved::of(want.clone(), &e))?
+            .tiles;
         let v = check_sampled(
             self.ctx.backend.as_ref(),
             &job,

@@ -99,6 +99,15 @@ pub struct RunArgs {
     /// mirror serves is checked against the committed root like the provider's answer.
     #[arg(long = "mirror")]
     mirrors: Vec<String>,
+    /// Verifier: most bytes kept of the results it checked (the whole of a MatMulModP, the
+    /// sampled tiles with their proofs otherwise), served again to clients whose provider
+    /// does not (PROTOCOL §8.12); the oldest kept is evicted first. 0 keeps nothing.
+    #[arg(long, default_value_t = compute_market_keeper::results::reserve::DEFAULT_MAX_BYTES)]
+    reserve_max_bytes: u64,
+    /// Verifier: hours a result it checked is kept at the least (longer while its task's
+    /// dispute window runs).
+    #[arg(long, default_value_t = 1.0)]
+    reserve_hours: f64,
     /// Fetch results from loopback addresses (a single-machine cluster, tests).
     #[arg(long)]
     allow_loopback_urls: bool,
@@ -180,6 +189,13 @@ impl RunArgs {
             "--retain-hours must be a non-negative number of hours"
         );
         opts.retention = Duration::from_secs_f64(self.retain_hours * 3600.0);
+        ensure!(
+            self.reserve_hours.is_finite() && self.reserve_hours >= 0.0,
+            "--reserve-hours must be a non-negative number of hours, got {}",
+            self.reserve_hours
+        );
+        opts.reserve_max_bytes = self.reserve_max_bytes;
+        opts.reserve_retention = Duration::from_secs_f64(self.reserve_hours * 3600.0);
         opts.min_reward_per_gwork = self.min_reward_per_gwork;
         opts.min_quorum = self.min_quorum;
         opts.min_samples = self.min_samples;

@@ -58,7 +58,10 @@ pub enum TaskCmd {
         allow_private_urls: bool,
     },
     /// Downloads an Accepted task's result, checks every tile against the root on chain, and
-    /// writes it (safetensors for matrices); nothing is written unless all of it matched.
+    /// writes it (safetensors for matrices); nothing is written unless all of it matched. The
+    /// provider's keeper is asked first, then the --from keepers, then every verifier seated
+    /// on the task (its keeper keeps what it checked, PROTOCOL §8.12): tiles may come from
+    /// several of them.
     Result {
         /// Task address.
         #[arg(value_parser = parse_address)]
@@ -73,8 +76,8 @@ pub enum TaskCmd {
         /// HashBatch): the tiles that hold them are fetched with their proofs.
         #[arg(long, value_parser = clientdata::Wanted::parse_rows)]
         rows: Option<std::ops::Range<u32>>,
-        /// Other keepers that hold the result (result URLs `<base>/r/<root>`), tried when the
-        /// provider's fails.
+        /// Other keepers that hold the result (result URLs `<base>/r/<root>`), tried after the
+        /// provider's and before the verifiers'.
         #[arg(long = "from")]
         from: Vec<String>,
         /// Fetch from loopback and private addresses (a local cluster).
@@ -278,8 +281,16 @@ impl TaskCmd {
                     (None, false) => clientdata::Wanted::Tiles(tiles),
                     (None, true) => clientdata::Wanted::All,
                 };
+                for f in &from {
+                    anyhow::ensure!(
+                        f.starts_with("http://") || f.starts_with("https://"),
+                        "--from {f}: a source is a keeper's result URL, http(s)://host:port/r/<root>"
+                    );
+                }
+                let sources = clientdata::result_sources(&rpc, &c, &from);
+                tracing::info!(sources = ?sources, "fetching the result: the provider first, then the other keepers that hold it");
                 to_value(clientdata::task_result(
-                    &task, &c, wanted, &from, &out, policy,
+                    &task, &c, wanted, &sources, &out, policy,
                 )?)?
             }
             TaskCmd::Dispute {
