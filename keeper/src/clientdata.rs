@@ -1108,3 +1108,67 @@ mod tests {
         assert_eq!(got, (64..128u8).collect::<Vec<u8>>(), "digests 2 and 3");
     }
 }
+
+/// The tiles `wanted` of `task`'s result from what its provider published on chain, answering
+/// availability challenges (PROTOCOL §8.11): `None` while some wanted tile is not published.
+/// Each published tile was proven against the root by the program, chunk by chunk; a whole
+/// result is hashed to the root again here.
+pub fn published_result(
+    chain: &dyn Chain,
+    task: &Pubkey,
+    c: &Committed,
+    wanted: &Wanted,
+    out: &Path,
+) -> Result<Option<Retrieved>> {
+    let want = wanted_tiles(&c.job, wanted)?;
+    let published = crate::roles::availability::published(chain, task, &c.job)?;
+    let got: Vec<crate::verify::ProvenTile> = want
+        .iter()
+        .filter_map(|i| {
+            published
+                .iter()
+                .find(|(t, _)| t == i)
+                .map(|(t, b)| crate::verify::ProvenTile {
+                    index: *t,
+                    tile: b.clone(),
+                    proof: vec![],
+                })
+        })
+        .collect();
+    if got.len() < want.len() {
+        return Ok(None);
+    }
+    let bytes = match wanted {
+        Wanted::All => {
+            let tiles: Vec<Vec<u8>> = got.into_iter().map(|p| p.tile).collect();
+            ensure!(
+                commit(&tiles).root() == c.root,
+                "the tiles published on chain do not hash to the root on chain; nothing written"
+            );
+            whole_file(&c.job, &tiles)?
+        }
+        Wanted::Rows(rows) => assemble_rows(&c.job, rows, &got)?,
+        Wanted::Tiles(_) => tiles_file(&c.job, &got)?,
+    };
+    let tmp = out.with_extension("part");
+    std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, out)?;
+    Ok(Some(Retrieved {
+        task: task.to_string(),
+        root: hex(&c.root),
+        from: format!("the chain ({} tiles published)", want.len()),
+        skipped: vec![],
+        tiles: want.len() as u32,
+        output: out.display().to_string(),
+        bytes: bytes.len() as u64,
+    }))
+}
+
+/// The tiles of `wanted` (of a result of `count` tiles).
+pub fn wanted_tiles(job: &JobSpec, wanted: &Wanted) -> Result<Vec<u32>> {
+    Ok(match wanted {
+        Wanted::All => (0..job.tile_count()).collect(),
+        Wanted::Tiles(t) => crate::verify::distinct(t),
+        Wanted::Rows(rows) => tiles_of_rows(job, rows)?,
+    })
+}

@@ -579,3 +579,59 @@ pub fn post_digits(
         .parse()?;
     Ok((task, labels))
 }
+
+/// Answers `s` with what the provider on `provider`'s port answers for `path` (200, whatever
+/// it was; an empty body when it did not answer).
+pub fn relay(s: &mut std::net::TcpStream, provider: u16, path: &str) {
+    use std::io::Write;
+    let body = reqwest::blocking::get(format!("http://127.0.0.1:{provider}{path}"))
+        .and_then(|r| r.bytes())
+        .map(|b| b.to_vec())
+        .unwrap_or_default();
+    let _ = write!(
+        s,
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = s.write_all(&body);
+}
+
+/// Posts a `HashBatch` task (512×16×4) as `client`, and starts `provider`'s keeper publishing
+/// its results behind the front `front` starts for it (given the provider's own port); the
+/// task and the provider's process.
+pub fn hash_task_behind(
+    v: &Validator,
+    client: &std::path::Path,
+    provider: &std::path::Path,
+    front: impl FnOnce(u16) -> Result<u16>,
+) -> Result<(anchor_lang::prelude::Pubkey, Proc)> {
+    let out = v.keeper(
+        client,
+        &[
+            "task",
+            "post",
+            "--id",
+            "1",
+            "--kind",
+            "hash",
+            "--dims",
+            "512,16,4",
+            "--reward",
+            &REWARD.to_string(),
+        ],
+    )?;
+    let task: anchor_lang::prelude::Pubkey = out["task"].as_str().expect("task address").parse()?;
+    let port = free_port();
+    let front = front(port)?;
+    let p = v.spawn_keeper_on(
+        "provider",
+        provider,
+        port,
+        &[
+            "--provider",
+            "--public-url",
+            &format!("http://127.0.0.1:{front}"),
+        ],
+    )?;
+    Ok((task, p))
+}

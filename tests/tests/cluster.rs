@@ -631,22 +631,6 @@ fn sigterm_stops_keeper_run_cleanly() -> Result<()> {
     Ok(())
 }
 
-/// Answers `s` with what the provider on `provider`'s port answers for `path` (200, whatever
-/// it was; an empty body when it did not answer).
-fn relay(s: &mut std::net::TcpStream, provider: u16, path: &str) {
-    use std::io::Write;
-    let body = reqwest::blocking::get(format!("http://127.0.0.1:{provider}{path}"))
-        .and_then(|r| r.bytes())
-        .map(|b| b.to_vec())
-        .unwrap_or_default();
-    let _ = write!(
-        s,
-        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    let _ = s.write_all(&body);
-}
-
 /// A hostile front for a provider's results server: `/all` relayed as it is, but every
 /// sampled request answered with the provider's first tiles instead of the ones asked for —
 /// honest tiles, valid proofs, the provider's choice.
@@ -697,46 +681,6 @@ fn a_provider_serving_tiles_other_than_the_sampled_ones_is_slashed() -> Result<(
         assert!(log.contains("was sampled"), "v{i} said why:\n{log}");
     }
     Ok(())
-}
-
-/// Posts a `HashBatch` task (512×16×4) as `client`, and starts `provider`'s keeper publishing
-/// its results behind the front `front` starts for it (given the provider's own port); the
-/// task and the provider's process.
-fn hash_task_behind(
-    v: &Validator,
-    client: &std::path::Path,
-    provider: &std::path::Path,
-    front: impl FnOnce(u16) -> Result<u16>,
-) -> Result<(Pubkey, Proc)> {
-    let out = v.keeper(
-        client,
-        &[
-            "task",
-            "post",
-            "--id",
-            "1",
-            "--kind",
-            "hash",
-            "--dims",
-            "512,16,4",
-            "--reward",
-            &REWARD.to_string(),
-        ],
-    )?;
-    let task: Pubkey = out["task"].as_str().expect("task address").parse()?;
-    let port = free_port();
-    let front = front(port)?;
-    let p = v.spawn_keeper_on(
-        "provider",
-        provider,
-        port,
-        &[
-            "--provider",
-            "--public-url",
-            &format!("http://127.0.0.1:{front}"),
-        ],
-    )?;
-    Ok((task, p))
 }
 
 /// A selective front for a provider's results server: per root, the first two distinct sample

@@ -208,6 +208,19 @@ pub fn challenge_missing(
     t: &Task,
     missing: &[u32],
 ) -> Result<Vec<u32>> {
+    challenge_tiles(chain, &ctx.name, &ctx.kp, key, t, missing)
+}
+
+/// [`challenge_missing`] by the wallet `kp` (logs as `who`): `keeper task result` challenges
+/// through it when nobody serves the tiles it was asked for.
+pub fn challenge_tiles(
+    chain: &dyn Chain,
+    who: &str,
+    kp: &solana_keypair::Keypair,
+    key: &Pubkey,
+    t: &Task,
+    missing: &[u32],
+) -> Result<Vec<u32>> {
     if !challengeable(t) {
         return Ok(vec![]);
     }
@@ -216,7 +229,7 @@ pub fn challenge_missing(
     if max == 0 {
         bail!("the provider of task {key} does not serve its result, and this job cannot be challenged for availability in this market (a tile's slot does not fit half the dispute window)");
     }
-    let me = ctx.kp.pubkey();
+    let me = kp.pubkey();
     let all = accounts(chain, key)?;
     if all
         .iter()
@@ -261,16 +274,9 @@ pub fn challenge_missing(
     let ixs = client::opened_and_grown(ix, av, me, &job, want.len());
     must(
         "challenge_availability",
-        super::send_all(
-            chain,
-            &ctx.name,
-            "challenge_availability",
-            key,
-            &ixs,
-            &ctx.kp,
-        )?,
+        super::send_all(chain, who, "challenge_availability", key, &ixs, kp)?,
     )?;
-    tracing::warn!(who = ctx.name, task = %key, tiles = ?want, bond, "the provider is not serving the result: challenged its availability on chain");
+    tracing::warn!(who, task = %key, tiles = ?want, bond, "the provider is not serving the result: challenged its availability on chain");
     Ok(want)
 }
 

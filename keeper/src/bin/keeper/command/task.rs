@@ -83,6 +83,11 @@ pub enum TaskCmd {
         /// Fetch from loopback and private addresses (a local cluster).
         #[arg(long)]
         allow_private_urls: bool,
+        /// When no source serves it and the verdict is held Accepted, do not challenge its
+        /// availability on chain (PROTOCOL §8.11: bonds one seat's bond, forfeit if the
+        /// provider answers; the provider's bond if it does not).
+        #[arg(long)]
+        no_challenge: bool,
     },
     /// Disputes an Accepted result held for its market's dispute window (PROTOCOL §8):
     /// recomputes its tiles here first (all of them, or --tile), refuses to bond when they are
@@ -247,6 +252,7 @@ impl TaskCmd {
                 rows,
                 from,
                 allow_private_urls,
+                no_challenge,
             } => {
                 let rpc = compute_market_keeper::chain::rpc::RpcChain::new(&ctx.url);
                 // a closed task is read from its transactions, which the node indexes a few
@@ -289,9 +295,20 @@ impl TaskCmd {
                 }
                 let sources = clientdata::result_sources(&rpc, &c, &from);
                 tracing::info!(sources = ?sources, "fetching the result: the provider first, then the other keepers that hold it");
-                to_value(clientdata::task_result(
-                    &task, &c, wanted, &sources, &out, policy,
-                )?)?
+                match clientdata::task_result(&task, &c, wanted.clone(), &sources, &out, policy) {
+                    Ok(r) => to_value(r)?,
+                    Err(e) if format!("{e:#}").contains("no source served") => to_value(unserved(
+                        &rpc,
+                        ctx,
+                        &task,
+                        &c,
+                        &wanted,
+                        &out,
+                        no_challenge,
+                        e,
+                    )?)?,
+                    Err(e) => return Err(e),
+                }
             }
             TaskCmd::Dispute {
                 task,
@@ -359,4 +376,73 @@ fn private_policy(allow: bool) -> FetchPolicy {
         allow_private: allow,
         ..FetchPolicy::default()
     }
+}
+
+/// No source served the result: what its provider published on chain answering availability
+/// challenges; else, while the verdict is held Accepted, a challenge of the missing tiles
+/// (unless `no_challenge`), followed until the provider answers or its deadline passes
+/// (PROTOCOL §8.11).
+#[allow(clippy::too_many_arguments)]
+fn unserved(
+    rpc: &compute_market_keeper::chain::rpc::RpcChain,
+    ctx: &Ctx,
+    task: &Pubkey,
+    c: &clientdata::Committed,
+    wanted: &clientdata::Wanted,
+    out: &std::path::Path,
+    no_challenge: bool,
+    e: anyhow::Error,
+) -> Result<clientdata::Retrieved> {
+    use compute_market_keeper::roles::availability;
+    if let Some(r) = clientdata::published_result(rpc, task, c, wanted, out)? {
+        return Ok(r);
+    }
+    let Some(t) = rpc.task(task)? else {
+        return Err(e.context("the provider is not serving the result, and the task is closed: nothing can be challenged any more"));
+    };
+    if !availability::challengeable(&t) {
+        return Err(e.context("the provider is not serving the result; its verdict is not held Accepted, so its availability cannot be challenged"));
+    }
+    if no_challenge {
+        return Err(e.context(format!(
+            "the provider is not serving the result: challenge its availability before slot {} (run again without --no-challenge, or `keeper run --watch`)",
+            t.dispute_deadline
+        )));
+    }
+    let kp = ctx.keypair()?;
+    let want = clientdata::wanted_tiles(&c.job, wanted)?;
+    let named = availability::challenge_tiles(rpc, "task result", &kp, task, &t, &want)?;
+    eprintln!(
+        "the provider is not serving the result: challenged tiles {named:?} on chain; waiting for its answer (it must publish them within {} slots, or lose its bond)",
+        t.dispute_window
+    );
+    let me = kp.pubkey();
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        let mine: Vec<_> = availability::accounts(rpc, task)?
+            .into_iter()
+            .filter(|x| x.a.opener == me && x.a.named() == named.as_slice())
+            .collect();
+        let Some(acc) = mine.last() else {
+            anyhow::bail!("the challenge of tiles {named:?} is gone from chain");
+        };
+        if acc.a.state != compute_market::state::AVAILABILITY_OPEN {
+            break;
+        }
+    }
+    if let Some(r) = clientdata::published_result(rpc, task, c, wanted, out)? {
+        return Ok(r);
+    }
+    let t = rpc.task(task)?;
+    if t.is_some_and(|t| t.tally().majority == compute_market_protocol::commit::VERDICT_UNSERVED) {
+        anyhow::bail!("the provider did not publish the challenged tiles in time: its result is rejected as unserved, its bond slashed, and the reward comes back to the client in full at close");
+    }
+    let published: Vec<u32> = availability::published(rpc, task, &c.job)?
+        .into_iter()
+        .map(|(t, _)| t)
+        .collect();
+    anyhow::bail!(
+        "the provider published tiles {published:?} on chain; the result needs {} tiles: run `keeper task result` again to challenge the next ones",
+        want.len()
+    )
 }
