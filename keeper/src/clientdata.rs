@@ -487,6 +487,9 @@ pub struct Committed {
     /// The verifiers seated on it (their nodes), whose keepers keep what they checked
     /// (PROTOCOL §8.12).
     pub verifiers: Vec<Pubkey>,
+    /// The slot it was posted at, while its account is open (0 once it is closed): what was
+    /// published on chain for an earlier task at the same address is not its result.
+    pub posted_slot: u64,
 }
 
 /// The result of `task` if it was Accepted: from its account while it is open, else from the
@@ -510,6 +513,7 @@ pub fn committed(
             root: t.result_root,
             uri,
             verifiers: chain.seated(task, &t)?,
+            posted_slot: t.posted_slot,
         });
     }
     let txs = logs()?;
@@ -562,6 +566,7 @@ pub fn committed(
         root: s.result_root,
         uri: s.result_uri,
         verifiers,
+        posted_slot: 0,
     })
 }
 
@@ -1121,7 +1126,7 @@ pub fn published_result(
     out: &Path,
 ) -> Result<Option<Retrieved>> {
     let want = wanted_tiles(&c.job, wanted)?;
-    let published = crate::roles::availability::published(chain, task, &c.job)?;
+    let published = crate::roles::availability::published(chain, task, &c.job, c.posted_slot)?;
     let got: Vec<crate::verify::ProvenTile> = want
         .iter()
         .filter_map(|i| {

@@ -15,12 +15,17 @@ use crate::{disputes::Committed, Actor, TxRecord, World};
 pub const PUBLISH_LEN: usize = 512;
 
 impl World {
+    /// The address of availability account `nonce` of `task`.
+    pub fn availability_key(&self, task: &Pubkey, nonce: u16) -> Pubkey {
+        pda::availability(task, self.posted[task], nonce)
+    }
+
     /// Availability account `nonce` of `task` and its whole data, if it exists.
     pub fn availability(&self, task: &Pubkey, nonce: u16) -> Option<(Availability, Vec<u8>)> {
         let a = self
             .c
             .svm
-            .get_account(&pda::availability(task, nonce))
+            .get_account(&self.availability_key(task, nonce))
             .filter(|a| a.lamports > 0)?;
         Some((Availability::from_account_data(&a.data)?, a.data))
     }
@@ -31,6 +36,7 @@ impl World {
         let nonce = self.task(&task).availability_nonce;
         let ix = client::challenge_availability(
             task,
+            self.posted[&task],
             nonce,
             who.key(),
             who.wallet,
@@ -39,7 +45,7 @@ impl World {
         );
         let job =
             compute_market_protocol::job::JobSpec::decode(&self.task(&task).job).expect("job");
-        let av = pda::availability(&task, nonce);
+        let av = self.availability_key(&task, nonce);
         let ixs = client::opened_and_grown(ix, av, who.key(), &job, tiles.len());
         let kp = who.kp.insecure_clone();
         self.send_all("challenge_availability", &kp, &[], &ixs)?;
@@ -57,9 +63,9 @@ impl World {
             &t.seed,
             &task.to_bytes(),
         );
-        let av = pda::availability(&task, nonce);
+        let av = self.availability_key(&task, nonce);
         let ixs = client::opened_and_grown(
-            client::contest_withheld(task, nonce, who.key()),
+            client::contest_withheld(task, self.posted[&task], nonce, who.key()),
             av,
             who.key(),
             &job,
@@ -79,7 +85,7 @@ impl World {
         offset: u32,
         data: Vec<u8>,
     ) -> Result<TxRecord, TxRecord> {
-        let av = pda::availability(&task, nonce);
+        let av = self.availability_key(&task, nonce);
         self.send_as(
             "publish_write",
             who,
@@ -109,7 +115,7 @@ impl World {
             &proof,
             chunk as usize * CHUNK_LEN,
         );
-        let av = pda::availability(&task, nonce);
+        let av = self.availability_key(&task, nonce);
         self.send_as(
             "publish_prove",
             who,
@@ -156,7 +162,7 @@ impl World {
         nonce: u16,
         opener: &Actor,
     ) -> Result<TxRecord, TxRecord> {
-        let av = pda::availability(&task, nonce);
+        let av = self.availability_key(&task, nonce);
         let payout = self
             .availability(&task, nonce)
             .map_or(opener.wallet, |(a, _)| a.payout);
@@ -174,7 +180,7 @@ impl World {
         task: Pubkey,
         nonce: u16,
     ) -> Result<TxRecord, TxRecord> {
-        let av = pda::availability(&task, nonce);
+        let av = self.availability_key(&task, nonce);
         self.send_as(
             "close_availability",
             who,

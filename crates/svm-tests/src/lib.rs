@@ -188,6 +188,9 @@ pub struct World {
     pub token_accounts: Vec<Pubkey>,
     /// Tokens sent into vaults and escrows from outside the protocol, per account.
     pub donated: HashMap<Pubkey, u64>,
+    /// The slot each task was last posted at (its availability accounts' seeds, which outlive
+    /// it).
+    pub posted: HashMap<Pubkey, u64>,
 }
 
 impl World {
@@ -212,6 +215,7 @@ impl World {
             treasury: Pubkey::default(),
             market: pda::market(market.id),
             names: HashMap::new(),
+            posted: HashMap::new(),
             shared: vec![],
             records: vec![],
             token_accounts: vec![],
@@ -532,6 +536,8 @@ impl World {
         let ix = client::post_task(c.key(), c.wallet, self.mint, self.market, args);
         self.send_as("post_task", c, ix)?;
         self.token_accounts.push(pda::escrow(&task));
+        let slot = self.task(&task).posted_slot;
+        self.posted.insert(task, slot);
         Ok(task)
     }
 

@@ -5,10 +5,7 @@
 //! UNAVAILABLE seats lose theirs. Every token is accounted for through every outcome.
 
 use anchor_lang::prelude::Pubkey;
-use compute_market::{
-    pda,
-    state::{MarketArgs, TaskStatus, AVAILABILITY_ANSWERED, AVAILABILITY_FAILED},
-};
+use compute_market::state::{MarketArgs, TaskStatus, AVAILABILITY_ANSWERED, AVAILABILITY_FAILED};
 use compute_market_protocol::{
     availability::{self, KIND_CONTEST},
     commit::{
@@ -154,7 +151,7 @@ fn an_unanswered_challenge_slashes_the_provider_and_refunds_the_client_in_full()
     }
     w.close_availability(&client, task, nonce).unwrap();
     assert!(
-        !w.exists(&pda::availability(&task, nonce)),
+        !w.exists(&w.availability_key(&task, nonce)),
         "closed, rent back"
     );
     assert_eq!(supply(w), before, "conserved");
@@ -392,8 +389,10 @@ fn a_withheld_verdict_is_overturned_by_publication_and_the_unavailable_seats_los
     );
     assert!(w.node(&provider.node).earned > 0, "paid");
     let _ = bond;
+    // a losing seat's slash (never more than silence would cost), all to the treasury
+    let slash = vb * test_params().verifier_slash_bps as u64 / 10_000;
     for (i, v) in c.verifiers.iter().enumerate() {
-        let lost = if i == 0 { 0 } else { vb };
+        let lost = if i == 0 { 0 } else { slash };
         assert!(
             stake(w, v) + lost >= vstakes[i],
             "{}: {} → {}",
@@ -402,18 +401,26 @@ fn a_withheld_verdict_is_overturned_by_publication_and_the_unavailable_seats_los
             stake(w, v)
         );
         if i > 0 {
-            assert_eq!(stake(w, v), vstakes[i] - vb, "{}: the whole bond", v.name);
+            assert_eq!(
+                stake(w, v),
+                vstakes[i] - slash,
+                "{}: a loser's slash",
+                v.name
+            );
             assert_eq!(
                 w.node(&v.node).fees_due,
-                vfees[i] + vb,
+                vfees[i] + slash,
                 "{}: to the treasury",
                 v.name
             );
         }
     }
-    assert!(
-        w.node(&c.verifiers[0].node).earned > 0,
-        "the VALID seat is paid"
+    // the VALID seat is paid what one seat of the three would get, not the whole pool
+    let pool = R * test_params().verifier_pool_bps as u64 / 10_000;
+    assert_eq!(
+        w.node(&c.verifiers[0].node).earned,
+        pool / 3,
+        "a third of the pool: serving only some seats never enlarges their shares"
     );
     w.close_availability(&provider, task, nonce).unwrap();
     assert_eq!(supply(w), before, "conserved");
@@ -487,6 +494,7 @@ fn a_challenge_of_product_tiles_is_grown_past_10_kib_in_its_opening_transaction(
     let nonce = w.task(&task).availability_nonce;
     let ix = compute_market::client::challenge_availability(
         task,
+        w.posted[&task],
         nonce,
         client.key(),
         client.wallet,
@@ -497,10 +505,90 @@ fn a_challenge_of_product_tiles_is_grown_past_10_kib_in_its_opening_transaction(
     refused(w, "AvailabilityNotSized", |w| {
         w.publish_write(&provider, task, nonce, 0, vec![1; 8])
     });
+    // it grows in its opening slot only: grown later, it could hold the provider off until its
+    // deadline and then fail it
+    w.advance(1);
+    let av = w.availability_key(&task, nonce);
+    refused(w, "GrowTooLate", |w| {
+        w.send_as(
+            "availability_grow",
+            &client,
+            compute_market::client::availability_grow(av, client.key()),
+        )
+    });
+    // and it ends at once, moot, its bond to the treasury
     let fees = w.node(&provider.node).fees_due;
-    w.advance(201);
     w.availability_timeout(task, nonce, &client).unwrap();
     let t = w.task(&task);
     assert_eq!(t.tally().majority, VOTE_VALID, "the verdict stands");
     assert_eq!(w.node(&provider.node).fees_due, fees + t.verifier_bond);
+}
+
+#[test]
+fn nobody_takes_the_clients_room_and_each_challenge_gets_a_whole_window() {
+    let (mut c, task, result) = accepted();
+    let (client, provider) = (c.client.clone(), c.provider.clone());
+    let w = &mut c.w;
+    let griefer = w.actor("griefer", 100 * R);
+    let mut opened = vec![];
+    for i in 0..availability::MAX_OPEN {
+        opened.push(w.challenge(&griefer, task, &[i as u32 % 8]).unwrap());
+    }
+    refused(w, "TooManyChallenges", |w| {
+        w.challenge(&griefer, task, &[0]).map(|_| unreachable!())
+    });
+    // the client's own room is untouched
+    let mine = w.challenge(&client, task, &[5]).unwrap();
+    let t = w.task(&task);
+    assert_eq!((t.challenges_open, t.client_challenges), (9, 1));
+    // queued: each deadline a whole window after the one before
+    let deadlines: Vec<u64> = opened
+        .iter()
+        .chain([&mine])
+        .map(|n| w.availability(&task, *n).unwrap().0.answer_deadline)
+        .collect();
+    assert!(
+        deadlines.windows(2).all(|d| d[1] == d[0] + D as u64),
+        "{deadlines:?}"
+    );
+    // the provider answers every one in time, the client's first
+    w.publish(&provider, task, mine, &result).unwrap();
+    for n in &opened {
+        w.publish(&provider, task, *n, &result).unwrap();
+    }
+    let t = w.task(&task);
+    assert_eq!(
+        (t.challenges_open, t.client_challenges, t.tally().majority),
+        (0, 0, VOTE_VALID)
+    );
+}
+
+#[test]
+fn a_task_posted_again_at_its_address_has_availability_accounts_of_its_own() {
+    let (mut c, task, result) = accepted();
+    let (client, provider) = (c.client.clone(), c.provider.clone());
+    let w = &mut c.w;
+    let nonce = w.challenge(&client, task, &[1]).unwrap();
+    w.publish(&provider, task, nonce, &result).unwrap();
+    let old = w.availability_key(&task, nonce);
+    w.advance(D as u64 + 1);
+    w.conclude(task).unwrap();
+    wind_up(w, task, &c.verifiers.iter().collect::<Vec<_>>(), &[]);
+    // the client leaves its ended account open and posts the same id again
+    assert!(w.exists(&old));
+    let task2 = c.submitted_job(1, job(), 2, result.root());
+    assert_eq!(task2, task, "the same address");
+    let votes: Vec<(&Actor, Ballot)> = c
+        .verifiers
+        .iter()
+        .zip(1..)
+        .map(|(v, tag)| (v, Ballot::new(VOTE_VALID, tag)))
+        .collect();
+    c.w.decide(task2, &votes);
+    let w = &mut c.w;
+    assert_eq!(w.task(&task2).availability_nonce, 0);
+    let n2 = w
+        .challenge(&client, task2, &[5])
+        .expect("a new task's own account");
+    assert_ne!(w.availability_key(&task2, n2), old);
 }

@@ -26,6 +26,11 @@ use solana_signer::Signer;
 use super::{send, NodeCtx};
 use crate::chain::{must, Chain, ChainExt};
 
+/// Transactions a provider sends in one pass answering a task's availability accounts: a
+/// large answer goes on over several passes (each resumes from what is on chain), so its other
+/// tasks' turns (disputes, games, submissions) wait at most this long.
+pub const PUBLISH_PER_PASS: usize = 48;
+
 /// Bytes one `publish_write` carries: half a chunk, so the write and its accounts fit a
 /// transaction packet.
 pub const WRITE_LEN: usize = 512;
@@ -59,10 +64,18 @@ pub fn accounts(chain: &dyn Chain, task: &Pubkey) -> Result<Vec<Account>> {
 
 /// The tiles published in `task`'s answered accounts: (index, bytes of the tile's length),
 /// each proven against the result root by the program, chunk by chunk.
-pub fn published(chain: &dyn Chain, task: &Pubkey, job: &JobSpec) -> Result<Vec<(u32, Vec<u8>)>> {
+/// Accounts opened before `since` (the task's posted slot, when known) are of an earlier task
+/// posted at the same address, whose root was another: they are skipped.
+pub fn published(
+    chain: &dyn Chain,
+    task: &Pubkey,
+    job: &JobSpec,
+    since: u64,
+) -> Result<Vec<(u32, Vec<u8>)>> {
     let mut out: Vec<(u32, Vec<u8>)> = vec![];
     for acc in accounts(chain, task)? {
         if acc.a.state != AVAILABILITY_ANSWERED
+            || acc.a.opened_slot < since
             || acc.a.slot_len as usize != slot_len(job.tile_len())
         {
             continue;
@@ -107,9 +120,9 @@ pub fn answer(chain: &dyn Chain, ctx: &NodeCtx, now: u64, key: &Pubkey, t: &Task
         }
         let tiles = availability::contest_tiles(&job, t.dispute_window, &t.seed, &key.to_bytes());
         let me = ctx.kp.pubkey();
-        let av = pda::availability(key, t.availability_nonce);
+        let av = pda::availability(key, t.posted_slot, t.availability_nonce);
         let ixs = client::opened_and_grown(
-            client::contest_withheld(*key, t.availability_nonce, me),
+            client::contest_withheld(*key, t.posted_slot, t.availability_nonce, me),
             av,
             me,
             &job,
@@ -133,11 +146,29 @@ pub fn answer(chain: &dyn Chain, ctx: &NodeCtx, now: u64, key: &Pubkey, t: &Task
         format!("task {key} has {} open availability challenge(s), but its result is no longer in the store: they will fail and the bond with them", open.len())
     })?;
     let tree = entry.tree()?;
+    // earliest deadline first; one account that cannot be answered (never grown, of an
+    // earlier task at this address) never keeps the others from being answered
+    let mut open = open;
+    open.sort_by_key(|x| x.a.answer_deadline);
     for acc in open {
-        sent += publish(chain, ctx, key, &job, &acc, |tile| {
+        if acc.a.opened_slot < t.posted_slot
+            || acc.data.len() < acc.a.full_len()
+            || sent >= PUBLISH_PER_PASS
+        {
+            continue;
+        }
+        let budget = PUBLISH_PER_PASS - sent;
+        match publish(chain, ctx, key, &job, &acc, budget, |tile| {
             Ok((entry.tile(tile)?, tree.proof(tile).context("tile proof")?))
-        })?;
-        tracing::info!(provider = ctx.name, task = %key, account = %acc.key, tiles = ?acc.a.named(), kind = acc.a.kind, "published on chain");
+        }) {
+            Ok(n) => {
+                sent += n;
+                tracing::info!(provider = ctx.name, task = %key, account = %acc.key, tiles = ?acc.a.named(), kind = acc.a.kind, transactions = n, "published on chain");
+            }
+            Err(e) => {
+                tracing::warn!(provider = ctx.name, task = %key, account = %acc.key, error = %format!("{e:#}"), "could not publish; will retry")
+            }
+        }
     }
     Ok(sent)
 }
@@ -151,6 +182,7 @@ pub fn publish(
     key: &Pubkey,
     job: &JobSpec,
     acc: &Account,
+    budget: usize,
     tile: impl Fn(u32) -> Result<(Vec<u8>, Vec<[u8; 32]>)>,
 ) -> Result<usize> {
     let slot = slot_len(job.tile_len());
@@ -167,6 +199,9 @@ pub fn publish(
         for c in 0..per {
             if acc.a.proven[i] & (1u64 << c) != 0 {
                 continue;
+            }
+            if sent + CHUNK_LEN / WRITE_LEN + 1 > budget {
+                return Ok(sent);
             }
             let want = &padded[c * CHUNK_LEN..(c + 1) * CHUNK_LEN];
             let at = Availability::HEADER + i * slot + c * CHUNK_LEN;
@@ -237,7 +272,7 @@ pub fn challenge_tiles(
     {
         return Ok(vec![]);
     }
-    let have: Vec<u32> = published(chain, key, &job)?
+    let have: Vec<u32> = published(chain, key, &job, t.posted_slot)?
         .into_iter()
         .map(|(t, _)| t)
         .collect();
@@ -264,13 +299,14 @@ pub fn challenge_tiles(
     }
     let ix = client::challenge_availability(
         *key,
+        t.posted_slot,
         t.availability_nonce,
         me,
         wallet,
         wallet,
         want.clone(),
     );
-    let av = pda::availability(key, t.availability_nonce);
+    let av = pda::availability(key, t.posted_slot, t.availability_nonce);
     let ixs = client::opened_and_grown(ix, av, me, &job, want.len());
     must(
         "challenge_availability",
@@ -357,7 +393,10 @@ pub fn close_ended(chain: &dyn Chain, who: &str, kp: &solana_keypair::Keypair) -
         if a.opener != me || a.state == AVAILABILITY_OPEN {
             continue;
         }
-        if chain.task(&a.task)?.is_some_and(|t| t.held) {
+        if chain
+            .task(&a.task)?
+            .is_some_and(|t| t.held && t.posted_slot <= a.opened_slot)
+        {
             // readable while its task's verdict is held: the client may not have read it yet
             continue;
         }

@@ -72,10 +72,13 @@ impl std::fmt::Display for Unserved {
 
 impl std::error::Error for Unserved {}
 
-/// Passes in a row a result must go unserved before a client's watcher challenges its
-/// availability: one failed fetch may be a network's blip, and a challenge the provider then
-/// answers costs the bond.
-pub const UNSERVED_PASSES: u32 = 3;
+/// Slots a result must go unserved before a client's watcher challenges its availability, as
+/// a part of the dispute window: `max(2, D / 8)` (a fetch that failed once may be a network's
+/// blip, and a challenge the provider then answers costs the bond), or less when the window's
+/// end is nearer than that (a challenge is opened within the window).
+pub fn unserved_grace(window: u32) -> u64 {
+    (u64::from(window) / 8).max(2)
+}
 
 /// Whose tasks a watcher checks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,8 +100,8 @@ pub struct Watcher {
     /// What it found of each task it checked: a wrong element, or none.
     checked: Mutex<HashMap<Pubkey, Option<Pointer>>>,
     disputes: Disputes,
-    /// Passes in a row each task's result could not be fetched.
-    unserved: Mutex<HashMap<Pubkey, u32>>,
+    /// The slot since which each task's result could not be fetched from any source.
+    unserved: Mutex<HashMap<Pubkey, u64>>,
     /// Whether it challenges the availability of a result nobody serves (PROTOCOL §8.11): a
     /// client's watcher does; a watcher of every task (`--watch-all`) leaves that to clients.
     pub challenges: bool,
@@ -170,13 +173,15 @@ impl Watcher {
                             // nobody serves it: the provider must publish it on chain or lose
                             // its bond (PROTOCOL §8.11)
                             tracing::warn!(watcher = self.ctx.name, task = %key, error = %u.why, "the provider is not serving the result");
-                            let failed = {
-                                let mut f = self.unserved.lock().expect("unserved lock");
-                                let n = f.entry(*key).or_insert(0);
-                                *n += 1;
-                                *n
-                            };
-                            if self.challenges && failed >= UNSERVED_PASSES {
+                            let since = *self
+                                .unserved
+                                .lock()
+                                .expect("unserved lock")
+                                .entry(*key)
+                                .or_insert(now);
+                            let grace = unserved_grace(t.dispute_window);
+                            let due = now >= since + grace || now + grace >= t.dispute_deadline;
+                            if self.challenges && due {
                                 if let Err(e) = super::availability::challenge_missing(
                                     chain, &self.ctx, key, t, &u.tiles,
                                 ) {

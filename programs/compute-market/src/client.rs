@@ -810,9 +810,11 @@ pub fn close_game(
 }
 
 /// `challenge_availability`: `challenger` bonds from `challenger_token` and names `tiles` of
-/// `task`'s held Accepted result; the account is number `nonce` (`Task.availability_nonce`).
+/// `task`'s held Accepted result (the task posted at `posted_slot`, `Task.posted_slot`); the
+/// account is number `nonce` (`Task.availability_nonce`).
 pub fn challenge_availability(
     task: Pubkey,
+    posted_slot: u64,
     nonce: u16,
     challenger: Pubkey,
     challenger_token: Pubkey,
@@ -823,7 +825,7 @@ pub fn challenge_availability(
         acc::ChallengeAvailability {
             task,
             escrow: pda::escrow(&task),
-            availability: pda::availability(&task, nonce),
+            availability: pda::availability(&task, posted_slot, nonce),
             challenger,
             challenger_token,
             payout,
@@ -836,13 +838,18 @@ pub fn challenge_availability(
     )
 }
 
-/// `contest_withheld`: the provider's `authority` contests `task`'s withheld verdict; the
-/// account is number `nonce` (`Task.availability_nonce`).
-pub fn contest_withheld(task: Pubkey, nonce: u16, authority: Pubkey) -> Instruction {
+/// `contest_withheld`: the provider's `authority` contests `task`'s withheld verdict (the task
+/// posted at `posted_slot`); the account is number `nonce` (`Task.availability_nonce`).
+pub fn contest_withheld(
+    task: Pubkey,
+    posted_slot: u64,
+    nonce: u16,
+    authority: Pubkey,
+) -> Instruction {
     build(
         acc::ContestWithheld {
             task,
-            availability: pda::availability(&task, nonce),
+            availability: pda::availability(&task, posted_slot, nonce),
             provider_node: pda::node(&authority),
             authority,
             system_program: system_program::ID,

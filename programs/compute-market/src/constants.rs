@@ -59,7 +59,8 @@ pub const MIN_DISPUTE_WINDOW: u32 = 20;
 pub const MAX_DISPUTE_WINDOW: u32 = 10_000;
 /// Seed of a dispute PDA: `[SEED_DISPUTE, task, challenger]`.
 pub const SEED_DISPUTE: &[u8] = b"dispute";
-/// Seed of an availability PDA: `[SEED_AVAILABILITY, task, nonce (u16 LE)]` (PROTOCOL §8.11).
+/// Seed of an availability PDA: `[SEED_AVAILABILITY, task, posted slot (u64 LE), nonce (u16
+/// LE)]` (PROTOCOL §8.11).
 pub const SEED_AVAILABILITY: &[u8] = b"availability";
 /// Seed of a game PDA: `[SEED_GAME, dispute, defender, nonce (u32 LE)]` (PROTOCOL §8.10).
 pub const SEED_GAME: &[u8] = b"game";

@@ -302,4 +302,6 @@ pub enum MarketError {
     ChallengeOpen,
     #[msg("the availability account is not grown to its full size yet: its opener sends availability_grow (10 KiB each) in the opening transaction")]
     AvailabilityNotSized,
+    #[msg("an availability account grows only in its opening transaction's slot")]
+    GrowTooLate,
 }

@@ -44,10 +44,16 @@ pub fn dispute(task: &Pubkey, challenger: &Pubkey) -> Pubkey {
     Pubkey::find_program_address(&[SEED_DISPUTE, task.as_ref(), challenger.as_ref()], &ID).0
 }
 
-/// Availability account number `nonce` of `task` (PROTOCOL §8.11).
-pub fn availability(task: &Pubkey, nonce: u16) -> Pubkey {
+/// Availability account number `nonce` of `task` as posted at `posted_slot` (PROTOCOL §8.11:
+/// a task id posted again is another task, whose accounts never collide with the old one's).
+pub fn availability(task: &Pubkey, posted_slot: u64, nonce: u16) -> Pubkey {
     Pubkey::find_program_address(
-        &[SEED_AVAILABILITY, task.as_ref(), &nonce.to_le_bytes()],
+        &[
+            SEED_AVAILABILITY,
+            task.as_ref(),
+            &posted_slot.to_le_bytes(),
+            &nonce.to_le_bytes(),
+        ],
         &ID,
     )
     .0

@@ -63,6 +63,18 @@ impl Parties<'_, '_> {
     /// Pays an accepted (or claims-refuted) result: provider, fee, and the pool shared by the
     /// VALID seats (to the fee when there are none).
     fn accept(&mut self, valid: u8, extra_to_provider: u64) -> Result<Settlement> {
+        self.accept_shared(valid, valid, extra_to_provider)
+    }
+
+    /// [`Parties::accept`] with the pool cut in `parts` shares, `valid` of them paid (the
+    /// rest to the fee): a served result pays each VALID seat what a seat of the whole round
+    /// would get, so serving only a few seats never enlarges their shares (PROTOCOL §8.11).
+    fn accept_shared(
+        &mut self,
+        valid: u8,
+        parts: u8,
+        extra_to_provider: u64,
+    ) -> Result<Settlement> {
         let terms = self.task.terms;
         let bond = self.task.provider_bond;
         // the provider's and the pool's parts are rounded down; the remainder is the fee, so
@@ -74,7 +86,8 @@ impl Parties<'_, '_> {
         let provider_pay = math::bps_of(self.task.reward, provider_bps)?;
         let fee = math::sub(math::sub(self.task.reward, provider_pay)?, pool)?;
         let (share, dust) = if valid > 0 {
-            math::split(pool, valid as u64)?
+            let (share, _) = math::split(pool, parts.max(valid) as u64)?;
+            (share, math::sub(pool, math::mul(share, valid as u64)?)?)
         } else {
             (0, pool)
         };
@@ -109,7 +122,8 @@ pub fn settle(p: &mut Parties, majority: u8) -> Result<Settlement> {
     };
     let s = match majority {
         // the forfeits of disputes that lost against this result go to its provider
-        VOTE_VALID | VERDICT_SERVED => p.accept(t.valid, forfeit)?,
+        VOTE_VALID => p.accept(t.valid, forfeit)?,
+        VERDICT_SERVED => p.accept_shared(t.valid, t.quorum, forfeit)?,
         VERDICT_UNSERVED => {
             // the provider did not publish what a client could not fetch (PROTOCOL §8.11):
             // its whole bond, the client's part to the client, the rest to the treasury; the

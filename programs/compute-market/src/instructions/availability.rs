@@ -16,9 +16,7 @@ use anchor_lang::prelude::*;
 use anchor_spl::token::{Token, TokenAccount};
 use compute_market_protocol::{
     availability::{self, KIND_CHALLENGE, KIND_CONTEST, MAX_OPEN, MAX_WRITE},
-    commit::{
-        VERDICT_CLAIMS_REFUTED, VERDICT_SERVED, VERDICT_UNSERVED, VERDICT_WITHHELD, VOTE_VALID,
-    },
+    commit::{VERDICT_SERVED, VERDICT_UNSERVED, VERDICT_WITHHELD, VOTE_VALID},
     dispute::{self, MAX_CHUNK_SIBLINGS},
     job::JobSpec,
     merkle::{chunk_leaf, slot_len, verify_chunk_proof, CHUNK_LEN},
@@ -74,10 +72,8 @@ fn sized(loader: &AccountLoader<Availability>) -> Result<bool> {
 /// while the result stands Accepted, a contest while it stands withheld.
 fn in_play(kind: u8, majority: u8) -> bool {
     match kind {
-        KIND_CHALLENGE => matches!(
-            majority,
-            VOTE_VALID | VERDICT_CLAIMS_REFUTED | VERDICT_SERVED
-        ),
+        // (claims refuted, 5, concludes at once: no window to challenge in)
+        KIND_CHALLENGE => matches!(majority, VOTE_VALID | VERDICT_SERVED),
         _ => majority == VERDICT_WITHHELD,
     }
 }
@@ -98,7 +94,7 @@ pub struct ChallengeAvailability<'info> {
     pub escrow: Box<Account<'info, TokenAccount>>,
     #[account(
         init, payer = challenger, space = space_for(&task, args.tiles.len()),
-        seeds = [SEED_AVAILABILITY, task.key().as_ref(), &task.availability_nonce.to_le_bytes()], bump,
+        seeds = [SEED_AVAILABILITY, task.key().as_ref(), &task.posted_slot.to_le_bytes(), &task.availability_nonce.to_le_bytes()], bump,
     )]
     pub availability: AccountLoader<'info, Availability>,
     #[account(mut)]
@@ -132,11 +128,21 @@ fn openable(task: &Task) -> Result<JobSpec> {
         availability::max_tiles(&job, task.dispute_window) > 0,
         MarketError::AvailabilityNotSupported
     );
-    require!(
-        task.challenges_open < MAX_OPEN,
-        MarketError::TooManyChallenges
-    );
     Ok(job)
+}
+
+/// Whether `opener` may open one more account on `task`: the task's client up to
+/// [`MAX_OPEN`] of its own, everyone else together up to [`MAX_OPEN`] (so nobody can take
+/// the client's room by opening challenges first).
+fn room_for(task: &Task, opener: &Pubkey) -> Result<()> {
+    let others = task.challenges_open.saturating_sub(task.client_challenges);
+    let open = if *opener == task.client {
+        task.client_challenges
+    } else {
+        others
+    };
+    require!(open < MAX_OPEN, MarketError::TooManyChallenges);
+    Ok(())
 }
 
 impl ChallengeAvailability<'_> {
@@ -152,6 +158,7 @@ impl ChallengeAvailability<'_> {
             MarketError::NotChallengeable
         );
         let job = openable(task)?;
+        room_for(task, &self.challenger.key())?;
         require!(
             availability::tiles_valid(&job, task.dispute_window, &args.tiles),
             MarketError::TilesInvalid
@@ -174,7 +181,18 @@ fn open(
 ) -> Result<()> {
     let now = Clock::get()?.slot;
     let job = job_of(task)?;
-    let answer_deadline = math::add(now, task.dispute_window as u64)?;
+    // a whole window of the provider's time after the accounts already open (PROTOCOL §8.11)
+    let answer_deadline = math::add(
+        now.max(task.availability_deadline),
+        task.dispute_window as u64,
+    )?;
+    task.availability_deadline = answer_deadline;
+    if opener == task.client && kind == KIND_CHALLENGE {
+        task.client_challenges = task
+            .client_challenges
+            .checked_add(1)
+            .ok_or(MarketError::MathOverflow)?;
+    }
     let per = availability::chunks_per_tile(&job);
     let nonce = task.availability_nonce;
     {
@@ -244,7 +262,7 @@ pub struct ContestWithheld<'info> {
     #[account(
         init, payer = authority,
         space = space_for(&task, contest_tiles(&task, &task.key())?.len()),
-        seeds = [SEED_AVAILABILITY, task.key().as_ref(), &task.availability_nonce.to_le_bytes()], bump,
+        seeds = [SEED_AVAILABILITY, task.key().as_ref(), &task.posted_slot.to_le_bytes(), &task.availability_nonce.to_le_bytes()], bump,
     )]
     pub availability: AccountLoader<'info, Availability>,
     #[account(
@@ -268,6 +286,7 @@ impl ContestWithheld<'_> {
         );
         require!(task.contest == CONTEST_NONE, MarketError::AlreadyContested);
         openable(task)?;
+        room_for(task, &self.authority.key())?;
         Ok(())
     }
 }
@@ -445,11 +464,9 @@ pub fn prove(
     }
     // answered
     let now = Clock::get()?.slot;
+    let opener = a.availability.load()?.opener;
     let task = &mut a.task;
-    task.challenges_open = task
-        .challenges_open
-        .checked_sub(1)
-        .ok_or(MarketError::MathOverflow)?;
+    end_one(task, kind, &opener)?;
     let mut forfeit = 0;
     if kind == KIND_CHALLENGE {
         // the bond to the treasury, never to the provider: withholding off chain to collect
@@ -509,6 +526,12 @@ pub fn grow(ctx: Context<AvailabilityGrow>) -> Result<()> {
         (v.full_len(), v.state)
     };
     require!(state == AVAILABILITY_OPEN, MarketError::AvailabilityClosed);
+    // in its opening transaction's slot only: an account grown later would let its opener keep
+    // the provider from publishing until the deadline, then fail it
+    require!(
+        Clock::get()?.slot == a.availability.load()?.opened_slot,
+        MarketError::GrowTooLate
+    );
     let info = a.availability.to_account_info();
     let now_len = info.data_len();
     if now_len >= full {
@@ -572,7 +595,10 @@ impl AvailabilityTimeout<'_> {
             MarketError::AvailabilityClosed
         );
         require_keys_eq!(self.payout.key(), a.payout, MarketError::WrongTokenAccount);
-        if in_play(a.kind, self.task.tally().majority) {
+        let now = Clock::get()?.slot;
+        // one never grown in its opening slot can never be answered: it ends at once
+        let stranded = now > a.opened_slot && !sized(&self.availability)?;
+        if in_play(a.kind, self.task.tally().majority) && !stranded {
             require!(
                 Clock::get()?.slot > a.answer_deadline,
                 MarketError::AvailabilityNotExpired
@@ -604,10 +630,7 @@ pub fn timeout(ctx: Context<AvailabilityTimeout>) -> Result<()> {
         0
     };
     let task = &mut a.task;
-    task.challenges_open = task
-        .challenges_open
-        .checked_sub(1)
-        .ok_or(MarketError::MathOverflow)?;
+    end_one(task, kind, &opener)?;
     if outcome == AVAILABILITY_FAILED {
         if kind == KIND_CHALLENGE {
             // the provider did not serve what the client paid for: unserved, concluded at once
@@ -616,6 +639,9 @@ pub fn timeout(ctx: Context<AvailabilityTimeout>) -> Result<()> {
         } else {
             task.contest = CONTEST_FAILED;
         }
+    } else if kind == KIND_CONTEST {
+        // a contest never grown: nothing was published
+        task.contest = CONTEST_FAILED;
     }
     if forfeit > 0 {
         let id = task.task_id.to_le_bytes();
@@ -685,6 +711,21 @@ pub fn close(ctx: Context<CloseAvailability>) -> Result<()> {
         availability: ctx.accounts.availability.key(),
         opener: a.opener,
     });
+    Ok(())
+}
+
+/// One account of `kind` opened by `opener` ended: counted off the task.
+fn end_one(task: &mut Task, kind: u8, opener: &Pubkey) -> Result<()> {
+    task.challenges_open = task
+        .challenges_open
+        .checked_sub(1)
+        .ok_or(MarketError::MathOverflow)?;
+    if *opener == task.client && kind == KIND_CHALLENGE {
+        task.client_challenges = task
+            .client_challenges
+            .checked_sub(1)
+            .ok_or(MarketError::MathOverflow)?;
+    }
     Ok(())
 }
 

@@ -176,7 +176,9 @@ pub fn handler(ctx: Context<PostTask>, args: PostTaskArgs) -> Result<()> {
         challenges_open: 0,
         availability_nonce: 0,
         contest: 0,
-        reserved: [0; 13],
+        client_challenges: 0,
+        availability_deadline: 0,
+        reserved: [0; 4],
     });
     let a = &ctx.accounts;
     transfer::from_wallet(

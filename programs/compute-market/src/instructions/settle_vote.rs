@@ -89,10 +89,11 @@ pub fn handler(mut ctx: Context<SettleVote>) -> Result<()> {
     }
     let refuted_winner = a.vote.refuted && !overturned(majority) && side == Some(Side::Winner);
     if majority == VERDICT_SERVED && side == Some(Side::FalseStatement) {
-        // "unavailable" of a result its provider then published (PROTOCOL §8.11): the whole
-        // bond, all of it to the treasury (none to the provider, which must not profit from
-        // withholding from seats)
-        slashed = bond;
+        // "unavailable" of a result its provider then published (PROTOCOL §8.11): a losing
+        // seat's slash, all of it to the treasury (none to the provider or the VALID seats,
+        // which must not profit from withholding from seats); never more than silence costs,
+        // or an honest seat the provider did not serve would do better to say nothing
+        slashed = math::mul(a.task.loser_slash, seats as u64)?;
         a.node.release(bond, slashed)?;
         a.node.fees_due = math::add(a.node.fees_due, slashed)?;
     } else if refuted_winner {

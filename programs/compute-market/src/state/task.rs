@@ -241,8 +241,14 @@ pub struct Task {
     pub availability_nonce: u16,
     /// The provider's contest of a withheld verdict: 0 none, 1 open, 2 answered, 3 failed.
     pub contest: u8,
+    /// Availability challenges of its client open: the client has its own
+    /// `availability::MAX_OPEN`, which nobody else's challenges can take.
+    pub client_challenges: u8,
+    /// The latest answer deadline of its availability accounts: a new one's deadline is D after
+    /// it (or after now), so each gets a whole window of the provider's time.
+    pub availability_deadline: u64,
     /// Zeroed space for fields of later versions.
-    pub reserved: [u8; 13],
+    pub reserved: [u8; 4],
 }
 
 impl Task {

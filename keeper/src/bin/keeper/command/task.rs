@@ -437,7 +437,7 @@ fn unserved(
     if t.is_some_and(|t| t.tally().majority == compute_market_protocol::commit::VERDICT_UNSERVED) {
         anyhow::bail!("the provider did not publish the challenged tiles in time: its result is rejected as unserved, its bond slashed, and the reward comes back to the client in full at close");
     }
-    let published: Vec<u32> = availability::published(rpc, task, &c.job)?
+    let published: Vec<u32> = availability::published(rpc, task, &c.job, c.posted_slot)?
         .into_iter()
         .map(|(t, _)| t)
         .collect();
