@@ -25,6 +25,7 @@ import { fetchMaybeTask, fetchTask, type Task } from './generated/accounts/task'
 import { getAvailabilityGrowInstruction } from './generated/instructions/availabilityGrow';
 import { getChallengeAvailabilityInstructionAsync } from './generated/instructions/challengeAvailability';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from './generated/programs';
+import { TaskStatus } from './generated/types/taskStatus';
 import { decodeJobSpec, InputMode, JobKind, tileCount, tileLen, type JobSpec } from './job';
 import type { AccountValue } from './accounts';
 import { fetchResult, fetchTiles, TransferError, type FetchOptions } from './results';
@@ -69,9 +70,10 @@ export function verdictName(majority: number): string | undefined {
   }
 }
 
-/** Whether a held verdict may be challenged for availability: Accepted (majority 1, 5 or 6). */
-export function availabilityChallengeable(t: Pick<Task, 'held' | 'rounds' | 'round'>): boolean {
-  return t.held && [VERDICT_VALID, VERDICT_CLAIMS_REFUTED, VERDICT_SERVED].includes(t.rounds[t.round].majority);
+/** Whether a task's verdict may be challenged for availability (the program's
+ * `NotChallengeable` otherwise): held, Accepted, by majority 1, 5 or 6. */
+export function availabilityChallengeable(t: Pick<Task, 'held' | 'status' | 'rounds' | 'round'>): boolean {
+  return t.held && t.status === TaskStatus.Accepted && [VERDICT_VALID, VERDICT_CLAIMS_REFUTED, VERDICT_SERVED].includes(t.rounds[t.round].majority);
 }
 
 // ---------------------------------------------------------------- bounds
@@ -307,6 +309,7 @@ export async function challengeAvailability(
   if (!availabilityChallengeable(t)) throw new Error(`task ${args.task} has no Accepted verdict held for its dispute window: there is nothing to challenge`);
   const slot = await client.rpc.getSlot({ commitment: 'confirmed' }).send();
   if (slot > t.disputeDeadline) throw new Error(`task ${args.task}'s dispute window ended at slot ${t.disputeDeadline} (now ${slot}): it can no longer be challenged`);
+  if (t.challengesOpen >= MAX_OPEN_CHALLENGES) throw new Error(`task ${args.task} has ${t.challengesOpen} availability challenges open, the most at once: wait for one to end`);
   const source = args.source ?? (await tokenAccountOf(args.challenger.address, await stakeMintOf(client.rpc, programAddress)));
   const bond = availabilityBond(t);
   await assertHoldsTokens(client, args.challenger.address, bond, 'the availability bond', programAddress, args.source);

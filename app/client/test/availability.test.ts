@@ -10,6 +10,15 @@ import {
   AVAILABILITY_OPENER_OFFSET,
   AVAILABILITY_TASK_OFFSET,
   availabilityAddress,
+  availabilityBond,
+  challengeAvailability,
+  configAddress,
+  CONFIG_DISCRIMINATOR,
+  getConfigDecoder,
+  getConfigEncoder,
+  getConfigSize,
+  ProgramRefusal,
+  tokenAccountOf,
   availabilityGrows,
   CHALLENGE_AVAILABILITY_DISCRIMINATOR,
   challengeAvailabilityInstructions,
@@ -38,13 +47,14 @@ import {
   type JobSpec,
   type Task,
 } from '../src';
+import { getMintEncoder, TOKEN_PROGRAM_ADDRESS } from '@solana-program/token';
 import { scripted } from './scripted';
 
 const seed = (b: number) => new Uint8Array(32).fill(b);
 const matmul = (m: number, k: number, n: number): JobSpec => ({ kind: JobKind.MatMulModP, inputMode: InputMode.Generated, dims: [m, k, n], input: seed(1), rowsPerTile: 0, workPerRow: 0n });
 const hashBatch = (tiles: number, nonces: number, iterations: number): JobSpec => ({ kind: JobKind.HashBatch, inputMode: InputMode.Generated, dims: [tiles, nonces, iterations], input: seed(2), rowsPerTile: 0, workPerRow: 0n });
 
-const TASK = address('GtHnMw8kqju8PsRQXJx7w9yGFETEPLxZZZuHJvvBQ1Yx');
+const TASK = address('Vote111111111111111111111111111111111111111');
 const OPENER = address('9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin');
 const PAYOUT = address('So11111111111111111111111111111111111111112');
 
@@ -283,5 +293,50 @@ describe('outcomeOf', () => {
     const withheld = entry('TaskFinalized', { status: 'Rejected', majority: 3 });
     expect(outcomeOf([posted, withheld, entry('AvailabilityEnded', { status: 'Accepted', majority: 6 })])).toBe('Accepted');
     expect(outcomeOf([posted, withheld, entry('TaskClosed', { status: 'Rejected' }), entry('AvailabilityEnded', { status: 'Accepted' })])).toBe('Rejected');
+  });
+});
+
+describe('challengeAvailability', () => {
+  const MINT = address('4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU');
+  /** A node answering with the config (its stake mint), the mint, the task, the slot and a balance. */
+  async function node(balance: bigint, over: Record<string, unknown> = {}) {
+    const job = hashBatch(100, 4, 10);
+    const t = task(job, { held: true, status: TaskStatus.Accepted, disputeDeadline: 500n, verifierBond: 9n, rounds: task(job).rounds.map((r, i) => (i === 0 ? { ...r, majority: 1 } : r)), round: 0, ...over });
+    const zeroConfig = new Uint8Array(getConfigSize());
+    zeroConfig.set(CONFIG_DISCRIMINATOR);
+    const accounts = new Map<string, Uint8Array>([
+      [await configAddress(), new Uint8Array(getConfigEncoder().encode({ ...getConfigDecoder().decode(zeroConfig), stakeMint: MINT }))],
+      [MINT, new Uint8Array(getMintEncoder().encode({ mintAuthority: null, supply: 0n, decimals: 6, isInitialized: true, freezeAuthority: null }))],
+      [TASK, new Uint8Array(getTaskEncoder().encode(t as any))],
+    ]);
+    return scripted({
+      getAccountInfo: (a: string) => {
+        const b = accounts.get(a);
+        const owner = a === MINT ? TOKEN_PROGRAM_ADDRESS : COMPUTE_MARKET_PROGRAM_ADDRESS;
+        return { context: { slot: 1n }, value: b ? { owner, lamports: 1n, data: [getBase64Decoder().decode(b), 'base64'], executable: false, rentEpoch: 0n, space: BigInt(b.length) } : null };
+      },
+      getSlot: () => 400n,
+      getTokenAccountBalance: () => ({ context: { slot: 1n }, value: { amount: String(balance), decimals: 6, uiAmount: null, uiAmountString: '' } }),
+    });
+  }
+  const challenger = { address: OPENER, signTransactions: async () => [] } as any;
+
+  it('checks the bond (the verifier bond) against the wallet before signing anything', async () => {
+    const { rpc, calls } = await node(8n);
+    const e = await challengeAvailability({ rpc, rpcSubscriptions: {} as any }, { challenger, task: TASK, tiles: [0, 3] }).catch((x) => x);
+    expect(e).toBeInstanceOf(ProgramRefusal);
+    expect(e.errorName).toBe('InsufficientTokens');
+    expect(e.message).toMatch(/the availability bond is 0\.000009/);
+    const ata = await tokenAccountOf(OPENER, MINT);
+    expect(calls.find((c) => c.method === 'getTokenAccountBalance')!.args[0]).toBe(ata);
+    expect(calls.map((c) => c.method)).not.toContain('sendTransaction');
+  });
+
+  it('refuses a verdict not held Accepted, or a window that ended, before anything else', async () => {
+    const late = await node(100n, { disputeDeadline: 399n });
+    await expect(challengeAvailability({ rpc: late.rpc, rpcSubscriptions: {} as any }, { challenger, task: TASK, tiles: [0] })).rejects.toThrow(/dispute window ended at slot 399/);
+    const withheld = await node(100n, { status: TaskStatus.Rejected });
+    await expect(challengeAvailability({ rpc: withheld.rpc, rpcSubscriptions: {} as any }, { challenger, task: TASK, tiles: [0] })).rejects.toThrow(/no Accepted verdict held/);
+    expect(availabilityBond({ verifierBond: 0n })).toBe(1n);
   });
 });
