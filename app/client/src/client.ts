@@ -34,7 +34,11 @@ import {
   type TransactionSigner,
   type TransactionWithLifetime,
 } from '@solana/kit';
+import { availabilityOf, challengeAvailability, challengeAvailabilityInstructions, fetchResultOrPublished, type ChallengeAvailabilityArgs } from './availability';
 import { buildTransaction, type FeeOptions } from './budget';
+import { fetchTask } from './generated/accounts/task';
+import { committedOf } from './history';
+import type { FetchOptions } from './results';
 import { formatAmount, parseUiAmount, toUiAmount, U64_MAX } from './amounts';
 import { getCancelTaskInstruction } from './generated/instructions/cancelTask';
 import { COMPUTE_MARKET_PROGRAM_ADDRESS } from './generated/programs';
@@ -241,6 +245,21 @@ export function createComputeMarket(options: ComputeMarketOptions) {
       watchTask(kit, task, { freshSubscriptions: () => createSolanaRpcSubscriptions(endpoints.ws), ...options, abortSignal, programAddress }),
     /** The vote accounts of a task. */
     votes: (task: Address) => votesOf(rpc, task, programAddress),
+    /** `challenge_availability` and its `availability_grow`s, for one transaction (PROTOCOL
+     * §8.11): the account at the task's next nonce, the tiles checked against `maxTiles`, the
+     * bond from `source` (default the challenger's associated stake-token account). */
+    challengeAvailabilityInstructions: async (args: ChallengeAvailabilityArgs) => {
+      const source = args.source ?? (await tokenAccountOf(args.challenger.address, await mint()));
+      return challengeAvailabilityInstructions({ ...args, source }, (await fetchTask(rpc, args.task, { commitment: 'confirmed' })).data, programAddress);
+    },
+    /** Challenges a held Accepted result's availability (the verdict, the window and the bond
+     * against the source's balance checked first). */
+    challengeAvailability: (args: ChallengeAvailabilityArgs, fees?: FeeOptions) => challengeAvailability(kit, args, programAddress, fees),
+    /** The availability accounts of a task (challenges and contests), with their data areas. */
+    availability: (task: Address) => availabilityOf(rpc, task, programAddress),
+    /** An Accepted task's result, every tile checked against its root: from its provider, then
+     * from the tiles published on chain; a `ResultNotServed` says what to do when neither has it. */
+    result: async (task: Address, options?: FetchOptions) => fetchResultOrPublished(rpc, task, await committedOf(rpc, task), options, programAddress),
   };
   /** Protocol fees a node accrued. */
   const protocolFees = {

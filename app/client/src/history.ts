@@ -99,12 +99,18 @@ function lastLife(entries: HistoryEntry[]): ProgramEvent[] {
   return from < 0 ? [] : all.slice(from);
 }
 
-/** How the task's last life ended (`Accepted`, `Rejected`, …), as its close or its finalize
- * says; `undefined` while it runs. */
+/** The events that set a task's status once it has a verdict: its finalize, an availability
+ * account's end (a contest answered makes a withheld verdict served, Accepted; a challenge
+ * failed makes an Accepted one unserved, Rejected: PROTOCOL §8.11), its conclusion, its close. */
+const VERDICT_EVENTS = ['TaskFinalized', 'AvailabilityEnded', 'TaskConcluded', 'TaskClosed'];
+
+/** How the task's last life ended (`Accepted`, `Rejected`, …), as its close, its conclusion,
+ * an availability account's end or its finalize says, the latest of them; `undefined` while it
+ * runs. */
 export function outcomeOf(entries: HistoryEntry[]): string | undefined {
   const events = lastLife(entries);
-  const last = (name: string) => events.filter((e) => e.name === name).at(-1)?.data;
-  return (last('TaskClosed') ?? last('TaskFinalized'))?.['status'] as string | undefined;
+  const closed = events.filter((e) => e.name === 'TaskClosed').at(-1);
+  return (closed ?? events.filter((e) => VERDICT_EVENTS.includes(e.name)).at(-1))?.data['status'] as string | undefined;
 }
 
 /** An Accepted task's verified result: the job, the root its tiles hash to, where they are served. */

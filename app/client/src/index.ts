@@ -14,6 +14,7 @@ export * from './tx';
 export * from './inputs';
 export * from './history';
 export * from './dispute';
+export * from './availability';
 export * from './amounts';
 export * from './network';
 export * from './budget';

@@ -1,7 +1,7 @@
 // Errors as a person can act on them: no wallet, too few tokens, the program's named refusal,
 // an unreachable cluster or content store.
 
-import { ProgramRefusal, TransferError } from '@compute-market/client';
+import { ProgramRefusal, ResultNotServed, TransferError } from '@compute-market/client';
 import type { Settings } from './settings';
 
 /** One line (or a few) saying what went wrong and what to do. */
@@ -11,6 +11,7 @@ export function describeError(e: unknown, s: Settings | undefined): string {
     const log = e.logs.filter((l) => l.includes('Error')).slice(-2);
     return `${e.message}${log.length ? `\n${log.join('\n')}` : ''}`;
   }
+  if (e instanceof ResultNotServed) return `${e.message[0].toUpperCase()}${e.message.slice(1)}.`;
   if (e instanceof TransferError) return `The result could not be verified: ${e.message}`;
   const msg = e instanceof Error ? e.message : String(e);
   if (e instanceof TypeError && /fetch/i.test(msg)) {

@@ -7,13 +7,34 @@ import {
   createSolanaRpc,
   createSolanaRpcSubscriptions,
   getBase16Decoder,
+  getBase64Encoder,
   isAddress,
   lamports,
   type Address,
 } from '@solana/kit';
 import {
   assertHoldsTokens,
+  AVAILABILITY_ANSWERED,
+  AVAILABILITY_FAILED,
+  AVAILABILITY_OPEN,
+  availabilityBond,
+  availabilityChallengeable,
+  availabilityOf,
+  availabilitySpace,
   buildTransaction,
+  challengeAvailabilityInstructions,
+  decodeAvailabilityAccount,
+  decodeJobSpec,
+  fetchMaybeTask,
+  fetchResultOrPublished,
+  KIND_CHALLENGE,
+  maxTiles,
+  ResultNotServed,
+  slotLen,
+  tileLen,
+  VERDICT_SERVED,
+  VERDICT_UNSERVED,
+  verdictName,
   committedOf,
   cosine,
   fetchConfig,
@@ -24,7 +45,6 @@ import {
   embeddings,
   encoderJob,
   fetchMarket,
-  fetchResult,
   JobKind,
   marketAddress,
   mlpClasses,
@@ -44,6 +64,8 @@ import {
   TransferError,
   uploadContent,
   watchTask,
+  type AvailabilityAccount,
+  type FetchedResult,
   type HistoryCache,
   type HistoryEntry,
   type KitClient,
@@ -489,22 +511,28 @@ async function confirmSummary(terms: ReturnType<typeof readTerms>, built: { comp
     ['Network fee', `${sol9(fee)} SOL (${built.computeUnits.toLocaleString('en')} compute units, priority fee ${built.priorityFee} micro-lamports a unit)`],
     ['Rent', `${sol9(held)} SOL for the task's accounts, returned to you when it closes`],
   ];
-  describe($('summary-list'), rows);
-  const dialog = $<HTMLDialogElement>('summary');
+  await askToSign('summary', rows, 'not posted: you went back before signing (nothing was signed or paid)');
+}
+
+/** Shows `rows` in dialog `id` (its list `<id>-list`, its buttons `<id>-sign` and `<id>-back`)
+ * before the wallet is asked. Resolves on "Sign", rejects with `back` on "Back" or Escape. */
+async function askToSign(id: 'summary' | 'challenge-summary', rows: [string, string][], back: string) {
+  describe($(`${id}-list`), rows);
+  const dialog = $<HTMLDialogElement>(id);
   dialog.showModal();
   await new Promise<void>((resolve, reject) => {
     const done = (ok: boolean) => () => {
-      $('summary-sign').removeEventListener('click', yes);
-      $('summary-back').removeEventListener('click', no);
+      $(`${id}-sign`).removeEventListener('click', yes);
+      $(`${id}-back`).removeEventListener('click', no);
       dialog.removeEventListener('cancel', no);
       dialog.close();
       if (ok) resolve();
-      else reject(new Error('not posted: you went back before signing (nothing was signed or paid)'));
+      else reject(new Error(back));
     };
     const yes = done(true);
     const no = done(false);
-    $('summary-sign').addEventListener('click', yes);
-    $('summary-back').addEventListener('click', no);
+    $(`${id}-sign`).addEventListener('click', yes);
+    $(`${id}-back`).addEventListener('click', no);
     dialog.addEventListener('cancel', no);
   });
 }
@@ -565,9 +593,12 @@ function phaseOf(t: Task, slot: bigint): string {
     case TaskStatus.Verifying:
       return `verifying, round ${t.round}: ${r.seats}/${r.quorum} seats, ${r.committed} committed (until slot ${t.commitDeadline}), ${r.revealed} revealed (until ${t.revealDeadline}); seed ${t.seedDrawn ? 'drawn' : 'not drawn yet'}`;
     default:
-      return `${s}: ${r.valid} valid, ${r.invalid} invalid, ${r.revealed - r.valid - r.invalid} unavailable of ${r.revealed} revealed${r.majority === 3 ? ' (withheld: a majority could not get the result or found it wrong)' : ''}`;
+      return `${s}: ${r.valid} valid, ${r.invalid} invalid, ${r.revealed - r.valid - r.invalid} unavailable of ${r.revealed} revealed${r.majority >= 3 ? ` (${verdictName(r.majority)})` : ''}`;
   }
 }
+
+/** How an availability account ended (PROTOCOL §8.11). */
+const AVAILABILITY_OUTCOMES: Record<number, string> = { 1: 'answered: the tiles are on chain', 2: 'failed: nothing was published by its deadline', 3: 'moot' };
 
 /** A revealed vote's name (PROTOCOL §3.4). */
 const VOTE_NAMES: Record<number, string> = { 1: 'valid', 2: 'invalid', 3: 'unavailable' };
@@ -592,9 +623,21 @@ function describeEvent(name: string, d: Record<string, unknown>): string {
     case 'VoteRevealed':
       return `vote revealed by ${short(d.verifier)}: ${VOTE_NAMES[d.vote as number] ?? `vote ${d.vote}`} (${d.seats} seat${d.seats === 1 ? '' : 's'})`;
     case 'TaskFinalized':
-      return `finalized ${d.status}${d.majority === 3 ? ' (withheld)' : ''}: ${d.valid} valid, ${d.invalid} invalid, ${d.unavailable} unavailable; provider paid ${tk(d.provider_paid)}, slashed ${tk(d.provider_slashed)}; fee ${tk(d.fee)}`;
+      return `finalized ${d.status}${(d.majority as number) >= 3 ? ` (${(d.majority as number) === 3 ? 'withheld' : verdictName(d.majority as number)})` : ''}: ${d.valid} valid, ${d.invalid} invalid, ${d.unavailable} unavailable; provider paid ${tk(d.provider_paid)}, slashed ${tk(d.provider_slashed)}; fee ${tk(d.fee)}`;
     case 'VoteSettled':
       return `vote of ${short(d.verifier)} settled: paid ${tk(d.paid)}, slashed ${tk(d.slashed)}`;
+    case 'TaskConcluded':
+      return `concluded ${d.status}${(d.majority as number) >= 3 ? ` (${verdictName(d.majority as number)})` : ''}: provider paid ${tk(d.provider_paid)}, slashed ${tk(d.provider_slashed)}; fee ${tk(d.fee)}`;
+    case 'AvailabilityOpened':
+      return d.kind === KIND_CHALLENGE
+        ? `availability challenged by ${short(d.opener)}: tiles ${(d.tiles as number[]).join(', ')} to be published on chain by slot ${d.answer_deadline}, bond ${tk(d.bond)}`
+        : `withheld verdict contested by its provider: tiles ${(d.tiles as number[]).join(', ')} (drawn from the seed) to be published on chain by slot ${d.answer_deadline}`;
+    case 'AvailabilityPublished':
+      return `chunk ${d.chunk} of tile ${d.tile} published on chain, proven against the root (${d.chunks_left} chunk${d.chunks_left === 1 ? '' : 's'} left)`;
+    case 'AvailabilityEnded':
+      return `${d.kind === KIND_CHALLENGE ? 'availability challenge' : 'contest'} ${AVAILABILITY_OUTCOMES[d.outcome as number] ?? `ended (${d.outcome})`}${d.bond_forfeit ? `, bond ${tk(d.bond_forfeit)} forfeit to the treasury` : ''}; verdict ${d.status}${(d.majority as number) >= 3 ? ` (${verdictName(d.majority as number)})` : ''}`;
+    case 'AvailabilityClosed':
+      return `availability account closed by ${short(d.opener)}, its rent returned`;
     case 'TaskCancelled':
       return 'cancelled by its client';
     case 'TaskExpired':
@@ -671,8 +714,19 @@ function renderStages(h: HistoryEntry[], outcome: string | undefined, verified: 
   }
 }
 
+/** The verdict in force as the history (or else the account) says: the majority of the last
+ * finalize, availability end or conclusion. */
+function majorityOf(h: HistoryEntry[], t?: Task): number | undefined {
+  const last = h.flatMap((e) => e.events).filter((e) => ['TaskFinalized', 'AvailabilityEnded', 'TaskConcluded'].includes(e.name)).at(-1);
+  return last ? Number(last.data.majority) : t?.rounds[t.round].majority;
+}
+
 /** What an ending means for the person who posted, and what they can do. */
-function explain(outcome: string | undefined, t?: Task): string {
+function explain(outcome: string | undefined, t?: Task, majority?: number): string {
+  if (outcome === 'Rejected' && majority === VERDICT_UNSERVED) return UNSERVED;
+  if (outcome === 'Accepted' && majority === VERDICT_SERVED) {
+    return 'Accepted (served): the verifiers could not get the result, but its provider contested that by publishing tiles the seed drew on chain, each proven against the root. The result now stands on its content, open to disputes for a fresh window.';
+  }
   switch (outcome) {
     case 'Undecided':
       return 'Undecided: the verifiers reached no majority (too few seats were filled or votes revealed in time, or they split), even after a second round. Your reward, and anything a late provider forfeited, is refunded when the task closes; the provider’s bond is released. You can post it again, perhaps with a smaller quorum.';
@@ -696,8 +750,11 @@ async function watch(task: Address, postedIn?: string) {
   clearError('watch-error');
   $('task-address').textContent = task;
   setStatus('…');
-  for (const id of ['timeline', 'stages', 'result', 'phase', 'explain', 'connection']) $(id).innerHTML = '';
+  for (const id of ['timeline', 'stages', 'result', 'phase', 'explain', 'connection', 'availability-text', 'availability-state']) $(id).innerHTML = '';
   $('cancel-btn').hidden = true;
+  $('availability').hidden = true;
+  $('challenge-btn').hidden = true;
+  challenging = null;
   if (postedIn) renderStages([], undefined, false);
   let shown = false;
   let fetchFailed: string | undefined;
@@ -716,18 +773,28 @@ async function watch(task: Address, postedIn?: string) {
       if (!lastTask || !TERMINAL.includes(TaskStatus[lastTask.status])) $('phase').textContent = `${final}: see its transactions below`;
       $('connection').textContent = '';
     }
-    $('explain').textContent = explain(final, lastTask);
+    $('explain').textContent = explain(final, lastTask, majorityOf(h, lastTask));
     renderStages(h, final, shown, fetchFailed);
     if (final === 'Accepted' && !shown && !fetchFailed) {
       try {
         await showResult(task, me.signal);
         shown = !me.signal.aborted;
+        if (shown) $('availability').hidden = true;
       } catch (e) {
         fetchFailed = e instanceof Error ? e.message : String(e);
-        showError(e, 'watch-error');
+        if (e instanceof ResultNotServed) {
+          // said in the section that offers the challenge, not as an error
+          $('result').innerHTML = '';
+          await offerChallenge(task, e, me.signal, retry).catch((x) => showError(x, 'watch-error'));
+        } else showError(e, 'watch-error');
       }
       if (!me.signal.aborted) renderStages(h, final, shown, fetchFailed);
     }
+  };
+  /** Fetches the result again (the tiles are published on chain now). */
+  const retry = () => {
+    fetchFailed = undefined;
+    void refresh().catch((e) => showError(e, 'watch-error'));
   };
   const refresh = async (): Promise<void> => {
     if (reading) {
@@ -788,6 +855,139 @@ $('cancel-btn').addEventListener('click', () => {
     .finally(() => (btn.disabled = false));
 });
 
+// ---------------------------------------------------------------- availability
+
+const UNSERVED =
+  'Rejected (unserved): the provider did not publish the tiles your availability challenge named on chain by its deadline. Its whole bond is slashed, part of it paid to you, and your reward is refunded in full when the task closes; your challenge bond is returned.';
+
+/** The challenge this tab may open or follows, for the task watched. */
+let challenging: { task: Address; tiles: number[]; follow: AbortController | null; answered: () => void } | null = null;
+
+/** Says the provider is not serving the result (`e`, with the deadline), follows the task's
+ * open availability accounts, or offers "Challenge availability" for the missing tiles while
+ * the verdict is held (PROTOCOL §8.11). */
+async function offerChallenge(task: Address, e: ResultNotServed, signal: AbortSignal, answered: () => void) {
+  const section = $('availability');
+  section.hidden = false;
+  $('availability-text').textContent = `${e.message[0].toUpperCase()}${e.message.slice(1)}.`;
+  const btn = $<HTMLButtonElement>('challenge-btn');
+  btn.hidden = true;
+  const t = await fetchMaybeTask(client!.rpc, task, { commitment: 'confirmed' });
+  if (signal.aborted || !t.exists) return;
+  const most = maxTiles(decodeJobSpec(new Uint8Array(t.data.job)), t.data.disputeWindow);
+  challenging = { task, tiles: e.missing.slice(0, most), follow: null, answered };
+  const open = (await availabilityOf(client!.rpc, task)).filter((a) => a.fields.state === AVAILABILITY_OPEN && a.fields.kind === KIND_CHALLENGE);
+  if (open.length > 0) {
+    void follow(task, open[0].address, signal).catch((x) => showError(x, 'watch-error'));
+    return;
+  }
+  if (e.challengeBy === undefined || !availabilityChallengeable(t.data) || most === 0) return;
+  const bond = availabilityBond(t.data);
+  btn.textContent = `Challenge availability (bond ${tk(bond)} ${unit()})`;
+  btn.hidden = false;
+  $('availability-state').textContent = `A challenge names tiles ${challenging.tiles.join(', ')}; the provider must publish them on chain within the market's dispute window or lose its bond.${signer ? '' : ' Connect a wallet to challenge.'}`;
+  btn.disabled = false;
+}
+
+$('challenge-btn').addEventListener('click', () => {
+  const btn = $<HTMLButtonElement>('challenge-btn');
+  if (btn.disabled || !client || !challenging) return;
+  clearError('watch-error');
+  if (!signer) return showError(new Error('connect a wallet first: the challenger signs and bonds'), 'watch-error');
+  btn.disabled = true;
+  const { task } = challenging;
+  challenge()
+    .then((account) => {
+      btn.hidden = true;
+      if (watching) void follow(task, account, watching.signal).catch((x) => showError(x, 'watch-error'));
+    })
+    .catch((e) => showError(e, 'watch-error'))
+    .finally(() => (btn.disabled = false));
+});
+
+/** Opens the challenge: the bond checked against the wallet first, then what signing costs
+ * (the bond, the fee, the account's rent) shown before the wallet is asked. */
+async function challenge(): Promise<Address> {
+  const who = signer!;
+  const { task, tiles } = challenging!;
+  const t = (await fetchMaybeTask(client!.rpc, task, { commitment: 'confirmed' }));
+  if (!t.exists || !availabilityChallengeable(t.data)) throw new Error('the task no longer has an Accepted verdict held for disputes: there is nothing to challenge');
+  const bond = availabilityBond(t.data);
+  await assertHoldsTokens(client!, who.signer.address, bond, 'the availability bond');
+  const source = await tokenAccountOf(who.signer.address, token!.mint);
+  const { availability, instructions } = await challengeAvailabilityInstructions({ challenger: who.signer, task, tiles, source }, t.data);
+  const built = await buildTransaction(client!.rpc, who.signer, instructions);
+  const job = decodeJobSpec(new Uint8Array(t.data.job));
+  const rent = BigInt(await client!.rpc.getMinimumBalanceForRentExemption(BigInt(availabilitySpace(tiles.length, slotLen(tileLen(job))))).send());
+  const fee = 5_000n + (BigInt(built.computeUnits) * built.priorityFee + 999_999n) / 1_000_000n;
+  await askToSign(
+    'challenge-summary',
+    [
+      ['Challenging', `the availability of task ${task}'s result: its provider must publish tiles ${tiles.join(', ')} on chain, each proven against the root, within ${t.data.disputeWindow} slots`],
+      ['Bond', `${tk(bond)} ${unit()} from your stake-token account: returned if the provider does not publish them (it is then slashed and your reward refunded in full); forfeit to the treasury if it does`],
+      ['Network fee', `${sol9(fee)} SOL (${built.computeUnits.toLocaleString('en')} compute units, priority fee ${built.priorityFee} micro-lamports a unit)`],
+      ['Rent', `${sol9(rent)} SOL for the challenge's account (the published tiles), returned to you when you close it after it ends`],
+    ],
+    'not challenged: you went back before signing (nothing was signed or paid)',
+  );
+  if (signer !== who) throw new Error('the wallet changed before signing: nothing was signed, challenge again');
+  $('availability-state').textContent = `signing with ${who.label}…`;
+  await sendInstructions(client!, who.signer, instructions, {
+    computeUnits: built.computeUnits,
+    priorityFee: built.priorityFee,
+    onSent: (sig) => {
+      const st = $('availability-state');
+      st.innerHTML = '';
+      st.append('challenge sent, waiting for the cluster to confirm it… ', txLink(sig));
+    },
+  });
+  return availability;
+}
+
+/** Follows availability account `account` every 2 s until it ends: answered, the result is
+ * fetched again (its tiles now on chain); failed, the provider was slashed and the reward is
+ * refunded in full; moot, nothing changed. */
+async function follow(task: Address, account: Address, signal: AbortSignal) {
+  if (challenging?.follow) challenging.follow.abort();
+  const me = new AbortController();
+  signal.addEventListener('abort', () => me.abort());
+  if (challenging) challenging.follow = me;
+  const state = $('availability-state');
+  $('availability').hidden = false;
+  while (!me.signal.aborted) {
+    const [{ value }, slot] = await Promise.all([
+      client!.rpc.getAccountInfo(account, { commitment: 'confirmed', encoding: 'base64' }).send(),
+      client!.rpc.getSlot({ commitment: 'confirmed' }).send(),
+    ]);
+    if (me.signal.aborted) return;
+    if (!value) {
+      state.textContent = 'The challenge has ended and its account is closed: the task’s transactions below say how.';
+      return;
+    }
+    const a: AvailabilityAccount = decodeAvailabilityAccount(account, new Uint8Array(getBase64Encoder().encode(String(value.data[0]))));
+    const f = a.fields;
+    if (f.state === AVAILABILITY_OPEN) {
+      state.textContent =
+        slot <= f.answerDeadline
+          ? `Challenge open: the provider must publish tiles ${f.tiles.slice(0, f.tileCount).join(', ')} on chain by slot ${f.answerDeadline} (now ${slot}); ${f.chunksLeft} chunk${f.chunksLeft === 1 ? '' : 's'} of 1 KiB left to prove.`
+          : `The deadline (slot ${f.answerDeadline}) has passed unanswered: once the challenge is timed out (anyone may; the market’s crank does), the provider is slashed and your reward refunded in full.`;
+    } else if (f.state === AVAILABILITY_ANSWERED) {
+      state.textContent = 'Answered: the provider published the tiles on chain, each chunk proven against the root by the program (your bond went to the treasury). Fetching the result with them…';
+      $('challenge-btn').hidden = true;
+      challenging?.answered();
+      return;
+    } else if (f.state === AVAILABILITY_FAILED) {
+      state.textContent = `Failed: the provider did not publish the tiles by slot ${f.answerDeadline}. The verdict is now unserved (Rejected): the provider’s whole bond is slashed, part of it paid to you, your reward is refunded in full when the task closes, and your challenge bond is returned.`;
+      $('challenge-btn').hidden = true;
+      return;
+    } else {
+      state.textContent = 'Moot: the result no longer stands Accepted (a dispute proved it wrong, or another challenge failed first); this challenge changed nothing and its bond is returned.';
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+}
+
 // ---------------------------------------------------------------- result
 
 /** `f`, tried again after 1, 2 and 4 s when it fails for a reason other than a result that
@@ -809,14 +1009,27 @@ async function showResult(task: Address, signal: AbortSignal) {
   const box = $('result');
   box.innerHTML = '<p>fetching the result…</p>';
   const c = await retried(() => committedOf(client!.rpc, task, histories.get(task)), 'reading the committed result', signal);
-  // a provider's address, read from chain: private hosts only when the cluster is local
+  // a provider's address, read from chain: private hosts only when the cluster is local; the
+  // tiles it does not serve are taken from those published on chain under a challenge
   const from = new URL(c.resultUri).host;
-  const tiles = await retried(() => fetchResult(c.resultUri, c.job, c.root, { allowPrivate: isLoopback(settings.rpc) }), `fetching the result from ${from}`, signal);
+  const fetched: FetchedResult = await retried(
+    () => fetchResultOrPublished(client!.rpc, task, c, { allowPrivate: isLoopback(settings.rpc) }),
+    `fetching the result from ${from}`,
+    signal,
+  );
+  const tiles = fetched.tiles;
   if (signal.aborted) return;
   box.innerHTML = '';
   const p = document.createElement('p');
   p.id = 'verified';
-  p.textContent = `Verified: all ${tileCount(c.job)} tiles (served by ${from}) hash to the root ${hex(c.root).slice(0, 16)}… committed on chain.`;
+  const count = tileCount(c.job);
+  const source =
+    fetched.published.length === 0
+      ? `served by ${from}`
+      : fetched.published.length === count
+        ? 'published on chain by the provider under an availability challenge, each chunk proven by the program'
+        : `served by ${from}; tiles ${fetched.published.join(', ')} published on chain under an availability challenge`;
+  p.textContent = `Verified: all ${count} tiles (${source}) hash to the root ${hex(c.root).slice(0, 16)}… committed on chain.`;
   box.append(p);
   if (c.job.kind === JobKind.Mlp) {
     const rows = mlpClasses(c.job, tiles);
