@@ -12,7 +12,7 @@ import {
   getBase64Encoder,
   getProgramDerivedAddress,
   getAddressEncoder,
-  getU16Encoder,
+  getU16Encoder, getU64Encoder,
   type Address,
   type Instruction,
   type Rpc,
@@ -71,9 +71,10 @@ export function verdictName(majority: number): string | undefined {
 }
 
 /** Whether a task's verdict may be challenged for availability (the program's
- * `NotChallengeable` otherwise): held, Accepted, by majority 1, 5 or 6. */
+ * `NotChallengeable` otherwise): held, Accepted, by majority 1 or 6 (5, claims refuted,
+ * concludes at once and leaves no window). */
 export function availabilityChallengeable(t: Pick<Task, 'held' | 'status' | 'rounds' | 'round'>): boolean {
-  return t.held && t.status === TaskStatus.Accepted && [VERDICT_VALID, VERDICT_CLAIMS_REFUTED, VERDICT_SERVED].includes(t.rounds[t.round].majority);
+  return t.held && t.status === TaskStatus.Accepted && [VERDICT_VALID, VERDICT_SERVED].includes(t.rounds[t.round].majority);
 }
 
 // ---------------------------------------------------------------- bounds
@@ -243,9 +244,11 @@ export function availabilityGrows(tiles: number, slot: number): number {
   return Math.ceil(Math.max(0, availabilitySpace(tiles, slot) - AVAILABILITY_MAX_INITIAL) / AVAILABILITY_MAX_INITIAL);
 }
 
-/** Availability account `nonce` of `task`: `["availability", task, nonce u16 LE]`. */
-export async function availabilityAddress(task: Address, nonce: number, programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS): Promise<Address> {
-  const seeds = [new TextEncoder().encode('availability'), getAddressEncoder().encode(task), getU16Encoder().encode(nonce)];
+/** Availability account `nonce` of `task` as posted at `postedSlot` (`Task.postedSlot`):
+ * `["availability", task, posted slot u64 LE, nonce u16 LE]` (a task id posted again never meets
+ * the old task's accounts). */
+export async function availabilityAddress(task: Address, postedSlot: bigint, nonce: number, programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS): Promise<Address> {
+  const seeds = [new TextEncoder().encode('availability'), getAddressEncoder().encode(task), getU64Encoder().encode(postedSlot), getU16Encoder().encode(nonce)];
   return (await getProgramDerivedAddress({ programAddress, seeds }))[0];
 }
 
@@ -275,7 +278,7 @@ export function availabilityBond(task: Pick<Task, 'verifierBond'>): bigint {
  * naming why, unless the tiles are valid for the job in the task's window. */
 export async function challengeAvailabilityInstructions(
   args: ChallengeAvailabilityArgs & { source: Address },
-  task: Pick<Task, 'job' | 'disputeWindow' | 'availabilityNonce'>,
+  task: Pick<Task, 'job' | 'disputeWindow' | 'availabilityNonce' | 'postedSlot'>,
   programAddress: Address = COMPUTE_MARKET_PROGRAM_ADDRESS,
 ): Promise<{ availability: Address; instructions: Instruction[] }> {
   const job = decodeJobSpec(new Uint8Array(task.job));
@@ -284,7 +287,7 @@ export async function challengeAvailabilityInstructions(
   if (!tilesValid(job, task.disputeWindow, args.tiles)) {
     throw new Error(`tiles [${args.tiles.join(', ')}] cannot be named by one challenge: 1 to ${most} distinct tiles, increasing, each below the result's ${tileCount(job)}`);
   }
-  const availability = await availabilityAddress(args.task, task.availabilityNonce, programAddress);
+  const availability = await availabilityAddress(args.task, task.postedSlot, task.availabilityNonce, programAddress);
   const config = { programAddress };
   const open = await getChallengeAvailabilityInstructionAsync(
     { task: args.task, availability, challenger: args.challenger, challengerToken: args.source, payout: args.payout ?? args.source, tiles: args.tiles },
@@ -309,7 +312,9 @@ export async function challengeAvailability(
   if (!availabilityChallengeable(t)) throw new Error(`task ${args.task} has no Accepted verdict held for its dispute window: there is nothing to challenge`);
   const slot = await client.rpc.getSlot({ commitment: 'confirmed' }).send();
   if (slot > t.disputeDeadline) throw new Error(`task ${args.task}'s dispute window ended at slot ${t.disputeDeadline} (now ${slot}): it can no longer be challenged`);
-  if (t.challengesOpen >= MAX_OPEN_CHALLENGES) throw new Error(`task ${args.task} has ${t.challengesOpen} availability challenges open, the most at once: wait for one to end`);
+  // the client has MAX_OPEN of its own; everyone else shares MAX_OPEN (PROTOCOL §8.11)
+  const mine = args.challenger.address === t.client ? t.clientChallenges : t.challengesOpen - t.clientChallenges;
+  if (mine >= MAX_OPEN_CHALLENGES) throw new Error(`task ${args.task} has ${mine} availability challenges of ${args.challenger.address === t.client ? 'its client' : 'others than its client'} open, the most at once: wait for one to end`);
   const source = args.source ?? (await tokenAccountOf(args.challenger.address, await stakeMintOf(client.rpc, programAddress)));
   const bond = availabilityBond(t);
   await assertHoldsTokens(client, args.challenger.address, bond, 'the availability bond', programAddress, args.source);

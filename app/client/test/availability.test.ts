@@ -153,7 +153,7 @@ function task(job: JobSpec, over: Record<string, unknown> = {}): Task {
   const zero = new Uint8Array(getTaskSize());
   zero.set([79, 34, 229, 55, 88, 90, 55, 84]);
   const t = getTaskDecoder().decode(zero);
-  return { ...t, job: encodeJobSpec(job), disputeWindow: 10_000, availabilityNonce: 3, verifierBond: 0n, ...over } as Task;
+  return { ...t, job: encodeJobSpec(job), disputeWindow: 10_000, availabilityNonce: 3, postedSlot: 263n, verifierBond: 0n, ...over } as Task;
 }
 
 describe('challengeAvailabilityInstructions', () => {
@@ -164,10 +164,10 @@ describe('challengeAvailabilityInstructions', () => {
     const { availability, instructions } = await challengeAvailabilityInstructions({ challenger: signer, task: TASK, tiles: [1, 5, 9, 63], source: PAYOUT }, task(job));
     const [pda] = await getProgramDerivedAddress({
       programAddress: COMPUTE_MARKET_PROGRAM_ADDRESS,
-      seeds: [new TextEncoder().encode('availability'), getAddressEncoder().encode(TASK), new Uint8Array([3, 0])],
+      seeds: [new TextEncoder().encode('availability'), getAddressEncoder().encode(TASK), new Uint8Array([7, 1, 0, 0, 0, 0, 0, 0]), new Uint8Array([3, 0])],
     });
     expect(availability).toBe(pda);
-    expect(await availabilityAddress(TASK, 3)).toBe(pda);
+    expect(await availabilityAddress(TASK, 263n, 3)).toBe(pda);
     expect(instructions).toHaveLength(1 + 6);
     const [open, ...grows] = instructions;
     const [escrow] = await findEscrowPda({ task: TASK });
