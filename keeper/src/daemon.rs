@@ -475,6 +475,20 @@ pub fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     raise_open_files();
+    // listening for the signal from the start: a SIGTERM while the keeper binds, serves its
+    // first /metrics or announces its endpoint stops it cleanly too, after that step
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::spawn(move || {
+            rt.block_on(shutdown);
+            tracing::info!("shutting down after this pass");
+            stop.store(true, Ordering::SeqCst);
+        });
+    }
     let metrics = Arc::new(Metrics::default());
     let chain: Arc<dyn Chain> = Arc::new(MeteredChain::new(chain, metrics.clone()));
     let db = Arc::new(Db::open(&opts.store)?);
@@ -600,18 +614,6 @@ pub fn run(
         .then(|| Cranker::new(clone(&kp), treasury, market, opts.parallel));
     tracing::info!(node = %node, provider = opts.provider, verifier = opts.verifier, crank = opts.crank, watch = ?opts.watch, "keeper running; polling every {:?} (Ctrl-C or SIGTERM stops)", opts.poll);
 
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        std::thread::spawn(move || {
-            rt.block_on(shutdown);
-            tracing::info!("shutting down after this pass");
-            stop.store(true, Ordering::SeqCst);
-        });
-    }
     let cache = Arc::new(TaskCache {
         market,
         max_age: opts.poll / 2,

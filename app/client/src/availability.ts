@@ -21,6 +21,7 @@ import {
 } from '@solana/kit';
 import { CHUNK_LEN, rootOfTiles, slotLen } from './commitment';
 import { AVAILABILITY_DISCRIMINATOR, getAvailabilityDecoder, getAvailabilitySize, type Availability } from './generated/accounts/availability';
+import { fetchAllMaybeNode } from './generated/accounts/node';
 import { fetchMaybeTask, fetchTask, type Task } from './generated/accounts/task';
 import { getAvailabilityGrowInstruction } from './generated/instructions/availabilityGrow';
 import { getChallengeAvailabilityInstructionAsync } from './generated/instructions/challengeAvailability';
@@ -324,6 +325,22 @@ export async function challengeAvailability(
 
 // ---------------------------------------------------------------- the reader
 
+/** Result URLs of the keepers of `task`'s seated verifiers (their nodes' announced endpoints,
+ * `<endpoint>/r/<root>`): what they checked they keep and serve again (PROTOCOL §8.12). */
+export async function verifierSources(rpc: Rpc<SolanaRpcApi>, task: Address, root: Uint8Array): Promise<string[]> {
+  const t = await fetchMaybeTask(rpc, task, { commitment: 'confirmed' });
+  if (!t.exists) return [];
+  const none = '11111111111111111111111111111111';
+  const nodes = [...new Set(t.data.seats.map((s) => s.node as string).filter((n) => n !== none))] as Address[];
+  if (nodes.length === 0) return [];
+  const rootHex = Array.from(root, (b) => b.toString(16).padStart(2, '0')).join('');
+  return (await fetchAllMaybeNode(rpc, nodes))
+    .filter((n) => n.exists && n.data.endpointLen > 0)
+    .map((n) => (n.exists ? new TextDecoder().decode(n.data.endpoint.slice(0, n.data.endpointLen)) : ''))
+    .filter((e) => e.startsWith('http://') || e.startsWith('https://'))
+    .map((e) => `${e.replace(/\/+$/, '')}/r/${rootHex}`);
+}
+
 /** An availability account: its fields and its data area (the named tiles' slots). */
 export interface AvailabilityAccount {
   address: Address;
@@ -428,17 +445,32 @@ export async function fetchResultOrPublished(
   const count = tileCount(c.job);
   const held = new Map<number, Uint8Array>();
   const published = publishedTiles(c.job, await availabilityOf(rpc, task, programAddress));
-  let missing = Array.from({ length: count }, (_, i) => i).filter((i) => !published.has(i));
-  // the provider may serve tiles with their proofs when it serves no whole
-  try {
-    for (let at = 0; at < missing.length; at += TILES_PER_REQUEST) {
-      const ask = missing.slice(at, at + TILES_PER_REQUEST);
-      const got = await fetchTiles(c.resultUri, c.job, c.root, ask, options);
-      ask.forEach((i, k) => held.set(i, got[k]));
+  const wanted = () => Array.from({ length: count }, (_, i) => i).filter((i) => !published.has(i) && !held.has(i));
+  // the provider may serve tiles with their proofs when it serves no whole; then every seated
+  // verifier's keeper, which keeps what it checked (PROTOCOL §8.12), whole or tile by tile
+  const sources = [c.resultUri, ...(await verifierSources(rpc, task, c.root))];
+  for (const [n, source] of sources.entries()) {
+    if (wanted().length === 0) break;
+    if (n > 0 && held.size === 0) {
+      try {
+        (await fetchResult(source, c.job, c.root, options)).forEach((tile, i) => held.set(i, tile));
+        continue;
+      } catch (e) {
+        why = `${why}; ${source}: ${(e as Error).message}`;
+      }
     }
-  } catch (e) {
-    why = `${why}; ${(e as Error).message}`;
+    try {
+      const missing = wanted();
+      for (let at = 0; at < missing.length; at += TILES_PER_REQUEST) {
+        const ask = missing.slice(at, at + TILES_PER_REQUEST);
+        const got = await fetchTiles(source, c.job, c.root, ask, options);
+        ask.forEach((i, k) => held.set(i, got[k]));
+      }
+    } catch (e) {
+      why = `${why}; ${source}: ${(e as Error).message}`;
+    }
   }
+  let missing: number[];
   const taken: number[] = [];
   for (const [i, tile] of published) {
     if (!held.has(i)) {

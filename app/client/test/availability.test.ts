@@ -2,7 +2,7 @@
 // values (crates/protocol/src/availability.rs), the opening transaction's instructions (the
 // open's accounts and data, its grows), the account's layout decoded from bytes built by hand,
 // and a result fetched from the tiles published on chain when its provider serves nothing.
-import { address, getAddressEncoder, getBase64Decoder, getProgramDerivedAddress } from '@solana/kit';
+import { address, getAddressEncoder, getBase64Decoder, getProgramDerivedAddress, type Address } from '@solana/kit';
 import { describe, expect, it } from 'vitest';
 import {
   AVAILABILITY_DISCRIMINATOR,
@@ -44,6 +44,11 @@ import {
   TaskStatus,
   tilesValid,
   verdictName,
+  verifierSources,
+  getNodeDecoder,
+  getNodeEncoder,
+  NODE_DISCRIMINATOR,
+  getNodeSize,
   type JobSpec,
   type Task,
 } from '../src';
@@ -338,5 +343,34 @@ describe('challengeAvailability', () => {
     const withheld = await node(100n, { status: TaskStatus.Rejected });
     await expect(challengeAvailability({ rpc: withheld.rpc, rpcSubscriptions: {} as any }, { challenger, task: TASK, tiles: [0] })).rejects.toThrow(/no Accepted verdict held/);
     expect(availabilityBond({ verifierBond: 0n })).toBe(1n);
+  });
+});
+
+describe('verifierSources', () => {
+  it("names each seated verifier's keeper that announced an endpoint, once, under the root", async () => {
+    const job = hashBatch(3, 4, 10);
+    const none = address('11111111111111111111111111111111');
+    const [a, b] = [OPENER, PAYOUT];
+    const seat = (node: Address) => ({ node, exponent: 0n, weight: 1n });
+    const seats = task(job).seats.map((s, i) => (i === 0 || i === 2 ? seat(a) : i === 1 ? seat(b) : { ...s, node: none }));
+    const taskData = getBase64Decoder().decode(getTaskEncoder().encode(task(job, { seats }) as any));
+    const zero = new Uint8Array(getNodeSize());
+    zero.set(NODE_DISCRIMINATOR);
+    const blank = getNodeDecoder().decode(zero);
+    const node = (endpoint: string) => {
+      const e = new TextEncoder().encode(endpoint);
+      const bytes = new Uint8Array(56);
+      bytes.set(e);
+      return getBase64Decoder().decode(getNodeEncoder().encode({ ...blank, endpoint: bytes, endpointLen: e.length } as any));
+    };
+    const accountOf = (data: string) => ({ owner: COMPUTE_MARKET_PROGRAM_ADDRESS, lamports: 1n, data: [data, 'base64'], executable: false, rentEpoch: 0n, space: BigInt(getNodeSize()) });
+    const { rpc, calls } = scripted({
+      getAccountInfo: () => ({ context: { slot: 1n }, value: { owner: COMPUTE_MARKET_PROGRAM_ADDRESS, lamports: 1n, data: [taskData, 'base64'], executable: false, rentEpoch: 0n, space: BigInt(getTaskSize()) } }),
+      getMultipleAccounts: () => ({ context: { slot: 1n }, value: [accountOf(node('http://v0.example:9100/')), accountOf(node(''))] }),
+    });
+    const root = new Uint8Array(32).fill(0xab);
+    expect(await verifierSources(rpc, TASK, root)).toEqual([`http://v0.example:9100/r/${'ab'.repeat(32)}`]);
+    const asked = calls.find((c) => c.method === 'getMultipleAccounts')!.args[0];
+    expect(asked).toEqual([a, b]);
   });
 });

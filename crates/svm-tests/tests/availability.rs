@@ -49,9 +49,8 @@ fn submitted() -> (Cast, Pubkey, Committed) {
     (c, task, result)
 }
 
-/// Every seat votes VALID: Accepted, held for the window.
-fn accepted() -> (Cast, Pubkey, Committed) {
-    let (mut c, task, result) = submitted();
+/// Every verifier of `c` votes VALID on `task` and the round is finalized.
+fn vouch(c: &mut Cast, task: Pubkey) {
     let votes: Vec<(&Actor, Ballot)> = c
         .verifiers
         .iter()
@@ -59,6 +58,12 @@ fn accepted() -> (Cast, Pubkey, Committed) {
         .map(|(v, tag)| (v, Ballot::new(VOTE_VALID, tag)))
         .collect();
     c.w.decide(task, &votes);
+}
+
+/// Every seat votes VALID: Accepted, held for the window.
+fn accepted() -> (Cast, Pubkey, Committed) {
+    let (mut c, task, result) = submitted();
+    vouch(&mut c, task);
     let t = c.w.task(&task);
     assert_eq!(t.status, TaskStatus::Accepted);
     assert!(t.held, "held for the window");
@@ -280,13 +285,7 @@ fn a_challenge_names_few_tiles_of_a_held_accepted_result_within_its_window() {
     let mut c = cast(3, 1);
     let result = right(job());
     let task = c.submitted_job(1, job(), 2, result.root());
-    let votes: Vec<(&Actor, Ballot)> = c
-        .verifiers
-        .iter()
-        .zip(1..)
-        .map(|(v, tag)| (v, Ballot::new(VOTE_VALID, tag)))
-        .collect();
-    c.w.decide(task, &votes);
+    vouch(&mut c, task);
     let client = c.client.clone();
     refused(&mut c.w, "NotChallengeable", |w| {
         w.challenge(&client, task, &[0]).map(|_| unreachable!())
@@ -467,13 +466,7 @@ fn a_challenge_of_product_tiles_is_grown_past_10_kib_in_its_opening_transaction(
         v
     });
     let task = c.submitted_job(1, job, 2, result.root());
-    let votes: Vec<(&Actor, Ballot)> = c
-        .verifiers
-        .iter()
-        .zip(1..)
-        .map(|(v, tag)| (v, Ballot::new(VOTE_VALID, tag)))
-        .collect();
-    c.w.decide(task, &votes);
+    vouch(&mut c, task);
     let (client, provider) = (c.client.clone(), c.provider.clone());
     let w = &mut c.w;
     let nonce = w.challenge(&client, task, &[9]).unwrap();
@@ -578,13 +571,7 @@ fn a_task_posted_again_at_its_address_has_availability_accounts_of_its_own() {
     assert!(w.exists(&old));
     let task2 = c.submitted_job(1, job(), 2, result.root());
     assert_eq!(task2, task, "the same address");
-    let votes: Vec<(&Actor, Ballot)> = c
-        .verifiers
-        .iter()
-        .zip(1..)
-        .map(|(v, tag)| (v, Ballot::new(VOTE_VALID, tag)))
-        .collect();
-    c.w.decide(task2, &votes);
+    vouch(&mut c, task2);
     let w = &mut c.w;
     assert_eq!(w.task(&task2).availability_nonce, 0);
     let n2 = w

@@ -472,18 +472,14 @@ pub fn prove(
         // the bond to the treasury, never to the provider: withholding off chain to collect
         // challengers' bonds must not pay (PROTOCOL §8.11)
         forfeit = bond;
-        let id = task.task_id.to_le_bytes();
-        let bump = [task.bump];
-        transfer::from_pda(
-            &a.token_program,
+        to_treasury(
+            task,
             &a.escrow,
             &a.provider_vault,
-            task.to_account_info(),
-            &task.signer_seeds(&id, &bump),
+            &mut a.provider_node,
+            &a.token_program,
             bond,
         )?;
-        task.escrow_balance = math::sub(task.escrow_balance, bond)?;
-        a.provider_node.fees_due = math::add(a.provider_node.fees_due, bond)?;
     } else {
         // a served result: Accepted, decided on its content from now, disputes for a window
         task.contest = CONTEST_ANSWERED;
@@ -644,18 +640,14 @@ pub fn timeout(ctx: Context<AvailabilityTimeout>) -> Result<()> {
         task.contest = CONTEST_FAILED;
     }
     if forfeit > 0 {
-        let id = task.task_id.to_le_bytes();
-        let bump = [task.bump];
-        transfer::from_pda(
-            &a.token_program,
+        to_treasury(
+            task,
             &a.escrow,
             &a.provider_vault,
-            task.to_account_info(),
-            &task.signer_seeds(&id, &bump),
+            &mut a.provider_node,
+            &a.token_program,
             forfeit,
         )?;
-        task.escrow_balance = math::sub(task.escrow_balance, forfeit)?;
-        a.provider_node.fees_due = math::add(a.provider_node.fees_due, forfeit)?;
     } else if bond > 0 {
         transfer::from_escrow(
             &a.token_program,
@@ -711,6 +703,31 @@ pub fn close(ctx: Context<CloseAvailability>) -> Result<()> {
         availability: ctx.accounts.availability.key(),
         opener: a.opener,
     });
+    Ok(())
+}
+
+/// A bond in the escrow forfeit to the treasury: escrow → the provider's vault, booked to its
+/// `fees_due` (how every treasury part travels on a task's path, PROTOCOL §2).
+fn to_treasury<'info>(
+    task: &mut Account<'info, Task>,
+    escrow: &Account<'info, TokenAccount>,
+    provider_vault: &Account<'info, TokenAccount>,
+    provider_node: &mut Account<'info, Node>,
+    token_program: &Program<'info, Token>,
+    amount: u64,
+) -> Result<()> {
+    let id = task.task_id.to_le_bytes();
+    let bump = [task.bump];
+    transfer::from_pda(
+        token_program,
+        escrow,
+        provider_vault,
+        task.to_account_info(),
+        &task.signer_seeds(&id, &bump),
+        amount,
+    )?;
+    task.escrow_balance = math::sub(task.escrow_balance, amount)?;
+    provider_node.fees_due = math::add(provider_node.fees_due, amount)?;
     Ok(())
 }
 

@@ -24,8 +24,10 @@ pub struct RunArgs {
     #[arg(long)]
     crank: bool,
     /// Watch this wallet's own tasks: while an Accepted verdict is held for its dispute window,
-    /// check a sample of its result and dispute a wrong element (PROTOCOL §8; the bond comes
-    /// from this wallet's token account of the stake mint).
+    /// check a sample of its result and dispute a wrong element (PROTOCOL §8); when no source
+    /// serves the sample for max(2, D/8) slots, challenge its availability on chain (PROTOCOL
+    /// §8.11: the provider publishes the tiles or is slashed). Bonds come from this wallet's
+    /// token account of the stake mint.
     #[arg(long)]
     watch: bool,
     /// Watch every task of the market, as --watch does its own (a watchtower: a won dispute

@@ -84,8 +84,10 @@ pub enum TaskCmd {
         #[arg(long)]
         allow_private_urls: bool,
         /// When no source serves it and the verdict is held Accepted, do not challenge its
-        /// availability on chain (PROTOCOL §8.11: bonds one seat's bond, forfeit if the
-        /// provider answers; the provider's bond if it does not).
+        /// availability on chain (PROTOCOL §8.11: the challenge bonds one seat's bond, forfeit
+        /// if the provider publishes the tiles; if it does not, the bond comes back, the
+        /// provider is slashed and the client refunded in full). Without it, waits for the
+        /// answer (up to the dispute window).
         #[arg(long)]
         no_challenge: bool,
     },
