@@ -460,7 +460,13 @@ fn availability_at_bounds() -> (Vec<TxRecord>, usize) {
         .expect("challenge");
     let answer = w.publish(&provider, task, n, &result).expect("publish");
     let n2 = w.challenge(&client, task, &[3]).expect("challenge");
-    w.advance(801);
+    // (its deadline queues a window after the first one's)
+    let deadline = w
+        .availability(&task, n2)
+        .expect("account")
+        .0
+        .answer_deadline;
+    w.advance(deadline + 1 - w.slot());
     w.availability_timeout(task, n2, &client).expect("timeout");
     w.close_availability(&client, task, n).expect("close");
     // a withheld verdict, contested
