@@ -635,3 +635,14 @@ pub fn hash_task_behind(
     )?;
     Ok((task, p))
 }
+
+/// The stake-mint balance of the associated token account of the wallet at `wallet`.
+pub fn wallet_balance(v: &Validator, wallet: &Path) -> Result<u64> {
+    let chain = v.chain();
+    let mint = compute_market_keeper::cli::config(&chain)?.stake_mint;
+    let ata = anchor_spl::associated_token::get_associated_token_address(
+        &keypair(wallet)?.pubkey(),
+        &mint,
+    );
+    chain.token_balance(&ata)
+}

@@ -6,7 +6,7 @@
 //! bond while those seats lose theirs.
 
 use std::{
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::{
         atomic::{AtomicBool, Ordering::SeqCst},
         Arc,
@@ -18,15 +18,11 @@ use anchor_lang::prelude::Pubkey;
 use anyhow::Result;
 use compute_market::state::{TaskStatus, AVAILABILITY_ANSWERED};
 use compute_market_cluster_tests::*;
-use compute_market_keeper::{
-    chain::{Chain, ChainExt},
-    roles::availability,
-};
+use compute_market_keeper::{chain::ChainExt, roles::availability};
 use compute_market_protocol::{
     commit::{VERDICT_SERVED, VERDICT_UNSERVED, VOTE_VALID},
     job::JobSpec,
 };
-use solana_signer::Signer;
 
 /// Windows submit, join, commit, reveal; and the dispute window, slots (room for 5 tiles of
 /// 1 KiB a challenge).
@@ -74,16 +70,6 @@ fn stalling_front(_provider: u16) -> Result<u16> {
         }
     });
     Ok(port)
-}
-
-fn wallet_balance(v: &Validator, wallet: &Path) -> Result<u64> {
-    let chain = v.chain();
-    let mint = compute_market_keeper::cli::config(&chain)?.stake_mint;
-    let ata = anchor_spl::associated_token::get_associated_token_address(
-        &keypair(wallet)?.pubkey(),
-        &mint,
-    );
-    chain.token_balance(&ata)
 }
 
 /// The market, a `HashBatch` task behind a withholding front, the verifiers and a cranker

@@ -12,21 +12,10 @@ use anyhow::Result;
 use compute_market_cluster_tests::*;
 use compute_market_keeper::chain::{Chain, ChainExt};
 use compute_market_protocol::job::JobSpec;
-use solana_signer::Signer;
 
 /// Windows submit, join, commit, reveal; and the dispute window, slots.
 const WINDOWS: &str = "40,15,15,15";
 const DISPUTE_WINDOW: &str = "60";
-
-fn wallet_balance(v: &Validator, wallet: &std::path::Path) -> Result<u64> {
-    let chain = v.chain();
-    let mint = compute_market_keeper::cli::config(&chain)?.stake_mint;
-    let ata = anchor_spl::associated_token::get_associated_token_address(
-        &keypair(wallet)?.pubkey(),
-        &mint,
-    );
-    chain.token_balance(&ata)
-}
 
 /// Every verdict `task` shows until it is closed (status, majority, the slot it was first seen),
 /// printed with the slots from the first verdict to the last and to the close.

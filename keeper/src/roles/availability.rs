@@ -287,16 +287,12 @@ pub fn challenge_tiles(
     if want.is_empty() {
         return Ok(vec![]);
     }
-    let mint = chain
-        .decoded::<compute_market::state::Config>(&pda::config())?
-        .context("the program has no config on this cluster")?
-        .stake_mint;
-    let wallet = anchor_spl::associated_token::get_associated_token_address(&me, &mint);
-    let bond = t.verifier_bond.max(1);
-    let balance = chain.token_balance(&wallet)?;
-    if balance < bond {
-        bail!("a challenge of task {key}'s availability bonds {bond} base units from {wallet}, which holds {balance}: fund the wallet to challenge");
-    }
+    let (wallet, bond) = super::challenger::bond_wallet(
+        chain,
+        &me,
+        t,
+        &format!("a challenge of task {key}'s availability"),
+    )?;
     let ix = client::challenge_availability(
         *key,
         t.posted_slot,

@@ -218,16 +218,7 @@ pub fn argue(
                     t.dispute_window
                 );
             }
-            let mint = chain
-                .decoded::<compute_market::state::Config>(&pda::config())?
-                .context("the program has no config on this cluster")?
-                .stake_mint;
-            let wallet = anchor_spl::associated_token::get_associated_token_address(&me, &mint);
-            let bond = t.verifier_bond.max(1);
-            let balance = chain.token_balance(&wallet)?;
-            if balance < bond {
-                bail!("a dispute of task {key} bonds {bond} base units from {wallet}, which holds {balance}: fund the wallet to dispute");
-            }
+            let (wallet, bond) = bond_wallet(chain, &me, &t, &format!("a dispute of task {key}"))?;
             let args = OpenDisputeArgs {
                 kind,
                 tile,
@@ -602,4 +593,23 @@ impl Disputes {
             }
         }
     }
+}
+
+/// The wallet `me` bonds one seat's bond of `t` from (its associated token account of the stake
+/// mint) and that bond, once the wallet is seen to hold it; `what` names what bonds, for the
+/// error that says to fund it.
+pub fn bond_wallet(chain: &dyn Chain, me: &Pubkey, t: &Task, what: &str) -> Result<(Pubkey, u64)> {
+    let mint = chain
+        .decoded::<compute_market::state::Config>(&pda::config())?
+        .context("the program has no config on this cluster")?
+        .stake_mint;
+    let wallet = anchor_spl::associated_token::get_associated_token_address(me, &mint);
+    let bond = t.verifier_bond.max(1);
+    let balance = chain.token_balance(&wallet)?;
+    if balance < bond {
+        bail!(
+            "{what} bonds {bond} base units from {wallet}, which holds {balance}: fund the wallet"
+        );
+    }
+    Ok((wallet, bond))
 }

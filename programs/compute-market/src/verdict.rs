@@ -60,6 +60,22 @@ impl Parties<'_, '_> {
         Ok(())
     }
 
+    /// Slashes the provider's whole bond: its `reject_client_bps` part to the client (paid at
+    /// close with the refund), the rest to the treasury; nobody else is paid. Returns the
+    /// treasury's part.
+    fn slash_bond_to_client(&mut self) -> Result<u64> {
+        let bond = self.task.provider_bond;
+        let client_part = math::bps_of(bond, self.task.terms.reject_client_bps as u64)?;
+        self.take_from_provider(client_part)?;
+        let node = &mut self.provider_node;
+        node.release(bond, bond)?;
+        let treasury_part = math::sub(bond, client_part)?;
+        node.fees_due = math::add(node.fees_due, treasury_part)?;
+        self.task.client_extra = math::add(self.task.client_extra, client_part)?;
+        self.task.majority_share = 0;
+        Ok(treasury_part)
+    }
+
     /// Pays an accepted (or claims-refuted) result: provider, fee, and the pool shared by the
     /// VALID seats (to the fee when there are none).
     fn accept(&mut self, valid: u8, extra_to_provider: u64) -> Result<Settlement> {
@@ -128,14 +144,8 @@ pub fn settle(p: &mut Parties, majority: u8) -> Result<Settlement> {
             // the provider did not publish what a client could not fetch (PROTOCOL §8.11):
             // its whole bond, the client's part to the client, the rest to the treasury; the
             // reward refunded in full; forfeits of lost disputes to the client
-            let client_part = math::bps_of(bond, p.task.terms.reject_client_bps as u64)?;
-            p.take_from_provider(client_part)?;
-            let node = &mut p.provider_node;
-            node.release(bond, bond)?;
-            let treasury_part = math::sub(bond, client_part)?;
-            node.fees_due = math::add(node.fees_due, treasury_part)?;
-            p.task.client_extra = math::add(math::add(p.task.client_extra, client_part)?, forfeit)?;
-            p.task.majority_share = 0;
+            let treasury_part = p.slash_bond_to_client()?;
+            p.task.client_extra = math::add(p.task.client_extra, forfeit)?;
             Settlement {
                 status: Some(TaskStatus::Rejected),
                 provider_paid: 0,
@@ -186,14 +196,7 @@ pub fn settle(p: &mut Parties, majority: u8) -> Result<Settlement> {
             // at close), the rest to the treasury; never to the challenger, whom the accused
             // could race with a dispute of its own (PROTOCOL §8.5). The forfeits of disputes
             // that lost against this wrong result go to the challenger who proved it.
-            let client_part = math::bps_of(bond, p.task.terms.reject_client_bps as u64)?;
-            p.take_from_provider(client_part)?;
-            let node = &mut p.provider_node;
-            node.release(bond, bond)?;
-            let treasury_part = math::sub(bond, client_part)?;
-            node.fees_due = math::add(node.fees_due, treasury_part)?;
-            p.task.client_extra = math::add(p.task.client_extra, client_part)?;
-            p.task.majority_share = 0;
+            let treasury_part = p.slash_bond_to_client()?;
             p.task.dispute_award = math::add(p.task.dispute_award, forfeit)?;
             Settlement {
                 status: Some(TaskStatus::Rejected),
