@@ -12,12 +12,14 @@
 use anchor_lang::prelude::Pubkey;
 use anyhow::{bail, Context, Result};
 use compute_market::{
-    client, pda,
+    client,
+    instructions::availability::in_play,
+    pda,
     state::{Availability, Task, AVAILABILITY_ANSWERED, AVAILABILITY_OPEN},
 };
 use compute_market_protocol::{
     availability::{self, chunks_per_tile, KIND_CHALLENGE},
-    commit::{VERDICT_CLAIMS_REFUTED, VERDICT_SERVED, VERDICT_WITHHELD, VOTE_VALID},
+    commit::VERDICT_WITHHELD,
     job::JobSpec,
     merkle::{chunk_proof, slot_len, CHUNK_LEN},
 };
@@ -72,8 +74,13 @@ pub fn published(
     job: &JobSpec,
     since: u64,
 ) -> Result<Vec<(u32, Vec<u8>)>> {
+    Ok(published_in(&accounts(chain, task)?, job, since))
+}
+
+/// [`published`] from accounts already read.
+pub fn published_in(accounts: &[Account], job: &JobSpec, since: u64) -> Vec<(u32, Vec<u8>)> {
     let mut out: Vec<(u32, Vec<u8>)> = vec![];
-    for acc in accounts(chain, task)? {
+    for acc in accounts {
         if acc.a.state != AVAILABILITY_ANSWERED
             || acc.a.opened_slot < since
             || acc.a.slot_len as usize != slot_len(job.tile_len())
@@ -90,16 +97,13 @@ pub fn published(
         }
     }
     out.sort_by_key(|(t, _)| *t);
-    Ok(out)
+    out
 }
 
-/// Whether the verdict in force is one a client may challenge (a held Accepted result).
+/// Whether the verdict in force is one a client may challenge (a held Accepted result), by
+/// the program's own rule.
 pub fn challengeable(t: &Task) -> bool {
-    t.held
-        && matches!(
-            t.tally().majority,
-            VOTE_VALID | VERDICT_CLAIMS_REFUTED | VERDICT_SERVED
-        )
+    t.held && in_play(KIND_CHALLENGE, t.tally().majority)
 }
 
 /// The provider's side, for one of its tasks: contests a held withheld verdict of a result it
@@ -272,7 +276,7 @@ pub fn challenge_tiles(
     {
         return Ok(vec![]);
     }
-    let have: Vec<u32> = published(chain, key, &job, t.posted_slot)?
+    let have: Vec<u32> = published_in(&all, &job, t.posted_slot)
         .into_iter()
         .map(|(t, _)| t)
         .collect();
@@ -327,12 +331,8 @@ pub fn end_expired(
         if acc.a.state != AVAILABILITY_OPEN {
             continue;
         }
-        let in_play = if acc.a.kind == KIND_CHALLENGE {
-            challengeable(t)
-        } else {
-            t.tally().majority == VERDICT_WITHHELD
-        };
-        if in_play && (now <= acc.a.answer_deadline || t.disputes_open > 0) {
+        let live = in_play(acc.a.kind, t.tally().majority);
+        if live && (now <= acc.a.answer_deadline || t.disputes_open > 0) {
             continue;
         }
         let ix = client::availability_timeout(

@@ -70,7 +70,7 @@ fn sized(loader: &AccountLoader<Availability>) -> Result<bool> {
 
 /// Whether an open account of this kind still matters under the verdict in force: a challenge
 /// while the result stands Accepted, a contest while it stands withheld.
-fn in_play(kind: u8, majority: u8) -> bool {
+pub fn in_play(kind: u8, majority: u8) -> bool {
     match kind {
         // (claims refuted, 5, concludes at once: no window to challenge in)
         KIND_CHALLENGE => matches!(majority, VOTE_VALID | VERDICT_SERVED),
