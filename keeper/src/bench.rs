@@ -222,6 +222,48 @@ fn minilm_repeated(texts: usize) -> Result<(crate::compute::encoder::Model, Vec<
     Ok((model, ids))
 }
 
+/// The keeper's encoder alone on a client's texts (`keeper bench --encoder-texts`): what
+/// `keeper compute` spends in its `compute` phase, without the process, the model's parse and
+/// pack, tokenization, commitment or output.
+#[derive(Clone, Debug, Serialize)]
+pub struct EncoderAlone {
+    /// Texts embedded.
+    pub texts: usize,
+    /// Their tokens, `[CLS]` and `[SEP]` included.
+    pub tokens: usize,
+    /// The kernel set that ran (this machine's widest).
+    pub kernels: String,
+    /// Seconds for all of them (median of three runs after a warm one).
+    pub seconds: f64,
+    /// Texts a second.
+    pub texts_per_s: f64,
+    /// Tokens a second.
+    pub tokens_per_s: f64,
+}
+
+/// [`EncoderAlone`] for the texts in `texts` (one a line, as `task post --texts` takes them)
+/// through the encoder in `model` (a model file as `--model` takes it).
+pub fn encoder_alone(model: &[u8], texts: &[u8]) -> Result<EncoderAlone> {
+    use crate::compute::encoder::{self, cpu::Fast, gemm::KernelSet};
+    let model = encoder::parse_model(model)?;
+    let lines = encoder::texts_of(texts)?;
+    let ids = encoder::tokenize(&model, &lines, model.encoder.positions())?;
+    let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+    let fast = Fast::new(std::sync::Arc::new(model.encoder), KernelSet::best());
+    std::hint::black_box(encoder::embed_rows(&fast, &refs));
+    let (_, seconds) = median_of(3, || {
+        Ok(std::hint::black_box(encoder::embed_rows(&fast, &refs)))
+    })?;
+    Ok(EncoderAlone {
+        texts: ids.len(),
+        tokens: ids.iter().map(Vec::len).sum(),
+        kernels: fast.set().name().into(),
+        seconds,
+        texts_per_s: ids.len() as f64 / seconds,
+        tokens_per_s: ids.iter().map(Vec::len).sum::<usize>() as f64 / seconds,
+    })
+}
+
 /// The CPU clock the peak figures assume: the largest "cpu MHz" `/proc/cpuinfo` lists (2 GHz
 /// where it lists none).
 fn clock_hz() -> f64 {

@@ -297,10 +297,11 @@ pub fn prepare_encoder(
     // the model's and the texts' ids' slices, so that the program can referee the job by a
     // game over a text's trace (PROTOCOL §8.7, §8.10)
     use crate::compute::slices;
-    let named = [
-        slices::of_encoder(&enc.encoder),
-        slices::of_ids(&ids, max_tokens),
-    ];
+    let (model_slices, id_slices) = rayon::join(
+        || slices::of_encoder(&enc.encoder),
+        || slices::of_ids(&ids, max_tokens),
+    );
+    let named = [model_slices, id_slices];
     Ok(prepared(job, files, Some(named)))
 }
 
@@ -892,6 +893,11 @@ pub struct Local {
     pub output: String,
     /// Its bytes.
     pub bytes: u64,
+    /// Where the seconds went, by phase: `inputs` (the parts put into the store and checked,
+    /// the model parsed and packed, the texts tokenized), `compute` (every tile), `commit`
+    /// (the Merkle tree over the tiles), `output` (the file built and written). `keeper
+    /// compute` adds `prepare` (the job built from the files, before any of these).
+    pub phases: std::collections::BTreeMap<&'static str, f64>,
 }
 
 /// Runs `job` here as a provider would (PROTOCOL §5): its inputs (`prepared`, for a job on the
@@ -908,13 +914,21 @@ pub fn compute_locally(
     out: &Path,
 ) -> Result<Local> {
     let start = std::time::Instant::now();
+    let mut phases = std::collections::BTreeMap::new();
+    let mut lap = std::time::Instant::now();
+    let mut phase = |name: &'static str| {
+        phases.insert(name, round_ms(lap.elapsed().as_secs_f64()));
+        lap = std::time::Instant::now();
+    };
     let store = ResultStore::default();
     if let Some(p) = prepared {
-        for part in &p.parts {
-            let h = inputs::content_hash(part);
+        // each part under the hash its manifest names (hashed when it was read: a 23 MB
+        // model hashed again here would cost what a text's embedding does); the provider's
+        // path below checks every part against it
+        for (part, named) in p.parts.iter().zip(&p.manifest.parts) {
             store
                 .content
-                .put(&h, part, false)
+                .put_checked(&named.hash, part, false)
                 .map_err(|e| anyhow::anyhow!("holding an input part: {e}"))?;
         }
         let m = p.manifest.encode();
@@ -926,12 +940,16 @@ pub fn compute_locally(
             .ensure_inputs(job, &[], None)
             .map_err(|e| anyhow::anyhow!("its inputs, checked as a provider checks them: {e}"))?;
     }
+    phase("inputs");
     let tiles = backend.run_with_progress(job, progress)?;
+    phase("compute");
     let (root, _) = store.publish([0; 32], *job, tiles.clone())?;
+    phase("commit");
     let file = whole_file(job, &tiles)?;
     let tmp = out.with_extension("part");
     std::fs::write(&tmp, &file).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, out)?;
+    phase("output");
     if let Some(p) = prepared {
         inputs::release(&p.job.input);
     }
@@ -941,11 +959,17 @@ pub fn compute_locally(
         tiles: job.tile_count(),
         work: job.work(),
         memory_bytes: job.memory_bytes(),
-        seconds: (start.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+        seconds: round_ms(start.elapsed().as_secs_f64()),
         backend: backend.name().to_string(),
         output: out.display().to_string(),
         bytes: file.len() as u64,
+        phases,
     })
+}
+
+/// Seconds to the millisecond.
+pub fn round_ms(seconds: f64) -> f64 {
+    (seconds * 1000.0).round() / 1000.0
 }
 
 /// Tiles (checked) as one safetensors tensor each, `tile_<i>`: 64 × 64 for `MatMulModP`, the

@@ -74,12 +74,7 @@ impl Backend for CpuBackend {
             JobKind::Encoder => {
                 let inputs = super::inputs::encoder(job)?;
                 let r = usize::from(job.rows_per_tile);
-                indices
-                    .par_iter()
-                    .map(|&i| {
-                        super::encoder::run_rows(&inputs.fast, &inputs.ids, i as usize * r, r)
-                    })
-                    .collect()
+                super::encoder::run_tiles(&inputs.fast, &inputs.ids, indices, r)
             }
         })
     }

@@ -578,15 +578,20 @@ impl ResultStore {
             }
             let texts = crate::compute::encoder::parse_texts(&fetched[1], rows, max_tokens)
                 .map_err(invalid)?;
-            let ids =
-                crate::compute::encoder::tokenize(&model, &texts, max_tokens).map_err(invalid)?;
+            // the texts tokenized while the model's slices are checked (each on a core)
+            use crate::compute::slices;
+            let (ids, model_slices) = rayon::join(
+                || crate::compute::encoder::tokenize(&model, &texts, max_tokens),
+                || {
+                    slices::check_with(&manifest, Role::Model, || {
+                        slices::of_encoder(&model.encoder)
+                    })
+                },
+            );
+            model_slices.map_err(invalid)?;
+            let ids = ids.map_err(invalid)?;
             // the texts are refereed by their ids: a manifest naming ids other than this
             // keeper's tokenization is refused, so no task is claimed on ids nobody computed
-            use crate::compute::slices;
-            slices::check_with(&manifest, Role::Model, || {
-                slices::of_encoder(&model.encoder)
-            })
-            .map_err(invalid)?;
             slices::check_with(&manifest, Role::Texts, || {
                 slices::of_ids(&ids, max_tokens as u32)
             })

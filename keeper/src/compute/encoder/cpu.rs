@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use compute_market_protocol::encoder::{
-    Block, Encoder, Norm, EXP_LEN, GELU_HALF, P_FRAC, RES_CLAMP, Y_MAX, Z_FRAC,
+    Block, Encoder, Norm, EXP_LEN, GELU_HALF, GELU_LEN, P_FRAC, RES_CLAMP, Y_MAX, Z_FRAC,
 };
 
 use super::gemm::{gemm, requant, KernelSet, Packed, Rq};
@@ -118,29 +118,56 @@ fn floor_div(a: i64, d: i64, inv: f64) -> i64 {
         .wrapping_add(i64::from(r >= d))
 }
 
-/// One batch's working rows, reused block to block.
+/// One batch's working rows, reused block to block, and kept by each thread from batch to
+/// batch ([`SCRATCH`]): a batch's buffers (a few MiB) allocated anew would each cost the
+/// kernel's page faults and zeroing on first touch. Every buffer's first `rows × width` values
+/// are written before they are read, so what an earlier batch left is never read (an input
+/// row's pad, past H, multiplies packed weights that are zero).
+#[derive(Default)]
 struct Work {
     /// LayerNorm outputs (the next GEMM's input), `rows × stride`.
     y: Vec<i16>,
     /// The residual stream, `rows × H`.
     r: Vec<i32>,
+    /// `q | k | v`, `rows × 3H`.
+    qkv: Vec<i32>,
+    /// The attention's context (the `o` GEMM's input), `rows × o.stride()`.
+    ctx: Vec<i16>,
+    /// The `o` and `f2` GEMMs' outputs, `rows × H`.
+    a: Vec<i32>,
+    /// The `f1` GEMM's outputs, `rows × ffn`.
+    u: Vec<i32>,
+    /// GELU's outputs (the `f2` GEMM's input), `rows × f2.stride()`.
+    g: Vec<i16>,
     /// H.
     h: usize,
-    /// `y`'s row stride: H rounded up to even (the GEMMs' input stride, the pad zero).
+    /// `y`'s row stride: H rounded up to even (the GEMMs' input stride).
     stride: usize,
 }
 
+thread_local! {
+    /// Each thread's [`Work`], grown to the largest batch it ran and never shrunk.
+    static SCRATCH: std::cell::RefCell<Work> = std::cell::RefCell::default();
+}
+
+/// The first `n` values of `v`, grown (never shrunk) to hold them.
+fn sized<T: Copy + Default>(v: &mut Vec<T>, n: usize) -> &mut [T] {
+    if v.len() < n {
+        v.resize(n, T::default());
+    }
+    &mut v[..n]
+}
+
 impl Work {
-    /// The residual stream made anew: each LayerNorm output requantized by `rq`, plus `add`
-    /// (rows × H).
+    /// The residual stream made anew for `rows` rows: each LayerNorm output requantized by
+    /// `rq`, plus the GEMM's outputs in `a`.
     #[inline(always)]
-    fn residual(&mut self, rq: &Rq, add: &[i32]) {
+    fn residual(&mut self, rq: &Rq, rows: usize) {
         let h = self.h;
-        for ((y, a), r) in self
-            .y
+        for ((y, a), r) in self.y[..rows * self.stride]
             .chunks_exact(self.stride)
-            .zip(add.chunks_exact(h))
-            .zip(self.r.chunks_exact_mut(h))
+            .zip(self.a[..rows * h].chunks_exact(h))
+            .zip(self.r[..rows * h].chunks_exact_mut(h))
         {
             rq.residual(y[..h].iter().map(|&v| i64::from(v)), a, r);
         }
@@ -155,9 +182,11 @@ impl Fast {
             "kernel set {} does not run here",
             set.name()
         );
+        // each block packed on its own core
+        use rayon::prelude::*;
         let blocks = enc
             .blocks
-            .iter()
+            .par_iter()
             .map(|b| FastBlock {
                 qkv: Packed::new(&[&b.q, &b.k, &b.v]),
                 o: Packed::new(&[&b.o]),
@@ -202,33 +231,30 @@ impl Fast {
     /// steps between the GEMMs are compiled for the kernel set's instructions too (64-bit
     /// vector multiplies and shifts, a vector floor).
     pub fn embed(&self, texts: &[&[u32]]) -> Vec<Vec<i16>> {
-        match self.set {
+        SCRATCH.with_borrow_mut(|w| match self.set {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the set runs here (checked when made)
-            KernelSet::Avx512Vnni => unsafe { x86::steps_avx512(self, texts) },
+            KernelSet::Avx512Vnni => unsafe { x86::steps_avx512(self, texts, w) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above (AVX-VNNI's sets include AVX2)
-            KernelSet::Avx2 | KernelSet::AvxVnni => unsafe { x86::steps_avx2(self, texts) },
-            _ => self.steps(texts),
-        }
+            KernelSet::Avx2 | KernelSet::AvxVnni => unsafe { x86::steps_avx2(self, texts, w) },
+            _ => self.steps(texts, w),
+        })
     }
 
-    /// [`Fast::embed`]'s steps, inlined into each set's build.
+    /// [`Fast::embed`]'s steps in the thread's buffers `w`, inlined into each set's build.
     #[inline(always)]
-    fn steps(&self, texts: &[&[u32]]) -> Vec<Vec<i16>> {
+    fn steps(&self, texts: &[&[u32]], w: &mut Work) -> Vec<Vec<i16>> {
         if texts.is_empty() {
             return vec![];
         }
+        let rows: usize = texts.iter().map(|t| t.len()).sum();
         let e = &*self.enc;
         let h = e.hidden;
-        let rows: usize = texts.iter().map(|t| t.len()).sum();
         let sh = h + h % 2;
-        let mut w = Work {
-            y: vec![0i16; rows * sh],
-            r: vec![0i32; rows * h],
-            h,
-            stride: sh,
-        };
+        (w.h, w.stride) = (h, sh);
+        sized(&mut w.y, rows * sh);
+        sized(&mut w.r, rows * h);
         // the embeddings into the residual stream, then LayerNorm
         let mut row = 0;
         let (mut pos, zero) = (vec![0i32; h], vec![0i32; h]);
@@ -245,9 +271,9 @@ impl Fast {
                 row += 1;
             }
         }
-        self.norm(&self.ln, &mut w);
+        self.norm(&self.ln, rows, w);
         for (b, eb) in self.blocks.iter().zip(&e.blocks) {
-            self.block(b, eb, texts, &mut w);
+            self.block(b, eb, texts, rows, w);
         }
         // mean pooling: ⌊Σ / T⌋
         let mut at = 0;
@@ -269,20 +295,21 @@ impl Fast {
 
     /// LayerNorm `n` over every residual row into the int16 rows.
     #[inline(always)]
-    fn norm(&self, n: &Ln, w: &mut Work) {
-        for (r, y) in w.r.chunks_exact(w.h).zip(w.y.chunks_exact_mut(w.stride)) {
+    fn norm(&self, n: &Ln, rows: usize, w: &mut Work) {
+        let (r, y) = (&w.r[..rows * w.h], &mut w.y[..rows * w.stride]);
+        for (r, y) in r.chunks_exact(w.h).zip(y.chunks_exact_mut(w.stride)) {
             n.row(r, &mut y[..w.h]);
         }
     }
 
     /// One block over the batch's rows (`eb`: the encoder's own, for its tables).
     #[inline(always)]
-    fn block(&self, b: &FastBlock, eb: &Block, texts: &[&[u32]], w: &mut Work) {
+    fn block(&self, b: &FastBlock, eb: &Block, texts: &[&[u32]], rows: usize, w: &mut Work) {
         let (h, set) = (self.enc.hidden, self.set);
-        let rows = w.r.len() / h;
-        let mut qkv = vec![0i32; rows * 3 * h];
-        gemm(set, &b.qkv, &w.y, &mut qkv, -128, 127);
-        let mut ctx = vec![0i16; rows * b.o.stride()];
+        let (x, so) = (&w.y[..rows * w.stride], b.o.stride());
+        let qkv = sized(&mut w.qkv, rows * 3 * h);
+        gemm(set, &b.qkv, x, qkv, -128, 127);
+        let ctx = sized(&mut w.ctx, rows * so);
         let mut at = 0;
         for ids in texts {
             let t = ids.len();
@@ -290,29 +317,39 @@ impl Fast {
                 eb.att,
                 b,
                 &qkv[at * 3 * h..(at + t) * 3 * h],
-                &mut ctx[at * b.o.stride()..(at + t) * b.o.stride()],
+                &mut ctx[at * so..(at + t) * so],
             );
             at += t;
         }
-        let mut a = vec![0i32; rows * h];
-        gemm(set, &b.o, &ctx, &mut a, -RES_CLAMP, RES_CLAMP);
-        w.residual(&b.res1, &a);
-        self.norm(&b.ln1, w);
+        let a = sized(&mut w.a, rows * h);
+        gemm(set, &b.o, ctx, a, -RES_CLAMP, RES_CLAMP);
+        w.residual(&b.res1, rows);
+        self.norm(&b.ln1, rows, w);
         let ffn = b.f1.out;
-        let mut u = vec![0i32; rows * ffn];
-        gemm(set, &b.f1, &w.y, &mut u, -GELU_HALF, GELU_HALF - 1);
-        let table = &eb.gelu;
+        let u = sized(&mut w.u, rows * ffn);
+        gemm(
+            set,
+            &b.f1,
+            &w.y[..rows * w.stride],
+            u,
+            -GELU_HALF,
+            GELU_HALF - 1,
+        );
+        // the GEMM clamped every u to −512 ..= 511: u + 512 indexes the table's 1024 entries
+        let table: &[i16; GELU_LEN] = eb.gelu[..]
+            .try_into()
+            .expect("Encoder::check: 1024 GELU entries");
         let sf = b.f2.stride();
-        let mut g = vec![0i16; rows * sf];
+        let g = sized(&mut w.g, rows * sf);
         for (g, u) in g.chunks_exact_mut(sf).zip(u.chunks_exact(ffn)) {
             for (g, &u) in g.iter_mut().zip(u) {
-                *g = table[(i64::from(u) + GELU_HALF) as usize];
+                *g = table[(u as usize).wrapping_add(GELU_HALF as usize) & (GELU_LEN - 1)];
             }
         }
-        let mut f = vec![0i32; rows * h];
-        gemm(set, &b.f2, &g, &mut f, -RES_CLAMP, RES_CLAMP);
-        w.residual(&b.res2, &f);
-        self.norm(&b.ln2, w);
+        let f = sized(&mut w.a, rows * h);
+        gemm(set, &b.f2, g, f, -RES_CLAMP, RES_CLAMP);
+        w.residual(&b.res2, rows);
+        self.norm(&b.ln2, rows, w);
     }
 
     /// `Encoder::attention` on one text's rows of `q | k | v` (each already clamped to int8),
@@ -325,7 +362,7 @@ impl Fast {
         let t = qkv.len() / (3 * h);
         let so = ctx.len() / t.max(1);
         let (am, half) = (i64::from(am), 1i64 << (ash - 1));
-        let (mut s, mut p) = (vec![0i64; t], vec![0i32; t]);
+        let (mut s, mut x, mut p) = (vec![0i32; t], vec![0i64; t], vec![0i32; t]);
         let mut acc = vec![0i32; dh];
         for head in 0..heads {
             let c0 = head * dh;
@@ -334,23 +371,24 @@ impl Fast {
                 for (j, s) in s.iter_mut().enumerate() {
                     let kj = &qkv[j * 3 * h + h + c0..][..dh];
                     // int8 operands: |Σ| ≤ 2^14 · dh, inside int32
-                    let dot = qi
+                    *s = qi
                         .iter()
                         .zip(kj)
                         .fold(0i32, |s, (&a, &b)| s.wrapping_add(a.wrapping_mul(b)));
-                    *s = i64::from(dot);
                 }
                 let max = *s.iter().max().expect("t ≥ 1");
                 let mut sum = 0i64;
-                for s in s.iter_mut() {
+                for (x, &s) in x.iter_mut().zip(&s) {
                     // δ ≤ 2^15 · dh ≤ 2^25 times m < 2^31: inside int64
-                    let d = (max - *s).wrapping_mul(am).wrapping_add(half);
+                    let d = i64::from(max.wrapping_sub(s))
+                        .wrapping_mul(am)
+                        .wrapping_add(half);
                     let idx = d.wrapping_shr(ash as u32).min(EXP_LEN as i64 - 1);
-                    *s = i64::from(e.exp[idx as usize]);
-                    sum = sum.wrapping_add(*s);
+                    *x = i64::from(e.exp[idx as usize]);
+                    sum = sum.wrapping_add(*x);
                 }
                 let inv = 1.0 / sum as f64;
-                for (p, &e) in p.iter_mut().zip(&s) {
+                for (p, &e) in p.iter_mut().zip(&x) {
                     *p = floor_div(e << P_FRAC, sum, inv) as i32;
                 }
                 acc.fill(0);
@@ -377,15 +415,15 @@ impl Fast {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     //! [`Fast::steps`] built for each kernel set's instructions.
-    use super::Fast;
+    use super::{Fast, Work};
 
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vnni")]
-    pub fn steps_avx512(f: &Fast, texts: &[&[u32]]) -> Vec<Vec<i16>> {
-        f.steps(texts)
+    pub fn steps_avx512(f: &Fast, texts: &[&[u32]], w: &mut Work) -> Vec<Vec<i16>> {
+        f.steps(texts, w)
     }
 
     #[target_feature(enable = "avx2")]
-    pub fn steps_avx2(f: &Fast, texts: &[&[u32]]) -> Vec<Vec<i16>> {
-        f.steps(texts)
+    pub fn steps_avx2(f: &Fast, texts: &[&[u32]], w: &mut Work) -> Vec<Vec<i16>> {
+        f.steps(texts, w)
     }
 }

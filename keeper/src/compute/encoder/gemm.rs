@@ -216,52 +216,81 @@ impl Packed {
 /// `R` rows' sums for one group of channels.
 type Tile<const R: usize> = [[i32; GROUP]; R];
 
-/// The loops around a kernel set's tile: chunks of rows, each against every group of weights,
-/// `R` rows at a time (a last partial tile repeats its last row and drops the repeats).
+/// The loops around a kernel set's tile: chunks of rows, each against every pair of groups of
+/// weights, `R` rows at a time. A tile's rows lie one after another, `stride` int16 apart (a
+/// last partial tile of a chunk is copied once into a block padded with zero rows, whose sums
+/// are dropped), so a tile keeps one pointer a row in registers; an odd last group is passed
+/// as both of a pair and its second sums dropped.
 #[inline(always)]
 fn drive<const R: usize>(
     p: &Packed,
     x: &[i16],
     y: &mut [i32],
     (lo, hi): (i64, i64),
-    tile: impl Fn(&[i16], [&[i16]; R]) -> Tile<R>,
+    tile: impl Fn(&[i16], &[i16], &[i16], usize) -> [Tile<R>; 2],
 ) {
     let stride = p.stride();
     let rows = x.len() / stride.max(1);
-    let step = p.k2 * 2 * GROUP;
+    let (step, groups) = (p.k2 * 2 * GROUP, p.groups());
+    let mut pad = vec![0i16; R * stride];
     for chunk in (0..rows).step_by(CHUNK) {
         let end = (chunk + CHUNK).min(rows);
-        for g in 0..p.groups() {
-            let w = &p.w[g * step..][..step];
+        let last = end - (end - chunk) % R;
+        if last < end {
+            pad.fill(0);
+            pad[..(end - last) * stride].copy_from_slice(&x[last * stride..end * stride]);
+        }
+        for g in (0..groups).step_by(2) {
+            let w0 = &p.w[g * step..][..step];
+            let pair = g + 1 < groups;
+            let w1 = if pair {
+                &p.w[(g + 1) * step..][..step]
+            } else {
+                w0
+            };
             for r0 in (chunk..end).step_by(R) {
-                let xs = std::array::from_fn(|i| &x[(r0 + i).min(end - 1) * stride..][..stride]);
-                let acc = tile(w, xs);
-                for (i, acc) in acc.iter().enumerate().take(end - r0) {
-                    p.finish(g, acc, &mut y[(r0 + i) * p.out..][..p.out], lo, hi);
+                let n = (end - r0).min(R);
+                let xs = if n == R {
+                    &x[r0 * stride..][..R * stride]
+                } else {
+                    &pad[..]
+                };
+                let [a0, a1] = tile(w0, w1, xs, stride);
+                for i in 0..n {
+                    let y = &mut y[(r0 + i) * p.out..][..p.out];
+                    p.finish(g, &a0[i], y, lo, hi);
+                    if pair {
+                        p.finish(g + 1, &a1[i], y, lo, hi);
+                    }
                 }
             }
         }
     }
 }
 
-/// Each row's pairs of inputs as int32 (`2p, 2p + 1`, low half first, as x86 stores them):
-/// the operand every lane's pair of weights multiplies, read straight from memory so that the
-/// vector sets broadcast it as a memory operand. Asserts every row holds `k2` pairs, so that
-/// the tiles' reads `rows[r].add(p)` for `p < k2` stay in bounds.
+/// Each of `R` rows' pairs of inputs as int32 (`2p, 2p + 1`, low half first, as x86 stores
+/// them): the operand every lane's pair of weights multiplies, read straight from memory so
+/// that the vector sets broadcast it as a memory operand. Asserts the rows (`stride` int16
+/// apart) hold `k2` pairs each, so that the tiles' reads `rows[r].add(p)` for `p < k2` stay in
+/// bounds.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn pairs<const R: usize>(xs: [&[i16]; R], k2: usize) -> [*const i32; R] {
-    assert!(xs.iter().all(|x| x.len() >= 2 * k2), "rows of k2 pairs");
-    xs.map(|x| x.as_ptr().cast::<i32>())
+fn pairs<const R: usize>(xs: &[i16], stride: usize, k2: usize) -> [*const i32; R] {
+    assert!(
+        stride >= 2 * k2 && xs.len() >= R * stride,
+        "R rows of k2 pairs"
+    );
+    std::array::from_fn(|r| xs[r * stride..].as_ptr().cast::<i32>())
 }
 
 /// The plain tile: `R` rows by 16 channels in int32 (each step's two products fit: |w · x| ≤
 /// 2^22), for the build's baseline vectors.
 #[inline(always)]
-fn tile_scalar<const R: usize>(w: &[i16], xs: [&[i16]; R]) -> Tile<R> {
+fn tile_scalar<const R: usize>(w: &[i16], xs: &[i16], stride: usize) -> Tile<R> {
     let mut acc = [[0i32; GROUP]; R];
     for (p, wv) in w.chunks_exact(2 * GROUP).enumerate() {
-        for (acc, x) in acc.iter_mut().zip(&xs) {
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let x = &xs[r * stride..];
             let (x0, x1) = (i32::from(x[2 * p]), i32::from(x[2 * p + 1]));
             for (a, w) in acc.iter_mut().zip(wv.chunks_exact(2)) {
                 let two = i32::from(w[0])
@@ -282,36 +311,42 @@ mod x86 {
     use super::{pairs, Tile, GROUP};
     use std::arch::x86_64::*;
 
-    /// 8 rows × 16 channels in eight 512-bit sums.
+    /// 8 rows × two groups of 16 channels in sixteen 512-bit sums: each broadcast row pair
+    /// feeds both groups, so a step is two weight loads and eight broadcasts for sixteen
+    /// multiply-adds.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    pub fn tile_avx512(w: &[i16], xs: [&[i16]; 8]) -> Tile<8> {
-        let k2 = w.len() / (2 * GROUP);
-        let rows = pairs(xs, k2);
-        let mut acc = [_mm512_setzero_si512(); 8];
+    pub fn tile_avx512(w0: &[i16], w1: &[i16], xs: &[i16], stride: usize) -> [Tile<8>; 2] {
+        let k2 = w0.len() / (2 * GROUP);
+        assert!(w1.len() >= w0.len(), "two panels of k2 steps");
+        let rows = pairs::<8>(xs, stride, k2);
+        let (mut a0, mut a1) = ([_mm512_setzero_si512(); 8], [_mm512_setzero_si512(); 8]);
         for p in 0..k2 {
-            // SAFETY: 32 int16 at 32p within w (k2 steps of 32); pair p < k2 of each row
-            // (`pairs`' assertion), read unaligned
+            // SAFETY: 32 int16 at 32p within w0 and w1 (k2 steps of 32); pair p < k2 of each
+            // row (`pairs`' assertion), read unaligned
             unsafe {
-                let wv = _mm512_loadu_si512(w.as_ptr().add(p * 2 * GROUP).cast());
-                for (a, x) in acc.iter_mut().zip(&rows) {
-                    let xv = _mm512_set1_epi32(x.add(p).read_unaligned());
-                    *a = _mm512_dpwssd_epi32(*a, xv, wv);
+                let v0 = _mm512_loadu_si512(w0.as_ptr().add(p * 2 * GROUP).cast());
+                let v1 = _mm512_loadu_si512(w1.as_ptr().add(p * 2 * GROUP).cast());
+                for r in 0..8 {
+                    let xv = _mm512_set1_epi32(rows[r].add(p).read_unaligned());
+                    a0[r] = _mm512_dpwssd_epi32(a0[r], xv, v0);
+                    a1[r] = _mm512_dpwssd_epi32(a1[r], xv, v1);
                 }
             }
         }
         // SAFETY: eight vectors of 16 int32 are eight rows of 16 int32
-        unsafe { std::mem::transmute(acc) }
+        unsafe { std::mem::transmute((a0, a1)) }
     }
 
     /// 4 rows × 16 channels in eight 256-bit sums, each step `madd(sum, pairs, weights)`.
     #[inline(always)]
     fn tile256(
         w: &[i16],
-        xs: [&[i16]; 4],
+        xs: &[i16],
+        stride: usize,
         madd: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
     ) -> Tile<4> {
         let k2 = w.len() / (2 * GROUP);
-        let rows = pairs(xs, k2);
+        let rows = pairs::<4>(xs, stride, k2);
         // SAFETY (both blocks): AVX2 runs here (every caller is built for it); 2 × 16 int16
         // at 32p lie within w; pair p < k2 of each row (`pairs`' assertion), read unaligned
         let mut acc = [[unsafe { _mm256_setzero_si256() }; 2]; 4];
@@ -333,33 +368,33 @@ mod x86 {
         unsafe { std::mem::transmute(acc) }
     }
 
-    /// AVX-VNNI's tile: `vpdpwssd`.
+    /// AVX-VNNI's tile: `vpdpwssd`, group by group.
     #[target_feature(enable = "avx2,avxvnni")]
-    pub fn tile_avxvnni(w: &[i16], xs: [&[i16]; 4]) -> Tile<4> {
-        tile256(w, xs, |a, x, w| _mm256_dpwssd_avx_epi32(a, x, w))
+    pub fn tile_avxvnni(w0: &[i16], w1: &[i16], xs: &[i16], stride: usize) -> [Tile<4>; 2] {
+        let madd = |a, x, w| _mm256_dpwssd_avx_epi32(a, x, w);
+        [tile256(w0, xs, stride, madd), tile256(w1, xs, stride, madd)]
     }
 
-    /// AVX2's tile: `vpmaddwd` then `vpaddd`.
+    /// AVX2's tile: `vpmaddwd` then `vpaddd`, group by group.
     #[target_feature(enable = "avx2")]
-    pub fn tile_avx2(w: &[i16], xs: [&[i16]; 4]) -> Tile<4> {
-        tile256(w, xs, |a, x, w| {
-            _mm256_add_epi32(a, _mm256_madd_epi16(x, w))
-        })
+    pub fn tile_avx2(w0: &[i16], w1: &[i16], xs: &[i16], stride: usize) -> [Tile<4>; 2] {
+        let madd = |a, x, w| _mm256_add_epi32(a, _mm256_madd_epi16(x, w));
+        [tile256(w0, xs, stride, madd), tile256(w1, xs, stride, madd)]
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vnni")]
     pub fn gemm_avx512(p: &super::Packed, x: &[i16], y: &mut [i32], clamp: (i64, i64)) {
-        super::drive(p, x, y, clamp, |w, xs| tile_avx512(w, xs))
+        super::drive(p, x, y, clamp, |w0, w1, xs, s| tile_avx512(w0, w1, xs, s))
     }
 
     #[target_feature(enable = "avx2,avxvnni")]
     pub fn gemm_avxvnni(p: &super::Packed, x: &[i16], y: &mut [i32], clamp: (i64, i64)) {
-        super::drive(p, x, y, clamp, |w, xs| tile_avxvnni(w, xs))
+        super::drive(p, x, y, clamp, |w0, w1, xs, s| tile_avxvnni(w0, w1, xs, s))
     }
 
     #[target_feature(enable = "avx2")]
     pub fn gemm_avx2(p: &super::Packed, x: &[i16], y: &mut [i32], clamp: (i64, i64)) {
-        super::drive(p, x, y, clamp, |w, xs| tile_avx2(w, xs))
+        super::drive(p, x, y, clamp, |w0, w1, xs, s| tile_avx2(w0, w1, xs, s))
     }
 }
 
@@ -387,7 +422,9 @@ pub fn gemm(set: KernelSet, p: &Packed, x: &[i16], y: &mut [i32], lo: i64, hi: i
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above
         KernelSet::Avx2 => unsafe { x86::gemm_avx2(p, x, y, (lo, hi)) },
-        _ => drive::<4>(p, x, y, (lo, hi), tile_scalar),
+        _ => drive::<4>(p, x, y, (lo, hi), |w0, w1, xs, s| {
+            [tile_scalar(w0, xs, s), tile_scalar(w1, xs, s)]
+        }),
     }
 }
 #[cfg(test)]

@@ -304,18 +304,63 @@ pub fn tokenize(model: &Model, texts: &[&str], max_tokens: usize) -> Result<Vec<
 }
 
 /// Output rows `first .. first + count` (rows past the texts are zero): each text's int16
-/// embedding, little-endian, by `fast`, batches of texts spread over the cores.
+/// embedding, little-endian, by `fast` ([`embed_rows`]).
 pub fn run_rows(fast: &Fast, ids: &[Vec<u32>], first: usize, count: usize) -> Vec<u8> {
     let len = row_len(fast.encoder().hidden);
-    let mut out = vec![0u8; count * len];
     let texts: Vec<&[u32]> = ids
         .iter()
         .skip(first)
         .take(count)
         .map(Vec::as_slice)
         .collect();
-    out.par_chunks_mut(BATCH * len)
-        .zip(texts.par_chunks(BATCH))
+    let mut out = embed_rows(fast, &texts);
+    out.resize(count * len, 0);
+    out
+}
+
+/// Output tiles `indices` of `rows_per_tile` rows each (rows past the texts zero), their texts
+/// run together ([`embed_rows`]) rather than tile by tile: a tile of two texts alone would
+/// pass every weight over two texts' rows.
+pub fn run_tiles(
+    fast: &Fast,
+    ids: &[Vec<u32>],
+    indices: &[u32],
+    rows_per_tile: usize,
+) -> Vec<Vec<u8>> {
+    let len = row_len(fast.encoder().hidden);
+    let rows = |i: u32| {
+        let first = (i as usize).saturating_mul(rows_per_tile).min(ids.len());
+        first..(first + rows_per_tile).min(ids.len())
+    };
+    let texts: Vec<&[u32]> = indices
+        .iter()
+        .flat_map(|&i| ids[rows(i)].iter().map(Vec::as_slice))
+        .collect();
+    let all = embed_rows(fast, &texts);
+    let mut at = 0;
+    indices
+        .iter()
+        .map(|&i| {
+            let n = rows(i).len() * len;
+            let mut tile = all[at..at + n].to_vec();
+            at += n;
+            tile.resize(rows_per_tile * len, 0);
+            tile
+        })
+        .collect()
+}
+
+/// Each text's int16 embedding, little-endian, one row after another, by `fast`: the texts in
+/// batches of at most [`BATCH`] (their rows stacked, each weight read once a batch), as many
+/// batches as keep every core busy, spread over the cores.
+pub fn embed_rows(fast: &Fast, texts: &[&[u32]]) -> Vec<u8> {
+    let len = row_len(fast.encoder().hidden);
+    let mut out = vec![0u8; texts.len() * len];
+    let threads = rayon::current_num_threads().max(1);
+    let batches = texts.len().div_ceil(BATCH).next_multiple_of(threads);
+    let size = texts.len().div_ceil(batches.max(1)).max(1);
+    out.par_chunks_mut(size * len)
+        .zip(texts.par_chunks(size))
         .for_each(|(rows, batch)| {
             for (row, e) in rows.chunks_exact_mut(len).zip(fast.embed(batch)) {
                 for (c, v) in e.iter().enumerate() {
@@ -591,4 +636,54 @@ pub fn cosine(embedding: &[u8], reference: &[f32]) -> f64 {
         .sum::<f64>()
         .sqrt();
     dot / (na * nb).max(f64::MIN_POSITIVE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use compute_market_protocol::encoder::{random_encoder, RandomShape};
+    use std::sync::Arc;
+
+    /// The market's path, tiles' texts run together in batches across tiles (asked in any
+    /// order, one twice, the last tile partial), gives each tile the bytes of its texts
+    /// embedded alone by the reference, zero rows past the last text.
+    #[test]
+    fn tiles_run_together_equal_each_text_alone() {
+        let shape = RandomShape {
+            hidden: 45,
+            heads: 3,
+            ffn: 101,
+            blocks: 2,
+            vocab: 50,
+            positions: 40,
+        };
+        let e = Arc::new(random_encoder(shape, 7));
+        e.check().unwrap();
+        let ids: Vec<Vec<u32>> = (0..37)
+            .map(|k| {
+                (0..1 + k * 7 % 40)
+                    .map(|p| ((p * 11 + k) % 50) as u32)
+                    .collect()
+            })
+            .collect();
+        let len = row_len(e.hidden);
+        let want = |i: usize| -> Vec<u8> {
+            let mut tile = vec![0u8; 3 * len];
+            for (r, text) in ids.iter().skip(3 * i).take(3).enumerate() {
+                for (c, v) in e.embed(text).iter().enumerate() {
+                    tile[r * len + 2 * c..][..2].copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            tile
+        };
+        for set in gemm::KernelSet::here() {
+            let fast = Fast::new(e.clone(), set);
+            let indices = [12u32, 0, 5, 5, 7, 11];
+            let tiles = run_tiles(&fast, &ids, &indices, 3);
+            for (&i, tile) in indices.iter().zip(&tiles) {
+                assert_eq!(tile, &want(i as usize), "{}: tile {i}", set.name());
+            }
+            assert_eq!(run_rows(&fast, &ids, 36, 3), want(12), "{}", set.name());
+        }
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use clap::Args;
 use compute_market_keeper::{bench, compute::cpu::CpuBackend};
 
@@ -17,11 +17,30 @@ pub struct BenchArgs {
     /// cpu, cuda, or auto: the CPU and, when a GPU passes its self-test, CUDA side by side.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     backend: Backend,
+    /// Only the encoder, on these texts (one a line, as `task post --texts` takes them): the
+    /// model parsed and packed and the texts tokenized once, the encoder alone timed (median
+    /// of three). What `scripts/peer-bench` sets beside sentence-transformers.
+    #[arg(long, value_name = "FILE")]
+    encoder_texts: Option<std::path::PathBuf>,
+    /// The encoder for `--encoder-texts` [default: the MiniLM integer model in the cache].
+    #[arg(long, value_name = "FILE", requires = "encoder_texts")]
+    model: Option<std::path::PathBuf>,
 }
 
 impl BenchArgs {
     /// Measures and prints the report.
     pub fn execute(self, ctx: &Ctx) -> Result<()> {
+        if let Some(texts) = &self.encoder_texts {
+            let model = self
+                .model
+                .clone()
+                .unwrap_or_else(compute_market_keeper::compute::encoder::minilm_path);
+            let read = |p: &std::path::Path| {
+                std::fs::read(p).with_context(|| format!("reading {}", p.display()))
+            };
+            let alone = bench::encoder_alone(&read(&model)?, &read(texts)?)?;
+            return ctx.print(&alone);
+        }
         let max = compute_market_protocol::job::MAX_MATRIX_DIM;
         ensure!(
             self.sizes.iter().all(|&n| (1..=max).contains(&n)),

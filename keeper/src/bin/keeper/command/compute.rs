@@ -35,12 +35,15 @@ impl ComputeArgs {
         let bars = progress_bars();
         let report = |done: u64, all: u64| bars("computing", done, all);
         let mut warnings = vec![];
+        let start = std::time::Instant::now();
+        let prepare;
         let local = match self.job.jobs(client.as_ref(), 1)? {
             Jobs::Data(_, prepared) => {
                 for w in &prepared.warnings {
                     tracing::warn!("{w}");
                 }
                 warnings = prepared.warnings.clone();
+                prepare = start.elapsed().as_secs_f64();
                 clientdata::compute_locally(
                     &prepared.job,
                     Some(&prepared),
@@ -50,9 +53,14 @@ impl ComputeArgs {
                 )?
             }
             Jobs::Generated(jobs) => {
+                prepare = start.elapsed().as_secs_f64();
                 clientdata::compute_locally(&jobs[0].1, None, backend.as_ref(), &report, &self.out)?
             }
         };
+        let mut local = local;
+        local
+            .phases
+            .insert("prepare", clientdata::round_ms(prepare));
         let mut v = serde_json::to_value(&local)?;
         if let Some(o) = v.as_object_mut().filter(|_| !warnings.is_empty()) {
             o.insert("warnings".into(), warnings.into());
