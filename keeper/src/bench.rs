@@ -254,13 +254,14 @@ pub fn encoder_alone(model: &[u8], texts: &[u8]) -> Result<EncoderAlone> {
     let (_, seconds) = median_of(3, || {
         Ok(std::hint::black_box(encoder::embed_rows(&fast, &refs)))
     })?;
+    let tokens: usize = ids.iter().map(Vec::len).sum();
     Ok(EncoderAlone {
         texts: ids.len(),
-        tokens: ids.iter().map(Vec::len).sum(),
+        tokens,
         kernels: fast.set().name().into(),
         seconds,
         texts_per_s: ids.len() as f64 / seconds,
-        tokens_per_s: ids.iter().map(Vec::len).sum::<usize>() as f64 / seconds,
+        tokens_per_s: tokens as f64 / seconds,
     })
 }
 

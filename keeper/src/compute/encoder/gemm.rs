@@ -333,8 +333,9 @@ mod x86 {
                 }
             }
         }
-        // SAFETY: eight vectors of 16 int32 are eight rows of 16 int32
-        unsafe { std::mem::transmute((a0, a1)) }
+        // SAFETY: eight vectors of 16 int32 are eight rows of 16 int32 (each array on its own:
+        // a tuple's layout is not fixed)
+        unsafe { [std::mem::transmute(a0), std::mem::transmute(a1)] }
     }
 
     /// 4 rows × 16 channels in eight 256-bit sums, each step `madd(sum, pairs, weights)`.

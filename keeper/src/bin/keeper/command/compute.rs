@@ -37,7 +37,7 @@ impl ComputeArgs {
         let mut warnings = vec![];
         let start = std::time::Instant::now();
         let prepare;
-        let local = match self.job.jobs(client.as_ref(), 1)? {
+        let mut local = match self.job.jobs(client.as_ref(), 1)? {
             Jobs::Data(_, prepared) => {
                 for w in &prepared.warnings {
                     tracing::warn!("{w}");
@@ -57,7 +57,6 @@ impl ComputeArgs {
                 clientdata::compute_locally(&jobs[0].1, None, backend.as_ref(), &report, &self.out)?
             }
         };
-        let mut local = local;
         local
             .phases
             .insert("prepare", clientdata::round_ms(prepare));
