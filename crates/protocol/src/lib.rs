@@ -34,6 +34,8 @@
 
 pub mod availability;
 pub mod commit;
+#[cfg(not(target_os = "solana"))]
+pub mod decoder;
 pub mod dispute;
 #[cfg(not(target_os = "solana"))]
 pub mod encoder;

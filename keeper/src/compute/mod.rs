@@ -7,6 +7,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod decoder;
 pub mod device;
 pub mod encoder;
 pub mod freivalds;

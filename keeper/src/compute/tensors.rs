@@ -82,3 +82,42 @@ pub fn i32s(b: &[u8]) -> Vec<i32> {
         .map(|c| i32::from_le_bytes(c.try_into().expect("4 bytes")))
         .collect()
 }
+
+/// A model file's tensors by name, each taken once (what is left over is refused).
+pub struct Tensors<'a>(pub HashMap<String, (Dtype, Vec<usize>, &'a [u8])>);
+
+impl<'a> Tensors<'a> {
+    /// The tensor `name` of `dtype`: its shape and bytes.
+    pub fn take(&mut self, name: &str, dtype: Dtype) -> Result<(Vec<usize>, &'a [u8])> {
+        let (d, shape, data) = self
+            .0
+            .remove(name)
+            .ok_or_else(|| anyhow!("the model has no tensor {name:?}"))?;
+        ensure!(
+            d == dtype,
+            "the model's {name} is {d:?}, it must be {dtype:?}"
+        );
+        Ok((shape, data))
+    }
+
+    /// An `I32` vector.
+    pub fn vector(&mut self, name: &str) -> Result<Vec<i32>> {
+        let (shape, data) = self.take(name, Dtype::I32)?;
+        ensure!(
+            shape.len() == 1,
+            "the model's {name} has shape {shape:?}, it must be a vector"
+        );
+        Ok(i32s(data))
+    }
+
+    /// An `I32` [1].
+    pub fn scalar(&mut self, name: &str) -> Result<i32> {
+        let v = self.vector(name)?;
+        ensure!(
+            v.len() == 1,
+            "the model's {name} holds {} values, it must hold 1",
+            v.len()
+        );
+        Ok(v[0])
+    }
+}

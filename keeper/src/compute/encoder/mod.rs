@@ -22,7 +22,7 @@ use tokenizers::processors::bert::BertProcessing;
 use tokenizers::Tokenizer;
 
 use self::cpu::{Fast, BATCH};
-use super::tensors::{i32s, tensors};
+use super::tensors::{tensors, Tensors};
 
 /// A model file's encoder and tokenizer.
 pub struct Model {
@@ -110,44 +110,7 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model> {
     })
 }
 
-/// A model file's tensors by name, each taken once (what is left over is refused).
-struct Tensors<'a>(std::collections::HashMap<String, (Dtype, Vec<usize>, &'a [u8])>);
-
-impl<'a> Tensors<'a> {
-    /// The tensor `name` of `dtype`: its shape and bytes.
-    fn take(&mut self, name: &str, dtype: Dtype) -> Result<(Vec<usize>, &'a [u8])> {
-        let (d, shape, data) = self
-            .0
-            .remove(name)
-            .ok_or_else(|| anyhow!("the model has no tensor {name:?}"))?;
-        ensure!(
-            d == dtype,
-            "the model's {name} is {d:?}, it must be {dtype:?}"
-        );
-        Ok((shape, data))
-    }
-
-    /// An `I32` vector.
-    fn vector(&mut self, name: &str) -> Result<Vec<i32>> {
-        let (shape, data) = self.take(name, Dtype::I32)?;
-        ensure!(
-            shape.len() == 1,
-            "the model's {name} has shape {shape:?}, it must be a vector"
-        );
-        Ok(i32s(data))
-    }
-
-    /// An `I32` [1].
-    fn scalar(&mut self, name: &str) -> Result<i32> {
-        let v = self.vector(name)?;
-        ensure!(
-            v.len() == 1,
-            "the model's {name} holds {} values, it must hold 1",
-            v.len()
-        );
-        Ok(v[0])
-    }
-
+impl Tensors<'_> {
     fn requant(&mut self, p: &str) -> Result<Requant> {
         Ok(Requant {
             m: self.vector(&format!("{p}.m"))?,

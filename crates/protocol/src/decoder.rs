@@ -1,0 +1,577 @@
+//! Integer-only decoder (PROTOCOL §5, Generate): a llama-family causal language model with every
+//! step an integer rule — 4-bit weights with integer block scales (a GGUF `Q4_1`/`Q8_0` model
+//! kept exactly), int64 accumulators, RMSNorm with an exact integer square root, RoPE from an
+//! integer table, grouped-query attention with the exp-table softmax, SwiGLU from a sigmoid
+//! table, tied logits in Q16 — and a KV cache, so that generating token by token and one prefill
+//! over the same tokens give the same logits bit for bit.
+//!
+//! This is the reference: plain loops that read as the protocol's text, every bound checked by
+//! [`Decoder::check`] so that no step can overflow for any token sequence. Tokenization and
+//! reading the model file are the keeper's business; this module takes token ids and tensors.
+
+use crate::infer::ModelError;
+
+/// Weights come in blocks of 32 along the input, each with its own integer scale (and minimum).
+pub const BLOCK: usize = 32;
+/// Every residual term and sum is clamped to `±2^30`.
+pub const RES_MAX: i64 = 1 << 30;
+/// q and k before RoPE are clamped to `±(2^14 − 1)` (after it they are within `±2^15`).
+pub const QK_MAX: i64 = 16_383;
+/// Largest int16 activation (symmetric).
+pub const Y_MAX: i64 = 32_767;
+/// RMSNorm's normalized value and the RoPE table are Q14.
+pub const FRAC: u32 = 14;
+/// Entries of the exp table (`E[t] ≈ 2^20 · e^(−t/1024)` in the converter; to the protocol any
+/// values in `0 ..= 2^20` with `E[0] ≥ 1`).
+pub const EXP_LEN: usize = 16_384;
+/// Largest exp-table entry.
+pub const EXP_MAX: i32 = 1 << 20;
+/// Entries of the sigmoid table, indexed by `i + SIG_LEN / 2` for `i ∈ −4096 ..= 4095`
+/// (`σ(i / 256)` in Q15 in the converter; any values in `0 ..= 2^15` to the protocol).
+pub const SIG_LEN: usize = 8_192;
+/// Largest magnitude of an accumulator any dense layer may reach: `2^53`, so that every sum is
+/// exact in int64 and in float64 alike (numpy's reference, a browser's).
+pub const ACC_MAX: i128 = 1 << 53;
+/// Most layers.
+pub const MAX_LAYERS: usize = 64;
+/// Widest hidden state.
+pub const MAX_WIDTH: usize = 4_096;
+/// Widest feed-forward layer.
+pub const MAX_FFN: usize = 16_384;
+/// Largest vocabulary.
+pub const MAX_VOCAB: usize = 262_144;
+/// Most positions (the RoPE table's rows): prompt and generated tokens together.
+pub const MAX_POSITIONS: usize = 8_192;
+
+fn refuse<T>(msg: String) -> Result<T, ModelError> {
+    Err(ModelError(msg))
+}
+
+/// Per-channel requantization in exact (128-bit) arithmetic:
+/// `clamp(⌊(acc · m[c] + 2^(s[c]−1)) / 2^s[c]⌋, lo, hi)`, `|m|` in `1 ..= 2^31 − 1` (signed: a
+/// norm's gain may be negative), `s` in `1 ..= 94`.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Rq {
+    /// Multipliers, one per channel.
+    pub m: Vec<i32>,
+    /// Shifts, one per channel.
+    pub s: Vec<i32>,
+}
+
+/// `clamp(⌊(acc · m + 2^(s−1)) / 2^s⌋, lo, hi)` in 128-bit arithmetic (`s ≥ 1`).
+#[inline]
+pub fn rq(acc: i64, m: i32, s: i32, lo: i64, hi: i64) -> i64 {
+    let v = (i128::from(acc) * i128::from(m) + (1i128 << (s - 1))) >> s;
+    v.clamp(i128::from(lo), i128::from(hi)) as i64
+}
+
+impl Rq {
+    /// Channel `c` of `acc`, requantized and clamped to `lo ..= hi`.
+    #[inline]
+    pub fn apply(&self, c: usize, acc: i64, lo: i64, hi: i64) -> i64 {
+        rq(acc, self.m[c], self.s[c], lo, hi)
+    }
+
+    fn check(&self, what: &str, channels: usize, min_shift: i32) -> Result<(), ModelError> {
+        if self.m.len() != channels || self.s.len() != channels {
+            return refuse(format!(
+                "{what}'s multipliers and shifts hold {} and {} values, {channels} are needed",
+                self.m.len(),
+                self.s.len()
+            ));
+        }
+        if let Some(c) = self.m.iter().position(|&m| m == 0 || m == i32::MIN) {
+            return refuse(format!(
+                "{what}'s multiplier {c} is {}: ±(1 ..= 2^31 − 1)",
+                self.m[c]
+            ));
+        }
+        if let Some(c) = self.s.iter().position(|&s| !(min_shift..=94).contains(&s)) {
+            return refuse(format!(
+                "{what}'s shift {c} is {}: {min_shift} ..= 94",
+                self.s[c]
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A dense layer `out × inp` with block-quantized weights
+/// `W[o][j] = d[o][j / 32] · q[o][j] + min[o][j / 32]` (`q` 4-bit, `0 ..= 15`, two to a byte as
+/// GGUF's `Q4_1` blocks hold them) and the requantization of its accumulators.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Dense {
+    /// Inputs (a multiple of 32).
+    pub inp: usize,
+    /// Outputs.
+    pub out: usize,
+    /// Row `o`'s block `b` is bytes `(o · inp + 32 b) / 2 ..` + 16: byte `i` holds element
+    /// `32 b + i` in its low nibble and `32 b + 16 + i` in its high one.
+    pub q4: Vec<u8>,
+    /// Block scales, `out × inp / 32`.
+    pub d: Vec<i32>,
+    /// Block minimums, `out × inp / 32`.
+    pub min: Vec<i32>,
+    /// One per output.
+    pub rq: Rq,
+}
+
+impl Dense {
+    /// `q[o][j]`.
+    #[inline]
+    pub fn q(&self, o: usize, j: usize) -> i64 {
+        let (b, i) = (j / BLOCK, j % BLOCK);
+        let byte = self.q4[(o * self.inp + b * BLOCK) / 2 + i % 16];
+        i64::from(if i < 16 { byte & 15 } else { byte >> 4 })
+    }
+
+    /// `W[o][j]`.
+    pub fn w(&self, o: usize, j: usize) -> i64 {
+        let b = o * (self.inp / BLOCK) + j / BLOCK;
+        i64::from(self.d[b]) * self.q(o, j) + i64::from(self.min[b])
+    }
+
+    /// `Σ_j W[o][j] · x[j]` for one input row, block by block (exact in int64: [`Decoder::check`]).
+    pub fn acc(&self, x: &[i64], o: usize) -> i64 {
+        let nb = self.inp / BLOCK;
+        (0..nb)
+            .map(|b| {
+                let xs = &x[b * BLOCK..(b + 1) * BLOCK];
+                let qx: i64 = xs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| self.q(o, b * BLOCK + i) * v)
+                    .sum();
+                let sx: i64 = xs.iter().sum();
+                i64::from(self.d[o * nb + b]) * qx + i64::from(self.min[o * nb + b]) * sx
+            })
+            .sum()
+    }
+
+    /// Every output of one input row, requantized to `lo ..= hi` (`shift_down` subtracted from
+    /// each shift: the down projection's per-token exponent).
+    pub fn apply(&self, x: &[i64], lo: i64, hi: i64, shift_down: i32) -> Vec<i64> {
+        (0..self.out)
+            .map(|o| {
+                rq(
+                    self.acc(x, o),
+                    self.rq.m[o],
+                    self.rq.s[o] - shift_down,
+                    lo,
+                    hi,
+                )
+            })
+            .collect()
+    }
+
+    /// Shapes, lengths, nibbles, requantization, and the accumulator bound for inputs of
+    /// magnitude at most 32 767, row by row: `32 767 · Σ_j |W[o][j]| ≤ 2^53`.
+    fn check(&self, what: &str, inp: usize, out: usize, min_shift: i32) -> Result<(), ModelError> {
+        if self.inp != inp || self.out != out {
+            return refuse(format!(
+                "the shapes do not chain: {what} is {}×{}, it must be {out}×{inp}",
+                self.out, self.inp
+            ));
+        }
+        let nb = inp / BLOCK;
+        if self.q4.len() != inp * out / 2 || self.d.len() != nb * out || self.min.len() != nb * out
+        {
+            return refuse(format!(
+                "{what} holds {} weight bytes and {} and {} block scales and minimums; its shape needs {}, {} and {}",
+                self.q4.len(),
+                self.d.len(),
+                self.min.len(),
+                inp * out / 2,
+                nb * out,
+                nb * out
+            ));
+        }
+        self.rq.check(what, out, min_shift)?;
+        for o in 0..out {
+            let sum: i128 = (0..inp).map(|j| i128::from(self.w(o, j).abs())).sum();
+            if sum * i128::from(Y_MAX as i32) > ACC_MAX {
+                return refuse(format!(
+                    "{what}'s accumulators could pass 2^53: 32767 · Σ|W[{o}][j]| = {}",
+                    sum * 32_767
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One decoder layer.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Layer {
+    /// RMSNorm before attention: per-channel gain and output scale as one requantization.
+    pub ln1: Rq,
+    #[allow(missing_docs)]
+    pub q: Dense,
+    #[allow(missing_docs)]
+    pub k: Dense,
+    #[allow(missing_docs)]
+    pub v: Dense,
+    /// Scores to exp-table steps: `(m, s)`.
+    pub att: (i32, i32),
+    /// Attention output into the residual stream.
+    pub o: Dense,
+    /// RMSNorm before the feed-forward.
+    pub ln2: Rq,
+    #[allow(missing_docs)]
+    pub gate: Dense,
+    #[allow(missing_docs)]
+    pub up: Dense,
+    /// Gate values to sigmoid-table steps: `(m, s)`.
+    pub sig: (i32, i32),
+    /// Feed-forward output into the residual stream (its shifts less the per-token exponent).
+    pub down: Dense,
+}
+
+/// The whole decoder.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Decoder {
+    /// Hidden width H (a multiple of 32).
+    pub width: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (dividing `heads`).
+    pub kv_heads: usize,
+    /// Width of one head (even).
+    pub head_dim: usize,
+    /// RMSNorm's ε in residual units squared.
+    pub eps: i64,
+    /// `[position][pair][cos, sin]`, Q14.
+    pub rope: Vec<i16>,
+    /// `E[t]`, [`EXP_LEN`] entries.
+    pub exp: Vec<i32>,
+    /// `σ`, [`SIG_LEN`] entries, Q15.
+    pub sigmoid: Vec<i32>,
+    /// Token embeddings `vocab × H` (int8, `Q8_0`'s values) and their block scales
+    /// `vocab × H / 32`: `E[t][c] = d[t][c / 32] · q[t][c]`, tied to the logits.
+    pub emb_q: Vec<i8>,
+    #[allow(missing_docs)]
+    pub emb_d: Vec<i32>,
+    /// An embedding row into the residual stream, per token.
+    pub emb_rq: Rq,
+    /// The final RMSNorm.
+    pub out: Rq,
+    /// Logits to Q16, per token.
+    pub lm_rq: Rq,
+    /// The layers, first to last.
+    pub layers: Vec<Layer>,
+}
+
+/// Keys and values of the positions seen so far, per layer (`kv_heads × head_dim` each).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cache {
+    /// Per layer: keys after RoPE, position-major.
+    pub k: Vec<Vec<i16>>,
+    /// Per layer: values, position-major.
+    pub v: Vec<Vec<i16>>,
+    /// Positions held.
+    pub len: usize,
+}
+
+impl Decoder {
+    /// Tokens the vocabulary holds.
+    pub fn vocab(&self) -> usize {
+        self.emb_q.len() / self.width.max(1)
+    }
+
+    /// Most positions (prompt and generated tokens together): the RoPE table's rows.
+    pub fn positions(&self) -> usize {
+        self.rope.len() / self.head_dim.max(1)
+    }
+
+    /// Feed-forward width.
+    pub fn ffn(&self) -> usize {
+        self.layers.first().map_or(0, |l| l.gate.out)
+    }
+
+    /// Every bound, so that no step of [`forward`](Self::forward) can overflow for any ids below
+    /// [`vocab`](Self::vocab) and up to [`positions`](Self::positions) of them.
+    pub fn check(&self) -> Result<(), ModelError> {
+        let h = self.width;
+        if h == 0 || h > MAX_WIDTH || !h.is_multiple_of(BLOCK) {
+            return refuse(format!(
+                "the width is {h}: a multiple of 32 in 32 ..= {MAX_WIDTH}"
+            ));
+        }
+        if self.heads == 0 || self.kv_heads == 0 || !self.heads.is_multiple_of(self.kv_heads) {
+            return refuse(format!(
+                "{} key/value heads do not divide {} query heads",
+                self.kv_heads, self.heads
+            ));
+        }
+        let hd = self.head_dim;
+        if hd == 0 || !hd.is_multiple_of(2) || hd > 256 {
+            return refuse(format!("the head width is {hd}: even, 2 ..= 256"));
+        }
+        let (qw, kw) = (self.heads * hd, self.kv_heads * hd);
+        if !qw.is_multiple_of(BLOCK) || !kw.is_multiple_of(BLOCK) {
+            return refuse(format!(
+                "heads × head width ({qw}, {kw}) must be multiples of 32"
+            ));
+        }
+        if self.layers.is_empty() || self.layers.len() > MAX_LAYERS {
+            return refuse(format!("{} layers: 1 ..= {MAX_LAYERS}", self.layers.len()));
+        }
+        let vocab = self.vocab();
+        if self.emb_q.len() != vocab * h || !(1..=MAX_VOCAB).contains(&vocab) {
+            return refuse(format!(
+                "the embeddings hold {} values: a whole number of rows of {h}, 1 ..= {MAX_VOCAB} rows",
+                self.emb_q.len()
+            ));
+        }
+        if self.emb_d.len() != vocab * (h / BLOCK) {
+            return refuse(format!(
+                "the embeddings' block scales hold {} values, {} are needed",
+                self.emb_d.len(),
+                vocab * (h / BLOCK)
+            ));
+        }
+        let positions = self.positions();
+        if self.rope.len() != positions * hd || !(1..=MAX_POSITIONS).contains(&positions) {
+            return refuse(format!(
+                "the RoPE table holds {} values: rows of {hd}, 1 ..= {MAX_POSITIONS} rows",
+                self.rope.len()
+            ));
+        }
+        if self.rope.iter().any(|&c| i64::from(c).abs() > 1 << FRAC) {
+            return refuse("a RoPE table entry is outside ±2^14".into());
+        }
+        if self.eps < 0 || self.eps > 1 << 62 {
+            return refuse(format!("ε is {}: 0 ..= 2^62", self.eps));
+        }
+        if self.exp.len() != EXP_LEN
+            || self.exp[0] < 1
+            || self.exp.iter().any(|&e| !(0..=EXP_MAX).contains(&e))
+        {
+            return refuse(format!(
+                "the exp table must have {EXP_LEN} entries in 0 ..= 2^20, the first ≥ 1"
+            ));
+        }
+        if self.sigmoid.len() != SIG_LEN
+            || self.sigmoid.iter().any(|&e| !(0..=1 << 15).contains(&e))
+        {
+            return refuse(format!(
+                "the sigmoid table must have {SIG_LEN} entries in 0 ..= 2^15"
+            ));
+        }
+        // an embedding row's value |d · q| ≤ 2^31 · 127, times m < 2^31: within 128 bits
+        self.emb_rq.check("the embeddings", vocab, 1)?;
+        self.lm_rq.check("the logits", vocab, 1)?;
+        self.out.check("the final norm", h, 1)?;
+        for t in 0..vocab {
+            let sum: i128 = (0..h)
+                .map(|c| {
+                    i128::from(self.emb_d[t * (h / BLOCK) + c / BLOCK]).abs()
+                        * i128::from(self.emb_q[t * h + c]).abs()
+                })
+                .sum();
+            if sum * 32_767 > ACC_MAX {
+                return refuse(format!(
+                    "the logits' accumulators could pass 2^53 at token {t}"
+                ));
+            }
+        }
+        let f = self.ffn();
+        if f == 0 || f > MAX_FFN || !f.is_multiple_of(BLOCK) {
+            return refuse(format!(
+                "the feed-forward width is {f}: a multiple of 32 in 32 ..= {MAX_FFN}"
+            ));
+        }
+        for (i, l) in self.layers.iter().enumerate() {
+            let p = |n: &str| format!("layer {i}'s {n}");
+            l.ln1.check(&p("ln1"), h, 1)?;
+            l.ln2.check(&p("ln2"), h, 1)?;
+            l.q.check(&p("q"), h, qw, 1)?;
+            l.k.check(&p("k"), h, kw, 1)?;
+            l.v.check(&p("v"), h, kw, 1)?;
+            l.o.check(&p("o"), qw, h, 1)?;
+            l.gate.check(&p("gate"), h, f, 1)?;
+            l.up.check(&p("up"), h, f, 1)?;
+            // the per-token exponent k ≤ 30 (|p| < 2^45) comes off these shifts
+            l.down.check(&p("down"), f, h, 31)?;
+            for (n, (m, s)) in [("att", l.att), ("sig", l.sig)] {
+                if m == 0 || m == i32::MIN || !(1..=94).contains(&s) {
+                    return refuse(format!("{}: multiplier {m}, shift {s}", p(n)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An empty cache for this decoder.
+    pub fn cache(&self) -> Cache {
+        Cache {
+            k: vec![vec![]; self.layers.len()],
+            v: vec![vec![]; self.layers.len()],
+            len: 0,
+        }
+    }
+
+    /// The residual stream's row for token `t`.
+    pub fn embed(&self, t: usize) -> Vec<i64> {
+        let h = self.width;
+        (0..h)
+            .map(|c| {
+                let v = i64::from(self.emb_d[t * (h / BLOCK) + c / BLOCK])
+                    * i64::from(self.emb_q[t * h + c]);
+                self.emb_rq.apply(t, v, -RES_MAX, RES_MAX)
+            })
+            .collect()
+    }
+
+    /// The tokens `ids` after those in `cache` (which they extend): the final norm's output
+    /// row for each (int16), for [`logits`](Self::logits). Ids must be below
+    /// [`vocab`](Self::vocab) and the positions within [`positions`](Self::positions).
+    pub fn forward(&self, ids: &[u32], cache: &mut Cache) -> Vec<Vec<i64>> {
+        let start = cache.len;
+        assert!(start + ids.len() <= self.positions(), "past the RoPE table");
+        let mut xs: Vec<Vec<i64>> = ids.iter().map(|&t| self.embed(t as usize)).collect();
+        for (i, l) in self.layers.iter().enumerate() {
+            for (n, x) in xs.iter_mut().enumerate() {
+                self.layer(l, &mut cache.k[i], &mut cache.v[i], start + n, x);
+            }
+        }
+        cache.len += ids.len();
+        xs.iter()
+            .map(|x| rms_norm(x, &self.out, self.eps))
+            .collect()
+    }
+
+    /// One layer on the residual row `x` at position `pos`, its key and value appended.
+    fn layer(&self, l: &Layer, kc: &mut Vec<i16>, vc: &mut Vec<i16>, pos: usize, x: &mut [i64]) {
+        let (hd, grp) = (self.head_dim, self.heads / self.kv_heads);
+        let y = rms_norm(x, &l.ln1, self.eps);
+        let mut q = l.q.apply(&y, -QK_MAX, QK_MAX, 0);
+        let mut k = l.k.apply(&y, -QK_MAX, QK_MAX, 0);
+        let v = l.v.apply(&y, -Y_MAX, Y_MAX, 0);
+        self.rotate(&mut q, pos);
+        self.rotate(&mut k, pos);
+        kc.extend(k.iter().map(|&e| e as i16));
+        vc.extend(v.iter().map(|&e| e as i16));
+        let kw = self.kv_heads * hd;
+        let seen = pos + 1;
+        let mut ctx = vec![0i64; self.heads * hd];
+        for h in 0..self.heads {
+            let kvh = h / grp;
+            let qh = &q[h * hd..(h + 1) * hd];
+            let scores: Vec<i64> = (0..seen)
+                .map(|j| {
+                    let kj = &kc[j * kw + kvh * hd..j * kw + (kvh + 1) * hd];
+                    qh.iter().zip(kj).map(|(&a, &b)| a * i64::from(b)).sum()
+                })
+                .collect();
+            let top = *scores.iter().max().expect("one position at least");
+            let e: Vec<i64> = scores
+                .iter()
+                .map(|&s| {
+                    let d = (top - s).min((1 << 32) - 1);
+                    i64::from(self.exp[rq(d, l.att.0, l.att.1, 0, EXP_LEN as i64 - 1) as usize])
+                })
+                .collect();
+            let den: i64 = e.iter().sum();
+            for d in 0..hd {
+                let num: i64 = (0..seen)
+                    .map(|j| e[j] * i64::from(vc[j * kw + kvh * hd + d]))
+                    .sum();
+                ctx[h * hd + d] = (2 * num + den).div_euclid(2 * den);
+            }
+        }
+        let o = l.o.apply(&ctx, -RES_MAX, RES_MAX, 0);
+        for (x, o) in x.iter_mut().zip(o) {
+            *x = (*x + o).clamp(-RES_MAX, RES_MAX);
+        }
+        let y2 = rms_norm(x, &l.ln2, self.eps);
+        let g = l.gate.apply(&y2, -Y_MAX, Y_MAX, 0);
+        let u = l.up.apply(&y2, -Y_MAX, Y_MAX, 0);
+        let half = SIG_LEN as i64 / 2;
+        let p: Vec<i64> = g
+            .iter()
+            .zip(&u)
+            .map(|(&g, &u)| {
+                let i = rq(g, l.sig.0, l.sig.1, -half, half - 1) + half;
+                g * i64::from(self.sigmoid[i as usize]) * u
+            })
+            .collect();
+        let top = p.iter().map(|v| v.unsigned_abs()).max().unwrap_or(0);
+        let k = (64 - top.leading_zeros()).saturating_sub(15);
+        let hh: Vec<i64> = p
+            .iter()
+            .map(|&v| {
+                let r = if k > 0 { (v + (1 << (k - 1))) >> k } else { v };
+                r.clamp(-Y_MAX, Y_MAX)
+            })
+            .collect();
+        let f = l.down.apply(&hh, -RES_MAX, RES_MAX, k as i32);
+        for (x, f) in x.iter_mut().zip(f) {
+            *x = (*x + f).clamp(-RES_MAX, RES_MAX);
+        }
+    }
+
+    /// RoPE on each head of `x` at position `pos`: pair `(a, b)` at `2i, 2i + 1` becomes
+    /// `(⌊(a c − b s + 2^13) / 2^14⌋, ⌊(a s + b c + 2^13) / 2^14⌋)`.
+    fn rotate(&self, x: &mut [i64], pos: usize) {
+        let hd = self.head_dim;
+        for head in x.chunks_exact_mut(hd) {
+            for i in 0..hd / 2 {
+                let c = i64::from(self.rope[pos * hd + 2 * i]);
+                let s = i64::from(self.rope[pos * hd + 2 * i + 1]);
+                let (a, b) = (head[2 * i], head[2 * i + 1]);
+                head[2 * i] = (a * c - b * s + (1 << (FRAC - 1))) >> FRAC;
+                head[2 * i + 1] = (a * s + b * c + (1 << (FRAC - 1))) >> FRAC;
+            }
+        }
+    }
+
+    /// The Q16 logits of a final-norm row: `rq(Σ_c E[t][c] · y[c], lm[t])` per token `t`.
+    pub fn logits(&self, y: &[i64]) -> Vec<i64> {
+        let h = self.width;
+        (0..self.vocab())
+            .map(|t| {
+                let acc: i64 = (0..h)
+                    .map(|c| {
+                        i64::from(self.emb_d[t * (h / BLOCK) + c / BLOCK])
+                            * i64::from(self.emb_q[t * h + c])
+                            * y[c]
+                    })
+                    .sum();
+                self.lm_rq.apply(t, acc, -RES_MAX, RES_MAX)
+            })
+            .collect()
+    }
+}
+
+/// The first index of the largest value (greedy decoding: the lowest token id wins a tie).
+pub fn argmax(v: &[i64]) -> usize {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// Integer RMSNorm of a residual row, to int16: `sh` = the bits of `max|x|` over 26,
+/// `u = x ≫ sh`, `r = ⌊√((⌊Σu² / H⌋ + (ε ≫ 2 sh)) · 2^32)⌋` (so `r / 2^16` is u's RMS),
+/// `z = ⌊u · 2^30 / max(r, 1)⌋` (Q14), `y[c] = rq(z, g[c])` clamped to `±32 767`.
+pub fn rms_norm(x: &[i64], g: &Rq, eps: i64) -> Vec<i64> {
+    let top = x.iter().map(|v| v.unsigned_abs()).max().unwrap_or(0);
+    let sh = (64 - top.leading_zeros()).saturating_sub(26);
+    let u: Vec<i64> = x.iter().map(|&v| v >> sh).collect();
+    let ss: u128 = u.iter().map(|&v| (v.unsigned_abs() as u128).pow(2)).sum();
+    let ms = ss / x.len() as u128 + (eps >> (2 * sh)) as u128;
+    let r = isqrt(ms << 32).max(1) as i64;
+    u.iter()
+        .enumerate()
+        .map(|(c, &v)| g.apply(c, (v << 30).div_euclid(r), -Y_MAX, Y_MAX))
+        .collect()
+}
+
+/// `⌊√n⌋`, exactly.
+pub fn isqrt(n: u128) -> u128 {
+    n.isqrt()
+}

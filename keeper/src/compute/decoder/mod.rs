@@ -1,0 +1,332 @@
+//! Integer text generation on the CPU (PROTOCOL §5, Generate): the model file read and checked
+//! (every tensor's name, dtype and shape, then [`Decoder::check`]'s bounds), prompts wrapped in
+//! the model's chat template and tokenized with Hugging Face's `tokenizers` (the byte-level BPE
+//! the model file carries), and tokens generated greedily.
+//!
+//! The arithmetic is the protocol crate's ([`compute_market_protocol::decoder`]).
+
+use anyhow::{anyhow, bail, ensure, Context, Result};
+use compute_market_protocol::decoder::{argmax, Decoder, Dense, Layer, Rq, BLOCK, MAX_LAYERS};
+use safetensors::Dtype;
+use tokenizers::Tokenizer;
+
+use super::tensors::{i32s, tensors, Tensors};
+
+/// A model file's decoder, tokenizer and chat template.
+pub struct Model {
+    /// The integer decoder (checked).
+    pub decoder: Decoder,
+    /// The model's byte-level BPE.
+    pub tokenizer: Tokenizer,
+    /// The chat template before the user's prompt.
+    pub chat_pre: String,
+    /// The chat template after it, up to where the answer starts.
+    pub chat_post: String,
+    /// The end-of-turn token: generation stops after it.
+    pub eos: u32,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("width", &self.decoder.width)
+            .field("layers", &self.decoder.layers.len())
+            .field("vocab", &self.decoder.vocab())
+            .finish()
+    }
+}
+
+impl Model {
+    /// The token ids of one user prompt in the chat template.
+    pub fn prompt_ids(&self, prompt: &str) -> Result<Vec<u32>> {
+        let text = format!("{}{prompt}{}", self.chat_pre, self.chat_post);
+        let enc = self
+            .tokenizer
+            .encode(text, false)
+            .map_err(|e| anyhow!("tokenizing the prompt: {e}"))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    /// The text of generated ids (the end-of-turn token dropped).
+    pub fn text(&self, ids: &[u32]) -> Result<String> {
+        let ids: Vec<u32> = ids.iter().copied().filter(|&t| t != self.eos).collect();
+        self.tokenizer
+            .decode(&ids, true)
+            .map_err(|e| anyhow!("decoding the completion: {e}"))
+    }
+}
+
+/// The per-layer tensors of a model file, stacked along a first axis of B layers, taken once
+/// and split into layers.
+impl Tensors<'_> {
+    /// `I32` [B, n] as B rows of n (any n ≥ 1 when `n` is `None`).
+    fn i32_layers(&mut self, name: &str, layers: usize, n: Option<usize>) -> Result<Vec<Vec<i32>>> {
+        let (shape, data) = self.take(name, Dtype::I32)?;
+        let per = shape.get(1..).map_or(1, |s| s.iter().product::<usize>());
+        ensure!(
+            shape.first() == Some(&layers) && n.is_none_or(|n| per == n),
+            "the model's {name} has shape {shape:?}, it must be [{layers}, {}]",
+            n.map_or("…".into(), |n| n.to_string())
+        );
+        Ok(i32s(data)
+            .chunks_exact(per.max(1))
+            .map(<[i32]>::to_vec)
+            .collect())
+    }
+
+    /// A stacked `(m, s)` requantization: B of them.
+    fn rq_layers(&mut self, p: &str, layers: usize, n: usize) -> Result<Vec<Rq>> {
+        let m = self.i32_layers(&format!("{p}.m"), layers, Some(n))?;
+        let s = self.i32_layers(&format!("{p}.s"), layers, Some(n))?;
+        Ok(m.into_iter().zip(s).map(|(m, s)| Rq { m, s }).collect())
+    }
+
+    /// B dense layers `out × inp`.
+    fn dense_layers(
+        &mut self,
+        p: &str,
+        layers: usize,
+        out: usize,
+        inp: usize,
+    ) -> Result<Vec<Dense>> {
+        let (shape, q4) = self.take(&format!("{p}.q4"), Dtype::U8)?;
+        ensure!(
+            shape == [layers, out, inp / 2],
+            "the model's {p}.q4 has shape {shape:?}, it must be [{layers}, {out}, {}]",
+            inp / 2
+        );
+        let nb = inp / BLOCK;
+        let d = self.i32_layers(&format!("{p}.d"), layers, Some(out * nb))?;
+        let min = self.i32_layers(&format!("{p}.min"), layers, Some(out * nb))?;
+        let rq = self.rq_layers(p, layers, out)?;
+        Ok(q4
+            .chunks_exact(out * inp / 2)
+            .zip(d)
+            .zip(min)
+            .zip(rq)
+            .map(|(((q4, d), min), rq)| Dense {
+                inp,
+                out,
+                q4: q4.to_vec(),
+                d,
+                min,
+                rq,
+            })
+            .collect())
+    }
+
+    fn i32_matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<Vec<i32>> {
+        let (shape, data) = self.take(name, Dtype::I32)?;
+        ensure!(
+            shape == [rows, cols],
+            "the model's {name} has shape {shape:?}, it must be [{rows}, {cols}]"
+        );
+        Ok(i32s(data))
+    }
+
+    fn rq(&mut self, p: &str) -> Result<Rq> {
+        Ok(Rq {
+            m: self.vector(&format!("{p}.m"))?,
+            s: self.vector(&format!("{p}.s"))?,
+        })
+    }
+
+    fn text(&mut self, name: &str) -> Result<String> {
+        let (_, b) = self.take(name, Dtype::U8)?;
+        String::from_utf8(b.to_vec()).map_err(|_| anyhow!("the model's {name} is not UTF-8"))
+    }
+}
+
+/// Reads and checks a model file (PROTOCOL §5, Generate): `dims` `I32` [6] (layers, width,
+/// feed-forward, heads, key/value heads, head width), `eps` `I64` [1], `rope` `I16`
+/// [positions, head width / 2, 2], `exp`, `sigmoid` `I32`, the embeddings (`emb.q` `I8`,
+/// `emb.d` `I32`, `emb.m/.s`), `out.m/.s`, `lm.m/.s`, the layers' tensors stacked along a first axis of B, the tokenizer (`tokenizer`
+/// `U8`, Hugging Face JSON), the chat template (`chat.pre`, `chat.post` `U8`) and `eos` `I32`
+/// [1]; nothing else.
+pub fn parse_model(bytes: &[u8]) -> Result<Model> {
+    let mut t = Tensors(tensors(bytes, "the model")?);
+    let dims = t.vector("dims")?;
+    let [layers, width, ffn, heads, kv_heads, head_dim] = dims[..] else {
+        bail!(
+            "the model's dims hold {} values, it must hold 6",
+            dims.len()
+        );
+    };
+    let u =
+        |v: i32, what: &str| usize::try_from(v).map_err(|_| anyhow!("the model's {what} is {v}"));
+    let (layers, width, ffn) = (
+        u(layers, "layer count")?,
+        u(width, "width")?,
+        u(ffn, "feed-forward width")?,
+    );
+    ensure!(
+        (1..=MAX_LAYERS).contains(&layers),
+        "the model has {layers} layers: 1 ..= {MAX_LAYERS}"
+    );
+    let (eshape, eps) = t.take("eps", Dtype::I64)?;
+    ensure!(
+        eshape == [1],
+        "the model's eps has shape {eshape:?}, it must be [1]"
+    );
+    let (rshape, rope) = t.take("rope", Dtype::I16)?;
+    let head_dim = u(head_dim, "head width")?;
+    ensure!(
+        rshape.len() == 3 && rshape[1] * 2 == head_dim && rshape[2] == 2,
+        "the model's rope has shape {rshape:?}, it must be [positions, {}, 2]",
+        head_dim / 2
+    );
+    let (qshape, emb_q) = t.take("emb.q", Dtype::I8)?;
+    ensure!(
+        qshape.len() == 2 && qshape[1] == width,
+        "the model's emb.q has shape {qshape:?}, it must be [vocab, {width}]"
+    );
+    let vocab = qshape[0];
+    let mut dec = Decoder {
+        width,
+        heads: u(heads, "head count")?,
+        kv_heads: u(kv_heads, "key/value head count")?,
+        head_dim,
+        eps: i64::from_le_bytes(eps.try_into().expect("8 bytes")),
+        rope: rope
+            .chunks_exact(2)
+            .map(|b| i16::from_le_bytes([b[0], b[1]]))
+            .collect(),
+        exp: t.vector("exp")?,
+        sigmoid: t.vector("sigmoid")?,
+        emb_q: emb_q.iter().map(|&v| v as i8).collect(),
+        emb_d: t.i32_matrix("emb.d", vocab, width / BLOCK)?,
+        emb_rq: t.rq("emb")?,
+        out: t.rq("out")?,
+        lm_rq: t.rq("lm")?,
+        layers: vec![],
+    };
+    let (h, heads, kvh) = (width, dec.heads, dec.kv_heads);
+    ensure!(
+        width.is_multiple_of(BLOCK) && ffn.is_multiple_of(BLOCK) && (heads * head_dim).is_multiple_of(BLOCK) && (kvh * head_dim).is_multiple_of(BLOCK),
+        "the model's width {width}, feed-forward {ffn} and heads × head width must be multiples of {BLOCK}"
+    );
+    let (qw, kw) = (heads * head_dim, kvh * head_dim);
+    let ln1 = t.rq_layers("ln1", layers, h)?;
+    let ln2 = t.rq_layers("ln2", layers, h)?;
+    let q = t.dense_layers("q", layers, qw, h)?;
+    let k = t.dense_layers("k", layers, kw, h)?;
+    let v = t.dense_layers("v", layers, kw, h)?;
+    let o = t.dense_layers("o", layers, h, qw)?;
+    let gate = t.dense_layers("gate", layers, ffn, h)?;
+    let up = t.dense_layers("up", layers, ffn, h)?;
+    let down = t.dense_layers("down", layers, h, ffn)?;
+    let att = t.rq_layers("att", layers, 1)?;
+    let sig = t.rq_layers("sig", layers, 1)?;
+    dec.layers = ln1
+        .into_iter()
+        .zip(ln2)
+        .zip(q.into_iter().zip(k).zip(v).zip(o))
+        .zip(gate.into_iter().zip(up).zip(down))
+        .zip(att.into_iter().zip(sig))
+        .map(
+            |((((ln1, ln2), (((q, k), v), o)), ((gate, up), down)), (att, sig))| Layer {
+                ln1,
+                q,
+                k,
+                v,
+                att: (att.m[0], att.s[0]),
+                o,
+                ln2,
+                gate,
+                up,
+                sig: (sig.m[0], sig.s[0]),
+                down,
+            },
+        )
+        .collect();
+    let spec = t.text("tokenizer")?;
+    let chat_pre = t.text("chat.pre")?;
+    let chat_post = t.text("chat.post")?;
+    let eos = t.scalar("eos")?;
+    if let Some(extra) = t.0.keys().min() {
+        bail!("the model holds a tensor it may not: {extra:?}");
+    }
+    ensure!(
+        dec.ffn() == ffn,
+        "the model's dims say a feed-forward of {ffn}, its layers have {}",
+        dec.ffn()
+    );
+    dec.check()
+        .map_err(|e| anyhow!("the model is refused: {e}"))?;
+    let tokenizer: Tokenizer = spec
+        .parse()
+        .map_err(|e| anyhow!("the model's tokenizer: {e}"))?;
+    ensure!(
+        tokenizer.get_vocab_size(true) == vocab,
+        "the model's tokenizer has {} tokens, its embeddings {vocab}",
+        tokenizer.get_vocab_size(true)
+    );
+    let eos = u32::try_from(eos)
+        .ok()
+        .filter(|&e| (e as usize) < vocab)
+        .ok_or_else(|| anyhow!("the model's eos is {eos}: a token id below {vocab}"))?;
+    Ok(Model {
+        decoder: dec,
+        tokenizer,
+        chat_pre,
+        chat_post,
+        eos,
+    })
+}
+
+/// Greedy generation by the reference: up to `max_new` tokens after `prompt`, stopping after
+/// the end-of-turn token.
+pub fn generate_reference(model: &Model, prompt: &[u32], max_new: usize) -> Vec<u32> {
+    let d = &model.decoder;
+    let mut cache = d.cache();
+    let mut y = d.forward(prompt, &mut cache);
+    let mut out = vec![];
+    while out.len() < max_new {
+        let t = argmax(&d.logits(y.last().expect("one token at least"))) as u32;
+        out.push(t);
+        if t == model.eos || cache.len >= d.positions() {
+            break;
+        }
+        y = d.forward(&[t], &mut cache);
+    }
+    out
+}
+
+/// Where the SmolLM2 integer model is made (`scripts/smollm2-model`, in the cache: 116 MB, not
+/// checked in).
+pub fn smollm2_path() -> std::path::PathBuf {
+    super::encoder::minilm_path().with_file_name("smollm2-int.safetensors")
+}
+
+/// The SHA-256 the SmolLM2 integer model must have (`models/smollm2-int.sha256`).
+pub const SMOLLM2_SHA256: &str = include_str!("../../../../models/smollm2-int.sha256");
+
+/// The 46 held-out prompts of `models/smollm2-prompts.tsv` as token ids in the chat template,
+/// the float and the integer greedy completions (32 tokens or up to the end of the turn) and the
+/// integer logits at the last prompt position of the first two (`scripts/smollm2-model --fixture`).
+pub const SMOLLM2_HELDOUT: &[u8] = include_bytes!("../../../../models/smollm2-heldout.safetensors");
+
+/// Reads the SmolLM2 model from [`smollm2_path`], checking its pinned SHA-256.
+pub fn smollm2_bytes() -> Result<Vec<u8>> {
+    let path = smollm2_path();
+    let bytes = std::fs::read(&path).with_context(|| {
+        format!(
+            "reading the SmolLM2 integer model {} (make it with scripts/smollm2-model)",
+            path.display()
+        )
+    })?;
+    let got: String = compute_market_protocol::hash::hashv(&[&bytes])
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    ensure!(
+        got == SMOLLM2_SHA256.trim(),
+        "{} has SHA-256 {got}, not the pinned {} (make it again with scripts/smollm2-model)",
+        path.display(),
+        SMOLLM2_SHA256.trim()
+    );
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests;
