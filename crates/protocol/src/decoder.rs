@@ -148,22 +148,6 @@ impl Dense {
             .sum()
     }
 
-    /// Every output of one input row, requantized to `lo ..= hi` (`shift_down` subtracted from
-    /// each shift: the down projection's per-token exponent).
-    pub fn apply(&self, x: &[i64], lo: i64, hi: i64, shift_down: i32) -> Vec<i64> {
-        (0..self.out)
-            .map(|o| {
-                rq(
-                    self.acc(x, o),
-                    self.rq.m[o],
-                    self.rq.s[o] - shift_down,
-                    lo,
-                    hi,
-                )
-            })
-            .collect()
-    }
-
     /// Shapes, lengths, nibbles, requantization, and the accumulator bound for inputs of
     /// magnitude at most 32 767, row by row: `32 767 · Σ_j |W[o][j]| ≤ 2^53`.
     fn check(&self, what: &str, inp: usize, out: usize, min_shift: i32) -> Result<(), ModelError> {
@@ -260,6 +244,10 @@ pub struct Decoder {
     /// The layers, first to last.
     pub layers: Vec<Layer>,
 }
+
+/// A dense layer's accumulators `Σ_j W[o][j] · x[j]` for each row of inputs and each output
+/// ([`Dense::acc`] or a faster equal).
+pub type AccFn<'a> = dyn Fn(&Dense, &[Vec<i64>]) -> Vec<Vec<i64>> + Sync + 'a;
 
 /// Keys and values of the positions seen so far, per layer (`kv_heads × head_dim` each).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -427,13 +415,21 @@ impl Decoder {
     /// row for each (int16), for [`logits`](Self::logits). Ids must be below
     /// [`vocab`](Self::vocab) and the positions within [`positions`](Self::positions).
     pub fn forward(&self, ids: &[u32], cache: &mut Cache) -> Vec<Vec<i64>> {
+        self.forward_with(ids, cache, &|d, xs| {
+            xs.iter()
+                .map(|x| (0..d.out).map(|o| d.acc(x, o)).collect())
+                .collect()
+        })
+    }
+
+    /// [`forward`](Self::forward) with the dense layers' accumulators (`Σ_j W[o][j] · x[j]` for
+    /// every row and output) computed by `acc`: the reference's or a faster equal.
+    pub fn forward_with(&self, ids: &[u32], cache: &mut Cache, acc: &AccFn) -> Vec<Vec<i64>> {
         let start = cache.len;
         assert!(start + ids.len() <= self.positions(), "past the RoPE table");
         let mut xs: Vec<Vec<i64>> = ids.iter().map(|&t| self.embed(t as usize)).collect();
         for (i, l) in self.layers.iter().enumerate() {
-            for (n, x) in xs.iter_mut().enumerate() {
-                self.layer(l, &mut cache.k[i], &mut cache.v[i], start + n, x);
-            }
+            self.layer(l, &mut cache.k[i], &mut cache.v[i], start, &mut xs, acc);
         }
         cache.len += ids.len();
         xs.iter()
@@ -441,73 +437,119 @@ impl Decoder {
             .collect()
     }
 
-    /// One layer on the residual row `x` at position `pos`, its key and value appended.
-    fn layer(&self, l: &Layer, kc: &mut Vec<i16>, vc: &mut Vec<i16>, pos: usize, x: &mut [i64]) {
+    /// One layer on the residual rows `xs` at positions `start ..`, their keys and values
+    /// appended to the cache.
+    fn layer(
+        &self,
+        l: &Layer,
+        kc: &mut Vec<i16>,
+        vc: &mut Vec<i16>,
+        start: usize,
+        xs: &mut [Vec<i64>],
+        acc: &AccFn,
+    ) {
         let (hd, grp) = (self.head_dim, self.heads / self.kv_heads);
-        let y = rms_norm(x, &l.ln1, self.eps);
-        let mut q = l.q.apply(&y, -QK_MAX, QK_MAX, 0);
-        let mut k = l.k.apply(&y, -QK_MAX, QK_MAX, 0);
-        let v = l.v.apply(&y, -Y_MAX, Y_MAX, 0);
-        self.rotate(&mut q, pos);
-        self.rotate(&mut k, pos);
-        kc.extend(k.iter().map(|&e| e as i16));
-        vc.extend(v.iter().map(|&e| e as i16));
+        let dense =
+            |d: &Dense, rows: &[Vec<i64>], lo: i64, hi: i64, shifts: &[u32]| -> Vec<Vec<i64>> {
+                acc(d, rows)
+                    .iter()
+                    .zip(shifts.iter().copied().chain(std::iter::repeat(0)))
+                    .map(|(a, k)| {
+                        a.iter()
+                            .enumerate()
+                            .map(|(o, &v)| rq(v, d.rq.m[o], d.rq.s[o] - k as i32, lo, hi))
+                            .collect()
+                    })
+                    .collect()
+            };
+        let ys: Vec<Vec<i64>> = xs.iter().map(|x| rms_norm(x, &l.ln1, self.eps)).collect();
+        let mut q = dense(&l.q, &ys, -QK_MAX, QK_MAX, &[]);
+        let mut k = dense(&l.k, &ys, -QK_MAX, QK_MAX, &[]);
+        let v = dense(&l.v, &ys, -Y_MAX, Y_MAX, &[]);
+        for (n, (q, k)) in q.iter_mut().zip(k.iter_mut()).enumerate() {
+            self.rotate(q, start + n);
+            self.rotate(k, start + n);
+        }
+        for (k, v) in k.iter().zip(&v) {
+            kc.extend(k.iter().map(|&e| e as i16));
+            vc.extend(v.iter().map(|&e| e as i16));
+        }
         let kw = self.kv_heads * hd;
-        let seen = pos + 1;
-        let mut ctx = vec![0i64; self.heads * hd];
-        for h in 0..self.heads {
-            let kvh = h / grp;
-            let qh = &q[h * hd..(h + 1) * hd];
-            let scores: Vec<i64> = (0..seen)
-                .map(|j| {
-                    let kj = &kc[j * kw + kvh * hd..j * kw + (kvh + 1) * hd];
-                    qh.iter().zip(kj).map(|(&a, &b)| a * i64::from(b)).sum()
-                })
-                .collect();
-            let top = *scores.iter().max().expect("one position at least");
-            let e: Vec<i64> = scores
-                .iter()
-                .map(|&s| {
-                    let d = (top - s).min((1 << 32) - 1);
-                    i64::from(self.exp[rq(d, l.att.0, l.att.1, 0, EXP_LEN as i64 - 1) as usize])
-                })
-                .collect();
-            let den: i64 = e.iter().sum();
-            for d in 0..hd {
-                let num: i64 = (0..seen)
-                    .map(|j| e[j] * i64::from(vc[j * kw + kvh * hd + d]))
-                    .sum();
-                ctx[h * hd + d] = (2 * num + den).div_euclid(2 * den);
+        let ctxs: Vec<Vec<i64>> = q
+            .iter()
+            .enumerate()
+            .map(|(n, q)| {
+                let seen = start + n + 1;
+                let mut ctx = vec![0i64; self.heads * hd];
+                for h in 0..self.heads {
+                    let kvh = h / grp;
+                    let qh = &q[h * hd..(h + 1) * hd];
+                    let scores: Vec<i64> = (0..seen)
+                        .map(|j| {
+                            let kj = &kc[j * kw + kvh * hd..j * kw + (kvh + 1) * hd];
+                            qh.iter().zip(kj).map(|(&a, &b)| a * i64::from(b)).sum()
+                        })
+                        .collect();
+                    let top = *scores.iter().max().expect("one position at least");
+                    let e: Vec<i64> = scores
+                        .iter()
+                        .map(|&s| {
+                            let d = (top - s).min((1 << 32) - 1);
+                            i64::from(
+                                self.exp[rq(d, l.att.0, l.att.1, 0, EXP_LEN as i64 - 1) as usize],
+                            )
+                        })
+                        .collect();
+                    let den: i64 = e.iter().sum();
+                    for d in 0..hd {
+                        let num: i64 = (0..seen)
+                            .map(|j| e[j] * i64::from(vc[j * kw + kvh * hd + d]))
+                            .sum();
+                        ctx[h * hd + d] = (2 * num + den).div_euclid(2 * den);
+                    }
+                }
+                ctx
+            })
+            .collect();
+        let o = dense(&l.o, &ctxs, -RES_MAX, RES_MAX, &[]);
+        for (x, o) in xs.iter_mut().zip(o) {
+            for (x, o) in x.iter_mut().zip(o) {
+                *x = (*x + o).clamp(-RES_MAX, RES_MAX);
             }
         }
-        let o = l.o.apply(&ctx, -RES_MAX, RES_MAX, 0);
-        for (x, o) in x.iter_mut().zip(o) {
-            *x = (*x + o).clamp(-RES_MAX, RES_MAX);
-        }
-        let y2 = rms_norm(x, &l.ln2, self.eps);
-        let g = l.gate.apply(&y2, -Y_MAX, Y_MAX, 0);
-        let u = l.up.apply(&y2, -Y_MAX, Y_MAX, 0);
+        let y2: Vec<Vec<i64>> = xs.iter().map(|x| rms_norm(x, &l.ln2, self.eps)).collect();
+        let g = dense(&l.gate, &y2, -Y_MAX, Y_MAX, &[]);
+        let u = dense(&l.up, &y2, -Y_MAX, Y_MAX, &[]);
         let half = SIG_LEN as i64 / 2;
-        let p: Vec<i64> = g
+        let mut kappa = Vec::with_capacity(xs.len());
+        let hs: Vec<Vec<i64>> = g
             .iter()
             .zip(&u)
-            .map(|(&g, &u)| {
-                let i = rq(g, l.sig.0, l.sig.1, -half, half - 1) + half;
-                g * i64::from(self.sigmoid[i as usize]) * u
+            .map(|(g, u)| {
+                let p: Vec<i64> = g
+                    .iter()
+                    .zip(u)
+                    .map(|(&g, &u)| {
+                        let i = rq(g, l.sig.0, l.sig.1, -half, half - 1) + half;
+                        g * i64::from(self.sigmoid[i as usize]) * u
+                    })
+                    .collect();
+                let top = p.iter().map(|v| v.unsigned_abs()).max().unwrap_or(0);
+                let k = (64 - top.leading_zeros()).saturating_sub(15);
+                kappa.push(k);
+                p.iter()
+                    .map(|&v| {
+                        let r = if k > 0 { (v + (1 << (k - 1))) >> k } else { v };
+                        r.clamp(-Y_MAX, Y_MAX)
+                    })
+                    .collect()
             })
             .collect();
-        let top = p.iter().map(|v| v.unsigned_abs()).max().unwrap_or(0);
-        let k = (64 - top.leading_zeros()).saturating_sub(15);
-        let hh: Vec<i64> = p
-            .iter()
-            .map(|&v| {
-                let r = if k > 0 { (v + (1 << (k - 1))) >> k } else { v };
-                r.clamp(-Y_MAX, Y_MAX)
-            })
-            .collect();
-        let f = l.down.apply(&hh, -RES_MAX, RES_MAX, k as i32);
-        for (x, f) in x.iter_mut().zip(f) {
-            *x = (*x + f).clamp(-RES_MAX, RES_MAX);
+        let f = dense(&l.down, &hs, -RES_MAX, RES_MAX, &kappa);
+        for (x, f) in xs.iter_mut().zip(f) {
+            for (x, f) in x.iter_mut().zip(f) {
+                *x = (*x + f).clamp(-RES_MAX, RES_MAX);
+            }
         }
     }
 

@@ -12,6 +12,8 @@ use tokenizers::Tokenizer;
 
 use super::tensors::{i32s, tensors, Tensors};
 
+pub mod fast;
+
 /// A model file's decoder, tokenizer and chat template.
 pub struct Model {
     /// The integer decoder (checked).
@@ -272,6 +274,24 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model> {
         chat_post,
         eos,
     })
+}
+
+/// Greedy generation on the fast path ([`fast`]): up to `max_new` tokens after `prompt`,
+/// stopping after the end-of-turn token or at the model's last position. The reference's tokens.
+pub fn generate(model: &Model, prompt: &[u32], max_new: usize) -> Vec<u32> {
+    let d = &model.decoder;
+    let mut cache = d.cache();
+    let mut y = d.forward_with(prompt, &mut cache, &fast::acc_rows);
+    let mut out = vec![];
+    while out.len() < max_new {
+        let t = argmax(&fast::logits(d, y.last().expect("one token at least"))) as u32;
+        out.push(t);
+        if t == model.eos || cache.len >= d.positions() {
+            break;
+        }
+        y = d.forward_with(&[t], &mut cache, &fast::acc_rows);
+    }
+    out
 }
 
 /// Greedy generation by the reference: up to `max_new` tokens after `prompt`, stopping after
