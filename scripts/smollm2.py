@@ -138,13 +138,28 @@ def read_prompts(path, split=None):
     return rows
 
 
+def greedy(forward, ids, n, eos):
+    """Up to n tokens after ids, each the first largest logit, stopping after eos; `forward(ids,
+    cache)` gives the logits of ids after those in the cache (a list it extends)."""
+    cache = []
+    logits = forward(ids, cache)
+    out = []
+    for _ in range(n):
+        t = int(np.argmax(logits[-1]))
+        out.append(t)
+        if t == eos:
+            break
+        logits = forward([t], cache)
+    return out
+
+
 class Float:
     """The float reference: llama's forward pass in float32 numpy on the dequantized weights, with a
     KV cache. GGUF's q and k rows are permuted so RoPE rotates adjacent pairs (llama.cpp's normal mode)."""
 
-    def __init__(self, g, weights=None):
+    def __init__(self, g):
         self.g = g
-        self.w = weights if weights is not None else g.t
+        self.w = g.t
         hd = g.width // g.heads
         self.hd = hd
         inv = g.rope_base ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
@@ -226,16 +241,7 @@ class Float:
         return y @ w["token_embd.weight"].T
 
     def generate(self, ids, n, eos):
-        cache = []
-        logits = self.forward(ids, cache)
-        out = []
-        for _ in range(n):
-            t = int(np.argmax(logits[-1]))
-            out.append(t)
-            if t == eos:
-                break
-            logits = self.forward([t], cache)
-        return out
+        return greedy(self.forward, ids, n, eos)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -327,9 +333,10 @@ def convert(g, stats, context):
     sE = np.ldexp(1.0, -e)
     t["emb.m"], t["emb.s"] = mults(sE / sR)
 
-    def norm_out(gname, key):
+    def norm(name, gname, key):
+        """A RMSNorm's gain and output scale (its calibrated maximum with 25% headroom at 32 767)."""
         sy = stats[key] * 1.25 / 32767
-        t[gname + ".m"], t[gname + ".s"] = mults(g.t[gname] / ROPE_ONE / sy)
+        t[name + ".m"], t[name + ".s"] = mults(g.t[gname] / ROPE_ONE / sy)
         return sy
 
     def dense(name, wname, sin, sout):
@@ -340,8 +347,7 @@ def convert(g, stats, context):
 
     for i in range(g.layers):
         p, b = f"blk.{i}.", f"l{i}."
-        sy = stats[f"l{i}.y"] * 1.25 / 32767
-        t[b + "ln1.m"], t[b + "ln1.s"] = mults(g.t[p + "attn_norm.weight"] / ROPE_ONE / sy)
+        sy = norm(b + "ln1", p + "attn_norm.weight", f"l{i}.y")
         sq = stats[f"l{i}.q"] * 1.25 / QK_MAX
         sk = stats[f"l{i}.k"] * 1.25 / QK_MAX
         sv = stats[f"l{i}.v"] * 1.25 / 32767
@@ -351,8 +357,7 @@ def convert(g, stats, context):
         am, as_ = mult(sq * sk / np.sqrt(hd) * EXP_STEP)
         t[b + "att.m"], t[b + "att.s"] = np.array([am], np.int32), np.array([as_], np.int32)
         dense(b + "o", p + "attn_output.weight", sv, sR)
-        sy2 = stats[f"l{i}.y2"] * 1.25 / 32767
-        t[b + "ln2.m"], t[b + "ln2.s"] = mults(g.t[p + "ffn_norm.weight"] / ROPE_ONE / sy2)
+        sy2 = norm(b + "ln2", p + "ffn_norm.weight", f"l{i}.y2")
         sg = stats[f"l{i}.gate"] * 1.25 / 32767
         su = stats[f"l{i}.up"] * 1.25 / 32767
         dense(b + "gate", p + "ffn_gate.weight", sy2, sg)
@@ -360,8 +365,7 @@ def convert(g, stats, context):
         gm, gs = mult(sg * SIG_STEP)
         t[b + "sig.m"], t[b + "sig.s"] = np.array([gm], np.int32), np.array([gs], np.int32)
         dense(b + "down", p + "ffn_down.weight", sg * su / 32768, sR)
-    syo = stats["yout"] * 1.25 / 32767
-    t["out.m"], t["out.s"] = mults(g.t["output_norm.weight"] / ROPE_ONE / syo)
+    syo = norm("out", "output_norm.weight", "yout")
     t["lm.m"], t["lm.s"] = mults(sE * syo * 65536)
     t["eps"] = np.array([max(1, int(round(g.eps / (sR * sR))))], np.int64)
     ang = np.arange(context, dtype=np.float64)[:, None] * (g.rope_base ** (-np.arange(0, hd, 2) / hd))[None, :]
@@ -463,13 +467,4 @@ class Int:
         return rq(gemm(y, self.W("emb")), t["lm.m"], t["lm.s"], -RES_MAX, RES_MAX)
 
     def generate(self, ids, n, eos):
-        cache = []
-        lg = self.forward(ids, cache)
-        out = []
-        for _ in range(n):
-            tk = int(np.argmax(lg[-1]))
-            out.append(tk)
-            if tk == eos:
-                break
-            lg = self.forward([tk], cache)
-        return out
+        return greedy(self.forward, ids, n, eos)

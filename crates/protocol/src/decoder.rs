@@ -249,6 +249,13 @@ pub struct Decoder {
 /// ([`Dense::acc`] or a faster equal).
 pub type AccFn<'a> = dyn Fn(&Dense, &[Vec<i64>]) -> Vec<Vec<i64>> + Sync + 'a;
 
+/// The reference's accumulators: [`Dense::acc`] for every row and output.
+pub fn reference_acc(d: &Dense, xs: &[Vec<i64>]) -> Vec<Vec<i64>> {
+    xs.iter()
+        .map(|x| (0..d.out).map(|o| d.acc(x, o)).collect())
+        .collect()
+}
+
 /// Keys and values of the positions seen so far, per layer (`kv_heads × head_dim` each).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cache {
@@ -415,11 +422,7 @@ impl Decoder {
     /// row for each (int16), for [`logits`](Self::logits). Ids must be below
     /// [`vocab`](Self::vocab) and the positions within [`positions`](Self::positions).
     pub fn forward(&self, ids: &[u32], cache: &mut Cache) -> Vec<Vec<i64>> {
-        self.forward_with(ids, cache, &|d, xs| {
-            xs.iter()
-                .map(|x| (0..d.out).map(|o| d.acc(x, o)).collect())
-                .collect()
-        })
+        self.forward_with(ids, cache, &reference_acc)
     }
 
     /// [`forward`](Self::forward) with the dense layers' accumulators (`Σ_j W[o][j] · x[j]` for
@@ -606,14 +609,9 @@ pub fn rms_norm(x: &[i64], g: &Rq, eps: i64) -> Vec<i64> {
     let u: Vec<i64> = x.iter().map(|&v| v >> sh).collect();
     let ss: u128 = u.iter().map(|&v| (v.unsigned_abs() as u128).pow(2)).sum();
     let ms = ss / x.len() as u128 + (eps >> (2 * sh)) as u128;
-    let r = isqrt(ms << 32).max(1) as i64;
+    let r = (ms << 32).isqrt().max(1) as i64;
     u.iter()
         .enumerate()
         .map(|(c, &v)| g.apply(c, (v << 30).div_euclid(r), -Y_MAX, Y_MAX))
         .collect()
-}
-
-/// `⌊√n⌋`, exactly.
-pub fn isqrt(n: u128) -> u128 {
-    n.isqrt()
 }

@@ -4,9 +4,46 @@
 
 use std::collections::HashMap;
 
-use anyhow::{anyhow, bail, ensure, Result};
+use anyhow::{anyhow, bail, ensure, Context, Result};
 use compute_market_protocol::manifest::MAX_SAFETENSORS_HEADER;
 use safetensors::{Dtype, SafeTensors};
+
+/// Where a model made by a `scripts/*-model` converter lives: `compute-market/models/<file>` in
+/// the cache (`$XDG_CACHE_HOME`, else `~/.cache`), never in the clone.
+pub fn cached_model(file: &str) -> std::path::PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| ".cache".into());
+    cache.join("compute-market/models").join(file)
+}
+
+/// Reads the `what` integer model from `path`, checking its pinned SHA-256 (`sha256`, hex); the
+/// errors name `script`, which makes it.
+pub fn read_pinned(
+    path: &std::path::Path,
+    sha256: &str,
+    what: &str,
+    script: &str,
+) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(path).with_context(|| {
+        format!(
+            "reading the {what} integer model {} (make it with {script})",
+            path.display()
+        )
+    })?;
+    let got: String = compute_market_protocol::hash::hashv(&[&bytes])
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    ensure!(
+        got == sha256.trim(),
+        "{} has SHA-256 {got}, not the pinned {} (make it again with {script})",
+        path.display(),
+        sha256.trim()
+    );
+    Ok(bytes)
+}
 
 /// Checks a safetensors file's framing before anything parses it: an 8-byte length, a header of
 /// at most [`MAX_SAFETENSORS_HEADER`] bytes (a stranger's header is never larger), and no

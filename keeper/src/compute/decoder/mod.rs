@@ -5,8 +5,10 @@
 //!
 //! The arithmetic is the protocol crate's ([`compute_market_protocol::decoder`]).
 
-use anyhow::{anyhow, bail, ensure, Context, Result};
-use compute_market_protocol::decoder::{argmax, Decoder, Dense, Layer, Rq, BLOCK, MAX_LAYERS};
+use anyhow::{anyhow, bail, ensure, Result};
+use compute_market_protocol::decoder::{
+    argmax, reference_acc, AccFn, Decoder, Dense, Layer, Rq, BLOCK, MAX_LAYERS,
+};
 use safetensors::Dtype;
 use tokenizers::Tokenizer;
 
@@ -276,46 +278,45 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model> {
     })
 }
 
-/// Greedy generation on the fast path ([`fast`]): up to `max_new` tokens after `prompt`,
-/// stopping after the end-of-turn token or at the model's last position. The reference's tokens.
-pub fn generate(model: &Model, prompt: &[u32], max_new: usize) -> Vec<u32> {
+/// Greedy generation: up to `max_new` tokens after `prompt`, each the first largest logit,
+/// stopping after the end-of-turn token or at the model's last position; the dense layers'
+/// accumulators by `acc` and the logits by `logits` (the reference's or faster equals).
+pub fn generate_with(
+    model: &Model,
+    prompt: &[u32],
+    max_new: usize,
+    acc: &AccFn,
+    logits: &dyn Fn(&Decoder, &[i64]) -> Vec<i64>,
+) -> Vec<u32> {
     let d = &model.decoder;
     let mut cache = d.cache();
-    let mut y = d.forward_with(prompt, &mut cache, &fast::acc_rows);
+    let mut y = d.forward_with(prompt, &mut cache, acc);
     let mut out = vec![];
     while out.len() < max_new {
-        let t = argmax(&fast::logits(d, y.last().expect("one token at least"))) as u32;
+        let t = argmax(&logits(d, y.last().expect("one token at least"))) as u32;
         out.push(t);
         if t == model.eos || cache.len >= d.positions() {
             break;
         }
-        y = d.forward_with(&[t], &mut cache, &fast::acc_rows);
+        y = d.forward_with(&[t], &mut cache, acc);
     }
     out
 }
 
-/// Greedy generation by the reference: up to `max_new` tokens after `prompt`, stopping after
-/// the end-of-turn token.
+/// Greedy generation on the fast path ([`fast`]): the reference's tokens.
+pub fn generate(model: &Model, prompt: &[u32], max_new: usize) -> Vec<u32> {
+    generate_with(model, prompt, max_new, &fast::acc_rows, &fast::logits)
+}
+
+/// Greedy generation by the reference.
 pub fn generate_reference(model: &Model, prompt: &[u32], max_new: usize) -> Vec<u32> {
-    let d = &model.decoder;
-    let mut cache = d.cache();
-    let mut y = d.forward(prompt, &mut cache);
-    let mut out = vec![];
-    while out.len() < max_new {
-        let t = argmax(&d.logits(y.last().expect("one token at least"))) as u32;
-        out.push(t);
-        if t == model.eos || cache.len >= d.positions() {
-            break;
-        }
-        y = d.forward(&[t], &mut cache);
-    }
-    out
+    generate_with(model, prompt, max_new, &reference_acc, &Decoder::logits)
 }
 
 /// Where the SmolLM2 integer model is made (`scripts/smollm2-model`, in the cache: 116 MB, not
 /// checked in).
 pub fn smollm2_path() -> std::path::PathBuf {
-    super::encoder::minilm_path().with_file_name("smollm2-int.safetensors")
+    super::tensors::cached_model("smollm2-int.safetensors")
 }
 
 /// The SHA-256 the SmolLM2 integer model must have (`models/smollm2-int.sha256`).
@@ -328,24 +329,12 @@ pub const SMOLLM2_HELDOUT: &[u8] = include_bytes!("../../../../models/smollm2-he
 
 /// Reads the SmolLM2 model from [`smollm2_path`], checking its pinned SHA-256.
 pub fn smollm2_bytes() -> Result<Vec<u8>> {
-    let path = smollm2_path();
-    let bytes = std::fs::read(&path).with_context(|| {
-        format!(
-            "reading the SmolLM2 integer model {} (make it with scripts/smollm2-model)",
-            path.display()
-        )
-    })?;
-    let got: String = compute_market_protocol::hash::hashv(&[&bytes])
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    ensure!(
-        got == SMOLLM2_SHA256.trim(),
-        "{} has SHA-256 {got}, not the pinned {} (make it again with scripts/smollm2-model)",
-        path.display(),
-        SMOLLM2_SHA256.trim()
-    );
-    Ok(bytes)
+    super::tensors::read_pinned(
+        &smollm2_path(),
+        SMOLLM2_SHA256,
+        "SmolLM2",
+        "scripts/smollm2-model",
+    )
 }
 
 #[cfg(test)]

@@ -337,11 +337,7 @@ pub fn embed_rows(fast: &Fast, texts: &[&[u32]]) -> Vec<u8> {
 /// Where the MiniLM integer model is made (`scripts/minilm-model`, in the cache: 23 MB, not
 /// checked in).
 pub fn minilm_path() -> std::path::PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| ".cache".into());
-    cache.join("compute-market/models/minilm-int8.safetensors")
+    super::tensors::cached_model("minilm-int8.safetensors")
 }
 
 /// The SHA-256 the MiniLM integer model must have (`models/minilm-int8.sha256`).
@@ -355,24 +351,12 @@ pub const MINILM_HELDOUT: &[u8] = include_bytes!("../../../../models/minilm-held
 
 /// Reads the MiniLM model from [`minilm_path`], checking its pinned SHA-256.
 pub fn minilm_bytes() -> Result<Vec<u8>> {
-    let path = minilm_path();
-    let bytes = std::fs::read(&path).with_context(|| {
-        format!(
-            "reading the MiniLM integer model {} (make it with scripts/minilm-model)",
-            path.display()
-        )
-    })?;
-    let got: String = compute_market_protocol::hash::hashv(&[&bytes])
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    ensure!(
-        got == MINILM_SHA256.trim(),
-        "{} has SHA-256 {got}, not the pinned {} (make it again with scripts/minilm-model)",
-        path.display(),
-        MINILM_SHA256.trim()
-    );
-    Ok(bytes)
+    super::tensors::read_pinned(
+        &minilm_path(),
+        MINILM_SHA256,
+        "MiniLM",
+        "scripts/minilm-model",
+    )
 }
 
 /// A synthetic encoder (weights from a fixed generator, one block of width 256 and a
