@@ -305,6 +305,151 @@ pub fn prepare_encoder(
     Ok(prepared(job, files, Some(named)))
 }
 
+/// Default completions per tile of a `Generate` job: a completion costs a verifier one
+/// prefill, so each sampled tile is one completion.
+pub const GENERATE_ROWS_PER_TILE: u8 = 1;
+/// Default most new tokens of a completion (`--max-new-tokens`).
+pub const GENERATE_MAX_NEW: u32 = 128;
+
+/// Reads a prompts file: UTF-8, one prompt per line; a line that starts with `"` is a JSON
+/// string (so that a prompt may hold line breaks: `"Write a haiku.\nAbout rain."`); blank
+/// lines are refused by number.
+pub fn read_prompts(path: &Path) -> Result<Vec<String>> {
+    let (_, bytes) = read_object(path, 64 << 20)?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: not UTF-8 (byte {} is not): prompts are UTF-8 text, one a line",
+            path.display(),
+            e.valid_up_to()
+        )
+    })?;
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let l = l.strip_suffix('\r').unwrap_or(l);
+            ensure!(
+                !l.trim().is_empty(),
+                "{}: line {} is blank: every line is one prompt; remove blank lines",
+                path.display(),
+                i + 1
+            );
+            if l.starts_with('"') {
+                serde_json::from_str::<String>(l).with_context(|| {
+                    format!(
+                        "{}: line {} starts with '\"' but is not one JSON string",
+                        path.display(),
+                        i + 1
+                    )
+                })
+            } else {
+                Ok(l.to_string())
+            }
+        })
+        .collect()
+}
+
+/// How a `Generate` job is shaped beyond its prompts.
+#[derive(Clone, Copy, Debug)]
+pub struct GenerateShape {
+    /// Most new tokens of a completion (G).
+    pub max_new: u32,
+    /// Most tokens of a prompt in the chat template (L) [default: the longest prompt's].
+    pub max_tokens: Option<u32>,
+    /// Completions per tile.
+    pub rows_per_tile: u8,
+    /// Greedy, or the sampling rule.
+    pub sampling: compute_market_protocol::decoder::Sampling,
+}
+
+/// Reads an integer decoder (PROTOCOL §5, Generate: the SmolLM2 one `scripts/smollm2-model`
+/// makes) and tokenizes `prompts` in its chat template, checks them as providers and verifiers
+/// will (each non-empty, within the limit, prompt and completion within the model's positions,
+/// the sampling rule within its bounds), and builds the manifest of a `Generate` job on them.
+pub fn prepare_generate(
+    model: &Path,
+    prompts: &[String],
+    shape: GenerateShape,
+) -> Result<PreparedInputs> {
+    let max = crate::results::content::MAX_OBJECT;
+    let (_, m) = read_object(model, max)?;
+    let dec = crate::compute::decoder::parse_model(&m)
+        .with_context(|| format!("{}", model.display()))?;
+    ensure!(!prompts.is_empty(), "no prompt: give --prompt TEXT or --prompts FILE");
+    let n = u32::try_from(prompts.len())
+        .ok()
+        .filter(|&n| n <= compute_market_protocol::job::MAX_GENERATE_PROMPTS)
+        .with_context(|| {
+            format!(
+                "{} prompts: a job takes at most {}; post them as several tasks",
+                prompts.len(),
+                compute_market_protocol::job::MAX_GENERATE_PROMPTS
+            )
+        })?;
+    if let Some(i) = prompts.iter().position(|p| p.trim().is_empty()) {
+        bail!("prompt {} is empty: every prompt needs text", i + 1);
+    }
+    let positions = dec.decoder.positions() as u32;
+    let most_new = compute_market_protocol::job::MAX_GENERATE_NEW.min(positions - 1);
+    ensure!(
+        (1..=most_new).contains(&shape.max_new),
+        "--max-new-tokens {}: a completion takes 1 to {most_new} new tokens",
+        shape.max_new
+    );
+    shape
+        .sampling
+        .check(dec.decoder.vocab())
+        .map_err(|e| anyhow::anyhow!("the sampling flags: {e}"))?;
+    let ids = prompts
+        .iter()
+        .map(|p| dec.prompt_ids(p))
+        .collect::<Result<Vec<_>>>()?;
+    let room = positions - shape.max_new;
+    let longest = ids.iter().map(Vec::len).max().unwrap_or(0) as u32;
+    let max_tokens = shape.max_tokens.unwrap_or(longest);
+    ensure!(
+        (1..=room).contains(&max_tokens),
+        "--max-tokens {max_tokens}: with {} new tokens the model's {positions} positions leave 1 to {room} for a prompt",
+        shape.max_new
+    );
+    if let Some(i) = ids.iter().position(|p| p.len() as u32 > max_tokens) {
+        bail!(
+            "prompt {} is {} tokens in the chat template, more than the limit of {max_tokens} ({}): shorten it{}",
+            i + 1,
+            ids[i].len(),
+            if shape.max_tokens.is_some() { "--max-tokens" } else { "what the model's positions leave beside --max-new-tokens" },
+            if shape.max_tokens.is_some() { " or raise --max-tokens" } else { " or lower --max-new-tokens" }
+        );
+    }
+    if let Some(i) = prompts
+        .iter()
+        .position(|p| p.len() as u64 > compute_market_protocol::job::ENCODER_TEXT_BYTES_PER_TOKEN * u64::from(max_tokens))
+    {
+        bail!(
+            "prompt {} is {} bytes, more than 16 a token of the {max_tokens}-token limit: raise --max-tokens",
+            i + 1,
+            prompts[i].len()
+        );
+    }
+    let wpt = dec.work_per_token((max_tokens + shape.max_new) as usize);
+    let job = JobSpec::generate(n, max_tokens, shape.max_new, wpt, shape.rows_per_tile, [0; 32]);
+    JobSpec::decode(&job.encode()).map_err(|e| {
+        anyhow::anyhow!(
+            "{n} prompts of at most {max_tokens} tokens, {} new, {} per tile: {e}",
+            shape.max_new,
+            shape.rows_per_tile
+        )
+    })?;
+    let part = crate::compute::decoder::job::prompts_bytes(prompts, &ids, &shape.sampling)?;
+    let files = [
+        (Role::Model, model.to_path_buf(), m),
+        (Role::Prompts, std::path::PathBuf::from("prompts"), part),
+    ];
+    for (role, path, bytes) in &files {
+        within_bound(&job, *role, path, bytes)?;
+    }
+    Ok(prepared(job, files, None))
+}
+
 /// What a client needs to post jobs on a model it hosts, without reading the model again: the
 /// model's content address and the job-spec figures the providers will check it against
 /// (PROTOCOL §5). `keeper model publish` prints it; the web page posts from it.
@@ -485,6 +630,9 @@ pub struct Committed {
     pub root: Digest,
     /// Where the provider serves it.
     pub uri: String,
+    /// Where the client put its inputs (the task's input URI; empty once the task is closed:
+    /// the provider serves them too).
+    pub input_uri: String,
     /// The verifiers seated on it (their nodes), whose keepers keep what they checked
     /// (PROTOCOL §8.12).
     pub verifiers: Vec<Pubkey>,
@@ -509,10 +657,13 @@ pub fn committed(
             t.status
         );
         let uri = String::from_utf8_lossy(&t.result_uri[..t.result_uri_len as usize]).to_string();
+        let input_uri =
+            String::from_utf8_lossy(&t.input_uri[..t.input_uri_len as usize]).to_string();
         return Ok(Committed {
             job,
             root: t.result_root,
             uri,
+            input_uri,
             verifiers: chain.seated(task, &t)?,
             posted_slot: t.posted_slot,
         });
@@ -566,6 +717,7 @@ pub fn committed(
         job,
         root: s.result_root,
         uri: s.result_uri,
+        input_uri: String::new(),
         verifiers,
         posted_slot: 0,
     })
@@ -600,6 +752,48 @@ pub struct Retrieved {
     pub output: String,
     /// Its bytes.
     pub bytes: u64,
+    /// A `Generate` result's completions with their prompts, when the model could be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completions: Option<Vec<Completion>>,
+}
+
+/// One verified completion of a `Generate` job, as the commands print it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Completion {
+    /// The prompt's index in the job.
+    pub row: u32,
+    /// The prompt.
+    pub prompt: String,
+    /// The completion's text (the end-of-turn token dropped).
+    pub text: String,
+    /// Its tokens.
+    pub tokens: usize,
+}
+
+/// The completions of rows `rows` of a `Generate` job (`bytes` their rows laid out as in its
+/// tiles), with their prompts, when the job's inputs are held; `None` for other kinds.
+pub fn completions(
+    job: &JobSpec,
+    bytes: &[u8],
+    rows: &std::ops::Range<u32>,
+) -> Option<Vec<Completion>> {
+    if job.kind != JobKind::Generate {
+        return None;
+    }
+    let g = inputs::generate(job).ok()?;
+    let c = completions_in(job, bytes, rows);
+    let texts = completion_texts(job, &c)?;
+    Some(
+        rows.clone()
+            .zip(c.iter().zip(texts))
+            .map(|(r, (ids, text))| Completion {
+                row: r,
+                prompt: g.prompts.texts.get(r as usize).cloned().unwrap_or_default(),
+                text,
+                tokens: ids.len(),
+            })
+            .collect(),
+    )
 }
 
 /// What `task result` fetches.
@@ -638,7 +832,9 @@ fn output_rows(job: &JobSpec) -> (u32, u32) {
     match job.kind {
         JobKind::MatMulModP => (job.dims[0], MATMUL_TILE),
         JobKind::HashBatch => (job.dims[0] * job.dims[1], job.dims[1]),
-        JobKind::Mlp | JobKind::Encoder => (job.dims[0], u32::from(job.rows_per_tile)),
+        JobKind::Mlp | JobKind::Encoder | JobKind::Generate => {
+            (job.dims[0], u32::from(job.rows_per_tile))
+        }
     }
 }
 
@@ -670,8 +866,59 @@ fn embedding_file(job: &JobSpec, bytes: &[u8], rows: &std::ops::Range<u32>) -> R
 fn rows_file(job: &JobSpec, bytes: &[u8], rows: &std::ops::Range<u32>) -> Result<Vec<u8>> {
     match job.kind {
         JobKind::Encoder => embedding_file(job, bytes, rows),
+        JobKind::Generate => completion_file(job, bytes, rows),
         _ => mlp_file(job, bytes, rows),
     }
+}
+
+/// The completions of rows `rows` (laid out as in a tile, one after the other, in `bytes`).
+fn completions_in(job: &JobSpec, bytes: &[u8], rows: &std::ops::Range<u32>) -> Vec<Vec<u32>> {
+    let one = JobSpec {
+        rows_per_tile: 1,
+        ..*job
+    };
+    bytes
+        .chunks(one.tile_len())
+        .take(rows.len())
+        .flat_map(|row| crate::compute::decoder::job::decode_tile(&one, row))
+        .collect()
+}
+
+/// The texts of `completions` of `job`, when its model is held (a job computed or fetched
+/// here): `None` otherwise.
+pub fn completion_texts(job: &JobSpec, completions: &[Vec<u32>]) -> Option<Vec<String>> {
+    let g = crate::compute::inputs::generate(job).ok()?;
+    completions.iter().map(|c| g.model.text(c).ok()).collect()
+}
+
+/// A `Generate` output's rows as a safetensors file: `ids` `I32` (the completions' token ids one
+/// after the other) and `ids.len` `I32` [rows], and, when the model is held, `text` `U8` (their
+/// texts, UTF-8, one after the other) and `text.len` `I32` [rows].
+fn completion_file(job: &JobSpec, bytes: &[u8], rows: &std::ops::Range<u32>) -> Result<Vec<u8>> {
+    let c = completions_in(job, bytes, rows);
+    let ids: Vec<u8> = c.iter().flatten().flat_map(|t| t.to_le_bytes()).collect();
+    let lens: Vec<u8> = c.iter().flat_map(|t| (t.len() as u32).to_le_bytes()).collect();
+    let texts = completion_texts(job, &c);
+    let text: Vec<u8> = texts.iter().flatten().flat_map(|t| t.bytes()).collect();
+    let text_lens: Vec<u8> = texts
+        .iter()
+        .flatten()
+        .flat_map(|t| (t.len() as u32).to_le_bytes())
+        .collect();
+    let view = |dtype, shape: Vec<usize>, data| {
+        safetensors::tensor::TensorView::new(dtype, shape, data).map_err(|e| anyhow::anyhow!("{e}"))
+    };
+    let mut views = vec![
+        ("ids", view(safetensors::Dtype::I32, vec![ids.len() / 4], &ids)?),
+        ("ids.len", view(safetensors::Dtype::I32, vec![c.len()], &lens)?),
+    ];
+    if texts.is_some() {
+        views.push(("text", view(safetensors::Dtype::U8, vec![text.len()], &text)?));
+        views.push(("text.len", view(safetensors::Dtype::I32, vec![c.len()], &text_lens)?));
+    }
+    let meta = [("rows".to_string(), format!("{}..{}", rows.start, rows.end))];
+    safetensors::serialize(views, Some(meta.into_iter().collect()))
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// An `Mlp` output's rows (`rows.len()` of them, laid out as PROTOCOL §5 says, in `bytes`) as
@@ -764,7 +1011,7 @@ fn assemble_rows(
             }
             Ok(out)
         }
-        JobKind::Mlp | JobKind::Encoder => {
+        JobKind::Mlp | JobKind::Encoder | JobKind::Generate => {
             let per = u32::from(job.rows_per_tile);
             let len = row_bytes(job);
             let mut out = Vec::with_capacity(rows.len() * len);
@@ -814,6 +1061,16 @@ pub fn task_result(
         anyhow::anyhow!("{e}")
             .context("nothing written: no source served the result matching the root on chain")
     };
+    // a completion's text needs the job's model: its inputs fetched and checked as a
+    // verifier's are (from the input URI, then the keepers that serve the result)
+    let generate = c.job.kind == JobKind::Generate;
+    if generate {
+        let bases = crate::results::input_bases(&c.input_uri, &sources.iter().map(String::as_str).collect::<Vec<_>>());
+        if let Err(e) = store.ensure_inputs(&c.job, &bases, None) {
+            tracing::warn!(error = %e, "the job's model and prompts could not be fetched: the completions are written as token ids only");
+        }
+    }
+    let mut rows_done: Option<(std::ops::Range<u32>, Vec<u8>)> = None;
     let (bytes, from, skipped) = match &proven {
         None => {
             let g = store
@@ -823,6 +1080,9 @@ pub fn task_result(
                 commit(&g.tiles).root() == c.root,
                 "the gathered result does not hash to the root on chain; nothing written"
             );
+            if generate {
+                rows_done = Some((0..c.job.dims[0], g.tiles.concat()));
+            }
             (whole_file(&c.job, &g.tiles)?, g.served_by(), g.failed)
         }
         Some(want) => {
@@ -836,6 +1096,19 @@ pub fn task_result(
                     "tile {} has no valid proof to the root on chain",
                     s.index
                 );
+            }
+            if let (true, Wanted::Rows(rows)) = (generate, &wanted) {
+                let (per, len) = (u32::from(c.job.rows_per_tile), row_bytes(&c.job));
+                let by: std::collections::HashMap<u32, &Vec<u8>> =
+                    g.tiles.iter().map(|s| (s.index, &s.tile)).collect();
+                let mut out = vec![];
+                for r in rows.clone() {
+                    let at = len * (r % per) as usize;
+                    if let Some(t) = by.get(&(r / per)) {
+                        out.extend_from_slice(&t[at..at + len]);
+                    }
+                }
+                rows_done = Some((rows.clone(), out));
             }
             let bytes = match &wanted {
                 Wanted::Rows(rows) => assemble_rows(&c.job, rows, &g.tiles)?,
@@ -855,6 +1128,7 @@ pub fn task_result(
         tiles: proven.as_ref().map_or(count, |t| t.len() as u32),
         output: out.display().to_string(),
         bytes: bytes.len() as u64,
+        completions: rows_done.and_then(|(rows, b)| completions(&c.job, &b, &rows)),
     })
 }
 
@@ -868,7 +1142,9 @@ pub fn whole_file(job: &JobSpec, tiles: &[Vec<u8>]) -> Result<Vec<u8>> {
             tensor_file("C", m.rows, m.cols, &m.data)
         }
         JobKind::HashBatch => Ok(tiles.concat()),
-        JobKind::Mlp | JobKind::Encoder => rows_file(job, &tiles.concat(), &(0..job.dims[0])),
+        JobKind::Mlp | JobKind::Encoder | JobKind::Generate => {
+            rows_file(job, &tiles.concat(), &(0..job.dims[0]))
+        }
     }
 }
 
@@ -898,6 +1174,9 @@ pub struct Local {
     /// (the Merkle tree over the tiles), `output` (the file built and written). `keeper
     /// compute` adds `prepare` (the job built from the files, before any of these).
     pub phases: std::collections::BTreeMap<&'static str, f64>,
+    /// A `Generate` job's completions with their prompts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completions: Option<Vec<Completion>>,
 }
 
 /// Runs `job` here as a provider would (PROTOCOL §5): its inputs (`prepared`, for a job on the
@@ -946,6 +1225,7 @@ pub fn compute_locally(
     let (root, _) = store.publish([0; 32], *job, tiles.clone())?;
     phase("commit");
     let file = whole_file(job, &tiles)?;
+    let completions = completions(job, &tiles.concat(), &(0..job.dims[0]));
     let tmp = out.with_extension("part");
     std::fs::write(&tmp, &file).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, out)?;
@@ -964,6 +1244,7 @@ pub fn compute_locally(
         output: out.display().to_string(),
         bytes: file.len() as u64,
         phases,
+        completions,
     })
 }
 
@@ -991,7 +1272,7 @@ fn tiles_file(job: &JobSpec, served: &[crate::verify::ProvenTile]) -> Result<Vec
                     .collect();
                 (s.index, safetensors::Dtype::U32, vec![rows, cols], data)
             }
-            JobKind::HashBatch => (
+            JobKind::HashBatch | JobKind::Generate => (
                 s.index,
                 safetensors::Dtype::U32,
                 vec![s.tile.len() / 4],
@@ -1190,6 +1471,7 @@ pub fn published_result(
         tiles: want.len() as u32,
         output: out.display().to_string(),
         bytes: bytes.len() as u64,
+        completions: None,
     }))
 }
 

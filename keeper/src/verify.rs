@@ -289,7 +289,17 @@ pub fn check_sampled(
             return refuse(format!("tile {} has no valid proof to the root", s.index));
         }
     }
-    let mine = backend.tiles(job, &want)?;
+    // a Generate tile is checked by a teacher-forced prefill of what was served (a fraction of
+    // generating it); every other kind recomputed
+    let mine = if job.kind == compute_market_protocol::job::JobKind::Generate {
+        let inputs = crate::compute::inputs::generate(job)?;
+        let by_index: std::collections::HashMap<u32, &[u8]> =
+            served.iter().map(|s| (s.index, s.tile.as_slice())).collect();
+        let claimed: Vec<(u32, &[u8])> = want.iter().map(|&i| (i, by_index[&i])).collect();
+        crate::compute::decoder::job::checked_tiles(&inputs, job, &claimed)?
+    } else {
+        backend.tiles(job, &want)?
+    };
     let own: std::collections::HashMap<u32, Digest> = want
         .iter()
         .zip(&mine)

@@ -600,6 +600,105 @@ pub fn argmax(v: &[i64]) -> usize {
     best
 }
 
+/// How a `Generate` job picks each token (PROTOCOL §5, Generate): greedily, or by sampling in
+/// integers from a stream the job fixes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Sampling {
+    /// Temperature in Q8 (256 is 1.0), `0 ..= 65 536`; 0 decodes greedily.
+    pub temperature: u32,
+    /// Keep the `top_k` likeliest tokens (0: all).
+    pub top_k: u32,
+    /// Keep the fewest likeliest tokens whose weight is at least this fraction of the whole, in
+    /// Q16 (`1 ..= 65 536`; 65 536 keeps every token).
+    pub top_p: u32,
+    /// The client's seed: another value draws other completions of the same prompts.
+    pub seed: u64,
+}
+
+/// Largest sampling temperature (Q8: 256.0).
+pub const MAX_TEMPERATURE: u32 = 1 << 16;
+/// `top_p` that keeps every token (Q16 1.0).
+pub const TOP_P_ONE: u32 = 1 << 16;
+
+impl Sampling {
+    /// Greedy decoding.
+    pub const GREEDY: Sampling = Sampling {
+        temperature: 0,
+        top_k: 0,
+        top_p: TOP_P_ONE,
+        seed: 0,
+    };
+
+    /// Why the rule cannot be used with a vocabulary of `vocab`, if it cannot.
+    pub fn check(&self, vocab: usize) -> Result<(), ModelError> {
+        if self.temperature > MAX_TEMPERATURE {
+            return refuse(format!(
+                "temperature {} (Q8) is above {MAX_TEMPERATURE} (256.0)",
+                self.temperature
+            ));
+        }
+        if self.top_k as usize > vocab {
+            return refuse(format!(
+                "top-k {} is more than the vocabulary's {vocab} tokens",
+                self.top_k
+            ));
+        }
+        if !(1..=TOP_P_ONE).contains(&self.top_p) {
+            return refuse(format!(
+                "top-p {} (Q16) is not in 1 ..= 65 536 (a fraction above 0, at most 1)",
+                self.top_p
+            ));
+        }
+        Ok(())
+    }
+
+    /// The token picked from `logits` (Q16) with `draw` the step's 64 uniform bits: the first
+    /// largest logit when greedy; else the candidates ranked by logit (the lower id first on a
+    /// tie), cut to the first `top_k`, weighted `w_i = exp[min(⌊(ℓ_max − ℓ_i) · 4 / τ⌋, 16 383)]`
+    /// (`e^((ℓ_i − ℓ_max) / T)` with `exp` the model's table of `2^20 · e^(−t/1024)`), cut to
+    /// the shortest prefix whose weight `c` has `c · 2^16 ≥ top_p · W` (W all the candidates'),
+    /// then the first whose running weight exceeds `⌊draw · c / 2^64⌋`.
+    pub fn pick(&self, logits: &[i64], exp: &[i32], draw: u64) -> usize {
+        if self.temperature == 0 {
+            return argmax(logits);
+        }
+        let mut order: Vec<usize> = (0..logits.len()).collect();
+        order.sort_unstable_by(|&a, &b| logits[b].cmp(&logits[a]).then(a.cmp(&b)));
+        if self.top_k > 0 {
+            order.truncate(self.top_k as usize);
+        }
+        let top = logits[order[0]];
+        let tau = i128::from(self.temperature);
+        let last = exp.len() as i128 - 1;
+        let w: Vec<u64> = order
+            .iter()
+            .map(|&i| {
+                let t = (i128::from(top - logits[i]) * 4 / tau).min(last);
+                exp[t as usize].max(0) as u64
+            })
+            .collect();
+        let whole: u128 = w.iter().map(|&v| u128::from(v)).sum();
+        let mut kept = 0u128;
+        let mut n = 0;
+        for &v in &w {
+            kept += u128::from(v);
+            n += 1;
+            if kept << 16 >= u128::from(self.top_p) * whole {
+                break;
+            }
+        }
+        let r = (u128::from(draw) * kept) >> 64;
+        let mut run = 0u128;
+        for (k, &v) in w[..n].iter().enumerate() {
+            run += u128::from(v);
+            if run > r {
+                return order[k];
+            }
+        }
+        order[0]
+    }
+}
+
 /// Integer RMSNorm of a residual row, to int16: `sh` = the bits of `max|x|` over 26,
 /// `u = x ≫ sh`, `r = ⌊√((⌊Σu² / H⌋ + (ε ≫ 2 sh)) · 2^32)⌋` (so `r / 2^16` is u's RMS),
 /// `z = ⌊u · 2^30 / max(r, 1)⌋` (Q14), `y[c] = rq(z, g[c])` clamped to `±32 767`.
@@ -614,4 +713,18 @@ pub fn rms_norm(x: &[i64], g: &Rq, eps: i64) -> Vec<i64> {
         .enumerate()
         .map(|(c, &v)| g.apply(c, (v << 30).div_euclid(r), -Y_MAX, Y_MAX))
         .collect()
+}
+
+/// The 64 uniform bits a sampled `Generate` step draws: the first 8 bytes (little-endian) of
+/// `SHA-256("cm:generate:v1" ‖ input ‖ seed ‖ row ‖ step)`, `input` the job's manifest hash,
+/// `row` the prompt's index, `step` the token's index in its completion — fixed by the job, so
+/// `keeper compute` before a post, the provider and every verifier draw the same.
+pub fn draw(input: &[u8; 32], seed: u64, row: u32, step: u32) -> u64 {
+    crate::hash::digest_u64(&crate::hash::hashv(&[
+        b"cm:generate:v1",
+        input,
+        &seed.to_le_bytes(),
+        &row.to_le_bytes(),
+        &step.to_le_bytes(),
+    ]))
 }

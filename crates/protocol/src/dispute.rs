@@ -30,10 +30,12 @@ pub const PROOF_BUFFER_LEN: usize = CHUNK_LEN + 32 * MAX_CHUNK_SIBLINGS;
 /// generated `MatMulModP` from the job alone; `MatMulModP` and `Mlp` on the client's data from
 /// proven slices of its inputs (which needs a version-2 manifest); `Encoder` of an even width
 /// by a game over one text's trace (PROTOCOL §8.10), its elements the embeddings' words.
+/// Not yet `Generate`: its verdicts settle at once (PROTOCOL §5, Generate).
 pub fn supported(job: &JobSpec) -> bool {
     match job.kind {
         JobKind::HashBatch | JobKind::MatMulModP | JobKind::Mlp => true,
         JobKind::Encoder => job.dims[2].is_multiple_of(2),
+        JobKind::Generate => false,
     }
 }
 
@@ -126,7 +128,7 @@ pub fn elements_per_tile(job: &JobSpec) -> u32 {
         JobKind::Encoder if job.dims[2].is_multiple_of(2) => {
             u32::from(job.rows_per_tile) * (job.dims[2] / 2)
         }
-        JobKind::Encoder => u32::from(job.rows_per_tile),
+        JobKind::Encoder | JobKind::Generate => u32::from(job.rows_per_tile),
     }
 }
 

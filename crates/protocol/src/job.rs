@@ -5,12 +5,12 @@
 //! | bytes  | field |
 //! |--------|-------|
 //! | 0      | encoding version, [`JOB_VERSION`] |
-//! | 1      | kind: 1 = `MatMulModP`, 2 = `HashBatch`, 3 = `Mlp`, 4 = `Encoder` |
+//! | 1      | kind: 1 = `MatMulModP`, 2 = `HashBatch`, 3 = `Mlp`, 4 = `Encoder`, 5 = `Generate` |
 //! | 2      | input mode: 0 = generated from `input`, 1 = `input` is a content hash (location in the task's input URI) |
-//! | 3      | `Mlp`, `Encoder`: rows per tile (1 ..= 64); otherwise reserved, 0 |
-//! | 4..16  | three `u32` dimensions: `MatMulModP` (m, k, n); `HashBatch` (tiles, nonces per tile, iterations); `Mlp` (rows, features, classes); `Encoder` (texts, tokens per text at most, hidden width) |
+//! | 3      | `Mlp`, `Encoder`, `Generate`: rows per tile (1 ..= 64); otherwise reserved, 0 |
+//! | 4..16  | three `u32` dimensions: `MatMulModP` (m, k, n); `HashBatch` (tiles, nonces per tile, iterations); `Mlp` (rows, features, classes); `Encoder` (texts, tokens per text at most, hidden width); `Generate` (prompts, prompt tokens at most, new tokens at most) |
 //! | 16..48 | input seed or content hash |
-//! | 48..56 | `Mlp`: multiply-adds per row; `Encoder`: GEMM multiply-adds per token (`u64`); otherwise reserved, 0 |
+//! | 48..56 | `Mlp`: multiply-adds per row; `Encoder`, `Generate`: work units per token (`u64`); otherwise reserved, 0 |
 //! | 56..64 | `MatMulModP` and `Mlp` on the client's data: the length of the slice string of A or of the model that the manifest names (`u64`, PROTOCOL §8.7), 0 when it names none; otherwise reserved, 0 |
 
 use crate::hash::{digest_u64, hashv, Digest};
@@ -62,7 +62,53 @@ pub const MAX_ENCODER_TEXTS_BYTES: u64 = 64 << 20;
 pub fn encoder_work_per_token(blocks: u64, h: u64, f: u64, heads: u64, limit: u64) -> u64 {
     blocks * (4 * h * h + 2 * h * f + 8 * limit * h + 64 * heads * limit + 16 * (6 * h + f))
 }
-/// Most rows in one `Mlp` or `Encoder` tile.
+/// Most prompts of a `Generate` job.
+pub const MAX_GENERATE_PROMPTS: u32 = 65_536;
+/// Most positions of a `Generate` sequence, prompt and completion together: the decoder
+/// format's bound on its RoPE table ([`crate::decoder::MAX_POSITIONS`]); a model with fewer
+/// positions refuses longer jobs by name.
+pub const MAX_GENERATE_CONTEXT: u32 = 8_192;
+/// Most new tokens of one `Generate` completion. Why 1 024: a completion is one tile's row of
+/// `4 · (G + 1)` bytes, so 64 of them stay within a 256 KiB tile; the verifier's prefill of
+/// one completion, and the provider's `G` sequential decode steps, stay within what a task's
+/// windows allow on one CPU (SmolLM2 on 2 cores: about a minute); longer answers are several
+/// tasks, each continuing the last.
+pub const MAX_GENERATE_NEW: u32 = 1_024;
+/// Most work units per token of a `Generate` job's decoder (far above any decoder the format
+/// holds at 64 layers of width 4 096: a bound that keeps `work` in range).
+pub const MAX_GENERATE_WORK_PER_TOKEN: u64 = 1 << 40;
+/// A decode step is charged as at least this many tokens of work: the `G` steps of a
+/// completion run one after the other (each needs the last token), and a step over few
+/// prompts reads every weight for few multiply-adds, so a small batch is priced and timed by
+/// its steps, not its tokens ([`JobSpec::work`]).
+pub const DECODE_FLOOR: u64 = 8;
+
+/// A `Generate` job's work units per token (PROTOCOL §5, Generate) for a decoder of `layers`
+/// layers of width `h`, feed-forward `f`, `heads` query heads and `kv_heads` key/value heads of
+/// width `d`, a vocabulary of `vocab`, at a context of `ctx` positions: per layer the dense
+/// multiply-adds `2·h·heads·d + 2·h·kv_heads·d + 3·h·f`, the attention over the context
+/// `2·ctx·heads·d` and the element-wise steps `16·(4h + f)`; then the logits `vocab·h`.
+#[allow(clippy::too_many_arguments)]
+pub fn decoder_work_per_token(
+    layers: u64,
+    h: u64,
+    f: u64,
+    heads: u64,
+    kv_heads: u64,
+    d: u64,
+    vocab: u64,
+    ctx: u64,
+) -> u64 {
+    layers
+        * (2 * h * heads * d
+            + 2 * h * kv_heads * d
+            + 3 * h * f
+            + 2 * ctx * heads * d
+            + 16 * (4 * h + f))
+        + vocab * h
+}
+
+/// Most rows in one `Mlp`, `Encoder` or `Generate` tile.
 pub const MAX_ROWS_PER_TILE: u8 = 64;
 
 /// What a job computes.
@@ -79,13 +125,17 @@ pub enum JobKind {
     /// Integer sentence embeddings by a BERT-family encoder on the client's texts (PROTOCOL §5,
     /// Encoder): dims (texts N, tokens per text at most L, hidden width H); tiles of R rows.
     Encoder = 4,
+    /// Integer text generation by a llama-family decoder on the client's prompts (PROTOCOL §5,
+    /// Generate): dims (prompts N, prompt tokens at most L, new tokens at most G); tiles of R
+    /// completions.
+    Generate = 5,
 }
 
 impl JobKind {
     /// Whether the kind runs a model over rows of the client's data (tiles of R rows, work per
     /// row or token in bytes 48..56, inputs by content hash only).
     pub fn is_inference(self) -> bool {
-        matches!(self, JobKind::Mlp | JobKind::Encoder)
+        matches!(self, JobKind::Mlp | JobKind::Encoder | JobKind::Generate)
     }
 }
 
@@ -109,10 +159,12 @@ pub struct JobSpec {
     pub dims: [u32; 3],
     /// Input seed or content hash.
     pub input: [u8; 32],
-    /// `Mlp`, `Encoder`: rows per tile R (1 ..= [`MAX_ROWS_PER_TILE`]); 0 for the other kinds.
+    /// `Mlp`, `Encoder`, `Generate`: rows per tile R (1 ..= [`MAX_ROWS_PER_TILE`]); 0 for the
+    /// other kinds.
     pub rows_per_tile: u8,
     /// `Mlp`: multiply-adds per row (Σ in·out over the model's layers); `Encoder`: the GEMMs'
-    /// multiply-adds per token (blocks · (4H² + 2HF)). Providers check it against the model
+    /// multiply-adds per token (blocks · (4H² + 2HF)); `Generate`: work units per token at the
+    /// context L + G ([`decoder_work_per_token`]). Providers check it against the model
     /// they fetch, so work and price are known before any fetch; 0 for the other kinds.
     pub work_per_row: u64,
     /// `MatMulModP`, `Mlp` and `Encoder` on the client's data: the length of the slice string
@@ -228,6 +280,29 @@ impl JobSpec {
         }
     }
 
+    /// A `Generate` job: `prompts` prompts of at most `max_prompt` tokens each (the chat
+    /// template included), each completed by up to `max_new` tokens, by a decoder of
+    /// `work_per_token` work units per token at that context, on the inputs named by
+    /// `manifest`, `rows_per_tile` completions per tile.
+    pub fn generate(
+        prompts: u32,
+        max_prompt: u32,
+        max_new: u32,
+        work_per_token: u64,
+        rows_per_tile: u8,
+        manifest: [u8; 32],
+    ) -> Self {
+        JobSpec {
+            kind: JobKind::Generate,
+            input_mode: InputMode::ContentHash,
+            dims: [prompts, max_prompt, max_new],
+            input: manifest,
+            rows_per_tile,
+            work_per_row: work_per_token,
+            slices_len: 0,
+        }
+    }
+
     /// Canonical encoding.
     pub fn encode(&self) -> [u8; JOB_SPEC_LEN] {
         let mut b = [0u8; JOB_SPEC_LEN];
@@ -255,6 +330,7 @@ impl JobSpec {
             2 => JobKind::HashBatch,
             3 => JobKind::Mlp,
             4 => JobKind::Encoder,
+            5 => JobKind::Generate,
             _ => return Err(JobError::UnknownKind),
         };
         let input_mode = match b[2] {
@@ -281,12 +357,23 @@ impl JobSpec {
             JobKind::HashBatch => [MAX_HASH_TILES, MAX_NONCES_PER_TILE, MAX_HASH_ITERATIONS],
             JobKind::Mlp => [MAX_MLP_ROWS, MAX_MLP_WIDTH, MAX_MLP_WIDTH],
             JobKind::Encoder => [MAX_ENCODER_ROWS, MAX_ENCODER_TOKENS, MAX_ENCODER_HIDDEN],
+            JobKind::Generate => [
+                MAX_GENERATE_PROMPTS,
+                MAX_GENERATE_CONTEXT - 1,
+                MAX_GENERATE_NEW,
+            ],
         };
         if dims.iter().zip(max.iter()).any(|(&d, &m)| d == 0 || d > m) {
             return Err(JobError::DimensionOutOfRange);
         }
+        if kind == JobKind::Generate && dims[1] + dims[2] > MAX_GENERATE_CONTEXT {
+            return Err(JobError::DimensionOutOfRange);
+        }
         if rows {
-            let (least, most) = if kind == JobKind::Mlp {
+            let (least, most) = if kind == JobKind::Generate {
+                // the decoder is checked against it exactly when fetched
+                (1, MAX_GENERATE_WORK_PER_TOKEN)
+            } else if kind == JobKind::Mlp {
                 // at least one layer F → C, at most MAX_MLP_LAYERS of the widest
                 let (f, c) = (u64::from(dims[1]), u64::from(dims[2]));
                 (
@@ -349,7 +436,11 @@ impl JobSpec {
     /// Number of output tiles T (leaves of the result's Merkle tree). Always ≥ 1.
     pub fn tile_count(&self) -> u32 {
         match self.kind {
-            JobKind::MatMulModP | JobKind::HashBatch | JobKind::Mlp | JobKind::Encoder => {
+            JobKind::MatMulModP
+            | JobKind::HashBatch
+            | JobKind::Mlp
+            | JobKind::Encoder
+            | JobKind::Generate => {
                 let (rows, cols) = self.tile_grid();
                 rows * cols
             }
@@ -364,7 +455,7 @@ impl JobSpec {
                 self.dims[2].div_ceil(MATMUL_TILE),
             ),
             JobKind::HashBatch => (self.dims[0], 1),
-            JobKind::Mlp | JobKind::Encoder => (
+            JobKind::Mlp | JobKind::Encoder | JobKind::Generate => (
                 self.dims[0].div_ceil(u32::from(self.rows_per_tile.max(1))),
                 1,
             ),
@@ -379,6 +470,8 @@ impl JobSpec {
             JobKind::HashBatch => 32 * self.dims[1] as usize,
             JobKind::Mlp => usize::from(self.rows_per_tile) * (4 * self.dims[2] as usize + 4),
             JobKind::Encoder => usize::from(self.rows_per_tile) * 2 * self.dims[2] as usize,
+            // per completion its token count, then G token ids (u32, zero past the count)
+            JobKind::Generate => usize::from(self.rows_per_tile) * 4 * (self.dims[2] as usize + 1),
         }
     }
 
@@ -390,6 +483,11 @@ impl JobSpec {
             JobKind::Mlp => a * self.work_per_row,
             // every text at the token limit: an upper bound known before the texts are
             JobKind::Encoder => a * b * self.work_per_row,
+            // the prompts at their bound, and the G sequential decode steps, each charged as
+            // max(N, DECODE_FLOOR) tokens
+            JobKind::Generate => (a * b)
+                .saturating_add(c.saturating_mul(a.max(DECODE_FLOOR)))
+                .saturating_mul(self.work_per_row),
             _ => a * b * c,
         }
     }
@@ -409,6 +507,16 @@ impl JobSpec {
                     + self.work_per_row
                     + (MAX_ENCODER_VOCAB + u64::from(MAX_ENCODER_TOKENS)) * c
                     + a * 2 * c
+            }
+            // the prompts' part at its bound, the model (at most a byte a unit of work), one
+            // sequence's key/value cache (taken as 1/1 024 of the work a position: SmolLM2's
+            // is 1/5 900) and the outputs
+            JobKind::Generate => {
+                crate::job::ENCODER_TEXT_BYTES_PER_TOKEN * a * b
+                    + 4 * a * b
+                    + self.work_per_row
+                    + (b + c) * (self.work_per_row / 1024)
+                    + a * 4 * (c + 1)
             }
         }
     }
@@ -617,6 +725,48 @@ mod tests {
             &|b| b[48..56].copy_from_slice(&(most + 1).to_le_bytes()),
             JobError::DimensionOutOfRange,
         );
-        refused(&|b| b[1] = 5, JobError::UnknownKind);
+        refused(&|b| b[1] = 6, JobError::UnknownKind);
+    }
+
+    #[test]
+    fn a_generate_spec_bounds_prompt_and_completion_and_charges_the_sequential_steps() {
+        // SmolLM2-135M at a context of 96 + 32
+        let wpt = decoder_work_per_token(30, 576, 1536, 9, 3, 64, 49_152, 128);
+        let j = JobSpec::generate(3, 96, 32, wpt, 2, [5; 32]);
+        let b = j.encode();
+        assert_eq!((b[1], b[3]), (5, 2));
+        assert_eq!(JobSpec::decode(&b), Ok(j));
+        assert_eq!(j.tile_count(), 2, "⌈3 / 2⌉");
+        assert_eq!(j.tile_len(), 2 * 4 * 33, "a count and 32 ids a completion");
+        // three prompts decode as DECODE_FLOOR: 32 steps of 8 tokens, not of 3
+        assert_eq!(j.work(), (3 * 96 + 32 * DECODE_FLOOR) * wpt);
+        let big = JobSpec::generate(100, 96, 32, wpt, 2, [5; 32]);
+        assert_eq!(big.work(), (100 * 96 + 32 * 100) * wpt);
+        let refused = |f: &dyn Fn(&mut [u8; JOB_SPEC_LEN]), e: JobError| {
+            let mut b = j.encode();
+            f(&mut b);
+            assert_eq!(JobSpec::decode(&b), Err(e));
+        };
+        let dims = |l: u32, g: u32| {
+            move |b: &mut [u8; JOB_SPEC_LEN]| {
+                b[8..12].copy_from_slice(&l.to_le_bytes());
+                b[12..16].copy_from_slice(&g.to_le_bytes());
+            }
+        };
+        // max new tokens 0 or over the bound; prompt and completion over the context
+        refused(&dims(96, 0), JobError::DimensionOutOfRange);
+        refused(&dims(96, MAX_GENERATE_NEW + 1), JobError::DimensionOutOfRange);
+        refused(&dims(MAX_GENERATE_CONTEXT - 1023, 1024), JobError::DimensionOutOfRange);
+        let edge = dims(MAX_GENERATE_CONTEXT - 1024, 1024);
+        let mut e = j.encode();
+        edge(&mut e);
+        assert!(JobSpec::decode(&e).is_ok(), "L + G = the context");
+        refused(&|b| b[3] = 0, JobError::DimensionOutOfRange);
+        refused(&|b| b[2] = 0, JobError::InputModeNotAllowed);
+        refused(&|b| b[56] = 1, JobError::ReservedNotZero);
+        refused(
+            &|b| b[48..56].copy_from_slice(&(MAX_GENERATE_WORK_PER_TOKEN + 1).to_le_bytes()),
+            JobError::DimensionOutOfRange,
+        );
     }
 }

@@ -12,7 +12,7 @@
 //! [5]     number of parts n, 1..=MAX_PARTS
 //! [6..8]  0
 //! then n entries of 44 bytes (version 1) or 84 (version 2), in strictly increasing role order:
-//!   [0]      role (1 = A, 2 = B, 3 = model, 4 = batch, 5 = texts)
+//!   [0]      role (1 = A, 2 = B, 3 = model, 4 = batch, 5 = texts, 6 = prompts)
 //!   [1]      format (1 = safetensors, 2 = UTF-8 text; texts are text, every other role safetensors)
 //!   [2..4]   0
 //!   [4..12]  length in bytes, u64 little-endian, ≥ 1
@@ -67,6 +67,9 @@ pub enum Role {
     Batch = 4,
     /// `Encoder`'s texts: UTF-8, one text per line.
     Texts = 5,
+    /// `Generate`'s prompts: their texts, their token ids in the model's chat template and the
+    /// sampling rule, one safetensors file (PROTOCOL §5, Generate).
+    Prompts = 6,
 }
 
 impl Role {
@@ -77,6 +80,7 @@ impl Role {
             3 => Some(Role::Model),
             4 => Some(Role::Batch),
             5 => Some(Role::Texts),
+            6 => Some(Role::Prompts),
             _ => None,
         }
     }
@@ -90,6 +94,7 @@ impl Role {
             Role::Model => "model",
             Role::Batch => "batch",
             Role::Texts => "texts",
+            Role::Prompts => "prompts",
         }
     }
 
@@ -385,6 +390,7 @@ pub fn roles_of(job: &JobSpec) -> Option<Vec<Role>> {
         JobKind::HashBatch => None,
         JobKind::Mlp => Some(vec![Role::Model, Role::Batch]),
         JobKind::Encoder => Some(vec![Role::Model, Role::Texts]),
+        JobKind::Generate => Some(vec![Role::Model, Role::Prompts]),
     }
 }
 
@@ -434,6 +440,21 @@ pub fn part_bound(job: &JobSpec, role: Role) -> Option<u64> {
                     + 4 * 1024,
             )
         }
+        // per prompt two lengths, at most 16 bytes of text and one id a token of the limit,
+        // and the sampling rule
+        (JobKind::Generate, Role::Prompts) => {
+            let (n, l) = (u64::from(job.dims[0]), u64::from(job.dims[1]));
+            Some(file + 8 * n + (crate::job::ENCODER_TEXT_BYTES_PER_TOKEN + 4) * n * l + 64)
+        }
+        // at most a byte a unit of a token's work (4-bit weights, their scales, the int8
+        // embedding), the tables and the tokenizer (at most 64 bytes a vocabulary entry of the
+        // largest vocabulary)
+        (JobKind::Generate, Role::Model) => Some(
+            file + job.work_per_row
+                + 4 * u64::from(crate::job::MAX_GENERATE_CONTEXT) * 256
+                + 64 * (1 << 18)
+                + (4 << 20),
+        ),
         _ => shape_of(job, role).map(|[r, c]| file + r * c * 4),
     }
 }

@@ -76,6 +76,10 @@ impl Backend for CpuBackend {
                 let r = usize::from(job.rows_per_tile);
                 super::encoder::run_tiles(&inputs.fast, &inputs.ids, indices, r)
             }
+            JobKind::Generate => {
+                let inputs = super::inputs::generate(job)?;
+                super::decoder::job::run_tiles(&inputs, job, indices)?
+            }
         })
     }
 

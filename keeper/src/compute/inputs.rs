@@ -170,6 +170,7 @@ enum Inputs {
     Matrices(MatrixInputs),
     Mlp(MlpInputs),
     Encoder(EncoderInputs),
+    Generate(super::decoder::job::GenerateInputs),
 }
 
 #[derive(Default)]
@@ -199,6 +200,11 @@ fn size_of(i: &Inputs) -> usize {
             encoder_weight_bytes(&e.encoder)
                 + e.fast.bytes()
                 + 4 * e.ids.iter().map(Vec::len).sum::<usize>()
+        }
+        Inputs::Generate(g) => {
+            super::decoder::weight_bytes(&g.model.decoder)
+                + g.prompts.texts.iter().map(String::len).sum::<usize>()
+                + 4 * g.prompts.ids.iter().map(Vec::len).sum::<usize>()
         }
     }
 }
@@ -259,6 +265,12 @@ pub fn hold_encoder(manifest: Digest, inputs: EncoderInputs) {
     hold_any(manifest, Inputs::Encoder(inputs))
 }
 
+/// Holds the verified decoder and prompts of every `Generate` job whose manifest hashes to
+/// `manifest`.
+pub fn hold_generate(manifest: Digest, inputs: super::decoder::job::GenerateInputs) {
+    hold_any(manifest, Inputs::Generate(inputs))
+}
+
 /// Bytes the inputs of `job` take when held, at their bound.
 fn need_of(job: &JobSpec) -> usize {
     let [a, b, c] = job.dims.map(|d| d as usize);
@@ -282,6 +294,8 @@ fn need_of(job: &JobSpec) -> usize {
                 + compute_market_protocol::job::MAX_ENCODER_BLOCKS as usize * (100 * c + 1024)
                 + 6 * job.work_per_row as usize / c.max(1)
         }
+        // the texts and ids at the limit, and the model at a byte a unit of a token's work
+        JobKind::Generate => 20 * a * b + job.work_per_row as usize,
         _ => 4 * (a * b + b * c),
     }
 }
@@ -320,6 +334,9 @@ fn fits(job: &JobSpec, i: &Inputs) -> bool {
                 && e.ids.iter().all(|t| !t.is_empty() && t.len() <= inner)
                 && e.encoder.hidden == cols
                 && e.encoder.work_per_token(inner) == job.work_per_row
+        }
+        (JobKind::Generate, Inputs::Generate(g)) => {
+            super::decoder::job::check_fits(g, job).is_ok()
         }
         _ => false,
     }
@@ -363,6 +380,10 @@ fn held_for(job: &JobSpec) -> Result<Inputs> {
             "{a} texts of at most {b} tokens and an encoder of width {c} doing {} multiply-adds a token",
             job.work_per_row
         ),
+        JobKind::Generate => format!(
+            "{a} prompts of at most {b} tokens, {c} new tokens each, on a decoder doing {} work units a token",
+            job.work_per_row
+        ),
         _ => format!("{a}×{b}·{b}×{c}"),
     };
     ensure!(
@@ -384,7 +405,7 @@ pub fn matrices(job: &JobSpec) -> Result<MatrixInputs> {
         }),
         InputMode::ContentHash => match held_for(job)? {
             Inputs::Matrices(m) => Ok(m),
-            Inputs::Mlp(_) | Inputs::Encoder(_) => {
+            Inputs::Mlp(_) | Inputs::Encoder(_) | Inputs::Generate(_) => {
                 bail!("the inputs held for this manifest are a model, not matrices")
             }
         },
@@ -408,6 +429,16 @@ pub fn encoder(job: &JobSpec) -> Result<EncoderInputs> {
     match held_for(job)? {
         Inputs::Encoder(e) => Ok(e),
         _ => bail!("the inputs held for this manifest are not an encoder and texts"),
+    }
+}
+
+/// The decoder and prompts of a `Generate` job, held by [`hold_generate`] after they were
+/// fetched and checked.
+pub fn generate(job: &JobSpec) -> Result<super::decoder::job::GenerateInputs> {
+    ensure!(job.kind == JobKind::Generate, "not a Generate job");
+    match held_for(job)? {
+        Inputs::Generate(g) => Ok(g),
+        _ => bail!("the inputs held for this manifest are not a decoder and prompts"),
     }
 }
 

@@ -163,6 +163,7 @@ fn describe(job: &JobSpec) -> String {
         JobKind::HashBatch => format!("HashBatch {a}×{b}×{c}"),
         JobKind::Mlp => format!("Mlp {a} rows × {b} → {c}"),
         JobKind::Encoder => format!("Encoder {a} texts ≤ {b} tokens → {c}"),
+        JobKind::Generate => format!("Generate {a} prompts ≤ {b} tokens → ≤ {c} new"),
     }
 }
 

@@ -558,6 +558,20 @@ impl ResultStore {
             );
             return Ok(counts);
         }
+        if job.kind == compute_market_protocol::job::JobKind::Generate {
+            let [rows, max_tokens, _] = job.dims.map(|d| d as usize);
+            let model = crate::compute::decoder::parse_model(&fetched[0]).map_err(invalid)?;
+            let prompts =
+                crate::compute::decoder::job::parse_prompts(&fetched[1], &model, rows, max_tokens)
+                    .map_err(invalid)?;
+            let g = crate::compute::decoder::job::GenerateInputs {
+                model: Arc::new(model),
+                prompts: Arc::new(prompts),
+            };
+            crate::compute::decoder::job::check_fits(&g, job).map_err(invalid)?;
+            inputs::hold_generate(job.input, g);
+            return Ok(counts);
+        }
         if job.kind == compute_market_protocol::job::JobKind::Encoder {
             let [rows, max_tokens, hidden] = job.dims.map(|d| d as usize);
             let model = crate::compute::encoder::parse_model(&fetched[0]).map_err(invalid)?;

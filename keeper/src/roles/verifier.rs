@@ -886,7 +886,7 @@ impl Checker {
                     }
                     v
                 }),
-            JobKind::HashBatch | JobKind::Mlp | JobKind::Encoder => {
+            JobKind::HashBatch | JobKind::Mlp | JobKind::Encoder | JobKind::Generate => {
                 let picked = sample_indices(&t.seed, &me, t.samples as u32, t.tile_count);
                 let want = distinct(&picked);
                 self.store

@@ -377,9 +377,10 @@ impl Backend for CudaBackend {
                     crate::compute::cpu::CpuBackend.tiles(job, indices)
                 });
             }
-            // the MLP or the encoder when its kernels failed the self-test run on the CPU
-            // path here: the same bytes by construction
-            JobKind::Mlp | JobKind::Encoder => {
+            // the MLP or the encoder when its kernels failed the self-test, and text
+            // generation (no GPU kernels yet), run on the CPU path here: the same bytes by
+            // construction
+            JobKind::Mlp | JobKind::Encoder | JobKind::Generate => {
                 return crate::compute::cpu::CpuBackend.tiles(job, indices)
             }
             JobKind::MatMulModP => {

@@ -78,3 +78,40 @@ pub fn logits(dec: &Decoder, y: &[i64]) -> Vec<i64> {
         })
         .collect()
 }
+
+/// [`logits`] of several final-norm rows at once (a verifier's prefill): each embedding row
+/// read once for all of them.
+pub fn logits_rows(dec: &Decoder, ys: &[Vec<i64>]) -> Vec<Vec<i64>> {
+    let h = dec.width;
+    let nb = h / BLOCK;
+    let y32: Vec<Vec<i32>> = ys
+        .iter()
+        .map(|y| y.iter().map(|&v| v as i32).collect())
+        .collect();
+    let per_token: Vec<Vec<i64>> = (0..dec.vocab())
+        .into_par_iter()
+        .with_min_len(64)
+        .map(|t| {
+            let q = &dec.emb_q[t * h..(t + 1) * h];
+            let ds = &dec.emb_d[t * nb..(t + 1) * nb];
+            y32.iter()
+                .map(|y| {
+                    let acc: i64 = (0..nb)
+                        .map(|b| {
+                            let s: i32 = q[b * BLOCK..(b + 1) * BLOCK]
+                                .iter()
+                                .zip(&y[b * BLOCK..(b + 1) * BLOCK])
+                                .map(|(&w, &v)| i32::from(w) * v)
+                                .sum();
+                            i64::from(ds[b]) * i64::from(s)
+                        })
+                        .sum();
+                    dec.lm_rq.apply(t, acc, -RES_MAX, RES_MAX)
+                })
+                .collect()
+        })
+        .collect();
+    (0..ys.len())
+        .map(|r| per_token.iter().map(|t| t[r]).collect())
+        .collect()
+}

@@ -15,6 +15,7 @@ use tokenizers::Tokenizer;
 use super::tensors::{i32s, tensors, Tensors};
 
 pub mod fast;
+pub mod job;
 
 /// A model file's decoder, tokenizer and chat template.
 pub struct Model {
@@ -41,6 +42,22 @@ impl std::fmt::Debug for Model {
 }
 
 impl Model {
+    /// The work units per token of a `Generate` job at a context of `ctx` positions
+    /// ([`compute_market_protocol::job::decoder_work_per_token`]).
+    pub fn work_per_token(&self, ctx: usize) -> u64 {
+        let d = &self.decoder;
+        compute_market_protocol::job::decoder_work_per_token(
+            d.layers.len() as u64,
+            d.width as u64,
+            d.ffn() as u64,
+            d.heads as u64,
+            d.kv_heads as u64,
+            d.head_dim as u64,
+            d.vocab() as u64,
+            ctx as u64,
+        )
+    }
+
     /// The token ids of one user prompt in the chat template.
     pub fn prompt_ids(&self, prompt: &str) -> Result<Vec<u32>> {
         let text = format!("{}{prompt}{}", self.chat_pre, self.chat_post);
@@ -278,22 +295,30 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model> {
     })
 }
 
-/// Greedy generation: up to `max_new` tokens after `prompt`, each the first largest logit,
-/// stopping after the end-of-turn token or at the model's last position; the dense layers'
-/// accumulators by `acc` and the logits by `logits` (the reference's or faster equals).
-pub fn generate_with(
+/// How each token is picked: from the logits at a step of the completion (its index).
+pub type Pick<'a> = dyn Fn(&[i64], usize) -> u32 + Sync + 'a;
+
+/// Generation: up to `max_new` tokens after `prompt`, each picked by `pick` from the logits at
+/// its step, stopping after the end-of-turn token or at the model's last position; the
+/// completion starts with `forced` (tokens already known to be what `pick` gives: a checked
+/// prefix), the dense layers' accumulators by `acc` and the logits by `logits` (the reference's
+/// or faster equals).
+pub fn generate_from(
     model: &Model,
     prompt: &[u32],
+    forced: &[u32],
     max_new: usize,
     acc: &AccFn,
     logits: &dyn Fn(&Decoder, &[i64]) -> Vec<i64>,
+    pick: &Pick,
 ) -> Vec<u32> {
     let d = &model.decoder;
     let mut cache = d.cache();
-    let mut y = d.forward_with(prompt, &mut cache, acc);
-    let mut out = vec![];
+    let fed: Vec<u32> = prompt.iter().chain(forced).copied().collect();
+    let mut y = d.forward_with(&fed, &mut cache, acc);
+    let mut out = forced.to_vec();
     while out.len() < max_new {
-        let t = argmax(&logits(d, y.last().expect("one token at least"))) as u32;
+        let t = pick(&logits(d, y.last().expect("one token at least")), out.len());
         out.push(t);
         if t == model.eos || cache.len >= d.positions() {
             break;
@@ -301,6 +326,19 @@ pub fn generate_with(
         y = d.forward_with(&[t], &mut cache, acc);
     }
     out
+}
+
+/// Greedy generation ([`generate_from`] with the first largest logit at every step).
+pub fn generate_with(
+    model: &Model,
+    prompt: &[u32],
+    max_new: usize,
+    acc: &AccFn,
+    logits: &dyn Fn(&Decoder, &[i64]) -> Vec<i64>,
+) -> Vec<u32> {
+    generate_from(model, prompt, &[], max_new, acc, logits, &|l, _| {
+        argmax(l) as u32
+    })
 }
 
 /// Greedy generation on the fast path ([`fast`]): the reference's tokens.
@@ -311,6 +349,25 @@ pub fn generate(model: &Model, prompt: &[u32], max_new: usize) -> Vec<u32> {
 /// Greedy generation by the reference.
 pub fn generate_reference(model: &Model, prompt: &[u32], max_new: usize) -> Vec<u32> {
     generate_with(model, prompt, max_new, &reference_acc, &Decoder::logits)
+}
+
+/// Bytes a decoder's tensors take held: the packed weights, their block scales, the embedding,
+/// the tables.
+pub fn weight_bytes(d: &Decoder) -> usize {
+    let dense = |x: &Dense| x.q4.len() + 4 * (x.d.len() + x.min.len()) + 8 * x.out;
+    d.layers
+        .iter()
+        .map(|l| {
+            [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down]
+                .map(dense)
+                .iter()
+                .sum::<usize>()
+        })
+        .sum::<usize>()
+        + d.emb_q.len()
+        + 4 * d.emb_d.len()
+        + 2 * d.rope.len()
+        + 4 * (d.exp.len() + d.sigmoid.len())
 }
 
 /// Where the SmolLM2 integer model is made (`scripts/smollm2-model`, in the cache: 116 MB, not

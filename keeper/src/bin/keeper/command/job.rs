@@ -16,10 +16,10 @@ pub struct JobArgs {
     pub id: Option<u64>,
     /// matmul (m,k,n) or hash (tiles,nonces,iterations) on generated inputs (not with
     /// --input).
-    #[arg(long, required_unless_present_any = ["input", "model"])]
+    #[arg(long, required_unless_present_any = ["input", "model", "generate"])]
     pub kind: Option<String>,
     /// Three dimensions, comma-separated (not with --input: they come from the files).
-    #[arg(long, value_delimiter = ',', required_unless_present_any = ["input", "model"])]
+    #[arg(long, value_delimiter = ',', required_unless_present_any = ["input", "model", "generate"])]
     pub dims: Vec<u32>,
     /// The client's own matrices: A.safetensors,B.safetensors (one U32 tensor each,
     /// named "A" and "B", every element below 2^31 − 1); a MatMulModP of A·B is posted on
@@ -31,19 +31,49 @@ pub struct JobArgs {
     /// uploaded to --store with it.
     #[arg(long, conflicts_with_all = ["kind", "dims", "seed"])]
     pub model: Option<std::path::PathBuf>,
+    /// Text generation (a Generate job) on --prompt or --prompts, by --model [default: the
+    /// SmolLM2-135M-Instruct model scripts/smollm2-model makes]: every completion verified.
+    #[arg(long, conflicts_with_all = ["kind", "dims", "seed", "input", "batch", "texts"])]
+    pub generate: bool,
+    /// A prompt to complete (repeat for several; with --generate).
+    #[arg(long, requires = "generate")]
+    pub prompt: Vec<String>,
+    /// A file of prompts: UTF-8, one a line; a line starting with '"' is a JSON string, so a
+    /// prompt may hold line breaks (with --generate).
+    #[arg(long, requires = "generate", conflicts_with = "prompt")]
+    pub prompts: Option<std::path::PathBuf>,
+    /// Most new tokens of a completion (with --generate; 1 to 1 024, and prompt and
+    /// completion within the model's positions).
+    #[arg(long, requires = "generate", default_value_t = clientdata::GENERATE_MAX_NEW)]
+    pub max_new_tokens: u32,
+    /// Sample at this temperature (0 to 256; with --generate) [default: 0, greedy].
+    #[arg(long, requires = "generate", default_value_t = 0.0)]
+    pub temperature: f64,
+    /// Sample among the k likeliest tokens only (with --temperature) [default: all].
+    #[arg(long, requires = "temperature")]
+    pub top_k: Option<u32>,
+    /// Sample among the likeliest tokens making up this fraction (0 < p ≤ 1; with
+    /// --temperature) [default: 1].
+    #[arg(long, requires = "temperature")]
+    pub top_p: Option<f64>,
+    /// The sampling seed: another draws other completions of the same prompts (with
+    /// --temperature) [default: 0].
+    #[arg(long, requires = "temperature")]
+    pub sample_seed: Option<u64>,
     /// The batch for an Mlp --model: safetensors, one tensor "x", I8 [rows, features].
     #[arg(long, requires = "model", conflicts_with = "texts")]
     pub batch: Option<std::path::PathBuf>,
     /// The texts for an Encoder --model: UTF-8, one text per line; each is embedded.
     #[arg(long, requires = "model")]
     pub texts: Option<std::path::PathBuf>,
-    /// Most tokens of one text, [CLS] and [SEP] included (Encoder; a longer text is
-    /// refused) [default: the longest text's, the tightest price].
-    #[arg(long, requires = "texts")]
+    /// Most tokens of one text, [CLS] and [SEP] included (Encoder), or of one prompt in the
+    /// chat template (Generate); a longer one is refused [default: the longest's, the tightest
+    /// price].
+    #[arg(long)]
     pub max_tokens: Option<u32>,
-    /// Rows (Mlp) or texts (Encoder) per output tile (1 to 64): a verifier recomputes k
-    /// tiles [default: 8 rows, 2 texts].
-    #[arg(long, requires = "model")]
+    /// Rows (Mlp), texts (Encoder) or completions (Generate) per output tile (1 to 64): a
+    /// verifier checks k tiles [default: 8 rows, 2 texts, 1 completion].
+    #[arg(long)]
     pub rows_per_tile: Option<u8>,
     /// Input seed, 64 hex digits [default: derived from the client's key and the id].
     #[arg(long)]
@@ -61,7 +91,33 @@ pub enum Jobs {
 impl JobArgs {
     /// Whether the job runs on the client's own data.
     pub fn on_data(&self) -> bool {
-        !self.input.is_empty() || self.model.is_some()
+        !self.input.is_empty() || self.model.is_some() || self.generate
+    }
+
+    /// The sampling rule the flags name.
+    fn sampling(&self) -> Result<compute_market_protocol::decoder::Sampling> {
+        use compute_market_protocol::decoder::{Sampling, MAX_TEMPERATURE, TOP_P_ONE};
+        let t = self.temperature;
+        ensure!(
+            t.is_finite() && (0.0..=256.0).contains(&t),
+            "--temperature {t}: give 0 (greedy) to 256"
+        );
+        let temperature = ((t * 256.0).round() as u32).min(MAX_TEMPERATURE);
+        ensure!(
+            t == 0.0 || temperature > 0,
+            "--temperature {t} is below 1/256, the finest step: give 0 for greedy decoding"
+        );
+        let p = self.top_p.unwrap_or(1.0);
+        ensure!(
+            p.is_finite() && p > 0.0 && p <= 1.0,
+            "--top-p {p}: give a fraction above 0, at most 1"
+        );
+        Ok(Sampling {
+            temperature,
+            top_k: self.top_k.unwrap_or(0),
+            top_p: ((p * 65536.0).round() as u32).clamp(1, TOP_P_ONE),
+            seed: self.sample_seed.unwrap_or(0),
+        })
     }
 
     /// The jobs: `count` ids from `--id` on generated inputs (seeded from `client`'s key and
@@ -76,6 +132,37 @@ impl JobArgs {
         });
         if self.on_data() {
             ensure!(count == 1, "--input and --model post one task (--count 1)");
+            if self.generate {
+                let prompts = match &self.prompts {
+                    Some(f) => clientdata::read_prompts(f)?,
+                    None => self.prompt.clone(),
+                };
+                ensure!(
+                    !prompts.is_empty(),
+                    "--generate needs --prompt TEXT (repeatable) or --prompts FILE"
+                );
+                let model = self.model.clone().unwrap_or_else(
+                    compute_market_keeper::compute::decoder::smollm2_path,
+                );
+                ensure!(
+                    model.exists(),
+                    "{} does not exist: run scripts/smollm2-model (scripts/setup does) to make the SmolLM2 model, or give --model",
+                    model.display()
+                );
+                let shape = clientdata::GenerateShape {
+                    max_new: self.max_new_tokens,
+                    max_tokens: self.max_tokens,
+                    rows_per_tile: self
+                        .rows_per_tile
+                        .unwrap_or(clientdata::GENERATE_ROWS_PER_TILE),
+                    sampling: self.sampling()?,
+                };
+                let prepared = clientdata::prepare_generate(&model, &prompts, shape)?;
+                return Ok(Jobs::Data(id, Box::new(prepared)));
+            }
+            if self.max_tokens.is_some() && self.texts.is_none() {
+                bail!("--max-tokens is for --texts (an Encoder) or --generate");
+            }
             let prepared = match (&self.model, &self.batch, &self.texts) {
                 (Some(m), Some(b), _) => clientdata::prepare_mlp(
                     m,
