@@ -372,9 +372,12 @@ pub fn prepare_generate(
 ) -> Result<PreparedInputs> {
     let max = crate::results::content::MAX_OBJECT;
     let (_, m) = read_object(model, max)?;
-    let dec = crate::compute::decoder::parse_model(&m)
-        .with_context(|| format!("{}", model.display()))?;
-    ensure!(!prompts.is_empty(), "no prompt: give --prompt TEXT or --prompts FILE");
+    let dec =
+        crate::compute::decoder::parse_model(&m).with_context(|| format!("{}", model.display()))?;
+    ensure!(
+        !prompts.is_empty(),
+        "no prompt: give --prompt TEXT or --prompts FILE"
+    );
     let n = u32::try_from(prompts.len())
         .ok()
         .filter(|&n| n <= compute_market_protocol::job::MAX_GENERATE_PROMPTS)
@@ -420,10 +423,10 @@ pub fn prepare_generate(
             if shape.max_tokens.is_some() { " or raise --max-tokens" } else { " or lower --max-new-tokens" }
         );
     }
-    if let Some(i) = prompts
-        .iter()
-        .position(|p| p.len() as u64 > compute_market_protocol::job::ENCODER_TEXT_BYTES_PER_TOKEN * u64::from(max_tokens))
-    {
+    if let Some(i) = prompts.iter().position(|p| {
+        p.len() as u64
+            > compute_market_protocol::job::ENCODER_TEXT_BYTES_PER_TOKEN * u64::from(max_tokens)
+    }) {
         bail!(
             "prompt {} is {} bytes, more than 16 a token of the {max_tokens}-token limit: raise --max-tokens",
             i + 1,
@@ -431,7 +434,14 @@ pub fn prepare_generate(
         );
     }
     let wpt = dec.work_per_token((max_tokens + shape.max_new) as usize);
-    let job = JobSpec::generate(n, max_tokens, shape.max_new, wpt, shape.rows_per_tile, [0; 32]);
+    let job = JobSpec::generate(
+        n,
+        max_tokens,
+        shape.max_new,
+        wpt,
+        shape.rows_per_tile,
+        [0; 32],
+    );
     JobSpec::decode(&job.encode()).map_err(|e| {
         anyhow::anyhow!(
             "{n} prompts of at most {max_tokens} tokens, {} new, {} per tile: {e}",
@@ -897,7 +907,10 @@ pub fn completion_texts(job: &JobSpec, completions: &[Vec<u32>]) -> Option<Vec<S
 fn completion_file(job: &JobSpec, bytes: &[u8], rows: &std::ops::Range<u32>) -> Result<Vec<u8>> {
     let c = completions_in(job, bytes, rows);
     let ids: Vec<u8> = c.iter().flatten().flat_map(|t| t.to_le_bytes()).collect();
-    let lens: Vec<u8> = c.iter().flat_map(|t| (t.len() as u32).to_le_bytes()).collect();
+    let lens: Vec<u8> = c
+        .iter()
+        .flat_map(|t| (t.len() as u32).to_le_bytes())
+        .collect();
     let texts = completion_texts(job, &c);
     let text: Vec<u8> = texts.iter().flatten().flat_map(|t| t.bytes()).collect();
     let text_lens: Vec<u8> = texts
@@ -909,12 +922,24 @@ fn completion_file(job: &JobSpec, bytes: &[u8], rows: &std::ops::Range<u32>) -> 
         safetensors::tensor::TensorView::new(dtype, shape, data).map_err(|e| anyhow::anyhow!("{e}"))
     };
     let mut views = vec![
-        ("ids", view(safetensors::Dtype::I32, vec![ids.len() / 4], &ids)?),
-        ("ids.len", view(safetensors::Dtype::I32, vec![c.len()], &lens)?),
+        (
+            "ids",
+            view(safetensors::Dtype::I32, vec![ids.len() / 4], &ids)?,
+        ),
+        (
+            "ids.len",
+            view(safetensors::Dtype::I32, vec![c.len()], &lens)?,
+        ),
     ];
     if texts.is_some() {
-        views.push(("text", view(safetensors::Dtype::U8, vec![text.len()], &text)?));
-        views.push(("text.len", view(safetensors::Dtype::I32, vec![c.len()], &text_lens)?));
+        views.push((
+            "text",
+            view(safetensors::Dtype::U8, vec![text.len()], &text)?,
+        ));
+        views.push((
+            "text.len",
+            view(safetensors::Dtype::I32, vec![c.len()], &text_lens)?,
+        ));
     }
     let meta = [("rows".to_string(), format!("{}..{}", rows.start, rows.end))];
     safetensors::serialize(views, Some(meta.into_iter().collect()))
@@ -1065,7 +1090,10 @@ pub fn task_result(
     // verifier's are (from the input URI, then the keepers that serve the result)
     let generate = c.job.kind == JobKind::Generate;
     if generate {
-        let bases = crate::results::input_bases(&c.input_uri, &sources.iter().map(String::as_str).collect::<Vec<_>>());
+        let bases = crate::results::input_bases(
+            &c.input_uri,
+            &sources.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
         if let Err(e) = store.ensure_inputs(&c.job, &bases, None) {
             tracing::warn!(error = %e, "the job's model and prompts could not be fetched: the completions are written as token ids only");
         }

@@ -293,8 +293,10 @@ pub fn check_sampled(
     // generating it); every other kind recomputed
     let mine = if job.kind == compute_market_protocol::job::JobKind::Generate {
         let inputs = crate::compute::inputs::generate(job)?;
-        let by_index: std::collections::HashMap<u32, &[u8]> =
-            served.iter().map(|s| (s.index, s.tile.as_slice())).collect();
+        let by_index: std::collections::HashMap<u32, &[u8]> = served
+            .iter()
+            .map(|s| (s.index, s.tile.as_slice()))
+            .collect();
         let claimed: Vec<(u32, &[u8])> = want.iter().map(|&i| (i, by_index[&i])).collect();
         crate::compute::decoder::job::checked_tiles(&inputs, job, &claimed)?
     } else {

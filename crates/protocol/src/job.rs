@@ -755,8 +755,14 @@ mod tests {
         };
         // max new tokens 0 or over the bound; prompt and completion over the context
         refused(&dims(96, 0), JobError::DimensionOutOfRange);
-        refused(&dims(96, MAX_GENERATE_NEW + 1), JobError::DimensionOutOfRange);
-        refused(&dims(MAX_GENERATE_CONTEXT - 1023, 1024), JobError::DimensionOutOfRange);
+        refused(
+            &dims(96, MAX_GENERATE_NEW + 1),
+            JobError::DimensionOutOfRange,
+        );
+        refused(
+            &dims(MAX_GENERATE_CONTEXT - 1023, 1024),
+            JobError::DimensionOutOfRange,
+        );
         let edge = dims(MAX_GENERATE_CONTEXT - 1024, 1024);
         let mut e = j.encode();
         edge(&mut e);

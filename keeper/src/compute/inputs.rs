@@ -335,9 +335,7 @@ fn fits(job: &JobSpec, i: &Inputs) -> bool {
                 && e.encoder.hidden == cols
                 && e.encoder.work_per_token(inner) == job.work_per_row
         }
-        (JobKind::Generate, Inputs::Generate(g)) => {
-            super::decoder::job::check_fits(g, job).is_ok()
-        }
+        (JobKind::Generate, Inputs::Generate(g)) => super::decoder::job::check_fits(g, job).is_ok(),
         _ => false,
     }
 }

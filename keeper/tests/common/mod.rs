@@ -18,6 +18,8 @@ pub fn assert_outcomes(r: &DemoReport) {
 
 #[allow(dead_code)]
 pub mod hostile;
+#[allow(dead_code)]
+pub mod market;
 
 #[allow(dead_code)]
 pub mod serve;

@@ -83,7 +83,11 @@ pub fn prompts_bytes(texts: &[String], ids: &[Vec<u32>], sampling: &Sampling) ->
         u32_tensor(&ids_len),
         sampling,
     );
-    fn view(dtype: Dtype, shape: Vec<usize>, data: &[u8]) -> Result<safetensors::tensor::TensorView<'_>> {
+    fn view(
+        dtype: Dtype,
+        shape: Vec<usize>,
+        data: &[u8],
+    ) -> Result<safetensors::tensor::TensorView<'_>> {
         safetensors::tensor::TensorView::new(dtype, shape, data).map_err(|e| anyhow!("{e}"))
     }
     let tensors = vec![
@@ -112,7 +116,10 @@ pub fn parse_prompts(
         let (d, shape, data) = t
             .remove(name)
             .ok_or_else(|| anyhow!("the prompts have no tensor {name:?}"))?;
-        ensure!(d == dtype, "the prompts' {name} is {d:?}, it must be {dtype:?}");
+        ensure!(
+            d == dtype,
+            "the prompts' {name} is {d:?}, it must be {dtype:?}"
+        );
         ensure!(
             shape.len() == 1,
             "the prompts' {name} has shape {shape:?}, it must be a vector"
@@ -139,9 +146,14 @@ pub fn parse_prompts(
         .chunks_exact(8)
         .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect();
-    ensure!(s.len() == 4, "the prompts' sampling holds {} values, it must hold 4", s.len());
+    ensure!(
+        s.len() == 4,
+        "the prompts' sampling holds {} values, it must hold 4",
+        s.len()
+    );
     let field = |v: i64, what: &str| {
-        u32::try_from(v).map_err(|_| anyhow!("the prompts' {what} is {v}: it must be 0 ..= 2^32 − 1"))
+        u32::try_from(v)
+            .map_err(|_| anyhow!("the prompts' {what} is {v}: it must be 0 ..= 2^32 − 1"))
     };
     let sampling = Sampling {
         temperature: field(s[0], "temperature")?,
@@ -200,7 +212,11 @@ pub fn parse_prompts(
     for (i, (m, given)) in mine.into_iter().zip(&token_lists).enumerate() {
         let m = m?;
         if &m != given {
-            let at = m.iter().zip(given).position(|(a, b)| a != b).unwrap_or(m.len().min(given.len()));
+            let at = m
+                .iter()
+                .zip(given)
+                .position(|(a, b)| a != b)
+                .unwrap_or(m.len().min(given.len()));
             bail!(
                 "prompt {}'s token ids are not the model's tokenization of its text in the chat template (they differ at id {at}: {} tokens given, {} by the model's tokenizer): tokenize with the job's model",
                 i + 1,
@@ -340,9 +356,8 @@ pub fn checked_completion(
     let d = &m.decoder;
     let (g, prompt) = (job.dims[2] as usize, &inputs.prompts.ids[row]);
     let pick = picker(m, inputs.prompts.sampling, job.input, row as u32);
-    let go_on = |forced: &[u32]| {
-        generate_from(m, prompt, forced, g, &fast::acc_rows, &fast::logits, &pick)
-    };
+    let go_on =
+        |forced: &[u32]| generate_from(m, prompt, forced, g, &fast::acc_rows, &fast::logits, &pick);
     let n = served.len();
     if n == 0 || n > g || served.iter().any(|&t| t as usize >= d.vocab()) {
         return go_on(&[]);

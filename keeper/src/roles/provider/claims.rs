@@ -99,8 +99,38 @@ impl Throughput {
         Ok(())
     }
 
-    /// Expected seconds to compute `job` (infinite when its kind was never measured).
+    /// Measures text generation on the decoder of `job`, once its inputs are held (a provider
+    /// claims a job on the client's data only then): its first prompt and 4 tokens after it,
+    /// counted as a job of that shape is ([`JobSpec::work`]: the decode steps at their floor).
+    fn measure_generate(&self, job: &JobSpec) {
+        let Ok(g) = crate::compute::inputs::generate(job) else {
+            return;
+        };
+        let (prompt, new) = (&g.prompts.ids[0], 4u32);
+        let probe = JobSpec {
+            dims: [1, prompt.len() as u32, new],
+            work_per_row: g.model.work_per_token(prompt.len() + new as usize),
+            ..*job
+        };
+        let t = Instant::now();
+        crate::compute::decoder::generate(&g.model, prompt, new as usize);
+        self.set(
+            JobKind::Generate,
+            probe.work() as f64 / t.elapsed().as_secs_f64().max(1e-6),
+        );
+    }
+
+    /// Expected seconds to compute `job` (infinite when its kind was never measured). Text
+    /// generation is measured on the job's own model once its inputs are held: until then its
+    /// time is not judged (0), so that they are fetched; the claim, made only once they are
+    /// held, is judged on the measured rate.
     pub fn seconds(&self, job: &JobSpec) -> f64 {
+        if job.kind == JobKind::Generate && self.rate(job.kind).is_none() {
+            self.measure_generate(job);
+            if self.rate(job.kind).is_none() {
+                return 0.0;
+            }
+        }
         match self.rate(job.kind) {
             Some(r) if r > 0.0 => job.work() as f64 / r,
             _ => f64::INFINITY,

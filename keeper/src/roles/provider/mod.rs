@@ -248,7 +248,14 @@ impl Work {
             }
             for r in rows {
                 let t = &mut tiles[r / per][(r % per) * len..];
-                t[0] = t[0].wrapping_add(1);
+                if job.kind == compute_market_protocol::job::JobKind::Generate {
+                    // one token of the completion, in its middle, one id higher
+                    let count = u32::from_le_bytes(t[..4].try_into().expect("4 bytes")) as usize;
+                    let at = 4 + 4 * (count / 2);
+                    t[at] = t[at].wrapping_add(1);
+                } else {
+                    t[0] = t[0].wrapping_add(1);
+                }
                 n += 1;
             }
             return n;

@@ -141,9 +141,10 @@ impl JobArgs {
                     !prompts.is_empty(),
                     "--generate needs --prompt TEXT (repeatable) or --prompts FILE"
                 );
-                let model = self.model.clone().unwrap_or_else(
-                    compute_market_keeper::compute::decoder::smollm2_path,
-                );
+                let model = self
+                    .model
+                    .clone()
+                    .unwrap_or_else(compute_market_keeper::compute::decoder::smollm2_path);
                 ensure!(
                     model.exists(),
                     "{} does not exist: run scripts/smollm2-model (scripts/setup does) to make the SmolLM2 model, or give --model",
