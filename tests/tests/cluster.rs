@@ -1420,6 +1420,140 @@ fn sentences_posted_through_the_cli_are_embedded_as_numpy_does_and_a_text_over_t
     Ok(())
 }
 
+#[test]
+fn eight_prompts_posted_through_the_cli_are_generated_and_verified_and_one_changed_token_is_caught(
+) -> Result<()> {
+    let v = Validator::start()?;
+    // room in the submit window for eight completions one after the other on this machine
+    v.keeper(&v.admin, &["init", "--windows", "200,40,40,40"])?;
+    let chain = v.chain();
+    let (client, honest, cheat, verifiers) = honest_and_cheat(&v)?;
+    let (_store, store_url) = spawn_serve(&v, "client-store")?;
+    let prompts = v.dir.path().join("prompts.txt");
+    std::fs::write(
+        &prompts,
+        [
+            "What is the capital of Japan?",
+            "Write a haiku about the sea.",
+            "List three benefits of regular exercise.",
+            "Quelle est la capitale de la France ?",
+            "What is 12 times 8?",
+            "\"Translate to French:\\nGood night, and thank you.\"",
+            "Name three primary colours.",
+            "Write a Python function that adds two numbers.",
+        ]
+        .join("\n")
+            + "\n",
+    )?;
+    let args = [
+        "--generate",
+        "--prompts",
+        prompts.to_str().unwrap(),
+        "--max-new-tokens",
+        "12",
+    ];
+    let post = |id: &str| -> Result<Pubkey> {
+        let mut all = vec![
+            "task",
+            "post",
+            "--id",
+            id,
+            "--store",
+            &store_url,
+            "--reward",
+            "1000000",
+            "--samples",
+            "16",
+        ];
+        all.extend_from_slice(&args);
+        let out = v.keeper(&client, &all)?;
+        Ok(out["posted"]["task"]
+            .as_str()
+            .expect("task address")
+            .parse()?)
+    };
+    // bad input costs nothing: an empty prompt, max new tokens 0 or over the bound
+    for (extra, says) in [
+        (&["--prompt", " "][..], "prompt 1 is empty"),
+        (&["--prompt", "Hi", "--max-new-tokens", "0"][..], "1 to"),
+        (&["--prompt", "Hi", "--max-new-tokens", "5000"][..], "1 to"),
+    ] {
+        let mut all = vec![
+            "task",
+            "post",
+            "--id",
+            "99",
+            "--store",
+            &store_url,
+            "--reward",
+            "1000000",
+            "--generate",
+        ];
+        all.extend_from_slice(extra);
+        let e = v.keeper(&client, &all).unwrap_err().to_string();
+        assert!(e.contains(says), "{extra:?}: {e}");
+    }
+    assert!(
+        chain
+            .task(&pda::task(&keypair(&client)?.pubkey(), 99))?
+            .is_none(),
+        "nothing posted"
+    );
+    let t1 = post("1")?;
+    let _honest = v.spawn_keeper("honest", &honest, &["--provider"])?;
+    wait_for(120, "the honest provider to claim the first task", || {
+        Ok(chain
+            .task(&t1)?
+            .filter(|t| t.provider == node_of(&honest))
+            .map(|_| ()))
+    })
+    .map_err(|e| e.context(log_tails(&v, &["honest"])))?;
+    let _cheat = v.spawn_keeper(
+        "cheat",
+        &cheat,
+        &["--provider", "--corrupt-fraction", "0.01"],
+    )?;
+    let t2 = post("2")?;
+    wait_for(120, "the cheater to claim the second task", || {
+        Ok(chain
+            .task(&t2)?
+            .filter(|t| t.provider == node_of(&cheat))
+            .map(|_| ()))
+    })
+    .map_err(|e| e.context(log_tails(&v, &["cheat"])))?;
+    let _vs = verify_until_closed(&v, &verifiers, &t1, &["honest", "v0", "crank"])?;
+    wait_for(240, "the second task to be closed", || {
+        Ok(chain.task(&t2)?.is_none().then_some(()))
+    })
+    .map_err(|e| e.context(log_tails(&v, &["cheat", "v0", "crank"])))?;
+    let h = chain.node(&node_of(&honest))?.expect("honest node");
+    assert_eq!((h.tasks_completed, h.times_slashed), (1, 0), "accepted");
+    let c = chain.node(&node_of(&cheat))?.expect("cheat node");
+    assert_eq!(
+        (c.tasks_completed, c.times_slashed),
+        (0, 1),
+        "one changed token: rejected"
+    );
+    // the verified completions as the client reads them, token for token keeper compute's
+    let out = v.dir.path().join("completions.safetensors");
+    let r = fetched_and_computed_here(&v, &client, &t1, &out, &args)?;
+    let completions = r["completions"].as_array().expect("completions printed");
+    assert_eq!(completions.len(), 8, "{r}");
+    for c in completions {
+        println!("{} → {}", c["prompt"], c["text"]);
+        assert!(!c["text"].as_str().unwrap_or("").is_empty(), "{c}");
+    }
+    assert!(
+        completions[0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Tokyo"),
+        "{}",
+        completions[0]
+    );
+    Ok(())
+}
+
 /// `keeper task result TASK -o MARKET` as the client, then `keeper compute ARGS` on this
 /// machine's CPU: the file it writes is the one `task result` wrote (byte for byte) and its
 /// root the one the provider committed. Returns what `task result` printed.
