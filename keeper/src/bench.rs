@@ -265,6 +265,107 @@ pub fn encoder_alone(model: &[u8], texts: &[u8]) -> Result<EncoderAlone> {
     })
 }
 
+/// Text generation on this machine (`keeper bench --generate`): what `scripts/llm-bench` sets
+/// beside llama.cpp on the same GGUF.
+#[derive(Clone, Debug, Serialize)]
+pub struct GenerationBench {
+    /// Tokens of the prompt prefilled, in the chat template.
+    pub prompt_tokens: usize,
+    /// Prefill: prompt tokens a second (one forward over the whole prompt).
+    pub prefill_tokens_per_s: f64,
+    /// New tokens of one completion (greedy, not stopped at the end of the turn).
+    pub new_tokens: usize,
+    /// One stream's decode: new tokens a second, the prefill not counted.
+    pub decode_tokens_per_s: f64,
+    /// Completions generated together.
+    pub batch: usize,
+    /// Their decode: new tokens a second over all of them, the prefill not counted.
+    pub batch_tokens_per_s: f64,
+    /// Seconds a provider takes for the one completion, prefill included.
+    pub generate_seconds: f64,
+    /// Seconds a verifier takes to check it (one teacher-forced prefill of prompt and
+    /// completion, its logits at every completion position).
+    pub verify_seconds: f64,
+    /// `verify_seconds / generate_seconds` (the target is at most 1/10).
+    pub verify_fraction: f64,
+}
+
+/// [`GenerationBench`] for `prompt` through the decoder in `model` (a model file as `--model`
+/// takes it): the prefill, `new` tokens of one stream, `batch` streams of `new` tokens at once,
+/// and the verifier's check of the one completion.
+pub fn generation(model: &[u8], prompt: &str, new: usize, batch: usize) -> Result<GenerationBench> {
+    use crate::compute::decoder::{self, fast, job};
+    anyhow::ensure!(
+        new >= 1 && batch >= 1,
+        "at least one new token and one stream"
+    );
+    let model = decoder::parse_model(model)?;
+    let d = &model.decoder;
+    let ids = model.prompt_ids(prompt)?;
+    anyhow::ensure!(
+        ids.len() + new <= d.positions(),
+        "{} prompt and {new} new tokens are more than the model's {} positions",
+        ids.len(),
+        d.positions()
+    );
+    // no end of turn: every stream runs its `new` steps
+    let never = |l: &[i64], _: usize| {
+        let mut l = l.to_vec();
+        l[model.eos as usize] = i64::MIN;
+        compute_market_protocol::decoder::argmax(&l) as u32
+    };
+    let prefill = || {
+        let mut c = d.cache();
+        std::hint::black_box(d.forward_with(&ids, &mut c, &fast::acc_rows));
+    };
+    prefill();
+    let t = std::time::Instant::now();
+    prefill();
+    let prefill_s = t.elapsed().as_secs_f64();
+    let t = std::time::Instant::now();
+    let one = decoder::generate_from(
+        &model,
+        &ids,
+        &[],
+        new,
+        &fast::acc_rows,
+        &fast::logits,
+        &never,
+    );
+    let generate_s = t.elapsed().as_secs_f64();
+    let prompts: Vec<&[u32]> = (0..batch).map(|_| ids.as_slice()).collect();
+    let picks: Vec<&decoder::Pick> = (0..batch).map(|_| &never as &decoder::Pick).collect();
+    let t = std::time::Instant::now();
+    std::hint::black_box(decoder::generate_many(&model, &prompts, new, &picks));
+    let batch_s = t.elapsed().as_secs_f64();
+    // the verifier's check: one prefill of prompt and completion, every position's logits
+    let t = std::time::Instant::now();
+    let fed: Vec<u32> = ids.iter().chain(&one[..one.len() - 1]).copied().collect();
+    let mut c = d.cache();
+    let ys = d.forward_with(&fed, &mut c, &fast::acc_rows);
+    let logits = fast::logits_rows(d, &ys[ids.len() - 1..]);
+    let agree = logits
+        .iter()
+        .zip(&one)
+        .enumerate()
+        .all(|(i, (l, &t))| never(l, i) == t);
+    let verify_s = t.elapsed().as_secs_f64();
+    anyhow::ensure!(agree, "the prefill does not give the generated tokens");
+    let _ = job::BATCH;
+    Ok(GenerationBench {
+        prompt_tokens: ids.len(),
+        prefill_tokens_per_s: ids.len() as f64 / prefill_s,
+        new_tokens: new,
+        decode_tokens_per_s: (new - 1) as f64 / (generate_s - prefill_s).max(1e-9),
+        batch,
+        batch_tokens_per_s: (batch * (new - 1)) as f64
+            / (batch_s - prefill_s * batch as f64).max(1e-9),
+        generate_seconds: generate_s,
+        verify_seconds: verify_s,
+        verify_fraction: verify_s / generate_s,
+    })
+}
+
 /// The CPU clock the peak figures assume: the largest "cpu MHz" `/proc/cpuinfo` lists (2 GHz
 /// where it lists none).
 fn clock_hz() -> f64 {

@@ -428,26 +428,54 @@ impl Decoder {
     /// [`forward`](Self::forward) with the dense layers' accumulators (`Σ_j W[o][j] · x[j]` for
     /// every row and output) computed by `acc`: the reference's or a faster equal.
     pub fn forward_with(&self, ids: &[u32], cache: &mut Cache, acc: &AccFn) -> Vec<Vec<i64>> {
-        let start = cache.len;
-        assert!(start + ids.len() <= self.positions(), "past the RoPE table");
-        let mut xs: Vec<Vec<i64>> = ids.iter().map(|&t| self.embed(t as usize)).collect();
-        for (i, l) in self.layers.iter().enumerate() {
-            self.layer(l, &mut cache.k[i], &mut cache.v[i], start, &mut xs, acc);
-        }
-        cache.len += ids.len();
-        xs.iter()
-            .map(|x| rms_norm(x, &self.out, self.eps))
-            .collect()
+        self.forward_many(&[ids], std::slice::from_mut(cache), acc)
+            .pop()
+            .expect("one sequence")
     }
 
-    /// One layer on the residual rows `xs` at positions `start ..`, their keys and values
-    /// appended to the cache.
+    /// Several sequences at once, each its tokens `ids[s]` after those in `caches[s]`: every
+    /// dense layer over all their rows together (one GEMM), attention per sequence over its
+    /// own cache. Each sequence's rows are what [`forward_with`](Self::forward_with) gives it
+    /// alone, bit for bit: every step but the dense layers is per row, and theirs per row too.
+    pub fn forward_many(
+        &self,
+        ids: &[&[u32]],
+        caches: &mut [Cache],
+        acc: &AccFn,
+    ) -> Vec<Vec<Vec<i64>>> {
+        assert_eq!(ids.len(), caches.len(), "a cache per sequence");
+        // every row's sequence and position
+        let mut rows = vec![];
+        for (s, (ids, c)) in ids.iter().zip(caches.iter()).enumerate() {
+            assert!(c.len + ids.len() <= self.positions(), "past the RoPE table");
+            rows.extend((0..ids.len()).map(|n| (s, c.len + n)));
+        }
+        let mut xs: Vec<Vec<i64>> = ids
+            .iter()
+            .flat_map(|ids| ids.iter())
+            .map(|&t| self.embed(t as usize))
+            .collect();
+        for (i, l) in self.layers.iter().enumerate() {
+            self.layer(l, caches, i, &rows, &mut xs, acc);
+        }
+        for (c, ids) in caches.iter_mut().zip(ids) {
+            c.len += ids.len();
+        }
+        let mut out: Vec<Vec<Vec<i64>>> = vec![vec![]; ids.len()];
+        for ((s, _), x) in rows.iter().zip(&xs) {
+            out[*s].push(rms_norm(x, &self.out, self.eps));
+        }
+        out
+    }
+
+    /// One layer (`i`) on the residual rows `xs` (row n of sequence `rows[n].0` at position
+    /// `rows[n].1`), their keys and values appended to their sequences' caches.
     fn layer(
         &self,
         l: &Layer,
-        kc: &mut Vec<i16>,
-        vc: &mut Vec<i16>,
-        start: usize,
+        caches: &mut [Cache],
+        i: usize,
+        rows: &[(usize, usize)],
         xs: &mut [Vec<i64>],
         acc: &AccFn,
     ) {
@@ -469,20 +497,21 @@ impl Decoder {
         let mut q = dense(&l.q, &ys, -QK_MAX, QK_MAX, &[]);
         let mut k = dense(&l.k, &ys, -QK_MAX, QK_MAX, &[]);
         let v = dense(&l.v, &ys, -Y_MAX, Y_MAX, &[]);
-        for (n, (q, k)) in q.iter_mut().zip(k.iter_mut()).enumerate() {
-            self.rotate(q, start + n);
-            self.rotate(k, start + n);
+        for ((q, k), &(_, pos)) in q.iter_mut().zip(k.iter_mut()).zip(rows) {
+            self.rotate(q, pos);
+            self.rotate(k, pos);
         }
-        for (k, v) in k.iter().zip(&v) {
-            kc.extend(k.iter().map(|&e| e as i16));
-            vc.extend(v.iter().map(|&e| e as i16));
+        for ((k, v), &(s, _)) in k.iter().zip(&v).zip(rows) {
+            caches[s].k[i].extend(k.iter().map(|&e| e as i16));
+            caches[s].v[i].extend(v.iter().map(|&e| e as i16));
         }
         let kw = self.kv_heads * hd;
         let ctxs: Vec<Vec<i64>> = q
             .iter()
-            .enumerate()
-            .map(|(n, q)| {
-                let seen = start + n + 1;
+            .zip(rows)
+            .map(|(q, &(s, pos))| {
+                let (kc, vc) = (&caches[s].k[i], &caches[s].v[i]);
+                let seen = pos + 1;
                 let mut ctx = vec![0i64; self.heads * hd];
                 for h in 0..self.heads {
                     let kvh = h / grp;

@@ -1,20 +1,41 @@
 //! The decoder's dense layers and logits laid out for speed on the CPU: the 4-bit weights read
-//! packed, a block's 32 products summed in int32 (at most 32 · 15 · 32 767 < 2^24, exact), its
-//! scale and minimum applied in int64, outputs spread over the cores. The same integers as the
-//! reference's ([`Dense::acc`]) in another order of exact sums, so the same bits.
+//! packed, a block's 32 products summed in int32 by this machine's widest kernel set
+//! ([`kernels`](super::kernels)), its scale and minimum applied in int64, outputs spread over
+//! the cores. The same integers as the reference's ([`Dense::acc`]) in another order of exact
+//! sums, so the same bits.
+
+use std::sync::OnceLock;
 
 use compute_market_protocol::decoder::{Decoder, Dense, BLOCK, RES_MAX};
 use rayon::prelude::*;
 
+use super::kernels::{dot_rows, KernelSet, Weights};
+
+/// This machine's widest kernel set, picked once.
+pub fn best() -> KernelSet {
+    static BEST: OnceLock<KernelSet> = OnceLock::new();
+    *BEST.get_or_init(KernelSet::best)
+}
+
+/// Outputs a task of the cores takes at once.
+const OUT_CHUNK: usize = 16;
+
 /// `Σ_j W[o][j] · x[j]` for every row of `xs` and every output (every caller's inputs are
-/// int16: the norms', the attention context's, the feed-forward's).
+/// int16: the norms', the attention context's, the feed-forward's), by the widest set.
 pub fn acc_rows(d: &Dense, xs: &[Vec<i64>]) -> Vec<Vec<i64>> {
+    acc_rows_with(best(), d, xs)
+}
+
+/// [`acc_rows`] by kernel set `set`.
+pub fn acc_rows_with(set: KernelSet, d: &Dense, xs: &[Vec<i64>]) -> Vec<Vec<i64>> {
     let nb = d.inp / BLOCK;
-    let x32: Vec<Vec<i32>> = xs
+    let n = xs.len();
+    let x16: Vec<Vec<i16>> = xs
         .iter()
-        .map(|x| x.iter().map(|&v| v as i32).collect())
+        .map(|x| x.iter().map(|&v| v as i16).collect())
         .collect();
-    let sums: Vec<Vec<i64>> = x32
+    let refs: Vec<&[i16]> = x16.iter().map(Vec::as_slice).collect();
+    let sums: Vec<Vec<i64>> = x16
         .iter()
         .map(|x| {
             x.chunks_exact(BLOCK)
@@ -22,96 +43,72 @@ pub fn acc_rows(d: &Dense, xs: &[Vec<i64>]) -> Vec<Vec<i64>> {
                 .collect()
         })
         .collect();
-    let per_out: Vec<Vec<i64>> = (0..d.out)
-        .into_par_iter()
-        .with_min_len(16)
-        .map(|o| {
-            let row = &d.q4[o * d.inp / 2..(o + 1) * d.inp / 2];
-            let (ds, mins) = (&d.d[o * nb..(o + 1) * nb], &d.min[o * nb..(o + 1) * nb]);
-            x32.iter()
-                .zip(&sums)
-                .map(|(x, sx)| {
-                    let mut acc = 0i64;
-                    for b in 0..nb {
-                        let bytes = &row[b * 16..b * 16 + 16];
-                        let xb = &x[b * BLOCK..(b + 1) * BLOCK];
-                        let (lo, hi) = xb.split_at(16);
-                        let mut qx = 0i32;
-                        for i in 0..16 {
-                            qx +=
-                                i32::from(bytes[i] & 15) * lo[i] + i32::from(bytes[i] >> 4) * hi[i];
-                        }
-                        acc += i64::from(ds[b]) * i64::from(qx) + i64::from(mins[b]) * sx[b];
-                    }
-                    acc
-                })
-                .collect()
-        })
-        .collect();
-    (0..xs.len())
-        .map(|r| per_out.iter().map(|o| o[r]).collect())
+    // output-major: out[o · n + r]
+    let mut flat = vec![0i64; d.out * n];
+    flat.par_chunks_mut(OUT_CHUNK * n)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            for (k, per) in chunk.chunks_exact_mut(n).enumerate() {
+                let o = c * OUT_CHUNK + k;
+                let row = &d.q4[o * d.inp / 2..(o + 1) * d.inp / 2];
+                let (ds, mins) = (&d.d[o * nb..(o + 1) * nb], &d.min[o * nb..(o + 1) * nb]);
+                dot_rows(set, Weights::Q4, row, ds, &refs, per);
+                for (acc, sx) in per.iter_mut().zip(&sums) {
+                    *acc += mins
+                        .iter()
+                        .zip(sx)
+                        .map(|(&m, &s)| i64::from(m) * s)
+                        .sum::<i64>();
+                }
+            }
+        });
+    (0..n)
+        .map(|r| (0..d.out).map(|o| flat[o * n + r]).collect())
         .collect()
 }
 
 /// The Q16 logits of a final-norm row, as [`Decoder::logits`].
 pub fn logits(dec: &Decoder, y: &[i64]) -> Vec<i64> {
-    let h = dec.width;
-    let nb = h / BLOCK;
-    let y32: Vec<i32> = y.iter().map(|&v| v as i32).collect();
-    (0..dec.vocab())
-        .into_par_iter()
-        .with_min_len(256)
-        .map(|t| {
-            let q = &dec.emb_q[t * h..(t + 1) * h];
-            let ds = &dec.emb_d[t * nb..(t + 1) * nb];
-            let acc: i64 = (0..nb)
-                .map(|b| {
-                    let s: i32 = q[b * BLOCK..(b + 1) * BLOCK]
-                        .iter()
-                        .zip(&y32[b * BLOCK..(b + 1) * BLOCK])
-                        .map(|(&w, &v)| i32::from(w) * v)
-                        .sum();
-                    i64::from(ds[b]) * i64::from(s)
-                })
-                .sum();
-            dec.lm_rq.apply(t, acc, -RES_MAX, RES_MAX)
-        })
-        .collect()
+    logits_rows(dec, std::slice::from_ref(&y.to_vec()))
+        .pop()
+        .expect("one row")
 }
 
-/// [`logits`] of several final-norm rows at once (a verifier's prefill): each embedding row
-/// read once for all of them.
+/// [`logits`] of several final-norm rows at once (a batch's step, a verifier's prefill): each
+/// embedding row read once for all of them.
 pub fn logits_rows(dec: &Decoder, ys: &[Vec<i64>]) -> Vec<Vec<i64>> {
+    logits_rows_with(best(), dec, ys)
+}
+
+/// [`logits_rows`] by kernel set `set`.
+pub fn logits_rows_with(set: KernelSet, dec: &Decoder, ys: &[Vec<i64>]) -> Vec<Vec<i64>> {
     let h = dec.width;
     let nb = h / BLOCK;
-    let y32: Vec<Vec<i32>> = ys
+    let n = ys.len();
+    let y16: Vec<Vec<i16>> = ys
         .iter()
-        .map(|y| y.iter().map(|&v| v as i32).collect())
+        .map(|y| y.iter().map(|&v| v as i16).collect())
         .collect();
-    let per_token: Vec<Vec<i64>> = (0..dec.vocab())
-        .into_par_iter()
-        .with_min_len(64)
-        .map(|t| {
-            let q = &dec.emb_q[t * h..(t + 1) * h];
-            let ds = &dec.emb_d[t * nb..(t + 1) * nb];
-            y32.iter()
-                .map(|y| {
-                    let acc: i64 = (0..nb)
-                        .map(|b| {
-                            let s: i32 = q[b * BLOCK..(b + 1) * BLOCK]
-                                .iter()
-                                .zip(&y[b * BLOCK..(b + 1) * BLOCK])
-                                .map(|(&w, &v)| i32::from(w) * v)
-                                .sum();
-                            i64::from(ds[b]) * i64::from(s)
-                        })
-                        .sum();
-                    dec.lm_rq.apply(t, acc, -RES_MAX, RES_MAX)
-                })
-                .collect()
-        })
-        .collect();
-    (0..ys.len())
-        .map(|r| per_token.iter().map(|t| t[r]).collect())
+    let refs: Vec<&[i16]> = y16.iter().map(Vec::as_slice).collect();
+    // SAFETY: i8 and u8 have the same size and alignment; the bytes are read as int8 again
+    let emb: &[u8] =
+        unsafe { std::slice::from_raw_parts(dec.emb_q.as_ptr() as *const u8, dec.emb_q.len()) };
+    let vocab = dec.vocab();
+    let mut flat = vec![0i64; vocab * n];
+    flat.par_chunks_mut(256 * n)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            for (k, per) in chunk.chunks_exact_mut(n).enumerate() {
+                let t = c * 256 + k;
+                let row = &emb[t * h..(t + 1) * h];
+                let ds = &dec.emb_d[t * nb..(t + 1) * nb];
+                dot_rows(set, Weights::Q8, row, ds, &refs, per);
+                for v in per.iter_mut() {
+                    *v = dec.lm_rq.apply(t, *v, -RES_MAX, RES_MAX);
+                }
+            }
+        });
+    (0..n)
+        .map(|r| (0..vocab).map(|t| flat[t * n + r]).collect())
         .collect()
 }

@@ -303,14 +303,34 @@ fn rows_of(job: &JobSpec, index: u32) -> std::ops::Range<usize> {
     first..(first + r).min(job.dims[0] as usize)
 }
 
-/// Tiles `indices` of `job`, every completion generated (prompts on the cores in turn, each
-/// step's layers over all of them).
+/// Most sequences a provider generates together: a step's dense layers read the weights
+/// once for all of them.
+pub const BATCH: usize = 32;
+
+/// Tiles `indices` of `job`, every completion generated, [`BATCH`] prompts at a time
+/// ([`super::generate_many`]: the same tokens as each alone).
 pub fn run_tiles(inputs: &GenerateInputs, job: &JobSpec, indices: &[u32]) -> Result<Vec<Vec<u8>>> {
     check_fits(inputs, job)?;
+    let rows: Vec<usize> = indices.iter().flat_map(|&i| rows_of(job, i)).collect();
+    let m = &inputs.model;
+    let mut done = std::collections::HashMap::new();
+    for chunk in rows.chunks(BATCH) {
+        let prompts: Vec<&[u32]> = chunk
+            .iter()
+            .map(|&r| inputs.prompts.ids[r].as_slice())
+            .collect();
+        let pickers: Vec<_> = chunk
+            .iter()
+            .map(|&r| picker(m, inputs.prompts.sampling, job.input, r as u32))
+            .collect();
+        let picks: Vec<&super::Pick> = pickers.iter().map(|p| p as &super::Pick).collect();
+        let out = super::generate_many(m, &prompts, job.dims[2] as usize, &picks);
+        done.extend(chunk.iter().copied().zip(out));
+    }
     Ok(indices
         .iter()
         .map(|&i| {
-            let c: Vec<Vec<u32>> = rows_of(job, i).map(|r| complete(inputs, job, r)).collect();
+            let c: Vec<Vec<u32>> = rows_of(job, i).map(|r| done[&r].clone()).collect();
             encode_tile(job, &c)
         })
         .collect())

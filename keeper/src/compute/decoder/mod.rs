@@ -16,6 +16,7 @@ use super::tensors::{i32s, tensors, Tensors};
 
 pub mod fast;
 pub mod job;
+pub mod kernels;
 
 /// A model file's decoder, tokenizer and chat template.
 pub struct Model {
@@ -324,6 +325,59 @@ pub fn generate_from(
             break;
         }
         y = d.forward_with(&[t], &mut cache, acc);
+    }
+    out
+}
+
+/// [`generate_from`] for several prompts at once (no forced prefix): the prompts prefilled
+/// together, then each step's tokens of the sequences still going through the layers together
+/// (one GEMM a dense layer for all of them: a batch reads the weights once a step). Each
+/// completion is what [`generate_from`] gives its prompt alone, bit for bit; `picks[s]` picks
+/// sequence `s`'s tokens.
+pub fn generate_many(
+    model: &Model,
+    prompts: &[&[u32]],
+    max_new: usize,
+    picks: &[&Pick],
+) -> Vec<Vec<u32>> {
+    let d = &model.decoder;
+    if max_new == 0 {
+        return vec![vec![]; prompts.len()];
+    }
+    let mut caches: Vec<_> = prompts.iter().map(|_| d.cache()).collect();
+    let mut ys: Vec<Vec<i64>> = d
+        .forward_many(prompts, &mut caches, &fast::acc_rows)
+        .into_iter()
+        .map(|mut y| y.pop().expect("one token at least"))
+        .collect();
+    let mut out: Vec<Vec<u32>> = vec![vec![]; prompts.len()];
+    let mut going: Vec<usize> = (0..prompts.len()).collect();
+    while !going.is_empty() {
+        let rows: Vec<Vec<i64>> = going.iter().map(|&s| ys[s].clone()).collect();
+        let logits = fast::logits_rows(d, &rows);
+        let mut next = vec![];
+        for (&s, l) in going.iter().zip(&logits) {
+            let t = picks[s](l, out[s].len());
+            out[s].push(t);
+            if !(t == model.eos || caches[s].len >= d.positions() || out[s].len() >= max_new) {
+                next.push((s, t));
+            }
+        }
+        going = next.iter().map(|&(s, _)| s).collect();
+        if going.is_empty() {
+            break;
+        }
+        let ids: Vec<[u32; 1]> = next.iter().map(|&(_, t)| [t]).collect();
+        let refs: Vec<&[u32]> = ids.iter().map(|i| i.as_slice()).collect();
+        let mut cs: Vec<_> = going
+            .iter()
+            .map(|&s| std::mem::take(&mut caches[s]))
+            .collect();
+        let ys_now = d.forward_many(&refs, &mut cs, &fast::acc_rows);
+        for ((&s, c), mut y) in going.iter().zip(cs).zip(ys_now) {
+            caches[s] = c;
+            ys[s] = y.pop().expect("one token");
+        }
     }
     out
 }

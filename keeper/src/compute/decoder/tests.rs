@@ -185,3 +185,316 @@ fn fast_path_generates_numpy_tokens() {
     let y = d.forward_with(&fx.prompts[0], &mut cache, &fast::acc_rows);
     assert_eq!(fast::logits(d, y.last().unwrap()), fx.logits[0]);
 }
+
+/// A dense layer of `out × inp` with random 4-bit weights and block scales and minimums of
+/// either sign up to 2^17 (beyond any int32 product of a block's sum), and rows of int16.
+fn random_dense(out: usize, inp: usize, seed: u64) -> (Dense, Vec<Vec<i64>>) {
+    use compute_market_protocol::job::splitmix64;
+    let mut z = seed;
+    let mut next = || {
+        z = splitmix64(z);
+        z
+    };
+    let nb = inp / BLOCK;
+    let d = Dense {
+        inp,
+        out,
+        q4: (0..out * inp / 2).map(|_| next() as u8).collect(),
+        d: (0..out * nb)
+            .map(|_| (next() % (1 << 18)) as i32 - (1 << 17))
+            .collect(),
+        min: (0..out * nb)
+            .map(|_| (next() % (1 << 18)) as i32 - (1 << 17))
+            .collect(),
+        rq: Rq::default(),
+    };
+    // the extremes among them: every row ends at ±32 767 somewhere
+    let rows = (0..7)
+        .map(|r| {
+            (0..inp)
+                .map(|j| match (r + j) % 11 {
+                    0 => 32_767,
+                    1 => -32_767,
+                    _ => (next() % 65_535) as i64 - 32_767,
+                })
+                .collect()
+        })
+        .collect();
+    (d, rows)
+}
+
+/// Every kernel set this machine runs gives the reference's accumulators, bit for bit, on dense
+/// layers of odd shapes (outputs not a multiple of the cores' chunk, 1 to 7 rows: the 4-row
+/// tiles and their remainders), and the reference's logits on the real model.
+#[test]
+fn every_kernel_set_equals_the_reference_on_odd_shapes() {
+    use compute_market_protocol::decoder::reference_acc;
+    let sets = kernels::KernelSet::here();
+    println!(
+        "kernel sets here: {:?}",
+        sets.iter().map(|s| s.name()).collect::<Vec<_>>()
+    );
+    for (out, inp) in [(1, 32), (17, 64), (33, 96), (50, 160)] {
+        let (d, rows) = random_dense(out, inp, (out * 1000 + inp) as u64);
+        for n in 1..=rows.len() {
+            let want = reference_acc(&d, &rows[..n]);
+            for &set in &sets {
+                assert_eq!(
+                    fast::acc_rows_with(set, &d, &rows[..n]),
+                    want,
+                    "{} on {out}×{inp}, {n} rows",
+                    set.name()
+                );
+            }
+        }
+    }
+    let (m, fx) = (model(), fixture());
+    let dec = &m.decoder;
+    let mut c = dec.cache();
+    let ys = dec.forward_with(&fx.prompts[0], &mut c, &fast::acc_rows);
+    let last = &ys[ys.len() - 5..];
+    let want: Vec<Vec<i64>> = last.iter().map(|y| dec.logits(y)).collect();
+    for &set in &sets {
+        assert_eq!(
+            fast::logits_rows_with(set, dec, last),
+            want,
+            "{}",
+            set.name()
+        );
+    }
+}
+
+/// Prompts generated together give each prompt's tokens alone (greedy and sampled).
+#[test]
+fn a_batch_generates_what_each_prompt_alone_does() {
+    let (m, fx) = (model(), fixture());
+    let prompts: Vec<&[u32]> = fx.prompts[..5].iter().map(Vec::as_slice).collect();
+    let greedy = |l: &[i64], _: usize| argmax(l) as u32;
+    let s = compute_market_protocol::decoder::Sampling {
+        temperature: 256,
+        top_k: 20,
+        top_p: 60_000,
+        seed: 3,
+    };
+    let sampled = move |l: &[i64], step: usize| {
+        s.pick(
+            l,
+            &m.decoder.exp,
+            compute_market_protocol::decoder::draw(&[1; 32], 3, 0, step as u32),
+        ) as u32
+    };
+    for pick in [&greedy as &Pick, &sampled as &Pick] {
+        let picks: Vec<&Pick> = prompts.iter().map(|_| pick).collect();
+        let together = generate_many(m, &prompts, 10, &picks);
+        for (p, t) in prompts.iter().zip(&together) {
+            let alone = generate_from(m, p, &[], 10, &fast::acc_rows, &fast::logits, pick);
+            assert_eq!(t, &alone);
+        }
+    }
+}
+
+/// A served completion is checked by one prefill: the right one comes back as it was served;
+/// one token changed, a completion cut short or run past the end of the turn, or garbage, and
+/// the right completion comes back instead.
+#[test]
+fn a_served_completion_is_checked_by_one_prefill() {
+    use compute_market_protocol::job::JobSpec;
+    let m = model();
+    let texts = vec![
+        "What is the capital of France?".to_string(),
+        "Say hi.".to_string(),
+    ];
+    let prompts = job::parse_prompts(
+        &job::prompts_file(
+            m,
+            &texts,
+            &compute_market_protocol::decoder::Sampling::GREEDY,
+        )
+        .unwrap(),
+        m,
+        2,
+        64,
+    )
+    .unwrap();
+    let wpt = m.work_per_token(64 + 12);
+    let spec = JobSpec::generate(2, 64, 12, wpt, 1, [4; 32]);
+    // a clone of the model for the inputs: the tests' model is shared and static
+    let inputs = job::GenerateInputs {
+        model: std::sync::Arc::new(parse_model(&smollm2_bytes().unwrap()).unwrap()),
+        prompts: std::sync::Arc::new(prompts),
+    };
+    let right = job::complete(&inputs, &spec, 0);
+    assert!(!right.is_empty() && right.len() <= 12);
+    assert_eq!(job::checked_completion(&inputs, &spec, 0, &right), right);
+    let mut one = right.clone();
+    let i = one.len() / 2;
+    one[i] += 1;
+    assert_eq!(
+        job::checked_completion(&inputs, &spec, 0, &one),
+        right,
+        "one token changed"
+    );
+    if right.len() > 1 {
+        assert_eq!(
+            job::checked_completion(&inputs, &spec, 0, &right[..right.len() - 1]),
+            right,
+            "cut short"
+        );
+    }
+    let mut longer = right.clone();
+    longer.push(5);
+    assert_eq!(
+        job::checked_completion(&inputs, &spec, 0, &longer),
+        right,
+        "past its end"
+    );
+    assert_eq!(
+        job::checked_completion(&inputs, &spec, 0, &[u32::MAX, 3]),
+        right,
+        "garbage"
+    );
+    assert_eq!(
+        job::checked_completion(&inputs, &spec, 0, &[]),
+        right,
+        "nothing"
+    );
+    // the tile's bytes: padding past the count is part of what is checked
+    let tile = job::encode_tile(&spec, &[right.clone()]);
+    assert_eq!(
+        job::checked_tiles(&inputs, &spec, &[(0, &tile)]).unwrap(),
+        vec![tile.clone()]
+    );
+    let mut padded = tile.clone();
+    *padded.last_mut().unwrap() = 1;
+    assert_eq!(
+        job::checked_tiles(&inputs, &spec, &[(0, &padded)]).unwrap(),
+        vec![tile]
+    );
+}
+
+/// A prompts part is refused by name: an empty prompt, one over the limit, non-UTF-8 text, ids
+/// that are not the model's tokenization, a count other than the job's, a sampling rule out of
+/// bounds, a tensor it may not hold.
+#[test]
+fn bad_prompts_are_refused_by_name() {
+    use compute_market_protocol::decoder::Sampling;
+    let m = model();
+    let texts = vec!["Hello there.".to_string(), "Name a colour.".to_string()];
+    let ids: Vec<Vec<u32>> = texts.iter().map(|t| m.prompt_ids(t).unwrap()).collect();
+    let ok = job::prompts_bytes(&texts, &ids, &Sampling::GREEDY).unwrap();
+    assert_eq!(job::parse_prompts(&ok, m, 2, 64).unwrap().ids, ids);
+    let refused = |bytes: &[u8], rows: usize, limit: usize, says: &str| {
+        let e = format!(
+            "{:#}",
+            job::parse_prompts(bytes, m, rows, limit).unwrap_err()
+        );
+        assert!(e.contains(says), "{says:?} not in {e:?}");
+    };
+    refused(&ok, 3, 64, "the job says 3 prompts");
+    refused(&ok, 2, 5, "token ids: the job takes 1 to 5");
+    let empty = job::prompts_bytes(
+        &["".into(), texts[1].clone()],
+        &[vec![1], ids[1].clone()],
+        &Sampling::GREEDY,
+    )
+    .unwrap();
+    refused(&empty, 2, 64, "prompt 1 is empty");
+    let bad_utf8 = {
+        let mut b = ok.clone();
+        let at = b.windows(5).position(|w| w == b"Hello").unwrap();
+        b[at] = 0xff;
+        b
+    };
+    refused(&bad_utf8, 2, 64, "prompt 1 is not UTF-8");
+    let other =
+        job::prompts_bytes(&texts, &[ids[1].clone(), ids[1].clone()], &Sampling::GREEDY).unwrap();
+    refused(
+        &other,
+        2,
+        64,
+        "prompt 1's token ids are not the model's tokenization",
+    );
+    let hot = Sampling {
+        temperature: (1 << 16) + 1,
+        ..Sampling::GREEDY
+    };
+    refused(
+        &job::prompts_bytes(&texts, &ids, &hot).unwrap(),
+        2,
+        64,
+        "temperature",
+    );
+    let p0 = Sampling {
+        temperature: 256,
+        top_p: 0,
+        ..Sampling::GREEDY
+    };
+    refused(
+        &job::prompts_bytes(&texts, &ids, &p0).unwrap(),
+        2,
+        64,
+        "top-p 0",
+    );
+    let k = Sampling {
+        temperature: 256,
+        top_k: 1 << 20,
+        ..Sampling::GREEDY
+    };
+    refused(
+        &job::prompts_bytes(&texts, &ids, &k).unwrap(),
+        2,
+        64,
+        "top-k",
+    );
+    refused(b"not safetensors at all", 2, 64, "the prompts");
+}
+
+/// Integer sampling: top-k 1 and a zero temperature are greedy; a higher temperature spreads the
+/// picks; top-p keeps only the likeliest; the same draw always picks the same token.
+#[test]
+fn sampling_in_integers_follows_its_rule() {
+    use compute_market_protocol::decoder::{Sampling, TOP_P_ONE};
+    let exp = &model().decoder.exp;
+    // Q16 logits: token 3 likeliest, then 1, then the rest far behind
+    let logits = vec![0, 60_000, -500_000, 65_536, -400_000, 10_000];
+    let pick = |s: Sampling, d: u64| s.pick(&logits, exp, d);
+    assert_eq!(pick(Sampling::GREEDY, 12345), 3);
+    let k1 = Sampling {
+        temperature: 256,
+        top_k: 1,
+        top_p: TOP_P_ONE,
+        seed: 0,
+    };
+    assert!((0..50u64).all(|i| pick(k1, i.wrapping_mul(0x9E37_79B9_7F4A_7C15)) == 3));
+    let warm = Sampling {
+        temperature: 256,
+        top_k: 0,
+        top_p: TOP_P_ONE,
+        seed: 0,
+    };
+    let draws: Vec<usize> = (0..400u64)
+        .map(|i| pick(warm, compute_market_protocol::job::splitmix64(i)))
+        .collect();
+    let share = |t: usize| draws.iter().filter(|&&x| x == t).count() as f64 / 400.0;
+    // e^((ℓ − ℓmax)/65536): 3 → 1, 1 → 0.92, 5 → 0.43, 0 → 0.37, the far ones ≈ 0
+    assert!(
+        share(3) > 0.25 && share(1) > 0.2 && share(2) < 0.02,
+        "{draws:?}"
+    );
+    let p = Sampling {
+        temperature: 256,
+        top_k: 0,
+        top_p: 32_768,
+        seed: 0,
+    };
+    assert!(
+        (0..200u64).all(|i| [3, 1].contains(&pick(p, compute_market_protocol::job::splitmix64(i))))
+    );
+    assert_eq!(pick(warm, 777), pick(warm, 777));
+    assert_eq!(pick(warm, 0), 3, "the lowest draw picks the likeliest");
+    assert_eq!(
+        pick(warm, u64::MAX),
+        2,
+        "the highest picks the least likely kept"
+    );
+}

@@ -23,8 +23,19 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     encoder_texts: Option<std::path::PathBuf>,
     /// The encoder for `--encoder-texts` [default: the MiniLM integer model in the cache].
-    #[arg(long, value_name = "FILE", requires = "encoder_texts")]
+    #[arg(long, value_name = "FILE")]
     model: Option<std::path::PathBuf>,
+    /// Only text generation, on this prompt: the prefill, one stream's decode, --batch streams
+    /// at once, and a verifier's check of the completion. What `scripts/llm-bench` sets beside
+    /// llama.cpp.
+    #[arg(long, value_name = "PROMPT", conflicts_with = "encoder_texts")]
+    generate: Option<String>,
+    /// New tokens of each completion (with --generate).
+    #[arg(long, default_value_t = 64, requires = "generate")]
+    new_tokens: usize,
+    /// Streams generated at once (with --generate).
+    #[arg(long, default_value_t = 32, requires = "generate")]
+    batch: usize,
 }
 
 impl BenchArgs {
@@ -40,6 +51,24 @@ impl BenchArgs {
             };
             let alone = bench::encoder_alone(&read(&model)?, &read(texts)?)?;
             return ctx.print(&alone);
+        }
+        if let Some(prompt) = &self.generate {
+            let model = self
+                .model
+                .clone()
+                .unwrap_or_else(compute_market_keeper::compute::decoder::smollm2_path);
+            let bytes = std::fs::read(&model).with_context(|| {
+                format!(
+                    "reading {} (scripts/smollm2-model makes it)",
+                    model.display()
+                )
+            })?;
+            return ctx.print(&bench::generation(
+                &bytes,
+                prompt,
+                self.new_tokens,
+                self.batch,
+            )?);
         }
         let max = compute_market_protocol::job::MAX_MATRIX_DIM;
         ensure!(
