@@ -43,6 +43,12 @@ use crate::{
 /// the 300 held-out texts at the longest one's tokens.
 pub const SENTENCES_SUBMIT_WINDOW: u32 = 600;
 
+/// The prompts of the demo's generation task.
+pub const GENERATE_PROMPTS: [&str; 2] = [
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+];
+
 /// Seconds per slot assumed when turning slots into time (Solana's target).
 pub const SLOT_SECONDS: f64 = 0.4;
 
@@ -69,6 +75,10 @@ pub struct DemoConfig {
     /// window holds one, about 2 700 slots; the report gives the verified embeddings' cosine
     /// to the fp32 model's). Needs the model made by `scripts/minilm-model`.
     pub sentences: bool,
+    /// Also post a `Generate` task: SmolLM2-135M-Instruct (the integer model
+    /// `scripts/smollm2-model` makes) completing [`GENERATE_PROMPTS`] greedily, 32 new tokens
+    /// each; the report prints the verified completions.
+    pub generate: bool,
     /// Also post an `Mlp` task of 12 rows through a random 64-512-512-10 model, too large to
     /// read in a dispute: its disputes are games over a claimed trace (PROTOCOL §8.10) when the
     /// window holds one (about 2 000 slots).
@@ -95,6 +105,7 @@ impl Default for DemoConfig {
             },
             digits: false,
             sentences: false,
+            generate: false,
             wide: false,
             min_quorum: 0,
             dispute_window: 0,
@@ -212,6 +223,8 @@ pub struct Scenario {
     pub digits: Option<(Pubkey, Vec<u8>)>,
     /// The sentences task and the fp32 model's embeddings of its texts, when posted.
     pub sentences: Option<(Pubkey, Vec<f32>)>,
+    /// The generation task, when posted.
+    pub generate: Option<Pubkey>,
     /// Each task's result root, once submitted.
     pub roots: HashMap<Pubkey, compute_market_protocol::hash::Digest>,
 }
@@ -324,6 +337,7 @@ impl Scenario {
             digits: None,
             wide: None,
             sentences: None,
+            generate: None,
             roots: HashMap::new(),
         };
         let onboard = |name: &str, roles: u8| s.onboard(name, roles);
@@ -476,6 +490,39 @@ impl Scenario {
             let key = post(args)?;
             tasks.push((key, job, reward));
             s.sentences = Some((key, fp32));
+        }
+        if cfg.generate {
+            // SmolLM2 completing two prompts, greedily: verified by a prefill per sampled one
+            use crate::compute::decoder;
+            use compute_market_protocol::{decoder::Sampling, manifest::Role};
+            let model_bytes = decoder::smollm2_bytes()?;
+            let model = decoder::parse_model(&model_bytes)?;
+            let texts: Vec<String> = GENERATE_PROMPTS.iter().map(|t| t.to_string()).collect();
+            let ids: Vec<Vec<u32>> = texts
+                .iter()
+                .map(|t| model.prompt_ids(t))
+                .collect::<Result<_>>()?;
+            let prompts = decoder::job::prompts_bytes(&texts, &ids, &Sampling::GREEDY)?;
+            let manifest = stored_inputs(
+                &store,
+                &[(Role::Model, &model_bytes), (Role::Prompts, &prompts)],
+                None,
+            )?;
+            let (longest, new) = (ids.iter().map(Vec::len).max().unwrap_or(1) as u32, 32);
+            let job = JobSpec::generate(
+                texts.len() as u32,
+                longest,
+                new,
+                model.work_per_token((longest + new) as usize),
+                crate::clientdata::GENERATE_ROWS_PER_TILE,
+                manifest.hash(),
+            );
+            let (id, reward) = (cfg.tasks as u64 + 2, 1_000_000 + job.work() / 4096);
+            let mut args = PostTaskArgs::new(id, &job, reward);
+            args.input_uri = "http://generate.demo.invalid".into();
+            let key = post(args)?;
+            tasks.push((key, job, reward));
+            s.generate = Some(key);
         }
         s.providers = providers;
         s.verifiers = verifiers;

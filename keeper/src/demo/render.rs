@@ -71,6 +71,17 @@ pub fn render(r: &DemoReport) -> String {
             ),
         };
     }
+    if let Some(g) = &r.generate {
+        s += &format!(
+            "generation (a Generate task: SmolLM2-135M-Instruct, integer and bit-exact, {} prompts): {}{}\n",
+            g.completions.len().max(2),
+            g.outcome,
+            if g.completions.is_empty() { ", no verified completions" } else { ", the verified completions:" }
+        );
+        for c in &g.completions {
+            s += &format!("  > {}\n    {}\n", c.prompt, c.text.replace('\n', "\n    "));
+        }
+    }
     if let Some(d) = &r.sentences {
         s += &match d.cosine {
             Some((mean, min)) => format!(

@@ -102,6 +102,17 @@ pub struct DemoReport {
     pub digits: Option<DigitsRow>,
     /// The sentences task, when posted.
     pub sentences: Option<SentencesRow>,
+    /// The generation task, when posted.
+    pub generate: Option<GenerateRow>,
+}
+
+/// The generation task's verified completions.
+#[derive(Clone, Debug, Serialize)]
+pub struct GenerateRow {
+    /// The task's outcome.
+    pub outcome: String,
+    /// Each prompt and its verified completion (from the Accepted result; none otherwise).
+    pub completions: Vec<crate::clientdata::Completion>,
 }
 
 /// How near the market's verified embeddings of the held-out texts are to the fp32 model's.
@@ -420,7 +431,23 @@ impl Scenario {
                 by_kind,
             }
         });
+        let generate = self.generate.as_ref().map(|key| {
+            let outcome = outcome_of(key);
+            let completions = (outcome == "Accepted")
+                .then(|| {
+                    let job = self.tasks.iter().find(|(k, _, _)| k == key)?.1;
+                    let tiles = self.store.entry(self.roots.get(key)?)?.tiles().ok()?;
+                    crate::clientdata::completions(&job, &tiles.concat(), &(0..job.dims[0]))
+                })
+                .flatten()
+                .unwrap_or_default();
+            GenerateRow {
+                outcome,
+                completions,
+            }
+        });
         Ok(DemoReport {
+            generate,
             sentences,
             digits,
             tasks: rows,

@@ -28,6 +28,10 @@ pub struct DemoArgs {
     /// the model scripts/minilm-model makes).
     #[arg(long)]
     no_sentences: bool,
+    /// Leave out the generation task (SmolLM2 completing two prompts; it needs the model
+    /// scripts/smollm2-model makes).
+    #[arg(long)]
+    no_generate: bool,
 }
 
 impl DemoArgs {
@@ -43,6 +47,7 @@ impl DemoArgs {
             corrupt_fraction: self.corrupt_fraction,
             digits: !self.no_digits,
             sentences: !self.no_sentences,
+            generate: !self.no_generate,
             ..Default::default()
         };
         let backend = select(self.backend)?;
