@@ -52,10 +52,6 @@ class LlamaCpp:
         self.eos = L.llama_vocab_eot(self.vocab)
         self.batch = L.llama_batch_init(max(512, batch), 0, batch)
 
-    def tokenize(self, text):
-        buf = (self.L.llama_token * 4096)()
-        n = self.L.llama_tokenize(self.vocab, text.encode(), len(text.encode()), buf, 4096, False, True)
-        return list(buf[:n])
 
     def clear(self):
         self.L.llama_memory_clear(self.L.llama_get_memory(self.ctx), True)
@@ -121,8 +117,9 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     ll = LlamaCpp(a.gguf, a.threads, a.batch, 512)
-    chat = f"<|im_start|>user\n{a.prompt}<|im_end|>\n<|im_start|>assistant\n"
-    ids = ll.tokenize(chat)
+    # the keeper's prompt ids (its model's chat template, system turn included): both prefill
+    # the same tokens
+    ids = keeper(a.keeper, a.model, a.prompt, 2, 1, a.threads)["prompt_ids"]
     rows = {"keeper": [], "llama.cpp": [], "llama.cpp batch": []}
     for r in range(a.rounds):
         k = keeper(a.keeper, a.model, a.prompt, a.new, a.batch, a.threads)

@@ -271,6 +271,8 @@ pub fn encoder_alone(model: &[u8], texts: &[u8]) -> Result<EncoderAlone> {
 pub struct GenerationBench {
     /// Tokens of the prompt prefilled, in the chat template.
     pub prompt_tokens: usize,
+    /// Their ids (a peer prefills the same).
+    pub prompt_ids: Vec<u32>,
     /// Prefill: prompt tokens a second (one forward over the whole prompt).
     pub prefill_tokens_per_s: f64,
     /// New tokens of one completion (greedy, not stopped at the end of the turn).
@@ -354,6 +356,7 @@ pub fn generation(model: &[u8], prompt: &str, new: usize, batch: usize) -> Resul
     let _ = job::BATCH;
     Ok(GenerationBench {
         prompt_tokens: ids.len(),
+        prompt_ids: ids.clone(),
         prefill_tokens_per_s: ids.len() as f64 / prefill_s,
         new_tokens: new,
         decode_tokens_per_s: (new - 1) as f64 / (generate_s - prefill_s).max(1e-9),

@@ -61,6 +61,15 @@ pub struct Rq {
 /// `clamp(⌊(acc · m + 2^(s−1)) / 2^s⌋, lo, hi)` in 128-bit arithmetic (`s ≥ 1`).
 #[inline]
 pub fn rq(acc: i64, m: i32, s: i32, lo: i64, hi: i64) -> i64 {
+    // in int64 when nothing overflows it (the same value: exact either way)
+    if s < 63 {
+        if let Some(v) = acc
+            .checked_mul(i64::from(m))
+            .and_then(|p| p.checked_add(1i64 << (s - 1)))
+        {
+            return (v >> s).clamp(lo, hi);
+        }
+    }
     let v = (i128::from(acc) * i128::from(m) + (1i128 << (s - 1))) >> s;
     v.clamp(i128::from(lo), i128::from(hi)) as i64
 }
@@ -479,7 +488,6 @@ impl Decoder {
         xs: &mut [Vec<i64>],
         acc: &AccFn,
     ) {
-        let (hd, grp) = (self.head_dim, self.heads / self.kv_heads);
         let dense =
             |d: &Dense, rows: &[Vec<i64>], lo: i64, hi: i64, shifts: &[u32]| -> Vec<Vec<i64>> {
                 acc(d, rows)
@@ -505,43 +513,13 @@ impl Decoder {
             caches[s].k[i].extend(k.iter().map(|&e| e as i16));
             caches[s].v[i].extend(v.iter().map(|&e| e as i16));
         }
-        let kw = self.kv_heads * hd;
+        // each row's attention on its own (over the cores: they read the caches only)
+        use rayon::prelude::*;
+        let caches = &*caches;
         let ctxs: Vec<Vec<i64>> = q
-            .iter()
+            .par_iter()
             .zip(rows)
-            .map(|(q, &(s, pos))| {
-                let (kc, vc) = (&caches[s].k[i], &caches[s].v[i]);
-                let seen = pos + 1;
-                let mut ctx = vec![0i64; self.heads * hd];
-                for h in 0..self.heads {
-                    let kvh = h / grp;
-                    let qh = &q[h * hd..(h + 1) * hd];
-                    let scores: Vec<i64> = (0..seen)
-                        .map(|j| {
-                            let kj = &kc[j * kw + kvh * hd..j * kw + (kvh + 1) * hd];
-                            qh.iter().zip(kj).map(|(&a, &b)| a * i64::from(b)).sum()
-                        })
-                        .collect();
-                    let top = *scores.iter().max().expect("one position at least");
-                    let e: Vec<i64> = scores
-                        .iter()
-                        .map(|&s| {
-                            let d = (top - s).min((1 << 32) - 1);
-                            i64::from(
-                                self.exp[rq(d, l.att.0, l.att.1, 0, EXP_LEN as i64 - 1) as usize],
-                            )
-                        })
-                        .collect();
-                    let den: i64 = e.iter().sum();
-                    for d in 0..hd {
-                        let num: i64 = (0..seen)
-                            .map(|j| e[j] * i64::from(vc[j * kw + kvh * hd + d]))
-                            .sum();
-                        ctx[h * hd + d] = (2 * num + den).div_euclid(2 * den);
-                    }
-                }
-                ctx
-            })
+            .map(|(q, &(s, pos))| self.attend(l.att, q, &caches[s].k[i], &caches[s].v[i], pos + 1))
             .collect();
         let o = dense(&l.o, &ctxs, -RES_MAX, RES_MAX, &[]);
         for (x, o) in xs.iter_mut().zip(o) {
@@ -583,6 +561,47 @@ impl Decoder {
                 *x = (*x + f).clamp(-RES_MAX, RES_MAX);
             }
         }
+    }
+
+    /// One row's attention over the first `seen` cached positions of its sequence (`kc`, `vc`:
+    /// position-major, `kv_heads × head_dim` each): per query head, `S_j = Σ_d q[d] · k_j[d]`
+    /// (each product within `2^30`: q and k are within `±2^15` after RoPE), `e_j =
+    /// exp[rq(min(max S − S_j, 2^32 − 1), att)]`, `ctx[d] = ⌊(2 Σ_j e_j v_j[d] + Σ e) / (2 Σ e)⌋`.
+    fn attend(&self, att: (i32, i32), q: &[i64], kc: &[i16], vc: &[i16], seen: usize) -> Vec<i64> {
+        let (hd, grp) = (self.head_dim, self.heads / self.kv_heads);
+        let kw = self.kv_heads * hd;
+        let mut ctx = vec![0i64; self.heads * hd];
+        let mut scores = vec![0i64; seen];
+        let mut num = vec![0i64; hd];
+        for h in 0..self.heads {
+            let off = (h / grp) * hd;
+            let qh: Vec<i32> = q[h * hd..(h + 1) * hd].iter().map(|&v| v as i32).collect();
+            for (j, s) in scores.iter_mut().enumerate() {
+                let kj = &kc[j * kw + off..j * kw + off + hd];
+                *s = qh
+                    .iter()
+                    .zip(kj)
+                    .map(|(&a, &b)| i64::from(a * i32::from(b)))
+                    .sum();
+            }
+            let top = *scores.iter().max().expect("one position at least");
+            for s in scores.iter_mut() {
+                let d = (top - *s).min((1 << 32) - 1);
+                *s = i64::from(self.exp[rq(d, att.0, att.1, 0, EXP_LEN as i64 - 1) as usize]);
+            }
+            let den: i64 = scores.iter().sum();
+            num.fill(0);
+            for (j, &e) in scores.iter().enumerate() {
+                let vj = &vc[j * kw + off..j * kw + off + hd];
+                for (n, &v) in num.iter_mut().zip(vj) {
+                    *n += e * i64::from(v);
+                }
+            }
+            for (c, &n) in ctx[h * hd..(h + 1) * hd].iter_mut().zip(&num) {
+                *c = (2 * n + den).div_euclid(2 * den);
+            }
+        }
+        ctx
     }
 
     /// RoPE on each head of `x` at position `pos`: pair `(a, b)` at `2i, 2i + 1` becomes
