@@ -318,7 +318,7 @@ pub fn generation(model: &[u8], prompt: &str, new: usize, batch: usize) -> Resul
     };
     let prefill = || {
         let mut c = d.cache();
-        std::hint::black_box(d.forward_with(&ids, &mut c, &fast::acc_rows));
+        std::hint::black_box(d.forward_with(&ids, &mut c, &|d, x| model.acc(d, x)));
     };
     prefill();
     let t = std::time::Instant::now();
@@ -330,7 +330,7 @@ pub fn generation(model: &[u8], prompt: &str, new: usize, batch: usize) -> Resul
         &ids,
         &[],
         new,
-        &fast::acc_rows,
+        &|d, x| model.acc(d, x),
         &fast::logits,
         &never,
     );
@@ -344,7 +344,7 @@ pub fn generation(model: &[u8], prompt: &str, new: usize, batch: usize) -> Resul
     let t = std::time::Instant::now();
     let fed: Vec<u32> = ids.iter().chain(&one[..one.len() - 1]).copied().collect();
     let mut c = d.cache();
-    let ys = d.forward_with(&fed, &mut c, &fast::acc_rows);
+    let ys = d.forward_with(&fed, &mut c, &|d, x| model.acc(d, x));
     let logits = fast::logits_rows(d, &ys[ids.len() - 1..]);
     let agree = logits
         .iter()

@@ -67,6 +67,31 @@ pub fn acc_rows_with(set: KernelSet, d: &Dense, xs: &[Vec<i64>]) -> Vec<Vec<i64>
         .collect()
 }
 
+/// [`acc_rows`] through `p` (the layer repacked: [`super::kernels::Packed`]), 16 outputs a task.
+pub fn acc_rows_packed(p: &super::kernels::Packed, d: &Dense, xs: &[Vec<i64>]) -> Vec<Vec<i64>> {
+    let n = xs.len();
+    let x16: Vec<Vec<i16>> = xs
+        .iter()
+        .map(|x| x.iter().map(|&v| v as i16).collect())
+        .collect();
+    let refs: Vec<&[i16]> = x16.iter().map(Vec::as_slice).collect();
+    let sums: Vec<Vec<i32>> = x16
+        .iter()
+        .map(|x| {
+            x.chunks_exact(BLOCK)
+                .map(|b| b.iter().map(|&v| i32::from(v)).sum())
+                .collect()
+        })
+        .collect();
+    let mut flat = vec![0i64; d.out * n];
+    flat.par_chunks_mut(16 * n)
+        .enumerate()
+        .for_each(|(g, chunk)| p.group(g, &refs, &sums, chunk));
+    (0..n)
+        .map(|r| (0..d.out).map(|o| flat[o * n + r]).collect())
+        .collect()
+}
+
 /// The Q16 logits of a final-norm row, as [`Decoder::logits`].
 pub fn logits(dec: &Decoder, y: &[i64]) -> Vec<i64> {
     logits_rows(dec, std::slice::from_ref(&y.to_vec()))

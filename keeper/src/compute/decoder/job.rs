@@ -258,7 +258,7 @@ pub fn complete(inputs: &GenerateInputs, job: &JobSpec, row: usize) -> Vec<u32> 
         &inputs.prompts.ids[row],
         &[],
         job.dims[2] as usize,
-        &fast::acc_rows,
+        &|d, x| m.acc(d, x),
         &fast::logits,
         &pick,
     )
@@ -376,15 +376,24 @@ pub fn checked_completion(
     let d = &m.decoder;
     let (g, prompt) = (job.dims[2] as usize, &inputs.prompts.ids[row]);
     let pick = picker(m, inputs.prompts.sampling, job.input, row as u32);
-    let go_on =
-        |forced: &[u32]| generate_from(m, prompt, forced, g, &fast::acc_rows, &fast::logits, &pick);
+    let go_on = |forced: &[u32]| {
+        generate_from(
+            m,
+            prompt,
+            forced,
+            g,
+            &|d, x| m.acc(d, x),
+            &fast::logits,
+            &pick,
+        )
+    };
     let n = served.len();
     if n == 0 || n > g || served.iter().any(|&t| t as usize >= d.vocab()) {
         return go_on(&[]);
     }
     let fed: Vec<u32> = prompt.iter().chain(&served[..n - 1]).copied().collect();
     let mut cache = d.cache();
-    let ys = d.forward_with(&fed, &mut cache, &fast::acc_rows);
+    let ys = d.forward_with(&fed, &mut cache, &|d, x| m.acc(d, x));
     let logits = fast::logits_rows(d, &ys[prompt.len() - 1..]);
     for (i, l) in logits.iter().enumerate() {
         let t = pick(l, i);

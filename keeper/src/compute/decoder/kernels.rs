@@ -248,4 +248,156 @@ mod x86 {
             x1,
         )
     });
+
+    /// The packed kernel: N ≤ 8 rows against output group `g` ([`super::Packed`]): per block,
+    /// 16 `vpdpwssd` (16 outputs' weight pair by a broadcast input pair) into int32, then the
+    /// block's scales and minimums in int64, the even and the odd outputs apart.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn packed<const N: usize>(
+        p: &super::Packed,
+        g: usize,
+        xs: &[&[i16]],
+        sums: &[Vec<i32>],
+        out: &mut [[i64; 16]; 8],
+    ) {
+        let nb = p.nb;
+        let mut even = [_mm512_setzero_si512(); N];
+        let mut odd = [_mm512_setzero_si512(); N];
+        let nib = _mm512_set1_epi32(0x0F);
+        let high = _mm512_set1_epi32(0xF0);
+        for b in 0..nb {
+            let base = (g * nb + b) * 16;
+            let mut acc = [_mm512_setzero_si512(); N];
+            for q in 0..16 {
+                let bytes = _mm_loadu_si128(p.w.as_ptr().add((base + q) * 16) as *const __m128i);
+                let v = _mm512_cvtepu8_epi32(bytes);
+                let w = _mm512_or_si512(
+                    _mm512_and_si512(v, nib),
+                    _mm512_slli_epi32::<12>(_mm512_and_si512(v, high)),
+                );
+                for r in 0..N {
+                    let pair = (xs[r].as_ptr().add(32 * b + 2 * q) as *const i32).read_unaligned();
+                    acc[r] = _mm512_dpwssd_epi32(acc[r], w, _mm512_set1_epi32(pair));
+                }
+            }
+            let dv = _mm512_loadu_si512(p.d.as_ptr().add(base) as *const __m512i);
+            let mv = _mm512_loadu_si512(p.min.as_ptr().add(base) as *const __m512i);
+            let (dv_odd, mv_odd) = (_mm512_srli_epi64::<32>(dv), _mm512_srli_epi64::<32>(mv));
+            for r in 0..N {
+                let sx = _mm512_set1_epi32(sums[r][b]);
+                even[r] = _mm512_add_epi64(
+                    even[r],
+                    _mm512_add_epi64(_mm512_mul_epi32(acc[r], dv), _mm512_mul_epi32(mv, sx)),
+                );
+                odd[r] = _mm512_add_epi64(
+                    odd[r],
+                    _mm512_add_epi64(
+                        _mm512_mul_epi32(_mm512_srli_epi64::<32>(acc[r]), dv_odd),
+                        _mm512_mul_epi32(mv_odd, sx),
+                    ),
+                );
+            }
+        }
+        for r in 0..N {
+            let (mut e, mut o) = ([0i64; 8], [0i64; 8]);
+            _mm512_storeu_si512(e.as_mut_ptr() as *mut __m512i, even[r]);
+            _mm512_storeu_si512(o.as_mut_ptr() as *mut __m512i, odd[r]);
+            for k in 0..8 {
+                out[r][2 * k] = e[k];
+                out[r][2 * k + 1] = o[k];
+            }
+        }
+    }
+}
+
+/// A dense layer's weights repacked for many input rows at once (a prefill, a batch's step) on
+/// AVX-512 VNNI: outputs in groups of 16, and per group, block and pair of inputs `(2p, 2p + 1)`
+/// one byte per output holding the two weights' nibbles, so that one `vpdpwssd` multiplies 16
+/// outputs' pair by an input pair broadcast; the block scales and minimums laid out by group
+/// and block, 16 outputs together. As many bytes as the layer's own.
+#[derive(Clone, Debug, Default)]
+pub struct Packed {
+    out: usize,
+    nb: usize,
+    w: Vec<u8>,
+    d: Vec<i32>,
+    min: Vec<i32>,
+}
+
+/// Outputs of a packed group.
+const GROUP: usize = 16;
+
+impl Packed {
+    /// `d` repacked (its last group zero past its outputs).
+    pub fn new(d: &compute_market_protocol::decoder::Dense) -> Self {
+        let nb = d.inp / 32;
+        let groups = d.out.div_ceil(GROUP);
+        let mut w = vec![0u8; groups * nb * 16 * GROUP];
+        let (mut ds, mut mins) = (
+            vec![0i32; groups * nb * GROUP],
+            vec![0i32; groups * nb * GROUP],
+        );
+        for o in 0..d.out {
+            let (g, k) = (o / GROUP, o % GROUP);
+            for b in 0..nb {
+                ds[(g * nb + b) * GROUP + k] = d.d[o * nb + b];
+                mins[(g * nb + b) * GROUP + k] = d.min[o * nb + b];
+                for p in 0..16 {
+                    let (lo, hi) = (d.q(o, 32 * b + 2 * p), d.q(o, 32 * b + 2 * p + 1));
+                    w[((g * nb + b) * 16 + p) * GROUP + k] = (lo | hi << 4) as u8;
+                }
+            }
+        }
+        Packed {
+            out: d.out,
+            nb,
+            w,
+            d: ds,
+            min: mins,
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.w.len() + 4 * (self.d.len() + self.min.len())
+    }
+
+    /// Whether this machine runs the packed kernel.
+    pub fn runs_here() -> bool {
+        KernelSet::Avx512Vnni.runs_here()
+    }
+
+    /// Output group `g`'s accumulators (`Σ_j W[o][j] · x[j]`, minimums included) for every row
+    /// of `xs` (each `32 · nb` int16, `sums[r][b]` its blocks' sums) into `out[k · n + r]` for
+    /// output `16 g + k` (outputs past the layer's are not written). Needs [`Packed::runs_here`].
+    pub fn group(&self, g: usize, xs: &[&[i16]], sums: &[Vec<i32>], out: &mut [i64]) {
+        assert!(Self::runs_here(), "the packed kernel needs AVX-512 VNNI");
+        let n = xs.len();
+        let mut at = 0;
+        while at < n {
+            let take = (n - at).min(8);
+            let mut acc = [[0i64; GROUP]; 8];
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: AVX-512 VNNI runs here (asserted); every x holds nb blocks
+            unsafe {
+                macro_rules! run {
+                    ($($k:literal),*) => {
+                        match take {
+                            $($k => x86::packed::<$k>(self, g, &xs[at..at + $k], &sums[at..at + $k], &mut acc),)*
+                            _ => unreachable!(),
+                        }
+                    };
+                }
+                run!(1, 2, 3, 4, 5, 6, 7, 8);
+            }
+            for (r, a) in acc.iter().enumerate().take(take) {
+                for (k, &v) in a.iter().enumerate() {
+                    if g * GROUP + k < self.out {
+                        out[k * n + at + r] = v;
+                    }
+                }
+            }
+            at += take;
+        }
+    }
 }

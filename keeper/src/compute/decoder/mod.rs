@@ -30,6 +30,9 @@ pub struct Model {
     pub chat_post: String,
     /// The end-of-turn token: generation stops after it.
     pub eos: u32,
+    /// Each layer's dense layers (q, k, v, o, gate, up, down) repacked for many rows at once,
+    /// where this machine runs the packed kernel ([`kernels::Packed`]); empty elsewhere.
+    pub packed: Vec<[kernels::Packed; 7]>,
 }
 
 impl std::fmt::Debug for Model {
@@ -57,6 +60,21 @@ impl Model {
             d.vocab() as u64,
             ctx as u64,
         )
+    }
+
+    /// The dense layers' accumulators on the fast path: four rows or more through the packed
+    /// kernel where this machine runs it, else (and for fewer rows) [`fast::acc_rows`]. The same
+    /// integers either way.
+    pub fn acc(&self, d: &Dense, xs: &[Vec<i64>]) -> Vec<Vec<i64>> {
+        if xs.len() >= 4 {
+            for (l, p) in self.decoder.layers.iter().zip(&self.packed) {
+                let denses = [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down];
+                if let Some(i) = denses.iter().position(|x| std::ptr::eq(*x, d)) {
+                    return fast::acc_rows_packed(&p[i], d, xs);
+                }
+            }
+        }
+        fast::acc_rows(d, xs)
     }
 
     /// The token ids of one user prompt in the chat template.
@@ -287,12 +305,22 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model> {
         .ok()
         .filter(|&e| (e as usize) < vocab)
         .ok_or_else(|| anyhow!("the model's eos is {eos}: a token id below {vocab}"))?;
+    let packed = if kernels::Packed::runs_here() {
+        use rayon::prelude::*;
+        dec.layers
+            .par_iter()
+            .map(|l| [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down].map(kernels::Packed::new))
+            .collect()
+    } else {
+        vec![]
+    };
     Ok(Model {
         decoder: dec,
         tokenizer,
         chat_pre,
         chat_post,
         eos,
+        packed,
     })
 }
 
@@ -346,7 +374,7 @@ pub fn generate_many(
     }
     let mut caches: Vec<_> = prompts.iter().map(|_| d.cache()).collect();
     let mut ys: Vec<Vec<i64>> = d
-        .forward_many(prompts, &mut caches, &fast::acc_rows)
+        .forward_many(prompts, &mut caches, &|d, x| model.acc(d, x))
         .into_iter()
         .map(|mut y| y.pop().expect("one token at least"))
         .collect();
@@ -373,7 +401,7 @@ pub fn generate_many(
             .iter()
             .map(|&s| std::mem::take(&mut caches[s]))
             .collect();
-        let ys_now = d.forward_many(&refs, &mut cs, &fast::acc_rows);
+        let ys_now = d.forward_many(&refs, &mut cs, &|d, x| model.acc(d, x));
         for ((&s, c), mut y) in going.iter().zip(cs).zip(ys_now) {
             caches[s] = c;
             ys[s] = y.pop().expect("one token");
@@ -397,7 +425,13 @@ pub fn generate_with(
 
 /// Greedy generation on the fast path ([`fast`]): the reference's tokens.
 pub fn generate(model: &Model, prompt: &[u32], max_new: usize) -> Vec<u32> {
-    generate_with(model, prompt, max_new, &fast::acc_rows, &fast::logits)
+    generate_with(
+        model,
+        prompt,
+        max_new,
+        &|d, x| model.acc(d, x),
+        &fast::logits,
+    )
 }
 
 /// Greedy generation by the reference.

@@ -223,9 +223,10 @@ fn random_dense(out: usize, inp: usize, seed: u64) -> (Dense, Vec<Vec<i64>>) {
     (d, rows)
 }
 
-/// Every kernel set this machine runs gives the reference's accumulators, bit for bit, on dense
-/// layers of odd shapes (outputs not a multiple of the cores' chunk, 1 to 7 rows: the 4-row
-/// tiles and their remainders), and the reference's logits on the real model.
+/// Every kernel set this machine runs, and the packed kernel for many rows where it runs, gives
+/// the reference's accumulators, bit for bit, on dense layers of odd shapes (outputs not a
+/// multiple of the cores' chunk or of a packed group, 1 to 11 rows: the 4- and 8-row tiles and
+/// their remainders), and the reference's logits on the real model.
 #[test]
 fn every_kernel_set_equals_the_reference_on_odd_shapes() {
     use compute_market_protocol::decoder::reference_acc;
@@ -235,9 +236,24 @@ fn every_kernel_set_equals_the_reference_on_odd_shapes() {
         sets.iter().map(|s| s.name()).collect::<Vec<_>>()
     );
     for (out, inp) in [(1, 32), (17, 64), (33, 96), (50, 160)] {
-        let (d, rows) = random_dense(out, inp, (out * 1000 + inp) as u64);
+        let (d, mut rows) = random_dense(out, inp, (out * 1000 + inp) as u64);
+        // 9 to 11 rows as well: the packed kernel's tiles of 8 and their remainders
+        let more: Vec<Vec<i64>> = rows
+            .iter()
+            .take(4)
+            .map(|r| r.iter().rev().copied().collect())
+            .collect();
+        rows.extend(more);
+        let packed = kernels::Packed::runs_here().then(|| kernels::Packed::new(&d));
         for n in 1..=rows.len() {
             let want = reference_acc(&d, &rows[..n]);
+            if let Some(p) = &packed {
+                assert_eq!(
+                    fast::acc_rows_packed(p, &d, &rows[..n]),
+                    want,
+                    "the packed kernel on {out}×{inp}, {n} rows"
+                );
+            }
             for &set in &sets {
                 assert_eq!(
                     fast::acc_rows_with(set, &d, &rows[..n]),
