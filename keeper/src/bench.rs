@@ -318,22 +318,14 @@ pub fn generation(model: &[u8], prompt: &str, new: usize, batch: usize) -> Resul
     };
     let prefill = || {
         let mut c = d.cache();
-        std::hint::black_box(d.forward_with(&ids, &mut c, &|d, x| model.acc(d, x)));
+        std::hint::black_box(model.forward(decoder::Path::Fast, &ids, &mut c));
     };
     prefill();
     let t = std::time::Instant::now();
     prefill();
     let prefill_s = t.elapsed().as_secs_f64();
     let t = std::time::Instant::now();
-    let one = decoder::generate_from(
-        &model,
-        &ids,
-        &[],
-        new,
-        &|d, x| model.acc(d, x),
-        &fast::logits,
-        &never,
-    );
+    let one = decoder::generate_from(&model, &ids, &[], new, decoder::Path::Fast, &never);
     let generate_s = t.elapsed().as_secs_f64();
     let prompts: Vec<&[u32]> = (0..batch).map(|_| ids.as_slice()).collect();
     let picks: Vec<&decoder::Pick> = (0..batch).map(|_| &never as &decoder::Pick).collect();
@@ -344,7 +336,7 @@ pub fn generation(model: &[u8], prompt: &str, new: usize, batch: usize) -> Resul
     let t = std::time::Instant::now();
     let fed: Vec<u32> = ids.iter().chain(&one[..one.len() - 1]).copied().collect();
     let mut c = d.cache();
-    let ys = d.forward_with(&fed, &mut c, &|d, x| model.acc(d, x));
+    let ys = model.forward(decoder::Path::Fast, &fed, &mut c);
     let logits = fast::logits_rows(d, &ys[ids.len() - 1..]);
     let agree = logits
         .iter()

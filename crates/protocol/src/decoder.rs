@@ -258,6 +258,11 @@ pub struct Decoder {
 /// ([`Dense::acc`] or a faster equal).
 pub type AccFn<'a> = dyn Fn(&Dense, &[Vec<i64>]) -> Vec<Vec<i64>> + Sync + 'a;
 
+/// One row's attention ([`Decoder::attend`] or a faster equal): the decoder, the layer's
+/// `att` requantization, the row's q, its sequence's cached keys and values, positions seen.
+pub type AttnFn<'a> =
+    dyn Fn(&Decoder, (i32, i32), &[i64], &[i16], &[i16], usize) -> Vec<i64> + Sync + 'a;
+
 /// The reference's accumulators: [`Dense::acc`] for every row and output.
 pub fn reference_acc(d: &Dense, xs: &[Vec<i64>]) -> Vec<Vec<i64>> {
     xs.iter()
@@ -452,6 +457,19 @@ impl Decoder {
         caches: &mut [Cache],
         acc: &AccFn,
     ) -> Vec<Vec<Vec<i64>>> {
+        self.forward_many_with(ids, caches, acc, &|d, att, q, k, v, seen| {
+            d.attend(att, q, k, v, seen)
+        })
+    }
+
+    /// [`forward_many`](Self::forward_many) with each row's attention by `attn` too.
+    pub fn forward_many_with(
+        &self,
+        ids: &[&[u32]],
+        caches: &mut [Cache],
+        acc: &AccFn,
+        attn: &AttnFn,
+    ) -> Vec<Vec<Vec<i64>>> {
         assert_eq!(ids.len(), caches.len(), "a cache per sequence");
         // every row's sequence and position
         let mut rows = vec![];
@@ -465,7 +483,7 @@ impl Decoder {
             .map(|&t| self.embed(t as usize))
             .collect();
         for (i, l) in self.layers.iter().enumerate() {
-            self.layer(l, caches, i, &rows, &mut xs, acc);
+            self.layer(l, caches, i, &rows, &mut xs, acc, attn);
         }
         for (c, ids) in caches.iter_mut().zip(ids) {
             c.len += ids.len();
@@ -479,6 +497,7 @@ impl Decoder {
 
     /// One layer (`i`) on the residual rows `xs` (row n of sequence `rows[n].0` at position
     /// `rows[n].1`), their keys and values appended to their sequences' caches.
+    #[allow(clippy::too_many_arguments)]
     fn layer(
         &self,
         l: &Layer,
@@ -487,6 +506,7 @@ impl Decoder {
         rows: &[(usize, usize)],
         xs: &mut [Vec<i64>],
         acc: &AccFn,
+        attn: &AttnFn,
     ) {
         let dense =
             |d: &Dense, rows: &[Vec<i64>], lo: i64, hi: i64, shifts: &[u32]| -> Vec<Vec<i64>> {
@@ -519,7 +539,7 @@ impl Decoder {
         let ctxs: Vec<Vec<i64>> = q
             .par_iter()
             .zip(rows)
-            .map(|(q, &(s, pos))| self.attend(l.att, q, &caches[s].k[i], &caches[s].v[i], pos + 1))
+            .map(|(q, &(s, pos))| attn(self, l.att, q, &caches[s].k[i], &caches[s].v[i], pos + 1))
             .collect();
         let o = dense(&l.o, &ctxs, -RES_MAX, RES_MAX, &[]);
         for (x, o) in xs.iter_mut().zip(o) {
@@ -567,7 +587,14 @@ impl Decoder {
     /// position-major, `kv_heads × head_dim` each): per query head, `S_j = Σ_d q[d] · k_j[d]`
     /// (each product within `2^30`: q and k are within `±2^15` after RoPE), `e_j =
     /// exp[rq(min(max S − S_j, 2^32 − 1), att)]`, `ctx[d] = ⌊(2 Σ_j e_j v_j[d] + Σ e) / (2 Σ e)⌋`.
-    fn attend(&self, att: (i32, i32), q: &[i64], kc: &[i16], vc: &[i16], seen: usize) -> Vec<i64> {
+    pub fn attend(
+        &self,
+        att: (i32, i32),
+        q: &[i64],
+        kc: &[i16],
+        vc: &[i16],
+        seen: usize,
+    ) -> Vec<i64> {
         let (hd, grp) = (self.head_dim, self.heads / self.kv_heads);
         let kw = self.kv_heads * hd;
         let mut ctx = vec![0i64; self.heads * hd];

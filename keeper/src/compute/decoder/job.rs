@@ -258,8 +258,7 @@ pub fn complete(inputs: &GenerateInputs, job: &JobSpec, row: usize) -> Vec<u32> 
         &inputs.prompts.ids[row],
         &[],
         job.dims[2] as usize,
-        &|d, x| m.acc(d, x),
-        &fast::logits,
+        super::Path::Fast,
         &pick,
     )
 }
@@ -376,24 +375,14 @@ pub fn checked_completion(
     let d = &m.decoder;
     let (g, prompt) = (job.dims[2] as usize, &inputs.prompts.ids[row]);
     let pick = picker(m, inputs.prompts.sampling, job.input, row as u32);
-    let go_on = |forced: &[u32]| {
-        generate_from(
-            m,
-            prompt,
-            forced,
-            g,
-            &|d, x| m.acc(d, x),
-            &fast::logits,
-            &pick,
-        )
-    };
+    let go_on = |forced: &[u32]| generate_from(m, prompt, forced, g, super::Path::Fast, &pick);
     let n = served.len();
     if n == 0 || n > g || served.iter().any(|&t| t as usize >= d.vocab()) {
         return go_on(&[]);
     }
     let fed: Vec<u32> = prompt.iter().chain(&served[..n - 1]).copied().collect();
     let mut cache = d.cache();
-    let ys = d.forward_with(&fed, &mut cache, &|d, x| m.acc(d, x));
+    let ys = m.forward(super::Path::Fast, &fed, &mut cache);
     let logits = fast::logits_rows(d, &ys[prompt.len() - 1..]);
     for (i, l) in logits.iter().enumerate() {
         let t = pick(l, i);

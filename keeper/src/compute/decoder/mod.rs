@@ -7,7 +7,7 @@
 
 use anyhow::{anyhow, bail, ensure, Result};
 use compute_market_protocol::decoder::{
-    argmax, reference_acc, AccFn, Decoder, Dense, Layer, Rq, BLOCK, MAX_LAYERS,
+    argmax, reference_acc, Decoder, Dense, Layer, Rq, BLOCK, MAX_LAYERS,
 };
 use safetensors::Dtype;
 use tokenizers::Tokenizer;
@@ -327,41 +327,94 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model> {
 /// How each token is picked: from the logits at a step of the completion (its index).
 pub type Pick<'a> = dyn Fn(&[i64], usize) -> u32 + Sync + 'a;
 
+/// Which arithmetic computes: the protocol's reference loops, or the keeper's fast path (this
+/// machine's widest kernels, the same integers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// [`reference_acc`], [`Decoder::attend`], [`Decoder::logits`].
+    Reference,
+    /// [`Model::acc`], [`kernels::attend`], [`fast::logits_rows`].
+    Fast,
+}
+
+impl Model {
+    /// The final-norm rows of `ids[s]` after `caches[s]` for every sequence s, on `path`.
+    pub fn forward_many(
+        &self,
+        path: Path,
+        ids: &[&[u32]],
+        caches: &mut [compute_market_protocol::decoder::Cache],
+    ) -> Vec<Vec<Vec<i64>>> {
+        let d = &self.decoder;
+        match path {
+            Path::Reference => d.forward_many(ids, caches, &reference_acc),
+            Path::Fast => {
+                let set = fast::best();
+                d.forward_many_with(
+                    ids,
+                    caches,
+                    &|d, x| self.acc(d, x),
+                    &|d, att, q, k, v, n| kernels::attend(set, d, att, q, k, v, n),
+                )
+            }
+        }
+    }
+
+    /// One sequence's rows ([`Model::forward_many`]).
+    pub fn forward(
+        &self,
+        path: Path,
+        ids: &[u32],
+        cache: &mut compute_market_protocol::decoder::Cache,
+    ) -> Vec<Vec<i64>> {
+        self.forward_many(path, &[ids], std::slice::from_mut(cache))
+            .pop()
+            .expect("one sequence")
+    }
+
+    /// The logits of final-norm rows on `path`.
+    pub fn logits(&self, path: Path, ys: &[Vec<i64>]) -> Vec<Vec<i64>> {
+        match path {
+            Path::Reference => ys.iter().map(|y| self.decoder.logits(y)).collect(),
+            Path::Fast => fast::logits_rows(&self.decoder, ys),
+        }
+    }
+}
+
 /// Generation: up to `max_new` tokens after `prompt`, each picked by `pick` from the logits at
 /// its step, stopping after the end-of-turn token or at the model's last position; the
 /// completion starts with `forced` (tokens already known to be what `pick` gives: a checked
-/// prefix), the dense layers' accumulators by `acc` and the logits by `logits` (the reference's
-/// or faster equals).
+/// prefix), computed on `path`.
 pub fn generate_from(
     model: &Model,
     prompt: &[u32],
     forced: &[u32],
     max_new: usize,
-    acc: &AccFn,
-    logits: &dyn Fn(&Decoder, &[i64]) -> Vec<i64>,
+    path: Path,
     pick: &Pick,
 ) -> Vec<u32> {
     let d = &model.decoder;
     let mut cache = d.cache();
     let fed: Vec<u32> = prompt.iter().chain(forced).copied().collect();
-    let mut y = d.forward_with(&fed, &mut cache, acc);
+    let mut y = model.forward(path, &fed, &mut cache);
     let mut out = forced.to_vec();
     while out.len() < max_new {
-        let t = pick(&logits(d, y.last().expect("one token at least")), out.len());
+        let last = y.last().expect("one token at least").clone();
+        let t = pick(&model.logits(path, &[last])[0], out.len());
         out.push(t);
         if t == model.eos || cache.len >= d.positions() {
             break;
         }
-        y = d.forward_with(&[t], &mut cache, acc);
+        y = model.forward(path, &[t], &mut cache);
     }
     out
 }
 
-/// [`generate_from`] for several prompts at once (no forced prefix): the prompts prefilled
-/// together, then each step's tokens of the sequences still going through the layers together
-/// (one GEMM a dense layer for all of them: a batch reads the weights once a step). Each
-/// completion is what [`generate_from`] gives its prompt alone, bit for bit; `picks[s]` picks
-/// sequence `s`'s tokens.
+/// [`generate_from`] for several prompts at once (no forced prefix) on the fast path: the
+/// prompts prefilled together, then each step's tokens of the sequences still going through
+/// the layers together (one GEMM a dense layer for all of them: a batch reads the weights once
+/// a step). Each completion is what [`generate_from`] gives its prompt alone, bit for bit;
+/// `picks[s]` picks sequence `s`'s tokens.
 pub fn generate_many(
     model: &Model,
     prompts: &[&[u32]],
@@ -373,8 +426,8 @@ pub fn generate_many(
         return vec![vec![]; prompts.len()];
     }
     let mut caches: Vec<_> = prompts.iter().map(|_| d.cache()).collect();
-    let mut ys: Vec<Vec<i64>> = d
-        .forward_many(prompts, &mut caches, &|d, x| model.acc(d, x))
+    let mut ys: Vec<Vec<i64>> = model
+        .forward_many(Path::Fast, prompts, &mut caches)
         .into_iter()
         .map(|mut y| y.pop().expect("one token at least"))
         .collect();
@@ -401,7 +454,7 @@ pub fn generate_many(
             .iter()
             .map(|&s| std::mem::take(&mut caches[s]))
             .collect();
-        let ys_now = d.forward_many(&refs, &mut cs, &|d, x| model.acc(d, x));
+        let ys_now = model.forward_many(Path::Fast, &refs, &mut cs);
         for ((&s, c), mut y) in going.iter().zip(cs).zip(ys_now) {
             caches[s] = c;
             ys[s] = y.pop().expect("one token");
@@ -410,33 +463,19 @@ pub fn generate_many(
     out
 }
 
-/// Greedy generation ([`generate_from`] with the first largest logit at every step).
-pub fn generate_with(
-    model: &Model,
-    prompt: &[u32],
-    max_new: usize,
-    acc: &AccFn,
-    logits: &dyn Fn(&Decoder, &[i64]) -> Vec<i64>,
-) -> Vec<u32> {
-    generate_from(model, prompt, &[], max_new, acc, logits, &|l, _| {
-        argmax(l) as u32
-    })
+/// Greedy generation on `path` ([`generate_from`] with the first largest logit at every step).
+pub fn generate_with(model: &Model, prompt: &[u32], max_new: usize, path: Path) -> Vec<u32> {
+    generate_from(model, prompt, &[], max_new, path, &|l, _| argmax(l) as u32)
 }
 
-/// Greedy generation on the fast path ([`fast`]): the reference's tokens.
+/// Greedy generation on the fast path: the reference's tokens.
 pub fn generate(model: &Model, prompt: &[u32], max_new: usize) -> Vec<u32> {
-    generate_with(
-        model,
-        prompt,
-        max_new,
-        &|d, x| model.acc(d, x),
-        &fast::logits,
-    )
+    generate_with(model, prompt, max_new, Path::Fast)
 }
 
 /// Greedy generation by the reference.
 pub fn generate_reference(model: &Model, prompt: &[u32], max_new: usize) -> Vec<u32> {
-    generate_with(model, prompt, max_new, &reference_acc, &Decoder::logits)
+    generate_with(model, prompt, max_new, Path::Reference)
 }
 
 /// Bytes a decoder's tensors take held: the packed weights, their block scales, the embedding,

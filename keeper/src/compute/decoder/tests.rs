@@ -303,7 +303,7 @@ fn a_batch_generates_what_each_prompt_alone_does() {
         let picks: Vec<&Pick> = prompts.iter().map(|_| pick).collect();
         let together = generate_many(m, &prompts, 10, &picks);
         for (p, t) in prompts.iter().zip(&together) {
-            let alone = generate_from(m, p, &[], 10, &fast::acc_rows, &fast::logits, pick);
+            let alone = generate_from(m, p, &[], 10, Path::Fast, pick);
             assert_eq!(t, &alone);
         }
     }
