@@ -35,6 +35,9 @@ class LlamaCpp:
         import llama_cpp as L
 
         self.L = L
+        # llama.cpp's own log (every tensor it loads) stays out of the report
+        self._quiet = L.llama_log_callback(lambda level, text, user: None)
+        L.llama_log_set(self._quiet, ctypes.c_void_p(0))
         L.llama_backend_init()
         mp = L.llama_model_default_params()
         self.model = L.llama_model_load_from_file(gguf.encode(), mp)
@@ -49,7 +52,8 @@ class LlamaCpp:
         self.ctx = L.llama_init_from_model(self.model, cp)
         self.vocab = L.llama_model_get_vocab(self.model)
         self.n_vocab = L.llama_vocab_n_tokens(self.vocab)
-        self.eos = L.llama_vocab_eot(self.vocab)
+        # the end of a turn and of the text: masked, as the keeper's bench masks its end of turn
+        self.ends = sorted({L.llama_vocab_eot(self.vocab), L.llama_vocab_eos(self.vocab)})
         self.batch = L.llama_batch_init(max(512, batch), 0, batch)
 
 
@@ -73,7 +77,7 @@ class LlamaCpp:
     def argmax(self, i):
         ptr = self.L.llama_get_logits_ith(self.ctx, i)
         row = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
-        row[self.eos] = -np.inf  # every stream runs its steps, as the keeper's bench does
+        row[self.ends] = -np.inf  # every stream runs its steps, as the keeper's bench does
         return int(np.argmax(row))
 
     def run(self, ids, new, streams):

@@ -1340,6 +1340,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_prompts_file_is_utf8_one_prompt_a_line_json_strings_for_line_breaks() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("prompts.txt");
+        std::fs::write(&f, "Hello there.\n\"Two\\nlines.\"\r\nLast one").unwrap();
+        assert_eq!(
+            read_prompts(&f).unwrap(),
+            vec!["Hello there.", "Two\nlines.", "Last one"]
+        );
+        let refused = |bytes: &[u8], says: &str| {
+            std::fs::write(&f, bytes).unwrap();
+            let e = format!("{:#}", read_prompts(&f).unwrap_err());
+            assert!(e.contains(says), "{says:?} not in {e:?}");
+        };
+        refused(b"fine\n\xff\xfe broken\n", "not UTF-8 (byte 5 is not)");
+        refused(b"one\n\ntwo\n", "line 2 is blank");
+        refused(
+            b"\"unterminated\n",
+            "line 1 starts with '\"' but is not one JSON string",
+        );
+        refused(b"", "is empty");
+    }
+
+    #[test]
     fn a_model_is_described_as_jobs_on_it_carry_it_and_anything_else_is_refused() {
         let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models");
         let digits = std::fs::read(models.join("digits-mlp.safetensors")).unwrap();
