@@ -69,7 +69,7 @@ pub const MAX_GENERATE_PROMPTS: u32 = 65_536;
 /// positions refuses longer jobs by name.
 pub const MAX_GENERATE_CONTEXT: u32 = 8_192;
 /// Most new tokens of one `Generate` completion. Why 1 024: a completion is one tile's row of
-/// `4 · (G + 1)` bytes, so 64 of them stay within a 256 KiB tile; the verifier's prefill of
+/// `4 · (G + 1)` bytes, so a tile of 64 is about 256 KiB (262 400 bytes); the verifier's prefill of
 /// one completion, and the provider's `G` sequential decode steps, stay within what a task's
 /// windows allow on one CPU (SmolLM2 on 2 cores: about a minute); longer answers are several
 /// tasks, each continuing the last.
@@ -510,12 +510,14 @@ impl JobSpec {
             }
             // the prompts' part at its bound, the model (at most a byte a unit of work), one
             // sequence's key/value cache (taken as 1/1 024 of the work a position: SmolLM2's
-            // is 1/5 900) and the outputs
+            // is 1/5 900), a prefill pass's activations (512 rows of about 1/1 024 of the work
+            // each: SmolLM2's are 1/1 200) and the outputs
             JobKind::Generate => {
                 crate::job::ENCODER_TEXT_BYTES_PER_TOKEN * a * b
                     + 4 * a * b
                     + self.work_per_row
                     + (b + c) * (self.work_per_row / 1024)
+                    + self.work_per_row / 2
                     + a * 4 * (c + 1)
             }
         }

@@ -449,8 +449,9 @@ pub fn part_bound(job: &JobSpec, role: Role) -> Option<u64> {
         // at most a byte a unit of a token's work (4-bit weights, their scales, the int8
         // embedding), the tables and the tokenizer (at most 64 bytes a vocabulary entry of the
         // largest vocabulary)
+        // (the embedding's block scales add an eighth of its bytes: 2 · work bounds it all)
         (JobKind::Generate, Role::Model) => Some(
-            file + job.work_per_row
+            file + 2 * job.work_per_row
                 + 4 * u64::from(crate::job::MAX_GENERATE_CONTEXT) * 256
                 + 64 * (1 << 18)
                 + (4 << 20),

@@ -559,6 +559,11 @@ impl ResultStore {
             return Ok(counts);
         }
         if job.kind == compute_market_protocol::job::JobKind::Generate {
+            if manifest.parts.iter().any(|p| p.slices.is_some()) {
+                return Err(FetchError::Invalid(
+                    "a Generate job's manifest names no slices (version 1): the program does not referee it".into(),
+                ));
+            }
             let [rows, max_tokens, _] = job.dims.map(|d| d as usize);
             let model = crate::compute::decoder::parse_model(&fetched[0]).map_err(invalid)?;
             let prompts =

@@ -197,6 +197,12 @@ pub fn parse_prompts(
             .filter(|&e| e <= all_ids.len())
             .ok_or_else(|| anyhow!("prompt {n}'s ids run past the prompts' ids"))?;
         let given: Vec<u32> = all_ids[id_at..end].iter().map(|&v| v as u32).collect();
+        if let Some(bad) = given.iter().find(|&&t| t as usize >= model.decoder.vocab()) {
+            bail!(
+                "prompt {n} holds the token id {bad}: the model's vocabulary has {} tokens",
+                model.decoder.vocab()
+            );
+        }
         id_at = end;
         texts.push(s.to_string());
         token_lists.push(given);
@@ -359,6 +365,9 @@ pub fn check_fits(inputs: &GenerateInputs, job: &JobSpec) -> Result<()> {
     Ok(())
 }
 
+/// Positions whose logits a check holds at once.
+const LOGIT_ROWS: usize = 32;
+
 /// The right completion of prompt `row` checked against `served` (what a provider committed):
 /// one prefill of the prompt and the served tokens gives the logits at every position, and
 /// each served token must be what the rule picks there, the completion ending after the
@@ -382,16 +391,27 @@ pub fn checked_completion(
     }
     let fed: Vec<u32> = prompt.iter().chain(&served[..n - 1]).copied().collect();
     let mut cache = d.cache();
-    let ys = m.forward(super::Path::Fast, &fed, &mut cache);
-    let logits = fast::logits_rows(d, &ys[prompt.len() - 1..]);
-    for (i, l) in logits.iter().enumerate() {
-        let t = pick(l, i);
-        if t != served[i] {
-            return go_on(&served[..i]);
-        }
-        let stops = t == m.eos || prompt.len() + i >= d.positions();
-        if stops {
-            return served[..=i].to_vec();
+    let ys = m
+        .prefill(
+            super::Path::Fast,
+            &[&fed],
+            std::slice::from_mut(&mut cache),
+            &[prompt.len() - 1],
+        )
+        .pop()
+        .expect("one sequence");
+    // the logits a few positions at a time (a vocabulary's row each), picked as they come
+    for (c, rows) in ys.chunks(LOGIT_ROWS).enumerate() {
+        for (k, l) in fast::logits_rows(d, rows).iter().enumerate() {
+            let i = c * LOGIT_ROWS + k;
+            let t = pick(l, i);
+            if t != served[i] {
+                return go_on(&served[..i]);
+            }
+            let stops = t == m.eos || prompt.len() + i >= d.positions();
+            if stops {
+                return served[..=i].to_vec();
+            }
         }
     }
     if n == g {
@@ -403,22 +423,38 @@ pub fn checked_completion(
 
 /// The right tiles `indices` of `job`, checked against those `served` (each the bytes a
 /// provider committed at that index) by one teacher-forced prefill per completion
-/// ([`checked_completion`]): equal to `served` when it is right.
+/// ([`checked_completion`]): equal to `served` when it is right; up to the first wrong
+/// completion otherwise (that one corrected, what follows it as served).
 pub fn checked_tiles(
     inputs: &GenerateInputs,
     job: &JobSpec,
     served: &[(u32, &[u8])],
 ) -> Result<Vec<Vec<u8>>> {
     check_fits(inputs, job)?;
-    Ok(served
-        .iter()
-        .map(|&(i, tile)| {
-            let claimed = decode_tile(job, tile);
-            let right: Vec<Vec<u32>> = rows_of(job, i)
-                .enumerate()
-                .map(|(k, r)| checked_completion(inputs, job, r, &claimed[k]))
-                .collect();
-            encode_tile(job, &right)
-        })
-        .collect())
+    // the first wrong completion settles it: the check stops there (the tiles and rows after
+    // it come back as served, unchecked), so a provider serving garbage costs its checker one
+    // completion's generation, not every sampled one's
+    let mut out = Vec::with_capacity(served.len());
+    let mut wrong = false;
+    for &(i, tile) in served {
+        if wrong {
+            out.push(tile.to_vec());
+            continue;
+        }
+        let claimed = decode_tile(job, tile);
+        let mut right = Vec::with_capacity(claimed.len());
+        for (k, r) in rows_of(job, i).enumerate() {
+            if wrong {
+                right.push(claimed[k].clone());
+                continue;
+            }
+            let c = checked_completion(inputs, job, r, &claimed[k]);
+            wrong = c != claimed[k];
+            right.push(c);
+        }
+        let right = encode_tile(job, &right);
+        wrong |= right != tile;
+        out.push(right);
+    }
+    Ok(out)
 }

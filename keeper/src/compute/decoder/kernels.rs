@@ -53,8 +53,21 @@ pub fn dot_rows(
     out: &mut [i64],
 ) {
     let nb = ds.len();
-    debug_assert!(row.len() >= nb * w.block_bytes());
-    debug_assert!(xs.iter().all(|x| x.len() >= 32 * nb));
+    // the SIMD paths read by pointer: the lengths and the set are checked here
+    assert!(
+        row.len() >= nb * w.block_bytes(),
+        "a weight row shorter than its blocks"
+    );
+    assert!(
+        xs.iter().all(|x| x.len() >= 32 * nb),
+        "an input row shorter than its blocks"
+    );
+    assert!(out.len() >= xs.len(), "fewer outputs than rows");
+    assert!(
+        set.runs_here(),
+        "kernel set {} does not run here",
+        set.name()
+    );
     match set {
         #[cfg(target_arch = "x86_64")]
         KernelSet::Avx512Vnni => {
@@ -350,9 +363,14 @@ pub fn attend(
     vc: &[i16],
     seen: usize,
 ) -> Vec<i64> {
+    assert!(
+        set.runs_here(),
+        "kernel set {} does not run here",
+        set.name()
+    );
     match set {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the set runs here
+        // SAFETY: the set runs here (asserted)
         KernelSet::Avx512Vnni => unsafe { x86::attend_avx512(dec, att, q, kc, vc, seen) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above
@@ -481,6 +499,14 @@ impl Packed {
     pub fn group(&self, g: usize, xs: &[&[i16]], sums: &[Vec<i32>], out: &mut [i64]) {
         assert!(Self::runs_here(), "the packed kernel needs AVX-512 VNNI");
         let n = xs.len();
+        assert!(
+            g * GROUP < self.out.max(1) && sums.len() == n,
+            "a group of the layer"
+        );
+        assert!(
+            xs.iter().all(|x| x.len() >= 32 * self.nb) && sums.iter().all(|s| s.len() >= self.nb),
+            "input rows shorter than the layer's blocks"
+        );
         let mut at = 0;
         while at < n {
             let take = (n - at).min(8);

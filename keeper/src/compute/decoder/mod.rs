@@ -211,6 +211,18 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model> {
     let (rshape, rope) = t.take("rope", Dtype::I16)?;
     let head_dim = u(head_dim, "head width")?;
     ensure!(
+        width >= 1 && ffn >= 1 && heads >= 1 && kv_heads >= 1 && head_dim >= 2,
+        "the model's dims are {:?}: every width and head count is at least 1",
+        [
+            layers as i32,
+            width as i32,
+            ffn as i32,
+            heads,
+            kv_heads,
+            head_dim as i32
+        ]
+    );
+    ensure!(
         rshape.len() == 3 && rshape[1] * 2 == head_dim && rshape[2] == 2,
         "the model's rope has shape {rshape:?}, it must be [positions, {}, 2]",
         head_dim / 2
@@ -296,6 +308,31 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model> {
     let tokenizer: Tokenizer = spec
         .parse()
         .map_err(|e| anyhow!("the model's tokenizer: {e}"))?;
+    // a tokenizer every keeper runs the same: no padding or truncation (they add or cut ids),
+    // no BPE dropout (it merges at random), every id an embedding row
+    ensure!(
+        tokenizer.get_padding().is_none() && tokenizer.get_truncation().is_none(),
+        "the model's tokenizer pads or truncates: a job's ids must be the text's alone"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&spec).map_err(|e| anyhow!("the model's tokenizer: {e}"))?;
+    ensure!(
+        json["model"]["type"] == "BPE"
+            && (json["model"]["dropout"].is_null() || json["model"]["dropout"] == 0.0),
+        "the model's tokenizer must be a BPE without dropout (every keeper must tokenize a text alike)"
+    );
+    let added = tokenizer
+        .get_added_tokens_decoder()
+        .into_iter()
+        .map(|(id, t)| (t.content, id));
+    if let Some((tok, id)) = tokenizer
+        .get_vocab(true)
+        .into_iter()
+        .chain(added)
+        .find(|(_, id)| *id as usize >= vocab)
+    {
+        bail!("the model's tokenizer gives {tok:?} the id {id}: the embeddings hold {vocab}");
+    }
     ensure!(
         tokenizer.get_vocab_size(true) == vocab,
         "the model's tokenizer has {} tokens, its embeddings {vocab}",
@@ -327,6 +364,10 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model> {
 /// How each token is picked: from the logits at a step of the completion (its index).
 pub type Pick<'a> = dyn Fn(&[i64], usize) -> u32 + Sync + 'a;
 
+/// Most rows one prefill pass feeds ([`Model::prefill`]): what it holds at once is this many
+/// rows of every layer's activations (SmolLM2: about 60 MB).
+pub const PREFILL_ROWS: usize = 512;
+
 /// Which arithmetic computes: the protocol's reference loops, or the keeper's fast path (this
 /// machine's widest kernels, the same integers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -356,6 +397,51 @@ impl Model {
                     &|d, x| self.acc(d, x),
                     &|d, att, q, k, v, n| kernels::attend(set, d, att, q, k, v, n),
                 )
+            }
+        }
+    }
+
+    /// Prompts fed in pieces of at most [`PREFILL_ROWS`] rows a pass (as many sequences' next
+    /// pieces as fit, in order), so that what a prefill holds at once stays bounded whatever
+    /// the prompts' lengths; attention reads the caches, so the rows are those of one pass.
+    /// Returns each sequence's rows from position `keep_from[s]` (of its `ids`) on.
+    pub fn prefill(
+        &self,
+        path: Path,
+        ids: &[&[u32]],
+        caches: &mut [compute_market_protocol::decoder::Cache],
+        keep_from: &[usize],
+    ) -> Vec<Vec<Vec<i64>>> {
+        let n = ids.len();
+        let (mut off, mut out) = (vec![0usize; n], vec![vec![]; n]);
+        loop {
+            let mut take = vec![];
+            let mut room = PREFILL_ROWS;
+            for s in 0..n {
+                if off[s] < ids[s].len() && room > 0 {
+                    let k = (ids[s].len() - off[s]).min(room);
+                    take.push((s, off[s]..off[s] + k));
+                    room -= k;
+                }
+            }
+            if take.is_empty() {
+                return out;
+            }
+            let pieces: Vec<&[u32]> = take.iter().map(|(s, r)| &ids[*s][r.clone()]).collect();
+            let mut cs: Vec<_> = take
+                .iter()
+                .map(|(s, _)| std::mem::take(&mut caches[*s]))
+                .collect();
+            let ys = self.forward_many(path, &pieces, &mut cs);
+            for ((s, r), (c, y)) in take.into_iter().zip(cs.into_iter().zip(ys)) {
+                caches[s] = c;
+                out[s].extend(
+                    r.clone()
+                        .zip(y)
+                        .filter(|(p, _)| *p >= keep_from[s])
+                        .map(|(_, row)| row),
+                );
+                off[s] = r.end;
             }
         }
     }
@@ -396,7 +482,15 @@ pub fn generate_from(
     let d = &model.decoder;
     let mut cache = d.cache();
     let fed: Vec<u32> = prompt.iter().chain(forced).copied().collect();
-    let mut y = model.forward(path, &fed, &mut cache);
+    let mut y = model
+        .prefill(
+            path,
+            &[&fed],
+            std::slice::from_mut(&mut cache),
+            &[fed.len() - 1],
+        )
+        .pop()
+        .expect("one sequence");
     let mut out = forced.to_vec();
     while out.len() < max_new {
         let last = y.last().expect("one token at least").clone();
@@ -426,8 +520,9 @@ pub fn generate_many(
         return vec![vec![]; prompts.len()];
     }
     let mut caches: Vec<_> = prompts.iter().map(|_| d.cache()).collect();
+    let last: Vec<usize> = prompts.iter().map(|p| p.len() - 1).collect();
     let mut ys: Vec<Vec<i64>> = model
-        .forward_many(Path::Fast, prompts, &mut caches)
+        .prefill(Path::Fast, prompts, &mut caches, &last)
         .into_iter()
         .map(|mut y| y.pop().expect("one token at least"))
         .collect();

@@ -158,6 +158,39 @@ fn bad_model_files_are_refused() {
         r.3[..4].copy_from_slice(&0i32.to_le_bytes());
     });
     assert!(e.contains("exp table"), "{e}");
+    // tokenizers that would not give every keeper the same ids: BPE dropout, padding, an id
+    // past the embeddings
+    let tokenizer = |f: &dyn Fn(&mut serde_json::Value)| {
+        let (_, _, b) = &t["tokenizer"];
+        let mut json: serde_json::Value = serde_json::from_slice(b).unwrap();
+        f(&mut json);
+        let bytes = serde_json::to_vec(&json).unwrap();
+        rebuild(&move |v| {
+            let r = v.iter_mut().find(|(k, ..)| k == "tokenizer").unwrap();
+            r.2 = vec![bytes.len()];
+            r.3 = bytes.clone();
+        })
+    };
+    let e = tokenizer(&|j| j["model"]["dropout"] = 0.5.into());
+    assert!(e.contains("without dropout"), "{e}");
+    let e = tokenizer(&|j| {
+        j["padding"] = serde_json::json!({"strategy": {"Fixed": 64}, "direction": "Right",
+            "pad_to_multiple_of": null, "pad_id": 2, "pad_type_id": 0, "pad_token": "<|im_end|>"})
+    });
+    assert!(e.contains("pads or truncates"), "{e}");
+    let e = tokenizer(&|j| {
+        j["added_tokens"][0]["id"] = 4_000_000_000u32.into();
+        j["added_tokens"][0]["content"] = "<|evil|>".into();
+    });
+    assert!(
+        e.contains("\"<|evil|>\" the id") && e.contains("the embeddings hold 49152"),
+        "{e}"
+    );
+    let e = rebuild(&|v| {
+        let r = v.iter_mut().find(|(k, ..)| k == "dims").unwrap();
+        r.3[12..16].copy_from_slice(&0i32.to_le_bytes());
+    });
+    assert!(e.contains("at least 1"), "{e}");
 }
 
 /// The fast path generates the tokens numpy's integer decoder generated (KV cache, 32 tokens or

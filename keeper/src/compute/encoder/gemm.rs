@@ -58,7 +58,11 @@ impl KernelSet {
                 KernelSet::Avx2 => has!("avx2"),
                 KernelSet::AvxVnni => has!("avx2") && has!("avxvnni"),
                 KernelSet::Avx512Vnni => {
-                    has!("avx512f") && has!("avx512bw") && has!("avx512dq") && has!("avx512vnni")
+                    has!("avx512f")
+                        && has!("avx512bw")
+                        && has!("avx512dq")
+                        && has!("avx512vl")
+                        && has!("avx512vnni")
                 }
             }
         }
