@@ -372,11 +372,21 @@ pub fn prepare_generate(
 ) -> Result<PreparedInputs> {
     let max = crate::results::content::MAX_OBJECT;
     let (_, m) = read_object(model, max)?;
-    let dec =
-        crate::compute::decoder::parse_model(&m).with_context(|| format!("{}", model.display()))?;
+    let dec = crate::compute::decoder::parse_model(&m).with_context(|| {
+        format!(
+            "{} is not a decoder model for --generate (the SmolLM2 decoder scripts/smollm2-model makes is used when --model is left out)",
+            model.display()
+        )
+    })?;
     ensure!(
         !prompts.is_empty(),
         "no prompt: give --prompt TEXT or --prompts FILE"
+    );
+    ensure!(
+        (1..=compute_market_protocol::job::MAX_ROWS_PER_TILE).contains(&shape.rows_per_tile),
+        "--rows-per-tile {}: a tile holds 1 to {} completions",
+        shape.rows_per_tile,
+        compute_market_protocol::job::MAX_ROWS_PER_TILE
     );
     let n = u32::try_from(prompts.len())
         .ok()
@@ -408,6 +418,17 @@ pub fn prepare_generate(
         .collect::<Result<Vec<_>>>()?;
     let room = positions - shape.max_new;
     let longest = ids.iter().map(Vec::len).max().unwrap_or(0) as u32;
+    if shape.max_tokens.is_none() && longest > room {
+        let i = ids
+            .iter()
+            .position(|p| p.len() as u32 == longest)
+            .unwrap_or(0);
+        bail!(
+            "prompt {} is {longest} tokens in the chat template: at most {room} fit beside {} new tokens in the model's {positions} positions; shorten it or lower --max-new-tokens",
+            i + 1,
+            shape.max_new
+        );
+    }
     let max_tokens = shape.max_tokens.unwrap_or(longest);
     ensure!(
         (1..=room).contains(&max_tokens),
@@ -444,7 +465,7 @@ pub fn prepare_generate(
     );
     JobSpec::decode(&job.encode()).map_err(|e| {
         anyhow::anyhow!(
-            "{n} prompts of at most {max_tokens} tokens, {} new, {} per tile: {e}",
+            "{n} prompt(s) of at most {max_tokens} tokens, {} new, {} a tile: {e}",
             shape.max_new,
             shape.rows_per_tile
         )
@@ -776,8 +797,11 @@ pub struct Completion {
     pub prompt: String,
     /// The completion's text (the end-of-turn token dropped).
     pub text: String,
-    /// Its tokens.
+    /// Its tokens, the end-of-turn token included when it ended there.
     pub tokens: usize,
+    /// Whether it ended at the end of the turn (else it was cut at the job's new-token bound or
+    /// the model's last position).
+    pub finished: bool,
 }
 
 /// The completions of rows `rows` of a `Generate` job (`bytes` their rows laid out as in its
@@ -801,6 +825,7 @@ pub fn completions(
                 prompt: g.prompts.texts.get(r as usize).cloned().unwrap_or_default(),
                 text,
                 tokens: ids.len(),
+                finished: ids.last() == Some(&g.model.eos),
             })
             .collect(),
     )

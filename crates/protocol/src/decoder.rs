@@ -738,10 +738,15 @@ impl Sampling {
             return argmax(logits);
         }
         let mut order: Vec<usize> = (0..logits.len()).collect();
-        order.sort_unstable_by(|&a, &b| logits[b].cmp(&logits[a]).then(a.cmp(&b)));
-        if self.top_k > 0 {
-            order.truncate(self.top_k as usize);
+        let rank = |a: &usize, b: &usize| logits[*b].cmp(&logits[*a]).then(a.cmp(b));
+        let k = self.top_k as usize;
+        if k > 0 && k < order.len() {
+            // the first k in rank order, found without sorting them all (a total order: the
+            // same k, in the same order, as a full sort)
+            order.select_nth_unstable_by(k - 1, rank);
+            order.truncate(k);
         }
+        order.sort_unstable_by(rank);
         let top = logits[order[0]];
         let tau = i128::from(self.temperature);
         let last = exp.len() as i128 - 1;

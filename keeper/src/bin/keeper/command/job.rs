@@ -26,8 +26,9 @@ pub struct JobArgs {
     /// them after they are checked and uploaded to --store.
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["kind", "dims", "seed", "model"])]
     pub input: Vec<std::path::PathBuf>,
-    /// An integer model (PROTOCOL §5: an Mlp's layers, or an Encoder such as the MiniLM
-    /// one scripts/minilm-model makes): run over --batch (Mlp) or --texts (Encoder),
+    /// An integer model (PROTOCOL §5: an Mlp's layers, an Encoder such as the MiniLM one
+    /// scripts/minilm-model makes, or a decoder such as the SmolLM2 one scripts/smollm2-model
+    /// makes): run over --batch (Mlp), --texts (Encoder) or --prompt/--prompts (--generate),
     /// uploaded to --store with it.
     #[arg(long, conflicts_with_all = ["kind", "dims", "seed"])]
     pub model: Option<std::path::PathBuf>,
@@ -46,10 +47,15 @@ pub struct JobArgs {
     /// completion within the model's positions).
     #[arg(long, requires = "generate", default_value_t = clientdata::GENERATE_MAX_NEW)]
     pub max_new_tokens: u32,
-    /// Sample at this temperature (0 to 256; with --generate) [default: 0, greedy].
-    #[arg(long, requires = "generate", default_value_t = 0.0)]
+    /// Sample at this temperature (0 to 256; 0 decodes greedily; with --generate).
+    #[arg(
+        long,
+        requires = "generate",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
     pub temperature: f64,
-    /// Sample among the k likeliest tokens only (with --temperature) [default: all].
+    /// Sample among the k likeliest tokens only (with --temperature; 0 or left out: all).
     #[arg(long, requires = "temperature")]
     pub top_k: Option<u32>,
     /// Sample among the likeliest tokens making up this fraction (0 < p ≤ 1; with
@@ -106,6 +112,11 @@ impl JobArgs {
         ensure!(
             t == 0.0 || temperature > 0,
             "--temperature {t} is below 1/256, the finest step: give 0 for greedy decoding"
+        );
+        ensure!(
+            t > 0.0
+                || (self.top_k.is_none() && self.top_p.is_none() && self.sample_seed.is_none()),
+            "--top-k, --top-p and --sample-seed shape sampling: give --temperature above 0 too (0 decodes greedily)"
         );
         let p = self.top_p.unwrap_or(1.0);
         ensure!(
