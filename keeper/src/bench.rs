@@ -296,7 +296,7 @@ pub struct GenerationBench {
 /// takes it): the prefill, `new` tokens of one stream, `batch` streams of `new` tokens at once,
 /// and the verifier's check of the one completion.
 pub fn generation(model: &[u8], prompt: &str, new: usize, batch: usize) -> Result<GenerationBench> {
-    use crate::compute::decoder::{self, fast, job};
+    use crate::compute::decoder::{self, fast};
     anyhow::ensure!(
         new >= 1 && batch >= 1,
         "at least one new token and one stream"
@@ -345,7 +345,6 @@ pub fn generation(model: &[u8], prompt: &str, new: usize, batch: usize) -> Resul
         .all(|(i, (l, &t))| never(l, i) == t);
     let verify_s = t.elapsed().as_secs_f64();
     anyhow::ensure!(agree, "the prefill does not give the generated tokens");
-    let _ = job::BATCH;
     Ok(GenerationBench {
         prompt_tokens: ids.len(),
         prompt_ids: ids.clone(),
