@@ -148,6 +148,26 @@ pub fn print(output: Output, v: &Value) -> Result<()> {
             Value::Array(items) => items.iter().try_for_each(|i| print(output, i))?,
             Value::Object(map) => {
                 for (k, val) in map {
+                    // a Generate result's completions: each prompt, then its text, indented
+                    if let (true, Value::Array(cs)) = (k == "completions", val) {
+                        println!("{k:>16}:");
+                        for c in cs {
+                            let text =
+                                |f: &str| c[f].as_str().unwrap_or("").replace('\n', "\n      ");
+                            println!("  [{}] {}", c["row"], text("prompt"));
+                            println!(
+                                "      {}\n      ({} tokens{})",
+                                text("text"),
+                                c["tokens"],
+                                if c["finished"] == true {
+                                    ", finished"
+                                } else {
+                                    ", cut at the bound"
+                                }
+                            );
+                        }
+                        continue;
+                    }
                     println!(
                         "{k:>16}: {}",
                         match val {
