@@ -587,6 +587,11 @@ impl Decoder {
     /// position-major, `kv_heads × head_dim` each): per query head, `S_j = Σ_d q[d] · k_j[d]`
     /// (each product within `2^30`: q and k are within `±2^15` after RoPE), `e_j =
     /// exp[rq(min(max S − S_j, 2^32 − 1), att)]`, `ctx[d] = ⌊(2 Σ_j e_j v_j[d] + Σ e) / (2 Σ e)⌋`.
+    /// The loops add in wrapping operations that never wrap (each product pair within 2^31,
+    /// the weighted sums within 2^48): the same values, and loops an overflow-checked build
+    /// still vectorizes. Inlined where it is called, so the keeper compiles it for each kernel
+    /// set's vectors.
+    #[inline(always)]
     pub fn attend(
         &self,
         att: (i32, i32),
@@ -602,14 +607,17 @@ impl Decoder {
         let mut num = vec![0i64; hd];
         for h in 0..self.heads {
             let off = (h / grp) * hd;
-            let qh: Vec<i32> = q[h * hd..(h + 1) * hd].iter().map(|&v| v as i32).collect();
+            let qh: Vec<i16> = q[h * hd..(h + 1) * hd].iter().map(|&v| v as i16).collect();
             for (j, s) in scores.iter_mut().enumerate() {
                 let kj = &kc[j * kw + off..j * kw + off + hd];
-                *s = qh
-                    .iter()
-                    .zip(kj)
-                    .map(|(&a, &b)| i64::from(a * i32::from(b)))
-                    .sum();
+                // products in pairs within 2^31, summed in int32, then the pairs in int64
+                let mut t = 0i64;
+                for (qp, kp) in qh.chunks_exact(2).zip(kj.chunks_exact(2)) {
+                    let pair = (i32::from(qp[0]).wrapping_mul(i32::from(kp[0])))
+                        .wrapping_add(i32::from(qp[1]).wrapping_mul(i32::from(kp[1])));
+                    t = t.wrapping_add(i64::from(pair));
+                }
+                *s = t;
             }
             let top = *scores.iter().max().expect("one position at least");
             for s in scores.iter_mut() {
@@ -621,7 +629,7 @@ impl Decoder {
             for (j, &e) in scores.iter().enumerate() {
                 let vj = &vc[j * kw + off..j * kw + off + hd];
                 for (n, &v) in num.iter_mut().zip(vj) {
-                    *n += e * i64::from(v);
+                    *n = n.wrapping_add(e.wrapping_mul(i64::from(v)));
                 }
             }
             for (c, &n) in ctx[h * hd..(h + 1) * hd].iter_mut().zip(&num) {

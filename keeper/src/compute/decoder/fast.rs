@@ -20,6 +20,31 @@ pub fn best() -> KernelSet {
 /// Outputs a task of the cores takes at once.
 const OUT_CHUNK: usize = 16;
 
+/// Rows of int16 values held as int64 (the decoder's activations), as int16.
+fn int16(xs: &[Vec<i64>]) -> Vec<Vec<i16>> {
+    xs.iter()
+        .map(|x| x.iter().map(|&v| v as i16).collect())
+        .collect()
+}
+
+/// Each row's sums over its blocks of 32 (within 2^20: int32).
+fn block_sums(x16: &[Vec<i16>]) -> Vec<Vec<i32>> {
+    x16.iter()
+        .map(|x| {
+            x.chunks_exact(BLOCK)
+                .map(|b| b.iter().map(|&v| i32::from(v)).sum())
+                .collect()
+        })
+        .collect()
+}
+
+/// Output-major results (`flat[o · n + r]`, `outs` outputs) as `n` rows.
+fn row_major(flat: &[i64], n: usize, outs: usize) -> Vec<Vec<i64>> {
+    (0..n)
+        .map(|r| (0..outs).map(|o| flat[o * n + r]).collect())
+        .collect()
+}
+
 /// `Σ_j W[o][j] · x[j]` for every row of `xs` and every output (every caller's inputs are
 /// int16: the norms', the attention context's, the feed-forward's), by the widest set.
 pub fn acc_rows(d: &Dense, xs: &[Vec<i64>]) -> Vec<Vec<i64>> {
@@ -30,19 +55,9 @@ pub fn acc_rows(d: &Dense, xs: &[Vec<i64>]) -> Vec<Vec<i64>> {
 pub fn acc_rows_with(set: KernelSet, d: &Dense, xs: &[Vec<i64>]) -> Vec<Vec<i64>> {
     let nb = d.inp / BLOCK;
     let n = xs.len();
-    let x16: Vec<Vec<i16>> = xs
-        .iter()
-        .map(|x| x.iter().map(|&v| v as i16).collect())
-        .collect();
+    let x16 = int16(xs);
     let refs: Vec<&[i16]> = x16.iter().map(Vec::as_slice).collect();
-    let sums: Vec<Vec<i64>> = x16
-        .iter()
-        .map(|x| {
-            x.chunks_exact(BLOCK)
-                .map(|b| b.iter().map(|&v| i64::from(v)).sum())
-                .collect()
-        })
-        .collect();
+    let sums = block_sums(&x16);
     // output-major: out[o · n + r]
     let mut flat = vec![0i64; d.out * n];
     flat.par_chunks_mut(OUT_CHUNK * n)
@@ -57,39 +72,25 @@ pub fn acc_rows_with(set: KernelSet, d: &Dense, xs: &[Vec<i64>]) -> Vec<Vec<i64>
                     *acc += mins
                         .iter()
                         .zip(sx)
-                        .map(|(&m, &s)| i64::from(m) * s)
+                        .map(|(&m, &s)| i64::from(m) * i64::from(s))
                         .sum::<i64>();
                 }
             }
         });
-    (0..n)
-        .map(|r| (0..d.out).map(|o| flat[o * n + r]).collect())
-        .collect()
+    row_major(&flat, n, d.out)
 }
 
 /// [`acc_rows`] through `p` (the layer repacked: [`super::kernels::Packed`]), 16 outputs a task.
 pub fn acc_rows_packed(p: &super::kernels::Packed, d: &Dense, xs: &[Vec<i64>]) -> Vec<Vec<i64>> {
     let n = xs.len();
-    let x16: Vec<Vec<i16>> = xs
-        .iter()
-        .map(|x| x.iter().map(|&v| v as i16).collect())
-        .collect();
+    let x16 = int16(xs);
     let refs: Vec<&[i16]> = x16.iter().map(Vec::as_slice).collect();
-    let sums: Vec<Vec<i32>> = x16
-        .iter()
-        .map(|x| {
-            x.chunks_exact(BLOCK)
-                .map(|b| b.iter().map(|&v| i32::from(v)).sum())
-                .collect()
-        })
-        .collect();
+    let sums = block_sums(&x16);
     let mut flat = vec![0i64; d.out * n];
     flat.par_chunks_mut(16 * n)
         .enumerate()
         .for_each(|(g, chunk)| p.group(g, &refs, &sums, chunk));
-    (0..n)
-        .map(|r| (0..d.out).map(|o| flat[o * n + r]).collect())
-        .collect()
+    row_major(&flat, n, d.out)
 }
 
 /// The Q16 logits of a final-norm row, as [`Decoder::logits`].
@@ -110,10 +111,7 @@ pub fn logits_rows_with(set: KernelSet, dec: &Decoder, ys: &[Vec<i64>]) -> Vec<V
     let h = dec.width;
     let nb = h / BLOCK;
     let n = ys.len();
-    let y16: Vec<Vec<i16>> = ys
-        .iter()
-        .map(|y| y.iter().map(|&v| v as i16).collect())
-        .collect();
+    let y16 = int16(ys);
     let refs: Vec<&[i16]> = y16.iter().map(Vec::as_slice).collect();
     // SAFETY: i8 and u8 have the same size and alignment; the bytes are read as int8 again
     let emb: &[u8] =
@@ -133,7 +131,5 @@ pub fn logits_rows_with(set: KernelSet, dec: &Decoder, ys: &[Vec<i64>]) -> Vec<V
                 }
             }
         });
-    (0..n)
-        .map(|r| (0..vocab).map(|t| flat[t * n + r]).collect())
-        .collect()
+    row_major(&flat, n, vocab)
 }

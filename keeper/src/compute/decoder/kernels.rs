@@ -140,7 +140,7 @@ mod x86 {
 
     use super::Weights;
 
-    /// [`super::attend_plain`] compiled for AVX-512.
+    /// [`Decoder::attend`] compiled for AVX-512.
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
     pub unsafe fn attend_avx512(
         dec: &Decoder,
@@ -150,10 +150,10 @@ mod x86 {
         vc: &[i16],
         seen: usize,
     ) -> Vec<i64> {
-        super::attend_plain(dec, att, q, kc, vc, seen)
+        dec.attend(att, q, kc, vc, seen)
     }
 
-    /// [`super::attend_plain`] compiled for AVX2.
+    /// [`Decoder::attend`] compiled for AVX2.
     #[target_feature(enable = "avx2")]
     pub unsafe fn attend_avx2(
         dec: &Decoder,
@@ -163,7 +163,7 @@ mod x86 {
         vc: &[i16],
         seen: usize,
     ) -> Vec<i64> {
-        super::attend_plain(dec, att, q, kc, vc, seen)
+        dec.attend(att, q, kc, vc, seen)
     }
 
     /// A block's 32 weights as int16 lanes in element order.
@@ -351,9 +351,9 @@ mod x86 {
     }
 }
 
-/// One row's attention as [`Decoder::attend`](compute_market_protocol::decoder::Decoder::attend)
-/// gives it: the same loops compiled for this machine's widest vectors (the protocol crate is
-/// built for the baseline), so the same integers.
+/// One row's attention, [`Decoder::attend`](compute_market_protocol::decoder::Decoder::attend)
+/// itself compiled for this machine's widest vectors (the protocol crate is built for the
+/// baseline; its loops are inlined here): the same integers.
 pub fn attend(
     set: KernelSet,
     dec: &compute_market_protocol::decoder::Decoder,
@@ -377,63 +377,8 @@ pub fn attend(
         KernelSet::Avx2 | KernelSet::AvxVnni => unsafe {
             x86::attend_avx2(dec, att, q, kc, vc, seen)
         },
-        _ => attend_plain(dec, att, q, kc, vc, seen),
+        _ => dec.attend(att, q, kc, vc, seen),
     }
-}
-
-/// The attention's loops: per query head the scores (int16 products in int32, summed in
-/// int64), their exp-table weights, and the weighted values summed in int64 position by
-/// position.
-#[inline(always)]
-fn attend_plain(
-    dec: &compute_market_protocol::decoder::Decoder,
-    att: (i32, i32),
-    q: &[i64],
-    kc: &[i16],
-    vc: &[i16],
-    seen: usize,
-) -> Vec<i64> {
-    use compute_market_protocol::decoder::{rq, EXP_LEN};
-    let (hd, grp) = (dec.head_dim, dec.heads / dec.kv_heads);
-    let kw = dec.kv_heads * hd;
-    let mut ctx = vec![0i64; dec.heads * hd];
-    let mut scores = vec![0i64; seen];
-    let mut num = vec![0i64; hd];
-    for h in 0..dec.heads {
-        let off = (h / grp) * hd;
-        let qh: Vec<i16> = q[h * hd..(h + 1) * hd].iter().map(|&v| v as i16).collect();
-        for (j, s) in scores.iter_mut().enumerate() {
-            let kj = &kc[j * kw + off..j * kw + off + hd];
-            // pairs of products within 2^31 (q and k within ±32 767): summed in int32, then
-            // the pairs in int64 (wrapping operations that never wrap: the build checks
-            // overflow, and a checked loop does not vectorize)
-            let mut t = 0i64;
-            for (qp, kp) in qh.chunks_exact(2).zip(kj.chunks_exact(2)) {
-                let pair = (i32::from(qp[0]).wrapping_mul(i32::from(kp[0])))
-                    .wrapping_add(i32::from(qp[1]).wrapping_mul(i32::from(kp[1])));
-                t = t.wrapping_add(i64::from(pair));
-            }
-            *s = t;
-        }
-        let top = *scores.iter().max().expect("one position at least");
-        for s in scores.iter_mut() {
-            let d = (top - *s).min((1 << 32) - 1);
-            *s = i64::from(dec.exp[rq(d, att.0, att.1, 0, EXP_LEN as i64 - 1) as usize]);
-        }
-        let den: i64 = scores.iter().sum();
-        num.fill(0);
-        for (j, &e) in scores.iter().enumerate() {
-            let vj = &vc[j * kw + off..j * kw + off + hd];
-            // each term within 2^35, their sum within 2^48: never wraps
-            for (n, &v) in num.iter_mut().zip(vj) {
-                *n = n.wrapping_add(e.wrapping_mul(i64::from(v)));
-            }
-        }
-        for (c, &n) in ctx[h * hd..(h + 1) * hd].iter_mut().zip(&num) {
-            *c = (2 * n + den).div_euclid(2 * den);
-        }
-    }
-    ctx
 }
 
 /// A dense layer's weights repacked for many input rows at once (a prefill, a batch's step) on
