@@ -290,18 +290,39 @@ pub struct GenerationBench {
     pub verify_seconds: f64,
     /// `verify_seconds / generate_seconds` (the target is at most 1/10).
     pub verify_fraction: f64,
+    /// The one completion's tokens (another path or machine must give the same).
+    pub completion: Vec<u32>,
+    /// Where it ran: this CPU's kernel set, or the device its dense layers and logits ran on.
+    pub path: String,
 }
 
 /// [`GenerationBench`] for `prompt` through the decoder in `model` (a model file as `--model`
-/// takes it): the prefill, `new` tokens of one stream, `batch` streams of `new` tokens at once,
-/// and the verifier's check of the one completion.
+/// takes it) on this CPU: the prefill, `new` tokens of one stream, `batch` streams of `new`
+/// tokens at once, and the verifier's check of the one completion.
 pub fn generation(model: &[u8], prompt: &str, new: usize, batch: usize) -> Result<GenerationBench> {
-    use crate::compute::decoder::{self, fast};
+    let model = crate::compute::decoder::parse_model(model)?;
+    generation_on(
+        &model,
+        crate::compute::decoder::Path::Fast,
+        prompt,
+        new,
+        batch,
+    )
+}
+
+/// [`generation`] of a parsed model on `path` (a GPU's: `keeper gpu-check`).
+pub fn generation_on(
+    model: &crate::compute::decoder::Model,
+    path: crate::compute::decoder::Path,
+    prompt: &str,
+    new: usize,
+    batch: usize,
+) -> Result<GenerationBench> {
+    use crate::compute::decoder;
     anyhow::ensure!(
         new >= 1 && batch >= 1,
         "at least one new token and one stream"
     );
-    let model = decoder::parse_model(model)?;
     let d = &model.decoder;
     let ids = model.prompt_ids(prompt)?;
     anyhow::ensure!(
@@ -318,26 +339,26 @@ pub fn generation(model: &[u8], prompt: &str, new: usize, batch: usize) -> Resul
     };
     let prefill = || {
         let mut c = d.cache();
-        std::hint::black_box(model.forward(decoder::Path::Fast, &ids, &mut c));
+        std::hint::black_box(model.forward(path, &ids, &mut c));
     };
     prefill();
     let t = std::time::Instant::now();
     prefill();
     let prefill_s = t.elapsed().as_secs_f64();
     let t = std::time::Instant::now();
-    let one = decoder::generate_from(&model, &ids, &[], new, decoder::Path::Fast, &never);
+    let one = decoder::generate_from(model, &ids, &[], new, path, &never);
     let generate_s = t.elapsed().as_secs_f64();
     let prompts: Vec<&[u32]> = (0..batch).map(|_| ids.as_slice()).collect();
     let picks: Vec<&decoder::Pick> = (0..batch).map(|_| &never as &decoder::Pick).collect();
     let t = std::time::Instant::now();
-    std::hint::black_box(decoder::generate_many(&model, &prompts, new, &picks));
+    std::hint::black_box(decoder::generate_many(model, &prompts, new, path, &picks));
     let batch_s = t.elapsed().as_secs_f64();
     // the verifier's check: one prefill of prompt and completion, every position's logits
     let t = std::time::Instant::now();
     let fed: Vec<u32> = ids.iter().chain(&one[..one.len() - 1]).copied().collect();
     let mut c = d.cache();
-    let ys = model.forward(decoder::Path::Fast, &fed, &mut c);
-    let logits = fast::logits_rows(d, &ys[ids.len() - 1..]);
+    let ys = model.forward(path, &fed, &mut c);
+    let logits = model.logits(path, &ys[ids.len() - 1..]);
     let agree = logits
         .iter()
         .zip(&one)
@@ -357,6 +378,11 @@ pub fn generation(model: &[u8], prompt: &str, new: usize, batch: usize) -> Resul
         generate_seconds: generate_s,
         verify_seconds: verify_s,
         verify_fraction: verify_s / generate_s,
+        completion: one,
+        path: match path {
+            decoder::Path::Offload(o) => o.name(),
+            _ => format!("{:?}, {}", path, decoder::fast::best().name()),
+        },
     })
 }
 

@@ -94,6 +94,52 @@ pub fn identity_suite() -> Vec<JobSpec> {
         );
         jobs.push(job);
     }
+    // text generation: random decoders of odd shapes (no model file needed), 11 prompts of 1
+    // to 14 tokens in tiles of 2, greedy on one and sampled on the other
+    use crate::compute::decoder::{job, random};
+    for (k, shape) in random::ODD_SHAPES.into_iter().enumerate() {
+        let model = random::random_model(shape, 7 + k as u64);
+        let (vocab, g) = (shape[6] as u32, 8u32);
+        let ids: Vec<Vec<u32>> = (0..11u32)
+            .map(|i| {
+                (0..1 + (i * 5) % 14)
+                    .map(|p| (i * 13 + p * 7 + 1) % vocab)
+                    .collect()
+            })
+            .collect();
+        let longest = ids.iter().map(Vec::len).max().unwrap_or(1) as u32;
+        let sampling = compute_market_protocol::decoder::Sampling {
+            temperature: if k == 0 { 0 } else { 200 },
+            top_k: if k == 0 { 0 } else { 5 },
+            top_p: if k == 0 { 65_536 } else { 60_000 },
+            seed: 4,
+        };
+        let manifest = compute_market_protocol::hash::hashv(&[
+            b"gpu-check generate",
+            nonce.as_bytes(),
+            &(k as u64).to_le_bytes(),
+        ]);
+        let spec = JobSpec::generate(
+            ids.len() as u32,
+            longest,
+            g,
+            model.work_per_token((longest + g) as usize),
+            2,
+            manifest,
+        );
+        crate::compute::inputs::hold_generate(
+            manifest,
+            job::GenerateInputs {
+                model: Arc::new(model),
+                prompts: Arc::new(job::Prompts {
+                    texts: vec![String::new(); ids.len()],
+                    ids,
+                    sampling,
+                }),
+            },
+        );
+        jobs.push(spec);
+    }
     jobs
 }
 
@@ -141,6 +187,12 @@ pub struct GpuReport {
     pub matmul_kernel: String,
     /// Where `Encoder` jobs run: on the GPU's kernels, or on the CPU path with why.
     pub encoder: String,
+    /// Where `Generate` jobs' dense layers and logits run: on the GPU's kernels, or on the CPU
+    /// path with why.
+    pub decoder: String,
+    /// SmolLM2 on the CPU's fast path and with its dense layers and logits on the GPU, side by
+    /// side (when the model is here: `scripts/smollm2-model` makes it), or why not.
+    pub generation: Result<[bench::GenerationBench; 2], String>,
     /// Each `MatMulModP` kernel alone at the largest size.
     pub kernels: Vec<KernelRow>,
     /// Seconds to open the backend the first time (kernels compiled unless already cached).
@@ -228,6 +280,12 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
                         " on the CPU path (the encoder kernels failed their self-test: {why})"
                     ),
                 },
+                (None, JobKind::Generate) => match &gpu.decoder_on_gpu {
+                    Ok(()) => " on the decoder kernels".into(),
+                    Err(why) => format!(
+                        " on the CPU path (the decoder kernels failed their self-test: {why})"
+                    ),
+                },
                 _ => String::new(),
             };
             tracing::info!(kind = ?job.kind, dims = ?job.dims, "bit identity{on}");
@@ -257,7 +315,7 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
     }
     for job in suite
         .iter()
-        .filter(|j| matches!(j.kind, JobKind::Mlp | JobKind::Encoder))
+        .filter(|j| matches!(j.kind, JobKind::Mlp | JobKind::Encoder | JobKind::Generate))
     {
         crate::compute::inputs::release(&job.input);
     }
@@ -289,6 +347,8 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
         d.set_matmul_kernel(*k)?;
     }
     let encoder_on_gpu = gpu.encoder_on_gpu.clone();
+    let decoder_on_gpu = gpu.decoder_on_gpu.clone();
+    let generation = smollm2_side_by_side(&gpu).map_err(|e| format!("{e:#}"));
     let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend), gpu];
     let bench = bench::run(&backends, sizes)?;
     Ok(GpuReport {
@@ -300,6 +360,11 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
             Ok(()) => "the GPU's encoder kernels (self-test passed)".into(),
             Err(why) => format!("the CPU path: the encoder kernels failed their self-test: {why}"),
         },
+        decoder: match &decoder_on_gpu {
+            Ok(()) => "the GPU's decoder kernels (self-test passed)".into(),
+            Err(why) => format!("the CPU path: the decoder kernels failed their self-test: {why}"),
+        },
+        generation,
         kernels: kernel_rows,
         cold_start_s,
         cold_start_cached,
@@ -308,6 +373,37 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
         bit_identical,
         bench,
     })
+}
+
+/// The prompt the side-by-side generation runs (`scripts/llm-bench`'s).
+const GENERATION_PROMPT: &str = "Write a short story about a robot who learns to paint.";
+
+/// SmolLM2 generating on the CPU's fast path, then with its dense layers and logits on the
+/// first GPU: 32 tokens of one stream and of 32 streams, and the verifier's check; the two
+/// completions must be the same tokens.
+fn smollm2_side_by_side(gpu: &CudaBackend) -> Result<[bench::GenerationBench; 2]> {
+    use crate::compute::decoder::{self, Path};
+    gpu.decoder_on_gpu
+        .clone()
+        .map_err(|why| anyhow::anyhow!("the decoder kernels failed their self-test: {why}"))?;
+    let model = Arc::new(decoder::parse_model(&decoder::smollm2_bytes()?)?);
+    tracing::info!("SmolLM2 on the CPU and on the GPU");
+    let cpu = bench::generation_on(&model, Path::Fast, GENERATION_PROMPT, 32, 32)?;
+    let on = cuda::GpuDecoder::new(gpu.devices[0].clone(), model.clone())?;
+    let mut g = bench::generation_on(&model, Path::Offload(&on), GENERATION_PROMPT, 32, 32)?;
+    anyhow::ensure!(
+        on.failed() == 0,
+        "{} GPU calls failed (the CPU computed them)",
+        on.failed()
+    );
+    anyhow::ensure!(
+        g.completion == cpu.completion,
+        "the GPU's completion differs from the CPU's: {:?} against {:?}",
+        g.completion,
+        cpu.completion
+    );
+    g.path = decoder::Offload::name(&on);
+    Ok([cpu, g])
 }
 
 /// The short text report.
@@ -324,6 +420,36 @@ pub fn render(r: &GpuReport) -> String {
     }
     s += &format!("MatMulModP kernel in use: {}\n", r.matmul_kernel);
     s += &format!("Encoder jobs run on {}\n", r.encoder);
+    s += &format!(
+        "Generate jobs' dense layers and logits run on {}\n",
+        r.decoder
+    );
+    match &r.generation {
+        Ok([c, g]) => {
+            s += &format!(
+                "SmolLM2, {} prompt tokens, {} new, same tokens on both: CPU ({}) / GPU ({})\n",
+                c.prompt_tokens, c.new_tokens, c.path, g.path
+            );
+            let rows: [(&str, fn(&bench::GenerationBench) -> f64); 3] = [
+                ("prefill tokens/s", |b| b.prefill_tokens_per_s),
+                ("decode tokens/s, one stream", |b| b.decode_tokens_per_s),
+                ("decode tokens/s, 32 streams", |b| b.batch_tokens_per_s),
+            ];
+            for (what, f) in rows {
+                s += &format!(
+                    "  {what}: CPU {:.1}, GPU {:.1} (GPU/CPU {:.1}×)\n",
+                    f(c),
+                    f(g),
+                    f(g) / f(c).max(1e-9)
+                );
+            }
+            s += &format!(
+                "  the verifier's check / generation: CPU {:.2}, GPU {:.2}\n",
+                c.verify_fraction, g.verify_fraction
+            );
+        }
+        Err(why) => s += &format!("SmolLM2 side by side: not run ({why})\n"),
+    }
     for k in &r.kernels {
         s += &format!(
             "kernel {} alone, n = {}: {:.2} ms, {:.0} G multiply-adds mod p per second, {:.1}% of the int32 multiply-add peak\n",
@@ -358,11 +484,11 @@ pub fn render(r: &GpuReport) -> String {
             row.job, row.tiles_equal, row.freivalds_equal
         );
     }
-    // the encoder's identity jobs, timed whole on each side (the GPU's weights copied per call)
+    // the encoder's and decoder's identity jobs, timed whole on each side
     for row in r
         .identity
         .iter()
-        .filter(|row| row.job.starts_with("Encoder"))
+        .filter(|row| row.job.starts_with("Encoder") || row.job.starts_with("Generate"))
     {
         s += &format!(
             "  {}: CPU {:.1} ms, GPU {:.1} ms ({:.2}×)\n",
@@ -401,4 +527,43 @@ pub fn render(r: &GpuReport) -> String {
     s += "\n";
     s += &bench::render(&r.bench);
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The suite's `Generate` jobs are well formed and run on the CPU path (what the GPU's are
+    /// compared with): every prompt completed, some stopping early, sampled ones differing.
+    #[test]
+    fn the_suites_generate_jobs_run_on_the_cpu() {
+        let suite = identity_suite();
+        let jobs: Vec<&JobSpec> = suite
+            .iter()
+            .filter(|j| j.kind == JobKind::Generate)
+            .collect();
+        assert_eq!(jobs.len(), 2);
+        for &job in &jobs {
+            let tiles = CpuBackend.run(job).unwrap();
+            assert_eq!(tiles.len(), 6, "11 prompts in tiles of 2");
+            let done: Vec<Vec<u32>> = tiles
+                .iter()
+                .flat_map(|t| crate::compute::decoder::job::decode_tile(job, t))
+                .take(11)
+                .collect();
+            assert!(done.iter().all(|c| !c.is_empty()), "{done:?}");
+            let distinct: std::collections::HashSet<&Vec<u32>> = done.iter().collect();
+            assert!(distinct.len() > 3, "{done:?}");
+            assert!(
+                done.iter().any(|c| c.len() < 8),
+                "none stops early: {done:?}"
+            );
+        }
+        for job in suite
+            .iter()
+            .filter(|j| matches!(j.kind, JobKind::Mlp | JobKind::Encoder | JobKind::Generate))
+        {
+            crate::compute::inputs::release(&job.input);
+        }
+    }
 }

@@ -298,7 +298,10 @@ pub fn check_sampled(
             .map(|s| (s.index, s.tile.as_slice()))
             .collect();
         let claimed: Vec<(u32, &[u8])> = want.iter().map(|&i| (i, by_index[&i])).collect();
-        crate::compute::decoder::job::checked_tiles(&inputs, job, &claimed)?
+        // on the backend's GPU where its decoder kernels passed the self-test
+        let gpu = backend.decoder_offload(&inputs.model);
+        let path = crate::compute::decoder::Path::fast_or(gpu.as_deref());
+        crate::compute::decoder::job::checked_tiles(&inputs, job, &claimed, path)?
     } else {
         backend.tiles(job, &want)?
     };

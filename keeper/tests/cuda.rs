@@ -169,6 +169,8 @@ fn kernels_compile_to_cubins_with_nvrtc_even_without_a_gpu() {
             "enc_residual",
             "enc_gelu",
             "enc_pool",
+            "dec_dense",
+            "dec_logits",
         ] {
             assert!(
                 bin.windows(kernel.len()).any(|w| w == kernel.as_bytes()),
@@ -215,4 +217,121 @@ fn the_digits_model_on_the_gpu_equals_the_cpu_bit_for_bit() {
         gpu.tiles(&job, &some).unwrap(),
         CpuBackend.tiles(&job, &some).unwrap()
     );
+}
+
+/// The decoder's kernels (`dec_dense`, `dec_logits`), their CUDA C compiled for the CPU by g++
+/// and run as a GPU runs them (`tests/warp_emulator.cpp`: blocks and warps one after another,
+/// each warp 32 threads that meet at every shuffle), give the reference's accumulators on odd
+/// shapes: 1 to 48 blocks of inputs (lanes wrapping and idle), row counts around the warps'
+/// 8-row groups, and grids of one block (every warp looping) and of enough blocks. What the
+/// GPU's start-up self-test checks again on the device.
+#[test]
+fn the_decoder_kernels_give_the_reference_as_warps_run_them() {
+    use compute_market_keeper::compute::decoder::random::random_dense;
+    use compute_market_protocol::decoder::{reference_acc, BLOCK};
+    let src = include_str!("../src/compute/kernels.cu");
+    let section = &src[src
+        .find("// ---- Generate:")
+        .expect("the decoder's section")..];
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("decoder_kernels.cu"), section).unwrap();
+    std::fs::write(
+        dir.path().join("warp_emulator.cpp"),
+        include_str!("warp_emulator.cpp"),
+    )
+    .unwrap();
+    let exe = dir.path().join("warp_emulator");
+    let built = std::process::Command::new("g++")
+        .args(["-std=c++20", "-O1", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(dir.path().join("warp_emulator.cpp"))
+        .output()
+        .expect("g++ (Debian's build-essential) compiles the emulator");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let run =
+        |kind: u32, width: usize, rows: &[Vec<i64>], outs: usize, blocks: u32, arrays: &[u8]| {
+            let mut b: Vec<u8> = [kind, width as u32, rows.len() as u32, outs as u32, blocks]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            b.extend(
+                rows.iter()
+                    .flatten()
+                    .flat_map(|&v| (v as i16).to_le_bytes()),
+            );
+            b.extend(arrays);
+            let (i, o) = (dir.path().join("in"), dir.path().join("out"));
+            std::fs::write(&i, b).unwrap();
+            let st = std::process::Command::new(&exe)
+                .arg(&i)
+                .arg(&o)
+                .status()
+                .unwrap();
+            assert!(st.success(), "the emulator failed: {st}");
+            let out = std::fs::read(&o).unwrap();
+            out.chunks_exact(8 * outs)
+                .map(|r| {
+                    r.chunks_exact(8)
+                        .map(|w| i64::from_le_bytes(w.try_into().unwrap()))
+                        .collect::<Vec<i64>>()
+                })
+                .collect::<Vec<_>>()
+        };
+    let words = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    for (out, inp) in [(1, 32), (17, 64), (50, 160), (9, 1536)] {
+        let (d, base) = random_dense(out, inp, (out * 1000 + inp) as u64);
+        let mut arrays = d.q4.clone();
+        arrays.extend(words(&d.d));
+        arrays.extend(words(&d.min));
+        for n in [1, 7, 8, 9, 17] {
+            let rows: Vec<Vec<i64>> = base.iter().cycle().take(n).cloned().collect();
+            let want = reference_acc(&d, &rows);
+            for blocks in [1, 3] {
+                assert_eq!(
+                    run(0, inp, &rows, out, blocks, &arrays),
+                    want,
+                    "dec_dense {out}×{inp}, {n} rows, {blocks} blocks"
+                );
+            }
+        }
+    }
+    // logits: 37 tokens of width 96, int8 values at both ends, scales of either sign
+    let (vocab, h) = (37usize, 96usize);
+    let (d, rows) = random_dense(vocab, h, 99);
+    let eq: Vec<i8> = (0..vocab * h)
+        .map(|i| match i % 13 {
+            0 => -128,
+            1 => 127,
+            _ => d.q4[i / 2] as i8,
+        })
+        .collect();
+    let mut arrays: Vec<u8> = eq.iter().map(|&v| v as u8).collect();
+    arrays.extend(words(&d.d));
+    let want: Vec<Vec<i64>> = rows
+        .iter()
+        .map(|y| {
+            (0..vocab)
+                .map(|t| {
+                    (0..h)
+                        .map(|c| {
+                            i64::from(d.d[t * (h / BLOCK) + c / BLOCK])
+                                * i64::from(eq[t * h + c])
+                                * y[c]
+                        })
+                        .sum()
+                })
+                .collect()
+        })
+        .collect();
+    for blocks in [1, 2] {
+        assert_eq!(
+            run(1, h, &rows, vocab, blocks, &arrays),
+            want,
+            "dec_logits, {blocks} blocks"
+        );
+    }
 }

@@ -78,7 +78,7 @@ impl Backend for CpuBackend {
             }
             JobKind::Generate => {
                 let inputs = super::inputs::generate(job)?;
-                super::decoder::job::run_tiles(&inputs, job, indices)?
+                super::decoder::job::run_tiles(&inputs, job, indices, super::decoder::Path::Fast)?
             }
         })
     }

@@ -652,3 +652,92 @@ extern "C" __global__ void enc_pool(const i16* __restrict__ y, u32 ystride,
         out[i] = (i16)enc_floor_div(s, len[k]);
     }
 }
+
+// ---- Generate: the decoder's dense layers and logits (PROTOCOL §5, Generate) ----
+//
+// The GPU computes the accumulators that are nearly all of a decoder's multiply-adds; the host
+// does the rest (norms, RoPE, attention, SwiGLU, requantization) as the CPU path does. Every
+// sum is of integers, exact in int64 (|acc| ≤ 2^53 by Decoder::check), so any order of
+// addition gives the CPU's bits. A warp computes one output for up to DEC_ROWS rows; its lanes
+// take (block, half) units — 16 inputs each, the low nibbles (half 0) or the high ones (half 1)
+// of a Q4_1 block's 16 bytes — and the warp sums its lanes' int64 partials by shuffles.
+
+#define DEC_ROWS 8
+
+__device__ __forceinline__ i64 dec_warp_sum(i64 v) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    return v;
+}
+
+// acc[r·out + o] = Σ_b d[o][b]·Σ_i q[o][32b+i]·x[r][32b+i] + min[o][b]·Σ_i x[r][32b+i]
+// (Dense::acc) for r < rows, o < out: x int16 rows × inp (inp a multiple of 32), q4 the
+// layer's nibbles as Dense::q4 lays them (row o's block b: 16 bytes at (o·inp + 32b)/2, byte i
+// holding input 32b+i low and 32b+16+i high), d and mn out × inp/32. Per lane, a half block's
+// products stay within 16·15·2^15 (int32); its scale and minimum are applied in int64.
+extern "C" __global__ void __launch_bounds__(256) dec_dense(
+    const i16* __restrict__ x, u32 inp, u32 rows, const u8* __restrict__ q4,
+    const int* __restrict__ d, const int* __restrict__ mn, u32 out, i64* __restrict__ acc) {
+    u32 lane = threadIdx.x & 31, nb = inp / 32;
+    u64 groups = (rows + DEC_ROWS - 1) / DEC_ROWS, warps = (u64)out * groups;
+    u64 stride = (u64)gridDim.x * (blockDim.x / 32);
+    // the loop's bound is the same for every lane of a warp: all 32 reach every shuffle
+    for (u64 w = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32; w < warps; w += stride) {
+        u32 o = (u32)(w / groups), r0 = (u32)(w % groups) * DEC_ROWS;
+        u32 n = rows - r0 < DEC_ROWS ? rows - r0 : DEC_ROWS;
+        i64 s[DEC_ROWS];
+        for (int k = 0; k < DEC_ROWS; k++) s[k] = 0;
+        for (u32 u = lane; u < 2 * nb; u += 32) {
+            u32 b = u >> 1, half = u & 1;
+            const u8* qb = q4 + ((u64)o * inp + 32 * b) / 2;
+            i64 db = d[(u64)o * nb + b], mb = mn[(u64)o * nb + b];
+            int q[16];
+            for (int i = 0; i < 16; i++) q[i] = half ? (qb[i] >> 4) : (qb[i] & 15);
+            for (u32 k = 0; k < n; k++) {
+                const i16* xr = x + (u64)(r0 + k) * inp + 32 * b + 16 * half;
+                int qx = 0, sx = 0;
+                for (int i = 0; i < 16; i++) {
+                    qx += q[i] * (int)xr[i];
+                    sx += (int)xr[i];
+                }
+                s[k] += db * qx + mb * sx;
+            }
+        }
+        for (u32 k = 0; k < DEC_ROWS; k++) {
+            i64 t = dec_warp_sum(s[k]);
+            if (lane == 0 && k < n) acc[(u64)(r0 + k) * out + o] = t;
+        }
+    }
+}
+
+// acc[r·vocab + t] = Σ_c ed[t][c/32]·eq[t][c]·y[r][c] (Decoder::logits before its
+// requantization, which the host applies) for r < rows, t < vocab: y int16 rows × h (h a
+// multiple of 32), eq the int8 embedding vocab × h, ed its block scales vocab × h/32. Per lane,
+// a half block's products stay within 16·128·2^15 (int32).
+extern "C" __global__ void __launch_bounds__(256) dec_logits(
+    const i16* __restrict__ y, u32 h, u32 rows, const signed char* __restrict__ eq,
+    const int* __restrict__ ed, u32 vocab, i64* __restrict__ acc) {
+    u32 lane = threadIdx.x & 31, nb = h / 32;
+    u64 groups = (rows + DEC_ROWS - 1) / DEC_ROWS, warps = (u64)vocab * groups;
+    u64 stride = (u64)gridDim.x * (blockDim.x / 32);
+    for (u64 w = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32; w < warps; w += stride) {
+        u32 t = (u32)(w / groups), r0 = (u32)(w % groups) * DEC_ROWS;
+        u32 n = rows - r0 < DEC_ROWS ? rows - r0 : DEC_ROWS;
+        i64 s[DEC_ROWS];
+        for (int k = 0; k < DEC_ROWS; k++) s[k] = 0;
+        for (u32 u = lane; u < 2 * nb; u += 32) {
+            u32 b = u >> 1, half = u & 1;
+            const signed char* qb = eq + (u64)t * h + 32 * b + 16 * half;
+            i64 db = ed[(u64)t * nb + b];
+            for (u32 k = 0; k < n; k++) {
+                const i16* yr = y + (u64)(r0 + k) * h + 32 * b + 16 * half;
+                int qy = 0;
+                for (int i = 0; i < 16; i++) qy += (int)qb[i] * (int)yr[i];
+                s[k] += db * qy;
+            }
+        }
+        for (u32 k = 0; k < DEC_ROWS; k++) {
+            i64 v = dec_warp_sum(s[k]);
+            if (lane == 0 && k < n) acc[(u64)(r0 + k) * vocab + t] = v;
+        }
+    }
+}

@@ -61,6 +61,16 @@ pub trait Backend: Send + Sync {
     /// the served tiles ([`freivalds::c_times`]); they agree when C = A·B (mod p).
     fn freivalds(&self, job: &JobSpec, rs: &[Vec<u32>]) -> Result<Vec<Vec<u32>>>;
 
+    /// The device that computes a `Generate` job's dense layers and logits for `model` (its
+    /// weights copied there), when this backend has one that passed its self-test; `None`: the
+    /// CPU's fast path computes them.
+    fn decoder_offload(
+        &self,
+        _model: &std::sync::Arc<decoder::Model>,
+    ) -> Option<Box<dyn decoder::Offload + '_>> {
+        None
+    }
+
     /// Memory the backend computes in, bytes (the machine's RAM for the CPU; the GPUs' memory
     /// for CUDA). 0 when unknown.
     fn memory_bytes(&self) -> u64 {

@@ -57,6 +57,7 @@ pub(crate) struct Kernels {
     pub(crate) hash_batch: CudaFunction,
     pub(crate) mlp_layer: CudaFunction,
     pub(crate) enc: super::encoder::EncoderKernels,
+    pub(crate) dec: super::decoder::DecoderKernels,
     pub(crate) _module: Arc<CudaModule>,
 }
 
@@ -120,6 +121,8 @@ pub struct Device {
     /// The last encoder run here, on the device (at most one held: its weights, transposed):
     /// a verifier's few tiles and a provider's many calls pay the copy once per model.
     pub(crate) encoder: Mutex<Option<super::encoder::HeldEncoder>>,
+    /// The last decoder run here (at most one held: its weights as the model file holds them).
+    pub(crate) decoder: Mutex<Option<super::decoder::HeldDecoder>>,
 }
 
 /// 256-thread blocks enough to cover `count` elements, for the grid-stride kernels
@@ -159,6 +162,7 @@ impl Device {
             hash_batch: f("hash_batch")?,
             mlp_layer: f("mlp_layer")?,
             enc: super::encoder::EncoderKernels::load(&f)?,
+            dec: super::decoder::DecoderKernels::load(&f)?,
             _module: module.clone(),
         };
         use cudarc::driver::sys::CUdevice_attribute as A;
@@ -183,6 +187,7 @@ impl Device {
             ),
             lock: Mutex::new(()),
             encoder: Mutex::new(None),
+            decoder: Mutex::new(None),
         })
     }
 

@@ -48,12 +48,14 @@ use cudarc::{
 use super::{cpu::CpuBackend, Backend};
 
 mod compile;
+mod decoder;
 mod device;
 mod encoder;
 mod loading;
 mod self_test;
 
 pub use compile::*;
+pub use decoder::GpuDecoder;
 pub use device::*;
 pub use encoder::ENCODER_GPU_ROWS;
 pub use loading::*;
@@ -88,6 +90,9 @@ pub struct CudaBackend {
     /// Whether `Encoder` jobs run on the first GPU (its kernels passed the self-test against
     /// the CPU); else why not, and they run on the CPU path.
     pub encoder_on_gpu: Result<(), String>,
+    /// Whether `Generate` jobs' dense layers and logits run on the first GPU (its kernels
+    /// passed the self-test against the CPU); else why not, and they run on the CPU path.
+    pub decoder_on_gpu: Result<(), String>,
 }
 
 pub(crate) static SHARED: OnceLock<Result<Arc<CudaBackend>, String>> = OnceLock::new();
@@ -126,6 +131,7 @@ impl CudaBackend {
                 startup_s: 0.0,
                 mlp_on_gpu: Err("not tested".into()),
                 encoder_on_gpu: Err("not tested".into()),
+                decoder_on_gpu: Err("not tested".into()),
             };
             // the preferred MatMulModP kernel first, the next when one fails; a failure that
             // is not the kernel's (HashBatch, Freivalds) fails every one and disables the device
@@ -169,6 +175,7 @@ impl CudaBackend {
             startup_s: 0.0,
             mlp_on_gpu: Ok(()),
             encoder_on_gpu: Ok(()),
+            decoder_on_gpu: Ok(()),
         };
         // the integer MLP on the GPU only when its kernel agrees with the CPU bit for bit;
         // otherwise on the CPU path (the device stays in use for the other kinds)
@@ -180,6 +187,11 @@ impl CudaBackend {
         backend.encoder_on_gpu = encoder_self_test(&backend).map_err(|e| format!("{e:#}"));
         if let Err(why) = &backend.encoder_on_gpu {
             tracing::warn!(error = %why, "the Encoder GPU kernels are not used: their results differ from the CPU's");
+        }
+        // likewise the decoder's
+        backend.decoder_on_gpu = decoder_self_test(&backend).map_err(|e| format!("{e:#}"));
+        if let Err(why) = &backend.decoder_on_gpu {
+            tracing::warn!(error = %why, "the Generate GPU kernels are not used: their results differ from the CPU's");
         }
         backend.startup_s = start.elapsed().as_secs_f64();
         Ok(backend)
@@ -377,10 +389,17 @@ impl Backend for CudaBackend {
                     crate::compute::cpu::CpuBackend.tiles(job, indices)
                 });
             }
-            // the MLP or the encoder when its kernels failed the self-test, and text
-            // generation (no GPU kernels yet), run on the CPU path here: the same bytes by
-            // construction
-            JobKind::Mlp | JobKind::Encoder | JobKind::Generate => {
+            JobKind::Generate => {
+                // the dense layers and logits on the first GPU when its kernels passed the
+                // self-test (a failed call is computed on the CPU: same bytes), else the CPU path
+                let inputs = crate::compute::inputs::generate(job)?;
+                let gpu = self.decoder_offload(&inputs.model);
+                let path = crate::compute::decoder::Path::fast_or(gpu.as_deref());
+                return crate::compute::decoder::job::run_tiles(&inputs, job, indices, path);
+            }
+            // the MLP or the encoder when its kernels failed the self-test run on the CPU path
+            // here: the same bytes by construction
+            JobKind::Mlp | JobKind::Encoder => {
                 return crate::compute::cpu::CpuBackend.tiles(job, indices)
             }
             JobKind::MatMulModP => {
@@ -448,6 +467,20 @@ impl Backend for CudaBackend {
             out.extend(d.rows_dot(job.matrix_key(b'A'), m, k, &brs)?);
         }
         Ok(out)
+    }
+
+    fn decoder_offload(
+        &self,
+        model: &Arc<crate::compute::decoder::Model>,
+    ) -> Option<Box<dyn crate::compute::decoder::Offload + '_>> {
+        self.decoder_on_gpu.as_ref().ok()?;
+        match GpuDecoder::new(self.devices[0].clone(), model.clone()) {
+            Ok(g) => Some(Box::new(g)),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "the decoder's weights could not go to the GPU; the CPU computes");
+                None
+            }
+        }
     }
 
     fn memory_bytes(&self) -> u64 {

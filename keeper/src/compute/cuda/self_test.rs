@@ -116,3 +116,102 @@ pub fn encoder_self_test(backend: &CudaBackend) -> Result<()> {
     }
     Ok(())
 }
+
+/// The decoder's kernels on the GPU against the protocol's reference, bit for bit: dense layers
+/// of odd shapes (outputs not a multiple of anything, inputs of 1 to 48 blocks, so a warp's
+/// lanes wrap or sit idle) over 1 to 11 rows and 41 (a warp's 8-row groups and their
+/// remainders), with block scales and minimums of either sign and inputs at ±32 767; and the
+/// logits' accumulators of a random int8 embedding of 37 tokens. The weights are uploaded for
+/// the test alone.
+pub fn decoder_self_test(backend: &CudaBackend) -> Result<()> {
+    use crate::compute::decoder::random::random_dense;
+    use compute_market_protocol::decoder::{reference_acc, BLOCK};
+    let dev = &backend.devices[0];
+    for (out, inp) in [(1, 32), (17, 64), (33, 96), (50, 160), (37, 1536)] {
+        let (d, mut rows) = random_dense(out, inp, (out * 1000 + inp) as u64);
+        let more: Vec<Vec<i64>> = rows
+            .iter()
+            .take(4)
+            .map(|r| r.iter().rev().copied().collect())
+            .collect();
+        rows.extend(more);
+        let w = dev.dense_q4_up(&d)?;
+        for n in 1..=rows.len() {
+            ensure!(
+                dev.dense_q4_acc(&w, &rows[..n])? == reference_acc(&d, &rows[..n]),
+                "dec_dense on {out}×{inp}, {n} rows: differs from the CPU"
+            );
+        }
+        let many: Vec<Vec<i64>> = rows.iter().cycle().take(41).cloned().collect();
+        ensure!(
+            dev.dense_q4_acc(&w, &many)? == reference_acc(&d, &many),
+            "dec_dense on {out}×{inp}, 41 rows: differs from the CPU"
+        );
+    }
+    // logits: a 37-token embedding of width 96, int8 values at both ends, scales of either sign
+    let (vocab, h) = (37usize, 96usize);
+    let (d, rows) = random_dense(vocab, h, 99);
+    let eq: Vec<i8> = (0..vocab * h)
+        .map(|i| match i % 13 {
+            0 => -128,
+            1 => 127,
+            _ => (d.q4[i / 2] as i8).wrapping_mul(3),
+        })
+        .collect();
+    let ed = d.d.clone(); // vocab × h/32 values of either sign
+    let want: Vec<Vec<i64>> = rows
+        .iter()
+        .map(|y| {
+            (0..vocab)
+                .map(|t| {
+                    (0..h)
+                        .map(|c| {
+                            i64::from(ed[t * (h / BLOCK) + c / BLOCK])
+                                * i64::from(eq[t * h + c])
+                                * y[c]
+                        })
+                        .sum()
+                })
+                .collect()
+        })
+        .collect();
+    let (eqd, edd) = (
+        de(dev.stream.clone_htod(&eq), "copy embedding")?,
+        de(dev.stream.clone_htod(&ed), "copy embedding scales")?,
+    );
+    for n in 1..=rows.len() {
+        ensure!(
+            dev.logit_accs((&eqd, &edd), h, &rows[..n])? == want[..n],
+            "dec_logits on {vocab}×{h}, {n} rows: differs from the CPU"
+        );
+    }
+    // whole forward passes of random decoders through the GPU's dense layers and logits: every
+    // position's logits and a greedy completion, as on the CPU
+    use crate::compute::decoder::{generate_with, random, Path};
+    for (i, shape) in random::ODD_SHAPES.into_iter().enumerate() {
+        let model = Arc::new(random::random_model(shape, 7 + i as u64));
+        let gpu = GpuDecoder::new(dev.clone(), model.clone())?;
+        let ids: Vec<u32> = (0..shape[7] as u32 - 6)
+            .map(|t| (t * 7 + 3) % shape[6] as u32)
+            .collect();
+        let run = |path: Path| {
+            let mut c = model.decoder.cache();
+            let ys = model.forward(path, &ids, &mut c);
+            (
+                model.logits(path, &ys),
+                generate_with(&model, &ids[..5], 12, path),
+            )
+        };
+        ensure!(
+            run(Path::Offload(&gpu)) == run(Path::Fast),
+            "a random decoder {shape:?} through the GPU: logits or tokens differ from the CPU's"
+        );
+        // the GPU's own results, not the CPU's in place of a failed call
+        ensure!(
+            gpu.failed() == 0,
+            "a random decoder {shape:?}: {} GPU calls failed",
+            gpu.failed()
+        );
+    }
+    Ok(())
+}

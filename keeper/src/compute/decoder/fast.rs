@@ -21,7 +21,7 @@ pub fn best() -> KernelSet {
 const OUT_CHUNK: usize = 16;
 
 /// Rows of int16 values held as int64 (the decoder's activations), as int16.
-fn int16(xs: &[Vec<i64>]) -> Vec<Vec<i16>> {
+pub(crate) fn int16(xs: &[Vec<i64>]) -> Vec<Vec<i16>> {
     xs.iter()
         .map(|x| x.iter().map(|&v| v as i16).collect())
         .collect()
@@ -132,4 +132,16 @@ pub fn logits_rows_with(set: KernelSet, dec: &Decoder, ys: &[Vec<i64>]) -> Vec<V
             }
         });
     row_major(&flat, n, vocab)
+}
+
+/// Logits from their accumulators (`Σ_c E[t][c] · y[c]`, one row of the vocabulary per
+/// final-norm row, as a device computes them: [`super::Offload::logit_accs`]): each
+/// requantized by `lm_rq`, as [`Decoder::logits`] does.
+pub fn requantize_logits(dec: &Decoder, mut accs: Vec<Vec<i64>>) -> Vec<Vec<i64>> {
+    accs.par_iter_mut().for_each(|row| {
+        for (t, v) in row.iter_mut().enumerate() {
+            *v = dec.lm_rq.apply(t, *v, -RES_MAX, RES_MAX);
+        }
+    });
+    accs
 }

@@ -16,7 +16,7 @@ use compute_market_protocol::{
 use rayon::prelude::*;
 use safetensors::Dtype;
 
-use super::{fast, generate_from, Model};
+use super::{generate_from, Model};
 
 /// A `Generate` job's prompts: each text, its token ids in the model's chat template (what the
 /// decoder reads; the texts beside them so that every keeper re-tokenizes and compares), and
@@ -312,9 +312,14 @@ fn rows_of(job: &JobSpec, index: u32) -> std::ops::Range<usize> {
 /// once for all of them.
 pub const BATCH: usize = 32;
 
-/// Tiles `indices` of `job`, every completion generated, [`BATCH`] prompts at a time
+/// Tiles `indices` of `job`, every completion generated on `path`, [`BATCH`] prompts at a time
 /// ([`super::generate_many`]: the same tokens as each alone).
-pub fn run_tiles(inputs: &GenerateInputs, job: &JobSpec, indices: &[u32]) -> Result<Vec<Vec<u8>>> {
+pub fn run_tiles(
+    inputs: &GenerateInputs,
+    job: &JobSpec,
+    indices: &[u32],
+    path: super::Path,
+) -> Result<Vec<Vec<u8>>> {
     check_fits(inputs, job)?;
     let rows: Vec<usize> = indices.iter().flat_map(|&i| rows_of(job, i)).collect();
     let m = &inputs.model;
@@ -329,7 +334,7 @@ pub fn run_tiles(inputs: &GenerateInputs, job: &JobSpec, indices: &[u32]) -> Res
             .map(|&r| picker(m, inputs.prompts.sampling, job.input, r as u32))
             .collect();
         let picks: Vec<&super::Pick> = pickers.iter().map(|p| p as &super::Pick).collect();
-        let out = super::generate_many(m, &prompts, job.dims[2] as usize, &picks);
+        let out = super::generate_many(m, &prompts, job.dims[2] as usize, path, &picks);
         done.extend(chunk.iter().copied().zip(out));
     }
     Ok(indices
@@ -379,12 +384,13 @@ pub fn checked_completion(
     job: &JobSpec,
     row: usize,
     served: &[u32],
+    path: super::Path,
 ) -> Vec<u32> {
     let m = &inputs.model;
     let d = &m.decoder;
     let (g, prompt) = (job.dims[2] as usize, &inputs.prompts.ids[row]);
     let pick = picker(m, inputs.prompts.sampling, job.input, row as u32);
-    let go_on = |forced: &[u32]| generate_from(m, prompt, forced, g, super::Path::Fast, &pick);
+    let go_on = |forced: &[u32]| generate_from(m, prompt, forced, g, path, &pick);
     let n = served.len();
     if n == 0 || n > g || served.iter().any(|&t| t as usize >= d.vocab()) {
         return go_on(&[]);
@@ -393,7 +399,7 @@ pub fn checked_completion(
     let mut cache = d.cache();
     let ys = m
         .prefill(
-            super::Path::Fast,
+            path,
             &[&fed],
             std::slice::from_mut(&mut cache),
             &[prompt.len() - 1],
@@ -402,7 +408,7 @@ pub fn checked_completion(
         .expect("one sequence");
     // the logits a few positions at a time (a vocabulary's row each), picked as they come
     for (c, rows) in ys.chunks(LOGIT_ROWS).enumerate() {
-        for (k, l) in fast::logits_rows(d, rows).iter().enumerate() {
+        for (k, l) in m.logits(path, rows).iter().enumerate() {
             let i = c * LOGIT_ROWS + k;
             let t = pick(l, i);
             if t != served[i] {
@@ -429,6 +435,7 @@ pub fn checked_tiles(
     inputs: &GenerateInputs,
     job: &JobSpec,
     served: &[(u32, &[u8])],
+    path: super::Path,
 ) -> Result<Vec<Vec<u8>>> {
     check_fits(inputs, job)?;
     // the first wrong completion settles it: the check stops there (the tiles and rows after
@@ -448,7 +455,7 @@ pub fn checked_tiles(
                 right.push(claimed[k].clone());
                 continue;
             }
-            let c = checked_completion(inputs, job, r, &claimed[k]);
+            let c = checked_completion(inputs, job, r, &claimed[k], path);
             wrong = c != claimed[k];
             right.push(c);
         }

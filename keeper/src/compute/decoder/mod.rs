@@ -17,6 +17,7 @@ use super::tensors::{i32s, tensors, Tensors};
 pub mod fast;
 pub mod job;
 pub mod kernels;
+pub mod random;
 
 /// A model file's decoder, tokenizer and chat template.
 pub struct Model {
@@ -368,14 +369,61 @@ pub type Pick<'a> = dyn Fn(&[i64], usize) -> u32 + Sync + 'a;
 /// rows of every layer's activations (SmolLM2: about 60 MB).
 pub const PREFILL_ROWS: usize = 512;
 
-/// Which arithmetic computes: the protocol's reference loops, or the keeper's fast path (this
-/// machine's widest kernels, the same integers).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Path {
+/// A device other than this CPU (a GPU: [`crate::compute::cuda`]) that computes what is nearly
+/// all of a decoder's multiply-adds: the dense layers' accumulators and the logits' before
+/// their requantization, the same integers as [`Dense::acc`] and [`Decoder::logits`]. The rest
+/// of the forward pass (norms, RoPE, attention, SwiGLU, requantization, sampling) stays on the
+/// host, as on the fast path. A call that fails is computed on the fast path instead: the same
+/// integers.
+pub trait Offload: Sync {
+    /// Where it computes, for logs.
+    fn name(&self) -> String;
+    /// [`Dense::acc`] for every row of `xs` (int16 values) and every output of `d`, a layer of
+    /// the model this offload holds.
+    fn acc(&self, d: &Dense, xs: &[Vec<i64>]) -> Result<Vec<Vec<i64>>>;
+    /// `Σ_c E[t][c] · y[c]` for every final-norm row `y` of `ys` and every token `t`: the logits
+    /// before `lm_rq` ([`fast::requantize_logits`]).
+    fn logit_accs(&self, ys: &[Vec<i64>]) -> Result<Vec<Vec<i64>>>;
+}
+
+/// Which arithmetic computes: the protocol's reference loops, the keeper's fast path (this
+/// machine's widest kernels, the same integers), or the fast path with its dense layers and
+/// logits on another device.
+#[derive(Clone, Copy)]
+pub enum Path<'a> {
     /// [`reference_acc`], [`Decoder::attend`], [`Decoder::logits`].
     Reference,
     /// [`Model::acc`], [`kernels::attend`], [`fast::logits_rows`].
     Fast,
+    /// [`Path::Fast`] with [`Offload::acc`] and [`Offload::logit_accs`].
+    Offload(&'a dyn Offload),
+}
+
+impl<'a> Path<'a> {
+    /// [`Path::Offload`] on `o` when there is one, else [`Path::Fast`].
+    pub fn fast_or(o: Option<&'a dyn Offload>) -> Self {
+        o.map_or(Path::Fast, Path::Offload)
+    }
+}
+
+impl std::fmt::Debug for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Reference => write!(f, "Reference"),
+            Path::Fast => write!(f, "Fast"),
+            Path::Offload(o) => write!(f, "Offload({})", o.name()),
+        }
+    }
+}
+
+/// The fast path's answer when an offloaded call fails (said once a process: the device may
+/// have failed for good).
+fn offload_failed<T>(o: &dyn Offload, what: &str, e: anyhow::Error, cpu: impl FnOnce() -> T) -> T {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!(device = o.name(), error = %format!("{e:#}"), "the decoder's {what} failed on the device; the CPU computes them (said once)");
+    }
+    cpu()
 }
 
 impl Model {
@@ -389,14 +437,17 @@ impl Model {
         let d = &self.decoder;
         match path {
             Path::Reference => d.forward_many(ids, caches, &reference_acc),
-            Path::Fast => {
+            Path::Fast | Path::Offload(_) => {
                 let set = fast::best();
-                d.forward_many_with(
-                    ids,
-                    caches,
-                    &|d, x| self.acc(d, x),
-                    &|d, att, q, k, v, n| kernels::attend(set, d, att, q, k, v, n),
-                )
+                let acc = |d: &Dense, x: &[Vec<i64>]| match path {
+                    Path::Offload(o) => o.acc(d, x).unwrap_or_else(|e| {
+                        offload_failed(o, "dense layers", e, || self.acc(d, x))
+                    }),
+                    _ => self.acc(d, x),
+                };
+                d.forward_many_with(ids, caches, &acc, &|d, att, q, k, v, n| {
+                    kernels::attend(set, d, att, q, k, v, n)
+                })
             }
         }
     }
@@ -463,6 +514,10 @@ impl Model {
         match path {
             Path::Reference => ys.iter().map(|y| self.decoder.logits(y)).collect(),
             Path::Fast => fast::logits_rows(&self.decoder, ys),
+            Path::Offload(o) => match o.logit_accs(ys) {
+                Ok(accs) => fast::requantize_logits(&self.decoder, accs),
+                Err(e) => offload_failed(o, "logits", e, || fast::logits_rows(&self.decoder, ys)),
+            },
         }
     }
 }
@@ -504,7 +559,8 @@ pub fn generate_from(
     out
 }
 
-/// [`generate_from`] for several prompts at once (no forced prefix) on the fast path: the
+/// [`generate_from`] for several prompts at once (no forced prefix) on `path` (not the
+/// reference: it is for checking, and takes one row at a time anyway): the
 /// prompts prefilled together, then each step's tokens of the sequences still going through
 /// the layers together (one GEMM a dense layer for all of them: a batch reads the weights once
 /// a step). Each completion is what [`generate_from`] gives its prompt alone, bit for bit;
@@ -513,6 +569,7 @@ pub fn generate_many(
     model: &Model,
     prompts: &[&[u32]],
     max_new: usize,
+    path: Path,
     picks: &[&Pick],
 ) -> Vec<Vec<u32>> {
     let d = &model.decoder;
@@ -522,7 +579,7 @@ pub fn generate_many(
     let mut caches: Vec<_> = prompts.iter().map(|_| d.cache()).collect();
     let last: Vec<usize> = prompts.iter().map(|p| p.len() - 1).collect();
     let mut ys: Vec<Vec<i64>> = model
-        .prefill(Path::Fast, prompts, &mut caches, &last)
+        .prefill(path, prompts, &mut caches, &last)
         .into_iter()
         .map(|mut y| y.pop().expect("one token at least"))
         .collect();
@@ -530,7 +587,7 @@ pub fn generate_many(
     let mut going: Vec<usize> = (0..prompts.len()).collect();
     while !going.is_empty() {
         let rows: Vec<Vec<i64>> = going.iter().map(|&s| ys[s].clone()).collect();
-        let logits = fast::logits_rows(d, &rows);
+        let logits = model.logits(path, &rows);
         let mut next = vec![];
         for (&s, l) in going.iter().zip(&logits) {
             let t = picks[s](l, out[s].len());
@@ -549,7 +606,7 @@ pub fn generate_many(
             .iter()
             .map(|&s| std::mem::take(&mut caches[s]))
             .collect();
-        let ys_now = model.forward_many(Path::Fast, &refs, &mut cs);
+        let ys_now = model.forward_many(path, &refs, &mut cs);
         for ((&s, c), mut y) in going.iter().zip(cs).zip(ys_now) {
             caches[s] = c;
             ys[s] = y.pop().expect("one token");

@@ -219,43 +219,6 @@ fn fast_path_generates_numpy_tokens() {
     assert_eq!(fast::logits(d, y.last().unwrap()), fx.logits[0]);
 }
 
-/// A dense layer of `out × inp` with random 4-bit weights and block scales and minimums of
-/// either sign up to 2^17 (beyond any int32 product of a block's sum), and rows of int16.
-fn random_dense(out: usize, inp: usize, seed: u64) -> (Dense, Vec<Vec<i64>>) {
-    use compute_market_protocol::job::splitmix64;
-    let mut z = seed;
-    let mut next = || {
-        z = splitmix64(z);
-        z
-    };
-    let nb = inp / BLOCK;
-    let d = Dense {
-        inp,
-        out,
-        q4: (0..out * inp / 2).map(|_| next() as u8).collect(),
-        d: (0..out * nb)
-            .map(|_| (next() % (1 << 18)) as i32 - (1 << 17))
-            .collect(),
-        min: (0..out * nb)
-            .map(|_| (next() % (1 << 18)) as i32 - (1 << 17))
-            .collect(),
-        rq: Rq::default(),
-    };
-    // the extremes among them: every row ends at ±32 767 somewhere
-    let rows = (0..7)
-        .map(|r| {
-            (0..inp)
-                .map(|j| match (r + j) % 11 {
-                    0 => 32_767,
-                    1 => -32_767,
-                    _ => (next() % 65_535) as i64 - 32_767,
-                })
-                .collect()
-        })
-        .collect();
-    (d, rows)
-}
-
 /// Every kernel set this machine runs, and the packed kernel for many rows where it runs, gives
 /// the reference's accumulators, bit for bit, on dense layers of odd shapes (outputs not a
 /// multiple of the cores' chunk or of a packed group, 1 to 11 rows: the 4- and 8-row tiles and
@@ -269,7 +232,7 @@ fn every_kernel_set_equals_the_reference_on_odd_shapes() {
         sets.iter().map(|s| s.name()).collect::<Vec<_>>()
     );
     for (out, inp) in [(1, 32), (17, 64), (33, 96), (50, 160)] {
-        let (d, mut rows) = random_dense(out, inp, (out * 1000 + inp) as u64);
+        let (d, mut rows) = random::random_dense(out, inp, (out * 1000 + inp) as u64);
         // 9 to 11 rows as well: the packed kernel's tiles of 8 and their remainders
         let more: Vec<Vec<i64>> = rows
             .iter()
@@ -334,7 +297,7 @@ fn a_batch_generates_what_each_prompt_alone_does() {
     };
     for pick in [&greedy as &Pick, &sampled as &Pick] {
         let picks: Vec<&Pick> = prompts.iter().map(|_| pick).collect();
-        let together = generate_many(m, &prompts, 10, &picks);
+        let together = generate_many(m, &prompts, 10, Path::Fast, &picks);
         for (p, t) in prompts.iter().zip(&together) {
             let alone = generate_from(m, p, &[], 10, Path::Fast, pick);
             assert_eq!(t, &alone);
@@ -374,18 +337,21 @@ fn a_served_completion_is_checked_by_one_prefill() {
     };
     let right = job::complete(&inputs, &spec, 0);
     assert!(!right.is_empty() && right.len() <= 12);
-    assert_eq!(job::checked_completion(&inputs, &spec, 0, &right), right);
+    assert_eq!(
+        job::checked_completion(&inputs, &spec, 0, &right, Path::Fast),
+        right
+    );
     let mut one = right.clone();
     let i = one.len() / 2;
     one[i] += 1;
     assert_eq!(
-        job::checked_completion(&inputs, &spec, 0, &one),
+        job::checked_completion(&inputs, &spec, 0, &one, Path::Fast),
         right,
         "one token changed"
     );
     if right.len() > 1 {
         assert_eq!(
-            job::checked_completion(&inputs, &spec, 0, &right[..right.len() - 1]),
+            job::checked_completion(&inputs, &spec, 0, &right[..right.len() - 1], Path::Fast),
             right,
             "cut short"
         );
@@ -393,30 +359,30 @@ fn a_served_completion_is_checked_by_one_prefill() {
     let mut longer = right.clone();
     longer.push(5);
     assert_eq!(
-        job::checked_completion(&inputs, &spec, 0, &longer),
+        job::checked_completion(&inputs, &spec, 0, &longer, Path::Fast),
         right,
         "past its end"
     );
     assert_eq!(
-        job::checked_completion(&inputs, &spec, 0, &[u32::MAX, 3]),
+        job::checked_completion(&inputs, &spec, 0, &[u32::MAX, 3], Path::Fast),
         right,
         "garbage"
     );
     assert_eq!(
-        job::checked_completion(&inputs, &spec, 0, &[]),
+        job::checked_completion(&inputs, &spec, 0, &[], Path::Fast),
         right,
         "nothing"
     );
     // the tile's bytes: padding past the count is part of what is checked
     let tile = job::encode_tile(&spec, &[right.clone()]);
     assert_eq!(
-        job::checked_tiles(&inputs, &spec, &[(0, &tile)]).unwrap(),
+        job::checked_tiles(&inputs, &spec, &[(0, &tile)], Path::Fast).unwrap(),
         vec![tile.clone()]
     );
     let mut padded = tile.clone();
     *padded.last_mut().unwrap() = 1;
     assert_eq!(
-        job::checked_tiles(&inputs, &spec, &[(0, &padded)]).unwrap(),
+        job::checked_tiles(&inputs, &spec, &[(0, &padded)], Path::Fast).unwrap(),
         vec![tile]
     );
 }
@@ -546,4 +512,109 @@ fn sampling_in_integers_follows_its_rule() {
         2,
         "the highest picks the least likely kept"
     );
+}
+
+/// Random decoders of odd shapes (no model file needed) pass their checks, and the fast path
+/// by every kernel set this machine runs gives the reference's final-norm rows and logits at
+/// every position, bit for bit, with activations spread over their ranges; greedy generation
+/// agrees too.
+#[test]
+fn random_decoders_of_odd_shapes_compute_alike_on_every_path() {
+    for (i, shape) in random::ODD_SHAPES.into_iter().enumerate() {
+        let m = random::random_model(shape, 7 + i as u64);
+        m.decoder.check().unwrap();
+        let (vocab, positions) = (shape[6] as u32, shape[7]);
+        let ids: Vec<u32> = (0..positions as u32 - 6)
+            .map(|t| (t * 7 + 3) % vocab)
+            .collect();
+        let mut c = m.decoder.cache();
+        let want = m.forward(Path::Reference, &ids, &mut c);
+        let logits = m.logits(Path::Reference, &want);
+        // the values spread: neither all clamped nor all small
+        let spread = |v: &[i64], lo: i64| v.iter().filter(|x| x.abs() >= lo).count();
+        let flat: Vec<i64> = want.iter().flatten().copied().collect();
+        assert!(
+            spread(&flat, 1 << 8) > flat.len() / 3,
+            "final-norm rows too small"
+        );
+        assert!(
+            spread(&flat, 32_767) < flat.len() / 4,
+            "final-norm rows mostly clamped"
+        );
+        let tops: std::collections::HashSet<usize> = logits.iter().map(|l| argmax(l)).collect();
+        assert!(tops.len() > 3, "the logits pick {} tokens only", tops.len());
+        for set in kernels::KernelSet::here() {
+            let fast = |d: &Dense, x: &[Vec<i64>]| fast::acc_rows_with(set, d, x);
+            let mut c = m.decoder.cache();
+            let got = m.decoder.forward_with(&ids, &mut c, &fast);
+            assert_eq!(got, want, "{} on {shape:?}", set.name());
+            assert_eq!(fast::logits_rows_with(set, &m.decoder, &got), logits);
+        }
+        let mut c = m.decoder.cache();
+        assert_eq!(m.forward(Path::Fast, &ids, &mut c), want);
+        assert_eq!(
+            generate_with(&m, &ids[..5], 12, Path::Fast),
+            generate_reference(&m, &ids[..5], 12)
+        );
+    }
+}
+
+/// [`Path::Offload`]: a device's dense layers and logit accumulators give the fast path's
+/// tokens; a device whose every call fails gives them too (the CPU computes in its place), and
+/// the calls are counted where they went.
+#[test]
+fn an_offload_computes_in_place_of_the_cpu_and_a_failing_one_falls_back() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    struct Host<'a>(&'a Model, bool, AtomicUsize);
+    impl Offload for Host<'_> {
+        fn name(&self) -> String {
+            "test".into()
+        }
+        fn acc(&self, d: &Dense, xs: &[Vec<i64>]) -> Result<Vec<Vec<i64>>> {
+            self.2.fetch_add(1, Ordering::Relaxed);
+            ensure!(self.1, "this device fails");
+            Ok(compute_market_protocol::decoder::reference_acc(d, xs))
+        }
+        fn logit_accs(&self, ys: &[Vec<i64>]) -> Result<Vec<Vec<i64>>> {
+            self.2.fetch_add(1, Ordering::Relaxed);
+            ensure!(self.1, "this device fails");
+            let dec = &self.0.decoder;
+            let h = dec.width;
+            Ok(ys
+                .iter()
+                .map(|y| {
+                    (0..dec.vocab())
+                        .map(|t| {
+                            (0..h)
+                                .map(|c| {
+                                    i64::from(dec.emb_d[t * (h / BLOCK) + c / BLOCK])
+                                        * i64::from(dec.emb_q[t * h + c])
+                                        * y[c]
+                                })
+                                .sum()
+                        })
+                        .collect()
+                })
+                .collect())
+        }
+    }
+    let m = random::random_model(random::ODD_SHAPES[0], 3);
+    let prompts: Vec<Vec<u32>> = (0..3u32)
+        .map(|i| (0..4 + i).map(|t| (t * 5 + i) % 37).collect())
+        .collect();
+    let refs: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
+    let greedy = |l: &[i64], _: usize| argmax(l) as u32;
+    let picks: Vec<&Pick> = refs.iter().map(|_| &greedy as &Pick).collect();
+    let want = generate_many(&m, &refs, 9, Path::Fast, &picks);
+    for works in [true, false] {
+        let dev = Host(&m, works, AtomicUsize::new(0));
+        assert_eq!(
+            generate_many(&m, &refs, 9, Path::Offload(&dev), &picks),
+            want
+        );
+        assert!(
+            dev.2.load(Ordering::Relaxed) > 9,
+            "the calls went to the device"
+        );
+    }
 }
