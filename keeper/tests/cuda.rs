@@ -227,8 +227,10 @@ fn the_digits_model_on_the_gpu_equals_the_cpu_bit_for_bit() {
 /// GPU's start-up self-test checks again on the device.
 #[test]
 fn the_decoder_kernels_give_the_reference_as_warps_run_them() {
-    use compute_market_keeper::compute::decoder::random::random_dense;
-    use compute_market_protocol::decoder::{reference_acc, BLOCK};
+    use compute_market_keeper::compute::decoder::random::{
+        embedding_accs, random_dense, random_embedding,
+    };
+    use compute_market_protocol::decoder::reference_acc;
     let src = include_str!("../src/compute/kernels.cu");
     let section = &src[src
         .find("// ---- Generate:")
@@ -301,32 +303,10 @@ fn the_decoder_kernels_give_the_reference_as_warps_run_them() {
     }
     // logits: 37 tokens of width 96, int8 values at both ends, scales of either sign
     let (vocab, h) = (37usize, 96usize);
-    let (d, rows) = random_dense(vocab, h, 99);
-    let eq: Vec<i8> = (0..vocab * h)
-        .map(|i| match i % 13 {
-            0 => -128,
-            1 => 127,
-            _ => d.q4[i / 2] as i8,
-        })
-        .collect();
+    let (eq, ed, rows) = random_embedding(vocab, h, 99);
     let mut arrays: Vec<u8> = eq.iter().map(|&v| v as u8).collect();
-    arrays.extend(words(&d.d));
-    let want: Vec<Vec<i64>> = rows
-        .iter()
-        .map(|y| {
-            (0..vocab)
-                .map(|t| {
-                    (0..h)
-                        .map(|c| {
-                            i64::from(d.d[t * (h / BLOCK) + c / BLOCK])
-                                * i64::from(eq[t * h + c])
-                                * y[c]
-                        })
-                        .sum()
-                })
-                .collect()
-        })
-        .collect();
+    arrays.extend(words(&ed));
+    let want = embedding_accs(&eq, &ed, h, &rows);
     for blocks in [1, 2] {
         assert_eq!(
             run(1, h, &rows, vocab, blocks, &arrays),

@@ -48,10 +48,11 @@ pub(crate) struct DeviceDecoder {
     emb_d: CudaSlice<i32>,
 }
 
-/// A model on the device, with the host model it was copied from (compared by address: this
-/// holds it, so the address is not reused while it is held).
+/// A model on the device, with the host model it was copied from (compared by address: the
+/// weak reference keeps the allocation, so the address is not reused while it is held, and lets
+/// the model itself go when its job's inputs are released).
 pub(crate) struct HeldDecoder {
-    from: Arc<Model>,
+    from: std::sync::Weak<Model>,
     weights: Arc<DeviceDecoder>,
 }
 
@@ -179,11 +180,12 @@ impl Device {
     fn decoder_weights(&self, model: &Arc<Model>) -> Result<Arc<DeviceDecoder>> {
         let mut held = self.decoder.lock().expect("decoder lock");
         if let Some(h) = &*held {
-            if Arc::ptr_eq(&h.from, model) {
+            if std::ptr::eq(h.from.as_ptr(), Arc::as_ptr(model)) {
                 return Ok(h.weights.clone());
             }
         }
-        *held = None;
+        *held = None; // the last model's memory goes back before the next's
+        let _g = self.lock.lock().expect("device lock");
         let dec = &model.decoder;
         let layers = dec
             .layers
@@ -210,7 +212,7 @@ impl Device {
             )?,
         });
         *held = Some(HeldDecoder {
-            from: model.clone(),
+            from: Arc::downgrade(model),
             weights: weights.clone(),
         });
         Ok(weights)
@@ -246,6 +248,8 @@ impl GpuDecoder {
     fn counted<T>(&self, r: Result<T>) -> Result<T> {
         if r.is_err() {
             self.failed.fetch_add(1, Ordering::Relaxed);
+            // the device's too: no later job offloads to it
+            self.device.decoder_failures.fetch_add(1, Ordering::Relaxed);
         }
         r
     }

@@ -123,6 +123,9 @@ pub struct Device {
     pub(crate) encoder: Mutex<Option<super::encoder::HeldEncoder>>,
     /// The last decoder run here (at most one held: its weights as the model file holds them).
     pub(crate) decoder: Mutex<Option<super::decoder::HeldDecoder>>,
+    /// Decoder calls that failed here (the CPU computed them); after one, `Generate` jobs stay
+    /// on the CPU path.
+    pub decoder_failures: AtomicUsize,
 }
 
 /// 256-thread blocks enough to cover `count` elements, for the grid-stride kernels
@@ -188,6 +191,7 @@ impl Device {
             lock: Mutex::new(()),
             encoder: Mutex::new(None),
             decoder: Mutex::new(None),
+            decoder_failures: AtomicUsize::new(0),
         })
     }
 

@@ -33,7 +33,7 @@ use std::{
     time::Instant,
 };
 
-use anyhow::{anyhow, bail, ensure, Result};
+use anyhow::{anyhow, bail, ensure, Context, Result};
 use compute_market_protocol::{
     hash::hashv,
     job::{JobKind, JobSpec, MATMUL_TILE},
@@ -192,6 +192,11 @@ impl CudaBackend {
         backend.decoder_on_gpu = decoder_self_test(&backend).map_err(|e| format!("{e:#}"));
         if let Err(why) = &backend.decoder_on_gpu {
             tracing::warn!(error = %why, "the Generate GPU kernels are not used: their results differ from the CPU's");
+        }
+        // a kernel that faulted may have left the context unusable: the first self-test again,
+        // and no GPU when it fails now
+        if backend.encoder_on_gpu.is_err() || backend.decoder_on_gpu.is_err() {
+            self_test(&backend).context("the GPU failed its self-test after a kernel failed")?;
         }
         backend.startup_s = start.elapsed().as_secs_f64();
         Ok(backend)
@@ -474,6 +479,14 @@ impl Backend for CudaBackend {
         model: &Arc<crate::compute::decoder::Model>,
     ) -> Option<Box<dyn crate::compute::decoder::Offload + '_>> {
         self.decoder_on_gpu.as_ref().ok()?;
+        let failures = self.devices[0].decoder_failures.load(Ordering::Relaxed);
+        if failures > 0 {
+            tracing::debug!(
+                failures,
+                "the decoder's GPU calls failed before: the CPU computes"
+            );
+            return None;
+        }
         match GpuDecoder::new(self.devices[0].clone(), model.clone()) {
             Ok(g) => Some(Box::new(g)),
             Err(e) => {

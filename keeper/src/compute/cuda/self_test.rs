@@ -124,17 +124,11 @@ pub fn encoder_self_test(backend: &CudaBackend) -> Result<()> {
 /// logits' accumulators of a random int8 embedding of 37 tokens. The weights are uploaded for
 /// the test alone.
 pub fn decoder_self_test(backend: &CudaBackend) -> Result<()> {
-    use crate::compute::decoder::random::random_dense;
-    use compute_market_protocol::decoder::{reference_acc, BLOCK};
+    use crate::compute::decoder::random::{embedding_accs, random_dense, random_embedding};
+    use compute_market_protocol::decoder::reference_acc;
     let dev = &backend.devices[0];
     for (out, inp) in [(1, 32), (17, 64), (33, 96), (50, 160), (37, 1536)] {
-        let (d, mut rows) = random_dense(out, inp, (out * 1000 + inp) as u64);
-        let more: Vec<Vec<i64>> = rows
-            .iter()
-            .take(4)
-            .map(|r| r.iter().rev().copied().collect())
-            .collect();
-        rows.extend(more);
+        let (d, rows) = random_dense(out, inp, (out * 1000 + inp) as u64);
         let w = dev.dense_q4_up(&d)?;
         for n in 1..=rows.len() {
             ensure!(
@@ -150,31 +144,8 @@ pub fn decoder_self_test(backend: &CudaBackend) -> Result<()> {
     }
     // logits: a 37-token embedding of width 96, int8 values at both ends, scales of either sign
     let (vocab, h) = (37usize, 96usize);
-    let (d, rows) = random_dense(vocab, h, 99);
-    let eq: Vec<i8> = (0..vocab * h)
-        .map(|i| match i % 13 {
-            0 => -128,
-            1 => 127,
-            _ => (d.q4[i / 2] as i8).wrapping_mul(3),
-        })
-        .collect();
-    let ed = d.d.clone(); // vocab × h/32 values of either sign
-    let want: Vec<Vec<i64>> = rows
-        .iter()
-        .map(|y| {
-            (0..vocab)
-                .map(|t| {
-                    (0..h)
-                        .map(|c| {
-                            i64::from(ed[t * (h / BLOCK) + c / BLOCK])
-                                * i64::from(eq[t * h + c])
-                                * y[c]
-                        })
-                        .sum()
-                })
-                .collect()
-        })
-        .collect();
+    let (eq, ed, rows) = random_embedding(vocab, h, 99);
+    let want = embedding_accs(&eq, &ed, h, &rows);
     let (eqd, edd) = (
         de(dev.stream.clone_htod(&eq), "copy embedding")?,
         de(dev.stream.clone_htod(&ed), "copy embedding scales")?,

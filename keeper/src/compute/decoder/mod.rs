@@ -416,6 +416,16 @@ impl std::fmt::Debug for Path<'_> {
     }
 }
 
+/// A device's `rows × cols` results, refused when they are not that shape.
+fn shaped(a: Vec<Vec<i64>>, rows: usize, cols: usize) -> Result<Vec<Vec<i64>>> {
+    ensure!(
+        a.len() == rows && a.iter().all(|r| r.len() == cols),
+        "the device returned {} rows where {rows} of {cols} were asked for",
+        a.len()
+    );
+    Ok(a)
+}
+
 /// The fast path's answer when an offloaded call fails (said once a process: the device may
 /// have failed for good).
 fn offload_failed<T>(o: &dyn Offload, what: &str, e: anyhow::Error, cpu: impl FnOnce() -> T) -> T {
@@ -440,9 +450,12 @@ impl Model {
             Path::Fast | Path::Offload(_) => {
                 let set = fast::best();
                 let acc = |d: &Dense, x: &[Vec<i64>]| match path {
-                    Path::Offload(o) => o.acc(d, x).unwrap_or_else(|e| {
-                        offload_failed(o, "dense layers", e, || self.acc(d, x))
-                    }),
+                    Path::Offload(o) => o
+                        .acc(d, x)
+                        .and_then(|a| shaped(a, x.len(), d.out))
+                        .unwrap_or_else(|e| {
+                            offload_failed(o, "dense layers", e, || self.acc(d, x))
+                        }),
                     _ => self.acc(d, x),
                 };
                 d.forward_many_with(ids, caches, &acc, &|d, att, q, k, v, n| {
@@ -514,7 +527,10 @@ impl Model {
         match path {
             Path::Reference => ys.iter().map(|y| self.decoder.logits(y)).collect(),
             Path::Fast => fast::logits_rows(&self.decoder, ys),
-            Path::Offload(o) => match o.logit_accs(ys) {
+            Path::Offload(o) => match o
+                .logit_accs(ys)
+                .and_then(|a| shaped(a, ys.len(), self.decoder.vocab()))
+            {
                 Ok(accs) => fast::requantize_logits(&self.decoder, accs),
                 Err(e) => offload_failed(o, "logits", e, || fast::logits_rows(&self.decoder, ys)),
             },

@@ -9,7 +9,8 @@ use compute_market_protocol::job::splitmix64;
 use super::Model;
 
 /// A dense layer of `out × inp` with random 4-bit weights and block scales and minimums of
-/// either sign up to 2^17 (beyond any int32 product of a block's sum), and rows of int16.
+/// either sign up to 2^17 (beyond any int32 product of a block's sum), and 11 rows of int16 (a
+/// tile of 8 rows and a remainder, for the kernels that take rows 8 at a time).
 pub fn random_dense(out: usize, inp: usize, seed: u64) -> (Dense, Vec<Vec<i64>>) {
     let mut z = seed;
     let mut next = || {
@@ -29,8 +30,9 @@ pub fn random_dense(out: usize, inp: usize, seed: u64) -> (Dense, Vec<Vec<i64>>)
             .collect(),
         rq: Rq::default(),
     };
-    // the extremes among them: every row ends at ±32 767 somewhere
-    let rows = (0..7)
+    // the extremes among them: every row ends at ±32 767 somewhere; the last four are the
+    // first four reversed
+    let mut rows: Vec<Vec<i64>> = (0..7)
         .map(|r| {
             (0..inp)
                 .map(|j| match (r + j) % 11 {
@@ -41,7 +43,47 @@ pub fn random_dense(out: usize, inp: usize, seed: u64) -> (Dense, Vec<Vec<i64>>)
                 .collect()
         })
         .collect();
+    let reversed: Vec<Vec<i64>> = rows[..4]
+        .iter()
+        .map(|r| r.iter().rev().copied().collect())
+        .collect();
+    rows.extend(reversed);
     (d, rows)
+}
+
+/// A random tied embedding of `vocab × h` (int8 values at both ends of their range, block
+/// scales of either sign up to 2^17) and 11 rows of int16 to take its logits of.
+pub fn random_embedding(vocab: usize, h: usize, seed: u64) -> (Vec<i8>, Vec<i32>, Vec<Vec<i64>>) {
+    let (d, rows) = random_dense(vocab, h, seed);
+    let q = (0..vocab * h)
+        .map(|i| match i % 13 {
+            0 => -128,
+            1 => 127,
+            _ => (d.q4[i / 2] as i8).wrapping_mul(3),
+        })
+        .collect();
+    (q, d.d, rows)
+}
+
+/// The logits' accumulators `Σ_c d[t][c / 32] · q[t][c] · y[c]` of every row `y` and token `t`
+/// of the embedding `(q, d)` of width `h`, in plain loops ([`Decoder::logits`] before `lm_rq`):
+/// what a device's must equal.
+pub fn embedding_accs(q: &[i8], d: &[i32], h: usize, ys: &[Vec<i64>]) -> Vec<Vec<i64>> {
+    ys.iter()
+        .map(|y| {
+            (0..q.len() / h)
+                .map(|t| {
+                    (0..h)
+                        .map(|c| {
+                            i64::from(d[t * (h / BLOCK) + c / BLOCK])
+                                * i64::from(q[t * h + c])
+                                * y[c]
+                        })
+                        .sum()
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// A decoder's shape: layers, width, feed-forward, heads, key/value heads, head width, vocabulary,
