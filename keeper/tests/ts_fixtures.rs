@@ -455,3 +455,52 @@ fn the_typescript_client_reads_what_rust_writes_and_rust_reads_what_it_writes() 
         assert_eq!(hex(&decoded.hash()), m["hash"].as_str().unwrap());
     }
 }
+
+/// The texts the TypeScript client's tokenizers are held to: the 300 held-out texts of
+/// `models/minilm-heldout.tsv` (prose, questions, code, numbers, punctuation, emoji, many
+/// scripts) and the 76 prompts of `models/smollm2-prompts.tsv`.
+fn token_texts() -> Vec<String> {
+    let minilm = include_str!("../../models/minilm-heldout.tsv")
+        .lines()
+        .map(|l| l.split_once('\t').unwrap().1.to_string());
+    let smollm2 = include_str!("../../models/smollm2-prompts.tsv")
+        .lines()
+        .map(|l| l.splitn(3, '\t').nth(2).unwrap().replace("\\n", "\n"));
+    minilm.chain(smollm2).collect()
+}
+
+/// `app/client/test/fixtures/token-ids.json`: each text's ids by the keeper's MiniLM tokenizer
+/// (with `[CLS]` and `[SEP]`) and SmolLM2's (without), and each text's ids as a prompt in
+/// SmolLM2's chat template; the client's tokenizers (`src/tokenize.ts`, tokenizers.js) must
+/// give the same (`test/tokenize.test.ts`). Held to the checked-in file; `UPDATE_FIXTURES=1`
+/// rewrites it.
+#[test]
+fn the_keepers_token_ids_for_the_typescript_client() {
+    use compute_market_keeper::compute::{decoder, encoder};
+    let texts = token_texts();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let minilm = encoder::parse_model(&encoder::minilm_bytes().unwrap()).unwrap();
+    let smollm2 = decoder::parse_model(&decoder::smollm2_bytes().unwrap()).unwrap();
+    let want = json!({
+        "texts": texts,
+        "minilm": encoder::tokenize(&minilm, &refs, usize::MAX).unwrap(),
+        "smollm2": refs
+            .iter()
+            .map(|t| smollm2.tokenizer.encode(*t, false).unwrap().get_ids().to_vec())
+            .collect::<Vec<_>>(),
+        "smollm2Chat": refs
+            .iter()
+            .map(|t| smollm2.prompt_ids(t).unwrap())
+            .collect::<Vec<_>>(),
+    });
+    let path = fixtures().join("token-ids.json");
+    if std::env::var_os("UPDATE_FIXTURES").is_some() {
+        std::fs::write(&path, serde_json::to_string(&want).unwrap() + "\n").unwrap();
+    }
+    let have: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(
+        have == want,
+        "{} is stale: run UPDATE_FIXTURES=1 cargo test -p compute-market-keeper --test ts_fixtures",
+        path.display()
+    );
+}

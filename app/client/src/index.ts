@@ -22,3 +22,4 @@ export * from './queries';
 export * from './staking';
 export * from './client';
 export * from './changes';
+export * from './tokenize';

@@ -1,0 +1,57 @@
+// The client's tokenizers (src/tokenize.ts: tokenizers.js over the tokenizer each model file
+// carries) against the keeper's, id for id, on 376 texts of many scripts
+// (keeper/tests/ts_fixtures.rs writes test/fixtures/token-ids.json): MiniLM's WordPiece with
+// [CLS] and [SEP], SmolLM2's byte-level BPE, and SmolLM2's prompts in its chat template. The
+// model files are the ones scripts/setup makes in the cache (the keeper's tests read them too).
+import { readFileSync, existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { chatTokenizer, encoderTokenizer, promptIds, tensorBytes, tensorText, tokenIds } from '../src';
+
+const fixture = JSON.parse(readFileSync(join(__dirname, 'fixtures', 'token-ids.json'), 'utf8')) as {
+  texts: string[];
+  minilm: number[][];
+  smollm2: number[][];
+  smollm2Chat: number[][];
+};
+const models = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'compute-market', 'models');
+function model(file: string): Uint8Array {
+  const path = join(models, file);
+  if (!existsSync(path)) throw new Error(`${path} is missing: scripts/setup makes it`);
+  return new Uint8Array(readFileSync(path));
+}
+
+describe('token ids as the keeper computes them', () => {
+  it('holds hundreds of texts of many scripts', () => {
+    expect(fixture.texts.length).toBeGreaterThan(300);
+    // scripts beyond Latin among them
+    for (const re of [/\p{Script=Han}/u, /\p{Script=Cyrillic}/u, /\p{Script=Arabic}/u, /\p{Extended_Pictographic}/u]) {
+      expect(fixture.texts.some((t) => re.test(t))).toBe(true);
+    }
+  });
+
+  it("MiniLM's WordPiece from its model file's vocabulary", () => {
+    const tok = encoderTokenizer(tensorText(model('minilm-int8.safetensors'), 'vocab'));
+    const got = fixture.texts.map((t) => tokenIds(tok, t, true));
+    got.forEach((ids, i) => expect(ids, fixture.texts[i]).toEqual(fixture.minilm[i]));
+  });
+
+  it("SmolLM2's byte-level BPE and chat template from its model file", () => {
+    const chat = chatTokenizer(model('smollm2-int.safetensors'));
+    fixture.texts.forEach((t, i) => {
+      expect(tokenIds(chat.tokenizer, t, false), t).toEqual(fixture.smollm2[i]);
+      expect(promptIds(chat, t), t).toEqual(fixture.smollm2Chat[i]);
+    });
+  });
+
+  it('refuses a file that is not a model by name', () => {
+    expect(() => tensorBytes(new Uint8Array(4), 'vocab')).toThrow(/not a safetensors file/);
+    const header = new TextEncoder().encode('{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}');
+    const file = new Uint8Array(8 + header.length + 2);
+    new DataView(file.buffer).setBigUint64(0, BigInt(header.length), true);
+    file.set(header, 8);
+    expect(() => tensorText(file, 'vocab')).toThrow(/no tensor "vocab"/);
+    expect(() => encoderTokenizer('[CLS]\n[SEP]\n')).toThrow(/no \[UNK\]/);
+  });
+});
