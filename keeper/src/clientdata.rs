@@ -512,7 +512,78 @@ pub enum ModelInfo {
         heads: u32,
         /// Most tokens a text (the position embeddings).
         positions: u32,
+        /// The model's slice string (PROTOCOL §8.7), which a version-2 manifest names with the
+        /// texts' ids' so that the program can referee jobs on it.
+        slices: SlicesInfo,
+        /// Its tokenizer, the WordPiece vocabulary the model file carries (tensor `vocab`),
+        /// published beside it (`<store>/c/<sha256>`): a client tokenizes as providers do
+        /// without fetching the model. Providers re-tokenize every text and refuse ids that
+        /// differ, so a wrong one costs a job, never a reward.
+        tokenizer: ObjectInfo,
     },
+    /// An integer decoder (`Generate` jobs): the work per token at a context of C positions
+    /// follows from these by `decoder_work_per_token(layers, width, ffn, heads, kv_heads,
+    /// head_dim, vocab, C)`.
+    Decoder {
+        /// Layers.
+        layers: u32,
+        /// Hidden width.
+        width: u32,
+        /// Feed-forward width.
+        ffn: u32,
+        /// Query heads.
+        heads: u32,
+        /// Key/value heads.
+        kv_heads: u32,
+        /// Width of a head.
+        head_dim: u32,
+        /// Vocabulary.
+        vocab: u32,
+        /// Most positions, prompt and completion together.
+        positions: u32,
+        /// Its tokenizer and chat template (a safetensors file of the model's `tokenizer`,
+        /// `chat.pre`, `chat.post` and `eos` tensors), published beside it: a client puts its
+        /// prompts in the template and tokenizes them as providers do without fetching the
+        /// model.
+        tokenizer: ObjectInfo,
+    },
+}
+
+/// A content object a model's jobs use, by its address.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ObjectInfo {
+    /// SHA-256, lowercase hex.
+    pub sha256: String,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// The tokenizer a model file carries, as a client reads it: an encoder's `vocab` tensor's
+/// bytes; a decoder's `tokenizer`, `chat.pre`, `chat.post` and `eos` tensors as a safetensors
+/// file of their own; `None` for other files.
+pub fn tokenizer_bytes(model: &[u8]) -> Option<Vec<u8>> {
+    let st = safetensors::SafeTensors::deserialize(model).ok()?;
+    let has = |n: &str| st.names().iter().any(|x| *x == n);
+    if has("emb.word") {
+        return Some(st.tensor("vocab").ok()?.data().to_vec());
+    }
+    if !has("rope") {
+        return None;
+    }
+    let names = ["tokenizer", "chat.pre", "chat.post", "eos"];
+    let views = names
+        .iter()
+        .map(|n| st.tensor(n).ok().map(|t| (*n, t)))
+        .collect::<Option<Vec<_>>>()?;
+    safetensors::serialize(views, None).ok()
+}
+
+/// [`ObjectInfo`] of `bytes`.
+fn object_info(bytes: &[u8]) -> ObjectInfo {
+    ObjectInfo {
+        sha256: hex(&compute_market_protocol::hash::hashv(&[bytes])),
+        bytes: bytes.len() as u64,
+    }
 }
 
 /// A part's slice string as `keeper model publish` prints it.
@@ -525,24 +596,48 @@ pub struct SlicesInfo {
 }
 
 /// Reads a model file as providers will (every tensor's name, dtype and shape, every bound)
-/// and says what jobs on it carry. An encoder is told by its `emb.word` tensor.
+/// and says what jobs on it carry. An encoder is told by its `emb.word` tensor, a decoder by
+/// its `rope`.
 pub fn describe_model(bytes: &[u8]) -> Result<ModelInfo> {
     let st = safetensors::SafeTensors::deserialize(bytes)
         .map_err(|e| anyhow::anyhow!("malformed safetensors: {e}"))?;
     if st.names().iter().any(|n| *n == "emb.word") {
         let m = crate::compute::encoder::parse_model(bytes)?;
         let e = &m.encoder;
+        let slices = crate::compute::slices::of_encoder(e);
+        let vocab = tokenizer_bytes(bytes).context("the encoder's vocab")?;
         return Ok(ModelInfo::Encoder {
             blocks: e.blocks.len() as u32,
             hidden: e.hidden as u32,
             ffn: e.ffn() as u32,
             heads: e.heads as u32,
             positions: e.positions() as u32,
+            slices: SlicesInfo {
+                len: slices.len,
+                root: crate::results::hex(&slices.root),
+            },
+            tokenizer: object_info(&vocab),
+        });
+    }
+    if st.names().iter().any(|n| *n == "rope") {
+        let m = crate::compute::decoder::parse_model(bytes)?;
+        let d = &m.decoder;
+        let tokenizer = tokenizer_bytes(bytes).context("the decoder's tokenizer")?;
+        return Ok(ModelInfo::Decoder {
+            layers: d.layers.len() as u32,
+            width: d.width as u32,
+            ffn: d.ffn() as u32,
+            heads: d.heads as u32,
+            kv_heads: d.kv_heads as u32,
+            head_dim: d.head_dim as u32,
+            vocab: d.vocab() as u32,
+            positions: d.positions() as u32,
+            tokenizer: object_info(&tokenizer),
         });
     }
     let mlp = crate::compute::mlp::read_model(bytes)?;
     let (Some(first), Some(last)) = (mlp.layers.first(), mlp.layers.last()) else {
-        bail!("neither an MLP (no l0.weight) nor an encoder (no emb.word)");
+        bail!("neither an MLP (no l0.weight), an encoder (no emb.word) nor a decoder (no rope)");
     };
     let (features, classes) = (first.inp, last.out);
     crate::compute::mlp::check_model(&mlp, features, classes)?;
@@ -592,6 +687,13 @@ pub fn publish_models(
     read.into_iter()
         .map(|(f, hash, bytes, info)| {
             let len = bytes.len() as u64;
+            // an encoder's or a decoder's tokenizer first, by its own address: what a client
+            // tokenizes with
+            if let Some(vocab) = tokenizer_bytes(&bytes) {
+                client
+                    .put_content(store, vocab)
+                    .map_err(|e| anyhow::anyhow!("uploading {}'s tokenizer: {e}", f.display()))?;
+            }
             client
                 .put_content(store, bytes)
                 .map_err(|e| anyhow::anyhow!("uploading {}: {e}", f.display()))?;

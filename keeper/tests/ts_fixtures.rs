@@ -371,8 +371,9 @@ fn prepared() -> Value {
     std::fs::write(&file, texts.join("\n") + "\n").unwrap();
     let minilm = compute_market_keeper::compute::encoder::minilm_path();
     let enc = prepare_encoder(&minilm, &file, 2, Some(24)).unwrap();
-    // the CLI names the model's and the ids' slices (PROTOCOL §8.7); the client, which does
-    // not tokenize, posts the same job without them (version 1: not refereed)
+    // the CLI names the model's and the ids' slices (PROTOCOL §8.7), and so does the client
+    // given the model's tokenizer; without it, the same job without them (version 1: not
+    // refereed)
     assert!(enc.job.slices_len > 0 && enc.manifest.version() == 2);
     let unsliced = Manifest::new(
         enc.manifest
@@ -386,7 +387,39 @@ fn prepared() -> Value {
         input: unsliced.hash(),
         ..enc.job
     };
+    // a Generate job: two prompts (one with a line break), sampled
+    let smollm2 = compute_market_keeper::compute::decoder::smollm2_path();
+    let prompts = vec![
+        "What is the capital of France?".to_string(),
+        "Write a haiku.\nAbout rain.".to_string(),
+    ];
+    let sampling = compute_market_protocol::decoder::Sampling {
+        temperature: 180,
+        top_k: 40,
+        top_p: 58_982,
+        seed: 7,
+    };
+    let gen = compute_market_keeper::clientdata::prepare_generate(
+        &smollm2,
+        &prompts,
+        compute_market_keeper::clientdata::GenerateShape {
+            max_new: 48,
+            max_tokens: None,
+            rows_per_tile: 1,
+            sampling,
+        },
+    )
+    .unwrap();
     json!({
+        "generate": {
+            "model": info(&smollm2),
+            "prompts": prompts,
+            "maxNew": 48,
+            "sampling": { "temperature": 180, "topK": 40, "topP": 58_982, "seed": "7" },
+            "job": hex(&gen.job.encode()),
+            "part": hex(&gen.parts[1]),
+            "manifest": hex(&gen.manifest.encode()),
+        },
         "mlp": {
             "model": info(&model),
             "rows": rows.iter().map(|r| hex(r)).collect::<Vec<_>>(),
@@ -404,6 +437,7 @@ fn prepared() -> Value {
             "part": hex(&enc.parts[1]),
             "manifest": hex(&unsliced.encode()),
             "slicedJob": hex(&enc.job.encode()),
+            "slicedManifest": hex(&enc.manifest.encode()),
         },
     })
 }

@@ -1784,6 +1784,22 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         Some(keypair(&client)?.pubkey()),
         "posted by the wallet's account"
     );
+    // the sentences the page posted name their token ids (the page tokenized them with the
+    // tokenizer published beside the model): the program referees that job as it does the CLI's
+    let sentences_task: Pubkey = tasks[1].parse()?;
+    let logs = rpc.logs_of(&sentences_task)?.concat();
+    let posted =
+        compute_market_keeper::chain::decode_events::<compute_market::events::TaskPosted>(&logs);
+    let job = compute_market_protocol::job::JobSpec::decode(&posted[0].job)
+        .map_err(|e| anyhow::anyhow!("the sentences job: {e:?}"))?;
+    assert!(
+        job.slices_len > 0
+            && compute_market_protocol::dispute::refereed(
+                &job,
+                compute_market::constants::MAX_DISPUTE_WINDOW
+            ),
+        "the page's sentences job names its slices and is refereed: {job:?}"
+    );
     // `keeper task result` as the client: the result verified by the CLI on its own
     let verified = |task: &str, name: &str| -> Result<std::path::PathBuf> {
         let out = v.dir.path().join(format!("{name}.safetensors"));

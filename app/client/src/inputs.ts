@@ -7,6 +7,8 @@ import { getBase16Encoder } from '@solana/kit';
 import { InputMode, JobKind, MAX_ENCODER_TOKENS, encoderWorkPerToken, tileLen, type JobSpec } from './job';
 import { blake3 } from './commitment';
 import { encodeManifest, formatOf, manifestHash, partOf, Role, type Part } from './manifest';
+import { tokenIds } from './tokenize';
+import type { Tokenizer } from '@huggingface/tokenizers';
 
 /** What `keeper model publish` prints for a model: its content address and the figures a
  * job on it carries. */
@@ -22,7 +24,22 @@ export type ModelInfo =
        * (a version-2 manifest) and the program can referee it; without, version 1. */
       slices?: { len: number | bigint; root: string };
     }
-  | { kind: 'encoder'; sha256: string; bytes: number; blocks: number; hidden: number; ffn: number; heads: number; positions: number };
+  | {
+      kind: 'encoder';
+      sha256: string;
+      bytes: number;
+      blocks: number;
+      hidden: number;
+      ffn: number;
+      heads: number;
+      positions: number;
+      /** The model's slice string (PROTOCOL §8.7): with it and the texts' token ids the job
+       * names its inputs' slices (a version-2 manifest) and the program can referee it. */
+      slices?: { len: number | bigint; root: string };
+      /** Its tokenizer (the WordPiece vocabulary, one token a line) on the content store
+       * beside it: `<store>/c/<sha256>`, for {@link encoderTokenizer}. */
+      tokenizer?: { sha256: string; bytes: number };
+    };
 
 /** A job on the client's data, ready to upload (`parts`, then `manifest`) and post (`job`). */
 export interface PreparedJob {
@@ -61,7 +78,7 @@ async function prepared(
   slices?: Uint8Array,
 ): Promise<PreparedJob> {
   const parts = [modelPart(model), await partOf(role, bytes)];
-  if (model.kind === 'mlp' && model.slices && slices) {
+  if (model.slices && slices) {
     // both parts' slices named: a version-2 manifest, and the spec declares the model's
     parts[0].slices = { len: BigInt(model.slices.len), root: hexBytes(model.slices.root) };
     parts[1].slices = { len: BigInt(slices.length), root: blake3(slices) };
@@ -102,20 +119,42 @@ export const ENCODER_TEXT_BYTES_PER_TOKEN = 16;
 /** Most bytes of a texts part. */
 export const MAX_TEXTS_BYTES = 64 << 20;
 
-/** An `Encoder` job embedding `texts` (one per line in the part) with `model`, its token
- * limit the longest text's bound. A `maxTokens` below the bound is the caller's promise that
- * the texts fit (as `keeper task post --max-tokens` checks with the tokenizer): providers
- * tokenize exactly and refuse a job with a longer text, which then expires unclaimed and its
- * reward goes back to the client. */
-export async function encoderJob(model: ModelInfo, texts: string[], rowsPerTile = 2, maxTokens?: number): Promise<PreparedJob> {
+/** An `Encoder` job embedding `texts` (one per line in the part) with `model`.
+ *
+ * Given the model's `tokenizer` ({@link encoderTokenizer} over the vocabulary published beside
+ * it), the texts are tokenized as providers will: the limit is the longest text's tokens (or
+ * `maxTokens`, refusing a text over it by number), and when the model names its slices the job
+ * names the texts' ids' too (a version-2 manifest, as `keeper task post` builds it), so that
+ * the program referees it. Without a tokenizer the limit is the longest text's bound
+ * ({@link tokenBound}) and the job is not refereed; a `maxTokens` below the bound is then the
+ * caller's promise that the texts fit: providers tokenize exactly and refuse a job with a
+ * longer text, which expires unclaimed and its reward goes back to the client. */
+export async function encoderJob(
+  model: ModelInfo,
+  texts: string[],
+  rowsPerTile = 2,
+  maxTokens?: number,
+  tokenizer?: Tokenizer,
+): Promise<PreparedJob> {
   if (model.kind !== 'encoder') throw new Error('an Encoder job needs an encoder model');
   if (texts.length === 0) throw new Error('no texts to embed');
   const empty = texts.findIndex((t) => t.trim() === '' || t.includes('\n'));
   if (empty >= 0) throw new Error(`text ${empty + 1} is empty or spans lines: one text a line`);
   const positions = Math.min(model.positions, MAX_ENCODER_TOKENS);
-  const limit = maxTokens ?? Math.min(positions, Math.max(...texts.map(tokenBound)));
-  const long = texts.findIndex((t) => tokenBound(t) > limit && tokenBound(t) > positions);
-  if (long >= 0) throw new Error(`text ${long + 1} may be longer than the model's ${positions} tokens: shorten it`);
+  if (maxTokens !== undefined && !(Number.isInteger(maxTokens) && maxTokens >= 1 && maxTokens <= positions)) {
+    throw new Error(`a limit of ${maxTokens} tokens: the model takes 1 to ${positions} tokens a text`);
+  }
+  const ids = tokenizer ? texts.map((t) => tokenIds(tokenizer, t, true)) : undefined;
+  let limit: number;
+  if (ids) {
+    limit = maxTokens ?? Math.max(...ids.map((t) => t.length));
+    const long = ids.findIndex((t) => t.length > Math.min(limit, positions));
+    if (long >= 0) throw new Error(`text ${long + 1} is ${ids[long].length} tokens, over the limit of ${Math.min(limit, positions)}: shorten it`);
+  } else {
+    limit = maxTokens ?? Math.min(positions, Math.max(...texts.map(tokenBound)));
+    const long = texts.findIndex((t) => tokenBound(t) > limit && tokenBound(t) > positions);
+    if (long >= 0) throw new Error(`text ${long + 1} may be longer than the model's ${positions} tokens: shorten it`);
+  }
   // providers refuse a text over 16 bytes a token of the limit, and a texts part over
   // min(16·N·L, 64 MiB): refused here first, by the text's number
   const enc = new TextEncoder();
@@ -131,7 +170,21 @@ export async function encoderJob(model: ModelInfo, texts: string[], rowsPerTile 
     rowsPerTile,
     workPerRow: encoderWorkPerToken(BigInt(model.blocks), BigInt(model.hidden), BigInt(model.ffn), BigInt(model.heads), BigInt(limit)),
   };
-  return prepared(job, model, Role.Texts, bytes);
+  return prepared(job, model, Role.Texts, bytes, ids && idsSlices(ids, limit));
+}
+
+/** An `Encoder` job's texts' slice string (PROTOCOL §8.7): each text `4 (L + 1)` bytes, its
+ * token count then its ids, little-endian, zeros after them. */
+export function idsSlices(ids: number[][], limit: number): Uint8Array {
+  const stride = 4 * (limit + 1);
+  const out = new Uint8Array(ids.length * stride);
+  const v = new DataView(out.buffer);
+  ids.forEach((t, r) => {
+    if (t.length > limit) throw new Error(`text ${r + 1} has ${t.length} tokens, over the limit of ${limit}`);
+    v.setUint32(r * stride, t.length, true);
+    t.forEach((id, i) => v.setUint32(r * stride + 4 + 4 * i, id, true));
+  });
+  return out;
 }
 
 function rowsOf(job: JobSpec, tiles: Uint8Array[], rowLen: number): Uint8Array[] {

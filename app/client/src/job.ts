@@ -23,6 +23,17 @@ export const MAX_ENCODER_FFN = 4_096n;
 /** Largest `Encoder` vocabulary. */
 export const MAX_ENCODER_VOCAB = 262_144n;
 export const MAX_ROWS_PER_TILE = 64;
+/** Most prompts of a `Generate` job. */
+export const MAX_GENERATE_PROMPTS = 65_536;
+/** Most positions of a `Generate` sequence, prompt and completion together. */
+export const MAX_GENERATE_CONTEXT = 8_192;
+/** Most new tokens of one `Generate` completion (PROTOCOL §5, Generate: a tile row each). */
+export const MAX_GENERATE_NEW = 1_024;
+/** Most work units per token of a `Generate` job's decoder. */
+export const MAX_GENERATE_WORK_PER_TOKEN = 1n << 40n;
+/** The fewest tokens each of a `Generate` job's sequential decode steps is charged as. */
+export const DECODE_FLOOR = 8n;
+const U64_MAX = (1n << 64n) - 1n;
 
 /** What a job computes. */
 export enum JobKind {
@@ -30,6 +41,7 @@ export enum JobKind {
   HashBatch = 2,
   Mlp = 3,
   Encoder = 4,
+  Generate = 5,
 }
 
 /** Where a job's inputs come from. */
@@ -46,9 +58,9 @@ export interface JobSpec {
   dims: [number, number, number];
   /** The input seed, or the SHA-256 of the input manifest (32 bytes). */
   input: Uint8Array;
-  /** `Mlp`, `Encoder`: rows per tile (1..=64); 0 otherwise. */
+  /** `Mlp`, `Encoder`, `Generate`: rows per tile (1..=64); 0 otherwise. */
   rowsPerTile: number;
-  /** `Mlp`: multiply-adds per row; `Encoder`: work units per token; 0 otherwise. */
+  /** `Mlp`: multiply-adds per row; `Encoder`, `Generate`: work units per token; 0 otherwise. */
   workPerRow: bigint;
   /** `MatMulModP` and `Mlp` on the client's data: the length of the slice string of A or of
    * the model that the version-2 manifest names (PROTOCOL §8.7), which lets the program
@@ -84,7 +96,18 @@ export class JobError extends Error {
 
 /** Whether the kind runs a model over rows of the client's data. */
 export function isInference(kind: JobKind): boolean {
-  return kind === JobKind.Mlp || kind === JobKind.Encoder;
+  return kind === JobKind.Mlp || kind === JobKind.Encoder || kind === JobKind.Generate;
+}
+
+/**
+ * A `Generate` job's work units per token (`job::decoder_work_per_token`) for a decoder of
+ * `layers` layers of width `h`, feed-forward `f`, `heads` query and `kvHeads` key/value heads of
+ * width `d`, a vocabulary of `vocab`, at a context of `ctx` positions: per layer the dense
+ * multiply-adds `2·h·heads·d + 2·h·kvHeads·d + 3·h·f`, the attention `2·ctx·heads·d` and the
+ * element-wise steps `16·(4h + f)`; then the logits `vocab·h`.
+ */
+export function decoderWorkPerToken(layers: bigint, h: bigint, f: bigint, heads: bigint, kvHeads: bigint, d: bigint, vocab: bigint, ctx: bigint): bigint {
+  return layers * (2n * h * heads * d + 2n * h * kvHeads * d + 3n * h * f + 2n * ctx * heads * d + 16n * (4n * h + f)) + vocab * h;
 }
 
 /**
@@ -117,7 +140,7 @@ export function decodeJobSpec(b: Uint8Array): JobSpec {
   if (b.length !== JOB_SPEC_LEN) throw new Error(`a job spec is ${JOB_SPEC_LEN} bytes, not ${b.length}`);
   const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
   if (b[0] !== JOB_VERSION) throw new JobError('UnsupportedVersion');
-  if (b[1] < 1 || b[1] > 4) throw new JobError('UnknownKind');
+  if (b[1] < 1 || b[1] > 5) throw new JobError('UnknownKind');
   const kind = b[1] as JobKind;
   if (b[2] > 1) throw new JobError('UnknownInputMode');
   const inputMode = b[2] as InputMode;
@@ -125,7 +148,7 @@ export function decodeJobSpec(b: Uint8Array): JobSpec {
   const rowsPerTile = b[3];
   const rows = isInference(kind);
   const slicesLen = v.getBigUint64(56, true);
-  const sliced = inputMode === InputMode.ContentHash && kind !== JobKind.HashBatch;
+  const sliced = inputMode === InputMode.ContentHash && kind !== JobKind.HashBatch && kind !== JobKind.Generate;
   if ((slicesLen !== 0n && !sliced) || (!rows && (rowsPerTile !== 0 || workPerRow !== 0n))) {
     throw new JobError('ReservedNotZero');
   }
@@ -135,12 +158,18 @@ export function decodeJobSpec(b: Uint8Array): JobSpec {
     [JobKind.HashBatch]: [MAX_HASH_TILES, MAX_NONCES_PER_TILE, MAX_HASH_ITERATIONS],
     [JobKind.Mlp]: [MAX_MLP_ROWS, MAX_MLP_WIDTH, MAX_MLP_WIDTH],
     [JobKind.Encoder]: [MAX_ENCODER_ROWS, MAX_ENCODER_TOKENS, MAX_ENCODER_HIDDEN],
+    [JobKind.Generate]: [MAX_GENERATE_PROMPTS, MAX_GENERATE_CONTEXT - 1, MAX_GENERATE_NEW],
   }[kind];
   if (dims.some((d, i) => d === 0 || d > max[i])) throw new JobError('DimensionOutOfRange');
+  if (kind === JobKind.Generate && dims[1] + dims[2] > MAX_GENERATE_CONTEXT) throw new JobError('DimensionOutOfRange');
   if (rows) {
     let least: bigint;
     let most: bigint;
-    if (kind === JobKind.Mlp) {
+    if (kind === JobKind.Generate) {
+      // the decoder is checked against it exactly when fetched
+      least = 1n;
+      most = MAX_GENERATE_WORK_PER_TOKEN;
+    } else if (kind === JobKind.Mlp) {
       const [f, c] = [BigInt(dims[1]), BigInt(dims[2])];
       least = f < c ? f : c;
       most = MAX_MLP_LAYERS * BigInt(MAX_MLP_WIDTH) * BigInt(MAX_MLP_WIDTH);
@@ -213,6 +242,9 @@ export function tileLen(job: JobSpec): number {
       return job.rowsPerTile * (4 * job.dims[2] + 4);
     case JobKind.Encoder:
       return job.rowsPerTile * 2 * job.dims[2];
+    case JobKind.Generate:
+      // per completion its token count, then G token ids (u32, zero past the count)
+      return job.rowsPerTile * 4 * (job.dims[2] + 1);
   }
 }
 
@@ -224,6 +256,13 @@ export function work(job: JobSpec): bigint {
       return a * job.workPerRow;
     case JobKind.Encoder:
       return a * b * job.workPerRow;
+    case JobKind.Generate: {
+      // the prompts at their bound, and the G sequential decode steps, each charged as
+      // max(N, DECODE_FLOOR) tokens; saturating at 2^64 − 1 as the program's
+      const steps = c * (a > DECODE_FLOOR ? a : DECODE_FLOOR);
+      const w = (a * b + steps) * job.workPerRow;
+      return w > U64_MAX ? U64_MAX : w;
+    }
     default:
       return a * b * c;
   }

@@ -21,6 +21,8 @@ export enum Role {
   Model = 3,
   Batch = 4,
   Texts = 5,
+  /** A `Generate` job's prompts: texts, their token ids in the chat template, the sampling rule. */
+  Prompts = 6,
 }
 
 /** How a part is encoded. */
@@ -43,6 +45,8 @@ export function rolesOf(kind: JobKind): Role[] | undefined {
       return [Role.Model, Role.Batch];
     case JobKind.Encoder:
       return [Role.Model, Role.Texts];
+    case JobKind.Generate:
+      return [Role.Model, Role.Prompts];
     default:
       return undefined;
   }
@@ -129,7 +133,7 @@ export function decodeManifest(b: Uint8Array): Part[] {
   for (let i = 0; i < n; i++) {
     const at = HEADER_LEN + i * entry;
     const role = b[at];
-    if (role < 1 || role > 5) bad(`part ${i} has unknown role ${role}`);
+    if (role < 1 || role > 6) bad(`part ${i} has unknown role ${role}`);
     const format = b[at + 1];
     if (format !== 1 && format !== 2) bad(`part ${i} has unknown format ${format}`);
     if (format !== formatOf(role)) bad(`part ${i} is ${Format[format]}, it must be ${Format[formatOf(role)]}`);

@@ -1,6 +1,7 @@
 // Jobs on a client's own data built by the client (mlpJob, encoderJob) against what
 // `keeper task post --model` prepares for the same data (keeper/tests/ts_fixtures.rs): the
 // job spec, the client's part and the manifest, byte for byte; and the result decoders.
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -19,7 +20,11 @@ import {
   tokenBound,
   tileLen,
   type ModelInfo,
+  encoderTokenizer,
+  tensorBytes,
+  tokenIds,
 } from '../src';
+import { cachedModel } from './models';
 
 const rust = JSON.parse(readFileSync(join(__dirname, 'fixtures', 'rust-written.json'), 'utf8')).prepared;
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
@@ -48,6 +53,28 @@ describe('jobs on the client data', () => {
     const q = await encoderJob(e.model as ModelInfo, e.texts, e.rowsPerTile);
     expect(q.job.dims[1]).toBe(Math.max(...e.texts.map(tokenBound)));
     expect(q.job.dims[1]).toBeGreaterThanOrEqual(12);
+  });
+
+  it("given the model's tokenizer, an Encoder job is the one the Rust CLI prepares, its texts' ids' slices named", async () => {
+    const e = rust.encoder;
+    const file = cachedModel('minilm-int8.safetensors');
+    // the tokenizer published beside the model is the vocabulary its file carries
+    const vocab = tensorBytes(file, 'vocab');
+    expect(createHash('sha256').update(vocab).digest('hex')).toBe(e.model.tokenizer.sha256);
+    const tok = encoderTokenizer(new TextDecoder().decode(vocab));
+    const p = await encoderJob(e.model as ModelInfo, e.texts, e.rowsPerTile, e.maxTokens, tok);
+    expect(hex(encodeJobSpec(p.job))).toBe(e.slicedJob);
+    expect(hex(p.parts[0])).toBe(e.part);
+    expect(hex(p.manifest)).toBe(e.slicedManifest);
+    expect(p.manifest[4]).toBe(2);
+    // without a limit, the longest text's tokens exactly (not the bound's overestimate)
+    const q = await encoderJob(e.model as ModelInfo, e.texts, e.rowsPerTile, undefined, tok);
+    const longest = Math.max(...e.texts.map((t: string) => tokenIds(tok, t, true).length));
+    expect(q.job.dims[1]).toBe(longest);
+    expect(longest).toBeLessThan(Math.max(...e.texts.map(tokenBound)));
+    // a text over the limit is refused by number, with its tokens
+    await expect(encoderJob(e.model as ModelInfo, e.texts, 2, 5, tok)).rejects.toThrow(/text 1 is \d+ tokens, over the limit of 5/);
+    await expect(encoderJob(e.model as ModelInfo, e.texts, 2, 0, tok)).rejects.toThrow(/the model takes 1 to/);
   });
 
   it('an Mlp job names its slices (a version-2 manifest) and its spec declares them, checked as Rust checks them', async () => {

@@ -3,11 +3,11 @@
 // (keeper/tests/ts_fixtures.rs writes test/fixtures/token-ids.json): MiniLM's WordPiece with
 // [CLS] and [SEP], SmolLM2's byte-level BPE, and SmolLM2's prompts in its chat template. The
 // model files are the ones scripts/setup makes in the cache (the keeper's tests read them too).
-import { readFileSync, existsSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { chatTokenizer, encoderTokenizer, promptIds, tensorBytes, tensorText, tokenIds } from '../src';
+import { cachedModel as model } from './models';
 
 const fixture = JSON.parse(readFileSync(join(__dirname, 'fixtures', 'token-ids.json'), 'utf8')) as {
   texts: string[];
@@ -15,12 +15,6 @@ const fixture = JSON.parse(readFileSync(join(__dirname, 'fixtures', 'token-ids.j
   smollm2: number[][];
   smollm2Chat: number[][];
 };
-const models = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'compute-market', 'models');
-function model(file: string): Uint8Array {
-  const path = join(models, file);
-  if (!existsSync(path)) throw new Error(`${path} is missing: scripts/setup makes it`);
-  return new Uint8Array(readFileSync(path));
-}
 
 describe('token ids as the keeper computes them', () => {
   it('holds hundreds of texts of many scripts', () => {

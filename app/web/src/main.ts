@@ -44,6 +44,7 @@ import {
   sendInstructions,
   embeddings,
   encoderJob,
+  encoderTokenizer,
   fetchMarket,
   JobKind,
   marketAddress,
@@ -357,6 +358,31 @@ function model(name: string): ModelInfo {
   return m;
 }
 
+/** An encoder model's tokenizer, fetched once from the content store by the address its
+ * settings line names and checked against it: with it the page counts tokens exactly and its
+ * posts name the texts' ids, so the program referees them as it does the CLI's. `undefined`
+ * for a settings line without one (an older `keeper model publish`): the job then prices at
+ * the character bound and is not refereed. */
+const tokenizers = new Map<string, Promise<ReturnType<typeof encoderTokenizer>>>();
+async function tokenizerOf(m: ModelInfo): Promise<ReturnType<typeof encoderTokenizer> | undefined> {
+  if (m.kind !== 'encoder' || !m.tokenizer) return undefined;
+  const { sha256 } = m.tokenizer;
+  if (!tokenizers.has(sha256)) {
+    const load = (async () => {
+      const url = `${settings.store.replace(/\/$/, '')}/c/${sha256}`;
+      const r = await fetch(url);
+      if (!r.ok) throw new Error(`the content store ${settings.store} does not hold the model's tokenizer ${sha256.slice(0, 12)}… (HTTP ${r.status}): publish the model again with keeper model publish`);
+      const bytes = new Uint8Array(await r.arrayBuffer());
+      const got = Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', bytes)), (b) => b.toString(16).padStart(2, '0')).join('');
+      if (got !== sha256) throw new Error(`the content store's tokenizer ${sha256.slice(0, 12)}… is not what the settings name (its SHA-256 is ${got.slice(0, 12)}…)`);
+      return encoderTokenizer(new TextDecoder().decode(bytes));
+    })();
+    load.catch(() => tokenizers.delete(sha256));
+    tokenizers.set(sha256, load);
+  }
+  return tokenizers.get(sha256);
+}
+
 /** The safetensors file's one I8 tensor "x" as rows. */
 function batchRows(bytes: Uint8Array, features: number): Int8Array[] {
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
@@ -389,7 +415,7 @@ async function prepare(): Promise<{ prepared: PreparedJob; model: ModelInfo; wha
       const texts = $<HTMLTextAreaElement>('sentences').value.split('\n').map((t) => t.trim()).filter((t) => t !== '');
       if (texts.length === 0) throw new Error('type one sentence a line first');
       const m = model('minilm');
-      return { prepared: await encoderJob(m, texts), model: m, what: `${texts.length} sentences`, texts };
+      return { prepared: await encoderJob(m, texts, 2, undefined, await tokenizerOf(m)), model: m, what: `${texts.length} sentences`, texts };
     }
     default: {
       const f = $<HTMLInputElement>('file').files?.[0];
@@ -404,7 +430,7 @@ async function prepare(): Promise<{ prepared: PreparedJob; model: ModelInfo; wha
         throw new Error(`${f.name} is not UTF-8 text`);
       }
       const texts = text.replace(/\n$/, '').split('\n');
-      return { prepared: await encoderJob(m, texts), model: m, what: f.name, texts };
+      return { prepared: await encoderJob(m, texts, 2, undefined, await tokenizerOf(m)), model: m, what: f.name, texts };
     }
   }
 }
