@@ -1530,6 +1530,41 @@ mod tests {
         assert!(format!("{e:#}").contains("bad.safetensors"), "{e:#}");
     }
 
+    /// A decoder's and an encoder's tokenizer, as published beside them: what a client
+    /// tokenizes with is what the model file carries, and nothing for a model without one.
+    #[test]
+    fn a_models_tokenizer_is_what_its_file_carries() {
+        let smollm2 = crate::compute::decoder::smollm2_bytes().unwrap();
+        let file = tokenizer_bytes(&smollm2).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&file).unwrap();
+        let model = safetensors::SafeTensors::deserialize(&smollm2).unwrap();
+        let mut names = st.names();
+        names.sort();
+        assert_eq!(names, ["chat.post", "chat.pre", "eos", "tokenizer"]);
+        for n in names {
+            assert_eq!(
+                st.tensor(n).unwrap().data(),
+                model.tensor(n).unwrap().data(),
+                "{n}"
+            );
+        }
+        let ModelInfo::Decoder {
+            tokenizer, vocab, ..
+        } = describe_model(&smollm2).unwrap()
+        else {
+            panic!("SmolLM2 is a decoder")
+        };
+        assert_eq!((tokenizer.bytes, vocab), (file.len() as u64, 49_152));
+        let minilm = crate::compute::encoder::minilm_bytes().unwrap();
+        let vocab = tokenizer_bytes(&minilm).unwrap();
+        assert!(std::str::from_utf8(&vocab).unwrap().starts_with("[PAD]\n"));
+        let digits = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/digits-mlp.safetensors"),
+        )
+        .unwrap();
+        assert_eq!(tokenizer_bytes(&digits), None);
+    }
+
     #[test]
     fn rows_name_the_tiles_that_hold_them_and_come_back_in_order() {
         assert_eq!(Wanted::parse_rows("60..70").unwrap(), 60..70);

@@ -57,6 +57,8 @@ fn rust_written() -> Value {
     let mut matmul_own = JobSpec::matmul(100, 70, 3, seed);
     matmul_own.input_mode = InputMode::ContentHash;
     let wpt = encoder_work_per_token(6, 384, 1536, 12, 32);
+    let gwpt =
+        compute_market_protocol::job::decoder_work_per_token(30, 576, 1536, 9, 3, 64, 49_152, 224);
     let jobs = [
         JobSpec::matmul(70, 33, 130, seed),
         JobSpec::matmul(8192, 8192, 8192, [0xff; 32]),
@@ -69,7 +71,17 @@ fn rust_written() -> Value {
             slices_len: compute_market_protocol::slices::encoder::max_len(384, wpt),
             ..JobSpec::encoder(60, 32, 384, wpt, 2, seed)
         },
+        // Generate: SmolLM2's shape at 96 + 128 positions; and three prompts, whose decode
+        // steps are charged as DECODE_FLOOR tokens
+        JobSpec::generate(40, 96, 128, gwpt, 1, seed),
+        JobSpec::generate(3, 2_000, 48, gwpt, 2, seed),
     ];
+    let gen = JobSpec::generate(40, 96, 128, gwpt, 1, seed).encode();
+    let gedit = |f: &dyn Fn(&mut [u8; 64])| {
+        let mut b = gen;
+        f(&mut b);
+        b
+    };
     let base = JobSpec::encoder(60, 32, 384, wpt, 2, seed).encode();
     let edit = |f: &dyn Fn(&mut [u8; 64])| {
         let mut b = base;
@@ -78,8 +90,21 @@ fn rust_written() -> Value {
     };
     let rejected: Vec<Value> = [
         (edit(&|b| b[0] = 1), "UnsupportedVersion"),
-        // kind 5 (Generate) is the Rust side's alone until the client learns it (issue 45)
         (edit(&|b| b[1] = 6), "UnknownKind"),
+        // Generate: G past 1 024, prompt and completion past 8 192 positions, no work, slices
+        (
+            gedit(&|b| b[12..16].copy_from_slice(&1_025u32.to_le_bytes())),
+            "DimensionOutOfRange",
+        ),
+        (
+            gedit(&|b| {
+                b[8..12].copy_from_slice(&7_200u32.to_le_bytes());
+                b[12..16].copy_from_slice(&1_000u32.to_le_bytes())
+            }),
+            "DimensionOutOfRange",
+        ),
+        (gedit(&|b| b[48..56].fill(0)), "DimensionOutOfRange"),
+        (gedit(&|b| b[56] = 1), "ReservedNotZero"),
         (edit(&|b| b[2] = 2), "UnknownInputMode"),
         (
             {

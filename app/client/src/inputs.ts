@@ -4,10 +4,21 @@
 // builds, so that providers accept it. And the verified result read back: classes, embeddings.
 
 import { getBase16Encoder } from '@solana/kit';
-import { InputMode, JobKind, MAX_ENCODER_TOKENS, encoderWorkPerToken, tileLen, type JobSpec } from './job';
+import {
+  InputMode,
+  JobKind,
+  MAX_ENCODER_TOKENS,
+  MAX_GENERATE_NEW,
+  MAX_GENERATE_PROMPTS,
+  MAX_ROWS_PER_TILE,
+  decoderWorkPerToken,
+  encoderWorkPerToken,
+  tileLen,
+  type JobSpec,
+} from './job';
 import { blake3 } from './commitment';
 import { encodeManifest, formatOf, manifestHash, partOf, Role, type Part } from './manifest';
-import { tokenIds } from './tokenize';
+import { promptIds, tokenIds, type ChatTokenizer } from './tokenize';
 import type { Tokenizer } from '@huggingface/tokenizers';
 
 /** What `keeper model publish` prints for a model: its content address and the figures a
@@ -39,6 +50,23 @@ export type ModelInfo =
       /** Its tokenizer (the WordPiece vocabulary, one token a line) on the content store
        * beside it: `<store>/c/<sha256>`, for {@link encoderTokenizer}. */
       tokenizer?: { sha256: string; bytes: number };
+    }
+    | {
+      kind: 'decoder';
+      sha256: string;
+      bytes: number;
+      layers: number;
+      width: number;
+      ffn: number;
+      heads: number;
+      kv_heads: number;
+      head_dim: number;
+      vocab: number;
+      positions: number;
+      /** Its tokenizer and chat template (a safetensors file of the model's `tokenizer`,
+       * `chat.pre`, `chat.post` and `eos`) on the content store beside it, for
+       * {@link chatTokenizer}. */
+      tokenizer?: { sha256: string; bytes: number };
     };
 
 /** A job on the client's data, ready to upload (`parts`, then `manifest`) and post (`job`). */
@@ -58,16 +86,44 @@ function modelPart(model: ModelInfo): Part {
   return { role: Role.Model, format: formatOf(Role.Model), hash: hexBytes(model.sha256), len: BigInt(model.bytes) };
 }
 
-/** A safetensors file of one tensor (8-byte header length, the JSON header padded to 8). */
-export function safetensorsOf(name: string, dtype: 'I8' | 'I16' | 'U32', shape: number[], data: Uint8Array): Uint8Array {
-  let header = JSON.stringify({ [name]: { dtype, shape, data_offsets: [0, data.length] } });
-  header += ' '.repeat((8 - (header.length % 8)) % 8);
-  const h = new TextEncoder().encode(header);
-  const out = new Uint8Array(8 + h.length + data.length);
+/** The dtypes a client writes, in the order of the `safetensors` crate's `Dtype`. */
+const DTYPES = ['U8', 'I8', 'I16', 'I32', 'U32', 'I64'] as const;
+/** A tensor to write. */
+export interface TensorOut {
+  name: string;
+  dtype: (typeof DTYPES)[number];
+  shape: number[];
+  data: Uint8Array;
+}
+
+/** A safetensors file of `tensors` as the `safetensors` crate writes it (so the same bytes,
+ * and the same content address): an 8-byte header length, the JSON header padded to 8 with
+ * spaces, the tensors ordered by descending dtype, then by name. */
+export function safetensorsFile(tensors: TensorOut[]): Uint8Array {
+  const order = [...tensors].sort((a, b) => DTYPES.indexOf(b.dtype) - DTYPES.indexOf(a.dtype) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const header: Record<string, unknown> = {};
+  let at = 0;
+  for (const t of order) {
+    header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [at, at + t.data.length] };
+    at += t.data.length;
+  }
+  let json = JSON.stringify(header);
+  const h0 = new TextEncoder().encode(json);
+  const h = new TextEncoder().encode(json + ' '.repeat((8 - (h0.length % 8)) % 8));
+  const out = new Uint8Array(8 + h.length + at);
   new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true);
   out.set(h, 8);
-  out.set(data, 8 + h.length);
+  let p = 8 + h.length;
+  for (const t of order) {
+    out.set(t.data, p);
+    p += t.data.length;
+  }
   return out;
+}
+
+/** A safetensors file of one tensor. */
+export function safetensorsOf(name: string, dtype: 'I8' | 'I16' | 'U32', shape: number[], data: Uint8Array): Uint8Array {
+  return safetensorsFile([{ name, dtype, shape, data }]);
 }
 
 async function prepared(
@@ -78,11 +134,12 @@ async function prepared(
   slices?: Uint8Array,
 ): Promise<PreparedJob> {
   const parts = [modelPart(model), await partOf(role, bytes)];
-  if (model.slices && slices) {
+  const named = 'slices' in model ? model.slices : undefined;
+  if (named && slices) {
     // both parts' slices named: a version-2 manifest, and the spec declares the model's
-    parts[0].slices = { len: BigInt(model.slices.len), root: hexBytes(model.slices.root) };
+    parts[0].slices = { len: BigInt(named.len), root: hexBytes(named.root) };
     parts[1].slices = { len: BigInt(slices.length), root: blake3(slices) };
-    job = { ...job, slicesLen: BigInt(model.slices.len) };
+    job = { ...job, slicesLen: BigInt(named.len) };
   }
   return { job: { ...job, input: await manifestHash(parts) }, parts: [bytes], manifest: encodeManifest(parts) };
 }
@@ -223,4 +280,109 @@ export function cosine(a: Int16Array, b: Int16Array): number {
     bb += b[i] * b[i];
   }
   return aa === 0 || bb === 0 ? 0 : ab / Math.sqrt(aa * bb);
+}
+
+/** How a `Generate` job picks each token (PROTOCOL §5, Generate): `temperature` in Q8 (256 is
+ * 1.0; 0 decodes greedily), `topK` (0: all), `topP` in Q16 (65 536 keeps every token), and the
+ * client's `seed` of the draws. */
+export interface Sampling {
+  temperature: number;
+  topK: number;
+  topP: number;
+  seed: bigint;
+}
+
+/** Greedy decoding. */
+export const GREEDY: Sampling = { temperature: 0, topK: 0, topP: 65_536, seed: 0n };
+
+/** What a `Generate` job asks beside its prompts. */
+export interface GenerateOptions {
+  /** Most new tokens of a completion (default 128). */
+  maxNew?: number;
+  /** Most tokens of a prompt in the chat template (default: the longest prompt's). */
+  maxTokens?: number;
+  /** Completions per tile (default 1: a verifier's sampled tile is one completion). */
+  rowsPerTile?: number;
+  /** Default greedy. */
+  sampling?: Sampling;
+}
+
+/** A `Generate` job on `model` for `prompts`, each put in the model's chat template and
+ * tokenized by `chat` (its tokenizer: {@link chatTokenizer}) as `keeper task post --generate`
+ * does: the prompts part (their texts, ids and the sampling rule) and the job byte for byte
+ * what the CLI builds, every bound checked and named first. */
+export async function generateJob(model: ModelInfo, prompts: string[], chat: ChatTokenizer, options: GenerateOptions = {}): Promise<PreparedJob> {
+  if (model.kind !== 'decoder') throw new Error('a Generate job needs a decoder model');
+  const { maxNew = 128, rowsPerTile = 1, sampling = GREEDY } = options;
+  if (prompts.length === 0) throw new Error('no prompt: give one or more');
+  if (prompts.length > MAX_GENERATE_PROMPTS) throw new Error(`${prompts.length} prompts: a job takes at most ${MAX_GENERATE_PROMPTS}; post them as several tasks`);
+  const empty = prompts.findIndex((p) => p.trim() === '');
+  if (empty >= 0) throw new Error(`prompt ${empty + 1} is empty: every prompt needs text`);
+  if (!(Number.isInteger(rowsPerTile) && rowsPerTile >= 1 && rowsPerTile <= MAX_ROWS_PER_TILE)) {
+    throw new Error(`${rowsPerTile} completions a tile: a tile holds 1 to ${MAX_ROWS_PER_TILE}`);
+  }
+  const positions = model.positions;
+  const mostNew = Math.min(MAX_GENERATE_NEW, positions - 1);
+  if (!(Number.isInteger(maxNew) && maxNew >= 1 && maxNew <= mostNew)) throw new Error(`${maxNew} new tokens: a completion takes 1 to ${mostNew}`);
+  const { temperature, topK, topP, seed } = sampling;
+  if (!(Number.isInteger(temperature) && temperature >= 0 && temperature <= 65_536)) throw new Error(`temperature ${temperature} (Q8): 0 to 65 536 (256.0)`);
+  if (!(Number.isInteger(topK) && topK >= 0 && topK <= model.vocab)) throw new Error(`top-k ${topK}: 0 to the vocabulary's ${model.vocab} tokens`);
+  if (!(Number.isInteger(topP) && topP >= 1 && topP <= 65_536)) throw new Error(`top-p ${topP} (Q16): 1 to 65 536 (a fraction above 0, at most 1)`);
+  if (seed < 0n || seed >= 1n << 64n) throw new Error(`seed ${seed}: 0 to 2^64 − 1`);
+  const ids = prompts.map((p) => promptIds(chat, p));
+  const room = positions - maxNew;
+  const longest = Math.max(...ids.map((t) => t.length));
+  const limit = options.maxTokens ?? longest;
+  if (!(Number.isInteger(limit) && limit >= 1 && limit <= room)) {
+    throw new Error(options.maxTokens === undefined
+      ? `prompt ${ids.findIndex((t) => t.length === longest) + 1} is ${longest} tokens in the chat template: at most ${room} fit beside ${maxNew} new tokens in the model's ${positions} positions; shorten it or ask for fewer new tokens`
+      : `a limit of ${limit} tokens: with ${maxNew} new tokens the model's ${positions} positions leave 1 to ${room} for a prompt`);
+  }
+  const long = ids.findIndex((t) => t.length > limit);
+  if (long >= 0) throw new Error(`prompt ${long + 1} is ${ids[long].length} tokens in the chat template, more than the limit of ${limit}: shorten it or raise the limit`);
+  const enc = new TextEncoder();
+  const texts = prompts.map((p) => enc.encode(p));
+  const heavy = texts.findIndex((t) => t.length > ENCODER_TEXT_BYTES_PER_TOKEN * limit);
+  if (heavy >= 0) throw new Error(`prompt ${heavy + 1} is ${texts[heavy].length} bytes, more than 16 a token of the ${limit}-token limit: raise the limit`);
+  const u32s = (v: number[]) => {
+    const b = new Uint8Array(4 * v.length);
+    const d = new DataView(b.buffer);
+    v.forEach((x, i) => d.setUint32(4 * i, x, true));
+    return b;
+  };
+  const text = new Uint8Array(texts.reduce((n, t) => n + t.length, 0));
+  texts.reduce((at, t) => (text.set(t, at), at + t.length), 0);
+  const rule = new Uint8Array(32);
+  const rv = new DataView(rule.buffer);
+  [BigInt(temperature), BigInt(topK), BigInt(topP), BigInt.asIntN(64, seed)].forEach((x, i) => rv.setBigInt64(8 * i, x, true));
+  const part = safetensorsFile([
+    { name: 'text', dtype: 'U8', shape: [text.length], data: text },
+    { name: 'text.len', dtype: 'I32', shape: [texts.length], data: u32s(texts.map((t) => t.length)) },
+    { name: 'ids', dtype: 'I32', shape: [ids.reduce((n, t) => n + t.length, 0)], data: u32s(ids.flat()) },
+    { name: 'ids.len', dtype: 'I32', shape: [ids.length], data: u32s(ids.map((t) => t.length)) },
+    { name: 'sampling', dtype: 'I64', shape: [4], data: rule },
+  ]);
+  const job = {
+    kind: JobKind.Generate,
+    inputMode: InputMode.ContentHash,
+    dims: [prompts.length, limit, maxNew] as [number, number, number],
+    rowsPerTile,
+    workPerRow: decoderWorkPerToken(
+      BigInt(model.layers), BigInt(model.width), BigInt(model.ffn), BigInt(model.heads),
+      BigInt(model.kv_heads), BigInt(model.head_dim), BigInt(model.vocab), BigInt(limit + maxNew),
+    ),
+  };
+  return prepared(job, model, Role.Prompts, part);
+}
+
+/** Each completion of a `Generate` job's verified tiles: its token ids (at most G; the
+ * end-of-turn token last when it finished). */
+export function completions(job: JobSpec, tiles: Uint8Array[]): number[][] {
+  if (job.kind !== JobKind.Generate) throw new Error('not a Generate job');
+  const g = job.dims[2];
+  return rowsOf(job, tiles, 4 * (g + 1)).map((row) => {
+    const v = new DataView(row.buffer, row.byteOffset, row.length);
+    const n = Math.min(v.getUint32(0, true), g);
+    return Array.from({ length: n }, (_, i) => v.getUint32(4 + 4 * i, true));
+  });
 }

@@ -23,6 +23,10 @@ import {
   encoderTokenizer,
   tensorBytes,
   tokenIds,
+  chatTokenizer,
+  completions,
+  generateJob,
+  GREEDY,
 } from '../src';
 import { cachedModel } from './models';
 
@@ -75,6 +79,38 @@ describe('jobs on the client data', () => {
     // a text over the limit is refused by number, with its tokens
     await expect(encoderJob(e.model as ModelInfo, e.texts, 2, 5, tok)).rejects.toThrow(/text 1 is \d+ tokens, over the limit of 5/);
     await expect(encoderJob(e.model as ModelInfo, e.texts, 2, 0, tok)).rejects.toThrow(/the model takes 1 to/);
+  });
+
+  it('a Generate job over prompts is the one the Rust CLI prepares: prompts in the chat template, tokenized, sampled', async () => {
+    const g = rust.generate;
+    const chat = chatTokenizer(cachedModel('smollm2-int.safetensors'));
+    const sampling = { ...g.sampling, seed: BigInt(g.sampling.seed) };
+    const p = await generateJob(g.model as ModelInfo, g.prompts, chat, { maxNew: g.maxNew, sampling });
+    expect(hex(encodeJobSpec(p.job))).toBe(g.job);
+    expect(hex(p.parts[0])).toBe(g.part);
+    expect(hex(p.manifest)).toBe(g.manifest);
+    const job = decodeJobSpec(unhex(g.job));
+    expect(job.kind).toBe(JobKind.Generate);
+    expect(tileLen(job)).toBe(4 * (g.maxNew + 1));
+    // bad input refused by name before anything is uploaded
+    const m = g.model as ModelInfo;
+    await expect(generateJob(m, [], chat)).rejects.toThrow(/no prompt/);
+    await expect(generateJob(m, ['ok', '  '], chat)).rejects.toThrow(/prompt 2 is empty/);
+    await expect(generateJob(m, g.prompts, chat, { maxNew: 0 })).rejects.toThrow(/0 new tokens: a completion takes 1 to 1024/);
+    await expect(generateJob(m, g.prompts, chat, { maxNew: 1025 })).rejects.toThrow(/a completion takes 1 to 1024/);
+    await expect(generateJob(m, g.prompts, chat, { maxTokens: 3 })).rejects.toThrow(/prompt 1 is \d+ tokens in the chat template, more than the limit of 3/);
+    await expect(generateJob(m, ['x'.repeat(9000)], chat, { maxNew: 1000 })).rejects.toThrow(/at most 1048 fit beside 1000 new tokens/);
+    await expect(generateJob(m, g.prompts, chat, { sampling: { ...GREEDY, topP: 0 } })).rejects.toThrow(/top-p 0/);
+    await expect(generateJob(rust.encoder.model as ModelInfo, g.prompts, chat)).rejects.toThrow(/needs a decoder model/);
+  });
+
+  it('completions are read from Generate tiles: each its count, then its ids', () => {
+    const job = decodeJobSpec(unhex(rust.generate.job));
+    const tile = new Uint8Array(tileLen(job));
+    const v = new DataView(tile.buffer);
+    v.setUint32(0, 3, true);
+    [17, 4, 2].forEach((id, i) => v.setUint32(4 + 4 * i, id, true));
+    expect(completions(job, [tile, new Uint8Array(tileLen(job))])).toEqual([[17, 4, 2], []]);
   });
 
   it('an Mlp job names its slices (a version-2 manifest) and its spec declares them, checked as Rust checks them', async () => {

@@ -10,6 +10,7 @@ import {
   encodeJobSpec,
   encodeManifest,
   encoderWorkPerToken,
+  decoderWorkPerToken,
   InputMode,
   JobError,
   JobKind,
@@ -117,6 +118,14 @@ describe('what the client writes, Rust reads', () => {
         input,
         rowsPerTile: 2,
         workPerRow: encoderWorkPerToken(6n, 384n, 1536n, 12n, 128n),
+      },
+      {
+        kind: JobKind.Generate,
+        inputMode: InputMode.ContentHash,
+        dims: [5, 1_900, 148],
+        input,
+        rowsPerTile: 1,
+        workPerRow: decoderWorkPerToken(30n, 576n, 1536n, 9n, 3n, 64n, 49_152n, 2_048n),
       },
     ];
     const manifests = [
