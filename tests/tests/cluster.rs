@@ -1601,7 +1601,8 @@ fn task_result(
 /// The web page (app/web) end to end in Chromium: built and served by Vite's preview server,
 /// its settings (confirmed on the page) handing it the client's localnet keypair, the content
 /// store and the models (`keeper model publish`); app/web/e2e/run.mjs draws the digits 0‥9 with
-/// the mouse as one task, cuts its websocket mid-task, reloads, types sentences, checks
+/// the mouse as one task, cuts its websocket mid-task, reloads, types sentences, asks SmolLM2 a
+/// question (its verified completion's text equal to `keeper task result`'s), checks
 /// accessibility and the 390 px layout, and posts through one of two test wallets (a change
 /// beyond the compute budget refused). What the page says is then held to the chain, read over
 /// RPC: every task Accepted and closed, the provider paid for each, the digits' classes (at
@@ -1632,6 +1633,9 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
             "publish",
             root.join("models/digits-mlp.safetensors").to_str().unwrap(),
             minilm_path().to_str().unwrap(),
+            compute_market_keeper::compute::decoder::smollm2_path()
+                .to_str()
+                .unwrap(),
             "--store",
             &store,
         ],
@@ -1655,7 +1659,7 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "rpc": v.url,
         "market": 1,
         "store": store,
-        "models": { "digits": models[0], "minilm": models[1] },
+        "models": { "digits": models[0], "minilm": models[1], "smollm2": models[2] },
         "localKeypair": secret,
         "symbol": "CMT",
     });
@@ -1752,6 +1756,7 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         shown["walletTask"]
             .as_str()
             .expect("a task posted through the wallet"),
+        shown["generate"]["task"].as_str().expect("a message task"),
     ];
     for task in tasks {
         let task: Pubkey = task.parse()?;
@@ -1771,8 +1776,8 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
     let p = chain.node(&node_of(&provider))?.expect("provider node");
     assert_eq!(
         (p.tasks_completed, p.times_slashed),
-        (3, 0),
-        "all three accepted"
+        (4, 0),
+        "all four accepted"
     );
     // the wallet's task is the client's (the wallet signed as the client's key)
     let wallet_task: Pubkey = tasks[2].parse()?;
@@ -1806,6 +1811,22 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         task_result(&v, &client, &task.parse()?, &out)?;
         Ok(out)
     };
+    // the message's completion: the page's text is what `keeper task result` verifies
+    let answer = std::fs::read(verified(tasks[3], "answer")?)?;
+    let st = safetensors::SafeTensors::deserialize(&answer)?;
+    let text = std::str::from_utf8(st.tensor("text")?.data())?;
+    assert!(!text.trim().is_empty(), "a completion");
+    assert_eq!(
+        shown["generate"]["completion"].as_str(),
+        Some(text),
+        "the page's completion is the verified one"
+    );
+    assert_eq!(
+        shown["generate"]["asked"]
+            .as_str()
+            .map(|a| a.trim_start_matches("You: ")),
+        shown["generate"]["prompt"].as_str()
+    );
     let five = verified(tasks[2], "five")?;
     let (shape, classes) = read_tensor(&five, "class")?;
     assert_eq!(shape, vec![5]);

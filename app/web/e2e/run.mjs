@@ -209,6 +209,24 @@ try {
   const matrix = await page.$$eval('#similarity tr', (rows) => rows.slice(1).map((r) => Array.from(r.querySelectorAll('td')).slice(1).map((c) => Number(c.textContent))));
   await shot('07-sentences-accepted-similarity');
 
+  // a message to SmolLM2: its verified completion shown under it
+  const prompt = 'What is the capital of France? Answer in one sentence.';
+  await page.click('nav button[data-tab=post]');
+  await page.check('input[name=kind][value=generate]');
+  await page.fill('#prompt', prompt);
+  await page.fill('#max-new', '24');
+  // a generation is priced by its sequential decode: far more work than a digit
+  await page.fill('#reward', '20');
+  await shot('07d-message-typed');
+  await page.click('#post-btn');
+  await signSummary(page);
+  const generateTask = await posted(sentencesTask);
+  await noError('posting the message');
+  await waitAccepted(generateTask, 'the message');
+  await page.waitForSelector('#completion', { timeout: 120_000 });
+  const generate = { task: generateTask, prompt, completion: await text('#completion'), asked: await text('#result .asked') };
+  await shot('07e-message-answered');
+
   // a task no provider takes (one base unit, under the provider's floor): cancelled from the
   // page, and the ending explained
   await page.click('nav button[data-tab=post]');
@@ -217,7 +235,7 @@ try {
   await page.fill('#reward', '0.000001');
   await page.click('#post-btn');
   await signSummary(page);
-  const cheapTask = await posted(sentencesTask);
+  const cheapTask = await posted(generateTask);
   await page.waitForSelector('#cancel-btn:not([hidden])', { timeout: 60_000 });
   await shot('07b-open-task-cancel-button');
   await page.click('#cancel-btn');
@@ -367,7 +385,7 @@ try {
   }
 
   console.log(
-    JSON.stringify({ linkShown, cluster, cancelled, postToVerifiedMs, keyboardDrawn, batchCount, summary, recentAfterDouble, wsCut, stages, reloaded, quorumError, digits: { task: digitTask, classes: digitClasses }, sentences: { task: sentencesTask, texts: sentences, matrix }, perf, nodes: nodes - 1, axe, mobileOverflow, tokensError, storeError, walletError, chooser, walletTask, walletClasses, budgetAdded, walletEvents, tamperError, fromHistory, verifiedLine }),
+    JSON.stringify({ linkShown, cluster, cancelled, postToVerifiedMs, keyboardDrawn, batchCount, summary, recentAfterDouble, wsCut, stages, reloaded, quorumError, digits: { task: digitTask, classes: digitClasses }, sentences: { task: sentencesTask, texts: sentences, matrix }, generate, perf, nodes: nodes - 1, axe, mobileOverflow, tokensError, storeError, walletError, chooser, walletTask, walletClasses, budgetAdded, walletEvents, tamperError, fromHistory, verifiedLine }),
   );
 } catch (e) {
   await shot('failure').catch(() => {});

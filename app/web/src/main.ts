@@ -45,6 +45,10 @@ import {
   embeddings,
   encoderJob,
   encoderTokenizer,
+  chatTokenizer,
+  completions,
+  generateJob,
+  type ChatTokenizer,
   fetchMarket,
   JobKind,
   marketAddress,
@@ -346,7 +350,7 @@ function kind(): string {
 }
 document.querySelectorAll<HTMLInputElement>('input[name=kind]').forEach((r) =>
   r.addEventListener('change', () => {
-    for (const k of ['digit', 'sentences', 'files']) $(`kind-${k}`).hidden = kind() !== k;
+    for (const k of ['digit', 'sentences', 'generate', 'files']) $(`kind-${k}`).hidden = kind() !== k;
   }),
 );
 
@@ -358,29 +362,39 @@ function model(name: string): ModelInfo {
   return m;
 }
 
-/** An encoder model's tokenizer, fetched once from the content store by the address its
- * settings line names and checked against it: with it the page counts tokens exactly and its
- * posts name the texts' ids, so the program referees them as it does the CLI's. `undefined`
- * for a settings line without one (an older `keeper model publish`): the job then prices at
- * the character bound and is not refereed. */
-const tokenizers = new Map<string, Promise<ReturnType<typeof encoderTokenizer>>>();
-async function tokenizerOf(m: ModelInfo): Promise<ReturnType<typeof encoderTokenizer> | undefined> {
-  if (m.kind !== 'encoder' || !m.tokenizer) return undefined;
-  const { sha256 } = m.tokenizer;
-  if (!tokenizers.has(sha256)) {
+/** A model's tokenizer file, fetched once from the content store by the address its settings
+ * line names and checked against it. */
+const tokenizerFiles = new Map<string, Promise<Uint8Array>>();
+function tokenizerFile(sha256: string): Promise<Uint8Array> {
+  if (!tokenizerFiles.has(sha256)) {
     const load = (async () => {
-      const url = `${settings.store.replace(/\/$/, '')}/c/${sha256}`;
-      const r = await fetch(url);
+      const r = await fetch(`${settings.store.replace(/\/$/, '')}/c/${sha256}`);
       if (!r.ok) throw new Error(`the content store ${settings.store} does not hold the model's tokenizer ${sha256.slice(0, 12)}… (HTTP ${r.status}): publish the model again with keeper model publish`);
       const bytes = new Uint8Array(await r.arrayBuffer());
       const got = Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', bytes)), (b) => b.toString(16).padStart(2, '0')).join('');
       if (got !== sha256) throw new Error(`the content store's tokenizer ${sha256.slice(0, 12)}… is not what the settings name (its SHA-256 is ${got.slice(0, 12)}…)`);
-      return encoderTokenizer(new TextDecoder().decode(bytes));
+      return bytes;
     })();
-    load.catch(() => tokenizers.delete(sha256));
-    tokenizers.set(sha256, load);
+    load.catch(() => tokenizerFiles.delete(sha256));
+    tokenizerFiles.set(sha256, load);
   }
-  return tokenizers.get(sha256);
+  return tokenizerFiles.get(sha256)!;
+}
+
+/** An encoder model's tokenizer: with it the page counts tokens exactly and its posts name the
+ * texts' ids, so the program referees them as it does the CLI's. `undefined` for a settings
+ * line without one (an older `keeper model publish`): the job then prices at the character
+ * bound and is not refereed. */
+async function tokenizerOf(m: ModelInfo): Promise<ReturnType<typeof encoderTokenizer> | undefined> {
+  if (m.kind !== 'encoder' || !m.tokenizer) return undefined;
+  return encoderTokenizer(new TextDecoder().decode(await tokenizerFile(m.tokenizer.sha256)));
+}
+
+/** A decoder model's tokenizer and chat template (its prompts are tokenized as providers do). */
+async function chatOf(m: ModelInfo): Promise<ChatTokenizer> {
+  if (m.kind !== 'decoder') throw new Error('not a decoder model');
+  if (!m.tokenizer) throw new Error('the settings name no tokenizer for the decoder: publish it with keeper model publish and copy its line again');
+  return chatTokenizer(await tokenizerFile(m.tokenizer.sha256));
 }
 
 /** The safetensors file's one I8 tensor "x" as rows. */
@@ -416,6 +430,14 @@ async function prepare(): Promise<{ prepared: PreparedJob; model: ModelInfo; wha
       if (texts.length === 0) throw new Error('type one sentence a line first');
       const m = model('minilm');
       return { prepared: await encoderJob(m, texts, 2, undefined, await tokenizerOf(m)), model: m, what: `${texts.length} sentences`, texts };
+    }
+    case 'generate': {
+      const prompt = $<HTMLTextAreaElement>('prompt').value.trim();
+      if (prompt === '') throw new Error('type a message first');
+      const maxNew = Number($<HTMLInputElement>('max-new').value);
+      const m = model('smollm2');
+      const prepared = await generateJob(m, [prompt], await chatOf(m), { maxNew });
+      return { prepared, model: m, what: `a message of ${prepared.job.dims[1]} tokens, answered in at most ${maxNew}`, texts: [prompt] };
     }
     default: {
       const f = $<HTMLInputElement>('file').files?.[0];
@@ -1090,6 +1112,27 @@ async function showResult(task: Address, signal: AbortSignal) {
       texts.forEach((x) => (ol.appendChild(document.createElement('li')).textContent = x));
       box.append(ol);
     }
+  } else if (c.job.kind === JobKind.Generate) {
+    const asked = postedTexts.get(task);
+    const m = settings.models?.smollm2;
+    const chat = m?.kind === 'decoder' && m.tokenizer ? await chatOf(m) : undefined;
+    completions(c.job, tiles).forEach((ids, i) => {
+      if (asked?.[i]) {
+        const q = document.createElement('p');
+        q.className = 'asked';
+        q.textContent = `You: ${asked[i]}`;
+        box.append(q);
+      }
+      const a = document.createElement('p');
+      a.id = i === 0 ? 'completion' : `completion-${i + 1}`;
+      a.className = 'completion';
+      // the end-of-turn token and the template's specials dropped, as keeper task result prints it
+      a.textContent = chat ? chat.tokenizer.decode(ids, { skip_special_tokens: true }) : `token ids ${ids.join(' ')}`;
+      const how = document.createElement('p');
+      how.className = 'hint';
+      how.textContent = `${ids.length} tokens, ${ids.length < c.job.dims[2] ? 'finished' : `cut at the ${c.job.dims[2]}-token limit`}; verified, not refereed by the program (a majority of seats decided).`;
+      box.append(a, how);
+    });
   }
   const all = new Uint8Array(tiles.reduce((n, t) => n + t.length, 0));
   tiles.reduce((at, t) => (all.set(t, at), at + t.length), 0);

@@ -87,7 +87,16 @@ export function checkSettings(s: any): Settings {
   }
   const whole = (v: unknown) => Number.isSafeInteger(v) && (v as number) > 0;
   for (const [name, m] of Object.entries(out.models ?? {})) {
-    const fields = m?.kind === 'mlp' ? [m.bytes, m.features, m.classes, Number(m.work_per_row)] : m?.kind === 'encoder' ? [m.bytes, m.blocks, m.hidden, m.ffn, m.heads, m.positions] : [];
+    const fields =
+      m?.kind === 'mlp'
+        ? [m.bytes, m.features, m.classes, Number(m.work_per_row)]
+        : m?.kind === 'encoder'
+          ? [m.bytes, m.blocks, m.hidden, m.ffn, m.heads, m.positions]
+          : m?.kind === 'decoder'
+            ? [m.bytes, m.layers, m.width, m.ffn, m.heads, m.kv_heads, m.head_dim, m.vocab, m.positions]
+            : [];
+    const tok = m && 'tokenizer' in m ? m.tokenizer : undefined;
+    if (tok !== undefined && !(/^[0-9a-f]{64}$/.test(tok?.sha256 ?? '') && whole(tok?.bytes))) throw new Error(`the page settings' model ${name} names a tokenizer that is not what keeper model publish prints`);
     if (!/^[0-9a-f]{64}$/.test(m?.sha256 ?? '') || fields.length === 0 || !fields.every(whole)) throw new Error(`the page settings' model ${name} is not what keeper model publish prints`);
   }
   return out;
