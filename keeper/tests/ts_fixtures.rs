@@ -469,17 +469,7 @@ fn prepared() -> Value {
 
 #[test]
 fn the_typescript_client_reads_what_rust_writes_and_rust_reads_what_it_writes() {
-    let want = rust_written();
-    let path = fixtures().join("rust-written.json");
-    if std::env::var_os("UPDATE_FIXTURES").is_some() {
-        std::fs::write(&path, serde_json::to_string_pretty(&want).unwrap() + "\n").unwrap();
-    }
-    let have: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert!(
-        have == want,
-        "{} is stale: run UPDATE_FIXTURES=1 cargo test -p compute-market-keeper --test ts_fixtures",
-        path.display()
-    );
+    held_to_fixture("rust-written.json", &rust_written(), true);
 
     // what the client wrote, decoded here
     let ts: Value =
@@ -552,13 +542,24 @@ fn the_keepers_token_ids_for_the_typescript_client() {
             .map(|t| smollm2.prompt_ids(t).unwrap())
             .collect::<Vec<_>>(),
     });
-    let path = fixtures().join("token-ids.json");
+    held_to_fixture("token-ids.json", &want, false);
+}
+
+/// Holds the checked-in fixture `name` to `want` (`UPDATE_FIXTURES=1` rewrites it first,
+/// indented when `pretty`).
+fn held_to_fixture(name: &str, want: &Value, pretty: bool) {
+    let path = fixtures().join(name);
     if std::env::var_os("UPDATE_FIXTURES").is_some() {
-        std::fs::write(&path, serde_json::to_string(&want).unwrap() + "\n").unwrap();
+        let text = if pretty {
+            serde_json::to_string_pretty(want)
+        } else {
+            serde_json::to_string(want)
+        };
+        std::fs::write(&path, text.unwrap() + "\n").unwrap();
     }
     let have: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert!(
-        have == want,
+        have == *want,
         "{} is stale: run UPDATE_FIXTURES=1 cargo test -p compute-market-keeper --test ts_fixtures",
         path.display()
     );
