@@ -27,10 +27,38 @@ pub const SLOT_SECONDS: f64 = 0.4;
 pub const WINDOW_MARGIN: f64 = 0.5;
 
 /// A provider's own speed, work units per second per job kind: measured on a small job of
-/// each kind when first needed, then kept as a running figure from the jobs it computes.
+/// each kind when first needed, then kept as a running figure from the jobs it computes. Text
+/// generation's per decoder shape too: the integer kernels' speed depends on a model's shapes
+/// (widths, heads, layers, vocabulary), never on its weights, and one shape's figure would
+/// misjudge another's.
 #[derive(Default)]
 pub struct Throughput {
     rates: Mutex<HashMap<JobKind, f64>>,
+    decoders: Mutex<HashMap<DecoderShape, f64>>,
+}
+
+/// A decoder's shape: layers, width, feed-forward, heads, key/value heads, head width,
+/// vocabulary.
+pub type DecoderShape = [usize; 7];
+
+/// The shape of the decoder a `Generate` job's held inputs hold.
+fn decoder_shape(job: &JobSpec) -> Option<DecoderShape> {
+    let g = crate::compute::inputs::generate(job).ok()?;
+    let d = &g.model.decoder;
+    Some([
+        d.layers.len(),
+        d.width,
+        d.ffn(),
+        d.heads,
+        d.kv_heads,
+        d.head_dim,
+        d.vocab(),
+    ])
+}
+
+/// A running mean weighting the newest figure by 1/4.
+fn folded(old: Option<f64>, seen: f64) -> f64 {
+    old.map_or(seen, |old| 0.75 * old + 0.25 * seen)
 }
 
 impl Throughput {
@@ -52,15 +80,33 @@ impl Throughput {
         self.rates.lock().expect("rates lock").insert(kind, rate);
     }
 
-    /// Folds a computed job in (a running mean weighting the newest job by 1/4).
-    pub fn record(&self, kind: JobKind, work: u64, seconds: f64) {
+    /// Folds a computed job in (a running mean weighting the newest job by 1/4): into its
+    /// kind's figure, and a `Generate` job's into its decoder shape's too.
+    pub fn record(&self, job: &JobSpec, seconds: f64) {
+        let work = job.work();
         if seconds <= 0.0 || work == 0 {
             return;
         }
         let seen = work as f64 / seconds;
+        if job.kind == JobKind::Generate {
+            if let Some(shape) = decoder_shape(job) {
+                let mut d = self.decoders.lock().expect("decoder rates lock");
+                let rate = folded(d.get(&shape).copied(), seen);
+                d.insert(shape, rate);
+            }
+        }
         let mut r = self.rates.lock().expect("rates lock");
-        let rate = r.get(&kind).map_or(seen, |old| 0.75 * old + 0.25 * seen);
-        r.insert(kind, rate);
+        let rate = folded(r.get(&job.kind).copied(), seen);
+        r.insert(job.kind, rate);
+    }
+
+    /// The generation rate of decoders of `shape`, when known.
+    pub fn decoder_rate(&self, shape: &DecoderShape) -> Option<f64> {
+        self.decoders
+            .lock()
+            .expect("decoder rates lock")
+            .get(shape)
+            .copied()
     }
 
     /// Measures `backend` on a small job of every kind whose rate is unknown (tens of ms).
@@ -102,8 +148,10 @@ impl Throughput {
     /// Measures text generation on the decoder of `job`, once its inputs are held (a provider
     /// claims a job on the client's data only then): its first prompt and 4 tokens after it,
     /// counted as a job of that shape is ([`JobSpec::work`]: the decode steps at their floor).
+    /// The figure is its decoder shape's (and the kind's, for reports).
     fn measure_generate(&self, job: &JobSpec) {
-        let Ok(g) = crate::compute::inputs::generate(job) else {
+        let (Ok(g), Some(shape)) = (crate::compute::inputs::generate(job), decoder_shape(job))
+        else {
             return;
         };
         // at most 64 of its first prompt's tokens: a client's long prompt never slows the pass
@@ -123,22 +171,33 @@ impl Throughput {
             tracing::warn!("measuring generation on a job's model failed: its speed stays unknown");
             return;
         }
-        self.set(
-            JobKind::Generate,
-            probe.work() as f64 / t.elapsed().as_secs_f64().max(1e-6),
-        );
+        let rate = probe.work() as f64 / t.elapsed().as_secs_f64().max(1e-6);
+        self.decoders
+            .lock()
+            .expect("decoder rates lock")
+            .insert(shape, rate);
+        if self.rate(JobKind::Generate).is_none() {
+            self.set(JobKind::Generate, rate);
+        }
     }
 
     /// Expected seconds to compute `job` (infinite when its kind was never measured). Text
-    /// generation is measured on the job's own model once its inputs are held: until then its
-    /// time is not judged (0), so that they are fetched; the claim, made only once they are
-    /// held, is judged on the measured rate.
+    /// generation is judged by its decoder shape's rate, measured on the job's own model once
+    /// its inputs are held: until then its time is not judged (0), so that they are fetched;
+    /// the claim, made only once they are held, is judged on the measured rate.
     pub fn seconds(&self, job: &JobSpec) -> f64 {
-        if job.kind == JobKind::Generate && self.rate(job.kind).is_none() {
-            self.measure_generate(job);
-            if self.rate(job.kind).is_none() {
+        if job.kind == JobKind::Generate {
+            let Some(shape) = decoder_shape(job) else {
                 return 0.0;
+            };
+            if self.decoder_rate(&shape).is_none() {
+                self.measure_generate(job);
             }
+            return match self.decoder_rate(&shape) {
+                Some(r) if r > 0.0 => job.work() as f64 / r,
+                Some(_) => f64::INFINITY,
+                None => 0.0,
+            };
         }
         match self.rate(job.kind) {
             Some(r) if r > 0.0 => job.work() as f64 / r,
@@ -453,6 +512,55 @@ mod tests {
             vec![3, 2, 1, 4, 5],
             "an undeclared node: any-region tasks first, then oldest"
         );
+    }
+
+    /// A `Generate` job's time is judged by its own decoder shape's rate: unjudged until its
+    /// inputs are held, then measured on its model; a slow run of one shape leaves another's
+    /// figure as it was.
+    #[test]
+    fn generation_is_judged_by_its_own_decoder_shapes_rate() {
+        use crate::compute::decoder::{job, random};
+        use crate::compute::inputs::{hold_generate, release};
+        let t = Throughput::default();
+        let jobs: Vec<JobSpec> = random::ODD_SHAPES
+            .iter()
+            .enumerate()
+            .map(|(i, &shape)| {
+                let model = random::random_model(shape, 3);
+                let manifest = [0x90 + i as u8; 32];
+                let spec = JobSpec::generate(2, 4, 6, model.work_per_token(10), 1, manifest);
+                hold_generate(
+                    manifest,
+                    job::GenerateInputs {
+                        model: std::sync::Arc::new(model),
+                        prompts: std::sync::Arc::new(job::Prompts {
+                            texts: vec![String::new(); 2],
+                            ids: vec![vec![1, 2, 3], vec![4, 5]],
+                            sampling: compute_market_protocol::decoder::Sampling::GREEDY,
+                        }),
+                    },
+                );
+                spec
+            })
+            .collect();
+        let unheld = JobSpec::generate(2, 4, 6, 1_000, 1, [0x77; 32]);
+        assert_eq!(
+            t.seconds(&unheld),
+            0.0,
+            "not judged before its inputs are held"
+        );
+        let first = t.seconds(&jobs[0]);
+        assert!(first > 0.0 && first.is_finite(), "measured: {first}");
+        t.record(&jobs[1], 1_000.0);
+        assert!((t.seconds(&jobs[1]) - 1_000.0).abs() < 1e-6);
+        assert_eq!(
+            t.seconds(&jobs[0]),
+            first,
+            "the other shape's figure stands"
+        );
+        for j in &jobs {
+            release(&j.input);
+        }
     }
 
     #[test]

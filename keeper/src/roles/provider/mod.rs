@@ -313,7 +313,7 @@ impl Work {
         let corrupted = self.corrupt(&job, &mut tiles);
         let (root, uri) = self.store.publish(key.to_bytes(), job, tiles)?;
         let seconds = start.elapsed().as_secs_f64();
-        self.throughput.record(job.kind, job.work(), seconds);
+        self.throughput.record(&job, seconds);
         Ok(Computed {
             root,
             uri,
