@@ -1827,6 +1827,17 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
             .map(|a| a.trim_start_matches("You: ")),
         shown["generate"]["prompt"].as_str()
     );
+    // shown before the verdict, marked unverified: the provider's commitment, the same text
+    let early = &shown["generate"]["early"];
+    assert_eq!(early["text"].as_str(), Some(text), "{early}");
+    assert_eq!(early["status"], "Verifying", "{early}");
+    assert!(
+        early["line"]
+            .as_str()
+            .unwrap()
+            .starts_with("Not yet verified: the provider committed this result"),
+        "{early}"
+    );
     let five = verified(tasks[2], "five")?;
     let (shape, classes) = read_tensor(&five, "class")?;
     assert_eq!(shape, vec![5]);

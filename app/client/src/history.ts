@@ -121,14 +121,17 @@ export interface Committed {
   status: string;
 }
 
-/** The result of `task`, from its account or (closed) from its history; throws unless Accepted. */
-export async function committedOf(rpc: Rpc<SolanaRpcApi>, task: Address, cache?: HistoryCache): Promise<Committed> {
+/** The result of `task`, from its account or (closed) from its history; throws unless Accepted,
+ * or, with `pending`, unless Accepted or Verifying (its provider's commitment, not yet decided:
+ * `status` says which). */
+export async function committedOf(rpc: Rpc<SolanaRpcApi>, task: Address, cache?: HistoryCache, options: { pending?: boolean } = {}): Promise<Committed> {
   const { value } = await rpc.getAccountInfo(task, { commitment: 'confirmed', encoding: 'base64' }).send();
   // owner, discriminator and size checked; an empty System account is no task
   const t = taskOf(value as any);
   if (t) {
     const status = TaskStatus[t.status];
-    if (t.status !== TaskStatus.Accepted) throw new Error(`task ${task} is ${status}: only an Accepted task has a verified result`);
+    const pending = options.pending && t.status === TaskStatus.Verifying;
+    if (t.status !== TaskStatus.Accepted && !pending) throw new Error(`task ${task} is ${status}: only an Accepted task has a verified result`);
     return {
       job: decodeJobSpec(new Uint8Array(t.job)),
       root: new Uint8Array(t.resultRoot),

@@ -102,3 +102,27 @@ it('reads a long history in batches of HISTORY_BATCH at once, in order', async (
   expect(h.map((e) => e.signature)).toEqual(txs.map((t) => t.sig));
   expect(most).toBe(HISTORY_BATCH);
 });
+
+it("reads a Verifying task's commitment only when asked for one not yet decided", async () => {
+  const { getTaskDecoder, getTaskEncoder, getTaskSize, TaskStatus, COMPUTE_MARKET_PROGRAM_ADDRESS } = await import('../src');
+  const { getBase64Decoder } = await import('@solana/kit');
+  const { TASK_DISCRIMINATOR } = await import('../src/generated/accounts/task');
+  const blank = new Uint8Array(getTaskSize());
+  blank.set(TASK_DISCRIMINATOR);
+  const zero = getTaskDecoder().decode(blank);
+  const job = new Uint8Array(Buffer.from(rust.jobs.find((j: any) => j.kind === 5).hex, 'hex'));
+  const uri = new TextEncoder().encode('http://provider/r');
+  const resultUri = new Uint8Array(zero.resultUri.length);
+  resultUri.set(uri);
+  const account = (status: number) => ({
+    owner: COMPUTE_MARKET_PROGRAM_ADDRESS,
+    lamports: 1n,
+    data: [getBase64Decoder().decode(getTaskEncoder().encode({ ...zero, status, job, resultRoot: new Uint8Array(32).fill(7), resultUri, resultUriLen: uri.length })), 'base64'],
+  });
+  const verifying = fakeRpc([], account(TaskStatus.Verifying)).rpc;
+  await expect(committedOf(verifying, TASK)).rejects.toThrow('is Verifying: only an Accepted task has a verified result');
+  const c = await committedOf(verifying, TASK, undefined, { pending: true });
+  expect([c.status, c.resultUri, c.job.kind, c.root[0]]).toEqual(['Verifying', 'http://provider/r', 5, 7]);
+  const claimed = fakeRpc([], account(TaskStatus.Claimed)).rpc;
+  await expect(committedOf(claimed, TASK, undefined, { pending: true })).rejects.toThrow('is Claimed');
+});

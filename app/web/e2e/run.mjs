@@ -222,9 +222,14 @@ try {
   await signSummary(page);
   const generateTask = await posted(sentencesTask);
   await noError('posting the message');
+  // shown once the provider commits it, marked unverified, before the verdict
+  await page.waitForSelector('#completion.unverified', { timeout: 120_000 });
+  const early = { text: await text('#completion'), status: await text('#status'), line: await text('#unverified') };
+  await shot('07d2-message-unverified');
   await waitAccepted(generateTask, 'the message');
   await page.waitForSelector('#completion', { timeout: 120_000 });
-  const generate = { task: generateTask, prompt, completion: await text('#completion'), asked: await text('#result .asked') };
+  await page.waitForSelector('#completion:not(.unverified)', { timeout: 60_000 });
+  const generate = { task: generateTask, prompt, completion: await text('#completion'), asked: await text('#result .asked'), early };
   await shot('07e-message-answered');
 
   // a task no provider takes (one base unit, under the provider's floor): cancelled from the

@@ -805,6 +805,7 @@ async function watch(task: Address, postedIn?: string) {
   challenging = null;
   if (postedIn) renderStages([], undefined, false);
   let shown = false;
+  let early = false;
   let fetchFailed: string | undefined;
   let lastTask: Task | undefined;
   let final: string | undefined;
@@ -823,6 +824,12 @@ async function watch(task: Address, postedIn?: string) {
     }
     $('explain').textContent = explain(final, lastTask, majorityOf(h, lastTask));
     renderStages(h, final, shown, fetchFailed);
+    // a completion is shown as soon as its provider commits it, marked unverified; the
+    // verified one replaces it at the verdict
+    if (!final && !early && lastTask?.status === TaskStatus.Verifying && decodeJobSpec(new Uint8Array(lastTask.job)).kind === JobKind.Generate) {
+      early = true;
+      await showResult(task, me.signal, false).catch(() => (early = false));
+    }
     if (final === 'Accepted' && !shown && !fetchFailed) {
       try {
         await showResult(task, me.signal);
@@ -1052,11 +1059,13 @@ async function retried<T>(f: () => Promise<T>, what: string, signal: AbortSignal
   }
 }
 
-async function showResult(task: Address, signal: AbortSignal) {
+/** The committed result, fetched and checked against the root; `verified`: the verdict is
+ * Accepted (else the provider's commitment alone, shown as such). */
+async function showResult(task: Address, signal: AbortSignal, verified = true) {
   if (!histories.has(task)) histories.set(task, new Map());
   const box = $('result');
   box.innerHTML = '<p>fetching the result…</p>';
-  const c = await retried(() => committedOf(client!.rpc, task, histories.get(task)), 'reading the committed result', signal);
+  const c = await retried(() => committedOf(client!.rpc, task, histories.get(task), { pending: !verified }), 'reading the committed result', signal);
   // a provider's address, read from chain: private hosts only when the cluster is local; the
   // tiles it does not serve are taken from those published on chain under a challenge
   const from = new URL(c.resultUri).host;
@@ -1077,7 +1086,10 @@ async function showResult(task: Address, signal: AbortSignal) {
       : fetched.published.length === count
         ? 'published on chain by the provider under an availability challenge, each chunk proven by the program'
         : `served by ${from}; tiles ${fetched.published.join(', ')} published on chain under an availability challenge`;
-  p.textContent = `Verified: all ${count} tiles (${source}) hash to the root ${hex(c.root).slice(0, 16)}… committed on chain.`;
+  p.textContent = verified
+    ? `Verified: all ${count} tiles (${source}) hash to the root ${hex(c.root).slice(0, 16)}… committed on chain.`
+    : `Not yet verified: the provider committed this result (${source}, hashing to the root ${hex(c.root).slice(0, 16)}… on chain); the verifiers are checking it.`;
+  if (!verified) p.id = 'unverified';
   box.append(p);
   if (c.job.kind === JobKind.Mlp) {
     const rows = mlpClasses(c.job, tiles);
@@ -1125,15 +1137,19 @@ async function showResult(task: Address, signal: AbortSignal) {
       }
       const a = document.createElement('p');
       a.id = i === 0 ? 'completion' : `completion-${i + 1}`;
-      a.className = 'completion';
+      a.className = verified ? 'completion' : 'completion unverified';
       // the end-of-turn token and the template's specials dropped, as keeper task result prints it
       a.textContent = chat ? chat.tokenizer.decode(ids, { skip_special_tokens: true }) : `token ids ${ids.join(' ')}`;
       const how = document.createElement('p');
       how.className = 'hint';
-      how.textContent = `${ids.length} tokens, ${ids.length < c.job.dims[2] ? 'finished' : `cut at the ${c.job.dims[2]}-token limit`}; verified, not refereed by the program (a majority of seats decided).`;
+      const ending = ids.length < c.job.dims[2] ? 'finished' : `cut at the ${c.job.dims[2]}-token limit`;
+      how.textContent = verified
+        ? `${ids.length} tokens, ${ending}; verified and final (not refereed by the program: a majority of seats decided).`
+        : `${ids.length} tokens, ${ending}; unverified: the verifiers are checking it.`;
       box.append(a, how);
     });
   }
+  if (!verified) return;
   const all = new Uint8Array(tiles.reduce((n, t) => n + t.length, 0));
   tiles.reduce((at, t) => (all.set(t, at), at + t.length), 0);
   const a = document.createElement('a');
