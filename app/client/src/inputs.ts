@@ -11,7 +11,9 @@ import {
   MAX_GENERATE_NEW,
   MAX_GENERATE_PROMPTS,
   MAX_ROWS_PER_TILE,
+  decodeJobSpec,
   decoderWorkPerToken,
+  encodeJobSpec,
   encoderWorkPerToken,
   tileLen,
   type JobSpec,
@@ -141,7 +143,11 @@ async function prepared(
     parts[1].slices = { len: BigInt(slices.length), root: blake3(slices) };
     job = { ...job, slicesLen: BigInt(named.len) };
   }
-  return { job: { ...job, input: await manifestHash(parts) }, parts: [bytes], manifest: encodeManifest(parts) };
+  const spec = { ...job, input: await manifestHash(parts) };
+  // every bound of the spec checked as the program checks it, before anything is uploaded
+  // (a model's figures come from settings a link may carry)
+  decodeJobSpec(encodeJobSpec(spec));
+  return { job: spec, parts: [bytes], manifest: encodeManifest(parts) };
 }
 
 /** An `Mlp` job classifying `rows` (each `features` int8 values) with `model`. */
@@ -380,9 +386,12 @@ export async function generateJob(model: ModelInfo, prompts: string[], chat: Cha
 export function completions(job: JobSpec, tiles: Uint8Array[]): number[][] {
   if (job.kind !== JobKind.Generate) throw new Error('not a Generate job');
   const g = job.dims[2];
-  return rowsOf(job, tiles, 4 * (g + 1)).map((row) => {
+  return rowsOf(job, tiles, 4 * (g + 1)).map((row, r) => {
     const v = new DataView(row.buffer, row.byteOffset, row.length);
-    const n = Math.min(v.getUint32(0, true), g);
+    const n = v.getUint32(0, true);
+    // rows past the prompts are zero; a completion has 1 to G tokens, zeros after them
+    if (n > g) throw new Error(`completion ${r + 1} says ${n} tokens, more than the job's ${g}`);
+    for (let i = n; i < g; i++) if (v.getUint32(4 + 4 * i, true) !== 0) throw new Error(`completion ${r + 1} has a token past its count of ${n}`);
     return Array.from({ length: n }, (_, i) => v.getUint32(4 + 4 * i, true));
   });
 }

@@ -92,6 +92,21 @@ async function body(r: Response, limit: number, what: string): Promise<Uint8Arra
   return out;
 }
 
+/** The object `sha256` (lowercase hex) of `bytes` bytes from the content store at `store`
+ * (`GET /c/<sha256>`): read no further than its length, within `timeoutMs`, and refused unless
+ * it is exactly that length (at most that length when `exact` is false) and hashes to that
+ * address. */
+export async function fetchContent(store: string, sha: string, bytes: number, timeoutMs = 60_000, exact = true): Promise<Uint8Array> {
+  if (!/^[0-9a-f]{64}$/.test(sha)) throw new Error(`a content address is 64 lowercase hex digits, not ${JSON.stringify(sha)}`);
+  if (!(Number.isSafeInteger(bytes) && bytes >= 0)) throw new Error(`an object's length is a whole number of bytes, not ${bytes}`);
+  const what = `fetching ${sha.slice(0, 12)}… from the content store`;
+  const r = await send(`${store.replace(/\/$/, '')}/c/${sha}`, { signal: AbortSignal.timeout(timeoutMs) }, what);
+  const got = await body(r, bytes, what);
+  if (exact && got.length !== bytes) throw new TransferError(`${what}: ${got.length} bytes served, ${bytes} expected`);
+  if (hex(await sha256(got)) !== sha) throw new TransferError(`${what}: what was served does not hash to its address`);
+  return got;
+}
+
 /** Uploads `bytes` to the content store at `store` as `PUT /c/<sha256>`; returns the hash. */
 export async function uploadContent(store: string, bytes: Uint8Array): Promise<string> {
   const h = hex(await sha256(bytes));

@@ -10,15 +10,20 @@ export function tensorBytes(file: Uint8Array, name: string): Uint8Array {
   if (file.length < 8) throw new Error('not a safetensors file: shorter than its header length');
   const n = Number(new DataView(file.buffer, file.byteOffset, 8).getBigUint64(0, true));
   if (n > file.length - 8) throw new Error('not a safetensors file: its header runs past the end');
-  const header = JSON.parse(new TextDecoder().decode(file.subarray(8, 8 + n))) as Record<
-    string,
-    { data_offsets?: [number, number] }
-  >;
-  const t = header[name];
-  if (!t?.data_offsets) throw new Error(`the model file has no tensor "${name}"`);
-  const [a, b] = t.data_offsets;
-  if (!(a <= b && 8 + n + b <= file.length)) throw new Error(`the model file's tensor "${name}" runs past the end`);
-  return file.subarray(8 + n + a, 8 + n + b);
+  const header = JSON.parse(new TextDecoder().decode(file.subarray(8, 8 + n))) as Record<string, unknown>;
+  if (typeof header !== 'object' || header === null || !Object.hasOwn(header, name)) throw new Error(`the model file has no tensor "${name}"`);
+  const t = header[name] as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
+  const off = t?.data_offsets;
+  const [a, b] = Array.isArray(off) && off.length === 2 ? (off as unknown[]) : [];
+  const data = file.length - 8 - n;
+  if (!(Number.isSafeInteger(a) && Number.isSafeInteger(b) && 0 <= (a as number) && (a as number) <= (b as number) && (b as number) <= data)) {
+    throw new Error(`the model file's tensor "${name}" has data offsets outside its data`);
+  }
+  const shape = t.shape;
+  const count = Array.isArray(shape) && shape.every((d) => Number.isSafeInteger(d) && d >= 0) ? shape.reduce((x: number, y: number) => x * y, 1) : -1;
+  const width = { U8: 1, I8: 1, I16: 2, I32: 4, I64: 8 }[t.dtype as string];
+  if (width === undefined || count * width !== (b as number) - (a as number)) throw new Error(`the model file's tensor "${name}" is not ${JSON.stringify(t.dtype)} of its shape`);
+  return file.subarray(8 + n + (a as number), 8 + n + (b as number));
 }
 
 /** A model file's UTF-8 tensor `name` as text. */
@@ -35,12 +40,13 @@ export function tensorText(file: Uint8Array, name: string): string {
  */
 export function encoderTokenizer(vocab: string): Tokenizer {
   const lines = (vocab.endsWith('\n') ? vocab.slice(0, -1) : vocab).split('\n');
-  const ids: Record<string, number> = {};
+  // no prototype: a token such as "constructor" or "__proto__" is a key like any other
+  const ids: Record<string, number> = Object.create(null);
   lines.forEach((t, i) => {
-    if (t === '' || t in ids) throw new Error(`the vocabulary's line ${i + 1} is empty or repeats a token`);
+    if (t === '' || Object.hasOwn(ids, t)) throw new Error(`the vocabulary's line ${i + 1} is empty or repeats a token`);
     ids[t] = i;
   });
-  for (const t of ['[UNK]', '[CLS]', '[SEP]']) if (!(t in ids)) throw new Error(`the vocabulary has no ${t}`);
+  for (const t of ['[UNK]', '[CLS]', '[SEP]']) if (!Object.hasOwn(ids, t)) throw new Error(`the vocabulary has no ${t}`);
   return new Tokenizer(
     {
       normalizer: { type: 'BertNormalizer', clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: true },
@@ -64,19 +70,26 @@ export function tokenIds(tokenizer: Tokenizer, text: string, special: boolean): 
   return tokenizer.encode(text, { add_special_tokens: special }).ids;
 }
 
-/** A decoder model file's tokenizer and chat template (tensors `tokenizer`, `chat.pre`, `chat.post`). */
+/** A decoder model file's tokenizer, chat template and end-of-turn token (tensors `tokenizer`,
+ * `chat.pre`, `chat.post`, `eos`). */
 export interface ChatTokenizer {
   tokenizer: Tokenizer;
   chatPre: string;
   chatPost: string;
+  /** The end-of-turn token: a completion that ends with it finished. */
+  eos: number;
 }
 
-/** The decoder's tokenizer and chat template from its model file's bytes. */
+/** The decoder's tokenizer and chat template from its model file's bytes, or from the
+ * tokenizer file `keeper model publish` uploads beside it (the same four tensors). */
 export function chatTokenizer(modelFile: Uint8Array): ChatTokenizer {
+  const eos = tensorBytes(modelFile, 'eos');
+  if (eos.length !== 4) throw new Error('the model file\'s eos is not one I32');
   return {
     tokenizer: decoderTokenizer(tensorText(modelFile, 'tokenizer')),
     chatPre: tensorText(modelFile, 'chat.pre'),
     chatPost: tensorText(modelFile, 'chat.post'),
+    eos: new DataView(eos.buffer, eos.byteOffset, 4).getInt32(0, true),
   };
 }
 

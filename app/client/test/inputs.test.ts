@@ -111,6 +111,11 @@ describe('jobs on the client data', () => {
     v.setUint32(0, 3, true);
     [17, 4, 2].forEach((id, i) => v.setUint32(4 + 4 * i, id, true));
     expect(completions(job, [tile, new Uint8Array(tileLen(job))])).toEqual([[17, 4, 2], []]);
+    // a count past G, or a token past the count, is refused
+    v.setUint32(0, job.dims[2] + 1, true);
+    expect(() => completions(job, [tile])).toThrow(/completion 1 says 49 tokens, more than the job's 48/);
+    v.setUint32(0, 2, true);
+    expect(() => completions(job, [tile])).toThrow(/completion 1 has a token past its count of 2/);
   });
 
   it('an Mlp job names its slices (a version-2 manifest) and its spec declares them, checked as Rust checks them', async () => {

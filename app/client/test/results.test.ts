@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkServedUri, decodeJobSpec, decodeProven, fetchResult, fetchTiles, sha256, TransferError, uploadContent } from '../src';
+import { checkServedUri, decodeJobSpec, decodeProven, fetchContent, fetchResult, fetchTiles, sha256, TransferError, uploadContent } from '../src';
 
 const local = { allowPrivate: true };
 
@@ -20,6 +20,7 @@ let server: Server;
 let base = '';
 let serveAll = all;
 let serveTiles = tiles;
+let serveContent = new TextEncoder().encode('[PAD]\n[UNK]\n');
 const uploads: { url: string; body: Buffer }[] = [];
 
 beforeAll(async () => {
@@ -30,7 +31,8 @@ beforeAll(async () => {
       if (req.method === 'PUT') {
         uploads.push({ url: req.url!, body: Buffer.concat(chunks) });
         res.writeHead(req.url!.includes('full') ? 507 : 201).end(req.url!.includes('full') ? 'the content store is over its budget' : '');
-      } else if (req.url!.endsWith('/all')) res.end(Buffer.from(serveAll));
+      } else if (req.url!.startsWith('/c/')) res.end(Buffer.from(serveContent));
+      else if (req.url!.endsWith('/all')) res.end(Buffer.from(serveAll));
       else if (req.url!.includes('/tiles?i=')) res.end(Buffer.from(serveTiles));
       else res.writeHead(404).end('no such result');
     });
@@ -40,6 +42,20 @@ beforeAll(async () => {
   base = `http://127.0.0.1:${a.port}`;
 });
 afterAll(() => server.close());
+
+describe('content', () => {
+  it('is fetched by its address, no further than its length, and refused unless it hashes to it', async () => {
+    const good = serveContent;
+    const h = Buffer.from(await sha256(good)).toString('hex');
+    expect(await fetchContent(base, h, good.length)).toEqual(good);
+    await expect(fetchContent(base, h, good.length - 1)).rejects.toThrow('12 bytes served, at most 11 expected');
+    await expect(fetchContent(base, h, good.length + 1)).rejects.toThrow('12 bytes served, 13 expected');
+    serveContent = new TextEncoder().encode('[PAD]\n[UNK]\r');
+    await expect(fetchContent(base, h, good.length)).rejects.toThrow('does not hash to its address');
+    serveContent = good;
+    await expect(fetchContent(base, 'ABC', 1)).rejects.toThrow('64 lowercase hex digits');
+  });
+});
 
 describe('results', () => {
   it("decodes the keeper's proven tiles and bounds every length", () => {

@@ -33,6 +33,8 @@ describe('token ids as the keeper computes them', () => {
 
   it("SmolLM2's byte-level BPE and chat template from its model file", () => {
     const chat = chatTokenizer(model('smollm2-int.safetensors'));
+    expect(chat.eos).toBe(2); // <|im_end|>
+    expect(chat.tokenizer.decode([chat.eos], { skip_special_tokens: false })).toBe('<|im_end|>');
     fixture.texts.forEach((t, i) => {
       expect(tokenIds(chat.tokenizer, t, false), t).toEqual(fixture.smollm2[i]);
       expect(promptIds(chat, t), t).toEqual(fixture.smollm2Chat[i]);
@@ -47,5 +49,20 @@ describe('token ids as the keeper computes them', () => {
     file.set(header, 8);
     expect(() => tensorText(file, 'vocab')).toThrow(/no tensor "vocab"/);
     expect(() => encoderTokenizer('[CLS]\n[SEP]\n')).toThrow(/no \[UNK\]/);
+    // offsets outside the data, and a dtype or shape its bytes do not fit, refused by name
+    const forged = (entry: unknown) => {
+      const h = new TextEncoder().encode(JSON.stringify({ vocab: entry }));
+      const f = new Uint8Array(8 + h.length + 4);
+      new DataView(f.buffer).setBigUint64(0, BigInt(h.length), true);
+      f.set(h, 8);
+      return f;
+    };
+    expect(() => tensorBytes(forged({ dtype: 'U8', shape: [2], data_offsets: [-2, 0] }), 'vocab')).toThrow(/data offsets outside its data/);
+    expect(() => tensorBytes(forged({ dtype: 'U8', shape: [9], data_offsets: [0, 9] }), 'vocab')).toThrow(/data offsets outside its data/);
+    expect(() => tensorBytes(forged({ dtype: 'I32', shape: [2], data_offsets: [0, 4] }), 'vocab')).toThrow(/is not "I32" of its shape/);
+    expect(tensorBytes(forged({ dtype: 'U8', shape: [4], data_offsets: [0, 4] }), 'vocab').length).toBe(4);
+    expect(() => tensorBytes(forged({ dtype: 'U8', shape: [4], data_offsets: [0, 4] }), 'toString')).toThrow(/no tensor "toString"/);
+    // tokens that are names of Object's own properties are tokens like any other
+    expect(tokenIds(encoderTokenizer('[PAD]\n[UNK]\n[CLS]\n[SEP]\nconstructor\n__proto__\n'), 'constructor', true)).toEqual([2, 4, 3]);
   });
 });

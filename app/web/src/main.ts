@@ -43,6 +43,9 @@ import {
   getTaskSize,
   sendInstructions,
   embeddings,
+  decodeManifest,
+  fetchContent,
+  Role,
   encoderJob,
   encoderTokenizer,
   chatTokenizer,
@@ -362,19 +365,15 @@ function model(name: string): ModelInfo {
   return m;
 }
 
-/** A model's tokenizer file, fetched once from the content store by the address its settings
- * line names and checked against it. */
+/** A model's tokenizer file, fetched once from the content store by the address and length its
+ * settings line names (no further than that length, within a minute, checked against the
+ * address). */
 const tokenizerFiles = new Map<string, Promise<Uint8Array>>();
-function tokenizerFile(sha256: string): Promise<Uint8Array> {
+function tokenizerFile({ sha256, bytes }: { sha256: string; bytes: number }): Promise<Uint8Array> {
   if (!tokenizerFiles.has(sha256)) {
-    const load = (async () => {
-      const r = await fetch(`${settings.store.replace(/\/$/, '')}/c/${sha256}`);
-      if (!r.ok) throw new Error(`the content store ${settings.store} does not hold the model's tokenizer ${sha256.slice(0, 12)}… (HTTP ${r.status}): publish the model again with keeper model publish`);
-      const bytes = new Uint8Array(await r.arrayBuffer());
-      const got = Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', bytes)), (b) => b.toString(16).padStart(2, '0')).join('');
-      if (got !== sha256) throw new Error(`the content store's tokenizer ${sha256.slice(0, 12)}… is not what the settings name (its SHA-256 is ${got.slice(0, 12)}…)`);
-      return bytes;
-    })();
+    const load = fetchContent(settings.store, sha256, bytes).catch((e) => {
+      throw new Error(`the model's tokenizer ${sha256.slice(0, 12)}… could not be read from the content store ${settings.store} (${(e as Error).message}): publish the model again with keeper model publish`);
+    });
     load.catch(() => tokenizerFiles.delete(sha256));
     tokenizerFiles.set(sha256, load);
   }
@@ -387,14 +386,27 @@ function tokenizerFile(sha256: string): Promise<Uint8Array> {
  * bound and is not refereed. */
 async function tokenizerOf(m: ModelInfo): Promise<ReturnType<typeof encoderTokenizer> | undefined> {
   if (m.kind !== 'encoder' || !m.tokenizer) return undefined;
-  return encoderTokenizer(new TextDecoder().decode(await tokenizerFile(m.tokenizer.sha256)));
+  return encoderTokenizer(new TextDecoder().decode(await tokenizerFile(m.tokenizer)));
+}
+
+/** The tokenizer of the decoder a `Generate` job names, when the page's settings name that
+ * model (its manifest read from the store, checked against the job's input, its model part
+ * compared): the completion's text is then the one `keeper task result` prints; otherwise its
+ * token ids are shown. */
+async function chatOfJob(job: { input: Uint8Array }): Promise<ChatTokenizer | undefined> {
+  const m = Object.values(settings.models ?? {}).find((x) => x.kind === 'decoder');
+  if (!m) return undefined;
+  const sha = hex(job.input);
+  const manifest = decodeManifest(await fetchContent(settings.store, sha, 4096, 30_000, false));
+  const model = manifest.find((p) => p.role === Role.Model);
+  return model && hex(model.hash) === m.sha256 ? chatOf(m) : undefined;
 }
 
 /** A decoder model's tokenizer and chat template (its prompts are tokenized as providers do). */
 async function chatOf(m: ModelInfo): Promise<ChatTokenizer> {
   if (m.kind !== 'decoder') throw new Error('not a decoder model');
   if (!m.tokenizer) throw new Error('the settings name no tokenizer for the decoder: publish it with keeper model publish and copy its line again');
-  return chatTokenizer(await tokenizerFile(m.tokenizer.sha256));
+  return chatTokenizer(await tokenizerFile(m.tokenizer));
 }
 
 /** The safetensors file's one I8 tensor "x" as rows. */
@@ -827,8 +839,16 @@ async function watch(task: Address, postedIn?: string) {
     // a completion is shown as soon as its provider commits it, marked unverified; the
     // verified one replaces it at the verdict
     if (!final && !early && lastTask?.status === TaskStatus.Verifying && decodeJobSpec(new Uint8Array(lastTask.job)).kind === JobKind.Generate) {
-      early = true;
-      await showResult(task, me.signal, false).catch(() => (early = false));
+      early = true; // once: a failure leaves the result to the verdict
+      await showResult(task, me.signal, false).catch(() => ($('result').innerHTML = ''));
+    }
+    if (final && final !== 'Accepted' && early && !me.signal.aborted) {
+      early = false;
+      $('result').innerHTML = '';
+      const p = document.createElement('p');
+      p.id = 'not-verified';
+      p.textContent = `${final}: the completion its provider committed was not verified, so it is not shown.`;
+      $('result').append(p);
     }
     if (final === 'Accepted' && !shown && !fetchFailed) {
       try {
@@ -1126,8 +1146,8 @@ async function showResult(task: Address, signal: AbortSignal, verified = true) {
     }
   } else if (c.job.kind === JobKind.Generate) {
     const asked = postedTexts.get(task);
-    const m = settings.models?.smollm2;
-    const chat = m?.kind === 'decoder' && m.tokenizer ? await chatOf(m) : undefined;
+    const chat = await chatOfJob(c.job).catch(() => undefined);
+    if (signal.aborted) return;
     completions(c.job, tiles).forEach((ids, i) => {
       if (asked?.[i]) {
         const q = document.createElement('p');
@@ -1142,7 +1162,7 @@ async function showResult(task: Address, signal: AbortSignal, verified = true) {
       a.textContent = chat ? chat.tokenizer.decode(ids, { skip_special_tokens: true }) : `token ids ${ids.join(' ')}`;
       const how = document.createElement('p');
       how.className = 'hint';
-      const ending = ids.length < c.job.dims[2] ? 'finished' : `cut at the ${c.job.dims[2]}-token limit`;
+      const ending = ids.length < c.job.dims[2] || (chat && ids.at(-1) === chat.eos) ? 'finished' : `cut at the ${c.job.dims[2]}-token limit`;
       how.textContent = verified
         ? `${ids.length} tokens, ${ending}; verified and final (not refereed by the program: a majority of seats decided).`
         : `${ids.length} tokens, ${ending}; unverified: the verifiers are checking it.`;
