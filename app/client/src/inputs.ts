@@ -100,8 +100,17 @@ export interface TensorOut {
 
 /** A safetensors file of `tensors` as the `safetensors` crate writes it (so the same bytes,
  * and the same content address): an 8-byte header length, the JSON header padded to 8 with
- * spaces, the tensors ordered by descending dtype, then by name. */
+ * spaces, the tensors ordered by descending dtype, then by name. Names are printable ASCII,
+ * not all digits, and distinct (where JSON objects and UTF-16 ordering would differ from the
+ * crate's): others are refused. */
 export function safetensorsFile(tensors: TensorOut[]): Uint8Array {
+  const names = new Set<string>();
+  for (const t of tensors) {
+    if (!/^[\x21-\x7e]+$/.test(t.name) || /^\d+$/.test(t.name) || t.name === '__proto__' || names.has(t.name)) {
+      throw new Error(`a tensor name must be printable ASCII, not all digits, and distinct: ${JSON.stringify(t.name)}`);
+    }
+    names.add(t.name);
+  }
   const order = [...tensors].sort((a, b) => DTYPES.indexOf(b.dtype) - DTYPES.indexOf(a.dtype) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const header: Record<string, unknown> = {};
   let at = 0;
