@@ -208,7 +208,10 @@ export async function encoderJob(
   maxTokens?: number,
   tokenizer?: Tokenizer,
 ): Promise<PreparedJob> {
-  if (model.kind !== 'encoder') throw new Error('an Encoder job needs an encoder model');
+  if (model?.kind !== 'encoder') throw new Error(`an Encoder job needs an encoder model, not ${model?.kind === undefined ? 'this' : `an ${model.kind}`} one`);
+  if (!(Number.isInteger(rowsPerTile) && rowsPerTile >= 1 && rowsPerTile <= MAX_ROWS_PER_TILE)) {
+    throw new Error(`rowsPerTile ${JSON.stringify(rowsPerTile)}: a tile holds 1 to ${MAX_ROWS_PER_TILE} texts (the tokenizer is the fifth argument)`);
+  }
   if (texts.length === 0) throw new Error('no texts to embed');
   const empty = texts.findIndex((t) => t.trim() === '' || t.includes('\n'));
   if (empty >= 0) throw new Error(`text ${empty + 1} is empty or spans lines: one text a line`);
@@ -327,8 +330,14 @@ export interface GenerateOptions {
  * does: the prompts part (their texts, ids and the sampling rule) and the job byte for byte
  * what the CLI builds, every bound checked and named first. */
 export async function generateJob(model: ModelInfo, prompts: string[], chat: ChatTokenizer, options: GenerateOptions = {}): Promise<PreparedJob> {
-  if (model.kind !== 'decoder') throw new Error('a Generate job needs a decoder model');
-  const { maxNew = 128, rowsPerTile = 1, sampling = GREEDY } = options;
+  if (model?.kind !== 'decoder') {
+    throw new Error(`a Generate job needs a decoder model, not ${model?.kind === undefined ? 'this' : `an ${model.kind}`} one: use the entry \`keeper model publish DECODER.safetensors --store STORE --output json\` prints for the decoder`);
+  }
+  if (!Array.isArray(prompts) || prompts.some((p) => typeof p !== 'string')) throw new Error('the prompts are an array of strings');
+  if (!chat?.tokenizer) throw new Error("the third argument is the decoder's tokenizer: chatTokenizer(the model file's or its published tokenizer file's bytes)");
+  // the sampling rule's fields not given are greedy's
+  const { maxNew = 128, rowsPerTile = 1 } = options;
+  const sampling = { ...GREEDY, ...options.sampling };
   if (prompts.length === 0) throw new Error('no prompt: give one or more');
   if (prompts.length > MAX_GENERATE_PROMPTS) throw new Error(`${prompts.length} prompts: a job takes at most ${MAX_GENERATE_PROMPTS}; post them as several tasks`);
   const empty = prompts.findIndex((p) => p.trim() === '');
@@ -338,12 +347,16 @@ export async function generateJob(model: ModelInfo, prompts: string[], chat: Cha
   }
   const positions = model.positions;
   const mostNew = Math.min(MAX_GENERATE_NEW, positions - 1);
-  if (!(Number.isInteger(maxNew) && maxNew >= 1 && maxNew <= mostNew)) throw new Error(`${maxNew} new tokens: a completion takes 1 to ${mostNew}`);
+  if (!(Number.isInteger(maxNew) && maxNew >= 1 && maxNew <= mostNew)) throw new Error(`maxNew ${JSON.stringify(maxNew)}: a completion takes a whole number of 1 to ${mostNew} new tokens`);
   const { temperature, topK, topP, seed } = sampling;
-  if (!(Number.isInteger(temperature) && temperature >= 0 && temperature <= 65_536)) throw new Error(`temperature ${temperature} (Q8): 0 to 65 536 (256.0)`);
-  if (!(Number.isInteger(topK) && topK >= 0 && topK <= model.vocab)) throw new Error(`top-k ${topK}: 0 to the vocabulary's ${model.vocab} tokens`);
-  if (!(Number.isInteger(topP) && topP >= 1 && topP <= 65_536)) throw new Error(`top-p ${topP} (Q16): 1 to 65 536 (a fraction above 0, at most 1)`);
-  if (seed < 0n || seed >= 1n << 64n) throw new Error(`seed ${seed}: 0 to 2^64 − 1`);
+  if (!(Number.isInteger(temperature) && temperature >= 0 && temperature <= 65_536)) {
+    throw new Error(`temperature ${JSON.stringify(temperature)}: a whole number in Q8, 0 (greedy) to 65 536 (256.0); 0.7 is ${Math.round(0.7 * 256)}`);
+  }
+  if (!(Number.isInteger(topK) && topK >= 0 && topK <= model.vocab)) throw new Error(`top-k ${JSON.stringify(topK)}: a whole number, 0 (every token) to the vocabulary's ${model.vocab}`);
+  if (!(Number.isInteger(topP) && topP >= 1 && topP <= 65_536)) {
+    throw new Error(`top-p ${JSON.stringify(topP)}: a whole number in Q16, 1 to 65 536 (1.0); 0.9 is ${Math.round(0.9 * 65_536)}`);
+  }
+  if (typeof seed !== 'bigint' || seed < 0n || seed >= 1n << 64n) throw new Error(`seed ${String(seed)}: a bigint from 0n to 2n ** 64n − 1n`);
   const ids = prompts.map((p) => promptIds(chat, p));
   const room = positions - maxNew;
   const longest = Math.max(...ids.map((t) => t.length));

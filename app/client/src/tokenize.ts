@@ -7,6 +7,7 @@ import { Tokenizer } from '@huggingface/tokenizers';
 
 /** A model file's tensor `name` (safetensors: an 8-byte header length, a JSON header, the data). */
 export function tensorBytes(file: Uint8Array, name: string): Uint8Array {
+  if (!(file instanceof Uint8Array)) throw new Error("pass the model file's bytes (readFileSync(path), or a fetched object), not a path");
   if (file.length < 8) throw new Error('not a safetensors file: shorter than its header length');
   const n = Number(new DataView(file.buffer, file.byteOffset, 8).getBigUint64(0, true));
   if (n > file.length - 8) throw new Error('not a safetensors file: its header runs past the end');
@@ -39,6 +40,7 @@ export function tensorText(file: Uint8Array, name: string): string {
  * 100 characters a word, `[CLS] … [SEP]` around each text.
  */
 export function encoderTokenizer(vocab: string): Tokenizer {
+  if (typeof vocab !== 'string') throw new Error("pass the vocabulary's text (new TextDecoder().decode(its bytes))");
   const lines = (vocab.endsWith('\n') ? vocab.slice(0, -1) : vocab).split('\n');
   // no prototype: a token such as "constructor" or "__proto__" is a key like any other
   const ids: Record<string, number> = Object.create(null);

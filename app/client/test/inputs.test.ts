@@ -79,6 +79,8 @@ describe('jobs on the client data', () => {
     // a text over the limit is refused by number, with its tokens
     await expect(encoderJob(e.model as ModelInfo, e.texts, 2, 5, tok)).rejects.toThrow(/text 1 is \d+ tokens, over the limit of 5/);
     await expect(encoderJob(e.model as ModelInfo, e.texts, 2, 0, tok)).rejects.toThrow(/the model takes 1 to/);
+    // the tokenizer given where rowsPerTile goes: named
+    await expect(encoderJob(e.model as ModelInfo, e.texts, tok as any)).rejects.toThrow(/rowsPerTile .*: a tile holds 1 to 64 texts \(the tokenizer is the fifth argument\)/);
   });
 
   it('a Generate job over prompts is the one the Rust CLI prepares: prompts in the chat template, tokenized, sampled', async () => {
@@ -96,12 +98,19 @@ describe('jobs on the client data', () => {
     const m = g.model as ModelInfo;
     await expect(generateJob(m, [], chat)).rejects.toThrow(/no prompt/);
     await expect(generateJob(m, ['ok', '  '], chat)).rejects.toThrow(/prompt 2 is empty/);
-    await expect(generateJob(m, g.prompts, chat, { maxNew: 0 })).rejects.toThrow(/0 new tokens: a completion takes 1 to 1024/);
-    await expect(generateJob(m, g.prompts, chat, { maxNew: 1025 })).rejects.toThrow(/a completion takes 1 to 1024/);
+    await expect(generateJob(m, g.prompts, chat, { maxNew: 0 })).rejects.toThrow(/maxNew 0: a completion takes a whole number of 1 to 1024 new tokens/);
+    await expect(generateJob(m, g.prompts, chat, { maxNew: '32' as any })).rejects.toThrow(/maxNew "32": a completion takes a whole number/);
+    await expect(generateJob(m, g.prompts, chat, { maxNew: 1025 })).rejects.toThrow(/maxNew 1025: a completion takes a whole number of 1 to 1024/);
     await expect(generateJob(m, g.prompts, chat, { maxTokens: 3 })).rejects.toThrow(/prompt 1 is \d+ tokens in the chat template, more than the limit of 3/);
     await expect(generateJob(m, ['x'.repeat(9000)], chat, { maxNew: 1000 })).rejects.toThrow(/at most 1048 fit beside 1000 new tokens/);
     await expect(generateJob(m, g.prompts, chat, { sampling: { ...GREEDY, topP: 0 } })).rejects.toThrow(/top-p 0/);
-    await expect(generateJob(rust.encoder.model as ModelInfo, g.prompts, chat)).rejects.toThrow(/needs a decoder model/);
+    await expect(generateJob(m, g.prompts, chat, { sampling: { ...GREEDY, topP: 0.9 } })).rejects.toThrow(/top-p 0.9: a whole number in Q16, 1 to 65 536 \(1.0\); 0.9 is 58982/);
+    await expect(generateJob(m, g.prompts, chat, { sampling: { ...GREEDY, seed: 1 as any } })).rejects.toThrow(/seed 1: a bigint/);
+    await expect(generateJob(rust.encoder.model as ModelInfo, g.prompts, chat)).rejects.toThrow(/needs a decoder model, not an encoder one: use the entry `keeper model publish/);
+    await expect(generateJob(m, 'hi' as any, chat)).rejects.toThrow(/the prompts are an array of strings/);
+    // the sampling rule's fields not given are greedy's: a temperature alone samples
+    const warm = await generateJob(m, g.prompts, chat, { maxNew: g.maxNew, sampling: { temperature: 180 } as any });
+    expect(warm.parts[0].length).toBe(unhex(g.part).length);
   });
 
   it('completions are read from Generate tiles: each its count, then its ids', () => {

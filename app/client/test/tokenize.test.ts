@@ -43,6 +43,7 @@ describe('token ids as the keeper computes them', () => {
 
   it('refuses a file that is not a model by name', () => {
     expect(() => tensorBytes(new Uint8Array(4), 'vocab')).toThrow(/not a safetensors file/);
+    expect(() => chatTokenizer('/path/to/model.safetensors' as any)).toThrow(/pass the model file's bytes/);
     const header = new TextEncoder().encode('{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}');
     const file = new Uint8Array(8 + header.length + 2);
     new DataView(file.buffer).setBigUint64(0, BigInt(header.length), true);

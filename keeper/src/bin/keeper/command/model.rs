@@ -11,10 +11,12 @@ use crate::context::Ctx;
 /// Model commands.
 #[derive(Subcommand, Debug)]
 pub enum ModelCmd {
-    /// Checks each model as providers will and uploads it to a content store; prints each
-    /// one's SHA-256, length and the figures jobs on it carry (the web page's `models`).
+    /// Checks each model as providers will and uploads it to a content store, an encoder's or
+    /// decoder's tokenizer beside it; prints each one's SHA-256, length and the figures jobs on
+    /// it carry (with `--output json`: a list, each entry what the web page's settings and the
+    /// TS client's `ModelInfo` take).
     Publish {
-        /// Model files (safetensors: an integer MLP or encoder, PROTOCOL §5).
+        /// Model files (safetensors: an integer MLP, encoder or decoder, PROTOCOL §5).
         #[arg(required = true)]
         models: Vec<PathBuf>,
         /// The content store (`keeper serve`, or a keeper's --listen address).
