@@ -545,7 +545,8 @@ mod tests {
     use super::*;
 
     /// The suite's `Generate` jobs are well formed and run on the CPU path (what the GPU's are
-    /// compared with): every prompt completed, some stopping early, sampled ones differing.
+    /// compared with): every prompt completed, completions differing, some of the greedy job's
+    /// stopping early.
     #[test]
     fn the_suites_generate_jobs_run_on_the_cpu() {
         let suite = identity_suite();
@@ -565,10 +566,14 @@ mod tests {
             assert!(done.iter().all(|c| !c.is_empty()), "{done:?}");
             let distinct: std::collections::HashSet<&Vec<u32>> = done.iter().collect();
             assert!(distinct.len() > 3, "{done:?}");
-            assert!(
-                done.iter().any(|c| c.len() < 8),
-                "none stops early: {done:?}"
-            );
+            // the greedy job's completions are fixed by its model alone (the sampled one's draws
+            // by its manifest too, which names this process): some of them stop early
+            if job == jobs[0] {
+                assert!(
+                    done.iter().any(|c| c.len() < 8),
+                    "none stops early: {done:?}"
+                );
+            }
         }
         for job in suite
             .iter()
