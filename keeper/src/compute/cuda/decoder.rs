@@ -7,7 +7,7 @@
 //! scales), and stay while the model is held.
 
 use super::*;
-use crate::compute::decoder::{fast::int16, Model, Offload};
+use crate::compute::decoder::{denses, fast::int16, Model, Offload};
 use compute_market_protocol::decoder::{Dense, BLOCK};
 
 /// The decoder's kernels.
@@ -191,16 +191,13 @@ impl Device {
             .layers
             .iter()
             .map(|l| {
-                let up = |d| self.dense_q4_up(d);
-                Ok([
-                    up(&l.q)?,
-                    up(&l.k)?,
-                    up(&l.v)?,
-                    up(&l.o)?,
-                    up(&l.gate)?,
-                    up(&l.up)?,
-                    up(&l.down)?,
-                ])
+                let seven = denses(l)
+                    .iter()
+                    .map(|d| self.dense_q4_up(d))
+                    .collect::<Result<Vec<_>>>()?;
+                seven
+                    .try_into()
+                    .map_err(|_| anyhow!("a layer has seven dense layers"))
             })
             .collect::<Result<_>>()?;
         let weights = Arc::new(DeviceDecoder {
@@ -262,13 +259,11 @@ impl Offload for GpuDecoder {
 
     fn acc(&self, d: &Dense, xs: &[Vec<i64>]) -> Result<Vec<Vec<i64>>> {
         // the layer by address among the model's (the only weights on the device)
-        for (l, w) in self.model.decoder.layers.iter().zip(&self.weights.layers) {
-            let denses = [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down];
-            if let Some(i) = denses.iter().position(|x| std::ptr::eq(*x, d)) {
-                return self.counted(self.device.dense_q4_acc(&w[i], xs));
-            }
-        }
-        self.counted(Err(anyhow!("a dense layer that is not the held model's")))
+        let r = match self.model.dense_at(d) {
+            Some((l, i)) => self.device.dense_q4_acc(&self.weights.layers[l][i], xs),
+            None => Err(anyhow!("a dense layer that is not the held model's")),
+        };
+        self.counted(r)
     }
 
     fn logit_accs(&self, ys: &[Vec<i64>]) -> Result<Vec<Vec<i64>>> {

@@ -68,14 +68,29 @@ impl Model {
     /// integers either way.
     pub fn acc(&self, d: &Dense, xs: &[Vec<i64>]) -> Vec<Vec<i64>> {
         if xs.len() >= 4 {
-            for (l, p) in self.decoder.layers.iter().zip(&self.packed) {
-                let denses = [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down];
-                if let Some(i) = denses.iter().position(|x| std::ptr::eq(*x, d)) {
-                    return fast::acc_rows_packed(&p[i], d, xs);
-                }
+            if let Some(p) = self
+                .dense_at(d)
+                .and_then(|(l, i)| Some(&self.packed.get(l)?[i]))
+            {
+                return fast::acc_rows_packed(p, d, xs);
             }
         }
         fast::acc_rows(d, xs)
+    }
+
+    /// Where `d` is among the model's dense layers (by address): its layer and its index in
+    /// [`denses`] order.
+    pub fn dense_at(&self, d: &Dense) -> Option<(usize, usize)> {
+        self.decoder
+            .layers
+            .iter()
+            .enumerate()
+            .find_map(|(l, layer)| {
+                denses(layer)
+                    .iter()
+                    .position(|x| std::ptr::eq(*x, d))
+                    .map(|i| (l, i))
+            })
     }
 
     /// The token ids of one user prompt in the chat template.
@@ -347,7 +362,7 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model> {
         use rayon::prelude::*;
         dec.layers
             .par_iter()
-            .map(|l| [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down].map(kernels::Packed::new))
+            .map(|l| denses(l).map(kernels::Packed::new))
             .collect()
     } else {
         vec![]
@@ -360,6 +375,11 @@ pub fn parse_model(bytes: &[u8]) -> Result<Model> {
         eos,
         packed,
     })
+}
+
+/// A layer's dense layers in one order: q, k, v, o, gate, up, down.
+pub fn denses(l: &Layer) -> [&Dense; 7] {
+    [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down]
 }
 
 /// How each token is picked: from the logits at a step of the completion (its index).
@@ -652,12 +672,7 @@ pub fn weight_bytes(d: &Decoder) -> usize {
     let dense = |x: &Dense| x.q4.len() + 4 * (x.d.len() + x.min.len()) + 8 * x.out;
     d.layers
         .iter()
-        .map(|l| {
-            [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down]
-                .map(dense)
-                .iter()
-                .sum::<usize>()
-        })
+        .map(|l| denses(l).map(dense).iter().sum::<usize>())
         .sum::<usize>()
         + d.emb_q.len()
         + 4 * d.emb_d.len()
