@@ -11,37 +11,12 @@
 
 use crate::infer::ModelError;
 
-/// Weights come in blocks of 32 along the input, each with its own integer scale (and minimum).
-pub const BLOCK: usize = 32;
-/// Every residual term and sum is clamped to `±2^30`.
-pub const RES_MAX: i64 = 1 << 30;
-/// q and k before RoPE are clamped to `±(2^14 − 1)` (after it they are within `±2^15`).
-pub const QK_MAX: i64 = 16_383;
-/// Largest int16 activation (symmetric).
-pub const Y_MAX: i64 = 32_767;
-/// RMSNorm's normalized value and the RoPE table are Q14.
-pub const FRAC: u32 = 14;
-/// Entries of the exp table (`E[t] ≈ 2^20 · e^(−t/1024)` in the converter; to the protocol any
-/// values in `0 ..= 2^20` with `E[0] ≥ 1`).
-pub const EXP_LEN: usize = 16_384;
-/// Largest exp-table entry.
-pub const EXP_MAX: i32 = 1 << 20;
-/// Entries of the sigmoid table, indexed by `i + SIG_LEN / 2` for `i ∈ −4096 ..= 4095`
-/// (`σ(i / 256)` in Q15 in the converter; any values in `0 ..= 2^15` to the protocol).
-pub const SIG_LEN: usize = 8_192;
-/// Largest magnitude of an accumulator any dense layer may reach: `2^53`, so that every sum is
-/// exact in int64 and in float64 alike (numpy's reference, a browser's).
-pub const ACC_MAX: i128 = 1 << 53;
-/// Most layers.
-pub const MAX_LAYERS: usize = 64;
-/// Widest hidden state.
-pub const MAX_WIDTH: usize = 4_096;
-/// Widest feed-forward layer.
-pub const MAX_FFN: usize = 16_384;
-/// Largest vocabulary.
-pub const MAX_VOCAB: usize = 262_144;
-/// Most positions (the RoPE table's rows): prompt and generated tokens together.
-pub const MAX_POSITIONS: usize = 8_192;
+pub mod random;
+
+pub use crate::slices::decoder::{
+    rq, ACC_MAX, BLOCK, EXP_LEN, EXP_MAX, FRAC, MAX_FFN, MAX_LAYERS, MAX_POSITIONS, MAX_VOCAB,
+    MAX_WIDTH, QK_MAX, RES_MAX, SIG_LEN, Y_MAX,
+};
 
 fn refuse<T>(msg: String) -> Result<T, ModelError> {
     Err(ModelError(msg))
@@ -56,22 +31,6 @@ pub struct Rq {
     pub m: Vec<i32>,
     /// Shifts, one per channel.
     pub s: Vec<i32>,
-}
-
-/// `clamp(⌊(acc · m + 2^(s−1)) / 2^s⌋, lo, hi)` in 128-bit arithmetic (`s ≥ 1`).
-#[inline]
-pub fn rq(acc: i64, m: i32, s: i32, lo: i64, hi: i64) -> i64 {
-    // in int64 when nothing overflows it (the same value: exact either way)
-    if s < 63 {
-        if let Some(v) = acc
-            .checked_mul(i64::from(m))
-            .and_then(|p| p.checked_add(1i64 << (s - 1)))
-        {
-            return (v >> s).clamp(lo, hi);
-        }
-    }
-    let v = (i128::from(acc) * i128::from(m) + (1i128 << (s - 1))) >> s;
-    v.clamp(i128::from(lo), i128::from(hi)) as i64
 }
 
 impl Rq {

@@ -19,6 +19,7 @@
 //! rebuilds the slice string from what it parsed and refuses a manifest whose slices do not
 //! match (the provider never claims such a task).
 
+pub mod decoder;
 pub mod encoder;
 
 use crate::{

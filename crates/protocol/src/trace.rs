@@ -25,6 +25,7 @@
 //! after the hidden values. Steps are the slots in memory order: step 1 is layer 0's output 0;
 //! the last step is the class.
 
+pub mod decoder;
 pub mod encoder;
 
 use crate::{
@@ -471,6 +472,9 @@ pub enum Source {
     Batch,
     /// A leaf of the memory before the step (SHA-256, against the agreed root).
     Trace,
+    /// A chunk of the committed result (BLAKE3, against the result root): a `Generate`
+    /// completion's earlier tokens.
+    Result,
 }
 
 impl Source {
@@ -480,6 +484,7 @@ impl Source {
             Source::Model => 0,
             Source::Batch => 1,
             Source::Trace => 2,
+            Source::Result => 3,
         }
     }
 
@@ -489,6 +494,7 @@ impl Source {
             0 => Some(Source::Model),
             1 => Some(Source::Batch),
             2 => Some(Source::Trace),
+            3 => Some(Source::Result),
             _ => None,
         }
     }
@@ -1069,6 +1075,7 @@ mod tests {
                 Source::Model => slices::chunk(model, i).to_vec(),
                 Source::Batch => slices::chunk(batch, i).to_vec(),
                 Source::Trace => leaf_proof(lay, pre, i).0.to_vec(),
+                Source::Result => unreachable!("an Mlp reads no result"),
             };
             if let Some(patch) = r.take(job, lay, row, s, src, i, &bytes, &mut work)? {
                 let (mut leaf, path) = leaf_proof(lay, pre, i);

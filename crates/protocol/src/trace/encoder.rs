@@ -1388,6 +1388,7 @@ mod tests {
                 Source::Model => slices::chunk(model, i).to_vec(),
                 Source::Batch => slices::chunk(ids, i).to_vec(),
                 Source::Trace => tb::leaf_proof(lay, pre, i).0.to_vec(),
+                Source::Result => unreachable!("an encoder reads no result"),
             };
             if let Some(patch) = r.take(job, lay, row, s, src, i, &bytes, &mut work)? {
                 let (mut leaf, path) = tb::leaf_proof(lay, pre, i);

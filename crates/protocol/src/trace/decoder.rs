@@ -1,0 +1,1327 @@
+//! The trace of one `Generate` token (PROTOCOL §8.13): every intermediate value of the
+//! teacher-forced forward pass that picks token j of a completion, in a memory whose regions
+//! align with the commitment's tree, and the replay of one step, so that a game narrows a
+//! disputed token to one operation the program recomputes.
+//!
+//! **The sequence** is the prompt's ids (proven from the prompts' slice string) and the
+//! completion's tokens before j (proven from the result itself: the committed earlier tokens
+//! are inputs, never recomputed; a wrong earlier token is its own dispute). T = n + j positions.
+//!
+//! **The memory.** Position q's layer l is *block* B(q, l); blocks in order (q, then l) each
+//! own a region of 2^b bytes (b the same for all, from the largest block), then the *tail*'s
+//! region: the final norm of position T − 1, the logits, and the pick. Inside a block, its
+//! parts in step order, each starting at a leaf, no slot straddling two leaves ([`Part`]).
+//! Regions aligned to the tree are what lets a keeper hold one block at a time: the root
+//! after any step folds the roots of the finished regions, the current one's, and zeros.
+//!
+//! **A step** reads a few fields (at most five [`Read`]s, each whole fields: from the memory
+//! before the step, the model's slice string, the prompts' string, the result) and writes one
+//! slot; which fields may depend on those read before it (a token's record on its id, a
+//! table entry on the value that indexes it). [`Layout::next_read`] says what a step reads
+//! next given what it holds, [`Layout::value`] what it writes: the program and the keepers run
+//! the same two functions, so the trace a keeper builds is the one the program replays.
+
+use super::{Source, LEAF_LEN};
+use crate::{
+    feed::FeedError,
+    job::JobSpec,
+    slices::decoder::{
+        prompt_stride, rq, rq_ok, Dense, Shape, ACC_MAX, BLOCK, EXP_LEN, EXP_MAX, FRAC, QK_MAX,
+        Q4_BLOCK_LEN, Q8_BLOCK_LEN, RES_MAX, RQ_LEN, SIG_LEN, Y_MAX,
+    },
+};
+
+const LEAF: u64 = LEAF_LEN as u64;
+/// `i64` values in a leaf: a run of a max scan.
+const RUN8: u64 = LEAF / 8;
+/// `i32` values in a leaf: a run of a sum or argmax scan.
+const RUN4: u64 = LEAF / 4;
+/// Deepest memory a `Generate` game is played over (2^50 bytes: regions are hashed, never
+/// held whole).
+pub const MAX_DEPTH: u32 = 40;
+/// Widest head the game referees: a head's running context sums (`8 · head_dim` bytes) fill at
+/// most one leaf.
+pub const MAX_HEAD_DIM: u32 = 128;
+
+/// A part of a block (the first eighteen) or of the tail (the last five), in memory and step
+/// order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Part {
+    /// Layer 0 only: the token's embedding into the residual stream, `i32` per channel.
+    Emb,
+    /// The first norm's statistics of the block's input row: shift and root (16 bytes).
+    Ns1,
+    /// The first norm, `i16` per channel.
+    N1,
+    /// q and k after RoPE, a pair of `i16` per slot: q's pairs, then k's.
+    Rot,
+    /// v, `i16` per channel.
+    V,
+    /// Scores `S[h][j] = q_h · k_j`, `i64`, a head's row starting at a leaf.
+    S,
+    /// Per head, the running maximum of its scores over runs of 128, `i64`.
+    Mx,
+    /// Exp weights `e[h][j]`, `i32`, a head's row starting at a leaf.
+    E,
+    /// Per head, the running sum of its weights over runs of 256, `i64`.
+    Sm,
+    /// Per head and position, the running context sums `Σ_{j' ≤ j} e_j' v_j'`, `head_dim`
+    /// `i64` (a slot of the next power of two).
+    A,
+    /// The context, per head `head_dim` `i16`.
+    Ctx,
+    /// The attention output added to the residual stream, `i32` per channel.
+    R1,
+    /// The second norm's statistics.
+    Ns2,
+    /// The second norm.
+    N2,
+    /// SwiGLU's products `g · σ(g) · u`, `i64` per feed-forward output.
+    P,
+    /// The running maximum of `|p|` over runs of 128, `u64`.
+    Ks,
+    /// The products scaled by the row's exponent κ, `i16`.
+    Hv,
+    /// The feed-forward output added to the residual stream: the block's output, `i32`.
+    R2,
+    /// The final norm's statistics of position T − 1's last row.
+    Nsf,
+    /// The final norm.
+    Nf,
+    /// The logits (Q16), `i32` per token.
+    Lg,
+    /// The greedy pick's running `(largest logit, its first token)` over runs of 256.
+    Gs,
+    /// The token picked, `u32`.
+    Tok,
+}
+
+const BLOCK_PARTS: [Part; 18] = [
+    Part::Emb,
+    Part::Ns1,
+    Part::N1,
+    Part::Rot,
+    Part::V,
+    Part::S,
+    Part::Mx,
+    Part::E,
+    Part::Sm,
+    Part::A,
+    Part::Ctx,
+    Part::R1,
+    Part::Ns2,
+    Part::N2,
+    Part::P,
+    Part::Ks,
+    Part::Hv,
+    Part::R2,
+];
+const TAIL_PARTS: [Part; 5] = [Part::Nsf, Part::Nf, Part::Lg, Part::Gs, Part::Tok];
+
+/// One step: slot `i` of `part` in block B(q, l) (the tail's: q = T, l = 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// Position (T for the tail).
+    pub q: u32,
+    /// Layer.
+    pub l: u32,
+    /// Part.
+    pub part: Part,
+    /// Slot in the part: a channel or output; `h · n + j` for scores, weights and context
+    /// sums; `h · runs + r` for scans; a head for the context; a pair for RoPE.
+    pub i: u32,
+}
+
+/// A field a step reads: `len` bytes at `at` of `source`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Read {
+    /// The string.
+    pub source: Source,
+    /// Its first byte.
+    pub at: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+/// The reads of a step planned so far.
+struct Plan {
+    r: [Read; 5],
+    k: usize,
+}
+
+impl Plan {
+    fn push(&mut self, rd: Read) {
+        self.r[self.k] = rd;
+        self.k += 1;
+    }
+    /// Whether `got` holds every read planned so far.
+    fn held(&self, got: &[u8]) -> bool {
+        self.r[..self.k].iter().map(|x| x.len).sum::<u64>() <= got.len() as u64
+    }
+}
+
+fn up(v: u64, to: u64) -> u64 {
+    v.div_ceil(to) * to
+}
+
+/// `Σ_{n=1}^{N} ⌈n / k⌉`.
+fn ceil_sum(n: u64, k: u64) -> u64 {
+    let (m, r) = (n / k, n % k);
+    k * m * (m + 1) / 2 + r * (m + 1)
+}
+
+fn i16_at(b: &[u8], o: usize) -> i64 {
+    i16::from_le_bytes([b[o], b[o + 1]]).into()
+}
+fn i32_at(b: &[u8], o: usize) -> i32 {
+    i32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    i32_at(b, o) as u32
+}
+fn i64_at(b: &[u8], o: usize) -> i64 {
+    i64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"))
+}
+
+/// The memory layout of one token's trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// The model's shape.
+    pub shape: Shape,
+    /// The prompt's tokens n.
+    pub prompt: u32,
+    /// Positions T = n + j (j the disputed token's index in its completion).
+    pub t: u32,
+    /// Where the prompt's row starts in the prompts' string.
+    pub batch_row: u64,
+    /// Where the completion's word 0 (its count) lies in the result.
+    pub result_row: u64,
+    /// log2 of a region's bytes.
+    pub region_log2: u32,
+}
+
+/// Where completion `row`'s word 0 lies in a `Generate` job's result.
+pub fn result_row_at(job: &JobSpec, row: u32) -> u64 {
+    let r = job.rows_per_tile.max(1) as u64;
+    let g1 = job.dims[2] as u64 + 1;
+    let row = row as u64;
+    (row / r) * r * 4 * g1 + (row % r) * 4 * g1
+}
+
+/// Whether a decoder of `shape` is refereed by this trace: heads of a power-of-two width up to
+/// [`MAX_HEAD_DIM`].
+pub fn shape_fits(shape: &Shape) -> bool {
+    shape.head_dim.is_power_of_two() && shape.head_dim <= MAX_HEAD_DIM
+}
+
+impl Layout {
+    /// The trace of token `j` of completion `row` (prompt of `prompt` tokens) of `job`.
+    pub fn new(shape: Shape, job: &JobSpec, row: u32, prompt: u32, j: u32) -> Layout {
+        let mut lay = Layout {
+            shape,
+            prompt,
+            t: prompt + j,
+            batch_row: row as u64 * prompt_stride(job.dims[1]),
+            result_row: result_row_at(job, row),
+            region_log2: 0,
+        };
+        let most = lay
+            .block_bytes(lay.t as u64, true)
+            .max(lay.tail_bytes())
+            .max(LEAF);
+        lay.region_log2 = most.next_power_of_two().trailing_zeros();
+        lay
+    }
+
+    fn h(&self) -> u64 {
+        self.shape.width as u64
+    }
+    fn nh(&self) -> u64 {
+        self.shape.heads as u64
+    }
+    fn hd(&self) -> u64 {
+        self.shape.head_dim as u64
+    }
+    fn f(&self) -> u64 {
+        self.shape.ffn as u64
+    }
+    fn a_slot(&self) -> u64 {
+        (8 * self.hd()).next_power_of_two()
+    }
+    fn ctx_slot(&self) -> u64 {
+        (2 * self.hd()).next_power_of_two()
+    }
+
+    /// Slots of `part` in a block seeing `n` positions (layer 0's: `first`).
+    fn count(&self, part: Part, n: u64, first: bool) -> u64 {
+        let (h, f, nh) = (self.h(), self.f(), self.nh());
+        match part {
+            Part::Emb => {
+                if first {
+                    h
+                } else {
+                    0
+                }
+            }
+            Part::Ns1 | Part::Ns2 | Part::Nsf | Part::Tok => 1,
+            Part::N1 | Part::N2 | Part::Nf | Part::R1 | Part::R2 => h,
+            Part::Rot => (self.shape.qw() + self.shape.kw()) / 2,
+            Part::V => self.shape.kw(),
+            Part::S | Part::E | Part::A => nh * n,
+            Part::Mx => nh * n.div_ceil(RUN8),
+            Part::Sm => nh * n.div_ceil(RUN4),
+            Part::Ctx => nh,
+            Part::P | Part::Hv => f,
+            Part::Ks => f.div_ceil(RUN8),
+            Part::Lg => self.shape.vocab as u64,
+            Part::Gs => (self.shape.vocab as u64).div_ceil(RUN4),
+        }
+    }
+
+    /// Bytes of one slot of `part`.
+    pub fn width(&self, part: Part) -> u64 {
+        match part {
+            Part::Emb | Part::R1 | Part::R2 | Part::Lg | Part::Tok | Part::Rot | Part::E => 4,
+            Part::Ns1 | Part::Ns2 | Part::Nsf => 16,
+            Part::N1 | Part::N2 | Part::Nf | Part::V | Part::Hv => 2,
+            Part::S | Part::Mx | Part::Sm | Part::P | Part::Ks | Part::Gs => 8,
+            Part::A => self.a_slot(),
+            Part::Ctx => self.ctx_slot(),
+        }
+    }
+
+    /// Bytes from one head's row of scores (`S`) or weights (`E`) to the next.
+    fn row_stride(&self, part: Part, n: u64) -> u64 {
+        up(self.width(part) * n, LEAF)
+    }
+
+    /// Offset of slot `i` inside its part.
+    fn slot_in(&self, part: Part, n: u64, i: u64) -> u64 {
+        match part {
+            Part::S | Part::E => (i / n) * self.row_stride(part, n) + (i % n) * self.width(part),
+            _ => i * self.width(part),
+        }
+    }
+
+    /// Bytes of `part` (whole leaves).
+    fn part_bytes(&self, part: Part, n: u64, first: bool) -> u64 {
+        match part {
+            Part::S | Part::E => self.nh() * self.row_stride(part, n),
+            _ => up(self.count(part, n, first) * self.width(part), LEAF),
+        }
+    }
+
+    fn block_bytes(&self, n: u64, first: bool) -> u64 {
+        BLOCK_PARTS
+            .iter()
+            .map(|&p| self.part_bytes(p, n, first))
+            .sum()
+    }
+
+    fn tail_bytes(&self) -> u64 {
+        TAIL_PARTS
+            .iter()
+            .map(|&p| self.part_bytes(p, 0, false))
+            .sum()
+    }
+
+    /// Bytes of the memory.
+    pub fn len(&self) -> u64 {
+        (self.t as u64 * self.shape.layers as u64 + 1) << self.region_log2
+    }
+
+    /// Whether the memory is empty (never).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Depth of the memory's tree.
+    pub fn depth(&self) -> u32 {
+        self.len()
+            .div_ceil(LEAF)
+            .next_power_of_two()
+            .trailing_zeros()
+    }
+
+    /// Where block B(q, l)'s region starts (the tail's at q = T).
+    pub fn region_at(&self, q: u64, l: u64) -> u64 {
+        (q * self.shape.layers as u64 + l) << self.region_log2
+    }
+
+    /// Where `part` of block B(q, l) starts (of the tail, q = T).
+    pub fn part_at(&self, q: u64, l: u64, part: Part) -> u64 {
+        let tail = q == self.t as u64;
+        let (n, first) = (q + 1, l == 0);
+        let parts: &[Part] = if tail { &TAIL_PARTS } else { &BLOCK_PARTS };
+        self.region_at(q, l)
+            + parts
+                .iter()
+                .take_while(|&&p| p != part)
+                .map(|&p| self.part_bytes(p, n, first))
+                .sum::<u64>()
+    }
+
+    /// Steps of a block seeing `n` positions, but its embedding.
+    fn base(&self, n: u64) -> u64 {
+        BLOCK_PARTS[1..]
+            .iter()
+            .map(|&p| self.count(p, n, false))
+            .sum()
+    }
+
+    /// `Σ_{n=1}^{q} base(n)`, in closed form.
+    fn base_sum(&self, q: u64) -> u64 {
+        let nh = self.nh();
+        let c0 = self.base(1) - 3 * nh - 2 * nh;
+        q * c0 + 3 * nh * q * (q + 1) / 2 + nh * ceil_sum(q, RUN8) + nh * ceil_sum(q, RUN4)
+    }
+
+    /// Steps before block B(q, l).
+    fn before(&self, q: u64, l: u64) -> u64 {
+        let lay = self.shape.layers as u64;
+        let mut s = lay * self.base_sum(q) + q * self.h();
+        if l > 0 {
+            s += self.h() + self.base(q + 1) + (l - 1) * self.base(q + 1);
+        }
+        s
+    }
+
+    fn tail_steps(&self) -> u64 {
+        TAIL_PARTS.iter().map(|&p| self.count(p, 0, false)).sum()
+    }
+
+    /// Steps of the trace.
+    pub fn steps(&self) -> u64 {
+        self.before(self.t as u64, 0) + self.tail_steps()
+    }
+
+    /// The step that writes the token.
+    pub fn token_step(&self) -> u64 {
+        self.steps()
+    }
+
+    /// What step `s` (1 ..= [`steps`](Self::steps)) computes; `None` outside.
+    pub fn step(&self, s: u64) -> Option<Step> {
+        if s == 0 || s > self.steps() {
+            return None;
+        }
+        let i = s - 1;
+        let t = self.t as u64;
+        let (q, l, mut o, parts, n, first): (u64, u64, u64, &[Part], u64, bool) =
+            if i >= self.before(t, 0) {
+                (t, 0, i - self.before(t, 0), &TAIL_PARTS, 0, false)
+            } else {
+                // the last position whose blocks start at or before i
+                let (mut lo, mut hi) = (0u64, t);
+                while hi - lo > 1 {
+                    let mid = (lo + hi) / 2;
+                    if self.before(mid, 0) <= i {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                let q = lo;
+                let o = i - self.before(q, 0);
+                let first_len = self.h() + self.base(q + 1);
+                if o < first_len {
+                    (q, 0, o, &BLOCK_PARTS, q + 1, true)
+                } else {
+                    let b = self.base(q + 1);
+                    let r = o - first_len;
+                    (q, 1 + r / b, r % b, &BLOCK_PARTS, q + 1, false)
+                }
+            };
+        for &p in parts {
+            let c = self.count(p, n, first);
+            if o < c {
+                return Some(Step {
+                    q: q as u32,
+                    l: l as u32,
+                    part: p,
+                    i: o as u32,
+                });
+            }
+            o -= c;
+        }
+        None
+    }
+
+    /// Offset and width of step `s`'s slot.
+    pub fn slot(&self, s: u64) -> (u64, usize) {
+        match self.step(s) {
+            Some(st) => (self.slot_at(st), self.width(st.part) as usize),
+            None => (0, 0),
+        }
+    }
+
+    /// Where step `st`'s slot lies.
+    pub fn slot_at(&self, st: Step) -> u64 {
+        let (q, l) = (st.q as u64, st.l as u64);
+        self.part_at(q, l, st.part) + self.slot_in(st.part, q + 1, st.i as u64)
+    }
+
+    /// Where the token's slot lies.
+    pub fn token_at(&self) -> u64 {
+        self.slot(self.token_step()).0
+    }
+
+    fn at(&self, q: u64, l: u64, part: Part, i: u64) -> u64 {
+        self.part_at(q, l, part) + self.slot_in(part, q + 1, i)
+    }
+
+    /// Where the residual row entering block B(q, l) lies (H `i32`).
+    fn x_at(&self, q: u64, l: u64) -> u64 {
+        if l == 0 {
+            self.part_at(q, 0, Part::Emb)
+        } else {
+            self.part_at(q, l - 1, Part::R2)
+        }
+    }
+
+    fn trace(at: u64, len: u64) -> Read {
+        Read {
+            source: Source::Trace,
+            at,
+            len,
+        }
+    }
+    fn model(at: u64, len: u64) -> Read {
+        Read {
+            source: Source::Model,
+            at,
+            len,
+        }
+    }
+
+    /// The reads of step `st` that `got` (the bytes of the earlier ones, in order) determines:
+    /// all of them once `got` holds every read before a dependent one.
+    fn plan(&self, st: Step, got: &[u8]) -> Result<([Read; 5], usize), FeedError> {
+        let sh = &self.shape;
+        let (q, l, i) = (st.q as u64, st.l as u64, st.i as u64);
+        let (h, hd, nh, f) = (self.h(), self.hd(), self.nh(), self.f());
+        let n = q + 1;
+        let grp = nh / sh.kv_heads as u64;
+        let mut p = Plan {
+            r: [Self::trace(0, 0); 5],
+            k: 0,
+        };
+        let row = |d: Dense| Shape::row_len(sh.dims(d).0);
+        match st.part {
+            Part::Emb => {
+                let id = if q < self.prompt as u64 {
+                    Read {
+                        source: Source::Batch,
+                        at: self.batch_row + 4 * (1 + q),
+                        len: 4,
+                    }
+                } else {
+                    Read {
+                        source: Source::Result,
+                        at: self.result_row + 4 * (1 + q - self.prompt as u64),
+                        len: 4,
+                    }
+                };
+                p.push(id);
+                if got.len() >= 4 {
+                    let t = u32_at(got, 0);
+                    if t >= sh.vocab {
+                        return Err(FeedError::BadModel);
+                    }
+                    let at = sh.token_at(t as u64);
+                    p.push(Self::model(at, RQ_LEN));
+                    p.push(Self::model(
+                        at + 2 * RQ_LEN + Q8_BLOCK_LEN * (i / BLOCK as u64),
+                        Q8_BLOCK_LEN,
+                    ));
+                }
+            }
+            Part::Ns1 | Part::Ns2 | Part::Nsf => {
+                let x = match st.part {
+                    Part::Ns1 => self.x_at(q, l),
+                    Part::Ns2 => self.part_at(q, l, Part::R1),
+                    _ => self.part_at(self.t as u64 - 1, sh.layers as u64 - 1, Part::R2),
+                };
+                p.push(Self::trace(x, 4 * h));
+            }
+            Part::N1 | Part::N2 | Part::Nf => {
+                let (x, stats, gain) = match st.part {
+                    Part::N1 => (
+                        self.x_at(q, l),
+                        self.part_at(q, l, Part::Ns1),
+                        sh.ln_at(l, false, i),
+                    ),
+                    Part::N2 => (
+                        self.part_at(q, l, Part::R1),
+                        self.part_at(q, l, Part::Ns2),
+                        sh.ln_at(l, true, i),
+                    ),
+                    _ => (
+                        self.part_at(self.t as u64 - 1, sh.layers as u64 - 1, Part::R2),
+                        self.part_at(q, 0, Part::Nsf),
+                        sh.final_at(i),
+                    ),
+                };
+                p.push(Self::trace(x + 4 * i, 4));
+                p.push(Self::trace(stats, 16));
+                p.push(Self::model(gain, RQ_LEN));
+            }
+            Part::Rot => {
+                let qp = sh.qw() / 2;
+                let (d, o) = if i < qp {
+                    (Dense::Q, 2 * i)
+                } else {
+                    (Dense::K, 2 * (i - qp))
+                };
+                p.push(Self::trace(self.part_at(q, l, Part::N1), 2 * h));
+                p.push(Self::model(sh.row_at(l, d, o), 2 * row(d)));
+                p.push(Self::model(
+                    sh.rope_at(q) + 4 * ((o / 2) % (hd / 2)),
+                    4,
+                ));
+            }
+            Part::V => {
+                p.push(Self::trace(self.part_at(q, l, Part::N1), 2 * h));
+                p.push(Self::model(sh.row_at(l, Dense::V, i), row(Dense::V)));
+            }
+            Part::S => {
+                let (hh, j) = (i / n, i % n);
+                let rot = self.part_at(q, l, Part::Rot);
+                p.push(Self::trace(rot + 2 * hd * hh, 2 * hd));
+                let krot = self.part_at(j, l, Part::Rot) + 2 * sh.qw() + 2 * hd * (hh / grp);
+                p.push(Self::trace(krot, 2 * hd));
+            }
+            Part::Mx | Part::Sm | Part::Ks | Part::Gs => {
+                let (run, per) = match st.part {
+                    Part::Mx | Part::Ks => (RUN8, 8),
+                    _ => (RUN4, 4),
+                };
+                let (total, src, hh_runs) = match st.part {
+                    Part::Mx => (n, Part::S, n.div_ceil(run)),
+                    Part::Sm => (n, Part::E, n.div_ceil(run)),
+                    Part::Ks => (f, Part::P, f.div_ceil(run)),
+                    _ => (sh.vocab as u64, Part::Lg, (sh.vocab as u64).div_ceil(run)),
+                };
+                let (hh, rr) = (i / hh_runs, i % hh_runs);
+                if rr > 0 {
+                    p.push(Self::trace(self.at(q, l, st.part, i - 1), 8));
+                }
+                let first = rr * run;
+                let len = (total - first).min(run);
+                p.push(Self::trace(
+                    self.at(q, l, src, hh * total + first),
+                    per * len,
+                ));
+            }
+            Part::E => {
+                let hh = i / n;
+                p.push(Self::trace(self.at(q, l, Part::S, i), 8));
+                let runs = n.div_ceil(RUN8);
+                p.push(Self::trace(self.at(q, l, Part::Mx, hh * runs + runs - 1), 8));
+                p.push(Self::model(sh.scale_at(l, false), RQ_LEN));
+                if p.held(got) {
+                    let (s, top) = (i64_at(got, 0), i64_at(got, 8));
+                    let (m, sft) = (i32_at(got, 16), i32_at(got, 20));
+                    if !rq_ok(m, sft, 1) {
+                        return Err(FeedError::BadModel);
+                    }
+                    let d = top.saturating_sub(s).clamp(0, (1 << 32) - 1);
+                    let t = rq(d, m, sft, 0, EXP_LEN as i64 - 1) as u64;
+                    p.push(Self::model(sh.exp_at(t), 4));
+                }
+            }
+            Part::A => {
+                let (hh, j) = (i / n, i % n);
+                if j > 0 {
+                    p.push(Self::trace(self.at(q, l, Part::A, i - 1), 8 * hd));
+                }
+                p.push(Self::trace(self.at(q, l, Part::E, i), 4));
+                let v = self.part_at(j, l, Part::V) + 2 * hd * (hh / grp);
+                p.push(Self::trace(v, 2 * hd));
+            }
+            Part::Ctx => {
+                p.push(Self::trace(self.at(q, l, Part::A, i * n + n - 1), 8 * hd));
+                let runs = n.div_ceil(RUN4);
+                p.push(Self::trace(self.at(q, l, Part::Sm, i * runs + runs - 1), 8));
+            }
+            Part::R1 => {
+                p.push(Self::trace(self.part_at(q, l, Part::Ctx), 2 * sh.qw()));
+                p.push(Self::model(sh.row_at(l, Dense::O, i), row(Dense::O)));
+                p.push(Self::trace(self.x_at(q, l) + 4 * i, 4));
+            }
+            Part::P => {
+                let y = self.part_at(q, l, Part::N2);
+                p.push(Self::trace(y, 2 * h));
+                p.push(Self::model(sh.row_at(l, Dense::Gate, i), row(Dense::Gate)));
+                p.push(Self::model(sh.row_at(l, Dense::Up, i), row(Dense::Up)));
+                p.push(Self::model(sh.scale_at(l, true), RQ_LEN));
+                if p.held(got) {
+                    let (y, gr) = (&got[..2 * h as usize], &got[2 * h as usize..]);
+                    let g = dense_out(gr, y, h, 1, Y_MAX)?;
+                    let at = (2 * h + 2 * row(Dense::Gate)) as usize;
+                    let (m, sft) = (i32_at(got, at), i32_at(got, at + 4));
+                    if !rq_ok(m, sft, 1) {
+                        return Err(FeedError::BadModel);
+                    }
+                    let half = SIG_LEN as i64 / 2;
+                    let idx = rq(g, m, sft, -half, half - 1) + half;
+                    p.push(Self::model(sh.sig_at(idx as u64), 4));
+                }
+            }
+            Part::Hv => {
+                p.push(Self::trace(self.at(q, l, Part::P, i), 8));
+                p.push(Self::trace(
+                    self.at(q, l, Part::Ks, f.div_ceil(RUN8) - 1),
+                    8,
+                ));
+            }
+            Part::R2 => {
+                p.push(Self::trace(self.part_at(q, l, Part::Hv), 2 * f));
+                p.push(Self::model(sh.row_at(l, Dense::Down, i), row(Dense::Down)));
+                p.push(Self::trace(
+                    self.at(q, l, Part::Ks, f.div_ceil(RUN8) - 1),
+                    8,
+                ));
+                p.push(Self::trace(self.part_at(q, l, Part::R1) + 4 * i, 4));
+            }
+            Part::Lg => {
+                p.push(Self::trace(self.part_at(q, 0, Part::Nf), 2 * h));
+                p.push(Self::model(sh.token_at(i), sh.token_len()));
+            }
+            Part::Tok => {
+                let runs = (sh.vocab as u64).div_ceil(RUN4);
+                p.push(Self::trace(self.at(q, 0, Part::Gs, runs - 1), 8));
+            }
+        }
+        Ok((p.r, p.k))
+    }
+
+    /// What step `st` reads next once it holds `got` (the bytes of its earlier reads, in
+    /// order): the rest of the read `got` ends in, or the next; `None` once it holds all.
+    pub fn next_read(&self, st: Step, got: &[u8]) -> Result<Option<Read>, FeedError> {
+        let (r, k) = self.plan(st, got)?;
+        let mut start = 0u64;
+        for rd in &r[..k] {
+            let have = got.len() as u64;
+            if have < start + rd.len {
+                let done = have - start;
+                return Ok(Some(Read {
+                    source: rd.source,
+                    at: rd.at + done,
+                    len: rd.len - done,
+                }));
+            }
+            start += rd.len;
+        }
+        if start != got.len() as u64 {
+            return Err(FeedError::BadModel);
+        }
+        Ok(None)
+    }
+
+    /// Bytes a step holds at most: the largest sum of its reads' lengths.
+    pub fn most_held(&self) -> u64 {
+        let sh = &self.shape;
+        let (h, f, hd) = (self.h(), self.f(), self.hd());
+        let row = |d: Dense| Shape::row_len(sh.dims(d).0);
+        [
+            4 * h,
+            2 * h + 2 * row(Dense::Q),
+            2 * h + 2 * row(Dense::K),
+            2 * sh.qw() + row(Dense::O) + 4,
+            2 * h + 2 * row(Dense::Gate) + RQ_LEN + 4,
+            2 * f + row(Dense::Down) + 12,
+            2 * h + sh.token_len(),
+            8 * hd + 4 + 2 * hd,
+            8 + LEAF,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    }
+
+    /// The value step `st` writes, from `got`: every read's bytes, in order
+    /// ([`next_read`](Self::next_read) is `None`). A field that breaks the format's rules (a
+    /// requantization or table entry out of bounds, an accumulator that could pass 2^53) is
+    /// [`FeedError::BadModel`].
+    pub fn value(&self, st: Step, got: &[u8]) -> Result<Vec<u8>, FeedError> {
+        let sh = &self.shape;
+        let (h, hd, f) = (self.h(), self.hd(), self.f());
+        let hu = h as usize;
+        let w = self.width(st.part) as usize;
+        let mut out = vec![0u8; w];
+        let row = |d: Dense| Shape::row_len(sh.dims(d).0) as usize;
+        match st.part {
+            Part::Emb => {
+                let (m, s) = (i32_at(got, 4), i32_at(got, 8));
+                if !rq_ok(m, s, 1) {
+                    return Err(FeedError::BadModel);
+                }
+                let d = i64::from(i32_at(got, 12));
+                let v = got[16 + st.i as usize % BLOCK] as i8;
+                let x = rq(d * i64::from(v), m, s, -RES_MAX, RES_MAX);
+                out.copy_from_slice(&(x as i32).to_le_bytes());
+            }
+            Part::Ns1 | Part::Ns2 | Part::Nsf => {
+                let (shift, r) = norm_stats(got, hu, sh.eps);
+                out[..4].copy_from_slice(&shift.to_le_bytes());
+                out[8..].copy_from_slice(&r.to_le_bytes());
+            }
+            Part::N1 | Part::N2 | Part::Nf => {
+                let x = i64::from(i32_at(got, 0));
+                let shift = u32_at(got, 4).min(63);
+                let r = i64_at(got, 12).max(1);
+                let (m, s) = (i32_at(got, 20), i32_at(got, 24));
+                if !rq_ok(m, s, 1) {
+                    return Err(FeedError::BadModel);
+                }
+                let u = x >> shift;
+                let y = rq((u << 30).div_euclid(r), m, s, -Y_MAX, Y_MAX);
+                out.copy_from_slice(&(y as i16).to_le_bytes());
+            }
+            Part::Rot => {
+                let (y, recs) = got.split_at(2 * hu);
+                let d = if (st.i as u64) < sh.qw() / 2 {
+                    Dense::Q
+                } else {
+                    Dense::K
+                };
+                let rl = row(d);
+                let a = dense_out(&recs[..rl], y, h, 1, QK_MAX)?;
+                let b = dense_out(&recs[rl..2 * rl], y, h, 1, QK_MAX)?;
+                let (c, s) = (i16_at(got, got.len() - 4), i16_at(got, got.len() - 2));
+                let half = 1i64 << (FRAC - 1);
+                let ra = (a * c - b * s + half) >> FRAC;
+                let rb = (a * s + b * c + half) >> FRAC;
+                out[..2].copy_from_slice(&(ra as i16).to_le_bytes());
+                out[2..].copy_from_slice(&(rb as i16).to_le_bytes());
+            }
+            Part::V => {
+                let (y, rec) = got.split_at(2 * hu);
+                let v = dense_out(rec, y, h, 1, Y_MAX)?;
+                out.copy_from_slice(&(v as i16).to_le_bytes());
+            }
+            Part::S => {
+                let n = hd as usize;
+                let s: i64 = (0..n)
+                    .map(|d| i16_at(got, 2 * d) * i16_at(got, 2 * n + 2 * d))
+                    .sum();
+                out.copy_from_slice(&s.to_le_bytes());
+            }
+            Part::Mx | Part::Sm | Part::Ks | Part::Gs => {
+                let n = (st.q as u64 + 1).max(1);
+                let per_head = match st.part {
+                    Part::Mx => n.div_ceil(RUN8),
+                    Part::Sm => n.div_ceil(RUN4),
+                    Part::Ks => f.div_ceil(RUN8),
+                    _ => (sh.vocab as u64).div_ceil(RUN4),
+                };
+                let rr = st.i as u64 % per_head;
+                let (prev, run) = if rr > 0 {
+                    (Some(&got[..8]), &got[8..])
+                } else {
+                    (None, got)
+                };
+                match st.part {
+                    Part::Mx => {
+                        let mut top = prev.map_or(i64::MIN, |p| i64_at(p, 0));
+                        for c in run.chunks_exact(8) {
+                            top = top.max(i64_at(c, 0));
+                        }
+                        out.copy_from_slice(&top.to_le_bytes());
+                    }
+                    Part::Sm => {
+                        let mut sum = prev.map_or(0, |p| i64_at(p, 0));
+                        for c in run.chunks_exact(4) {
+                            sum = sum.wrapping_add(i32_at(c, 0).into());
+                        }
+                        out.copy_from_slice(&sum.to_le_bytes());
+                    }
+                    Part::Ks => {
+                        let mut top = prev.map_or(0, |p| i64_at(p, 0) as u64);
+                        for c in run.chunks_exact(8) {
+                            top = top.max(i64_at(c, 0).unsigned_abs());
+                        }
+                        out.copy_from_slice(&top.to_le_bytes());
+                    }
+                    _ => {
+                        let (mut best, mut at) = match prev {
+                            Some(p) => (i32_at(p, 0), u32_at(p, 4)),
+                            None => (i32::MIN, 0),
+                        };
+                        let first = (rr * RUN4) as u32;
+                        for (k, c) in run.chunks_exact(4).enumerate() {
+                            let v = i32_at(c, 0);
+                            if v > best || (prev.is_none() && k == 0) {
+                                best = v;
+                                at = first + k as u32;
+                            }
+                        }
+                        out[..4].copy_from_slice(&best.to_le_bytes());
+                        out[4..].copy_from_slice(&at.to_le_bytes());
+                    }
+                }
+            }
+            Part::E => {
+                let e = i32_at(got, 24);
+                let first = {
+                    let (s, top) = (i64_at(got, 0), i64_at(got, 8));
+                    let (m, sft) = (i32_at(got, 16), i32_at(got, 20));
+                    let d = top.saturating_sub(s).clamp(0, (1 << 32) - 1);
+                    rq(d, m, sft, 0, EXP_LEN as i64 - 1) == 0
+                };
+                if !(0..=EXP_MAX).contains(&e) || (first && e < 1) {
+                    return Err(FeedError::BadModel);
+                }
+                out.copy_from_slice(&e.to_le_bytes());
+            }
+            Part::A => {
+                let n = st.q as u64 + 1;
+                let j = st.i as u64 % n;
+                let d = hd as usize;
+                let (prev, rest) = if j > 0 {
+                    got.split_at(8 * d)
+                } else {
+                    (&[][..], got)
+                };
+                let e = i64::from(i32_at(rest, 0));
+                for c in 0..d {
+                    let p = if j > 0 { i64_at(prev, 8 * c) } else { 0 };
+                    let v = p.wrapping_add(e.wrapping_mul(i16_at(rest, 4 + 2 * c)));
+                    out[8 * c..8 * c + 8].copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            Part::Ctx => {
+                let d = hd as usize;
+                let den = i64_at(got, 8 * d).max(1);
+                for c in 0..d {
+                    let num = i64_at(got, 8 * c);
+                    let v = (2i128 * i128::from(num) + i128::from(den))
+                        .div_euclid(2 * i128::from(den))
+                        .clamp(-(Y_MAX as i128), Y_MAX as i128);
+                    out[2 * c..2 * c + 2].copy_from_slice(&(v as i16).to_le_bytes());
+                }
+            }
+            Part::R1 => {
+                let qw = 2 * sh.qw() as usize;
+                let o = dense_out(&got[qw..qw + row(Dense::O)], &got[..qw], sh.qw(), 1, RES_MAX)?;
+                let x = i64::from(i32_at(got, qw + row(Dense::O)));
+                out.copy_from_slice(&((x + o).clamp(-RES_MAX, RES_MAX) as i32).to_le_bytes());
+            }
+            Part::P => {
+                let y = &got[..2 * hu];
+                let gr = &got[2 * hu..2 * hu + row(Dense::Gate)];
+                let ur = &got[2 * hu + row(Dense::Gate)..2 * hu + 2 * row(Dense::Gate)];
+                let g = dense_out(gr, y, h, 1, Y_MAX)?;
+                let u = dense_out(ur, y, h, 1, Y_MAX)?;
+                let sig = i32_at(got, got.len() - 4);
+                if !(0..=1 << 15).contains(&sig) {
+                    return Err(FeedError::BadModel);
+                }
+                let p = g * i64::from(sig) * u;
+                out.copy_from_slice(&p.to_le_bytes());
+            }
+            Part::Hv => {
+                let p = i128::from(i64_at(got, 0));
+                let kappa = kappa(i64_at(got, 8) as u64);
+                let r = if kappa > 0 {
+                    (p + (1i128 << (kappa - 1))) >> kappa
+                } else {
+                    p
+                };
+                let v = r.clamp(-(Y_MAX as i128), Y_MAX as i128) as i16;
+                out.copy_from_slice(&v.to_le_bytes());
+            }
+            Part::R2 => {
+                let fu = 2 * f as usize;
+                let rl = row(Dense::Down);
+                let rec = &got[fu..fu + rl];
+                let kappa = kappa(i64_at(got, fu + rl) as u64);
+                let (m, s) = (i32_at(rec, 0), i32_at(rec, 4));
+                if !rq_ok(m, s, 31) || kappa > 30 {
+                    return Err(FeedError::BadModel);
+                }
+                let acc = dense_acc(rec, &got[..fu], f)?;
+                let v = rq(acc, m, s - kappa as i32, -RES_MAX, RES_MAX);
+                let x = i64::from(i32_at(got, fu + rl + 8));
+                out.copy_from_slice(&((x + v).clamp(-RES_MAX, RES_MAX) as i32).to_le_bytes());
+            }
+            Part::Lg => {
+                let (y, rec) = got.split_at(2 * hu);
+                let (m, s) = (i32_at(rec, 8), i32_at(rec, 12));
+                if !rq_ok(m, s, 1) {
+                    return Err(FeedError::BadModel);
+                }
+                let mut acc = 0i128;
+                let mut bound = 0i128;
+                for b in 0..hu / BLOCK {
+                    let blk = &rec[2 * RQ_LEN as usize + Q8_BLOCK_LEN as usize * b..];
+                    let d = i128::from(i32_at(blk, 0));
+                    for c in 0..BLOCK {
+                        let v = i128::from(blk[4 + c] as i8);
+                        acc += d * v * i128::from(i16_at(y, 2 * (b * BLOCK + c)));
+                        bound += (d * v).abs();
+                    }
+                }
+                if bound * i128::from(Y_MAX) > ACC_MAX {
+                    return Err(FeedError::BadModel);
+                }
+                let v = rq(acc as i64, m, s, -RES_MAX, RES_MAX);
+                out.copy_from_slice(&(v as i32).to_le_bytes());
+            }
+            Part::Tok => out.copy_from_slice(&got[4..8]),
+        }
+        Ok(out)
+    }
+}
+
+impl super::Slots for Layout {
+    fn mem_len(&self) -> u64 {
+        self.len()
+    }
+    fn step_count(&self) -> u64 {
+        self.steps()
+    }
+    fn slot_of(&self, s: u64) -> (u64, usize) {
+        self.slot(s)
+    }
+}
+
+/// κ of a row whose largest `|p|` is `top`: its bits over 15.
+fn kappa(top: u64) -> u32 {
+    (64 - top.leading_zeros()).saturating_sub(15)
+}
+
+/// RMSNorm's statistics of a row of `h` LE `i32` (PROTOCOL §5, Generate): the shift and the
+/// root `r`.
+fn norm_stats(x: &[u8], h: usize, eps: i64) -> (u32, i64) {
+    let vals = (0..h).map(|c| i64::from(i32_at(x, 4 * c)));
+    let top = vals.clone().map(|v| v.unsigned_abs()).max().unwrap_or(0);
+    let sh = (64 - top.leading_zeros()).saturating_sub(26);
+    let ss: u128 = vals.map(|v| ((v >> sh).unsigned_abs() as u128).pow(2)).sum();
+    let ms = ss / h as u128 + (eps >> (2 * sh)) as u128;
+    let r = (ms << 32).isqrt().max(1) as i64;
+    (sh, r)
+}
+
+/// `Σ_j W[o][j] · y[j]` of one dense row's record (`(m, s)`, then its blocks) and an input row
+/// of `inp` LE `i16`, the row's accumulator bound checked (`32 767 · Σ|W| ≤ 2^53`).
+fn dense_acc(rec: &[u8], y: &[u8], inp: u64) -> Result<i64, FeedError> {
+    let mut acc = 0i128;
+    let mut bound = 0i128;
+    for b in 0..(inp as usize / BLOCK) {
+        let blk = &rec[RQ_LEN as usize + Q4_BLOCK_LEN as usize * b..];
+        let (d, mn) = (i64::from(i32_at(blk, 0)), i64::from(i32_at(blk, 4)));
+        let (mut qx, mut sx) = (0i64, 0i64);
+        for k in 0..BLOCK {
+            let nib = blk[8 + k % 16];
+            let q = i64::from(if k < 16 { nib & 15 } else { nib >> 4 });
+            let x = i16_at(y, 2 * (b * BLOCK + k));
+            qx += q * x;
+            sx += x;
+            bound += i128::from((d * q + mn).abs());
+        }
+        acc += i128::from(d) * i128::from(qx) + i128::from(mn) * i128::from(sx);
+    }
+    if bound * i128::from(Y_MAX) > ACC_MAX {
+        return Err(FeedError::BadModel);
+    }
+    Ok(acc as i64)
+}
+
+/// One dense output: [`dense_acc`] requantized by the row's `(m, s)` to `±lim`.
+fn dense_out(rec: &[u8], y: &[u8], inp: u64, min_shift: i32, lim: i64) -> Result<i64, FeedError> {
+    let (m, s) = (i32_at(rec, 0), i32_at(rec, 4));
+    if !rq_ok(m, s, min_shift) {
+        return Err(FeedError::BadModel);
+    }
+    Ok(rq(dense_acc(rec, y, inp)?, m, s, -lim, lim))
+}
+
+/// Traces of the host's own tokens, built by keepers and tests.
+#[cfg(not(target_os = "solana"))]
+pub mod build {
+    use super::*;
+    use crate::hash::Digest;
+    use crate::trace::{leaf_hash, node_hash, zero_root};
+
+    /// The strings a trace reads: the model's and the prompts' slice strings, and the result.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Sources<'a> {
+        /// The model's slice string.
+        pub model: &'a [u8],
+        /// The prompts' slice string.
+        pub batch: &'a [u8],
+        /// The committed result.
+        pub result: &'a [u8],
+    }
+
+    /// How a replay reads the memory before its step: `len` bytes at `at`.
+    pub type TraceRead<'b> = dyn Fn(u64, u64) -> Result<Vec<u8>, FeedError> + 'b;
+
+    /// Step `s`'s value, read from the memory before it (by `trace`) and the sources, as the
+    /// program replays it; with every read it made.
+    pub fn replay_with(
+        lay: &Layout,
+        s: u64,
+        src: &Sources,
+        trace: &TraceRead,
+    ) -> Result<(Vec<u8>, Vec<Read>), FeedError> {
+        let st = lay.step(s).ok_or(FeedError::Complete)?;
+        let mut got = vec![];
+        let mut reads = vec![];
+        while let Some(r) = lay.next_read(st, &got)? {
+            let from = match r.source {
+                Source::Model => src.model,
+                Source::Batch => src.batch,
+                Source::Result => src.result,
+                Source::Trace => {
+                    got.extend_from_slice(&trace(r.at, r.len)?);
+                    reads.push(r);
+                    continue;
+                }
+            };
+            let (a, b) = (r.at as usize, (r.at + r.len) as usize);
+            got.extend_from_slice(from.get(a..b).ok_or(FeedError::BadModel)?);
+            reads.push(r);
+        }
+        Ok((lay.value(st, &got)?, reads))
+    }
+
+    /// [`replay_with`] from a whole memory `mem`.
+    pub fn replay(
+        lay: &Layout,
+        s: u64,
+        src: &Sources,
+        mem: &[u8],
+    ) -> Result<(Vec<u8>, Vec<Read>), FeedError> {
+        replay_with(lay, s, src, &|at, len| {
+            mem.get(at as usize..(at + len) as usize)
+                .map(|b| b.to_vec())
+                .ok_or(FeedError::BadModel)
+        })
+    }
+
+    /// The whole memory after the last step (for small traces: tests; a keeper holds
+    /// [`Blocks`]).
+    pub fn memory(lay: &Layout, src: &Sources) -> Result<Vec<u8>, FeedError> {
+        let mut mem = vec![0u8; lay.len() as usize];
+        for s in 1..=lay.steps() {
+            let (v, _) = replay(lay, s, src, &mem)?;
+            let (at, w) = lay.slot(s);
+            mem[at as usize..at as usize + w].copy_from_slice(&v);
+        }
+        Ok(mem)
+    }
+
+    /// The root of a subtree of `2^log2` leaves holding `bytes` (zeros after them).
+    pub fn subtree_root(bytes: &[u8], log2: u32) -> Digest {
+        let hashes: Vec<Digest> = bytes.chunks(LEAF_LEN).map(leaf_hash).collect();
+        path_in(&hashes, 0, log2, 0).1
+    }
+
+    /// The siblings of node `index` in a tree of `2^log2` nodes at height `from` whose first
+    /// nodes are `nodes` (zero subtrees after them), bottom-up; and the tree's root.
+    fn path_in(nodes: &[Digest], index: u64, log2: u32, from: u32) -> (Vec<Digest>, Digest) {
+        let mut level = nodes.to_vec();
+        if level.is_empty() {
+            level.push(zero_root(from));
+        }
+        let mut path = vec![];
+        for d in from..from + log2 {
+            if level.len() % 2 == 1 {
+                level.push(zero_root(d));
+            }
+            let i = (index >> (d - from)) as usize ^ 1;
+            path.push(level.get(i).copied().unwrap_or_else(|| zero_root(d)));
+            level = level.chunks(2).map(|p| node_hash(&p[0], &p[1])).collect();
+        }
+        (path, level[0])
+    }
+
+    /// One party's trace of a token held a block at a time (PROTOCOL §8.13): one pass computes
+    /// every region's root and keeps what later blocks read (each block's keys and values,
+    /// and its output row); the memory after any step is then one block recomputed and the
+    /// roots folded. Memory: the roots, 2 (qw + 2 kw) + 4H bytes a block, one region.
+    pub struct Blocks<'a> {
+        /// The layout.
+        pub lay: Layout,
+        src: Sources<'a>,
+        /// Every region's root after its last step: blocks, then the tail.
+        roots: Vec<Digest>,
+        /// Per block: its `Rot` and `V` parts.
+        kv: Vec<Vec<u8>>,
+        /// Per block: its `R2` part.
+        out: Vec<Vec<u8>>,
+    }
+
+    impl<'a> Blocks<'a> {
+        /// The one pass over every block.
+        pub fn new(lay: Layout, src: Sources<'a>) -> Result<Blocks<'a>, FeedError> {
+            let mut b = Blocks {
+                lay,
+                src,
+                roots: vec![],
+                kv: vec![],
+                out: vec![],
+            };
+            let regions = b.regions();
+            for r in 0..regions {
+                let mem = b.region(r, u64::MAX)?;
+                b.roots.push(subtree_root(&mem, b.leaves_log2()));
+                if r + 1 < regions {
+                    let (q, l) = b.block_of(r);
+                    let (rot, v_end) = (
+                        b.local(q, l, Part::Rot),
+                        b.local(q, l, Part::S),
+                    );
+                    let (r2, r2_end) = (
+                        b.local(q, l, Part::R2),
+                        b.local(q, l, Part::R2) + 4 * lay.h(),
+                    );
+                    b.kv.push(mem[rot as usize..v_end as usize].to_vec());
+                    b.out.push(mem[r2 as usize..r2_end as usize].to_vec());
+                }
+            }
+            Ok(b)
+        }
+
+        fn regions(&self) -> u64 {
+            self.lay.t as u64 * self.lay.shape.layers as u64 + 1
+        }
+        fn leaves_log2(&self) -> u32 {
+            self.lay.region_log2 - LEAF.trailing_zeros()
+        }
+        fn block_of(&self, r: u64) -> (u64, u64) {
+            let layers = self.lay.shape.layers as u64;
+            if r + 1 == self.regions() {
+                (self.lay.t as u64, 0)
+            } else {
+                (r / layers, r % layers)
+            }
+        }
+        /// `part`'s offset inside block B(q, l)'s region.
+        fn local(&self, q: u64, l: u64, part: Part) -> u64 {
+            self.lay.part_at(q, l, part) - self.lay.region_at(q, l)
+        }
+        /// The steps of region `r`: `(first, last)`.
+        fn steps_of(&self, r: u64) -> (u64, u64) {
+            let (q, l) = self.block_of(r);
+            let layers = self.lay.shape.layers as u64;
+            let first = self.lay.before(q, l) + 1;
+            let last = if r + 1 == self.regions() {
+                self.lay.steps()
+            } else if l + 1 < layers {
+                self.lay.before(q, l + 1)
+            } else {
+                self.lay.before(q + 1, 0)
+            };
+            (first, last)
+        }
+
+        /// Region `r`'s bytes after step `upto` (its last step at most), as far as it is used.
+        fn region(&self, r: u64, upto: u64) -> Result<Vec<u8>, FeedError> {
+            let (q, l) = self.block_of(r);
+            let base = r << self.lay.region_log2;
+            let used = if q == self.lay.t as u64 {
+                self.lay.tail_bytes()
+            } else {
+                self.lay.block_bytes(q + 1, l == 0)
+            };
+            let mut mem = vec![0u8; used as usize];
+            let (first, last) = self.steps_of(r);
+            for s in first..=last.min(upto) {
+                let (v, _) = {
+                    let mem = &mem;
+                    replay_with(&self.lay, s, &self.src, &|at, len| {
+                        self.read(r, mem, at, len)
+                    })?
+                };
+                let (at, w) = self.lay.slot(s);
+                let at = (at - base) as usize;
+                mem[at..at + w].copy_from_slice(&v);
+            }
+            Ok(mem)
+        }
+
+        /// `len` bytes at `at` of the memory, for a step of region `r` whose bytes so far are
+        /// `mem`: its own, or an earlier block's keys, values or output.
+        fn read(&self, r: u64, mem: &[u8], at: u64, len: u64) -> Result<Vec<u8>, FeedError> {
+            let from = at >> self.lay.region_log2;
+            let off = at - (from << self.lay.region_log2);
+            let (slice, start) = if from == r {
+                (mem, 0)
+            } else if from < r {
+                let (q, l) = self.block_of(from);
+                let (rot, r2) = (self.local(q, l, Part::Rot), self.local(q, l, Part::R2));
+                if off >= r2 {
+                    (&self.out[from as usize][..], r2)
+                } else {
+                    (&self.kv[from as usize][..], rot)
+                }
+            } else {
+                return Err(FeedError::BadModel);
+            };
+            let o = off.checked_sub(start).ok_or(FeedError::BadModel)? as usize;
+            slice
+                .get(o..o + len as usize)
+                .map(|b| b.to_vec())
+                .ok_or(FeedError::BadModel)
+        }
+
+        /// The region step `s` writes in (`s ≥ 1`).
+        fn region_of_step(&self, s: u64) -> u64 {
+            let st = self.lay.step(s).expect("a step of the trace");
+            if st.q == self.lay.t {
+                self.regions() - 1
+            } else {
+                st.q as u64 * self.lay.shape.layers as u64 + st.l as u64
+            }
+        }
+
+        /// Every region's root after step `s`, and region `cur`'s bytes then (the one step `s`
+        /// writes in).
+        fn state(&self, s: u64) -> Result<(Vec<Digest>, u64, Vec<u8>), FeedError> {
+            let cur = if s == 0 { 0 } else { self.region_of_step(s) };
+            let mem = if s == 0 { vec![] } else { self.region(cur, s)? };
+            let mut roots = self.roots[..cur as usize].to_vec();
+            roots.push(subtree_root(&mem, self.leaves_log2()));
+            Ok((roots, cur, mem))
+        }
+
+        /// The root of the memory after step `s`.
+        pub fn root_at(&self, s: u64) -> Result<Digest, FeedError> {
+            let (roots, _, _) = self.state(s)?;
+            let top = self.lay.depth() - self.leaves_log2();
+            Ok(path_in(&roots, 0, top, self.leaves_log2()).1)
+        }
+
+        /// Leaf `index` of the memory after step `s`, and its siblings bottom-up.
+        pub fn leaf_at(&self, s: u64, index: u64) -> Result<([u8; LEAF_LEN], Vec<Digest>), FeedError> {
+            let (roots, cur, mem) = self.state(s)?;
+            let ll = self.leaves_log2();
+            let r = index >> ll;
+            let bytes = if r == cur {
+                mem
+            } else if r < cur {
+                self.region(r, u64::MAX)?
+            } else {
+                vec![]
+            };
+            let i = (index - (r << ll)) as usize;
+            let mut leaf = [0u8; LEAF_LEN];
+            if let Some(b) = bytes.get(i * LEAF_LEN..) {
+                let n = b.len().min(LEAF_LEN);
+                leaf[..n].copy_from_slice(&b[..n]);
+            }
+            let hashes: Vec<Digest> = bytes.chunks(LEAF_LEN).map(leaf_hash).collect();
+            let (mut path, _) = path_in(&hashes, index - (r << ll), ll, 0);
+            let top = self.lay.depth() - ll;
+            path.extend(path_in(&roots, r, top, ll).0);
+            Ok((leaf, path))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
