@@ -91,7 +91,8 @@ fn rust_written() -> Value {
     let rejected: Vec<Value> = [
         (edit(&|b| b[0] = 1), "UnsupportedVersion"),
         (edit(&|b| b[1] = 6), "UnknownKind"),
-        // Generate: G past 1 024, prompt and completion past 8 192 positions, no work, slices
+        // Generate: G past 1 024, prompt and completion past 8 192 positions, no work, a model's
+        // slice string longer than its work allows
         (
             gedit(&|b| b[12..16].copy_from_slice(&1_025u32.to_le_bytes())),
             "DimensionOutOfRange",
@@ -104,7 +105,14 @@ fn rust_written() -> Value {
             "DimensionOutOfRange",
         ),
         (gedit(&|b| b[48..56].fill(0)), "DimensionOutOfRange"),
-        (gedit(&|b| b[56] = 1), "ReservedNotZero"),
+        (
+            gedit(&|b| {
+                let wpt = u64::from_le_bytes(b[48..56].try_into().unwrap());
+                let most = compute_market_protocol::slices::decoder::max_len(wpt);
+                b[56..64].copy_from_slice(&(most + 1).to_le_bytes())
+            }),
+            "DimensionOutOfRange",
+        ),
         (edit(&|b| b[2] = 2), "UnknownInputMode"),
         (
             {

@@ -40,7 +40,8 @@ export function disputeSupported(job: JobSpec): boolean {
 /** Elements in one tile: entries of a 64 × 64 block, nonces of a `HashBatch` tile, the 4-byte
  * words of an `Mlp` tile (R · (C + 1): each row's logits and class), the 4-byte words of an
  * `Encoder` tile of an even width H (R · H / 2: two channels of a text's embedding each), else
- * its texts. */
+ * its texts; the 4-byte words of a `Generate` tile (R · (G + 1): each completion's count and
+ * tokens). */
 export function elementsPerTile(job: JobSpec): number {
   switch (job.kind) {
     case JobKind.MatMulModP:
@@ -51,6 +52,8 @@ export function elementsPerTile(job: JobSpec): number {
       return job.rowsPerTile * (job.dims[2] + 1);
     case JobKind.Encoder:
       return job.dims[2] % 2 === 0 ? job.rowsPerTile * (job.dims[2] / 2) : job.rowsPerTile;
+    case JobKind.Generate:
+      return job.rowsPerTile * (job.dims[2] + 1);
     default:
       return job.rowsPerTile;
   }

@@ -148,7 +148,7 @@ export function decodeJobSpec(b: Uint8Array): JobSpec {
   const rowsPerTile = b[3];
   const rows = isInference(kind);
   const slicesLen = v.getBigUint64(56, true);
-  const sliced = inputMode === InputMode.ContentHash && kind !== JobKind.HashBatch && kind !== JobKind.Generate;
+  const sliced = inputMode === InputMode.ContentHash && kind !== JobKind.HashBatch;
   if ((slicesLen !== 0n && !sliced) || (!rows && (rowsPerTile !== 0 || workPerRow !== 0n))) {
     throw new JobError('ReservedNotZero');
   }
@@ -192,10 +192,18 @@ export function decodeJobSpec(b: Uint8Array): JobSpec {
         ? slicesLen === BigInt(dims[0]) * stride
         : kind === JobKind.Encoder
           ? slicesLen <= encoderSlicesMaxLen(BigInt(dims[2]), workPerRow)
-          : slicesLen <= 4n + 4n * (MAX_MLP_LAYERS + 1n) + 12n * MAX_MLP_LAYERS * BigInt(MAX_MLP_WIDTH) + workPerRow;
+          : kind === JobKind.Generate
+            ? slicesLen <= decoderSlicesMaxLen(workPerRow)
+            : slicesLen <= 4n + 4n * (MAX_MLP_LAYERS + 1n) + 12n * MAX_MLP_LAYERS * BigInt(MAX_MLP_WIDTH) + workPerRow;
     if (!fits) throw new JobError('DimensionOutOfRange');
   }
   return { kind, inputMode, dims, input: b.slice(16, 48), rowsPerTile, workPerRow, slicesLen };
+}
+
+/** The most bytes a decoder's slice string may have for a job of `work` units per token
+ * (`slices::decoder::max_len`): 16 MiB of header and tables, and three bytes a unit of work. */
+export function decoderSlicesMaxLen(work: bigint): bigint {
+  return (16n << 20n) + 3n * work;
 }
 
 const pad4 = (n: bigint): bigint => ((n + 3n) / 4n) * 4n;

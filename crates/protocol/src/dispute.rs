@@ -29,13 +29,14 @@ pub const PROOF_BUFFER_LEN: usize = CHUNK_LEN + 32 * MAX_CHUNK_SIBLINGS;
 /// Whether the program referees disputes of this job (PROTOCOL §8.4, §8.7): `HashBatch` and
 /// generated `MatMulModP` from the job alone; `MatMulModP` and `Mlp` on the client's data from
 /// proven slices of its inputs (which needs a version-2 manifest); `Encoder` of an even width
-/// by a game over one text's trace (PROTOCOL §8.10), its elements the embeddings' words.
-/// Not yet `Generate`: its verdicts settle at once (PROTOCOL §5, Generate).
+/// by a game over one text's trace (PROTOCOL §8.10), its elements the embeddings' words;
+/// `Generate` by a game over one token's teacher-forced trace (PROTOCOL §8.13), its elements
+/// the completions' words. Each needs a version-2 manifest ([`method`]).
 pub fn supported(job: &JobSpec) -> bool {
     match job.kind {
         JobKind::HashBatch | JobKind::MatMulModP | JobKind::Mlp => true,
         JobKind::Encoder => job.dims[2].is_multiple_of(2),
-        JobKind::Generate => false,
+        JobKind::Generate => true,
     }
 }
 
@@ -119,7 +120,8 @@ pub fn one_step(job: &JobSpec) -> bool {
 /// Elements in one tile: entries of a 64 × 64 block, nonces of a `HashBatch` tile, the 4-byte
 /// words of an `Mlp` tile (row e / (C + 1), word e mod (C + 1): a logit, or the class), the
 /// 4-byte words of an `Encoder` tile of an even width H (text e / (H/2), channels 2w and
-/// 2w + 1 of its embedding), else its texts.
+/// 2w + 1 of its embedding), else its texts; the 4-byte words of a `Generate` tile (completion
+/// e / (G + 1), word e mod (G + 1): its count, or token w − 1).
 pub fn elements_per_tile(job: &JobSpec) -> u32 {
     match job.kind {
         JobKind::MatMulModP => MATMUL_TILE * MATMUL_TILE,
@@ -128,7 +130,8 @@ pub fn elements_per_tile(job: &JobSpec) -> u32 {
         JobKind::Encoder if job.dims[2].is_multiple_of(2) => {
             u32::from(job.rows_per_tile) * (job.dims[2] / 2)
         }
-        JobKind::Encoder | JobKind::Generate => u32::from(job.rows_per_tile),
+        JobKind::Generate => u32::from(job.rows_per_tile) * (job.dims[2] + 1),
+        JobKind::Encoder => u32::from(job.rows_per_tile),
     }
 }
 

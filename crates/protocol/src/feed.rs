@@ -72,6 +72,15 @@ pub fn target(job: &JobSpec, tile: u32, element: u32) -> Option<Target> {
                 Some(Target::Word(row as u32, element % words))
             }
         }
+        JobKind::Generate => {
+            let words = job.dims[2] + 1;
+            let row = tile as u64 * job.rows_per_tile as u64 + (element / words) as u64;
+            if row >= job.dims[0] as u64 {
+                Some(Target::Padding)
+            } else {
+                Some(Target::Word(row as u32, element % words))
+            }
+        }
         JobKind::Encoder if job.dims[2].is_multiple_of(2) => {
             let words = job.dims[2] / 2;
             let row = tile as u64 * job.rows_per_tile as u64 + (element / words) as u64;

@@ -347,7 +347,10 @@ impl JobSpec {
         sl.copy_from_slice(&b[56..64]);
         let slices_len = u64::from_le_bytes(sl);
         let sliced = input_mode == InputMode::ContentHash
-            && matches!(kind, JobKind::MatMulModP | JobKind::Mlp | JobKind::Encoder);
+            && matches!(
+                kind,
+                JobKind::MatMulModP | JobKind::Mlp | JobKind::Encoder | JobKind::Generate
+            );
         if (slices_len != 0 && !sliced) || (!rows && (rows_per_tile != 0 || work_per_row != 0)) {
             return Err(JobError::ReservedNotZero);
         }
@@ -409,6 +412,7 @@ impl JobSpec {
                 JobKind::Encoder => {
                     slices_len <= crate::slices::encoder::max_len(dims[2], work_per_row)
                 }
+                JobKind::Generate => slices_len <= crate::slices::decoder::max_len(work_per_row),
                 _ => {
                     slices_len
                         <= crate::slices::MAX_MODEL_HEADER
@@ -771,7 +775,18 @@ mod tests {
         assert!(JobSpec::decode(&e).is_ok(), "L + G = the context");
         refused(&|b| b[3] = 0, JobError::DimensionOutOfRange);
         refused(&|b| b[2] = 0, JobError::InputModeNotAllowed);
-        refused(&|b| b[56] = 1, JobError::ReservedNotZero);
+        // a model's slice string (PROTOCOL §8.13) of at most what the work allows
+        let mut sliced = j.encode();
+        sliced[56] = 1;
+        assert!(
+            JobSpec::decode(&sliced).is_ok(),
+            "a Generate declares slices"
+        );
+        let most = crate::slices::decoder::max_len(wpt);
+        refused(
+            &|b| b[56..64].copy_from_slice(&(most + 1).to_le_bytes()),
+            JobError::DimensionOutOfRange,
+        );
         refused(
             &|b| b[48..56].copy_from_slice(&(MAX_GENERATE_WORK_PER_TOKEN + 1).to_le_bytes()),
             JobError::DimensionOutOfRange,

@@ -72,6 +72,9 @@ pub fn expected_len(job: &JobSpec, role: Role) -> Option<u64> {
         (JobKind::MatMulModP, Role::B) => Some(n as u64 * matrix_stride(k)),
         (JobKind::Mlp, Role::Batch) => Some(m as u64 * k as u64),
         (JobKind::Encoder, Role::Texts) => Some(m as u64 * encoder::ids_stride(k)),
+        (JobKind::Generate, Role::Prompts) => {
+            Some(m as u64 * decoder::prompt_stride(k) + decoder::SAMPLING_LEN)
+        }
         _ => None,
     }
 }
@@ -84,6 +87,7 @@ pub fn refereed_roles(job: &JobSpec) -> Option<[Role; 2]> {
         JobKind::MatMulModP => Some([Role::A, Role::B]),
         JobKind::Mlp => Some([Role::Model, Role::Batch]),
         JobKind::Encoder => Some([Role::Model, Role::Texts]),
+        JobKind::Generate => Some([Role::Model, Role::Prompts]),
         _ => None,
     }
 }

@@ -43,12 +43,14 @@ pub const LEAF_LEN: usize = 1024;
 pub const SEGMENTS: u64 = 16;
 /// Roots one split posts: the inner points of its segments.
 pub const MAX_SPLIT_ROOTS: usize = SEGMENTS as usize - 1;
-/// Deepest memory tree: 2^16 leaves (64 MiB).
+/// Deepest memory tree of an `Mlp` or `Encoder` trace: 2^16 leaves (64 MiB); a `Generate`
+/// token's is [`decoder::MAX_DEPTH`].
 pub const MAX_DEPTH: u32 = 16;
 /// Bytes of an encoded [`Replay`].
 pub const REPLAY_LEN: usize = 64;
-/// Bytes of a replay's work area: one layer's inputs.
-pub const WORK_LEN: usize = MAX_MLP_WIDTH as usize;
+/// Bytes of a replay's work area: one `Mlp` layer's inputs; a `Generate` step's reads and its
+/// value (a feed-forward row of 1 536 int16 values and its 1 160-byte record for SmolLM2).
+pub const WORK_LEN: usize = 6 * 1024;
 /// Bytes of a game's buffer: one piece (a chunk or a leaf) and up to 32 siblings.
 pub const BUFFER_LEN: usize = LEAF_LEN + 32 * 32;
 /// Bytes one `game_write` carries: as many as fit a transaction packet beside its signature,
@@ -67,10 +69,12 @@ pub const CLAIM_TRANSACTIONS: u64 = 12;
 /// [`CLAIM_TRANSACTIONS`] for this job: an `Encoder`'s layout takes a second piece (the text's
 /// count: two writes and `dispute_layout`).
 pub fn claim_transactions(job: &JobSpec) -> u64 {
-    if job.kind == crate::job::JobKind::Encoder {
-        CLAIM_TRANSACTIONS + 3
-    } else {
-        CLAIM_TRANSACTIONS
+    match job.kind {
+        crate::job::JobKind::Encoder => CLAIM_TRANSACTIONS + 3,
+        // two more layout pieces (the prompt's count, the sampling rule) and a third write for
+        // the claim's leaf (up to 32 siblings)
+        crate::job::JobKind::Generate => CLAIM_TRANSACTIONS + 7,
+        _ => CLAIM_TRANSACTIONS,
     }
 }
 
@@ -133,18 +137,25 @@ impl Clock {
 /// challenger's resolution, at most `window` slots, with every turn, and the time from the
 /// dispute's opening to its claim, at least [`MIN_TURN`].
 pub fn clock(job: &JobSpec, window: u32) -> Option<Clock> {
-    let (steps, pieces) = if encoder::gameable(job) {
-        (encoder::steps_bound(job), encoder::step_pieces(job))
+    let (steps, pieces, per_piece) = if encoder::gameable(job) {
+        (encoder::steps_bound(job), encoder::step_pieces(job), 3)
+    } else if decoder::gameable(job) {
+        (
+            decoder::steps_bound(job),
+            decoder::step_pieces(),
+            decoder::PIECE_TRANSACTIONS,
+        )
     } else if job.kind == crate::job::JobKind::Mlp && job.slices_len > 0 {
         (
             (MAX_MLP_LAYERS - 1) * MAX_MLP_WIDTH as u64 + job.dims[2] as u64 + 1,
             step_pieces(job),
+            3,
         )
     } else {
         return None;
     };
     let levels = levels(steps);
-    let step = 3 * pieces * SLOTS_PER_TRANSACTION;
+    let step = per_piece * pieces * SLOTS_PER_TRANSACTION;
     let claim = (claim_transactions(job) * SLOTS_PER_TRANSACTION).max(MIN_TURN);
     let turns = DEFENCE_TURNS + 2 * levels as u64 + 2;
     let turn = (window as u64).checked_sub(claim + step)? / turns;
@@ -289,6 +300,8 @@ pub enum Traced {
     Mlp(Layout),
     /// An `Encoder` text.
     Encoder(encoder::Layout),
+    /// A `Generate` token.
+    Decoder(decoder::Layout),
 }
 
 impl Slots for Traced {
@@ -296,18 +309,21 @@ impl Slots for Traced {
         match self {
             Traced::Mlp(l) => l.len(),
             Traced::Encoder(l) => l.len(),
+            Traced::Decoder(l) => l.len(),
         }
     }
     fn step_count(&self) -> u64 {
         match self {
             Traced::Mlp(l) => l.steps(),
             Traced::Encoder(l) => l.steps(),
+            Traced::Decoder(l) => l.steps(),
         }
     }
     fn slot_of(&self, s: u64) -> (u64, usize) {
         match self {
             Traced::Mlp(l) => l.slot(s),
             Traced::Encoder(l) => l.slot(s),
+            Traced::Decoder(l) => l.slot(s),
         }
     }
 }
@@ -315,6 +331,12 @@ impl Slots for Traced {
 impl From<Layout> for Traced {
     fn from(l: Layout) -> Traced {
         Traced::Mlp(l)
+    }
+}
+
+impl From<decoder::Layout> for Traced {
+    fn from(l: decoder::Layout) -> Traced {
+        Traced::Decoder(l)
     }
 }
 
@@ -330,6 +352,8 @@ impl Traced {
         match self {
             Traced::Mlp(l) => l.slot(l.word_step(w)).0,
             Traced::Encoder(l) => l.word_at(w),
+            // the layout is the disputed token's: its one word
+            Traced::Decoder(l) => l.token_at(),
         }
     }
 
@@ -344,6 +368,7 @@ impl Traced {
         match self {
             Traced::Mlp(l) => Replay::decode(r).next(job, l, row, s),
             Traced::Encoder(l) => encoder::Replay::decode(r).next(job, l, row, s),
+            Traced::Decoder(l) => decoder::Replay::decode(r).next(l, s),
         }
     }
 
@@ -352,6 +377,7 @@ impl Traced {
         match self {
             Traced::Mlp(_) => Replay::decode(r).stage >= 2,
             Traced::Encoder(l) => encoder::Replay::decode(r).at_slot(job, l, row, s),
+            Traced::Decoder(_) => decoder::Replay::decode(r).at_slot(),
         }
     }
 
@@ -378,6 +404,12 @@ impl Traced {
             Traced::Encoder(l) => {
                 let mut rep = encoder::Replay::decode(r);
                 let out = rep.take(job, l, row, s, source, index, bytes, work);
+                *r = rep.encode();
+                out
+            }
+            Traced::Decoder(l) => {
+                let mut rep = decoder::Replay::decode(r);
+                let out = rep.take(l, s, source, index, bytes, work);
                 *r = rep.encode();
                 out
             }

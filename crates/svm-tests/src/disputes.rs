@@ -65,6 +65,16 @@ impl Committed {
         self.tree.root()
     }
 
+    /// The committed string: each tile at its slot (PROTOCOL §5).
+    pub fn string(&self) -> Vec<u8> {
+        let slot = compute_market_protocol::merkle::slot_len(self.job.tile_len());
+        let mut out = vec![0u8; slot * self.tiles.len()];
+        for (i, t) in self.tiles.iter().enumerate() {
+            out[i * slot..i * slot + t.len()].copy_from_slice(t);
+        }
+        out
+    }
+
     /// The proof of tile `tile` (its siblings in the tile tree).
     pub fn tile_proof(&self, tile: u32) -> Vec<Digest> {
         self.tree.proof(tile).expect("tile")
@@ -87,11 +97,15 @@ impl Committed {
 /// A job's inputs as its client posted them (PROTOCOL §8.7): the version-2 manifest and the
 /// slice strings of the two parts the program recomputes from (A and B, or model and batch).
 /// The parts' own bytes are the slice strings here: the program sees only the manifest.
+#[derive(Clone, Debug)]
 pub struct Inputs {
     /// The manifest's bytes (its SHA-256 is the job's input).
     pub manifest: Vec<u8>,
     /// The slice strings, in the program's order.
     pub slices: [Vec<u8>; 2],
+    /// The committed string a `Generate` replay reads earlier tokens from (empty for other
+    /// kinds): set once the result is known ([`Inputs::with_result`]).
+    pub result: Vec<u8>,
 }
 
 impl Inputs {
@@ -104,7 +118,46 @@ impl Inputs {
         Inputs {
             manifest: Manifest::new(parts).encode(),
             slices,
+            result: vec![],
         }
+    }
+
+    /// These inputs with the committed string `result` (a `Generate` replay's earlier tokens).
+    pub fn with_result(&self, result: &Committed) -> Inputs {
+        Inputs {
+            result: result.string(),
+            ..self.clone()
+        }
+    }
+
+    /// A `Generate` job of `model` (its end-of-turn token `eos`) on `prompts` (token ids, at
+    /// most `limit` each), completions of up to `g` tokens picked by `sampling`, `r` a tile.
+    pub fn generate(
+        model: &compute_market_protocol::decoder::Decoder,
+        eos: u32,
+        prompts: &[Vec<u32>],
+        (limit, g): (u32, u32),
+        sampling: &compute_market_protocol::decoder::Sampling,
+        r: u8,
+    ) -> (JobSpec, Inputs) {
+        use compute_market_protocol::slices::decoder::build as db;
+        let i = Inputs::new(
+            [Role::Model, Role::Prompts],
+            [db::model(model, eos), db::prompts(prompts, limit, sampling)],
+        );
+        let shape = db::shape(model, eos);
+        let job = JobSpec {
+            slices_len: i.slices[0].len() as u64,
+            ..JobSpec::generate(
+                prompts.len() as u32,
+                limit,
+                g,
+                shape.work_per_token((limit + g) as u64),
+                r,
+                compute_market_protocol::hash::hashv(&[&i.manifest]),
+            )
+        };
+        (job, i)
     }
 
     /// An `Mlp` job of `model` on the batch `x` (rows of the model's width), `r` rows a tile.

@@ -82,6 +82,16 @@ impl World {
     ) -> Result<TxRecord, TxRecord> {
         let job = JobSpec::decode(&self.task(&task).job).expect("job");
         let mut pieces = vec![(0usize, 0u64)];
+        if job.kind == compute_market_protocol::job::JobKind::Generate {
+            // the prompt's count, then the sampling rule's temperature
+            let d = self.dispute(&task, who).expect("a dispute");
+            let Some(Target::Word(row, _)) = feed::target(&job, d.tile, d.element) else {
+                panic!("a word of a completion")
+            };
+            let stride = compute_market_protocol::slices::decoder::prompt_stride(job.dims[1]);
+            pieces.push((1, row as u64 * stride / CHUNK_LEN as u64));
+            pieces.push((1, job.dims[0] as u64 * stride / CHUNK_LEN as u64));
+        }
         if job.kind == compute_market_protocol::job::JobKind::Encoder {
             let d = self.dispute(&task, who).expect("a dispute");
             let Some(Target::Word(row, _)) = feed::target(&job, d.tile, d.element) else {
@@ -254,6 +264,10 @@ impl World {
                 }
                 Source::Model | Source::Batch => {
                     let (chunk, path) = sb::chunk_proof(&inputs.slices[src.code() as usize], index);
+                    with_siblings(chunk, CHUNK_LEN, &path)
+                }
+                Source::Result => {
+                    let (chunk, path) = sb::chunk_proof(&inputs.result, index);
                     with_siblings(chunk, CHUNK_LEN, &path)
                 }
             };

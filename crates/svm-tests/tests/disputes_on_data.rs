@@ -345,7 +345,7 @@ fn a_silent_challenger_loses_and_a_version_1_manifest_or_a_wrong_chunk_proves_no
     // another manifest (its SHA-256 is not the job's input)
     let mut other = Inputs {
         manifest: inputs.manifest.clone(),
-        slices: inputs.slices.clone(),
+        ..inputs.clone()
     };
     other.manifest[20] ^= 1;
     refused(w, "InputsMismatch", |w| {
@@ -410,7 +410,7 @@ fn a_silent_challenger_loses_and_a_version_1_manifest_or_a_wrong_chunk_proves_no
     };
     let old = Inputs {
         manifest: v1.encode(),
-        slices: inputs.slices.clone(),
+        ..inputs.clone()
     };
     let task = c.submitted_job(3, job2, 3, wrong1.root());
     let w = &mut c.w;

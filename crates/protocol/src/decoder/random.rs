@@ -172,4 +172,3 @@ pub fn random_decoder(shape: Shape, seed: u64) -> Decoder {
     }
     d
 }
-

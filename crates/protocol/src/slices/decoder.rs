@@ -335,6 +335,14 @@ pub fn read_header(job: &JobSpec, len: u64, bytes: &[u8]) -> Result<Shape, FeedE
     Ok(s)
 }
 
+/// The most bytes a decoder's slice string may have for a job of `work` units per token: the
+/// header and tables, the RoPE table at the format's most positions and widest heads, and at
+/// most three bytes a unit of work (4-bit weights with their scales, `(m, s)` per output, the
+/// embeddings with theirs; the format's norms and scales are far below a unit a byte).
+pub fn max_len(work: u64) -> u64 {
+    (16 << 20) + work.saturating_mul(3)
+}
+
 /// Bytes from one prompt's ids to the next: a count and `limit` ids.
 pub fn prompt_stride(limit: u32) -> u64 {
     4 * (limit as u64 + 1)

@@ -21,13 +21,13 @@
 //! next given what it holds, [`Layout::value`] what it writes: the program and the keepers run
 //! the same two functions, so the trace a keeper builds is the one the program replays.
 
-use super::{Source, LEAF_LEN};
+use super::{Patch, Source, LEAF_LEN, REPLAY_LEN, WORK_LEN};
 use crate::{
     feed::FeedError,
-    job::JobSpec,
+    job::{JobKind, JobSpec},
     slices::decoder::{
-        prompt_stride, rq, rq_ok, Dense, Shape, ACC_MAX, BLOCK, EXP_LEN, EXP_MAX, FRAC, QK_MAX,
-        Q4_BLOCK_LEN, Q8_BLOCK_LEN, RES_MAX, RQ_LEN, SIG_LEN, Y_MAX,
+        prompt_stride, rq, rq_ok, Dense, Shape, ACC_MAX, BLOCK, EXP_LEN, EXP_MAX, FRAC,
+        Q4_BLOCK_LEN, Q8_BLOCK_LEN, QK_MAX, RES_MAX, RQ_LEN, SIG_LEN, Y_MAX,
     },
 };
 
@@ -36,9 +36,9 @@ const LEAF: u64 = LEAF_LEN as u64;
 const RUN8: u64 = LEAF / 8;
 /// `i32` values in a leaf: a run of a sum or argmax scan.
 const RUN4: u64 = LEAF / 4;
-/// Deepest memory a `Generate` game is played over (2^50 bytes: regions are hashed, never
-/// held whole).
-pub const MAX_DEPTH: u32 = 40;
+/// Deepest memory a `Generate` game is played over (2^42 bytes: regions are hashed, never
+/// held whole): a leaf's siblings fill a game's buffer after it.
+pub const MAX_DEPTH: u32 = 32;
 /// Widest head the game referees: a head's running context sums (`8 · head_dim` bytes) fill at
 /// most one leaf.
 pub const MAX_HEAD_DIM: u32 = 128;
@@ -200,12 +200,11 @@ pub struct Layout {
     pub region_log2: u32,
 }
 
-/// Where completion `row`'s word 0 lies in a `Generate` job's result.
+/// Where completion `row`'s word 0 lies in a `Generate` job's committed string (tiles at
+/// their slots, PROTOCOL §5).
 pub fn result_row_at(job: &JobSpec, row: u32) -> u64 {
-    let r = job.rows_per_tile.max(1) as u64;
-    let g1 = job.dims[2] as u64 + 1;
-    let row = row as u64;
-    (row / r) * r * 4 * g1 + (row % r) * 4 * g1
+    let r = job.rows_per_tile.max(1) as u32;
+    crate::dispute::element_offset(job, row / r, (row % r) * (job.dims[2] + 1))
 }
 
 /// Whether a decoder of `shape` is refereed by this trace: heads of a power-of-two width up to
@@ -575,10 +574,7 @@ impl Layout {
                 };
                 p.push(Self::trace(self.part_at(q, l, Part::N1), 2 * h));
                 p.push(Self::model(sh.row_at(l, d, o), 2 * row(d)));
-                p.push(Self::model(
-                    sh.rope_at(q) + 4 * ((o / 2) % (hd / 2)),
-                    4,
-                ));
+                p.push(Self::model(sh.rope_at(q) + 4 * ((o / 2) % (hd / 2)), 4));
             }
             Part::V => {
                 p.push(Self::trace(self.part_at(q, l, Part::N1), 2 * h));
@@ -617,7 +613,10 @@ impl Layout {
                 let hh = i / n;
                 p.push(Self::trace(self.at(q, l, Part::S, i), 8));
                 let runs = n.div_ceil(RUN8);
-                p.push(Self::trace(self.at(q, l, Part::Mx, hh * runs + runs - 1), 8));
+                p.push(Self::trace(
+                    self.at(q, l, Part::Mx, hh * runs + runs - 1),
+                    8,
+                ));
                 p.push(Self::model(sh.scale_at(l, false), RQ_LEN));
                 if p.held(got) {
                     let (s, top) = (i64_at(got, 0), i64_at(got, 8));
@@ -904,7 +903,13 @@ impl Layout {
             }
             Part::R1 => {
                 let qw = 2 * sh.qw() as usize;
-                let o = dense_out(&got[qw..qw + row(Dense::O)], &got[..qw], sh.qw(), 1, RES_MAX)?;
+                let o = dense_out(
+                    &got[qw..qw + row(Dense::O)],
+                    &got[..qw],
+                    sh.qw(),
+                    1,
+                    RES_MAX,
+                )?;
                 let x = i64::from(i32_at(got, qw + row(Dense::O)));
                 out.copy_from_slice(&((x + o).clamp(-RES_MAX, RES_MAX) as i32).to_le_bytes());
             }
@@ -987,6 +992,236 @@ impl super::Slots for Layout {
     }
 }
 
+/// Whether this job's tokens are refereed by a game over a token's trace: a `Generate` whose
+/// manifest names slices (the model a trace of which does not fit — heads wider than
+/// [`MAX_HEAD_DIM`] or not a power of two, a step holding more than the work area, a memory
+/// deeper than [`MAX_DEPTH`] — is refused at `dispute_layout`, `DisputeNotSupported`).
+pub fn gameable(job: &JobSpec) -> bool {
+    job.kind == JobKind::Generate && job.slices_len > 0
+}
+
+/// The most steps a token's trace of this job can have, from the job alone: a block's steps
+/// are fewer than its layer's work units at the job's context, a position's embedding and the
+/// tail's fewer than the logits' (`vocab · H`), so `(L + G) · work` bounds them all.
+pub fn steps_bound(job: &JobSpec) -> u64 {
+    (job.dims[1] as u64 + job.dims[2] as u64)
+        .saturating_mul(job.work_per_row)
+        .min(1 << 60)
+}
+
+/// Pieces one step's replay reads at most, the slot's leaf included: at most five reads of at
+/// most `WORK_LEN − LEAF` bytes in all, each spanning one piece more than its bytes fill.
+pub fn step_pieces() -> u64 {
+    ((WORK_LEN as u64 - LEAF) / LEAF) + 5 + 1
+}
+
+/// Transactions a piece of a `Generate` replay takes: a leaf and up to 32 siblings (three
+/// writes), then its feed.
+pub const PIECE_TRANSACTIONS: u64 = 4;
+
+/// Whether a game can be played over this layout's trace: heads the trace lays out, a step's
+/// reads and value within the work area, a memory within [`MAX_DEPTH`].
+pub fn fits(lay: &Layout) -> bool {
+    shape_fits(&lay.shape) && lay.most_held() + LEAF <= WORK_LEN as u64 && lay.depth() <= MAX_DEPTH
+}
+
+/// Bytes of an encoded [`Layout`] (in a dispute's state).
+pub const LAYOUT_LEN: usize = 84;
+const LAYOUT_MAGIC: u32 = u32::from_le_bytes(*b"CMdL");
+
+impl Layout {
+    /// Its bytes, with how far `dispute_layout` has read: 0 the header, 1 the prompt's count,
+    /// 2 complete (the sampling rule is greedy).
+    pub fn encode(&self, stage: u8) -> [u8; LAYOUT_LEN] {
+        let s = &self.shape;
+        let mut b = [0u8; LAYOUT_LEN];
+        let words = [
+            LAYOUT_MAGIC,
+            s.width,
+            s.heads,
+            s.kv_heads,
+            s.head_dim,
+            s.ffn,
+            s.layers,
+            s.vocab,
+            s.positions,
+            s.eos,
+            self.prompt,
+            self.t,
+            self.region_log2,
+            stage as u32,
+        ];
+        for (i, w) in words.iter().enumerate() {
+            b[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        b[56..64].copy_from_slice(&s.eps.to_le_bytes());
+        b[64..72].copy_from_slice(&self.batch_row.to_le_bytes());
+        b[72..80].copy_from_slice(&self.result_row.to_le_bytes());
+        b
+    }
+
+    /// [`Layout::encode`] read back, with its stage; `None` for other bytes.
+    pub fn decode(b: &[u8]) -> Option<(Layout, u8)> {
+        if b.len() < LAYOUT_LEN || u32_at(b, 0) != LAYOUT_MAGIC {
+            return None;
+        }
+        let w = |i: usize| u32_at(b, 4 * i);
+        let shape = Shape {
+            width: w(1),
+            heads: w(2),
+            kv_heads: w(3),
+            head_dim: w(4),
+            ffn: w(5),
+            layers: w(6),
+            vocab: w(7),
+            positions: w(8),
+            eos: w(9),
+            eps: i64_at(b, 56),
+        };
+        Some((
+            Layout {
+                shape,
+                prompt: w(10),
+                t: w(11),
+                region_log2: w(12),
+                batch_row: i64_at(b, 64) as u64,
+                result_row: i64_at(b, 72) as u64,
+            },
+            w(13) as u8,
+        ))
+    }
+}
+
+/// The replay of one step (PROTOCOL §8.13): its reads in order, each piece (a memory leaf, a
+/// chunk of a slice string or of the result) copied into the work area as far as the read
+/// lies in it, then the slot's leaf, into which it writes the value
+/// ([`Layout::value`] of what the work area holds). Resumable: [`REPLAY_LEN`] bytes kept
+/// between transactions (the stage, the bytes held, the next read, which may depend on them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Replay {
+    /// 0 not started, 1 reading, 2 the slot's leaf next, 3 complete.
+    pub stage: u8,
+    /// Bytes held in the work area.
+    pub filled: u32,
+    /// The next read (stage 1).
+    pub read: Option<Read>,
+}
+
+impl Replay {
+    /// The state's bytes.
+    pub fn encode(&self) -> [u8; REPLAY_LEN] {
+        let mut b = [0u8; REPLAY_LEN];
+        b[0] = self.stage;
+        b[4..8].copy_from_slice(&self.filled.to_le_bytes());
+        if let Some(r) = self.read {
+            b[1] = 1 + r.source.code();
+            b[8..16].copy_from_slice(&r.at.to_le_bytes());
+            b[16..24].copy_from_slice(&r.len.to_le_bytes());
+        }
+        b
+    }
+
+    /// [`Replay::encode`] read back.
+    pub fn decode(b: &[u8; REPLAY_LEN]) -> Replay {
+        let read = b[1]
+            .checked_sub(1)
+            .and_then(Source::from_code)
+            .map(|source| Read {
+                source,
+                at: i64_at(b, 8) as u64,
+                len: i64_at(b, 16) as u64,
+            });
+        Replay {
+            stage: b[0],
+            filled: u32_at(b, 4),
+            read,
+        }
+    }
+
+    fn current(&self, lay: &Layout, st: Step) -> Result<Option<Read>, FeedError> {
+        match self.stage {
+            0 => lay.next_read(st, &[]),
+            1 => Ok(self.read),
+            _ => Ok(None),
+        }
+    }
+
+    /// The piece it needs next for step `s`, (source, chunk or leaf index); `None` once
+    /// complete.
+    pub fn next(&self, lay: &Layout, s: u64) -> Option<(Source, u64)> {
+        let st = lay.step(s)?;
+        match self.stage {
+            0 | 1 => {
+                let r = self.current(lay, st).ok()??;
+                Some((r.source, r.at / LEAF))
+            }
+            2 => Some((Source::Trace, lay.slot(s).0 / LEAF)),
+            _ => None,
+        }
+    }
+
+    /// Whether it has read every input: its next piece is the slot's leaf.
+    pub fn at_slot(&self) -> bool {
+        self.stage == 2
+    }
+
+    /// Takes piece `index` of `source` (`bytes`, already proven). Once it takes the slot's own
+    /// leaf it returns the [`Patch`] (the value in `work` after the bytes held) that makes it
+    /// the leaf after the step; `None` while more is needed.
+    pub fn take(
+        &mut self,
+        lay: &Layout,
+        s: u64,
+        source: Source,
+        index: u64,
+        bytes: &[u8],
+        work: &mut [u8],
+    ) -> Result<Option<Patch>, FeedError> {
+        let want = self.next(lay, s).ok_or(FeedError::Complete)?;
+        if want != (source, index) {
+            return Err(FeedError::WrongChunk);
+        }
+        let st = lay.step(s).ok_or(FeedError::Complete)?;
+        let filled = self.filled as usize;
+        if self.stage == 2 {
+            let (off, w) = lay.slot(s);
+            if bytes.len() < LEAF_LEN || filled + w > work.len() {
+                return Err(FeedError::BadModel);
+            }
+            let v = lay.value(st, &work[..filled])?;
+            work[filled..filled + w].copy_from_slice(&v);
+            self.stage = 3;
+            return Ok(Some(Patch {
+                at: (off % LEAF) as usize,
+                width: w,
+                value: [0; 4],
+                work: Some(filled),
+            }));
+        }
+        let r = self.current(lay, st)?.ok_or(FeedError::Complete)?;
+        let start = index * LEAF;
+        let end = (start + bytes.len() as u64).min(r.at + r.len);
+        if end <= r.at || filled + (end - r.at) as usize > work.len() {
+            return Err(FeedError::BadModel);
+        }
+        let n = (end - r.at) as usize;
+        let from = (r.at - start) as usize;
+        work[filled..filled + n].copy_from_slice(&bytes[from..from + n]);
+        self.filled += n as u32;
+        match lay.next_read(st, &work[..self.filled as usize])? {
+            Some(next) => {
+                self.stage = 1;
+                self.read = Some(next);
+            }
+            None => {
+                self.stage = 2;
+                self.read = None;
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// κ of a row whose largest `|p|` is `top`: its bits over 15.
 fn kappa(top: u64) -> u32 {
     (64 - top.leading_zeros()).saturating_sub(15)
@@ -998,7 +1233,9 @@ fn norm_stats(x: &[u8], h: usize, eps: i64) -> (u32, i64) {
     let vals = (0..h).map(|c| i64::from(i32_at(x, 4 * c)));
     let top = vals.clone().map(|v| v.unsigned_abs()).max().unwrap_or(0);
     let sh = (64 - top.leading_zeros()).saturating_sub(26);
-    let ss: u128 = vals.map(|v| ((v >> sh).unsigned_abs() as u128).pow(2)).sum();
+    let ss: u128 = vals
+        .map(|v| ((v >> sh).unsigned_abs() as u128).pow(2))
+        .sum();
     let ms = ss / h as u128 + (eps >> (2 * sh)) as u128;
     let r = (ms << 32).isqrt().max(1) as i64;
     (sh, r)
@@ -1102,6 +1339,17 @@ pub mod build {
         })
     }
 
+    /// A whole trace of a token (for small traces: tests; a keeper holds [`Blocks`]).
+    pub fn trace(
+        lay: Layout,
+        src: &Sources,
+    ) -> Result<crate::trace::build::Trace<Layout>, FeedError> {
+        Ok(crate::trace::build::Trace {
+            lay,
+            mem: memory(&lay, src)?,
+        })
+    }
+
     /// The whole memory after the last step (for small traces: tests; a keeper holds
     /// [`Blocks`]).
     pub fn memory(lay: &Layout, src: &Sources) -> Result<Vec<u8>, FeedError> {
@@ -1171,10 +1419,7 @@ pub mod build {
                 b.roots.push(subtree_root(&mem, b.leaves_log2()));
                 if r + 1 < regions {
                     let (q, l) = b.block_of(r);
-                    let (rot, v_end) = (
-                        b.local(q, l, Part::Rot),
-                        b.local(q, l, Part::S),
-                    );
+                    let (rot, v_end) = (b.local(q, l, Part::Rot), b.local(q, l, Part::S));
                     let (r2, r2_end) = (
                         b.local(q, l, Part::R2),
                         b.local(q, l, Part::R2) + 4 * lay.h(),
@@ -1297,7 +1542,11 @@ pub mod build {
         }
 
         /// Leaf `index` of the memory after step `s`, and its siblings bottom-up.
-        pub fn leaf_at(&self, s: u64, index: u64) -> Result<([u8; LEAF_LEN], Vec<Digest>), FeedError> {
+        pub fn leaf_at(
+            &self,
+            s: u64,
+            index: u64,
+        ) -> Result<([u8; LEAF_LEN], Vec<Digest>), FeedError> {
             let (roots, cur, mem) = self.state(s)?;
             let ll = self.leaves_log2();
             let r = index >> ll;

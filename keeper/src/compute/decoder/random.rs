@@ -1,7 +1,12 @@
-//! Random decoders and dense layers of odd shapes, for the tests and the GPU's start-up
-//! self-test: every bound of [`Decoder::check`] held, clamps reached, nothing to download.
+//! Random decoders and dense layers of odd shapes (the protocol crate's), random embeddings and
+//! models, for the tests and the GPU's start-up self-test: every bound of `Decoder::check`
+//! held, clamps reached, nothing to download.
 
-pub use compute_market_protocol::decoder::random::{random_dense, random_decoder, Shape, ODD_SHAPES};
+pub use compute_market_protocol::decoder::random::{
+    random_decoder, random_dense, Shape, ODD_SHAPES,
+};
+
+use compute_market_protocol::decoder::BLOCK;
 
 use super::Model;
 

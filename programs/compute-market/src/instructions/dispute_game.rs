@@ -1,8 +1,10 @@
 //! Disputes refereed by a game over a claimed trace (PROTOCOL §8.10), for elements too long to
-//! recompute in one dispute (`Mlp` models too large to read):
+//! recompute in one dispute (`Mlp` models too large to read, `Encoder` texts, `Generate`
+//! tokens: §8.13):
 //!
 //! * `dispute_layout`: the challenger proves the model's header (its widths fix the trace's
-//!   layout);
+//!   layout), and for an `Encoder` the text's count, for a `Generate` the prompt's count and
+//!   its sampling rule (greedy);
 //! * `dispute_claim`: it claims the root of the element's trace and proves the element's value
 //!   in it (kind 1: not the committed one; kind 2: the committed one);
 //! * `defend`: anyone else opens a game against the claim, until the defence deadline;
@@ -23,10 +25,11 @@ use compute_market_protocol::{
     dispute::{self, Method, DISPUTE_RESULT_WRONG},
     feed::{self, FeedError, Target},
     hash::Digest,
+    job::JobKind,
     job::JobSpec,
     merkle::{chunk_leaf, verify_chunk_proof, CHUNK_LEN},
     slices,
-    trace::{self, encoder, Slots, Source, LEAF_LEN, REPLAY_LEN},
+    trace::{self, decoder, encoder, Slots, Source, LEAF_LEN, REPLAY_LEN},
 };
 
 use anchor_spl::token::{Token, TokenAccount};
@@ -86,9 +89,13 @@ fn clock_of(job: &JobSpec, task: &Task) -> Result<trace::Clock> {
     trace::clock(job, task.dispute_window).ok_or(error!(MarketError::DisputeNotSupported))
 }
 
-/// The row and word of the dispute's element (a word of an `Mlp` row, not padding).
+/// The row and word of the dispute's element (a word of an `Mlp` row, not padding; a token of
+/// a `Generate` completion: its count word is not refereed by a game).
 fn word_of(job: &JobSpec, d: &Dispute) -> Result<(u32, u32)> {
     match feed::target(job, d.tile, d.element) {
+        Some(Target::Word(_, 0)) if job.kind == JobKind::Generate => {
+            err!(MarketError::DisputeNotSupported)
+        }
         Some(Target::Word(r, w)) => Ok((r, w)),
         Some(_) => err!(MarketError::NeedsGame),
         None => err!(MarketError::DisputeNotSupported),
@@ -98,7 +105,10 @@ fn word_of(job: &JobSpec, d: &Dispute) -> Result<(u32, u32)> {
 /// `dispute_layout`: chunk 0 of the model's slices is in the buffer with `siblings` after it;
 /// proven against the manifest's root, its header (checked against the job) fixes the trace's
 /// layout. An `Encoder`'s takes a second call: the chunk of the texts' ids that holds the
-/// disputed text's count (its tokens T).
+/// disputed text's count (its tokens T). A `Generate`'s two more: the chunk of the prompts'
+/// string that holds the prompt's count, then the one that holds the sampling rule's
+/// temperature (a game referees greedy completions: 0); the trace must fit a game
+/// (`decoder::fits`, else `DisputeNotSupported`).
 pub fn layout(ctx: Context<DisputeTurn>, siblings_n: u8) -> Result<()> {
     let a = ctx.accounts;
     let job = a.job()?;
@@ -108,44 +118,50 @@ pub fn layout(ctx: Context<DisputeTurn>, siblings_n: u8) -> Result<()> {
         require!(d.proven == 1, MarketError::NotProven);
         require!(d.inputs == 1, MarketError::InputsNotProven);
         require!(d.claimed == 0, MarketError::AlreadyClaimed);
-        let (row, _) = word_of(&job, &d)?;
-        let half = encoder::Layout::decode(&d.enc_layout);
-        let (input, chunk) = match half {
-            Some(_) => (1, encoder::count_at(&job, row) / CHUNK_LEN as u64),
-            None => (0, 0),
-        };
-        let len = d.slice_lens[input];
-        let bytes = &d.buffer[..slices::chunk_len(len, chunk)];
-        let path = siblings(&d.buffer, CHUNK_LEN, siblings_n as usize)?;
-        check_slice_chunk(&d.slice_roots[input], len, chunk, bytes, &path)?;
-        match half {
-            // the text's count
-            Some(mut lay) => {
-                require!(lay.t == 0, MarketError::AlreadyClaimed);
-                let at = (encoder::count_at(&job, row) % CHUNK_LEN as u64) as usize;
-                let word = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
-                lay.t = encoder::read_count(&job, &lay.shape, word).map_err(feed_error)?;
-                require!(
-                    lay.len() <= encoder::MAX_MEMORY,
-                    MarketError::DisputeNotSupported
-                );
-                d.enc_layout = lay.encode();
-            }
-            None if job.kind == compute_market_protocol::job::JobKind::Encoder => {
-                let shape = slices::encoder::read_header(&job, len, bytes).map_err(feed_error)?;
-                d.enc_layout = encoder::Layout { shape, t: 0 }.encode();
-            }
-            None => {
-                let lay = trace::read_header(&job, len, bytes).map_err(feed_error)?;
-                let mut f = feed::Feed::decode(&d.feed);
-                f.layers = lay.layers;
-                for (a, b) in f.widths.iter_mut().zip(lay.widths) {
-                    *a = b as u16;
+        let (row, word) = word_of(&job, &d)?;
+        if job.kind == JobKind::Generate {
+            let (input, chunk) = generate_layout(&job, &mut d, row, word, siblings_n)?;
+            (input, chunk, d.layout().map(|l| l.step_count()))
+        } else {
+            let half = encoder::Layout::decode(&d.enc_layout);
+            let (input, chunk) = match half {
+                Some(_) => (1, encoder::count_at(&job, row) / CHUNK_LEN as u64),
+                None => (0, 0),
+            };
+            let len = d.slice_lens[input];
+            let bytes = &d.buffer[..slices::chunk_len(len, chunk)];
+            let path = siblings(&d.buffer, CHUNK_LEN, siblings_n as usize)?;
+            check_slice_chunk(&d.slice_roots[input], len, chunk, bytes, &path)?;
+            match half {
+                // the text's count
+                Some(mut lay) => {
+                    require!(lay.t == 0, MarketError::AlreadyClaimed);
+                    let at = (encoder::count_at(&job, row) % CHUNK_LEN as u64) as usize;
+                    let word = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+                    lay.t = encoder::read_count(&job, &lay.shape, word).map_err(feed_error)?;
+                    require!(
+                        lay.len() <= encoder::MAX_MEMORY,
+                        MarketError::DisputeNotSupported
+                    );
+                    d.enc_layout = lay.encode();
                 }
-                d.feed = f.encode();
+                None if job.kind == compute_market_protocol::job::JobKind::Encoder => {
+                    let shape =
+                        slices::encoder::read_header(&job, len, bytes).map_err(feed_error)?;
+                    d.enc_layout = encoder::Layout { shape, t: 0 }.encode();
+                }
+                None => {
+                    let lay = trace::read_header(&job, len, bytes).map_err(feed_error)?;
+                    let mut f = feed::Feed::decode(&d.feed);
+                    f.layers = lay.layers;
+                    for (a, b) in f.widths.iter_mut().zip(lay.widths) {
+                        *a = b as u16;
+                    }
+                    d.feed = f.encode();
+                }
             }
+            (input, chunk, d.layout().map(|l| l.step_count()))
         }
-        (input, chunk, d.layout().map(|l| l.step_count()))
     };
     emit!(crate::events::DisputeFed {
         task: a.task.key(),
@@ -157,6 +173,62 @@ pub fn layout(ctx: Context<DisputeTurn>, siblings_n: u8) -> Result<()> {
         msg!("trace of {} steps", steps);
     }
     Ok(())
+}
+
+/// One piece of a `Generate` dispute's layout (see [`layout`]): `(input, chunk)` proven.
+fn generate_layout(
+    job: &JobSpec,
+    d: &mut Dispute,
+    row: u32,
+    word: u32,
+    siblings_n: u8,
+) -> Result<(usize, u64)> {
+    let stride = slices::decoder::prompt_stride(job.dims[1]);
+    let stage = decoder::Layout::decode(&d.feed).map(|(l, s)| (l, s));
+    let (input, at) = match stage {
+        None => (0, 0),
+        Some((_, 0)) => (1, row as u64 * stride),
+        Some((_, 1)) => (1, job.dims[0] as u64 * stride),
+        Some(_) => return err!(MarketError::AlreadyClaimed),
+    };
+    let chunk = at / CHUNK_LEN as u64;
+    let len = d.slice_lens[input];
+    let n = slices::chunk_len(len, chunk);
+    let path = siblings(&d.buffer, CHUNK_LEN, siblings_n as usize)?;
+    check_slice_chunk(&d.slice_roots[input], len, chunk, &d.buffer[..n], &path)?;
+    let bytes = &d.buffer[..n];
+    let o = (at % CHUNK_LEN as u64) as usize;
+    let value = bytes
+        .get(o..o + 4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .ok_or(MarketError::InputsBreakRules)?;
+    let j = word - 1;
+    let next = match stage {
+        None => {
+            let shape = slices::decoder::read_header(job, len, bytes).map_err(feed_error)?;
+            decoder::Layout::new(shape, job, row, 1, 0).encode(0)
+        }
+        Some((lay, 0)) => {
+            // the prompt's count: 1 ..= L, the sequence within the model's positions
+            require!(
+                value >= 1
+                    && value <= job.dims[1]
+                    && value as u64 + j as u64 <= lay.shape.positions as u64,
+                MarketError::InputsBreakRules
+            );
+            decoder::Layout::new(lay.shape, job, row, value, j).encode(1)
+        }
+        Some((lay, _)) => {
+            // the temperature: a game referees greedy completions, a trace that fits
+            require!(
+                value == 0 && decoder::fits(&lay),
+                MarketError::DisputeNotSupported
+            );
+            lay.encode(2)
+        }
+    };
+    d.feed[..decoder::LAYOUT_LEN].copy_from_slice(&next);
+    Ok((input, chunk))
 }
 
 /// `dispute_claim`: the leaf of the claimed trace's memory that holds the element's word is in
@@ -620,6 +692,7 @@ impl<'info> GameEnd<'info> {
 /// after the step has the challenger's root.
 fn take_piece(
     job: &JobSpec,
+    result_root: &Digest,
     d: &Dispute,
     g: &mut Game,
     source: u8,
@@ -649,6 +722,18 @@ fn take_piece(
                 MarketError::ProofMismatch
             );
             (LEAF_LEN, path)
+        }
+        Source::Result => {
+            // a `Generate` completion's earlier tokens: a chunk of the committed string
+            let count = dispute::chunk_count(job);
+            require!(index < count, MarketError::WrongChunk);
+            let path = siblings(&g.buffer, CHUNK_LEN, siblings_n as usize)?;
+            let leaf = chunk_leaf(index, count, &g.buffer[..CHUNK_LEN]);
+            require!(
+                verify_chunk_proof(result_root, index, count, &leaf, &path),
+                MarketError::ProofMismatch
+            );
+            (CHUNK_LEN, path)
         }
         Source::Model | Source::Batch => {
             let i = src.code() as usize;
@@ -699,7 +784,15 @@ pub fn feed(
         !lay.at_slot(&job, row, g.hi, &g.replay),
         MarketError::SettleTheStep
     );
-    let taken = take_piece(&job, &d, &mut g, source, index, siblings_n)?;
+    let taken = take_piece(
+        &job,
+        &a.task.result_root,
+        &d,
+        &mut g,
+        source,
+        index,
+        siblings_n,
+    )?;
     debug_assert!(taken.is_none(), "only the step's leaf completes a replay");
     moved(a.task.key(), a.dispute.key(), &g, 4, index);
     Ok(())
@@ -718,7 +811,15 @@ pub fn settle(ctx: Context<GameEnd>, _nonce: u32, index: u64, siblings_n: u8) ->
         let d = a.dispute.load()?;
         let mut g = a.game.load_mut()?;
         require!(Clock::get()?.slot <= g.deadline, MarketError::TurnExpired);
-        let taken = take_piece(&job, &d, &mut g, Source::Trace.code(), index, siblings_n)?;
+        let taken = take_piece(
+            &job,
+            &a.task.result_root,
+            &d,
+            &mut g,
+            Source::Trace.code(),
+            index,
+            siblings_n,
+        )?;
         moved(a.task.key(), a.dispute.key(), &g, 4, index);
         taken.ok_or(MarketError::WrongChunk)?
     };

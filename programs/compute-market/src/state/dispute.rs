@@ -2,7 +2,7 @@ use anchor_lang::prelude::*;
 use compute_market_protocol::{
     dispute::PROOF_BUFFER_LEN,
     feed::STATE_LEN,
-    trace::{encoder, Traced},
+    trace::{decoder, encoder, Traced},
 };
 
 /// A dispute still being argued.
@@ -70,7 +70,8 @@ pub struct Dispute {
     /// BLAKE3 roots of those slice strings, from the job's version-2 manifest.
     pub slice_roots: [[u8; 32]; 2],
     /// The recomputation's state (`compute_market_protocol::feed::Feed`), reset when an
-    /// element is proven.
+    /// element is proven; a `Generate` game's layout
+    /// (`compute_market_protocol::trace::decoder::Layout::encode`).
     pub feed: [u8; STATE_LEN],
     /// A game (PROTOCOL §8.10): the last slot a defender may join, once claimed.
     pub defend_deadline: u64,
@@ -136,6 +137,11 @@ impl Dispute {
     pub fn layout(&self) -> Option<Traced> {
         if let Some(l) = encoder::Layout::decode(&self.enc_layout) {
             return (l.t > 0).then_some(Traced::Encoder(l));
+        }
+        // a `Generate` token's layout is kept where an `Mlp`'s feed state is (a decoder game
+        // feeds nothing): complete at its third piece
+        if let Some((l, stage)) = decoder::Layout::decode(&self.feed) {
+            return (stage == 2).then_some(Traced::Decoder(l));
         }
         let f = compute_market_protocol::feed::Feed::decode(&self.feed);
         (f.layers > 0).then(|| {

@@ -73,7 +73,8 @@ sliceLens: Array<bigint>;
 sliceRoots: Array<ReadonlyUint8Array>; 
 /**
  * The recomputation's state (`compute_market_protocol::feed::Feed`), reset when an
- * element is proven.
+ * element is proven; a `Generate` game's layout
+ * (`compute_market_protocol::trace::decoder::Layout::encode`).
  */
 feed: ReadonlyUint8Array; 
 /** A game (PROTOCOL §8.10): the last slot a defender may join, once claimed. */
@@ -159,7 +160,8 @@ sliceLens: Array<number | bigint>;
 sliceRoots: Array<ReadonlyUint8Array>; 
 /**
  * The recomputation's state (`compute_market_protocol::feed::Feed`), reset when an
- * element is proven.
+ * element is proven; a `Generate` game's layout
+ * (`compute_market_protocol::trace::decoder::Layout::encode`).
  */
 feed: ReadonlyUint8Array; 
 /** A game (PROTOCOL §8.10): the last slot a defender may join, once claimed. */

@@ -8,7 +8,10 @@ use crate::decoder::{
 use crate::slices::decoder::build;
 
 /// Heads of 32 and 16 (powers of two), one and two key/value heads, widths of 3 and 2 blocks.
-const SHAPES: [RandomShape; 2] = [[2, 96, 160, 3, 1, 32, 37, 40], [1, 64, 96, 4, 2, 16, 53, 24]];
+const SHAPES: [RandomShape; 2] = [
+    [2, 96, 160, 3, 1, 32, 37, 40],
+    [1, 64, 96, 4, 2, 16, 53, 24],
+];
 
 /// A job of three prompts of up to `limit` tokens and completions of up to `g`, two a tile, its
 /// prompts' and model's strings, and a result whose completions are `completions`.
@@ -51,10 +54,17 @@ fn case(shape: RandomShape, seed: u64, limit: u32, g: u32) -> Case {
         })
         .collect();
     let s = build::shape(&d, eos);
-    let job = JobSpec::generate(3, limit, g, s.work_per_token((limit + g) as u64), 2, [9; 32]);
+    let job = JobSpec::generate(
+        3,
+        limit,
+        g,
+        s.work_per_token((limit + g) as u64),
+        2,
+        [9; 32],
+    );
     let model = build::model(&d, eos);
     let batch = build::prompts(&prompts, limit, &Sampling::GREEDY);
-    let mut result = vec![0u8; job.tile_count() as usize * job.tile_len()];
+    let mut result = vec![0u8; crate::dispute::chunk_count(&job) as usize * 1024];
     for (r, c) in completions.iter().enumerate() {
         let at = result_row_at(&job, r as u32) as usize;
         result[at..at + 4].copy_from_slice(&(c.len() as u32).to_le_bytes());
@@ -88,7 +98,13 @@ impl Case {
             &self.model[..64],
         )
         .expect("the header fits the job");
-        Layout::new(shape, &self.job, row, self.prompts[row as usize].len() as u32, j)
+        Layout::new(
+            shape,
+            &self.job,
+            row,
+            self.prompts[row as usize].len() as u32,
+            j,
+        )
     }
 }
 
@@ -100,7 +116,10 @@ fn the_token_the_trace_picks_is_the_decoders_and_its_kv_and_logits_are_the_refer
             let lay = c.layout(row, j);
             let mem = memory(&lay, &c.src()).expect("a trace");
             let tok = u32_at(&mem, lay.token_at() as usize);
-            assert_eq!(tok, c.completions[row as usize][j as usize], "{shape:?} {row} {j}");
+            assert_eq!(
+                tok, c.completions[row as usize][j as usize],
+                "{shape:?} {row} {j}"
+            );
             // the reference's cache and logits over the same sequence
             let seq: Vec<u32> = c.prompts[row as usize]
                 .iter()
@@ -153,10 +172,15 @@ fn every_step_reads_only_what_steps_before_it_wrote_and_slots_follow_in_step_ord
         let (v, reads) = replay(&lay, s, &c.src(), &before).expect("a step");
         assert_eq!(v, mem[at as usize..at as usize + w], "step {s}");
         for r in reads.iter().filter(|r| r.source == Source::Trace) {
-            assert!(r.at + r.len <= at, "step {s} reads {r:?} at or past its slot");
+            assert!(
+                r.at + r.len <= at,
+                "step {s} reads {r:?} at or past its slot"
+            );
         }
         assert!(reads.iter().map(|r| r.len).sum::<u64>() <= lay.most_held());
-        *counts.entry(format!("{:?}", lay.step(s).unwrap().part)).or_insert(0u64) += 1;
+        *counts
+            .entry(format!("{:?}", lay.step(s).unwrap().part))
+            .or_insert(0u64) += 1;
     }
     assert!(end <= lay.len());
     assert_eq!(counts.len(), 23, "every part has steps: {counts:?}");
@@ -201,7 +225,13 @@ fn a_changed_earlier_token_or_weight_changes_the_trace_and_bad_fields_are_refuse
 fn step_counts_in_closed_form_match_the_enumeration() {
     let c = case(SHAPES[0], 2, 6, 2);
     for t in [1u32, 2, 5, 7] {
-        let lay = Layout::new(c.layout(0, 0).shape, &c.job, 0, t.min(6), t.saturating_sub(6));
+        let lay = Layout::new(
+            c.layout(0, 0).shape,
+            &c.job,
+            0,
+            t.min(6),
+            t.saturating_sub(6),
+        );
         let lay = Layout { t, ..lay };
         let mut n = 0u64;
         for q in 0..t as u64 {
@@ -246,5 +276,147 @@ fn a_keeper_holding_one_block_at_a_time_has_the_whole_memorys_roots_and_leaves()
             }
         }
         s += step;
+    }
+}
+
+/// Replays step `s` as the program does: piece by piece (chunks of the strings, leaves of the
+/// memory before it, each proven), the state and work area carried between pieces; the root
+/// after it.
+fn replay_by_pieces(
+    lay: &Layout,
+    src: &Sources,
+    pre: &[u8],
+    s: u64,
+) -> Result<[u8; 32], FeedError> {
+    use crate::trace::{build as tb, fold, leaf_hash, Traced};
+    let job_unused = JobSpec::generate(1, 1, 1, 1, 1, [0; 32]);
+    let traced = Traced::Decoder(*lay);
+    let mut r = [0u8; REPLAY_LEN];
+    let mut work = vec![0u8; WORK_LEN];
+    let root = tb::root(lay, pre);
+    for _ in 0..64 {
+        let (source, i) = traced
+            .next(&job_unused, 0, s, &r)
+            .ok_or(FeedError::Complete)?;
+        let bytes: Vec<u8> = match source {
+            Source::Model => crate::slices::chunk(src.model, i).to_vec(),
+            Source::Batch => crate::slices::chunk(src.batch, i).to_vec(),
+            Source::Result => crate::slices::chunk(src.result, i).to_vec(),
+            Source::Trace => {
+                let (leaf, path) = tb::leaf_proof(lay, pre, i);
+                assert_eq!(fold(i, leaf_hash(&leaf), &path), root);
+                leaf.to_vec()
+            }
+        };
+        // a piece other than the one asked is refused before anything is taken
+        let mut r2 = r;
+        assert_eq!(
+            traced.take(
+                &job_unused,
+                0,
+                s,
+                &mut r2,
+                source,
+                i + 1,
+                &bytes,
+                &mut work.clone()
+            ),
+            Err(FeedError::WrongChunk)
+        );
+        if let Some(patch) = traced.take(&job_unused, 0, s, &mut r, source, i, &bytes, &mut work)? {
+            let (mut leaf, path) = tb::leaf_proof(lay, pre, i);
+            patch.apply(&mut leaf, &work);
+            return Ok(fold(i, leaf_hash(&leaf), &path));
+        }
+    }
+    panic!("a step of more than 64 pieces");
+}
+
+#[test]
+fn every_step_replayed_piece_by_piece_gives_the_next_root() {
+    use crate::trace::build as tb;
+    let c = case(SHAPES[1], 21, 3, 3);
+    let lay = c.layout(1, 1);
+    assert!(fits(&lay));
+    let mem = memory(&lay, &c.src()).expect("a trace");
+    for s in 1..=lay.steps() {
+        let pre = tb::state(&lay, &mem, s - 1);
+        let got = replay_by_pieces(&lay, &c.src(), &pre, s).expect("a replay");
+        assert_eq!(got, tb::root(&lay, &tb::state(&lay, &mem, s)), "step {s}");
+    }
+    // a wrong value in the memory before a step gives another root than the honest one: the
+    // token step over a greedy scan that names another token
+    let s = lay.token_step();
+    let mut pre = tb::state(&lay, &mem, s - 1);
+    let gs = lay.slot(s - 1).0 as usize;
+    pre[gs + 4] ^= 1;
+    let lied = replay_by_pieces(&lay, &c.src(), &pre, s).expect("a replay");
+    assert_ne!(lied, tb::root(&lay, &tb::state(&lay, &mem, s)));
+}
+
+#[test]
+fn a_layout_and_a_replay_state_read_back_as_written() {
+    let c = case(SHAPES[0], 4, 4, 2);
+    let lay = c.layout(2, 1);
+    for stage in 0..3 {
+        assert_eq!(Layout::decode(&lay.encode(stage)), Some((lay, stage)));
+    }
+    assert_eq!(Layout::decode(&[0; LAYOUT_LEN]), None);
+    let r = Replay {
+        stage: 1,
+        filled: 77,
+        read: Some(Read {
+            source: Source::Result,
+            at: 5000,
+            len: 12,
+        }),
+    };
+    assert_eq!(Replay::decode(&r.encode()), r);
+    assert_eq!(Replay::decode(&[0; REPLAY_LEN]), Replay::default());
+}
+
+/// SmolLM2-135M's shape.
+fn smollm2() -> Shape {
+    Shape {
+        width: 576,
+        heads: 9,
+        kv_heads: 3,
+        head_dim: 64,
+        ffn: 1536,
+        layers: 30,
+        vocab: 49_152,
+        positions: 8192,
+        eos: 2,
+        eps: 1,
+    }
+}
+
+/// The shortest window in which a game over this job fits.
+fn least_window(job: &JobSpec) -> u32 {
+    (1..=100_000u32)
+        .find(|&w| crate::trace::clock(job, w).is_some())
+        .expect("a window")
+}
+
+#[test]
+fn smollm2s_tokens_fit_a_game_and_the_window_it_needs_is_within_a_markets_bounds() {
+    for (l, g) in [(64u32, 12u32), (448, 64), (1024, 1024)] {
+        let s = smollm2();
+        let mut job = JobSpec::generate(8, l, g, s.work_per_token((l + g) as u64), 4, [1; 32]);
+        job.slices_len = s.len();
+        let lay = Layout::new(s, &job, 7, l, g - 1);
+        assert!(fits(&lay), "L {l}, G {g}: {lay:?}");
+        let d = least_window(&job);
+        let clock = crate::trace::clock(&job, d).expect("a clock");
+        println!(
+            "SmolLM2, prompts of {l} and completions of {g} tokens: {} steps at most ({} in the longest trace), depth {}, {} levels, a step's replay {} pieces, the window from {d} slots",
+            steps_bound(&job),
+            lay.steps(),
+            lay.depth(),
+            clock.levels,
+            step_pieces()
+        );
+        assert!(lay.steps() <= steps_bound(&job));
+        assert!(d <= 10_000, "{d}");
     }
 }
