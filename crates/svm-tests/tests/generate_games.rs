@@ -151,7 +151,13 @@ impl Setup {
 
     /// A trace whose logit of token `t` is raised to the largest (every step after it
     /// computed from it): a liar's trace that picks `t`.
-    fn lie_picking(&self, truth: &Trace<Layout>, t: u32) -> Trace<Layout> {
+    fn lie_picking(&self, truth: &Trace<Layout>, t: u32, result: &Committed) -> Trace<Layout> {
+        let inputs = self.inputs.with_result(result);
+        let src = Sources {
+            model: &inputs.slices[0],
+            batch: &inputs.slices[1],
+            result: &inputs.result,
+        };
         let lay = truth.lay;
         let mut lie = truth.clone();
         let lg = lay.part_at(lay.t as u64, 0, Part::Lg) as usize + 4 * t as usize;
@@ -159,20 +165,12 @@ impl Setup {
         // the scan and the token, recomputed over the raised logit
         let first = lay.steps() - (lay.shape.vocab as u64).div_ceil(256);
         for s in first..=lay.steps() {
-            let (v, _) = trace::decoder::build::replay(&lay, s, &self.sources(), &lie.mem).unwrap();
+            let (v, _) = trace::decoder::build::replay(&lay, s, &src, &lie.mem).unwrap();
             let (at, w) = lay.slot(s);
             lie.mem[at as usize..at as usize + w].copy_from_slice(&v);
         }
         assert_eq!(lie.word(0), t.to_le_bytes(), "the lie picks {t}");
         lie
-    }
-
-    fn sources(&self) -> Sources<'_> {
-        Sources {
-            model: &self.inputs.slices[0],
-            batch: &self.inputs.slices[1],
-            result: &[],
-        }
     }
 }
 
@@ -216,7 +214,7 @@ fn three_colluders_accepting_one_changed_token_are_overturned_by_the_clients_cla
     // token 2's trace over the committed tokens 0 and 1 (right ones): it picks the right token
     let truth = s.trace(&wrong, ROW, J);
     assert_eq!(truth.word(0), right_token.to_le_bytes());
-    let lie = s.lie_picking(&truth, changed);
+    let lie = s.lie_picking(&truth, changed, &wrong);
     let inputs = s.inputs.with_result(&wrong);
 
     w.open_dispute(&client, task, 1, tile, element).unwrap();
@@ -316,7 +314,11 @@ fn a_right_completion_rejected_by_lying_votes_is_restored_by_the_provider() {
     }
     // the first liar defends by a trace that picks another token, and loses; the second stays
     // silent
-    let lie = s.lie_picking(&truth, (s.completions[ROW as usize][J as usize] + 1) % 53);
+    let lie = s.lie_picking(
+        &truth,
+        (s.completions[ROW as usize][J as usize] + 1) % 53,
+        &right,
+    );
     w.donate(&c.client, v1.wallet, R).unwrap();
     w.defend(v1, task, &provider).unwrap();
     w.play(&provider, &truth, v1, &lie, task, &inputs)
@@ -362,7 +364,11 @@ fn a_claim_against_a_right_token_loses_its_bond_and_a_silent_challenger_its_disp
     let vs: Vec<&Actor> = c.verifiers.iter().collect();
     w.vouch(task, &vs, 10);
     let truth = s.trace(&right, ROW, J);
-    let lie = s.lie_picking(&truth, (s.completions[ROW as usize][J as usize] + 3) % 53);
+    let lie = s.lie_picking(
+        &truth,
+        (s.completions[ROW as usize][J as usize] + 3) % 53,
+        &right,
+    );
     let inputs = s.inputs.with_result(&right);
     w.claim_against(
         &stranger,

@@ -92,7 +92,9 @@ pub enum Part {
     Lg,
     /// The greedy pick's running `(largest logit, its first token)` over runs of 256.
     Gs,
-    /// The token picked, `u32`.
+    /// The token picked, `u32`: the first largest logit's, or 0 when j is not below the
+    /// completion's committed count (a word past the completion is zero; a wrong count is the
+    /// count word's own dispute).
     Tok,
 }
 
@@ -690,6 +692,12 @@ impl Layout {
             Part::Tok => {
                 let runs = (sh.vocab as u64).div_ceil(RUN4);
                 p.push(Self::trace(self.at(q, 0, Part::Gs, runs - 1), 8));
+                // the completion's committed count: a token past it is padding, zero
+                p.push(Read {
+                    source: Source::Result,
+                    at: self.result_row,
+                    len: 4,
+                });
             }
         }
         Ok((p.r, p.k))
@@ -974,7 +982,13 @@ impl Layout {
                 let v = rq(acc as i64, m, s, -RES_MAX, RES_MAX);
                 out.copy_from_slice(&(v as i32).to_le_bytes());
             }
-            Part::Tok => out.copy_from_slice(&got[4..8]),
+            Part::Tok => {
+                let j = self.t - self.prompt;
+                let count = u32_at(got, 8);
+                if j < count {
+                    out.copy_from_slice(&got[4..8]);
+                }
+            }
         }
         Ok(out)
     }

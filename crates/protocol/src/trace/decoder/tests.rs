@@ -420,3 +420,22 @@ fn smollm2s_tokens_fit_a_game_and_the_window_it_needs_is_within_a_markets_bounds
         assert!(d <= 10_000, "{d}");
     }
 }
+
+#[test]
+fn a_word_past_the_committed_count_is_zero_whatever_the_decoder_would_pick() {
+    let mut c = case(SHAPES[0], 6, 4, 3);
+    // completion 1 ends after two tokens (as after an end of turn): word 3 is padding
+    let at = result_row_at(&c.job, 1) as usize;
+    c.result[at..at + 4].copy_from_slice(&2u32.to_le_bytes());
+    c.result[at + 12..at + 16].fill(0);
+    let lay = c.layout(1, 2);
+    let mem = memory(&lay, &c.src()).expect("a trace");
+    assert_eq!(u32_at(&mem, lay.token_at() as usize), 0);
+    // while the greedy scan before it names the decoder's token
+    let gs = lay.slot(lay.token_step() - 1).0 as usize;
+    assert_eq!(u32_at(&mem, gs + 4), c.completions[1][2]);
+    // token 1, below the count, is the decoder's
+    let lay = c.layout(1, 1);
+    let mem = memory(&lay, &c.src()).expect("a trace");
+    assert_eq!(u32_at(&mem, lay.token_at() as usize), c.completions[1][1]);
+}
