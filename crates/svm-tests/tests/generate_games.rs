@@ -411,7 +411,7 @@ fn a_claim_against_a_right_token_loses_its_bond_and_a_silent_challenger_its_disp
 }
 
 #[test]
-fn a_count_word_or_a_sampled_job_is_not_played_and_a_short_window_referees_nothing() {
+fn a_sampled_jobs_tokens_are_not_played_and_a_short_window_referees_nothing() {
     let s = setup();
     // the least window a game over this job fits, and one slot less
     let least = (1..=D)
@@ -427,27 +427,8 @@ fn a_count_word_or_a_sampled_job_is_not_played_and_a_short_window_referees_nothi
     assert_eq!(dispute::method(&unsliced, D), None);
     // the tile's words: R · (G + 1)
     assert_eq!(dispute::elements_per_tile(&s.job), R_TILE as u32 * WORDS);
-    let right = s.result(&s.completions);
-    let mut c = cast_with(3, 1, params(), market());
-    let task = c.submitted_job(1, s.job, 3, right.root());
-    let w = &mut c.w;
-    let vs: Vec<&Actor> = c.verifiers.iter().collect();
-    w.vouch(task, &vs, 20);
-    let client = c.client.clone();
-    let inputs = s.inputs.with_result(&right);
-    // completion 3's count word
-    let (tile, element, _) = disputed();
-    let count = element - 1 - J;
-    let vs: Vec<Actor> = c.verifiers.clone();
-    let vs: Vec<&Actor> = vs.iter().collect();
-    w.open_dispute(&client, task, 1, tile, count).unwrap();
-    w.prove_element(&client, task, &right, tile, count).unwrap();
-    w.prove_inputs(&client, task, &inputs).unwrap();
-    refused(w, "DisputeNotSupported", |w| {
-        w.lay_out(&client, task, &inputs)
-    });
-    // a sampled job's tokens: the layout reads its rule and refuses it (a game referees greedy
-    // completions)
+    // a sampled job's tokens: the layout reads its rule and refuses it (a token's game
+    // referees greedy completions); its count words are laid out (a scan of the tokens)
     let sampled = Sampling {
         temperature: 256,
         top_k: 5,
@@ -455,10 +436,22 @@ fn a_count_word_or_a_sampled_job_is_not_played_and_a_short_window_referees_nothi
         seed: 9,
     };
     let (job2, inputs2) = Inputs::generate(&s.d, EOS, &s.prompts, (LIMIT, G), &sampled, R_TILE);
-    let right2 = Committed::new(job2, |_, _| [0; 32]);
+    let right2 = s.result(&s.completions);
+    let right2 = Committed::new(job2, |t, e| {
+        let mut v = [0u8; 32];
+        let w = compute_market_protocol::dispute::element_width(&s.job);
+        let tile = &right2.tiles[t as usize];
+        v[..4].copy_from_slice(&tile[e as usize * w..e as usize * w + 4]);
+        v
+    });
+    let inputs2 = inputs2.with_result(&right2);
+    let mut c = cast_with(3, 1, params(), market());
     let task2 = c.submitted_job(2, job2, 3, right2.root());
+    let client = c.client.clone();
     let w = &mut c.w;
+    let vs: Vec<&Actor> = c.verifiers.iter().collect();
     w.vouch(task2, &vs, 30);
+    let (tile, element, _) = disputed();
     w.open_dispute(&client, task2, 1, tile, element).unwrap();
     w.prove_element(&client, task2, &right2, tile, element)
         .unwrap();
@@ -466,7 +459,123 @@ fn a_count_word_or_a_sampled_job_is_not_played_and_a_short_window_referees_nothi
     refused(w, "DisputeNotSupported", |w| {
         w.lay_out(&client, task2, &inputs2)
     });
-    assert!(Slots::step_count(&s.trace(&right, ROW, J).lay) > s.d.vocab() as u64);
+    let stranger = w.actor("stranger", 10 * R);
+    let count = element - 1 - J;
+    w.open_dispute(&stranger, task2, 1, tile, count).unwrap();
+    w.prove_element(&stranger, task2, &right2, tile, count)
+        .unwrap();
+    w.prove_inputs(&stranger, task2, &inputs2).unwrap();
+    w.lay_out(&stranger, task2, &inputs2)
+        .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+}
+
+#[test]
+fn a_completion_run_past_its_end_of_turn_is_overturned_by_its_count_and_a_right_count_stands() {
+    let s = setup();
+    let (tile, element, _) = disputed();
+    let count_element = element - 1 - J;
+    // completion 3 with an end of turn at token 1, and G tokens committed all the same
+    let mut ran_on = s.completions.clone();
+    ran_on[ROW as usize][1] = EOS;
+    let wrong = s.result(&ran_on);
+    let inputs = s.inputs.with_result(&wrong);
+    let count_trace = |result: &Committed| {
+        let inputs = s.inputs.with_result(result);
+        let shape = compute_market_protocol::slices::decoder::read_header(
+            &s.job,
+            inputs.slices[0].len() as u64,
+            &inputs.slices[0][..64],
+        )
+        .unwrap();
+        let lay = Layout::count_of(shape, &s.job, ROW, s.prompts[ROW as usize].len() as u32);
+        trace(
+            lay,
+            &Sources {
+                model: &inputs.slices[0],
+                batch: &inputs.slices[1],
+                result: &inputs.result,
+            },
+        )
+        .unwrap()
+    };
+    let truth = count_trace(&wrong);
+    assert_eq!(
+        truth.word(0),
+        2u32.to_le_bytes(),
+        "the count the tokens give"
+    );
+    let mut lie = truth.clone();
+    let at = lie.lay.token_at() as usize;
+    lie.mem[at..at + 4].copy_from_slice(&G.to_le_bytes());
+
+    let mut c = cast_with(3, 1, params(), market());
+    let task = c.submitted_job(1, s.job, s.job.tile_count() as u16, wrong.root());
+    let before = supply(&c.w);
+    let w = &mut c.w;
+    let vs: Vec<&Actor> = c.verifiers.iter().collect();
+    w.vouch(task, &vs, 0);
+    let (client, provider) = (c.client.clone(), c.provider.clone());
+    w.claim_against(
+        &client,
+        task,
+        &wrong,
+        (tile, count_element),
+        &inputs,
+        &truth,
+        0,
+    )
+    .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+    w.donate(&client, provider.wallet, R).unwrap();
+    w.defend(&provider, task, &client).unwrap();
+    let game = w
+        .play(&client, &truth, &provider, &lie, task, &inputs)
+        .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+    println!(
+        "a count's game over {} steps: {} transactions",
+        truth.lay.steps(),
+        game.len()
+    );
+    let d = w.dispute(&task, &client).unwrap();
+    w.advance(d.defend_deadline + 1 - w.slot());
+    w.resolve(&client, task, None)
+        .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+    let t = w.task(&task);
+    assert_eq!(
+        (t.status, t.tally().majority),
+        (TaskStatus::Rejected, VERDICT_PROVEN_WRONG)
+    );
+    proven_wrong_paid(w, task, tile, &provider, &client, &vs, 2, before);
+
+    // a right count: a claim against it loses to an honest defender
+    let right = s.result(&s.completions);
+    let mut c = cast_with(3, 1, params(), market());
+    let task = c.submitted_job(1, s.job, 3, right.root());
+    let stranger = c.w.actor("stranger", 10 * R);
+    let w = &mut c.w;
+    let vs: Vec<&Actor> = c.verifiers.iter().collect();
+    w.vouch(task, &vs, 10);
+    let truth = count_trace(&right);
+    assert_eq!(truth.word(0), G.to_le_bytes());
+    let mut lie = truth.clone();
+    let at = lie.lay.token_at() as usize;
+    lie.mem[at..at + 4].copy_from_slice(&1u32.to_le_bytes());
+    let inputs = s.inputs.with_result(&right);
+    w.claim_against(
+        &stranger,
+        task,
+        &right,
+        (tile, count_element),
+        &inputs,
+        &lie,
+        0,
+    )
+    .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+    w.donate(&c.client, vs[0].wallet, R).unwrap();
+    w.defend(vs[0], task, &stranger).unwrap();
+    w.play(&stranger, &lie, vs[0], &truth, task, &inputs)
+        .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+    assert!(w.dispute(&task, &stranger).is_none(), "lost: closed");
+    assert_eq!(w.task(&task).status, TaskStatus::Accepted);
 }
 
 #[test]

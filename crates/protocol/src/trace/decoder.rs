@@ -96,6 +96,14 @@ pub enum Part {
     /// completion's committed count (a word past the completion is zero; a wrong count is the
     /// count word's own dispute).
     Tok,
+    /// A count's trace: over runs of 256 of the completion's committed token words, the first
+    /// end of turn's index (`u32::MAX` while none) and whether a word at or past the
+    /// committed count is not zero.
+    Cs,
+    /// A count's trace: the count the committed tokens give, `u32`: the fewest of G, the
+    /// first end of turn's index + 1, and the positions left after the prompt; `u32::MAX`
+    /// when a word past the committed count is not zero (no count is right then).
+    Cnt,
 }
 
 const BLOCK_PARTS: [Part; 18] = [
@@ -119,6 +127,7 @@ const BLOCK_PARTS: [Part; 18] = [
     Part::R2,
 ];
 const TAIL_PARTS: [Part; 5] = [Part::Nsf, Part::Nf, Part::Lg, Part::Gs, Part::Tok];
+const COUNT_PARTS: [Part; 2] = [Part::Cs, Part::Cnt];
 
 /// One step: slot `i` of `part` in block B(q, l) (the tail's: q = T, l = 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,7 +201,8 @@ pub struct Layout {
     pub shape: Shape,
     /// The prompt's tokens n.
     pub prompt: u32,
-    /// Positions T = n + j (j the disputed token's index in its completion).
+    /// Positions T = n + j (j the disputed token's index in its completion); 0 for a count's
+    /// trace (no blocks: a scan of the committed tokens, [`Layout::count_of`]).
     pub t: u32,
     /// Where the prompt's row starts in the prompts' string.
     pub batch_row: u64,
@@ -200,6 +210,8 @@ pub struct Layout {
     pub result_row: u64,
     /// log2 of a region's bytes.
     pub region_log2: u32,
+    /// The job's most new tokens G.
+    pub g: u32,
 }
 
 /// Where completion `row`'s word 0 lies in a `Generate` job's committed string (tiles at
@@ -225,6 +237,7 @@ impl Layout {
             batch_row: row as u64 * prompt_stride(job.dims[1]),
             result_row: result_row_at(job, row),
             region_log2: 0,
+            g: job.dims[2],
         };
         let most = lay
             .block_bytes(lay.t as u64, true)
@@ -232,6 +245,34 @@ impl Layout {
             .max(LEAF);
         lay.region_log2 = most.next_power_of_two().trailing_zeros();
         lay
+    }
+
+    /// The trace of completion `row`'s count word (its prompt of `prompt` tokens): one region,
+    /// a scan of its G token words, then the count they give.
+    pub fn count_of(shape: Shape, job: &JobSpec, row: u32, prompt: u32) -> Layout {
+        let mut lay = Layout {
+            t: 0,
+            ..Layout::new(shape, job, row, prompt, 0)
+        };
+        lay.region_log2 = lay
+            .tail_bytes()
+            .max(LEAF)
+            .next_power_of_two()
+            .trailing_zeros();
+        lay
+    }
+
+    /// Whether this is a count's trace.
+    pub fn is_count(&self) -> bool {
+        self.t == 0
+    }
+
+    fn tail_parts(&self) -> &'static [Part] {
+        if self.is_count() {
+            &COUNT_PARTS
+        } else {
+            &TAIL_PARTS
+        }
     }
 
     fn h(&self) -> u64 {
@@ -276,16 +317,25 @@ impl Layout {
             Part::Ks => f.div_ceil(RUN8),
             Part::Lg => self.shape.vocab as u64,
             Part::Gs => (self.shape.vocab as u64).div_ceil(RUN4),
+            Part::Cs => (self.g as u64).div_ceil(RUN4),
+            Part::Cnt => 1,
         }
     }
 
     /// Bytes of one slot of `part`.
     pub fn width(&self, part: Part) -> u64 {
         match part {
-            Part::Emb | Part::R1 | Part::R2 | Part::Lg | Part::Tok | Part::Rot | Part::E => 4,
+            Part::Emb
+            | Part::R1
+            | Part::R2
+            | Part::Lg
+            | Part::Tok
+            | Part::Rot
+            | Part::E
+            | Part::Cnt => 4,
             Part::Ns1 | Part::Ns2 | Part::Nsf => 16,
             Part::N1 | Part::N2 | Part::Nf | Part::V | Part::Hv => 2,
-            Part::S | Part::Mx | Part::Sm | Part::P | Part::Ks | Part::Gs => 8,
+            Part::S | Part::Mx | Part::Sm | Part::P | Part::Ks | Part::Gs | Part::Cs => 8,
             Part::A => self.a_slot(),
             Part::Ctx => self.ctx_slot(),
         }
@@ -320,7 +370,7 @@ impl Layout {
     }
 
     fn tail_bytes(&self) -> u64 {
-        TAIL_PARTS
+        self.tail_parts()
             .iter()
             .map(|&p| self.part_bytes(p, 0, false))
             .sum()
@@ -353,7 +403,11 @@ impl Layout {
     pub fn part_at(&self, q: u64, l: u64, part: Part) -> u64 {
         let tail = q == self.t as u64;
         let (n, first) = (q + 1, l == 0);
-        let parts: &[Part] = if tail { &TAIL_PARTS } else { &BLOCK_PARTS };
+        let parts: &[Part] = if tail {
+            self.tail_parts()
+        } else {
+            &BLOCK_PARTS
+        };
         self.region_at(q, l)
             + parts
                 .iter()
@@ -388,7 +442,10 @@ impl Layout {
     }
 
     fn tail_steps(&self) -> u64 {
-        TAIL_PARTS.iter().map(|&p| self.count(p, 0, false)).sum()
+        self.tail_parts()
+            .iter()
+            .map(|&p| self.count(p, 0, false))
+            .sum()
     }
 
     /// Steps of the trace.
@@ -410,7 +467,7 @@ impl Layout {
         let t = self.t as u64;
         let (q, l, mut o, parts, n, first): (u64, u64, u64, &[Part], u64, bool) =
             if i >= self.before(t, 0) {
-                (t, 0, i - self.before(t, 0), &TAIL_PARTS, 0, false)
+                (t, 0, i - self.before(t, 0), self.tail_parts(), 0, false)
             } else {
                 // the last position whose blocks start at or before i
                 let (mut lo, mut hi) = (0u64, t);
@@ -688,6 +745,26 @@ impl Layout {
             Part::Lg => {
                 p.push(Self::trace(self.part_at(q, 0, Part::Nf), 2 * h));
                 p.push(Self::model(sh.token_at(i), sh.token_len()));
+            }
+            Part::Cs => {
+                if i > 0 {
+                    p.push(Self::trace(self.at(q, 0, Part::Cs, i - 1), 8));
+                }
+                p.push(Read {
+                    source: Source::Result,
+                    at: self.result_row,
+                    len: 4,
+                });
+                let first = i * RUN4;
+                p.push(Read {
+                    source: Source::Result,
+                    at: self.result_row + 4 + 4 * first,
+                    len: 4 * (self.g as u64 - first).min(RUN4),
+                });
+            }
+            Part::Cnt => {
+                let runs = (self.g as u64).div_ceil(RUN4);
+                p.push(Self::trace(self.at(q, 0, Part::Cs, runs - 1), 8));
             }
             Part::Tok => {
                 let runs = (sh.vocab as u64).div_ceil(RUN4);
@@ -989,6 +1066,41 @@ impl Layout {
                     out.copy_from_slice(&got[4..8]);
                 }
             }
+            Part::Cs => {
+                let (prev, rest) = if st.i > 0 {
+                    got.split_at(8)
+                } else {
+                    (&[][..], got)
+                };
+                let (mut first, mut bad) = if st.i > 0 {
+                    (u32_at(prev, 0), u32_at(prev, 4))
+                } else {
+                    (u32::MAX, 0)
+                };
+                let count = u32_at(rest, 0);
+                for (k, w) in rest[4..].chunks_exact(4).enumerate() {
+                    let idx = st.i * RUN4 as u32 + k as u32;
+                    let t = u32_at(w, 0);
+                    if first == u32::MAX && t == sh.eos {
+                        first = idx;
+                    }
+                    if idx >= count && t != 0 {
+                        bad = 1;
+                    }
+                }
+                out[..4].copy_from_slice(&first.to_le_bytes());
+                out[4..].copy_from_slice(&bad.to_le_bytes());
+            }
+            Part::Cnt => {
+                let (first, bad) = (u32_at(got, 0), u32_at(got, 4));
+                let left = sh.positions.saturating_sub(self.prompt).saturating_add(1);
+                let n = if bad != 0 {
+                    u32::MAX
+                } else {
+                    self.g.min(first.saturating_add(1)).min(left)
+                };
+                out.copy_from_slice(&n.to_le_bytes());
+            }
         }
         Ok(out)
     }
@@ -1071,6 +1183,7 @@ impl Layout {
         b[56..64].copy_from_slice(&s.eps.to_le_bytes());
         b[64..72].copy_from_slice(&self.batch_row.to_le_bytes());
         b[72..80].copy_from_slice(&self.result_row.to_le_bytes());
+        b[80..84].copy_from_slice(&self.g.to_le_bytes());
         b
     }
 
@@ -1100,6 +1213,7 @@ impl Layout {
                 region_log2: w(12),
                 batch_row: i64_at(b, 64) as u64,
                 result_row: i64_at(b, 72) as u64,
+                g: u32_at(b, 80),
             },
             w(13) as u8,
         ))

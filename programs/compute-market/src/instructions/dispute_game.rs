@@ -89,13 +89,10 @@ fn clock_of(job: &JobSpec, task: &Task) -> Result<trace::Clock> {
     trace::clock(job, task.dispute_window).ok_or(error!(MarketError::DisputeNotSupported))
 }
 
-/// The row and word of the dispute's element (a word of an `Mlp` row, not padding; a token of
-/// a `Generate` completion: its count word is not refereed by a game).
+/// The row and word of the dispute's element (a word of an `Mlp` row or a `Generate`
+/// completion, not padding).
 fn word_of(job: &JobSpec, d: &Dispute) -> Result<(u32, u32)> {
     match feed::target(job, d.tile, d.element) {
-        Some(Target::Word(_, 0)) if job.kind == JobKind::Generate => {
-            err!(MarketError::DisputeNotSupported)
-        }
         Some(Target::Word(r, w)) => Ok((r, w)),
         Some(_) => err!(MarketError::NeedsGame),
         None => err!(MarketError::DisputeNotSupported),
@@ -107,8 +104,9 @@ fn word_of(job: &JobSpec, d: &Dispute) -> Result<(u32, u32)> {
 /// layout. An `Encoder`'s takes a second call: the chunk of the texts' ids that holds the
 /// disputed text's count (its tokens T). A `Generate`'s two more: the chunk of the prompts'
 /// string that holds the prompt's count, then the one that holds the sampling rule's
-/// temperature (a game referees greedy completions: 0); the trace must fit a game
-/// (`decoder::fits`, else `DisputeNotSupported`).
+/// temperature (a token's game referees greedy completions: 0; a count's trace, a scan of
+/// the committed tokens, any); the trace must fit a game (`decoder::fits`, else
+/// `DisputeNotSupported`).
 pub fn layout(ctx: Context<DisputeTurn>, siblings_n: u8) -> Result<()> {
     let a = ctx.accounts;
     let job = a.job()?;
@@ -202,7 +200,6 @@ fn generate_layout(
         .get(o..o + 4)
         .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
         .ok_or(MarketError::InputsBreakRules)?;
-    let j = word - 1;
     let next = match stage {
         None => {
             let shape = slices::decoder::read_header(job, len, bytes).map_err(feed_error)?;
@@ -210,18 +207,23 @@ fn generate_layout(
         }
         Some((lay, 0)) => {
             // the prompt's count: 1 ..= L, the sequence within the model's positions
+            let j = word.saturating_sub(1);
             require!(
                 value >= 1
                     && value <= job.dims[1]
                     && value as u64 + j as u64 <= lay.shape.positions as u64,
                 MarketError::InputsBreakRules
             );
-            decoder::Layout::new(lay.shape, job, row, value, j).encode(1)
+            if word == 0 {
+                decoder::Layout::count_of(lay.shape, job, row, value).encode(1)
+            } else {
+                decoder::Layout::new(lay.shape, job, row, value, j).encode(1)
+            }
         }
         Some((lay, _)) => {
-            // the temperature: a game referees greedy completions, a trace that fits
+            // the temperature: a token's game referees greedy completions; a trace that fits
             require!(
-                value == 0 && decoder::fits(&lay),
+                (value == 0 || lay.is_count()) && decoder::fits(&lay),
                 MarketError::DisputeNotSupported
             );
             lay.encode(2)

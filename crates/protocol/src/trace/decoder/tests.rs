@@ -439,3 +439,50 @@ fn a_word_past_the_committed_count_is_zero_whatever_the_decoder_would_pick() {
     let mem = memory(&lay, &c.src()).expect("a trace");
     assert_eq!(u32_at(&mem, lay.token_at() as usize), c.completions[1][1]);
 }
+
+#[test]
+fn a_counts_trace_gives_the_count_the_committed_tokens_give() {
+    let c = case(SHAPES[1], 9, 4, 3);
+    let count_of = |result: &[u8], row: u32| {
+        let lay = Layout::count_of(
+            c.layout(row, 0).shape,
+            &c.job,
+            row,
+            c.prompts[row as usize].len() as u32,
+        );
+        assert!(lay.is_count() && fits(&lay));
+        let src = Sources { result, ..c.src() };
+        let mem = memory(&lay, &src).expect("a trace");
+        // a replay by pieces of every step gives the next root
+        for s in 1..=lay.steps() {
+            let pre = crate::trace::build::state(&lay, &mem, s - 1);
+            let got = replay_by_pieces(&lay, &src, &pre, s).expect("a replay");
+            assert_eq!(
+                got,
+                crate::trace::build::root(&lay, &crate::trace::build::state(&lay, &mem, s))
+            );
+        }
+        u32_at(&mem, lay.token_at() as usize)
+    };
+    // greedy completions of G tokens with no end of turn: G
+    for row in 0..3 {
+        assert_eq!(count_of(&c.result, row), 3, "row {row}");
+    }
+    let eos = c.layout(0, 0).shape.eos;
+    let word = |r: &mut Vec<u8>, row: u32, w: u32, v: u32| {
+        let at = result_row_at(&c.job, row) as usize + 4 * w as usize;
+        r[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    };
+    // an end of turn at token 1: the count is 2, whatever the committed count says
+    let mut r = c.result.clone();
+    word(&mut r, 1, 2, eos);
+    assert_eq!(count_of(&r, 1), 2);
+    // a word past the committed count that is not zero: no count is right
+    let mut r = c.result.clone();
+    word(&mut r, 2, 0, 2);
+    assert_eq!(count_of(&r, 2), u32::MAX);
+    // and with it zero, the count 2 the end of turn gives
+    word(&mut r, 2, 3, 0);
+    word(&mut r, 2, 2, eos);
+    assert_eq!(count_of(&r, 2), 2);
+}
