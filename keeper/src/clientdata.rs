@@ -478,7 +478,14 @@ pub fn prepare_generate(
     for (role, path, bytes) in &files {
         within_bound(&job, *role, path, bytes)?;
     }
-    Ok(prepared(job, files, None))
+    // the model's and the prompts' slices, so that the program can referee the job by a game
+    // over a token's trace (PROTOCOL §8.13)
+    use crate::compute::slices;
+    let (model_slices, prompt_slices) = rayon::join(
+        || slices::of_decoder(&dec.decoder, dec.eos),
+        || slices::of_prompts(&ids, max_tokens, &shape.sampling),
+    );
+    Ok(prepared(job, files, Some([model_slices, prompt_slices])))
 }
 
 /// What a client needs to post jobs on a model it hosts, without reading the model again: the
@@ -546,6 +553,10 @@ pub enum ModelInfo {
         /// prompts in the template and tokenizes them as providers do without fetching the
         /// model.
         tokenizer: ObjectInfo,
+        /// The model's slice string with its end-of-turn token (PROTOCOL §8.13): its length
+        /// and BLAKE3 (hex), which a version-2 manifest names so that the program can referee
+        /// jobs on it.
+        slices: SlicesInfo,
     },
 }
 
@@ -633,6 +644,13 @@ pub fn describe_model(bytes: &[u8]) -> Result<ModelInfo> {
             vocab: d.vocab() as u32,
             positions: d.positions() as u32,
             tokenizer: object_info(&tokenizer),
+            slices: {
+                let s = crate::compute::slices::of_decoder(d, m.eos);
+                SlicesInfo {
+                    len: s.len,
+                    root: crate::results::hex(&s.root),
+                }
+            },
         });
     }
     let mlp = crate::compute::mlp::read_model(bytes)?;

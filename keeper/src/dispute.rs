@@ -81,14 +81,45 @@ pub fn element_proof(
 }
 
 /// The first element of `tile` at which the committed bytes `served` differ from `mine` (the
-/// job's own output), if any.
+/// job's own output), if any. For a `Generate` tile, the element the program referees as
+/// wrong (PROTOCOL §8.13): in the first completion that differs, its first token below both
+/// counts that differs (a token the decoder does not give after the committed ones before
+/// it), else its count word (the committed tokens give another count: an early stop, a run
+/// past the end of turn, a word past the count).
 pub fn first_difference(job: &JobSpec, served: &[u8], mine: &[u8]) -> Option<u32> {
+    if job.kind == compute_market_protocol::job::JobKind::Generate {
+        return generate_difference(job, served, mine);
+    }
     let w = rule::element_width(job).max(1);
     served
         .chunks(w)
         .zip(mine.chunks(w))
         .position(|(a, b)| a != b)
         .map(|e| e as u32)
+}
+
+fn generate_difference(job: &JobSpec, served: &[u8], mine: &[u8]) -> Option<u32> {
+    let words = job.dims[2] as usize + 1;
+    let word = |b: &[u8], r: usize, w: usize| -> u32 {
+        let o = 4 * (r * words + w);
+        b.get(o..o + 4)
+            .map_or(0, |x| u32::from_le_bytes(x.try_into().expect("4 bytes")))
+    };
+    for r in 0..job.rows_per_tile as usize {
+        let row = |b: &[u8]| {
+            b.get(4 * r * words..4 * (r + 1) * words)
+                .map(<[u8]>::to_vec)
+        };
+        if row(served) == row(mine) {
+            continue;
+        }
+        let (ns, nm) = (word(served, r, 0) as usize, word(mine, r, 0) as usize);
+        let first = (0..ns.min(nm).min(words - 1))
+            .find(|&j| word(served, r, 1 + j) != word(mine, r, 1 + j));
+        let w = first.map_or(0, |j| 1 + j);
+        return Some((r * words + w) as u32);
+    }
+    None
 }
 
 /// A wrong entry of a `MatMulModP` product `tiles` (root already checked): a padding entry
@@ -423,6 +454,33 @@ mod tests {
         let mut big = right;
         big[0][..4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(matmul_wrong_entry(&job, &big, []), Some((0, 0)));
+    }
+
+    #[test]
+    fn a_generate_tile_is_pointed_at_the_word_the_program_finds_wrong() {
+        // two completions a tile, G = 4: words (count, t0 … t3)
+        let job = JobSpec::generate(4, 8, 4, 1000, 2, [1; 32]);
+        let tile = |rows: [[u32; 5]; 2]| -> Vec<u8> {
+            rows.iter()
+                .flatten()
+                .flat_map(|w| w.to_le_bytes())
+                .collect()
+        };
+        let right = tile([[4, 10, 11, 12, 13], [2, 20, 1, 0, 0]]);
+        assert_eq!(first_difference(&job, &right, &right), None);
+        // a changed token of the second completion: that token (row 1, word 2)
+        let changed = tile([[4, 10, 11, 12, 13], [2, 20, 7, 0, 0]]);
+        assert_eq!(first_difference(&job, &changed, &right), Some(5 + 2));
+        // a token changed and the rest generated on from it (another count): the token
+        let mine = tile([[4, 10, 11, 12, 13], [3, 20, 9, 9, 1]]);
+        let served = tile([[4, 10, 11, 12, 13], [2, 20, 1, 0, 0]]);
+        assert_eq!(first_difference(&job, &served, &mine), Some(5 + 2));
+        // a run past the end of turn (token 1 is the end): the count, not token 2
+        let ran_on = tile([[4, 10, 11, 12, 13], [4, 20, 1, 5, 6]]);
+        assert_eq!(first_difference(&job, &ran_on, &right), Some(5));
+        // an early stop: the count
+        let early = tile([[2, 10, 11, 0, 0], [2, 20, 1, 0, 0]]);
+        assert_eq!(first_difference(&job, &early, &right), Some(0));
     }
 
     #[test]

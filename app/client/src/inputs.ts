@@ -69,6 +69,9 @@ export type ModelInfo =
        * `chat.pre`, `chat.post` and `eos`) on the content store beside it, for
        * {@link chatTokenizer}. */
       tokenizer?: { sha256: string; bytes: number };
+      /** The model's slice string (PROTOCOL §8.13): with it the job names the prompts' token
+       * ids' slices too (a version-2 manifest) and the program referees its completions. */
+      slices?: { len: number | bigint; root: string };
     };
 
 /** A job on the client's data, ready to upload (`parts`, then `manifest`) and post (`job`). */
@@ -400,7 +403,20 @@ export async function generateJob(model: ModelInfo, prompts: string[], chat: Cha
       BigInt(model.kv_heads), BigInt(model.head_dim), BigInt(model.vocab), BigInt(limit + maxNew),
     ),
   };
-  return prepared(job, model, Role.Prompts, part);
+  return prepared(job, model, Role.Prompts, part, promptsSlices(ids, limit, sampling));
+}
+
+/** A `Generate` job's prompts' slice string (PROTOCOL §8.13): each prompt `4 (L + 1)` bytes,
+ * its token count then its ids, little-endian, zeros after them; then the sampling rule:
+ * temperature, top-k, top-p, 0 (`u32` each) and the seed (`u64`). */
+export function promptsSlices(ids: number[][], limit: number, sampling: Sampling): Uint8Array {
+  const rows = idsSlices(ids, limit);
+  const out = new Uint8Array(rows.length + 24);
+  out.set(rows);
+  const v = new DataView(out.buffer, rows.length);
+  [sampling.temperature, sampling.topK, sampling.topP, 0].forEach((x, i) => v.setUint32(4 * i, x, true));
+  v.setBigUint64(16, sampling.seed, true);
+  return out;
 }
 
 /** Each completion of a `Generate` job's verified tiles: its token ids (at most G; the

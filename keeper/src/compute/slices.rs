@@ -67,6 +67,26 @@ pub fn of_ids(ids: &[Vec<u32>], limit: u32) -> Slices {
     ))
 }
 
+/// A decoder's slices with its end-of-turn token (laid out for the replay of one step of a
+/// token's trace: PROTOCOL §8.13).
+pub fn of_decoder(d: &compute_market_protocol::decoder::Decoder, eos: u32) -> Slices {
+    build::slices_of(&compute_market_protocol::slices::decoder::build::model(
+        d, eos,
+    ))
+}
+
+/// A `Generate` job's prompts by their token ids at the job's prompt limit, then its sampling
+/// rule.
+pub fn of_prompts(
+    ids: &[Vec<u32>],
+    limit: u32,
+    sampling: &compute_market_protocol::decoder::Sampling,
+) -> Slices {
+    build::slices_of(&compute_market_protocol::slices::decoder::build::prompts(
+        ids, limit, sampling,
+    ))
+}
+
 /// Refuses a manifest whose part `role` names slices other than `have` (a version-1
 /// manifest names none: nothing to check).
 pub fn check(manifest: &Manifest, role: Role, have: Slices) -> anyhow::Result<()> {

@@ -559,16 +559,23 @@ impl ResultStore {
             return Ok(counts);
         }
         if job.kind == compute_market_protocol::job::JobKind::Generate {
-            if manifest.parts.iter().any(|p| p.slices.is_some()) {
-                return Err(FetchError::Invalid(
-                    "a Generate job's manifest names no slices (version 1): the program does not referee it".into(),
-                ));
-            }
             let [rows, max_tokens, _] = job.dims.map(|d| d as usize);
             let model = crate::compute::decoder::parse_model(&fetched[0]).map_err(invalid)?;
             let prompts =
                 crate::compute::decoder::job::parse_prompts(&fetched[1], &model, rows, max_tokens)
                     .map_err(invalid)?;
+            // the model's and the prompts' slices, when the manifest names them (so that the
+            // program can referee the job by a game over a token's trace, PROTOCOL §8.13): a
+            // manifest naming others is refused, so no task is claimed on slices nobody holds
+            use crate::compute::slices;
+            slices::check_with(&manifest, Role::Model, || {
+                slices::of_decoder(&model.decoder, model.eos)
+            })
+            .map_err(invalid)?;
+            slices::check_with(&manifest, Role::Prompts, || {
+                slices::of_prompts(&prompts.ids, max_tokens as u32, &prompts.sampling)
+            })
+            .map_err(invalid)?;
             let g = crate::compute::decoder::job::GenerateInputs {
                 model: Arc::new(model),
                 prompts: Arc::new(prompts),
