@@ -228,17 +228,81 @@ pub fn element_is_right(job: &JobSpec, tile: u32, element: u32, bytes: &[u8]) ->
 pub struct SlicedInputs {
     /// The manifest's bytes (its SHA-256 is the job's input).
     pub manifest: Vec<u8>,
-    slices: [Vec<u8>; 2],
+    slices: [std::sync::Arc<Vec<u8>>; 2],
     trees: [std::sync::OnceLock<compute_market_protocol::merkle::MerkleTree>; 2],
     /// Rows' traces (PROTOCOL §8.10), computed once each: a game reads one every turn.
     traces: std::sync::Mutex<std::collections::HashMap<u32, std::sync::Arc<RowTrace>>>,
     /// An `Encoder` job's encoder, read from its slice string once.
     encoder: std::sync::OnceLock<Option<compute_market_protocol::encoder::Encoder>>,
+    /// Committed tiles with their proofs, by index: a `Generate` trace reads the completion's
+    /// earlier tokens from them, and its replay proves them.
+    tiles: std::sync::Mutex<std::collections::HashMap<u32, (Vec<u8>, Vec<Digest>)>>,
+    /// `Generate` traces, by (tile, element) and the tile's hash, computed once each.
+    tokens:
+        std::sync::Mutex<std::collections::HashMap<(u32, u32, Digest), std::sync::Arc<TokenTrace>>>,
 }
 
 /// One party's trace of a disputed row: an `Mlp` row's or an `Encoder` text's.
 pub type RowTrace =
     compute_market_protocol::trace::build::Trace<compute_market_protocol::trace::Traced>;
+
+/// One party's trace of a disputed `Generate` word, held a block at a time (PROTOCOL §8.13).
+pub type TokenTrace = compute_market_protocol::trace::decoder::build::Blocks;
+
+/// A trace as a game plays it: whole (an `Mlp` row, an `Encoder` text) or a block at a time
+/// (a `Generate` token).
+pub trait PlayTrace: Send + Sync {
+    /// Its layout.
+    fn layout(&self) -> compute_market_protocol::trace::Traced;
+    /// The root of its memory after step `s`.
+    fn root(&self, s: u64) -> Digest;
+    /// Leaf `index` of its memory after step `s`, and its siblings.
+    fn leaf(&self, s: u64, index: u64) -> ([u8; 1024], Vec<Digest>);
+    /// Its split of `lo .. hi`.
+    fn split(&self, lo: u64, hi: u64) -> Vec<Digest>;
+    /// Its pick in a split of `lo .. hi`.
+    fn choose(&self, lo: u64, hi: u64, roots: &[Digest], hi_root: &Digest) -> u8;
+}
+
+impl PlayTrace for RowTrace {
+    fn layout(&self) -> compute_market_protocol::trace::Traced {
+        self.lay
+    }
+    fn root(&self, s: u64) -> Digest {
+        self.root_at(s)
+    }
+    fn leaf(&self, s: u64, index: u64) -> ([u8; 1024], Vec<Digest>) {
+        self.leaf_at(s, index)
+    }
+    fn split(&self, lo: u64, hi: u64) -> Vec<Digest> {
+        self.split_roots(lo, hi)
+    }
+    fn choose(&self, lo: u64, hi: u64, roots: &[Digest], hi_root: &Digest) -> u8 {
+        self.pick(lo, hi, roots, hi_root)
+    }
+}
+
+// A token's trace recomputes what its one full pass computed: the same steps over the same
+// bytes, which cannot fail the second time.
+const RECOMPUTED: &str = "a block recomputed as the pass computed it";
+
+impl PlayTrace for TokenTrace {
+    fn layout(&self) -> compute_market_protocol::trace::Traced {
+        self.lay.into()
+    }
+    fn root(&self, s: u64) -> Digest {
+        self.root_at(s).expect(RECOMPUTED)
+    }
+    fn leaf(&self, s: u64, index: u64) -> ([u8; 1024], Vec<Digest>) {
+        self.leaf_at(s, index).expect(RECOMPUTED)
+    }
+    fn split(&self, lo: u64, hi: u64) -> Vec<Digest> {
+        self.split_roots(lo, hi).expect(RECOMPUTED)
+    }
+    fn choose(&self, lo: u64, hi: u64, roots: &[Digest], hi_root: &Digest) -> u8 {
+        self.pick(lo, hi, roots, hi_root).expect(RECOMPUTED)
+    }
+}
 
 impl SlicedInputs {
     /// The inputs of a job whose manifest is `manifest` and whose slice strings are `slices`,
@@ -266,22 +330,141 @@ impl SlicedInputs {
         }
         Ok(SlicedInputs {
             manifest,
-            slices,
+            slices: slices.map(std::sync::Arc::new),
             trees: Default::default(),
             traces: Default::default(),
             encoder: Default::default(),
+            tiles: Default::default(),
+            tokens: Default::default(),
         })
     }
 
     /// The pieces `dispute_layout` proves for row `row`, (input, chunk) in order: the
-    /// model's header, and for an `Encoder` the chunk of the ids holding the text's count.
+    /// model's header; for an `Encoder` the chunk of the ids holding the text's count; for a
+    /// `Generate` the chunks of the prompts' string holding the prompt's count and the
+    /// sampling rule.
     pub fn layout_pieces(job: &JobSpec, row: u32) -> Vec<(u8, u64)> {
-        use compute_market_protocol::{job::JobKind, merkle::CHUNK_LEN, trace::encoder};
+        use compute_market_protocol::{
+            job::JobKind, merkle::CHUNK_LEN, slices::decoder::prompt_stride, trace::encoder,
+        };
         let mut p = vec![(0, 0)];
         if job.kind == JobKind::Encoder {
             p.push((1, encoder::count_at(job, row) / CHUNK_LEN as u64));
         }
+        if job.kind == JobKind::Generate {
+            let stride = prompt_stride(job.dims[1]);
+            p.push((1, row as u64 * stride / CHUNK_LEN as u64));
+            p.push((1, job.dims[0] as u64 * stride / CHUNK_LEN as u64));
+        }
         p
+    }
+
+    /// Keeps committed tile `tile` (its bytes and proof to the result root) for `Generate`
+    /// traces and their replays.
+    pub fn hold_tile(&self, tile: u32, bytes: Vec<u8>, proof: Vec<Digest>) {
+        self.tiles
+            .lock()
+            .expect("tiles lock")
+            .insert(tile, (bytes, proof));
+    }
+
+    /// Committed tile `tile` and its proof, if held.
+    pub fn held_tile(&self, tile: u32) -> Option<(Vec<u8>, Vec<Digest>)> {
+        self.tiles.lock().expect("tiles lock").get(&tile).cloned()
+    }
+
+    /// The trace of `Generate` element (tile, element) over the committed tile `bytes` (the
+    /// completion's earlier tokens and count are its inputs), computed once (one pass over
+    /// every block); `None` when the slices or the tile break the job's rules.
+    pub fn token_trace(
+        &self,
+        job: &JobSpec,
+        tile: u32,
+        element: u32,
+        bytes: &[u8],
+    ) -> Option<std::sync::Arc<TokenTrace>> {
+        use compute_market_protocol::{
+            feed::{self, Target},
+            slices::decoder::{prompt_stride, read_header},
+            trace::decoder::{result_row_at, Layout},
+        };
+        let key = (
+            tile,
+            element,
+            compute_market_protocol::hash::hashv(&[bytes]),
+        );
+        if let Some(t) = self.tokens.lock().expect("tokens lock").get(&key) {
+            return Some(t.clone());
+        }
+        let Target::Word(row, w) = feed::target(job, tile, element)? else {
+            return None;
+        };
+        let model = &self.slices[0];
+        let shape = read_header(job, model.len() as u64, model.get(..64)?).ok()?;
+        let at = (row as u64 * prompt_stride(job.dims[1])) as usize;
+        let n = u32::from_le_bytes(self.slices[1].get(at..at + 4)?.try_into().ok()?);
+        if n == 0
+            || n > job.dims[1]
+            || n as u64 + w.saturating_sub(1) as u64 > shape.positions as u64
+        {
+            return None;
+        }
+        let lay = if w == 0 {
+            Layout::count_of(shape, job, row, n)
+        } else {
+            Layout::new(shape, job, row, n, w - 1)
+        };
+        // a token's game referees greedy completions (the count's any), a trace that fits: the
+        // program refuses the others at dispute_layout, so nothing is bonded on them
+        let rule_at = (job.dims[0] as u64 * prompt_stride(job.dims[1])) as usize;
+        let temperature =
+            u32::from_le_bytes(self.slices[1].get(rule_at..rule_at + 4)?.try_into().ok()?);
+        if !compute_market_protocol::trace::decoder::fits(&lay) || (w != 0 && temperature != 0) {
+            return None;
+        }
+        // the committed string as far as the completion's row: only its words are read
+        let words = 4 * (job.dims[2] as usize + 1);
+        let start = result_row_at(job, row) as usize;
+        let in_tile = (row % job.rows_per_tile.max(1) as u32) as usize * words;
+        let mut result = vec![0u8; start + words];
+        result[start..].copy_from_slice(bytes.get(in_tile..in_tile + words)?);
+        let t =
+            TokenTrace::new(lay, self.slices[0].clone(), self.slices[1].clone(), result).ok()?;
+        let t = std::sync::Arc::new(t);
+        self.tokens
+            .lock()
+            .expect("tokens lock")
+            .insert(key, t.clone());
+        Some(t)
+    }
+
+    /// The trace a game over dispute `d`'s element is played with: its row's (an `Mlp`, an
+    /// `Encoder`), or its word's over the committed tile held ([`hold_tile`](Self::hold_tile)),
+    /// for a `Generate`.
+    pub fn play_trace(
+        &self,
+        job: &JobSpec,
+        tile: u32,
+        element: u32,
+    ) -> anyhow::Result<std::sync::Arc<dyn PlayTrace>> {
+        use anyhow::Context;
+        use compute_market_protocol::feed::{self, Target};
+        if job.kind == compute_market_protocol::job::JobKind::Generate {
+            let (bytes, _) = self
+                .held_tile(tile)
+                .with_context(|| format!("the committed tile {tile} is not held here"))?;
+            let t = self
+                .token_trace(job, tile, element, &bytes)
+                .context("the token's trace cannot be computed from the inputs held")?;
+            return Ok(t);
+        }
+        let Some(Target::Word(row, _)) = feed::target(job, tile, element) else {
+            anyhow::bail!("the element is not a row's word");
+        };
+        let t = self
+            .trace(job, row)
+            .context("the row's trace cannot be computed from the inputs held")?;
+        Ok(t)
     }
 
     /// Chunk `c` of input `input` and its siblings to the input's root, bottom-up.
@@ -361,6 +544,11 @@ impl SlicedInputs {
         if target == Target::Padding {
             return Some([0; 4]);
         }
+        if job.kind == compute_market_protocol::job::JobKind::Generate {
+            // a completion's word: its trace over the committed tile held
+            let (bytes, _) = self.held_tile(tile)?;
+            return self.token_trace(job, tile, element, &bytes)?.word().ok();
+        }
         if let (compute_market_protocol::job::JobKind::Encoder, Target::Word(row, w)) =
             (job.kind, target)
         {
@@ -394,7 +582,15 @@ pub fn element_is_right_with(
     if rule::one_step(job) || inputs.is_none() {
         return element_is_right(job, tile, element, bytes);
     }
-    let want = inputs?.element(job, tile, element)?;
+    let want = if job.kind == compute_market_protocol::job::JobKind::Generate {
+        // the word's trace over this tile (its earlier tokens and count)
+        inputs?
+            .token_trace(job, tile, element, bytes)?
+            .word()
+            .ok()?
+    } else {
+        inputs?.element(job, tile, element)?
+    };
     let o = element as usize * rule::element_width(job);
     Some(bytes.get(o..o + 4) == Some(&want[..]))
 }

@@ -542,3 +542,65 @@ fn liar_loses(s: &mut Scenario, key: Pubkey, at: (u32, u32), funds: u64) {
     );
     assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");
 }
+
+/// A window a game over the demo's SmolLM2 completions fits.
+const GENERATE_WINDOW: u32 = 4_400;
+
+#[test]
+fn a_changed_token_of_a_completion_is_overturned_by_the_watchers_claim() {
+    // SmolLM2 completing the demo's prompts; the provider changes a token in the middle of each
+    // completion, the seats vouch blindly; the client's watcher finds the token, claims its
+    // trace (the prompt and the committed tokens before it, one block at a time), nobody can
+    // defend a right claim, and the completion is proven wrong
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = DemoConfig {
+        providers: 2,
+        verifiers: 3,
+        tasks: 1,
+        generate: true,
+        corrupt_fraction: 1.0,
+        dispute_window: GENERATE_WINDOW,
+        ..Default::default()
+    };
+    let mut s = Scenario::new(&cfg, Arc::new(CpuBackend), dir.path()).expect("scenario");
+    for v in &mut s.verifiers {
+        v.careless = true;
+    }
+    for p in &mut s.providers {
+        p.corrupt_fraction = 1.0;
+    }
+    let key = s.generate.expect("the Generate task");
+    let job = s.tasks.iter().find(|(k, _, _)| *k == key).unwrap().1;
+    assert_eq!(
+        compute_market_protocol::dispute::method(&job, GENERATE_WINDOW),
+        Some(compute_market_protocol::dispute::Method::Game),
+        "{job:?}"
+    );
+    watch_own_tasks(&mut s, dir.path());
+    let mut claimed = false;
+    let mut guard = 0;
+    let start = std::time::Instant::now();
+    while !s.done() {
+        s.tick().unwrap();
+        claimed |= s
+            .chain
+            .disputes(&key)
+            .unwrap()
+            .iter()
+            .any(|(_, d)| d.claimed == 1);
+        guard += 1;
+        assert!(guard < 12_000, "the market finishes");
+    }
+    println!("played in {:?}", start.elapsed());
+    assert!(claimed, "the watcher claimed the token's trace");
+    assert_eq!(
+        s.verdicts[&key],
+        (TaskStatus::Rejected, VERDICT_PROVEN_WRONG),
+        "the claim stood: the completion is proven wrong"
+    );
+    assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");
+}

@@ -503,20 +503,29 @@ impl Scenario {
                 .map(|t| model.prompt_ids(t))
                 .collect::<Result<_>>()?;
             let prompts = decoder::job::prompts_bytes(&texts, &ids, &Sampling::GREEDY)?;
+            let (longest, new) = (ids.iter().map(Vec::len).max().unwrap_or(1) as u32, 32);
+            // the model's and the prompts' slices: the program referees the task by a game
+            // over a token's trace when the window holds one (PROTOCOL §8.13)
+            let named = [
+                crate::compute::slices::of_decoder(&model.decoder, model.eos),
+                crate::compute::slices::of_prompts(&ids, longest, &Sampling::GREEDY),
+            ];
             let manifest = stored_inputs(
                 &store,
                 &[(Role::Model, &model_bytes), (Role::Prompts, &prompts)],
-                None,
+                Some(&named),
             )?;
-            let (longest, new) = (ids.iter().map(Vec::len).max().unwrap_or(1) as u32, 32);
-            let job = JobSpec::generate(
-                texts.len() as u32,
-                longest,
-                new,
-                model.work_per_token((longest + new) as usize),
-                crate::clientdata::GENERATE_ROWS_PER_TILE,
-                manifest.hash(),
-            );
+            let job = JobSpec {
+                slices_len: named[0].len,
+                ..JobSpec::generate(
+                    texts.len() as u32,
+                    longest,
+                    new,
+                    model.work_per_token((longest + new) as usize),
+                    crate::clientdata::GENERATE_ROWS_PER_TILE,
+                    manifest.hash(),
+                )
+            };
             let (id, reward) = (cfg.tasks as u64 + 2, 1_000_000 + job.work() / 4096);
             let mut args = PostTaskArgs::new(id, &job, reward);
             args.input_uri = "http://generate.demo.invalid".into();

@@ -244,6 +244,24 @@ pub fn argue(
         if d.state == DISPUTE_WON {
             return Ok(Outcome::Won);
         }
+        // a Generate game reads the committed tile of its element (the earlier tokens, the
+        // count) and proves it: held for the trace (also after a restart)
+        if let Some(data) =
+            data.filter(|_| job.kind == compute_market_protocol::job::JobKind::Generate)
+        {
+            if data.held_tile(d.tile).is_none() {
+                match claim {
+                    Claim::ResultWrong(p) if p.tile == d.tile => {
+                        data.hold_tile(p.tile, p.bytes.clone(), p.proof.clone())
+                    }
+                    Claim::ClaimsFalse(tile) if d.target != Pubkey::default() => {
+                        let (bytes, proof) = tile(d.tile)?;
+                        data.hold_tile(d.tile, bytes, proof);
+                    }
+                    _ => {}
+                }
+            }
+        }
         if overturned(t.tally().majority) {
             return Ok(Outcome::Moot);
         }
@@ -455,6 +473,14 @@ pub fn sliced_inputs(
             use compute_market_protocol::slices::encoder::build as eb;
             let i = inputs::encoder(job)?;
             [eb::model(&i.encoder), eb::ids(&i.ids, k)]
+        }
+        JobKind::Generate => {
+            use compute_market_protocol::slices::decoder::build as db;
+            let i = inputs::generate(job)?;
+            [
+                db::model(&i.model.decoder, i.model.eos),
+                db::prompts(&i.prompts.ids, k, &i.prompts.sampling),
+            ]
         }
         kind => bail!("{kind:?} jobs are not refereed from slices"),
     };

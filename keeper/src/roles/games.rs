@@ -35,8 +35,11 @@ use solana_signer::Signer;
 use super::{send_all, NodeCtx};
 use crate::{
     chain::{Chain, ChainExt},
-    dispute::{RowTrace as Trace, SlicedInputs},
+    dispute::{PlayTrace, SlicedInputs},
 };
+
+/// A trace as a game plays it.
+type Trace = dyn PlayTrace;
 
 /// Most moves one pass makes in one game before it returns (a replay is at most 18 pieces of
 /// three transactions each).
@@ -86,20 +89,24 @@ pub fn challenger_turn(
     };
     let vote = (d.kind == DISPUTE_CLAIMS_FALSE).then_some(d.target);
     let Some(lay) = d.layout() else {
-        // the model's header; an Encoder's text count next
+        // the model's header; an Encoder's text count next; a Generate's prompt count and
+        // sampling rule
         let pieces = SlicedInputs::layout_pieces(job, row);
-        let half = encoder::Layout::decode(&d.enc_layout).is_some();
-        let (input, c) = pieces[usize::from(half).min(pieces.len() - 1)];
+        let done = if job.kind == compute_market_protocol::job::JobKind::Generate {
+            trace::decoder::Layout::decode(&d.feed).map_or(0, |(_, s)| usize::from(s) + 1)
+        } else {
+            usize::from(encoder::Layout::decode(&d.enc_layout).is_some())
+        };
+        let (input, c) = pieces[done.min(pieces.len() - 1)];
         let (chunk, path) = data.chunk(input, c);
         write(&with_siblings(chunk, CHUNK_LEN, &path))?;
         let ix = client::dispute_layout(*key, *me, path.len() as u8);
         return Ok(Some(Turn::Send("dispute_layout", vec![ix])));
     };
-    let mine = data
-        .trace(job, row)
-        .context("the row's trace cannot be computed from the inputs held")?;
+    let _ = row;
+    let mine = data.play_trace(job, d.tile, d.element)?;
     anyhow::ensure!(
-        mine.lay == lay,
+        mine.layout() == lay,
         "the model's header proven on chain is not the model held here"
     );
     let steps = lay.step_count();
@@ -113,9 +120,9 @@ pub fn challenger_turn(
             d.answer_deadline
         );
         let off = lay.word_at(w);
-        let (leaf, path) = mine.leaf_at(steps, off / LEAF_LEN as u64);
+        let (leaf, path) = mine.leaf(steps, off / LEAF_LEN as u64);
         write(&with_siblings(leaf.to_vec(), LEAF_LEN, &path))?;
-        let ix = client::dispute_claim(*key, *me, mine.root_at(steps), path.len() as u8);
+        let ix = client::dispute_claim(*key, *me, mine.root(steps), path.len() as u8);
         return Ok(Some(Turn::Send("dispute_claim", vec![ix])));
     }
     let dispute_key = pda::dispute(key, me);
@@ -135,7 +142,7 @@ pub fn challenger_turn(
             defender: g.defender,
         };
         if g.stage == STAGE_BISECT && g.turn == TURN_CHALLENGER && now <= g.deadline {
-            let roots = mine.split_roots(g.lo, g.hi);
+            let roots = mine.split(g.lo, g.hi);
             return Ok(Some(Turn::Send(
                 "game_split",
                 vec![client::game_split(r, roots)],
@@ -219,11 +226,14 @@ fn defend_one(
     let (who, kp) = (ctx.name.as_str(), &ctx.kp);
     let me = kp.pubkey();
     let (row, _) = word(job, d).context("the claim is not of a row's word")?;
-    let mine = data
-        .trace(job, row)
-        .context("the row's trace cannot be computed from the inputs held")?;
-    let steps = mine.lay.step_count();
-    if mine.root_at(steps) == d.claim_root {
+    if job.kind == compute_market_protocol::job::JobKind::Generate
+        && data.held_tile(d.tile).is_none()
+    {
+        hold_disputed_tile(chain, ctx, data, key, job, d.tile)?;
+    }
+    let mine = data.play_trace(job, d.tile, d.element)?;
+    let steps = mine.layout().step_count();
+    if mine.root(steps) == d.claim_root {
         tracing::debug!(who, task = %key, dispute = %dk, "the claim is this keeper's own trace: not defending");
         return Ok(());
     }
@@ -243,7 +253,7 @@ fn defend_one(
             if now > d.defend_deadline {
                 return Ok(());
             }
-            open_game(chain, kp, who, key, d, &mine)?;
+            open_game(chain, kp, who, key, d, mine.as_ref())?;
             continue;
         };
         let (what, ix) = if g.turn == TURN_CHALLENGER {
@@ -257,10 +267,10 @@ fn defend_one(
         } else if now > g.deadline {
             return Ok(()); // missed: the challenger times it out
         } else if g.stage == STAGE_BISECT {
-            let segment = mine.pick(g.lo, g.hi, &g.roots, &g.hi_root);
+            let segment = mine.choose(g.lo, g.hi, &g.roots, &g.hi_root);
             ("game_pick", client::game_pick(r, segment))
         } else {
-            replay_move(chain, kp, who, r, job, &g, &mine, data, row)?
+            replay_move(chain, kp, who, r, job, &g, mine.as_ref(), data, row)?
         };
         let r = send_all(
             chain,
@@ -304,7 +314,7 @@ fn open_game(
     let ix = client::defend(*key, d.challenger, d.nonce, me, wallet, wallet);
     let r = send_all(chain, who, "defend", key, &[ix], kp)?;
     crate::chain::must("defend", r)?;
-    tracing::info!(who, task = %key, challenger = %d.challenger, bond, steps = mine.lay.step_count(), "a claim its own trace finds wrong: defending");
+    tracing::info!(who, task = %key, challenger = %d.challenger, bond, steps = mine.layout().step_count(), "a claim its own trace finds wrong: defending");
     Ok(())
 }
 
@@ -322,28 +332,43 @@ fn replay_move(
     data: &SlicedInputs,
     row: u32,
 ) -> Result<(&'static str, Instruction)> {
-    let (src, index) = mine
-        .lay
+    let lay = mine.layout();
+    let (src, index) = lay
         .next(job, row, g.hi, &g.replay)
         .context("the replay needs no more pieces")?;
     let (bytes, siblings) = match src {
         Source::Trace => {
-            let (leaf, path) = mine.leaf_at(g.lo, index);
+            let (leaf, path) = mine.leaf(g.lo, index);
             (with_siblings(leaf.to_vec(), LEAF_LEN, &path), path.len())
         }
         Source::Model | Source::Batch => {
             let (chunk, path) = data.chunk(src.code(), index);
             (with_siblings(chunk, CHUNK_LEN, &path), path.len())
         }
-        // a `Generate` token's game reads the result: keepers do not play those yet
-        Source::Result => anyhow::bail!("a Generate game's replay is not played by keepers yet"),
+        Source::Result => {
+            // a chunk of the committed string: of the disputed tile, held with its proof
+            let slot = compute_market_protocol::merkle::slot_len(job.tile_len()) as u64;
+            let at = index * CHUNK_LEN as u64;
+            let tile = (at / slot) as u32;
+            let (tb, proof) = data
+                .held_tile(tile)
+                .with_context(|| format!("the committed tile {tile} is not held here"))?;
+            let (chunk, path) = compute_market_protocol::merkle::chunk_proof(
+                tile,
+                job.tile_count(),
+                &tb,
+                &proof,
+                (at % slot) as usize,
+            );
+            (with_siblings(chunk, CHUNK_LEN, &path), path.len())
+        }
     };
     for (i, part) in bytes.chunks(WRITE_LEN).enumerate() {
         let ix = client::game_write(r, (i * WRITE_LEN) as u16, part.to_vec());
         let rep = send_all(chain, who, "game_write", &r.task, &[ix], kp)?;
         crate::chain::must("game_write", rep)?;
     }
-    Ok(if mine.lay.at_slot(job, row, g.hi, &g.replay) {
+    Ok(if lay.at_slot(job, row, g.hi, &g.replay) {
         let fallback = payout_fallback(chain, &g.payout)?;
         (
             "game_settle",
@@ -355,6 +380,36 @@ fn replay_move(
             client::game_feed(r, src.code(), index, siblings as u8),
         )
     })
+}
+
+/// Fetches committed tile `tile` of task `key` with its proof (from the provider's result URL,
+/// then the keepers seated on it; each tile checked against the root) and holds it for a
+/// `Generate` trace: a defender that did not sample the disputed tile reads it as the
+/// challenger did.
+fn hold_disputed_tile(
+    chain: &dyn Chain,
+    ctx: &NodeCtx,
+    data: &SlicedInputs,
+    key: &Pubkey,
+    job: &JobSpec,
+    tile: u32,
+) -> Result<()> {
+    let t = chain.task(key)?.context("the task is gone")?;
+    let sources = crate::results::sources::ordered(
+        super::result_uri(&t),
+        chain
+            .endpoints_of(&chain.seated(key, &t)?)
+            .into_iter()
+            .map(|e| crate::results::sources::result_url(&e, &t.result_root)),
+    );
+    let deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(30));
+    let g = ctx
+        .store
+        .gather(&sources, job, &t.result_root, &[tile], deadline)
+        .map_err(|e| anyhow::anyhow!("fetching the disputed tile {tile}: {e}"))?;
+    let p = g.tiles.into_iter().next().context("no tile served")?;
+    data.hold_tile(p.index, p.tile, p.proof);
+    Ok(())
 }
 
 /// The cranker's part (anyone): times out the silent party of every expired game of task

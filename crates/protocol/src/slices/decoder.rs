@@ -2,8 +2,8 @@
 //! when it replays one step of a token's trace, and the decoder's integer rules that the
 //! program computes too (the host's reference, [`crate::decoder`], uses these).
 //!
-//! **The model** (`"CMd1"`), every field LE and at a multiple of its width, so that no field
-//! straddles a 1 KiB chunk:
+//! **The model** (`"CMd1"`), every field LE and 4-aligned (a field may straddle a 1 KiB chunk
+//! where a token's record is not a multiple of 8 bytes: a replay reads across chunks):
 //!
 //! | at | what |
 //! |---|---|

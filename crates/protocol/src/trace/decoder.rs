@@ -1135,10 +1135,12 @@ pub fn steps_bound(job: &JobSpec) -> u64 {
         .min(1 << 60)
 }
 
-/// Pieces one step's replay reads at most, the slot's leaf included: at most five reads of at
-/// most `WORK_LEN − LEAF` bytes in all, each spanning one piece more than its bytes fill.
+/// Pieces one step's replay reads at most, the slot's leaf included: at most five reads of
+/// `L_i` bytes, `Σ L_i ≤ WORK_LEN − LEAF` ([`fits`]), read `i` spanning at most
+/// `⌈L_i / 1 024⌉ + 1 ≤ L_i / 1 024 + 2` pieces, so `(WORK_LEN − LEAF) / 1 024 + 2 · 5` in
+/// all, and the slot's leaf.
 pub fn step_pieces() -> u64 {
-    ((WORK_LEN as u64 - LEAF) / LEAF) + 5 + 1
+    ((WORK_LEN as u64 - LEAF) / LEAF) + 2 * 5 + 1
 }
 
 /// Transactions a piece of a `Generate` replay takes: a leaf and up to 32 siblings (three
@@ -1519,10 +1521,12 @@ pub mod build {
     /// every region's root and keeps what later blocks read (each block's keys and values,
     /// and its output row); the memory after any step is then one block recomputed and the
     /// roots folded. Memory: the roots, 2 (qw + 2 kw) + 4H bytes a block, one region.
-    pub struct Blocks<'a> {
+    pub struct Blocks {
         /// The layout.
         pub lay: Layout,
-        src: Sources<'a>,
+        model: std::sync::Arc<Vec<u8>>,
+        batch: std::sync::Arc<Vec<u8>>,
+        result: Vec<u8>,
         /// Every region's root after its last step: blocks, then the tail.
         roots: Vec<Digest>,
         /// Per block: its `Rot` and `V` parts.
@@ -1531,12 +1535,20 @@ pub mod build {
         out: Vec<Vec<u8>>,
     }
 
-    impl<'a> Blocks<'a> {
-        /// The one pass over every block.
-        pub fn new(lay: Layout, src: Sources<'a>) -> Result<Blocks<'a>, FeedError> {
+    impl Blocks {
+        /// The one pass over every block, from the model's and the prompts' slice strings and
+        /// the committed string (only the completion's row is read: the rest may be zeros).
+        pub fn new(
+            lay: Layout,
+            model: std::sync::Arc<Vec<u8>>,
+            batch: std::sync::Arc<Vec<u8>>,
+            result: Vec<u8>,
+        ) -> Result<Blocks, FeedError> {
             let mut b = Blocks {
                 lay,
-                src,
+                model,
+                batch,
+                result,
                 roots: vec![],
                 kv: vec![],
                 out: vec![],
@@ -1557,6 +1569,14 @@ pub mod build {
                 }
             }
             Ok(b)
+        }
+
+        fn src(&self) -> Sources<'_> {
+            Sources {
+                model: &self.model,
+                batch: &self.batch,
+                result: &self.result,
+            }
         }
 
         fn regions(&self) -> u64 {
@@ -1606,7 +1626,7 @@ pub mod build {
             for s in first..=last.min(upto) {
                 let (v, _) = {
                     let mem = &mem;
-                    replay_with(&self.lay, s, &self.src, &|at, len| {
+                    replay_with(&self.lay, s, &self.src(), &|at, len| {
                         self.read(r, mem, at, len)
                     })?
                 };
@@ -1667,6 +1687,43 @@ pub mod build {
             let (roots, _, _) = self.state(s)?;
             let top = self.lay.depth() - self.leaves_log2();
             Ok(path_in(&roots, 0, top, self.leaves_log2()).1)
+        }
+
+        /// The split of steps `lo .. hi` by this trace: its roots at the inner points.
+        pub fn split_roots(&self, lo: u64, hi: u64) -> Result<Vec<Digest>, FeedError> {
+            let (k, p) = crate::trace::split_points(lo, hi);
+            (1..k).map(|i| self.root_at(p(i))).collect()
+        }
+
+        /// The first segment of a split of `lo .. hi` (inner roots `roots`, end root
+        /// `hi_root`) whose end root is not this trace's (the last when all agree).
+        pub fn pick(
+            &self,
+            lo: u64,
+            hi: u64,
+            roots: &[Digest],
+            hi_root: &Digest,
+        ) -> Result<u8, FeedError> {
+            let (k, p) = crate::trace::split_points(lo, hi);
+            for i in 0..k {
+                let end = if i + 1 < k {
+                    roots[i as usize]
+                } else {
+                    *hi_root
+                };
+                if end != self.root_at(p(i + 1))? {
+                    return Ok(i as u8);
+                }
+            }
+            Ok((k - 1) as u8)
+        }
+
+        /// The word the trace's last step writes (the token, or the count).
+        pub fn word(&self) -> Result<[u8; 4], FeedError> {
+            let s = self.lay.token_step();
+            let (leaf, _) = self.leaf_at(s, self.lay.token_at() / LEAF)?;
+            let o = (self.lay.token_at() % LEAF) as usize;
+            Ok(leaf[o..o + 4].try_into().expect("4 bytes"))
         }
 
         /// Leaf `index` of the memory after step `s`, and its siblings bottom-up.

@@ -257,7 +257,20 @@ fn a_keeper_holding_one_block_at_a_time_has_the_whole_memorys_roots_and_leaves()
     let c = case(SHAPES[1], 8, 3, 3);
     let lay = c.layout(2, 2);
     let mem = memory(&lay, &c.src()).expect("a trace");
-    let blocks = Blocks::new(lay, c.src()).expect("a pass");
+    let blocks = Blocks::new(
+        lay,
+        std::sync::Arc::new(c.model.clone()),
+        std::sync::Arc::new(c.batch.clone()),
+        c.result.clone(),
+    )
+    .expect("a pass");
+    assert_eq!(blocks.word().unwrap(), mem[lay.token_at() as usize..][..4]);
+    let g = crate::trace::build::Trace {
+        lay,
+        mem: mem.clone(),
+    };
+    let (lo, hi) = (3, lay.steps());
+    assert_eq!(blocks.split_roots(lo, hi).unwrap(), g.split_roots(lo, hi));
     let n = lay.steps();
     let step = (n / 37).max(1);
     let mut s = 0;
