@@ -2,8 +2,9 @@
 //! the task is posted (PROTOCOL §8): a wrong result that every seat vouched for is overturned by
 //! the client's watcher (a generated product, and digits classified on the client's own data,
 //! recomputed by the program from proven slices of the inputs, and a row of a model too large to
-//! read, refereed by a game over a claimed trace); a right result that lying seats rejected is
-//! overturned by its provider; a lying claim is defended against by the keepers that vouched.
+//! read, refereed by a game over a claimed trace, and a SmolLM2 completion with a changed token,
+//! by a game over that token's trace); a right result that lying seats rejected is overturned
+//! by its provider; a lying claim is defended against by the keepers that vouched.
 
 use std::path::{Path, PathBuf};
 
@@ -26,7 +27,7 @@ fn verdicts_until_closed(
 ) -> Result<Vec<(String, u8, u64)>> {
     let chain = v.chain();
     let mut seen: Vec<(String, u8, u64)> = vec![];
-    let closed = wait_for(240, "the task to be decided, disputed and closed", || {
+    let closed = wait_for(600, "the task to be decided, disputed and closed", || {
         let slot = chain.slot()?;
         match chain.task(task)? {
             Some(t) => {
@@ -446,5 +447,60 @@ fn defended_against_the_liar(
     }
     assert!(won >= 1, "a defender replayed the lie's step to its end");
     drop(procs);
+    Ok(())
+}
+
+#[test]
+fn a_changed_token_of_a_completion_is_overturned_by_a_claim_nobody_can_defend() -> Result<()> {
+    // SmolLM2 completing a prompt posted through the CLI (the decoder's and the prompt's slices
+    // named); a provider that changes a token of each completion, seats that vouch blindly; the
+    // client's watcher claims the token's teacher-forced trace, held a block at a time, no
+    // keeper's own trace disputes it, and the completion is proven wrong (50 ms slots)
+    let v = Validator::start_fast(8)?;
+    let (client, provider, verifiers) = small_market_with(
+        &v,
+        "320,120,120,120",
+        &["--dispute-window", "4400", "--cooldown", "24000"],
+    )?;
+    let (_store, store_url) = spawn_serve(&v, "client-store")?;
+    let out = v.keeper(
+        &client,
+        &[
+            "task",
+            "post",
+            "--id",
+            "3",
+            "--store",
+            &store_url,
+            "--reward",
+            "1000000",
+            "--generate",
+            "--prompt",
+            "What is the capital of Japan?",
+            "--max-new-tokens",
+            "8",
+        ],
+    )?;
+    let task: Pubkey = out["posted"]["task"]
+        .as_str()
+        .expect("task address")
+        .parse()?;
+    let job = JobSpec::decode(&v.chain().task(&task)?.unwrap().job)
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    assert_eq!(
+        compute_market_protocol::dispute::method(&job, 4_400),
+        Some(compute_market_protocol::dispute::Method::Game),
+        "a game referees it: {job:?}"
+    );
+    overturned_by_the_watcher(&v, &client, &provider, &verifiers, &task)?;
+    let log = std::fs::read_to_string(v.dir.path().join("watch.log"))?;
+    for step in ["dispute_layout", "dispute_claim", "dispute_resolve"] {
+        assert!(
+            log.contains(&format!("step=\"{step}\"")),
+            "the watcher sent {step}:\n{}",
+            log_tails(&v, &["watch"])
+        );
+    }
+    assert!(v.chain().disputes(&task)?.is_empty(), "paid and closed");
     Ok(())
 }

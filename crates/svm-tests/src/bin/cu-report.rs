@@ -424,6 +424,125 @@ fn encoder_games_at_scale() -> (Vec<TxRecord>, usize, u64) {
     )
 }
 
+/// Games over a `Generate` token at SmolLM2's shape (30 layers of width 576, 9 heads of 64 over
+/// 3 key/value heads, F 1 536, a 49 152-token vocabulary; random weights), a prompt of four
+/// tokens and the completion's second token, in a window of 3 600 slots: one defender's trace
+/// departs from the truth at each of the widest steps (a logit, a SwiGLU product, the
+/// feed-forward-out sum, the final norm's statistics, a RoPE pair, a context sum, an exp
+/// weight); each loses its game. Rows labelled "(Generate)"; returns them, the transactions of
+/// the logit's game (open to resolution), and the trace's steps.
+fn generate_games_at_scale() -> (Vec<TxRecord>, usize, u64) {
+    use compute_market_protocol::{
+        decoder::{random::random_decoder, Sampling},
+        trace::decoder::{
+            build::{trace, Sources},
+            result_row_at, Layout, Part,
+        },
+    };
+    use compute_market_svm_tests::games::Trace;
+    let d = random_decoder([30, 576, 1_536, 9, 3, 64, 49_152, 2_048], 45);
+    let prompts = vec![vec![11u32, 2_001, 30_017, 5]; 2];
+    let (job, inputs) = disputes::Inputs::generate(&d, 2, &prompts, (4, 2), &Sampling::GREEDY, 2);
+    let window = 3_600;
+    assert_eq!(dispute::method(&job, window), Some(dispute::Method::Game));
+    let shape = compute_market_protocol::slices::decoder::build::shape(&d, 2);
+    let lay = Layout::new(shape, &job, 1, 4, 1);
+    // completion 1: two tokens; the trace of its token 1 reads its count and token 0
+    let words = |t1: u32| {
+        let mut r = vec![0u8; result_row_at(&job, 1) as usize + 12];
+        let at = result_row_at(&job, 1) as usize;
+        r[at..at + 4].copy_from_slice(&2u32.to_le_bytes());
+        r[at + 4..at + 8].copy_from_slice(&7u32.to_le_bytes());
+        r[at + 8..at + 12].copy_from_slice(&t1.to_le_bytes());
+        r
+    };
+    let probe = words(0);
+    let src = |r: &[u8]| -> Trace<Layout> {
+        trace(
+            lay,
+            &Sources {
+                model: &inputs.slices[0],
+                batch: &inputs.slices[1],
+                result: r,
+            },
+        )
+        .expect("a trace")
+    };
+    let first = src(&probe);
+    let at = lay.token_at() as usize;
+    let right = u32::from_le_bytes(first.mem[at..at + 4].try_into().unwrap());
+    // the committed token 1 is not the decoder's
+    let wrong = disputes::Committed::new(job, |t, e| {
+        let mut v = [0u8; 32];
+        if t == 0 && e >= 3 {
+            let w = match e - 3 {
+                0 => 2,
+                1 => 7,
+                2 => (right + 1) % 49_152,
+                _ => 0,
+            };
+            v[..4].copy_from_slice(&w.to_le_bytes());
+        }
+        v
+    });
+    let inputs = inputs.with_result(&wrong);
+    let truth = src(&inputs.result);
+    let market = compute_market::state::MarketArgs {
+        dispute_window: window,
+        ..test_market(1)
+    };
+    let mut c = cast_with(3, 1, Params::defaults(30_000), market);
+    let task = c.submitted_job(1, job, 0, wrong.root());
+    let w = &mut c.w;
+    let votes: Vec<(&Actor, Ballot)> = c
+        .verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v, Ballot::new(VOTE_VALID, i as u64)))
+        .collect();
+    w.decide(task, &votes);
+    let start = w.records.len();
+    let client = c.client.clone();
+    w.claim_against(&client, task, &wrong, (0, 3 + 2), &inputs, &truth, 2)
+        .expect("the claim");
+    let last = |part: Part| {
+        (1..=lay.steps())
+            .rev()
+            .find(|&s| lay.step(s).expect("a step").part == part)
+            .expect("a step of that part")
+    };
+    let mut one_game = 0;
+    for (name, part) in [
+        ("d.logit", Part::Lg),
+        ("d.swiglu", Part::P),
+        ("d.down", Part::R2),
+        ("d.norm", Part::Nsf),
+        ("d.rope", Part::Rot),
+        ("d.context", Part::A),
+        ("d.exp", Part::E),
+    ] {
+        let s = last(part);
+        let mut departing = truth.clone();
+        let (off, width) = compute_market_protocol::trace::Slots::slot_of(&lay, s);
+        departing.mem[off as usize + width - 1] ^= 0x55;
+        let dfd = w.actor(name, 10_000_000);
+        w.defend(&dfd, task, &client).expect("defend");
+        w.play(&client, &truth, &dfd, &departing, task, &inputs)
+            .unwrap_or_else(|r| panic!("{name}: {:?}\n{}", r.error, r.logs.join("\n")));
+        if one_game == 0 {
+            one_game = w.records.len() - start + 1;
+        }
+    }
+    let dsp = w.dispute(&task, &client).expect("open");
+    w.advance(dsp.defend_deadline.saturating_sub(w.slot()) + 1);
+    w.resolve(&client, task, None).expect("resolve");
+    (
+        game_rows(&w.records[start..], " (Generate)"),
+        one_game,
+        lay.steps(),
+    )
+}
+
 /// Availability at its bounds (PROTOCOL §8.11): a product of 256 tiles of 16 KiB in a window
 /// of 800 slots, a challenge of the 4 tiles (64 chunks, 64 KiB of data) a challenge may name,
 /// answered in full; a second one that times out (the verdict unserved) and both closed; then
@@ -790,6 +909,13 @@ fn main() {
     println!("Encoder at MiniLM's shape, a text of 128 tokens: a trace of {steps} steps");
     dispute_txs.push((
         "Encoder MiniLM-shaped, 128 tokens, by a game against one defender (an attention step)",
+        txs,
+    ));
+    w.records.extend(records);
+    let (records, txs, steps) = generate_games_at_scale();
+    println!("Generate at SmolLM2's shape, a token after a prompt of 4: a trace of {steps} steps");
+    dispute_txs.push((
+        "Generate SmolLM2-shaped, by a game against one defender (a logit)",
         txs,
     ));
     w.records.extend(records);
