@@ -2744,3 +2744,149 @@ fn the_provider_gone_after_the_verdict_the_client_gets_its_result_from_the_verif
     assert!(!none.exists());
     Ok(())
 }
+
+/// A sentences task posted from the page, in Chromium, is refereed as the CLI's is: its job
+/// names the texts' token ids (a version-2 manifest), so when a provider corrupts every
+/// embedding and the seats vouch without checking, the client's keeper watching its tasks
+/// claims the disputed text's trace, no keeper's own trace disputes it, and the verdict the
+/// page follows turns from Accepted to Rejected (proven wrong). 50 ms slots.
+#[test]
+fn a_sentences_task_posted_from_the_page_is_overturned_by_the_clients_watcher() -> Result<()> {
+    use compute_market_keeper::compute::encoder::minilm_path;
+    let root = app_installed()?;
+    let web = root.join("app/web");
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    anyhow::ensure!(
+        std::path::Path::new(&chromium).exists(),
+        "{chromium} is missing: run scripts/setup (apt-get install chromium)"
+    );
+    let v = Validator::start_fast(8)?;
+    let (client, provider, verifiers) = small_market_with(
+        &v,
+        "320,120,120,120",
+        &["--dispute-window", "3000", "--cooldown", "16000"],
+    )?;
+    let chain = v.chain();
+    let page_port = free_port();
+    let origin = format!("http://127.0.0.1:{page_port}");
+    let (_store, store) = spawn_serve_with(&v, "client-store", &["--cors-origin", &origin])?;
+    let published = v.keeper(
+        &client,
+        &[
+            "model",
+            "publish",
+            root.join("models/digits-mlp.safetensors").to_str().unwrap(),
+            minilm_path().to_str().unwrap(),
+            compute_market_keeper::compute::decoder::smollm2_path()
+                .to_str()
+                .unwrap(),
+            "--store",
+            &store,
+        ],
+    )?;
+    let models = published.as_array().expect("a list of models");
+    let dist = v.dir.path().join("web-dist");
+    let vite = root.join("app/node_modules/.bin/vite");
+    let built = std::process::Command::new(&vite)
+        .current_dir(&web)
+        .args(["build", "--logLevel", "warn", "--emptyOutDir", "--outDir"])
+        .arg(&dist)
+        .output()?;
+    anyhow::ensure!(
+        built.status.success(),
+        "vite build: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let secret: Vec<u8> = serde_json::from_str(&std::fs::read_to_string(&client)?)?;
+    let settings = serde_json::json!({
+        "rpc": v.url,
+        "market": 1,
+        "store": store,
+        "models": { "digits": models[0], "minilm": models[1], "smollm2": models[2] },
+        "localKeypair": secret,
+        "symbol": "CMT",
+    });
+    std::fs::write(dist.join("e2e-settings.json"), settings.to_string())?;
+    let log = std::fs::File::create(v.dir.path().join("vite.log"))?;
+    let _preview = Proc {
+        child: std::process::Command::new(&vite)
+            .current_dir(&web)
+            .args([
+                "preview",
+                "--strictPort",
+                "--port",
+                &page_port.to_string(),
+                "--outDir",
+            ])
+            .arg(&dist)
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?,
+        name: "vite".into(),
+    };
+    wait_for(30, "the page to be served", || {
+        Ok(std::net::TcpStream::connect(("127.0.0.1", page_port))
+            .ok()
+            .map(|_| ()))
+    })?;
+    let mut procs = vec![v.spawn_keeper(
+        "provider",
+        &provider,
+        &[
+            "--provider",
+            "--corrupt-fraction",
+            "1.0",
+            "--cors-origin",
+            &origin,
+        ],
+    )?];
+    for (i, w) in verifiers.iter().enumerate() {
+        procs.push(v.spawn_keeper(&format!("v{i}"), w, &["--verifier", "--careless"])?);
+    }
+    procs.push(v.spawn_keeper("watch", &client, &["--watch"])?);
+    procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    let shots = root.join("test-artefacts/web-dispute");
+    let _ = std::fs::remove_dir_all(&shots);
+    let out = std::process::Command::new("node")
+        .arg(web.join("e2e/dispute.mjs"))
+        .current_dir(&web)
+        .env("ORIGIN", &origin)
+        .env("SETTINGS", dist.join("e2e-settings.json"))
+        .env("SHOTS", &shots)
+        .env("CHROMIUM", &chromium)
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let names = ["provider", "v0", "watch", "crank"];
+    anyhow::ensure!(
+        out.status.success(),
+        "the page's run failed:\n{stderr}\n{}",
+        log_tails(&v, &names)
+    );
+    let shown = last_json_line(&out.stdout)?;
+    println!("the page showed: {shown}");
+    assert_eq!(shown["status"], "Rejected", "{shown}");
+    assert!(
+        shown["explain"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("Rejected (proven wrong)")),
+        "the page says a dispute proved it wrong: {shown}"
+    );
+    let timeline = shown["timeline"].to_string();
+    assert!(
+        timeline.contains("proven wrong"),
+        "the page says the verdict was proven wrong: {timeline}"
+    );
+    // the page's job names the texts' ids: the watcher played the program's game over it
+    let log = std::fs::read_to_string(v.dir.path().join("watch.log"))?;
+    for step in ["dispute_layout", "dispute_claim", "dispute_resolve"] {
+        assert!(
+            log.contains(&format!("step=\"{step}\"")),
+            "the watcher sent {step}:\n{}",
+            log_tails(&v, &["watch"])
+        );
+    }
+    let p = chain.node(&node_of(&provider))?.expect("provider node");
+    assert_eq!(p.times_slashed, 1, "the provider's bond slashed");
+    drop(procs);
+    Ok(())
+}

@@ -32,6 +32,8 @@ import {
   ResultNotServed,
   slotLen,
   tileLen,
+  VERDICT_CLAIMS_REFUTED,
+  VERDICT_PROVEN_WRONG,
   VERDICT_SERVED,
   VERDICT_UNSERVED,
   verdictName,
@@ -784,6 +786,12 @@ function majorityOf(h: HistoryEntry[], t?: Task): number | undefined {
 /** What an ending means for the person who posted, and what they can do. */
 function explain(outcome: string | undefined, t?: Task, majority?: number): string {
   if (outcome === 'Rejected' && majority === VERDICT_UNSERVED) return UNSERVED;
+  if (outcome === 'Rejected' && majority === VERDICT_PROVEN_WRONG) {
+    return 'Rejected (proven wrong): the seats had accepted the result, but a dispute made the program recompute one of its values, or replay one step of it, and it was wrong. The provider’s whole bond is slashed, part of it paid to you, and your reward is refunded in full; the seats that vouched for it lose their bonds.';
+  }
+  if (outcome === 'Accepted' && majority === VERDICT_CLAIMS_REFUTED) {
+    return 'Accepted (claims refuted): the seats had rejected the result, but its provider showed the program that every value they called wrong is right. The result stands and is paid; the seats that rejected it lose their bonds.';
+  }
   if (outcome === 'Accepted' && majority === VERDICT_SERVED) {
     return 'Accepted (served): the verifiers could not get the result, but its provider contested that by publishing tiles the seed drew on chain, each proven against the root. The result now stands on its content, open to disputes for a fresh window.';
   }
@@ -1164,7 +1172,7 @@ async function showResult(task: Address, signal: AbortSignal, verified = true) {
       how.className = 'hint';
       const ending = ids.length < c.job.dims[2] || (chat && ids.at(-1) === chat.eos) ? 'finished' : `cut at the ${c.job.dims[2]}-token limit`;
       how.textContent = verified
-        ? `${ids.length} tokens, ${ending}; verified and final (not refereed by the program: a majority of seats decided).`
+        ? `${ids.length} tokens, ${ending}; verified${c.job.slicesLen ? ' (the job names its slices: in a market whose dispute window holds a game, one honest party overturns a wrong token, PROTOCOL §8.13)' : ' and final (not refereed by the program: a majority of seats decided)'}.`
         : `${ids.length} tokens, ${ending}; unverified: the verifiers are checking it.`;
       box.append(a, how);
     });
