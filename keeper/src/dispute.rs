@@ -409,17 +409,17 @@ impl SlicedInputs {
         {
             return None;
         }
-        let lay = if w == 0 {
-            Layout::count_of(shape, job, row, n)
-        } else {
-            Layout::new(shape, job, row, n, w - 1)
-        };
-        // a token's game referees greedy completions (the count's any), a trace that fits: the
-        // program refuses the others at dispute_layout, so nothing is bonded on them
+        // a sampled token's trace searches for the drawn candidate; a trace that does not fit
+        // is refused by the program at dispute_layout, so nothing is bonded on it
         let rule_at = (job.dims[0] as u64 * prompt_stride(job.dims[1])) as usize;
         let temperature =
             u32::from_le_bytes(self.slices[1].get(rule_at..rule_at + 4)?.try_into().ok()?);
-        if !compute_market_protocol::trace::decoder::fits(&lay) || (w != 0 && temperature != 0) {
+        let lay = if w == 0 {
+            Layout::count_of(shape, job, row, n)
+        } else {
+            Layout::new(shape, job, row, n, w - 1).with_sampling(temperature != 0)
+        };
+        if !compute_market_protocol::trace::decoder::fits(&lay) {
             return None;
         }
         // the committed string as far as the completion's row: only its words are read
@@ -428,8 +428,14 @@ impl SlicedInputs {
         let in_tile = (row % job.rows_per_tile.max(1) as u32) as usize * words;
         let mut result = vec![0u8; start + words];
         result[start..].copy_from_slice(bytes.get(in_tile..in_tile + words)?);
-        let t =
-            TokenTrace::new(lay, self.slices[0].clone(), self.slices[1].clone(), result).ok()?;
+        let t = TokenTrace::new(
+            lay,
+            self.slices[0].clone(),
+            self.slices[1].clone(),
+            result,
+            job.input,
+        )
+        .ok()?;
         let t = std::sync::Arc::new(t);
         self.tokens
             .lock()

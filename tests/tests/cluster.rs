@@ -1611,7 +1611,7 @@ fn task_result(
 #[test]
 fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results_the_chain_holds(
 ) -> Result<()> {
-    use compute_market_keeper::compute::encoder::{cosine, minilm_path};
+    use compute_market_keeper::compute::encoder::cosine;
     let root = app_installed()?;
     let web = root.join("app/web");
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
@@ -1622,77 +1622,11 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
     let v = Validator::start()?;
     let (client, provider, verifiers) = small_market(&v, "60,30,30,30")?;
     let chain = v.chain();
-    let page_port = free_port();
-    let origin = format!("http://127.0.0.1:{page_port}");
-    // the client's store, open to the page's origin only
-    let (_store, store) = spawn_serve_with(&v, "client-store", &["--cors-origin", &origin])?;
-    let published = v.keeper(
-        &client,
-        &[
-            "model",
-            "publish",
-            root.join("models/digits-mlp.safetensors").to_str().unwrap(),
-            minilm_path().to_str().unwrap(),
-            compute_market_keeper::compute::decoder::smollm2_path()
-                .to_str()
-                .unwrap(),
-            "--store",
-            &store,
-        ],
-    )?;
-    let models = published.as_array().expect("a list of models");
-    // the page, built here and served by Vite's preview server, its settings beside it
-    let dist = v.dir.path().join("web-dist");
-    let vite = root.join("app/node_modules/.bin/vite");
-    let built = std::process::Command::new(&vite)
-        .current_dir(&web)
-        .args(["build", "--logLevel", "warn", "--emptyOutDir", "--outDir"])
-        .arg(&dist)
-        .output()?;
-    anyhow::ensure!(
-        built.status.success(),
-        "vite build: {}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let secret: Vec<u8> = serde_json::from_str(&std::fs::read_to_string(&client)?)?;
-    let settings = serde_json::json!({
-        "rpc": v.url,
-        "market": 1,
-        "store": store,
-        "models": { "digits": models[0], "minilm": models[1], "smollm2": models[2] },
-        "localKeypair": secret,
-        "symbol": "CMT",
-    });
-    std::fs::write(dist.join("e2e-settings.json"), settings.to_string())?;
-    // the same without the keypair: a wallet must sign (none, then the test's own)
-    let mut wallet_settings = settings.clone();
-    wallet_settings
-        .as_object_mut()
-        .unwrap()
-        .remove("localKeypair");
-    std::fs::write(dist.join("e2e-wallet.json"), wallet_settings.to_string())?;
-    let log = std::fs::File::create(v.dir.path().join("vite.log"))?;
-    let _preview = Proc {
-        child: std::process::Command::new(&vite)
-            .current_dir(&web)
-            .args([
-                "preview",
-                "--strictPort",
-                "--port",
-                &page_port.to_string(),
-                "--outDir",
-            ])
-            .arg(&dist)
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?,
-        name: "vite".into(),
-    };
-    wait_for(30, "the page to be served", || {
-        Ok(std::net::TcpStream::connect(("127.0.0.1", page_port))
-            .ok()
-            .map(|_| ()))
-    })?;
+    // the client's store open to the page, the models published to it, the page built and
+    // served with its settings beside it
+    let page = served_page(&v, &client, &root)?;
+    let (origin, store, dist) = (&page.origin, &page.store, &page.dist);
+    let (secret, models) = (&page.secret, &page.models);
     // the keepers; the provider's result server open to the page
     // a floor under which the provider claims nothing: a one-digit task paying one base unit
     // stays Open (the page's Cancel button), every other task here pays far above it
@@ -1960,7 +1894,10 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
     assert_eq!(shown["keyboardDrawn"], 1, "a digit drawn with the keyboard");
     // the link's settings were shown before anything connected; the cluster named after
     let link = shown["linkShown"].as_str().unwrap();
-    assert!(link.contains(&v.url) && link.contains(&store), "{link}");
+    assert!(
+        link.contains(&v.url) && link.contains(store.as_str()),
+        "{link}"
+    );
     let cluster = shown["cluster"].as_str().unwrap();
     let genesis = solana_client::rpc_client::RpcClient::new(v.url.clone()).get_genesis_hash()?;
     assert!(
@@ -2626,6 +2563,107 @@ fn app_installed() -> Result<std::path::PathBuf> {
     Ok(root)
 }
 
+/// The page as its end-to-end tests use it: the client's store open to the page's origin, the
+/// digits, MiniLM and SmolLM2 models published to it, the page built and served by Vite's
+/// preview server with its settings beside it (`e2e-settings.json` with the client's keypair,
+/// `e2e-wallet.json` without: a wallet must sign). The store and the server stop with it.
+struct ServedPage {
+    origin: String,
+    store: String,
+    dist: std::path::PathBuf,
+    secret: Vec<u8>,
+    models: Vec<serde_json::Value>,
+    _store: Proc,
+    _preview: Proc,
+}
+
+fn served_page(
+    v: &Validator,
+    client: &std::path::Path,
+    root: &std::path::Path,
+) -> Result<ServedPage> {
+    use compute_market_keeper::compute::encoder::minilm_path;
+    let web = root.join("app/web");
+    let page_port = free_port();
+    let origin = format!("http://127.0.0.1:{page_port}");
+    // the client's store, open to the page's origin only
+    let (store_proc, store) = spawn_serve_with(v, "client-store", &["--cors-origin", &origin])?;
+    let published = v.keeper(
+        client,
+        &[
+            "model",
+            "publish",
+            root.join("models/digits-mlp.safetensors").to_str().unwrap(),
+            minilm_path().to_str().unwrap(),
+            compute_market_keeper::compute::decoder::smollm2_path()
+                .to_str()
+                .unwrap(),
+            "--store",
+            &store,
+        ],
+    )?;
+    let models = published.as_array().expect("a list of models").clone();
+    let dist = v.dir.path().join("web-dist");
+    let vite = root.join("app/node_modules/.bin/vite");
+    let built = std::process::Command::new(&vite)
+        .current_dir(&web)
+        .args(["build", "--logLevel", "warn", "--emptyOutDir", "--outDir"])
+        .arg(&dist)
+        .output()?;
+    anyhow::ensure!(
+        built.status.success(),
+        "vite build: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let secret: Vec<u8> = serde_json::from_str(&std::fs::read_to_string(client)?)?;
+    let settings = serde_json::json!({
+        "rpc": v.url,
+        "market": 1,
+        "store": store,
+        "models": { "digits": models[0], "minilm": models[1], "smollm2": models[2] },
+        "localKeypair": secret,
+        "symbol": "CMT",
+    });
+    std::fs::write(dist.join("e2e-settings.json"), settings.to_string())?;
+    let mut wallet_settings = settings.clone();
+    wallet_settings
+        .as_object_mut()
+        .unwrap()
+        .remove("localKeypair");
+    std::fs::write(dist.join("e2e-wallet.json"), wallet_settings.to_string())?;
+    let log = std::fs::File::create(v.dir.path().join("vite.log"))?;
+    let preview = Proc {
+        child: std::process::Command::new(&vite)
+            .current_dir(&web)
+            .args([
+                "preview",
+                "--strictPort",
+                "--port",
+                &page_port.to_string(),
+                "--outDir",
+            ])
+            .arg(&dist)
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?,
+        name: "vite".into(),
+    };
+    wait_for(30, "the page to be served", || {
+        Ok(std::net::TcpStream::connect(("127.0.0.1", page_port))
+            .ok()
+            .map(|_| ()))
+    })?;
+    Ok(ServedPage {
+        origin,
+        store,
+        dist,
+        secret,
+        models,
+        _store: store_proc,
+        _preview: preview,
+    })
+}
+
 /// The last line a Node script printed, as JSON (what it reports).
 fn last_json_line(stdout: &[u8]) -> Result<serde_json::Value> {
     let text = String::from_utf8_lossy(stdout);
@@ -2752,7 +2790,6 @@ fn the_provider_gone_after_the_verdict_the_client_gets_its_result_from_the_verif
 /// page follows turns from Accepted to Rejected (proven wrong). 50 ms slots.
 #[test]
 fn a_sentences_task_posted_from_the_page_is_overturned_by_the_clients_watcher() -> Result<()> {
-    use compute_market_keeper::compute::encoder::minilm_path;
     let root = app_installed()?;
     let web = root.join("app/web");
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
@@ -2767,68 +2804,8 @@ fn a_sentences_task_posted_from_the_page_is_overturned_by_the_clients_watcher() 
         &["--dispute-window", "3000", "--cooldown", "16000"],
     )?;
     let chain = v.chain();
-    let page_port = free_port();
-    let origin = format!("http://127.0.0.1:{page_port}");
-    let (_store, store) = spawn_serve_with(&v, "client-store", &["--cors-origin", &origin])?;
-    let published = v.keeper(
-        &client,
-        &[
-            "model",
-            "publish",
-            root.join("models/digits-mlp.safetensors").to_str().unwrap(),
-            minilm_path().to_str().unwrap(),
-            compute_market_keeper::compute::decoder::smollm2_path()
-                .to_str()
-                .unwrap(),
-            "--store",
-            &store,
-        ],
-    )?;
-    let models = published.as_array().expect("a list of models");
-    let dist = v.dir.path().join("web-dist");
-    let vite = root.join("app/node_modules/.bin/vite");
-    let built = std::process::Command::new(&vite)
-        .current_dir(&web)
-        .args(["build", "--logLevel", "warn", "--emptyOutDir", "--outDir"])
-        .arg(&dist)
-        .output()?;
-    anyhow::ensure!(
-        built.status.success(),
-        "vite build: {}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let secret: Vec<u8> = serde_json::from_str(&std::fs::read_to_string(&client)?)?;
-    let settings = serde_json::json!({
-        "rpc": v.url,
-        "market": 1,
-        "store": store,
-        "models": { "digits": models[0], "minilm": models[1], "smollm2": models[2] },
-        "localKeypair": secret,
-        "symbol": "CMT",
-    });
-    std::fs::write(dist.join("e2e-settings.json"), settings.to_string())?;
-    let log = std::fs::File::create(v.dir.path().join("vite.log"))?;
-    let _preview = Proc {
-        child: std::process::Command::new(&vite)
-            .current_dir(&web)
-            .args([
-                "preview",
-                "--strictPort",
-                "--port",
-                &page_port.to_string(),
-                "--outDir",
-            ])
-            .arg(&dist)
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?,
-        name: "vite".into(),
-    };
-    wait_for(30, "the page to be served", || {
-        Ok(std::net::TcpStream::connect(("127.0.0.1", page_port))
-            .ok()
-            .map(|_| ()))
-    })?;
+    let page = served_page(&v, &client, &root)?;
+    let (origin, dist) = (&page.origin, &page.dist);
     let mut procs = vec![v.spawn_keeper(
         "provider",
         &provider,

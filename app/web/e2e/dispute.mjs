@@ -6,32 +6,10 @@
 // to the one the program's game gives. The page's job names the texts' token ids, so the
 // program referees it as it does the CLI's. The last stdout line is JSON of what the page
 // showed, which the Rust test holds to the chain.
-import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { openBrowser, pageUrl } from './browser.mjs';
 
-const origin = process.env.ORIGIN;
-const settingsFile = process.env.SETTINGS;
-const shots = process.env.SHOTS ?? 'test-artefacts/web-dispute';
-if (!origin || !settingsFile) throw new Error('ORIGIN (the page) and SETTINGS (its settings file) are required');
-const page_url = `${origin}/#config=${Buffer.from(readFileSync(settingsFile)).toString('base64url')}`;
-mkdirSync(shots, { recursive: true });
-const flags = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
-const ctx = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'cm-chromium-')), {
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  headless: true,
-  args: flags,
-  viewport: { width: 1100, height: 1000 },
-});
-const page = ctx.pages()[0] ?? (await ctx.newPage());
-page.on('console', (m) => console.error(`[page ${m.type()}] ${m.text()}`));
-page.on('pageerror', (e) => console.error(`[page error] ${e.message}`));
-const shot = async (name) => {
-  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
-  console.error(`screenshot ${name}.png`);
-};
-const text = (sel) => page.locator(sel).innerText();
+const page_url = pageUrl(process.env.ORIGIN, process.env.SETTINGS);
+const { ctx, page, shot, text } = await openBrowser(process.env.SHOTS ?? 'test-artefacts/web-dispute');
 try {
   await page.goto(page_url);
   await page.waitForSelector('#link-settings:not([hidden])', { timeout: 30_000 });

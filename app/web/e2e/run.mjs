@@ -11,11 +11,10 @@
 // Standard wallets (one adds a compute-budget instruction: accepted; one changes an account:
 // refused). The last stdout line is JSON of what the page showed, which the Rust test holds to
 // the chain read over RPC.
-import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { openBrowser, pageUrl } from './browser.mjs';
 import { getAddressDecoder } from '@solana/kit';
 import { DIGIT_STROKES } from './digit-strokes.mjs';
 
@@ -26,25 +25,8 @@ const settingsFile = process.env.SETTINGS;
 const wallet_url = process.env.WALLET_PAGE;
 const keypair = process.env.KEYPAIR ? JSON.parse(process.env.KEYPAIR) : null;
 const shots = process.env.SHOTS ?? 'test-artefacts/web';
-if (!origin || !settingsFile) throw new Error('ORIGIN (the page) and SETTINGS (its settings file) are required');
-const page_url = `${origin}/#config=${Buffer.from(readFileSync(settingsFile)).toString('base64url')}`;
-mkdirSync(shots, { recursive: true });
-// this network refuses Chromium's background connections: all of them off, a fresh profile
-const flags = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
-const ctx = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'cm-chromium-')), {
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  headless: true,
-  args: flags,
-  viewport: { width: 1100, height: 1000 },
-});
-const page = ctx.pages()[0] ?? (await ctx.newPage());
-page.on('console', (m) => console.error(`[page ${m.type()}] ${m.text()}`));
-page.on('pageerror', (e) => console.error(`[page error] ${e.message}`));
-const shot = async (name) => {
-  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
-  console.error(`screenshot ${name}.png`);
-};
-const text = (sel) => page.locator(sel).innerText();
+const page_url = pageUrl(origin, settingsFile);
+const { ctx, page, shot, text } = await openBrowser(shots);
 const noError = async (step) => {
   if (await page.locator('#error').isVisible()) throw new Error(`${step}: the page shows an error: ${await text('#error')}`);
 };

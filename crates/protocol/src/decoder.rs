@@ -14,8 +14,8 @@ use crate::infer::ModelError;
 pub mod random;
 
 pub use crate::slices::decoder::{
-    rq, ACC_MAX, BLOCK, EXP_LEN, EXP_MAX, FRAC, MAX_FFN, MAX_LAYERS, MAX_POSITIONS, MAX_VOCAB,
-    MAX_WIDTH, QK_MAX, RES_MAX, SIG_LEN, Y_MAX,
+    draw, rq, ACC_MAX, BLOCK, EXP_LEN, EXP_MAX, FRAC, MAX_FFN, MAX_LAYERS, MAX_POSITIONS,
+    MAX_VOCAB, MAX_WIDTH, QK_MAX, RES_MAX, SIG_LEN, Y_MAX,
 };
 
 fn refuse<T>(msg: String) -> Result<T, ModelError> {
@@ -760,18 +760,4 @@ pub fn rms_norm(x: &[i64], g: &Rq, eps: i64) -> Vec<i64> {
         .enumerate()
         .map(|(c, &v)| g.apply(c, (v << 30).div_euclid(r), -Y_MAX, Y_MAX))
         .collect()
-}
-
-/// The 64 uniform bits a sampled `Generate` step draws: the first 8 bytes (little-endian) of
-/// `SHA-256("cm:generate:v1" ‖ input ‖ seed ‖ row ‖ step)`, `input` the job's manifest hash,
-/// `row` the prompt's index, `step` the token's index in its completion — fixed by the job, so
-/// `keeper compute` before a post, the provider and every verifier draw the same.
-pub fn draw(input: &[u8; 32], seed: u64, row: u32, step: u32) -> u64 {
-    crate::hash::digest_u64(&crate::hash::hashv(&[
-        b"cm:generate:v1",
-        input,
-        &seed.to_le_bytes(),
-        &row.to_le_bytes(),
-        &step.to_le_bytes(),
-    ]))
 }

@@ -409,7 +409,7 @@ impl Traced {
             }
             Traced::Decoder(l) => {
                 let mut rep = decoder::Replay::decode(r);
-                let out = rep.take(l, s, source, index, bytes, work);
+                let out = rep.take(l, &job.input, s, source, index, bytes, work);
                 *r = rep.encode();
                 out
             }

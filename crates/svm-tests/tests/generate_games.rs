@@ -5,7 +5,7 @@
 //! from proven pieces of the model, the prompts, the result and the agreed memory.
 //!
 //! Three colluders Accept a completion with one token changed: the client's claim overturns
-//! it. A right completion Rejected by lying INVALID votes is restored by the provider. A claim
+//! it (a greedy token, and a sampled one whose pick the program recomputes). A right completion Rejected by lying INVALID votes is restored by the provider. A claim
 //! against a right token loses its bond to one honest defender. A challenger that stops
 //! answering loses at its deadline.
 
@@ -144,6 +144,7 @@ impl Setup {
                 model: &inputs.slices[0],
                 batch: &inputs.slices[1],
                 result: &inputs.result,
+                input: self.job.input,
             },
         )
         .unwrap()
@@ -157,6 +158,7 @@ impl Setup {
             model: &inputs.slices[0],
             batch: &inputs.slices[1],
             result: &inputs.result,
+            input: self.job.input,
         };
         let lay = truth.lay;
         let mut lie = truth.clone();
@@ -411,7 +413,7 @@ fn a_claim_against_a_right_token_loses_its_bond_and_a_silent_challenger_its_disp
 }
 
 #[test]
-fn a_sampled_jobs_tokens_are_not_played_and_a_short_window_referees_nothing() {
+fn a_sampled_token_is_refereed_and_a_short_window_referees_nothing() {
     let s = setup();
     // the least window a game over this job fits, and one slot less
     let least = (1..=D)
@@ -427,8 +429,8 @@ fn a_sampled_jobs_tokens_are_not_played_and_a_short_window_referees_nothing() {
     assert_eq!(dispute::method(&unsliced, D), None);
     // the tile's words: R · (G + 1)
     assert_eq!(dispute::elements_per_tile(&s.job), R_TILE as u32 * WORDS);
-    // a sampled job's tokens: the layout reads its rule and refuses it (a token's game
-    // referees greedy completions); its count words are laid out (a scan of the tokens)
+    // a sampled job: the layout reads its rule; the token's trace searches for the drawn
+    // candidate (the k-th key, the whole weight, the top-p cut, the draw's candidate)
     let sampled = Sampling {
         temperature: 256,
         top_k: 5,
@@ -436,37 +438,102 @@ fn a_sampled_jobs_tokens_are_not_played_and_a_short_window_referees_nothing() {
         seed: 9,
     };
     let (job2, inputs2) = Inputs::generate(&s.d, EOS, &s.prompts, (LIMIT, G), &sampled, R_TILE);
-    let right2 = s.result(&s.completions);
-    let right2 = Committed::new(job2, |t, e| {
-        let mut v = [0u8; 32];
-        let w = compute_market_protocol::dispute::element_width(&s.job);
-        let tile = &right2.tiles[t as usize];
-        v[..4].copy_from_slice(&tile[e as usize * w..e as usize * w + 4]);
-        v
-    });
-    let inputs2 = inputs2.with_result(&right2);
+    let (tile, element, word) = disputed();
+    // the sampled token's truth over the committed tokens before it; the committed one another
+    let base = s.result(&s.completions);
+    let copy = |job: JobSpec, from: &Committed, changed: Option<u32>| {
+        Committed::new(job, |t, e| {
+            let mut v = [0u8; 32];
+            let w = dispute::element_width(&job);
+            v[..4].copy_from_slice(&from.tiles[t as usize][e as usize * w..e as usize * w + 4]);
+            if let (Some(x), true) = (changed, (t, e) == (tile, element)) {
+                v[..4].copy_from_slice(&x.to_le_bytes());
+            }
+            v
+        })
+    };
+    let probe = copy(job2, &base, None);
+    let lay_of = |result: &Committed| {
+        let inputs = inputs2.with_result(result);
+        let shape = compute_market_protocol::slices::decoder::read_header(
+            &job2,
+            inputs.slices[0].len() as u64,
+            &inputs.slices[0][..64],
+        )
+        .unwrap();
+        let lay = Layout::new(shape, &job2, ROW, s.prompts[ROW as usize].len() as u32, J)
+            .with_sampling(true);
+        trace(
+            lay,
+            &Sources {
+                model: &inputs.slices[0],
+                batch: &inputs.slices[1],
+                result: &inputs.result,
+                input: job2.input,
+            },
+        )
+        .unwrap()
+    };
+    let drawn = u32::from_le_bytes(probe_word(&lay_of(&probe)));
+    let wrong = copy(job2, &base, Some((drawn + 1) % 53));
+    let truth = lay_of(&wrong);
+    assert_eq!(
+        probe_word(&truth),
+        drawn.to_le_bytes(),
+        "the earlier tokens are unchanged"
+    );
+    let inputs2 = inputs2.with_result(&wrong);
     let mut c = cast_with(3, 1, params(), market());
-    let task2 = c.submitted_job(2, job2, 3, right2.root());
-    let client = c.client.clone();
+    let task2 = c.submitted_job(2, job2, 3, wrong.root());
+    let (client, provider) = (c.client.clone(), c.provider.clone());
     let w = &mut c.w;
     let vs: Vec<&Actor> = c.verifiers.iter().collect();
     w.vouch(task2, &vs, 30);
-    let (tile, element, _) = disputed();
-    w.open_dispute(&client, task2, 1, tile, element).unwrap();
-    w.prove_element(&client, task2, &right2, tile, element)
+    w.claim_against(
+        &client,
+        task2,
+        &wrong,
+        (tile, element),
+        &inputs2,
+        &truth,
+        word,
+    )
+    .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+    // the provider defends by a trace that departs at the draw's search, and loses there
+    let lay = truth.lay;
+    let at = (1..=lay.steps())
+        .rev()
+        .find(|&st| lay.step(st).unwrap().part == Part::Sd)
         .unwrap();
-    w.prove_inputs(&client, task2, &inputs2).unwrap();
-    refused(w, "DisputeNotSupported", |w| {
-        w.lay_out(&client, task2, &inputs2)
-    });
-    let stranger = w.actor("stranger", 10 * R);
-    let count = element - 1 - J;
-    w.open_dispute(&stranger, task2, 1, tile, count).unwrap();
-    w.prove_element(&stranger, task2, &right2, tile, count)
-        .unwrap();
-    w.prove_inputs(&stranger, task2, &inputs2).unwrap();
-    w.lay_out(&stranger, task2, &inputs2)
+    let mut lie = truth.clone();
+    let (off, width) = Slots::slot_of(&lay, at);
+    lie.mem[off as usize + width - 1] ^= 0x40;
+    let tok = lay.token_at() as usize;
+    lie.mem[tok..tok + 4].copy_from_slice(&((drawn + 1) % 53).to_le_bytes());
+    w.donate(&client, provider.wallet, R).unwrap();
+    w.defend(&provider, task2, &client).unwrap();
+    let g = w
+        .bisect(&client, &truth, &provider, &lie, task2)
+        .unwrap()
+        .expect("one step left");
+    assert_eq!(g.hi, at, "the lie's first wrong step: the draw's search");
+    w.replay(&provider, task2, &client, &lie, &inputs2)
         .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+    let d = w.dispute(&task2, &client).unwrap();
+    w.advance(d.defend_deadline + 1 - w.slot());
+    w.resolve(&client, task2, None)
+        .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+    let t = w.task(&task2);
+    assert_eq!(
+        (t.status, t.tally().majority),
+        (TaskStatus::Rejected, VERDICT_PROVEN_WRONG)
+    );
+}
+
+/// The word a token's trace writes last.
+fn probe_word(t: &Trace<Layout>) -> [u8; 4] {
+    let at = t.lay.token_at() as usize;
+    t.mem[at..at + 4].try_into().unwrap()
 }
 
 #[test]
@@ -494,6 +561,7 @@ fn a_completion_run_past_its_end_of_turn_is_overturned_by_its_count_and_a_right_
                 model: &inputs.slices[0],
                 batch: &inputs.slices[1],
                 result: &inputs.result,
+                input: s.job.input,
             },
         )
         .unwrap()

@@ -72,6 +72,20 @@ pub fn rq(acc: i64, m: i32, s: i32, lo: i64, hi: i64) -> i64 {
     v.clamp(i128::from(lo), i128::from(hi)) as i64
 }
 
+/// The 64 uniform bits a sampled `Generate` step draws: the first 8 bytes (little-endian) of
+/// `SHA-256("cm:generate:v1" ‖ input ‖ seed ‖ row ‖ step)`, `input` the job's manifest hash,
+/// `row` the prompt's index, `step` the token's index in its completion — fixed by the job, so
+/// `keeper compute` before a post, the provider, every verifier and the program draw the same.
+pub fn draw(input: &[u8; 32], seed: u64, row: u32, step: u32) -> u64 {
+    crate::hash::digest_u64(&crate::hash::hashv(&[
+        b"cm:generate:v1",
+        input,
+        &seed.to_le_bytes(),
+        &row.to_le_bytes(),
+        &step.to_le_bytes(),
+    ]))
+}
+
 /// A requantization `(m, s)` the format allows: `|m|` in `1 ..= 2^31 − 1`, `s` in
 /// `min_shift ..= 94`.
 pub fn rq_ok(m: i32, s: i32, min_shift: i32) -> bool {

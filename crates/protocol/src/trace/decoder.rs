@@ -96,6 +96,19 @@ pub enum Part {
     /// completion's committed count (a word past the completion is zero; a wrong count is the
     /// count word's own dispute).
     Tok,
+    /// A sampled pick: each token's weight `E[min(⌊(ℓ_max − ℓ) · 4 / τ⌋, 16 383)]`, `u32`.
+    Wt,
+    /// A sampled pick: the binary search for the k-th candidate's rank key, 50 passes over
+    /// the logits in runs of 256 (state: `lo, hi`, the pass's count, 0; `u64` each).
+    Sa,
+    /// A sampled pick: the top-k candidates' whole weight W, one pass.
+    Sw,
+    /// A sampled pick: the search for the top-p cut (the fewest candidates whose weight c has
+    /// `c · 2^16 ≥ top_p · W`), 50 passes (the last `aux` is c).
+    Sc,
+    /// A sampled pick: the search for the drawn candidate (the first whose running weight passes
+    /// `⌊draw · c / 2^64⌋`), 50 passes (`aux` the threshold).
+    Sd,
     /// A count's trace: over runs of 256 of the completion's committed token words, the first
     /// end of turn's index (`u32::MAX` while none) and whether a word at or past the
     /// committed count is not zero.
@@ -128,6 +141,27 @@ const BLOCK_PARTS: [Part; 18] = [
 ];
 const TAIL_PARTS: [Part; 5] = [Part::Nsf, Part::Nf, Part::Lg, Part::Gs, Part::Tok];
 const COUNT_PARTS: [Part; 2] = [Part::Cs, Part::Cnt];
+const SAMPLED_TAIL: [Part; 10] = [
+    Part::Nsf,
+    Part::Nf,
+    Part::Lg,
+    Part::Gs,
+    Part::Wt,
+    Part::Sa,
+    Part::Sw,
+    Part::Sc,
+    Part::Sd,
+    Part::Tok,
+];
+/// Passes of a sampled pick's binary search: rank keys are below 2^50.
+pub const SEARCH_PASSES: u64 = 50;
+/// Rank keys of a sampled pick: `(ℓ + 2^30) · 2^18 + (2^18 − 1 − id)`, so that a higher logit,
+/// then a lower id, ranks first (ids below 2^18, the format's largest vocabulary).
+const KEY_ID_BITS: u32 = 18;
+
+fn rank_key(logit: i32, id: u32) -> u64 {
+    (((i64::from(logit) + RES_MAX) as u64) << KEY_ID_BITS) | ((1 << KEY_ID_BITS) - 1 - id as u64)
+}
 
 /// One step: slot `i` of `part` in block B(q, l) (the tail's: q = T, l = 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -212,6 +246,13 @@ pub struct Layout {
     pub region_log2: u32,
     /// The job's most new tokens G.
     pub g: u32,
+    /// The completion's prompt index (a sampled pick's draw is keyed by it).
+    pub row: u32,
+    /// Where the sampling rule lies in the prompts' string.
+    pub rule_at: u64,
+    /// Whether the token is sampled (the rule's temperature is not 0): the tail searches for the
+    /// drawn candidate instead of the greedy scan's.
+    pub sampled: bool,
 }
 
 /// Where completion `row`'s word 0 lies in a `Generate` job's committed string (tiles at
@@ -238,6 +279,9 @@ impl Layout {
             result_row: result_row_at(job, row),
             region_log2: 0,
             g: job.dims[2],
+            row,
+            rule_at: job.dims[0] as u64 * prompt_stride(job.dims[1]),
+            sampled: false,
         };
         let most = lay
             .block_bytes(lay.t as u64, true)
@@ -267,12 +311,33 @@ impl Layout {
         self.t == 0
     }
 
+    /// This token's trace with a sampled pick (the rule's temperature not 0) or the greedy one.
+    pub fn with_sampling(self, sampled: bool) -> Layout {
+        if self.is_count() {
+            return self;
+        }
+        let mut lay = Layout { sampled, ..self };
+        let most = lay
+            .block_bytes(lay.t as u64, true)
+            .max(lay.tail_bytes())
+            .max(LEAF);
+        lay.region_log2 = most.next_power_of_two().trailing_zeros();
+        lay
+    }
+
     fn tail_parts(&self) -> &'static [Part] {
         if self.is_count() {
             &COUNT_PARTS
+        } else if self.sampled {
+            &SAMPLED_TAIL
         } else {
             &TAIL_PARTS
         }
+    }
+
+    /// Runs of 256 logits.
+    fn runs(&self) -> u64 {
+        (self.shape.vocab as u64).div_ceil(RUN4)
     }
 
     fn h(&self) -> u64 {
@@ -319,6 +384,9 @@ impl Layout {
             Part::Gs => (self.shape.vocab as u64).div_ceil(RUN4),
             Part::Cs => (self.g as u64).div_ceil(RUN4),
             Part::Cnt => 1,
+            Part::Wt => self.shape.vocab as u64,
+            Part::Sa | Part::Sc | Part::Sd => SEARCH_PASSES * self.runs(),
+            Part::Sw => self.runs(),
         }
     }
 
@@ -332,7 +400,9 @@ impl Layout {
             | Part::Tok
             | Part::Rot
             | Part::E
-            | Part::Cnt => 4,
+            | Part::Cnt
+            | Part::Wt => 4,
+            Part::Sa | Part::Sw | Part::Sc | Part::Sd => 32,
             Part::Ns1 | Part::Ns2 | Part::Nsf => 16,
             Part::N1 | Part::N2 | Part::Nf | Part::V | Part::Hv => 2,
             Part::S | Part::Mx | Part::Sm | Part::P | Part::Ks | Part::Gs | Part::Cs => 8,
@@ -534,6 +604,15 @@ impl Layout {
             self.part_at(q, 0, Part::Emb)
         } else {
             self.part_at(q, l - 1, Part::R2)
+        }
+    }
+
+    /// The sampling rule's first `len` bytes: temperature, top-k, top-p, 0, seed.
+    fn rule(&self, len: u64) -> Read {
+        Read {
+            source: Source::Batch,
+            at: self.rule_at,
+            len,
         }
     }
 
@@ -766,6 +845,53 @@ impl Layout {
                 let runs = (self.g as u64).div_ceil(RUN4);
                 p.push(Self::trace(self.at(q, 0, Part::Cs, runs - 1), 8));
             }
+            Part::Wt => {
+                p.push(Self::trace(self.at(q, 0, Part::Lg, i), 4));
+                p.push(Self::trace(self.at(q, 0, Part::Gs, self.runs() - 1), 8));
+                p.push(self.rule(4));
+                if p.held(got) {
+                    let (l, top, tau) = (i32_at(got, 0), i32_at(got, 4), u32_at(got, 12));
+                    p.push(Self::model(sh.exp_at(weight_index(top, l, tau)), 4));
+                }
+            }
+            Part::Sa | Part::Sw | Part::Sc | Part::Sd => {
+                let (runs, r) = (self.runs(), i % self.runs());
+                let last = |part: Part| {
+                    let n = self.count(part, 0, false);
+                    Self::trace(self.at(q, 0, part, n - 1), 32)
+                };
+                match st.part {
+                    Part::Sw if i == 0 => p.push(last(Part::Sa)),
+                    _ if i > 0 => p.push(Self::trace(self.at(q, 0, st.part, i - 1), 32)),
+                    _ => {}
+                }
+                match st.part {
+                    Part::Sc => p.push(last(Part::Sw)),
+                    Part::Sd => p.push(last(Part::Sc)),
+                    _ => {}
+                }
+                let first = r * RUN4;
+                let len = (sh.vocab as u64 - first).min(RUN4);
+                p.push(Self::trace(self.at(q, 0, Part::Lg, first), 4 * len));
+                if st.part != Part::Sa {
+                    p.push(Self::trace(self.at(q, 0, Part::Wt, first), 4 * len));
+                }
+                match st.part {
+                    Part::Sa | Part::Sc => p.push(self.rule(12)),
+                    Part::Sd => p.push(self.rule(24)),
+                    _ => {}
+                }
+                let _ = runs;
+            }
+            Part::Tok if self.sampled => {
+                let n = self.count(Part::Sd, 0, false);
+                p.push(Self::trace(self.at(q, 0, Part::Sd, n - 1), 32));
+                p.push(Read {
+                    source: Source::Result,
+                    at: self.result_row,
+                    len: 4,
+                });
+            }
             Part::Tok => {
                 let runs = (sh.vocab as u64).div_ceil(RUN4);
                 p.push(Self::trace(self.at(q, 0, Part::Gs, runs - 1), 8));
@@ -825,10 +951,11 @@ impl Layout {
     }
 
     /// The value step `st` writes, from `got`: every read's bytes, in order
-    /// ([`next_read`](Self::next_read) is `None`). A field that breaks the format's rules (a
+    /// ([`next_read`](Self::next_read) is `None`); `input` is the job's manifest hash (a
+    /// sampled pick's draw is keyed by it). A field that breaks the format's rules (a
     /// requantization or table entry out of bounds, an accumulator that could pass 2^53) is
     /// [`FeedError::BadModel`].
-    pub fn value(&self, st: Step, got: &[u8]) -> Result<Vec<u8>, FeedError> {
+    pub fn value(&self, st: Step, got: &[u8], input: &[u8; 32]) -> Result<Vec<u8>, FeedError> {
         let sh = &self.shape;
         let (h, hd, f) = (self.h(), self.hd(), self.f());
         let hu = h as usize;
@@ -1059,12 +1186,32 @@ impl Layout {
                 let v = rq(acc as i64, m, s, -RES_MAX, RES_MAX);
                 out.copy_from_slice(&(v as i32).to_le_bytes());
             }
+            Part::Tok if self.sampled => {
+                // the drawn candidate's rank key, its id in the low bits
+                let key = i64_at(got, 0) as u64;
+                let id = ((1u64 << KEY_ID_BITS) - 1 - (key & ((1 << KEY_ID_BITS) - 1))) as u32;
+                let j = self.t - self.prompt;
+                if j < u32_at(got, 32) {
+                    out.copy_from_slice(&id.to_le_bytes());
+                }
+            }
             Part::Tok => {
                 let j = self.t - self.prompt;
                 let count = u32_at(got, 8);
                 if j < count {
                     out.copy_from_slice(&got[4..8]);
                 }
+            }
+            Part::Wt => {
+                let e = i32_at(got, 16);
+                let (top, l, tau) = (i32_at(got, 4), i32_at(got, 0), u32_at(got, 12));
+                if !(0..=EXP_MAX).contains(&e) || (weight_index(top, l, tau) == 0 && e < 1) {
+                    return Err(FeedError::BadModel);
+                }
+                out.copy_from_slice(&e.to_le_bytes());
+            }
+            Part::Sa | Part::Sw | Part::Sc | Part::Sd => {
+                out.copy_from_slice(&self.search(st, got, input));
             }
             Part::Cs => {
                 let (prev, rest) = if st.i > 0 {
@@ -1154,7 +1301,7 @@ pub fn fits(lay: &Layout) -> bool {
 }
 
 /// Bytes of an encoded [`Layout`] (in a dispute's state).
-pub const LAYOUT_LEN: usize = 84;
+pub const LAYOUT_LEN: usize = 96;
 const LAYOUT_MAGIC: u32 = u32::from_le_bytes(*b"CMdL");
 
 impl Layout {
@@ -1177,7 +1324,7 @@ impl Layout {
             self.prompt,
             self.t,
             self.region_log2,
-            stage as u32,
+            stage as u32 | (self.sampled as u32) << 8,
         ];
         for (i, w) in words.iter().enumerate() {
             b[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
@@ -1186,6 +1333,8 @@ impl Layout {
         b[64..72].copy_from_slice(&self.batch_row.to_le_bytes());
         b[72..80].copy_from_slice(&self.result_row.to_le_bytes());
         b[80..84].copy_from_slice(&self.g.to_le_bytes());
+        b[84..88].copy_from_slice(&self.row.to_le_bytes());
+        b[88..96].copy_from_slice(&self.rule_at.to_le_bytes());
         b
     }
 
@@ -1216,6 +1365,9 @@ impl Layout {
                 batch_row: i64_at(b, 64) as u64,
                 result_row: i64_at(b, 72) as u64,
                 g: u32_at(b, 80),
+                row: u32_at(b, 84),
+                rule_at: i64_at(b, 88) as u64,
+                sampled: w(13) >> 8 & 1 == 1,
             },
             w(13) as u8,
         ))
@@ -1298,9 +1450,11 @@ impl Replay {
     /// Takes piece `index` of `source` (`bytes`, already proven). Once it takes the slot's own
     /// leaf it returns the [`Patch`] (the value in `work` after the bytes held) that makes it
     /// the leaf after the step; `None` while more is needed.
+    #[allow(clippy::too_many_arguments)]
     pub fn take(
         &mut self,
         lay: &Layout,
+        input: &[u8; 32],
         s: u64,
         source: Source,
         index: u64,
@@ -1318,7 +1472,7 @@ impl Replay {
             if bytes.len() < LEAF_LEN || filled + w > work.len() {
                 return Err(FeedError::BadModel);
             }
-            let v = lay.value(st, &work[..filled])?;
+            let v = lay.value(st, &work[..filled], input)?;
             work[filled..filled + w].copy_from_slice(&v);
             self.stage = 3;
             return Ok(Some(Patch {
@@ -1350,6 +1504,114 @@ impl Replay {
         }
         Ok(None)
     }
+}
+
+/// The exp table's index of a sampled candidate's weight: `min(⌊(ℓ_max − ℓ) · 4 / τ⌋, 16 383)`
+/// (`τ` the temperature in Q8; at least 1).
+fn weight_index(top: i32, l: i32, tau: u32) -> u64 {
+    let t = (i128::from(top) - i128::from(l)).max(0) * 4 / i128::from(tau.max(1));
+    t.min(EXP_LEN as i128 - 1) as u64
+}
+
+impl Layout {
+    /// A sampled pick's search step (PROTOCOL §8.13): its state `lo, hi, acc, aux` after the
+    /// step, from the state before (`got` in [`Layout::plan`]'s order).
+    fn search(&self, st: Step, got: &[u8], input: &[u8; 32]) -> [u8; 32] {
+        const TOP: u64 = 1 << 50;
+        let (runs, i) = (self.runs(), st.i as u64);
+        let (r, pass) = (i % runs, i / runs);
+        let state = |o: usize| {
+            (
+                i64_at(got, o) as u64,
+                i64_at(got, o + 8) as u64,
+                i64_at(got, o + 16) as u64,
+                i64_at(got, o + 24) as u64,
+            )
+        };
+        let n = (self.shape.vocab as u64 - r * RUN4).min(RUN4) as usize;
+        // the state before, then the reads each part adds
+        let (before, at) = match st.part {
+            Part::Sa | Part::Sc | Part::Sd if i == 0 => (None, 0),
+            _ => (Some(state(0)), 32),
+        };
+        let (fixed, at) = match st.part {
+            Part::Sc | Part::Sd => (Some(state(at)), at + 32),
+            _ => (None, at),
+        };
+        let logits = &got[at..at + 4 * n];
+        let weights = (st.part != Part::Sa).then(|| &got[at + 4 * n..at + 8 * n]);
+        let rule = at + 4 * n * if st.part == Part::Sa { 1 } else { 2 };
+        let key = |k: usize| rank_key(i32_at(logits, 4 * k), (r * RUN4) as u32 + k as u32);
+        let weight = |k: usize| weights.map_or(0, |w| u64::from(u32_at(w, 4 * k)));
+        // the state at the start of this step's pass
+        let (mut lo, mut hi, mut acc, mut aux) = match (st.part, before) {
+            (Part::Sw, Some(b)) if i == 0 => (b.0, 0, 0, 0),
+            (Part::Sw, Some(b)) => b,
+            (_, None) => match (st.part, fixed) {
+                (Part::Sc, Some(f)) => (f.0, TOP, 0, f.2),
+                (Part::Sd, Some(f)) => {
+                    let seed = i64_at(got, rule + 16) as u64;
+                    let d =
+                        crate::slices::decoder::draw(input, seed, self.row, self.t - self.prompt);
+                    (
+                        f.0,
+                        TOP,
+                        0,
+                        ((u128::from(d) * u128::from(f.3)) >> 64) as u64,
+                    )
+                }
+                _ => (0, TOP, 0, 0),
+            },
+            (_, Some(b)) => b,
+        };
+        if st.part == Part::Sw {
+            acc += (0..n).filter(|&k| key(k) >= lo).map(weight).sum::<u64>();
+            return words([lo, hi, acc, aux]);
+        }
+        if r == 0 {
+            acc = 0;
+        }
+        let mid = lo + (hi - lo) / 2;
+        acc += (0..n)
+            .filter(|&k| key(k) >= mid)
+            .map(|k| if st.part == Part::Sa { 1 } else { weight(k) })
+            .sum::<u64>();
+        if r + 1 == runs && hi - lo > 1 {
+            let vocab = u64::from(self.shape.vocab);
+            let holds = match st.part {
+                Part::Sa => {
+                    let k = u64::from(u32_at(got, rule + 4));
+                    acc >= if k == 0 || k >= vocab { vocab } else { k }
+                }
+                Part::Sc => {
+                    let (p, w) = (
+                        u128::from(u32_at(got, rule + 8)),
+                        u128::from(fixed.map_or(0, |f| f.2)),
+                    );
+                    (u128::from(acc) << 16) >= p * w
+                }
+                _ => acc > aux,
+            };
+            if holds {
+                lo = mid;
+                if st.part == Part::Sc {
+                    aux = acc;
+                }
+            } else {
+                hi = mid;
+            }
+        }
+        let _ = pass;
+        words([lo, hi, acc, aux])
+    }
+}
+
+fn words(w: [u64; 4]) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    for (i, v) in w.iter().enumerate() {
+        b[8 * i..8 * i + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    b
 }
 
 /// κ of a row whose largest `|p|` is `top`: its bits over 15.
@@ -1421,6 +1683,8 @@ pub mod build {
         pub batch: &'a [u8],
         /// The committed result.
         pub result: &'a [u8],
+        /// The job's manifest hash (a sampled pick's draw is keyed by it).
+        pub input: [u8; 32],
     }
 
     /// How a replay reads the memory before its step: `len` bytes at `at`.
@@ -1452,7 +1716,7 @@ pub mod build {
             got.extend_from_slice(from.get(a..b).ok_or(FeedError::BadModel)?);
             reads.push(r);
         }
-        Ok((lay.value(st, &got)?, reads))
+        Ok((lay.value(st, &got, &src.input)?, reads))
     }
 
     /// [`replay_with`] from a whole memory `mem`.
@@ -1527,6 +1791,7 @@ pub mod build {
         model: std::sync::Arc<Vec<u8>>,
         batch: std::sync::Arc<Vec<u8>>,
         result: Vec<u8>,
+        input: [u8; 32],
         /// Every region's root after its last step: blocks, then the tail.
         roots: Vec<Digest>,
         /// Per block: its `Rot` and `V` parts.
@@ -1543,12 +1808,14 @@ pub mod build {
             model: std::sync::Arc<Vec<u8>>,
             batch: std::sync::Arc<Vec<u8>>,
             result: Vec<u8>,
+            input: [u8; 32],
         ) -> Result<Blocks, FeedError> {
             let mut b = Blocks {
                 lay,
                 model,
                 batch,
                 result,
+                input,
                 roots: vec![],
                 kv: vec![],
                 out: vec![],
@@ -1576,6 +1843,7 @@ pub mod build {
                 model: &self.model,
                 batch: &self.batch,
                 result: &self.result,
+                input: self.input,
             }
         }
 

@@ -464,6 +464,7 @@ fn generate_games_at_scale() -> (Vec<TxRecord>, usize, u64) {
                 model: &inputs.slices[0],
                 batch: &inputs.slices[1],
                 result: r,
+                input: job.input,
             },
         )
         .expect("a trace")

@@ -104,9 +104,8 @@ fn word_of(job: &JobSpec, d: &Dispute) -> Result<(u32, u32)> {
 /// layout. An `Encoder`'s takes a second call: the chunk of the texts' ids that holds the
 /// disputed text's count (its tokens T). A `Generate`'s two more: the chunk of the prompts'
 /// string that holds the prompt's count, then the one that holds the sampling rule's
-/// temperature (a token's game referees greedy completions: 0; a count's trace, a scan of
-/// the committed tokens, any); the trace must fit a game (`decoder::fits`, else
-/// `DisputeNotSupported`).
+/// temperature (not 0: the token's pick is sampled, its trace searches for the drawn
+/// candidate); the trace must fit a game (`decoder::fits`, else `DisputeNotSupported`).
 pub fn layout(ctx: Context<DisputeTurn>, siblings_n: u8) -> Result<()> {
     let a = ctx.accounts;
     let job = a.job()?;
@@ -221,11 +220,9 @@ fn generate_layout(
             }
         }
         Some((lay, _)) => {
-            // the temperature: a token's game referees greedy completions; a trace that fits
-            require!(
-                (value == 0 || lay.is_count()) && decoder::fits(&lay),
-                MarketError::DisputeNotSupported
-            );
+            // the temperature: a sampled token's trace searches for the drawn candidate
+            let lay = lay.with_sampling(value != 0);
+            require!(decoder::fits(&lay), MarketError::DisputeNotSupported);
             lay.encode(2)
         }
     };

@@ -89,6 +89,7 @@ impl Case {
             model: &self.model,
             batch: &self.batch,
             result: &self.result,
+            input: self.job.input,
         }
     }
     fn layout(&self, row: u32, j: u32) -> Layout {
@@ -262,6 +263,7 @@ fn a_keeper_holding_one_block_at_a_time_has_the_whole_memorys_roots_and_leaves()
         std::sync::Arc::new(c.model.clone()),
         std::sync::Arc::new(c.batch.clone()),
         c.result.clone(),
+        c.job.input,
     )
     .expect("a pass");
     assert_eq!(blocks.word().unwrap(), mem[lay.token_at() as usize..][..4]);
@@ -302,7 +304,7 @@ fn replay_by_pieces(
     s: u64,
 ) -> Result<[u8; 32], FeedError> {
     use crate::trace::{build as tb, fold, leaf_hash, Traced};
-    let job_unused = JobSpec::generate(1, 1, 1, 1, 1, [0; 32]);
+    let job_unused = JobSpec::generate(1, 1, 1, 1, 1, src.input);
     let traced = Traced::Decoder(*lay);
     let mut r = [0u8; REPLAY_LEN];
     let mut work = vec![0u8; WORK_LEN];
@@ -498,4 +500,154 @@ fn a_counts_trace_gives_the_count_the_committed_tokens_give() {
     word(&mut r, 2, 3, 0);
     word(&mut r, 2, 2, eos);
     assert_eq!(count_of(&r, 2), 2);
+}
+
+#[test]
+fn a_sampled_token_is_the_samplers_pick_from_the_logits_and_the_draw() {
+    use crate::decoder::Sampling;
+    for (k, (shape, rule)) in [
+        (
+            SHAPES[0],
+            Sampling {
+                temperature: 256,
+                top_k: 0,
+                top_p: 1 << 16,
+                seed: 3,
+            },
+        ),
+        (
+            SHAPES[1],
+            Sampling {
+                temperature: 180,
+                top_k: 5,
+                top_p: 58_982,
+                seed: 11,
+            },
+        ),
+        (
+            SHAPES[1],
+            Sampling {
+                temperature: 4_096,
+                top_k: 40,
+                top_p: 30_000,
+                seed: 1,
+            },
+        ),
+        (
+            SHAPES[0],
+            Sampling {
+                temperature: 1,
+                top_k: 3,
+                top_p: 65_000,
+                seed: 9,
+            },
+        ),
+        (
+            SHAPES[0],
+            Sampling {
+                temperature: 700,
+                top_k: 37,
+                top_p: 2,
+                seed: 21,
+            },
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut c = case(shape, 30 + k as u64, 4, 3);
+        c.batch = build::prompts(&c.prompts, 4, &rule);
+        for (row, j) in [(0u32, 0u32), (1, 2), (2, 1)] {
+            let lay = c.layout(row, j).with_sampling(true);
+            assert!(fits(&lay));
+            let mem = memory(&lay, &c.src()).expect("a trace");
+            let seq: Vec<u32> = c.prompts[row as usize]
+                .iter()
+                .chain(&c.completions[row as usize][..j as usize])
+                .copied()
+                .collect();
+            let y = c.d.forward(&seq, &mut c.d.cache());
+            let logits = c.d.logits(y.last().expect("a row"));
+            let d = crate::decoder::draw(&c.job.input, rule.seed, row, j);
+            let want = rule.pick(&logits, &c.d.exp, d) as u32;
+            assert_eq!(
+                u32_at(&mem, lay.token_at() as usize),
+                want,
+                "{rule:?} row {row} token {j}"
+            );
+        }
+        // a step of every sampled part replayed piece by piece gives the next root
+        let lay = c.layout(1, 1).with_sampling(true);
+        let mem = memory(&lay, &c.src()).expect("a trace");
+        let mut seen = std::collections::BTreeSet::new();
+        for s in (1..=lay.steps()).rev() {
+            let part = lay.step(s).unwrap().part;
+            if matches!(
+                part,
+                Part::Wt | Part::Sa | Part::Sw | Part::Sc | Part::Sd | Part::Tok
+            ) && seen.insert(format!("{part:?}"))
+            {
+                let pre = crate::trace::build::state(&lay, &mem, s - 1);
+                let got = replay_by_pieces(&lay, &c.src(), &pre, s).expect("a replay");
+                assert_eq!(
+                    got,
+                    crate::trace::build::root(&lay, &crate::trace::build::state(&lay, &mem, s))
+                );
+            }
+        }
+        assert_eq!(seen.len(), 6);
+        assert_eq!(Layout::decode(&lay.encode(2)), Some((lay, 2)));
+    }
+}
+
+#[test]
+fn the_sampled_tail_picks_as_the_sampler_does_on_many_logits_and_rules() {
+    use crate::decoder::Sampling;
+    use crate::job::splitmix64;
+    let mut c = case(SHAPES[1], 77, 4, 3);
+    let v = c.d.vocab();
+    let mut z = 5u64;
+    let mut next = move || {
+        z = splitmix64(z);
+        z
+    };
+    for n in 0..240 {
+        let rule = Sampling {
+            temperature: 1 + (next() % 4_096) as u32,
+            top_k: match n % 4 {
+                0 => 0,
+                1 => 1 + (next() % 4) as u32,
+                _ => (next() % (v as u64 + 1)) as u32,
+            },
+            top_p: 1 + (next() % (1 << 16)) as u32,
+            seed: next(),
+        };
+        c.batch = build::prompts(&c.prompts, 4, &rule);
+        let lay = c.layout(1, 1).with_sampling(true);
+        let mut mem = memory(&lay, &c.src()).expect("a trace");
+        // other logits, ties among them, then the tail recomputed from them
+        let lg = lay.part_at(lay.t as u64, 0, Part::Lg) as usize;
+        let spread = [3u64, 40, 2_000, 1 << 20, 1 << 30][n % 5];
+        let logits: Vec<i64> = (0..v)
+            .map(|_| (next() % (2 * spread + 1)) as i64 - spread as i64)
+            .collect();
+        for (t, &l) in logits.iter().enumerate() {
+            mem[lg + 4 * t..lg + 4 * t + 4].copy_from_slice(&(l as i32).to_le_bytes());
+        }
+        let first = (1..=lay.steps())
+            .find(|&s| lay.step(s).unwrap().part == Part::Gs)
+            .unwrap();
+        for s in first..=lay.steps() {
+            let (val, _) = replay(&lay, s, &c.src(), &mem).expect("a step");
+            let (at, w) = lay.slot(s);
+            mem[at as usize..at as usize + w].copy_from_slice(&val);
+        }
+        let d = crate::decoder::draw(&c.job.input, rule.seed, 1, 1);
+        let want = rule.pick(&logits, &c.d.exp, d) as u32;
+        assert_eq!(
+            u32_at(&mem, lay.token_at() as usize),
+            want,
+            "case {n}: {rule:?}"
+        );
+    }
 }
