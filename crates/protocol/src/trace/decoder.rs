@@ -944,6 +944,8 @@ impl Layout {
             2 * h + sh.token_len(),
             8 * hd + 4 + 2 * hd,
             8 + LEAF,
+            // a sampled pick's search step: two states, a run of logits and of weights, the rule
+            32 + 32 + 2 * LEAF + 24,
         ]
         .into_iter()
         .max()
