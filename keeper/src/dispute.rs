@@ -589,7 +589,18 @@ pub fn element_is_right_with(
         return element_is_right(job, tile, element, bytes);
     }
     let want = if job.kind == compute_market_protocol::job::JobKind::Generate {
-        // the word's trace over this tile (its earlier tokens and count)
+        // a tile the decoder gives word for word (one teacher-forced prefill of each completion,
+        // the fast path: the reference's bits) is right at every word, the count's included: no
+        // trace is built for it (a provider judging many pointers at its own completion)
+        if let Ok(held) = crate::compute::inputs::generate(job) {
+            use crate::compute::decoder::{job::checked_tiles, Path};
+            if let Ok(mine) = checked_tiles(&held, job, &[(tile, bytes)], Path::Fast) {
+                if mine.first().map(Vec::as_slice) == Some(bytes) {
+                    return Some(true);
+                }
+            }
+        }
+        // else the word's trace over this tile (its earlier tokens and count)
         inputs?
             .token_trace(job, tile, element, bytes)?
             .word()
@@ -656,6 +667,84 @@ mod tests {
         let mut big = right;
         big[0][..4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(matmul_wrong_entry(&job, &big, []), Some((0, 0)));
+    }
+
+    #[test]
+    fn a_generate_word_is_judged_as_the_program_judges_it_with_or_without_a_trace() {
+        use crate::compute::decoder::{
+            job::{complete, GenerateInputs, Prompts},
+            random::{random_model, ODD_SHAPES},
+        };
+        use compute_market_protocol::{
+            decoder::Sampling,
+            manifest::{Manifest, Part, Role},
+            slices::{build, decoder::build as db},
+        };
+        use std::sync::Arc;
+        let model = random_model(ODD_SHAPES[1], 4);
+        let ids: Vec<Vec<u32>> = vec![vec![5, 9, 11], vec![7, 3]];
+        let (limit, g) = (3u32, 3u32);
+        let slices = [
+            db::model(&model.decoder, model.eos),
+            db::prompts(&ids, limit, &Sampling::GREEDY),
+        ];
+        let manifest = Manifest::new(vec![
+            Part::new(Role::Model, b"model").with_slices(build::slices_of(&slices[0])),
+            Part::new(Role::Prompts, b"prompts").with_slices(build::slices_of(&slices[1])),
+        ]);
+        let wpt = db::shape(&model.decoder, model.eos).work_per_token((limit + g) as u64);
+        let job = JobSpec {
+            slices_len: slices[0].len() as u64,
+            ..JobSpec::generate(2, limit, g, wpt, 1, manifest.hash())
+        };
+        let inputs = GenerateInputs {
+            model: Arc::new(model),
+            prompts: Arc::new(Prompts {
+                texts: vec![String::new(); 2],
+                ids,
+                sampling: Sampling::GREEDY,
+            }),
+        };
+        // completion 1, its tile: its count, then its tokens
+        let tokens = complete(&inputs, &job, 1);
+        let mut tile = vec![0u8; job.tile_len()];
+        tile[..4].copy_from_slice(&(tokens.len() as u32).to_le_bytes());
+        for (k, t) in tokens.iter().enumerate() {
+            tile[4 + 4 * k..8 + 4 * k].copy_from_slice(&t.to_le_bytes());
+        }
+        let sliced = SlicedInputs::new(&job, manifest.encode(), slices).unwrap();
+        // without the decoder held: every word by its trace
+        for e in 0..=g {
+            assert_eq!(
+                element_is_right_with(&job, 1, e, &tile, Some(&sliced)),
+                Some(true),
+                "word {e} by its trace"
+            );
+        }
+        let mut wrong = tile.clone();
+        wrong[8] ^= 1;
+        assert_eq!(
+            element_is_right_with(&job, 1, 2, &wrong, Some(&sliced)),
+            Some(false)
+        );
+        // with it held: a right tile without a trace, a wrong word still by its trace
+        crate::compute::inputs::hold_generate(job.input, inputs);
+        let traces = sliced.tokens.lock().unwrap().len();
+        assert_eq!(
+            element_is_right_with(&job, 1, 3, &tile, Some(&sliced)),
+            Some(true)
+        );
+        let mut once_more = wrong.clone();
+        once_more[12] ^= 1;
+        assert_eq!(
+            sliced.tokens.lock().unwrap().len(),
+            traces,
+            "no trace for a right tile"
+        );
+        assert_eq!(
+            element_is_right_with(&job, 1, 2, &once_more, Some(&sliced)),
+            Some(false)
+        );
     }
 
     #[test]
