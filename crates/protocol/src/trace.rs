@@ -112,6 +112,13 @@ impl Clock {
         DEFENCE_TURNS + 2 * self.levels as u64 + 2
     }
 
+    /// Slots each party of a game has for all its moves in the bisection (PROTOCOL §8.10): a
+    /// turn for each of its `levels` moves, spent as it likes, its clock running only while
+    /// it owes a move.
+    pub fn budget(&self) -> u64 {
+        self.levels as u64 * self.turn
+    }
+
     /// Slots defenders have to join, from the claim.
     pub fn defence(&self) -> u64 {
         DEFENCE_TURNS * self.turn

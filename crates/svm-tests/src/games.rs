@@ -325,6 +325,54 @@ impl World {
         Ok(out)
     }
 
+    /// Plays games against honest claims side by side, in rounds (PROTOCOL §8.10, "Many
+    /// opponents"): `(challenger, its trace, defender)` each. In a round every challenger
+    /// splits at once in every game where it owes a split; then the defenders, stalling as
+    /// long as their clocks allow, move together at the earliest of their deadlines: a pick
+    /// by `pick(k, game)`, or, one step left, the replay (from the agreed memory, which is the
+    /// claimed trace's). Returns the splits of each game.
+    pub fn lockstep<L: Layout>(
+        &mut self,
+        task: Pubkey,
+        games: &[(&Actor, &Trace<L>, &Actor)],
+        pick: impl Fn(usize, &Game) -> u8,
+        inputs: &Inputs,
+    ) -> Vec<usize> {
+        let mut splits = vec![0; games.len()];
+        loop {
+            let open: Vec<(usize, Game)> = (games.iter().enumerate())
+                .filter_map(|(k, (c, _, d))| self.game(&task, c, d).map(|g| (k, g)))
+                .collect();
+            if open.is_empty() {
+                return splits;
+            }
+            for (k, g) in &open {
+                let (c, claimed, d) = games[*k];
+                if g.stage == STAGE_BISECT && g.turn == TURN_CHALLENGER {
+                    assert!(self.slot() <= g.deadline, "in time by its clock");
+                    self.split(c, task, d, claimed).unwrap();
+                    splits[*k] += 1;
+                }
+            }
+            let open: Vec<(usize, Game)> = (games.iter().enumerate())
+                .filter_map(|(k, (c, _, d))| self.game(&task, c, d).map(|g| (k, g)))
+                .collect();
+            let last = open.iter().map(|(_, g)| g.deadline).min().expect("open");
+            self.advance(last - self.slot());
+            for (k, g) in open {
+                let (c, claimed, d) = games[k];
+                if g.stage == STAGE_BISECT {
+                    let r = self.game_ref(&task, c, d);
+                    self.send_as("game_pick", d, client::game_pick(r, pick(k, &g)))
+                        .unwrap();
+                } else {
+                    self.replay(d, task, c, claimed, inputs)
+                        .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+                }
+            }
+        }
+    }
+
     /// Plays `defender`'s game by both traces until one step is left (or the game ended);
     /// returns the game then.
     #[allow(clippy::too_many_arguments)]

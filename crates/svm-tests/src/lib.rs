@@ -321,6 +321,11 @@ impl World {
         self.c.advance(n);
     }
 
+    /// Advances the clock past `slot` (to `slot + 1`), or by one slot if it is past already.
+    pub fn advance_past(&mut self, slot: u64) {
+        self.c.advance(slot.saturating_sub(self.slot()) + 1);
+    }
+
     /// Sends one instruction signed by `payer` and `extra`; records it.
     pub fn send(
         &mut self,

@@ -180,7 +180,7 @@ fn a_right_claim_beats_every_defender_and_overturns_three_colluders() {
         w.game_timeout(task, &client, silent)
     });
     let g = w.game(&task, &client, silent).unwrap();
-    w.advance(g.deadline + 1 - w.slot());
+    w.advance_past(g.deadline);
     refused(w, "TurnExpired", |w| w.pick(silent, task, &client, &truth));
     let bond = w.dispute(&task, &client).unwrap().bond;
     w.game_timeout(task, &client, silent).unwrap();
@@ -197,7 +197,7 @@ fn a_right_claim_beats_every_defender_and_overturns_three_colluders() {
         2 * vb,
         "the client's bond and the provider's, whose game it won"
     );
-    w.advance(d.defend_deadline + 1 - w.slot());
+    w.advance_past(d.defend_deadline);
     w.resolve(&client, task, None)
         .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
     let t = w.task(&task);
@@ -333,7 +333,7 @@ fn wrong_trace_loses(s: &Setup, lie: &Trace, word: u32, first_wrong: impl Fn(tra
     assert_eq!(w.dispute(&task, &stranger).unwrap().games_open, 0);
     // the second dispute, never argued, loses at its deadline
     let d = w.dispute(&task, &stranger).unwrap();
-    w.advance(d.answer_deadline + 1 - w.slot());
+    w.advance_past(d.answer_deadline);
     w.dispute_timeout(task, &stranger).unwrap();
     let t = w.task(&task);
     assert_eq!(
@@ -431,10 +431,10 @@ fn a_rejected_right_result_is_restored_by_games_played_from_two_wallets() {
     let truth9 = Trace::of(&s.right, s.row(9));
     w.split(&second, task, v2, &truth9).unwrap();
     let g = w.game(&task, &second, v2).unwrap();
-    w.advance(g.deadline + 1 - w.slot());
+    w.advance_past(g.deadline);
     w.game_timeout(task, &second, v2).unwrap();
     let d = w.dispute(&task, &provider).unwrap();
-    w.advance(d.defend_deadline.saturating_sub(w.slot()) + 1);
+    w.advance_past(d.defend_deadline);
     w.resolve(&provider, task, Some(vote1)).unwrap();
     assert_eq!(w.task(&task).status, TaskStatus::Rejected, "one seat left");
     assert_eq!(w.task(&task).refuted_seats, 1);
@@ -463,4 +463,232 @@ fn a_rejected_right_result_is_restored_by_games_played_from_two_wallets() {
         before + 10 * R,
         "conserved (the second wallet's tokens added)"
     );
+}
+
+/// What one honest challenger spent and gained against `n` sybil defenders of a wrong result.
+#[derive(Debug, PartialEq, Eq)]
+struct Spent {
+    /// Its transactions: to its claim, its splits, its resolution.
+    claim: usize,
+    splits: usize,
+    resolve: usize,
+    /// Slots from the dispute's opening to its verdict.
+    slots: u64,
+    /// Tokens owed to it at the verdict (its bond back, every defender's bond).
+    gained: u64,
+}
+
+/// The client's right claim against the provider's wrong row, defended by `n` sybils of the
+/// provider (PROTOCOL §8.10, "Many opponents"). Each sybil fans out to its own segment at every
+/// split (the most splits it can force), spends its whole clock on its first pick (the longest
+/// stall its clock allows), then replays its step and loses. The challenger answers every
+/// split due in the slot it falls due, except the first ones: those a turn late, made up by
+/// its clock.
+fn against_sybils(s: &Setup, n: usize) -> Spent {
+    let wrong = s.result(&s.cheat);
+    let (tile, element, word) = s.disputed();
+    let mut c = cast_with(3, 1, params(), market());
+    let task = c.submitted_job(1, s.job, s.job.tile_count() as u16, wrong.root());
+    let sybils: Vec<Actor> = (0..n)
+        .map(|i| c.w.actor(&format!("sybil{i}"), 10 * R))
+        .collect();
+    let clock = trace::clock(&s.job, D).unwrap();
+    let w = &mut c.w;
+    let vs: Vec<&Actor> = c.verifiers.iter().collect();
+    w.vouch(task, &vs, 0);
+    let client = c.client.clone();
+    let truth = Trace::of(&s.right, s.row(6));
+    let wallet = w.balance(&client.wallet);
+    let opened = w.slot();
+    let mut mark = w.records.len();
+    w.claim_against(
+        &client,
+        task,
+        &wrong,
+        (tile, element),
+        &s.inputs,
+        &truth,
+        word,
+    )
+    .unwrap();
+    let claim = w.records.len() - mark;
+    for y in &sybils {
+        w.defend(y, task, &client).unwrap();
+    }
+    // the first splits a turn late: the challenger's clock makes it up
+    w.advance(clock.turn + 1);
+    let games: Vec<_> = sybils.iter().map(|y| (&client, &truth, y)).collect();
+    let fan_out = |k: usize, g: &compute_market::state::Game| {
+        let level = trace::levels(g.hi - g.lo) as usize;
+        ((5 * k + 3 + level) % g.segments as usize) as u8
+    };
+    let splits = w.lockstep(task, &games, fan_out, &s.inputs).iter().sum();
+    let d = w.dispute(&task, &client).unwrap();
+    w.advance_past(d.defend_deadline);
+    mark = w.records.len();
+    w.resolve(&client, task, None).unwrap();
+    let resolve = w.records.len() - mark;
+    let slots = w.slot() - opened;
+    assert_eq!(w.task(&task).status, TaskStatus::Rejected, "proven wrong");
+    // paid at close_dispute, once the votes have settled
+    let owed = w.dispute(&task, &client).unwrap().bond;
+    assert_eq!(w.balance(&client.wallet), wallet - owed / (n as u64 + 1));
+    Spent {
+        claim,
+        splits,
+        resolve,
+        slots,
+        gained: owed,
+    }
+}
+
+#[test]
+fn an_honest_challenger_beats_eight_sybil_defenders_in_the_slots_of_one() {
+    let s = setup();
+    let clock = trace::clock(&s.job, D).unwrap();
+    let levels = trace::levels(trace::build::layout(&s.right).steps()) as usize;
+    let one = against_sybils(&s, 1);
+    let eight = against_sybils(&s, 8);
+    for (n, x) in [(1, &one), (8, &eight)] {
+        println!(
+            "{n} sybil defender(s): the challenger sent {} transactions ({} to its claim, {} splits, {} resolution) over {} slots from opening to verdict, and is owed {} tokens",
+            x.claim + x.splits + x.resolve,
+            x.claim,
+            x.splits,
+            x.resolve,
+            x.slots,
+            x.gained
+        );
+    }
+    // the time does not grow with the opponents: every game runs beside the others, each
+    // within the clocks the program gives it
+    assert_eq!(eight.slots, one.slots, "the slots of one");
+    assert!(one.slots <= clock.claim_by + clock.after_claim());
+    // the transactions: the claim and the resolution once, and at most a split per level for
+    // each opponent, which pays a seat's bond for it
+    assert_eq!((eight.claim, eight.resolve), (one.claim, one.resolve));
+    assert!(one.splits <= levels && eight.splits <= 8 * levels);
+    assert!(
+        eight.splits > one.splits,
+        "fanning out forces splits of their own"
+    );
+    let vb = one.gained / 2;
+    assert_eq!(one.gained, 2 * vb, "its bond back and the sybil's");
+    assert_eq!(eight.gained, 9 * vb, "its bond back and every sybil's");
+}
+
+#[test]
+fn an_honest_provider_refutes_five_lying_invalid_votes_in_the_shortest_window() {
+    use compute_market::pda;
+    use compute_market_protocol::{
+        commit::{VERDICT_CLAIMS_REFUTED, VOTE_INVALID},
+        dispute::{invalid_evidence, DISPUTE_CLAIMS_FALSE, SLOTS_PER_TRANSACTION},
+    };
+    let s = setup();
+    // the shortest window in which a market referees this job: a game's clock just fits
+    let shortest = (1..=10_000u32)
+        .find(|&d| trace::clock(&s.job, d).is_some())
+        .unwrap();
+    assert_eq!(dispute::method(&s.job, shortest), Some(Method::Game));
+    let clock = trace::clock(&s.job, shortest).unwrap();
+    assert_eq!(clock.turn, trace::MIN_TURN);
+    let right = s.result(&s.right);
+    let market = compute_market::state::MarketArgs {
+        dispute_window: shortest,
+        quorum: 7,
+        ..test_market(1)
+    };
+    let mut c = cast_with(7, 1, params(), market);
+    let task = c.submitted_job(1, s.job, 3, right.root());
+    // the provider argues from its wallet and four more of its keys, one dispute a vote
+    let provider = c.provider.clone();
+    let mut lanes = vec![provider.clone()];
+    lanes.extend((1..5).map(|i| c.w.actor(&format!("provider.lane{i}"), 10 * R)));
+    let w = &mut c.w;
+    w.donate(&c.client, provider.wallet, R).unwrap();
+    // five liars point at right words of five rows; two seats vote VALID
+    let pointed = [(6u32, 3u32), (9, 10), (2, 0), (4, 5), (11, 7)];
+    let mut ballots = vec![];
+    for (i, &(row, word)) in pointed.iter().enumerate() {
+        let (tile, element) = (row / R_TILE as u32, (row % R_TILE as u32) * 11 + word);
+        let mut b = Ballot::new(VOTE_INVALID, i as u64);
+        b.evidence = invalid_evidence(tile, element, &b.evidence);
+        ballots.push((&c.verifiers[i], b));
+    }
+    ballots.push((&c.verifiers[5], Ballot::new(VOTE_VALID, 5)));
+    ballots.push((&c.verifiers[6], Ballot::new(VOTE_VALID, 6)));
+    w.decide(task, &ballots);
+    let t = w.task(&task);
+    assert_eq!((t.status, t.tally().invalid), (TaskStatus::Rejected, 5));
+    let liars: Vec<&Actor> = c.verifiers[..5].iter().collect();
+    let votes: Vec<_> = liars.iter().map(|v| pda::vote(&task, &v.node, 0)).collect();
+    let opened = w.slot();
+    let mut sent = vec![0usize; 5];
+    // every lane to its claim; the lanes' transactions go out side by side
+    for (k, who) in lanes.iter().enumerate() {
+        let mark = w.records.len();
+        w.open_dispute(who, task, DISPUTE_CLAIMS_FALSE, 0, 0)
+            .unwrap();
+        w.dispute_target(who, task, votes[k]).unwrap();
+        let d = w.dispute(&task, who).unwrap();
+        w.prove_element(who, task, &right, d.tile, d.element)
+            .unwrap();
+        w.prove_inputs(who, task, &s.inputs).unwrap();
+        w.lay_out(who, task, &s.inputs).unwrap();
+        sent[k] += w.records.len() - mark + 1;
+    }
+    let before_claim = sent[0] as u64;
+    w.advance(SLOTS_PER_TRANSACTION * before_claim);
+    let truths: Vec<Trace> = pointed
+        .iter()
+        .map(|&(row, _)| Trace::of(&s.right, s.row(row as usize)))
+        .collect();
+    for (k, who) in lanes.iter().enumerate() {
+        w.claim_trace(who, task, &truths[k], pointed[k].1)
+            .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+    }
+    // each liar defends against the claim refuting it, by its trace of the cheat's model,
+    // stalling as long as its clock allows, and loses its game; the games run side by side
+    let lies: Vec<Trace> = pointed
+        .iter()
+        .map(|&(row, _)| Trace::of(&s.cheat, s.row(row as usize)))
+        .collect();
+    for (k, liar) in liars.iter().enumerate() {
+        w.donate(&c.client, liar.wallet, R).unwrap();
+        w.defend(liar, task, &lanes[k]).unwrap();
+    }
+    let games: Vec<_> = (0..5).map(|k| (&lanes[k], &truths[k], liars[k])).collect();
+    let by_lie =
+        |k: usize, g: &compute_market::state::Game| lies[k].pick(g.lo, g.hi, &g.roots, &g.hi_root);
+    let per_game = w.lockstep(task, &games, by_lie, &s.inputs);
+    for (k, n) in per_game.iter().enumerate() {
+        sent[k] += n;
+    }
+    let splits: usize = per_game.iter().sum();
+    let d = w.dispute(&task, &lanes[0]).unwrap();
+    w.advance_past(d.defend_deadline);
+    for (k, who) in lanes.iter().enumerate() {
+        w.resolve(who, task, Some(votes[k])).unwrap();
+        sent[k] += 1;
+    }
+    let t = w.task(&task);
+    assert_eq!(
+        (t.status, t.tally().majority, t.refuted_seats),
+        (TaskStatus::Accepted, VERDICT_CLAIMS_REFUTED, 5)
+    );
+    let slots = w.slot() - opened;
+    println!(
+        "5 lying INVALID votes in a window of {shortest} slots (turns of {}): refuted by 5 disputes side by side, {} transactions each ({} splits in all), the verdict restored {slots} slots after the first opened",
+        clock.turn,
+        sent.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
+        splits,
+    );
+    // the time is one dispute's, whatever the number of votes: within the window
+    assert!(slots <= shortest as u64, "{slots} slots");
+    assert!(slots <= SLOTS_PER_TRANSACTION * before_claim + clock.after_claim());
+    // and the transactions a vote are bounded by one element's
+    let levels = trace::levels(trace::build::layout(&s.right).steps()) as usize;
+    assert!(sent
+        .iter()
+        .all(|&n| n <= before_claim as usize + 1 + levels + 1));
 }

@@ -172,7 +172,7 @@ fn a_right_claim_of_a_text_overturns_three_colluders() {
     );
     assert!(most < 1_400_000);
     let d = w.dispute(&task, &client).unwrap();
-    w.advance(d.defend_deadline + 1 - w.slot());
+    w.advance_past(d.defend_deadline);
     w.resolve(&client, task, None)
         .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
     let t = w.task(&task);
@@ -382,10 +382,10 @@ fn a_rejected_right_embedding_is_restored_by_games_played_from_two_wallets() {
     w.split(&second, task, v2, &s.trace(&s.right, 9)).unwrap();
     let g = w.game(&task, &second, v2).unwrap();
     refused(w, "TurnNotExpired", |w| w.game_timeout(task, &second, v2));
-    w.advance(g.deadline + 1 - w.slot());
+    w.advance_past(g.deadline);
     w.game_timeout(task, &second, v2).unwrap();
     let d = w.dispute(&task, &provider).unwrap();
-    w.advance(d.defend_deadline.saturating_sub(w.slot()) + 1);
+    w.advance_past(d.defend_deadline);
     w.resolve(&provider, task, Some(vote1)).unwrap();
     assert_eq!(w.task(&task).status, TaskStatus::Rejected, "one seat left");
     w.resolve(&second, task, Some(vote2)).unwrap();

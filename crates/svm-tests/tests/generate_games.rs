@@ -261,7 +261,7 @@ fn three_colluders_accepting_one_changed_token_are_overturned_by_the_clients_cla
     );
     assert!(most < 1_400_000);
     let d = w.dispute(&task, &client).unwrap();
-    w.advance(d.defend_deadline + 1 - w.slot());
+    w.advance_past(d.defend_deadline);
     w.resolve(&client, task, None)
         .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
     let t = w.task(&task);
@@ -326,7 +326,7 @@ fn a_right_completion_rejected_by_lying_votes_is_restored_by_the_provider() {
     w.play(&provider, &truth, v1, &lie, task, &inputs)
         .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
     let d = w.dispute(&task, &provider).unwrap();
-    w.advance(d.defend_deadline.saturating_sub(w.slot()) + 1);
+    w.advance_past(d.defend_deadline);
     for (who, vote) in [(&provider, votes[0]), (&second, votes[1])] {
         w.resolve(who, task, Some(vote))
             .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
@@ -406,7 +406,7 @@ fn a_claim_against_a_right_token_loses_its_bond_and_a_silent_challenger_its_disp
         .unwrap();
     let d = w.dispute(&task, &quiet).unwrap();
     refused(w, "DisputeNotExpired", |w| w.dispute_timeout(task, &quiet));
-    w.advance(d.answer_deadline + 1 - w.slot());
+    w.advance_past(d.answer_deadline);
     w.dispute_timeout(task, &quiet).unwrap();
     assert!(w.dispute(&task, &quiet).is_none());
     assert_eq!(w.balance(&quiet.wallet), wallet - vb, "its bond forfeit");
@@ -520,7 +520,7 @@ fn a_sampled_token_is_refereed_and_a_short_window_referees_nothing() {
     w.replay(&provider, task2, &client, &lie, &inputs2)
         .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
     let d = w.dispute(&task2, &client).unwrap();
-    w.advance(d.defend_deadline + 1 - w.slot());
+    w.advance_past(d.defend_deadline);
     w.resolve(&client, task2, None)
         .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
     let t = w.task(&task2);
@@ -604,7 +604,7 @@ fn a_completion_run_past_its_end_of_turn_is_overturned_by_its_count_and_a_right_
         game.len()
     );
     let d = w.dispute(&task, &client).unwrap();
-    w.advance(d.defend_deadline + 1 - w.slot());
+    w.advance_past(d.defend_deadline);
     w.resolve(&client, task, None)
         .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
     let t = w.task(&task);

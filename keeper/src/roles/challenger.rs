@@ -309,6 +309,11 @@ pub fn argue(
             // a game over the claimed trace (PROTOCOL §8.10)
             match turn {
                 super::games::Turn::Wait => return Ok(Outcome::Open),
+                super::games::Turn::Each(moves) => {
+                    sent += moves.len();
+                    send_side_by_side(chain, who, key, moves, challenger)?;
+                    continue;
+                }
                 super::games::Turn::Send(what, ixs) => {
                     sent += 1;
                     let mut all = vec![client::compute_unit_limit(1_400_000)];
@@ -343,6 +348,41 @@ pub fn argue(
         tracing::info!(who, task = %key, step = what, vote = ?vote, "dispute turn");
     }
     Ok(Outcome::Open)
+}
+
+/// Sends independent transactions side by side (each game's move touches only its game), each
+/// with the compute budget a game's move may need; fails on the first refusal, after all were
+/// sent.
+fn send_side_by_side(
+    chain: &dyn Chain,
+    who: &str,
+    key: &Pubkey,
+    moves: Vec<(&'static str, Vec<solana_instruction::Instruction>)>,
+    kp: &Keypair,
+) -> Result<()> {
+    let reports: Vec<(&str, Result<crate::chain::TxReport>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = moves
+            .into_iter()
+            .map(|(what, ixs)| {
+                let mut all = vec![client::compute_unit_limit(1_400_000)];
+                all.extend(ixs);
+                (
+                    what,
+                    scope.spawn(move || send_all(chain, who, what, key, &all, kp)),
+                )
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(what, h)| (what, h.join().expect("a sending thread")))
+            .collect()
+    });
+    let n = reports.len();
+    for (what, r) in reports {
+        crate::chain::must(what, r?)?;
+    }
+    tracing::info!(who, task = %key, moves = n, "dispute turn: game moves side by side");
+    Ok(())
 }
 
 /// Writes `bytes` into the dispute's buffer from its start, [`WRITE_BYTES`] a transaction, each

@@ -49,6 +49,9 @@ const MAX_MOVES: usize = 64;
 pub enum Turn {
     /// Send these instructions (the buffer is written already), named `what`.
     Send(&'static str, Vec<Instruction>),
+    /// Send these transactions side by side, each its own game's (PROTOCOL §8.10, "Many
+    /// opponents"): every split and timeout the challenger owes now, in one round.
+    Each(Vec<(&'static str, Vec<Instruction>)>),
     /// Nothing to do until a defender moves or a deadline passes.
     Wait,
 }
@@ -132,8 +135,10 @@ pub fn challenger_turn(
         .map(|(_, g)| g)
         .filter(|g| g.nonce == d.nonce)
         .collect();
-    // the most urgent first: many games may be due in the same turn
+    // every move owed now, sent in one round: the games are apart, so n defenders cost
+    // the round's time of one (the most urgent first)
     games.sort_by_key(|g| g.deadline);
+    let mut owed = vec![];
     for g in games {
         let r = GameRef {
             task: *key,
@@ -143,15 +148,18 @@ pub fn challenger_turn(
         };
         if g.stage == STAGE_BISECT && g.turn == TURN_CHALLENGER && now <= g.deadline {
             let roots = mine.split(g.lo, g.hi);
-            return Ok(Some(Turn::Send(
-                "game_split",
-                vec![client::game_split(r, roots)],
-            )));
-        }
-        if g.turn == TURN_DEFENDER && now > g.deadline {
+            owed.push(("game_split", vec![client::game_split(r, roots)]));
+        } else if g.turn == TURN_DEFENDER && now > g.deadline {
             let ix = client::game_timeout(r, g.payout, payout_fallback(chain, &g.payout)?);
-            return Ok(Some(Turn::Send("game_timeout", vec![ix])));
+            owed.push(("game_timeout", vec![ix]));
         }
+    }
+    if owed.len() == 1 {
+        let (what, ixs) = owed.pop().expect("one");
+        return Ok(Some(Turn::Send(what, ixs)));
+    }
+    if !owed.is_empty() {
+        return Ok(Some(Turn::Each(owed)));
     }
     if d.games_open == 0 && now > d.defend_deadline {
         let ix = client::dispute_resolve(*key, *me, vote);

@@ -285,11 +285,11 @@ fn game_at_bounds() -> (Vec<TxRecord>, usize) {
     w.claim_trace(&other, task, &truth, class).expect("claim");
     let moot = w.actor("d.moot", 10_000_000);
     w.defend(&moot, task, &other).expect("defend");
-    w.advance(g.deadline + 1 - w.slot());
+    w.advance_past(g.deadline);
     w.game_timeout(task, &client, &silent)
         .expect("game_timeout");
     let d = w.dispute(&task, &client).expect("open");
-    w.advance(d.defend_deadline.saturating_sub(w.slot()) + 1);
+    w.advance_past(d.defend_deadline);
     w.resolve(&client, task, None).expect("resolve");
     let nonce = w.game_ref(&task, &other, &moot).nonce;
     w.close_game(task, &other, nonce, &moot)
@@ -415,7 +415,7 @@ fn encoder_games_at_scale() -> (Vec<TxRecord>, usize, u64) {
         }
     }
     let d = w.dispute(&task, &client).expect("open");
-    w.advance(d.defend_deadline.saturating_sub(w.slot()) + 1);
+    w.advance_past(d.defend_deadline);
     w.resolve(&client, task, None).expect("resolve");
     (
         game_rows(&w.records[start..], " (Encoder)"),

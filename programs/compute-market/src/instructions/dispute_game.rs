@@ -397,7 +397,9 @@ pub fn defend(ctx: Context<Defend>, _nonce: u32) -> Result<()> {
         .games_open
         .checked_add(1)
         .ok_or(MarketError::MathOverflow)?;
-    let deadline = math::add(now, clock.turn)?;
+    // each party's clock: a turn a move, spent as it likes (PROTOCOL §8.10)
+    let budget = clock.budget();
+    let deadline = math::add(now, budget)?;
     {
         let mut g = a.game.load_init()?;
         g.version = ACCOUNT_VERSION;
@@ -414,6 +416,8 @@ pub fn defend(ctx: Context<Defend>, _nonce: u32) -> Result<()> {
         g.hi_root = claim_root;
         g.opened_slot = now;
         g.turn = TURN_CHALLENGER;
+        g.clocks = [budget; 2];
+        g.since = now;
         g.deadline = deadline;
     }
     emit!(GameOpened {
@@ -495,11 +499,25 @@ fn moved(task: Pubkey, dispute: Pubkey, g: &Game, action: u8, piece: u64) {
     });
 }
 
+/// The mover's clock is charged the slots since its turn began, and the turn passes to `to`,
+/// whose deadline is now plus what its clock has left (PROTOCOL §8.10).
+fn pass_turn(g: &mut Game, now: u64, to: u8) -> Result<()> {
+    let mover = g.turn as usize & 1;
+    let spent = now.saturating_sub(g.since);
+    g.clocks[mover] = g.clocks[mover]
+        .checked_sub(spent)
+        .ok_or(MarketError::TurnExpired)?;
+    g.turn = to;
+    g.since = now;
+    g.deadline = math::add(now, g.clocks[to as usize & 1])?;
+    Ok(())
+}
+
 /// `game_split`: the challenger's roots at the inner points of the disputed range's segments.
 pub fn split(ctx: Context<GameMove>, _nonce: u32, roots: Vec<[u8; 32]>) -> Result<()> {
     let a = ctx.accounts;
     let job = JobSpec::decode(&a.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
-    let clock = clock_of(&job, &a.task)?;
+    clock_of(&job, &a.task)?;
     let mut g = a.game.load_mut()?;
     require!(g.stage == STAGE_BISECT, MarketError::NotYourTurn);
     let (k, _) = trace::split_points(g.lo, g.hi);
@@ -508,8 +526,7 @@ pub fn split(ctx: Context<GameMove>, _nonce: u32, roots: Vec<[u8; 32]>) -> Resul
         *slot = *r;
     }
     g.segments = k as u8;
-    g.turn = TURN_DEFENDER;
-    g.deadline = math::add(Clock::get()?.slot, clock.turn)?;
+    pass_turn(&mut g, Clock::get()?.slot, TURN_DEFENDER)?;
     moved(a.task.key(), a.dispute.key(), &g, 1, 0);
     Ok(())
 }
@@ -538,13 +555,13 @@ pub fn pick(ctx: Context<GameMove>, _nonce: u32, segment: u8) -> Result<()> {
     g.hi = hi;
     g.segments = 0;
     g.roots = [[0; 32]; trace::MAX_SPLIT_ROOTS];
+    pass_turn(&mut g, now, TURN_CHALLENGER)?;
     if hi - lo == 1 {
+        // the replay has its own time, from now
         g.stage = STAGE_REPLAY;
+        g.turn = TURN_DEFENDER;
         g.replay = [0; REPLAY_LEN];
         g.deadline = math::add(now, clock.replay())?;
-    } else {
-        g.turn = TURN_CHALLENGER;
-        g.deadline = math::add(now, clock.turn)?;
     }
     moved(a.task.key(), a.dispute.key(), &g, 2, 0);
     Ok(())

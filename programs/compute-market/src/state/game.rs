@@ -42,10 +42,16 @@ pub struct Game {
     pub lo: u64,
     /// See `lo`.
     pub hi: u64,
-    /// Last slot the party whose turn it is may move: after it, `game_timeout`.
+    /// Last slot the party whose turn it is may move (`since` + its clock; in the replay, the
+    /// replay's own time): after it, `game_timeout`.
     pub deadline: u64,
     /// Slot it was opened.
     pub opened_slot: u64,
+    /// Slots each party has left for its moves, `[challenger, defender]` (PROTOCOL §8.10): a
+    /// party's clock runs only while it owes a move, so a late move is made up by prompt ones.
+    pub clocks: [u64; 2],
+    /// Slot the current turn began (the other party's last move).
+    pub since: u64,
     /// The defender's bond, in the task's escrow.
     pub bond: u64,
     /// The number of the dispute it was opened against (`Dispute.nonce`).
