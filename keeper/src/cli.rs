@@ -780,6 +780,7 @@ pub fn task_dispute(
         &Claim::ResultWrong(&p),
         data.as_ref(),
         mine,
+        None,
         &mut || Ok(()),
     )?;
     // a game (PROTOCOL §8.10) waits for its defence and its defenders' moves: play it to its
@@ -807,6 +808,7 @@ pub fn task_dispute(
             &Claim::ResultWrong(&p),
             data.as_ref(),
             true,
+            None,
             &mut || Ok(()),
         )?;
     }

@@ -20,6 +20,8 @@ use redb::{Database, TableDefinition};
 const SEALED: TableDefinition<&[u8], &[u8]> = TableDefinition::new("sealed_votes");
 const POINTERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("pointers");
 const DISPUTED: TableDefinition<&[u8], u8> = TableDefinition::new("disputes_opened");
+/// Dispute lanes funded and not yet swept back: the lane's key → the task and the lane.
+const LANES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("dispute_lanes");
 
 /// A sealed vote kept until it is revealed: what the commitment opens to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,6 +131,49 @@ impl Db {
         let r = self.db.begin_read()?;
         let t = r.open_table(DISPUTED)?;
         Ok(t.get(task.as_ref())?.map(|v| v.value()))
+    }
+
+    /// Records that dispute lane `lane` (number `index` of `task`) was funded (durably, before
+    /// the funding is sent), so that it is swept back even after a restart.
+    pub fn put_lane(&self, lane: &Pubkey, task: &Pubkey, index: u32) -> Result<()> {
+        let mut v = task.to_bytes().to_vec();
+        v.extend_from_slice(&index.to_le_bytes());
+        let w = self.db.begin_write()?;
+        w.open_table(LANES)?.insert(lane.as_ref(), &v[..])?;
+        w.commit()?;
+        Ok(())
+    }
+
+    /// Every lane funded and not yet swept: (its task, its number).
+    pub fn lanes(&self) -> Result<Vec<(Pubkey, u32)>> {
+        use redb::ReadableTable;
+        let r = self.db.begin_read()?;
+        let t = match r.open_table(LANES) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(vec![]),
+            Err(e) => return Err(e.into()),
+        };
+        let mut out = vec![];
+        for e in t.iter()? {
+            let (_, v) = e?;
+            let v = v.value();
+            if v.len() == 36 {
+                let task = Pubkey::new_from_array(v[..32].try_into().expect("32 bytes"));
+                out.push((
+                    task,
+                    u32::from_le_bytes(v[32..].try_into().expect("4 bytes")),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Forgets a lane swept back.
+    pub fn remove_lane(&self, lane: &Pubkey) -> Result<()> {
+        let w = self.db.begin_write()?;
+        w.open_table(LANES)?.remove(lane.as_ref())?;
+        w.commit()?;
+        Ok(())
     }
 
     /// Forgets sealed votes, pointers and disputes of `task` (after it is closed).

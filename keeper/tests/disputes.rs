@@ -453,6 +453,89 @@ fn keepers_defend_a_right_result_against_a_wrong_claim_and_win_the_game() {
     liar_loses(&mut s, key, (1, 2 * 11 + 10), 10_000_000);
 }
 
+#[test]
+fn a_right_row_rejected_by_two_lying_seats_is_restored_by_the_providers_lanes() {
+    // two of the three seats vote INVALID on the wide model's right rows without checking; a
+    // kind-2 dispute claims one element, and each element is a game: the provider argues one
+    // vote a lane, side by side, from its wallet and a key derived from it (PROTOCOL §8.10,
+    // "Many opponents"); nobody can defend against a right claim, so both votes are refuted
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = wide_scenario(dir.path(), 0.0, false);
+    let (key, _, _) = s.wide.clone().expect("the wide task");
+    s.verifiers[0].lying = true;
+    s.verifiers[1].lying = true;
+    let provider = s
+        .providers
+        .iter()
+        .find(|p| {
+            s.chain
+                .task(&key)
+                .unwrap()
+                .is_some_and(|t| t.provider == p.ctx.node)
+        })
+        .map(|p| p.ctx.kp.insecure_clone());
+    let (mut side_by_side, mut guard) = (0, 0);
+    let mut lane = None;
+    while !s.done() {
+        s.tick().unwrap();
+        let provider = provider.as_ref().map(|p| p.insecure_clone()).or_else(|| {
+            let t = s.chain.task(&key).ok()??;
+            s.providers
+                .iter()
+                .find(|p| p.ctx.node == t.provider)
+                .map(|p| p.ctx.kp.insecure_clone())
+        });
+        if let Some(p) = provider {
+            let l = compute_market_keeper::roles::challenger::lane_keypair(&p, &key, 1);
+            let open = [p.pubkey(), l.pubkey()]
+                .iter()
+                .filter(|c| s.chain.account(&pda::dispute(&key, c)).unwrap().is_some())
+                .count();
+            side_by_side = side_by_side.max(open);
+            lane = Some(l.pubkey());
+        }
+        guard += 1;
+        assert!(guard < 6_000, "the market finishes");
+    }
+    assert_eq!(
+        s.verdicts[&key],
+        (TaskStatus::Accepted, VERDICT_CLAIMS_REFUTED),
+        "both lying votes refuted"
+    );
+    assert_eq!(side_by_side, 2, "two disputes side by side");
+    // the provider's next passes sweep its lane back
+    for _ in 0..3 {
+        s.tick().unwrap();
+    }
+    let lane = lane.expect("the provider's lane");
+    assert_eq!(
+        s.chain.lamports(&lane).unwrap(),
+        Some(0),
+        "the lane's rent and fees swept back"
+    );
+    let ata = s
+        .chain
+        .account(&anchor_spl::associated_token::get_associated_token_address(
+            &lane,
+            &s.chain
+                .decoded::<compute_market::state::Config>(&pda::config())
+                .unwrap()
+                .unwrap()
+                .stake_mint,
+        ))
+        .unwrap();
+    assert!(ata.is_none(), "the lane's token account closed");
+    for v in &s.verifiers[..2] {
+        let n = s.chain.node(&v.ctx.node).unwrap().unwrap();
+        assert!(
+            n.times_slashed >= 1,
+            "{}: its refuted vote cost it",
+            v.ctx.name
+        );
+    }
+    assert!(s.chain.tasks().unwrap().is_empty(), "every task closed");
+}
+
 /// The dispute window of the encoder game tests: a game over a MiniLM text fits it.
 const ENCODER_WINDOW: u32 = 3_000;
 

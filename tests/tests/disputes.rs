@@ -504,3 +504,80 @@ fn a_changed_token_of_a_completion_is_overturned_by_a_claim_nobody_can_defend() 
     assert!(v.chain().disputes(&task)?.is_empty(), "paid and closed");
     Ok(())
 }
+
+#[test]
+fn a_right_completion_that_lying_seats_rejected_is_restored_by_its_providers_lanes() -> Result<()> {
+    // SmolLM2 completing a prompt posted through the CLI; the two seats vote INVALID without
+    // checking, each pointing at a word of the right completion: a kind-2 dispute argues one
+    // element, each a game, so the provider argues one vote a lane, side by side (its wallet
+    // and a key derived from it), claims the words' traces, nobody can defend against them,
+    // and the completion is restored (verdict 5); the lane is swept back after (50 ms slots)
+    let v = Validator::start_fast(8)?;
+    let (client, provider, verifiers) = small_market_with(
+        &v,
+        "320,120,120,120",
+        &["--dispute-window", "4400", "--cooldown", "24000"],
+    )?;
+    let (_store, store_url) = spawn_serve(&v, "client-store")?;
+    let out = v.keeper(
+        &client,
+        &[
+            "task",
+            "post",
+            "--id",
+            "4",
+            "--store",
+            &store_url,
+            "--reward",
+            "1000000",
+            "--generate",
+            "--prompt",
+            "Name a colour of the sky.",
+            "--max-new-tokens",
+            "6",
+        ],
+    )?;
+    let task: Pubkey = out["posted"]["task"]
+        .as_str()
+        .expect("task address")
+        .parse()?;
+    let chain = v.chain();
+    let mut procs = vec![v.spawn_keeper("provider", &provider, &["--provider"])?];
+    for (i, w) in verifiers[..2].iter().enumerate() {
+        procs.push(v.spawn_keeper(&format!("v{i}"), w, &["--verifier", "--lying"])?);
+    }
+    procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    let names = ["provider", "v0", "v1", "crank"];
+    let seen: Vec<u8> = verdicts_until_closed(&v, &task, &names)?
+        .iter()
+        .map(|&(_, m, _)| m)
+        .collect();
+    assert_eq!(
+        seen.last(),
+        Some(&5),
+        "claims refuted (verdict 5), after {seen:?}\n{}",
+        log_tails(&v, &names)
+    );
+    let p = chain.node(&node_of(&provider))?.expect("provider node");
+    assert_eq!((p.times_slashed, p.bonded), (0, 0), "the provider is paid");
+    let log = std::fs::read_to_string(v.dir.path().join("provider.log"))?;
+    for step in ["dispute_claim", "dispute_resolve", "funded a dispute lane"] {
+        assert!(
+            log.contains(step),
+            "the provider's lanes: {step}\n{}",
+            log_tails(&v, &["provider"])
+        );
+    }
+    assert!(
+        log.contains("provider.lane1") || log.contains("lane1"),
+        "argued in two lanes"
+    );
+    // the lane's dispute closed: swept back on the provider's next passes
+    wait_for(120, "the lane swept back", || {
+        Ok(std::fs::read_to_string(v.dir.path().join("provider.log"))?
+            .contains("swept a dispute lane")
+            .then_some(()))
+    })?;
+    drop(procs);
+    Ok(())
+}

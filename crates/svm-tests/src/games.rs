@@ -26,6 +26,44 @@ use crate::{disputes::Inputs, Actor, TxRecord, World};
 
 pub use compute_market_protocol::trace::build::Trace;
 
+/// What one honest challenger spent and gained against `n` sybil defenders of a wrong result
+/// ([`World::against_sybils`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Spent {
+    /// Its transactions to its claim.
+    pub claim: usize,
+    /// Its splits.
+    pub splits: usize,
+    /// Its resolution's transactions.
+    pub resolve: usize,
+    /// Slots from the dispute's opening to its verdict.
+    pub slots: u64,
+    /// Tokens owed to it at the verdict (its bond back, every defender's bond).
+    pub gained: u64,
+}
+
+impl Spent {
+    /// Its transactions in all.
+    pub fn transactions(&self) -> usize {
+        self.claim + self.splits + self.resolve
+    }
+}
+
+/// A kind-1 claim: the wrong committed result, the element, the inputs, the right trace and the
+/// element's word in it.
+pub struct Claimed<'a, L: Layout> {
+    /// The committed (wrong) result.
+    pub committed: &'a crate::disputes::Committed,
+    /// (tile, element).
+    pub at: (u32, u32),
+    /// The job's inputs (the result's too, for a `Generate` job).
+    pub inputs: &'a Inputs,
+    /// The right trace.
+    pub truth: &'a Trace<L>,
+    /// The element's word in the trace.
+    pub word: u32,
+}
+
 /// A trace's layout the game helpers take: an `Mlp` row's or an `Encoder` text's.
 pub trait Layout: Slots + Copy + Into<Traced> {}
 impl<L: Slots + Copy + Into<Traced>> Layout for L {}
@@ -323,6 +361,70 @@ impl World {
             }
         }
         Ok(out)
+    }
+
+    /// `challenger`'s right claim against an Accepted wrong result of `task`, defended by every
+    /// sybil in `sybils` (PROTOCOL §8.10, "Many opponents"). Each sybil fans out to its own
+    /// segment at every split (the most splits it can force), spends its whole clock on its
+    /// first pick (the longest stall its clock allows), then replays its step and loses. The
+    /// challenger answers every split due in the slot it falls due, except the first ones: those
+    /// a turn late, made up by its clock. Returns what it spent and is owed.
+    pub fn against_sybils<L: Layout>(
+        &mut self,
+        task: Pubkey,
+        challenger: &Actor,
+        c: &Claimed<L>,
+        sybils: &[Actor],
+    ) -> Spent {
+        let job = JobSpec::decode(&self.task(&task).job).expect("job");
+        let clock = trace::clock(&job, self.task(&task).dispute_window).expect("a game");
+        let wallet = self.balance(&challenger.wallet);
+        let opened = self.slot();
+        let mut mark = self.records.len();
+        self.claim_against(
+            challenger,
+            task,
+            c.committed,
+            c.at,
+            c.inputs,
+            c.truth,
+            c.word,
+        )
+        .unwrap_or_else(|r| panic!("{:?}\n{}", r.error, r.logs.join("\n")));
+        let claim = self.records.len() - mark;
+        for y in sybils {
+            self.defend(y, task, challenger).unwrap();
+        }
+        // the first splits a turn late: the challenger's clock makes it up
+        self.advance(clock.turn + 1);
+        let games: Vec<_> = sybils.iter().map(|y| (challenger, c.truth, y)).collect();
+        let fan_out = |k: usize, g: &Game| {
+            let level = trace::levels(g.hi - g.lo) as usize;
+            ((5 * k + 3 + level) % g.segments as usize) as u8
+        };
+        let splits = self.lockstep(task, &games, fan_out, c.inputs).iter().sum();
+        let d = self.dispute(&task, challenger).expect("the dispute");
+        self.advance_past(d.defend_deadline);
+        mark = self.records.len();
+        self.resolve(challenger, task, None).unwrap();
+        let resolve = self.records.len() - mark;
+        let slots = self.slot() - opened;
+        assert_eq!(
+            self.task(&task).tally().majority,
+            compute_market_protocol::commit::VERDICT_PROVEN_WRONG,
+            "proven wrong"
+        );
+        // paid at close_dispute, once the votes have settled
+        let owed = self.dispute(&task, challenger).expect("won").bond;
+        let n = sybils.len() as u64;
+        assert_eq!(self.balance(&challenger.wallet), wallet - owed / (n + 1));
+        Spent {
+            claim,
+            splits,
+            resolve,
+            slots,
+            gained: owed,
+        }
     }
 
     /// Plays games against honest claims side by side, in rounds (PROTOCOL §8.10, "Many

@@ -15,7 +15,7 @@ use compute_market_protocol::{
 };
 use compute_market_svm_tests::{
     disputes::{proven_wrong_paid, stake, supply, wind_up, Committed, Inputs},
-    games::Trace,
+    games::{Claimed, Spent, Trace},
     *,
 };
 
@@ -465,25 +465,8 @@ fn a_rejected_right_result_is_restored_by_games_played_from_two_wallets() {
     );
 }
 
-/// What one honest challenger spent and gained against `n` sybil defenders of a wrong result.
-#[derive(Debug, PartialEq, Eq)]
-struct Spent {
-    /// Its transactions: to its claim, its splits, its resolution.
-    claim: usize,
-    splits: usize,
-    resolve: usize,
-    /// Slots from the dispute's opening to its verdict.
-    slots: u64,
-    /// Tokens owed to it at the verdict (its bond back, every defender's bond).
-    gained: u64,
-}
-
-/// The client's right claim against the provider's wrong row, defended by `n` sybils of the
-/// provider (PROTOCOL §8.10, "Many opponents"). Each sybil fans out to its own segment at every
-/// split (the most splits it can force), spends its whole clock on its first pick (the longest
-/// stall its clock allows), then replays its step and loses. The challenger answers every
-/// split due in the slot it falls due, except the first ones: those a turn late, made up by
-/// its clock.
+/// The client's right claim against the provider's wrong row, defended by `n` sybils
+/// ([`World::against_sybils`]).
 fn against_sybils(s: &Setup, n: usize) -> Spent {
     let wrong = s.result(&s.cheat);
     let (tile, element, word) = s.disputed();
@@ -492,54 +475,17 @@ fn against_sybils(s: &Setup, n: usize) -> Spent {
     let sybils: Vec<Actor> = (0..n)
         .map(|i| c.w.actor(&format!("sybil{i}"), 10 * R))
         .collect();
-    let clock = trace::clock(&s.job, D).unwrap();
-    let w = &mut c.w;
     let vs: Vec<&Actor> = c.verifiers.iter().collect();
-    w.vouch(task, &vs, 0);
-    let client = c.client.clone();
+    c.w.vouch(task, &vs, 0);
     let truth = Trace::of(&s.right, s.row(6));
-    let wallet = w.balance(&client.wallet);
-    let opened = w.slot();
-    let mut mark = w.records.len();
-    w.claim_against(
-        &client,
-        task,
-        &wrong,
-        (tile, element),
-        &s.inputs,
-        &truth,
+    let claim = Claimed {
+        committed: &wrong,
+        at: (tile, element),
+        inputs: &s.inputs,
+        truth: &truth,
         word,
-    )
-    .unwrap();
-    let claim = w.records.len() - mark;
-    for y in &sybils {
-        w.defend(y, task, &client).unwrap();
-    }
-    // the first splits a turn late: the challenger's clock makes it up
-    w.advance(clock.turn + 1);
-    let games: Vec<_> = sybils.iter().map(|y| (&client, &truth, y)).collect();
-    let fan_out = |k: usize, g: &compute_market::state::Game| {
-        let level = trace::levels(g.hi - g.lo) as usize;
-        ((5 * k + 3 + level) % g.segments as usize) as u8
     };
-    let splits = w.lockstep(task, &games, fan_out, &s.inputs).iter().sum();
-    let d = w.dispute(&task, &client).unwrap();
-    w.advance_past(d.defend_deadline);
-    mark = w.records.len();
-    w.resolve(&client, task, None).unwrap();
-    let resolve = w.records.len() - mark;
-    let slots = w.slot() - opened;
-    assert_eq!(w.task(&task).status, TaskStatus::Rejected, "proven wrong");
-    // paid at close_dispute, once the votes have settled
-    let owed = w.dispute(&task, &client).unwrap().bond;
-    assert_eq!(w.balance(&client.wallet), wallet - owed / (n as u64 + 1));
-    Spent {
-        claim,
-        splits,
-        resolve,
-        slots,
-        gained: owed,
-    }
+    c.w.against_sybils(task, &c.client, &claim, &sybils)
 }
 
 #[test]

@@ -719,3 +719,50 @@ fn every_kind_of_generate_step_replays_on_chain() {
         rows.join("\n  ")
     );
 }
+
+#[test]
+fn an_honest_claim_of_a_changed_token_beats_eight_sybils_in_the_slots_of_one() {
+    use compute_market_svm_tests::games::Claimed;
+    // the client's claim of a changed token's trace, defended by 1 and by 8 sybils of the
+    // provider fanning out and stalling (PROTOCOL §8.10, "Many opponents")
+    let s = setup();
+    let (tile, element, word) = disputed();
+    let mut wrong_completions = s.completions.clone();
+    let right_token = wrong_completions[ROW as usize][J as usize];
+    wrong_completions[ROW as usize][J as usize] = (right_token + 7) % 53;
+    let wrong = s.result(&wrong_completions);
+    let truth = s.trace(&wrong, ROW, J);
+    let inputs = s.inputs.with_result(&wrong);
+    let run = |n: usize| {
+        let mut c = cast_with(3, 1, params(), market());
+        let task = c.submitted_job(1, s.job, s.job.tile_count() as u16, wrong.root());
+        let sybils: Vec<Actor> = (0..n)
+            .map(|i| c.w.actor(&format!("sybil{i}"), 10 * R))
+            .collect();
+        let vs: Vec<&Actor> = c.verifiers.iter().collect();
+        c.w.vouch(task, &vs, 0);
+        let claim = Claimed {
+            committed: &wrong,
+            at: (tile, element),
+            inputs: &inputs,
+            truth: &truth,
+            word,
+        };
+        c.w.against_sybils(task, &c.client, &claim, &sybils)
+    };
+    let (one, eight) = (run(1), run(8));
+    let levels = trace::levels(truth.lay.steps()) as usize;
+    for (n, x) in [(1, &one), (8, &eight)] {
+        println!(
+            "Generate, {n} sybil defender(s): the challenger sent {} transactions ({} splits) over {} slots from opening to verdict, and is owed {} tokens",
+            x.transactions(),
+            x.splits,
+            x.slots,
+            x.gained
+        );
+    }
+    assert_eq!(eight.slots, one.slots, "the slots of one");
+    assert_eq!((eight.claim, eight.resolve), (one.claim, one.resolve));
+    assert!(one.splits <= levels && eight.splits <= 8 * levels);
+    assert_eq!(eight.gained, 9 * (one.gained / 2), "every sybil's bond");
+}

@@ -67,6 +67,12 @@ impl Chain for EmbeddedChain {
         Ok(self.with(|c| c.svm.minimum_balance_for_rent_exemption(len)))
     }
 
+    fn lamports(&self, key: &Pubkey) -> Result<Option<u64>> {
+        Ok(Some(self.with(|c| {
+            c.svm.get_account(key).map_or(0, |a| a.lamports)
+        })))
+    }
+
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
         let o = self.with(|c| c.send(ixs, payer, signers));
         Ok(TxReport {

@@ -66,6 +66,10 @@ impl Chain for FlakyChain {
         self.tick("getMinimumBalanceForRentExemption")?;
         self.inner.rent_exempt(len)
     }
+    fn lamports(&self, key: &Pubkey) -> Result<Option<u64>> {
+        self.tick("getBalance")?;
+        self.inner.lamports(key)
+    }
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
         self.tick("sendTransaction")?;
         self.inner.send(ixs, payer, signers)

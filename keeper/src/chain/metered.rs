@@ -65,6 +65,9 @@ impl Chain for MeteredChain {
     fn rent_exempt(&self, len: usize) -> Result<u64> {
         self.measure(|| self.inner.rent_exempt(len))
     }
+    fn lamports(&self, key: &Pubkey) -> Result<Option<u64>> {
+        self.measure(|| self.inner.lamports(key))
+    }
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
         let r = self.measure(|| self.inner.send(ixs, payer, signers))?;
         if r.ok {

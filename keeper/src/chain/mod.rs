@@ -120,6 +120,11 @@ pub trait Chain: Send + Sync {
     fn token_balance(&self, key: &Pubkey) -> Result<u64>;
     /// Lamports that make an account of `len` bytes rent-exempt.
     fn rent_exempt(&self, len: usize) -> Result<u64>;
+    /// The lamports an account holds (0 when it does not exist); `None` from a chain that
+    /// cannot say (test doubles).
+    fn lamports(&self, _key: &Pubkey) -> Result<Option<u64>> {
+        Ok(None)
+    }
     /// Sends one transaction paid by `payer`. `Ok` with `ok: false` when the program refused it;
     /// `Err` when it could not be sent.
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport>;

@@ -258,6 +258,11 @@ impl Chain for RpcChain {
         })
     }
 
+    fn lamports(&self, key: &Pubkey) -> Result<Option<u64>> {
+        self.retry("getBalance", || self.wait(self.client.get_balance(key)))
+            .map(Some)
+    }
+
     fn send(&self, ixs: &[Instruction], payer: &Keypair, signers: &[&Keypair]) -> Result<TxReport> {
         let mut all: Vec<Instruction> = vec![];
         if self.priority_fee > 0 {

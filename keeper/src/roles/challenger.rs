@@ -48,7 +48,135 @@ pub enum Claim<'a> {
     ResultWrong(&'a Pointer),
     /// Kind 2: every INVALID vote of the deciding round points at a right element (against a
     /// Rejected one); `tile(t)` gives the committed tile t and its proof.
-    ClaimsFalse(&'a dyn Fn(u32) -> Result<(Vec<u8>, Vec<Digest>)>),
+    ClaimsFalse(&'a (dyn Fn(u32) -> Result<(Vec<u8>, Vec<Digest>)> + Sync)),
+}
+
+/// One more wallet of a keeper, arguing one more dispute of a task beside its own (PROTOCOL
+/// §8.10, "Many opponents"): a kind-2 dispute argues one element at a time, so one facing
+/// several INVALID votes of a job on the client's data (fed or refereed by games) refutes one
+/// vote a lane, side by side. A lane's key is
+/// derived from the keeper's ([`lane_keypair`]), so a restart finds its disputes again; the
+/// keeper's wallet funds it (the dispute's rent and fees, the bond) and is paid its awards.
+pub struct Lane<'a> {
+    /// The INVALID vote this lane's dispute refutes.
+    pub vote: Pubkey,
+    /// The keeper's wallet, which funds the lane and is paid; `None` for the keeper's own
+    /// wallet (lane 0).
+    pub funder: Option<&'a Keypair>,
+    /// Records the lane before it is funded (so it is swept back after a restart).
+    pub on_fund: Option<&'a (dyn Fn() -> Result<()> + Sync)>,
+}
+
+/// Lamports a lane is given for its transactions' fees beside its dispute's rent (returned to
+/// the keeper's wallet when the dispute has closed).
+const LANE_FEES: u64 = 50_000_000;
+
+/// The key of lane `lane` of `main`'s disputes of `task` (lane 0 is `main` itself): derived
+/// from `main`'s secret, so only it can sign for the lane and a restart derives it again.
+pub fn lane_keypair(main: &Keypair, task: &Pubkey, lane: u32) -> Keypair {
+    if lane == 0 {
+        return main.insecure_clone();
+    }
+    Keypair::new_from_array(compute_market_protocol::hash::hashv(&[
+        b"compute-market dispute lane",
+        &main.to_bytes()[..32],
+        task.as_ref(),
+        &lane.to_le_bytes(),
+    ]))
+}
+
+/// A system transfer of `lamports` from `from` to `to`.
+fn system_transfer(from: &Pubkey, to: &Pubkey, lamports: u64) -> solana_instruction::Instruction {
+    let mut data = vec![2, 0, 0, 0];
+    data.extend_from_slice(&lamports.to_le_bytes());
+    solana_instruction::Instruction {
+        program_id: anchor_lang::system_program::ID,
+        accounts: vec![
+            solana_instruction::AccountMeta::new(*from, true),
+            solana_instruction::AccountMeta::new(*to, false),
+        ],
+        data,
+    }
+}
+
+/// Funds `lane` from `funder` for one dispute of `t`: its rent and fees in lamports, its
+/// associated token account of the stake mint, and the bond in it (what it holds already is
+/// counted). One transaction, paid by the funder.
+fn fund_lane(
+    chain: &dyn Chain,
+    funder: &Keypair,
+    lane: &Pubkey,
+    t: &Task,
+    who: &str,
+) -> Result<()> {
+    let mint = stake_mint(chain)?;
+    let (from, to) = (
+        stake_account(chain, &funder.pubkey())?,
+        stake_account(chain, lane)?,
+    );
+    let bond = t.verifier_bond.max(1);
+    let need = bond.saturating_sub(chain.token_balance(&to)?);
+    let rent = chain.rent_exempt(Dispute::SPACE_WITH_WORK)? + LANE_FEES;
+    let have = chain.lamports(lane)?.unwrap_or(0);
+    let mut ixs = vec![];
+    if have < rent {
+        ixs.push(system_transfer(&funder.pubkey(), lane, rent - have));
+    }
+    ixs.push(
+        anchor_spl::associated_token::spl_associated_token_account::instruction::create_associated_token_account_idempotent(
+            &funder.pubkey(),
+            lane,
+            &mint,
+            &anchor_spl::token::ID,
+        ),
+    );
+    if need > 0 {
+        let balance = chain.token_balance(&from)?;
+        if balance < need {
+            bail!("a dispute lane bonds {need} base units from {from}, which holds {balance}: fund the wallet");
+        }
+        ixs.push(anchor_spl::token::spl_token::instruction::transfer(
+            &anchor_spl::token::ID,
+            &from,
+            &to,
+            &funder.pubkey(),
+            &[],
+            need,
+        )?);
+    }
+    crate::chain::must("fund a dispute lane", chain.send(&ixs, funder, &[])?)?;
+    tracing::info!(who, %lane, bond = need, "funded a dispute lane");
+    Ok(())
+}
+
+/// Returns what `lane` holds in lamports to `funder` once its dispute account is gone (the
+/// rent came back to it at close); its token account keeps nothing (the bond was paid out to
+/// the funder's). Nothing when the chain cannot say what it holds.
+fn sweep_lane(chain: &dyn Chain, funder: &Keypair, lane: &Keypair, who: &str) -> Result<()> {
+    let Some(have) = chain.lamports(&lane.pubkey())? else {
+        return Ok(());
+    };
+    let mut ixs = vec![];
+    // its emptied token account closes, its rent to the funder
+    let ata = stake_account(chain, &lane.pubkey())?;
+    if chain.account(&ata)?.is_some() && chain.token_balance(&ata)? == 0 {
+        ixs.push(anchor_spl::token::spl_token::instruction::close_account(
+            &anchor_spl::token::ID,
+            &ata,
+            &funder.pubkey(),
+            &lane.pubkey(),
+            &[],
+        )?);
+    }
+    if have > 0 {
+        ixs.push(system_transfer(&lane.pubkey(), &funder.pubkey(), have));
+    }
+    if ixs.is_empty() {
+        return Ok(());
+    }
+    crate::chain::must("sweep a dispute lane", chain.send(&ixs, funder, &[lane])?)?;
+    tracing::info!(who, lane = %lane.pubkey(), lamports = have, "swept a dispute lane");
+    Ok(())
 }
 
 /// Where a dispute stands after [`argue`].
@@ -117,6 +245,7 @@ pub fn claims_all_false(
 /// targets the next INVALID vote (kind 2), writes and proves the element's chunk, and steps the
 /// recomputation until the program decides. `on_open` runs once the open has landed (a keeper
 /// records it, so a dispute that lost is never opened again).
+#[allow(clippy::too_many_arguments)]
 pub fn argue(
     chain: &dyn Chain,
     challenger: &Keypair,
@@ -125,8 +254,10 @@ pub fn argue(
     claim: &Claim,
     data: Option<&SlicedInputs>,
     opened: bool,
+    lane: Option<&Lane>,
     on_open: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Outcome> {
+    let on_fund = || lane.and_then(|l| l.on_fund).map_or(Ok(()), |f| f());
     let me = challenger.pubkey();
     let dispute_key = pda::dispute(key, &me);
     let mut opened = opened;
@@ -195,8 +326,12 @@ pub fn argue(
                     1 + chain
                         .votes(key)?
                         .into_iter()
-                        .filter(|(_, v)| {
-                            v.round == t.round && v.revealed && v.vote == VOTE_INVALID && !v.refuted
+                        .filter(|(k, v)| {
+                            v.round == t.round
+                                && v.revealed
+                                && v.vote == VOTE_INVALID
+                                && !v.refuted
+                                && lane.is_none_or(|l| l.vote == *k)
                         })
                         .map(|(_, v)| {
                             let (ti, e) = rule::pointer(&v.evidence);
@@ -211,14 +346,24 @@ pub fn argue(
                 }
             };
             let slots = turns * rule::SLOTS_PER_TRANSACTION;
-            let elements = turns.div_ceil(1 + per_element);
+            // the opening, then a target and an element per vote
+            let elements = (turns - 1).div_ceil(1 + per_element);
             if (game && elements > 1) || slots > u64::from(t.dispute_window) * 3 / 4 {
                 bail!(
                     "{TOO_SLOW}: about {turns} transactions ({slots} slots), the window is {} slots",
                     t.dispute_window
                 );
             }
+            if let Some(funder) = lane.and_then(|l| l.funder) {
+                on_fund()?;
+                fund_lane(chain, funder, &me, &t, who)?;
+            }
             let (wallet, bond) = bond_wallet(chain, &me, &t, &format!("a dispute of task {key}"))?;
+            // a lane is paid to the keeper's wallet
+            let payout = match lane.and_then(|l| l.funder) {
+                Some(f) => stake_account(chain, &f.pubkey())?,
+                None => wallet,
+            };
             let args = OpenDisputeArgs {
                 kind,
                 tile,
@@ -229,7 +374,7 @@ pub fn argue(
                 who,
                 "open_dispute",
                 key,
-                &[client::open_dispute(*key, me, wallet, wallet, args)],
+                &[client::open_dispute(*key, me, wallet, payout, args)],
                 challenger,
             )?;
             sent += 1;
@@ -269,8 +414,12 @@ pub fn argue(
             return Ok(Outcome::Expired);
         }
         let (what, ixs, vote) = if d.kind == DISPUTE_CLAIMS_FALSE && d.target == Pubkey::default() {
-            let next = chain.votes(key)?.into_iter().find(|(_, v)| {
-                v.round == t.round && v.revealed && v.vote == VOTE_INVALID && !v.refuted
+            let next = chain.votes(key)?.into_iter().find(|(k, v)| {
+                v.round == t.round
+                    && v.revealed
+                    && v.vote == VOTE_INVALID
+                    && !v.refuted
+                    && lane.is_none_or(|l| l.vote == *k)
             });
             let Some((vote, _)) = next else {
                 // every INVALID vote refuted: the last refutation won; read it next turn
@@ -612,64 +761,199 @@ impl Disputes {
 
     /// Plays the dispute of `key` for `claim` ([`argue`]) as `ctx`'s wallet, its openings kept
     /// in `db`; logs where it stands and remembers a dispute that ended. A failure is logged and
-    /// retried on the next pass.
+    /// retried on the next pass. A kind-2 dispute of a job refereed by games facing several
+    /// INVALID votes is argued in lanes, one vote each, side by side ([`Lane`]).
     pub fn play(&self, chain: &dyn Chain, ctx: &NodeCtx, db: &Db, key: &Pubkey, claim: &Claim) {
-        let (kp, who) = (&ctx.kp, ctx.name.as_str());
         let kind = match claim {
             Claim::ResultWrong(_) => DISPUTE_RESULT_WRONG,
             Claim::ClaimsFalse(_) => DISPUTE_CLAIMS_FALSE,
         };
-        let opened = matches!(db.disputed(key), Ok(Some(_)));
+        let votes = match claim {
+            Claim::ClaimsFalse(_) => lane_votes(chain, key).unwrap_or_default(),
+            Claim::ResultWrong(_) => vec![],
+        };
         let data = self.inputs_of(chain, ctx, key);
-        let r = guard(|| {
-            argue(
-                chain,
-                kp,
-                who,
-                key,
-                claim,
-                data.as_deref(),
-                opened,
-                &mut || db.put_disputed(key, kind),
-            )
-        });
-        match r {
-            Ok(Outcome::Open) => {}
-            Ok(outcome) => {
-                let majority = chain.task(key).ok().flatten().map(|t| t.tally().majority);
-                tracing::info!(who, task = %key, kind, ?outcome, ?majority, "dispute ended");
-                self.inputs.lock().expect("inputs lock").remove(key);
-                self.ended.lock().expect("disputes lock").insert(*key);
+        if votes.len() < 2 {
+            let opened = matches!(db.disputed(key), Ok(Some(_)));
+            let r = guard(|| {
+                argue(
+                    chain,
+                    &ctx.kp,
+                    &ctx.name,
+                    key,
+                    claim,
+                    data.as_deref(),
+                    opened,
+                    None,
+                    &mut || db.put_disputed(key, kind),
+                )
+            });
+            match r {
+                Ok(Outcome::Open) => {}
+                Ok(outcome) => self.ended_with(chain, &ctx.name, key, kind, outcome),
+                Err(e) => self.failed(&ctx.name, key, kind, e),
             }
+            return;
+        }
+        // one lane a vote, side by side; lane 0 is the keeper's own wallet (its opening kept
+        // under the task's key, as a single dispute's), lane i's under its dispute's address
+        let results: Vec<Result<Outcome>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = votes
+                .iter()
+                .enumerate()
+                .map(|(i, vote)| {
+                    let data = data.as_deref();
+                    scope.spawn(move || {
+                        let kp = lane_keypair(&ctx.kp, key, i as u32);
+                        let at = if i == 0 {
+                            *key
+                        } else {
+                            pda::dispute(key, &kp.pubkey())
+                        };
+                        let record = || db.put_lane(&kp.pubkey(), key, i as u32);
+                        let lane = Lane {
+                            vote: *vote,
+                            funder: (i > 0).then_some(&ctx.kp),
+                            on_fund: (i > 0).then_some(&record),
+                        };
+                        let who = format!("{}.lane{i}", ctx.name);
+                        let opened = matches!(db.disputed(&at), Ok(Some(_)));
+                        let live = chain.account(&pda::dispute(key, &kp.pubkey()))?.is_some();
+                        let moot = chain
+                            .task(key)?
+                            .is_none_or(|t| overturned(t.tally().majority));
+                        let r = if !opened && !live && moot {
+                            // the verdict is overturned (or the task gone) before this lane
+                            // opened: nothing left for it
+                            Ok(Outcome::Closed)
+                        } else {
+                            guard(|| {
+                                argue(
+                                    chain,
+                                    &kp,
+                                    &who,
+                                    key,
+                                    claim,
+                                    data,
+                                    opened,
+                                    Some(&lane),
+                                    &mut || db.put_disputed(&at, kind),
+                                )
+                            })
+                        };
+                        r
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a lane panicked")))
+                })
+                .collect()
+        });
+        let mut closed = 0;
+        for (i, r) in results.into_iter().enumerate() {
+            let who = format!("{}.lane{i}", ctx.name);
+            match r {
+                Ok(Outcome::Closed) => closed += 1,
+                Ok(outcome) => tracing::debug!(who, task = %key, ?outcome, "dispute lane"),
+                Err(e) => self.failed(&who, key, kind, e),
+            }
+        }
+        if closed == votes.len() {
+            self.ended_with(chain, &ctx.name, key, kind, Outcome::Closed);
+        }
+    }
+
+    /// Sweeps back every lane of `ctx`'s wallet whose dispute has closed (its rent came back
+    /// to it), as kept in `db`: a restart between a close and its sweep loses nothing.
+    pub fn sweep_lanes(&self, chain: &dyn Chain, ctx: &NodeCtx, db: &Db) {
+        let lanes = match db.lanes() {
+            Ok(l) => l,
             Err(e) => {
-                let error = format!("{e:#}");
-                if FINAL_REFUSALS.iter().any(|code| error.contains(code)) {
-                    // the program will refuse it again: retrying only spends fees
-                    tracing::error!(who, task = %key, kind, error, "dispute refused for good: given up");
-                    self.forgo(key);
-                    return;
+                tracing::warn!(
+                    who = ctx.name,
+                    error = format!("{e:#}"),
+                    "cannot read the dispute lanes"
+                );
+                return;
+            }
+        };
+        for (task, i) in lanes {
+            let kp = lane_keypair(&ctx.kp, &task, i);
+            let r = (|| -> Result<bool> {
+                if chain.account(&pda::dispute(&task, &kp.pubkey()))?.is_some() {
+                    return Ok(false);
                 }
-                let mut failed = self.failed.lock().expect("disputes lock");
-                if failed.get(key) == Some(&error) {
-                    tracing::debug!(who, task = %key, kind, error, "dispute: will retry");
-                } else {
-                    tracing::warn!(who, task = %key, kind, error, "dispute: will retry");
-                    failed.insert(*key, error);
-                }
+                sweep_lane(chain, &ctx.kp, &kp, &ctx.name)?;
+                db.remove_lane(&kp.pubkey())?;
+                Ok(true)
+            })();
+            if let Err(e) = r {
+                tracing::warn!(who = ctx.name, lane = %kp.pubkey(), error = format!("{e:#}"), "cannot sweep a dispute lane yet");
             }
         }
     }
+
+    /// Remembers that `who`'s dispute of `key` ended with `outcome`.
+    fn ended_with(&self, chain: &dyn Chain, who: &str, key: &Pubkey, kind: u8, outcome: Outcome) {
+        let majority = chain.task(key).ok().flatten().map(|t| t.tally().majority);
+        tracing::info!(who, task = %key, kind, ?outcome, ?majority, "dispute ended");
+        self.inputs.lock().expect("inputs lock").remove(key);
+        self.ended.lock().expect("disputes lock").insert(*key);
+    }
+
+    /// Logs a failed pass of `who`'s dispute of `key` (once per distinct error); gives the
+    /// dispute up when the program would refuse the same turn again.
+    fn failed(&self, who: &str, key: &Pubkey, kind: u8, e: anyhow::Error) {
+        let error = format!("{e:#}");
+        if FINAL_REFUSALS.iter().any(|code| error.contains(code)) {
+            // the program will refuse it again: retrying only spends fees
+            tracing::error!(who, task = %key, kind, error, "dispute refused for good: given up");
+            self.forgo(key);
+            return;
+        }
+        let mut failed = self.failed.lock().expect("disputes lock");
+        if failed.get(key) == Some(&error) {
+            tracing::debug!(who, task = %key, kind, error, "dispute: will retry");
+        } else {
+            tracing::warn!(who, task = %key, kind, error, "dispute: will retry");
+            failed.insert(*key, error);
+        }
+    }
+}
+
+/// The INVALID votes of `key`'s deciding round, in address order, when its job is on the
+/// client's data (an element recomputed from fed inputs, or by a game): a kind-2 dispute refutes
+/// them in lanes, one each (PROTOCOL §8.10); empty for a job the program recomputes in one step.
+/// The order is fixed, so a vote keeps its lane across passes and restarts.
+fn lane_votes(chain: &dyn Chain, key: &Pubkey) -> Result<Vec<Pubkey>> {
+    let Some(t) = chain.task(key)? else {
+        return Ok(vec![]);
+    };
+    let Ok(job) = JobSpec::decode(&t.job) else {
+        return Ok(vec![]);
+    };
+    if rule::one_step(&job) {
+        return Ok(vec![]);
+    }
+    let mut votes: Vec<Pubkey> = chain
+        .votes(key)?
+        .into_iter()
+        .filter(|(_, v)| v.round == t.round && v.revealed && v.vote == VOTE_INVALID)
+        .map(|(k, _)| k)
+        .collect();
+    votes.sort();
+    Ok(votes)
 }
 
 /// The wallet `me` bonds one seat's bond of `t` from (its associated token account of the stake
 /// mint) and that bond, once the wallet is seen to hold it; `what` names what bonds, for the
 /// error that says to fund it.
 pub fn bond_wallet(chain: &dyn Chain, me: &Pubkey, t: &Task, what: &str) -> Result<(Pubkey, u64)> {
-    let mint = chain
-        .decoded::<compute_market::state::Config>(&pda::config())?
-        .context("the program has no config on this cluster")?
-        .stake_mint;
-    let wallet = anchor_spl::associated_token::get_associated_token_address(me, &mint);
+    let wallet = stake_account(chain, me)?;
     let bond = t.verifier_bond.max(1);
     let balance = chain.token_balance(&wallet)?;
     if balance < bond {
@@ -678,4 +962,20 @@ pub fn bond_wallet(chain: &dyn Chain, me: &Pubkey, t: &Task, what: &str) -> Resu
         );
     }
     Ok((wallet, bond))
+}
+
+/// The stake mint of the program's config.
+fn stake_mint(chain: &dyn Chain) -> Result<Pubkey> {
+    Ok(chain
+        .decoded::<compute_market::state::Config>(&pda::config())?
+        .context("the program has no config on this cluster")?
+        .stake_mint)
+}
+
+/// `owner`'s associated token account of the stake mint.
+fn stake_account(chain: &dyn Chain, owner: &Pubkey) -> Result<Pubkey> {
+    Ok(anchor_spl::associated_token::get_associated_token_address(
+        owner,
+        &stake_mint(chain)?,
+    ))
 }

@@ -155,6 +155,7 @@ impl Provider {
     fn dispute_rejections(&self, chain: &dyn Chain, now: u64, tasks: &[(Pubkey, Task)]) {
         use super::challenger::{claims_all_false, Claim};
         let kind = compute_market_protocol::dispute::DISPUTE_CLAIMS_FALSE;
+        self.disputes.sweep_lanes(chain, &self.ctx, &self.db);
         for (key, t) in tasks {
             if !t.held || t.provider != self.ctx.node {
                 continue;
