@@ -391,7 +391,8 @@ fn replay_move(
 }
 
 /// Fetches committed tile `tile` of task `key` with its proof (from the provider's result URL,
-/// then the keepers seated on it; each tile checked against the root) and holds it for a
+/// then the keepers seated on it; each tile checked against the root), unless its own store
+/// holds it, and holds it for a
 /// `Generate` trace: a defender that did not sample the disputed tile reads it as the
 /// challenger did.
 fn hold_disputed_tile(
@@ -403,6 +404,18 @@ fn hold_disputed_tile(
     tile: u32,
 ) -> Result<()> {
     let t = chain.task(key)?.context("the task is gone")?;
+    // its own store first (a provider's result, a verifier's sampled tiles)
+    if let Some(entry) = ctx.store.entry(&t.result_root) {
+        let own = entry
+            .tree()
+            .ok()
+            .and_then(|tree| tree.proof(tile))
+            .zip(entry.tile(tile).ok());
+        if let Some((proof, bytes)) = own {
+            data.hold_tile(tile, bytes, proof);
+            return Ok(());
+        }
+    }
     let sources = crate::results::sources::ordered(
         super::result_uri(&t),
         chain

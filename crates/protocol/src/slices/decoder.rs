@@ -154,6 +154,39 @@ fn u32_at(b: &[u8], o: usize) -> u32 {
 }
 
 impl Shape {
+    /// The nine shape words in header order: H, heads, key/value heads, head width, F, layers,
+    /// vocabulary, positions, end of turn (the header's and a `Generate` game layout's).
+    pub fn words(&self) -> [u32; 9] {
+        [
+            self.width,
+            self.heads,
+            self.kv_heads,
+            self.head_dim,
+            self.ffn,
+            self.layers,
+            self.vocab,
+            self.positions,
+            self.eos,
+        ]
+    }
+
+    /// The shape of [`Shape::words`] and RMSNorm's ε (unchecked).
+    pub fn from_words(w: [u32; 9], eps: i64) -> Shape {
+        let [width, heads, kv_heads, head_dim, ffn, layers, vocab, positions, eos] = w;
+        Shape {
+            width,
+            heads,
+            kv_heads,
+            head_dim,
+            ffn,
+            layers,
+            vocab,
+            positions,
+            eos,
+            eps,
+        }
+    }
+
     /// Query width: heads × head width.
     pub fn qw(&self) -> u64 {
         self.heads as u64 * self.head_dim as u64
@@ -263,19 +296,8 @@ impl Shape {
     /// The header's bytes.
     pub fn header(&self) -> [u8; HEADER_LEN as usize] {
         let mut b = [0u8; HEADER_LEN as usize];
-        let words = [
-            MAGIC,
-            self.width,
-            self.heads,
-            self.kv_heads,
-            self.head_dim,
-            self.ffn,
-            self.layers,
-            self.vocab,
-            self.positions,
-            self.eos,
-        ];
-        for (i, w) in words.iter().enumerate() {
+        let words = core::iter::once(MAGIC).chain(self.words());
+        for (i, w) in words.enumerate() {
             b[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
         }
         b[40..48].copy_from_slice(&self.eps.to_le_bytes());
@@ -307,19 +329,10 @@ pub fn read_header(job: &JobSpec, len: u64, bytes: &[u8]) -> Result<Shape, FeedE
     if u32_at(bytes, 0) != MAGIC || bytes[48..64].iter().any(|&b| b != 0) {
         return Err(FeedError::BadModel);
     }
-    let w = |i: usize| u32_at(bytes, 4 * i);
-    let s = Shape {
-        width: w(1),
-        heads: w(2),
-        kv_heads: w(3),
-        head_dim: w(4),
-        ffn: w(5),
-        layers: w(6),
-        vocab: w(7),
-        positions: w(8),
-        eos: w(9),
-        eps: i64::from_le_bytes(bytes[40..48].try_into().expect("8 bytes")),
-    };
+    let s = Shape::from_words(
+        core::array::from_fn(|i| u32_at(bytes, 4 * (i + 1))),
+        i64::from_le_bytes(bytes[40..48].try_into().expect("8 bytes")),
+    );
     let b = BLOCK as u32;
     let ok = (1..=MAX_WIDTH as u32).contains(&s.width)
         && s.width % b == 0

@@ -1312,23 +1312,13 @@ impl Layout {
     pub fn encode(&self, stage: u8) -> [u8; LAYOUT_LEN] {
         let s = &self.shape;
         let mut b = [0u8; LAYOUT_LEN];
-        let words = [
-            LAYOUT_MAGIC,
-            s.width,
-            s.heads,
-            s.kv_heads,
-            s.head_dim,
-            s.ffn,
-            s.layers,
-            s.vocab,
-            s.positions,
-            s.eos,
+        let words = core::iter::once(LAYOUT_MAGIC).chain(s.words()).chain([
             self.prompt,
             self.t,
             self.region_log2,
             stage as u32 | (self.sampled as u32) << 8,
-        ];
-        for (i, w) in words.iter().enumerate() {
+        ]);
+        for (i, w) in words.enumerate() {
             b[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
         }
         b[56..64].copy_from_slice(&s.eps.to_le_bytes());
@@ -1346,18 +1336,7 @@ impl Layout {
             return None;
         }
         let w = |i: usize| u32_at(b, 4 * i);
-        let shape = Shape {
-            width: w(1),
-            heads: w(2),
-            kv_heads: w(3),
-            head_dim: w(4),
-            ffn: w(5),
-            layers: w(6),
-            vocab: w(7),
-            positions: w(8),
-            eos: w(9),
-            eps: i64_at(b, 56),
-        };
+        let shape = Shape::from_words(core::array::from_fn(|i| w(i + 1)), i64_at(b, 56));
         Some((
             Layout {
                 shape,
