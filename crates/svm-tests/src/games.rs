@@ -68,6 +68,23 @@ pub struct Claimed<'a, L: Layout> {
 pub trait Layout: Slots + Copy + Into<Traced> {}
 impl<L: Slots + Copy + Into<Traced>> Layout for L {}
 
+/// A task of `job` committed to `root`, Accepted by every seat of `c`, and `n` sybils (funded
+/// actors) to defend it.
+pub fn vouched_with_sybils(
+    c: &mut crate::Cast,
+    job: JobSpec,
+    root: [u8; 32],
+    n: usize,
+) -> (Pubkey, Vec<Actor>) {
+    let task = c.submitted_job(1, job, job.tile_count() as u16, root);
+    let sybils: Vec<Actor> = (0..n)
+        .map(|i| c.w.actor(&format!("sybil{i}"), 10 * crate::R))
+        .collect();
+    let vs: Vec<&Actor> = c.verifiers.iter().collect();
+    c.w.vouch(task, &vs, 0);
+    (task, sybils)
+}
+
 impl World {
     /// `defender`'s game against `challenger`'s dispute of `task`: the one open now, else the
     /// task's latest.

@@ -15,7 +15,7 @@ use compute_market_protocol::{
 };
 use compute_market_svm_tests::{
     disputes::{proven_wrong_paid, stake, supply, wind_up, Committed, Inputs},
-    games::{Claimed, Spent, Trace},
+    games::{vouched_with_sybils, Claimed, Spent, Trace},
     *,
 };
 
@@ -471,12 +471,7 @@ fn against_sybils(s: &Setup, n: usize) -> Spent {
     let wrong = s.result(&s.cheat);
     let (tile, element, word) = s.disputed();
     let mut c = cast_with(3, 1, params(), market());
-    let task = c.submitted_job(1, s.job, s.job.tile_count() as u16, wrong.root());
-    let sybils: Vec<Actor> = (0..n)
-        .map(|i| c.w.actor(&format!("sybil{i}"), 10 * R))
-        .collect();
-    let vs: Vec<&Actor> = c.verifiers.iter().collect();
-    c.w.vouch(task, &vs, 0);
+    let (task, sybils) = vouched_with_sybils(&mut c, s.job, wrong.root(), n);
     let truth = Trace::of(&s.right, s.row(6));
     let claim = Claimed {
         committed: &wrong,
@@ -637,4 +632,75 @@ fn an_honest_provider_refutes_five_lying_invalid_votes_in_the_shortest_window() 
     assert!(sent
         .iter()
         .all(|&n| n <= before_claim as usize + 1 + levels + 1));
+}
+
+#[test]
+fn each_party_moves_on_its_own_clock_and_only_on_its_turn() {
+    let s = setup();
+    let wrong = s.result(&s.cheat);
+    let (tile, element, word) = s.disputed();
+    let mut c = cast_with(3, 1, params(), market());
+    let task = c.submitted_job(1, s.job, s.job.tile_count() as u16, wrong.root());
+    let clock = trace::clock(&s.job, D).unwrap();
+    let w = &mut c.w;
+    let vs: Vec<&Actor> = c.verifiers.iter().collect();
+    w.vouch(task, &vs, 0);
+    let (client, provider) = (c.client.clone(), c.provider.clone());
+    let truth = Trace::of(&s.right, s.row(6));
+    let lie = Trace::of(&s.cheat, s.row(6));
+    w.claim_against(
+        &client,
+        task,
+        &wrong,
+        (tile, element),
+        &s.inputs,
+        &truth,
+        word,
+    )
+    .unwrap();
+    w.donate(&client, provider.wallet, R).unwrap();
+    w.defend(&provider, task, &client).unwrap();
+    // a second defender, whose game the challenger will let run out
+    let other = vs[0];
+    w.donate(&client, other.wallet, R).unwrap();
+    w.defend(other, task, &client).unwrap();
+    let g = w.game(&task, &client, &provider).unwrap();
+    assert_eq!(g.clocks, [clock.budget(); 2], "levels · turn each");
+    assert_eq!(g.deadline, g.since + clock.budget());
+    // only the party whose turn it is moves, and only its own move: a defender posting roots
+    // on its turn, or a challenger picking on its own, is refused
+    refused(w, "NotYourTurn", |w| {
+        let r = w.game_ref(&task, &client, &provider);
+        let mut ix = compute_market::client::game_pick(r, 0);
+        ix.accounts.last_mut().expect("the mover").pubkey = client.key();
+        w.send_as("game_pick", &client, ix)
+    });
+    w.split(&client, task, &provider, &truth).unwrap();
+    refused(w, "NotYourTurn", |w| {
+        let r = w.game_ref(&task, &client, &provider);
+        let mut ix = compute_market::client::game_split(r, truth.split_roots(g.lo, g.hi));
+        ix.accounts.last_mut().expect("the mover").pubkey = provider.key();
+        w.send_as("game_split", &provider, ix)
+    });
+    // the defender stalls its whole clock on its first pick: it has none left after
+    let g = w.game(&task, &client, &provider).unwrap();
+    w.advance(g.deadline - w.slot());
+    w.pick(&provider, task, &client, &lie).unwrap();
+    let g = w.game(&task, &client, &provider).unwrap();
+    assert_eq!(g.clocks[1], 0, "the defender's clock spent");
+    assert_eq!(g.clocks[0], clock.budget(), "the challenger's untouched");
+    w.split(&client, task, &provider, &truth).unwrap();
+    w.advance(1);
+    refused(w, "TurnExpired", |w| w.pick(&provider, task, &client, &lie));
+    // the second game: the challenger let its whole clock run out, and loses the dispute
+    let g = w.game(&task, &client, other).unwrap();
+    assert_eq!(
+        g.clocks[0],
+        clock.budget(),
+        "its clock, untouched, has run out"
+    );
+    w.advance_past(g.deadline);
+    refused(w, "TurnExpired", |w| w.split(&client, task, other, &truth));
+    w.game_timeout(task, &client, other).unwrap();
+    assert!(w.dispute(&task, &client).is_none(), "lost: closed");
 }

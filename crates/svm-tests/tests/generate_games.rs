@@ -722,7 +722,7 @@ fn every_kind_of_generate_step_replays_on_chain() {
 
 #[test]
 fn an_honest_claim_of_a_changed_token_beats_eight_sybils_in_the_slots_of_one() {
-    use compute_market_svm_tests::games::Claimed;
+    use compute_market_svm_tests::games::{vouched_with_sybils, Claimed};
     // the client's claim of a changed token's trace, defended by 1 and by 8 sybils of the
     // provider fanning out and stalling (PROTOCOL §8.10, "Many opponents")
     let s = setup();
@@ -735,12 +735,7 @@ fn an_honest_claim_of_a_changed_token_beats_eight_sybils_in_the_slots_of_one() {
     let inputs = s.inputs.with_result(&wrong);
     let run = |n: usize| {
         let mut c = cast_with(3, 1, params(), market());
-        let task = c.submitted_job(1, s.job, s.job.tile_count() as u16, wrong.root());
-        let sybils: Vec<Actor> = (0..n)
-            .map(|i| c.w.actor(&format!("sybil{i}"), 10 * R))
-            .collect();
-        let vs: Vec<&Actor> = c.verifiers.iter().collect();
-        c.w.vouch(task, &vs, 0);
+        let (task, sybils) = vouched_with_sybils(&mut c, s.job, wrong.root(), n);
         let claim = Claimed {
             committed: &wrong,
             at: (tile, element),
@@ -764,5 +759,9 @@ fn an_honest_claim_of_a_changed_token_beats_eight_sybils_in_the_slots_of_one() {
     assert_eq!(eight.slots, one.slots, "the slots of one");
     assert_eq!((eight.claim, eight.resolve), (one.claim, one.resolve));
     assert!(one.splits <= levels && eight.splits <= 8 * levels);
+    assert!(
+        eight.splits > one.splits,
+        "fanning out forces splits of their own"
+    );
     assert_eq!(eight.gained, 9 * (one.gained / 2), "every sybil's bond");
 }

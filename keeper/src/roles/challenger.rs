@@ -149,17 +149,45 @@ fn fund_lane(
     Ok(())
 }
 
-/// Returns what `lane` holds in lamports to `funder` once its dispute account is gone (the
-/// rent came back to it at close); its token account keeps nothing (the bond was paid out to
-/// the funder's). Nothing when the chain cannot say what it holds.
+/// Tops `lane` up from `funder` to [`LANE_FEES`] beside its rent once it holds less than a
+/// fifth of that for fees (a dispute against many defenders sends many splits).
+fn top_up_lane(chain: &dyn Chain, funder: &Keypair, lane: &Pubkey, who: &str) -> Result<()> {
+    let Some(have) = chain.lamports(lane)? else {
+        return Ok(());
+    };
+    let rent = chain.rent_exempt(0)?;
+    if have >= rent + LANE_FEES / 5 {
+        return Ok(());
+    }
+    let ix = system_transfer(&funder.pubkey(), lane, LANE_FEES);
+    crate::chain::must("top up a dispute lane", chain.send(&[ix], funder, &[])?)?;
+    tracing::info!(who, %lane, lamports = LANE_FEES, "topped up a dispute lane");
+    Ok(())
+}
+
+/// Returns what `lane` holds to `funder` once its task is closed (no dispute of it can be open;
+/// its rent came back to it): its lamports, its token account's balance (a bond funded but
+/// never bonded) and that account's rent. Nothing when the chain cannot say what it holds.
 fn sweep_lane(chain: &dyn Chain, funder: &Keypair, lane: &Keypair, who: &str) -> Result<()> {
     let Some(have) = chain.lamports(&lane.pubkey())? else {
         return Ok(());
     };
     let mut ixs = vec![];
-    // its emptied token account closes, its rent to the funder
+    // what its token account holds (a bond never bonded) back to the funder's, then the
+    // account closes, its rent to the funder
     let ata = stake_account(chain, &lane.pubkey())?;
-    if chain.account(&ata)?.is_some() && chain.token_balance(&ata)? == 0 {
+    if chain.account(&ata)?.is_some() {
+        let tokens = chain.token_balance(&ata)?;
+        if tokens > 0 {
+            ixs.push(anchor_spl::token::spl_token::instruction::transfer(
+                &anchor_spl::token::ID,
+                &ata,
+                &stake_account(chain, &funder.pubkey())?,
+                &lane.pubkey(),
+                &[],
+                tokens,
+            )?);
+        }
         ixs.push(anchor_spl::token::spl_token::instruction::close_account(
             &anchor_spl::token::ID,
             &ata,
@@ -717,7 +745,11 @@ impl Disputes {
         if self.ended.lock().expect("disputes lock").contains(key) {
             return false;
         }
-        matches!(db.disputed(key), Ok(Some(k)) if k == kind) || disputable(t, kind, now)
+        matches!(db.disputed(key), Ok(Some(k)) if k == kind)
+            || disputable(t, kind, now)
+            || db
+                .lanes()
+                .is_ok_and(|l| l.iter().any(|(task, _)| task == key))
     }
 
     /// The sliced inputs of `key`'s job when it is on the client's data (built once; `None`
@@ -791,18 +823,27 @@ impl Disputes {
             match r {
                 Ok(Outcome::Open) => {}
                 Ok(outcome) => self.ended_with(chain, &ctx.name, key, kind, outcome),
-                Err(e) => self.failed(&ctx.name, key, kind, e),
+                Err(e) => self.failed(&ctx.name, key, key, kind, e),
             }
             return;
         }
         // one lane a vote, side by side; lane 0 is the keeper's own wallet (its opening kept
-        // under the task's key, as a single dispute's), lane i's under its dispute's address
+        // under the task's key, as a single dispute's), lane i's under its dispute's address.
+        // A kind-2 dispute wins only once every vote is refuted: lanes not yet opened start only
+        // when the wallet holds what all of them need, so none bonds in vain
+        let fresh = match self.lanes_to_open(chain, ctx, db, key, &votes) {
+            Ok(f) => f,
+            Err(e) => {
+                self.failed(&ctx.name, key, key, kind, e);
+                return;
+            }
+        };
         let results: Vec<Result<Outcome>> = std::thread::scope(|scope| {
             let handles: Vec<_> = votes
                 .iter()
                 .enumerate()
                 .map(|(i, vote)| {
-                    let data = data.as_deref();
+                    let (data, fresh) = (data.as_deref(), &fresh);
                     scope.spawn(move || {
                         let kp = lane_keypair(&ctx.kp, key, i as u32);
                         let at = if i == 0 {
@@ -822,10 +863,15 @@ impl Disputes {
                         let moot = chain
                             .task(key)?
                             .is_none_or(|t| overturned(t.tally().majority));
-                        let r = if !opened && !live && moot {
+                        if i > 0 && live {
+                            // a lane pays its own fees: topped up while it plays
+                            top_up_lane(chain, &ctx.kp, &kp.pubkey(), &who)?;
+                        }
+                        let r = if !opened && !live && (moot || !fresh.contains(&i)) {
                             // the verdict is overturned (or the task gone) before this lane
-                            // opened: nothing left for it
-                            Ok(Outcome::Closed)
+                            // opened, its vote is refuted already, or the wallet cannot fund
+                            // every lane: nothing to open for it now
+                            Ok(if moot { Outcome::Closed } else { Outcome::Open })
                         } else {
                             guard(|| {
                                 argue(
@@ -856,19 +902,28 @@ impl Disputes {
         let mut closed = 0;
         for (i, r) in results.into_iter().enumerate() {
             let who = format!("{}.lane{i}", ctx.name);
+            let at = pda::dispute(key, &lane_keypair(&ctx.kp, key, i as u32).pubkey());
             match r {
                 Ok(Outcome::Closed) => closed += 1,
                 Ok(outcome) => tracing::debug!(who, task = %key, ?outcome, "dispute lane"),
-                Err(e) => self.failed(&who, key, kind, e),
+                // a lane given up is its own: its siblings play on
+                Err(e) => self.failed(&who, key, &at, kind, e),
             }
         }
-        if closed == votes.len() {
+        let given_up = (0..votes.len())
+            .filter(|&i| {
+                let at = pda::dispute(key, &lane_keypair(&ctx.kp, key, i as u32).pubkey());
+                self.ended.lock().expect("disputes lock").contains(&at)
+            })
+            .count();
+        if closed + given_up >= votes.len() {
             self.ended_with(chain, &ctx.name, key, kind, Outcome::Closed);
         }
     }
 
-    /// Sweeps back every lane of `ctx`'s wallet whose dispute has closed (its rent came back
-    /// to it), as kept in `db`: a restart between a close and its sweep loses nothing.
+    /// Sweeps back every lane of `ctx`'s wallet whose task has closed (so its dispute has, its
+    /// rent back to it: a lagging read of one dispute account never drains a lane still
+    /// playing), as kept in `db`: a restart between a close and its sweep loses nothing.
     pub fn sweep_lanes(&self, chain: &dyn Chain, ctx: &NodeCtx, db: &Db) {
         let lanes = match db.lanes() {
             Ok(l) => l,
@@ -884,7 +939,7 @@ impl Disputes {
         for (task, i) in lanes {
             let kp = lane_keypair(&ctx.kp, &task, i);
             let r = (|| -> Result<bool> {
-                if chain.account(&pda::dispute(&task, &kp.pubkey()))?.is_some() {
+                if chain.task(&task)?.is_some() {
                     return Ok(false);
                 }
                 sweep_lane(chain, &ctx.kp, &kp, &ctx.name)?;
@@ -897,6 +952,60 @@ impl Disputes {
         }
     }
 
+    /// The lanes of `votes` that may open a dispute now: those not opened yet whose vote is not
+    /// refuted, when the wallet holds the bonds (and lamports) of all of them; none otherwise
+    /// (logged: a kind-2 dispute wins only once every vote is refuted).
+    fn lanes_to_open(
+        &self,
+        chain: &dyn Chain,
+        ctx: &NodeCtx,
+        db: &Db,
+        key: &Pubkey,
+        votes: &[Pubkey],
+    ) -> Result<Vec<usize>> {
+        let Some(t) = chain.task(key)? else {
+            return Ok(vec![]);
+        };
+        let refuted: Vec<Pubkey> = chain
+            .votes(key)?
+            .into_iter()
+            .filter(|(_, v)| v.refuted)
+            .map(|(k, _)| k)
+            .collect();
+        let mut fresh = vec![];
+        for (i, vote) in votes.iter().enumerate() {
+            let kp = lane_keypair(&ctx.kp, key, i as u32);
+            let at = if i == 0 {
+                *key
+            } else {
+                pda::dispute(key, &kp.pubkey())
+            };
+            let opened = matches!(db.disputed(&at), Ok(Some(_)))
+                || chain.account(&pda::dispute(key, &kp.pubkey()))?.is_some();
+            if !opened && !refuted.contains(vote) {
+                fresh.push(i);
+            }
+        }
+        if fresh.is_empty() {
+            return Ok(fresh);
+        }
+        let bond = t.verifier_bond.max(1);
+        let n = fresh.len() as u64;
+        let tokens = chain.token_balance(&stake_account(chain, &ctx.kp.pubkey())?)?;
+        let lanes = fresh.iter().filter(|&&i| i > 0).count() as u64;
+        let lamports = lanes * (chain.rent_exempt(Dispute::SPACE_WITH_WORK)? + LANE_FEES);
+        let have = chain.lamports(&ctx.kp.pubkey())?;
+        if tokens < n * bond || have.is_some_and(|h| h < lamports) {
+            bail!(
+                "refuting {} INVALID votes takes {n} bonds of {bond} base units and {lamports} lamports for {lanes} lanes; the wallet {} holds {tokens} and {} lamports: fund the wallet",
+                votes.len(),
+                ctx.kp.pubkey(),
+                have.map_or("an unknown number of".into(), |h| h.to_string()),
+            );
+        }
+        Ok(fresh)
+    }
+
     /// Remembers that `who`'s dispute of `key` ended with `outcome`.
     fn ended_with(&self, chain: &dyn Chain, who: &str, key: &Pubkey, kind: u8, outcome: Outcome) {
         let majority = chain.task(key).ok().flatten().map(|t| t.tally().majority);
@@ -905,14 +1014,18 @@ impl Disputes {
         self.ended.lock().expect("disputes lock").insert(*key);
     }
 
-    /// Logs a failed pass of `who`'s dispute of `key` (once per distinct error); gives the
-    /// dispute up when the program would refuse the same turn again.
-    fn failed(&self, who: &str, key: &Pubkey, kind: u8, e: anyhow::Error) {
+    /// Logs a failed pass of `who`'s dispute of `key` (once per distinct error); gives up `at`
+    /// (the task, or one lane's dispute) when the program would refuse the same turn again.
+    fn failed(&self, who: &str, key: &Pubkey, at: &Pubkey, kind: u8, e: anyhow::Error) {
         let error = format!("{e:#}");
         if FINAL_REFUSALS.iter().any(|code| error.contains(code)) {
             // the program will refuse it again: retrying only spends fees
             tracing::error!(who, task = %key, kind, error, "dispute refused for good: given up");
-            self.forgo(key);
+            if at == key {
+                self.forgo(key);
+            } else {
+                self.ended.lock().expect("disputes lock").insert(*at);
+            }
             return;
         }
         let mut failed = self.failed.lock().expect("disputes lock");

@@ -392,7 +392,7 @@ fn replay_move(
 
 /// Fetches committed tile `tile` of task `key` with its proof (from the provider's result URL,
 /// then the keepers seated on it; each tile checked against the root), unless its own store
-/// holds it, and holds it for a
+/// holds it (checked too), and holds it for a
 /// `Generate` trace: a defender that did not sample the disputed tile reads it as the
 /// challenger did.
 fn hold_disputed_tile(
@@ -404,15 +404,22 @@ fn hold_disputed_tile(
     tile: u32,
 ) -> Result<()> {
     let t = chain.task(key)?.context("the task is gone")?;
-    // its own store first (a provider's result, a verifier's sampled tiles)
+    // its own store first (a provider's whole result), the tile checked against the root as a
+    // fetched one is
     if let Some(entry) = ctx.store.entry(&t.result_root) {
         let own = entry
             .tree()
             .ok()
             .and_then(|tree| tree.proof(tile))
-            .zip(entry.tile(tile).ok());
-        if let Some((proof, bytes)) = own {
-            data.hold_tile(tile, bytes, proof);
+            .zip(entry.tile(tile).ok())
+            .map(|(proof, bytes)| crate::verify::ProvenTile {
+                index: tile,
+                tile: bytes,
+                proof,
+            })
+            .filter(|p| crate::results::reserve::proves(job, &t.result_root, p));
+        if let Some(p) = own {
+            data.hold_tile(p.index, p.tile, p.proof);
             return Ok(());
         }
     }

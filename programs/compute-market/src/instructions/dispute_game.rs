@@ -519,7 +519,11 @@ pub fn split(ctx: Context<GameMove>, _nonce: u32, roots: Vec<[u8; 32]>) -> Resul
     let job = JobSpec::decode(&a.task.job).map_err(|_| error!(MarketError::InvalidJobSpec))?;
     clock_of(&job, &a.task)?;
     let mut g = a.game.load_mut()?;
-    require!(g.stage == STAGE_BISECT, MarketError::NotYourTurn);
+    // the challenger's move only: a defender on its own turn must not post roots
+    require!(
+        g.stage == STAGE_BISECT && g.turn == TURN_CHALLENGER,
+        MarketError::NotYourTurn
+    );
     let (k, _) = trace::split_points(g.lo, g.hi);
     require!(roots.len() as u64 + 1 == k, MarketError::WrongSplit);
     for (slot, r) in g.roots.iter_mut().zip(&roots) {
@@ -539,7 +543,11 @@ pub fn pick(ctx: Context<GameMove>, _nonce: u32, segment: u8) -> Result<()> {
     let clock = clock_of(&job, &a.task)?;
     let now = Clock::get()?.slot;
     let mut g = a.game.load_mut()?;
-    require!(g.stage == STAGE_BISECT, MarketError::NotYourTurn);
+    // the defender's move only, after a split
+    require!(
+        g.stage == STAGE_BISECT && g.turn == TURN_DEFENDER && g.segments > 0,
+        MarketError::NotYourTurn
+    );
     let k = g.segments as u64;
     require!((segment as u64) < k, MarketError::WrongSegment);
     let (_, p) = trace::split_points(g.lo, g.hi);

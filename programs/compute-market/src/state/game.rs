@@ -52,6 +52,8 @@ pub struct Game {
     pub clocks: [u64; 2],
     /// Slot the current turn began (the other party's last move).
     pub since: u64,
+    /// Reserved for later versions (zero).
+    pub reserved: [u8; 32],
     /// The defender's bond, in the task's escrow.
     pub bond: u64,
     /// The number of the dispute it was opened against (`Dispute.nonce`).

@@ -51,6 +51,8 @@ openedSlot: bigint;
 clocks: Array<bigint>; 
 /** Slot the current turn began (the other party's last move). */
 since: bigint; 
+/** Reserved for later versions (zero). */
+reserved: ReadonlyUint8Array; 
 /** The defender's bond, in the task's escrow. */
 bond: bigint; 
 /** The number of the dispute it was opened against (`Dispute.nonce`). */
@@ -109,6 +111,8 @@ openedSlot: number | bigint;
 clocks: Array<number | bigint>; 
 /** Slot the current turn began (the other party's last move). */
 since: number | bigint; 
+/** Reserved for later versions (zero). */
+reserved: ReadonlyUint8Array; 
 /** The defender's bond, in the task's escrow. */
 bond: number | bigint; 
 /** The number of the dispute it was opened against (`Dispute.nonce`). */
@@ -130,12 +134,12 @@ work: ReadonlyUint8Array;  };
 
 /** Gets the encoder for {@link GameArgs} account data. */
 export function getGameEncoder(): FixedSizeEncoder<GameArgs> {
-    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['bump', getU8Encoder()], ['turn', getU8Encoder()], ['stage', getU8Encoder()], ['segments', getU8Encoder()], ['pad0', fixEncoderSize(getBytesEncoder(), 3)], ['task', getAddressEncoder()], ['dispute', getAddressEncoder()], ['defender', getAddressEncoder()], ['payout', getAddressEncoder()], ['lo', getU64Encoder()], ['hi', getU64Encoder()], ['deadline', getU64Encoder()], ['openedSlot', getU64Encoder()], ['clocks', getArrayEncoder(getU64Encoder(), { size: 2 })], ['since', getU64Encoder()], ['bond', getU64Encoder()], ['nonce', getU32Encoder()], ['pad1', getU32Encoder()], ['loRoot', fixEncoderSize(getBytesEncoder(), 32)], ['hiRoot', fixEncoderSize(getBytesEncoder(), 32)], ['roots', getArrayEncoder(fixEncoderSize(getBytesEncoder(), 32), { size: 15 })], ['replay', fixEncoderSize(getBytesEncoder(), 64)], ['buffer', fixEncoderSize(getBytesEncoder(), 2048)], ['work', fixEncoderSize(getBytesEncoder(), 6144)]]), (value) => ({ ...value, discriminator: GAME_DISCRIMINATOR }));
+    return transformEncoder(getStructEncoder([['discriminator', fixEncoderSize(getBytesEncoder(), 8)], ['version', getU8Encoder()], ['bump', getU8Encoder()], ['turn', getU8Encoder()], ['stage', getU8Encoder()], ['segments', getU8Encoder()], ['pad0', fixEncoderSize(getBytesEncoder(), 3)], ['task', getAddressEncoder()], ['dispute', getAddressEncoder()], ['defender', getAddressEncoder()], ['payout', getAddressEncoder()], ['lo', getU64Encoder()], ['hi', getU64Encoder()], ['deadline', getU64Encoder()], ['openedSlot', getU64Encoder()], ['clocks', getArrayEncoder(getU64Encoder(), { size: 2 })], ['since', getU64Encoder()], ['reserved', fixEncoderSize(getBytesEncoder(), 32)], ['bond', getU64Encoder()], ['nonce', getU32Encoder()], ['pad1', getU32Encoder()], ['loRoot', fixEncoderSize(getBytesEncoder(), 32)], ['hiRoot', fixEncoderSize(getBytesEncoder(), 32)], ['roots', getArrayEncoder(fixEncoderSize(getBytesEncoder(), 32), { size: 15 })], ['replay', fixEncoderSize(getBytesEncoder(), 64)], ['buffer', fixEncoderSize(getBytesEncoder(), 2048)], ['work', fixEncoderSize(getBytesEncoder(), 6144)]]), (value) => ({ ...value, discriminator: GAME_DISCRIMINATOR }));
 }
 
 /** Gets the decoder for {@link Game} account data. */
 export function getGameDecoder(): FixedSizeDecoder<Game> {
-    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['bump', getU8Decoder()], ['turn', getU8Decoder()], ['stage', getU8Decoder()], ['segments', getU8Decoder()], ['pad0', fixDecoderSize(getBytesDecoder(), 3)], ['task', getAddressDecoder()], ['dispute', getAddressDecoder()], ['defender', getAddressDecoder()], ['payout', getAddressDecoder()], ['lo', getU64Decoder()], ['hi', getU64Decoder()], ['deadline', getU64Decoder()], ['openedSlot', getU64Decoder()], ['clocks', getArrayDecoder(getU64Decoder(), { size: 2 })], ['since', getU64Decoder()], ['bond', getU64Decoder()], ['nonce', getU32Decoder()], ['pad1', getU32Decoder()], ['loRoot', fixDecoderSize(getBytesDecoder(), 32)], ['hiRoot', fixDecoderSize(getBytesDecoder(), 32)], ['roots', getArrayDecoder(fixDecoderSize(getBytesDecoder(), 32), { size: 15 })], ['replay', fixDecoderSize(getBytesDecoder(), 64)], ['buffer', fixDecoderSize(getBytesDecoder(), 2048)], ['work', fixDecoderSize(getBytesDecoder(), 6144)]]);
+    return getStructDecoder([['discriminator', fixDecoderSize(getBytesDecoder(), 8)], ['version', getU8Decoder()], ['bump', getU8Decoder()], ['turn', getU8Decoder()], ['stage', getU8Decoder()], ['segments', getU8Decoder()], ['pad0', fixDecoderSize(getBytesDecoder(), 3)], ['task', getAddressDecoder()], ['dispute', getAddressDecoder()], ['defender', getAddressDecoder()], ['payout', getAddressDecoder()], ['lo', getU64Decoder()], ['hi', getU64Decoder()], ['deadline', getU64Decoder()], ['openedSlot', getU64Decoder()], ['clocks', getArrayDecoder(getU64Decoder(), { size: 2 })], ['since', getU64Decoder()], ['reserved', fixDecoderSize(getBytesDecoder(), 32)], ['bond', getU64Decoder()], ['nonce', getU32Decoder()], ['pad1', getU32Decoder()], ['loRoot', fixDecoderSize(getBytesDecoder(), 32)], ['hiRoot', fixDecoderSize(getBytesDecoder(), 32)], ['roots', getArrayDecoder(fixDecoderSize(getBytesDecoder(), 32), { size: 15 })], ['replay', fixDecoderSize(getBytesDecoder(), 64)], ['buffer', fixDecoderSize(getBytesDecoder(), 2048)], ['work', fixDecoderSize(getBytesDecoder(), 6144)]]);
 }
 
 /** Gets the codec for {@link Game} account data. */
@@ -188,5 +192,5 @@ export async function fetchAllMaybeGame(
 }
 
 export function getGameSize(): number {
-  return 9016;
+  return 9048;
 }
