@@ -67,6 +67,28 @@ pub struct Lane<'a> {
     pub on_fund: Option<&'a (dyn Fn() -> Result<()> + Sync)>,
 }
 
+/// Lane `i` of a keeper's disputes of a task, as a pass sees it: its key, its dispute's
+/// address, and the key its opening is kept under in the store (the task's for lane 0, as a
+/// single dispute's; its dispute's address for the others).
+struct LaneId {
+    kp: Keypair,
+    dispute: Pubkey,
+    record: Pubkey,
+}
+
+impl LaneId {
+    fn of(main: &Keypair, task: &Pubkey, i: usize) -> LaneId {
+        let kp = lane_keypair(main, task, i as u32);
+        let dispute = pda::dispute(task, &kp.pubkey());
+        let record = if i == 0 { *task } else { dispute };
+        LaneId {
+            kp,
+            dispute,
+            record,
+        }
+    }
+}
+
 /// Lamports a lane is given for its transactions' fees beside its dispute's rent (returned to
 /// the keeper's wallet when the dispute has closed).
 const LANE_FEES: u64 = 50_000_000;
@@ -207,6 +229,12 @@ fn sweep_lane(chain: &dyn Chain, funder: &Keypair, lane: &Keypair, who: &str) ->
     Ok(())
 }
 
+/// Whether `v` is an INVALID vote of `t`'s deciding round (revealed), the votes a kind-2
+/// dispute refutes.
+fn invalid_of_round(t: &Task, v: &compute_market::state::Vote) -> bool {
+    v.round == t.round && v.revealed && v.vote == VOTE_INVALID
+}
+
 /// Where a dispute stands after [`argue`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -251,7 +279,7 @@ pub fn claims_all_false(
         .map_err(|e| anyhow::anyhow!("the task's job does not decode: {e:?}"))?;
     let mut any = false;
     for (_, v) in chain.votes(key)? {
-        if v.round != t.round || !v.revealed || v.vote != VOTE_INVALID || v.refuted {
+        if !invalid_of_round(t, &v) || v.refuted {
             continue;
         }
         any = true;
@@ -355,9 +383,7 @@ pub fn argue(
                         .votes(key)?
                         .into_iter()
                         .filter(|(k, v)| {
-                            v.round == t.round
-                                && v.revealed
-                                && v.vote == VOTE_INVALID
+                            invalid_of_round(&t, v)
                                 && !v.refuted
                                 && lane.is_none_or(|l| l.vote == *k)
                         })
@@ -443,11 +469,7 @@ pub fn argue(
         }
         let (what, ixs, vote) = if d.kind == DISPUTE_CLAIMS_FALSE && d.target == Pubkey::default() {
             let next = chain.votes(key)?.into_iter().find(|(k, v)| {
-                v.round == t.round
-                    && v.revealed
-                    && v.vote == VOTE_INVALID
-                    && !v.refuted
-                    && lane.is_none_or(|l| l.vote == *k)
+                invalid_of_round(&t, v) && !v.refuted && lane.is_none_or(|l| l.vote == *k)
             });
             let Some((vote, _)) = next else {
                 // every INVALID vote refuted: the last refutation won; read it next turn
@@ -831,7 +853,10 @@ impl Disputes {
         // under the task's key, as a single dispute's), lane i's under its dispute's address.
         // A kind-2 dispute wins only once every vote is refuted: lanes not yet opened start only
         // when the wallet holds what all of them need, so none bonds in vain
-        let fresh = match self.lanes_to_open(chain, ctx, db, key, &votes) {
+        let ids: Vec<LaneId> = (0..votes.len())
+            .map(|i| LaneId::of(&ctx.kp, key, i))
+            .collect();
+        let fresh = match self.lanes_to_open(chain, ctx, db, key, &votes, &ids) {
             Ok(f) => f,
             Err(e) => {
                 self.failed(&ctx.name, key, key, kind, e);
@@ -843,14 +868,9 @@ impl Disputes {
                 .iter()
                 .enumerate()
                 .map(|(i, vote)| {
-                    let (data, fresh) = (data.as_deref(), &fresh);
+                    let (data, fresh, id) = (data.as_deref(), &fresh, &ids[i]);
                     scope.spawn(move || {
-                        let kp = lane_keypair(&ctx.kp, key, i as u32);
-                        let at = if i == 0 {
-                            *key
-                        } else {
-                            pda::dispute(key, &kp.pubkey())
-                        };
+                        let (kp, at) = (&id.kp, id.record);
                         let record = || db.put_lane(&kp.pubkey(), key, i as u32);
                         let lane = Lane {
                             vote: *vote,
@@ -859,7 +879,7 @@ impl Disputes {
                         };
                         let who = format!("{}.lane{i}", ctx.name);
                         let opened = matches!(db.disputed(&at), Ok(Some(_)));
-                        let live = chain.account(&pda::dispute(key, &kp.pubkey()))?.is_some();
+                        let live = chain.account(&id.dispute)?.is_some();
                         let moot = chain
                             .task(key)?
                             .is_none_or(|t| overturned(t.tally().majority));
@@ -876,7 +896,7 @@ impl Disputes {
                             guard(|| {
                                 argue(
                                     chain,
-                                    &kp,
+                                    kp,
                                     &who,
                                     key,
                                     claim,
@@ -902,18 +922,20 @@ impl Disputes {
         let mut closed = 0;
         for (i, r) in results.into_iter().enumerate() {
             let who = format!("{}.lane{i}", ctx.name);
-            let at = pda::dispute(key, &lane_keypair(&ctx.kp, key, i as u32).pubkey());
             match r {
                 Ok(Outcome::Closed) => closed += 1,
                 Ok(outcome) => tracing::debug!(who, task = %key, ?outcome, "dispute lane"),
                 // a lane given up is its own: its siblings play on
-                Err(e) => self.failed(&who, key, &at, kind, e),
+                Err(e) => self.failed(&who, key, &ids[i].dispute, kind, e),
             }
         }
-        let given_up = (0..votes.len())
-            .filter(|&i| {
-                let at = pda::dispute(key, &lane_keypair(&ctx.kp, key, i as u32).pubkey());
-                self.ended.lock().expect("disputes lock").contains(&at)
+        let given_up = ids
+            .iter()
+            .filter(|id| {
+                self.ended
+                    .lock()
+                    .expect("disputes lock")
+                    .contains(&id.dispute)
             })
             .count();
         if closed + given_up >= votes.len() {
@@ -962,6 +984,7 @@ impl Disputes {
         db: &Db,
         key: &Pubkey,
         votes: &[Pubkey],
+        ids: &[LaneId],
     ) -> Result<Vec<usize>> {
         let Some(t) = chain.task(key)? else {
             return Ok(vec![]);
@@ -973,15 +996,9 @@ impl Disputes {
             .map(|(k, _)| k)
             .collect();
         let mut fresh = vec![];
-        for (i, vote) in votes.iter().enumerate() {
-            let kp = lane_keypair(&ctx.kp, key, i as u32);
-            let at = if i == 0 {
-                *key
-            } else {
-                pda::dispute(key, &kp.pubkey())
-            };
-            let opened = matches!(db.disputed(&at), Ok(Some(_)))
-                || chain.account(&pda::dispute(key, &kp.pubkey()))?.is_some();
+        for (i, (vote, id)) in votes.iter().zip(ids).enumerate() {
+            let opened = matches!(db.disputed(&id.record), Ok(Some(_)))
+                || chain.account(&id.dispute)?.is_some();
             if !opened && !refuted.contains(vote) {
                 fresh.push(i);
             }
@@ -1055,7 +1072,7 @@ fn lane_votes(chain: &dyn Chain, key: &Pubkey) -> Result<Vec<Pubkey>> {
     let mut votes: Vec<Pubkey> = chain
         .votes(key)?
         .into_iter()
-        .filter(|(_, v)| v.round == t.round && v.revealed && v.vote == VOTE_INVALID)
+        .filter(|(_, v)| invalid_of_round(&t, v))
         .map(|(k, _)| k)
         .collect();
     votes.sort();
