@@ -644,6 +644,47 @@ pub fn task_outlook(
     Ok(crate::outlook::estimate(&known, &t, job))
 }
 
+/// Refuses `job` when no provider of `market` would take it at these terms, saying why and
+/// what to change (`task post` asks before it uploads or pays, unless `--anyway`). A check
+/// that cannot be made is logged and passes.
+#[allow(clippy::too_many_arguments)]
+pub fn refuse_untaken(
+    chain: &dyn Chain,
+    market: u16,
+    reward: u64,
+    quorum: u8,
+    samples: u16,
+    job: &JobSpec,
+    cards: &crate::results::FetchPolicy,
+) -> Result<()> {
+    let o = match task_outlook(chain, market, reward, quorum, samples, job, cards) {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!("cannot tell whether a provider would take it ({e:#}); posting");
+            return Ok(());
+        }
+    };
+    if o.able > 0 {
+        return Ok(());
+    }
+    let mut why = format!("no provider would take this task: {}", o.summary());
+    let slow = o
+        .each
+        .iter()
+        .any(|p| p.reason == Some(crate::card::SkipReason::Window));
+    if slow && job.kind == compute_market_protocol::job::JobKind::Encoder {
+        why.push_str(&format!(
+            " (an Encoder is timed with every text at its token limit, {} here: post the \
+             longest texts in a task of their own)",
+            job.dims[1]
+        ));
+    }
+    bail!(
+        "{why}. It would wait unclaimed until it expires; change the job or its terms, or post \
+         it --anyway (its reward is refunded when it expires or is cancelled)"
+    )
+}
+
 /// `task list`.
 pub fn task_list(chain: &dyn Chain, market: Option<u16>) -> Result<Vec<TaskView>> {
     let m = market.map(pda::market);

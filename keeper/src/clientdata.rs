@@ -39,31 +39,28 @@ pub struct PreparedInputs {
 }
 
 /// `[rows, cols]` of the one tensor of a safetensors file (any name), for sizing the job.
-fn shape_in(path: &Path, bytes: &[u8]) -> Result<[u32; 2]> {
+fn shape_in(path: &str, bytes: &[u8]) -> Result<[u32; 2]> {
     let st = safetensors::SafeTensors::deserialize(bytes)
-        .map_err(|e| anyhow::anyhow!("{}: malformed safetensors: {e}", path.display()))?;
+        .map_err(|e| anyhow::anyhow!("{path}: malformed safetensors: {e}"))?;
     let names = st.names();
     ensure!(
         names.len() == 1,
-        "{}: holds {} tensors, one is expected",
-        path.display(),
+        "{path}: holds {} tensors, one is expected",
         names.len()
     );
     let t = st.tensor(names[0]).map_err(|e| anyhow::anyhow!("{e}"))?;
     // named first: numpy's default int64 would otherwise be refused by its size alone
     ensure!(
         t.dtype() == safetensors::Dtype::U32,
-        "{}: tensor {:?} is {:?}; a matrix is U32, every element below 2^31 − 1 (numpy: \
+        "{path}: tensor {:?} is {:?}; a matrix is U32, every element below 2^31 − 1 (numpy: \
          a.astype(np.uint32))",
-        path.display(),
         names[0],
         t.dtype()
     );
     let shape = t.shape();
     ensure!(
         shape.len() == 2,
-        "{}: a matrix has two dimensions, not {shape:?}",
-        path.display()
+        "{path}: a matrix has two dimensions, not {shape:?}"
     );
     Ok([shape[0] as u32, shape[1] as u32])
 }
@@ -78,8 +75,17 @@ pub fn prepare_inputs(files: &[PathBuf]) -> Result<PreparedInputs> {
     let max = crate::results::content::MAX_OBJECT;
     let (_, a) = read_object(&files[0], max)?;
     let (_, b) = read_object(&files[1], max)?;
-    let [m, k] = shape_in(&files[0], &a)?;
-    let [k2, n] = shape_in(&files[1], &b)?;
+    prepare_matmul(
+        (&files[0].display().to_string(), a),
+        (&files[1].display().to_string(), b),
+    )
+}
+
+/// [`prepare_inputs`] on A and B held in memory (each a safetensors file's bytes, with the
+/// name errors call it by).
+pub fn prepare_matmul(a: (&str, Vec<u8>), b: (&str, Vec<u8>)) -> Result<PreparedInputs> {
+    let [m, k] = shape_in(a.0, &a.1)?;
+    let [k2, n] = shape_in(b.0, &b.1)?;
     ensure!(
         k == k2,
         "A is {m}×{k} and B is {k2}×{n}: A's columns must equal B's rows"
@@ -87,24 +93,22 @@ pub fn prepare_inputs(files: &[PathBuf]) -> Result<PreparedInputs> {
     let mut job = JobSpec::matmul(m, k, n, [0; 32]);
     job.input_mode = InputMode::ContentHash;
     JobSpec::decode(&job.encode()).map_err(|e| anyhow::anyhow!("{m}×{k}·{k}×{n}: {e}"))?;
-    let files = [(Role::A, &files[0], a), (Role::B, &files[1], b)];
+    let files = [(Role::A, a.0, a.1), (Role::B, b.0, b.1)];
     let mut slices = vec![];
     for (role, path, bytes) in &files {
         within_bound(&job, *role, path, bytes)?;
-        let m = inputs::parse_matrix(&job, *role, bytes)
-            .with_context(|| format!("{}", path.display()))?;
+        let m = inputs::parse_matrix(&job, *role, bytes).with_context(|| path.to_string())?;
         slices.push(crate::compute::slices::of_matrix(&m, *role == Role::B));
     }
     Ok(prepared(job, files, slices.try_into().ok()))
 }
 
 /// Refuses `bytes` (the file at `path`, part `role` of `job`) when longer than the job allows.
-fn within_bound(job: &JobSpec, role: Role, path: &Path, bytes: &[u8]) -> Result<()> {
+fn within_bound(job: &JobSpec, role: Role, path: &str, bytes: &[u8]) -> Result<()> {
     let bound = part_bound(job, role).expect("a role of the job");
     ensure!(
         bytes.len() as u64 <= bound,
-        "{}: {} bytes, more than the {bound} the job allows",
-        path.display(),
+        "{path}: {} bytes, more than the {bound} the job allows",
         bytes.len()
     );
     Ok(())
@@ -160,24 +164,36 @@ pub fn prepare_mlp(model: &Path, batch: &Path, rows_per_tile: u8) -> Result<Prep
     let max = crate::results::content::MAX_OBJECT;
     let (_, m) = read_object(model, max)?;
     let (_, b) = read_object(batch, max)?;
+    prepare_mlp_of(
+        (&model.display().to_string(), m),
+        (&batch.display().to_string(), b),
+        rows_per_tile,
+    )
+}
+
+/// [`prepare_mlp`] on a model and a batch held in memory (each a safetensors file's bytes,
+/// with the name errors call it by).
+pub fn prepare_mlp_of(
+    model: (&str, Vec<u8>),
+    batch: (&str, Vec<u8>),
+    rows_per_tile: u8,
+) -> Result<PreparedInputs> {
+    let ((model, m), (batch, b)) = (model, batch);
     let st = safetensors::SafeTensors::deserialize(&b)
-        .map_err(|e| anyhow::anyhow!("{}: malformed safetensors: {e}", batch.display()))?;
+        .map_err(|e| anyhow::anyhow!("{batch}: malformed safetensors: {e}"))?;
     let x = st
         .tensor("x")
-        .map_err(|_| anyhow::anyhow!("{}: the batch must hold a tensor \"x\"", batch.display()))?;
+        .map_err(|_| anyhow::anyhow!("{batch}: the batch must hold a tensor \"x\""))?;
     let [rows, features] = x.shape()[..] else {
         bail!(
-            "{}: x has shape {:?}, it must be [rows, features]",
-            batch.display(),
+            "{batch}: x has shape {:?}, it must be [rows, features]",
             x.shape()
         );
     };
     // the job's class count is the model's: its last layer's outputs
-    let mlp =
-        crate::compute::mlp::read_model(&m).with_context(|| format!("{}", model.display()))?;
+    let mlp = crate::compute::mlp::read_model(&m).with_context(|| model.to_string())?;
     let classes = mlp.layers.last().map_or(0, |l| l.out);
-    crate::compute::mlp::check_model(&mlp, features, classes)
-        .with_context(|| format!("{}", model.display()))?;
+    crate::compute::mlp::check_model(&mlp, features, classes).with_context(|| model.to_string())?;
     let job = JobSpec::mlp(
         rows as u32,
         features as u32,
@@ -189,8 +205,8 @@ pub fn prepare_mlp(model: &Path, batch: &Path, rows_per_tile: u8) -> Result<Prep
     JobSpec::decode(&job.encode()).map_err(|e| {
         anyhow::anyhow!("{rows} rows × {features} features → {classes} classes, {rows_per_tile} rows per tile: {e}")
     })?;
-    let parsed = crate::compute::mlp::parse_batch(&b, rows, features)
-        .with_context(|| format!("{}", batch.display()))?;
+    let parsed =
+        crate::compute::mlp::parse_batch(&b, rows, features).with_context(|| batch.to_string())?;
     let files = [(Role::Model, model, m), (Role::Batch, batch, b)];
     for (role, path, bytes) in &files {
         within_bound(&job, *role, path, bytes)?;
@@ -198,7 +214,7 @@ pub fn prepare_mlp(model: &Path, batch: &Path, rows_per_tile: u8) -> Result<Prep
     use crate::compute::slices;
     let named = [slices::of_model(&mlp), slices::of_batch(&parsed)];
     let warnings = outside_range(&files[0].2, &parsed.x, features)
-        .map(|w| format!("{}: {w}", batch.display()))
+        .map(|w| format!("{batch}: {w}"))
         .into_iter()
         .collect();
     Ok(PreparedInputs {
@@ -243,16 +259,31 @@ pub fn prepare_encoder(
     let max = crate::results::content::MAX_OBJECT;
     let (_, m) = read_object(model, max)?;
     let (_, t) = read_object(texts, max)?;
-    let enc =
-        crate::compute::encoder::parse_model(&m).with_context(|| format!("{}", model.display()))?;
-    let in_file = || format!("{}", texts.display());
+    prepare_encoder_of(
+        (&model.display().to_string(), m),
+        (&texts.display().to_string(), t),
+        rows_per_tile,
+        max_tokens,
+    )
+}
+
+/// [`prepare_encoder`] on a model and texts held in memory (the model file's bytes, the texts
+/// one a line, each with the name errors call it by).
+pub fn prepare_encoder_of(
+    model: (&str, Vec<u8>),
+    texts: (&str, Vec<u8>),
+    rows_per_tile: u8,
+    max_tokens: Option<u32>,
+) -> Result<PreparedInputs> {
+    let ((model, m), (texts, t)) = (model, texts);
+    let enc = crate::compute::encoder::parse_model(&m).with_context(|| model.to_string())?;
+    let in_file = || texts.to_string();
     let lines = crate::compute::encoder::texts_of(&t).with_context(in_file)?;
     // every line is a text, verbatim (a `#` starts a hashtag as well as a comment); a blank
     // line would be embedded as an empty text, which no client means
     if let Some(i) = lines.iter().position(|l| l.trim().is_empty()) {
         bail!(
-            "{}: line {} is blank: every line is one text to embed; remove blank lines",
-            texts.display(),
+            "{texts}: line {} is blank: every line is one text to embed; remove blank lines",
             i + 1
         );
     }
@@ -273,12 +304,8 @@ pub fn prepare_encoder(
     let max_tokens = max_tokens.unwrap_or(longest);
     // the byte limit follows the token limit: checked again at the limit the job will carry,
     // as providers will check it
-    crate::compute::encoder::check_text_bytes(&lines, max_tokens as usize).with_context(|| {
-        format!(
-            "{} (a larger --max-tokens allows longer texts)",
-            texts.display()
-        )
-    })?;
+    crate::compute::encoder::check_text_bytes(&lines, max_tokens as usize)
+        .with_context(|| format!("{texts} (a larger --max-tokens allows longer texts)"))?;
     let job = JobSpec::encoder(
         rows as u32,
         max_tokens,
@@ -472,8 +499,8 @@ pub fn prepare_generate(
     })?;
     let part = crate::compute::decoder::job::prompts_bytes(prompts, &ids, &shape.sampling)?;
     let files = [
-        (Role::Model, model.to_path_buf(), m),
-        (Role::Prompts, std::path::PathBuf::from("prompts"), part),
+        (Role::Model, model.display().to_string(), m),
+        (Role::Prompts, "prompts".to_string(), part),
     ];
     for (role, path, bytes) in &files {
         within_bound(&job, *role, path, bytes)?;
@@ -872,6 +899,30 @@ pub fn committed(
         verifiers,
         posted_slot: 0,
     })
+}
+
+/// [`committed`] over RPC: a closed task is read from its transactions, which the node indexes
+/// a few seconds after they land, so an incomplete history is read again for up to ~30 s (a
+/// history that names another outcome, "closed and was Rejected", is final).
+pub fn committed_over_rpc(rpc: &crate::chain::rpc::RpcChain, task: &Pubkey) -> Result<Committed> {
+    let mut tries = 0;
+    loop {
+        match committed(rpc, task, || rpc.logs_of(task)) {
+            Ok(c) => return Ok(c),
+            Err(e)
+                if tries < 10
+                    && rpc.task(task)?.is_none()
+                    && ["never finalized", "no record", "no ResultSubmitted"]
+                        .iter()
+                        .any(|m| format!("{e}").contains(m)) =>
+            {
+                tracing::info!(error = %format!("{e:#}"), "reading the task's history again");
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_secs(3));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Where `task result` fetches `c` from, in order (PROTOCOL §8.12): the provider's result URL,

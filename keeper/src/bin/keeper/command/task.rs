@@ -157,12 +157,12 @@ impl TaskCmd {
                 cli::ensure_funds(chain.as_ref(), &kp.pubkey(), reward, count)?;
                 let cards = private_policy(allow_private_urls);
                 // whether any provider would take the job, asked before uploading or paying
-                // (not with --anyway; a check that cannot be made is said and skipped)
+                // (not with --anyway)
                 let ask = |job: &JobSpec| -> Result<()> {
                     if anyway {
                         return Ok(());
                     }
-                    let o = match cli::task_outlook(
+                    cli::refuse_untaken(
                         chain.as_ref(),
                         market,
                         reward,
@@ -170,34 +170,6 @@ impl TaskCmd {
                         samples,
                         job,
                         &cards,
-                    ) {
-                        Ok(o) => o,
-                        Err(e) => {
-                            tracing::warn!(
-                                "cannot tell whether a provider would take it ({e:#}); posting"
-                            );
-                            return Ok(());
-                        }
-                    };
-                    if o.able > 0 {
-                        return Ok(());
-                    }
-                    let mut why = format!("no provider would take this task: {}", o.summary());
-                    let slow = o
-                        .each
-                        .iter()
-                        .any(|p| p.reason == Some(compute_market_keeper::card::SkipReason::Window));
-                    if slow && job.kind == compute_market_protocol::job::JobKind::Encoder {
-                        why.push_str(&format!(
-                            " (an Encoder is timed with every text at its token limit, {} here: \
-                             post the longest texts in a task of their own)",
-                            job.dims[1]
-                        ));
-                    }
-                    anyhow::bail!(
-                        "{why}. It would wait unclaimed until it expires; change the job or its \
-                         terms, or post it --anyway (its reward is refunded when it expires or \
-                         is cancelled)"
                     )
                 };
                 let (mut input_uri, mut uploaded) = (String::new(), None);
@@ -257,27 +229,7 @@ impl TaskCmd {
                 no_challenge,
             } => {
                 let rpc = compute_market_keeper::chain::rpc::RpcChain::new(&ctx.url);
-                // a closed task is read from its transactions, which the node indexes a few
-                // seconds after they land: an incomplete history is read again for a while
-                let mut tries = 0;
-                // (a history that names another outcome, "closed and was Rejected", is final)
-                let c = loop {
-                    match clientdata::committed(&rpc, &task, || rpc.logs_of(&task)) {
-                        Ok(c) => break c,
-                        Err(e)
-                            if tries < 10
-                                && rpc.task(&task)?.is_none()
-                                && ["never finalized", "no record", "no ResultSubmitted"]
-                                    .iter()
-                                    .any(|m| format!("{e}").contains(m)) =>
-                        {
-                            tracing::info!(error = %format!("{e:#}"), "reading the task's history again");
-                            tries += 1;
-                            std::thread::sleep(std::time::Duration::from_secs(3));
-                        }
-                        Err(e) => return Err(e),
-                    }
-                };
+                let c = clientdata::committed_over_rpc(&rpc, &task)?;
                 let out = out.unwrap_or_else(|| format!("{task}.safetensors").into());
                 let policy = FetchPolicy {
                     allow_loopback: allow_private_urls,

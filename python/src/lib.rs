@@ -1,0 +1,751 @@
+//! # compute-market-python
+//!
+//! The native module of the `compute_market` Python package (`compute_market._native`), built
+//! by maturin: PyO3 bindings over the keeper library, so that Python posts, checks and
+//! computes jobs through the same code as `keeper task post`, `keeper task result` and
+//! `keeper compute` — not a second implementation of the protocol. The Python package around
+//! it (`python/compute_market/`) adds numpy in and out, exceptions, `async` forms and the Ray
+//! integrations.
+//!
+//! Every call that waits on the network or computes releases the GIL. Errors are raised as the
+//! exception classes of `compute_market.errors`, chosen by what failed: the input
+//! (`InputError`), the keypair (`KeypairError`), the cluster (`ChainUnavailable`), the task's
+//! outcome (`TaskFailed`), the result's sources (`ResultUnavailable`), anything else
+//! (`MarketError`).
+#![deny(missing_docs)]
+
+use std::{path::PathBuf, sync::Arc};
+
+use anchor_lang::prelude::Pubkey;
+use anyhow::Context;
+use compute_market_keeper::{
+    chain::{rpc::RpcChain, Chain, ChainExt},
+    cli, clientdata,
+    clientdata::PreparedInputs,
+    compute::device::{self, BackendChoice},
+    results::FetchPolicy,
+};
+use compute_market_protocol::job::JobSpec;
+use pyo3::{
+    prelude::*,
+    types::{PyBytes, PyDict, PyList},
+};
+use solana_keypair::Keypair;
+use solana_signer::Signer;
+
+/// Raises `compute_market.errors.<kind>` with `e`'s message (its causes joined by ": ").
+fn raise(kind: &str, e: anyhow::Error) -> PyErr {
+    let msg = format!("{e:#}");
+    Python::attach(|py| {
+        match py
+            .import("compute_market.errors")
+            .and_then(|m| m.getattr(kind))
+            .and_then(|cls| cls.call1((msg.clone(),)))
+        {
+            Ok(v) => PyErr::from_value(v),
+            Err(_) => pyo3::exceptions::PyRuntimeError::new_err(msg),
+        }
+    })
+}
+
+/// What failed, told from the message of an error met talking to the cluster: unreachable, or
+/// something else.
+fn chain_error(e: anyhow::Error) -> PyErr {
+    let m = format!("{e:#}");
+    if m.contains("cannot reach the cluster") || m.contains("error sending request") {
+        raise("ChainUnavailable", e)
+    } else {
+        raise("MarketError", e)
+    }
+}
+
+/// `Err` of an input check as `InputError`.
+fn input<T>(r: anyhow::Result<T>) -> PyResult<T> {
+    r.map_err(|e| raise("InputError", e))
+}
+
+/// A job, read and checked as providers and verifiers will check it, ready to post
+/// (`Market.post`) or to compute here (`compute`). Made by `embed_job`, `classify_job`,
+/// `matmul_job` or `generate_job`.
+#[pyclass(module = "compute_market._native", frozen)]
+struct Job {
+    spec: JobSpec,
+    prepared: Arc<PreparedInputs>,
+}
+
+#[pymethods]
+impl Job {
+    /// The job's kind: "Encoder", "Mlp", "MatMulModP" or "Generate".
+    #[getter]
+    fn kind(&self) -> String {
+        format!("{:?}", self.spec.kind)
+    }
+    /// Its three dimensions (rows, then as PROTOCOL §5 defines them for its kind).
+    #[getter]
+    fn dims(&self) -> (u32, u32, u32) {
+        (self.spec.dims[0], self.spec.dims[1], self.spec.dims[2])
+    }
+    /// Output tiles (a verifier re-executes k of them).
+    #[getter]
+    fn tiles(&self) -> u32 {
+        self.spec.tile_count()
+    }
+    /// Work units: what a reward is priced by (PROTOCOL §5).
+    #[getter]
+    fn work(&self) -> u64 {
+        self.spec.work()
+    }
+    /// Bytes the job needs at once (what providers check against their memory).
+    #[getter]
+    fn memory_bytes(&self) -> u64 {
+        self.spec.memory_bytes()
+    }
+    /// The content hash of its inputs' manifest, hex (the job's input on chain).
+    #[getter]
+    fn input(&self) -> String {
+        hex(&self.spec.input)
+    }
+    /// What the client should know before paying (inputs outside what a model learned).
+    #[getter]
+    fn warnings(&self) -> Vec<String> {
+        self.prepared.warnings.clone()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Job({:?} {:?}, {} tiles, {} work units)",
+            self.spec.kind,
+            self.spec.dims,
+            self.spec.tile_count(),
+            self.spec.work()
+        )
+    }
+}
+
+fn job(p: PreparedInputs) -> Job {
+    Job {
+        spec: p.job,
+        prepared: Arc::new(p),
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// An Encoder job embedding `texts` (one string each, no line breaks) with `model` (a MiniLM
+/// integer model file; default: the one `scripts/minilm-model` makes).
+#[pyfunction]
+#[pyo3(signature = (texts, model=None, max_tokens=None, rows_per_tile=clientdata::ENCODER_ROWS_PER_TILE))]
+fn embed_job(
+    py: Python<'_>,
+    texts: Vec<String>,
+    model: Option<PathBuf>,
+    max_tokens: Option<u32>,
+    rows_per_tile: u8,
+) -> PyResult<Job> {
+    if let Some(i) = texts.iter().position(|t| t.contains(['\n', '\r'])) {
+        return Err(raise(
+            "InputError",
+            anyhow::anyhow!(
+                "text {i} holds a line break: a text is one line (replace line breaks with spaces)"
+            ),
+        ));
+    }
+    if texts.is_empty() {
+        return Err(raise(
+            "InputError",
+            anyhow::anyhow!("no texts: give at least one"),
+        ));
+    }
+    if let Some(i) = texts.iter().position(|t| t.trim().is_empty()) {
+        return Err(raise(
+            "InputError",
+            anyhow::anyhow!("text {i} is empty: every text needs words (drop it)"),
+        ));
+    }
+    let model = model.unwrap_or_else(compute_market_keeper::compute::encoder::minilm_path);
+    py.detach(|| {
+        input((|| {
+            let m = std::fs::read(&model).with_context(|| {
+                format!(
+                    "cannot read the model {} (scripts/minilm-model makes the MiniLM one)",
+                    model.display()
+                )
+            })?;
+            let mut t = texts.join("\n").into_bytes();
+            t.push(b'\n');
+            clientdata::prepare_encoder_of(
+                (&model.display().to_string(), m),
+                ("texts", t),
+                rows_per_tile,
+                max_tokens,
+            )
+        })())
+    })
+    .map(job)
+}
+
+/// A safetensors file of one tensor `name` of `dtype`, `shape`, `data` (little-endian).
+fn tensor(
+    name: &str,
+    dtype: safetensors::Dtype,
+    shape: Vec<usize>,
+    data: &[u8],
+) -> anyhow::Result<Vec<u8>> {
+    let view = safetensors::tensor::TensorView::new(dtype, shape, data)
+        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    safetensors::serialize([(name, view)], None).map_err(|e| anyhow::anyhow!("{name}: {e}"))
+}
+
+/// An Mlp job classifying `rows` (an int8 matrix's bytes, row-major, of `shape` [rows,
+/// features]) with `model` (an integer MLP file; default: the digits model the keeper carries).
+#[pyfunction]
+#[pyo3(signature = (rows, shape, model=None, rows_per_tile=clientdata::MLP_ROWS_PER_TILE))]
+fn classify_job(
+    py: Python<'_>,
+    rows: Vec<u8>,
+    shape: (usize, usize),
+    model: Option<PathBuf>,
+    rows_per_tile: u8,
+) -> PyResult<Job> {
+    py.detach(|| {
+        input((|| {
+            let (name, m) = match &model {
+                Some(p) => (
+                    p.display().to_string(),
+                    std::fs::read(p)
+                        .with_context(|| format!("cannot read the model {}", p.display()))?,
+                ),
+                None => (
+                    "the digits model".to_string(),
+                    compute_market_keeper::compute::mlp::DIGITS_MODEL.to_vec(),
+                ),
+            };
+            let b = tensor("x", safetensors::Dtype::I8, vec![shape.0, shape.1], &rows)?;
+            clientdata::prepare_mlp_of((&name, m), ("rows", b), rows_per_tile)
+        })())
+    })
+    .map(job)
+}
+
+/// A MatMulModP job computing A·B mod p on the client's matrices (each uint32 bytes,
+/// row-major, with its shape; every element below 2^31 − 1).
+#[pyfunction]
+fn matmul_job(
+    py: Python<'_>,
+    a: Vec<u8>,
+    a_shape: (usize, usize),
+    b: Vec<u8>,
+    b_shape: (usize, usize),
+) -> PyResult<Job> {
+    py.detach(|| {
+        input((|| {
+            let a = tensor("A", safetensors::Dtype::U32, vec![a_shape.0, a_shape.1], &a)?;
+            let b = tensor("B", safetensors::Dtype::U32, vec![b_shape.0, b_shape.1], &b)?;
+            clientdata::prepare_matmul(("a", a), ("b", b))
+        })())
+    })
+    .map(job)
+}
+
+/// A Generate job completing `prompts` with `model` (an integer decoder; default: the SmolLM2
+/// one `scripts/smollm2-model` makes), greedily at temperature 0, else sampled.
+#[pyfunction]
+#[pyo3(signature = (prompts, model=None, max_new_tokens=clientdata::GENERATE_MAX_NEW, max_tokens=None, temperature=0.0, top_k=0, top_p=1.0, seed=0, rows_per_tile=clientdata::GENERATE_ROWS_PER_TILE))]
+#[allow(clippy::too_many_arguments)]
+fn generate_job(
+    py: Python<'_>,
+    prompts: Vec<String>,
+    model: Option<PathBuf>,
+    max_new_tokens: u32,
+    max_tokens: Option<u32>,
+    temperature: f64,
+    top_k: u32,
+    top_p: f64,
+    seed: u64,
+    rows_per_tile: u8,
+) -> PyResult<Job> {
+    use compute_market_protocol::decoder::{Sampling, MAX_TEMPERATURE, TOP_P_ONE};
+    let model = model.unwrap_or_else(compute_market_keeper::compute::decoder::smollm2_path);
+    py.detach(|| {
+        input((|| {
+            anyhow::ensure!(
+                temperature.is_finite() && (0.0..=256.0).contains(&temperature),
+                "temperature {temperature}: give 0 (greedy) to 256"
+            );
+            let t = ((temperature * 256.0).round() as u32).min(MAX_TEMPERATURE);
+            anyhow::ensure!(
+                temperature == 0.0 || t > 0,
+                "temperature {temperature} is below 1/256, the finest step: give 0 for greedy decoding"
+            );
+            anyhow::ensure!(
+                top_p.is_finite() && top_p > 0.0 && top_p <= 1.0,
+                "top_p {top_p}: give a fraction above 0, at most 1"
+            );
+            anyhow::ensure!(
+                model.exists(),
+                "{} does not exist: run scripts/smollm2-model to make the SmolLM2 model, or give model=",
+                model.display()
+            );
+            let sampling = Sampling {
+                temperature: t,
+                top_k,
+                top_p: ((top_p * 65536.0).round() as u32).clamp(1, TOP_P_ONE),
+                seed,
+            };
+            clientdata::prepare_generate(
+                &model,
+                &prompts,
+                clientdata::GenerateShape {
+                    max_new: max_new_tokens,
+                    max_tokens,
+                    rows_per_tile,
+                    sampling,
+                },
+            )
+        })())
+    })
+    .map(job)
+}
+
+/// A result file's tensors as `(name, dtype, shape, bytes)`, for numpy's `frombuffer`.
+fn tensors<'py>(py: Python<'py>, file: &[u8]) -> anyhow::Result<Bound<'py, PyList>> {
+    let st = safetensors::SafeTensors::deserialize(file).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let list = PyList::empty(py);
+    let mut names = st.names();
+    names.sort();
+    for n in names {
+        let t = st.tensor(n).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let dtype = match t.dtype() {
+            safetensors::Dtype::U8 => "uint8",
+            safetensors::Dtype::I8 => "int8",
+            safetensors::Dtype::I16 => "int16",
+            safetensors::Dtype::I32 => "int32",
+            safetensors::Dtype::U32 => "uint32",
+            safetensors::Dtype::I64 => "int64",
+            other => anyhow::bail!("tensor {n} is {other:?}, which this package does not read"),
+        };
+        list.append((
+            n.to_string(),
+            dtype,
+            t.shape().to_vec(),
+            PyBytes::new(py, t.data()),
+        ))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(list)
+}
+
+/// A result as a dict: `task` (or None), `root` (hex), `tensors` (see [`tensors`]), and
+/// `completions` (a Generate job's: each a dict of row, prompt, text, tokens, finished).
+fn result_dict<'py>(
+    py: Python<'py>,
+    task: Option<String>,
+    root: &str,
+    file: &[u8],
+    completions: Option<&[clientdata::Completion]>,
+    extra: &[(&str, serde_json::Value)],
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("task", task)?;
+    d.set_item("root", root)?;
+    d.set_item(
+        "tensors",
+        tensors(py, file).map_err(|e| raise("MarketError", e))?,
+    )?;
+    let cs = PyList::empty(py);
+    for c in completions.unwrap_or_default() {
+        let x = PyDict::new(py);
+        x.set_item("row", c.row)?;
+        x.set_item("prompt", &c.prompt)?;
+        x.set_item("text", &c.text)?;
+        x.set_item("tokens", c.tokens)?;
+        x.set_item("finished", c.finished)?;
+        cs.append(x)?;
+    }
+    d.set_item("completions", cs)?;
+    for (k, v) in extra {
+        d.set_item(*k, v.to_string())?;
+    }
+    Ok(d)
+}
+
+/// Computes `job` here on the provider's code path (`keeper compute`): its inputs checked as a
+/// provider checks them, every tile computed (`backend`: "auto", "cpu" or "cuda") and committed
+/// into the root a provider would submit. Nothing is posted or paid.
+#[pyfunction]
+#[pyo3(signature = (job, backend="auto"))]
+fn compute<'py>(py: Python<'py>, job: &Job, backend: &str) -> PyResult<Bound<'py, PyDict>> {
+    let choice = match backend {
+        "auto" => BackendChoice::Auto,
+        "cpu" => BackendChoice::Cpu,
+        "cuda" => BackendChoice::Cuda,
+        other => {
+            return Err(raise(
+                "InputError",
+                anyhow::anyhow!("backend {other:?}: give \"auto\", \"cpu\" or \"cuda\""),
+            ))
+        }
+    };
+    let (spec, prepared) = (job.spec, job.prepared.clone());
+    let (local, file) = py
+        .detach(|| -> anyhow::Result<_> {
+            let b = device::select(choice)?;
+            let dir = tempfile_dir()?;
+            let out = dir.join("result.safetensors");
+            let local =
+                clientdata::compute_locally(&spec, Some(&prepared), b.as_ref(), &|_, _| {}, &out)?;
+            let file = std::fs::read(&out)?;
+            let _ = std::fs::remove_dir_all(&dir);
+            Ok((local, file))
+        })
+        .map_err(|e| raise("MarketError", e))?;
+    result_dict(
+        py,
+        None,
+        &local.root,
+        &file,
+        local.completions.as_deref(),
+        &[],
+    )
+    .and_then(|d| {
+        d.set_item("seconds", local.seconds)?;
+        d.set_item("backend", &local.backend)?;
+        Ok(d)
+    })
+}
+
+/// A fresh directory under the system's temporary one, for a result file.
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "compute-market-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+    Ok(d)
+}
+
+/// A connection to one market of a cluster, signing as one keypair: what `compute_market.Market`
+/// wraps.
+#[pyclass(module = "compute_market._native", frozen)]
+struct NativeMarket {
+    chain: Arc<RpcChain>,
+    kp: Keypair,
+    market: u16,
+    store: Option<String>,
+    policy: FetchPolicy,
+    url: String,
+}
+
+/// A task id no other post of this client is likely to use: the time, the process and a counter
+/// hashed (many Ray actors post under one key at once).
+fn fresh_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let h = blake3::hash(
+        &[
+            now.to_le_bytes().as_slice(),
+            &std::process::id().to_le_bytes(),
+            &N.fetch_add(1, Ordering::Relaxed).to_le_bytes(),
+        ]
+        .concat(),
+    );
+    u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes")) >> 1
+}
+
+fn parse_task(task: &str) -> PyResult<Pubkey> {
+    task.parse().map_err(|_| {
+        raise(
+            "InputError",
+            anyhow::anyhow!("{task:?} is not a task address (base58, 32 bytes)"),
+        )
+    })
+}
+
+#[pymethods]
+impl NativeMarket {
+    /// Connects to `rpc` (a URL) as `keypair` (a keypair file's path, or its 64 bytes) on market
+    /// `market`, checking that the cluster answers, the program is initialized and the market
+    /// exists. `store` is the content store a job's inputs are uploaded to (`keeper serve`).
+    #[new]
+    #[pyo3(signature = (rpc, keypair, market=1, store=None, allow_private_urls=false))]
+    fn new(
+        py: Python<'_>,
+        rpc: &str,
+        keypair: &Bound<'_, PyAny>,
+        market: u16,
+        store: Option<String>,
+        allow_private_urls: bool,
+    ) -> PyResult<Self> {
+        let kp = if let Ok(bytes) = keypair.extract::<Vec<u8>>() {
+            Keypair::try_from(&bytes[..]).map_err(|e| {
+                raise(
+                    "KeypairError",
+                    anyhow::anyhow!("the keypair's bytes are not a keypair ({e}): give the 64 bytes of a solana-keygen file, or its path"),
+                )
+            })?
+        } else {
+            let path: String = keypair.extract().map_err(|_| {
+                raise(
+                    "KeypairError",
+                    anyhow::anyhow!("keypair: give a keypair file's path (str) or its 64 bytes"),
+                )
+            })?;
+            compute_market_keeper::config::read_keypair(&path)
+                .map_err(|e| raise("KeypairError", e))?
+        };
+        if let Some(s) = &store {
+            if !(s.starts_with("http://") || s.starts_with("https://")) {
+                return Err(raise(
+                    "InputError",
+                    anyhow::anyhow!(
+                        "store {s:?}: give a content store's http(s) URL (a `keeper serve`)"
+                    ),
+                ));
+            }
+        }
+        let url = rpc.to_string();
+        let chain = py.detach(|| -> anyhow::Result<RpcChain> {
+            let mut c = RpcChain::new(&url);
+            // a client fails fast on a dead cluster (a keeper rides out a restart)
+            c.attempts = 3;
+            c.slot()?;
+            cli::config(&c)?;
+            anyhow::ensure!(
+                c.account(&compute_market::pda::market(market))?.is_some(),
+                "no market {market} on the cluster at {url}: `keeper market list` names the markets there"
+            );
+            Ok(c)
+        });
+        let chain = chain.map_err(chain_error)?;
+        Ok(NativeMarket {
+            chain: Arc::new(chain),
+            kp,
+            market,
+            store: store.map(|s| s.trim_end_matches('/').to_string()),
+            policy: FetchPolicy {
+                allow_loopback: allow_private_urls,
+                allow_private: allow_private_urls,
+                ..FetchPolicy::default()
+            },
+            url: rpc.to_string(),
+        })
+    }
+
+    /// The signer's address.
+    #[getter]
+    fn address(&self) -> String {
+        self.kp.pubkey().to_string()
+    }
+
+    /// The market id.
+    #[getter]
+    fn market(&self) -> u16 {
+        self.market
+    }
+
+    /// The RPC URL.
+    #[getter]
+    fn rpc(&self) -> String {
+        self.url.clone()
+    }
+
+    /// The stake token's decimals and the signer's balance of it, in base units.
+    fn token(&self, py: Python<'_>) -> PyResult<(u8, u64)> {
+        py.detach(|| -> anyhow::Result<(u8, u64)> {
+            let cfg = cli::config(self.chain.as_ref())?;
+            let mint = self
+                .chain
+                .account(&cfg.stake_mint)?
+                .context("the stake mint is not on chain")?;
+            // an SPL mint: supply at 36, decimals at 44
+            let decimals = *mint
+                .get(44)
+                .context("the stake mint's account is too short")?;
+            let wallet = cli::wallet(self.chain.as_ref(), &self.kp.pubkey())?;
+            Ok((decimals, self.chain.token_balance(&wallet)?))
+        })
+        .map_err(chain_error)
+    }
+
+    /// Posts `job` with `reward` (base units) into its escrow: its inputs uploaded to the
+    /// store first (what the store already holds is not sent again), after asking the market's
+    /// providers whether any would take it (unless `anyway`). Returns the task's address and id.
+    #[pyo3(signature = (job, reward, quorum=0, samples=0, region=0, anyway=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn post(
+        &self,
+        py: Python<'_>,
+        job: &Job,
+        reward: u64,
+        quorum: u8,
+        samples: u16,
+        region: u16,
+        anyway: bool,
+    ) -> PyResult<(String, u64)> {
+        let Some(store) = self.store.clone() else {
+            return Err(raise(
+                "InputError",
+                anyhow::anyhow!("a job on the client's data needs a content store: give Market(..., store=\"http://host:port\") (a `keeper serve`)"),
+            ));
+        };
+        let (spec, prepared) = (job.spec, job.prepared.clone());
+        py.detach(|| -> PyResult<(String, u64)> {
+            let chain = self.chain.as_ref();
+            let funds = cli::ensure_funds(chain, &self.kp.pubkey(), reward, 1);
+            funds.map_err(|e| match format!("{e:#}") {
+                m if m.contains("holds") => raise("InsufficientFunds", e),
+                _ => chain_error(e),
+            })?;
+            if !anyway {
+                cli::refuse_untaken(
+                    chain,
+                    self.market,
+                    reward,
+                    quorum,
+                    samples,
+                    &spec,
+                    &self.policy,
+                )
+                .map_err(|e| raise("NoProvider", e))?;
+            }
+            clientdata::upload(
+                &store,
+                &prepared,
+                &FetchPolicy {
+                    allow_loopback: true,
+                    allow_private: true,
+                    ..FetchPolicy::default()
+                },
+            )
+            .map_err(|e| {
+                raise(
+                    "MarketError",
+                    e.context(format!("uploading the inputs to {store}")),
+                )
+            })?;
+            let id = fresh_id();
+            let terms = cli::TaskTerms {
+                input_uri: store.clone(),
+                market: self.market,
+                reward,
+                quorum,
+                samples,
+                region,
+            };
+            let mut posted =
+                cli::task_post(chain, &self.kp, terms, vec![(id, spec)]).map_err(chain_error)?;
+            Ok((posted.remove(0).task, id))
+        })
+    }
+
+    /// The task's state: `(status, open)` — the status name ("Open", "Claimed", "Verifying",
+    /// "Accepted", "Rejected", "Undecided", "Cancelled", "Expired") and whether its account is
+    /// still open (a closed task's outcome is read from its history).
+    fn status(&self, py: Python<'_>, task: &str) -> PyResult<(String, bool)> {
+        let key = parse_task(task)?;
+        py.detach(|| -> anyhow::Result<(String, bool)> {
+            if let Some(t) = self.chain.task(&key)? {
+                return Ok((format!("{:?}", t.status), true));
+            }
+            // the close is indexed a few seconds after it lands
+            let mut tries = 0;
+            loop {
+                let logs = self.chain.logs_of(&key)?;
+                match compute_market_keeper::outlook::closed(&key, &logs) {
+                    Ok(c) => return Ok((c.status, false)),
+                    Err(e) if tries < 10 && format!("{e}").contains("not in its history") => {
+                        tries += 1;
+                        std::thread::sleep(std::time::Duration::from_secs(2));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        })
+        .map_err(chain_error)
+    }
+
+    /// What a task's status means for its client, in words.
+    #[staticmethod]
+    fn meaning(status: &str) -> String {
+        use compute_market::state::TaskStatus::*;
+        let s = match status {
+            "Accepted" => Accepted,
+            "Rejected" => Rejected,
+            "Cancelled" => Cancelled,
+            "Expired" => Expired,
+            "Undecided" => Undecided,
+            _ => return String::new(),
+        };
+        compute_market_keeper::outlook::meaning(s).to_string()
+    }
+
+    /// Fetches an Accepted task's result from the provider, then the verifiers that keep it,
+    /// every tile checked against the root on chain; nothing is returned unless all of it
+    /// matched.
+    fn result<'py>(&self, py: Python<'py>, task: &str) -> PyResult<Bound<'py, PyDict>> {
+        let key = parse_task(task)?;
+        let got = py.detach(|| -> PyResult<_> {
+            let c = clientdata::committed_over_rpc(&self.chain, &key).map_err(|e| {
+                match format!("{e:#}") {
+                    m if m.contains("only an Accepted task") => raise("TaskFailed", e),
+                    _ => chain_error(e),
+                }
+            })?;
+            let sources = clientdata::result_sources(self.chain.as_ref(), &c, &[]);
+            let dir = tempfile_dir().map_err(|e| raise("MarketError", e))?;
+            let out = dir.join("result.safetensors");
+            let r = clientdata::task_result(
+                &key,
+                &c,
+                clientdata::Wanted::All,
+                &sources,
+                &out,
+                self.policy.clone(),
+            )
+            .map_err(|e| raise("ResultUnavailable", e))?;
+            let file = std::fs::read(&out).map_err(|e| raise("MarketError", e.into()))?;
+            let _ = std::fs::remove_dir_all(&dir);
+            Ok((r, file))
+        })?;
+        let (r, file) = got;
+        result_dict(
+            py,
+            Some(task.to_string()),
+            &r.root,
+            &file,
+            r.completions.as_deref(),
+            &[],
+        )
+        .and_then(|d| {
+            d.set_item("source", &r.from)?;
+            Ok(d)
+        })
+    }
+
+    /// Cancels an Open task of this keypair (by its id); its reward is refunded.
+    fn cancel(&self, py: Python<'_>, id: u64) -> PyResult<()> {
+        py.detach(|| cli::task_cancel(self.chain.as_ref(), &self.kp, id).map(|_| ()))
+            .map_err(chain_error)
+    }
+}
+
+/// The native module: jobs, local computation and the market connection.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Job>()?;
+    m.add_class::<NativeMarket>()?;
+    m.add_function(wrap_pyfunction!(embed_job, m)?)?;
+    m.add_function(wrap_pyfunction!(classify_job, m)?)?;
+    m.add_function(wrap_pyfunction!(matmul_job, m)?)?;
+    m.add_function(wrap_pyfunction!(generate_job, m)?)?;
+    m.add_function(wrap_pyfunction!(compute, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
