@@ -1,5 +1,9 @@
-"""Ray Data through the market: a callable class for ``Dataset.map_batches`` that posts each
-batch as a market task and returns only verified results, in the batch's order.
+"""Ray and the market, both ways.
+
+Clients: :class:`MarketEmbedder`, a callable class for ``Dataset.map_batches`` that posts each
+batch as a market task and returns only verified results, in the batch's order. Providers:
+:func:`serve_provider`, a keeper provider whose tiles fan out over a Ray cluster
+(:class:`RayTiles`), one stake and one key for the fleet.
 
 ::
 
@@ -92,3 +96,95 @@ def _node_id() -> str:
         return ray.get_runtime_context().get_node_id()
     except Exception:
         return ""
+
+
+def _tiles_on_worker(job: bytes, bases, indices, allow_private_urls: bool):
+    """A chunk of tiles computed on the Ray worker this runs on: ``(node id, tiles)``."""
+    from . import _native
+
+    return _node_id(), _native.provider_tiles(job, bases, indices, allow_private_urls)
+
+
+class RayTiles:
+    """The tile function of a Ray-backed provider (:func:`serve_provider`): each task's tiles
+    split into contiguous chunks, ``chunks_per_node`` for every live Ray node with a CPU (read
+    at each task, so nodes the autoscaler adds are used from the next task on, without a
+    restart), each chunk a Ray task pinned softly to its node. A chunk whose worker or node is
+    lost is retried by Ray (``max_retries``) on another node; whichever worker runs a tile, it
+    runs the same Rust kernels through this package, so the tiles are bit-identical.
+
+    ``history`` keeps, per task, the nodes chunks were pinned to and the nodes that ran them.
+    """
+
+    def __init__(self, *, chunks_per_node: int = 2, max_retries: int = 3,
+                 num_cpus: float = 1.0, allow_private_urls: bool = False):
+        import ray
+
+        self._remote = ray.remote(max_retries=max_retries, num_cpus=num_cpus)(_tiles_on_worker)
+        self.chunks_per_node = max(1, chunks_per_node)
+        self.allow_private_urls = allow_private_urls
+        self.history = []
+
+    def nodes(self):
+        """The live Ray nodes with a CPU, by id."""
+        import ray
+
+        return [n["NodeID"] for n in ray.nodes()
+                if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
+
+    def dispatched(self, kind: str, refs, pinned) -> None:
+        """Called once a job's chunks are submitted, with the job's kind (a hook for tests and
+        metrics; the keeper also runs small synthetic jobs at start to measure its speed)."""
+
+    def __call__(self, job: bytes, bases, indices):
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from . import _native
+
+        kind, dims, _ = _native.job_info(job)
+        started = time.time()
+        nodes = self.nodes()
+        if not nodes:
+            raise RuntimeError("the Ray cluster has no live node with a CPU")
+        n = min(len(indices), len(nodes) * self.chunks_per_node)
+        size = -(-len(indices) // n)
+        chunks = [list(indices[i:i + size]) for i in range(0, len(indices), size)]
+        pinned = [nodes[i % len(nodes)] for i in range(len(chunks))]
+        refs = [
+            self._remote.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=True)
+            ).remote(job, list(bases), chunk, self.allow_private_urls)
+            for chunk, node in zip(chunks, pinned)
+        ]
+        self.dispatched(kind, refs, pinned)
+        out, ran = [], []
+        for node, tiles in ray.get(refs):
+            ran.append(node)
+            out.extend(tiles)
+        self.history.append(dict(kind=kind, dims=list(dims), tiles=len(indices), pinned=pinned,
+                                 ran=ran,
+                                 seconds=round(time.time() - started, 3)))
+        return out
+
+
+def serve_provider(rpc: str, keypair: str, *, store: str, listen: str, market: int = 1,
+                   public_url: Optional[str] = None, max_active: Optional[int] = None,
+                   tiles: Optional[RayTiles] = None, allow_private_urls: bool = False,
+                   poll_ms: int = 400) -> None:
+    """Runs a keeper provider whose tiles are computed on the Ray cluster this process is
+    connected to (``ray.init(address=...)`` first): one key and one stake for the whole
+    cluster. It claims, fetches inputs, commits the root, serves results and answers disputes as
+    ``keeper run --provider`` does (its store a redb file at ``store``, its HTTP server on
+    ``listen``, which the workers fetch the inputs from); only the tiles go to Ray
+    (:class:`RayTiles`). ``max_active`` (tasks held at once) defaults to the cluster's CPUs.
+    Returns on SIGTERM or Ctrl-C."""
+    import ray
+
+    from . import _native
+
+    tiles = tiles or RayTiles(allow_private_urls=allow_private_urls)
+    if max_active is None:
+        max_active = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    _native.run_provider(rpc, keypair, tiles, store, listen, market, public_url, max_active,
+                         poll_ms, allow_private_urls)

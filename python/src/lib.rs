@@ -736,6 +736,190 @@ impl NativeMarket {
     }
 }
 
+/// A backend whose tiles a Python callable computes: `tiles(job: bytes, bases: list[str],
+/// indices: list[int]) -> list[bytes]` (the job's encoded spec, where its inputs are served —
+/// the provider's own keeper — and the tiles wanted). `compute_market.ray.RayTiles` fans them
+/// out over a Ray cluster. Every tile's length is checked; the root the provider commits covers
+/// whatever came back, so a wrong tile costs its bond as any other provider's would.
+struct PyBackend {
+    tiles: Py<PyAny>,
+    bases: Vec<String>,
+}
+
+impl compute_market_keeper::compute::Backend for PyBackend {
+    fn name(&self) -> String {
+        "python".into()
+    }
+
+    fn tiles(&self, job: &JobSpec, indices: &[u32]) -> anyhow::Result<Vec<Vec<u8>>> {
+        let got: Vec<Vec<u8>> = Python::attach(|py| {
+            self.tiles
+                .call1(
+                    py,
+                    (
+                        PyBytes::new(py, &job.encode()),
+                        self.bases.clone(),
+                        indices.to_vec(),
+                    ),
+                )
+                .and_then(|r| r.extract(py))
+        })
+        .map_err(|e| anyhow::anyhow!("the tile function raised: {e}"))?;
+        anyhow::ensure!(
+            got.len() == indices.len(),
+            "the tile function returned {} tiles for {} asked",
+            got.len(),
+            indices.len()
+        );
+        if let Some(i) = got.iter().position(|t| t.len() != job.tile_len()) {
+            anyhow::bail!(
+                "the tile function's tile {} is {} bytes, not {}",
+                indices[i],
+                got[i].len(),
+                job.tile_len()
+            );
+        }
+        Ok(got)
+    }
+
+    /// Every tile at once, so that the callable spreads them over its workers.
+    fn run_with_progress(
+        &self,
+        job: &JobSpec,
+        progress: &compute_market_keeper::compute::Progress<'_>,
+    ) -> anyhow::Result<Vec<Vec<u8>>> {
+        let count = job.tile_count();
+        progress(0, u64::from(count));
+        let all: Vec<u32> = (0..count).collect();
+        let out = self.tiles(job, &all)?;
+        progress(u64::from(count), u64::from(count));
+        Ok(out)
+    }
+
+    fn freivalds(&self, job: &JobSpec, rs: &[Vec<u32>]) -> anyhow::Result<Vec<Vec<u32>>> {
+        compute_market_keeper::compute::cpu::CpuBackend.freivalds(job, rs)
+    }
+}
+
+/// Tiles `indices` of the encoded job `job`, computed here by this machine's backend (CUDA when
+/// a GPU passes its self-test, else the CPU): its inputs fetched from `bases` (the provider's
+/// keeper serves them) and checked as a provider checks them, then held for the next call. What
+/// a Ray worker of a Ray-backed provider runs.
+#[pyfunction]
+#[pyo3(signature = (job, bases, indices, allow_private_urls=false))]
+fn provider_tiles<'py>(
+    py: Python<'py>,
+    job: Vec<u8>,
+    bases: Vec<String>,
+    indices: Vec<u32>,
+    allow_private_urls: bool,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    use std::sync::OnceLock;
+    static STORE: OnceLock<compute_market_keeper::results::ResultStore> = OnceLock::new();
+    static BACKEND: OnceLock<Arc<dyn compute_market_keeper::compute::Backend>> = OnceLock::new();
+    let tiles = py
+        .detach(|| -> anyhow::Result<Vec<Vec<u8>>> {
+            let raw: [u8; 64] = job
+                .as_slice()
+                .try_into()
+                .map_err(|_| anyhow::anyhow!("the job spec is {} bytes, not 64", job.len()))?;
+            let job = JobSpec::decode(&raw).map_err(|e| anyhow::anyhow!("the job spec: {e:?}"))?;
+            let store = STORE.get_or_init(|| {
+                compute_market_keeper::results::ResultStore::default().with_policy(FetchPolicy {
+                    allow_loopback: allow_private_urls,
+                    allow_private: allow_private_urls,
+                    ..FetchPolicy::default()
+                })
+            });
+            store
+                .ensure_inputs(&job, &bases, None)
+                .map_err(|e| anyhow::anyhow!("the job's inputs from {bases:?}: {e}"))?;
+            let backend = match BACKEND.get() {
+                Some(b) => b.clone(),
+                None => {
+                    let b = device::select(BackendChoice::Auto)?;
+                    BACKEND.get_or_init(|| b).clone()
+                }
+            };
+            backend.tiles(&job, &indices)
+        })
+        .map_err(|e| raise("MarketError", e))?;
+    Ok(tiles.iter().map(|t| PyBytes::new(py, t)).collect())
+}
+
+/// What an encoded job spec is: `(kind, dims, tiles)` ("Encoder", (rows, tokens, width), 30).
+#[pyfunction]
+fn job_info(job: Vec<u8>) -> PyResult<(String, (u32, u32, u32), u32)> {
+    let raw: [u8; 64] = job.as_slice().try_into().map_err(|_| {
+        raise(
+            "InputError",
+            anyhow::anyhow!("a job spec is 64 bytes, not {}", job.len()),
+        )
+    })?;
+    let j = JobSpec::decode(&raw)
+        .map_err(|e| raise("InputError", anyhow::anyhow!("the job spec: {e:?}")))?;
+    Ok((
+        format!("{:?}", j.kind),
+        (j.dims[0], j.dims[1], j.dims[2]),
+        j.tile_count(),
+    ))
+}
+
+/// Runs a keeper provider as `keypair` on `market` whose tiles the callable `tiles` computes
+/// (see `compute_market.ray.serve_provider`): it claims, fetches inputs, commits, serves and
+/// answers disputes as `keeper run --provider` does, with its store at `store` (a redb file)
+/// and its HTTP server on `listen`. Returns when the process gets SIGTERM or Ctrl-C.
+#[pyfunction]
+#[pyo3(signature = (rpc, keypair, tiles, store, listen, market=1, public_url=None, max_active=4, poll_ms=400, allow_private_urls=false))]
+#[allow(clippy::too_many_arguments)]
+fn run_provider(
+    py: Python<'_>,
+    rpc: &str,
+    keypair: &str,
+    tiles: Py<PyAny>,
+    store: PathBuf,
+    listen: String,
+    market: u16,
+    public_url: Option<String>,
+    max_active: usize,
+    poll_ms: u64,
+    allow_private_urls: bool,
+) -> PyResult<()> {
+    use compute_market_keeper::daemon;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let kp = compute_market_keeper::config::read_keypair(keypair)
+        .map_err(|e| raise("KeypairError", e))?;
+    let public = public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{listen}"));
+    let backend = Arc::new(PyBackend {
+        tiles,
+        bases: vec![public.trim_end_matches('/').to_string()],
+    });
+    let mut opts = daemon::DaemonOptions::new(market, store);
+    opts.provider = true;
+    opts.listen = listen;
+    opts.public_url = public_url;
+    opts.poll = std::time::Duration::from_millis(poll_ms);
+    opts.max_active = max_active.max(1);
+    opts.ws_url = Some(daemon::ws_url(
+        &compute_market_keeper::chain::rpc::resolve_url(rpc),
+    ));
+    opts.fetch = FetchPolicy {
+        allow_loopback: allow_private_urls,
+        allow_private: allow_private_urls,
+        ..FetchPolicy::default()
+    };
+    let chain: Arc<dyn Chain> = Arc::new(RpcChain::new(rpc));
+    py.detach(|| daemon::run(chain, kp, backend, opts, daemon::signals()))
+        .map_err(|e| raise("MarketError", e))
+}
+
 /// The native module: jobs, local computation and the market connection.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -746,6 +930,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(matmul_job, m)?)?;
     m.add_function(wrap_pyfunction!(generate_job, m)?)?;
     m.add_function(wrap_pyfunction!(compute, m)?)?;
+    m.add_function(wrap_pyfunction!(provider_tiles, m)?)?;
+    m.add_function(wrap_pyfunction!(job_info, m)?)?;
+    m.add_function(wrap_pyfunction!(run_provider, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

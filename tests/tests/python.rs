@@ -11,6 +11,7 @@ use std::{
 
 use anyhow::{Context, Result};
 use compute_market_cluster_tests::*;
+use compute_market_keeper::chain::ChainExt;
 
 /// The repository's root.
 fn root() -> PathBuf {
@@ -193,20 +194,7 @@ fn thousand_texts(n: usize) -> Result<Vec<String>> {
 #[test]
 fn a_ray_data_pipeline_on_three_ray_nodes_embeds_a_thousand_texts_through_the_market() -> Result<()>
 {
-    let wheel = wheel()?;
-    let tools = tools()?;
-    run(
-        Command::new(tools.join("bin/pip"))
-            .args([
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                "--force-reinstall",
-                "--no-deps",
-            ])
-            .arg(&wheel),
-        "pip install the wheel into the tools venv",
-    )?;
+    let tools = tools_with_wheel()?;
     let v = Validator::start()?;
     let r = running(&v, "90,60,45,45")?;
     let texts = thousand_texts(1000)?;
@@ -285,4 +273,203 @@ fn npy_i16(path: &Path) -> Result<Vec<i16>> {
         .chunks_exact(2)
         .map(|x| i16::from_le_bytes([x[0], x[1]]))
         .collect())
+}
+
+/// The tools venv with the wheel just built installed into it.
+fn tools_with_wheel() -> Result<PathBuf> {
+    let (wheel, tools) = (wheel()?, tools()?);
+    run(
+        Command::new(tools.join("bin/pip"))
+            .args([
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "--force-reinstall",
+                "--no-deps",
+            ])
+            .arg(&wheel),
+        "pip install the wheel into the tools venv",
+    )?;
+    Ok(tools)
+}
+
+/// Stops the Ray provider with SIGTERM (it shuts its Ray cluster down), then any Ray process
+/// left behind.
+struct RayProvider {
+    proc: Proc,
+    tools: PathBuf,
+}
+
+impl Drop for RayProvider {
+    fn drop(&mut self) {
+        let pid = self.proc.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        for _ in 0..60 {
+            if matches!(self.proc.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        let _ = Command::new(self.tools.join("bin/ray"))
+            .args(["stop", "--force"])
+            .output();
+    }
+}
+
+/// A provider whose tiles fan out over a three-node Ray cluster (one key, one stake) has two
+/// MiniLM tasks Accepted by three CPU verifiers: the worker node holding chunks of the first
+/// task is killed while they are out, Ray runs them elsewhere and the task is still Accepted in
+/// its window; a node that joins afterwards (as the autoscaler adds one) computes chunks of the
+/// second task, the provider never restarted.
+#[test]
+fn a_provider_on_a_ray_cluster_loses_a_worker_node_mid_task_and_is_still_accepted() -> Result<()> {
+    let tools = tools_with_wheel()?;
+    let v = Validator::start()?;
+    let (client, provider, verifiers) = small_market(&v, "120,90,45,45")?;
+    let (_store_proc, store) = spawn_serve(&v, "client-store")?;
+    // the verifiers and the cranker, running until the end
+    let mut keepers = vec![];
+    for (i, w) in verifiers.iter().enumerate() {
+        keepers.push(v.spawn_keeper(&format!("v{i}"), w, &["--verifier"])?);
+    }
+    keepers.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    let stats = v.dir.path().join("ray-provider.json");
+    let log = std::fs::File::create(v.dir.path().join("ray-provider.log"))?;
+    let listen = format!("127.0.0.1:{}", free_port());
+    let child = Command::new(tools.join("bin/python"))
+        .arg(root().join("python/tests/ray_provider.py"))
+        .args([&v.url, provider.to_str().context("path")?])
+        .arg(v.dir.path().join("ray-provider.redb"))
+        .arg(&listen)
+        .arg(&stats)
+        .current_dir(v.dir.path())
+        .env("RAY_USAGE_STATS_ENABLED", "0")
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()?;
+    let _ray = RayProvider {
+        proc: Proc {
+            child,
+            name: "ray-provider".into(),
+        },
+        tools: tools.clone(),
+    };
+    let read = || -> Result<Option<serde_json::Value>> {
+        Ok(std::fs::read(&stats)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok()))
+    };
+    wait_for(180, "the Ray provider to start", || {
+        Ok(read()?.filter(|s| s["ready"] == true).map(|_| ()))
+    })
+    .map_err(|e| e.context(log_tails(&v, &["ray-provider"])))?;
+    let (texts, _) = compute_market_keeper::compute::encoder::minilm_heldout()?;
+    let lines: Vec<&str> = std::str::from_utf8(&texts)?.lines().collect();
+    let model = compute_market_keeper::compute::encoder::minilm_path();
+    let chain = v.chain();
+    // task `id` on 60 held-out texts of its own (the same job twice would be served from the
+    // provider's store, not computed)
+    let accepted = |id: &str| -> Result<()> {
+        let n: usize = id.parse()?;
+        let path = v.dir.path().join(format!("sentences-{id}.txt"));
+        std::fs::write(&path, lines[(n - 1) * 60..n * 60].join("\n") + "\n")?;
+        let out = v.keeper(
+            &client,
+            &[
+                "task",
+                "post",
+                "--id",
+                id,
+                "--model",
+                model.to_str().context("path")?,
+                "--texts",
+                path.to_str().context("path")?,
+                "--store",
+                &store,
+                "--reward",
+                "1000000",
+                "--anyway",
+            ],
+        )?;
+        let task: anchor_lang::prelude::Pubkey = out["posted"]["task"]
+            .as_str()
+            .context("task address")?
+            .parse()?;
+        wait_for(240, "the task to close", || {
+            Ok(chain.task(&task)?.is_none().then_some(()))
+        })
+        .map_err(|e| e.context(log_tails(&v, &["ray-provider", "v0", "crank"])))?;
+        let status = v.keeper(&client, &["task", "status", &task.to_string()])?;
+        anyhow::ensure!(
+            status["status"] == "Accepted",
+            "task {id}: {status}\n{}",
+            log_tails(&v, &["ray-provider", "v0"])
+        );
+        Ok(())
+    };
+    accepted("1")?;
+    let s = read()?.context("the provider's figures")?;
+    let killed = s["killed"].as_str().context("a node killed")?.to_string();
+    // the market's tasks (the keeper's speed checks at start are synthetic jobs)
+    let encoders = |s: &serde_json::Value| -> Vec<serde_json::Value> {
+        s["tasks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["kind"] == "Encoder")
+            .cloned()
+            .collect()
+    };
+    let t0 = &encoders(&s)[0];
+    assert!(
+        t0["pinned"]
+            .as_array()
+            .context("pinned")?
+            .iter()
+            .any(|n| n == killed.as_str()),
+        "chunks were out on the killed node: {t0}"
+    );
+    assert!(
+        t0["ran"]
+            .as_array()
+            .context("ran")?
+            .iter()
+            .all(|n| n != killed.as_str()),
+        "every chunk of the killed node ran again elsewhere: {t0}"
+    );
+    // the node that joined is picked up by the next task, without a restart
+    let added = wait_for(60, "a node to join", || {
+        Ok(read()?.and_then(|s| {
+            s["added"]
+                .as_str()
+                .filter(|a| *a != "pending")
+                .map(str::to_string)
+        }))
+    })?;
+    accepted("2")?;
+    let s = read()?.context("the provider's figures")?;
+    println!(
+        "the Ray provider: killed {}, added {}; its market tasks' chunks: {}",
+        s["killed"],
+        s["added"],
+        serde_json::Value::Array(encoders(&s))
+    );
+    let t1 = &encoders(&s)[1];
+    assert!(
+        t1["ran"]
+            .as_array()
+            .context("ran")?
+            .iter()
+            .any(|n| n == added.as_str()),
+        "the joined node computed chunks of the second task: {t1}"
+    );
+    let node = chain
+        .node(&node_of(&provider))?
+        .context("the provider's node")?;
+    assert_eq!(
+        (node.tasks_completed, node.times_slashed),
+        (2, 0),
+        "one stake, both tasks paid"
+    );
+    Ok(())
 }
