@@ -1,7 +1,8 @@
 """Ray and the market, both ways.
 
 Clients: :class:`MarketEmbedder`, a callable class for ``Dataset.map_batches`` that posts each
-batch as a market task and returns only verified results, in the batch's order. Providers:
+batch as a market task and returns only verified results, in the batch's order; and
+:func:`deployment`, a Ray Serve deployment fronting the market for online requests. Providers:
 :func:`serve_provider`, a keeper provider whose tiles fan out over a Ray cluster
 (:class:`RayTiles`), one stake and one key for the fleet.
 
@@ -38,7 +39,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from . import FAILED, Job, Market, TaskFailed
+from . import FAILED, InputError, Job, Market, MarketError, TaskFailed
 
 
 class MarketEmbedder:
@@ -188,3 +189,60 @@ def serve_provider(rpc: str, keypair: str, *, store: str, listen: str, market: i
         max_active = max(1, int(ray.cluster_resources().get("CPU", 1)))
     _native.run_provider(rpc, keypair, tiles, store, listen, market, public_url, max_active,
                          poll_ms, allow_private_urls)
+
+
+class MarketEndpoint:
+    """The body of a Ray Serve deployment fronting the market (:func:`deployment`): ``POST``
+    a JSON object ``{"texts": [...]}`` for embeddings or ``{"prompts": [...]}`` (with any of
+    :meth:`compute_market.Job.generate`'s options) for completions; the answer holds the
+    verified result, the ``task`` that computed it and the ``root`` it was checked against.
+    Bad input answers 400 with the message, a task that failed or a cluster that does not
+    answer 502; every request is its own paid task of ``reward`` tokens."""
+
+    def __init__(self, rpc: str, keypair: Any, *, store: str, reward: Any, market: int = 1,
+                 allow_private_urls: bool = False, timeout: float = 600.0):
+        self.market = Market(rpc, keypair, market, store=store,
+                             allow_private_urls=allow_private_urls)
+        self.reward, self.timeout = reward, timeout
+        self.market.base_units(reward)
+
+    async def __call__(self, request) -> Any:
+        from starlette.responses import JSONResponse
+
+        try:
+            body = await request.json()
+        except Exception:
+            return JSONResponse({"error": "the body is not JSON: send {\"texts\": [...]} or "
+                                          "{\"prompts\": [...]}"}, status_code=400)
+        try:
+            if isinstance(body, dict) and "texts" in body:
+                r = await self.market.embed_async(body["texts"], reward=self.reward,
+                                                  timeout=self.timeout)
+                return {"task": r.task, "root": r.root, "embeddings": r.embeddings.tolist()}
+            if isinstance(body, dict) and "prompts" in body:
+                opts = {k: v for k, v in body.items() if k != "prompts"}
+                r = await self.market.generate_async(body["prompts"], reward=self.reward,
+                                                     timeout=self.timeout, **opts)
+                return {"task": r.task, "root": r.root, "texts": r.texts,
+                        "completions": r.completions}
+            return JSONResponse({"error": "send {\"texts\": [...]} or {\"prompts\": [...]}"},
+                                status_code=400)
+        except (InputError, TypeError) as e:
+            return JSONResponse({"error": str(e)}, status_code=400)
+        except MarketError as e:
+            return JSONResponse({"error": str(e)}, status_code=502)
+
+
+def deployment(**options: Any):
+    """:class:`MarketEndpoint` as a Ray Serve deployment (``options`` are
+    ``serve.deployment``'s: ``num_replicas``, ``ray_actor_options``, ...)::
+
+        from ray import serve
+        from compute_market.ray import deployment
+
+        serve.run(deployment(num_replicas=2).bind(RPC, KEYPAIR, store=STORE, reward="1"),
+                  route_prefix="/market")
+    """
+    from ray import serve
+
+    return serve.deployment(**options)(MarketEndpoint)

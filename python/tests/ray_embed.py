@@ -2,13 +2,16 @@
 raylet process) embedding texts through the market with `MarketEmbedder`. Run by
 tests/tests/python.rs against a real validator:
 
-    python ray_embed.py RPC KEYPAIR STORE TEXTS OUT.npy STATS.json
+    python ray_embed.py RPC KEYPAIR STORE TEXTS OUT.npy STATS.json SERVE_PORT
 
 writes the embeddings in the texts' order and the run's figures (tasks, most in flight,
-tasks/s, the nodes that posted)."""
+tasks/s, the nodes that posted). Then the market behind a Ray Serve deployment on the same
+cluster answers a POST of four of the texts with the same vectors, and a bad one with 400."""
 import json
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import numpy as np
 import ray
@@ -16,7 +19,7 @@ from ray.cluster_utils import Cluster
 
 from compute_market.ray import MarketEmbedder
 
-rpc, keypair, store, texts_path, out_path, stats_path = sys.argv[1:7]
+rpc, keypair, store, texts_path, out_path, stats_path, serve_port = sys.argv[1:8]
 texts = open(texts_path, encoding="utf-8").read().splitlines()
 cluster = Cluster(initialize_head=True, head_node_args=dict(
     num_cpus=1, object_store_memory=150 << 20, include_dashboard=False))
@@ -59,6 +62,33 @@ try:
     stats = dict(texts=len(texts), tasks=len(tasks), most_in_flight=most, seconds=round(wall, 1),
                  tasks_per_second=round(len(tasks) / wall, 3),
                  nodes=len({n for _, _, n in tasks.values()}), ray_nodes=len(nodes))
+    # the market behind a Ray Serve endpoint: the same vectors for the same texts
+    from ray import serve
+
+    from compute_market.ray import deployment
+
+    serve.start(http_options=dict(host="127.0.0.1", port=int(serve_port)))
+    serve.run(deployment(ray_actor_options=dict(num_cpus=0.1)).bind(
+        rpc, keypair, store=store, reward="1", allow_private_urls=True), route_prefix="/embed")
+    url = f"http://127.0.0.1:{serve_port}/embed"
+
+    def post(body):
+        req = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=300) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    code, answer = post({"texts": texts[:4]})
+    assert code == 200, (code, answer)
+    same = np.array_equal(np.array(answer["embeddings"], dtype=np.int16),
+                          np.stack([rows[i] for i in range(4)]))
+    bad_code, bad = post({"texts": ["fine", "  "]})
+    stats["serve"] = dict(status=code, task=answer["task"], same_vectors=bool(same),
+                          bad_status=bad_code, bad_error=bad.get("error"))
+    serve.shutdown()
     json.dump(stats, open(stats_path, "w"))
     print(json.dumps(stats))
 finally:

@@ -139,7 +139,8 @@ fn the_wheel_installed_fresh_posts_every_kind_from_python_and_gets_verified_resu
     let mut pytest = Command::new(venv.join("bin/python"));
     pytest
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"])
-        .arg(root().join("python/tests/test_market.py"));
+        .arg(root().join("python/tests/test_market.py"))
+        .arg(root().join("python/tests/test_ray_retries.py"));
     env(&mut pytest);
     let out = pytest.output()?;
     println!("{}", String::from_utf8_lossy(&out.stdout));
@@ -190,7 +191,9 @@ fn thousand_texts(n: usize) -> Result<Vec<String>> {
 /// A Ray Data pipeline (`MarketEmbedder` in an actor pool of six) on a three-node Ray cluster —
 /// a head and two worker nodes, each its own raylet process — embeds 1 000 texts through the
 /// market in tasks of 50: every vector equals `keeper compute`'s over the same texts, tasks
-/// were in flight side by side, and the figures (tasks in flight, tasks/s) are printed.
+/// were in flight side by side, and the figures (tasks in flight, tasks/s) are printed. Then
+/// the market behind a Ray Serve deployment on the same cluster answers a POST of four texts
+/// with the same vectors, and a bad one with 400 and the problem named.
 #[test]
 fn a_ray_data_pipeline_on_three_ray_nodes_embeds_a_thousand_texts_through_the_market() -> Result<()>
 {
@@ -209,6 +212,7 @@ fn a_ray_data_pipeline_on_three_ray_nodes_embeds_a_thousand_texts_through_the_ma
             .arg(root().join("python/tests/ray_embed.py"))
             .args([&v.url, r.client.to_str().context("path")?, &r.store])
             .args([&path, &npy, &stats])
+            .arg(free_port().to_string())
             .current_dir(v.dir.path())
             .env("RAY_USAGE_STATS_ENABLED", "0"),
         "the Ray Data pipeline",
@@ -222,6 +226,23 @@ fn a_ray_data_pipeline_on_three_ray_nodes_embeds_a_thousand_texts_through_the_ma
     assert!(
         s["most_in_flight"].as_u64() >= Some(2),
         "tasks in flight side by side: {s}"
+    );
+    // the Ray Serve endpoint: the same vectors for four of the texts, and a bad request named
+    let serve = &s["serve"];
+    assert_eq!(
+        (
+            &serve["status"],
+            &serve["same_vectors"],
+            &serve["bad_status"]
+        ),
+        (&200.into(), &true.into(), &400.into()),
+        "{serve}"
+    );
+    assert!(
+        serve["bad_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("text 1 is empty")),
+        "{serve}"
     );
     // every vector equals `keeper compute`'s over the same texts
     let model = compute_market_keeper::compute::encoder::minilm_path();
