@@ -866,7 +866,14 @@ pub fn committed(
         .rev()
         .find(|e| e.task == *task)
         .map(|e| e.status);
-    let status = closed.or(finalized);
+    // a verdict held for disputes is settled at its conclusion, which may overturn it: the
+    // conclusion outranks the finalize when the close's log was cut short
+    let concluded = decode_events::<events::TaskConcluded>(&logs)
+        .into_iter()
+        .rev()
+        .find(|e| e.task == *task)
+        .map(|e| e.status);
+    let status = closed.or(concluded).or(finalized);
     ensure!(
         status == Some(TaskStatus::Accepted),
         "task {task} is closed and was {}: only an Accepted task has a verified result ({read} transactions read)",

@@ -20,8 +20,11 @@ exceptions of :mod:`compute_market.errors`. Ray users: :mod:`compute_market.ray`
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import time
-from decimal import Decimal, InvalidOperation
+import urllib.parse
+import warnings as _warnings
+from decimal import ROUND_DOWN, Decimal, InvalidOperation, localcontext
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
@@ -34,6 +37,7 @@ from .errors import (
     KeypairError,
     MarketError,
     NoProvider,
+    NotReady,
     ResultUnavailable,
     TaskFailed,
 )
@@ -50,6 +54,7 @@ __all__ = [
     "ChainUnavailable",
     "InsufficientFunds",
     "NoProvider",
+    "NotReady",
     "TaskFailed",
     "ResultUnavailable",
 ]
@@ -90,7 +95,10 @@ class Job:
         included (default: the longest text's, the tightest price)."""
         if isinstance(texts, str):
             raise InputError("texts is one str: give a list of texts (e.g. [text])")
-        texts = [t if isinstance(t, str) else str(t) for t in texts]
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise InputError(f"text {i} is {type(t).__name__}, not str: every text is a str")
         return Job(_native.embed_job(texts, model, max_tokens, rows_per_tile))
 
     @staticmethod
@@ -180,6 +188,18 @@ def compute(job: Job, backend: str = "auto") -> Result:
     return Result(_native.compute(job._native, backend))
 
 
+def _private(url: str) -> bool:
+    """Whether ``url``'s host is loopback or private (a local cluster's)."""
+    host = urllib.parse.urlparse(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_private or ip.is_link_local
+
+
 class Market:
     """One market of a Compute Market cluster, signing as one keypair.
 
@@ -200,8 +220,13 @@ class Market:
             keypair = os.path.expanduser(keypair)
         else:
             keypair = list(bytes(keypair))
+        if store is not None and not allow_private_urls and _private(store):
+            raise InputError(f"store {store!r} is a loopback or private address, which providers "
+                             "elsewhere cannot fetch from: give a public store, or "
+                             "allow_private_urls=True on a local cluster")
         self._m = _native.NativeMarket(rpc, keypair, market, store, allow_private_urls)
         self._decimals: Optional[int] = None
+        self._ids: Dict[str, int] = {}
 
     address = property(lambda self: self._m.address, doc="The signer's address (base58).")
     market = property(lambda self: self._m.market, doc="The market id.")
@@ -222,19 +247,26 @@ class Market:
     def base_units(self, amount: Amount) -> int:
         """``amount`` tokens in the mint's base units, exactly (more decimals than the mint's
         is an :class:`InputError`)."""
-        try:
-            x = Decimal(str(amount))
-        except InvalidOperation:
-            raise InputError(f"reward {amount!r} is not a number of tokens (e.g. \"1.5\")") from None
-        if not x.is_finite() or x <= 0:
-            raise InputError(f"reward {amount!r}: give a positive number of tokens")
-        units = x.scaleb(self.decimals)
-        if units != units.to_integral_value():
-            raise InputError(f"reward {amount}: the token has {self.decimals} decimals; "
-                             f"round it to {x.quantize(Decimal(1).scaleb(-self.decimals))}")
-        if units >= 2**64:
-            raise InputError(f"reward {amount} is more than a u64 of base units")
-        return int(units)
+        if isinstance(amount, float):
+            amount = repr(amount)  # the digits the user typed, not the binary fraction
+        with localcontext() as ctx:
+            ctx.prec = 80  # exact for any u64 of base units at any decimals
+            try:
+                x = Decimal(str(amount))
+            except InvalidOperation:
+                raise InputError(f"reward {amount!r} is not a number of tokens (e.g. \"1.5\")") from None
+            if not x.is_finite() or x <= 0:
+                raise InputError(f"reward {amount!r}: give a positive number of tokens")
+            units = x.scaleb(self.decimals)
+            if units != units.to_integral_value():
+                down = x.quantize(Decimal(1).scaleb(-self.decimals), rounding=ROUND_DOWN)
+                smallest = Decimal(1).scaleb(-self.decimals)
+                raise InputError(f"reward {amount}: the token has {self.decimals} decimals; "
+                                 f"give {down if down > 0 else smallest} (the smallest amount is "
+                                 f"{smallest})")
+            if units >= 2**64:
+                raise InputError(f"reward {amount} is more than a u64 of base units")
+            return int(units)
 
     def post(self, job: Job, *, reward: Amount, quorum: int = 0, samples: int = 0,
              region: int = 0, anyway: bool = False) -> str:
@@ -242,35 +274,60 @@ class Market:
         inputs go to the store first (what the store holds is not sent again), after asking the
         market's providers whether any would take it (:class:`NoProvider` if none; ``anyway``
         posts regardless). ``quorum`` and ``samples`` default to the market's."""
-        task, _id = self._m.post(job._native, self.base_units(reward), quorum, samples, region,
-                                 anyway)
+        for w in job.warnings:
+            _warnings.warn(w, stacklevel=2)
+        task, task_id = self._m.post(job._native, self.base_units(reward), quorum, samples,
+                                     region, anyway)
+        self._ids[task] = task_id
         return task
 
     def status(self, task: str) -> str:
         """The task's status: Open, Claimed, Verifying, Accepted, Rejected, Undecided,
-        Cancelled or Expired (a closed task's from its history)."""
+        Cancelled or Expired (a closed task's from its history). While the task's account is
+        open an Accepted or Rejected verdict is held for its dispute window and may still be
+        overturned (:meth:`final`)."""
         return self._m.status(task)[0]
 
-    def watch(self, task: str, *, timeout: float = 600.0, interval: float = 0.5) -> Iterator[str]:
-        """Yields the task's status each time it changes, ending after ``Accepted`` or a final
-        status (``TimeoutError`` after ``timeout`` seconds)."""
+    def final(self, task: str) -> bool:
+        """Whether the task's outcome is final: its account closed after the dispute window,
+        its money moved."""
+        return not self._m.status(task)[1]
+
+    def watch(self, task: str, *, timeout: float = 600.0, interval: float = 0.5,
+              final: bool = False) -> Iterator[str]:
+        """Yields the task's status each time it changes, ending after ``Accepted`` (unless
+        ``final``: then after the dispute window, when the verdict is final) or once a failed
+        task's outcome is final. A cluster that stops answering for a while is waited for until
+        ``timeout`` (then ``TimeoutError``)."""
         last, end = None, time.monotonic() + timeout
         while True:
-            s = self.status(task)
+            try:
+                s, open_ = self._m.status(task)
+            except ChainUnavailable:
+                if time.monotonic() > end:
+                    raise
+                time.sleep(min(5.0, interval * 4))
+                continue
             if s != last:
                 yield s
                 last = s
-            if s == "Accepted" or s in FAILED:
+            if (s == "Accepted" and not final) or not open_:
                 return
             if time.monotonic() > end:
                 raise TimeoutError(f"task {task} is still {s} after {timeout:.0f} s")
             time.sleep(interval)
 
-    def wait(self, task: str, *, timeout: float = 600.0) -> str:
-        """Waits until the task is Accepted (its result verified by the majority of its
-        verifiers) and returns "Accepted"; raises :class:`TaskFailed` if it ends otherwise."""
+    def wait(self, task: str, *, timeout: float = 600.0, final: bool = False) -> str:
+        """Waits until the task is Accepted and returns "Accepted"; raises :class:`TaskFailed`
+        once it has ended otherwise for good.
+
+        Accepted means the majority of its seated verifiers checked it and the result matches
+        the root on chain; the verdict is then held for the market's dispute window, in which
+        one honest party can still overturn it (the client is then refunded). ``final=True``
+        waits for the window to close. A Rejected verdict is waited out to its end, since a
+        dispute may restore it: a failed task is never reported while it could still turn."""
         s = None
-        for s in self.watch(task, timeout=timeout):
+        for s in self.watch(task, timeout=timeout, final=final):
             pass
         if s != "Accepted":
             raise TaskFailed(f"task {task} ended {s}: {_native.NativeMarket.meaning(s)}",
@@ -313,9 +370,15 @@ class Market:
         return self.run(job, reward=reward,
                         **{k: v for k, v in options.items() if k not in job_keys})
 
-    def cancel(self, task_id: int) -> None:
-        """Cancels an Open task of this keypair by its id; the reward is refunded."""
-        self._m.cancel(task_id)
+    def cancel(self, task: Union[str, int]) -> None:
+        """Cancels an Open task of this keypair (its address as :meth:`post` returned it, or its
+        numeric id); the reward is refunded."""
+        if isinstance(task, str):
+            if task not in self._ids:
+                raise InputError(f"task {task} was not posted by this Market object: give its "
+                                 "numeric id")
+            task = self._ids[task]
+        self._m.cancel(task)
 
     # async forms: the same calls on a worker thread (the native calls release the GIL)
     async def post_async(self, job: Job, **kw: Any) -> str:

@@ -16,7 +16,8 @@ class KeypairError(MarketError, ValueError):
 
 
 class ChainUnavailable(MarketError, ConnectionError):
-    """The cluster's RPC does not answer (or the program or market is not on it)."""
+    """The cluster's RPC does not answer. (A cluster without the program or the market raises
+    :class:`MarketError` naming which.)"""
 
 
 class InsufficientFunds(MarketError):
@@ -28,9 +29,14 @@ class NoProvider(MarketError):
     waiting until it expires. Change the job or its terms, or post with ``anyway=True``."""
 
 
+class NotReady(MarketError):
+    """The task has no verified result yet (it is Open, Claimed or Verifying): wait for it
+    (:meth:`compute_market.Market.wait`)."""
+
+
 class TaskFailed(MarketError):
-    """A task ended without a verified result (Rejected, Undecided, Expired or Cancelled); its
-    reward was refunded. :attr:`status` names how it ended, :attr:`task` which task it was."""
+    """A task ended without a verified result (Rejected, Undecided, Expired or Cancelled, its
+    verdict final: the dispute window closed); its reward was refunded. :attr:`status` names how it ended, :attr:`task` which task it was."""
 
     def __init__(self, message, status=None, task=None):
         super().__init__(message)

@@ -50,6 +50,8 @@ class MarketEmbedder:
                  column: str = "text", model: Optional[str] = None,
                  max_tokens: Optional[int] = None, rows_per_tile: int = 2, retries: int = 2,
                  timeout: float = 600.0, allow_private_urls: bool = False):
+        if retries < 0:
+            raise InputError(f"retries {retries}: give 0 or more")
         self.market = Market(rpc, keypair, market, store=store,
                              allow_private_urls=allow_private_urls)
         self.reward = Decimal(str(reward))
@@ -99,11 +101,12 @@ def _node_id() -> str:
         return ""
 
 
-def _tiles_on_worker(job: bytes, bases, indices, allow_private_urls: bool):
-    """A chunk of tiles computed on the Ray worker this runs on: ``(node id, tiles)``."""
+def _tiles_on_worker(job: bytes, bases, indices, allow_private_urls: bool, version: str):
+    """A chunk of tiles computed on the Ray worker this runs on: ``(node id, tiles)`` (a worker
+    with another build of the package refuses)."""
     from . import _native
 
-    return _node_id(), _native.provider_tiles(job, bases, indices, allow_private_urls)
+    return _node_id(), _native.provider_tiles(job, bases, indices, allow_private_urls, version)
 
 
 class RayTiles:
@@ -118,13 +121,19 @@ class RayTiles:
     """
 
     def __init__(self, *, chunks_per_node: int = 2, max_retries: int = 3,
-                 num_cpus: float = 1.0, allow_private_urls: bool = False):
+                 num_cpus: float = 1.0, num_gpus: float = 0.0, timeout: float = 600.0,
+                 allow_private_urls: bool = False):
+        import collections
+
         import ray
 
-        self._remote = ray.remote(max_retries=max_retries, num_cpus=num_cpus)(_tiles_on_worker)
+        # a task that asks for no GPU sees none (Ray hides them): num_gpus=1 on GPU nodes
+        self._remote = ray.remote(max_retries=max_retries, num_cpus=num_cpus,
+                                  num_gpus=num_gpus)(_tiles_on_worker)
         self.chunks_per_node = max(1, chunks_per_node)
         self.allow_private_urls = allow_private_urls
-        self.history = []
+        self.timeout = timeout
+        self.history = collections.deque(maxlen=1000)
 
     def nodes(self):
         """The live Ray nodes with a CPU, by id."""
@@ -144,6 +153,8 @@ class RayTiles:
         from . import _native
 
         kind, dims, _ = _native.job_info(job)
+        if not indices:
+            return []
         started = time.time()
         nodes = self.nodes()
         if not nodes:
@@ -155,12 +166,18 @@ class RayTiles:
         refs = [
             self._remote.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=True)
-            ).remote(job, list(bases), chunk, self.allow_private_urls)
+            ).remote(job, list(bases), chunk, self.allow_private_urls, _native.__version__)
             for chunk, node in zip(chunks, pinned)
         ]
         self.dispatched(kind, refs, pinned)
         out, ran = [], []
-        for node, tiles in ray.get(refs):
+        try:
+            done = ray.get(refs, timeout=self.timeout)
+        except ray.exceptions.GetTimeoutError:
+            for r in refs:
+                ray.cancel(r, force=True)
+            raise
+        for node, tiles in done:
             ran.append(node)
             out.extend(tiles)
         self.history.append(dict(kind=kind, dims=list(dims), tiles=len(indices), pinned=pinned,
@@ -184,7 +201,10 @@ def serve_provider(rpc: str, keypair: str, *, store: str, listen: str, market: i
 
     from . import _native
 
-    tiles = tiles or RayTiles(allow_private_urls=allow_private_urls)
+    if tiles is None:
+        tiles = RayTiles(allow_private_urls=allow_private_urls)
+    else:
+        tiles.allow_private_urls = tiles.allow_private_urls or allow_private_urls
     if max_active is None:
         max_active = max(1, int(ray.cluster_resources().get("CPU", 1)))
     _native.run_provider(rpc, keypair, tiles, store, listen, market, public_url, max_active,

@@ -392,11 +392,10 @@ fn compute<'py>(py: Python<'py>, job: &Job, backend: &str) -> PyResult<Bound<'py
         .detach(|| -> anyhow::Result<_> {
             let b = device::select(choice)?;
             let dir = tempfile_dir()?;
-            let out = dir.join("result.safetensors");
+            let out = dir.path().join("result.safetensors");
             let local =
                 clientdata::compute_locally(&spec, Some(&prepared), b.as_ref(), &|_, _| {}, &out)?;
             let file = std::fs::read(&out)?;
-            let _ = std::fs::remove_dir_all(&dir);
             Ok((local, file))
         })
         .map_err(|e| raise("MarketError", e))?;
@@ -415,17 +414,13 @@ fn compute<'py>(py: Python<'py>, job: &Job, backend: &str) -> PyResult<Bound<'py
     })
 }
 
-/// A fresh directory under the system's temporary one, for a result file.
-fn tempfile_dir() -> anyhow::Result<PathBuf> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "compute-market-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
-    Ok(d)
+/// A fresh private directory (mode 0700, a name nobody can guess) for a result file, removed
+/// when dropped.
+fn tempfile_dir() -> anyhow::Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix("compute-market-")
+        .tempdir()
+        .context("creating a temporary directory")
 }
 
 /// A connection to one market of a cluster, signing as one keypair: what `compute_market.Market`
@@ -694,13 +689,14 @@ impl NativeMarket {
         let got = py.detach(|| -> PyResult<_> {
             let c = clientdata::committed_over_rpc(&self.chain, &key).map_err(|e| {
                 match format!("{e:#}") {
-                    m if m.contains("only an Accepted task") => raise("TaskFailed", e),
+                    m if m.contains("is closed and was") => raise("TaskFailed", e),
+                    m if m.contains("only an Accepted task") => raise("NotReady", e),
                     _ => chain_error(e),
                 }
             })?;
             let sources = clientdata::result_sources(self.chain.as_ref(), &c, &[]);
             let dir = tempfile_dir().map_err(|e| raise("MarketError", e))?;
-            let out = dir.join("result.safetensors");
+            let out = dir.path().join("result.safetensors");
             let r = clientdata::task_result(
                 &key,
                 &c,
@@ -711,7 +707,6 @@ impl NativeMarket {
             )
             .map_err(|e| raise("ResultUnavailable", e))?;
             let file = std::fs::read(&out).map_err(|e| raise("MarketError", e.into()))?;
-            let _ = std::fs::remove_dir_all(&dir);
             Ok((r, file))
         })?;
         let (r, file) = got;
@@ -806,14 +801,22 @@ impl compute_market_keeper::compute::Backend for PyBackend {
 /// keeper serves them) and checked as a provider checks them, then held for the next call. What
 /// a Ray worker of a Ray-backed provider runs.
 #[pyfunction]
-#[pyo3(signature = (job, bases, indices, allow_private_urls=false))]
+#[pyo3(signature = (job, bases, indices, allow_private_urls=false, version=None))]
 fn provider_tiles<'py>(
     py: Python<'py>,
     job: Vec<u8>,
     bases: Vec<String>,
     indices: Vec<u32>,
     allow_private_urls: bool,
+    version: Option<String>,
 ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    // a worker on another build of the kernels could compute other tiles: refused by name
+    if let Some(v) = version.filter(|v| v != env!("CARGO_PKG_VERSION")) {
+        return Err(raise(
+            "MarketError",
+            anyhow::anyhow!("this Ray worker has compute_market {} and the provider {v}: install the provider's wheel on every node", env!("CARGO_PKG_VERSION")),
+        ));
+    }
     use std::sync::OnceLock;
     static STORE: OnceLock<compute_market_keeper::results::ResultStore> = OnceLock::new();
     static BACKEND: OnceLock<Arc<dyn compute_market_keeper::compute::Backend>> = OnceLock::new();
@@ -894,6 +897,14 @@ fn run_provider(
         .try_init();
     let kp = compute_market_keeper::config::read_keypair(keypair)
         .map_err(|e| raise("KeypairError", e))?;
+    let unreachable =
+        listen.starts_with("0.0.0.0") || listen.starts_with("[::]") || listen.ends_with(":0");
+    if public_url.is_none() && unreachable {
+        return Err(raise(
+            "InputError",
+            anyhow::anyhow!("listen {listen:?}: the Ray workers fetch the inputs from this keeper, so give public_url= (its address as the workers reach it) or listen on a concrete address and port"),
+        ));
+    }
     let public = public_url
         .clone()
         .unwrap_or_else(|| format!("http://{listen}"));

@@ -33,14 +33,33 @@ def write():
     os.replace(stats_path + ".part", stats_path)
 
 
+victim = workers[0].node_id
+
+
+def tiles_slow_on_victim(job, bases, indices, allow_private_urls, version):
+    """The library's worker function, but a market task's chunks on the victim node dwell 5 s
+    first, so that the node dies while they run."""
+    from compute_market import _native
+    from compute_market.ray import _node_id, _tiles_on_worker
+
+    if _node_id() == victim and _native.job_info(job)[0] == "Encoder":
+        time.sleep(5)
+    return _tiles_on_worker(job, bases, indices, allow_private_urls, version)
+
+
 class Chaos(RayTiles):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self._remote = ray.remote(max_retries=3, num_cpus=1)(tiles_slow_on_victim)
+
     def dispatched(self, kind, refs, pinned):
-        # the first market task (an Encoder; the keeper's speed checks at start are synthetic)
+        # the first market task (an Encoder; the keeper's speed checks at start are synthetic):
+        # once its chunks on the victim node are running, the node is killed without grace
         if kind == "Encoder" and stats["killed"] is None:
-            # the first worker node holding chunks of this task, killed without grace
-            victim = next(w for w in workers if w.node_id in pinned)
-            cluster.remove_node(victim, allow_graceful=False)
-            stats["killed"] = victim.node_id
+            assert victim in pinned, "chunks pinned to every node"
+            time.sleep(1.5)
+            cluster.remove_node(workers[0], allow_graceful=False)
+            stats["killed"] = victim
 
     def __call__(self, job, bases, indices):
         out = super().__call__(job, bases, indices)

@@ -27,6 +27,8 @@ def test_texts_embedded_by_the_market_equal_the_local_computation(market):
         seen.append(s)
     assert seen[-1] == "Accepted", seen
     r = market.result(task)
+    # held for the dispute window, then final, still Accepted
+    assert market.wait(task, final=True, timeout=300) == "Accepted" and market.final(task)
     local = cm.compute(job, backend="cpu")
     assert r.task == task and r.root == local.root
     assert r.embeddings.dtype == np.int16 and r.embeddings.shape == (len(TEXTS), 384)
@@ -81,6 +83,10 @@ def test_bad_input_raises_clearly_and_pays_nothing(market, cluster):
         cm.Market(cluster["rpc"], cluster["keypair"], 77)
     with pytest.raises(cm.InputError, match="not a task address"):
         market.result("nope")
+    with pytest.raises(cm.InputError, match="text 1 is int"):
+        market.embed(["fine", 3], reward=1)
+    with pytest.raises(cm.InputError, match="loopback or private"):
+        cm.Market(cluster["rpc"], cluster["keypair"], store=cluster["store"])
     assert market.balance() == before, "nothing was paid"
 
 
