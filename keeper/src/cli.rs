@@ -644,20 +644,11 @@ pub fn task_outlook(
     Ok(crate::outlook::estimate(&known, &t, job))
 }
 
-/// Refuses `job` when no provider of `market` would take it at these terms, saying why and
-/// what to change (`task post` asks before it uploads or pays, unless `--anyway`). A check
-/// that cannot be made is logged and passes.
-#[allow(clippy::too_many_arguments)]
-pub fn refuse_untaken(
-    chain: &dyn Chain,
-    market: u16,
-    reward: u64,
-    quorum: u8,
-    samples: u16,
-    job: &JobSpec,
-    cards: &crate::results::FetchPolicy,
-) -> Result<()> {
-    let o = match task_outlook(chain, market, reward, quorum, samples, job, cards) {
+/// Refuses `job` when its [`task_outlook`] says no provider would take it at these terms,
+/// saying why and what to change (`task post` asks before it uploads or pays, unless
+/// `--anyway`). An outlook that could not be read is logged and passes.
+pub fn refuse_untaken(outlook: Result<crate::outlook::Outlook>, job: &JobSpec) -> Result<()> {
+    let o = match outlook {
         Ok(o) => o,
         Err(e) => {
             tracing::warn!("cannot tell whether a provider would take it ({e:#}); posting");

@@ -599,7 +599,7 @@ impl NativeMarket {
                 _ => chain_error(e),
             })?;
             if !anyway {
-                cli::refuse_untaken(
+                let o = cli::task_outlook(
                     chain,
                     self.market,
                     reward,
@@ -607,8 +607,8 @@ impl NativeMarket {
                     samples,
                     &spec,
                     &self.policy,
-                )
-                .map_err(|e| raise("NoProvider", e))?;
+                );
+                cli::refuse_untaken(o, &spec).map_err(|e| raise("NoProvider", e))?;
             }
             clientdata::upload(
                 &store,
@@ -868,6 +868,23 @@ fn job_info(job: Vec<u8>) -> PyResult<(String, (u32, u32, u32), u32)> {
     ))
 }
 
+/// The encoded spec of a MatMulModP job on generated inputs (seeded), for benchmarks of the
+/// tile path (`python/tests/ray_bench.py`).
+#[pyfunction]
+#[pyo3(signature = (m, k, n, seed=7))]
+fn generated_matmul<'py>(
+    py: Python<'py>,
+    m: u32,
+    k: u32,
+    n: u32,
+    seed: u8,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let job = JobSpec::matmul(m, k, n, [seed; 32]);
+    JobSpec::decode(&job.encode())
+        .map_err(|e| raise("InputError", anyhow::anyhow!("{m}×{k}·{k}×{n}: {e:?}")))?;
+    Ok(PyBytes::new(py, &job.encode()))
+}
+
 /// Runs a keeper provider as `keypair` on `market` whose tiles the callable `tiles` computes
 /// (see `compute_market.ray.serve_provider`): it claims, fetches inputs, commits, serves and
 /// answers disputes as `keeper run --provider` does, with its store at `store` (a redb file)
@@ -943,6 +960,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compute, m)?)?;
     m.add_function(wrap_pyfunction!(provider_tiles, m)?)?;
     m.add_function(wrap_pyfunction!(job_info, m)?)?;
+    m.add_function(wrap_pyfunction!(generated_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(run_provider, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -162,7 +162,7 @@ impl TaskCmd {
                     if anyway {
                         return Ok(());
                     }
-                    cli::refuse_untaken(
+                    let o = cli::task_outlook(
                         chain.as_ref(),
                         market,
                         reward,
@@ -170,7 +170,8 @@ impl TaskCmd {
                         samples,
                         job,
                         &cards,
-                    )
+                    );
+                    cli::refuse_untaken(o, job)
                 };
                 let (mut input_uri, mut uploaded) = (String::new(), None);
                 let jobs = match job.jobs(Some(&kp.pubkey()), count)? {
