@@ -5,10 +5,13 @@ Quick start::
 
     import compute_market as cm
 
-    market = cm.Market("http://127.0.0.1:8899", "~/.config/solana/id.json",
-                       store="http://127.0.0.1:8800")
+    market = cm.Market("http://127.0.0.1:18899", "~/cm/client.json",   # scripts/app ~/cm
+                       store="http://127.0.0.1:19299", allow_private_urls=True)
     result = market.embed(["a cat sat on the mat", "stocks fell sharply"], reward="1")
     result.embeddings          # numpy int16 [2, 384], every tile checked against result.root
+
+Every ``timeout`` and ``interval`` is in seconds; every ``reward`` in tokens of the market's
+stake mint, per task.
 
 The calls are the keeper library's own (a native module built by maturin over Rust): a job is
 checked here as providers and verifiers will check it before anything is uploaded or paid, and
@@ -91,8 +94,11 @@ class Job:
     def embed(texts: Sequence[str], *, model: Optional[str] = None,
               max_tokens: Optional[int] = None, rows_per_tile: int = 2) -> "Job":
         """Sentence embeddings of ``texts`` (one line each) by an integer MiniLM (default: the
-        one ``scripts/minilm-model`` makes). ``max_tokens`` bounds a text, [CLS] and [SEP]
-        included (default: the longest text's, the tightest price)."""
+        one ``scripts/minilm-model`` makes, in ``~/.cache/compute-market/models/``; ``model=``
+        names another file). ``max_tokens`` bounds a text, [CLS] and [SEP] included (default:
+        the longest text's, the tightest price: work is priced at the bound). A verifier
+        re-executes a sample of tiles of ``rows_per_tile`` texts each: smaller tiles, a smaller
+        fraction checked per verifier."""
         if isinstance(texts, str):
             raise InputError("texts is one str: give a list of texts (e.g. [text])")
         texts = list(texts)
@@ -156,7 +162,9 @@ class Result:
             for name, dtype, shape, data in d["tensors"]
         }
         self.completions: List[Dict[str, Any]] = list(d.get("completions") or [])
+        #: the keepers that served the tiles (None for :func:`compute`)
         self.source: Optional[str] = d.get("source")
+        #: seconds this machine took (:func:`compute` only)
         self.seconds: Optional[float] = d.get("seconds")
 
     def _get(self, name: str) -> np.ndarray:
@@ -165,7 +173,10 @@ class Result:
         return self.arrays[name]
 
     embeddings = property(lambda self: self._get("embedding"),
-                          doc="An Encoder's integer embeddings, int16 [texts, width].")
+                          doc="An Encoder's integer embeddings, int16 [texts, width]: "
+                              "vectors in fixed point; cosine similarity is "
+                              "their dot product over the product of their norms, as for "
+                              "floats (scale cancels).")
     classes = property(lambda self: self._get("class"), doc="An Mlp's classes, uint32 [rows].")
     logits = property(lambda self: self._get("logits"), doc="An Mlp's logits, int32 [rows, classes].")
     c = property(lambda self: self._get("C"), doc="A MatMulModP's product, uint32 [m, n].")
@@ -272,12 +283,22 @@ class Market:
              region: int = 0, anyway: bool = False) -> str:
         """Posts ``job`` with ``reward`` tokens in escrow and returns the task's address: its
         inputs go to the store first (what the store holds is not sent again), after asking the
-        market's providers whether any would take it (:class:`NoProvider` if none; ``anyway``
-        posts regardless). ``quorum`` and ``samples`` default to the market's."""
+        market's providers whether any would take it (``anyway`` posts regardless).
+        ``quorum`` (verifiers seated) and ``samples`` (tiles each re-executes) are 0 for the
+        market's; ``region`` (continent·100 + zone) ranks nearer providers first, 0 for any.
+
+        Raises :class:`InsufficientFunds`, :class:`NoProvider`, :class:`InputError`,
+        :class:`ChainUnavailable`; nothing is paid unless it returns."""
         for w in job.warnings:
             _warnings.warn(w, stacklevel=2)
-        task, task_id = self._m.post(job._native, self.base_units(reward), quorum, samples,
-                                     region, anyway)
+        units = self.base_units(reward)
+        decimals, held = self._m.token()
+        if held < units:
+            raise InsufficientFunds(
+                f"the wallet {self.address} holds {Decimal(held).scaleb(-decimals)} tokens and "
+                f"the reward is {reward}: fund it (on a local network the admin runs `keeper "
+                f"fund {self.address} <amount>`)")
+        task, task_id = self._m.post(job._native, units, quorum, samples, region, anyway)
         self._ids[task] = task_id
         return task
 
@@ -334,13 +355,22 @@ class Market:
                              status=s, task=task)
         return s
 
+    def id_of(self, task: str) -> Optional[int]:
+        """The numeric id of a task this object posted (what :meth:`cancel` also takes)."""
+        return self._ids.get(task)
+
     def result(self, task: str) -> Result:
         """An Accepted task's result, fetched from its provider (then the verifiers that keep
-        it), every tile checked against the root on chain."""
+        it), every tile checked against the root on chain. Raises :class:`NotReady` before the
+        verdict, :class:`TaskFailed` for a task that failed, :class:`ResultUnavailable` when no
+        keeper serves it (``keeper task result`` can then challenge its availability)."""
         return Result(self._m.result(task))
 
     def run(self, job: Job, *, reward: Amount, timeout: float = 600.0, **terms: Any) -> Result:
-        """Posts ``job``, waits for its verdict and returns its verified result."""
+        """Posts ``job``, waits for its verdict (up to ``timeout`` seconds; ``TimeoutError``
+        leaves the task posted, its reward in escrow until it ends) and returns its verified
+        result. ``terms`` are :meth:`post`'s; raises what :meth:`post`, :meth:`wait` and
+        :meth:`result` raise."""
         task = self.post(job, reward=reward, **terms)
         self.wait(task, timeout=timeout)
         return self.result(task)

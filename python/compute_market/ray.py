@@ -43,8 +43,15 @@ from . import FAILED, InputError, Job, Market, MarketError, TaskFailed
 
 
 class MarketEmbedder:
-    """``Dataset.map_batches`` callable class: each batch's ``column`` of texts embedded through
-    the market by one task (see the module's documentation)."""
+    """``Dataset.map_batches`` callable class (``batch_format="numpy"``): each batch's
+    ``column`` of texts (str) embedded through the market by one task (see the module's
+    documentation).
+
+    ``reward`` is per batch (one task), in tokens; ``retries`` bounds the fresh tasks posted
+    after one ends Rejected, Undecided or Expired; ``timeout`` (seconds) bounds each task's wait
+    (a ``TimeoutError`` leaves the task posted, its reward in escrow until it ends);
+    ``allow_private_urls`` for a local cluster. On several machines give ``keypair`` as bytes
+    (each actor reads it on its own node) and make ``model`` readable on every node."""
 
     def __init__(self, rpc: str, keypair: Any, *, store: str, reward: Any, market: int = 1,
                  column: str = "text", model: Optional[str] = None,
@@ -186,7 +193,7 @@ class RayTiles:
         return out
 
 
-def serve_provider(rpc: str, keypair: str, *, store: str, listen: str, market: int = 1,
+def serve_provider(rpc: str, keypair: str, *, db: str, listen: str, market: int = 1,
                    public_url: Optional[str] = None, max_active: Optional[int] = None,
                    tiles: Optional[RayTiles] = None, allow_private_urls: bool = False,
                    poll_ms: int = 400) -> None:
@@ -207,7 +214,7 @@ def serve_provider(rpc: str, keypair: str, *, store: str, listen: str, market: i
         tiles.allow_private_urls = tiles.allow_private_urls or allow_private_urls
     if max_active is None:
         max_active = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    _native.run_provider(rpc, keypair, tiles, store, listen, market, public_url, max_active,
+    _native.run_provider(rpc, keypair, tiles, db, listen, market, public_url, max_active,
                          poll_ms, allow_private_urls)
 
 

@@ -608,7 +608,10 @@ impl NativeMarket {
                     &spec,
                     &self.policy,
                 );
-                cli::refuse_untaken(o, &spec).map_err(|e| raise("NoProvider", e))?;
+                cli::refuse_untaken(o, &spec).map_err(|e| {
+                    let m = format!("{e:#}").replace("post it --anyway", "post it with anyway=True");
+                    raise("NoProvider", anyhow::anyhow!(m))
+                })?;
             }
             clientdata::upload(
                 &store,

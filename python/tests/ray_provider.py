@@ -84,7 +84,7 @@ def grow():
 
 def provider():
     try:
-        serve_provider(rpc, keypair, store=store, listen=listen, tiles=tiles, max_active=2,
+        serve_provider(rpc, keypair, db=store, listen=listen, tiles=tiles, max_active=2,
                        allow_private_urls=True)
     finally:
         todo.put("stop")

@@ -54,6 +54,17 @@ def test_rows_and_matrices_posted_side_by_side_with_the_async_forms(market):
     assert np.array_equal(product.c, want.astype(np.uint32)), "A·B mod p, bit for bit"
 
 
+def test_a_prompt_completed_by_the_market_equals_the_local_completion(market):
+    job = cm.Job.generate(["Name three primary colours."], max_new_tokens=8)
+    assert (job.kind, job.dims[0]) == ("Generate", 1)
+    r = market.generate(["Name three primary colours."], max_new_tokens=8, reward="1",
+                        timeout=300)
+    local = cm.compute(job, backend="cpu")
+    assert r.root == local.root, "the completion the verifiers accepted is the local one"
+    assert r.texts == local.texts and r.texts[0].strip(), r.completions
+    assert r.completions[0]["prompt"] == "Name three primary colours."
+
+
 def test_bad_input_raises_clearly_and_pays_nothing(market, cluster):
     before = market.balance()
     with pytest.raises(cm.InputError, match=r"float64.*int8"):

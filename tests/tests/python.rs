@@ -150,14 +150,22 @@ fn the_wheel_installed_fresh_posts_every_kind_from_python_and_gets_verified_resu
         String::from_utf8_lossy(&out.stderr),
         log_tails(&v, &["provider", "v0", "crank"])
     );
-    // the README's quick start, as printed: its addresses are the local cluster's defaults
-    let script = readme_quick_start()?
-        .replace("http://127.0.0.1:8899", &v.url)
-        .replace("http://127.0.0.1:8800", &r.store)
-        .replace(
-            "~/.config/solana/id.json",
-            r.client.to_str().context("path")?,
+    // the README's quick start, as printed: its addresses and key are `scripts/app ~/cm`'s
+    let printed_script = readme_quick_start()?;
+    for literal in [
+        "http://127.0.0.1:18899",
+        "http://127.0.0.1:19299",
+        "~/cm/client.json",
+    ] {
+        anyhow::ensure!(
+            printed_script.contains(literal),
+            "the quick start names {literal}: {printed_script}"
         );
+    }
+    let script = printed_script
+        .replace("http://127.0.0.1:18899", &v.url)
+        .replace("http://127.0.0.1:19299", &r.store)
+        .replace("~/cm/client.json", r.client.to_str().context("path")?);
     let mut quick = Command::new(venv.join("bin/python"));
     quick.args(["-c", &script]);
     env(&mut quick);
