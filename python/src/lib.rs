@@ -609,7 +609,8 @@ impl NativeMarket {
                     &self.policy,
                 );
                 cli::refuse_untaken(o, &spec).map_err(|e| {
-                    let m = format!("{e:#}").replace("post it --anyway", "post it with anyway=True");
+                    let m =
+                        format!("{e:#}").replace("post it --anyway", "post it with anyway=True");
                     raise("NoProvider", anyhow::anyhow!(m))
                 })?;
             }
