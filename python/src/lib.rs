@@ -308,6 +308,14 @@ fn generate_job(
     .map(job)
 }
 
+/// An encoded job spec (64 bytes) from Python, decoded.
+fn spec_of(job: &[u8]) -> anyhow::Result<JobSpec> {
+    let raw: [u8; 64] = job
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("a job spec is 64 bytes, not {}", job.len()))?;
+    JobSpec::decode(&raw).map_err(|e| anyhow::anyhow!("the job spec: {e:?}"))
+}
+
 /// A result file's tensors as `(name, dtype, shape, bytes)`, for numpy's `frombuffer`.
 fn tensors<'py>(py: Python<'py>, file: &[u8]) -> anyhow::Result<Bound<'py, PyList>> {
     let st = safetensors::SafeTensors::deserialize(file).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -524,11 +532,7 @@ impl NativeMarket {
             kp,
             market,
             store: store.map(|s| s.trim_end_matches('/').to_string()),
-            policy: FetchPolicy {
-                allow_loopback: allow_private_urls,
-                allow_private: allow_private_urls,
-                ..FetchPolicy::default()
-            },
+            policy: FetchPolicy::private(allow_private_urls),
             url: rpc.to_string(),
         })
     }
@@ -592,12 +596,9 @@ impl NativeMarket {
         };
         let (spec, prepared) = (job.spec, job.prepared.clone());
         py.detach(|| -> PyResult<(String, u64)> {
+            // (the funds are checked before this call by `Market.post`, in tokens, and again by
+            // `task_post` before it signs)
             let chain = self.chain.as_ref();
-            let funds = cli::ensure_funds(chain, &self.kp.pubkey(), reward, 1);
-            funds.map_err(|e| match format!("{e:#}") {
-                m if m.contains("holds") => raise("InsufficientFunds", e),
-                _ => chain_error(e),
-            })?;
             if !anyway {
                 let o = cli::task_outlook(
                     chain,
@@ -614,16 +615,7 @@ impl NativeMarket {
                     raise("NoProvider", anyhow::anyhow!(m))
                 })?;
             }
-            clientdata::upload(
-                &store,
-                &prepared,
-                &FetchPolicy {
-                    allow_loopback: true,
-                    allow_private: true,
-                    ..FetchPolicy::default()
-                },
-            )
-            .map_err(|e| {
+            clientdata::upload(&store, &prepared, &FetchPolicy::private(true)).map_err(|e| {
                 raise(
                     "MarketError",
                     e.context(format!("uploading the inputs to {store}")),
@@ -826,17 +818,10 @@ fn provider_tiles<'py>(
     static BACKEND: OnceLock<Arc<dyn compute_market_keeper::compute::Backend>> = OnceLock::new();
     let tiles = py
         .detach(|| -> anyhow::Result<Vec<Vec<u8>>> {
-            let raw: [u8; 64] = job
-                .as_slice()
-                .try_into()
-                .map_err(|_| anyhow::anyhow!("the job spec is {} bytes, not 64", job.len()))?;
-            let job = JobSpec::decode(&raw).map_err(|e| anyhow::anyhow!("the job spec: {e:?}"))?;
+            let job = spec_of(&job)?;
             let store = STORE.get_or_init(|| {
-                compute_market_keeper::results::ResultStore::default().with_policy(FetchPolicy {
-                    allow_loopback: allow_private_urls,
-                    allow_private: allow_private_urls,
-                    ..FetchPolicy::default()
-                })
+                compute_market_keeper::results::ResultStore::default()
+                    .with_policy(FetchPolicy::private(allow_private_urls))
             });
             store
                 .ensure_inputs(&job, &bases, None)
@@ -857,14 +842,7 @@ fn provider_tiles<'py>(
 /// What an encoded job spec is: `(kind, dims, tiles)` ("Encoder", (rows, tokens, width), 30).
 #[pyfunction]
 fn job_info(job: Vec<u8>) -> PyResult<(String, (u32, u32, u32), u32)> {
-    let raw: [u8; 64] = job.as_slice().try_into().map_err(|_| {
-        raise(
-            "InputError",
-            anyhow::anyhow!("a job spec is 64 bytes, not {}", job.len()),
-        )
-    })?;
-    let j = JobSpec::decode(&raw)
-        .map_err(|e| raise("InputError", anyhow::anyhow!("the job spec: {e:?}")))?;
+    let j = spec_of(&job).map_err(|e| raise("InputError", e))?;
     Ok((
         format!("{:?}", j.kind),
         (j.dims[0], j.dims[1], j.dims[2]),
@@ -942,11 +920,7 @@ fn run_provider(
     opts.ws_url = Some(daemon::ws_url(
         &compute_market_keeper::chain::rpc::resolve_url(rpc),
     ));
-    opts.fetch = FetchPolicy {
-        allow_loopback: allow_private_urls,
-        allow_private: allow_private_urls,
-        ..FetchPolicy::default()
-    };
+    opts.fetch = FetchPolicy::private(allow_private_urls);
     let chain: Arc<dyn Chain> = Arc::new(RpcChain::new(rpc));
     py.detach(|| daemon::run(chain, kp, backend, opts, daemon::signals()))
         .map_err(|e| raise("MarketError", e))

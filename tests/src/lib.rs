@@ -460,6 +460,17 @@ pub fn staked_verifiers(v: &Validator, n: usize) -> Result<Vec<PathBuf>> {
     Ok(verifiers)
 }
 
+/// A verifier keeper for each of `verifiers` (`v0`, `v1`, …) and a cranker.
+pub fn verifiers_and_crank(v: &Validator, verifiers: &[PathBuf]) -> Result<Vec<Proc>> {
+    let mut procs: Vec<Proc> = verifiers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
+        .collect::<Result<_>>()?;
+    procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    Ok(procs)
+}
+
 /// The last lines of the named keepers' logs (for a failure's message).
 pub fn log_tails(v: &Validator, names: &[&str]) -> String {
     names

@@ -792,17 +792,6 @@ fn verify_until_closed(
     Ok(procs)
 }
 
-/// A verifier keeper for each of `verifiers` (`v0`, `v1`, …) and a cranker.
-fn verifiers_and_crank(v: &Validator, verifiers: &[std::path::PathBuf]) -> Result<Vec<Proc>> {
-    let mut procs: Vec<Proc> = verifiers
-        .iter()
-        .enumerate()
-        .map(|(i, w)| v.spawn_keeper(&format!("v{i}"), w, &["--verifier"]))
-        .collect::<Result<_>>()?;
-    procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
-    Ok(procs)
-}
-
 /// A pseudo-random `rows × cols` matrix of field elements (the client's own data).
 fn client_matrix(rows: usize, cols: usize, salt: u64) -> Vec<u32> {
     (0..(rows * cols) as u64)

@@ -82,10 +82,7 @@ fn running(v: &Validator, windows: &str) -> Result<Running> {
         store_proc,
         v.spawn_keeper("provider", &provider, &["--provider"])?,
     ];
-    for (i, w) in verifiers.iter().enumerate() {
-        procs.push(v.spawn_keeper(&format!("v{i}"), w, &["--verifier"])?);
-    }
-    procs.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    procs.extend(verifiers_and_crank(v, &verifiers)?);
     Ok(Running {
         client,
         store,
@@ -357,11 +354,7 @@ fn a_provider_on_a_ray_cluster_loses_a_worker_node_mid_task_and_is_still_accepte
     let (client, provider, verifiers) = small_market(&v, "120,90,45,45")?;
     let (_store_proc, store) = spawn_serve(&v, "client-store")?;
     // the verifiers and the cranker, running until the end
-    let mut keepers = vec![];
-    for (i, w) in verifiers.iter().enumerate() {
-        keepers.push(v.spawn_keeper(&format!("v{i}"), w, &["--verifier"])?);
-    }
-    keepers.push(v.spawn_keeper("crank", &v.admin, &["--crank"])?);
+    let _keepers = verifiers_and_crank(&v, &verifiers)?;
     let stats = v.dir.path().join("ray-provider.json");
     let log = std::fs::File::create(v.dir.path().join("ray-provider.log"))?;
     let listen = format!("127.0.0.1:{}", free_port());
@@ -449,21 +442,22 @@ fn a_provider_on_a_ray_cluster_loses_a_worker_node_mid_task_and_is_still_accepte
             .cloned()
             .collect()
     };
+    // the nodes a task's chunks were pinned to, or ran on
+    let nodes = |t: &serde_json::Value, field: &str| -> Result<Vec<String>> {
+        Ok(t[field]
+            .as_array()
+            .with_context(|| format!("{field} of {t}"))?
+            .iter()
+            .filter_map(|n| n.as_str().map(str::to_string))
+            .collect())
+    };
     let t0 = &encoders(&s)[0];
     assert!(
-        t0["pinned"]
-            .as_array()
-            .context("pinned")?
-            .iter()
-            .any(|n| n == killed.as_str()),
+        nodes(t0, "pinned")?.contains(&killed),
         "chunks were out on the killed node: {t0}"
     );
     assert!(
-        t0["ran"]
-            .as_array()
-            .context("ran")?
-            .iter()
-            .all(|n| n != killed.as_str()),
+        !nodes(t0, "ran")?.contains(&killed),
         "every chunk of the killed node ran again elsewhere: {t0}"
     );
     // the node that joined is picked up by the next task, without a restart
@@ -485,11 +479,7 @@ fn a_provider_on_a_ray_cluster_loses_a_worker_node_mid_task_and_is_still_accepte
     );
     let t1 = &encoders(&s)[1];
     assert!(
-        t1["ran"]
-            .as_array()
-            .context("ran")?
-            .iter()
-            .any(|n| n == added.as_str()),
+        nodes(t1, "ran")?.contains(&added),
         "the joined node computed chunks of the second task: {t1}"
     );
     let node = chain

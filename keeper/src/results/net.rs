@@ -49,6 +49,16 @@ impl FetchPolicy {
         }
     }
 
+    /// The default policy with loopback and private addresses allowed when `allow` (a local
+    /// cluster: `--allow-private-urls`).
+    pub fn private(allow: bool) -> Self {
+        FetchPolicy {
+            allow_loopback: allow,
+            allow_private: allow,
+            ..Default::default()
+        }
+    }
+
     /// How long a fetch of `bytes` may take.
     pub fn time_for(&self, bytes: u64) -> Duration {
         self.timeout + Duration::from_secs_f64(bytes as f64 / self.min_rate.max(1) as f64)

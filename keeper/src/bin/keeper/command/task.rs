@@ -155,7 +155,7 @@ impl TaskCmd {
                 let market = ctx.market(m);
                 anyhow::ensure!(count >= 1, "--count must be at least 1");
                 cli::ensure_funds(chain.as_ref(), &kp.pubkey(), reward, count)?;
-                let cards = private_policy(allow_private_urls);
+                let cards = FetchPolicy::private(allow_private_urls);
                 // whether any provider would take the job, asked before uploading or paying
                 // (not with --anyway)
                 let ask = |job: &JobSpec| -> Result<()> {
@@ -184,7 +184,7 @@ impl TaskCmd {
                         )?;
                         ask(&prepared.job)?;
                         uploaded = Some((
-                            clientdata::upload(&store, &prepared, &private_policy(true))?,
+                            clientdata::upload(&store, &prepared, &FetchPolicy::private(true))?,
                             prepared.warnings.clone(),
                         ));
                         input_uri = public_uri
@@ -232,11 +232,7 @@ impl TaskCmd {
                 let rpc = compute_market_keeper::chain::rpc::RpcChain::new(&ctx.url);
                 let c = clientdata::committed_over_rpc(&rpc, &task)?;
                 let out = out.unwrap_or_else(|| format!("{task}.safetensors").into());
-                let policy = FetchPolicy {
-                    allow_loopback: allow_private_urls,
-                    allow_private: allow_private_urls,
-                    ..FetchPolicy::default()
-                };
+                let policy = FetchPolicy::private(allow_private_urls);
                 let wanted = match (rows, tiles.is_empty()) {
                     (Some(r), _) => clientdata::Wanted::Rows(r),
                     (None, false) => clientdata::Wanted::Tiles(tiles),
@@ -271,11 +267,7 @@ impl TaskCmd {
                 backend,
                 allow_private_urls,
             } => {
-                let policy = FetchPolicy {
-                    allow_loopback: allow_private_urls,
-                    allow_private: allow_private_urls,
-                    ..FetchPolicy::default()
-                };
+                let policy = FetchPolicy::private(allow_private_urls);
                 let backend = select(backend)?;
                 let store =
                     compute_market_keeper::results::ResultStore::default().with_policy(policy);
@@ -299,7 +291,7 @@ impl TaskCmd {
                 let slot = rpc
                     .slot_seconds()
                     .unwrap_or(compute_market_keeper::roles::provider::SLOT_SECONDS);
-                let policy = private_policy(allow_private_urls);
+                let policy = FetchPolicy::private(allow_private_urls);
                 // a closed task's history is indexed a few seconds after its close lands
                 let mut tries = 0;
                 loop {
@@ -320,16 +312,6 @@ impl TaskCmd {
             }
         };
         ctx.print(&v)
-    }
-}
-
-/// The fetch policy with loopback and private addresses allowed when `allow` (a local
-/// cluster).
-fn private_policy(allow: bool) -> FetchPolicy {
-    FetchPolicy {
-        allow_loopback: allow,
-        allow_private: allow,
-        ..FetchPolicy::default()
     }
 }
 
