@@ -630,8 +630,14 @@ impl NativeMarket {
                 samples,
                 region,
             };
+            let address = compute_market::pda::task(&self.kp.pubkey(), id);
             let mut posted =
-                cli::task_post(chain, &self.kp, terms, vec![(id, spec)]).map_err(chain_error)?;
+                cli::task_post(chain, &self.kp, terms, vec![(id, spec)]).map_err(|e| {
+                    chain_error(e.context(format!(
+                        "posting task {address} (id {id}): if its transaction landed after all, \
+                         market.status(\"{address}\") says so; check it before posting again"
+                    )))
+                })?;
             Ok((posted.remove(0).task, id))
         })
     }
