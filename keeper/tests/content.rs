@@ -994,3 +994,67 @@ fn objects_found_on_disk_are_checked_once_when_first_served() {
         assert_eq!(r.bytes().unwrap().as_ref(), &good[..]);
     }
 }
+
+#[test]
+fn an_upload_to_a_busy_store_waits_out_its_retry_after_and_lands() {
+    use std::io::Write;
+    let store = Arc::new(ResultStore::default().with_policy(loopback()));
+    let limits = results::server::ServerLimits {
+        uploads: 1,
+        uploads_per_peer: 1,
+        ..Default::default()
+    };
+    let server = results::server::serve_with(
+        store.clone(),
+        Arc::new(Metrics::default()),
+        "127.0.0.1:0",
+        limits,
+    )
+    .unwrap();
+    let url = format!("http://{}", server.addr);
+    // another upload holds the store's one place: its head sent, its body trickling
+    let held = vec![3u8; 64];
+    let mut slow = std::net::TcpStream::connect(server.addr).unwrap();
+    write!(
+        slow,
+        "PUT /c/{} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        results::hex(&hashv(&[&held])),
+        held.len()
+    )
+    .unwrap();
+    slow.write_all(&held[..8]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let raw = reqwest::blocking::Client::new()
+        .put(format!("{url}/c/{}", results::hex(&hashv(&[b"x"]))))
+        .body("x")
+        .send()
+        .unwrap();
+    assert_eq!(
+        raw.status(),
+        503,
+        "the store is busy while the slow upload holds its place"
+    );
+    // the slow upload finishes in 1.5 s; the client's upload, told to come back, lands after it
+    let finisher = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        slow.write_all(&held[8..]).unwrap();
+        let mut answer = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut slow, &mut answer);
+    });
+    let client = results::client::Client::new(&loopback()).unwrap();
+    let started = std::time::Instant::now();
+    assert!(client.put_content(&url, b"mine".to_vec()).unwrap(), "sent");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(900),
+        "it waited for the place: {:?}",
+        started.elapsed()
+    );
+    finisher.join().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    assert_eq!(
+        client
+            .fetch_content(&url, &hashv(&[b"mine"]), 100, deadline, None)
+            .unwrap(),
+        b"mine"
+    );
+}

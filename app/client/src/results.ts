@@ -50,18 +50,24 @@ export function checkServedUri(uri: string, options: FetchOptions = {}): URL {
   return u;
 }
 
-async function send(url: string, init: RequestInit, what: string): Promise<Response> {
-  let r: Response;
+/** One request: no cookies or credentials to a stranger, no redirect away from the address named. */
+async function attempt(url: string, init: RequestInit, what: string): Promise<Response> {
   try {
-    // no cookies or credentials to a stranger, and no redirect away from the address named
-    r = await fetch(url, { ...init, credentials: 'omit', redirect: 'error' });
+    return await fetch(url, { ...init, credentials: 'omit', redirect: 'error' });
   } catch (e) {
     throw new TransferError(`${what}: ${new URL(url).origin} is unreachable (${(e as Error).message})`);
   }
-  if (!r.ok) {
-    const body = (await r.text().catch(() => '')).slice(0, 300);
-    throw new TransferError(`${what}: ${new URL(url).origin} answered ${r.status}${body ? `: ${body}` : ''}`);
-  }
+}
+
+/** The start of a refused answer's body, for its error. */
+async function said(r: Response): Promise<string> {
+  const body = (await r.text().catch(() => '')).slice(0, 300);
+  return `${r.status}${body ? `: ${body}` : ''}`;
+}
+
+async function send(url: string, init: RequestInit, what: string): Promise<Response> {
+  const r = await attempt(url, init, what);
+  if (!r.ok) throw new TransferError(`${what}: ${new URL(url).origin} answered ${await said(r)}`);
   return r;
 }
 
@@ -107,11 +113,28 @@ export async function fetchContent(store: string, sha: string, bytes: number, ti
   return got;
 }
 
-/** Uploads `bytes` to the content store at `store` as `PUT /c/<sha256>`; returns the hash. */
-export async function uploadContent(store: string, bytes: Uint8Array): Promise<string> {
+/** Uploads `bytes` to the content store at `store` as `PUT /c/<sha256>`; returns the hash.
+ * A busy store (503 or 429) is waited out as its `Retry-After` asks (each wait at most 5 s,
+ * with jitter) for up to `patienceMs`, as the Rust client does. */
+export async function uploadContent(store: string, bytes: Uint8Array, patienceMs = 60_000): Promise<string> {
   const h = hex(await sha256(bytes));
-  await send(`${store.replace(/\/$/, '')}/c/${h}`, { method: 'PUT', body: bytes as Uint8Array<ArrayBuffer> }, 'uploading to the content store');
-  return h;
+  const url = `${store.replace(/\/$/, '')}/c/${h}`;
+  const what = 'uploading to the content store';
+  const started = Date.now();
+  for (;;) {
+    const r = await attempt(url, { method: 'PUT', body: bytes as Uint8Array<ArrayBuffer> }, what);
+    if (r.status !== 503 && r.status !== 429) {
+      if (!r.ok) throw new TransferError(`${what}: ${new URL(url).origin} answered ${await said(r)}`);
+      return h;
+    }
+    const asked = Number(r.headers.get('retry-after'));
+    const wait = Math.min(5_000, Number.isFinite(asked) && asked > 0 ? asked * 1000 : 500);
+    const why = await said(r);
+    if (Date.now() - started + wait > patienceMs) {
+      throw new TransferError(`${what}: ${new URL(url).origin} stayed busy for ${Math.round((Date.now() - started) / 1000)} s (${why}); retry later or use a less loaded store`);
+    }
+    await new Promise((res) => setTimeout(res, wait * (1 + Math.random() / 2)));
+  }
 }
 
 /** One tile with its sibling path, as served. */

@@ -22,6 +22,7 @@ let serveAll = all;
 let serveTiles = tiles;
 let serveContent = new TextEncoder().encode('[PAD]\n[UNK]\n');
 const uploads: { url: string; body: Buffer }[] = [];
+let busyAnswers = 0;
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -29,6 +30,11 @@ beforeAll(async () => {
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
       if (req.method === 'PUT') {
+        if (req.url!.includes('busy') && busyAnswers > 0) {
+          busyAnswers -= 1;
+          res.writeHead(503, { 'retry-after': '1' }).end('too many transfers in flight; retry');
+          return;
+        }
         uploads.push({ url: req.url!, body: Buffer.concat(chunks) });
         res.writeHead(req.url!.includes('full') ? 507 : 201).end(req.url!.includes('full') ? 'the content store is over its budget' : '');
       } else if (req.url!.startsWith('/c/')) res.end(Buffer.from(serveContent));
@@ -96,6 +102,18 @@ describe('results', () => {
     expect(uploads.at(-1)).toEqual({ url: `/c/${h}`, body: Buffer.from(bytes) });
     await expect(uploadContent(`${base}/full`, bytes)).rejects.toThrow('answered 507: the content store is over its budget');
   });
+
+  it('waits out a busy store as its Retry-After asks, within its patience', async () => {
+    const bytes = new TextEncoder().encode('later\n');
+    busyAnswers = 2;
+    const t0 = Date.now();
+    const h = await uploadContent(`${base}/busy`, bytes);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1900);
+    expect(uploads.at(-1)).toEqual({ url: `/busy/c/${h}`, body: Buffer.from(bytes) });
+    busyAnswers = 5;
+    await expect(uploadContent(`${base}/busy`, bytes, 1_500)).rejects.toThrow('stayed busy for 1 s (503: too many transfers in flight; retry)');
+    busyAnswers = 0;
+  }, 15_000);
 
   it('fetches only from plain http(s) public hosts unless told the cluster is local', async () => {
     for (const [uri, why] of [

@@ -11,7 +11,12 @@
 //! A client given a node's keypair ([`Client::signed_by`]) signs every request
 //! ([`super::admission`]): a server that knows the node admits it ahead of strangers.
 
-use std::{io::Read, net::SocketAddr, sync::Arc, time::Instant};
+use std::{
+    io::Read,
+    net::SocketAddr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use compute_market_protocol::job::JobSpec;
 use reqwest::{
@@ -470,11 +475,28 @@ impl Client {
         // a connection may close under the upload (a pooled keep-alive connection the server
         // just closed, or an early answer to an object it already holds): then a HEAD says
         // whether the object is there, and the upload is tried once more if it is not
+        // a busy store answers 503 or 429 with Retry-After: waited out (each wait capped),
+        // until BUSY_PATIENCE has passed, before the upload is called unavailable
         let mut tries = 0;
+        let started = Instant::now();
         let resp = loop {
             tries += 1;
             let req = self.sign(self.http.put(parsed.clone()), "PUT", &parsed);
             match req.body(bytes.clone()).send() {
+                Ok(r) if busy_status(r.status()) => {
+                    let wait = retry_after(&r).min(BUSY_WAIT_MAX);
+                    if started.elapsed() + wait > BUSY_PATIENCE {
+                        let status = r.status();
+                        return Err(FetchError::Unavailable(format!(
+                            "{url} stayed busy for {}s (HTTP {status}: {}); retry later or use a less loaded store",
+                            started.elapsed().as_secs(),
+                            r.text().unwrap_or_default().trim()
+                        )));
+                    }
+                    tracing::debug!(%url, wait_ms = wait.as_millis() as u64, "store busy: waiting to upload again");
+                    tries = 0;
+                    std::thread::sleep(wait + jitter(wait));
+                }
                 Ok(r) => break r,
                 Err(e) => {
                     if held() {
@@ -498,6 +520,37 @@ impl Client {
         }
         Ok(true)
     }
+}
+
+/// How long an upload waits out a busy store (503 or 429) before it gives up.
+const BUSY_PATIENCE: Duration = Duration::from_secs(60);
+/// The longest single wait a store's Retry-After may ask of an upload.
+const BUSY_WAIT_MAX: Duration = Duration::from_secs(5);
+
+/// Whether a status says "busy, come back" rather than "no".
+fn busy_status(status: StatusCode) -> bool {
+    status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS
+}
+
+/// The wait a busy answer asks for: its Retry-After in whole seconds (bounded by the caller),
+/// else half a second.
+fn retry_after(resp: &reqwest::blocking::Response) -> Duration {
+    resp.headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(Duration::from_millis(500), |s| {
+            Duration::from_secs(s).max(Duration::from_millis(100))
+        })
+}
+
+/// Up to half of `wait` more, so that clients told the same Retry-After do not all come back in
+/// the same instant.
+fn jitter(wait: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    wait.mul_f64(f64::from(nanos % 1000) / 2000.0)
 }
 
 /// Where a body goes as it arrives.
