@@ -101,6 +101,11 @@ pub struct DaemonOptions {
     pub reserve_max_bytes: u64,
     /// Verifier: least time a result it checked is kept (longer while its dispute window runs).
     pub reserve_retention: Duration,
+    /// How long a keeper asked to stop keeps running to finish what it owes (docs/PROTOCOL.md
+    /// §3.8); zero: it stops after the pass in hand.
+    pub drain_timeout: Duration,
+    /// `/livez` fails unless the backend computes on a GPU.
+    pub require_gpu: bool,
 }
 
 /// Default disk budget for served results, bytes.
@@ -141,6 +146,8 @@ impl DaemonOptions {
             admit_min_stake: ADMIT_MIN_STAKE,
             reserve_max_bytes: crate::results::reserve::DEFAULT_MAX_BYTES,
             reserve_retention: crate::results::reserve::DEFAULT_RETENTION,
+            drain_timeout: Duration::ZERO,
+            require_gpu: false,
         }
     }
 }
@@ -475,21 +482,46 @@ pub fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     raise_open_files();
+    let metrics = Arc::new(Metrics::default());
     // listening for the signal from the start: a SIGTERM while the keeper binds, serves its
     // first /metrics or announces its endpoint stops it cleanly too, after that step
     let stop = Arc::new(AtomicBool::new(false));
+    let draining = Arc::new(AtomicBool::new(false));
     {
-        let stop = stop.clone();
+        let (stop, draining, metrics) = (stop.clone(), draining.clone(), metrics.clone());
+        let drain_timeout = opts.drain_timeout;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         std::thread::spawn(move || {
             rt.block_on(shutdown);
-            tracing::info!("shutting down after this pass");
+            if drain_timeout.is_zero() {
+                tracing::info!("shutting down after this pass");
+                stop.store(true, Ordering::SeqCst);
+                return;
+            }
+            // docs/PROTOCOL.md §3.8: nothing new is taken on; what is owed is finished
+            tracing::info!(timeout_s = drain_timeout.as_secs(), "asked to stop: draining (nothing new is claimed or joined; what it owes is finished first; signal again to stop now)");
+            draining.store(true, Ordering::SeqCst);
+            metrics.health.draining.store(true, Ordering::SeqCst);
+            metrics.draining.set(1);
+            let timed_out = rt.block_on(async {
+                tokio::select! {
+                    _ = signals() => false,
+                    _ = tokio::time::sleep(drain_timeout) => true,
+                }
+            });
+            if !stop.load(Ordering::SeqCst) {
+                let why = if timed_out {
+                    "the drain timed out"
+                } else {
+                    "signalled again"
+                };
+                tracing::warn!("{why}: stopping after this pass; what is still owed is resumed from the store by the next start");
+            }
             stop.store(true, Ordering::SeqCst);
         });
     }
-    let metrics = Arc::new(Metrics::default());
     let chain: Arc<dyn Chain> = Arc::new(MeteredChain::new(chain, metrics.clone()));
     let db = Arc::new(Db::open(&opts.store)?);
     let market = pda::market(opts.market);
@@ -576,6 +608,7 @@ pub fn run(
         p.policy.min_reward_per_gwork = opts.min_reward_per_gwork;
         p.policy.min_quorum = opts.min_quorum;
         p.policy.min_samples = opts.min_samples;
+        p.draining = draining.clone();
         p
     });
     if provider.is_some() || opts.verifier {
@@ -602,6 +635,7 @@ pub fn run(
         v.lying = opts.lying;
         v.background = true;
         v.mirrors = opts.mirrors.clone();
+        v.draining = draining.clone();
         v
     });
     let watcher = opts
@@ -633,48 +667,91 @@ pub fn run(
             tracing::warn!(who, error = %format!("{e:#}"), "pass failed; retrying");
         }
     };
-    // one loop per role: `step` runs a pass over the tasks read (or shared) this pass
-    let role_loop =
-        |who: &'static str,
-         mut step: Box<dyn FnMut(u64, &[(Pubkey, Task)], u64) -> Result<()> + Send>| {
-            let (chain, cache, pulse, stop, metrics) = (
-                chain.clone(),
-                cache.clone(),
-                pulse.clone(),
-                stop.clone(),
-                metrics.clone(),
-            );
-            let (passes, poll) = (opts.passes, opts.poll);
-            std::thread::Builder::new()
-                .name(format!("keeper-{who}"))
-                .spawn(move || {
-                    let (mut pass, mut seen) = (0u64, 0u64);
-                    while !stop.load(Ordering::SeqCst) && passes.is_none_or(|n| pass < n) {
-                        let r = crate::roles::guard(|| {
-                            let (now, tasks) = cache.read(chain.as_ref())?;
-                            step(now, &tasks, pass)
-                        });
-                        if r.as_ref()
-                            .is_err_and(|e| e.to_string().starts_with("panicked"))
-                        {
-                            metrics.panics.inc();
-                        }
-                        survive(who, r);
-                        pass += 1;
-                        if stop.load(Ordering::SeqCst) {
-                            break;
-                        }
-                        seen = pulse.wait(seen, poll);
+    if opts.require_gpu && !backend.name().starts_with("cuda") {
+        let why = format!(
+            "--require-gpu: the keeper computes on {} (no GPU passed its self-test); a restart probes again",
+            backend.name()
+        );
+        tracing::error!("{why}");
+        *metrics.health.dead.lock().expect("health lock") = Some(why);
+    }
+    metrics.health.roles.store(true, Ordering::SeqCst);
+    metrics.health.stale_ms.store(
+        (opts.poll * 50).max(Duration::from_secs(300)).as_millis() as u64,
+        Ordering::SeqCst,
+    );
+    // what each owing role (provider, verifier) still owes while draining
+    let owed_by: Arc<[std::sync::atomic::AtomicI64; 2]> = Arc::default();
+    // one loop per role: `step` runs a pass over the tasks read (or shared) this pass and, while
+    // draining, says what that role still owes; a role that owes (`owes`) ends once it owes
+    // nothing, the others run until the stop
+    let role_loop = |who: &'static str,
+                     owes: Option<usize>,
+                     mut step: Box<
+        dyn FnMut(u64, &[(Pubkey, Task)], u64, bool) -> Result<Vec<crate::roles::Owed>> + Send,
+    >| {
+        let (chain, cache, pulse, stop, draining, metrics, owed_by) = (
+            chain.clone(),
+            cache.clone(),
+            pulse.clone(),
+            stop.clone(),
+            draining.clone(),
+            metrics.clone(),
+            owed_by.clone(),
+        );
+        let (passes, poll) = (opts.passes, opts.poll);
+        std::thread::Builder::new()
+            .name(format!("keeper-{who}"))
+            .spawn(move || {
+                let (mut pass, mut seen) = (0u64, 0u64);
+                let mut told = Instant::now() - Duration::from_secs(3600);
+                while !stop.load(Ordering::SeqCst) && passes.is_none_or(|n| pass < n) {
+                    let drain = draining.load(Ordering::SeqCst);
+                    let r = crate::roles::guard(|| {
+                        let (now, tasks) = cache.read(chain.as_ref())?;
+                        step(now, &tasks, pass, drain)
+                    });
+                    if r.as_ref()
+                        .is_err_and(|e| e.to_string().starts_with("panicked"))
+                    {
+                        metrics.panics.inc();
                     }
-                })
-        };
+                    metrics.health.pass();
+                    match (r, owes) {
+                        (Ok(owed), Some(slot)) if drain => {
+                            owed_by[slot].store(owed.len() as i64, Ordering::SeqCst);
+                            metrics.owed.set(
+                                owed_by.iter().map(|n| n.load(Ordering::SeqCst)).sum(),
+                            );
+                            if owed.is_empty() {
+                                tracing::info!(who, "drained: nothing owed");
+                                break;
+                            }
+                            if told.elapsed() >= Duration::from_secs(10) {
+                                told = Instant::now();
+                                let first = &owed[0];
+                                tracing::info!(who, owed = owed.len(), task = %first.task, what = first.what, "draining: still owed");
+                            }
+                        }
+                        (r, _) => survive(who, r.map(|_| ())),
+                    }
+                    pass += 1;
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    seen = pulse.wait(seen, poll);
+                }
+            })
+    };
     let mut threads = vec![];
+    let mut owing = vec![];
     if let Some(mut p) = provider {
         let (chain, metrics) = (chain.clone(), metrics.clone());
         let mut reported = (0usize, 0.0f64);
-        threads.push(role_loop(
+        owing.push(role_loop(
             "provider",
-            Box::new(move |now, tasks, _| {
+            Some(0),
+            Box::new(move |now, tasks, _, drain| {
                 let r = p.step_with(chain.as_ref(), now, tasks);
                 let new = &p.records[reported.0..];
                 metrics.jobs_run.inc_by(new.len() as u64);
@@ -682,16 +759,19 @@ pub fn run(
                 metrics.compute_seconds.inc_by(secs);
                 reported = (p.records.len(), reported.1 + secs);
                 metrics.store_bytes.set(p.ctx.store.stats().bytes as i64);
-                r
+                metrics.claimable.set(p.claimable as i64);
+                r?;
+                Ok(if drain { p.owed(now, tasks) } else { vec![] })
             }),
         )?);
     }
     if let Some(mut v) = verifier {
         let (chain, metrics) = (chain.clone(), metrics.clone());
         let mut reported = 0usize;
-        threads.push(role_loop(
+        owing.push(role_loop(
             "verifier",
-            Box::new(move |now, tasks, _| {
+            Some(1),
+            Box::new(move |now, tasks, _, drain| {
                 let r = v.step_with(chain.as_ref(), now, tasks);
                 let new = &v.records[reported..];
                 metrics.verifications.inc_by(new.len() as u64);
@@ -702,7 +782,12 @@ pub fn run(
                     .verify_seconds
                     .inc_by(new.iter().map(|r| r.seconds).sum::<f64>());
                 reported = v.records.len();
-                r
+                r?;
+                if drain {
+                    v.owed(chain.as_ref(), now, tasks)
+                } else {
+                    Ok(vec![])
+                }
             }),
         )?);
     }
@@ -710,25 +795,37 @@ pub fn run(
         let chain = chain.clone();
         threads.push(role_loop(
             "watcher",
-            Box::new(move |now, tasks, _| w.step_with(chain.as_ref(), now, tasks)),
+            None,
+            Box::new(move |now, tasks, _, _| {
+                w.step_with(chain.as_ref(), now, tasks).map(|()| vec![])
+            }),
         )?);
     }
     if let Some(mut c) = cranker {
         let chain = chain.clone();
         threads.push(role_loop(
             "cranker",
-            Box::new(move |now, tasks, pass| {
+            None,
+            Box::new(move |now, tasks, pass, _| {
                 let r = c.step_with(chain.as_ref(), now, tasks.to_vec());
                 if pass.is_multiple_of(50) {
                     survive("cranker", c.sweep(chain.as_ref()).map(|_| ()));
                 }
-                r
+                r.map(|()| vec![])
             }),
         )?);
     }
     // this thread wakes the roles and keeps the task gauges; it ends when they all have
     let mut waker = Waker::new(opts.ws_url.clone());
-    while threads.iter().any(|t| !t.is_finished()) {
+    while threads.iter().chain(&owing).any(|t| !t.is_finished()) {
+        // drained: the roles that owe have nothing left, so the rest (a cranker that
+        // finalized their tasks, a watcher) stop too
+        if draining.load(Ordering::SeqCst)
+            && owing.iter().all(|t| t.is_finished())
+            && !stop.swap(true, Ordering::SeqCst)
+        {
+            tracing::info!("drained: nothing owed; stopping");
+        }
         waker.wait(opts.poll);
         pulse.bump();
         if let Some((_, _, tasks)) = cache.last.lock().expect("cache lock").as_ref() {
@@ -739,7 +836,7 @@ pub fn run(
             metrics.set_tasks(&by.into_iter().collect::<Vec<_>>());
         }
     }
-    for t in threads {
+    for t in threads.into_iter().chain(owing) {
         let _ = t.join();
     }
     stop.store(true, Ordering::SeqCst);

@@ -25,9 +25,87 @@ pub struct ReasonLabel {
     pub reason: String,
 }
 
+/// What `/livez` and `/readyz` answer (Kubernetes probes): set by the daemon, read by the
+/// HTTP server.
+#[derive(Default)]
+pub struct Health {
+    /// Why the process should be restarted (a GPU required and not computing), if it should.
+    pub dead: std::sync::Mutex<Option<String>>,
+    /// Whether roles run (a daemon): then readiness needs recent passes.
+    pub roles: std::sync::atomic::AtomicBool,
+    /// When the last role pass ended, milliseconds since the Unix epoch.
+    pub last_pass_ms: AtomicU64,
+    /// Longest time between passes that still counts as live, milliseconds.
+    pub stale_ms: AtomicU64,
+    /// Asked to stop and finishing what it owes: not ready for new work.
+    pub draining: std::sync::atomic::AtomicBool,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Health {
+    /// Records a finished role pass.
+    pub fn pass(&self) {
+        self.last_pass_ms
+            .store(now_ms(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// `Err(why)` when the process should be restarted: a required GPU is not computing, or
+    /// the roles have made no pass for longer than [`Health::stale_ms`] (wedged).
+    pub fn live(&self) -> Result<(), String> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if let Some(why) = self.dead.lock().expect("health lock").clone() {
+            return Err(why);
+        }
+        let stale = self.stale_ms.load(Relaxed);
+        let last = self.last_pass_ms.load(Relaxed);
+        if self.roles.load(Relaxed)
+            && stale > 0
+            && last > 0
+            && now_ms() - last.min(now_ms()) > stale
+        {
+            return Err(format!(
+                "no pass for {} s (more than {} s): the keeper is stuck",
+                (now_ms() - last) / 1000,
+                stale / 1000
+            ));
+        }
+        Ok(())
+    }
+
+    /// `Err(why)` when it should get no new work: not live, draining, or no pass yet (the
+    /// chain not read since the start).
+    pub fn ready(&self) -> Result<(), String> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.live()?;
+        if self.draining.load(Relaxed) {
+            return Err("draining: finishing what it owes before it stops".into());
+        }
+        if self.roles.load(Relaxed) && self.last_pass_ms.load(Relaxed) == 0 {
+            return Err("starting: no pass over the chain yet".into());
+        }
+        Ok(())
+    }
+}
+
 /// Counters and gauges of one keeper process (cheap to clone: every metric is shared).
 pub struct Metrics {
     registry: Registry,
+    /// What the probes answer.
+    pub health: Health,
+    /// Open tasks of its market this provider would claim had it room (what an autoscaler
+    /// scales providers on).
+    pub claimable: Gauge,
+    /// 1 while asked to stop and finishing what it owes.
+    pub draining: Gauge,
+    /// Tasks on which it still owes something (claimed, being verified, a vote to reveal, a
+    /// dispute to answer), counted while draining.
+    pub owed: Gauge,
     /// Jobs computed (provider).
     pub jobs_run: Counter,
     /// Results checked (verifier).
@@ -110,6 +188,10 @@ impl Default for Metrics {
             reserve_bytes: Gauge::default(),
             panics: Counter::default(),
             claims_skipped: Family::default(),
+            health: Health::default(),
+            claimable: Gauge::default(),
+            draining: Gauge::default(),
+            owed: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -222,6 +304,21 @@ impl Default for Metrics {
             "claims_skipped",
             "Open tasks this provider did not claim, once per task and reason",
             m.claims_skipped.clone(),
+        );
+        registry.register(
+            "claimable_tasks",
+            "Open tasks this provider would claim had it room (scale providers on it)",
+            m.claimable.clone(),
+        );
+        registry.register(
+            "draining",
+            "1 while asked to stop and finishing what it owes",
+            m.draining.clone(),
+        );
+        registry.register(
+            "owed_tasks",
+            "Tasks on which a draining keeper still owes a submit, a reveal or a defence",
+            m.owed.clone(),
         );
         Metrics { registry, ..m }
     }

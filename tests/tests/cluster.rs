@@ -631,6 +631,125 @@ fn sigterm_stops_keeper_run_cleanly() -> Result<()> {
     Ok(())
 }
 
+/// docs/PROTOCOL.md §3.8: SIGTERM to a provider that has just claimed, and to a verifier
+/// between its commit and its reveal (Kubernetes scaling them down). Each stops taking work on
+/// (the provider never claims the task posted after), reports not ready, finishes what it owes
+/// (the provider submits, serves its result through the verdict and the dispute window, the
+/// verifier reveals), and exits by itself, cleanly; nothing is slashed and both are paid.
+#[test]
+fn sigterm_mid_claim_and_mid_vote_drains_and_nothing_is_slashed() -> Result<()> {
+    let v = Validator::start()?;
+    let (client, provider, verifiers) =
+        small_market_with(&v, "60,15,20,30", &["--dispute-window", "60"])?;
+    let chain = v.chain();
+    let task = post_matmul(&v, &client, 1)?;
+    let term = |p: &Proc| -> Result<()> {
+        let pid = p.child.id().to_string();
+        anyhow::ensure!(
+            std::process::Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()?
+                .success(),
+            "kill -TERM {pid}"
+        );
+        Ok(())
+    };
+    let _v0 = v.spawn_keeper("v0", &verifiers[0], &["--verifier"])?;
+    let _v1 = v.spawn_keeper("v1", &verifiers[1], &["--verifier"])?;
+    let _crank = v.spawn_keeper("crank", &v.admin, &["--crank"])?;
+    // v2 holds still for 4 s once its commit lands: the TERM comes in that window
+    let mut v2 = v.spawn_keeper(
+        "v2",
+        &verifiers[2],
+        &["--verifier", "--hold-after-commit-ms", "4000"],
+    )?;
+    let port = free_port();
+    let mut p = v.spawn_keeper_on("provider", &provider, port, &["--provider"])?;
+    let me = node_of(&provider);
+    wait_for(90, "the provider's claim", || {
+        Ok(chain.task(&task)?.filter(|t| t.provider == me).map(|_| ()))
+    })?;
+    term(&p)?;
+    let ready = format!("http://127.0.0.1:{port}/readyz");
+    let said = wait_for(30, "/readyz to say it is draining", || {
+        Ok(reqwest::blocking::get(&ready)
+            .ok()
+            .filter(|r| r.status() == 503)
+            .and_then(|r| r.text().ok()))
+    })?;
+    assert!(said.contains("draining"), "{said}");
+    // posted after the TERM: never claimed by the draining provider
+    let later = post_matmul(&v, &client, 2)?;
+    let vote = pda::vote(&task, &node_of(&verifiers[2]), 0);
+    wait_for(90, "v2's commit", || {
+        Ok(chain
+            .decoded::<Vote>(&vote)?
+            .filter(|s| s.committed)
+            .map(|_| ()))
+    })?;
+    term(&v2)?;
+    let seat: Vote = chain.decoded(&vote)?.expect("v2's vote");
+    assert!(
+        !seat.revealed,
+        "told to stop between its commit and its reveal"
+    );
+    let exited = wait_for(120, "v2 to reveal and exit by itself", || {
+        Ok(v2.child.try_wait()?)
+    })?;
+    let log = std::fs::read_to_string(v.dir.path().join("v2.log"))?;
+    assert!(exited.success(), "{exited}: {log}");
+    assert!(log.contains("asked to stop: draining"), "{log}");
+    assert!(log.contains("drained: nothing owed"), "{log}");
+    // the provider stays through the verdict and its dispute window, then leaves by itself
+    let deadline = wait_for(120, "the verdict", || {
+        Ok(chain
+            .task(&task)?
+            .filter(|t| t.status == TaskStatus::Accepted)
+            .map(|t| t.dispute_deadline))
+    })?;
+    let exited = wait_for(180, "the provider to exit by itself", || {
+        Ok(p.child.try_wait()?)
+    })?;
+    let left_at = chain.slot()?;
+    let log = std::fs::read_to_string(v.dir.path().join("provider.log"))?;
+    assert!(exited.success(), "{exited}: {log}");
+    assert!(
+        left_at > deadline,
+        "it left at slot {left_at}, after the dispute window ({deadline}): {log}"
+    );
+    assert!(log.contains("draining: still owed"), "{log}");
+    assert!(log.contains("stopped cleanly"), "{log}");
+    assert_eq!(
+        log.matches(": claimed provider=").count(),
+        1,
+        "one claim, before the TERM: {log}"
+    );
+    let t2 = chain.task(&later)?.expect("the later task");
+    assert_eq!(
+        t2.status,
+        TaskStatus::Open,
+        "the draining provider claimed nothing new"
+    );
+    wait_for(180, "the task to be closed", || {
+        Ok(chain.task(&task)?.is_none().then_some(()))
+    })?;
+    let n = chain.node(&me)?.expect("provider node");
+    assert_eq!(
+        (n.times_slashed, n.tasks_completed, n.earned, n.bonded),
+        (0, 1, 880_000, 0),
+        "the provider was paid and not slashed"
+    );
+    for w in &verifiers {
+        let n = chain.node(&node_of(w))?.expect("verifier node");
+        assert_eq!(
+            (n.times_slashed, n.verifications, n.earned, n.bonded),
+            (0, 1, 33_333, 0),
+            "every verifier revealed and was paid"
+        );
+    }
+    Ok(())
+}
+
 /// A hostile front for a provider's results server: `/all` relayed as it is, but every
 /// sampled request answered with the provider's first tiles instead of the ones asked for —
 /// honest tiles, valid proofs, the provider's choice.

@@ -1044,6 +1044,22 @@ async fn metrics(State(app): State<App>) -> Response {
     r
 }
 
+/// Liveness (a Kubernetes probe): 200, or 503 naming why the process should be restarted.
+async fn livez(State(app): State<App>) -> Response {
+    match app.metrics.health.live() {
+        Ok(()) => "live\n".into_response(),
+        Err(why) => refuse(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+    }
+}
+
+/// Readiness (a Kubernetes probe): 200, or 503 naming why it should get no new work.
+async fn readyz(State(app): State<App>) -> Response {
+    match app.metrics.health.ready() {
+        Ok(()) => "ready\n".into_response(),
+        Err(why) => refuse(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+    }
+}
+
 /// The CORS layer for `origins` (see [`ServerLimits::cors_origins`]); `None` when there are
 /// none. An origin that is not a valid header value is refused by name.
 pub fn cors_layer(origins: &[String]) -> Result<Option<CorsLayer>> {
@@ -1099,6 +1115,8 @@ fn router(app: App) -> Router {
     }
     Router::new()
         .route("/metrics", get(metrics))
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz))
         .route("/provider", get(provider_card))
         .with_state(app)
         .merge(data)

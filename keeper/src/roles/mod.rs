@@ -47,6 +47,15 @@ pub struct NodeCtx {
     pub progress: Option<Arc<Reporter>>,
 }
 
+/// Something a keeper asked to stop still owes on a task (docs/PROTOCOL.md §3.8).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owed {
+    /// The task.
+    pub task: Pubkey,
+    /// What is owed, in words.
+    pub what: &'static str,
+}
+
 /// The task's input URI (empty when it has none or it is not UTF-8).
 pub fn input_uri(t: &compute_market::state::Task) -> &str {
     t.input_uri

@@ -131,6 +131,9 @@ pub struct Verifier {
     /// asked when the provider does not answer, before voting UNAVAILABLE (PROTOCOL §5,
     /// Fetching, bounded).
     pub mirrors: Vec<String>,
+    /// Draining (the daemon's first SIGTERM): no new seat is taken; the votes it holds are
+    /// committed and revealed, its verdicts under dispute defended ([`Verifier::owed`]).
+    pub draining: Arc<std::sync::atomic::AtomicBool>,
     running: Mutex<HashMap<(Pubkey, u8), JoinHandle<Result<(VerifyRecord, Sealed)>>>>,
     finalize_tried: Mutex<std::collections::HashSet<(Pubkey, u8)>>,
     /// Records of checks whose join was refused (the seat taken meanwhile), by task and round.
@@ -170,6 +173,7 @@ impl Verifier {
             background: false,
             max_checks: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
             mirrors: vec![],
+            draining: Arc::default(),
             running: Mutex::new(HashMap::new()),
             finalize_tried: Mutex::default(),
             unjoined: Mutex::default(),
@@ -201,6 +205,41 @@ impl Verifier {
                     .play(chain, &self.ctx, &self.db, key, &Claim::ResultWrong(&p));
             }
         }
+    }
+
+    /// What it still owes on `tasks` (read at `now`), so that a keeper asked to stop keeps
+    /// running until this is empty (docs/PROTOCOL.md §3.8): a seat's vote to commit while the
+    /// commit window is open, a committed vote to reveal while the reveal window is (else the
+    /// no-reveal slash), and a verdict it voted in under a dispute or game (its bond at stake).
+    pub fn owed(
+        &self,
+        chain: &dyn Chain,
+        now: u64,
+        tasks: &[(Pubkey, Task)],
+    ) -> Result<Vec<super::Owed>> {
+        let mut out = vec![];
+        for (key, t) in tasks {
+            let voting = t.status == TaskStatus::Verifying && self.seated_at(t);
+            let disputed = t.held && (t.games_open > 0 || t.disputes_open > 0);
+            if !voting && !disputed {
+                continue;
+            }
+            let Some(v): Option<Vote> = chain.decoded(&pda::vote(key, &self.ctx.node, t.round))?
+            else {
+                continue;
+            };
+            let what = if voting && !v.committed && now <= t.commit_deadline {
+                "seated, its vote not yet committed"
+            } else if voting && v.committed && !v.revealed && now <= t.reveal_deadline {
+                "its vote committed, not yet revealed"
+            } else if disputed {
+                "a verdict it voted in under dispute"
+            } else {
+                continue;
+            };
+            out.push(super::Owed { task: *key, what });
+        }
+        Ok(out)
     }
 
     /// Defends the held verdicts it voted in against game claims its own trace finds wrong
@@ -476,6 +515,10 @@ impl Verifier {
             }
             return Ok(None);
         }
+        // draining: no new seat (the seats it holds were handled above)
+        if self.draining.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(None);
+        }
         // draw the seed ourselves rather than wait for a cranker: the sooner it is drawn, the
         // less anyone can wait for its reference to age out of SlotHashes
         // a few slots after a cranker would (staggered by key), so that one draw lands
@@ -612,7 +655,7 @@ impl Verifier {
         due: &[(Pubkey, Task)],
     ) -> std::collections::HashSet<Pubkey> {
         let mut out = std::collections::HashSet::new();
-        if !self.background {
+        if !self.background || self.draining.load(std::sync::atomic::Ordering::SeqCst) {
             return out;
         }
         let mut per_provider: HashMap<Pubkey, usize> = HashMap::new();

@@ -108,6 +108,12 @@ pub struct Provider {
     pub background: bool,
     /// How long a result is kept once its task no longer needs it ([`RETENTION`]).
     pub retention: Duration,
+    /// Draining (the daemon's first SIGTERM): nothing new is claimed or prefetched; what it
+    /// holds is finished, served and defended ([`Provider::owed`]).
+    pub draining: Arc<std::sync::atomic::AtomicBool>,
+    /// Open tasks of its market it would claim had it room, as of its last pass (0 while
+    /// draining): the autoscaler's measure of work waiting.
+    pub claimable: usize,
     running: HashMap<Pubkey, JoinHandle<Result<Computed>>>,
     unneeded_since: HashMap<Digest, Instant>,
     prefetcher: Prefetcher,
@@ -137,6 +143,8 @@ impl Provider {
             policy: ClaimPolicy::default(),
             background: false,
             retention: RETENTION,
+            draining: Arc::default(),
+            claimable: 0,
             running: HashMap::new(),
             unneeded_since: HashMap::new(),
             prefetcher: Prefetcher::new(PREFETCH_PARALLEL),
@@ -705,6 +713,32 @@ impl Provider {
         self.step_with(chain, now, &tasks)
     }
 
+    /// What it still owes on `tasks` (read at `now`), so that a keeper asked to stop keeps
+    /// running until this is empty (docs/PROTOCOL.md §3.8): a claimed task not yet submitted
+    /// (else it is reclaimed with a late slash), a result being verified (served until the
+    /// verdict, else withheld), and a held verdict of its result while a dispute or an
+    /// availability challenge may still be opened or is open (answered, else lost).
+    pub fn owed(&self, now: u64, tasks: &[(Pubkey, Task)]) -> Vec<super::Owed> {
+        let me = self.ctx.node;
+        // (a computation running is for a task it holds Claimed: a reclaimed task owes nothing)
+        tasks
+            .iter()
+            .filter(|(_, t)| t.provider == me)
+            .filter_map(|(k, t)| {
+                let what = match t.status {
+                    TaskStatus::Claimed => "claimed, its result not yet submitted",
+                    TaskStatus::Verifying => "its result being verified",
+                    _ if t.held && (t.disputes_open > 0 || t.challenges_open > 0) => {
+                        "a dispute or availability challenge of its result open"
+                    }
+                    _ if t.held && now <= t.dispute_deadline => "in its dispute window",
+                    _ => return None,
+                };
+                Some(super::Owed { task: *k, what })
+            })
+            .collect()
+    }
+
     /// [`Provider::step`] over tasks already read (the daemon reads them once per pass).
     pub fn step_with(
         &mut self,
@@ -801,6 +835,10 @@ impl Provider {
                 super::games::defend_claims(chain, &self.ctx, &data, key, t);
             }
         }
+        if self.draining.load(std::sync::atomic::Ordering::SeqCst) {
+            self.claimable = 0;
+            return Ok(());
+        }
         let Some(node) = chain.node(&self.ctx.node)? else {
             return Ok(());
         };
@@ -834,6 +872,7 @@ impl Provider {
             policy: &policy,
         };
         let ranked = rank_open(tasks, &self.ctx.market, &node, memory, now);
+        self.claimable = ranked.len();
         let picks = if self.background {
             self.plan_background(tasks, &ranked, &node, held, now, &cap)
         } else {

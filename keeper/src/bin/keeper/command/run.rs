@@ -120,6 +120,18 @@ pub struct RunArgs {
     /// Seconds a result fetch may take, body included.
     #[arg(long, default_value_t = 30)]
     fetch_timeout_s: u64,
+    /// Seconds a keeper asked to stop (SIGTERM, Ctrl-C) keeps running to finish what it owes:
+    /// it claims and joins nothing new, submits what it claimed, serves and defends its results
+    /// through their verdict and dispute window, reveals the votes it committed, then exits.
+    /// A second signal, or this timeout, stops it after the pass in hand (what is still owed is
+    /// resumed from the store by the next start). 0: stop after the pass in hand. Under
+    /// Kubernetes, set it below `terminationGracePeriodSeconds` (the chart does).
+    #[arg(long, default_value_t = 600)]
+    drain_timeout_s: u64,
+    /// Fail the liveness check (`GET /livez`) unless a GPU passed its self-test and computes
+    /// (a GPU node whose GPU was lost restarts rather than computing on the CPU).
+    #[arg(long)]
+    require_gpu: bool,
     /// Test only: corrupt this fraction of every result's tiles (a dishonest provider).
     #[arg(long, hide = true, default_value_t = 0.0)]
     corrupt_fraction: f64,
@@ -196,6 +208,8 @@ impl RunArgs {
             "--reserve-hours must be a non-negative number of hours, got {}",
             self.reserve_hours
         );
+        opts.drain_timeout = Duration::from_secs(self.drain_timeout_s);
+        opts.require_gpu = self.require_gpu;
         opts.reserve_max_bytes = self.reserve_max_bytes;
         opts.reserve_retention = Duration::from_secs_f64(self.reserve_hours * 3600.0);
         opts.min_reward_per_gwork = self.min_reward_per_gwork;
