@@ -19,7 +19,11 @@ fn image() -> Result<String> {
         return Ok(i);
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // the keeper the other tests run (an image build of its own would rebuild it with other
+    // features, under the running tests)
     let out = Command::new(root.join("scripts/image"))
+        .arg("--bin")
+        .arg(keeper_bin())
         .current_dir(&root)
         .output()
         .context("running scripts/image")?;
