@@ -273,6 +273,36 @@ impl Waker {
     }
 }
 
+/// [`signals`], listened for from now on, on a thread of its own: `keeper run` calls it first
+/// thing. In a container the keeper is PID 1, whose signals the kernel drops while no handler
+/// is installed, and its start (a GPU's self-test, the first chain reads) may take minutes: a
+/// SIGTERM then must still count.
+pub fn signals_from_now() -> impl std::future::Future<Output = ()> + Send + 'static {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("keeper-signals".into())
+        .spawn(move || {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                rt.block_on(async move {
+                    signals().await;
+                    let _ = tx.send(());
+                });
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot listen for signals early; listening once running");
+    }
+    async move {
+        // a listener that could not start leaves the daemon's own to stop it
+        if rx.await.is_err() {
+            signals().await;
+        }
+    }
+}
+
 /// Completes on SIGINT (Ctrl-C) or SIGTERM: what `keeper run` stops on.
 pub async fn signals() {
     #[cfg(unix)]
@@ -471,6 +501,10 @@ impl Pulse {
     }
 }
 
+/// Slots between two reads of the chain that must both find nothing owed before a draining
+/// role ends (docs/PROTOCOL.md §3.8).
+const DRAINED_SLOTS: u64 = 4;
+
 /// Runs until `shutdown` completes (or `passes`), then stops cleanly. Each role runs on its
 /// own thread, and the provider's computations and the verifier's checks on threads of their
 /// own: a long computation never delays a reveal.
@@ -537,6 +571,16 @@ pub fn run(
         .clone()
         .unwrap_or(format!("http://{}", listener.local_addr()?));
     let local = listener.local_addr()?;
+    // a result URI is `<base>/r/<64 hex>` and the program takes at most MAX_URI_LEN: a base
+    // longer than that leaves every submit refused, each claim then reclaimed with a late slash
+    let most = compute_market::constants::MAX_URI_LEN - "/r/".len() - 64;
+    let base_len = base.trim_end_matches('/').len();
+    anyhow::ensure!(
+        !opts.provider || base_len <= most,
+        "the public URL {base:?} is {base_len} bytes: result URIs (<public URL>/r/<64 hex digits>) would be {} bytes, over the program's {}; a provider needs a --public-url of at most {most} bytes (a shorter host name)",
+        base_len + 67,
+        compute_market::constants::MAX_URI_LEN
+    );
     let hosts = crate::results::server::own_hosts(Some(&base), local);
     let started = Instant::now();
     // every fetch (a verifier's of results, a provider's of inputs) is signed by the node's
@@ -677,11 +721,12 @@ pub fn run(
     }
     metrics.health.roles.store(true, Ordering::SeqCst);
     metrics.health.stale_ms.store(
-        (opts.poll * 50).max(Duration::from_secs(300)).as_millis() as u64,
+        // a pass may argue a dispute for many transactions: only a long silence is a wedge
+        (opts.poll * 50).max(Duration::from_secs(1800)).as_millis() as u64,
         Ordering::SeqCst,
     );
     // what each owing role (provider, verifier) still owes while draining
-    let owed_by: Arc<[std::sync::atomic::AtomicI64; 2]> = Arc::default();
+    let owed_by: Arc<[std::sync::atomic::AtomicI64; 3]> = Arc::default();
     // one loop per role: `step` runs a pass over the tasks read (or shared) this pass and, while
     // draining, says what that role still owes; a role that owes (`owes`) ends once it owes
     // nothing, the others run until the stop
@@ -705,29 +750,37 @@ pub fn run(
             .spawn(move || {
                 let (mut pass, mut seen) = (0u64, 0u64);
                 let mut told = Instant::now() - Duration::from_secs(3600);
+                // the slot of the first read that found nothing owed: a role ends only when a
+                // read DRAINED_SLOTS later finds nothing either (a transaction of the pass in
+                // hand, landed but not yet seen by the RPC node read, shows up by then)
+                let mut clear_since: Option<u64> = None;
                 while !stop.load(Ordering::SeqCst) && passes.is_none_or(|n| pass < n) {
                     let drain = draining.load(Ordering::SeqCst);
                     let r = crate::roles::guard(|| {
                         let (now, tasks) = cache.read(chain.as_ref())?;
-                        step(now, &tasks, pass, drain)
+                        Ok((now, step(now, &tasks, pass, drain)?))
                     });
                     if r.as_ref()
                         .is_err_and(|e| e.to_string().starts_with("panicked"))
                     {
                         metrics.panics.inc();
                     }
-                    metrics.health.pass();
+                    metrics.health.pass(r.is_ok());
                     match (r, owes) {
-                        (Ok(owed), Some(slot)) if drain => {
+                        (Ok((now, owed)), Some(slot)) if drain => {
                             owed_by[slot].store(owed.len() as i64, Ordering::SeqCst);
                             metrics.owed.set(
                                 owed_by.iter().map(|n| n.load(Ordering::SeqCst)).sum(),
                             );
-                            if owed.is_empty() {
+                            if !owed.is_empty() {
+                                clear_since = None;
+                            } else if clear_since.is_some_and(|s| now >= s + DRAINED_SLOTS) {
                                 tracing::info!(who, "drained: nothing owed");
                                 break;
+                            } else {
+                                clear_since = clear_since.or(Some(now));
                             }
-                            if told.elapsed() >= Duration::from_secs(10) {
+                            if !owed.is_empty() && told.elapsed() >= Duration::from_secs(10) {
                                 told = Instant::now();
                                 let first = &owed[0];
                                 tracing::info!(who, owed = owed.len(), task = %first.task, what = first.what, "draining: still owed");
@@ -793,11 +846,17 @@ pub fn run(
     }
     if let Some(mut w) = watcher {
         let chain = chain.clone();
-        threads.push(role_loop(
+        w.draining = draining.clone();
+        owing.push(role_loop(
             "watcher",
-            None,
-            Box::new(move |now, tasks, _, _| {
-                w.step_with(chain.as_ref(), now, tasks).map(|()| vec![])
+            Some(2),
+            Box::new(move |now, tasks, _, drain| {
+                w.step_with(chain.as_ref(), now, tasks)?;
+                if drain {
+                    w.owed(tasks)
+                } else {
+                    Ok(vec![])
+                }
             }),
         )?);
     }

@@ -33,26 +33,37 @@ pub struct Health {
     pub dead: std::sync::Mutex<Option<String>>,
     /// Whether roles run (a daemon): then readiness needs recent passes.
     pub roles: std::sync::atomic::AtomicBool,
-    /// When the last role pass ended, milliseconds since the Unix epoch.
+    /// When the last role pass ended ([`now_ms`]).
     pub last_pass_ms: AtomicU64,
+    /// When the last role pass that read the chain without error ended, the same.
+    pub last_ok_ms: AtomicU64,
     /// Longest time between passes that still counts as live, milliseconds.
     pub stale_ms: AtomicU64,
     /// Asked to stop and finishing what it owes: not ready for new work.
     pub draining: std::sync::atomic::AtomicBool,
 }
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds on a monotonic clock (wall-clock steps never make a keeper look stuck), from an
+/// origin a day before the process first asked (so that no reading is 0, "never").
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+        + 86_400_000
 }
 
 impl Health {
-    /// Records a finished role pass.
-    pub fn pass(&self) {
+    /// Records a finished role pass, and whether it went without error.
+    pub fn pass(&self, ok: bool) {
+        let now = now_ms();
         self.last_pass_ms
-            .store(now_ms(), std::sync::atomic::Ordering::Relaxed);
+            .store(now, std::sync::atomic::Ordering::Relaxed);
+        if ok {
+            self.last_ok_ms
+                .store(now, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// `Err(why)` when the process should be restarted: a required GPU is not computing, or
@@ -64,14 +75,11 @@ impl Health {
         }
         let stale = self.stale_ms.load(Relaxed);
         let last = self.last_pass_ms.load(Relaxed);
-        if self.roles.load(Relaxed)
-            && stale > 0
-            && last > 0
-            && now_ms() - last.min(now_ms()) > stale
-        {
+        let since = now_ms().saturating_sub(last);
+        if self.roles.load(Relaxed) && stale > 0 && last > 0 && since > stale {
             return Err(format!(
                 "no pass for {} s (more than {} s): the keeper is stuck",
-                (now_ms() - last) / 1000,
+                since / 1000,
                 stale / 1000
             ));
         }
@@ -86,8 +94,23 @@ impl Health {
         if self.draining.load(Relaxed) {
             return Err("draining: finishing what it owes before it stops".into());
         }
-        if self.roles.load(Relaxed) && self.last_pass_ms.load(Relaxed) == 0 {
-            return Err("starting: no pass over the chain yet".into());
+        if self.roles.load(Relaxed) {
+            let ok = self.last_ok_ms.load(Relaxed);
+            if ok == 0 {
+                return Err(
+                    "starting: no pass over the chain without error yet (is the RPC reachable?)"
+                        .into(),
+                );
+            }
+            // a tenth of the liveness bound (at least 30 s) without a clean read of the chain
+            let bound = (self.stale_ms.load(Relaxed) / 10).max(30_000);
+            let since = now_ms().saturating_sub(ok);
+            if since > bound {
+                return Err(format!(
+                    "no pass over the chain without error for {} s: is the RPC reachable? (the log says why)",
+                    since / 1000
+                ));
+            }
         }
         Ok(())
     }
@@ -372,5 +395,40 @@ impl Metrics {
             None => s.push_str(&ratio),
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering::Relaxed;
+
+    use super::*;
+
+    #[test]
+    fn probes_say_why_a_keeper_is_not_live_or_not_ready() {
+        let h = Health::default();
+        // a content store (no roles): live and ready at once
+        assert_eq!((h.live(), h.ready()), (Ok(()), Ok(())));
+        h.roles.store(true, Relaxed);
+        h.stale_ms.store(300_000, Relaxed);
+        assert!(h.ready().unwrap_err().starts_with("starting"));
+        // a failed pass (the RPC down) is progress, not a clean read
+        h.pass(false);
+        assert_eq!(h.live(), Ok(()));
+        assert!(h.ready().unwrap_err().contains("RPC"));
+        h.pass(true);
+        assert_eq!(h.ready(), Ok(()));
+        // no clean read for a while: not ready; no pass at all for longer: not live
+        h.last_ok_ms.store(now_ms() - 40_000, Relaxed);
+        assert!(h.ready().unwrap_err().contains("for 40 s"));
+        h.last_pass_ms.store(now_ms() - 400_000, Relaxed);
+        assert!(h.live().unwrap_err().contains("stuck"));
+        h.pass(true);
+        h.draining.store(true, Relaxed);
+        assert_eq!(h.live(), Ok(()));
+        assert!(h.ready().unwrap_err().starts_with("draining"));
+        *h.dead.lock().unwrap() = Some("--require-gpu: no GPU".into());
+        assert_eq!(h.live(), Err("--require-gpu: no GPU".into()));
+        assert!(h.ready().is_err());
     }
 }

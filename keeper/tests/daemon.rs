@@ -566,3 +566,34 @@ fn a_restarted_provider_serves_its_results_at_once() {
     );
     assert!(first < Duration::from_secs(5), "{first:?}");
 }
+
+/// A provider whose public URL would make every result URI longer than the program takes is
+/// refused at start, naming the limit, before it can claim (each claim would be reclaimed with a
+/// late slash once its submits were refused).
+#[test]
+fn a_provider_whose_result_uris_would_be_too_long_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Scenario::new(&DemoConfig::default(), Arc::new(CpuBackend), dir.path()).unwrap();
+    let mut opts = DaemonOptions::new(1, dir.path().join("long.redb"));
+    opts.provider = true;
+    opts.listen = "127.0.0.1:0".into();
+    let host = "x".repeat(52);
+    opts.public_url = Some(format!("http://{host}.example"));
+    let kp = solana_keypair::Keypair::new();
+    let e = daemon::run(s.chain.clone(), kp, Arc::new(CpuBackend), opts, async {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("is 67 bytes"), "{e}");
+    assert!(e.contains("at most 61 bytes"), "{e}");
+    // at the limit (61 bytes) it runs
+    let mut opts = DaemonOptions::new(1, dir.path().join("limit.redb"));
+    opts.provider = true;
+    opts.listen = "127.0.0.1:0".into();
+    opts.passes = Some(1);
+    opts.public_url = Some(format!("http://{}.example", "x".repeat(46)));
+    let kp = solana_keypair::Keypair::new();
+    daemon::run(s.chain.clone(), kp, Arc::new(CpuBackend), opts, async {
+        std::future::pending::<()>().await
+    })
+    .unwrap();
+}

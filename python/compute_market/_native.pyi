@@ -40,7 +40,7 @@ def run_provider(rpc: str, keypair: str,
                  tiles: Callable[[bytes, List[str], List[int]], List[bytes]], store: str,
                  listen: str, market: int = 1, public_url: Optional[str] = None,
                  max_active: int = 4, poll_ms: int = 400,
-                 allow_private_urls: bool = False) -> None: ...
+                 allow_private_urls: bool = False, drain_timeout_s: int = 600) -> None: ...
 
 class NativeMarket:
     def __init__(self, rpc: str, keypair: Union[str, List[int]], market: int = 1,

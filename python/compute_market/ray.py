@@ -196,14 +196,16 @@ class RayTiles:
 def serve_provider(rpc: str, keypair: str, *, db: str, listen: str, market: int = 1,
                    public_url: Optional[str] = None, max_active: Optional[int] = None,
                    tiles: Optional[RayTiles] = None, allow_private_urls: bool = False,
-                   poll_ms: int = 400) -> None:
+                   poll_ms: int = 400, drain_timeout_s: int = 600) -> None:
     """Runs a keeper provider whose tiles are computed on the Ray cluster this process is
     connected to (``ray.init(address=...)`` first): one key and one stake for the whole
     cluster. It claims, fetches inputs, commits the root, serves results and answers disputes as
     ``keeper run --provider`` does (its store a redb file at ``store``, its HTTP server on
     ``listen``, which the workers fetch the inputs from); only the tiles go to Ray
     (:class:`RayTiles`). ``max_active`` (tasks held at once) defaults to the cluster's CPUs.
-    Returns on SIGTERM or Ctrl-C."""
+    On SIGTERM or Ctrl-C it drains (docs/PROTOCOL.md §3.8): it claims nothing new, finishes,
+    serves and defends what it holds, then returns; a second signal, or ``drain_timeout_s``
+    seconds, makes it return after the pass in hand (0: at once)."""
     import ray
 
     from . import _native
@@ -215,7 +217,7 @@ def serve_provider(rpc: str, keypair: str, *, db: str, listen: str, market: int 
     if max_active is None:
         max_active = max(1, int(ray.cluster_resources().get("CPU", 1)))
     _native.run_provider(rpc, keypair, tiles, db, listen, market, public_url, max_active,
-                         poll_ms, allow_private_urls)
+                         poll_ms, allow_private_urls, drain_timeout_s)
 
 
 class MarketEndpoint:

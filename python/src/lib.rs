@@ -878,7 +878,7 @@ fn generated_matmul<'py>(
 /// answers disputes as `keeper run --provider` does, with its store at `store` (a redb file)
 /// and its HTTP server on `listen`. Returns when the process gets SIGTERM or Ctrl-C.
 #[pyfunction]
-#[pyo3(signature = (rpc, keypair, tiles, store, listen, market=1, public_url=None, max_active=4, poll_ms=400, allow_private_urls=false))]
+#[pyo3(signature = (rpc, keypair, tiles, store, listen, market=1, public_url=None, max_active=4, poll_ms=400, allow_private_urls=false, drain_timeout_s=600))]
 #[allow(clippy::too_many_arguments)]
 fn run_provider(
     py: Python<'_>,
@@ -892,6 +892,7 @@ fn run_provider(
     max_active: usize,
     poll_ms: u64,
     allow_private_urls: bool,
+    drain_timeout_s: u64,
 ) -> PyResult<()> {
     use compute_market_keeper::daemon;
     let _ = tracing_subscriber::fmt()
@@ -927,6 +928,8 @@ fn run_provider(
         &compute_market_keeper::chain::rpc::resolve_url(rpc),
     ));
     opts.fetch = FetchPolicy::private(allow_private_urls);
+    // docs/PROTOCOL.md §3.8: on SIGTERM it finishes what it owes, as `keeper run` does
+    opts.drain_timeout = std::time::Duration::from_secs(drain_timeout_s);
     let chain: Arc<dyn Chain> = Arc::new(RpcChain::new(rpc));
     py.detach(|| daemon::run(chain, kp, backend, opts, daemon::signals()))
         .map_err(|e| raise("MarketError", e))

@@ -122,13 +122,15 @@ export async function uploadContent(store: string, bytes: Uint8Array, patienceMs
   const what = 'uploading to the content store';
   const started = Date.now();
   for (;;) {
-    const r = await attempt(url, { method: 'PUT', body: bytes as Uint8Array<ArrayBuffer> }, what);
+    // each try bounded in time, its answer's body included
+    const r = await attempt(url, { method: 'PUT', body: bytes as Uint8Array<ArrayBuffer>, signal: AbortSignal.timeout(120_000) }, what);
     if (r.status !== 503 && r.status !== 429) {
       if (!r.ok) throw new TransferError(`${what}: ${new URL(url).origin} answered ${await said(r)}`);
       return h;
     }
     const asked = Number(r.headers.get('retry-after'));
-    const wait = Math.min(5_000, Number.isFinite(asked) && asked > 0 ? asked * 1000 : 500);
+    // at least half a second: each try sends the whole body again
+    const wait = Math.min(5_000, Math.max(500, Number.isFinite(asked) ? asked * 1000 : 500));
     const why = await said(r);
     if (Date.now() - started + wait > patienceMs) {
       throw new TransferError(`${what}: ${new URL(url).origin} stayed busy for ${Math.round((Date.now() - started) / 1000)} s (${why}); retry later or use a less loaded store`);

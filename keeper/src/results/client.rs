@@ -533,14 +533,14 @@ fn busy_status(status: StatusCode) -> bool {
 }
 
 /// The wait a busy answer asks for: its Retry-After in whole seconds (bounded by the caller),
-/// else half a second.
+/// at least half a second (each try sends the whole body again).
 fn retry_after(resp: &reqwest::blocking::Response) -> Duration {
     resp.headers()
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map_or(Duration::from_millis(500), |s| {
-            Duration::from_secs(s).max(Duration::from_millis(100))
+            Duration::from_secs(s).max(Duration::from_millis(500))
         })
 }
 

@@ -655,9 +655,11 @@ impl Verifier {
         due: &[(Pubkey, Task)],
     ) -> std::collections::HashSet<Pubkey> {
         let mut out = std::collections::HashSet::new();
-        if !self.background || self.draining.load(std::sync::atomic::Ordering::SeqCst) {
+        if !self.background {
             return out;
         }
+        // draining: checks only for the seats it holds (a retry of a timed-out check)
+        let draining = self.draining.load(std::sync::atomic::Ordering::SeqCst);
         let mut per_provider: HashMap<Pubkey, usize> = HashMap::new();
         let mut candidates = vec![];
         for (key, t) in due {
@@ -670,6 +672,8 @@ impl Verifier {
             }
             let wanted = if self.seated_at(t) {
                 now <= t.commit_deadline
+            } else if draining {
+                false
             } else {
                 !seat_plan(t, node, &self.ctx.node, &self.ctx.kp.pubkey(), now).is_empty()
             };

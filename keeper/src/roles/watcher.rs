@@ -105,6 +105,9 @@ pub struct Watcher {
     /// Whether it challenges the availability of a result nobody serves (PROTOCOL §8.11): a
     /// client's watcher does; a watcher of every task (`--watch-all`) leaves that to clients.
     pub challenges: bool,
+    /// Draining (the daemon's first SIGTERM): no new check, dispute or challenge; the disputes
+    /// it opened are argued to their end ([`Watcher::owed`]).
+    pub draining: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Watcher {
@@ -119,7 +122,39 @@ impl Watcher {
             disputes: Disputes::default(),
             unserved: Mutex::default(),
             challenges,
+            draining: Arc::default(),
         }
+    }
+
+    /// What it still owes on `tasks` (docs/PROTOCOL.md §3.8): a dispute it opened (its pointer
+    /// kept) still open, and an availability challenge of a task it watches still open (its
+    /// bond is in them).
+    pub fn owed(&self, tasks: &[(Pubkey, Task)]) -> Result<Vec<super::Owed>> {
+        let mut out = vec![];
+        for (key, t) in tasks {
+            if !t.held || t.market != self.ctx.market {
+                continue;
+            }
+            let disputing = (t.disputes_open > 0 || t.games_open > 0)
+                && self.db.pointer(key, WATCH_SLOT)?.is_some();
+            let watched = match &self.watched {
+                Watched::Clients(c) => c.contains(&t.client),
+                Watched::All => true,
+            };
+            let challenging = self.challenges && watched && t.challenges_open > 0;
+            if disputing {
+                out.push(super::Owed {
+                    task: *key,
+                    what: "a dispute it opened still open",
+                });
+            } else if challenging {
+                out.push(super::Owed {
+                    task: *key,
+                    what: "an availability challenge of a task it watches open",
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// One pass over the tasks of its market: checks each held Accepted result it watches once,
@@ -155,6 +190,10 @@ impl Watcher {
                 .pointer(key, WATCH_SLOT)?
                 .and_then(|b| Pointer::decode(&b))
                 .map(Some);
+            // draining: only the disputes it already opened go on
+            if kept.is_none() && self.draining.load(std::sync::atomic::Ordering::SeqCst) {
+                continue;
+            }
             let known =
                 kept.or_else(|| self.checked.lock().expect("checked lock").get(key).cloned());
             let found = match known {

@@ -720,12 +720,13 @@ impl Provider {
     /// availability challenge may still be opened or is open (answered, else lost).
     pub fn owed(&self, now: u64, tasks: &[(Pubkey, Task)]) -> Vec<super::Owed> {
         let me = self.ctx.node;
-        // (a computation running is for a task it holds Claimed: a reclaimed task owes nothing)
-        tasks
+        let mut out: Vec<super::Owed> = tasks
             .iter()
             .filter(|(_, t)| t.provider == me)
             .filter_map(|(k, t)| {
                 let what = match t.status {
+                    // past its deadline it can no longer submit: the late slash is done
+                    TaskStatus::Claimed if now > t.submit_deadline => return None,
                     TaskStatus::Claimed => "claimed, its result not yet submitted",
                     TaskStatus::Verifying => "its result being verified",
                     _ if t.held && (t.disputes_open > 0 || t.challenges_open > 0) => {
@@ -736,7 +737,18 @@ impl Provider {
                 };
                 Some(super::Owed { task: *k, what })
             })
-            .collect()
+            .collect();
+        // a computation under way is for a claim that landed, even if the tasks read do not
+        // show it yet (an RPC node behind the one that confirmed the claim)
+        for k in self.running.keys() {
+            if !out.iter().any(|o| o.task == *k) {
+                out.push(super::Owed {
+                    task: *k,
+                    what: "its computation running",
+                });
+            }
+        }
+        out
     }
 
     /// [`Provider::step`] over tasks already read (the daemon reads them once per pass).

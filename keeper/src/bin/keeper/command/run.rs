@@ -150,6 +150,8 @@ pub struct RunArgs {
 impl RunArgs {
     /// Runs the daemon until it is signalled.
     pub fn execute(self, ctx: &Ctx) -> Result<()> {
+        // first thing: a SIGTERM during the start (the GPU self-test) must count
+        let shutdown = daemon::signals_from_now();
         ensure!(
             self.provider || self.verifier || self.crank || self.watch || self.watch_all,
             "choose at least one of --provider, --verifier, --crank, --watch, --watch-all"
@@ -235,6 +237,6 @@ impl RunArgs {
             timeout: Duration::from_secs(self.fetch_timeout_s.max(1)),
             ..FetchPolicy::default()
         };
-        daemon::run(ctx.rpc(), kp, backend, opts, daemon::signals())
+        daemon::run(ctx.rpc(), kp, backend, opts, shutdown)
     }
 }
