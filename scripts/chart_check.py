@@ -3,7 +3,15 @@
 by scripts/chart-check, which makes the venv this needs (helm-python-sdk, kubernetes-validate,
 jsonschema, PyYAML).
 
-For every values file deploy/helm/values/*.yaml, which must be accepted:
+Usage: chart_check.py [-v] [-f VALUES.yaml ...] [--release NAME] [--namespace NS]
+
+Without -f, every values file deploy/helm/values/*.yaml must be accepted (below), and the broken
+ones refused. With -f, only the values given are checked, merged in order as `helm install -f
+A -f B` merges them (later files win), in one row; they must be accepted. --release and
+--namespace (default cm and compute-market) name the release the accepted values are rendered
+as; the broken files and mutations are always rendered as cm in compute-market.
+
+For every values file deploy/helm/values/*.yaml (or the -f values), which must be accepted:
 - the values (merged over the chart's defaults) against values.schema.json, by jsonschema
   (draft-07, every error with its path) and by Helm's own schema check;
 - `helm lint --strict` at Kubernetes KUBE (Helm's Go SDK, in process: helm-python-sdk binds
@@ -13,11 +21,20 @@ For every values file deploy/helm/values/*.yaml, which must be accepted:
   are errors) against Kubernetes KUBE; the CRD kinds (ServiceMonitor, ScaledObject, RayService)
   by jsonschema against deploy/crds/*.json; a kind with neither schema is an error;
 - lint-level rules on each object (names, labels, images, resources, security) and the chart's
-  own invariants (grace periods from the market's windows, one key per pod, selectors that
-  select something, no Secret and no key material in the output).
+  own invariants (grace periods from the market's windows, one key per pod, each verifier a
+  StatefulSet of exactly 1 replica (OrderedReady, RollingUpdate, its store on a PVC from
+  volumeClaimTemplates, retained; never a Deployment, never an emptyDir store) with a Service
+  that publishes not-ready addresses, StatefulSet names within 52 characters, every key Secret
+  mounted for one role only, the Ray pods' NetworkPolicies (Ray's ports from this release's
+  pods and the KubeRay operator only, the provider's HTTP port from all), a KEDA minimum of at
+  least 1, public URLs within the 56 bytes a node announces, the `-cuda` image on GPU providers
+  only, the verifiers' cranking and sizing flags, selectors that select something, no Secret
+  and no key material in the output).
 
 Each deploy/helm/values/broken/*.yaml must be refused (by the schema, the templates or the
-validation of what they render), and each deploy/helm/values/broken/rendered/*.yaml (a rendered
+validation of what they render) for the reason its `# expect: TEXT` line gives: TEXT must
+appear in one of the problems ("stage: where: what"), so that a broken file refused for
+another reason fails the check. Each deploy/helm/values/broken/rendered/*.yaml (a rendered
 object of a good values file with a field set wrong) must be refused by its validator.
 
 Prints one line per file (values file, objects rendered, ok / refused and why) and exits
@@ -46,6 +63,12 @@ VALUES = os.path.join(ROOT, "deploy/helm/values")
 CRDS = os.path.join(ROOT, "deploy/crds")
 KUBE = "1.31"
 RELEASE, NAMESPACE = "cm", "compute-market"
+# the longest endpoint a node announces (bytes); a provider's result URI is it + `/r/<64 hex>`
+# (67 bytes), within the program's 128
+ANNOUNCE_MAX = 56
+EXPECT_RE = re.compile(r"^#\s*expect:\s*(.+?)\s*$", re.M)
+UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+         "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 SHELLS = {"sh", "bash", "ash", "dash", "zsh", "busybox"}
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # a Solana keypair file: a JSON array of 64 byte values
@@ -53,6 +76,25 @@ KEYPAIR_RE = re.compile(r"\[\s*\d{1,3}(\s*,\s*\d{1,3}){63}\s*\]")
 
 # kubernetes-validate reads its schema files again for every object: read each once
 kv.schema_contents = functools.lru_cache(maxsize=None)(kv.schema_contents)
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML whose mappings may not repeat a key (two rendered documents run together, a field
+    set twice: the API server's strict field validation refuses them, PyYAML keeps the last)."""
+
+
+def _unique_map(loader, node):
+    loader.flatten_mapping(node)
+    seen = set()
+    for k, _ in node.value:
+        key = loader.construct_object(k, deep=True)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", k.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:map", _unique_map)
 
 
 def rel(path):
@@ -91,6 +133,20 @@ def load_yaml(path):
     if not isinstance(data, dict):
         raise SystemExit(f"{rel(path)}: not a YAML mapping")
     return data
+
+
+def merge_maps(a, b):
+    """b over a, as Helm merges `-f` files: maps merged key by key, anything else replaced."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = merge_maps(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def quantity_bytes(q):
+    """A Kubernetes storage quantity (`8Gi`, `500M`) in bytes, or None."""
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)", str(q))
+    return float(m.group(1)) * UNITS[m.group(2)] if m and m.group(2) in UNITS else None
 
 
 def crd_schemas():
@@ -133,10 +189,10 @@ def lint(values):
         raise Refused(f"helm lint --strict (Kubernetes {KUBE})", problems)
 
 
-def render(chart, values):
+def render(chart, values, release=RELEASE, namespace=NAMESPACE):
     """The rendered objects, in template order, and NOTES.txt."""
     try:
-        out = chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+        out = chart.render(values, name=release, namespace=namespace, is_install=True)
     except helm.HelmError as e:
         raise Refused("render", [("", " ".join(str(e).split()))])
     objects, notes = [], None
@@ -147,7 +203,11 @@ def render(chart, values):
             continue
         if not template.endswith((".yaml", ".yml")):
             continue
-        for i, doc in enumerate(yaml.safe_load_all(text)):
+        try:
+            docs = list(yaml.load_all(text, Loader=UniqueKeyLoader))
+        except yaml.YAMLError as e:
+            raise Refused("render", [(template.split("/", 1)[1], " ".join(str(e).split()))])
+        for i, doc in enumerate(docs):
             if doc:
                 objects.append((f"{template.split('/', 1)[1]}#{i}", doc))
     if not notes or not notes.strip():
@@ -271,22 +331,58 @@ def arg_after(args, flag):
     return args[args.index(flag) + 1] if flag in args else None
 
 
-def chart_invariants(objects, merged):
+def component(o):
+    return ((o.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/component")
+
+
+def selects(selector, labels):
+    """Whether a LabelSelector (matchLabels, matchExpressions) selects these labels."""
+    labels = labels or {}
+    if not (selector.get("matchLabels") or {}).items() <= labels.items():
+        return False
+    for e in selector.get("matchExpressions") or []:
+        op, key, values = e["operator"], e["key"], e.get("values") or []
+        if ((op == "In" and labels.get(key) not in values) or (op == "NotIn" and labels.get(key) in values)
+                or (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels)):
+            return False
+    return True
+
+
+def chart_invariants(objects, merged, release=RELEASE, namespace=NAMESPACE, app_version=""):
     """What the chart promises, checked on what it rendered: (object, field, what)."""
     p = []
     w, slot = merged["market"]["windows"], merged["market"]["slotSeconds"]
-    provider_grace = math.ceil((w["submit"] + 2 * (w["join"] + w["commit"] + w["reveal"]) + w["dispute"]) * slot) + 60
-    verifier_grace = math.ceil((w["join"] + w["commit"] + w["reveal"]) * slot) + 60
+    # docs/PROTOCOL.md §3.8, `longest_task` of §8.1: a dispute opened in the window's last slot
+    # has one more window to end; a verifier defends a verdict it voted in under dispute
+    provider_grace = math.ceil((w["submit"] + 2 * (w["join"] + w["commit"] + w["reveal"]) + 2 * w["dispute"]) * slot) + 60
+    verifier_grace = math.ceil((w["join"] + w["commit"] + w["reveal"] + w["dispute"]) * slot) + 60
     by_kind = {}
     for _, o in objects:
         by_kind.setdefault(o["kind"], []).append(o)
     pods = [(o, t) for o in objects for _, _, t in pod_specs(o[1])]
+    image = merged["image"]
+    plain_image = f"{image['repository']}:{image['tag'] or app_version}"
 
     def keeper(o):
         return o["spec"]["template"]["spec"]["containers"][0]
 
+    def url_short(n, field, url):
+        if url is not None and len(url.encode()) > ANNOUNCE_MAX:
+            p.append((n, field, f"{url!r} is {len(url.encode())} bytes, over the {ANNOUNCE_MAX} a node announces "
+                                f"(and result URIs, URL + 67 bytes, must stay within 128)"))
+
     prov = merged["providers"]
-    sts = [o for o in by_kind.get("StatefulSet", []) if o["metadata"]["name"].endswith("-provider")]
+    suffix = image.get("cudaTagSuffix") or ""
+    provider_image = plain_image
+    if prov["gpus"] > 0 and suffix and not provider_image.endswith(suffix):
+        provider_image += suffix
+    sts = [o for o in by_kind.get("StatefulSet", []) if component(o) == "provider"]
+    # a StatefulSet's pods carry controller-revision-hash `<name>-<hash>` (hash ≤ 10 characters),
+    # a label value of at most 63 characters
+    for o in by_kind.get("StatefulSet", []):
+        if len(o["metadata"]["name"]) > 52:
+            p.append((obj_name(o), "metadata.name", f"{len(o['metadata']['name'])} characters, over 52: its pods' "
+                                                    "controller-revision-hash label (<name>-<hash>) would pass 63"))
     if prov["enabled"] != bool(sts):
         p.append(("StatefulSet/*-provider", "", f"providers.enabled is {prov['enabled']} but {len(sts)} rendered"))
     for o in sts:
@@ -300,12 +396,23 @@ def chart_invariants(objects, merged):
             p.append((n, "args --drain-timeout-s", f"{arg_after(args, '--drain-timeout-s')}, want {provider_grace - 30}"))
         if arg_after(args, "--keypair") != "/keys/$(POD_NAME)/keypair.json":
             p.append((n, "args --keypair", f"{arg_after(args, '--keypair')}"))
-        if "$(POD_NAME)" not in (arg_after(args, "--public-url") or ""):
+        url = arg_after(args, "--public-url") or ""
+        if "$(POD_NAME)" not in url:
             p.append((n, "args --public-url", "not per pod ($(POD_NAME))"))
+        ordinals = prov["autoscaling"]["maxReplicas"] if prov["autoscaling"]["enabled"] else prov["replicas"]
+        url_short(n, f"args --public-url (pod {name}-{max(ordinals - 1, 0)})",
+                  url.replace("$(POD_NAME)", f"{name}-{max(ordinals - 1, 0)}").replace("$(POD_NAMESPACE)", namespace))
+        if c.get("image") != provider_image:
+            p.append((n, "containers[0].image", f"{c.get('image')!r}, want {provider_image!r} "
+                                                f"(gpus {prov['gpus']}, cudaTagSuffix {suffix!r})"))
+        if arg_after(args, "--held-inputs-mib") != str(prov["heldInputsMiB"]):
+            p.append((n, "args --held-inputs-mib", f"{arg_after(args, '--held-inputs-mib')}, want {prov['heldInputsMiB']}"))
+        if spec.get("runtimeClassName") != (prov.get("runtimeClassName") or None):
+            p.append((n, "spec.template.spec.runtimeClassName",
+                      f"{spec.get('runtimeClassName')!r}, want {prov.get('runtimeClassName') or None!r}"))
         env = {e["name"]: e for e in c.get("env") or []}
         if ((env.get("POD_NAME") or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") != "metadata.name":
             p.append((n, "containers[0].env.POD_NAME", "not the downward API's metadata.name"))
-        ordinals = prov["autoscaling"]["maxReplicas"] if prov["autoscaling"]["enabled"] else prov["replicas"]
         keys = [v for v in spec["volumes"] if v["name"] == "keys"][0]["projected"]["sources"]
         paths = [s["secret"]["items"][0]["path"] for s in keys]
         if paths != [f"{name}-{i}/keypair.json" for i in range(ordinals)]:
@@ -322,25 +429,167 @@ def chart_invariants(objects, merged):
             if ((c.get(probe) or {}).get("httpGet") or {}).get("path") != path:
                 p.append((n, f"containers[0].{probe}", f"not an HTTP GET {path}"))
         mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
-        claims = [t["metadata"]["name"] for t in o["spec"].get("volumeClaimTemplates") or []]
+        claims = {t["metadata"]["name"]: t for t in o["spec"].get("volumeClaimTemplates") or []}
         if mounts.get("/var/lib/compute-market") not in claims:
             p.append((n, "volumeMounts /var/lib/compute-market", "not a volumeClaimTemplate"))
+        else:
+            size = claims[mounts["/var/lib/compute-market"]]["spec"]["resources"]["requests"]["storage"]
+            if (quantity_bytes(size) or 0) < prov["diskBudgetMiB"] * 2**20:
+                p.append((n, "volumeClaimTemplates.spec.resources.requests.storage",
+                          f"{size} cannot hold diskBudgetMiB ({prov['diskBudgetMiB']} MiB)"))
         if prov["autoscaling"]["enabled"] == ("replicas" in o["spec"]):
             p.append((n, "spec.replicas", "set while autoscaled, or missing while not"))
-    keys = merged["verifiers"]["keys"] if merged["verifiers"]["enabled"] else []
-    deps = [o for o in by_kind.get("Deployment", []) if o["metadata"]["labels"].get("app.kubernetes.io/component") == "verifier"]
-    got = sorted(o["metadata"]["labels"].get("compute-market.io/key") for o in deps)
+    ver = merged["verifiers"]
+    keys = ver["keys"] if ver["enabled"] else []
+    # one StatefulSet of exactly 1 replica per key: a StatefulSet never runs two pods of one
+    # identity (the replacement of an evicted, drained or deleted pod starts once it has
+    # terminated), where a Deployment's ReplicaSet starts it beside the draining one
+    for o in by_kind.get("Deployment", []) + by_kind.get("ReplicaSet", []) + by_kind.get("DaemonSet", []):
+        if component(o) == "verifier":
+            p.append((obj_name(o), "kind", "a verifier must be a StatefulSet of 1 replica: a Deployment's "
+                                           "replacement pod starts beside the draining one (two voters on one key)"))
+    vsts = [o for o in by_kind.get("StatefulSet", []) if component(o) == "verifier"]
+    got = sorted(o["metadata"]["labels"].get("compute-market.io/key") for o in vsts)
     if got != sorted(keys):
-        p.append(("Deployment/*-verifier-*", "", f"verifier Deployments for keys {got}, want one per key {sorted(keys)}"))
-    for o in deps:
+        p.append(("StatefulSet/*-verifier-*", "", f"verifier StatefulSets for keys {got}, want one per key {sorted(keys)}"))
+    services = {o["metadata"]["name"]: o for o in by_kind.get("Service", [])}
+    urls = {}
+    for o in vsts:
         n, spec = obj_name(o), o["spec"]
-        if spec.get("replicas") != 1 or (spec.get("strategy") or {}).get("type") != "Recreate":
-            p.append((n, "spec.replicas / spec.strategy", "a verifier key must run in exactly one pod: replicas 1, Recreate"))
+        c = keeper(o)
+        args = c["args"]
+        if spec.get("replicas") != 1:
+            p.append((n, "spec.replicas", f"{spec.get('replicas')}: each verifier is a StatefulSet of exactly 1 replica"))
+        if spec.get("podManagementPolicy") != "OrderedReady":
+            p.append((n, "spec.podManagementPolicy", f"{spec.get('podManagementPolicy')!r}, want 'OrderedReady'"))
+        if (spec.get("updateStrategy") or {}).get("type") != "RollingUpdate":
+            p.append((n, "spec.updateStrategy.type", f"{(spec.get('updateStrategy') or {}).get('type')!r}, want 'RollingUpdate'"))
+        retention = spec.get("persistentVolumeClaimRetentionPolicy") or {}
+        if (retention.get("whenDeleted"), retention.get("whenScaled")) != ("Retain", "Retain"):
+            p.append((n, "spec.persistentVolumeClaimRetentionPolicy", f"{retention}, want Retain when deleted and scaled"))
+        svc = services.get(spec.get("serviceName"))
+        if not svc:
+            p.append((n, "spec.serviceName", f"{spec.get('serviceName')!r}: no Service of that name rendered"))
+        else:
+            if not selects({"matchLabels": svc["spec"].get("selector") or {}}, spec["template"]["metadata"]["labels"]):
+                p.append((obj_name(svc), "spec.selector", f"does not select the pod of {n}"))
+            if svc["spec"].get("publishNotReadyAddresses") is not True:
+                p.append((obj_name(svc), "spec.publishNotReadyAddresses",
+                          "not true: a draining verifier's kept results (PROTOCOL §8.12) must stay fetchable"))
         if spec["template"]["spec"].get("terminationGracePeriodSeconds") != verifier_grace:
             p.append((n, "spec.template.spec.terminationGracePeriodSeconds",
                       f"{spec['template']['spec'].get('terminationGracePeriodSeconds')}, want {verifier_grace}"))
-        if arg_after(keeper(o)["args"], "--drain-timeout-s") != str(verifier_grace - 30):
+        if arg_after(args, "--drain-timeout-s") != str(verifier_grace - 30):
             p.append((n, "args --drain-timeout-s", f"want {verifier_grace - 30}"))
+        if ("--crank" in args) != ver["crank"]:
+            p.append((n, "args --crank", f"present: {'--crank' in args}, verifiers.crank: {ver['crank']}"))
+        if arg_after(args, "--reserve-max-bytes") != str(ver["reserveMaxMiB"] * 2**20):
+            p.append((n, "args --reserve-max-bytes",
+                      f"{arg_after(args, '--reserve-max-bytes')}, want {ver['reserveMaxMiB'] * 2**20} (reserveMaxMiB · 2^20)"))
+        if arg_after(args, "--held-inputs-mib") != str(ver["heldInputsMiB"]):
+            p.append((n, "args --held-inputs-mib", f"{arg_after(args, '--held-inputs-mib')}, want {ver['heldInputsMiB']}"))
+        if c.get("image") != plain_image:
+            p.append((n, "containers[0].image", f"{c.get('image')!r}, want the plain {plain_image!r}"))
+        url = arg_after(args, "--public-url")
+        url_short(n, "args --public-url", url)
+        if url in urls:
+            p.append((n, "args --public-url", f"{url!r} shared with {urls[url]}"))
+        urls[url] = n
+        # the store (the sealed votes' salts) on a PVC of its own, never an emptyDir
+        mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+        claims = {t["metadata"]["name"]: t for t in spec.get("volumeClaimTemplates") or []}
+        store = mounts.get("/var/lib/compute-market")
+        if store not in claims:
+            p.append((n, "volumeMounts /var/lib/compute-market",
+                      f"volume {store!r} is not a volumeClaimTemplate: the store holds the sealed votes' salts"))
+        else:
+            size = claims[store]["spec"]["resources"]["requests"]["storage"]
+            if (quantity_bytes(size) or 0) <= ver["reserveMaxMiB"] * 2**20:
+                p.append((n, "volumeClaimTemplates.spec.resources.requests.storage",
+                          f"{size} cannot hold reserveMaxMiB ({ver['reserveMaxMiB']} MiB) and the store"))
+        for v in spec["template"]["spec"].get("volumes") or []:
+            if v["name"] == store:
+                p.append((n, f"volumes.{store}", "a pod volume shadows the volumeClaimTemplate of the store"))
+    # each key Secret names one role: the providers' ordinals, the verifiers' keys and the Ray
+    # pool's provider
+    secrets = {}
+    for _, o in objects:
+        for _, spec, _ in pod_specs(o):
+            for v in spec.get("volumes") or []:
+                if v["name"] != "keys":
+                    continue
+                names = ([src["secret"]["name"] for src in v["projected"]["sources"] if "secret" in src]
+                         if "projected" in v else [v["secret"]["secretName"]])
+                for name in names:
+                    if name in secrets:
+                        p.append((obj_name(o), "volumes.keys", f"the key Secret {name!r} is also mounted by "
+                                                               f"{secrets[name]}: one Secret, two keepers on one key"))
+                    secrets.setdefault(name, obj_name(o))
+    for o in by_kind.get("Deployment", []):
+        if o["metadata"]["labels"].get("app.kubernetes.io/component") == "store" and keeper(o).get("image") != plain_image:
+            p.append((obj_name(o), "containers[0].image", f"{keeper(o).get('image')!r}, want the plain {plain_image!r}"))
+    for o in by_kind.get("RayService", []):
+        n, rc = obj_name(o), o["spec"]["rayClusterConfig"]
+        head = rc["headGroupSpec"]["template"]["spec"]
+        if head.get("terminationGracePeriodSeconds") != provider_grace:
+            p.append((n, "headGroupSpec.template.spec.terminationGracePeriodSeconds",
+                      f"{head.get('terminationGracePeriodSeconds')}, want {provider_grace}"))
+        prov_c = [c for c in head["containers"] if c["name"] == "provider"]
+        args = prov_c[0]["args"] if prov_c else []
+        if len(args) != 9 or "drain_timeout_s=" not in args[0] or "allow_private_urls=" not in args[0]:
+            p.append((n, "headGroupSpec provider args", "not the program and its 8 arguments"))
+        else:
+            url_short(n, "headGroupSpec provider public_url", args[6])
+            if args[7] != ("1" if merged.get("allowPrivateUrls") else "0"):
+                p.append((n, "headGroupSpec provider allow_private_urls", f"{args[7]}, allowPrivateUrls: {merged.get('allowPrivateUrls')}"))
+            if args[8] != str(provider_grace - 30):
+                p.append((n, "headGroupSpec provider drain_timeout_s", f"{args[8]}, want {provider_grace - 30}"))
+        if rc.get("enableInTreeAutoscaling") is not False:
+            p.append((n, "rayClusterConfig.enableInTreeAutoscaling", "not false"))
+        want = merged["ray"]["workers"]["replicas"]
+        for i, g in enumerate(rc.get("workerGroupSpecs") or []):
+            if (g.get("replicas"), g.get("minReplicas"), g.get("maxReplicas")) != (want, want, want):
+                p.append((n, f"workerGroupSpecs[{i}] replicas/minReplicas/maxReplicas",
+                          f"{g.get('replicas')}/{g.get('minReplicas')}/{g.get('maxReplicas')}, want {want} each (a fixed pool)"))
+    # the Ray pool's NetworkPolicies: Ray's ports admit only this release's pods (and the
+    # KubeRay operator, and the operator's own rules, on named ports); the provider's HTTP port
+    # is open to all
+    ray_pods = [t for o, t in pods if o[1]["kind"] == "RayService"]
+    policies = by_kind.get("NetworkPolicy", [])
+    if merged["ray"]["enabled"]:
+        release_peer = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "compute-market",
+                                                        "app.kubernetes.io/instance": release}}}
+        allowed = [release_peer] + (merged["ray"].get("networkPolicy") or {}).get("kubeRayOperator", [])
+        extra = (merged["ray"].get("networkPolicy") or {}).get("extraIngress", [])
+        for t in ray_pods:
+            labels = t["metadata"]["labels"]
+            mine = [o for o in policies if selects(o["spec"]["podSelector"], labels)]
+            where = f"RayService pod {labels.get('app.kubernetes.io/component')}"
+            if not any("Ingress" in (o["spec"].get("policyTypes") or []) for o in mine):
+                p.append((where, "", "no NetworkPolicy with policyTypes Ingress selects it"))
+            for o in mine:
+                for i, rule in enumerate(o["spec"].get("ingress") or []):
+                    ports = [q.get("port") for q in rule.get("ports") or []]
+                    if rule in extra:
+                        continue
+                    if not rule.get("from"):
+                        if ports != [merged["port"]] or labels.get("app.kubernetes.io/component") != "ray-head":
+                            p.append((obj_name(o), f"spec.ingress[{i}]", f"admits ports {ports or 'all'} of the "
+                                      f"{where} from anywhere: only the provider's HTTP port ({merged['port']}) may be"))
+                    elif any(peer not in allowed for peer in rule["from"]):
+                        p.append((obj_name(o), f"spec.ingress[{i}].from",
+                                  "a peer that is neither this release's pods nor the KubeRay operator"))
+        heads = [t for t in ray_pods if t["metadata"]["labels"].get("app.kubernetes.io/component") == "ray-head"]
+        for t in heads:
+            if not any(not r.get("from") and [q.get("port") for q in r.get("ports") or []] == [merged["port"]]
+                       for o in policies if selects(o["spec"]["podSelector"], t["metadata"]["labels"])
+                       for r in o["spec"].get("ingress") or []):
+                p.append(("RayService pod ray-head", "", f"the provider's HTTP port {merged['port']} is not open to all"))
+    elif policies:
+        p.append((obj_name(policies[0]), "", "a NetworkPolicy rendered without ray.enabled"))
+    for o in policies:
+        if not any(selects(o["spec"]["podSelector"], (t.get("metadata") or {}).get("labels")) for _, t in pods):
+            p.append((obj_name(o), "spec.podSelector", "selects no pod this chart renders"))
     # selectors select something
     for o in by_kind.get("Service", []) + by_kind.get("PodDisruptionBudget", []):
         sel = o["spec"].get("selector") or {}
@@ -352,13 +601,16 @@ def chart_invariants(objects, merged):
         if not any(sel.items() <= s["metadata"]["labels"].items() for s in by_kind.get("Service", [])):
             p.append((obj_name(o), "spec.selector.matchLabels", "selects no Service"))
     for o in by_kind.get("ScaledObject", []):
+        if (o["spec"].get("minReplicaCount") or 0) < 1:
+            p.append((obj_name(o), "spec.minReplicaCount", f"{o['spec'].get('minReplicaCount')}: at 0 replicas no "
+                      "provider reports keeper_claimable_tasks, and KEDA never scales back up"))
         ref = o["spec"]["scaleTargetRef"]
         if not any(t["kind"] == ref.get("kind") and t["metadata"]["name"] == ref["name"] for _, t in objects):
             p.append((obj_name(o), "spec.scaleTargetRef", f"{ref} is not rendered"))
     return p
 
 
-def check_objects(objects, crds, merged, text):
+def check_objects(objects, crds, merged, text, release=RELEASE, namespace=NAMESPACE, app_version=""):
     """Validation, lint and invariants of one render: raises Refused naming object and field."""
     problems, stages = [], set()
     for where, o in objects:
@@ -371,7 +623,7 @@ def check_objects(objects, crds, merged, text):
             problems.append((f"{obj_name(o)} ({where}): {field}", what))
             stages.add("lint")
     if not problems:
-        for n, field, what in chart_invariants(objects, merged):
+        for n, field, what in chart_invariants(objects, merged, release, namespace, app_version):
             problems.append((f"{n}: {field}" if field else n, what))
             stages.add("chart invariants")
     names = [(o["kind"], o["metadata"].get("name")) for _, o in objects]
@@ -385,14 +637,19 @@ def check_objects(objects, crds, merged, text):
         raise Refused(" + ".join(sorted(stages)), problems, len(objects))
 
 
-def process(chart, schema, crds, path):
-    """Objects rendered from one values file; raises Refused."""
-    values = load_yaml(path)
+def process(chart, schema, crds, values, release=RELEASE, namespace=NAMESPACE):
+    """Objects rendered from one set of values; raises Refused."""
     merged = check_values(chart, schema, values)
-    objects, notes, out = render(chart, values)
-    check_objects(objects, crds, merged, "\n".join(out.values()))
+    objects, notes, out = render(chart, values, release, namespace)
+    check_objects(objects, crds, merged, "\n".join(out.values()), release, namespace, app_version())
     lint(values)
     return len(objects)
+
+
+@functools.lru_cache(maxsize=None)
+def app_version():
+    with open(os.path.join(CHART, "Chart.yaml")) as f:
+        return str(yaml.safe_load(f)["appVersion"])
 
 
 # ---------------------------------------------------------------------------------- mutations
@@ -436,10 +693,54 @@ def mutation(chart, crds, path):
 # ---------------------------------------------------------------------------------- main
 
 
+def expected_refusal(path):
+    """The `# expect: TEXT` line of a broken values file, or None."""
+    with open(path) as f:
+        m = EXPECT_RE.search(f.read())
+    return m.group(1) if m else None
+
+
+def check_broken(chart, schema, crds, path, verbose):
+    """(row, failures) of one broken values file: refused, and for the reason it expects."""
+    want = expected_refusal(path)
+    try:
+        n = process(chart, schema, crds, load_yaml(path))
+    except Refused as e:
+        objects = e.objects if e.objects is not None else "-"
+        lines = [f"{e.stage}: {where}: {what}" if where else f"{e.stage}: {what}" for where, what in e.problems]
+        hits = [line for line in lines if want and want in line]
+        rows = [(rel(path), objects, "refused: " + (hits[0] if hits else lines[0]))]
+        if verbose:
+            rows += [("", "", f"  {line}") for line in lines if line != rows[0][2][len("refused: "):]]
+        if not want:
+            return rows, [f"FAIL {rel(path)}: no `# expect: TEXT` line saying why it must be refused"]
+        if not hits:
+            return rows, [f"FAIL {rel(path)}: refused, but not as `# expect: {want}` says: {lines[0]}"]
+        return rows, []
+    return [(rel(path), n, "ACCEPTED (must be refused)")], [
+        f"FAIL {rel(path)}: accepted, but a broken values file must be refused"]
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="scripts/chart-check", description=__doc__.split("\n\n")[0],
+        usage="%(prog)s [-v] [-f VALUES.yaml ...] [--release NAME] [--namespace NS]")
     ap.add_argument("-v", "--verbose", action="store_true", help="every problem, not the first of each file")
+    ap.add_argument("-f", "--values", action="append", metavar="VALUES.yaml", default=[],
+                    help="check these values (repeatable: merged in order, as helm install -f A -f B) "
+                         "instead of deploy/helm/values/; they must be accepted")
+    ap.add_argument("--release", default=RELEASE, metavar="NAME",
+                    help=f"release name the accepted values are rendered as (default {RELEASE})")
+    ap.add_argument("--namespace", default=NAMESPACE, metavar="NS",
+                    help=f"namespace the accepted values are rendered in (default {NAMESPACE})")
     args = ap.parse_args()
+    if len(args.release) > 53 or not NAME_RE.match(args.release):
+        ap.error(f"--release {args.release!r}: a DNS label of at most 53 characters, as Helm requires")
+    if len(args.namespace) > 63 or not NAME_RE.match(args.namespace):
+        ap.error(f"--namespace {args.namespace!r}: a DNS label of at most 63 characters")
+    for path in args.values:
+        if not os.path.isfile(path):
+            ap.error(f"-f {path}: no such file")
     t0 = time.time()
     with open(os.path.join(CHART, "values.schema.json")) as f:
         schema = json.load(f)
@@ -448,29 +749,29 @@ def main():
     for file, s in crds.values():
         jsonschema.Draft7Validator.check_schema(s)
     rows, failures = [], []
-    good = sorted(glob.glob(os.path.join(VALUES, "*.yaml")))
-    broken = sorted(glob.glob(os.path.join(VALUES, "broken", "*.yaml")))
-    mutations = sorted(glob.glob(os.path.join(VALUES, "broken", "rendered", "*.yaml")))
-    if not good or not broken or not mutations:
-        raise SystemExit("chart-check: no values files, broken values files or rendered mutations found")
+    if args.values:
+        # the operator's own values, merged as Helm merges -f files: one row
+        good = [(" + ".join(args.values), functools.reduce(merge_maps, map(load_yaml, args.values), {}))]
+        broken, mutations = [], []
+    else:
+        good = [(rel(p), load_yaml(p)) for p in sorted(glob.glob(os.path.join(VALUES, "*.yaml")))]
+        broken = sorted(glob.glob(os.path.join(VALUES, "broken", "*.yaml")))
+        mutations = sorted(glob.glob(os.path.join(VALUES, "broken", "rendered", "*.yaml")))
+        if not good or not broken or not mutations:
+            raise SystemExit("chart-check: no values files, broken values files or rendered mutations found")
     with helm.Chart.load(CHART) as chart:
-        for path in good:
+        for label, values in good:
             try:
-                n = process(chart, schema, crds, path)
-                rows.append((rel(path), n, "ok"))
+                n = process(chart, schema, crds, values, args.release, args.namespace)
+                rows.append((label, n, "ok"))
             except Refused as e:
-                rows.append((rel(path), e.objects if e.objects is not None else "-", "FAILED: " + e.first()))
+                rows.append((label, e.objects if e.objects is not None else "-", "FAILED: " + e.first()))
                 for where, what in e.problems:
-                    failures.append(f"FAIL {rel(path)}: {e.stage}: {where}: {what}")
+                    failures.append(f"FAIL {label}: {e.stage}: {where}: {what}" if where else f"FAIL {label}: {e.stage}: {what}")
         for path in broken:
-            try:
-                n = process(chart, schema, crds, path)
-                rows.append((rel(path), n, "ACCEPTED (must be refused)"))
-                failures.append(f"FAIL {rel(path)}: accepted, but a broken values file must be refused")
-            except Refused as e:
-                rows.append((rel(path), e.objects if e.objects is not None else "-", "refused: " + e.first()))
-                if args.verbose:
-                    rows += [("", "", f"  {where}: {what}") for where, what in e.problems[1:]]
+            r, f = check_broken(chart, schema, crds, path, args.verbose)
+            rows += r
+            failures += f
         for path in mutations:
             n, refusal, wrong = mutation(chart, crds, path)
             if refusal:
@@ -485,8 +786,9 @@ def main():
         print(f"{file:<{width}}  {str(n):>7}  {result}")
     for f in failures:
         print(f, file=sys.stderr)
-    print(f"chart-check: {len(good)} values files, {len(broken)} broken values files, "
-          f"{len(mutations)} mutated objects; {len(failures)} problems; "
+    what = (f"{len(good)} values files, {len(broken)} broken values files, {len(mutations)} mutated objects"
+            if not args.values else f"{len(args.values)} values file{'s' if len(args.values) > 1 else ''} merged")
+    print(f"chart-check: {what} (release {args.release} in namespace {args.namespace}); {len(failures)} problems; "
           f"Kubernetes {KUBE} (kubernetes-validate {kv.__version__}), Helm SDK {helm.helm_sdk_version()} "
           f"(helm-python-sdk, libhelm_c {helm.helm_c_version()}), in {time.time() - t0:.1f} s")
     return 1 if failures else 0

@@ -104,6 +104,13 @@ fn the_image_runs_as_a_non_root_user_with_no_shell_and_no_key() -> Result<()> {
         Vec::<PathBuf>::new(),
         "no key in the image"
     );
+    // writable by the image's user: its home (the volume) and /tmp, nothing else
+    let writable = writable_by_user(&rootfs, &rootfs)?;
+    assert_eq!(
+        writable,
+        vec!["/tmp".to_string(), "/var/lib/compute-market".to_string()],
+        "what the image's user can write"
+    );
     let size: u64 = walk_size(&rootfs)?;
     assert!(size < 80 << 20, "the image's files take {size} bytes");
     // the scan can fail: a key planted in a copy is found
@@ -120,6 +127,28 @@ fn the_image_runs_as_a_non_root_user_with_no_shell_and_no_key() -> Result<()> {
         size as f64 / (1 << 20) as f64
     );
     Ok(())
+}
+
+/// The paths under `root` (as the image sees them) that user 10001 may write: owned by it, or
+/// writable by all.
+fn writable_by_user(root: &Path, dir: &Path) -> Result<Vec<String>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = vec![];
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<std::io::Result<_>>()?;
+    entries.sort_by_key(|e| e.path());
+    for e in entries {
+        let m = std::fs::symlink_metadata(e.path())?;
+        if m.file_type().is_symlink() {
+            continue;
+        }
+        if m.uid() == 10001 || m.mode() & 0o002 != 0 {
+            let rel = e.path().strip_prefix(root)?.to_string_lossy().into_owned();
+            out.push(format!("/{rel}"));
+        } else if m.is_dir() {
+            out.extend(writable_by_user(root, &e.path())?);
+        }
+    }
+    Ok(out)
 }
 
 fn walk_size(p: &Path) -> Result<u64> {

@@ -1,7 +1,8 @@
 {{/*
 The base of every object's name: fullnameOverride, else the release name. At most 30
-characters, so that `<base>-verifier-<key>` (keys ≤ 16) and the StatefulSet's
-`controller-revision-hash` label (`<base>-provider-<hash>`) stay within 63.
+characters, so that the provider StatefulSet's `controller-revision-hash` label
+(`<base>-provider-<hash>`, the hash up to 10 characters) stays within 63. A verifier's
+StatefulSet `<base>-verifier-<key>` is checked where it is rendered: at most 52 characters.
 */}}
 {{- define "cm.base" -}}
 {{- $base := default .Release.Name .Values.fullnameOverride -}}
@@ -35,33 +36,123 @@ app.kubernetes.io/component: {{ .component }}
 compute-market.io/metrics: "true"
 {{- end -}}
 
+{{/*
+An image reference: `<repository>:<tag>` (tag default: the chart's appVersion; `latest`
+refused). `.suffix`, when set, is appended to the tag unless the tag already ends with it (the
+providers' `-cuda` image, `image.cudaTagSuffix`).
+*/}}
 {{- define "cm.image" -}}
 {{- $tag := default .root.Chart.AppVersion .image.tag -}}
 {{- if eq $tag "latest" -}}
 {{- fail "image tag `latest` is refused: pin a release" -}}
 {{- end -}}
+{{- $suffix := default "" .suffix -}}
+{{- if and $suffix (not (hasSuffix $suffix $tag)) -}}
+{{- $tag = printf "%s%s" $tag $suffix -}}
+{{- end -}}
 {{- printf "%s:%s" .image.repository $tag -}}
+{{- end -}}
+
+{{/* The providers' image: the keeper image with `image.cudaTagSuffix` when they have GPUs. */}}
+{{- define "cm.providerImage" -}}
+{{- $suffix := ternary .Values.image.cudaTagSuffix "" (gt (int .Values.providers.gpus) 0) -}}
+{{- include "cm.image" (dict "root" . "image" .Values.image "suffix" $suffix) -}}
 {{- end -}}
 
 {{- define "cm.providerName" -}}{{ include "cm.base" . }}-provider{{- end -}}
 {{- define "cm.storeName" -}}{{ include "cm.base" . }}-store{{- end -}}
 {{- define "cm.rayName" -}}{{ include "cm.base" . }}-ray{{- end -}}
 
+{{/* The provider ordinals' Secrets: `<prefix><ordinal>`; default prefix `<base>-provider-`. */}}
+{{- define "cm.providerSecretPrefix" -}}
+{{- default (printf "%s-" (include "cm.providerName" .)) .Values.providers.keySecretPrefix -}}
+{{- end -}}
+
+{{/* Every ordinal the provider StatefulSet may run: its replicas, or the autoscaler's maximum. */}}
+{{- define "cm.providerOrdinals" -}}
+{{- $p := .Values.providers -}}
+{{- ternary (int $p.autoscaling.maxReplicas) (int $p.replicas) $p.autoscaling.enabled -}}
+{{- end -}}
+
+{{/* The verifiers' Secrets: `<prefix><key>`; default prefix `<base>-verifier-`. */}}
+{{- define "cm.verifierSecretPrefix" -}}
+{{- default (printf "%s-verifier-" (include "cm.base" .)) .Values.verifiers.keySecretPrefix -}}
+{{- end -}}
+
+{{/* The Ray pool's provider Secret: ray.keySecret; default `<base>-ray-provider`. */}}
+{{- define "cm.raySecret" -}}
+{{- default (printf "%s-ray-provider" (include "cm.base" .)) .Values.ray.keySecret -}}
+{{- end -}}
+
 {{/*
-terminationGracePeriodSeconds of a provider: the longest a task it holds can still need it,
-ceil((submit + 2·(join + commit + reveal) + dispute) · slotSeconds), plus 60 s.
+Refuses two roles on one key Secret. Each Secret is one staked key, and each key must be one
+keeper: the Secret names of the provider ordinals (all of them, up to the autoscaler's
+maximum), of the verifiers (one per key) and of the Ray pool's provider must be pairwise
+distinct. A Secret named twice would run two keepers for one node, each with its own store
+(two providers claiming and submitting under one key, or a node voting on its own results).
+*/}}
+{{- define "cm.checkKeySecrets" -}}
+{{- $seen := dict -}}
+{{- if .Values.providers.enabled }}
+{{- $prefix := include "cm.providerSecretPrefix" . -}}
+{{- range $i := until (include "cm.providerOrdinals" . | int) }}
+{{- $_ := set $seen (printf "%s%d" $prefix $i) (printf "provider ordinal %d (providers.keySecretPrefix %q)" $i $prefix) -}}
+{{- end }}
+{{- end }}
+{{- if .Values.verifiers.enabled }}
+{{- $prefix := include "cm.verifierSecretPrefix" . -}}
+{{- range $key := .Values.verifiers.keys }}
+{{- $secret := printf "%s%s" $prefix $key -}}
+{{- $role := printf "the verifier of key %q (verifiers.keySecretPrefix %q)" $key $prefix -}}
+{{- if hasKey $seen $secret }}
+{{- fail (printf "the key Secret %q is used by both %s and %s: one Secret is one staked key, and two keepers on one key act for one node, each with its own store. Give each role its own Secret names (providers.keySecretPrefix, verifiers.keySecretPrefix, ray.keySecret)." $secret (get $seen $secret) $role) }}
+{{- end }}
+{{- $_ := set $seen $secret $role -}}
+{{- end }}
+{{- end }}
+{{- if .Values.ray.enabled }}
+{{- $secret := include "cm.raySecret" . -}}
+{{- if hasKey $seen $secret }}
+{{- fail (printf "the key Secret %q is used by both %s and the Ray pool's provider (ray.keySecret): one Secret is one staked key, and two keepers on one key act for one node, each with its own store. Give each role its own Secret names (providers.keySecretPrefix, verifiers.keySecretPrefix, ray.keySecret)." $secret (get $seen $secret)) }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+terminationGracePeriodSeconds of a provider: the longest a task it holds can still need it
+(docs/PROTOCOL.md §3.8, `longest_task` of §8.1): submit, a round, an escalated round, and two
+dispute windows (a dispute opened in the window's last slot has one more window to end), plus
+60 s for passes and transactions:
+  ceil((submit + 2·(join + commit + reveal) + 2·dispute) · slotSeconds) + 60
 */}}
 {{- define "cm.providerGrace" -}}
 {{- $w := .Values.market.windows -}}
-{{- $slots := add $w.submit (mul 2 (add $w.join $w.commit $w.reveal)) $w.dispute -}}
+{{- $slots := add $w.submit (mul 2 (add $w.join $w.commit $w.reveal)) (mul 2 $w.dispute) -}}
 {{- add (ceil (mulf $slots .Values.market.slotSeconds)) 60 | int -}}
 {{- end -}}
 
-{{/* terminationGracePeriodSeconds of a verifier: ceil((join + commit + reveal) · slotSeconds) + 60 s. */}}
+{{/*
+terminationGracePeriodSeconds of a verifier: a seat joined just before the signal (join,
+commit, reveal) and a dispute of the verdict it voted in, which it defends (§3.8), plus 60 s:
+  ceil((join + commit + reveal + dispute) · slotSeconds) + 60
+*/}}
 {{- define "cm.verifierGrace" -}}
 {{- $w := .Values.market.windows -}}
-{{- $slots := add $w.join $w.commit $w.reveal -}}
+{{- $slots := add $w.join $w.commit $w.reveal $w.dispute -}}
 {{- add (ceil (mulf $slots .Values.market.slotSeconds)) 60 | int -}}
+{{- end -}}
+
+{{/*
+Refuses a public URL longer than 56 bytes. A node announces an endpoint of at most 56 bytes
+(else none), and a provider publishes each result as `<URL>/r/<64 hex>` (the URL + 67 bytes),
+which the program caps at 128 bytes (`UriTooLong`: every submit fails, the task is reclaimed
+and the provider slashed late). Arguments: .url (as rendered for the longest pod name),
+.value (the value that sets it), .who (the pod or key it was rendered for), .hint.
+*/}}
+{{- define "cm.checkPublicUrl" -}}
+{{- if gt (len .url) 56 -}}
+{{- fail (printf "%s gives %s the public URL %q of %d bytes, over the limit of 56 bytes: a node announces an endpoint of at most 56 bytes, and a provider's result URIs (<URL>/r/<64 hex>, 67 bytes more) must stay within the program's 128 (UriTooLong). %s" .value .who .url (len .url) .hint) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Pod-level security: a fixed non-root user, RuntimeDefault seccomp. */}}
