@@ -223,6 +223,9 @@ pub struct MarketView {
     pub verifier_stake: u64,
     /// Phase windows.
     pub windows: WindowsView,
+    /// Slots a decided round stays open to disputes (PROTOCOL §8.1); 0: none. A keeper asked
+    /// to stop serves its results through it (§3.8).
+    pub dispute_window: u32,
 }
 
 fn send(
@@ -710,6 +713,7 @@ pub fn market_list(chain: &dyn Chain) -> Result<Vec<MarketView>> {
                 commit: m.windows.commit,
                 reveal: m.windows.reveal,
             },
+            dispute_window: m.dispute_window,
         })
         .collect())
 }

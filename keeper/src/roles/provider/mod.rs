@@ -849,6 +849,24 @@ impl Provider {
         }
         if self.draining.load(std::sync::atomic::Ordering::SeqCst) {
             self.claimable = 0;
+            // its rounds that ended by their deadline are finalized here rather than waited
+            // on: the release's crankers may have drained already (docs/PROTOCOL.md §3.8)
+            for (key, t) in tasks {
+                if t.provider == me && t.status == TaskStatus::Verifying && now > t.reveal_deadline
+                {
+                    let ix = client::finalize_task(*key, t.provider, t.market);
+                    if let Err(e) = send(
+                        chain,
+                        &self.ctx.name,
+                        "finalize_task",
+                        key,
+                        ix,
+                        &self.ctx.kp,
+                    ) {
+                        tracing::debug!(provider = self.ctx.name, task = %key, error = %format!("{e:#}"), "finalizing its own task while draining");
+                    }
+                }
+            }
             return Ok(());
         }
         let Some(node) = chain.node(&self.ctx.node)? else {
