@@ -27,9 +27,12 @@ For every values file deploy/helm/values/*.yaml (or the -f values), which must b
   that publishes not-ready addresses, StatefulSet names within 52 characters, every key Secret
   mounted for one role only, the Ray pods' NetworkPolicies (Ray's ports from this release's
   pods and the KubeRay operator only, the provider's HTTP port from all), a KEDA minimum of at
-  least 1, public URLs within the 56 bytes a node announces, the `-cuda` image on GPU providers
-  only, the verifiers' cranking and sizing flags, selectors that select something, no Secret
-  and no key material in the output).
+  least 1, public URLs within the 56 bytes a node announces, with providers.perPodServices one
+  ClusterIP Service per provider ordinal selecting that pod only and publishing it while not
+  ready, the `-cuda` image on GPU providers only, the verifiers' cranking and sizing flags,
+  selectors that select something (a StatefulSet's pods counted with the pod-name label its
+  controller adds), NOTES.txt naming store.publicUrl when set, no Secret and no key material
+  in the output).
 
 Each deploy/helm/values/broken/*.yaml must be refused (by the schema, the templates or the
 validation of what they render) for the reason its `# expect: TEXT` line gives: TEXT must
@@ -348,14 +351,39 @@ def selects(selector, labels):
     return True
 
 
+POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+
+
+def pod_label_sets(objects):
+    """The labels of every pod the rendered objects make: each pod template's, and for each
+    ordinal of a StatefulSet (its replicas, or the maximum of the ScaledObject scaling it) the
+    template's plus the statefulset.kubernetes.io/pod-name label its controller adds."""
+    out = []
+    for _, o in objects:
+        for _, _, t in pod_specs(o):
+            labels = (t.get("metadata") or {}).get("labels") or {}
+            out.append(labels)
+            if o.get("kind") == "StatefulSet":
+                name = o["metadata"]["name"]
+                n = o["spec"].get("replicas")
+                if n is None:
+                    n = max([so["spec"].get("maxReplicaCount") or 0 for _, so in objects
+                             if so.get("kind") == "ScaledObject"
+                             and so["spec"]["scaleTargetRef"].get("name") == name] or [1])
+                out += [dict(labels, **{POD_NAME_LABEL: f"{name}-{i}"}) for i in range(n)]
+    return out
+
+
 def chart_invariants(objects, merged, release=RELEASE, namespace=NAMESPACE, app_version=""):
     """What the chart promises, checked on what it rendered: (object, field, what)."""
     p = []
     w, slot = merged["market"]["windows"], merged["market"]["slotSeconds"]
     # docs/PROTOCOL.md §3.8, `longest_task` of §8.1: a dispute opened in the window's last slot
-    # has one more window to end; a verifier defends a verdict it voted in under dispute
+    # has one more window to end, for a provider and for a verifier defending its verdict
     provider_grace = math.ceil((w["submit"] + 2 * (w["join"] + w["commit"] + w["reveal"]) + 2 * w["dispute"]) * slot) + 60
-    verifier_grace = math.ceil((w["join"] + w["commit"] + w["reveal"] + w["dispute"]) * slot) + 60
+    # the verdict a verifier voted in is held for the dispute window, and a dispute opened in
+    # its last slot stays open up to another window while the verifier defends it
+    verifier_grace = math.ceil((w["join"] + w["commit"] + w["reveal"] + 2 * w["dispute"]) * slot) + 60
     by_kind = {}
     for _, o in objects:
         by_kind.setdefault(o["kind"], []).append(o)
@@ -439,6 +467,31 @@ def chart_invariants(objects, merged, release=RELEASE, namespace=NAMESPACE, app_
                           f"{size} cannot hold diskBudgetMiB ({prov['diskBudgetMiB']} MiB)"))
         if prov["autoscaling"]["enabled"] == ("replicas" in o["spec"]):
             p.append((n, "spec.replicas", "set while autoscaled, or missing while not"))
+    # providers.perPodServices: one ClusterIP Service `<sts>-<i>` per ordinal, selecting only
+    # that pod, publishing it while not ready (a draining provider serves its results until the
+    # verdict), port http; not scraped (the headless Service is); none without the value
+    per_pod = {o["metadata"]["name"]: o for o in by_kind.get("Service", [])
+               if POD_NAME_LABEL in (o["spec"].get("selector") or {})}
+    want = set()
+    if prov["enabled"] and prov.get("perPodServices") and sts:
+        ordinals = prov["autoscaling"]["maxReplicas"] if prov["autoscaling"]["enabled"] else prov["replicas"]
+        want = {f"{sts[0]['metadata']['name']}-{i}" for i in range(ordinals)}
+    if set(per_pod) != want:
+        p.append(("Service/*-provider-<i>", "", f"per-pod Services {sorted(per_pod)}, want {sorted(want)} "
+                                                f"(providers.perPodServices: {prov.get('perPodServices')})"))
+    for name, o in per_pod.items():
+        n, spec = obj_name(o), o["spec"]
+        if spec.get("selector") != {POD_NAME_LABEL: name}:
+            p.append((n, "spec.selector", f"{spec.get('selector')}, want only {POD_NAME_LABEL}: {name}"))
+        if spec.get("type", "ClusterIP") != "ClusterIP" or spec.get("clusterIP") == "None":
+            p.append((n, "spec.type", f"{spec.get('type')!r} (clusterIP {spec.get('clusterIP')!r}), want a ClusterIP Service"))
+        if spec.get("publishNotReadyAddresses") is not True:
+            p.append((n, "spec.publishNotReadyAddresses",
+                      "not true: a draining provider's results must stay fetchable until the verdict"))
+        if [(q.get("name"), q.get("port"), q.get("targetPort")) for q in spec.get("ports") or []] != [("http", merged["port"], "http")]:
+            p.append((n, "spec.ports", f"{spec.get('ports')}, want one port http ({merged['port']}) to the pod's port http"))
+        if o["metadata"]["labels"].get("compute-market.io/metrics"):
+            p.append((n, "metadata.labels.compute-market.io/metrics", "set: the ServiceMonitor would scrape the pod twice"))
     ver = merged["verifiers"]
     keys = ver["keys"] if ver["enabled"] else []
     # one StatefulSet of exactly 1 replica per key: a StatefulSet never runs two pods of one
@@ -590,11 +643,13 @@ def chart_invariants(objects, merged, release=RELEASE, namespace=NAMESPACE, app_
     for o in policies:
         if not any(selects(o["spec"]["podSelector"], (t.get("metadata") or {}).get("labels")) for _, t in pods):
             p.append((obj_name(o), "spec.podSelector", "selects no pod this chart renders"))
-    # selectors select something
+    # selectors select something (a pod's labels: its template's, and a StatefulSet pod's
+    # statefulset.kubernetes.io/pod-name)
+    pod_labels = pod_label_sets(objects)
     for o in by_kind.get("Service", []) + by_kind.get("PodDisruptionBudget", []):
         sel = o["spec"].get("selector") or {}
         sel = sel.get("matchLabels", sel) if o["kind"] == "PodDisruptionBudget" else sel
-        if not any(sel.items() <= ((t.get("metadata") or {}).get("labels") or {}).items() for _, t in pods):
+        if not any(sel.items() <= labels.items() for labels in pod_labels):
             p.append((obj_name(o), "spec.selector", f"{sel} selects no pod this chart renders"))
     for o in by_kind.get("ServiceMonitor", []):
         sel = o["spec"]["selector"].get("matchLabels") or {}
@@ -641,9 +696,17 @@ def process(chart, schema, crds, values, release=RELEASE, namespace=NAMESPACE):
     """Objects rendered from one set of values; raises Refused."""
     merged = check_values(chart, schema, values)
     objects, notes, out = render(chart, values, release, namespace)
+    check_notes(notes, merged)
     check_objects(objects, crds, merged, "\n".join(out.values()), release, namespace, app_version())
     lint(values)
     return len(objects)
+
+
+def check_notes(notes, merged):
+    """NOTES.txt names the store by store.publicUrl when it is set (the URL clients use)."""
+    store = merged["store"]
+    if store["enabled"] and store.get("publicUrl") and store["publicUrl"] not in notes:
+        raise Refused("render", [("templates/NOTES.txt", f"does not print store.publicUrl {store['publicUrl']!r}")])
 
 
 @functools.lru_cache(maxsize=None)

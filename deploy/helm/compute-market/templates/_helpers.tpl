@@ -39,9 +39,15 @@ compute-market.io/metrics: "true"
 {{/*
 An image reference: `<repository>:<tag>` (tag default: the chart's appVersion; `latest`
 refused). `.suffix`, when set, is appended to the tag unless the tag already ends with it (the
-providers' `-cuda` image, `image.cudaTagSuffix`).
+providers' `-cuda` image, `image.cudaTagSuffix`). `.value` names the repository's value in
+messages (default `image.repository`), `.example` an example of it. An empty repository is
+refused: the project publishes no image, so there is no default to pull (values.schema.json
+refuses it first; this catches `--skip-schema-validation`).
 */}}
 {{- define "cm.image" -}}
+{{- if not .image.repository -}}
+{{- fail (printf "%s is empty: set it to the repository you pushed the image to (say %s): the project publishes no image (docs/operators.md §3)" (default "image.repository" .value) (default "registry.example.org/compute-market/keeper" .example)) -}}
+{{- end -}}
 {{- $tag := default .root.Chart.AppVersion .image.tag -}}
 {{- if eq $tag "latest" -}}
 {{- fail "image tag `latest` is refused: pin a release" -}}
@@ -133,12 +139,14 @@ dispute windows (a dispute opened in the window's last slot has one more window 
 
 {{/*
 terminationGracePeriodSeconds of a verifier: a seat joined just before the signal (join,
-commit, reveal) and a dispute of the verdict it voted in, which it defends (§3.8), plus 60 s:
-  ceil((join + commit + reveal + dispute) · slotSeconds) + 60
+commit, reveal), then the verdict it voted in held for the dispute window, and a dispute of it
+opened in that window's last slot, which stays open up to another window while the verifier
+defends it (§3.8, `longest_task` of §8.1: two dispute windows, as for a provider), plus 60 s:
+  ceil((join + commit + reveal + 2·dispute) · slotSeconds) + 60
 */}}
 {{- define "cm.verifierGrace" -}}
 {{- $w := .Values.market.windows -}}
-{{- $slots := add $w.join $w.commit $w.reveal $w.dispute -}}
+{{- $slots := add $w.join $w.commit $w.reveal (mul 2 $w.dispute) -}}
 {{- add (ceil (mulf $slots .Values.market.slotSeconds)) 60 | int -}}
 {{- end -}}
 
