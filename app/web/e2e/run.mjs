@@ -226,9 +226,17 @@ try {
   await page.waitForSelector('#cancel-btn:not([hidden])', { timeout: 60_000 });
   await shot('07b-open-task-cancel-button');
   await page.click('#cancel-btn');
-  await page.waitForFunction(() => (document.querySelector('#explain')?.textContent ?? '').startsWith('Cancelled'), null, { timeout: 60_000 });
-  await page.waitForFunction(() => document.querySelector('#status')?.textContent === 'Cancelled', null, { timeout: 60_000 });
-  const cancelled = { task: cheapTask, status: await text('#status'), explain: await text('#explain') };
+  // status and explanation read in one instant: the page re-renders both as the task closes
+  const ended = await page.waitForFunction(
+    () => {
+      const status = document.querySelector('#status')?.textContent ?? '';
+      const explain = document.querySelector('#explain')?.textContent ?? '';
+      return status === 'Cancelled' && explain.startsWith('Cancelled') && explain.includes('refunded') ? { status, explain } : null;
+    },
+    null,
+    { timeout: 60_000 },
+  );
+  const cancelled = { task: cheapTask, ...(await ended.jsonValue()) };
   await shot('07c-cancelled-explained');
 
   // the market
