@@ -749,7 +749,9 @@ pub fn run(
             .name(format!("keeper-{who}"))
             .spawn(move || {
                 let (mut pass, mut seen) = (0u64, 0u64);
-                let mut told = Instant::now() - Duration::from_secs(3600);
+                // when it last said what is still owed (an Instant an hour back would panic on
+                // a machine up for less than that)
+                let mut told: Option<Instant> = None;
                 // the slot of the first read that found nothing owed: a role ends only when a
                 // read DRAINED_SLOTS later finds nothing either (a transaction of the pass in
                 // hand, landed but not yet seen by the RPC node read, shows up by then)
@@ -780,8 +782,10 @@ pub fn run(
                             } else {
                                 clear_since = clear_since.or(Some(now));
                             }
-                            if !owed.is_empty() && told.elapsed() >= Duration::from_secs(10) {
-                                told = Instant::now();
+                            if !owed.is_empty()
+                                && told.is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+                            {
+                                told = Some(Instant::now());
                                 let first = &owed[0];
                                 tracing::info!(who, owed = owed.len(), task = %first.task, what = first.what, "draining: still owed");
                             }
