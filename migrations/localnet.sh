@@ -20,7 +20,7 @@ trap cleanup EXIT
 
 source "$ROOT/scripts/localnet-up.sh"
 localnet_up 40,15,15,15
-TASK=$(k -k "$W/client.json" --output json task post --id 1 --kind matmul --dims 128,128,128 --reward 1000000 | sed -n 's/.*"task": "\(.*\)".*/\1/p')
+TASK=$(k -k "$W/client.json" --output json task post --id 1 --kind matmul --dims 128,128,128 --reward 1 | sed -n 's/.*"task": "\(.*\)".*/\1/p')
 echo "task $TASK posted"
 port=$((RPC_PORT + 400))
 k -k "$W/provider.json" run --provider --store "$W/provider.redb" --listen "127.0.0.1:$port" --poll-ms 200 >"$W/provider.log" 2>&1 &

@@ -27,12 +27,12 @@ localnet_up() {
   # the admin is the program's upgrade authority: only it may initialize the config
   k -k "$W/admin.json" init --windows "$windows" --market-name localnet --mint-keypair-out "$W/mint.json"
   for who in client provider v1 v2 v3; do
-    k -k "$W/admin.json" fund "$(solana-keygen pubkey "$W/$who.json")" 100000000 >/dev/null
+    k -k "$W/admin.json" fund "$(solana-keygen pubkey "$W/$who.json")" 100 >/dev/null
   done
   k -k "$W/provider.json" node register --roles provider --gflops 60000 --memory-gb 80 >/dev/null
-  k -k "$W/provider.json" node stake 50000000 >/dev/null
+  k -k "$W/provider.json" node stake 50 >/dev/null
   for v in v1 v2 v3; do
     k -k "$W/$v.json" node register --roles verifier --gflops 1000 --memory-gb 16 >/dev/null
-    k -k "$W/$v.json" node stake 50000000 >/dev/null
+    k -k "$W/$v.json" node stake 50 >/dev/null
   done
 }

@@ -421,10 +421,16 @@ pub fn ensure_funds(chain: &dyn Chain, owner: &Pubkey, reward: u64, count: u64) 
     let wallet = wallet(chain, owner)?;
     let needed = reward.saturating_mul(count);
     let balance = chain.token_balance(&wallet)?;
-    anyhow::ensure!(
-        balance >= needed,
-        "the wallet's stake-token account {wallet} holds {balance}, but {count} task(s) at a reward of {reward} need {needed}"
-    );
+    if balance < needed {
+        let d = crate::amount::stake_token(chain)?.1;
+        let t = |x: u64| crate::amount::format_ui(x, d);
+        anyhow::bail!(
+            "the wallet's stake-token account {wallet} holds {} tokens, but {count} task(s) at a reward of {} tokens need {} ({balance} and {needed} base units): fund it (keeper fund on a local cluster)",
+            t(balance),
+            t(reward),
+            t(needed)
+        );
+    }
     Ok(wallet)
 }
 

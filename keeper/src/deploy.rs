@@ -73,6 +73,8 @@ pub struct Funded {
     pub minted: u64,
     /// The account's balance afterwards.
     pub balance: u64,
+    /// The `mint_to` transaction's signature (base58; empty where the chain cannot say).
+    pub signature: String,
 }
 
 /// Runs the idempotent initialization; returns what exists afterwards.
@@ -260,11 +262,12 @@ pub fn fund(chain: &dyn Chain, authority: &Keypair, owner: &Pubkey, amount: u64)
         &[],
         amount,
     )?;
-    must("mint_to", chain.send(&[ix], authority, &[])?)?;
+    let sent = must("mint_to", chain.send(&[ix], authority, &[])?)?;
     Ok(Funded {
         owner: owner.to_string(),
         token_account: ata.to_string(),
         minted: amount,
         balance: chain.token_balance(&ata)?,
+        signature: sent.signature.unwrap_or_default(),
     })
 }

@@ -19,7 +19,8 @@
 //! * [`roles`] — provider, verifier, cranker: each a pass over the chain and a backend.
 //! * [`daemon`] — `keeper run` (roles, HTTP, store, shutdown passed in); [`cli`] and
 //!   [`deploy`] — the client operations and `keeper init`/`fund`, typed results; [`config`] —
-//!   the config file and keypairs; [`card`] and [`outlook`] — a provider's published card
+//!   the config file and keypairs; [`faucet`] — `keeper faucet`, stake tokens over HTTP on
+//!   local and dev clusters; [`card`] and [`outlook`] — a provider's published card
 //!   and what a client reads of the cards (whether a job will be taken, why a task waits); [`demo`], [`bench`](mod@bench), [`gpucheck`] — the embedded-cluster
 //!   scenario, the benchmarks and the GPU check, each with its report.
 //!
@@ -27,6 +28,7 @@
 //! repository.
 #![deny(missing_docs)]
 
+pub mod amount;
 pub mod bench;
 pub mod card;
 pub mod chain;
@@ -39,6 +41,7 @@ pub mod db;
 pub mod demo;
 pub mod deploy;
 pub mod dispute;
+pub mod faucet;
 pub mod gpucheck;
 pub mod metrics;
 pub mod outlook;

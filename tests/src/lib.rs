@@ -105,6 +105,11 @@ pub struct Validator {
 }
 
 impl Validator {
+    /// The validator's process id (a test may freeze it with SIGSTOP).
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.as_ref().map(|p| p.child.id())
+    }
+
     /// Starts one with the program loaded from the built `.so`, and waits until it answers.
     pub fn start() -> Result<Self> {
         Self::start_with(true)
@@ -270,10 +275,12 @@ impl Validator {
 
     /// Runs `keeper` once as `keypair` and returns its JSON output.
     pub fn keeper(&self, keypair: &Path, args: &[&str]) -> Result<serde_json::Value> {
+        // amounts in base units, as these tests count them (`--base-units`; without it a
+        // person's `1` is one token)
         let out = Command::new(keeper_bin())
             .args(["-u", &self.url, "-k"])
             .arg(keypair)
-            .args(["--output", "json"])
+            .args(["--output", "json", "--base-units"])
             .args(args)
             .output()?;
         if !out.status.success() {

@@ -593,12 +593,12 @@ fn keeper_init_refuses_a_config_initialized_by_someone_else() -> Result<()> {
         .args(["-u", &v.url, "-k"])
         .arg(&other)
         .args(["task", "post", "--kind", "matmul", "--dims", "64,64,64"])
-        .args(["--reward", "1000000"])
+        .args(["--reward", "1"]) // one token: 1,000,000 base units
         .output()?;
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        text.contains("holds 0, but 1 task(s) at a reward of 1000000 need 1000000"),
+        text.contains("holds 0 tokens, but 1 task(s) at a reward of 1 tokens need 1 ("),
         "{text}"
     );
     Ok(())
@@ -1780,6 +1780,10 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         .env("BATCH", &batch)
         .env("SHOTS", &shots)
         .env("CHROMIUM", &chromium)
+        .env(
+            "VALIDATOR_PID",
+            v.pid().expect("the validator runs").to_string(),
+        )
         .output()?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     anyhow::ensure!(
@@ -1839,13 +1843,11 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         compute_market_keeper::chain::decode_events::<compute_market::events::TaskPosted>(&logs);
     let job = compute_market_protocol::job::JobSpec::decode(&posted[0].job)
         .map_err(|e| anyhow::anyhow!("the sentences job: {e:?}"))?;
+    // (ten texts, one of 150 tokens, are more steps than a dispute window refers: the page's
+    // refereed post is the four sentences of the dispute test below)
     assert!(
-        job.slices_len > 0
-            && compute_market_protocol::dispute::refereed(
-                &job,
-                compute_market::constants::MAX_DISPUTE_WINDOW
-            ),
-        "the page's sentences job names its slices and is refereed: {job:?}"
+        job.slices_len > 0,
+        "the page's sentences job names its slices: {job:?}"
     );
     // `keeper task result` as the client: the result verified by the CLI on its own
     let verified = |task: &str, name: &str| -> Result<std::path::PathBuf> {
@@ -1975,10 +1977,11 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         shown["walletError"]
             .as_str()
             .unwrap()
-            .starts_with("No wallet"),
+            .starts_with("No Solana wallet found"),
         "{}",
         shown["walletError"]
     );
+    page_as_a_product(&shown, tasks[1])?;
     // the digits' classes as the CLI verifies them, tile by tile, on its own: the page shows
     // them, and the ten drawn digits are read right at least 9 times in 10
     let digits = verified(tasks[0], "digits")?;
@@ -2083,9 +2086,9 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
     assert_eq!(
         shown["axe"],
         serde_json::json!([]),
-        "axe-core's serious violations"
+        "axe-core's violations, of any level"
     );
-    for tab in ["post", "watch", "market"] {
+    for tab in ["post", "watch", "mine", "market"] {
         assert!(
             shown["mobileOverflow"][tab].as_i64().unwrap() <= 0,
             "the {tab} tab scrolls sideways at 390 px: {}",
@@ -2097,7 +2100,7 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
     let bytes = std::fs::read(&emb)?;
     let st = safetensors::SafeTensors::deserialize(&bytes)?;
     let e = st.tensor("embedding")?;
-    assert_eq!(e.shape(), &[4usize, 384][..]);
+    assert_eq!(e.shape(), &[10usize, 384][..]);
     let rows: Vec<&[u8]> = e.data().chunks_exact(768).collect();
     let matrix = shown["sentences"]["matrix"].as_array().expect("a matrix");
     for (i, a) in rows.iter().enumerate() {
@@ -2176,13 +2179,142 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "16-wallet-disconnected-itself",
         "desktop-1280-post",
         "desktop-1280-watch",
+        "desktop-1280-mine",
         "desktop-1280-market",
         "mobile-390-post",
         "mobile-390-watch",
+        "mobile-390-mine",
         "mobile-390-market",
+        "mobile-390-settings",
+        "mobile-390-rpc-not-answering",
+        "01b-faucet-funded",
+        "01c-rpc-not-answering",
+        "08b-my-tasks",
+        "10a-error-market-does-not-exist",
+        "10b-error-dead-cluster",
+        "10c-broken-link-cut",
+        "10c-broken-link-unreachable",
+        "11b-wallet-chooser",
+        "12b-wallet-rejected",
     ] {
         assert!(shots.join(format!("{s}.png")).exists(), "screenshot {s}");
     }
+    Ok(())
+}
+
+/// Issue 48's ten problems, each gone, as the page's end-to-end run saw it (`shown`): a frozen
+/// validator bannered within 5 s with Post held; a 120-word paragraph posted; a missing market
+/// and a dead cluster named on connect; broken links in one sentence; no amount in base units
+/// on any tab; the result above the transactions and failed ones hidden and explained; a
+/// wallet's "no" named with nothing uploaded, and uploads only after the signature; the
+/// faucet on localnet; the wallet's own tasks listed; the Solana dApp's header.
+fn page_as_a_product(shown: &serde_json::Value, sentences_task: &str) -> Result<()> {
+    let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let header = &shown["header"];
+    assert_eq!(header["network"], "localnet", "{header}");
+    assert!(
+        s(&header["account"]).contains('…') && header["connectHidden"] == true,
+        "{header}"
+    );
+    assert!(s(&header["accountLink"]).contains("/address/"), "{header}");
+    let faucet = &shown["faucet"];
+    assert!(
+        faucet["tokensAfter"].as_f64().unwrap() > faucet["tokensBefore"].as_f64().unwrap()
+            && s(&faucet["said"]).starts_with("funded: 1 SOL and"),
+        "the faucet funded the wallet: {faucet}"
+    );
+    let frozen = &shown["frozen"];
+    assert!(
+        frozen["bannerMs"].as_u64().unwrap() <= 5_000,
+        "the banner within 5 s of the freeze: {frozen}"
+    );
+    assert!(
+        s(&frozen["banner"]).starts_with("RPC not answering")
+            && frozen["postDisabled"] == true
+            && s(&frozen["held"]).starts_with("Post is held: the cluster")
+            && frozen["postEnabledAfter"] == true,
+        "{frozen}"
+    );
+    assert!(shown["paragraphWords"].as_u64().unwrap() >= 120);
+    assert_eq!(
+        shown["heatAt390"],
+        serde_json::json!({ "task": sentences_task, "cells": 100 }),
+        "the 10×10 heat map on screen while the width was measured"
+    );
+    assert_eq!(
+        shown["resultFirst"], true,
+        "the result above the transactions"
+    );
+    let failed = &shown["failedTx"];
+    assert_eq!(
+        failed["hidden"], true,
+        "failed transactions hidden: {failed}"
+    );
+    if failed["count"].as_u64().unwrap() > 0 {
+        assert!(s(&failed["said"]).contains("lost"), "{failed}");
+    }
+    let mine: Vec<String> = shown["mine"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| s(&m["task"]))
+        .collect();
+    assert!(
+        mine.iter().any(|t| t == sentences_task),
+        "my tasks lists the sentences' task: {mine:?}"
+    );
+    for (tab, numbers) in shown["baseUnitsShown"].as_object().unwrap() {
+        assert_eq!(
+            numbers,
+            &serde_json::json!([]),
+            "base units on the {tab} tab"
+        );
+    }
+    assert_eq!(shown["baseUnitsShown"].as_object().unwrap().len(), 4);
+    let market = &shown["marketError"];
+    assert!(
+        s(&market["error"]).starts_with("Market 999 does not exist")
+            && market["wallet"] == "Not connected.",
+        "{market}"
+    );
+    let dead = &shown["deadError"];
+    assert!(
+        s(&dead["error"]).starts_with("The cluster at http://127.0.0.1:9 does not answer")
+            && dead["wallet"] == "Not connected.",
+        "{dead}"
+    );
+    for (name, said) in shown["links"].as_object().unwrap() {
+        let said = s(said);
+        assert!(
+            said.starts_with("This link") && said.trim_end().ends_with('.'),
+            "the {name} link in one sentence: {said}"
+        );
+        for bad in [
+            "JSON",
+            "undefined",
+            "Unexpected token",
+            "SyntaxError",
+            "position",
+        ] {
+            assert!(
+                !said.contains(bad),
+                "the {name} link's error says {bad}: {said}"
+            );
+        }
+    }
+    assert_eq!(shown["links"].as_object().unwrap().len(), 4);
+    let rejected = &shown["rejected"];
+    assert!(
+        s(&rejected["error"]).starts_with("You rejected the post in Budget Wallet")
+            && rejected["uploads"] == 0
+            && rejected["icons"] == 2,
+        "{rejected}"
+    );
+    let uploads = &shown["uploadsBeforeSign"];
+    assert!(
+        uploads["uploads"].as_u64().unwrap() >= 2 && uploads["before"] == 0,
+        "the inputs uploaded only after the wallet signed: {uploads}"
+    );
     Ok(())
 }
 
@@ -2683,6 +2815,7 @@ struct ServedPage {
     models: Vec<serde_json::Value>,
     _store: Proc,
     _preview: Proc,
+    _faucet: Proc,
 }
 
 fn served_page(
@@ -2724,6 +2857,25 @@ fn served_page(
         String::from_utf8_lossy(&built.stderr)
     );
     let secret: Vec<u8> = serde_json::from_str(&std::fs::read_to_string(client)?)?;
+    // the stake token's faucet, as scripts/app starts it (the admin is the mint's authority)
+    let faucet_port = free_port();
+    let faucet = Proc {
+        child: std::process::Command::new(keeper_bin())
+            .args(["-u", &v.url, "-k"])
+            .arg(&v.admin)
+            .args(["faucet", "--listen", &format!("127.0.0.1:{faucet_port}")])
+            .args(["--amount", "1000", "--cors-origin", &origin])
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(v.dir.path().join("faucet.log"))?)
+            .spawn()?,
+        name: "faucet".into(),
+    };
+    wait_for(60, "keeper faucet to listen", || {
+        Ok(std::net::TcpStream::connect(("127.0.0.1", faucet_port))
+            .ok()
+            .map(|_| ()))
+    })?;
     let settings = serde_json::json!({
         "rpc": v.url,
         "market": 1,
@@ -2731,6 +2883,7 @@ fn served_page(
         "models": { "digits": models[0], "minilm": models[1], "smollm2": models[2] },
         "localKeypair": secret,
         "symbol": "CMT",
+        "faucet": format!("http://127.0.0.1:{faucet_port}"),
     });
     std::fs::write(dist.join("e2e-settings.json"), settings.to_string())?;
     let mut wallet_settings = settings.clone();
@@ -2769,6 +2922,7 @@ fn served_page(
         models,
         _store: store_proc,
         _preview: preview,
+        _faucet: faucet,
     })
 }
 
@@ -2973,5 +3127,114 @@ fn a_sentences_task_posted_from_the_page_is_overturned_by_the_clients_watcher() 
     let p = chain.node(&node_of(&provider))?.expect("provider node");
     assert_eq!(p.times_slashed, 1, "the provider's bond slashed");
     drop(procs);
+    Ok(())
+}
+
+/// Issue 49 on the real validator, through the CLI as a person types it (no `--base-units`):
+/// `--reward 1` on the 6-decimal stake mint escrows 1,000,000 base units; the same post run
+/// again names the same task, says it exists and in what state, and pays nothing; `--nonce`
+/// makes a deliberate repeat a new task; `--base-units --reward 1` escrows one base unit;
+/// amounts that are negative, malformed or finer than the mint are refused in words before
+/// anything is sent; `task cancel` takes the task's address as every other command does.
+#[test]
+fn the_same_post_run_twice_is_one_task_paid_once_and_rewards_are_in_tokens() -> Result<()> {
+    let v = Validator::start()?;
+    let (client, _provider, _verifiers) = small_market(&v, "60,30,30,30")?;
+    let chain = v.chain();
+    let me = keypair(&client)?.pubkey();
+    let cfg = chain
+        .decoded::<compute_market::state::Config>(&compute_market::pda::config())?
+        .expect("a config");
+    let wallet = anchor_spl::associated_token::get_associated_token_address(&me, &cfg.stake_mint);
+    // the command as printed, no --base-units
+    let post = |extra: &[&str]| -> Result<(bool, serde_json::Value, String)> {
+        let out = std::process::Command::new(keeper_bin())
+            .args(["-u", &v.url, "-k"])
+            .arg(&client)
+            .args(["--output", "json", "task", "post", "--kind", "matmul"])
+            .args(["--dims", "64,64,64", "--anyway"])
+            .args(extra)
+            .output()?;
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        let json = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        Ok((out.status.success(), json, err))
+    };
+    let before = chain.token_balance(&wallet)?;
+    let (ok, first, err) = post(&["--reward", "1"])?;
+    assert!(ok, "{err}");
+    let task: Pubkey = first["task"].as_str().expect("a task").parse()?;
+    let escrow = compute_market::pda::escrow(&task);
+    assert_eq!(
+        chain.token_balance(&escrow)?,
+        1_000_000,
+        "one token escrowed"
+    );
+    assert_eq!(chain.token_balance(&wallet)?, before - 1_000_000);
+    // again, as a retry after a timeout would: the same task, nothing paid
+    let (ok, second, err) = post(&["--reward", "1"])?;
+    assert!(ok, "{err}");
+    assert_eq!(second["task"], first["task"], "{second}");
+    assert_eq!(second["exists"], true, "{second}");
+    assert_eq!(second["status"], "Open", "{second}");
+    assert!(
+        second["note"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was sent or paid"),
+        "{second}"
+    );
+    assert_eq!(
+        chain.token_balance(&wallet)?,
+        before - 1_000_000,
+        "paid once"
+    );
+    // a deliberate repeat
+    let (ok, third, err) = post(&["--reward", "1", "--nonce", "again"])?;
+    assert!(ok, "{err}");
+    assert_ne!(third["task"], first["task"]);
+    assert_eq!(chain.token_balance(&wallet)?, before - 2_000_000);
+    // a script's base units
+    let (ok, tiny, err) = post(&["--base-units", "--reward", "1"])?;
+    assert!(ok, "{err}");
+    let tiny: Pubkey = tiny["task"].as_str().expect("a task").parse()?;
+    assert_eq!(
+        chain.token_balance(&compute_market::pda::escrow(&tiny))?,
+        1,
+        "one base unit"
+    );
+    // amounts refused in words, nothing sent
+    let paid = chain.token_balance(&wallet)?;
+    for (reward, says) in [
+        ("-5", "--reward: the amount \"-5\" is negative"),
+        (
+            "1.0000001",
+            "has 7 digits after the point; the stake token has 6 decimals",
+        ),
+        ("1e6", "is not a number of tokens"),
+        ("0", "--reward is 0"),
+    ] {
+        let (ok, _, err) = post(&["--reward", reward])?;
+        assert!(!ok && err.contains(says), "--reward {reward}: {err}");
+    }
+    let (ok, _, err) = post(&["--base-units", "--reward", "0.5"])?;
+    assert!(
+        !ok && err.contains("--base-units takes digits only"),
+        "{err}"
+    );
+    assert_eq!(
+        chain.token_balance(&wallet)?,
+        paid,
+        "nothing paid for refusals"
+    );
+    // cancelled by its address
+    let r = v.keeper(&client, &["task", "cancel", &task.to_string()])?;
+    assert_eq!(r["ok"], true, "{r}");
+    let t = chain
+        .decoded::<compute_market::state::Task>(&task)?
+        .map(|t| t.status);
+    assert!(
+        matches!(t, None | Some(compute_market::state::TaskStatus::Cancelled)),
+        "{t:?}"
+    );
     Ok(())
 }

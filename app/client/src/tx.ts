@@ -129,6 +129,56 @@ export async function sendInstructions(client: KitClient, payer: TransactionSign
   });
 }
 
+/** The person said no in their wallet: nothing was signed or sent. Wallets say it in their
+ * own words (Phantom and Solflare "User rejected the request." with EIP-1193's code 4001,
+ * Backpack "Approval Denied"); a signer that hears one throws this, so a page can name it. */
+export class SignRejected extends Error {
+  override name = 'SignRejected';
+  constructor(readonly wallet: string) {
+    super(`you rejected the request in ${wallet}: nothing was signed or sent`);
+  }
+}
+
+/** Whether `e`, thrown by a wallet asked to sign, is the person's refusal. */
+export function isRejection(e: unknown): boolean {
+  const x = e as { code?: unknown; message?: unknown; name?: unknown } | undefined;
+  if (x instanceof SignRejected) return true;
+  return x?.code === 4001 || /user rejected|rejected the request|approval denied|request (was )?(rejected|denied|cancel)|user (denied|cancel)/i.test(String(x?.message ?? ''));
+}
+
+/** A transaction signed and not yet sent. */
+export interface SignedTransaction {
+  signature: Signature;
+  wire: ReturnType<typeof getBase64EncodedWireTransaction>;
+  lastValidBlockHeight: bigint;
+}
+
+/** Signs `instructions` as [`sendInstructions`] would, without sending them, so that a dApp
+ * can act between the signature and the send (upload the data the transaction names only once
+ * the person has signed). `null` for a wallet that only signs and sends in one step: use
+ * [`sendInstructions`] for it. A refusal in simulation is a `ProgramRefusal`; the person's
+ * "no" in the wallet a `SignRejected`. */
+export async function signInstructions(client: KitClient, payer: TransactionSigner, instructions: Instruction[], fees: FeeOptions = {}): Promise<SignedTransaction | null> {
+  if (isTransactionSendingSigner(payer) && !('modifyAndSignTransactions' in payer) && !('signTransactions' in payer)) return null;
+  let built;
+  try {
+    built = await buildTransaction(client.rpc, payer, instructions, fees);
+  } catch (e) {
+    throw refusalOf(e);
+  }
+  const tx = await signTransactionMessageWithSigners(built.message);
+  return { signature: getSignatureFromTransaction(tx), wire: getBase64EncodedWireTransaction(tx), lastValidBlockHeight: built.lastValidBlockHeight };
+}
+
+/** Sends a transaction [`signInstructions`] signed and polls until it is confirmed, as
+ * [`sendInstructions`] does. */
+export async function sendSigned(client: KitClient, signed: SignedTransaction, onSent?: (signature: Signature) => void): Promise<string> {
+  return sendAndConfirm(client.rpc, signed.lastValidBlockHeight, onSent, async () => {
+    await client.rpc.sendTransaction(signed.wire, { encoding: 'base64', preflightCommitment: 'confirmed' }).send();
+    return signed.signature;
+  });
+}
+
 /** Runs `send` (it signs and sends a transaction valid to `lastValidBlockHeight`, returning
  * its signature), tells `onSent`, and polls until it is confirmed. A refusal before or on
  * chain is a `ProgramRefusal`, an expiry an `ExpiredTransaction`, and an RPC failure once it
@@ -147,7 +197,7 @@ export async function sendAndConfirm(
     await confirmSignature(rpc, signature, lastValidBlockHeight);
     return signature;
   } catch (e) {
-    if (e instanceof ProgramRefusal || e instanceof ExpiredTransaction) throw e;
+    if (e instanceof ProgramRefusal || e instanceof ExpiredTransaction || e instanceof SignRejected) throw e;
     // after sending, an RPC failure says nothing of the transaction's fate
     if (sent) throw new UnconfirmedTransaction(sent, e);
     throw refusalOf(e);
@@ -286,7 +336,7 @@ export async function assertHoldsTokens(
     throw new ProgramRefusal(
       'InsufficientTokens',
       undefined,
-      `the ${account ? '' : "wallet's "}stake-token account ${source} holds ${ui(balance)} tokens, ${what} is ${ui(amount)} (${balance} and ${amount} base units): fund it first`,
+      `the ${account ? '' : "wallet's "}stake-token account ${source} holds ${ui(balance)} tokens, ${what} is ${ui(amount)}: fund it first`,
     );
   }
 }

@@ -16,7 +16,7 @@ try {
   await page.click('#link-use');
   await page.waitForSelector('#tokens', { timeout: 60_000 });
   const sentences = ['A cat sleeps on the warm windowsill.', 'The kitten naps in the sun by the window.', 'Interest rates rose again this quarter.', 'The central bank raised borrowing costs.'];
-  await page.click('nav button[data-tab=post]');
+  await page.click('[role=tablist] button[data-tab=post]');
   await page.check('input[name=kind][value=sentences]');
   await page.fill('#sentences', sentences.join('\n'));
   await page.click('#post-btn');
@@ -30,7 +30,7 @@ try {
   await shot('02-accepted-held');
   await page.waitForFunction(() => document.querySelector('#status')?.textContent === 'Rejected', null, { timeout: 600_000, polling: 1_000 });
   // the closing events arrive as the cranker concludes and closes the task
-  await page.waitForSelector('#timeline li[data-event=TaskConcluded], #timeline li[data-event=TaskClosed]', { timeout: 300_000 });
+  await page.waitForSelector('#timeline li[data-event=TaskConcluded], #timeline li[data-event=TaskClosed]', { state: 'attached', timeout: 300_000 });
   await shot('03-overturned');
   const timeline = await page.$$eval('#timeline li', (li) => li.map((l) => `${l.dataset.event}: ${l.textContent}`));
   console.log(JSON.stringify({ task, status: await text('#status'), explain: await text('#explain'), timeline }));

@@ -25,6 +25,9 @@ const settingsFile = process.env.SETTINGS;
 const wallet_url = process.env.WALLET_PAGE;
 const keypair = process.env.KEYPAIR ? JSON.parse(process.env.KEYPAIR) : null;
 const shots = process.env.SHOTS ?? 'test-artefacts/web';
+// VALIDATOR_PID: the validator the page talks to, frozen (SIGSTOP) for a few seconds and thawed
+const validatorPid = process.env.VALIDATOR_PID ? Number(process.env.VALIDATOR_PID) : null;
+const pageSettings = JSON.parse(readFileSync(settingsFile, 'utf8'));
 const page_url = pageUrl(origin, settingsFile);
 const { ctx, page, shot, text } = await openBrowser(shots);
 const noError = async (step) => {
@@ -62,9 +65,9 @@ const axeCheck = async (p, where) => {
     const res = await window.axe.run(document, { resultTypes: ['violations'] });
     return res.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target.join(' ')).slice(0, 3) }));
   });
-  const bad = r.filter((v) => v.impact === 'serious' || v.impact === 'critical');
   if (r.length) console.error(`axe on ${where}: ${JSON.stringify(r)}`);
-  return bad.map((v) => ({ ...v, where }));
+  // every level: minor and moderate too
+  return r.map((v) => ({ ...v, where }));
 };
 /** Draws `strokes` (fractions of the pad) as a person with a mouse would. */
 const drawStrokes = async (p, strokes) => {
@@ -76,6 +79,16 @@ const drawStrokes = async (p, strokes) => {
     for (const pt of s.slice(1)) await p.mouse.move(...at(pt), { steps: 3 });
     await p.mouse.up();
   }
+};
+/** Numbers in base units on the page as it stands: a run of 7 or more digits standing alone
+ * (a token amount in base units; addresses and signatures mix letters in). */
+const baseUnits = (p) => p.evaluate(() => (document.querySelector('main')?.innerText.match(/(?<![\w.,])\d{7,}(?![\w.,])/g) ?? []));
+/** Opens the settings and connects with `fields` changed. */
+const settingsConnect = async (p, fields) => {
+  await p.click('#settings-btn');
+  await p.waitForSelector('#settings-dialog[open]');
+  for (const [id, v] of Object.entries(fields)) await p.fill(`#${id}`, v);
+  await p.click('#settings-save');
 };
 /** Confirms the summary before signing; returns its text. */
 const signSummary = async (p) => {
@@ -89,11 +102,12 @@ const useLink = async (p) => {
   await p.waitForSelector('#link-settings:not([hidden])', { timeout: 30_000 });
   await p.click('#link-use');
 };
+const TABS = ['post', 'watch', 'mine', 'market'];
 /** How much wider than its window the page is, on each tab. */
 const overflow = async (p) => {
   const out = {};
-  for (const t of ['post', 'watch', 'market']) {
-    await p.click(`nav [data-tab=${t}]`);
+  for (const t of TABS) {
+    await p.click(`[role=tablist] [data-tab=${t}]`);
     await p.waitForTimeout(300);
     out[t] = await p.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   }
@@ -113,6 +127,42 @@ try {
   if (page.url().includes('config=')) throw new Error(`the settings stay in the address bar: ${page.url()}`);
   const cluster = await text('#cluster');
   await shot('01-connected');
+  const header = {
+    network: await text('#network'),
+    account: await text('#account-short'),
+    accountLink: await page.getAttribute('#account-link', 'href'),
+    connectHidden: await page.locator('#connect-btn').isHidden(),
+  };
+
+  // the faucet (localnet): SOL from the airdrop, tokens from the local faucet
+  const tokensBefore = Number((await text('#tokens')).replace(/,/g, ''));
+  await page.click('#faucet-btn');
+  await page.waitForFunction(() => (document.querySelector('#faucet-said')?.textContent ?? '').startsWith('funded') || !document.querySelector('#error').hidden, null, { timeout: 60_000 });
+  await noError('the faucet');
+  await page.waitForFunction((b) => Number((document.querySelector('#tokens')?.textContent ?? '0').replace(/,/g, '')) > b, tokensBefore, { timeout: 30_000 });
+  const faucet = { said: await text('#faucet-said'), tokensBefore, tokensAfter: Number((await text('#tokens')).replace(/,/g, '')) };
+  await shot('01b-faucet-funded');
+
+  // a frozen validator (SIGSTOP): the banner within 5 s, Post held with its reason; thawed,
+  // the banner goes
+  let frozen = null;
+  if (validatorPid) {
+    const stoppedAt = Date.now();
+    process.kill(validatorPid, 'SIGSTOP');
+    try {
+      await page.waitForSelector('#rpc-banner:not([hidden])', { timeout: 15_000 });
+      frozen = { bannerMs: Date.now() - stoppedAt, banner: await text('#rpc-banner'), postDisabled: await page.locator('#post-btn').isDisabled(), held: await text('#post-held') };
+      await shot('01c-rpc-not-answering');
+      await page.setViewportSize({ width: 390, height: 844 });
+      await shot('mobile-390-rpc-not-answering');
+      await page.setViewportSize({ width: 1100, height: 1000 });
+    } finally {
+      process.kill(validatorPid, 'SIGCONT');
+    }
+    await page.waitForSelector('#rpc-banner', { state: 'hidden', timeout: 60_000 });
+    frozen.thawedMs = Date.now() - stoppedAt;
+    frozen.postEnabledAfter = await page.waitForFunction(() => !document.querySelector('#post-btn').disabled, null, { timeout: 30_000 }).then(() => true);
+  }
 
   // the pad by keyboard: Space lowers the pen, the arrows draw, Space lifts it
   await page.focus('#pad');
@@ -162,7 +212,7 @@ try {
   await page.waitForSelector('#result-classes', { timeout: 120_000 });
   const wsCut = { cutAt, triedWhileRefused, reopened: sockets.length - before, liveAgain };
   const digitClasses = await page.$$eval('#result-classes tr', (rows) => rows.slice(1).map((r) => Number(r.querySelectorAll('td')[1].textContent)));
-  await page.waitForSelector('#timeline li[data-event=TaskFinalized]', { timeout: 60_000 });
+  await page.waitForSelector('#timeline li[data-event=TaskFinalized]', { state: 'attached', timeout: 60_000 });
   const verifiedLine = await text('#verified');
   const stages = await page.$$eval('#stages li', (li) => li.map((l) => `${l.dataset.stage}:${l.className}`));
   await shot('04-digits-accepted-verified-classes');
@@ -175,10 +225,27 @@ try {
   await shot('05-reloaded-reconnected');
 
   // sentences: the similarity matrix
-  const sentences = ['A cat sleeps on the warm windowsill.', 'The kitten naps in the sun by the window.', 'Interest rates rose again this quarter.', 'The central bank raised borrowing costs.'];
-  await page.click('nav button[data-tab=post]');
+  const paragraph =
+    'The old lighthouse on the northern cape has guided fishing boats home for more than a century, and the families who kept it passed the duty from parent to child. Every evening the keeper climbed the narrow spiral stairs, trimmed the wick, polished the great lens and watched the grey water for sails. In winter storms the waves reached the gallery and salt crusted the windows, yet the light never failed. When the coast guard installed an automatic lamp, the last keeper stayed on as a volunteer, guiding visitors up the stairs and telling them about the wrecks, the rescues and the long nights when the whole village waited on the shore for the fishing boats to come back safely.';
+  const sentences = [
+    'A cat sleeps on the warm windowsill.',
+    'The kitten naps in the sun by the window.',
+    'Interest rates rose again this quarter.',
+    'The central bank raised borrowing costs.',
+    'He scored the winning goal in the final minute.',
+    'The striker netted a late winner for his team.',
+    'Fresh bread smells wonderful in the morning.',
+    'The bakery opens at six with warm loaves.',
+    'A storm knocked out power across the city.',
+    paragraph,
+  ];
+  const paragraphWords = paragraph.split(/\s+/).length;
+  await page.click('[role=tablist] button[data-tab=post]');
   await page.check('input[name=kind][value=sentences]');
   await page.fill('#sentences', sentences.join('\n'));
+  // ten texts, one of 150 tokens: about 20 G work units, above the test provider's floor
+  await page.click('.terms summary');
+  await page.fill('#reward', '10');
   await shot('06-sentences-typed');
   await page.click('#post-btn');
   await signSummary(page);
@@ -188,12 +255,15 @@ try {
   await waitAccepted(sentencesTask, 'the sentences');
   await page.waitForSelector('#similarity', { timeout: 120_000 });
   const postToVerifiedMs = Date.now() - signedAt;
-  const matrix = await page.$$eval('#similarity tr', (rows) => rows.slice(1).map((r) => Array.from(r.querySelectorAll('td')).slice(1).map((c) => Number(c.textContent))));
+  const matrix = await page.$$eval('#similarity tr', (rows) => rows.slice(1).map((r) => Array.from(r.querySelectorAll('td')).slice(1).map((c) => Number(c.dataset.value))));
+  // the result first: above the transactions
+  const resultFirst = await page.evaluate(() => document.querySelector('#result').getBoundingClientRect().top < document.querySelector('#timeline-box').getBoundingClientRect().top);
+  const failedTx = { hidden: await page.locator('#timeline li[data-failed]').evaluateAll((l) => l.every((x) => getComputedStyle(x).display === 'none')), count: await page.locator('#timeline li[data-failed]').count(), said: await page.evaluate(() => document.querySelector('#failed-said').textContent) };
   await shot('07-sentences-accepted-similarity');
 
   // a message to SmolLM2: its verified completion shown under it
   const prompt = 'What is the capital of France? Answer in one sentence.';
-  await page.click('nav button[data-tab=post]');
+  await page.click('[role=tablist] button[data-tab=post]');
   await page.check('input[name=kind][value=generate]');
   await page.fill('#prompt', prompt);
   await page.fill('#max-new', '24');
@@ -216,7 +286,7 @@ try {
 
   // a task no provider takes (one base unit, under the provider's floor): cancelled from the
   // page, and the ending explained
-  await page.click('nav button[data-tab=post]');
+  await page.click('[role=tablist] button[data-tab=post]');
   await page.check('input[name=kind][value=digit]');
   await drawStrokes(page, DIGIT_STROKES[4]);
   await page.fill('#reward', '0.000001');
@@ -240,35 +310,55 @@ try {
   await shot('07c-cancelled-explained');
 
   // the market
-  await page.click('nav button[data-tab=market]');
+  await page.click('[role=tablist] button[data-tab=market]');
   await page.waitForFunction(() => (document.querySelector('#perf')?.textContent ?? '').includes('⇒ P ='), null, { timeout: 60_000 });
   await page.waitForSelector('#nodes tr:nth-child(5)');
   const perf = await text('#perf');
   const nodes = await page.locator('#nodes tr').count();
   await shot('08-market');
 
-  // accessibility: axe-core on every tab, at 1280 px and at 390 px; no sideways scrolling at 390
+  // my tasks: the wallet's, without pasting an address
+  await page.click('[role=tablist] button[data-tab=mine]');
+  await page.waitForFunction((t) => document.querySelector(`#mine li[data-task="${t}"]`), sentencesTask, { timeout: 60_000 });
+  const mine = await page.$$eval('#mine li', (li) => li.map((l) => ({ task: l.dataset.task, text: l.textContent })));
+  await shot('08b-my-tasks');
+  // the sentences' task opened from there: its 10×10 heat map on screen for the layout checks
+  await page.click(`#mine li[data-task="${sentencesTask}"] button`);
+  await page.waitForFunction((t) => document.querySelector('#task-address')?.textContent === t && document.querySelector('#similarity'), sentencesTask, { timeout: 60_000 });
+
+  // accessibility: axe-core on every tab, at 1280 px and at 390 px (every level); no sideways
+  // scrolling at 390; no amount in base units on any tab
   const axe = [];
+  const baseUnitsShown = {};
   await page.setViewportSize({ width: 1280, height: 900 });
-  for (const t of ['post', 'watch', 'market']) {
-    await page.click(`nav [data-tab=${t}]`);
-    await page.waitForTimeout(300);
+  for (const t of TABS) {
+    await page.click(`[role=tablist] [data-tab=${t}]`);
+    await page.waitForTimeout(t === 'market' || t === 'mine' ? 2_000 : 300);
     axe.push(...(await axeCheck(page, `${t} at 1280 px`)));
+    baseUnitsShown[t] = await baseUnits(page);
     await shot(`desktop-1280-${t}`);
   }
   await page.setViewportSize({ width: 390, height: 844 });
   const mobileOverflow = await overflow(page);
-  for (const t of ['post', 'watch', 'market']) {
-    await page.click(`nav [data-tab=${t}]`);
+  // measured with the sentences' task on the Task tab: its 10×10 heat map on screen
+  const heatAt390 = { task: await text('#task-address'), cells: await page.$$eval('#similarity td[data-value]', (c) => c.length) };
+  for (const t of TABS) {
+    await page.click(`[role=tablist] [data-tab=${t}]`);
     await page.waitForTimeout(300);
     axe.push(...(await axeCheck(page, `${t} at 390 px`)));
     await shot(`mobile-390-${t}`);
   }
+  // the dialogs, at 390 px too
+  await page.click('#settings-btn');
+  await page.waitForSelector('#settings-dialog[open]');
+  axe.push(...(await axeCheck(page, 'settings at 390 px')));
+  await shot('mobile-390-settings');
+  await page.click('#settings-close');
   await page.setViewportSize({ width: 1100, height: 1000 });
 
   // errors a person can act on, beside the button: too few tokens; a quorum the market cannot
   // seat; an unreachable content store
-  await page.click('nav button[data-tab=post]');
+  await page.click('[role=tablist] button[data-tab=post]');
   await drawStrokes(page, DIGIT_STROKES[1]);
   await page.fill('#reward', '1000000000');
   await page.click('#post-btn');
@@ -282,13 +372,38 @@ try {
   const quorumError = await text('#post-error');
   await shot('09b-error-quorum-above-the-verifiers');
   await page.fill('#quorum', '0');
-  await page.fill('#store', 'http://127.0.0.1:9');
-  await page.click('#connect-btn');
-  await page.waitForFunction(() => !document.querySelector('#post-btn').disabled);
+  // a market that does not exist: named on connect
+  await settingsConnect(page, { 'market-id': '999' });
+  await page.waitForFunction(() => (document.querySelector('#error')?.textContent ?? '').includes('999'), null, { timeout: 30_000 });
+  const marketError = { error: await text('#error'), wallet: await text('#wallet') };
+  await shot('10a-error-market-does-not-exist');
+  // a dead cluster: one cause, and no "Connecting…" left above it
+  await settingsConnect(page, { 'market-id': '1', rpc: 'http://127.0.0.1:9' });
+  await page.waitForFunction(() => (document.querySelector('#error')?.textContent ?? '').includes('does not answer'), null, { timeout: 30_000 });
+  const deadError = { error: await text('#error'), wallet: await text('#wallet') };
+  await shot('10b-error-dead-cluster');
+  await settingsConnect(page, { rpc: pageSettings.rpc, store: 'http://127.0.0.1:9' });
+  await page.waitForFunction(() => !document.querySelector('#post-btn').disabled, null, { timeout: 60_000 });
   await page.click('#post-btn');
   await page.waitForFunction(() => (document.querySelector('#post-error')?.textContent ?? '').startsWith('Unreachable'), null, { timeout: 30_000 });
   const storeError = await text('#post-error');
   await shot('10-error-unreachable-store');
+
+  // broken links: one sentence each, never a parser's words or "undefined"
+  const links = {};
+  for (const [name, url] of [
+    ['cut', `${page_url.slice(0, Math.floor(page_url.length * 0.6))}`],
+    ['junk', `${origin}/#config=not-settings-at-all`],
+    ['unreachable', `${origin}/?config=http://127.0.0.1:9/settings.json`],
+    ['missing', `${origin}/?config=/no-such-settings.json`],
+  ]) {
+    const b = await ctx.newPage();
+    await b.goto(url);
+    await b.waitForSelector('#error:not([hidden])', { timeout: 30_000 });
+    links[name] = await b.locator('#error').innerText();
+    await b.screenshot({ path: join(shots, `10c-broken-link-${name}.png`), fullPage: true });
+    await b.close();
+  }
 
   let walletError = null;
   let walletTask = null;
@@ -298,13 +413,15 @@ try {
   let chooser = null;
   let budgetAdded = null;
   let walletEvents = null;
+  let rejected = null;
+  let uploadsBeforeSign = null;
   if (wallet_url && keypair) {
-    // no wallet at all: said so
+    // no wallet at all: the chooser says so
     const bare = await ctx.newPage();
     await bare.goto(wallet_url);
     await useLink(bare);
-    await bare.waitForSelector('#error:not([hidden])', { timeout: 30_000 });
-    walletError = await bare.locator('#error').innerText();
+    await bare.waitForSelector('#wallet-dialog[open] #wallet-none:not([hidden])', { timeout: 30_000 });
+    walletError = await bare.locator('#wallet-none').innerText();
     await bare.screenshot({ path: join(shots, '11-error-no-wallet.png'), fullPage: true });
     await bare.close();
     // two wallets: one adds a compute-budget instruction (accepted), one changes an account
@@ -313,12 +430,18 @@ try {
     w.on('console', (m) => console.error(`[wallet page ${m.type()}] ${m.text()}`));
     const address = getAddressDecoder().decode(Uint8Array.from(keypair.slice(32)));
     await w.addInitScript(testWallets, { secret: keypair, address });
+    // every upload to the content store, with when it was made
+    const puts = [];
+    w.on('request', (r) => r.method() === 'PUT' && r.url().startsWith(pageSettings.store.replace(/\/$/, '')) && puts.push(Date.now()));
     await w.goto(wallet_url);
     await w.waitForSelector('#link-settings:not([hidden])', { timeout: 30_000 });
-    await w.waitForFunction(() => document.querySelectorAll('#wallet-choice option').length === 2, null, { timeout: 10_000 });
-    chooser = await w.$$eval('#wallet-choice option', (o) => o.map((x) => x.textContent));
-    await w.selectOption('#wallet-choice', 'Tamper Wallet');
     await w.click('#link-use');
+    await w.waitForSelector('#wallet-dialog[open]', { timeout: 10_000 });
+    await w.waitForFunction(() => document.querySelectorAll('#wallet-list button').length === 2, null, { timeout: 10_000 });
+    chooser = await w.$$eval('#wallet-list button', (o) => o.map((x) => x.dataset.wallet));
+    const icons = await w.$$eval('#wallet-list button img', (i) => i.length);
+    await w.screenshot({ path: join(shots, '11b-wallet-chooser.png'), fullPage: true });
+    await w.click('#wallet-list button[data-wallet="Tamper Wallet"]');
     await w.waitForSelector('#tokens', { timeout: 60_000 });
     const tamperLabel = await w.locator('#wallet').innerText();
     if (!tamperLabel.startsWith('Tamper Wallet (Wallet Standard)')) throw new Error(`the page did not connect through the chosen wallet: ${tamperLabel}`);
@@ -329,14 +452,26 @@ try {
     tamperError = await w.locator('#post-error').innerText();
     await w.screenshot({ path: join(shots, '12-error-wallet-changed-an-account.png'), fullPage: true });
     // the other wallet, chosen and connected
-    await w.selectOption('#wallet-choice', 'Budget Wallet');
+    await w.click('#disconnect-btn');
     await w.click('#connect-btn');
+    await w.waitForSelector('#wallet-dialog[open]');
+    await w.click('#wallet-list button[data-wallet="Budget Wallet"]');
     await w.waitForFunction(() => (document.querySelector('#wallet')?.textContent ?? '').startsWith('Budget Wallet') && document.querySelector('#tokens'), null, { timeout: 60_000 });
     await w.screenshot({ path: join(shots, '13-wallet-chooser-budget-wallet.png'), fullPage: true });
     // a file this time: a batch of rows (BATCH) for the digits model
     await w.check('input[name=kind][value=files]');
     await w.selectOption('#file-model', 'digits');
     await w.setInputFiles('#file', process.env.BATCH);
+    // first the person says no in the wallet: named, and nothing uploaded
+    const putsBefore = puts.length;
+    await w.evaluate(() => (window.__rejectNext = true));
+    await w.click('#post-btn');
+    await signSummary(w);
+    await w.waitForSelector('#post-error:not([hidden])', { timeout: 30_000 });
+    rejected = { error: await w.locator('#post-error').innerText(), uploads: puts.length - putsBefore, icons };
+    await w.screenshot({ path: join(shots, '12b-wallet-rejected.png'), fullPage: true });
+    // then yes: the uploads only after the wallet signed
+    const putsAfterReject = puts.length;
     await w.click('#post-btn');
     await signSummary(w);
     await w.waitForFunction(() => (document.querySelector('#task-address')?.textContent ?? '—').length > 30, null, { timeout: 60_000 });
@@ -345,9 +480,12 @@ try {
     await w.waitForSelector('#result-classes', { timeout: 300_000 });
     walletClasses = await w.$$eval('#result-classes tr', (rows) => rows.slice(1).map((r) => Number(r.querySelectorAll('td')[1].textContent)));
     budgetAdded = await w.evaluate(() => window.__budgetAdded ?? 0);
+    const signedAt = await w.evaluate(() => window.__signedAt ?? []);
+    const after = puts.slice(putsAfterReject);
+    uploadsBeforeSign = { uploads: after.length, before: after.filter((t) => t < signedAt.at(-1)).length, signed: signedAt.length };
     await w.screenshot({ path: join(shots, '14-file-posted-through-a-wallet-classes.png'), fullPage: true });
     // the digits' task, long closed, opened by its address: read back from its transactions
-    await w.click('nav button[data-tab=watch]');
+    await w.click('[role=tablist] button[data-tab=watch]');
     await w.fill('#open-address', digitTask);
     await w.click('#open-task button');
     await w.waitForFunction((t) => document.querySelector('#task-address')?.textContent === t && document.querySelector('#result-classes'), digitTask, { timeout: 60_000 });
@@ -369,6 +507,8 @@ try {
     await w.screenshot({ path: join(shots, '16-wallet-disconnected-itself.png'), fullPage: true });
     // connected again through the chooser, then the Disconnect button: a reload stays disconnected
     await w.click('#connect-btn');
+    await w.waitForSelector('#wallet-dialog[open]');
+    await w.click('#wallet-list button[data-wallet="Budget Wallet"]');
     await w.waitForSelector('#tokens', { timeout: 60_000 });
     await w.click('#disconnect-btn');
     await w.waitForFunction(() => document.querySelector('#wallet')?.textContent === 'Not connected.', null, { timeout: 10_000 });
@@ -380,7 +520,7 @@ try {
   }
 
   console.log(
-    JSON.stringify({ linkShown, cluster, cancelled, postToVerifiedMs, keyboardDrawn, batchCount, summary, recentAfterDouble, wsCut, stages, reloaded, quorumError, digits: { task: digitTask, classes: digitClasses }, sentences: { task: sentencesTask, texts: sentences, matrix }, generate, perf, nodes: nodes - 1, axe, mobileOverflow, tokensError, storeError, walletError, chooser, walletTask, walletClasses, budgetAdded, walletEvents, tamperError, fromHistory, verifiedLine }),
+    JSON.stringify({ heatAt390, header, faucet, frozen, paragraphWords, resultFirst, failedTx, mine, baseUnitsShown, marketError, deadError, links, rejected, uploadsBeforeSign, linkShown, cluster, cancelled, postToVerifiedMs, keyboardDrawn, batchCount, summary, recentAfterDouble, wsCut, stages, reloaded, quorumError, digits: { task: digitTask, classes: digitClasses }, sentences: { task: sentencesTask, texts: sentences, matrix }, generate, perf, nodes: nodes - 1, axe, mobileOverflow, tokensError, storeError, walletError, chooser, walletTask, walletClasses, budgetAdded, walletEvents, tamperError, fromHistory, verifiedLine }),
   );
 } catch (e) {
   await shot('failure').catch(() => {});
@@ -449,8 +589,13 @@ function testWallets({ secret, address }) {
   window.__walletChange = (name, props) => (listeners[name] ?? []).forEach((l) => l(props));
   const wallet = (name, change) => {
     const account = { address, publicKey: Uint8Array.from(secret.slice(32)), chains: ['solana:localnet'], features: ['solana:signTransaction'] };
-    const signTransaction = async (...inputs) =>
-      Promise.all(
+    const signTransaction = async (...inputs) => {
+      if (window.__rejectNext) {
+        window.__rejectNext = false;
+        throw Object.assign(new Error('User rejected the request.'), { code: 4001 });
+      }
+      (window.__signedAt ??= []).push(Date.now());
+      return Promise.all(
         inputs.map(async ({ transaction }) => {
           const tx = Uint8Array.from(transaction);
           if (tx[0] < 1 || tx[0] > 127) throw new Error('the test wallet reads one-byte signature counts');
@@ -464,6 +609,7 @@ function testWallets({ secret, address }) {
           return { signedTransaction: out };
         }),
       );
+    };
     return {
       version: '1.0.0',
       name,

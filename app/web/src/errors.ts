@@ -15,8 +15,10 @@ export function describeError(e: unknown, s: Settings | undefined): string {
   if (e instanceof TransferError) return `The result could not be verified: ${e.message}`;
   const msg = e instanceof Error ? e.message : String(e);
   if (e instanceof TypeError && /fetch/i.test(msg)) {
-    return `Unreachable: a request from this page failed (${msg}). Is the cluster at ${s?.rpc} up, and does the content store at ${s?.store} run with --cors-origin ${location.origin}?`;
+    return `Unreachable: a request from this page failed (${msg}). Is the cluster at ${s?.rpc ?? 'the settings’ address'} up, and does the content store at ${s?.store ?? 'the settings’ address'} run with --cors-origin ${location.origin}?`;
   }
-  if (/HTTP error \(\d+\)|ECONNREFUSED|Failed to fetch|NetworkError/i.test(msg)) return `The cluster at ${s?.rpc} is unreachable: ${msg}`;
+  if (/HTTP error \(\d+\)|ECONNREFUSED|Failed to fetch|NetworkError/i.test(msg)) return `The cluster at ${s?.rpc ?? 'the settings’ address'} is unreachable: ${msg}`;
+  // never a parser's words or an "undefined" in front of a person
+  if (e instanceof SyntaxError) return `Something the page read was not what it expected (${msg.split('\n')[0]}): reload, and if it persists, check the settings.`;
   return msg;
 }

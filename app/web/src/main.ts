@@ -3,10 +3,13 @@
 // tile by tile against the root on chain, and see the market. Every refusal is shown as what
 // the person can do about it (src/errors.ts).
 
+import '@picocss/pico/css/pico.min.css';
+import './style.css';
 import {
   createSolanaRpc,
   createSolanaRpcSubscriptions,
   getBase16Decoder,
+  isSignature,
   getBase64Encoder,
   isAddress,
   lamports,
@@ -44,6 +47,10 @@ import {
   getCancelTaskInstruction,
   getTaskSize,
   sendInstructions,
+  sendSigned,
+  signInstructions,
+  SignRejected,
+  fetchMaybeMarket,
   embeddings,
   decodeManifest,
   fetchContent,
@@ -86,7 +93,7 @@ import {
 } from '@compute-market/client';
 import { keyboardPen, paintRow, Pad } from './digits';
 import { describeError } from './errors';
-import { measuredOf, nodesOf, perfOf, tasksOf, type Measured } from './market';
+import { measuredOf, nodesOf, perfOf, SLOT_SECONDS, tasksOf, type Measured } from './market';
 import { checkSettings, isLoopback, linkSettings, loadSession, saveSession, saveSettings, storedSettings, type Settings } from './settings';
 import { clusterOf, connectWallet, GENESIS, localSigner, onWalletsChanged, solanaWallets, type Connection, type Signer, type WalletChange } from './wallet';
 
@@ -103,13 +110,18 @@ let signer: Signer | null = null;
 /** The stake token (its mint and decimals, read from chain at connect): amounts are shown and
  * typed in tokens. */
 let token: { mint: Address; decimals: number } | null = null;
-/** The stake token's name: the symbol the market's settings give it, else "stake tokens". */
-const unit = () => settings?.symbol ?? 'stake tokens';
-/** An amount in base units (an event's or an account's), in tokens. */
-const tk = (base: unknown) => (token ? toUiAmount(BigInt(base as bigint), token.decimals) : String(base));
+/** The stake token's name: the symbol the page's settings give it, else "tokens". */
+const unit = () => settings?.symbol ?? 'tokens';
+/** An amount in base units (an event's or an account's), in tokens (never shown in base units:
+ * before the decimals are read, nothing is shown). */
+const tk = (base: unknown) => (token ? toUiAmount(BigInt(base as bigint), token.decimals) : '…');
+/** An amount in base units, in tokens with the symbol: how every amount is shown. */
+const amt = (base: unknown) => `${tk(base)} ${unit()}`;
 let watching: AbortController | null = null;
 /** The texts of the Encoder tasks posted from this page, for the similarity matrix's legend. */
 const postedTexts = new Map<string, string[]>();
+/** The rows of the digits tasks posted from this page: each class is shown beside its picture. */
+const postedRows = new Map<string, Int8Array[]>();
 /** Each task's transactions read so far: a refresh reads only new ones. */
 const histories = new Map<string, HistoryCache>();
 const historyOf = (task: Address) => {
@@ -118,7 +130,7 @@ const historyOf = (task: Address) => {
 };
 
 /** Where an error is shown: beside the action that failed (the header's for connecting). */
-type ErrorBox = 'error' | 'post-error' | 'watch-error' | 'market-error';
+type ErrorBox = 'error' | 'post-error' | 'watch-error' | 'market-error' | 'mine-error';
 
 function showError(e: unknown, box: ErrorBox = 'error') {
   const el = $(box);
@@ -137,16 +149,38 @@ function guarded(f: () => Promise<void>, box: ErrorBox = 'error') {
   };
 }
 
-function txLink(sig: string): HTMLAnchorElement {
+/** An explorer link for a transaction (`tx`) or an account (`address`): the settings'
+ * template (`{sig}`, `{rpc}`; an account's link is its `/address/` page), else Solana
+ * Explorer on this cluster. */
+function explorer(kind: 'tx' | 'address', id: string): string {
+  const template = settings.explorer ?? 'https://explorer.solana.com/tx/{sig}?cluster=custom&customUrl={rpc}';
+  const t = kind === 'tx' ? template : template.replace('/tx/{sig}', '/address/{sig}');
+  return t.replace('{sig}', () => id).replace('{rpc}', () => encodeURIComponent(settings.rpc));
+}
+
+function link(href: string, text: string, className: string): HTMLAnchorElement {
   const a = document.createElement('a');
-  a.href = (settings.explorer ?? 'https://explorer.solana.com/tx/{sig}?cluster=custom&customUrl={rpc}')
-    .replace('{sig}', sig)
-    .replace('{rpc}', encodeURIComponent(settings.rpc));
-  a.textContent = `${sig.slice(0, 8)}…`;
+  a.href = href;
+  a.textContent = text;
   a.target = '_blank';
   a.rel = 'noopener';
-  a.className = 'tx';
+  a.className = className;
   return a;
+}
+
+/** A transaction's explorer link, by its signature's first characters. */
+const txLink = (sig: string) => link(explorer('tx', sig), `${sig.slice(0, 8)}…`, 'tx');
+/** An account's explorer link, by its address's first and last characters. */
+const addrLink = (address: string) => link(explorer('address', address), `${address.slice(0, 4)}…${address.slice(-4)}`, 'account');
+
+/** A short notice at the corner (pending, confirmed, failed), gone after `ms`. */
+function toast(text: string, kind: 'info' | 'ok' | 'bad' = 'info', sig?: string, ms = 8_000) {
+  const t = document.createElement('div');
+  t.className = `toast ${kind}`;
+  t.append(text);
+  if (sig) t.append(' ', txLink(sig));
+  $('toasts').append(t);
+  setTimeout(() => t.remove(), ms);
 }
 
 // ---------------------------------------------------------------- connect
@@ -157,17 +191,49 @@ let connection: Connection | null = null;
 const LOCAL = 'local';
 
 /** The chooser: the local keypair (localnet settings only) and every Wallet Standard wallet
- * registered, kept up to date as wallets register later. */
-function fillChooser(prefer?: string) {
-  const sel = $<HTMLSelectElement>('wallet-choice');
-  const keep = prefer ?? sel.value;
-  sel.innerHTML = '';
-  if (settings?.localKeypair) sel.add(new Option('Local keypair (localnet)', LOCAL));
-  for (const w of solanaWallets()) sel.add(new Option(w.name, w.name));
-  if (sel.options.length === 0) sel.add(new Option('No wallet found', ''));
-  if ([...sel.options].some((o) => o.value === keep)) sel.value = keep;
+ * registered, each with its icon, kept up to date as wallets register later. */
+function fillChooser() {
+  const list = $('wallet-list');
+  list.innerHTML = '';
+  const add = (value: string, name: string, icon?: string) => {
+    const li = document.createElement('li');
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'secondary outline';
+    b.dataset.wallet = value;
+    if (icon?.startsWith('data:image/')) {
+      const img = document.createElement('img');
+      img.src = icon;
+      img.alt = '';
+      b.append(img);
+    }
+    b.append(name);
+    b.addEventListener('click', () => {
+      $<HTMLDialogElement>('wallet-dialog').close();
+      guarded(() => connect(value))();
+    });
+    li.append(b);
+    list.append(li);
+  };
+  if (settings?.localKeypair) add(LOCAL, 'Local keypair (localnet)');
+  for (const w of solanaWallets()) add(w.name, w.name, w.icon);
+  $('wallet-none').hidden = list.childElementCount > 0;
 }
 onWalletsChanged(() => fillChooser());
+$('connect-btn').addEventListener('click', () => {
+  fillChooser();
+  $<HTMLDialogElement>('wallet-dialog').showModal();
+});
+$('wallet-dialog-close').addEventListener('click', () => $<HTMLDialogElement>('wallet-dialog').close());
+$('settings-btn').addEventListener('click', () => $<HTMLDialogElement>('settings-dialog').showModal());
+$('settings-close').addEventListener('click', () => $<HTMLDialogElement>('settings-dialog').close());
+$('copy-btn').addEventListener('click', () => {
+  if (!signer) return;
+  void navigator.clipboard
+    .writeText(signer.signer.address)
+    .then(() => toast('Address copied', 'ok', undefined, 2_000))
+    .catch(() => toast(`Copy it by hand: ${signer?.signer.address}`, 'bad'));
+});
 
 /** The wallets registered, waiting up to 2 s for one named `name` (or any, for `''`) to
  * register. */
@@ -185,16 +251,35 @@ async function walletsWith(name: string): Promise<readonly ReturnType<typeof sol
 /** Forgets everything read from a cluster (perhaps another one comes next). */
 function reset() {
   watching?.abort();
+  health?.abort();
+  health = null;
+  quiet = null;
+  $('rpc-banner').hidden = true;
   histories.clear();
   postedTexts.clear();
+  postedRows.clear();
   client = null;
   signer = null;
   token = null;
-  $<HTMLButtonElement>('post-btn').disabled = true;
+  offChain = false;
+  $('faucet-said').textContent = '';
   $('disconnect-btn').hidden = true;
+  $('account').hidden = true;
+  $('funds').hidden = true;
+  $('network').hidden = true;
+  $('connect-btn').hidden = false;
+  updatePost();
 }
 
-async function connect(choice = $<HTMLSelectElement>('wallet-choice').value) {
+/** `p`, or a rejection after `ms` naming what did not answer. */
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(what)), ms))]);
+}
+
+/** The cluster's name for the badge and the faucet: localnet, devnet, testnet, mainnet. */
+let network = '';
+
+async function connect(choice = LOCAL) {
   settings = checkSettings({ ...settings, rpc: $<HTMLInputElement>('rpc').value.trim(), store: $<HTMLInputElement>('store').value.trim(), market: Number($<HTMLInputElement>('market-id').value) });
   saveSettings(settings);
   // nothing read from the cluster before (perhaps another one) stands for this one; nothing
@@ -204,10 +289,28 @@ async function connect(choice = $<HTMLSelectElement>('wallet-choice').value) {
   reset();
   await old?.disconnect().catch(() => {});
   $('wallet').textContent = 'Connecting…';
+  try {
+    await connectTo(choice);
+  } catch (e) {
+    // never "Connecting…" above an error
+    if (!client) $('wallet').textContent = 'Not connected.';
+    throw e;
+  }
+}
+
+async function connectTo(choice: string) {
   const { ws } = endpointsOf({ rpc: settings.rpc, ws: settings.ws });
   const fresh = () => createSolanaRpcSubscriptions(ws);
   const c: KitClient = { rpc: createSolanaRpc(settings.rpc), rpcSubscriptions: fresh() };
-  const genesis = await c.rpc.getGenesisHash().send();
+  const dead = `The cluster at ${settings.rpc} does not answer: check its address in Settings, or start it (scripts/app starts a local one)`;
+  const genesis = await within(c.rpc.getGenesisHash().send(), 8_000, dead).catch((e) => {
+    throw new Error(e instanceof Error && e.message === dead ? dead : `${dead}.`);
+  });
+  // the market named, read before anything else: a market that does not exist is said now
+  const market = await fetchMaybeMarket(c.rpc, await marketAddress(settings.market), { commitment: 'confirmed' }).catch(() => null);
+  if (!market?.exists) {
+    throw new Error(`Market ${settings.market} does not exist on the cluster at ${settings.rpc}: choose a market id that does in Settings (keeper market list prints them)`);
+  }
   let s: Signer;
   if (choice === LOCAL) {
     // the keypair signs for a local cluster only: a loopback host and no public genesis
@@ -233,18 +336,122 @@ async function connect(choice = $<HTMLSelectElement>('wallet-choice').value) {
   client = c;
   freshSubscriptions = fresh;
   saveSession({ settings, wallet: choice });
+  chosen = choice;
+  network = clusterOf(genesis);
+  const badge = $('network');
+  badge.textContent = network;
+  badge.className = `badge ${network}`;
+  badge.hidden = false;
   const cl = $('cluster');
   cl.innerHTML = '';
-  cl.append(`Cluster: ${clusterOf(genesis)} (genesis `, code(genesis), `) at ${settings.rpc} · market ${settings.market} · content store ${settings.store}`);
+  cl.append(`${network} (genesis `, code(genesis), `) at ${settings.rpc} · market ${settings.market} · content store ${settings.store} · stake token `, addrLink(token.mint));
   $('disconnect-btn').hidden = false;
-  await showWallet();
-  // a post under way keeps the button off until it ends
+  $('connect-btn').hidden = true;
+  watchHealth(c);
   offChain = false;
-  $<HTMLButtonElement>('post-btn').disabled = posting;
+  try {
+    await showWallet();
+  } finally {
+    updatePost();
+    // focus where the Connect button was
+    $('disconnect-btn').focus();
+  }
 }
 
 /** Whether the wallet is on another network than the page's cluster (Post stays off). */
 let offChain = false;
+
+/** Post on or off, and why not in words beside it. */
+function updatePost() {
+  const why = !client || !signer
+    ? 'Connect a wallet to post.'
+    : quiet
+      ? `Post is held: ${quiet}`
+      : offChain
+        ? 'Post is held: the wallet is on another network than this page.'
+        : posting
+          ? 'Posting…'
+          : '';
+  $<HTMLButtonElement>('post-btn').disabled = why !== '';
+  $('post-held').textContent = why;
+  $('post-held').hidden = why === '' || posting;
+}
+
+// ---------------------------------------------------------------- the cluster's health
+
+/** What is wrong with the cluster now (`null`: it answers and makes slots). */
+let quiet: string | null = null;
+let health: AbortController | null = null;
+/** Quiet for this long (no answer, or no new slot) and the page says so. */
+const QUIET_MS = 3_000;
+
+/** Asks the cluster for its slot every second, each ask bounded: when it has not answered, or
+ * its slot has not moved, for {@link QUIET_MS} since an ask went out, a banner says so and Post
+ * is held until it answers with a new slot again. A frozen validator accepts connections and
+ * answers nothing, and its websocket goes silent without closing, so only asking tells. A
+ * hidden tab is not asked (browsers throttle its timers), and the count starts again when it
+ * is shown. */
+function watchHealth(c: KitClient) {
+  health?.abort();
+  const me = new AbortController();
+  health = me;
+  let lastSlot = -1n;
+  /** When the cluster last showed it was alive: a new slot, or (at the start, after a hidden
+   * spell) when the page began asking. */
+  let alive = Date.now();
+  let asking = false;
+  const banner = (text: string | null) => {
+    const b = $('rpc-banner');
+    // said once per change: a screen reader announces an alert each time its text changes
+    if (text === null) b.hidden = true;
+    else if (b.hidden || b.dataset.rpc !== settings.rpc) {
+      b.dataset.rpc = settings.rpc;
+      b.textContent = text;
+      b.hidden = false;
+    }
+  };
+  const tick = () => {
+    if (me.signal.aborted) return;
+    if (document.hidden) {
+      alive = Date.now();
+      return;
+    }
+    if (Date.now() - alive > QUIET_MS && !quiet) {
+      quiet = `the cluster at ${settings.rpc} is not answering (no new slot for ${Math.round(QUIET_MS / 1000)} s or more). What is shown may be out of date.`;
+      banner(`RPC not answering: ${quiet} Posting is held until it answers again.`);
+      updatePost();
+    }
+    if (asking) return;
+    asking = true;
+    const timeout = new AbortController();
+    const timer = setTimeout(() => timeout.abort(), 2_500);
+    const stop = () => timeout.abort();
+    me.signal.addEventListener('abort', stop);
+    c.rpc
+      .getSlot({ commitment: 'processed' })
+      .send({ abortSignal: timeout.signal })
+      .then((slot) => {
+        if (slot <= lastSlot || me.signal.aborted) return;
+        lastSlot = slot;
+        alive = Date.now();
+        if (quiet) {
+          quiet = null;
+          banner(null);
+          toast('The cluster answers again', 'ok', undefined, 4_000);
+          updatePost();
+        }
+      })
+      .catch(() => {})
+      .finally(() => {
+        clearTimeout(timer);
+        me.signal.removeEventListener('abort', stop);
+        asking = false;
+      });
+  };
+  const timer = setInterval(tick, 1_000);
+  me.signal.addEventListener('abort', () => clearInterval(timer));
+  tick();
+}
 
 /** A change made in the wallet: another account reconnects, a disconnect stops posting until
  * the person connects again, another network until the wallet comes back. */
@@ -255,18 +462,19 @@ function onWalletChange(name: string, change: WalletChange) {
     void disconnect().then(() => showError(new Error(`${name} disconnected: connect again to post`)));
   } else if (change.kind === 'chain') {
     offChain = true;
-    $<HTMLButtonElement>('post-btn').disabled = true;
+    updatePost();
     showError(new Error(`${name} switched to ${change.chains.join(', ')}; this page is connected to ${settings.rpc}: switch the wallet back, or connect to that cluster`));
   } else if (offChain) {
     offChain = false;
     clearError();
-    $<HTMLButtonElement>('post-btn').disabled = posting || !client;
+    updatePost();
   }
 }
 
 async function disconnect() {
   const old = connection;
   connection = null;
+  chosen = undefined;
   reset();
   saveSession(null);
   sessionStorage.removeItem(WATCHING);
@@ -281,9 +489,75 @@ async function showWallet() {
   const sol = (await client.rpc.getBalance(me, { commitment: 'confirmed' }).send()).value;
   const tokens = await tokenBalance(client.rpc, await tokenAccountOf(me, token!.mint));
   $('wallet').innerHTML = '';
-  $('wallet').append(`${signer.label}: `, code(me), ` · ${sol9(sol)} SOL · `, spanId('tokens', tk(tokens)), ` ${unit()}`);
-  if (sol === lamports(0n)) throw new Error(`the wallet ${me} has no SOL to pay fees: on localnet, solana airdrop 1 ${me} -u ${settings.rpc}`);
+  $('wallet').append(`${signer.label}: `, addrLink(me), ` · ${sol9(sol)} SOL · `, spanId('tokens', tk(tokens)), ` ${unit()}`);
+  $('account-short').textContent = `${me.slice(0, 4)}…${me.slice(-4)}`;
+  $<HTMLAnchorElement>('account-link').href = explorer('address', me);
+  $('account').hidden = false;
+  // test clusters: a faucet (never on mainnet or testnet)
+  $('funds').hidden = !(network === 'localnet' || network === 'devnet');
+  updatePost();
+  if (sol === lamports(0n)) {
+    throw new Error(`your wallet has no SOL to pay network fees${$('funds').hidden ? ': send it some' : ': "Get test SOL and tokens" funds it'}`);
+  }
 }
+
+/** SOL from the cluster's airdrop, and stake tokens from the faucet the settings name
+ * (`keeper faucet`, which scripts/app starts; its mint checked to be this market's), for the
+ * connected wallet; each asked on its own, each bounded; test clusters only. */
+async function faucet() {
+  if (!client || !signer) throw new Error('connect a wallet first');
+  if (!(network === 'localnet' || network === 'devnet')) throw new Error(`there is no faucet on ${network}`);
+  const me = signer.signer.address;
+  const rpc = client.rpc;
+  $('faucet-said').textContent = `asking for 1 SOL${settings.faucet ? ` and ${unit()}` : ''}…`;
+  const sol = (async () => {
+    const sig = await within(rpc.requestAirdrop(me, lamports(1_000_000_000n), { commitment: 'confirmed' }).send(), 30_000, 'no answer in 30 s').catch((e) => {
+      throw new Error(`the cluster's airdrop refused (${(e as Error).message}): on devnet it is rate-limited, try again later or use faucet.solana.com`);
+    });
+    toast('1 SOL airdrop sent', 'info', sig);
+    for (let i = 0; i < 40; i++) {
+      const st = (await rpc.getSignatureStatuses([sig]).send()).value[0];
+      if (st?.err) throw new Error('the airdrop failed on chain');
+      if (st?.confirmationStatus === 'confirmed' || st?.confirmationStatus === 'finalized') return '1 SOL';
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    throw new Error('the airdrop was not confirmed in 20 s: check your balance in a while');
+  })();
+  const tokens = (async () => {
+    if (!settings.faucet) return null;
+    const base = settings.faucet.replace(/\/$/, '');
+    const ask = (path: string, init?: RequestInit) =>
+      fetch(`${base}${path}`, { credentials: 'omit', signal: AbortSignal.timeout(30_000), ...init }).catch(() => {
+        throw new Error(`the token faucet at ${settings.faucet} does not answer: is it running (scripts/app starts it)?`);
+      });
+    const info = await (await ask('/')).json().catch(() => ({}));
+    if (info.mint !== token?.mint) throw new Error(`the token faucet at ${settings.faucet} gives ${typeof info.mint === 'string' ? `the mint ${info.mint}` : 'no known mint'}, not this market's stake token: check the settings' faucet`);
+    const r = await ask(`/fund/${me}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const body = await r.json().catch(() => ({}));
+    if (!r.ok) throw new Error(`the token faucet said no: ${typeof body.error === 'string' ? body.error : `HTTP ${r.status}`}`);
+    const amount = `${/^[0-9.]+$/.test(String(body.amount)) ? body.amount : '?'} ${unit()}`;
+    toast(`${amount} minted to you`, 'ok', typeof body.signature === 'string' && isSignature(body.signature) ? body.signature : undefined);
+    return amount;
+  })();
+  const [a, b] = await Promise.allSettled([sol, tokens]);
+  const got = [a, b].flatMap((x) => (x.status === 'fulfilled' && x.value ? [x.value] : []));
+  const failed = [a, b].flatMap((x) => (x.status === 'rejected' ? [(x.reason as Error).message] : []));
+  $('faucet-said').textContent = got.length ? `funded: ${got.join(' and ')}` : '';
+  await showWallet().catch(() => {});
+  if (failed.length) throw new Error(failed.join('; '));
+}
+$('faucet-btn').addEventListener('click', () => {
+  const b = $<HTMLButtonElement>('faucet-btn');
+  if (b.disabled) return;
+  b.disabled = true;
+  clearError();
+  faucet()
+    .catch((e) => {
+      $('faucet-said').textContent = '';
+      showError(e);
+    })
+    .finally(() => (b.disabled = false));
+});
 
 /** Lamports in SOL. */
 const sol9 = (l: bigint) => toUiAmount(BigInt(l), 9);
@@ -312,7 +586,6 @@ function spanId(id: string, s: string) {
   c.textContent = s;
   return c;
 }
-
 // ---------------------------------------------------------------- post
 
 const pad = new Pad($<HTMLCanvasElement>('pad'));
@@ -430,14 +703,14 @@ function batchRows(bytes: Uint8Array, features: number): Int8Array[] {
   return Array.from({ length: rows }, (_, r) => new Int8Array(data.slice(r * cols, (r + 1) * cols).buffer));
 }
 
-async function prepare(): Promise<{ prepared: PreparedJob; model: ModelInfo; what: string; texts?: string[] }> {
+async function prepare(): Promise<{ prepared: PreparedJob; model: ModelInfo; what: string; texts?: string[]; rows?: Int8Array[] }> {
   switch (kind()) {
     case 'digit': {
       const row = pad.row();
       const rows = row ? [...batch, row] : [...batch];
       if (rows.length === 0) throw new Error('draw a digit on the pad first');
       const m = model('digits');
-      return { prepared: await mlpJob(m, rows), model: m, what: rows.length === 1 ? 'a drawn digit' : `${rows.length} drawn digits` };
+      return { prepared: await mlpJob(m, rows), model: m, what: rows.length === 1 ? 'a drawn digit' : `${rows.length} drawn digits`, rows };
     }
     case 'sentences': {
       const texts = $<HTMLTextAreaElement>('sentences').value.split('\n').map((t) => t.trim()).filter((t) => t !== '');
@@ -458,7 +731,10 @@ async function prepare(): Promise<{ prepared: PreparedJob; model: ModelInfo; wha
       if (!f) throw new Error('choose a file first');
       const m = model($<HTMLSelectElement>('file-model').value);
       const bytes = new Uint8Array(await f.arrayBuffer());
-      if (m.kind === 'mlp') return { prepared: await mlpJob(m, batchRows(bytes, m.features)), model: m, what: f.name };
+      if (m.kind === 'mlp') {
+        const rows = batchRows(bytes, m.features);
+        return { prepared: await mlpJob(m, rows), model: m, what: f.name, rows };
+      }
       let text: string;
       try {
         text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
@@ -495,7 +771,7 @@ function postStage(text: string, sig?: string) {
 async function post() {
   if (!client || !signer) throw new Error('connect first');
   const terms = readTerms();
-  const { prepared, model: m, what, texts } = await prepare();
+  const { prepared, model: m, what, texts, rows } = await prepare();
   await checkTerms(terms, prepared.job);
   await assertHoldsTokens(client, signer.signer.address, terms.reward, 'the reward');
   // the model must be on the store the providers will fetch from
@@ -506,7 +782,7 @@ async function post() {
   // the post stops it
   const who = signer;
   const same = () => {
-    if (signer !== who || !client) throw new Error('the wallet changed during the post: nothing was signed, post again');
+    if (signer !== who || !client) throw new Error('the wallet changed during the post: nothing was sent, post again');
   };
   const taskId = await postId(prepared.job, terms);
   const args = {
@@ -525,20 +801,57 @@ async function post() {
   const built = await buildTransaction(client.rpc, signer.signer, instructions);
   await confirmSummary(terms, built, what);
   same();
-  // the data goes to the store only once the person has said yes
-  postStage(`uploading ${what}…`);
-  for (const part of prepared.parts) await uploadContent(settings.store, part);
-  await uploadContent(settings.store, prepared.manifest);
-  same();
-  postStage(`signing with ${who.label}…`);
-  // the instructions summarized, with the limit and fee summarized (the reward was checked
-  // against the balance before the summary)
-  const signature = await sendInstructions(client!, who.signer, instructions, {
-    computeUnits: built.computeUnits,
-    priorityFee: built.priorityFee,
-    onSent: (sig) => postStage('sent, waiting for the cluster to confirm it…', sig),
-  });
+  const upload = async () => {
+    postStage(`uploading ${what} to ${settings.store}…`);
+    for (const part of prepared.parts) await uploadContent(settings.store, part);
+    await uploadContent(settings.store, prepared.manifest);
+  };
+  const fees = { computeUnits: built.computeUnits, priorityFee: built.priorityFee };
+  const onSent = (sig: string) => {
+    postStage('sent, waiting for the cluster to confirm it…', sig);
+    toast('Post sent: waiting for confirmation', 'info', sig);
+  };
+  postStage(`waiting for ${who.label} to sign…`);
+  let signature: string;
+  let uploaded = false;
+  try {
+    // the person's data leaves the browser only once they have signed: the signed transaction
+    // names its content address (the job's input hash), then it is uploaded, then sent
+    let signed = await signInstructions(client, who.signer, instructions, fees);
+    same();
+    if (signed) {
+      await upload();
+      uploaded = true;
+      same();
+      // a slow upload (or a long look in the wallet) can outlast the blockhash: signed again
+      // on a fresh one (the data is up), never sent to fail
+      const height = await client!.rpc.getBlockHeight({ commitment: 'confirmed' }).send();
+      if (height + 10n >= signed.lastValidBlockHeight) {
+        postStage(`the signature expired while uploading: sign once more with ${who.label} (your data is uploaded)…`);
+        signed = (await signInstructions(client!, who.signer, instructions, fees))!;
+        same();
+      }
+      signature = await sendSigned(client!, signed, onSent);
+    } else {
+      // a wallet that only signs and sends in one step: the data must be there before it sends
+      await upload();
+      uploaded = true;
+      same();
+      signature = await sendInstructions(client!, who.signer, instructions, { ...fees, onSent });
+    }
+  } catch (e) {
+    if (e instanceof SignRejected) {
+      throw new Error(
+        uploaded
+          ? `You rejected the post in ${e.wallet}: nothing was signed or sent (your data is on ${settings.store}: ${who.label} signs and sends in one step, so it was uploaded before it asked).`
+          : `You rejected the post in ${e.wallet}: nothing was signed, sent or uploaded.`,
+      );
+    }
+    throw e;
+  }
+  toast('Task posted and confirmed', 'ok', signature);
   if (texts) postedTexts.set(task, texts);
+  if (rows) postedRows.set(task, rows);
   sessionStorage.removeItem(NONCE); // the next post is a new task
   if (kind() === 'digit') {
     batch.length = 0;
@@ -568,8 +881,8 @@ async function confirmSummary(terms: ReturnType<typeof readTerms>, built: { comp
   const fee = 5_000n + (BigInt(built.computeUnits) * built.priorityFee + 999_999n) / 1_000_000n;
   const rows: [string, string][] = [
     ['Posting', what],
-    ['Reward', `${tk(terms.reward)} ${unit()}, held in the task's escrow: paid to the provider and verifiers if the result is accepted (less the protocol's ${params.feeBps / 100}% fee), refunded to you otherwise`],
-    ['Bonds', `the provider bonds ${tk(bps(terms.reward, params.providerBondBps))} and each verifier ${tk(bps(terms.reward, params.verifierBondBps) || 1n)} of their own stake, slashed if they are wrong; nothing of yours`],
+    ['Reward', `${amt(terms.reward)}, held in the task's escrow: paid to the provider and verifiers if the result is accepted (less the protocol's ${params.feeBps / 100}% fee), refunded to you otherwise`],
+    ['Bonds', `the provider bonds ${amt(bps(terms.reward, params.providerBondBps))} and each verifier ${amt(bps(terms.reward, params.verifierBondBps) || 1n)} of their own stake, slashed if they are wrong; nothing of yours`],
     ['Network fee', `${sol9(fee)} SOL (${built.computeUnits.toLocaleString('en')} compute units, priority fee ${built.priorityFee} micro-lamports a unit)`],
     ['Rent', `${sol9(held)} SOL for the task's accounts, returned to you when it closes`],
   ];
@@ -644,16 +957,23 @@ function setStatus(s: string) {
   el.className = `status ${s}`;
 }
 
+/** How long until `deadline` from `slot`, in time (a slot is about 0.4 s). */
+function inTime(deadline: bigint, slot: bigint): string {
+  if (deadline <= slot) return 'now';
+  const s = Math.round(Number(deadline - slot) * SLOT_SECONDS);
+  return s < 60 ? `in about ${s} s` : s < 3600 ? `in about ${Math.floor(s / 60)} min ${s % 60} s` : `in about ${(s / 3600).toFixed(1)} h`;
+}
+
 function phaseOf(t: Task, slot: bigint): string {
   const s = TaskStatus[t.status];
   const r = t.rounds[t.round];
   switch (t.status) {
     case TaskStatus.Open:
-      return `waiting for a provider until slot ${t.openDeadline} (now ${slot})`;
+      return `waiting for a provider: it expires ${inTime(t.openDeadline, slot)} if none claims it`;
     case TaskStatus.Claimed:
-      return `claimed by node ${t.provider}, result due by slot ${t.submitDeadline}`;
+      return `claimed by a provider, its result due ${inTime(t.submitDeadline, slot)}`;
     case TaskStatus.Verifying:
-      return `verifying, round ${t.round}: ${r.seats}/${r.quorum} seats, ${r.committed} committed (until slot ${t.commitDeadline}), ${r.revealed} revealed (until ${t.revealDeadline}); seed ${t.seedDrawn ? 'drawn' : 'not drawn yet'}`;
+      return `verifying, round ${t.round + 1}: ${r.seats} of ${r.quorum} verifiers seated, ${r.committed} votes committed (closes ${inTime(t.commitDeadline, slot)}), ${r.revealed} revealed (closes ${inTime(t.revealDeadline, slot)})`;
     default:
       return `${s}: ${r.valid} valid, ${r.invalid} invalid, ${r.revealed - r.valid - r.invalid} unavailable of ${r.revealed} revealed${r.majority >= 3 ? ` (${verdictName(r.majority)})` : ''}`;
   }
@@ -666,18 +986,19 @@ const AVAILABILITY_OUTCOMES: Record<number, string> = { 1: 'answered: the tiles 
 const VOTE_NAMES: Record<number, string> = { 1: 'valid', 2: 'invalid', 3: 'unavailable' };
 
 function describeEvent(name: string, d: Record<string, unknown>): string {
-  const short = (a: unknown) => `${String(a).slice(0, 6)}…`;
+  // an account, marked for renderHistory to show as its explorer link
+  const short = (a: unknown) => `\u0000${String(a)}\u0000`;
   switch (name) {
     case 'TaskPosted':
-      return `posted, reward ${tk(d.reward)}, quorum ${d.quorum}, samples ${d.samples}`;
+      return `posted, reward ${amt(d.reward)}, quorum ${d.quorum}, samples ${d.samples}`;
     case 'TaskClaimed':
-      return `claimed by ${short(d.provider)}, bond ${tk(d.bond)}`;
+      return `claimed by ${short(d.provider)}, bond ${amt(d.bond)}`;
     case 'ResultSubmitted':
       return `result committed, root ${hex(d.result_root as Uint8Array).slice(0, 12)}…`;
     case 'SeedDrawn':
       return `seed drawn (round ${d.round}) from slot ${d.hashed_slot}`;
     case 'VerifierJoined':
-      return `verifier ${short(d.verifier)} took seat ${d.seat} (holds ${tk(d.held)}; ${d.seats} seats taken), bond ${tk(d.bond)}`;
+      return `verifier ${short(d.verifier)} took seat ${d.seat} (holds ${amt(d.held)}; ${d.seats} seats taken), bond ${amt(d.bond)}`;
     case 'VerifierDisplaced':
       return `verifier ${short(d.displaced)} displaced from seat ${d.seat} by ${short(d.by)}`;
     case 'VoteCommitted':
@@ -685,19 +1006,19 @@ function describeEvent(name: string, d: Record<string, unknown>): string {
     case 'VoteRevealed':
       return `vote revealed by ${short(d.verifier)}: ${VOTE_NAMES[d.vote as number] ?? `vote ${d.vote}`} (${d.seats} seat${d.seats === 1 ? '' : 's'})`;
     case 'TaskFinalized':
-      return `finalized ${d.status}${(d.majority as number) >= 3 ? ` (${(d.majority as number) === 3 ? 'withheld' : verdictName(d.majority as number)})` : ''}: ${d.valid} valid, ${d.invalid} invalid, ${d.unavailable} unavailable; provider paid ${tk(d.provider_paid)}, slashed ${tk(d.provider_slashed)}; fee ${tk(d.fee)}`;
+      return `finalized ${d.status}${(d.majority as number) >= 3 ? ` (${(d.majority as number) === 3 ? 'withheld' : verdictName(d.majority as number)})` : ''}: ${d.valid} valid, ${d.invalid} invalid, ${d.unavailable} unavailable; provider paid ${amt(d.provider_paid)}, slashed ${amt(d.provider_slashed)}; fee ${amt(d.fee)}`;
     case 'VoteSettled':
-      return `vote of ${short(d.verifier)} settled: paid ${tk(d.paid)}, slashed ${tk(d.slashed)}`;
+      return `vote of ${short(d.verifier)} settled: paid ${amt(d.paid)}, slashed ${amt(d.slashed)}`;
     case 'TaskConcluded':
-      return `concluded ${d.status}${(d.majority as number) >= 3 ? ` (${verdictName(d.majority as number)})` : ''}: provider paid ${tk(d.provider_paid)}, slashed ${tk(d.provider_slashed)}; fee ${tk(d.fee)}`;
+      return `concluded ${d.status}${(d.majority as number) >= 3 ? ` (${verdictName(d.majority as number)})` : ''}: provider paid ${amt(d.provider_paid)}, slashed ${amt(d.provider_slashed)}; fee ${amt(d.fee)}`;
     case 'AvailabilityOpened':
       return d.kind === KIND_CHALLENGE
-        ? `availability challenged by ${short(d.opener)}: tiles ${(d.tiles as number[]).join(', ')} to be published on chain by slot ${d.answer_deadline}, bond ${tk(d.bond)}`
+        ? `availability challenged by ${short(d.opener)}: tiles ${(d.tiles as number[]).join(', ')} to be published on chain by slot ${d.answer_deadline}, bond ${amt(d.bond)}`
         : `withheld verdict contested by its provider: tiles ${(d.tiles as number[]).join(', ')} (drawn from the seed) to be published on chain by slot ${d.answer_deadline}`;
     case 'AvailabilityPublished':
       return `chunk ${d.chunk} of tile ${d.tile} published on chain, proven against the root (${d.chunks_left} chunk${d.chunks_left === 1 ? '' : 's'} left)`;
     case 'AvailabilityEnded':
-      return `${d.kind === KIND_CHALLENGE ? 'availability challenge' : 'contest'} ${AVAILABILITY_OUTCOMES[d.outcome as number] ?? `ended (${d.outcome})`}${d.bond_forfeit ? `, bond ${tk(d.bond_forfeit)} forfeit to the treasury` : ''}; verdict ${d.status}${(d.majority as number) >= 3 ? ` (${verdictName(d.majority as number)})` : ''}`;
+      return `${d.kind === KIND_CHALLENGE ? 'availability challenge' : 'contest'} ${AVAILABILITY_OUTCOMES[d.outcome as number] ?? `ended (${d.outcome})`}${d.bond_forfeit ? `, bond ${amt(d.bond_forfeit)} forfeit to the treasury` : ''}; verdict ${d.status}${(d.majority as number) >= 3 ? ` (${verdictName(d.majority as number)})` : ''}`;
     case 'AvailabilityClosed':
       return `availability account closed by ${short(d.opener)}, its rent returned`;
     case 'TaskCancelled':
@@ -705,7 +1026,9 @@ function describeEvent(name: string, d: Record<string, unknown>): string {
     case 'TaskExpired':
       return 'expired: no provider claimed it in time';
     case 'TaskClosed':
-      return `closed ${d.status}, ${tk(d.refunded)} refunded`;
+      return `closed ${d.status}, ${amt(d.refunded)} refunded`;
+    case 'failed transaction':
+      return 'failed: a keeper lost a race (another took the claim, seat or crank first); nothing changed';
     default:
       return name;
   }
@@ -714,15 +1037,23 @@ function describeEvent(name: string, d: Record<string, unknown>): string {
 function renderHistory(h: HistoryEntry[]) {
   const ol = $('timeline');
   ol.innerHTML = '';
+  const failed = h.filter((e) => e.failed).length;
+  $('timeline-count').textContent = `(${h.length - failed}${failed ? `, and ${failed} failed` : ''})`;
+  $('failed-said').textContent = failed
+    ? `${failed} failed transaction${failed === 1 ? '' : 's'}: keepers raced for the same claim, seat or crank, and the ones that lost the race were refused; nothing changed (only their fees were spent, by the keepers, not you). Hidden unless you ask.`
+    : '';
+  $('failed-said').hidden = failed === 0;
+  $('show-failed').closest('label')!.hidden = failed === 0;
   for (const e of h) {
     for (const ev of e.events.length ? e.events : [{ name: e.failed ? 'failed transaction' : 'transaction', data: {} }]) {
       const li = document.createElement('li');
       li.dataset.event = ev.name;
+      if (e.failed) li.dataset.failed = '';
       const when = e.blockTime ? new Date(Number(e.blockTime) * 1000).toLocaleTimeString() : '';
       const slot = document.createElement('span');
       slot.className = 'slot';
       slot.textContent = `slot ${e.slot} ${when} `;
-      li.append(slot, `${describeEvent(ev.name, ev.data)} `, txLink(e.signature));
+      li.append(slot, ...describeEvent(ev.name, ev.data).split('\u0000').map((part, i) => (i % 2 ? addrLink(part) : part)), ' ', txLink(e.signature));
       ol.append(li);
     }
   }
@@ -799,7 +1130,7 @@ function explain(outcome: string | undefined, t?: Task, majority?: number): stri
     case 'Undecided':
       return 'Undecided: the verifiers reached no majority (too few seats were filled or votes revealed in time, or they split), even after a second round. Your reward, and anything a late provider forfeited, is refunded when the task closes; the provider’s bond is released. You can post it again, perhaps with a smaller quorum.';
     case 'Expired':
-      return `Expired: no provider claimed it before its open window ended${t ? ` (slot ${t.openDeadline})` : ''}. Nothing was computed; your reward is refunded at its close (anyone may close it; the market’s crank does). Post again, perhaps with a larger reward or another region.`;
+      return `Expired: no provider claimed it before its open window ended. Nothing was computed; your reward is refunded at its close (anyone may close it; the market’s crank does). Post again, perhaps with a larger reward or another region.`;
     case 'Cancelled':
       return 'Cancelled: you withdrew it before a provider claimed it. Your reward is refunded at its close (anyone may close it; the market’s crank does).';
     case 'Rejected':
@@ -817,8 +1148,9 @@ async function watch(task: Address, postedIn?: string) {
   sessionStorage.setItem(WATCHING, task);
   clearError('watch-error');
   $('task-address').textContent = task;
+  $<HTMLAnchorElement>('task-link').href = explorer('address', task);
   setStatus('…');
-  for (const id of ['timeline', 'stages', 'result', 'phase', 'explain', 'connection', 'availability-text', 'availability-state']) $(id).innerHTML = '';
+  for (const id of ['timeline', 'stages', 'result', 'phase', 'explain', 'connection', 'availability-text', 'availability-state', 'timeline-count', 'failed-said']) $(id).innerHTML = '';
   $('cancel-btn').hidden = true;
   $('availability').hidden = true;
   $('challenge-btn').hidden = true;
@@ -932,8 +1264,11 @@ $('cancel-btn').addEventListener('click', () => {
   if (btn.disabled || !client || !signer) return;
   btn.disabled = true;
   clearError('watch-error');
-  sendInstructions(client, signer.signer, [getCancelTaskInstruction({ task, client: signer.signer })])
-    .then(() => ($('explain').textContent = 'Cancelled: the reward is refunded when the task closes.'))
+  sendInstructions(client, signer.signer, [getCancelTaskInstruction({ task, client: signer.signer })], { onSent: (sig) => toast('Cancel sent: waiting for confirmation', 'info', sig) })
+    .then((sig) => {
+      toast('Cancelled', 'ok', sig);
+      $('explain').textContent = 'Cancelled: the reward is refunded when the task closes.';
+    })
     .catch((e) => showError(e, 'watch-error'))
     .finally(() => (btn.disabled = false));
 });
@@ -966,7 +1301,7 @@ async function offerChallenge(task: Address, e: ResultNotServed, signal: AbortSi
   }
   if (e.challengeBy === undefined || !availabilityChallengeable(t.data) || most === 0) return;
   const bond = availabilityBond(t.data);
-  btn.textContent = `Challenge availability (bond ${tk(bond)} ${unit()})`;
+  btn.textContent = `Challenge availability (bond ${amt(bond)})`;
   btn.hidden = false;
   $('availability-state').textContent = `A challenge names tiles ${challenging.tiles.join(', ')}; the provider must publish them on chain within the market's dispute window or lose its bond.${signer ? '' : ' Connect a wallet to challenge.'}`;
   btn.disabled = false;
@@ -1006,8 +1341,8 @@ async function challenge(): Promise<Address> {
   await askToSign(
     'challenge-summary',
     [
-      ['Challenging', `the availability of task ${task}'s result: its provider must publish tiles ${tiles.join(', ')} on chain, each proven against the root, within ${t.data.disputeWindow} slots`],
-      ['Bond', `${tk(bond)} ${unit()} from your stake-token account: returned if the provider does not publish them (it is then slashed and your reward refunded in full); forfeit to the treasury if it does`],
+      ['Challenging', `the availability of task ${task}'s result: its provider must publish tiles ${tiles.join(', ')} on chain, each proven against the root, ${inTime(BigInt(t.data.disputeWindow), 0n).replace('in about', 'within about')}`],
+      ['Bond', `${amt(bond)} from your stake-token account: returned if the provider does not publish them (it is then slashed and your reward refunded in full); forfeit to the treasury if it does`],
       ['Network fee', `${sol9(fee)} SOL (${built.computeUnits.toLocaleString('en')} compute units, priority fee ${built.priorityFee} micro-lamports a unit)`],
       ['Rent', `${sol9(rent)} SOL for the challenge's account (the published tiles), returned to you when you close it after it ends`],
     ],
@@ -1052,15 +1387,15 @@ async function follow(task: Address, account: Address, signal: AbortSignal) {
     if (f.state === AVAILABILITY_OPEN) {
       state.textContent =
         slot <= f.answerDeadline
-          ? `Challenge open: the provider must publish tiles ${f.tiles.slice(0, f.tileCount).join(', ')} on chain by slot ${f.answerDeadline} (now ${slot}); ${f.chunksLeft} chunk${f.chunksLeft === 1 ? '' : 's'} of 1 KiB left to prove.`
-          : `The deadline (slot ${f.answerDeadline}) has passed unanswered: once the challenge is timed out (anyone may; the market’s crank does), the provider is slashed and your reward refunded in full.`;
+          ? `Challenge open: the provider must publish tiles ${f.tiles.slice(0, f.tileCount).join(', ')} on chain, its deadline ${inTime(f.answerDeadline, slot)}; ${f.chunksLeft} chunk${f.chunksLeft === 1 ? '' : 's'} of 1 KiB left to prove.`
+          : `The deadline has passed unanswered: once the challenge is timed out (anyone may; the market’s crank does), the provider is slashed and your reward refunded in full.`;
     } else if (f.state === AVAILABILITY_ANSWERED) {
       state.textContent = 'Answered: the provider published the tiles on chain, each chunk proven against the root by the program (your bond went to the treasury). Fetching the result with them…';
       $('challenge-btn').hidden = true;
       challenging?.answered();
       return;
     } else if (f.state === AVAILABILITY_FAILED) {
-      state.textContent = `Failed: the provider did not publish the tiles by slot ${f.answerDeadline}. The verdict is now unserved (Rejected): the provider’s whole bond is slashed, part of it paid to you, your reward is refunded in full when the task closes, and your challenge bond is returned.`;
+      state.textContent = `Failed: the provider did not publish the tiles by the deadline. The verdict is now unserved (Rejected): the provider’s whole bond is slashed, part of it paid to you, your reward is refunded in full when the task closes, and your challenge bond is returned.`;
       $('challenge-btn').hidden = true;
       return;
     } else {
@@ -1115,36 +1450,75 @@ async function showResult(task: Address, signal: AbortSignal, verified = true) {
         ? 'published on chain by the provider under an availability challenge, each chunk proven by the program'
         : `served by ${from}; tiles ${fetched.published.join(', ')} published on chain under an availability challenge`;
   p.textContent = verified
-    ? `Verified: all ${count} tiles (${source}) hash to the root ${hex(c.root).slice(0, 16)}… committed on chain.`
+    ? `Verified: ${count === 1 ? `its one tile (${source}) hashes` : `all ${count} tiles (${source}) hash`} to the root ${hex(c.root).slice(0, 16)}… committed on chain.`
     : `Not yet verified: the provider committed this result (${source}, hashing to the root ${hex(c.root).slice(0, 16)}… on chain); the verifiers are checking it.`;
   if (!verified) p.id = 'unverified';
   box.append(p);
   if (c.job.kind === JobKind.Mlp) {
     const rows = mlpClasses(c.job, tiles);
-    if (rows.length === 1) {
+    // each class beside the digit it was read from, when this browser posted it
+    const drawn = postedRows.get(task);
+    if (rows.length === 1 && !drawn) {
       const big = document.createElement('div');
       big.id = 'result-class';
       big.textContent = String(rows[0].class);
       box.append('The market read it as ', big);
     } else {
-      box.append(table(['row', 'class'], rows.map((r, i) => [String(i + 1), String(r.class)]), 'result-classes'));
+      const ul = document.createElement('ul');
+      ul.className = 'digits';
+      ul.setAttribute('aria-label', 'Each digit and the class the market read');
+      rows.forEach((r, i) => {
+        const li = document.createElement('li');
+        if (drawn?.length === rows.length) {
+          const cv = document.createElement('canvas');
+          cv.width = 8;
+          cv.height = 8;
+          cv.setAttribute('role', 'img');
+          cv.setAttribute('aria-label', `digit ${i + 1} as drawn`);
+          paintRow(cv, drawn[i]);
+          li.append(cv);
+        }
+        const cls = document.createElement('span');
+        cls.className = 'class';
+        cls.textContent = String(r.class);
+        li.append(cls);
+        ul.append(li);
+      });
+      box.append(ul);
+      // the same as a table, for screen readers and scripts
+      const t = table(['row', 'class'], rows.map((r, i) => [String(i + 1), String(r.class)]), 'result-classes');
+      t.className = 'visually-hidden';
+      box.append(t);
     }
   } else if (c.job.kind === JobKind.Encoder) {
     const e = embeddings(c.job, tiles);
+    // a heat map that fits its box at any width (fixed layout, two decimals)
     const t = table(
-      ['', ...e.map((_, i) => `#${i + 1}`)],
-      e.map((a, i) => [`#${i + 1}`, ...e.map((b) => cosine(a, b).toFixed(3))]),
+      ['', ...e.map((_, i) => `${i + 1}`)],
+      e.map((a, i) => [`${i + 1}`, ...e.map((b) => cosine(a, b).toFixed(2))]),
       'similarity',
     );
     t.classList.add('sim');
+    // the corner names what the rows and columns are (an empty header is a puzzle to a screen reader)
+    const corner = document.createElement('span');
+    corner.className = 'visually-hidden';
+    corner.textContent = 'Text';
+    t.rows[0].cells[0].replaceChildren(corner);
+    // the exact value beside the two decimals shown
+    e.forEach((a, i) => e.forEach((b, j) => (t.rows[i + 1].cells[j + 1].dataset.value = String(cosine(a, b)))));
+    const cap = t.createCaption();
+    cap.className = 'visually-hidden';
+    cap.textContent = 'Cosine similarity of each pair of texts (row and column numbers are the texts below)';
     t.querySelectorAll('td').forEach((td) => {
       const v = Number(td.textContent);
-      if (Number.isNaN(v)) return;
+      if (Number.isNaN(v) || td.cellIndex === 0) return;
       const [bg, fg] = shade(Math.max(0, v));
       td.style.background = bg;
       td.style.color = fg;
     });
-    box.append('Cosine similarity of the verified embeddings:', t);
+    const head = document.createElement('p');
+    head.textContent = 'How alike the texts are (cosine similarity of their verified embeddings, 1 the same meaning):';
+    box.append(head, t);
     const texts = postedTexts.get(task);
     if (texts?.length === e.length) {
       const ol = document.createElement('ol');
@@ -1220,7 +1594,7 @@ async function showMarket() {
   const market = await marketAddress(settings.market);
   const m = (await fetchMarket(client.rpc, market)).data;
   const name = new TextDecoder().decode(m.name).replace(/\0+$/, '');
-  $('market-summary').textContent = `market ${settings.market} "${name}": ${m.providers} providers, ${m.verifiers} verifiers, verifier stake ${m.verifierStake}; quorum ${m.quorum}, samples ${m.samples}`;
+  $('market-summary').textContent = `Market ${settings.market} "${name}": ${m.providers} providers and ${m.verifiers} verifiers (${amt(m.verifierStake)} staked by verifiers); by default ${m.quorum} verifiers check ${m.samples} samples of each result.`;
   const nodes = await nodesOf(client.rpc, market);
   const role = (r: number) => [(r & 1) && 'provider', (r & 2) && 'verifier'].filter(Boolean).join('+');
   $('nodes').replaceWith(
@@ -1229,8 +1603,8 @@ async function showMarket() {
       nodes.map(({ address, data: n }) => [
         `${address.slice(0, 8)}…`,
         role(n.roles),
-        String(n.free + n.bonded),
-        String(n.bonded),
+        amt(n.free + n.bonded),
+        amt(n.bonded),
         String(n.hardware.gflops),
         String(n.hardware.memoryGb),
         String(n.hardware.region),
@@ -1244,7 +1618,7 @@ async function showMarket() {
   const live = await tasksOf(client.rpc, market);
   const recent = (JSON.parse(localStorage.getItem('cm.recent') ?? '[]') as Address[]).slice(0, 10);
   const measured: Measured[] = [];
-  const rows: string[][] = live.map(({ address, data: t }) => [`${address.slice(0, 8)}…`, TaskStatus[t.status], tk(t.reward), String(t.tileCount)]);
+  const rows: string[][] = live.map(({ address, data: t }) => [`${address.slice(0, 8)}…`, TaskStatus[t.status], amt(t.reward), String(t.tileCount)]);
   for (const addr of recent.filter((a) => !live.some((l) => l.address === a))) {
     const h = await historyOf(addr);
     const mm = measuredOf(h);
@@ -1252,6 +1626,16 @@ async function showMarket() {
     rows.push([`${addr.slice(0, 8)}…`, `${outcomeOf(h) ?? '?'} (closed)`, '', '']);
   }
   $('tasks').replaceWith(table(['task', 'status', 'reward', 'tiles'], rows, 'tasks'));
+  // each account its explorer link
+  const linked = (id: string, addresses: string[]) =>
+    $(id)
+      .querySelectorAll('tr')
+      .forEach((tr, i) => {
+        const cell = (tr as HTMLTableRowElement).cells[0];
+        if (i > 0 && addresses[i - 1] && cell?.tagName === 'TD') cell.replaceChildren(addrLink(addresses[i - 1]));
+      });
+  linked('nodes', nodes.map((n) => n.address));
+  linked('tasks', [...live.map((l) => l.address), ...recent.filter((a) => !live.some((l) => l.address === a))]);
   const perf = perfOf(
     nodes.map((n) => n.data),
     measured,
@@ -1261,13 +1645,59 @@ async function showMarket() {
     : 'P = N·G·E/(1+L/C): no finished task measured yet (post one, then refresh)';
 }
 
+// ---------------------------------------------------------------- my tasks
+
+/** The connected wallet's tasks: the live ones the market holds with it as their client (read
+ * from chain), and those posted from this browser that have closed since (read from their
+ * transactions), newest first, each with its state and reward. */
+async function showMine() {
+  if (!client || !signer) {
+    $('mine-said').textContent = 'Connect a wallet to see its tasks.';
+    $('mine').innerHTML = '';
+    return;
+  }
+  const me = signer.signer.address;
+  $('mine-said').textContent = 'reading your tasks…';
+  const live = (await tasksOf(client.rpc, await marketAddress(settings.market))).filter(({ data: t }) => t.client === me);
+  const recent = (JSON.parse(localStorage.getItem('cm.recent') ?? '[]') as string[]).filter((a) => isAddress(a) && !live.some((l) => l.address === a)).slice(0, 10) as Address[];
+  const closed: { address: Address; outcome: string }[] = [];
+  for (const a of recent) {
+    const h = await historyOf(a);
+    const posted = h.flatMap((e) => e.events).find((e) => e.name === 'TaskPosted');
+    if (posted && String(posted.data.client) === me) closed.push({ address: a, outcome: outcomeOf(h) ?? 'closed' });
+  }
+  const ul = $('mine');
+  ul.innerHTML = '';
+  const card = (address: Address, state: string, more: string) => {
+    const li = document.createElement('li');
+    li.dataset.task = address;
+    const st = document.createElement('span');
+    st.className = `status ${state}`;
+    st.textContent = state;
+    const open = document.createElement('button');
+    open.type = 'button';
+    open.className = 'secondary outline small';
+    open.textContent = 'Open';
+    open.setAttribute('aria-label', `Open task ${address}`);
+    open.addEventListener('click', () => {
+      tab('watch');
+      void watch(address);
+    });
+    li.append(st, addrLink(address), more, open);
+    ul.append(li);
+  };
+  for (const { address, data: t } of live) card(address, TaskStatus[t.status], `reward ${amt(t.reward)} · ${t.tileCount} tile${t.tileCount === 1 ? '' : 's'}`);
+  for (const { address, outcome } of closed) card(address, outcome, 'closed, rent returned');
+  $('mine-said').textContent = live.length + closed.length === 0 ? 'No tasks yet: post one.' : `${live.length} live on chain, ${closed.length} closed (posted from this browser).`;
+}
+
 // ---------------------------------------------------------------- tabs and start
 
-const TABS = ['post', 'watch', 'market'];
+const TABS = ['post', 'watch', 'mine', 'market'];
 
 /** Shows one tab (WAI-ARIA tabs: the selected one focusable, the others by arrow keys). */
 function tab(name: string, focus = false) {
-  document.querySelectorAll<HTMLButtonElement>('nav [role=tab]').forEach((b) => {
+  document.querySelectorAll<HTMLButtonElement>('[role=tablist] [role=tab]').forEach((b) => {
     const on = b.dataset.tab === name;
     b.classList.toggle('active', on);
     b.setAttribute('aria-selected', String(on));
@@ -1276,8 +1706,9 @@ function tab(name: string, focus = false) {
   });
   for (const t of TABS) $(`tab-${t}`).hidden = t !== name;
   if (name === 'market' && client) guarded(showMarket, 'market-error')();
+  if (name === 'mine') guarded(showMine, 'mine-error')();
 }
-document.querySelectorAll<HTMLButtonElement>('nav [role=tab]').forEach((b) => {
+document.querySelectorAll<HTMLButtonElement>('[role=tablist] [role=tab]').forEach((b) => {
   b.addEventListener('click', () => tab(b.dataset.tab!));
   b.addEventListener('keydown', (e) => {
     const i = TABS.indexOf(b.dataset.tab!);
@@ -1297,6 +1728,7 @@ $('open-task').addEventListener('submit', (e) => {
     void watch(a as Address);
   }, 'watch-error')();
 });
+$('show-failed').addEventListener('change', () => $('timeline').classList.toggle('show-failed', $<HTMLInputElement>('show-failed').checked));
 /** Whether a post is under way (a reconnect meanwhile leaves Post off). */
 let posting = false;
 $('post-btn').addEventListener('click', () => {
@@ -1305,6 +1737,7 @@ $('post-btn').addEventListener('click', () => {
   if (btn.disabled || posting) return;
   btn.disabled = true;
   posting = true;
+  updatePost();
   clearError('post-error');
   post()
     .catch((e) => {
@@ -1313,26 +1746,44 @@ $('post-btn').addEventListener('click', () => {
     })
     .finally(() => {
       posting = false;
-      btn.disabled = !client || offChain;
+      updatePost();
     });
 });
+$('reward').addEventListener('input', () => ($('reward-said').textContent = `${$<HTMLInputElement>('reward').value.trim()} ${unit()}`));
+
+/** The wallet the tab signs with when it connects again: the one chosen last, else the local
+ * keypair the settings carry, else the chooser is opened. */
+let chosen: string | undefined;
+/** Connects with the wallet chosen before, or opens the chooser. */
+function connectChosen() {
+  const choice = chosen ?? (settings.localKeypair ? LOCAL : undefined);
+  if (choice === undefined) {
+    fillChooser();
+    $<HTMLDialogElement>('wallet-dialog').showModal();
+    return;
+  }
+  guarded(() => connect(choice))();
+}
 $('connect').addEventListener('submit', (e) => {
   e.preventDefault();
-  guarded(() => connect())();
+  $<HTMLDialogElement>('settings-dialog').close();
+  connectChosen();
 });
 $('disconnect-btn').addEventListener('click', guarded(disconnect));
 
 /** Puts `s` in force: the form's fields, the chooser, the models. */
 function useSettings(s: Settings, wallet?: string) {
   settings = s;
+  chosen = wallet;
   $<HTMLInputElement>('rpc').value = s.rpc;
   $<HTMLInputElement>('store').value = s.store;
   $<HTMLInputElement>('market-id').value = String(s.market);
   $('reward-unit').textContent = unit();
+  $('reward-said').textContent = `${$<HTMLInputElement>('reward').value.trim()} ${unit()}`;
   const sel = $<HTMLSelectElement>('file-model');
   sel.innerHTML = '';
   for (const name of Object.keys(s.models ?? {})) sel.add(new Option(`${name} (${s.models![name].kind})`, name));
-  fillChooser(wallet ?? (s.localKeypair ? LOCAL : undefined));
+  fillChooser();
 }
 
 /** A link's settings, shown; used once the person says so. */
@@ -1344,7 +1795,8 @@ function offerLink(s: Settings) {
     ['Content store', s.store],
     ['Models', Object.entries(s.models ?? {}).map(([n, m]) => `${n} ${m.sha256.slice(0, 12)}…`).join(', ') || 'none'],
     ['Signs with', s.localKeypair ? 'a local keypair the link carries (localnet only)' : 'your wallet'],
-    ['Token symbol', s.symbol ?? '(none: "stake tokens")'],
+    ['Token symbol', s.symbol ?? '(none: "tokens")'],
+    ['Token faucet', s.faucet ?? 'none'],
     ['Explorer links', s.explorer ?? 'explorer.solana.com (custom cluster)'],
     ['From', s.from ?? 'the link itself (#config=)'],
   ];
@@ -1352,8 +1804,8 @@ function offerLink(s: Settings) {
   $('link-settings').hidden = false;
   $('link-use').onclick = () => {
     $('link-settings').hidden = true;
-    useSettings(s, $<HTMLSelectElement>('wallet-choice').value || undefined);
-    guarded(() => connect())();
+    useSettings(s);
+    connectChosen();
   };
   $('link-ignore').onclick = () => {
     $('link-settings').hidden = true;
@@ -1362,7 +1814,13 @@ function offerLink(s: Settings) {
 }
 
 async function start() {
-  const link = await linkSettings();
+  let link: Settings | null;
+  try {
+    link = await linkSettings();
+  } catch (e) {
+    useSettings(storedSettings());
+    throw e;
+  }
   const session = loadSession();
   if (link) {
     // a link in the address asks first, even in a connected tab

@@ -16,6 +16,9 @@ export interface Settings {
   store: string;
   /** The stake token's symbol, as the market's operators name it (amounts are shown with it). */
   symbol?: string;
+  /** The stake token's faucet on a test cluster (`keeper faucet`): the page's "Get test SOL
+   * and tokens" asks it (`POST /fund/<address>`). */
+  faucet?: string;
   /** Explorer link template: `{sig}` and `{rpc}` are filled in. */
   explorer?: string;
   models?: Record<string, ModelInfo>;
@@ -68,9 +71,10 @@ const DEFAULTS: Settings = { rpc: 'http://127.0.0.1:8899', market: 1, store: 'ht
 export function checkSettings(s: any): Settings {
   if (typeof s !== 'object' || s === null) throw new Error('the page settings are not a JSON object');
   const out = { ...DEFAULTS, ...s } as Settings;
-  for (const k of ['rpc', 'store'] as const) {
+  for (const k of ['rpc', 'store', 'faucet'] as const) {
+    if (k === 'faucet' && out.faucet === undefined) continue;
     try {
-      const u = new URL(out[k]);
+      const u = new URL(out[k]!);
       if (!['http:', 'https:'].includes(u.protocol)) throw new Error();
     } catch {
       throw new Error(`the page settings' ${k} is not an http(s) URL: ${JSON.stringify(out[k])}`);
@@ -105,22 +109,52 @@ export function checkSettings(s: any): Settings {
 /** The settings a link in the address carries (to be confirmed before use), else `null`. */
 export async function linkSettings(): Promise<Settings | null> {
   const frag = new URLSearchParams(location.hash.slice(1)).get('config');
-  if (frag) {
+  if (frag !== null) {
     // out of the address bar and the history (it may hold a localnet keypair)
     history.replaceState(null, '', location.pathname + location.search);
-    const json = atob(frag.replace(/-/g, '+').replace(/_/g, '/'));
-    return { ...checkSettings(JSON.parse(new TextDecoder().decode(Uint8Array.from(json, (c) => c.charCodeAt(0))))), source: 'link' };
+    let parsed: unknown;
+    try {
+      const json = atob(frag.replace(/-/g, '+').replace(/_/g, '/'));
+      parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(Uint8Array.from(json, (c) => c.charCodeAt(0))));
+    } catch {
+      throw new LinkError("This link's settings are damaged (cut short or changed on the way): ask whoever sent it for the link again, or connect with your own settings.");
+    }
+    return { ...linkChecked(parsed), source: 'link' };
   }
   const url = new URLSearchParams(location.search).get('config');
-  if (url) {
-    const r = await fetch(url, { credentials: 'omit' });
-    if (!r.ok) throw new Error(`the page settings at ${url} could not be read (HTTP ${r.status})`);
-    const s = { ...checkSettings(await r.json()), source: 'link' as const, from: new URL(url, location.href).href };
-    // read once: a reload resumes the session rather than asking again
+  if (url !== null) {
     history.replaceState(null, '', location.pathname);
-    return s;
+    let where: URL;
+    try {
+      where = new URL(url, location.href);
+    } catch {
+      throw new LinkError(`This link names its settings at "${url}", which is not an address: ask for the link again.`);
+    }
+    const r = await fetch(where, { credentials: 'omit', signal: AbortSignal.timeout(10_000) }).catch((e) => {
+      throw new LinkError(`This link's settings at ${where.href} could not be reached (${(e as Error).name === 'TimeoutError' ? 'no answer in 10 s' : 'the request failed'}): check the link, or that the server is up.`);
+    });
+    if (!r.ok) throw new LinkError(`This link's settings at ${where.href} could not be read (the server answered HTTP ${r.status}): check the link.`);
+    const body = await r.json().catch(() => {
+      throw new LinkError(`This link's settings at ${where.href} are not a settings file: check the link, or ask for it again.`);
+    });
+    // read once: a reload resumes the session rather than asking again
+    return { ...linkChecked(body), source: 'link' as const, from: where.href };
   }
   return null;
+}
+
+/** A link that cannot be used, said in one sentence. */
+export class LinkError extends Error {
+  override name = 'LinkError';
+}
+
+/** A link's settings checked, a wrong field said as the link's. */
+function linkChecked(s: unknown): Settings {
+  try {
+    return checkSettings(s);
+  } catch (e) {
+    throw new LinkError(`This link's settings cannot be used: ${(e as Error).message}. Ask for the link again.`);
+  }
 }
 
 /** The settings typed here before (never a link's), else the defaults. */

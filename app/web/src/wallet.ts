@@ -26,7 +26,7 @@ import {
 } from '@solana/kit';
 import { getWallets } from '@wallet-standard/app';
 import type { Wallet, WalletAccount } from '@wallet-standard/base';
-import { messageChange } from '@compute-market/client';
+import { isRejection, messageChange, SignRejected } from '@compute-market/client';
 
 /** A signer and how it was found. */
 export interface Signer {
@@ -102,7 +102,9 @@ export async function connectWallet(wallet: Wallet, genesis: string, onChange: (
     throw new Error(`${wallet.name}'s account is for ${account.chains.join(', ')}, this cluster is ${chain}: switch the wallet's network`);
   }
   const me = account.address as Address;
-  const sends = SIGN_AND_SEND in features;
+  // a wallet that can sign alone is asked to sign alone: the page sends, and so uploads the
+  // person's data only once they have signed (one that only signs and sends gets it just before)
+  const sends = !(SIGN in features);
   const signer = sends ? sendingSigner(wallet, account, chain) : modifyingSigner(wallet, account, chain, await getPublicKeyFromAddress(me));
   const off: (() => void) | undefined = features['standard:events']?.on('change', (props: { accounts?: readonly WalletAccount[]; chains?: readonly string[] }) => {
     if (props.accounts) {
@@ -123,6 +125,16 @@ export async function connectWallet(wallet: Wallet, genesis: string, onChange: (
   };
 }
 
+/** What the wallet answers when asked to sign; the person's "no" as a `SignRejected`. */
+async function asked<T>(wallet: Wallet, f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (e) {
+    if (isRejection(e)) throw new SignRejected(wallet.name);
+    throw e;
+  }
+}
+
 const encode = (tx: Parameters<TransactionModifyingSigner['modifyAndSignTransactions']>[0][number]) => new Uint8Array(getTransactionEncoder().encode(tx));
 
 /** A wallet that signs and sends (`solana:signAndSendTransaction`). */
@@ -131,8 +143,8 @@ function sendingSigner(wallet: Wallet, account: WalletAccount, chain: string): T
   return {
     address: account.address as Address,
     async signAndSendTransactions(txs) {
-      const outs: { signature: Uint8Array }[] = await features[SIGN_AND_SEND].signAndSendTransaction(
-        ...txs.map((tx) => ({ account, chain, transaction: encode(tx), options: { preflightCommitment: 'confirmed' } })),
+      const outs: { signature: Uint8Array }[] = await asked(wallet, () =>
+        features[SIGN_AND_SEND].signAndSendTransaction(...txs.map((tx) => ({ account, chain, transaction: encode(tx), options: { preflightCommitment: 'confirmed' } }))),
       );
       if (!Array.isArray(outs) || outs.length !== txs.length) throw new Error(`${wallet.name} returned ${outs?.length} signatures for ${txs.length} transactions`);
       return outs.map((o) => {
@@ -150,7 +162,7 @@ function modifyingSigner(wallet: Wallet, account: WalletAccount, chain: string, 
   return {
     address: me,
     async modifyAndSignTransactions(txs) {
-      const outs: { signedTransaction: Uint8Array }[] = await features[SIGN].signTransaction(...txs.map((tx) => ({ account, chain, transaction: encode(tx) })));
+      const outs: { signedTransaction: Uint8Array }[] = await asked(wallet, () => features[SIGN].signTransaction(...txs.map((tx) => ({ account, chain, transaction: encode(tx) }))));
       if (!Array.isArray(outs) || outs.length !== txs.length) throw new Error(`${wallet.name} returned ${outs?.length} transactions for ${txs.length}`);
       return Promise.all(
         outs.map(async (o, i) => {

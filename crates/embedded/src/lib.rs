@@ -54,6 +54,8 @@ pub struct Outcome {
     pub error: Option<String>,
     /// Bytes of the signed transaction on the wire (a packet holds at most 1 232).
     pub bytes: usize,
+    /// The transaction's signature (base58).
+    pub signature: String,
 }
 
 /// Length of `n` as a compact-u16 (the wire format's short vector length).
@@ -257,6 +259,7 @@ impl Cluster {
             self.svm.latest_blockhash(),
         );
         let bytes = wire_size(&tx);
+        let signature = tx.signatures[0].to_string();
         let res = self.svm.send_transaction(tx);
         self.svm.expire_blockhash();
         match res {
@@ -266,6 +269,7 @@ impl Cluster {
                 logs: m.logs,
                 error: None,
                 bytes,
+                signature,
             },
             Err(e) => Outcome {
                 ok: false,
@@ -273,6 +277,7 @@ impl Cluster {
                 logs: e.meta.logs,
                 error: Some(format!("{:?}", e.err)),
                 bytes,
+                signature,
             },
         }
     }

@@ -80,6 +80,7 @@ impl Chain for EmbeddedChain {
             cu: o.cu,
             logs: o.logs,
             error: o.error,
+            signature: Some(o.signature),
         })
     }
 }

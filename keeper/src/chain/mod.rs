@@ -26,6 +26,9 @@ pub struct TxReport {
     pub logs: Vec<String>,
     /// The error when it failed.
     pub error: Option<String>,
+    /// The transaction's signature (base58), its id on the cluster; `None` where the chain
+    /// cannot say.
+    pub signature: Option<String>,
 }
 
 impl TxReport {

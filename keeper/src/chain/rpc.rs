@@ -97,6 +97,14 @@ impl RpcChain {
         (s.num_slots > 0).then(|| f64::from(s.sample_period_secs) / s.num_slots as f64)
     }
 
+    /// The cluster's genesis hash (base58): which cluster this is, whatever its URL says.
+    pub fn genesis_hash(&self) -> Result<String> {
+        self.retry("getGenesisHash", || {
+            self.wait(self.client.get_genesis_hash())
+        })
+        .map(|h| h.to_string())
+    }
+
     /// The underlying (nonblocking) client.
     pub fn client(&self) -> &RpcClient {
         &self.client
@@ -288,6 +296,7 @@ impl Chain for RpcChain {
                         cu: 0,
                         logs,
                         error: Some(e.to_string()),
+                        signature: Some(tx.signatures[0].to_string()),
                     });
                 }
                 return Err(e).context("sending the transaction");
@@ -329,6 +338,7 @@ impl Chain for RpcChain {
             cu,
             logs,
             error: None,
+            signature: Some(sig.to_string()),
         })
     }
 }

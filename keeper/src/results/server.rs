@@ -1063,7 +1063,15 @@ async fn readyz(State(app): State<App>) -> Response {
 /// The CORS layer for `origins` (see [`ServerLimits::cors_origins`]); `None` when there are
 /// none. An origin that is not a valid header value is refused by name.
 pub fn cors_layer(origins: &[String]) -> Result<Option<CorsLayer>> {
-    use axum::http::Method;
+    cors_layer_for(origins, [Method::GET, Method::HEAD, Method::PUT])
+}
+
+/// [`cors_layer`] allowing `methods` (the faucet's `GET` and `POST`): the same
+/// origins, spelled and checked the same way (`--cors-origin`).
+pub fn cors_layer_for(
+    origins: &[String],
+    methods: impl Into<tower_http::cors::AllowMethods>,
+) -> Result<Option<CorsLayer>> {
     use tower_http::cors::AllowOrigin;
     if origins.is_empty() {
         return Ok(None);
@@ -1091,7 +1099,7 @@ pub fn cors_layer(origins: &[String]) -> Result<Option<CorsLayer>> {
     Ok(Some(
         CorsLayer::new()
             .allow_origin(allow)
-            .allow_methods([Method::GET, Method::HEAD, Method::PUT])
+            .allow_methods(methods)
             .allow_headers([header::CONTENT_TYPE, header::RANGE])
             .expose_headers([
                 header::CONTENT_LENGTH,

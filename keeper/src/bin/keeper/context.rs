@@ -64,6 +64,10 @@ pub struct Ctx {
     pub priority_fee: u64,
     /// Output format.
     pub output: Output,
+    /// Amounts typed are base units (`--base-units`), not tokens.
+    pub base_units: bool,
+    /// The stake mint's decimals, read from chain once.
+    decimals: std::sync::OnceLock<u8>,
 }
 
 impl Ctx {
@@ -86,7 +90,41 @@ impl Ctx {
             priority_fee: priority_fee.or(file.priority_fee).unwrap_or(0),
             file,
             output,
+            base_units: false,
+            decimals: std::sync::OnceLock::new(),
         })
+    }
+
+    /// With `--base-units` as given.
+    pub fn with_base_units(mut self, base_units: bool) -> Self {
+        self.base_units = base_units;
+        self
+    }
+
+    /// The stake mint's decimals (read from chain the first time).
+    pub fn decimals(&self) -> Result<u8> {
+        if let Some(d) = self.decimals.get() {
+            return Ok(*d);
+        }
+        let (_, d) = compute_market_keeper::amount::stake_token(self.rpc().as_ref())?;
+        Ok(*self.decimals.get_or_init(|| d))
+    }
+
+    /// An amount a person typed for `flag`, in base units: tokens with the stake mint's
+    /// decimals, or base units with `--base-units`. Malformed or negative amounts are refused
+    /// before the chain is asked.
+    pub fn amount(&self, typed: &str, flag: &str) -> Result<u64> {
+        use anyhow::Context as _;
+        let with = |r: Result<u64>| r.with_context(|| flag.to_string());
+        if self.base_units {
+            return with(compute_market_keeper::amount::parse_base(typed));
+        }
+        // the shape first: a typo is named without a network call
+        with(compute_market_keeper::amount::ui_parts(typed).map(|_| 0))?;
+        with(compute_market_keeper::amount::parse_ui(
+            typed,
+            self.decimals()?,
+        ))
     }
 
     /// The market: the flag's, else the config file's, else 1.

@@ -11,7 +11,7 @@ fn main() {
     let cli = command::Cli::parse();
     let daemon = matches!(
         cli.command,
-        command::Command::Run(_) | command::Command::Serve(_)
+        command::Command::Run(_) | command::Command::Serve(_) | command::Command::Faucet(_)
     );
     context::init_logging(cli.verbose, daemon);
     if let Err(e) = cli.execute() {

@@ -11,7 +11,8 @@ use compute_market_protocol::job::JobSpec;
 /// What job: the same flags for `task post` and `compute`.
 #[derive(Args, Debug)]
 pub struct JobArgs {
-    /// Task id (unique per client) [default: the current time in ms].
+    /// Task id (unique per client) [default: derived from the client, the job and the terms
+    /// (and --nonce), so the same post run twice names the same task and pays once].
     #[arg(long)]
     pub id: Option<u64>,
     /// matmul (m,k,n) or hash (tiles,nonces,iterations) on generated inputs (not with
@@ -133,14 +134,17 @@ impl JobArgs {
 
     /// The jobs: `count` ids from `--id` on generated inputs (seeded from `client`'s key and
     /// each id unless `--seed`), or one job on the client's data, read and checked.
-    pub fn jobs(&self, client: Option<&Pubkey>, count: u64) -> Result<Jobs> {
+    ///
+    /// Without `--id`, the first id is `default_id` of what the job is (the encoded job on the
+    /// client's data; the kind, dimensions, seed and count on generated inputs).
+    pub fn jobs(
+        &self,
+        client: Option<&Pubkey>,
+        count: u64,
+        default_id: &dyn Fn(&[u8]) -> u64,
+    ) -> Result<Jobs> {
         ensure!(count >= 1, "--count must be at least 1");
-        let id = self.id.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0)
-        });
+        let id_of = |what: &[u8]| self.id.unwrap_or_else(|| default_id(what));
         if self.on_data() {
             ensure!(count == 1, "--input and --model post one task (--count 1)");
             if self.generate {
@@ -170,6 +174,7 @@ impl JobArgs {
                     sampling: self.sampling()?,
                 };
                 let prepared = clientdata::prepare_generate(&model, &prompts, shape)?;
+                let id = id_of(&prepared.job.encode());
                 return Ok(Jobs::Data(id, Box::new(prepared)));
             }
             if self.max_tokens.is_some() && self.texts.is_none() {
@@ -193,6 +198,7 @@ impl JobArgs {
                 ),
                 _ => clientdata::prepare_inputs(&self.input)?,
             };
+            let id = id_of(&prepared.job.encode());
             return Ok(Jobs::Data(id, Box::new(prepared)));
         }
         let kind = self
@@ -200,6 +206,8 @@ impl JobArgs {
             .as_deref()
             .context("--kind is needed without --input")?;
         let given = self.seed.as_deref().map(parse_seed).transpose()?;
+        let id =
+            id_of(format!("generated {kind} {:?} {:?} {count}", self.dims, self.seed).as_bytes());
         let jobs = (id..id.checked_add(count).context("--id + --count overflows")?)
             .map(|id| {
                 let seed = match (given, client) {

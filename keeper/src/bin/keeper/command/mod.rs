@@ -9,6 +9,7 @@ use crate::context::{Ctx, Output};
 pub mod bench;
 pub mod compute;
 pub mod demo;
+pub mod faucet;
 pub mod fund;
 pub mod gpu_check;
 pub mod init;
@@ -43,6 +44,10 @@ pub struct Cli {
     /// Output format.
     #[arg(long, global = true, value_enum, default_value = "text")]
     output: Output,
+    /// Amounts typed (rewards, stakes, funds) are base units, not tokens (for scripts; without
+    /// it `1` is one token, converted with the stake mint's decimals read from chain).
+    #[arg(long, global = true)]
+    base_units: bool,
     /// More log lines: -v info, -vv debug (default: warnings only, info for `run`;
     /// RUST_LOG overrides).
     #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
@@ -76,6 +81,10 @@ pub enum Command {
     /// Mints stake tokens to OWNER's associated token account (the keypair must be the mint
     /// authority: localnet/devnet set-ups).
     Fund(fund::FundArgs),
+    /// An HTTP faucet of stake tokens on a local or dev cluster (`POST /fund/<address>`), for
+    /// a page's "Get test tokens" button: the keypair must be the mint authority; refuses
+    /// mainnet-beta and testnet.
+    Faucet(faucet::FaucetArgs),
     /// Runs the whole market on an embedded cluster (litesvm with the built program): 3
     /// providers (one cheats), 5 verifiers (one careless), 20 tasks, a cranker; prints the
     /// outcome per task, slashes, payouts, costs, slots per phase and the performance model.
@@ -102,7 +111,8 @@ impl Cli {
             self.config.as_deref(),
             self.priority_fee,
             self.output,
-        )?;
+        )?
+        .with_base_units(self.base_units);
         match self.command {
             Command::Node(c) => c.execute(&ctx),
             Command::Task(c) => c.execute(&ctx),
@@ -112,6 +122,7 @@ impl Cli {
             Command::Serve(c) => c.execute(&ctx),
             Command::Init(c) => c.execute(&ctx),
             Command::Fund(c) => c.execute(&ctx),
+            Command::Faucet(c) => c.execute(&ctx),
             Command::Demo(c) => c.execute(&ctx),
             Command::Compute(c) => c.execute(&ctx),
             Command::Bench(c) => c.execute(&ctx),

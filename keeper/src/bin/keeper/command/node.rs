@@ -43,16 +43,18 @@ pub enum NodeCmd {
     },
     /// Moves tokens from the wallet (associated token account) into the node's stake.
     Stake {
-        /// Amount in base units.
-        amount: u64,
+        /// Amount in tokens (`50`, `0.5`); base units with --base-units.
+        #[arg(allow_hyphen_values = true, value_name = "TOKENS")]
+        amount: String,
         /// Source token account [default: the associated token account].
         #[arg(long, value_parser = parse_address)]
         from: Option<Pubkey>,
     },
     /// Starts the cooldown for `amount` of free stake.
     Unstake {
-        /// Amount in base units.
-        amount: u64,
+        /// Amount in tokens (`50`, `0.5`); base units with --base-units.
+        #[arg(allow_hyphen_values = true, value_name = "TOKENS")]
+        amount: String,
     },
     /// Pays out pending unstake (after the cooldown) and earnings.
     Withdraw {
@@ -117,9 +119,11 @@ impl NodeCmd {
                 )?)?
             }
             NodeCmd::Stake { amount, from } => {
+                let amount = ctx.amount(&amount, "the amount to stake")?;
                 to_value(cli::node_stake(chain.as_ref(), &kp, amount, from)?)?
             }
             NodeCmd::Unstake { amount } => {
+                let amount = ctx.amount(&amount, "the amount to unstake")?;
                 to_value(cli::node_unstake(chain.as_ref(), &kp, amount)?)?
             }
             NodeCmd::Withdraw { to } => to_value(cli::node_withdraw(chain.as_ref(), &kp, to)?)?,

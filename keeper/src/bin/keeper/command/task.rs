@@ -14,6 +14,8 @@ use crate::context::{parse_address, select, Backend, Ctx};
 
 /// Client tasks.
 #[derive(Subcommand, Debug)]
+// parsed once per run: the size of `Post`'s flags costs nothing
+#[allow(clippy::large_enum_variant)]
 pub enum TaskCmd {
     /// Posts a task; the reward moves into its escrow.
     Post {
@@ -32,9 +34,10 @@ pub enum TaskCmd {
         /// serve `GET <uri>/c/<sha256-hex>` with the uploaded objects.
         #[arg(long, requires = "store")]
         input_uri: Option<String>,
-        /// Reward in base units.
-        #[arg(long)]
-        reward: u64,
+        /// Reward in tokens (`1`, `0.5`: the stake mint's decimals read from chain), held in the
+        /// task's escrow; base units with --base-units.
+        #[arg(long, allow_hyphen_values = true, value_name = "TOKENS")]
+        reward: String,
         /// Quorum V [default: the market's].
         #[arg(long, default_value_t = 0)]
         quorum: u8,
@@ -48,6 +51,12 @@ pub enum TaskCmd {
         /// given); prints one result per task.
         #[arg(long, default_value_t = 1)]
         count: u64,
+        /// Makes this post a new task even when the same job and terms were posted before
+        /// (any text: the task's id is derived from it too). Without it, the same post run
+        /// again names the same task: it says that task exists, and in what state, and pays
+        /// nothing.
+        #[arg(long)]
+        nonce: Option<String>,
         /// Posts without asking the market's providers whether any would take the job (their
         /// cards, or their declared hardware): one none would take waits until it expires or
         /// is cancelled, and its reward is refunded.
@@ -111,8 +120,8 @@ pub enum TaskCmd {
     },
     /// Cancels an open task of this keypair.
     Cancel {
-        /// Task id.
-        id: u64,
+        /// The task: its address (as every other command names it), or its numeric id.
+        task: String,
     },
     /// Shows a task: an open one with how long it has waited and why each provider leaves it
     /// (the reason its card gives, or the claim rule on its declared hardware); a closed one's
@@ -148,12 +157,18 @@ impl TaskCmd {
                 samples,
                 region,
                 count,
+                nonce,
                 anyway,
                 allow_private_urls,
             } => {
                 let kp = ctx.keypair()?;
                 let market = ctx.market(m);
                 anyhow::ensure!(count >= 1, "--count must be at least 1");
+                let reward = ctx.amount(&reward, "--reward")?;
+                anyhow::ensure!(
+                    reward > 0,
+                    "--reward is 0: a task pays its provider and verifiers; give a reward in tokens (e.g. --reward 1)"
+                );
                 cli::ensure_funds(chain.as_ref(), &kp.pubkey(), reward, count)?;
                 let cards = FetchPolicy::private(allow_private_urls);
                 // whether any provider would take the job, asked before uploading or paying
@@ -174,7 +189,57 @@ impl TaskCmd {
                     cli::refuse_untaken(o, job)
                 };
                 let (mut input_uri, mut uploaded) = (String::new(), None);
-                let jobs = match job.jobs(Some(&kp.pubkey()), count)? {
+                // the task's id, when not given: the client, what the job is and the terms (and
+                // the nonce), hashed, so the same post run twice names the same task
+                let me = kp.pubkey();
+                let where_from = input_uri_flag(store.as_deref(), public_uri.as_deref());
+                let default_id = |what: &[u8]| -> u64 {
+                    let terms = format!(
+                        "{market} {reward} {quorum} {samples} {region} {where_from} {}",
+                        nonce.as_deref().unwrap_or("")
+                    );
+                    let h = compute_market_protocol::hash::hashv(&[
+                        b"keeper task id",
+                        me.as_ref(),
+                        terms.as_bytes(),
+                        what,
+                    ]);
+                    // the top bit clear: --count ids after it never overflow
+                    u64::from_le_bytes(h[..8].try_into().expect("8 bytes")) >> 1
+                };
+                let jobs = job.jobs(Some(&me), count, &default_id)?;
+                // posted before (this run's own retry, or the same command again): said, and
+                // nothing is uploaded, sent or paid for it
+                let rpc = compute_market_keeper::chain::rpc::RpcChain::new(&ctx.url);
+                let ids: Vec<u64> = match &jobs {
+                    Jobs::Data(id, _) => vec![*id],
+                    Jobs::Generated(j) => j.iter().map(|(id, _)| *id).collect(),
+                };
+                let mut existing = vec![];
+                for &id in &ids {
+                    let task = compute_market::pda::task(&me, id);
+                    if let Some(state) =
+                        already_posted(chain.as_ref(), &rpc, &task, ids.len() == 1)?
+                    {
+                        existing.push(serde_json::json!({
+                            "task": task.to_string(),
+                            "id": id,
+                            "exists": true,
+                            "status": state,
+                            "note": "posted before with the same job and terms: nothing was sent or paid (give --nonce to post it again as a new task)",
+                        }));
+                    }
+                }
+                if existing.len() == ids.len() {
+                    return ctx.print(&if existing.len() == 1 {
+                        existing.remove(0)
+                    } else {
+                        serde_json::Value::Array(existing)
+                    });
+                }
+                let skip: std::collections::HashSet<u64> =
+                    existing.iter().filter_map(|e| e["id"].as_u64()).collect();
+                let jobs = match jobs {
                     Jobs::Data(id, prepared) => {
                         for w in &prepared.warnings {
                             tracing::warn!("{w}");
@@ -200,7 +265,9 @@ impl TaskCmd {
                     }
                     Jobs::Generated(jobs) => {
                         ask(&jobs[0].1)?;
-                        jobs
+                        jobs.into_iter()
+                            .filter(|(id, _)| !skip.contains(id))
+                            .collect()
                     }
                 };
                 let terms = cli::TaskTerms {
@@ -214,10 +281,14 @@ impl TaskCmd {
                 let mut posted = cli::task_post(chain.as_ref(), &kp, terms, jobs)?;
                 if let Some((up, warnings)) = uploaded {
                     serde_json::json!({ "posted": posted.remove(0), "inputs": up, "warnings": warnings })
-                } else if posted.len() == 1 {
+                } else if posted.len() == 1 && existing.is_empty() {
                     to_value(posted.remove(0))?
                 } else {
-                    to_value(posted)?
+                    let mut all = to_value(posted)?;
+                    if let serde_json::Value::Array(a) = &mut all {
+                        a.extend(existing);
+                    }
+                    all
                 }
             }
             TaskCmd::Result {
@@ -280,8 +351,25 @@ impl TaskCmd {
                     &tiles,
                 )?)?
             }
-            TaskCmd::Cancel { id } => {
-                to_value(cli::task_cancel(chain.as_ref(), &ctx.keypair()?, id)?)?
+            TaskCmd::Cancel { task } => {
+                let kp = ctx.keypair()?;
+                let id = match task.parse::<u64>() {
+                    Ok(id) => id,
+                    Err(_) => {
+                        let address = parse_address(&task).map_err(anyhow::Error::msg)?;
+                        let t = chain
+                            .decoded::<compute_market::state::Task>(&address)?
+                            .with_context(|| format!("no task at {address}: it was never posted, or it has closed (keeper task status {address} says how)"))?;
+                        anyhow::ensure!(
+                            t.client == kp.pubkey(),
+                            "task {address} is {}'s, not this keypair's ({}): only its client cancels it (-k the client's keypair)",
+                            t.client,
+                            kp.pubkey()
+                        );
+                        t.task_id
+                    }
+                };
+                to_value(cli::task_cancel(chain.as_ref(), &kp, id)?)?
             }
             TaskCmd::Status {
                 task,
@@ -382,4 +470,42 @@ fn unserved(
         "the provider published tiles {published:?} on chain; the result needs {} tiles: run `keeper task result` again to challenge the next ones",
         want.len()
     )
+}
+
+/// Where a post's inputs are fetched from, as its terms name it (`--input-uri`, else
+/// `--store`), for the task's derived id.
+fn input_uri_flag(store: Option<&str>, public: Option<&str>) -> String {
+    public
+        .or(store)
+        .unwrap_or("")
+        .trim_end_matches('/')
+        .to_string()
+}
+
+/// What an earlier post of task `task` left: its state while its account lives, else (with
+/// `look_back`) its ending as its history records it; `None` when it was never posted. A
+/// history counts only with this program's `TaskPosted` event in it (a stranger's transaction
+/// naming the address does not).
+fn already_posted(
+    chain: &dyn compute_market_keeper::chain::Chain,
+    rpc: &compute_market_keeper::chain::rpc::RpcChain,
+    task: &Pubkey,
+    look_back: bool,
+) -> Result<Option<String>> {
+    use compute_market::events::{TaskClosed, TaskPosted};
+    use compute_market_keeper::chain::decode_events;
+    if let Some(t) = chain.decoded::<compute_market::state::Task>(task)? {
+        return Ok(Some(format!("{:?}", t.status)));
+    }
+    if !look_back {
+        return Ok(None);
+    }
+    let logs = rpc.logs_of(task)?.concat();
+    if decode_events::<TaskPosted>(&logs).is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(match decode_events::<TaskClosed>(&logs).pop() {
+        Some(c) => format!("{:?} (closed)", c.status),
+        None => "closed".into(),
+    }))
 }
