@@ -13,7 +13,16 @@ RPC_PORT="${RPC_PORT:-18899}"
 URL="http://127.0.0.1:$RPC_PORT"
 KEEPER="$CARGO_TARGET_DIR/debug/keeper"
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+cleanup() {
+  [ "${#PIDS[@]}" -gt 0 ] || return 0
+  kill "${PIDS[@]}" 2>/dev/null || true
+  for _ in $(seq 1 20); do
+    kill -0 "${PIDS[@]}" 2>/dev/null || break
+    sleep 0.25
+  done
+  kill -9 "${PIDS[@]}" 2>/dev/null || true
+  wait 2>/dev/null || true
+}
 trap cleanup EXIT
 [ -f "$COMPUTE_MARKET_SO" ] || "$ROOT/scripts/build"
 (cd "$ROOT" && cargo build -q -p compute-market-keeper --bin keeper)
@@ -23,18 +32,22 @@ localnet_up 40,15,15,15
 TASK=$(k -k "$W/client.json" --output json task post --id 1 --kind matmul --dims 128,128,128 --reward 1 | sed -n 's/.*"task": "\(.*\)".*/\1/p')
 echo "task $TASK posted"
 port=$((RPC_PORT + 400))
-k -k "$W/provider.json" run --provider --store "$W/provider.redb" --listen "127.0.0.1:$port" --poll-ms 200 >"$W/provider.log" 2>&1 &
+# the keeper itself in the background (not the `k` function: its subshell's PID would be
+# recorded, and killing that leaves the keeper running)
+"$KEEPER" -u "$URL" -k "$W/provider.json" run --provider --store "$W/provider.redb" --listen "127.0.0.1:$port" --poll-ms 200 >"$W/provider.log" 2>&1 &
 PIDS+=($!)
 for v in v1 v2 v3; do
   port=$((port + 1))
-  k -k "$W/$v.json" run --verifier --allow-loopback-urls --store "$W/$v.redb" --listen "127.0.0.1:$port" --poll-ms 200 >"$W/$v.log" 2>&1 &
+  "$KEEPER" -u "$URL" -k "$W/$v.json" run --verifier --allow-loopback-urls --store "$W/$v.redb" --listen "127.0.0.1:$port" --poll-ms 200 >"$W/$v.log" 2>&1 &
   PIDS+=($!)
 done
-k -k "$W/admin.json" run --crank --store "$W/crank.redb" --listen "127.0.0.1:$((port + 1))" --poll-ms 200 >"$W/crank.log" 2>&1 &
+"$KEEPER" -u "$URL" -k "$W/admin.json" run --crank --store "$W/crank.redb" --listen "127.0.0.1:$((port + 1))" --poll-ms 200 >"$W/crank.log" 2>&1 &
 PIDS+=($!)
+# `task status` answers for a closed task too (from its history): closed is its "account"
 for i in $(seq 1 240); do
-  if ! k task status "$TASK" >/dev/null 2>&1; then
-    echo "task $TASK closed after ~$((i / 2)) s"
+  STATUS=$(k --output json task status "$TASK" 2>/dev/null || true)
+  if printf '%s' "$STATUS" | grep -q '"account": "closed"'; then
+    echo "task $TASK closed $(printf '%s' "$STATUS" | sed -n 's/.*"status": "\([A-Za-z]*\)".*/\1/p' | head -1) after ~$((i / 2)) s"
     k -k "$W/provider.json" node status
     exit 0
   fi

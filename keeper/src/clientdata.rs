@@ -171,6 +171,24 @@ pub fn prepare_mlp(model: &Path, batch: &Path, rows_per_tile: u8) -> Result<Prep
     )
 }
 
+/// A model that did not parse as the `wanted` kind: when it is another kind, which, and the
+/// flag that posts it (a digits MLP given `--texts` had said "no tensor heads"); else `e`.
+fn wrong_model(bytes: &[u8], wanted: &str, e: anyhow::Error) -> anyhow::Error {
+    let is = if wanted != "Mlp" && crate::compute::mlp::read_model(bytes).is_ok() {
+        Some("an Mlp model (a classifier over rows): post it with --batch ROWS.safetensors")
+    } else if wanted != "Encoder" && crate::compute::encoder::parse_model(bytes).is_ok() {
+        Some("an Encoder model (MiniLM: embeddings of texts): post it with --texts FILE")
+    } else if crate::compute::decoder::parse_model(bytes).is_ok() {
+        Some("a decoder model (SmolLM2: text generation): post it with --generate --prompt TEXT")
+    } else {
+        None
+    };
+    match is {
+        Some(is) => anyhow::anyhow!("this is {is}, not an {wanted} model"),
+        None => e,
+    }
+}
+
 /// [`prepare_mlp`] on a model and a batch held in memory (each a safetensors file's bytes,
 /// with the name errors call it by).
 pub fn prepare_mlp_of(
@@ -179,6 +197,10 @@ pub fn prepare_mlp_of(
     rows_per_tile: u8,
 ) -> Result<PreparedInputs> {
     let ((model, m), (batch, b)) = (model, batch);
+    // the model first: another kind of model is named with the flag that posts it
+    let mlp = crate::compute::mlp::read_model(&m)
+        .map_err(|e| wrong_model(&m, "Mlp", e))
+        .with_context(|| model.to_string())?;
     let st = safetensors::SafeTensors::deserialize(&b)
         .map_err(|e| anyhow::anyhow!("{batch}: malformed safetensors: {e}"))?;
     let x = st
@@ -191,7 +213,6 @@ pub fn prepare_mlp_of(
         );
     };
     // the job's class count is the model's: its last layer's outputs
-    let mlp = crate::compute::mlp::read_model(&m).with_context(|| model.to_string())?;
     let classes = mlp.layers.last().map_or(0, |l| l.out);
     crate::compute::mlp::check_model(&mlp, features, classes).with_context(|| model.to_string())?;
     let job = JobSpec::mlp(
@@ -276,7 +297,9 @@ pub fn prepare_encoder_of(
     max_tokens: Option<u32>,
 ) -> Result<PreparedInputs> {
     let ((model, m), (texts, t)) = (model, texts);
-    let enc = crate::compute::encoder::parse_model(&m).with_context(|| model.to_string())?;
+    let enc = crate::compute::encoder::parse_model(&m)
+        .map_err(|e| wrong_model(&m, "Encoder", e))
+        .with_context(|| model.to_string())?;
     let in_file = || texts.to_string();
     let lines = crate::compute::encoder::texts_of(&t).with_context(in_file)?;
     // every line is a text, verbatim (a `#` starts a hashtag as well as a comment); a blank

@@ -22,7 +22,6 @@ use std::{
     convert::Infallible,
     net::SocketAddr,
     sync::{Arc, Mutex},
-    thread::JoinHandle,
     time::{Duration, Instant},
 };
 
@@ -44,6 +43,7 @@ use tower::ServiceExt;
 use crate::{
     chain::{decode, Chain},
     cli, deploy,
+    results::server::ServerThread,
 };
 
 /// The genesis hashes of the public clusters the faucet refuses to run on: their tokens are
@@ -473,30 +473,11 @@ pub fn serve_listener(
     limits: FaucetLimits,
 ) -> Result<FaucetServer> {
     let app = router(faucet, &limits)?;
-    std_listener.set_nonblocking(true)?;
     let addr = std_listener.local_addr()?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("keeper-faucet")
-        .enable_all()
-        .build()?;
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let thread = std::thread::Builder::new()
-        .name("keeper-faucet".into())
-        .spawn(move || {
-            rt.block_on(async move {
-                match tokio::net::TcpListener::from_std(std_listener) {
-                    Ok(l) => accept_loop(l, app, limits, rx).await,
-                    Err(e) => tracing::error!(error = %e, "cannot serve"),
-                }
-            });
-            rt.shutdown_timeout(Duration::from_secs(1));
-        })?;
-    Ok(FaucetServer {
-        addr,
-        stop: tx,
-        thread: Some(thread),
-    })
+    let server = ServerThread::spawn("keeper-faucet", std_listener, move |l, stop| {
+        accept_loop(l, app, limits, stop)
+    })?;
+    Ok(FaucetServer { addr, server })
 }
 
 /// A running faucet: stops (and releases its port) on [`FaucetServer::shutdown`] or when
@@ -504,27 +485,13 @@ pub fn serve_listener(
 pub struct FaucetServer {
     /// Where it listens.
     pub addr: SocketAddr,
-    stop: tokio::sync::watch::Sender<bool>,
-    thread: Option<JoinHandle<()>>,
+    server: ServerThread,
 }
 
 impl FaucetServer {
     /// Stops accepting, ends every connection, and waits for the server thread.
-    pub fn shutdown(mut self) {
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        let _ = self.stop.send(true);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for FaucetServer {
-    fn drop(&mut self) {
-        self.halt();
+    pub fn shutdown(self) {
+        self.server.shutdown();
     }
 }
 

@@ -316,7 +316,10 @@ fn bad_encoder_models_and_texts_are_refused_by_name() {
         "{e}"
     );
     let e = parse_texts(b"caf\xe9\n", 1, 8).unwrap_err().to_string();
-    assert!(e.contains("the texts are not UTF-8"), "{e}");
+    assert!(
+        e.contains("text 1 is not UTF-8 (byte 4 of its line)"),
+        "{e}"
+    );
     // a text longer than 16 bytes a token of the limit is refused before it is tokenized
     let long = format!("short\n{}\n", "x".repeat(129));
     let e = parse_texts(long.as_bytes(), 2, 8).unwrap_err().to_string();

@@ -2137,7 +2137,7 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         shown["quorumError"]
             .as_str()
             .unwrap()
-            .contains("quorum V = 15 is more than market 1's 3 verifiers with stake"),
+            .contains("Quorum V = 15 is more than market 1's 3 verifiers with stake"),
         "{}",
         shown["quorumError"]
     );
@@ -2198,6 +2198,20 @@ fn the_web_page_posts_a_drawn_digit_and_sentences_and_shows_the_verified_results
         "12b-wallet-rejected",
     ] {
         assert!(shots.join(format!("{s}.png")).exists(), "screenshot {s}");
+    }
+    // every state at both widths: each 1280 px screenshot has its 390 px twin
+    for e in std::fs::read_dir(&shots)? {
+        let name = e?.file_name().to_string_lossy().to_string();
+        let Some(stem) = name.strip_suffix(".png") else {
+            continue;
+        };
+        if stem.ends_with("-390") || stem.starts_with("mobile-390") || stem == "failure" {
+            continue;
+        }
+        assert!(
+            shots.join(format!("{stem}-390.png")).exists(),
+            "{stem} has no 390 px screenshot"
+        );
     }
     Ok(())
 }
@@ -3237,4 +3251,43 @@ fn the_same_post_run_twice_is_one_task_paid_once_and_rewards_are_in_tokens() -> 
         "{t:?}"
     );
     Ok(())
+}
+
+/// The README's local network end to end (`migrations/localnet.sh`), run as printed: it posts
+/// a task in tokens, runs the keepers, and exits 0 once `task status` reads the task closed
+/// Accepted (it had waited for `task status` to fail, which it no longer does for a closed
+/// task); then nothing it started is left running.
+#[test]
+fn the_readmes_local_network_script_sees_its_task_close_accepted_and_leaves_nothing_running(
+) -> Result<()> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let work = tempfile::tempdir()?;
+    let out = std::process::Command::new("bash")
+        .arg(root.join("migrations/localnet.sh"))
+        .arg(work.path())
+        .env("RPC_PORT", free_port().to_string())
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("task ") && l.contains(" closed Accepted after ")),
+        "{stdout}"
+    );
+    let dir = work.path().to_string_lossy().to_string();
+    wait_for(15, "every process the script started to be gone", || {
+        let ps = std::process::Command::new("ps")
+            .args(["-eo", "args"])
+            .output()?;
+        let left = String::from_utf8_lossy(&ps.stdout)
+            .lines()
+            .filter(|l| l.contains(&dir))
+            .count();
+        Ok((left == 0).then_some(()))
+    })
 }

@@ -4,6 +4,7 @@
 
 import { getBase58Decoder, type Address, type ReadonlyUint8Array, type Rpc, type SolanaRpcApi } from '@solana/kit';
 import { checkedAccountData, type AccountValue } from './accounts';
+import { getMarketDecoder, getMarketSize, MARKET_DISCRIMINATOR, type Market } from './generated/accounts/market';
 import { getNodeDecoder, getNodeSize, NODE_DISCRIMINATOR, type Node } from './generated/accounts/node';
 import { getTaskDecoder, getTaskSize, TASK_DISCRIMINATOR, type Task } from './generated/accounts/task';
 import { getVoteDecoder, getVoteSize, VOTE_DISCRIMINATOR, type Vote } from './generated/accounts/vote';
@@ -80,6 +81,12 @@ export async function tasksWhere(rpc: Rpc<SolanaRpcApi>, filter: TaskFilter, pro
 /** The live tasks of `market`. */
 export function tasksOf(rpc: Rpc<SolanaRpcApi>, market: Address, programAddress?: Address): Promise<Found<Task>[]> {
   return tasksWhere(rpc, { market }, programAddress);
+}
+
+/** Every market of the program (few: an operator creates each), by id. */
+export async function marketsOf(rpc: Rpc<SolanaRpcApi>, programAddress?: Address): Promise<Found<Market>[]> {
+  const all = await programAccounts(rpc, 'Market', MARKET_DISCRIMINATOR, getMarketSize(), [], (b) => getMarketDecoder().decode(b), programAddress);
+  return all.sort((a, b) => a.data.id - b.data.id);
 }
 
 /** The vote accounts of `task` (one a seated verifier and round). */

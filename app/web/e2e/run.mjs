@@ -14,7 +14,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { openBrowser, pageUrl } from './browser.mjs';
+import { openBrowser, pageUrl, shotOf } from './browser.mjs';
 import { getAddressDecoder } from '@solana/kit';
 import { DIGIT_STROKES } from './digit-strokes.mjs';
 
@@ -125,7 +125,7 @@ try {
   await page.waitForSelector('#tokens', { timeout: 60_000 });
   await noError('connect');
   if (page.url().includes('config=')) throw new Error(`the settings stay in the address bar: ${page.url()}`);
-  const cluster = await text('#cluster');
+  const cluster = await page.evaluate(() => document.querySelector('#cluster').textContent);
   await shot('01-connected');
   const header = {
     network: await text('#network'),
@@ -155,7 +155,7 @@ try {
       await shot('01c-rpc-not-answering');
       await page.setViewportSize({ width: 390, height: 844 });
       await shot('mobile-390-rpc-not-answering');
-      await page.setViewportSize({ width: 1100, height: 1000 });
+      await page.setViewportSize({ width: 1280, height: 900 });
     } finally {
       process.kill(validatorPid, 'SIGCONT');
     }
@@ -354,7 +354,7 @@ try {
   axe.push(...(await axeCheck(page, 'settings at 390 px')));
   await shot('mobile-390-settings');
   await page.click('#settings-close');
-  await page.setViewportSize({ width: 1100, height: 1000 });
+  await page.setViewportSize({ width: 1280, height: 900 });
 
   // errors a person can act on, beside the button: too few tokens; a quorum the market cannot
   // seat; an unreachable content store
@@ -368,7 +368,7 @@ try {
   await page.fill('#reward', '1');
   await page.fill('#quorum', '15');
   await page.click('#post-btn');
-  await page.waitForFunction(() => (document.querySelector('#post-error')?.textContent ?? '').includes('quorum V'), null, { timeout: 30_000 });
+  await page.waitForFunction(() => (document.querySelector('#post-error')?.textContent ?? '').includes('Quorum V'), null, { timeout: 30_000 });
   const quorumError = await text('#post-error');
   await shot('09b-error-quorum-above-the-verifiers');
   await page.fill('#quorum', '0');
@@ -401,7 +401,7 @@ try {
     await b.goto(url);
     await b.waitForSelector('#error:not([hidden])', { timeout: 30_000 });
     links[name] = await b.locator('#error').innerText();
-    await b.screenshot({ path: join(shots, `10c-broken-link-${name}.png`), fullPage: true });
+    await shotOf(b, shots, `10c-broken-link-${name}`);
     await b.close();
   }
 
@@ -422,7 +422,7 @@ try {
     await useLink(bare);
     await bare.waitForSelector('#wallet-dialog[open] #wallet-none:not([hidden])', { timeout: 30_000 });
     walletError = await bare.locator('#wallet-none').innerText();
-    await bare.screenshot({ path: join(shots, '11-error-no-wallet.png'), fullPage: true });
+    await shotOf(bare, shots, '11-error-no-wallet');
     await bare.close();
     // two wallets: one adds a compute-budget instruction (accepted), one changes an account
     // (refused); the second registers after the page has loaded
@@ -440,7 +440,7 @@ try {
     await w.waitForFunction(() => document.querySelectorAll('#wallet-list button').length === 2, null, { timeout: 10_000 });
     chooser = await w.$$eval('#wallet-list button', (o) => o.map((x) => x.dataset.wallet));
     const icons = await w.$$eval('#wallet-list button img', (i) => i.length);
-    await w.screenshot({ path: join(shots, '11b-wallet-chooser.png'), fullPage: true });
+    await shotOf(w, shots, '11b-wallet-chooser');
     await w.click('#wallet-list button[data-wallet="Tamper Wallet"]');
     await w.waitForSelector('#tokens', { timeout: 60_000 });
     const tamperLabel = await w.locator('#wallet').innerText();
@@ -450,14 +450,14 @@ try {
     await signSummary(w);
     await w.waitForSelector('#post-error:not([hidden])', { timeout: 30_000 });
     tamperError = await w.locator('#post-error').innerText();
-    await w.screenshot({ path: join(shots, '12-error-wallet-changed-an-account.png'), fullPage: true });
+    await shotOf(w, shots, '12-error-wallet-changed-an-account');
     // the other wallet, chosen and connected
     await w.click('#disconnect-btn');
     await w.click('#connect-btn');
     await w.waitForSelector('#wallet-dialog[open]');
     await w.click('#wallet-list button[data-wallet="Budget Wallet"]');
     await w.waitForFunction(() => (document.querySelector('#wallet')?.textContent ?? '').startsWith('Budget Wallet') && document.querySelector('#tokens'), null, { timeout: 60_000 });
-    await w.screenshot({ path: join(shots, '13-wallet-chooser-budget-wallet.png'), fullPage: true });
+    await shotOf(w, shots, '13-wallet-chooser-budget-wallet');
     // a file this time: a batch of rows (BATCH) for the digits model
     await w.check('input[name=kind][value=files]');
     await w.selectOption('#file-model', 'digits');
@@ -469,7 +469,7 @@ try {
     await signSummary(w);
     await w.waitForSelector('#post-error:not([hidden])', { timeout: 30_000 });
     rejected = { error: await w.locator('#post-error').innerText(), uploads: puts.length - putsBefore, icons };
-    await w.screenshot({ path: join(shots, '12b-wallet-rejected.png'), fullPage: true });
+    await shotOf(w, shots, '12b-wallet-rejected');
     // then yes: the uploads only after the wallet signed
     const putsAfterReject = puts.length;
     await w.click('#post-btn');
@@ -483,9 +483,10 @@ try {
     const signedAt = await w.evaluate(() => window.__signedAt ?? []);
     const after = puts.slice(putsAfterReject);
     uploadsBeforeSign = { uploads: after.length, before: after.filter((t) => t < signedAt.at(-1)).length, signed: signedAt.length };
-    await w.screenshot({ path: join(shots, '14-file-posted-through-a-wallet-classes.png'), fullPage: true });
+    await shotOf(w, shots, '14-file-posted-through-a-wallet-classes');
     // the digits' task, long closed, opened by its address: read back from its transactions
     await w.click('[role=tablist] button[data-tab=watch]');
+    await w.click('.open-task summary');
     await w.fill('#open-address', digitTask);
     await w.click('#open-task button');
     await w.waitForFunction((t) => document.querySelector('#task-address')?.textContent === t && document.querySelector('#result-classes'), digitTask, { timeout: 60_000 });
@@ -493,7 +494,7 @@ try {
       classes: await w.$$eval('#result-classes tr', (rows) => rows.slice(1).map((r) => Number(r.querySelectorAll('td')[1].textContent))),
       status: await w.locator('#status').innerText(),
     };
-    await w.screenshot({ path: join(shots, '15-closed-task-read-from-its-history.png'), fullPage: true });
+    await shotOf(w, shots, '15-closed-task-read-from-its-history');
     // the wallet switches network, then disconnects itself: the page stops posting and says so
     await w.evaluate(() => window.__walletChange('Budget Wallet', { chains: ['solana:devnet'] }));
     await w.waitForFunction(() => (document.querySelector('#error')?.textContent ?? '').includes('switched to solana:devnet'), null, { timeout: 10_000 });
@@ -504,7 +505,7 @@ try {
     await w.evaluate(() => window.__walletChange('Budget Wallet', { accounts: [] }));
     await w.waitForFunction(() => document.querySelector('#wallet')?.textContent === 'Not connected.' && (document.querySelector('#error')?.textContent ?? '').includes('disconnected'), null, { timeout: 10_000 });
     walletEvents.disconnected = await w.locator('#error').innerText();
-    await w.screenshot({ path: join(shots, '16-wallet-disconnected-itself.png'), fullPage: true });
+    await shotOf(w, shots, '16-wallet-disconnected-itself');
     // connected again through the chooser, then the Disconnect button: a reload stays disconnected
     await w.click('#connect-btn');
     await w.waitForSelector('#wallet-dialog[open]');

@@ -20,5 +20,6 @@ export function describeError(e: unknown, s: Settings | undefined): string {
   if (/HTTP error \(\d+\)|ECONNREFUSED|Failed to fetch|NetworkError/i.test(msg)) return `The cluster at ${s?.rpc ?? 'the settings’ address'} is unreachable: ${msg}`;
   // never a parser's words or an "undefined" in front of a person
   if (e instanceof SyntaxError) return `Something the page read was not what it expected (${msg.split('\n')[0]}): reload, and if it persists, check the settings.`;
-  return msg;
+  // a sentence starts with a capital
+  return msg ? `${msg[0].toUpperCase()}${msg.slice(1)}` : 'Something went wrong, with no word on what: reload and try again.';
 }

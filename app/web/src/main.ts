@@ -51,6 +51,7 @@ import {
   signInstructions,
   SignRejected,
   fetchMaybeMarket,
+  marketsOf,
   embeddings,
   decodeManifest,
   fetchContent,
@@ -179,8 +180,10 @@ function toast(text: string, kind: 'info' | 'ok' | 'bad' = 'info', sig?: string,
   t.className = `toast ${kind}`;
   t.append(text);
   if (sig) t.append(' ', txLink(sig));
-  $('toasts').append(t);
-  setTimeout(() => t.remove(), ms);
+  const box = $('toasts');
+  box.append(t);
+  while (box.childElementCount > 2) box.firstElementChild!.remove();
+  setTimeout(() => t.remove(), Math.min(ms, 6_000));
 }
 
 // ---------------------------------------------------------------- connect
@@ -292,8 +295,13 @@ async function connect(choice = LOCAL) {
   try {
     await connectTo(choice);
   } catch (e) {
-    // never "Connecting…" above an error
-    if (!client) $('wallet').textContent = 'Not connected.';
+    // never "Connecting…" above an error, nor the last connection's views
+    if (!client) {
+      $('wallet').textContent = 'Not connected.';
+      $('cluster').textContent = '';
+      for (const id of ['market-summary', 'perf', 'nodes', 'tasks', 'mine', 'post-status']) $(id).replaceChildren();
+      $('mine-said').textContent = 'Connect a wallet to see its tasks.';
+    }
     throw e;
   }
 }
@@ -309,7 +317,11 @@ async function connectTo(choice: string) {
   // the market named, read before anything else: a market that does not exist is said now
   const market = await fetchMaybeMarket(c.rpc, await marketAddress(settings.market), { commitment: 'confirmed' }).catch(() => null);
   if (!market?.exists) {
-    throw new Error(`Market ${settings.market} does not exist on the cluster at ${settings.rpc}: choose a market id that does in Settings (keeper market list prints them)`);
+    const ids = await marketsOf(c.rpc)
+      .then((all) => all.map((m) => m.data.id))
+      .catch(() => [] as number[]);
+    const have = ids.length === 0 ? 'it has no market yet' : ids.length === 1 ? `its one market is ${ids[0]}` : `its markets are ${ids.join(', ')}`;
+    throw new Error(`Market ${settings.market} does not exist on the cluster at ${settings.rpc} (${have}): choose one that does in Settings`);
   }
   let s: Signer;
   if (choice === LOCAL) {
@@ -489,7 +501,8 @@ async function showWallet() {
   const sol = (await client.rpc.getBalance(me, { commitment: 'confirmed' }).send()).value;
   const tokens = await tokenBalance(client.rpc, await tokenAccountOf(me, token!.mint));
   $('wallet').innerHTML = '';
-  $('wallet').append(`${signer.label}: `, addrLink(me), ` · ${sol9(sol)} SOL · `, spanId('tokens', tk(tokens)), ` ${unit()}`);
+  const solShown = Number(sol) / 1e9;
+  $('wallet').append(`${signer.label}: `, addrLink(me), ` · ${solShown.toLocaleString('en', { maximumFractionDigits: 4 })} SOL · `, spanId('tokens', tk(tokens)), ` ${unit()}`);
   $('account-short').textContent = `${me.slice(0, 4)}…${me.slice(-4)}`;
   $<HTMLAnchorElement>('account-link').href = explorer('address', me);
   $('account').hidden = false;
@@ -629,6 +642,8 @@ function kind(): string {
 document.querySelectorAll<HTMLInputElement>('input[name=kind]').forEach((r) =>
   r.addEventListener('change', () => {
     for (const k of ['digit', 'sentences', 'generate', 'files']) $(`kind-${k}`).hidden = kind() !== k;
+    $('post-status').textContent = '';
+    clearError('post-error');
   }),
 );
 
@@ -1038,7 +1053,7 @@ function renderHistory(h: HistoryEntry[]) {
   const ol = $('timeline');
   ol.innerHTML = '';
   const failed = h.filter((e) => e.failed).length;
-  $('timeline-count').textContent = `(${h.length - failed}${failed ? `, and ${failed} failed` : ''})`;
+  $('timeline-count').textContent = `(${h.length - failed}${failed ? `; ${failed} lost race${failed === 1 ? '' : 's'}, hidden` : ''})`;
   $('failed-said').textContent = failed
     ? `${failed} failed transaction${failed === 1 ? '' : 's'}: keepers raced for the same claim, seat or crank, and the ones that lost the race were refused; nothing changed (only their fees were spent, by the keepers, not you). Hidden unless you ask.`
     : '';
@@ -1449,11 +1464,14 @@ async function showResult(task: Address, signal: AbortSignal, verified = true) {
       : fetched.published.length === count
         ? 'published on chain by the provider under an availability challenge, each chunk proven by the program'
         : `served by ${from}; tiles ${fetched.published.join(', ')} published on chain under an availability challenge`;
+  p.className = 'hint';
   p.textContent = verified
     ? `Verified: ${count === 1 ? `its one tile (${source}) hashes` : `all ${count} tiles (${source}) hash`} to the root ${hex(c.root).slice(0, 16)}… committed on chain.`
     : `Not yet verified: the provider committed this result (${source}, hashing to the root ${hex(c.root).slice(0, 16)}… on chain); the verifiers are checking it.`;
   if (!verified) p.id = 'unverified';
-  box.append(p);
+  const title = document.createElement('h3');
+  title.textContent = verified ? 'Result ✓ verified' : 'Result (not yet verified)';
+  box.append(title);
   if (c.job.kind === JobKind.Mlp) {
     const rows = mlpClasses(c.job, tiles);
     // each class beside the digit it was read from, when this browser posted it
@@ -1520,6 +1538,12 @@ async function showResult(task: Address, signal: AbortSignal, verified = true) {
     head.textContent = 'How alike the texts are (cosine similarity of their verified embeddings, 1 the same meaning):';
     box.append(head, t);
     const texts = postedTexts.get(task);
+    if (texts?.length !== e.length) {
+      const n = document.createElement('p');
+      n.className = 'hint';
+      n.textContent = 'The texts were posted from another browser: the numbers follow the order they were posted in.';
+      box.append(n);
+    }
     if (texts?.length === e.length) {
       const ol = document.createElement('ol');
       ol.id = 'texts';
@@ -1551,6 +1575,8 @@ async function showResult(task: Address, signal: AbortSignal, verified = true) {
       box.append(a, how);
     });
   }
+  // how it was checked, after the answer
+  box.append(p);
   if (!verified) return;
   const all = new Uint8Array(tiles.reduce((n, t) => n + t.length, 0));
   tiles.reduce((at, t) => (all.set(t, at), at + t.length), 0);
@@ -1594,7 +1620,8 @@ async function showMarket() {
   const market = await marketAddress(settings.market);
   const m = (await fetchMarket(client.rpc, market)).data;
   const name = new TextDecoder().decode(m.name).replace(/\0+$/, '');
-  $('market-summary').textContent = `Market ${settings.market} "${name}": ${m.providers} providers and ${m.verifiers} verifiers (${amt(m.verifierStake)} staked by verifiers); by default ${m.quorum} verifiers check ${m.samples} samples of each result.`;
+  const many = (n: number, one: string) => `${n} ${one}${n === 1 ? '' : 's'}`;
+  $('market-summary').textContent = `Market ${settings.market} "${name}": ${many(m.providers, 'provider')} and ${many(m.verifiers, 'verifier')} (${amt(m.verifierStake)} staked by verifiers); by default ${m.quorum} verifiers check ${m.samples} samples of each result.`;
   const nodes = await nodesOf(client.rpc, market);
   const role = (r: number) => [(r & 1) && 'provider', (r & 2) && 'verifier'].filter(Boolean).join('+');
   $('nodes').replaceWith(
@@ -1741,7 +1768,7 @@ $('post-btn').addEventListener('click', () => {
   clearError('post-error');
   post()
     .catch((e) => {
-      $('post-status').textContent = 'not posted';
+      $('post-status').textContent = '';
       showError(e, 'post-error');
     })
     .finally(() => {

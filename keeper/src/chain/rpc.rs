@@ -68,6 +68,8 @@ fn is_transient(e: &ClientError) -> bool {
         e.kind(),
         ClientErrorKind::Io(_) | ClientErrorKind::Reqwest(_)
     )
+    // getAccountInfo wraps a refused connection in "AccountNotFound: … error sending request"
+    || e.to_string().contains("error sending request")
 }
 
 impl RpcChain {
@@ -206,7 +208,9 @@ impl RpcChain {
                 }
                 Err(e) if is_transient(&e) => {
                     return Err(anyhow::anyhow!(
-                        "cannot reach the cluster at {} ({} attempts; {what}: {e})",
+                        "cannot reach the cluster at {} ({} attempts at {what}): is a validator \
+                         running there? Start one (solana-test-validator, or scripts/app for a \
+                         local market) or point -u at another",
                         self.client.url(),
                         self.attempts
                     ))

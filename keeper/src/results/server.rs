@@ -1440,46 +1440,58 @@ pub fn serve_listener(
         admitted: admitted.clone(),
         replays: Default::default(),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("keeper-http")
-        .enable_all()
-        .build()?;
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let thread = std::thread::Builder::new()
-        .name("keeper-http".into())
-        .spawn(move || {
-            rt.block_on(async move {
-                match tokio::net::TcpListener::from_std(std_listener) {
-                    Ok(l) => accept_loop(l, app, serving, rx).await,
-                    Err(e) => tracing::error!(error = %e, "cannot serve"),
-                }
-            });
-            rt.shutdown_timeout(Duration::from_secs(1));
-        })?;
+    let server = ServerThread::spawn("keeper-http", std_listener, move |l, stop| {
+        accept_loop(l, app, serving, stop)
+    })?;
     Ok(HttpServer {
         addr: bound,
         admitted,
-        stop: tx,
-        thread: Some(thread),
+        server,
     })
 }
 
-/// A running results server: stops (and releases its port) on [`HttpServer::shutdown`] or
+/// An HTTP server on its own thread and tokio runtime (the results server, the faucet): stops
+/// accepting, ends every connection and releases its port on [`ServerThread::shutdown`] or
 /// when dropped.
-pub struct HttpServer {
-    /// Where it listens.
-    pub addr: SocketAddr,
-    /// The keys whose signed requests are a market node's, with their stakes
-    /// ([`super::admission`]): empty at start; the daemon fills it with the market's staked
-    /// nodes as it reads them from chain, and `keeper serve` with the keys it is given
-    /// (`--admit`) and those it reads from chain (`--admit-market`).
-    pub admitted: Signers,
+pub struct ServerThread {
     stop: tokio::sync::watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl HttpServer {
+impl ServerThread {
+    /// Runs `serve(listener, stop)` on a thread named `name` with a runtime of its own; `stop`
+    /// turns true when the server is to stop.
+    pub fn spawn<F, Fut>(name: &str, listener: std::net::TcpListener, serve: F) -> Result<Self>
+    where
+        F: FnOnce(tokio::net::TcpListener, tokio::sync::watch::Receiver<bool>) -> Fut
+            + Send
+            + 'static,
+        Fut: std::future::Future<Output = ()>,
+    {
+        listener.set_nonblocking(true)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(name)
+            .enable_all()
+            .build()?;
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    match tokio::net::TcpListener::from_std(listener) {
+                        Ok(l) => serve(l, rx).await,
+                        Err(e) => tracing::error!(error = %e, "cannot serve"),
+                    }
+                });
+                rt.shutdown_timeout(Duration::from_secs(1));
+            })?;
+        Ok(ServerThread {
+            stop: tx,
+            thread: Some(thread),
+        })
+    }
+
     /// Stops accepting, ends every connection, and waits for the server thread.
     pub fn shutdown(mut self) {
         self.halt();
@@ -1493,9 +1505,29 @@ impl HttpServer {
     }
 }
 
-impl Drop for HttpServer {
+impl Drop for ServerThread {
     fn drop(&mut self) {
         self.halt();
+    }
+}
+
+/// A running results server: stops (and releases its port) on [`HttpServer::shutdown`] or
+/// when dropped.
+pub struct HttpServer {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The keys whose signed requests are a market node's, with their stakes
+    /// ([`super::admission`]): empty at start; the daemon fills it with the market's staked
+    /// nodes as it reads them from chain, and `keeper serve` with the keys it is given
+    /// (`--admit`) and those it reads from chain (`--admit-market`).
+    pub admitted: Signers,
+    server: ServerThread,
+}
+
+impl HttpServer {
+    /// Stops accepting, ends every connection, and waits for the server thread.
+    pub fn shutdown(self) {
+        self.server.shutdown();
     }
 }
 

@@ -110,6 +110,18 @@ impl Ctx {
         Ok(*self.decimals.get_or_init(|| d))
     }
 
+    /// Whether `typed` has the shape of an amount (no network call): tokens, or base units with
+    /// `--base-units`.
+    pub fn amount_shape(&self, typed: &str, flag: &str) -> Result<()> {
+        use anyhow::Context as _;
+        if self.base_units {
+            compute_market_keeper::amount::parse_base(typed).map(|_| ())
+        } else {
+            compute_market_keeper::amount::ui_parts(typed).map(|_| ())
+        }
+        .with_context(|| flag.to_string())
+    }
+
     /// An amount a person typed for `flag`, in base units: tokens with the stake mint's
     /// decimals, or base units with `--base-units`. Malformed or negative amounts are refused
     /// before the chain is asked.

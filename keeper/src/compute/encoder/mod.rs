@@ -217,8 +217,26 @@ pub fn parse_texts(bytes: &[u8], rows: usize, max_tokens: usize) -> Result<Vec<&
 
 /// The texts of a texts part, however many: UTF-8, one per line, a final `\n` ending the last.
 pub fn texts_of(bytes: &[u8]) -> Result<Vec<&str>> {
-    let s = std::str::from_utf8(bytes).map_err(|e| anyhow!("the texts are not UTF-8: {e}"))?;
+    let s = std::str::from_utf8(bytes).map_err(|e| {
+        // a person finds a line, not a byte offset
+        let at = e.valid_up_to();
+        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = at - bytes[..at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+        anyhow!(
+            "text {line} is not UTF-8 (byte {column} of its line): save the file as UTF-8 text, one text a line"
+        )
+    })?;
     Ok(s.strip_suffix('\n').unwrap_or(s).split('\n').collect())
+}
+
+#[cfg(test)]
+#[test]
+fn a_text_that_is_not_utf8_is_named_by_its_line() {
+    let e = texts_of(b"one\ntwo\nth\xffree\n").unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "text 3 is not UTF-8 (byte 3 of its line): save the file as UTF-8 text, one text a line"
+    );
 }
 
 /// Refuses the first text longer than 16 bytes per token of the `max_tokens` limit.

@@ -37,7 +37,7 @@ impl ComputeArgs {
         let mut warnings = vec![];
         let start = std::time::Instant::now();
         let prepare;
-        let mut local = match self.job.jobs(client.as_ref(), 1, &|_| 0)? {
+        let mut local = match self.job.jobs(client.as_ref(), 1, &|_| Ok(0))? {
             Jobs::Data(_, prepared) => {
                 for w in &prepared.warnings {
                     tracing::warn!("{w}");

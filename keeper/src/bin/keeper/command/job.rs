@@ -80,7 +80,7 @@ pub struct JobArgs {
     pub max_tokens: Option<u32>,
     /// Rows (Mlp), texts (Encoder) or completions (Generate) per output tile (1 to 64): a
     /// verifier checks k tiles [default: 8 rows, 2 texts, 1 completion].
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=i64::from(compute_market_protocol::job::MAX_ROWS_PER_TILE)))]
     pub rows_per_tile: Option<u8>,
     /// Input seed, 64 hex digits [default: derived from the client's key and the id].
     #[arg(long)]
@@ -141,10 +141,10 @@ impl JobArgs {
         &self,
         client: Option<&Pubkey>,
         count: u64,
-        default_id: &dyn Fn(&[u8]) -> u64,
+        default_id: &dyn Fn(&[u8]) -> Result<u64>,
     ) -> Result<Jobs> {
         ensure!(count >= 1, "--count must be at least 1");
-        let id_of = |what: &[u8]| self.id.unwrap_or_else(|| default_id(what));
+        let id_of = |what: &[u8]| self.id.map_or_else(|| default_id(what), Ok);
         if self.on_data() {
             ensure!(count == 1, "--input and --model post one task (--count 1)");
             if self.generate {
@@ -174,7 +174,7 @@ impl JobArgs {
                     sampling: self.sampling()?,
                 };
                 let prepared = clientdata::prepare_generate(&model, &prompts, shape)?;
-                let id = id_of(&prepared.job.encode());
+                let id = id_of(&prepared.job.encode())?;
                 return Ok(Jobs::Data(id, Box::new(prepared)));
             }
             if self.max_tokens.is_some() && self.texts.is_none() {
@@ -198,7 +198,7 @@ impl JobArgs {
                 ),
                 _ => clientdata::prepare_inputs(&self.input)?,
             };
-            let id = id_of(&prepared.job.encode());
+            let id = id_of(&prepared.job.encode())?;
             return Ok(Jobs::Data(id, Box::new(prepared)));
         }
         let kind = self
@@ -206,8 +206,11 @@ impl JobArgs {
             .as_deref()
             .context("--kind is needed without --input")?;
         let given = self.seed.as_deref().map(parse_seed).transpose()?;
+        // the dimensions checked before the id is derived (that asks the cluster the mint's
+        // decimals): a typo is named without a network call
+        parse_job(kind, &self.dims, [0; 32])?;
         let id =
-            id_of(format!("generated {kind} {:?} {:?} {count}", self.dims, self.seed).as_bytes());
+            id_of(format!("generated {kind} {:?} {:?} {count}", self.dims, self.seed).as_bytes())?;
         let jobs = (id..id.checked_add(count).context("--id + --count overflows")?)
             .map(|id| {
                 let seed = match (given, client) {
@@ -230,7 +233,30 @@ impl JobArgs {
 }
 
 fn parse_job(kind: &str, dims: &[u32], seed: [u8; 32]) -> Result<JobSpec> {
+    use compute_market_protocol::job::{
+        MAX_HASH_ITERATIONS, MAX_HASH_TILES, MAX_MATRIX_DIM, MAX_NONCES_PER_TILE,
+    };
     ensure!(dims.len() == 3, "--dims takes three numbers");
+    // each bound named with its value, before the job's own check
+    let bounds: [(&str, u32); 3] = match kind {
+        "matmul" => [
+            ("m", MAX_MATRIX_DIM),
+            ("k", MAX_MATRIX_DIM),
+            ("n", MAX_MATRIX_DIM),
+        ],
+        "hash" => [
+            ("tiles", MAX_HASH_TILES),
+            ("nonces a tile", MAX_NONCES_PER_TILE),
+            ("iterations", MAX_HASH_ITERATIONS),
+        ],
+        other => bail!("--kind must be matmul or hash, not {other:?}"),
+    };
+    for (&d, (name, most)) in dims.iter().zip(bounds) {
+        ensure!(
+            (1..=most).contains(&d),
+            "--dims: {name} = {d} is out of range for --kind {kind}: 1 to {most}"
+        );
+    }
     let job = match kind {
         "matmul" => JobSpec::matmul(dims[0], dims[1], dims[2], seed),
         "hash" => JobSpec::hash_batch(dims[0], dims[1], dims[2], seed),

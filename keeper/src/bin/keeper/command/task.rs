@@ -38,10 +38,10 @@ pub enum TaskCmd {
         /// task's escrow; base units with --base-units.
         #[arg(long, allow_hyphen_values = true, value_name = "TOKENS")]
         reward: String,
-        /// Quorum V [default: the market's].
+        /// Quorum V, the verifiers seated (0: the market's).
         #[arg(long, default_value_t = 0)]
         quorum: u8,
-        /// Samples k [default: the market's].
+        /// Samples k, the tiles each verifier checks (0: the market's).
         #[arg(long, default_value_t = 0)]
         samples: u16,
         /// Preferred region code (continent·100 + zone; 0 = any). Providers rank nearer tasks first.
@@ -161,15 +161,25 @@ impl TaskCmd {
                 anyway,
                 allow_private_urls,
             } => {
+                // everything typed is checked before the cluster is asked anything: the keypair,
+                // the amount's shape, the job's files
                 let kp = ctx.keypair()?;
                 let market = ctx.market(m);
                 anyhow::ensure!(count >= 1, "--count must be at least 1");
-                let reward = ctx.amount(&reward, "--reward")?;
-                anyhow::ensure!(
-                    reward > 0,
-                    "--reward is 0: a task pays its provider and verifiers; give a reward in tokens (e.g. --reward 1)"
-                );
-                cli::ensure_funds(chain.as_ref(), &kp.pubkey(), reward, count)?;
+                ctx.amount_shape(&reward, "--reward")?;
+                let typed_reward = reward;
+                let reward_cell = std::cell::OnceCell::new();
+                let reward_of = || -> Result<u64> {
+                    if let Some(r) = reward_cell.get() {
+                        return Ok(*r);
+                    }
+                    let r = ctx.amount(&typed_reward, "--reward")?;
+                    anyhow::ensure!(
+                        r > 0,
+                        "--reward is 0: a task pays its provider and verifiers; give a reward in tokens (e.g. --reward 1)"
+                    );
+                    Ok(*reward_cell.get_or_init(|| r))
+                };
                 let cards = FetchPolicy::private(allow_private_urls);
                 // whether any provider would take the job, asked before uploading or paying
                 // (not with --anyway)
@@ -180,7 +190,7 @@ impl TaskCmd {
                     let o = cli::task_outlook(
                         chain.as_ref(),
                         market,
-                        reward,
+                        reward_of()?,
                         quorum,
                         samples,
                         job,
@@ -193,9 +203,10 @@ impl TaskCmd {
                 // the nonce), hashed, so the same post run twice names the same task
                 let me = kp.pubkey();
                 let where_from = input_uri_flag(store.as_deref(), public_uri.as_deref());
-                let default_id = |what: &[u8]| -> u64 {
+                let default_id = |what: &[u8]| -> Result<u64> {
                     let terms = format!(
-                        "{market} {reward} {quorum} {samples} {region} {where_from} {}",
+                        "{market} {} {quorum} {samples} {region} {where_from} {}",
+                        reward_of()?,
                         nonce.as_deref().unwrap_or("")
                     );
                     let h = compute_market_protocol::hash::hashv(&[
@@ -205,9 +216,11 @@ impl TaskCmd {
                         what,
                     ]);
                     // the top bit clear: --count ids after it never overflow
-                    u64::from_le_bytes(h[..8].try_into().expect("8 bytes")) >> 1
+                    Ok(u64::from_le_bytes(h[..8].try_into().expect("8 bytes")) >> 1)
                 };
                 let jobs = job.jobs(Some(&me), count, &default_id)?;
+                let reward = reward_of()?;
+                cli::ensure_funds(chain.as_ref(), &kp.pubkey(), reward, count)?;
                 // posted before (this run's own retry, or the same command again): said, and
                 // nothing is uploaded, sent or paid for it
                 let rpc = compute_market_keeper::chain::rpc::RpcChain::new(&ctx.url);
