@@ -260,6 +260,8 @@ class MarketEndpoint:
             return JSONResponse({"error": str(e)}, status_code=400)
         except MarketError as e:
             return JSONResponse({"error": str(e)}, status_code=502)
+        except Exception as e:  # anything else still answers JSON, naming what went wrong
+            return JSONResponse({"error": f"{type(e).__name__}: {e}"}, status_code=500)
 
 
 def deployment(**options: Any):

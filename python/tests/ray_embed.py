@@ -79,8 +79,25 @@ try:
             with urllib.request.urlopen(req, timeout=300) as r:
                 return r.status, json.loads(r.read())
         except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
+            raw = e.read()
+            try:
+                return e.code, json.loads(raw)
+            except ValueError:  # a proxy's own page: shown as it came
+                return e.code, {"error": raw.decode("utf-8", "replace")[:4000]}
 
+    # "ready" is the application's word; the HTTP proxy learns its route a moment later (a
+    # request before that was answered 404 in CI): asked until /embed is routed
+    deadline = time.time() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{serve_port}/-/routes", timeout=5) as r:
+                if "/embed" in json.loads(r.read()):
+                    break
+        except (OSError, ValueError):
+            pass
+        if time.time() > deadline:
+            raise RuntimeError("the Serve proxy did not route /embed within 60 s")
+        time.sleep(0.5)
     code, answer = post({"texts": texts[:4]})
     assert code == 200, (code, answer)
     same = np.array_equal(np.array(answer["embeddings"], dtype=np.int16),
