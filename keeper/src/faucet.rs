@@ -43,7 +43,7 @@ use tower::ServiceExt;
 use crate::{
     chain::{decode, Chain},
     cli, deploy,
-    results::server::ServerThread,
+    results::server::{next_connection, ServerThread},
 };
 
 /// The genesis hashes of the public clusters the faucet refuses to run on: their tokens are
@@ -428,20 +428,7 @@ async fn accept_loop(
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.connections.max(1)));
     let mut conns = tokio::task::JoinSet::new();
-    loop {
-        let accepted = tokio::select! {
-            _ = stop.changed() => break,
-            a = listener.accept() => a,
-        };
-        while conns.try_join_next().is_some() {}
-        let (stream, peer) = match accepted {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::debug!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
-        };
+    while let Some((stream, peer)) = next_connection(&listener, &mut stop, &mut conns).await {
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             tracing::debug!(%peer, "faucet: too many connections, closed on accept");
             continue;

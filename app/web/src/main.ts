@@ -1130,7 +1130,7 @@ function majorityOf(h: HistoryEntry[], t?: Task): number | undefined {
 }
 
 /** What an ending means for the person who posted, and what they can do. */
-function explain(outcome: string | undefined, t?: Task, majority?: number): string {
+function explain(outcome: string | undefined, majority?: number): string {
   if (outcome === 'Rejected' && majority === VERDICT_UNSERVED) return UNSERVED;
   if (outcome === 'Rejected' && majority === VERDICT_PROVEN_WRONG) {
     return 'Rejected (proven wrong): the seats had accepted the result, but a dispute made the program recompute one of its values, or replay one step of it, and it was wrong. The provider’s whole bond is slashed, part of it paid to you, and your reward is refunded in full; the seats that vouched for it lose their bonds.';
@@ -1189,7 +1189,7 @@ async function watch(task: Address, postedIn?: string) {
       if (!lastTask || !TERMINAL.includes(TaskStatus[lastTask.status])) $('phase').textContent = `${final}: see its transactions below`;
       $('connection').textContent = '';
     }
-    $('explain').textContent = explain(final, lastTask, majorityOf(h, lastTask));
+    $('explain').textContent = explain(final, majorityOf(h, lastTask));
     renderStages(h, final, shown, fetchFailed);
     // a completion is shown as soon as its provider commits it, marked unverified; the
     // verified one replaces it at the verdict

@@ -1226,6 +1226,30 @@ struct Serving {
     replays: Arc<super::admission::Replays>,
 }
 
+/// The next connection `listener` accepts, or `None` once `stop` turns: finished connections
+/// in `conns` are reaped first (the set does not grow), and a failed accept (out of
+/// descriptors, a reset before accept) waits a little and goes on.
+pub(crate) async fn next_connection<T: 'static>(
+    listener: &tokio::net::TcpListener,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+    conns: &mut tokio::task::JoinSet<T>,
+) -> Option<(tokio::net::TcpStream, SocketAddr)> {
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.changed() => return None,
+            a = listener.accept() => a,
+        };
+        while conns.try_join_next().is_some() {}
+        match accepted {
+            Ok(a) => return Some(a),
+            Err(e) => {
+                tracing::debug!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
 async fn accept_loop(
     listener: tokio::net::TcpListener,
     app: Router,
@@ -1241,22 +1265,7 @@ async fn accept_loop(
     } = serving;
     let mut conns = tokio::task::JoinSet::new();
     let mut evicted = 0u64;
-    loop {
-        let accepted = tokio::select! {
-            _ = stop.changed() => break,
-            a = listener.accept() => a,
-        };
-        // reap finished connections so the set does not grow
-        while conns.try_join_next().is_some() {}
-        let (stream, peer) = match accepted {
-            Ok(a) => a,
-            Err(e) => {
-                // out of descriptors or a reset before accept: wait a little, go on
-                tracing::debug!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
-        };
+    while let Some((stream, peer)) = next_connection(&listener, &mut stop, &mut conns).await {
         // a streamed body's head and first chunk go in separate writes: without this the
         // second waits for the peer's delayed ACK (tens of milliseconds a request)
         let _ = stream.set_nodelay(true);
